@@ -1,0 +1,492 @@
+//! One line -> [`Request`]: op, names and raw payload spans.
+//!
+//! Invariants:
+//! - never panics, whatever the bytes (fuzzed by `fuzz/fuzz_targets/decode.rs`);
+//! - on error the request's `id` is returned whenever the line was a JSON
+//!   object with an `id` member, so the error status can carry it;
+//! - names are decoded with escapes; they borrow from the line unless they
+//!   contain an escape;
+//! - payload spans borrow from the line and re-parse as the same JSON value;
+//! - nesting deeper than [`MAX_JSON_DEPTH`] is refused (P3): we never recurse,
+//!   but the clients we forward to might.
+//!
+//! Decoding uses serde_json with `&RawValue` members: measured against
+//! simd-json in `benches/decode.rs` (numbers in docs/ARCHITECTURE.md), it is
+//! as fast on small lines, faster on large ones, and it yields byte spans.
+
+use std::borrow::Cow;
+use std::fmt;
+
+use serde::de::{self, Deserializer, IgnoredAny, MapAccess, Visitor};
+use serde::Deserialize;
+use serde_json::value::RawValue;
+
+use crate::config::MAX_JSON_DEPTH;
+
+/// A decoded request. Names are unescaped; payloads are raw JSON.
+#[derive(Debug)]
+pub struct Request<'a> {
+    /// The request's `id`, exactly as sent.
+    pub id: Option<&'a RawValue>,
+    pub op: Op<'a>,
+}
+
+/// The operations of the protocol with their required fields.
+#[derive(Debug)]
+pub enum Op<'a> {
+    Advertise { topic: Cow<'a, str>, ty: Cow<'a, str> },
+    Unadvertise { topic: Cow<'a, str> },
+    Publish { topic: Cow<'a, str>, msg: &'a RawValue },
+    Subscribe { topic: Cow<'a, str>, ty: Cow<'a, str> },
+    Unsubscribe { topic: Cow<'a, str> },
+    AdvertiseService { service: Cow<'a, str>, ty: Cow<'a, str> },
+    UnadvertiseService { service: Cow<'a, str> },
+    /// `id` is required: a `CallService` always comes with `Request::id`.
+    CallService {
+        service: Cow<'a, str>,
+        args: &'a RawValue,
+        /// rosbridge's per-call `timeout`, in seconds.
+        timeout: Option<f64>,
+    },
+    ServiceResponse {
+        service: Cow<'a, str>,
+        values: &'a RawValue,
+        result: &'a RawValue,
+        status: Option<&'a RawValue>,
+    },
+}
+
+impl Op<'_> {
+    /// The op's wire name.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Op::Advertise { .. } => "advertise",
+            Op::Unadvertise { .. } => "unadvertise",
+            Op::Publish { .. } => "publish",
+            Op::Subscribe { .. } => "subscribe",
+            Op::Unsubscribe { .. } => "unsubscribe",
+            Op::AdvertiseService { .. } => "advertise_service",
+            Op::UnadvertiseService { .. } => "unadvertise_service",
+            Op::CallService { .. } => "call_service",
+            Op::ServiceResponse { .. } => "service_response",
+        }
+    }
+}
+
+/// Why a line was refused. Small and `Copy`: built on the hot path, turned
+/// into text only when an error status is written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorKind {
+    BadUtf8,
+    BadJson,
+    NotObject,
+    TooDeep,
+    MissingOp,
+    UnknownOp,
+    MissingField(&'static str),
+    WrongType(&'static str),
+    MissingId,
+}
+
+impl ErrorKind {
+    /// Stable label used for counters and logs.
+    pub fn label(self) -> &'static str {
+        match self {
+            ErrorKind::BadUtf8 => "bad_utf8",
+            ErrorKind::BadJson => "bad_json",
+            ErrorKind::NotObject => "not_object",
+            ErrorKind::TooDeep => "too_deep",
+            ErrorKind::MissingOp => "missing_op",
+            ErrorKind::UnknownOp => "unknown_op",
+            ErrorKind::MissingField(_) => "missing_field",
+            ErrorKind::WrongType(_) => "wrong_type",
+            ErrorKind::MissingId => "missing_id",
+        }
+    }
+}
+
+/// A refused line: what was wrong, plus what could still be read of it.
+#[derive(Debug)]
+pub struct DecodeError<'a> {
+    pub kind: ErrorKind,
+    pub id: Option<&'a RawValue>,
+    /// The `op` value when it was a string (for unknown-op messages).
+    pub op: Option<Cow<'a, str>>,
+}
+
+impl fmt::Display for DecodeError<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let op = self.op.as_deref().unwrap_or("request");
+        match self.kind {
+            ErrorKind::BadUtf8 => f.write_str("invalid UTF-8 in request line"),
+            ErrorKind::BadJson => f.write_str("invalid JSON in request line"),
+            ErrorKind::NotObject => f.write_str("request must be a JSON object"),
+            ErrorKind::TooDeep => {
+                write!(f, "JSON nesting deeper than {MAX_JSON_DEPTH} levels")
+            }
+            ErrorKind::MissingOp => f.write_str("request has no \"op\" field"),
+            ErrorKind::UnknownOp => write!(f, "unknown op {op:?}"),
+            ErrorKind::MissingField(name) => write!(f, "{op}: missing field {name:?}"),
+            ErrorKind::WrongType(name) => write!(f, "{op}: field {name:?} has the wrong type"),
+            ErrorKind::MissingId => write!(f, "{op}: an \"id\" is required"),
+        }
+    }
+}
+
+/// Decodes one line (terminator already removed).
+pub fn decode(line: &[u8]) -> Result<Request<'_>, DecodeError<'_>> {
+    let fields = match serde_json::from_slice::<Fields<'_>>(line) {
+        Ok(f) => f,
+        Err(e) => return Err(parse_error(line, &e)),
+    };
+    if exceeds_depth(line, MAX_JSON_DEPTH) {
+        return Err(fields.error(ErrorKind::TooDeep, None));
+    }
+    let op_name = match fields.op {
+        None => return Err(fields.error(ErrorKind::MissingOp, None)),
+        Some(raw) => match json_str(raw) {
+            Some(s) => s,
+            None => return Err(fields.error(ErrorKind::WrongType("op"), None)),
+        },
+    };
+    let op = match fields.build(&op_name) {
+        Ok(op) => op,
+        Err(kind) => return Err(fields.error(kind, Some(op_name))),
+    };
+    if matches!(op, Op::CallService { .. }) && fields.id.is_none() {
+        return Err(fields.error(ErrorKind::MissingId, Some(op_name)));
+    }
+    Ok(Request { id: fields.id, op })
+}
+
+fn parse_error<'a>(line: &'a [u8], e: &serde_json::Error) -> DecodeError<'a> {
+    let kind = if std::str::from_utf8(line).is_err() {
+        ErrorKind::BadUtf8
+    } else if e.is_data() {
+        // Valid JSON of the wrong shape: our visitor only accepts maps.
+        ErrorKind::NotObject
+    } else {
+        ErrorKind::BadJson
+    };
+    DecodeError {
+        kind,
+        id: None,
+        op: None,
+    }
+}
+
+/// The members we look at, as raw spans. Unknown members are skipped; when a
+/// key repeats, the last one wins (as in serde_json's `Value`).
+#[derive(Default)]
+struct Fields<'a> {
+    op: Option<&'a RawValue>,
+    id: Option<&'a RawValue>,
+    topic: Option<&'a RawValue>,
+    service: Option<&'a RawValue>,
+    ty: Option<&'a RawValue>,
+    msg: Option<&'a RawValue>,
+    args: Option<&'a RawValue>,
+    values: Option<&'a RawValue>,
+    result: Option<&'a RawValue>,
+    status: Option<&'a RawValue>,
+    timeout: Option<&'a RawValue>,
+}
+
+impl<'a> Fields<'a> {
+    fn error(&self, kind: ErrorKind, op: Option<Cow<'a, str>>) -> DecodeError<'a> {
+        DecodeError {
+            kind,
+            id: self.id,
+            op,
+        }
+    }
+
+    fn build(&self, op: &str) -> Result<Op<'a>, ErrorKind> {
+        Ok(match op {
+            "publish" => Op::Publish {
+                topic: name(self.topic, "topic")?,
+                msg: self.msg.ok_or(ErrorKind::MissingField("msg"))?,
+            },
+            "subscribe" => Op::Subscribe {
+                topic: name(self.topic, "topic")?,
+                ty: name(self.ty, "type")?,
+            },
+            "unsubscribe" => Op::Unsubscribe {
+                topic: name(self.topic, "topic")?,
+            },
+            "advertise" => Op::Advertise {
+                topic: name(self.topic, "topic")?,
+                ty: name(self.ty, "type")?,
+            },
+            "unadvertise" => Op::Unadvertise {
+                topic: name(self.topic, "topic")?,
+            },
+            "call_service" => Op::CallService {
+                service: name(self.service, "service")?,
+                args: self.args.ok_or(ErrorKind::MissingField("args"))?,
+                timeout: timeout(self.timeout)?,
+            },
+            "service_response" => Op::ServiceResponse {
+                service: name(self.service, "service")?,
+                values: self.values.ok_or(ErrorKind::MissingField("values"))?,
+                result: self.result.ok_or(ErrorKind::MissingField("result"))?,
+                status: self.status,
+            },
+            "advertise_service" => Op::AdvertiseService {
+                service: name(self.service, "service")?,
+                ty: name(self.ty, "type")?,
+            },
+            "unadvertise_service" => Op::UnadvertiseService {
+                service: name(self.service, "service")?,
+            },
+            _ => return Err(ErrorKind::UnknownOp),
+        })
+    }
+}
+
+fn name<'a>(raw: Option<&'a RawValue>, field: &'static str) -> Result<Cow<'a, str>, ErrorKind> {
+    let raw = raw.ok_or(ErrorKind::MissingField(field))?;
+    json_str(raw).ok_or(ErrorKind::WrongType(field))
+}
+
+/// `timeout` in seconds; `null` counts as absent.
+fn timeout(raw: Option<&RawValue>) -> Result<Option<f64>, ErrorKind> {
+    let Some(raw) = raw else { return Ok(None) };
+    let text = raw.get();
+    if text == "null" {
+        return Ok(None);
+    }
+    match text.as_bytes().first() {
+        Some(b'-' | b'0'..=b'9') => text
+            .parse::<f64>()
+            .map(Some)
+            .map_err(|_| ErrorKind::WrongType("timeout")),
+        _ => Err(ErrorKind::WrongType("timeout")),
+    }
+}
+
+/// The string a raw JSON value holds, or `None` if it is not a string.
+/// Borrows when the string has no escapes, which is the common case.
+pub fn json_str(raw: &RawValue) -> Option<Cow<'_, str>> {
+    let text = raw.get();
+    let inner = text.strip_prefix('"')?.strip_suffix('"')?;
+    if !inner.contains('\\') {
+        return Some(Cow::Borrowed(inner));
+    }
+    serde_json::from_str::<String>(text).ok().map(Cow::Owned)
+}
+
+/// True when `json` (valid JSON) nests arrays/objects deeper than `max`.
+/// Skips the exact scan when the line has too few brackets to be that deep,
+/// which is nearly always.
+pub fn exceeds_depth(json: &[u8], max: usize) -> bool {
+    let opens = json.iter().filter(|&&b| b == b'[' || b == b'{').count();
+    if opens <= max {
+        return false;
+    }
+    let mut depth = 0usize;
+    let mut in_str = false;
+    let mut escaped = false;
+    for &b in json {
+        if in_str {
+            if escaped {
+                escaped = false;
+            } else if b == b'\\' {
+                escaped = true;
+            } else if b == b'"' {
+                in_str = false;
+            }
+            continue;
+        }
+        match b {
+            b'"' => in_str = true,
+            b'[' | b'{' => {
+                depth += 1;
+                if depth > max {
+                    return true;
+                }
+            }
+            b']' | b'}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    false
+}
+
+impl<'de> Deserialize<'de> for Fields<'de> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_map(FieldsVisitor)
+    }
+}
+
+struct FieldsVisitor;
+
+impl<'de> Visitor<'de> for FieldsVisitor {
+    type Value = Fields<'de>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a JSON object")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Fields<'de>, A::Error> {
+        let mut out = Fields::default();
+        while let Some(key) = map.next_key::<Key>()? {
+            let slot = match key {
+                Key::Op => &mut out.op,
+                Key::Id => &mut out.id,
+                Key::Topic => &mut out.topic,
+                Key::Service => &mut out.service,
+                Key::Type => &mut out.ty,
+                Key::Msg => &mut out.msg,
+                Key::Args => &mut out.args,
+                Key::Values => &mut out.values,
+                Key::Result => &mut out.result,
+                Key::Status => &mut out.status,
+                Key::Timeout => &mut out.timeout,
+                Key::Other => {
+                    map.next_value::<IgnoredAny>()?;
+                    continue;
+                }
+            };
+            *slot = Some(map.next_value::<&'de RawValue>()?);
+        }
+        Ok(out)
+    }
+}
+
+/// A member name we care about; matched on the unescaped key.
+enum Key {
+    Op,
+    Id,
+    Topic,
+    Service,
+    Type,
+    Msg,
+    Args,
+    Values,
+    Result,
+    Status,
+    Timeout,
+    Other,
+}
+
+impl<'de> Deserialize<'de> for Key {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_identifier(KeyVisitor)
+    }
+}
+
+struct KeyVisitor;
+
+impl Visitor<'_> for KeyVisitor {
+    type Value = Key;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a member name")
+    }
+
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<Key, E> {
+        Ok(match v {
+            "op" => Key::Op,
+            "id" => Key::Id,
+            "topic" => Key::Topic,
+            "service" => Key::Service,
+            "type" => Key::Type,
+            "msg" => Key::Msg,
+            "args" => Key::Args,
+            "values" => Key::Values,
+            "result" => Key::Result,
+            "status" => Key::Status,
+            "timeout" => Key::Timeout,
+            _ => Key::Other,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ok(line: &str) -> Request<'_> {
+        decode(line.as_bytes()).unwrap_or_else(|e| panic!("{line}: {e}"))
+    }
+
+    fn err(line: &[u8]) -> (ErrorKind, Option<String>) {
+        match decode(line) {
+            Ok(r) => panic!("accepted: {r:?}"),
+            Err(e) => (e.kind, e.id.map(|r| r.get().to_string())),
+        }
+    }
+
+    #[test]
+    fn publish_keeps_payload_bytes() {
+        let r = ok(r#"{ "msg" : {"n":12345678901234567890, "f":1e-300} ,"topic":"/a\u002fb","op":"publish","x":[1]}"#);
+        match r.op {
+            Op::Publish { topic, msg } => {
+                assert_eq!(topic, "/a/b");
+                assert_eq!(msg.get(), r#"{"n":12345678901234567890, "f":1e-300}"#);
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn names_borrow_without_escapes() {
+        match ok(r#"{"op":"subscribe","topic":"/t","type":"x/Y"}"#).op {
+            Op::Subscribe { topic, .. } => assert!(matches!(topic, Cow::Borrowed("/t"))),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn errors_keep_the_id() {
+        assert_eq!(
+            err(br#"{"op":"subscribe","id":"s1"}"#),
+            (ErrorKind::MissingField("topic"), Some("\"s1\"".into()))
+        );
+        assert_eq!(err(br#"{"op":"nope","id":7}"#), (ErrorKind::UnknownOp, Some("7".into())));
+        assert_eq!(err(br#"{"id":[1]}"#), (ErrorKind::MissingOp, Some("[1]".into())));
+        assert_eq!(err(br#"{"op":5,"id":1}"#), (ErrorKind::WrongType("op"), Some("1".into())));
+        assert_eq!(
+            err(br#"{"op":"publish","topic":5,"msg":1,"id":2}"#),
+            (ErrorKind::WrongType("topic"), Some("2".into()))
+        );
+        assert_eq!(
+            err(br#"{"op":"call_service","service":"/s","args":{}}"#),
+            (ErrorKind::MissingId, None)
+        );
+    }
+
+    #[test]
+    fn malformed_lines() {
+        assert_eq!(err(b"[1,2]").0, ErrorKind::NotObject);
+        assert_eq!(err(b"42").0, ErrorKind::NotObject);
+        assert_eq!(err(b"\"x\"").0, ErrorKind::NotObject);
+        assert_eq!(err(b"{\"op\":").0, ErrorKind::BadJson);
+        assert_eq!(err(b"{} x").0, ErrorKind::BadJson);
+        assert_eq!(err(b"{\"op\":\"\xff\"}").0, ErrorKind::BadUtf8);
+    }
+
+    #[test]
+    fn depth_is_bounded() {
+        let deep = |n: usize| format!(r#"{{"op":"publish","topic":"/t","msg":{}{}}}"#, "[".repeat(n), "]".repeat(n));
+        assert!(decode(deep(127).as_bytes()).is_ok());
+        assert_eq!(err(deep(128).as_bytes()).0, ErrorKind::TooDeep);
+        assert_eq!(err(deep(100_000).as_bytes()).0, ErrorKind::TooDeep);
+        // Brackets inside strings do not count.
+        let s = format!(r#"{{"op":"publish","topic":"/t","msg":"{}"}}"#, "[".repeat(1000));
+        assert!(decode(s.as_bytes()).is_ok());
+    }
+
+    #[test]
+    fn timeout_field() {
+        match ok(r#"{"op":"call_service","service":"/s","id":1,"args":[],"timeout":0.5}"#).op {
+            Op::CallService { timeout, .. } => assert_eq!(timeout, Some(0.5)),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(
+            err(br#"{"op":"call_service","service":"/s","id":1,"args":[],"timeout":"x"}"#).0,
+            ErrorKind::WrongType("timeout")
+        );
+    }
+}
