@@ -141,7 +141,15 @@ mod tests {
     #[test]
     fn ids_parse_strictly() {
         assert_eq!(parse_call_id(br#""rg-42""#), Some(42));
-        for bad in [&br#"rg-42"#[..], br#""rg-""#, br#""rg-4x""#, br#""rg-+1""#, b"42", br#""RG-1""#, br#""rg-99999999999999999999""#] {
+        for bad in [
+            &br#"rg-42"#[..],
+            br#""rg-""#,
+            br#""rg-4x""#,
+            br#""rg-+1""#,
+            b"42",
+            br#""RG-1""#,
+            br#""rg-99999999999999999999""#,
+        ] {
             assert_eq!(parse_call_id(bad), None, "{}", String::from_utf8_lossy(bad));
         }
     }

@@ -132,7 +132,9 @@ impl Default for Limits {
 impl Default for Config {
     fn default() -> Self {
         Config {
-            listen: DEFAULT_LISTEN.parse().expect("DEFAULT_LISTEN is a valid address"),
+            listen: DEFAULT_LISTEN
+                .parse()
+                .expect("DEFAULT_LISTEN is a valid address"),
             limits: Limits::default(),
             log_level: LogLevel::Info,
         }

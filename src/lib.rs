@@ -36,5 +36,6 @@ pub mod log;
 pub mod out;
 pub mod router;
 pub mod server;
+pub mod sim;
 pub mod stats;
 pub mod timer;

@@ -176,7 +176,10 @@ mod tests {
     #[test]
     fn too_long_is_reported_once_and_the_rest_skipped() {
         let out = all_splits(b"ok\n0123456789abc\nnext\n", 10);
-        assert_eq!(out, vec![Some(b"ok".to_vec()), None, Some(b"next".to_vec())]);
+        assert_eq!(
+            out,
+            vec![Some(b"ok".to_vec()), None, Some(b"next".to_vec())]
+        );
     }
 
     #[test]

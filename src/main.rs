@@ -95,7 +95,10 @@ fn parse_args() -> Result<Option<Config>, String> {
     if let Some(v) = args.opt_value_from_str("--max-queue-bytes").map_err(err)? {
         l.max_queue_bytes = positive("--max-queue-bytes", v)?;
     }
-    if let Some(v) = args.opt_value_from_str("--max-control-bytes").map_err(err)? {
+    if let Some(v) = args
+        .opt_value_from_str("--max-control-bytes")
+        .map_err(err)?
+    {
         l.max_control_bytes = positive("--max-control-bytes", v)?;
     }
     if let Some(v) = args.opt_value_from_str("--write-stall-ms").map_err(err)? {
@@ -107,13 +110,22 @@ fn parse_args() -> Result<Option<Config>, String> {
     if let Some(v) = args.opt_value_from_str("--call-timeout-ms").map_err(err)? {
         l.call_timeout = Duration::from_millis(positive("--call-timeout-ms", v)? as u64);
     }
-    if let Some(v) = args.opt_value_from_str("--max-call-timeout-ms").map_err(err)? {
+    if let Some(v) = args
+        .opt_value_from_str("--max-call-timeout-ms")
+        .map_err(err)?
+    {
         l.max_call_timeout = Duration::from_millis(positive("--max-call-timeout-ms", v)? as u64);
     }
-    if let Some(v) = args.opt_value_from_str("--max-calls-per-conn").map_err(err)? {
+    if let Some(v) = args
+        .opt_value_from_str("--max-calls-per-conn")
+        .map_err(err)?
+    {
         l.max_calls_per_conn = positive("--max-calls-per-conn", v)?;
     }
-    if let Some(v) = args.opt_value_from_str::<_, LogLevel>("--log-level").map_err(err)? {
+    if let Some(v) = args
+        .opt_value_from_str::<_, LogLevel>("--log-level")
+        .map_err(err)?
+    {
         c.log_level = v;
     }
     let rest = args.finish();

@@ -214,10 +214,14 @@ impl Server {
                     // P10: never exit, never spin. Connections wait in the
                     // backlog until descriptors free up.
                     self.hub.stats_mut().accept_errors += 1;
-                    log!(Warn, "accept: {e}; pausing accepts for {:?}", self.accept_backoff);
+                    log!(
+                        Warn,
+                        "accept: {e}; pausing accepts for {:?}",
+                        self.accept_backoff
+                    );
                     self.accept_paused_until = Some(now + self.accept_backoff);
-                    self.accept_backoff = (self.accept_backoff * 2)
-                        .min(Duration::from_millis(ACCEPT_BACKOFF_MAX_MS));
+                    self.accept_backoff =
+                        (self.accept_backoff * 2).min(Duration::from_millis(ACCEPT_BACKOFF_MAX_MS));
                     return;
                 }
                 Err(e) => {
@@ -237,11 +241,11 @@ impl Server {
         };
         let _ = stream.set_nodelay(true);
         let token = Token(r.key as usize);
-        if let Err(e) =
-            self.poll
-                .registry()
-                .register(&mut stream, token, Interest::READABLE | Interest::WRITABLE)
-        {
+        if let Err(e) = self.poll.registry().register(
+            &mut stream,
+            token,
+            Interest::READABLE | Interest::WRITABLE,
+        ) {
             log!(Warn, "register {addr}: {e}");
             self.hub.close(r.key, CloseReason::Reset, now);
         }

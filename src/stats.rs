@@ -142,7 +142,10 @@ impl Stats {
             ("calls_answered", self.calls_answered),
             ("calls_timed_out", self.calls_timed_out),
             ("calls_failed_no_provider", self.calls_failed_no_provider),
-            ("calls_failed_provider_gone", self.calls_failed_provider_gone),
+            (
+                "calls_failed_provider_gone",
+                self.calls_failed_provider_gone,
+            ),
             ("calls_failed_too_many", self.calls_failed_too_many),
             ("responses_stale", self.responses_stale),
             ("accept_errors", self.accept_errors),

@@ -120,7 +120,12 @@ impl TimerWheel {
         } else if self.len <= EXACT_SCAN_MAX {
             // Few entries: find the true minimum so an idle loop sleeps
             // until the next deadline instead of waking every tick.
-            self.slots.iter().flatten().map(|e| e.due).min().unwrap_or(u64::MAX)
+            self.slots
+                .iter()
+                .flatten()
+                .map(|e| e.due)
+                .min()
+                .unwrap_or(u64::MAX)
         } else {
             // Unvisited slots only hold entries due after `now_tick`.
             earliest.min(self.cursor)

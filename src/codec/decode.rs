@@ -34,13 +34,31 @@ pub struct Request<'a> {
 /// The operations of the protocol with their required fields.
 #[derive(Debug)]
 pub enum Op<'a> {
-    Advertise { topic: Cow<'a, str>, ty: Cow<'a, str> },
-    Unadvertise { topic: Cow<'a, str> },
-    Publish { topic: Cow<'a, str>, msg: &'a RawValue },
-    Subscribe { topic: Cow<'a, str>, ty: Cow<'a, str> },
-    Unsubscribe { topic: Cow<'a, str> },
-    AdvertiseService { service: Cow<'a, str>, ty: Cow<'a, str> },
-    UnadvertiseService { service: Cow<'a, str> },
+    Advertise {
+        topic: Cow<'a, str>,
+        ty: Cow<'a, str>,
+    },
+    Unadvertise {
+        topic: Cow<'a, str>,
+    },
+    Publish {
+        topic: Cow<'a, str>,
+        msg: &'a RawValue,
+    },
+    Subscribe {
+        topic: Cow<'a, str>,
+        ty: Cow<'a, str>,
+    },
+    Unsubscribe {
+        topic: Cow<'a, str>,
+    },
+    AdvertiseService {
+        service: Cow<'a, str>,
+        ty: Cow<'a, str>,
+    },
+    UnadvertiseService {
+        service: Cow<'a, str>,
+    },
     /// `id` is required: a `CallService` always comes with `Request::id`.
     CallService {
         service: Cow<'a, str>,
@@ -420,7 +438,9 @@ mod tests {
 
     #[test]
     fn publish_keeps_payload_bytes() {
-        let r = ok(r#"{ "msg" : {"n":12345678901234567890, "f":1e-300} ,"topic":"/a\u002fb","op":"publish","x":[1]}"#);
+        let r = ok(
+            r#"{ "msg" : {"n":12345678901234567890, "f":1e-300} ,"topic":"/a\u002fb","op":"publish","x":[1]}"#,
+        );
         match r.op {
             Op::Publish { topic, msg } => {
                 assert_eq!(topic, "/a/b");
@@ -444,9 +464,18 @@ mod tests {
             err(br#"{"op":"subscribe","id":"s1"}"#),
             (ErrorKind::MissingField("topic"), Some("\"s1\"".into()))
         );
-        assert_eq!(err(br#"{"op":"nope","id":7}"#), (ErrorKind::UnknownOp, Some("7".into())));
-        assert_eq!(err(br#"{"id":[1]}"#), (ErrorKind::MissingOp, Some("[1]".into())));
-        assert_eq!(err(br#"{"op":5,"id":1}"#), (ErrorKind::WrongType("op"), Some("1".into())));
+        assert_eq!(
+            err(br#"{"op":"nope","id":7}"#),
+            (ErrorKind::UnknownOp, Some("7".into()))
+        );
+        assert_eq!(
+            err(br#"{"id":[1]}"#),
+            (ErrorKind::MissingOp, Some("[1]".into()))
+        );
+        assert_eq!(
+            err(br#"{"op":5,"id":1}"#),
+            (ErrorKind::WrongType("op"), Some("1".into()))
+        );
         assert_eq!(
             err(br#"{"op":"publish","topic":5,"msg":1,"id":2}"#),
             (ErrorKind::WrongType("topic"), Some("2".into()))
@@ -469,12 +498,21 @@ mod tests {
 
     #[test]
     fn depth_is_bounded() {
-        let deep = |n: usize| format!(r#"{{"op":"publish","topic":"/t","msg":{}{}}}"#, "[".repeat(n), "]".repeat(n));
+        let deep = |n: usize| {
+            format!(
+                r#"{{"op":"publish","topic":"/t","msg":{}{}}}"#,
+                "[".repeat(n),
+                "]".repeat(n)
+            )
+        };
         assert!(decode(deep(127).as_bytes()).is_ok());
         assert_eq!(err(deep(128).as_bytes()).0, ErrorKind::TooDeep);
         assert_eq!(err(deep(100_000).as_bytes()).0, ErrorKind::TooDeep);
         // Brackets inside strings do not count.
-        let s = format!(r#"{{"op":"publish","topic":"/t","msg":"{}"}}"#, "[".repeat(1000));
+        let s = format!(
+            r#"{{"op":"publish","topic":"/t","msg":"{}"}}"#,
+            "[".repeat(1000)
+        );
         assert!(decode(s.as_bytes()).is_ok());
     }
 

@@ -293,7 +293,8 @@ impl Hub {
             Frame::Line(line) => self.on_message(me, line, now),
             Frame::TooLong => {
                 self.stats.protocol_error(ProtocolError::TooLong);
-                let msg = format!("line longer than {max} bytes; discarded through the next newline");
+                let msg =
+                    format!("line longer than {max} bytes; discarded through the next newline");
                 self.send_status(me, Level::Error, &msg, None, now);
             }
         });
@@ -318,11 +319,24 @@ impl Hub {
     fn reject(&mut self, me: ConnRef, e: &DecodeError<'_>, now: Instant) {
         self.stats.decode_error(e.kind);
         let msg = e.to_string();
-        self.send_status(me, Level::Error, &msg, e.id.map(|r| r.get().as_bytes()), now);
+        self.send_status(
+            me,
+            Level::Error,
+            &msg,
+            e.id.map(|r| r.get().as_bytes()),
+            now,
+        );
     }
 
     /// Sends a protocol error status and counts it.
-    pub fn protocol_error(&mut self, me: ConnRef, e: ProtocolError, msg: &str, id: Option<&RawValue>, now: Instant) {
+    pub fn protocol_error(
+        &mut self,
+        me: ConnRef,
+        e: ProtocolError,
+        msg: &str,
+        id: Option<&RawValue>,
+        now: Instant,
+    ) {
         self.stats.protocol_error(e);
         self.send_status(me, Level::Error, msg, id.map(|r| r.get().as_bytes()), now);
     }
@@ -348,7 +362,13 @@ impl Hub {
                         }
                     }
                 }
-                self.send_status(me, Level::Info, &format!("unsubscribed from {topic}"), id, now);
+                self.send_status(
+                    me,
+                    Level::Info,
+                    &format!("unsubscribed from {topic}"),
+                    id,
+                    now,
+                );
             }
             Op::Advertise { topic, .. } => {
                 let (t, added) = self.router.advertise(&topic, me);
@@ -432,7 +452,14 @@ impl Hub {
 
     // ----- services --------------------------------------------------------------
 
-    fn advertise_service(&mut self, me: ConnRef, name: &str, ty: &str, id: Option<&RawValue>, now: Instant) {
+    fn advertise_service(
+        &mut self,
+        me: ConnRef,
+        name: &str,
+        ty: &str,
+        id: Option<&RawValue>,
+        now: Instant,
+    ) {
         if name.starts_with(RESERVED_PREFIX) {
             let msg = format!("service names under {RESERVED_PREFIX} are reserved for the gateway");
             return self.protocol_error(me, ProtocolError::ReservedName, &msg, id, now);
@@ -454,7 +481,13 @@ impl Hub {
         self.send_status(me, Level::Info, &msg, id.map(|r| r.get().as_bytes()), now);
     }
 
-    fn unadvertise_service(&mut self, me: ConnRef, name: &str, id: Option<&RawValue>, now: Instant) {
+    fn unadvertise_service(
+        &mut self,
+        me: ConnRef,
+        name: &str,
+        id: Option<&RawValue>,
+        now: Instant,
+    ) {
         match self.router.unadvertise_service(name, me) {
             Unadvertised::Removed => {
                 let mut name_json = Vec::new();
@@ -484,12 +517,27 @@ impl Hub {
         }
     }
 
-    fn call_service(&mut self, me: ConnRef, name: &str, args: &RawValue, id: Option<&[u8]>, timeout: Option<f64>, now: Instant) {
+    fn call_service(
+        &mut self,
+        me: ConnRef,
+        name: &str,
+        args: &RawValue,
+        id: Option<&[u8]>,
+        timeout: Option<f64>,
+        now: Instant,
+    ) {
         if name == STATS_SERVICE {
             let values = self.stats_json();
             let mut out = std::mem::take(&mut self.scratch);
             out.clear();
-            encode::service_response(&mut out, b"\"/rosgate/stats\"", id, values.as_bytes(), b"true", None);
+            encode::service_response(
+                &mut out,
+                b"\"/rosgate/stats\"",
+                id,
+                values.as_bytes(),
+                b"true",
+                None,
+            );
             self.send_control(me, &out, now);
             self.scratch = out;
             return;
@@ -523,7 +571,11 @@ impl Hub {
         self.stats.calls_forwarded += 1;
         let mut out = std::mem::take(&mut self.scratch);
         out.clear();
-        let name_json = self.calls.get(seq).map(|c| c.service_json()).unwrap_or(b"\"\"");
+        let name_json = self
+            .calls
+            .get(seq)
+            .map(|c| c.service_json())
+            .unwrap_or(b"\"\"");
         encode::call_service(&mut out, name_json, seq, args);
         self.send_control(p, &out, now);
         self.scratch = out;
@@ -545,10 +597,13 @@ impl Hub {
         let (Some(seq), true) = (seq, mine) else {
             self.stats.responses_stale += 1;
             let shown = id.map_or("(none)", |r| r.get());
-            let msg = format!("no outstanding call with id {shown} on this connection; response dropped");
+            let msg =
+                format!("no outstanding call with id {shown} on this connection; response dropped");
             return self.protocol_error(me, ProtocolError::UnknownResponse, &msg, id, now);
         };
-        let Some(call) = self.calls.remove(seq) else { return };
+        let Some(call) = self.calls.remove(seq) else {
+            return;
+        };
         if let Some(c) = self.live_mut(me) {
             c.calls_served.remove(&seq);
         }
@@ -571,7 +626,14 @@ impl Hub {
     }
 
     /// Fails a call that was never forwarded.
-    fn fail_now(&mut self, me: ConnRef, name: &str, id: Option<&[u8]>, why: CallFailure, now: Instant) {
+    fn fail_now(
+        &mut self,
+        me: ConnRef,
+        name: &str,
+        id: Option<&[u8]>,
+        why: CallFailure,
+        now: Instant,
+    ) {
         self.count_failure(why);
         let mut name_json = Vec::with_capacity(name.len() + 2);
         encode::json_string(&mut name_json, name);
@@ -583,7 +645,9 @@ impl Hub {
 
     /// Removes an in-flight call and sends its caller a failure.
     fn fail_call(&mut self, seq: u64, why: CallFailure, now: Instant) {
-        let Some(call) = self.calls.remove(seq) else { return };
+        let Some(call) = self.calls.remove(seq) else {
+            return;
+        };
         if let Some(c) = self.live_mut(call.provider) {
             c.calls_served.remove(&seq);
         }
@@ -602,7 +666,9 @@ impl Hub {
         let s = &mut self.stats;
         match why {
             CallFailure::NoProvider => s.calls_failed_no_provider += 1,
-            CallFailure::ProviderGone | CallFailure::Unadvertised => s.calls_failed_provider_gone += 1,
+            CallFailure::ProviderGone | CallFailure::Unadvertised => {
+                s.calls_failed_provider_gone += 1
+            }
             CallFailure::Timeout => s.calls_timed_out += 1,
             CallFailure::TooMany => s.calls_failed_too_many += 1,
         }
@@ -635,7 +701,14 @@ impl Hub {
             .filter(|c| c.gen == r.gen && c.closing.is_none())
     }
 
-    fn send_status(&mut self, to: ConnRef, level: Level, msg: &str, id: Option<&[u8]>, now: Instant) {
+    fn send_status(
+        &mut self,
+        to: ConnRef,
+        level: Level,
+        msg: &str,
+        id: Option<&[u8]>,
+        now: Instant,
+    ) {
         let mut out = Vec::with_capacity(64 + msg.len());
         encode::status(&mut out, level, msg, id);
         self.send_control(to, &out, now);
@@ -778,3 +851,6 @@ impl RateLimit {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

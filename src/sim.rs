@@ -1,0 +1,1 @@
+//! Deterministic simulation of the hub (filled in by the simulation work).
