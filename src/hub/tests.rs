@@ -57,11 +57,7 @@ impl T {
     /// Everything queued for `key`, as parsed lines (a perfect writer).
     fn recv(&mut self, key: u32) -> Vec<Value> {
         let mut bytes = Vec::new();
-        loop {
-            let Some(out) = self.hub.out(key) else { break };
-            if out.is_empty() {
-                break;
-            }
+        while let Some(out) = self.hub.out(key).filter(|o| !o.is_empty()) {
             let mut iov = [IoSlice::new(&[]); MAX_IOVECS];
             let n = out.fill(&mut iov, usize::MAX);
             let mut w = 0;
