@@ -8,31 +8,36 @@ use rosgate::config::{self, Config, LogLevel};
 use rosgate::log;
 use rosgate::server::Server;
 
-const USAGE: &str = "\
+fn usage() -> String {
+    use config::*;
+    format!(
+        "\
 rosgate - low-latency rosbridge-style TCP/JSON gateway
 
 USAGE:
     rosgate [OPTIONS]
 
 OPTIONS:
-    --listen ADDR               TCP address to serve [default: 127.0.0.1:9095]
-    --max-line-bytes N          longest request line, bytes [default: 16777216]
+    --listen ADDR               TCP address to serve [default: {DEFAULT_LISTEN}]
+    --max-line-bytes N          longest request line, bytes [default: {DEFAULT_MAX_LINE_BYTES}]
     --max-queue-bytes N         topic data queued per connection before the
-                                oldest is dropped, bytes [default: 8388608]
+                                oldest is dropped, bytes [default: {DEFAULT_MAX_QUEUE_BYTES}]
     --max-control-bytes N       control data queued per connection before it
-                                is closed, bytes [default: 67108864]
+                                is closed, bytes [default: {DEFAULT_MAX_CONTROL_BYTES}]
     --write-stall-ms N          close a connection whose pending output makes
-                                no progress for this long [default: 30000]
-    --max-connections N         open connections [default: 10000]
-    --call-timeout-ms N         service call timeout [default: 5000]
-    --max-call-timeout-ms N     cap on a call's own `timeout` field [default: 300000]
-    --max-calls-per-conn N      calls in flight per caller [default: 4096]
+                                no progress for this long [default: {DEFAULT_WRITE_STALL_MS}]
+    --max-connections N         open connections [default: {DEFAULT_MAX_CONNECTIONS}]
+    --call-timeout-ms N         service call timeout [default: {DEFAULT_CALL_TIMEOUT_MS}]
+    --max-call-timeout-ms N     cap on a call's own `timeout` field [default: {DEFAULT_MAX_CALL_TIMEOUT_MS}]
+    --max-calls-per-conn N      calls in flight per caller [default: {DEFAULT_MAX_CALLS_PER_CONN}]
     --log-level LEVEL           error|warn|info|debug [default: info]
     -h, --help                  print this help
     -V, --version               print the version
 
 Signals: SIGINT/SIGTERM stop cleanly; SIGUSR1 logs the counters.
-";
+"
+    )
+}
 
 fn main() -> ExitCode {
     let config = match parse_args() {
@@ -65,11 +70,30 @@ fn main() -> ExitCode {
     }
 }
 
+fn millis(v: usize) -> Duration {
+    Duration::from_millis(v as u64)
+}
+
+/// The value of `flag`, if given; errors name the flag.
+fn opt<T>(args: &mut pico_args::Arguments, flag: &'static str) -> Result<Option<T>, String>
+where
+    T: std::str::FromStr,
+    T::Err: std::fmt::Display,
+{
+    args.opt_value_from_fn(flag, |v| v.parse::<T>().map_err(|e| e.to_string()))
+        .map_err(|e| match e {
+            pico_args::Error::Utf8ArgumentParsingFailed { cause, value } => {
+                format!("{flag}: invalid value {value:?}: {cause}")
+            }
+            other => format!("{flag}: {other}"),
+        })
+}
+
 /// `Ok(None)` when `--help`/`--version` was answered.
 fn parse_args() -> Result<Option<Config>, String> {
     let mut args = pico_args::Arguments::from_env();
     if args.contains(["-h", "--help"]) {
-        print!("{USAGE}");
+        print!("{}", usage());
         return Ok(None);
     }
     if args.contains(["-V", "--version"]) {
@@ -77,8 +101,7 @@ fn parse_args() -> Result<Option<Config>, String> {
         return Ok(None);
     }
     let mut c = Config::default();
-    let err = |e: pico_args::Error| e.to_string();
-    if let Some(v) = args.opt_value_from_str("--listen").map_err(err)? {
+    if let Some(v) = opt(&mut args, "--listen")? {
         c.listen = v;
     }
     let l = &mut c.limits;
@@ -89,49 +112,36 @@ fn parse_args() -> Result<Option<Config>, String> {
             Ok(v)
         }
     };
-    if let Some(v) = args.opt_value_from_str("--max-line-bytes").map_err(err)? {
+    if let Some(v) = opt(&mut args, "--max-line-bytes")? {
         l.max_line_bytes = positive("--max-line-bytes", v)?;
     }
-    if let Some(v) = args.opt_value_from_str("--max-queue-bytes").map_err(err)? {
+    if let Some(v) = opt(&mut args, "--max-queue-bytes")? {
         l.max_queue_bytes = positive("--max-queue-bytes", v)?;
     }
-    if let Some(v) = args
-        .opt_value_from_str("--max-control-bytes")
-        .map_err(err)?
-    {
+    if let Some(v) = opt(&mut args, "--max-control-bytes")? {
         l.max_control_bytes = positive("--max-control-bytes", v)?;
     }
-    if let Some(v) = args.opt_value_from_str("--write-stall-ms").map_err(err)? {
-        l.write_stall = Duration::from_millis(positive("--write-stall-ms", v)? as u64);
+    if let Some(v) = opt(&mut args, "--write-stall-ms")? {
+        l.write_stall = millis(positive("--write-stall-ms", v)?);
     }
-    if let Some(v) = args.opt_value_from_str("--max-connections").map_err(err)? {
+    if let Some(v) = opt(&mut args, "--max-connections")? {
         l.max_connections = positive("--max-connections", v)?;
     }
-    if let Some(v) = args.opt_value_from_str("--call-timeout-ms").map_err(err)? {
-        l.call_timeout = Duration::from_millis(positive("--call-timeout-ms", v)? as u64);
+    if let Some(v) = opt(&mut args, "--call-timeout-ms")? {
+        l.call_timeout = millis(positive("--call-timeout-ms", v)?);
     }
-    if let Some(v) = args
-        .opt_value_from_str("--max-call-timeout-ms")
-        .map_err(err)?
-    {
-        l.max_call_timeout = Duration::from_millis(positive("--max-call-timeout-ms", v)? as u64);
+    if let Some(v) = opt(&mut args, "--max-call-timeout-ms")? {
+        l.max_call_timeout = millis(positive("--max-call-timeout-ms", v)?);
     }
-    if let Some(v) = args
-        .opt_value_from_str("--max-calls-per-conn")
-        .map_err(err)?
-    {
+    if let Some(v) = opt(&mut args, "--max-calls-per-conn")? {
         l.max_calls_per_conn = positive("--max-calls-per-conn", v)?;
     }
-    if let Some(v) = args
-        .opt_value_from_str::<_, LogLevel>("--log-level")
-        .map_err(err)?
-    {
+    if let Some(v) = opt::<LogLevel>(&mut args, "--log-level")? {
         c.log_level = v;
     }
     let rest = args.finish();
     if let Some(first) = rest.first() {
         return Err(format!("unexpected argument {:?}", first.to_string_lossy()));
     }
-    let _ = config::DEFAULT_LISTEN;
     Ok(Some(c))
 }
