@@ -66,6 +66,7 @@ pub enum Op<'a> {
         /// rosbridge's per-call `timeout`, in seconds.
         timeout: Option<f64>,
     },
+    /// `id` is required, as for `CallService`.
     ServiceResponse {
         service: Cow<'a, str>,
         values: &'a RawValue,
@@ -171,7 +172,7 @@ pub fn decode(line: &[u8]) -> Result<Request<'_>, DecodeError<'_>> {
         Ok(op) => op,
         Err(kind) => return Err(fields.error(kind, Some(op_name))),
     };
-    if matches!(op, Op::CallService { .. }) && fields.id.is_none() {
+    if matches!(op, Op::CallService { .. } | Op::ServiceResponse { .. }) && fields.id.is_none() {
         return Err(fields.error(ErrorKind::MissingId, Some(op_name)));
     }
     Ok(Request { id: fields.id, op })
