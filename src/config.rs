@@ -10,6 +10,10 @@ use std::time::Duration;
 /// Default TCP listen address: the protocol fixes 127.0.0.1:9095.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:9095";
 
+/// Default WebSocket listen address: rosbridge's port, so existing
+/// roslibjs/roslibpy/roslibrust clients connect unchanged.
+pub const DEFAULT_WS_LISTEN: &str = "127.0.0.1:9090";
+
 /// Bytes. Longest accepted line, enforced before its newline arrives (P1).
 /// 16 MiB holds a 4K RGBA frame as base64 with room to spare.
 pub const DEFAULT_MAX_LINE_BYTES: usize = 16 * 1024 * 1024;
@@ -96,6 +100,10 @@ impl std::str::FromStr for LogLevel {
 #[derive(Debug, Clone)]
 pub struct Config {
     pub listen: SocketAddr,
+    /// `None` when the WebSocket listener is off.
+    pub ws_listen: Option<SocketAddr>,
+    /// Statuses WebSocket clients receive.
+    pub ws_status: crate::conn::StatusFilter,
     pub limits: Limits,
     pub log_level: LogLevel,
 }
@@ -135,6 +143,12 @@ impl Default for Config {
             listen: DEFAULT_LISTEN
                 .parse()
                 .expect("DEFAULT_LISTEN is a valid address"),
+            ws_listen: Some(
+                DEFAULT_WS_LISTEN
+                    .parse()
+                    .expect("DEFAULT_WS_LISTEN is a valid address"),
+            ),
+            ws_status: crate::conn::StatusFilter::Errors,
             limits: Limits::default(),
             log_level: LogLevel::Info,
         }

@@ -14,9 +14,52 @@ use std::collections::HashSet;
 use std::time::Instant;
 
 use crate::calls::SeqBuild;
+use crate::codec::decode::Dialect;
 use crate::line::LineReader;
-use crate::out::OutQueue;
+use crate::out::{Framing, OutQueue};
 use crate::router::TopicId;
+use crate::ws::WsReader;
+
+/// Which listener a connection came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Transport {
+    /// Newline-delimited JSON over TCP: the protocol file, strictly.
+    Tcp,
+    /// rosbridge v2 over WebSocket: one JSON object per text frame.
+    WebSocket,
+}
+
+/// The framing state of a connection's input.
+#[derive(Debug)]
+pub enum Input {
+    Lines(LineReader),
+    WebSocket(WsReader),
+}
+
+/// Which status messages a connection receives (`--ws-status`).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub enum StatusFilter {
+    /// Every status (the TCP listener, always).
+    #[default]
+    All,
+    /// Error statuses only: rosbridge sends none, and roslibpy logs each
+    /// status frame as an error, so informational ones are noise there.
+    Errors,
+    /// No statuses at all.
+    None,
+}
+
+impl std::str::FromStr for StatusFilter {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "all" => Ok(StatusFilter::All),
+            "error" => Ok(StatusFilter::Errors),
+            "none" => Ok(StatusFilter::None),
+            _ => Err(format!("invalid status filter {s:?} (none|error|all)")),
+        }
+    }
+}
 
 /// Slab key plus generation: names one connection for its whole life.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -28,8 +71,10 @@ pub struct ConnRef {
 /// Why a connection was closed. Every close has one; each has a counter.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CloseReason {
-    /// The client closed its side (read returned 0).
+    /// The client closed its side (read returned 0, or a WebSocket close).
     PeerClosed,
+    /// A WebSocket client broke the framing protocol or its handshake.
+    ProtocolError,
     /// A read or write failed (reset, broken pipe, ...).
     Reset,
     /// Control data queued beyond `--max-control-bytes` (P6).
@@ -43,8 +88,9 @@ pub enum CloseReason {
 }
 
 impl CloseReason {
-    pub const ALL: [CloseReason; 6] = [
+    pub const ALL: [CloseReason; 7] = [
         CloseReason::PeerClosed,
+        CloseReason::ProtocolError,
         CloseReason::Reset,
         CloseReason::ControlOverflow,
         CloseReason::WriteStall,
@@ -56,6 +102,7 @@ impl CloseReason {
     pub fn label(self) -> &'static str {
         match self {
             CloseReason::PeerClosed => "peer_closed",
+            CloseReason::ProtocolError => "protocol_error",
             CloseReason::Reset => "reset",
             CloseReason::ControlOverflow => "control_overflow",
             CloseReason::WriteStall => "write_stall",
@@ -68,7 +115,10 @@ impl CloseReason {
     pub fn is_forced(self) -> bool {
         matches!(
             self,
-            CloseReason::ControlOverflow | CloseReason::WriteStall | CloseReason::MaxConnections
+            CloseReason::ControlOverflow
+                | CloseReason::WriteStall
+                | CloseReason::MaxConnections
+                | CloseReason::ProtocolError
         )
     }
 }
@@ -77,12 +127,19 @@ impl CloseReason {
 #[derive(Debug)]
 pub struct Conn {
     pub gen: u32,
-    pub reader: LineReader,
+    pub input: Input,
     pub out: OutQueue,
+    pub dialect: Dialect,
+    pub statuses: StatusFilter,
     /// Topics this connection subscribes to (each once).
     pub subs: Vec<TopicId>,
     /// Topics this connection advertises (each once).
     pub pubs: Vec<TopicId>,
+    /// rosbridge dialect: the request ids behind each subscription (`None`
+    /// for a request without id); the router entry goes when none is left.
+    pub sub_ids: Vec<(TopicId, Option<Box<[u8]>>)>,
+    /// rosbridge dialect: the same for advertisements.
+    pub pub_ids: Vec<(TopicId, Option<Box<[u8]>>)>,
     /// Services this connection is the current provider of.
     pub services: Vec<Box<str>>,
     /// Calls this connection made that are still in flight.
@@ -97,13 +154,31 @@ pub struct Conn {
 }
 
 impl Conn {
-    pub fn new(gen: u32, now: Instant) -> Self {
+    pub fn new(gen: u32, now: Instant, transport: Transport, ws_status: StatusFilter) -> Self {
+        let (input, framing, dialect, statuses) = match transport {
+            Transport::Tcp => (
+                Input::Lines(LineReader::new()),
+                Framing::Lines,
+                Dialect::Strict,
+                StatusFilter::All,
+            ),
+            Transport::WebSocket => (
+                Input::WebSocket(WsReader::new()),
+                Framing::WebSocket,
+                Dialect::Rosbridge,
+                ws_status,
+            ),
+        };
         Conn {
             gen,
-            reader: LineReader::new(),
-            out: OutQueue::new(),
+            input,
+            out: OutQueue::with_framing(framing),
+            dialect,
+            statuses,
             subs: Vec::new(),
             pubs: Vec::new(),
+            sub_ids: Vec::new(),
+            pub_ids: Vec::new(),
             services: Vec::new(),
             calls_made: HashSet::default(),
             calls_served: HashSet::default(),

@@ -39,3 +39,4 @@ pub mod server;
 pub mod sim;
 pub mod stats;
 pub mod timer;
+pub mod ws;

@@ -19,6 +19,8 @@ USAGE:
 
 OPTIONS:
     --listen ADDR               TCP address to serve [default: {DEFAULT_LISTEN}]
+    --ws-listen ADDR|off        WebSocket (rosbridge v2) address [default: {DEFAULT_WS_LISTEN}]
+    --ws-status none|error|all  statuses sent to WebSocket clients [default: error]
     --max-line-bytes N          longest request line, bytes [default: {DEFAULT_MAX_LINE_BYTES}]
     --max-queue-bytes N         topic data queued per connection before the
                                 oldest is dropped, bytes [default: {DEFAULT_MAX_QUEUE_BYTES}]
@@ -56,8 +58,13 @@ fn main() -> ExitCode {
             return ExitCode::from(1);
         }
     };
+    // Tests and scripts wait for these exact lines; the TCP one comes last.
+    match server.ws_local_addr() {
+        Some(Ok(addr)) => eprintln!("rosgate websocket listening on ws://{addr}"),
+        Some(Err(e)) => eprintln!("rosgate: websocket local_addr: {e}"),
+        None => {}
+    }
     match server.local_addr() {
-        // Tests and scripts wait for this exact line.
         Ok(addr) => eprintln!("rosgate {} listening on {addr}", env!("CARGO_PKG_VERSION")),
         Err(e) => eprintln!("rosgate: local_addr: {e}"),
     }
@@ -112,6 +119,19 @@ fn parse_args() -> Result<Option<Config>, String> {
             Ok(v)
         }
     };
+    if let Some(v) = opt::<String>(&mut args, "--ws-listen")? {
+        c.ws_listen = if v == "off" {
+            None
+        } else {
+            Some(
+                v.parse()
+                    .map_err(|e| format!("--ws-listen: invalid address {v:?}: {e}"))?,
+            )
+        };
+    }
+    if let Some(v) = opt(&mut args, "--ws-status")? {
+        c.ws_status = v;
+    }
     if let Some(v) = opt(&mut args, "--max-line-bytes")? {
         l.max_line_bytes = positive("--max-line-bytes", v)?;
     }

@@ -16,6 +16,12 @@
 //!   limit still reaches a consumer that keeps up;
 //! - control frames are never dropped: the caller closes the connection when
 //!   `control_bytes` passes its limit (P6).
+//!
+//! The hub always queues JSON lines (`...\n`). A WebSocket queue
+//! ([`Framing::WebSocket`]) turns each line into one text frame: shared topic
+//! frames get a small header stored beside the shared bytes (the payload is
+//! still not copied) and lose their `\n`; control lines are framed as they are
+//! appended.
 
 use std::collections::{HashMap, VecDeque};
 use std::io::IoSlice;
@@ -52,6 +58,47 @@ struct Entry {
     data: Data,
     /// Topic id for topic frames, [`CONTROL`] otherwise.
     topic: u32,
+    /// WebSocket frame header written before a shared frame (`hdr_len` 0
+    /// for line framing and owned data, which is framed already).
+    hdr: [u8; 10],
+    hdr_len: u8,
+    /// Bytes of `data` sent: a WebSocket text frame omits the line's `\n`.
+    body_len: u32,
+}
+
+impl Entry {
+    fn owned(bytes: Vec<u8>) -> Entry {
+        Entry {
+            body_len: bytes.len() as u32,
+            data: Data::Owned(bytes),
+            topic: CONTROL,
+            hdr: [0; 10],
+            hdr_len: 0,
+        }
+    }
+
+    fn header(&self) -> &[u8] {
+        &self.hdr[..self.hdr_len as usize]
+    }
+
+    fn body(&self) -> &[u8] {
+        &self.data.bytes()[..self.body_len as usize]
+    }
+
+    /// Bytes this entry puts on the wire.
+    fn len(&self) -> usize {
+        self.hdr_len as usize + self.body_len as usize
+    }
+}
+
+/// How queued lines are put on the wire.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub enum Framing {
+    /// As they are: newline-delimited JSON.
+    #[default]
+    Lines,
+    /// One WebSocket text frame per line, without the `\n`.
+    WebSocket,
 }
 
 /// What one enforcement of the topic limit dropped.
@@ -64,6 +111,7 @@ pub struct Dropped {
 /// The output queue of one connection. See the module docs.
 #[derive(Debug, Default)]
 pub struct OutQueue {
+    framing: Framing,
     q: VecDeque<Entry>,
     /// Bytes of the head frame already written.
     head_off: usize,
@@ -74,6 +122,17 @@ pub struct OutQueue {
 impl OutQueue {
     pub fn new() -> Self {
         Self::default()
+    }
+
+    pub fn with_framing(framing: Framing) -> Self {
+        OutQueue {
+            framing,
+            ..Self::default()
+        }
+    }
+
+    pub fn framing(&self) -> Framing {
+        self.framing
     }
 
     pub fn is_empty(&self) -> bool {
@@ -96,12 +155,24 @@ impl OutQueue {
     }
 
     /// Queues a shared topic frame and enforces `max_topic_bytes`.
+    /// `frame` is one JSON line ending in `\n`.
     pub fn push_topic(&mut self, frame: Rc<[u8]>, topic: u32, max_topic_bytes: usize) -> Dropped {
-        self.topic_bytes += frame.len();
-        self.q.push_back(Entry {
+        let mut e = Entry {
+            body_len: frame.len() as u32,
             data: Data::Shared(frame),
             topic,
-        });
+            hdr: [0; 10],
+            hdr_len: 0,
+        };
+        if self.framing == Framing::WebSocket {
+            let body = (e.body_len as usize).saturating_sub(1);
+            let (hdr, n) = crate::ws::header(crate::ws::frame::TEXT, body);
+            e.hdr = hdr;
+            e.hdr_len = n as u8;
+            e.body_len = body as u32;
+        }
+        self.topic_bytes += e.len();
+        self.q.push_back(e);
         if self.topic_bytes > max_topic_bytes {
             self.shed(max_topic_bytes - max_topic_bytes / 4)
         } else {
@@ -109,25 +180,49 @@ impl OutQueue {
         }
     }
 
-    /// Queues control bytes (one or more whole lines). Returns the control
-    /// bytes now queued, for the caller's limit check.
-    pub fn push_control(&mut self, bytes: &[u8]) -> usize {
-        self.control_bytes += bytes.len();
-        if let Some(Entry {
-            data: Data::Owned(tail),
-            ..
-        }) = self.q.back_mut()
-        {
-            if tail.len() + bytes.len() <= COALESCE_BYTES {
-                tail.extend_from_slice(bytes);
-                return self.control_bytes;
+    /// Queues control bytes: one or more whole JSON lines. Returns the
+    /// control bytes now queued, for the caller's limit check.
+    pub fn push_control(&mut self, lines: &[u8]) -> usize {
+        match self.framing {
+            Framing::Lines => self.push_owned(lines),
+            Framing::WebSocket => {
+                for line in lines.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
+                    let (hdr, n) = crate::ws::header(crate::ws::frame::TEXT, line.len());
+                    self.push_owned_parts(&hdr[..n], line);
+                }
             }
         }
-        self.q.push_back(Entry {
-            data: Data::Owned(bytes.to_vec()),
-            topic: CONTROL,
-        });
         self.control_bytes
+    }
+
+    /// Queues bytes exactly as given (WebSocket pong/close frames).
+    pub fn push_raw(&mut self, bytes: &[u8]) -> usize {
+        self.push_owned(bytes);
+        self.control_bytes
+    }
+
+    fn push_owned(&mut self, bytes: &[u8]) {
+        self.push_owned_parts(&[], bytes);
+    }
+
+    /// Appends `a` then `b` as owned control bytes, coalescing with the tail.
+    fn push_owned_parts(&mut self, a: &[u8], b: &[u8]) {
+        let n = a.len() + b.len();
+        self.control_bytes += n;
+        if let Some(e) = self.q.back_mut() {
+            if let Data::Owned(tail) = &mut e.data {
+                if tail.len() + n <= COALESCE_BYTES {
+                    tail.extend_from_slice(a);
+                    tail.extend_from_slice(b);
+                    e.body_len = tail.len() as u32;
+                    return;
+                }
+            }
+        }
+        let mut v = Vec::with_capacity(n);
+        v.extend_from_slice(a);
+        v.extend_from_slice(b);
+        self.q.push_back(Entry::owned(v));
     }
 
     /// Fills `iov` with the unwritten bytes, at most `budget` bytes worth
@@ -136,17 +231,21 @@ impl OutQueue {
         let mut n = 0;
         let mut total = 0;
         for (i, e) in self.q.iter().enumerate() {
-            if n == iov.len() || (n > 0 && total >= budget) {
+            if n + 2 > iov.len() || (n > 0 && total >= budget) {
                 break;
             }
-            let b = if i == 0 {
-                &e.data.bytes()[self.head_off..]
+            let skip = if i == 0 { self.head_off } else { 0 };
+            let (hdr, body) = (e.header(), e.body());
+            if skip < hdr.len() {
+                iov[n] = IoSlice::new(&hdr[skip..]);
+                n += 1;
+                iov[n] = IoSlice::new(body);
+                n += 1;
             } else {
-                e.data.bytes()
-            };
-            iov[n] = IoSlice::new(b);
-            total += b.len();
-            n += 1;
+                iov[n] = IoSlice::new(&body[skip - hdr.len()..]);
+                n += 1;
+            }
+            total += e.len() - skip;
         }
         n
     }
@@ -155,7 +254,7 @@ impl OutQueue {
     pub fn consume(&mut self, mut n: usize) {
         while n > 0 {
             let Some(head) = self.q.front() else { return };
-            let left = head.data.bytes().len() - self.head_off;
+            let left = head.len() - self.head_off;
             let take = left.min(n);
             if head.topic == CONTROL {
                 self.control_bytes -= take;
@@ -187,8 +286,8 @@ impl OutQueue {
         let mut droppable = 0usize;
         for (i, e) in self.q.iter().enumerate() {
             if e.topic != CONTROL && !protected(i, self.head_off) {
-                *per_topic.entry(e.topic).or_default() += e.data.bytes().len();
-                droppable += e.data.bytes().len();
+                *per_topic.entry(e.topic).or_default() += e.len();
+                droppable += e.len();
             }
         }
         let need = self.topic_bytes.saturating_sub(target).min(droppable);
@@ -214,7 +313,7 @@ impl OutQueue {
             }
             match excess.get_mut(&e.topic) {
                 Some(left) if *left > 0 => {
-                    let n = e.data.bytes().len();
+                    let n = e.len();
                     *left = left.saturating_sub(n);
                     dropped.frames += 1;
                     dropped.bytes += n as u64;
@@ -321,6 +420,43 @@ mod tests {
         let d = q.push_topic(frame(10), 1, 1000);
         assert_eq!(d.frames, 1, "the 5000-byte frame goes");
         assert_eq!(q.topic_bytes(), 99 + 10);
+    }
+
+    #[test]
+    fn websocket_framing_wraps_each_line() {
+        let mut q = OutQueue::with_framing(Framing::WebSocket);
+        q.push_control(b"{\"a\":1}\n{\"b\":2}\n");
+        q.push_topic(Rc::from(&b"{\"t\":3}\n"[..]), 1, 1000);
+        q.push_raw(&[0x8A, 0]);
+        let mut out = drain(&mut q);
+        let mut msgs = Vec::new();
+        while !out.is_empty() {
+            let (op, len) = (out[0], out[1] as usize);
+            msgs.push((op, out[2..2 + len].to_vec()));
+            out.drain(..2 + len);
+        }
+        assert_eq!(
+            msgs,
+            vec![
+                (0x81, b"{\"a\":1}".to_vec()),
+                (0x81, b"{\"b\":2}".to_vec()),
+                (0x81, b"{\"t\":3}".to_vec()),
+                (0x8A, vec![]),
+            ]
+        );
+        assert_eq!((q.topic_bytes(), q.control_bytes()), (0, 0));
+    }
+
+    #[test]
+    fn websocket_partial_write_inside_a_header() {
+        let mut q = OutQueue::with_framing(Framing::WebSocket);
+        q.push_topic(Rc::from(&b"xyz\n"[..]), 1, 1000);
+        assert_eq!(q.topic_bytes(), 5);
+        q.consume(1);
+        let mut iov = [IoSlice::new(&[]); MAX_IOVECS];
+        let n = q.fill(&mut iov, usize::MAX);
+        let bytes: Vec<u8> = iov[..n].iter().flat_map(|s| s.iter().copied()).collect();
+        assert_eq!(bytes, [3, b'x', b'y', b'z']);
     }
 
     #[test]

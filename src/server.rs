@@ -36,13 +36,14 @@ use crate::config::{
     Config, ACCEPT_BACKOFF_MAX_MS, ACCEPT_BACKOFF_MIN_MS, READ_BUDGET_BYTES, RESERVED_FDS,
     WRITE_BUDGET_BYTES,
 };
-use crate::conn::CloseReason;
+use crate::conn::{CloseReason, Transport};
 use crate::hub::Hub;
 use crate::log;
 use crate::out::MAX_IOVECS;
 
 const LISTENER: Token = Token(usize::MAX - 1);
 const SIGNALS: Token = Token(usize::MAX - 2);
+const WS_LISTENER: Token = Token(usize::MAX - 3);
 
 /// Socket-side state of one connection; indexed by the hub's slab key.
 struct Io {
@@ -57,6 +58,7 @@ struct Io {
 pub struct Server {
     poll: Poll,
     listener: TcpListener,
+    ws_listener: Option<TcpListener>,
     signals: Signals,
     hub: Hub,
     io: Vec<Option<Io>>,
@@ -65,6 +67,7 @@ pub struct Server {
     accept_paused_until: Option<Instant>,
     accept_backoff: Duration,
     accept_pending: bool,
+    ws_accept_pending: bool,
     shutdown: bool,
 }
 
@@ -87,27 +90,45 @@ impl Server {
         let mut listener = TcpListener::bind(config.listen)?;
         poll.registry()
             .register(&mut listener, LISTENER, Interest::READABLE)?;
+        let ws_listener = match config.ws_listen {
+            Some(addr) => {
+                let mut l = TcpListener::bind(addr)?;
+                poll.registry()
+                    .register(&mut l, WS_LISTENER, Interest::READABLE)?;
+                Some(l)
+            }
+            None => None,
+        };
         let mut signals = Signals::new([SIGINT, SIGTERM, SIGUSR1])?;
         poll.registry()
             .register(&mut signals, SIGNALS, Interest::READABLE)?;
         let now = Instant::now();
+        let mut hub = Hub::new(limits, now);
+        hub.set_ws_status(config.ws_status);
         Ok(Server {
             poll,
             listener,
+            ws_listener,
             signals,
-            hub: Hub::new(limits, now),
+            hub,
             io: Vec::new(),
             read_queue: VecDeque::new(),
             read_buf: vec![0; READ_BUDGET_BYTES],
             accept_paused_until: None,
             accept_backoff: Duration::from_millis(ACCEPT_BACKOFF_MIN_MS),
             accept_pending: true,
+            ws_accept_pending: true,
             shutdown: false,
         })
     }
 
     pub fn local_addr(&self) -> io::Result<SocketAddr> {
         self.listener.local_addr()
+    }
+
+    /// The WebSocket listener's address, if it is on.
+    pub fn ws_local_addr(&self) -> Option<io::Result<SocketAddr>> {
+        self.ws_listener.as_ref().map(|l| l.local_addr())
     }
 
     /// Runs until SIGINT or SIGTERM.
@@ -126,6 +147,7 @@ impl Server {
             for ev in events.iter() {
                 match ev.token() {
                     LISTENER => self.accept_pending = true,
+                    WS_LISTENER => self.ws_accept_pending = true,
                     SIGNALS => self.on_signals(),
                     Token(k) => self.on_event(k as u32, ev),
                 }
@@ -195,20 +217,33 @@ impl Server {
             }
             self.accept_paused_until = None;
             self.accept_pending = true;
+            self.ws_accept_pending = self.ws_listener.is_some();
         }
-        if !self.accept_pending {
-            return;
+        if self.accept_pending {
+            self.accept_pending = self.accept_from(Transport::Tcp, now);
         }
+        if self.ws_accept_pending && self.accept_paused_until.is_none() {
+            self.ws_accept_pending = self.accept_from(Transport::WebSocket, now);
+        }
+    }
+
+    /// Accepts until the backlog is empty; returns whether accepting must
+    /// resume later (after an EMFILE pause).
+    fn accept_from(&mut self, transport: Transport, now: Instant) -> bool {
         loop {
-            match self.listener.accept() {
+            let listener = match transport {
+                Transport::Tcp => Some(&self.listener),
+                Transport::WebSocket => self.ws_listener.as_ref(),
+            };
+            let Some(listener) = listener else {
+                return false;
+            };
+            match listener.accept() {
                 Ok((stream, addr)) => {
                     self.accept_backoff = Duration::from_millis(ACCEPT_BACKOFF_MIN_MS);
-                    self.admit(stream, addr, now);
+                    self.admit(stream, addr, transport, now);
                 }
-                Err(e) if e.kind() == ErrorKind::WouldBlock => {
-                    self.accept_pending = false;
-                    return;
-                }
+                Err(e) if e.kind() == ErrorKind::WouldBlock => return false,
                 Err(e) if e.kind() == ErrorKind::Interrupted => continue,
                 Err(e) if is_resource_exhaustion(&e) => {
                     // P10: never exit, never spin. Connections wait in the
@@ -222,7 +257,7 @@ impl Server {
                     self.accept_paused_until = Some(now + self.accept_backoff);
                     self.accept_backoff =
                         (self.accept_backoff * 2).min(Duration::from_millis(ACCEPT_BACKOFF_MAX_MS));
-                    return;
+                    return true;
                 }
                 Err(e) => {
                     // ECONNABORTED and friends concern one connection only.
@@ -233,10 +268,16 @@ impl Server {
         }
     }
 
-    fn admit(&mut self, mut stream: TcpStream, addr: SocketAddr, now: Instant) {
-        let Some(r) = self.hub.open(now) else {
+    fn admit(
+        &mut self,
+        mut stream: TcpStream,
+        addr: SocketAddr,
+        transport: Transport,
+        now: Instant,
+    ) {
+        let Some(r) = self.hub.open_as(transport, now) else {
             // Best effort: the socket is fresh, so the line fits its buffer.
-            let _ = stream.write(&self.hub.rejection_frame());
+            let _ = stream.write(&self.hub.rejection_frame(transport));
             return;
         };
         let _ = stream.set_nodelay(true);

@@ -79,6 +79,14 @@ impl Stats {
         self.closes[i] += 1;
     }
 
+    /// The close counter for `reason`.
+    pub fn closes_of(&self, reason: CloseReason) -> u64 {
+        CloseReason::ALL
+            .iter()
+            .position(|&r| r == reason)
+            .map_or(0, |i| self.closes[i])
+    }
+
     pub fn decode_error(&mut self, kind: ErrorKind) {
         self.count_error(kind.label());
     }

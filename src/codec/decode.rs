@@ -23,6 +23,19 @@ use serde_json::value::RawValue;
 
 use crate::config::MAX_JSON_DEPTH;
 
+/// Which rules a connection's requests follow.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub enum Dialect {
+    /// The protocol file, strictly: `type` on subscribe/advertise and
+    /// advertise_service, `args` and `id` on call_service are required.
+    #[default]
+    Strict,
+    /// rosbridge v2 as real clients speak it (WebSocket listener): `type`,
+    /// `args` and a call's `id` are optional; `set_level` and `auth` are
+    /// accepted and ignored.
+    Rosbridge,
+}
+
 /// A decoded request. Names are unescaped; payloads are raw JSON.
 #[derive(Debug)]
 pub struct Request<'a> {
@@ -36,7 +49,8 @@ pub struct Request<'a> {
 pub enum Op<'a> {
     Advertise {
         topic: Cow<'a, str>,
-        ty: Cow<'a, str>,
+        /// Always present in the strict dialect.
+        ty: Option<Cow<'a, str>>,
     },
     Unadvertise {
         topic: Cow<'a, str>,
@@ -47,22 +61,24 @@ pub enum Op<'a> {
     },
     Subscribe {
         topic: Cow<'a, str>,
-        ty: Cow<'a, str>,
+        /// Always present in the strict dialect.
+        ty: Option<Cow<'a, str>>,
     },
     Unsubscribe {
         topic: Cow<'a, str>,
     },
     AdvertiseService {
         service: Cow<'a, str>,
-        ty: Cow<'a, str>,
+        /// Always present in the strict dialect.
+        ty: Option<Cow<'a, str>>,
     },
     UnadvertiseService {
         service: Cow<'a, str>,
     },
-    /// `id` is required: a `CallService` always comes with `Request::id`.
+    /// In the strict dialect `id` and `args` are always present.
     CallService {
         service: Cow<'a, str>,
-        args: &'a RawValue,
+        args: Option<&'a RawValue>,
         /// rosbridge's per-call `timeout`, in seconds.
         timeout: Option<f64>,
     },
@@ -73,6 +89,8 @@ pub enum Op<'a> {
         result: &'a RawValue,
         status: Option<&'a RawValue>,
     },
+    /// A rosbridge op we accept and ignore (`set_level`, `auth`).
+    Ignored(&'static str),
 }
 
 impl Op<'_> {
@@ -88,6 +106,7 @@ impl Op<'_> {
             Op::UnadvertiseService { .. } => "unadvertise_service",
             Op::CallService { .. } => "call_service",
             Op::ServiceResponse { .. } => "service_response",
+            Op::Ignored(name) => name,
         }
     }
 }
@@ -152,8 +171,13 @@ impl fmt::Display for DecodeError<'_> {
     }
 }
 
-/// Decodes one line (terminator already removed).
+/// Decodes one line (terminator already removed) under the strict dialect.
 pub fn decode(line: &[u8]) -> Result<Request<'_>, DecodeError<'_>> {
+    decode_as(line, Dialect::Strict)
+}
+
+/// Decodes one line or WebSocket message under `dialect`.
+pub fn decode_as(line: &[u8], dialect: Dialect) -> Result<Request<'_>, DecodeError<'_>> {
     let fields = match serde_json::from_slice::<Fields<'_>>(line) {
         Ok(f) => f,
         Err(e) => return Err(parse_error(line, &e)),
@@ -168,11 +192,16 @@ pub fn decode(line: &[u8]) -> Result<Request<'_>, DecodeError<'_>> {
             None => return Err(fields.error(ErrorKind::WrongType("op"), None)),
         },
     };
-    let op = match fields.build(&op_name) {
+    let op = match fields.build(&op_name, dialect) {
         Ok(op) => op,
         Err(kind) => return Err(fields.error(kind, Some(op_name))),
     };
-    if matches!(op, Op::CallService { .. } | Op::ServiceResponse { .. }) && fields.id.is_none() {
+    let needs_id = match op {
+        Op::ServiceResponse { .. } => true,
+        Op::CallService { .. } => dialect == Dialect::Strict,
+        _ => false,
+    };
+    if needs_id && fields.id.is_none() {
         return Err(fields.error(ErrorKind::MissingId, Some(op_name)));
     }
     Ok(Request { id: fields.id, op })
@@ -220,7 +249,17 @@ impl<'a> Fields<'a> {
         }
     }
 
-    fn build(&self, op: &str) -> Result<Op<'a>, ErrorKind> {
+    fn build(&self, op: &str, dialect: Dialect) -> Result<Op<'a>, ErrorKind> {
+        let strict = dialect == Dialect::Strict;
+        // `type` is required by the strict dialect, optional otherwise; when
+        // present it must be a string either way.
+        let ty = || -> Result<Option<Cow<'a, str>>, ErrorKind> {
+            match self.ty {
+                None if strict => Err(ErrorKind::MissingField("type")),
+                None => Ok(None),
+                raw => name(raw, "type").map(Some),
+            }
+        };
         Ok(match op {
             "publish" => Op::Publish {
                 topic: name(self.topic, "topic")?,
@@ -228,21 +267,24 @@ impl<'a> Fields<'a> {
             },
             "subscribe" => Op::Subscribe {
                 topic: name(self.topic, "topic")?,
-                ty: name(self.ty, "type")?,
+                ty: ty()?,
             },
             "unsubscribe" => Op::Unsubscribe {
                 topic: name(self.topic, "topic")?,
             },
             "advertise" => Op::Advertise {
                 topic: name(self.topic, "topic")?,
-                ty: name(self.ty, "type")?,
+                ty: ty()?,
             },
             "unadvertise" => Op::Unadvertise {
                 topic: name(self.topic, "topic")?,
             },
             "call_service" => Op::CallService {
                 service: name(self.service, "service")?,
-                args: self.args.ok_or(ErrorKind::MissingField("args"))?,
+                args: match self.args {
+                    None if strict => return Err(ErrorKind::MissingField("args")),
+                    args => args,
+                },
                 timeout: timeout(self.timeout)?,
             },
             "service_response" => Op::ServiceResponse {
@@ -253,11 +295,13 @@ impl<'a> Fields<'a> {
             },
             "advertise_service" => Op::AdvertiseService {
                 service: name(self.service, "service")?,
-                ty: name(self.ty, "type")?,
+                ty: ty()?,
             },
             "unadvertise_service" => Op::UnadvertiseService {
                 service: name(self.service, "service")?,
             },
+            "set_level" if !strict => Op::Ignored("set_level"),
+            "auth" if !strict => Op::Ignored("auth"),
             _ => return Err(ErrorKind::UnknownOp),
         })
     }
@@ -515,6 +559,25 @@ mod tests {
             "[".repeat(1000)
         );
         assert!(decode(s.as_bytes()).is_ok());
+    }
+
+    #[test]
+    fn rosbridge_dialect_relaxes_optional_fields() {
+        let line = br#"{"op":"call_service","service":"/s"}"#;
+        assert_eq!(err(line).0, ErrorKind::MissingField("args"));
+        let r = decode_as(line, Dialect::Rosbridge).expect("accepted");
+        assert!(r.id.is_none());
+        assert!(matches!(r.op, Op::CallService { args: None, .. }));
+        let sub = br#"{"op":"subscribe","topic":"/t"}"#;
+        assert_eq!(err(sub).0, ErrorKind::MissingField("type"));
+        assert!(decode_as(sub, Dialect::Rosbridge).is_ok());
+        let bad_type = br#"{"op":"subscribe","topic":"/t","type":5}"#;
+        assert!(decode_as(bad_type, Dialect::Rosbridge).is_err());
+        assert!(matches!(
+            decode_as(br#"{"op":"set_level","level":"info"}"#, Dialect::Rosbridge).map(|r| r.op),
+            Ok(Op::Ignored("set_level"))
+        ));
+        assert_eq!(err(br#"{"op":"auth"}"#).0, ErrorKind::UnknownOp);
     }
 
     #[test]

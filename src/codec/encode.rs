@@ -81,14 +81,14 @@ pub fn status(out: &mut Vec<u8>, level: Level, msg: &str, id: Option<&[u8]>) {
 
 /// A call forwarded to a provider: `service_json` is the escaped name,
 /// `call_id` our provider-side id.
-pub fn call_service(out: &mut Vec<u8>, service_json: &[u8], call_id: u64, args: &RawValue) {
+pub fn call_service(out: &mut Vec<u8>, service_json: &[u8], call_id: u64, args: &str) {
     out.extend_from_slice(br#"{"op":"call_service","service":"#);
     out.extend_from_slice(service_json);
     out.extend_from_slice(br#","id":""#);
     out.extend_from_slice(crate::calls::CALL_ID_PREFIX.as_bytes());
     push_u64(out, call_id);
     out.extend_from_slice(br#"","args":"#);
-    out.extend_from_slice(args.get().as_bytes());
+    out.extend_from_slice(args.as_bytes());
     out.extend_from_slice(b"}\n");
 }
 
@@ -162,7 +162,7 @@ mod tests {
         let mut out = Vec::new();
         publish(&mut out, &publish_prefix("/t\""), &raw);
         status(&mut out, Level::Error, "bad \"x\"", Some(b"7"));
-        call_service(&mut out, b"\"/s\"", 42, &raw);
+        call_service(&mut out, b"\"/s\"", 42, raw.get());
         service_failure(&mut out, b"\"/s\"", Some(b"\"c1\""), "gone");
         let text = String::from_utf8(out).expect("utf8");
         let lines: Vec<serde_json::Value> = text

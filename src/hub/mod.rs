@@ -21,36 +21,32 @@
 //! - a slow subscriber never blocks anyone: topic frames are shed (P5),
 //!   control overflow closes only that connection (P6).
 
-use std::rc::Rc;
+mod services;
+mod topics;
+mod websocket;
+
 use std::time::{Duration, Instant};
 
 use serde_json::value::RawValue;
 use slab::Slab;
 
-use crate::calls::{parse_call_id, CallTable};
+pub use services::CallFailure;
+
+use crate::calls::CallTable;
 use crate::codec::decode::{self, DecodeError, Op, Request};
 use crate::codec::encode::{self, Level};
 use crate::config::{Limits, CLOSE_LOGS_PER_SEC, TIMER_TICK_MS};
-use crate::conn::{CloseReason, Conn, ConnRef};
+use crate::conn::{CloseReason, Conn, ConnRef, Input, StatusFilter, Transport};
 use crate::line::Frame;
 use crate::log;
-use crate::router::{Router, Unadvertised};
+use crate::router::Router;
 use crate::stats::{Gauges, ProtocolError, Stats};
+use topics::Role;
 
 /// Names under this prefix are the gateway's own services.
 pub const RESERVED_PREFIX: &str = "/rosgate/";
 /// The built-in statistics service.
 pub const STATS_SERVICE: &str = "/rosgate/stats";
-
-/// Why a call failed; each has a reason text and a counter.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CallFailure {
-    NoProvider,
-    ProviderGone,
-    Unadvertised,
-    Timeout,
-    TooMany,
-}
 
 /// See the module docs.
 #[derive(Debug)]
@@ -70,6 +66,8 @@ pub struct Hub {
     scratch: Vec<u8>,
     next_sweep: Instant,
     close_log: RateLimit,
+    /// Statuses sent to WebSocket clients (`--ws-status`).
+    ws_status: StatusFilter,
 }
 
 impl Hub {
@@ -87,7 +85,13 @@ impl Hub {
             closing: Vec::new(),
             scratch: Vec::with_capacity(4096),
             close_log: RateLimit::default(),
+            ws_status: StatusFilter::Errors,
         }
+    }
+
+    /// Which statuses WebSocket connections opened from now on receive.
+    pub fn set_ws_status(&mut self, filter: StatusFilter) {
+        self.ws_status = filter;
     }
 
     pub fn limits(&self) -> &Limits {
@@ -161,6 +165,11 @@ impl Hub {
     /// Admits a new connection, or refuses it when `max_connections` are open
     /// (the caller then writes [`Hub::rejection_frame`] and drops the socket).
     pub fn open(&mut self, now: Instant) -> Option<ConnRef> {
+        self.open_as(Transport::Tcp, now)
+    }
+
+    /// `open` for a connection from the given listener.
+    pub fn open_as(&mut self, transport: Transport, now: Instant) -> Option<ConnRef> {
         if self.conns.len() >= self.limits.max_connections {
             self.stats.connections_rejected += 1;
             self.stats.close(CloseReason::MaxConnections);
@@ -169,20 +178,32 @@ impl Hub {
         }
         self.next_gen = self.next_gen.wrapping_add(1);
         let gen = self.next_gen;
-        let key = self.conns.insert(Conn::new(gen, now)) as u32;
+        let conn = Conn::new(gen, now, transport, self.ws_status);
+        let key = self.conns.insert(conn) as u32;
         self.stats.connections_accepted += 1;
         Some(ConnRef { key, gen })
     }
 
-    /// The error status sent to a connection refused by `open`.
-    pub fn rejection_frame(&self) -> Vec<u8> {
-        let mut out = Vec::new();
+    /// What a connection refused by `open` is sent before it is closed: an
+    /// error status, or for a WebSocket client (which has not even finished
+    /// its handshake) an HTTP 503.
+    pub fn rejection_frame(&self, transport: Transport) -> Vec<u8> {
         let msg = format!(
             "too many connections (limit {}); try again later",
             self.limits.max_connections
         );
-        encode::status(&mut out, Level::Error, &msg, None);
-        out
+        match transport {
+            Transport::Tcp => {
+                let mut out = Vec::new();
+                encode::status(&mut out, Level::Error, &msg, None);
+                out
+            }
+            Transport::WebSocket => format!(
+                "HTTP/1.1 503 Service Unavailable\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{msg}",
+                msg.len()
+            )
+            .into_bytes(),
+        }
     }
 
     /// Marks a connection closed; it is freed by `free` after this loop turn.
@@ -277,7 +298,8 @@ impl Hub {
 
     // ----- input ---------------------------------------------------------------
 
-    /// Feeds bytes read from `key`'s socket: frames lines and handles each.
+    /// Feeds bytes read from `key`'s socket: frames them into messages and
+    /// handles each.
     pub fn on_bytes(&mut self, key: u32, bytes: &[u8], now: Instant) {
         self.stats.bytes_in += bytes.len() as u64;
         let Some(conn) = self.conns.get_mut(key as usize) else {
@@ -287,20 +309,37 @@ impl Hub {
             return;
         }
         let me = ConnRef { key, gen: conn.gen };
-        let mut reader = std::mem::take(&mut conn.reader);
-        let max = self.limits.max_line_bytes;
-        reader.feed(bytes, max, |frame| match frame {
-            Frame::Line(line) => self.on_message(me, line, now),
-            Frame::TooLong => {
-                self.stats.protocol_error(ProtocolError::TooLong);
-                let msg =
-                    format!("line longer than {max} bytes; discarded through the next newline");
-                self.send_status(me, Level::Error, &msg, None, now);
+        // Taken out for the duration so handlers can borrow the hub; an
+        // empty `LineReader` in its place allocates nothing.
+        let input = std::mem::replace(&mut conn.input, Input::Lines(Default::default()));
+        let input = match input {
+            Input::Lines(mut reader) => {
+                let max = self.limits.max_line_bytes;
+                reader.feed(bytes, max, |frame| match frame {
+                    Frame::Line(line) => self.on_message(me, line, now),
+                    Frame::TooLong => self.too_long(me, now),
+                });
+                Input::Lines(reader)
             }
-        });
+            Input::WebSocket(mut reader) => {
+                self.on_ws_bytes(me, &mut reader, bytes, now);
+                Input::WebSocket(reader)
+            }
+        };
         if let Some(conn) = self.conns.get_mut(key as usize) {
-            conn.reader = reader;
+            if conn.gen == me.gen {
+                conn.input = input;
+            }
         }
+    }
+
+    fn too_long(&mut self, me: ConnRef, now: Instant) {
+        self.stats.protocol_error(ProtocolError::TooLong);
+        let msg = format!(
+            "message longer than {} bytes; discarded",
+            self.limits.max_line_bytes
+        );
+        self.send_status(me, Level::Error, &msg, None, now);
     }
 
     /// Handles one complete message (a line without its terminator).
@@ -309,7 +348,11 @@ impl Hub {
             return;
         }
         self.stats.lines_in += 1;
-        match decode::decode(line) {
+        let dialect = match self.conns.get(me.key as usize) {
+            Some(c) => c.dialect,
+            None => return,
+        };
+        match decode::decode_as(line, dialect) {
             Ok(req) => self.apply(me, req, now),
             Err(e) => self.reject(me, &e, now),
         }
@@ -345,52 +388,12 @@ impl Hub {
         let id = req.id.map(|r| r.get().as_bytes());
         match req.op {
             Op::Publish { topic, msg } => self.publish(&topic, msg, now),
-            Op::Subscribe { topic, .. } => {
-                let (t, added) = self.router.subscribe(&topic, me);
-                if added {
-                    if let Some(c) = self.live_mut(me) {
-                        c.subs.push(t);
-                    }
-                }
-                self.send_status(me, Level::Info, &format!("subscribed to {topic}"), id, now);
-            }
-            Op::Unsubscribe { topic } => {
-                if let Some(t) = self.router.topic_id(&topic) {
-                    if self.router.unsubscribe(t, me) {
-                        if let Some(c) = self.live_mut(me) {
-                            c.subs.retain(|&x| x != t);
-                        }
-                    }
-                }
-                self.send_status(
-                    me,
-                    Level::Info,
-                    &format!("unsubscribed from {topic}"),
-                    id,
-                    now,
-                );
-            }
-            Op::Advertise { topic, .. } => {
-                let (t, added) = self.router.advertise(&topic, me);
-                if added {
-                    if let Some(c) = self.live_mut(me) {
-                        c.pubs.push(t);
-                    }
-                }
-                self.send_status(me, Level::Info, &format!("advertised {topic}"), id, now);
-            }
-            Op::Unadvertise { topic } => {
-                if let Some(t) = self.router.topic_id(&topic) {
-                    if self.router.unadvertise(t, me) {
-                        if let Some(c) = self.live_mut(me) {
-                            c.pubs.retain(|&x| x != t);
-                        }
-                    }
-                }
-                self.send_status(me, Level::Info, &format!("unadvertised {topic}"), id, now);
-            }
+            Op::Subscribe { topic, .. } => self.register(me, Role::Subscriber, &topic, id, now),
+            Op::Unsubscribe { topic } => self.unregister(me, Role::Subscriber, &topic, id, now),
+            Op::Advertise { topic, .. } => self.register(me, Role::Publisher, &topic, id, now),
+            Op::Unadvertise { topic } => self.unregister(me, Role::Publisher, &topic, id, now),
             Op::AdvertiseService { service, ty } => {
-                self.advertise_service(me, &service, &ty, req.id, now)
+                self.advertise_service(me, &service, ty.as_deref().unwrap_or(""), req.id, now)
             }
             Op::UnadvertiseService { service } => {
                 self.unadvertise_service(me, &service, req.id, now)
@@ -406,302 +409,25 @@ impl Hub {
                 status,
                 ..
             } => self.service_response(me, req.id, values, result, status, now),
-        }
-    }
-
-    // ----- topics ----------------------------------------------------------------
-
-    fn publish(&mut self, topic: &str, msg: &RawValue, now: Instant) {
-        self.stats.published += 1;
-        let Some(t) = self.router.topic_id(topic) else {
-            return;
-        };
-        let Some(topic) = self.router.topic(t) else {
-            return;
-        };
-        if topic.subscribers.is_empty() {
-            return;
-        }
-        self.scratch.clear();
-        encode::publish(&mut self.scratch, &topic.prefix, msg);
-        let frame: Rc<[u8]> = Rc::from(&self.scratch[..]);
-        let cap = self.limits.max_queue_bytes;
-        for &sub in &topic.subscribers {
-            let Some(c) = self.conns.get_mut(sub.key as usize) else {
-                continue;
-            };
-            if c.gen != sub.gen || c.closing.is_some() {
-                continue;
-            }
-            if c.out.is_empty() {
-                c.out_since = now;
-            }
-            let d = c.out.push_topic(Rc::clone(&frame), t, cap);
-            self.stats.delivered += 1;
-            self.stats.dropped += d.frames;
-            self.stats.dropped_bytes += d.bytes;
-            if !c.dirty {
-                c.dirty = true;
-                self.dirty.push(sub.key);
-            }
-        }
-        if self.scratch.capacity() > 1 << 20 {
-            self.scratch = Vec::with_capacity(4096);
-        }
-    }
-
-    // ----- services --------------------------------------------------------------
-
-    fn advertise_service(
-        &mut self,
-        me: ConnRef,
-        name: &str,
-        ty: &str,
-        id: Option<&RawValue>,
-        now: Instant,
-    ) {
-        if name.starts_with(RESERVED_PREFIX) {
-            let msg = format!("service names under {RESERVED_PREFIX} are reserved for the gateway");
-            return self.protocol_error(me, ProtocolError::ReservedName, &msg, id, now);
-        }
-        let displaced = self.router.advertise_service(name, ty, me);
-        if let Some(c) = self.live_mut(me) {
-            if !c.services.iter().any(|s| &**s == name) {
-                c.services.push(name.into());
-            }
-        }
-        if let Some(old) = displaced {
-            if let Some(c) = self.live_mut(old) {
-                c.services.retain(|s| &**s != name);
-            }
-            let msg = format!("service {name} was taken over by another provider; calls already forwarded to you stay valid");
-            self.send_status(old, Level::Info, &msg, None, now);
-        }
-        let msg = format!("advertised service {name}");
-        self.send_status(me, Level::Info, &msg, id.map(|r| r.get().as_bytes()), now);
-    }
-
-    fn unadvertise_service(
-        &mut self,
-        me: ConnRef,
-        name: &str,
-        id: Option<&RawValue>,
-        now: Instant,
-    ) {
-        match self.router.unadvertise_service(name, me) {
-            Unadvertised::Removed => {
-                let mut name_json = Vec::new();
-                encode::json_string(&mut name_json, name);
-                let mut failing = Vec::new();
-                if let Some(c) = self.live_mut(me) {
-                    c.services.retain(|s| &**s != name);
-                    failing.extend(c.calls_served.iter().copied());
-                }
-                failing.sort_unstable();
-                for seq in failing {
-                    let same = self
-                        .calls
-                        .get(seq)
-                        .is_some_and(|call| call.service_json() == &name_json[..]);
-                    if same {
-                        self.fail_call(seq, CallFailure::Unadvertised, now);
-                    }
-                }
-                let msg = format!("unadvertised service {name}");
-                self.send_status(me, Level::Info, &msg, id.map(|r| r.get().as_bytes()), now);
-            }
-            Unadvertised::NotProvider | Unadvertised::Unknown => {
-                let msg = format!("not the current provider of service {name}; nothing changed");
-                self.protocol_error(me, ProtocolError::NotProvider, &msg, id, now);
-            }
-        }
-    }
-
-    fn call_service(
-        &mut self,
-        me: ConnRef,
-        name: &str,
-        args: &RawValue,
-        id: Option<&[u8]>,
-        timeout: Option<f64>,
-        now: Instant,
-    ) {
-        if name == STATS_SERVICE {
-            let values = self.stats_json();
-            let mut out = std::mem::take(&mut self.scratch);
-            out.clear();
-            encode::service_response(
-                &mut out,
-                b"\"/rosgate/stats\"",
-                id,
-                values.as_bytes(),
-                b"true",
-                None,
-            );
-            self.send_control(me, &out, now);
-            self.scratch = out;
-            return;
-        }
-        let Some(in_flight) = self.live_mut(me).map(|c| c.calls_made.len()) else {
-            return;
-        };
-        if in_flight >= self.limits.max_calls_per_conn {
-            return self.fail_now(me, name, id, CallFailure::TooMany, now);
-        }
-        let provider = match self.router.service(name) {
-            Some(s) if self.live(s.provider) => s,
-            _ => return self.fail_now(me, name, id, CallFailure::NoProvider, now),
-        };
-        let to = match timeout {
-            Some(secs) if secs.is_finite() && secs > 0.0 => {
-                Duration::from_secs_f64(secs.min(self.limits.max_call_timeout.as_secs_f64()))
-            }
-            _ => self.limits.call_timeout,
-        };
-        let deadline = now + to;
-        let p = provider.provider;
-        let seq = self.calls.insert(me, p, &provider.name_json, id, deadline);
-        self.timers.insert(seq, deadline);
-        if let Some(c) = self.live_mut(me) {
-            c.calls_made.insert(seq);
-        }
-        if let Some(c) = self.live_mut(p) {
-            c.calls_served.insert(seq);
-        }
-        self.stats.calls_forwarded += 1;
-        let mut out = std::mem::take(&mut self.scratch);
-        out.clear();
-        let name_json = self
-            .calls
-            .get(seq)
-            .map(|c| c.service_json())
-            .unwrap_or(b"\"\"");
-        encode::call_service(&mut out, name_json, seq, args);
-        self.send_control(p, &out, now);
-        self.scratch = out;
-    }
-
-    fn service_response(
-        &mut self,
-        me: ConnRef,
-        id: Option<&RawValue>,
-        values: &RawValue,
-        result: &RawValue,
-        status: Option<&RawValue>,
-        now: Instant,
-    ) {
-        let seq = id.and_then(|r| parse_call_id(r.get().as_bytes()));
-        let mine = seq
-            .and_then(|s| self.calls.get(s))
-            .is_some_and(|c| c.provider == me);
-        let (Some(seq), true) = (seq, mine) else {
-            self.stats.responses_stale += 1;
-            let shown = id.map_or("(none)", |r| r.get());
-            let msg =
-                format!("no outstanding call with id {shown} on this connection; response dropped");
-            return self.protocol_error(me, ProtocolError::UnknownResponse, &msg, id, now);
-        };
-        let Some(call) = self.calls.remove(seq) else {
-            return;
-        };
-        if let Some(c) = self.live_mut(me) {
-            c.calls_served.remove(&seq);
-        }
-        if let Some(c) = self.live_mut(call.caller) {
-            c.calls_made.remove(&seq);
-        }
-        self.stats.calls_answered += 1;
-        let mut out = std::mem::take(&mut self.scratch);
-        out.clear();
-        encode::service_response(
-            &mut out,
-            call.service_json(),
-            call.caller_id(),
-            values.get().as_bytes(),
-            result.get().as_bytes(),
-            status.map(|s| s.get().as_bytes()),
-        );
-        self.send_control(call.caller, &out, now);
-        self.scratch = out;
-    }
-
-    /// Fails a call that was never forwarded.
-    fn fail_now(
-        &mut self,
-        me: ConnRef,
-        name: &str,
-        id: Option<&[u8]>,
-        why: CallFailure,
-        now: Instant,
-    ) {
-        self.count_failure(why);
-        let mut name_json = Vec::with_capacity(name.len() + 2);
-        encode::json_string(&mut name_json, name);
-        let reason = self.failure_text(why, name);
-        let mut out = Vec::new();
-        encode::service_failure(&mut out, &name_json, id, &reason);
-        self.send_control(me, &out, now);
-    }
-
-    /// Removes an in-flight call and sends its caller a failure.
-    fn fail_call(&mut self, seq: u64, why: CallFailure, now: Instant) {
-        let Some(call) = self.calls.remove(seq) else {
-            return;
-        };
-        if let Some(c) = self.live_mut(call.provider) {
-            c.calls_served.remove(&seq);
-        }
-        if let Some(c) = self.live_mut(call.caller) {
-            c.calls_made.remove(&seq);
-        }
-        self.count_failure(why);
-        let name: String = serde_json::from_slice(call.service_json()).unwrap_or_default();
-        let reason = self.failure_text(why, &name);
-        let mut out = Vec::new();
-        encode::service_failure(&mut out, call.service_json(), call.caller_id(), &reason);
-        self.send_control(call.caller, &out, now);
-    }
-
-    fn count_failure(&mut self, why: CallFailure) {
-        let s = &mut self.stats;
-        match why {
-            CallFailure::NoProvider => s.calls_failed_no_provider += 1,
-            CallFailure::ProviderGone | CallFailure::Unadvertised => {
-                s.calls_failed_provider_gone += 1
-            }
-            CallFailure::Timeout => s.calls_timed_out += 1,
-            CallFailure::TooMany => s.calls_failed_too_many += 1,
-        }
-    }
-
-    fn failure_text(&self, why: CallFailure, name: &str) -> String {
-        match why {
-            CallFailure::NoProvider => format!("no provider for service {name}"),
-            CallFailure::ProviderGone => format!("provider of service {name} disconnected"),
-            CallFailure::Unadvertised => format!("service {name} was unadvertised by its provider"),
-            CallFailure::Timeout => format!("service call to {name} timed out"),
-            CallFailure::TooMany => format!(
-                "too many calls in flight on this connection (limit {})",
-                self.limits.max_calls_per_conn
-            ),
+            Op::Ignored(_) => {}
         }
     }
 
     // ----- output ----------------------------------------------------------------
 
-    fn live(&self, r: ConnRef) -> bool {
+    pub(crate) fn live(&self, r: ConnRef) -> bool {
         self.conns
             .get(r.key as usize)
             .is_some_and(|c| c.gen == r.gen && c.closing.is_none())
     }
 
-    fn live_mut(&mut self, r: ConnRef) -> Option<&mut Conn> {
+    pub(crate) fn live_mut(&mut self, r: ConnRef) -> Option<&mut Conn> {
         self.conns
             .get_mut(r.key as usize)
             .filter(|c| c.gen == r.gen && c.closing.is_none())
     }
 
-    fn send_status(
+    pub(crate) fn send_status(
         &mut self,
         to: ConnRef,
         level: Level,
@@ -709,19 +435,42 @@ impl Hub {
         id: Option<&[u8]>,
         now: Instant,
     ) {
+        let wanted = match self.conns.get(to.key as usize).map(|c| c.statuses) {
+            Some(StatusFilter::All) => true,
+            Some(StatusFilter::Errors) => level == Level::Error,
+            Some(StatusFilter::None) | None => false,
+        };
+        if !wanted {
+            return;
+        }
         let mut out = Vec::with_capacity(64 + msg.len());
         encode::status(&mut out, level, msg, id);
         self.send_control(to, &out, now);
     }
 
-    /// Queues control bytes; closes the connection past its control limit.
-    fn send_control(&mut self, to: ConnRef, bytes: &[u8], now: Instant) {
+    /// Queues control bytes (whole JSON lines); closes the connection past
+    /// its control limit (P6).
+    pub(crate) fn send_control(&mut self, to: ConnRef, bytes: &[u8], now: Instant) {
+        self.enqueue_control(to, bytes, false, now);
+    }
+
+    /// Queues bytes to go out exactly as given (WebSocket handshake and
+    /// control frames).
+    pub(crate) fn send_raw(&mut self, to: ConnRef, bytes: &[u8], now: Instant) {
+        self.enqueue_control(to, bytes, true, now);
+    }
+
+    fn enqueue_control(&mut self, to: ConnRef, bytes: &[u8], raw: bool, now: Instant) {
         let cap = self.limits.max_control_bytes;
         let Some(c) = self.live_mut(to) else { return };
         if c.out.is_empty() {
             c.out_since = now;
         }
-        let queued = c.out.push_control(bytes);
+        let queued = if raw {
+            c.out.push_raw(bytes)
+        } else {
+            c.out.push_control(bytes)
+        };
         let newly_dirty = !c.dirty;
         c.dirty = true;
         if newly_dirty {

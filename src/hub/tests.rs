@@ -321,7 +321,7 @@ fn write_stall_closes_only_the_stalled_connection() {
     t.advance(400);
     assert_eq!(t.hub.conn_count(), 1, "stuck had output pending for 1.3 s");
     assert!(t.hub.conn(ok).is_some());
-    assert_eq!(t.hub.stats().closes[3], 1);
+    assert_eq!(t.hub.stats().closes_of(CloseReason::WriteStall), 1);
     assert_eq!(t.hub.gauges().subscriptions, 1);
 }
 
@@ -340,7 +340,7 @@ fn control_overflow_closes_the_connection() {
     }
     t.free_closed();
     assert_eq!(t.hub.conn_count(), 0);
-    assert_eq!(t.hub.stats().closes[2], 1);
+    assert_eq!(t.hub.stats().closes_of(CloseReason::ControlOverflow), 1);
     assert_eq!(
         t.hub.gauges().subscriptions,
         0,

@@ -1,0 +1,145 @@
+//! Topic operations: subscribe, unsubscribe, advertise, unadvertise, and
+//! publish with one encoding shared by every subscriber.
+//!
+//! In the strict dialect registrations are per connection (the protocol
+//! file). In the rosbridge dialect they are per request id within the
+//! connection: `unsubscribe` with an id removes only the subscription made
+//! with that id, without an id all of them; the router entry (and so
+//! delivery, one copy per message) lasts while any remains.
+
+use std::rc::Rc;
+use std::time::Instant;
+
+use serde_json::value::RawValue;
+
+use super::Hub;
+use crate::codec::decode::Dialect;
+use crate::codec::encode::{self, Level};
+use crate::conn::{Conn, ConnRef};
+use crate::router::TopicId;
+
+/// Subscriptions or advertisements: the two are handled alike.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Role {
+    Subscriber,
+    Publisher,
+}
+
+impl Role {
+    fn lists(self, c: &mut Conn) -> (&mut Vec<TopicId>, &mut Vec<(TopicId, Option<Box<[u8]>>)>) {
+        match self {
+            Role::Subscriber => (&mut c.subs, &mut c.sub_ids),
+            Role::Publisher => (&mut c.pubs, &mut c.pub_ids),
+        }
+    }
+}
+
+impl Hub {
+    /// `subscribe` or `advertise`.
+    pub(super) fn register(
+        &mut self,
+        me: ConnRef,
+        role: Role,
+        topic: &str,
+        id: Option<&[u8]>,
+        now: Instant,
+    ) {
+        let (t, added) = match role {
+            Role::Subscriber => self.router.subscribe(topic, me),
+            Role::Publisher => self.router.advertise(topic, me),
+        };
+        if let Some(c) = self.live_mut(me) {
+            let rosbridge = c.dialect == Dialect::Rosbridge;
+            let (list, ids) = role.lists(c);
+            if added {
+                list.push(t);
+            }
+            if rosbridge {
+                ids.push((t, id.map(Box::from)));
+            }
+        }
+        let msg = match role {
+            Role::Subscriber => format!("subscribed to {topic}"),
+            Role::Publisher => format!("advertised {topic}"),
+        };
+        self.send_status(me, Level::Info, &msg, id, now);
+    }
+
+    /// `unsubscribe` or `unadvertise`; always safe to repeat.
+    pub(super) fn unregister(
+        &mut self,
+        me: ConnRef,
+        role: Role,
+        topic: &str,
+        id: Option<&[u8]>,
+        now: Instant,
+    ) {
+        if let Some(t) = self.router.topic_id(topic) {
+            let mut withdraw = true;
+            if let Some(c) = self.live_mut(me) {
+                if c.dialect == Dialect::Rosbridge {
+                    let (_, ids) = role.lists(c);
+                    match id {
+                        Some(id) => ids.retain(|(x, i)| !(*x == t && i.as_deref() == Some(id))),
+                        None => ids.retain(|(x, _)| *x != t),
+                    }
+                    withdraw = !ids.iter().any(|(x, _)| *x == t);
+                }
+            }
+            let removed = withdraw
+                && match role {
+                    Role::Subscriber => self.router.unsubscribe(t, me),
+                    Role::Publisher => self.router.unadvertise(t, me),
+                };
+            if removed {
+                if let Some(c) = self.live_mut(me) {
+                    role.lists(c).0.retain(|&x| x != t);
+                }
+            }
+        }
+        let msg = match role {
+            Role::Subscriber => format!("unsubscribed from {topic}"),
+            Role::Publisher => format!("unadvertised {topic}"),
+        };
+        self.send_status(me, Level::Info, &msg, id, now);
+    }
+
+    pub(super) fn publish(&mut self, topic: &str, msg: &RawValue, now: Instant) {
+        self.stats.published += 1;
+        let Some(t) = self.router.topic_id(topic) else {
+            return;
+        };
+        let Some(topic) = self.router.topic(t) else {
+            return;
+        };
+        if topic.subscribers.is_empty() {
+            return;
+        }
+        self.scratch.clear();
+        encode::publish(&mut self.scratch, &topic.prefix, msg);
+        let frame: Rc<[u8]> = Rc::from(&self.scratch[..]);
+        let cap = self.limits.max_queue_bytes;
+        for &sub in &topic.subscribers {
+            let Some(c) = self.conns.get_mut(sub.key as usize) else {
+                continue;
+            };
+            if c.gen != sub.gen || c.closing.is_some() {
+                continue;
+            }
+            if c.out.is_empty() {
+                c.out_since = now;
+            }
+            let d = c.out.push_topic(Rc::clone(&frame), t, cap);
+            self.stats.delivered += 1;
+            self.stats.dropped += d.frames;
+            self.stats.dropped_bytes += d.bytes;
+            if !c.dirty {
+                c.dirty = true;
+                self.dirty.push(sub.key);
+            }
+        }
+        if self.scratch.capacity() > 1 << 20 {
+            self.scratch = Vec::with_capacity(4096);
+        }
+    }
+}

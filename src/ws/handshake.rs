@@ -1,0 +1,224 @@
+//! The WebSocket opening handshake (RFC 6455 §4.2), server side, sans-io.
+//!
+//! Invariants:
+//! - at most [`MAX_REQUEST_BYTES`] of request head are buffered;
+//! - header names and the `Upgrade`/`Connection` values match
+//!   case-insensitively; any request path is accepted (rosbridge serves `/`
+//!   and clients differ in what they send);
+//! - we never agree to an extension or subprotocol: permessage-deflate is
+//!   declined by not echoing it, which RFC 6455 permits.
+
+/// Longest accepted request head (request line + headers).
+pub const MAX_REQUEST_BYTES: usize = 8 * 1024;
+
+const GUID: &str = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11";
+
+/// What a complete request head led to.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// Send these bytes (101 Switching Protocols); frames follow.
+    Accept(Vec<u8>),
+    /// Send these bytes (an HTTP error) and close.
+    Reject(Vec<u8>),
+}
+
+/// Looks for a complete request head in `buf`. Returns the outcome and the
+/// head's length, `None` if more bytes are needed. A head that grows past
+/// [`MAX_REQUEST_BYTES`] is refused at once.
+pub fn parse(buf: &[u8]) -> Option<(Outcome, usize)> {
+    let Some(end) = memchr::memmem::find(buf, b"\r\n\r\n") else {
+        if buf.len() > MAX_REQUEST_BYTES {
+            return Some((reject(431, "Request Header Fields Too Large"), buf.len()));
+        }
+        return None;
+    };
+    let head_len = end + 4;
+    let Ok(head) = std::str::from_utf8(&buf[..end]) else {
+        return Some((reject(400, "Bad Request"), head_len));
+    };
+    Some((respond(head), head_len))
+}
+
+fn respond(head: &str) -> Outcome {
+    let mut lines = head.split("\r\n");
+    let request = lines.next().unwrap_or("");
+    let mut parts = request.split(' ');
+    let (method, _path, version) = (parts.next(), parts.next(), parts.next());
+    if method != Some("GET") || version.is_none_or(|v| !v.starts_with("HTTP/1.")) {
+        return reject(400, "Bad Request");
+    }
+    let (mut upgrade, mut connection, mut key, mut ws_version) = (false, false, None, None);
+    for line in lines {
+        let Some((name, value)) = line.split_once(':') else {
+            continue;
+        };
+        let value = value.trim();
+        match name.trim().to_ascii_lowercase().as_str() {
+            "upgrade" => upgrade = value.eq_ignore_ascii_case("websocket"),
+            "connection" => {
+                connection = value
+                    .split(',')
+                    .any(|t| t.trim().eq_ignore_ascii_case("upgrade"))
+            }
+            "sec-websocket-key" => key = Some(value),
+            "sec-websocket-version" => ws_version = Some(value),
+            _ => {}
+        }
+    }
+    let Some(key) = key.filter(|_| upgrade && connection) else {
+        return reject(426, "Upgrade Required");
+    };
+    if ws_version != Some("13") {
+        return Outcome::Reject(
+            b"HTTP/1.1 426 Upgrade Required\r\nSec-WebSocket-Version: 13\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+                .to_vec(),
+        );
+    }
+    let accept = accept_key(key);
+    Outcome::Accept(
+        format!(
+            "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: {accept}\r\n\r\n"
+        )
+        .into_bytes(),
+    )
+}
+
+fn reject(code: u16, reason: &str) -> Outcome {
+    Outcome::Reject(
+        format!("HTTP/1.1 {code} {reason}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+            .into_bytes(),
+    )
+}
+
+/// `base64(sha1(key + GUID))`.
+pub fn accept_key(key: &str) -> String {
+    let mut input = Vec::with_capacity(key.len() + GUID.len());
+    input.extend_from_slice(key.as_bytes());
+    input.extend_from_slice(GUID.as_bytes());
+    base64(&sha1(&input))
+}
+
+/// SHA-1 (FIPS 180-4). Used only for the handshake key, where RFC 6455
+/// mandates it; not for anything that needs collision resistance.
+pub fn sha1(data: &[u8]) -> [u8; 20] {
+    let mut h: [u32; 5] = [
+        0x6745_2301,
+        0xEFCD_AB89,
+        0x98BA_DCFE,
+        0x1032_5476,
+        0xC3D2_E1F0,
+    ];
+    let mut msg = data.to_vec();
+    let bit_len = (data.len() as u64).wrapping_mul(8);
+    msg.push(0x80);
+    while msg.len() % 64 != 56 {
+        msg.push(0);
+    }
+    msg.extend_from_slice(&bit_len.to_be_bytes());
+    for block in msg.chunks_exact(64) {
+        let mut w = [0u32; 80];
+        for (i, word) in block.chunks_exact(4).enumerate() {
+            w[i] = u32::from_be_bytes([word[0], word[1], word[2], word[3]]);
+        }
+        for i in 16..80 {
+            w[i] = (w[i - 3] ^ w[i - 8] ^ w[i - 14] ^ w[i - 16]).rotate_left(1);
+        }
+        let [mut a, mut b, mut c, mut d, mut e] = h;
+        for (i, &wi) in w.iter().enumerate() {
+            let (f, k) = match i {
+                0..=19 => ((b & c) | (!b & d), 0x5A82_7999),
+                20..=39 => (b ^ c ^ d, 0x6ED9_EBA1),
+                40..=59 => ((b & c) | (b & d) | (c & d), 0x8F1B_BCDC),
+                _ => (b ^ c ^ d, 0xCA62_C1D6),
+            };
+            let t = a
+                .rotate_left(5)
+                .wrapping_add(f)
+                .wrapping_add(e)
+                .wrapping_add(k)
+                .wrapping_add(wi);
+            e = d;
+            d = c;
+            c = b.rotate_left(30);
+            b = a;
+            a = t;
+        }
+        for (x, y) in h.iter_mut().zip([a, b, c, d, e]) {
+            *x = x.wrapping_add(y);
+        }
+    }
+    let mut out = [0u8; 20];
+    for (i, x) in h.iter().enumerate() {
+        out[i * 4..i * 4 + 4].copy_from_slice(&x.to_be_bytes());
+    }
+    out
+}
+
+/// Standard base64 with padding.
+pub fn base64(data: &[u8]) -> String {
+    const T: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::with_capacity(data.len().div_ceil(3) * 4);
+    for chunk in data.chunks(3) {
+        let b = [
+            chunk[0],
+            *chunk.get(1).unwrap_or(&0),
+            *chunk.get(2).unwrap_or(&0),
+        ];
+        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
+        for i in 0..4 {
+            if i <= chunk.len() {
+                out.push(T[(n >> (18 - 6 * i) & 63) as usize] as char);
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rfc6455_example_key() {
+        assert_eq!(
+            accept_key("dGhlIHNhbXBsZSBub25jZQ=="),
+            "s3pPLMBiTxaQ9kYGzzhZRbK+xOo="
+        );
+    }
+
+    #[test]
+    fn sha1_and_base64_vectors() {
+        assert_eq!(base64(&sha1(b"abc")), "qZk+NkcGgWq6PiVxeFDCbJzQ2J0=");
+        assert_eq!(base64(&sha1(b"")), "2jmj7l5rSw0yVb/vlWAYkK/YBwk=");
+        assert_eq!(base64(b"f"), "Zg==");
+        assert_eq!(base64(b"fo"), "Zm8=");
+        assert_eq!(base64(b"foo"), "Zm9v");
+    }
+
+    #[test]
+    fn upgrade_is_case_insensitive_and_rest_is_left() {
+        let req = b"GET / HTTP/1.1\r\nHost: x\r\nUPGRADE: WebSocket\r\nconnection: keep-alive, Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Extensions: permessage-deflate\r\n\r\nFRAME";
+        let (out, used) = parse(req).expect("complete");
+        assert_eq!(&req[used..], b"FRAME");
+        let Outcome::Accept(resp) = out else {
+            panic!("rejected")
+        };
+        let resp = String::from_utf8(resp).expect("ascii");
+        assert!(resp.starts_with("HTTP/1.1 101 "));
+        assert!(resp.contains("Sec-WebSocket-Accept: s3pPLMBiTxaQ9kYGzzhZRbK+xOo=\r\n"));
+        assert!(!resp.contains("deflate"));
+    }
+
+    #[test]
+    fn plain_http_and_garbage_are_rejected() {
+        let (out, _) = parse(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n").expect("complete");
+        assert!(matches!(out, Outcome::Reject(r) if r.starts_with(b"HTTP/1.1 426")));
+        let (out, _) = parse(b"\x16\x03\x01\r\n\r\n").expect("complete");
+        assert!(matches!(out, Outcome::Reject(_)));
+        assert_eq!(parse(b"GET / HTTP/1.1\r\n"), None);
+        let too_big = parse(&vec![b'a'; MAX_REQUEST_BYTES + 1]);
+        assert!(matches!(too_big, Some((Outcome::Reject(_), _))));
+    }
+}
