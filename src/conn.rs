@@ -20,6 +20,10 @@ use crate::out::{Framing, OutQueue};
 use crate::router::TopicId;
 use crate::ws::WsReader;
 
+/// rosbridge dialect: one registration per request id (`None` for a request
+/// without id) on a topic.
+pub type IdRegistrations = Vec<(TopicId, Option<Box<[u8]>>)>;
+
 /// Which listener a connection came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Transport {
@@ -137,9 +141,9 @@ pub struct Conn {
     pub pubs: Vec<TopicId>,
     /// rosbridge dialect: the request ids behind each subscription (`None`
     /// for a request without id); the router entry goes when none is left.
-    pub sub_ids: Vec<(TopicId, Option<Box<[u8]>>)>,
+    pub sub_ids: IdRegistrations,
     /// rosbridge dialect: the same for advertisements.
-    pub pub_ids: Vec<(TopicId, Option<Box<[u8]>>)>,
+    pub pub_ids: IdRegistrations,
     /// Services this connection is the current provider of.
     pub services: Vec<Box<str>>,
     /// Calls this connection made that are still in flight.

@@ -15,7 +15,7 @@ use serde_json::value::RawValue;
 use super::Hub;
 use crate::codec::decode::Dialect;
 use crate::codec::encode::{self, Level};
-use crate::conn::{Conn, ConnRef};
+use crate::conn::{Conn, ConnRef, IdRegistrations};
 use crate::router::TopicId;
 
 /// Subscriptions or advertisements: the two are handled alike.
@@ -26,7 +26,7 @@ pub(super) enum Role {
 }
 
 impl Role {
-    fn lists(self, c: &mut Conn) -> (&mut Vec<TopicId>, &mut Vec<(TopicId, Option<Box<[u8]>>)>) {
+    fn lists(self, c: &mut Conn) -> (&mut Vec<TopicId>, &mut IdRegistrations) {
         match self {
             Role::Subscriber => (&mut c.subs, &mut c.sub_ids),
             Role::Publisher => (&mut c.pubs, &mut c.pub_ids),
