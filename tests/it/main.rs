@@ -1,0 +1,14 @@
+//! Wire-level integration tests for rosgate: real binary, real sockets, JSON lines in and out.
+//!
+//! Each test starts its own gateway on an ephemeral port (`--listen 127.0.0.1:0`).
+
+#[allow(dead_code)]
+mod support;
+
+mod cli;
+mod errors;
+mod framing;
+mod limits;
+mod services;
+mod stats;
+mod topics;
