@@ -54,7 +54,7 @@ fn main() -> ExitCode {
     let mut server = match Server::bind(&config) {
         Ok(s) => s,
         Err(e) => {
-            eprintln!("rosgate: cannot listen on {}: {e}", config.listen);
+            eprintln!("rosgate: cannot start: {e}");
             return ExitCode::from(1);
         }
     };
@@ -81,19 +81,22 @@ fn millis(v: usize) -> Duration {
     Duration::from_millis(v as u64)
 }
 
-/// The value of `flag`, if given; errors name the flag.
+/// The value of `flag`, if given; when repeated, the last one wins (so a
+/// wrapper script's defaults can be overridden). Errors name the flag.
 fn opt<T>(args: &mut pico_args::Arguments, flag: &'static str) -> Result<Option<T>, String>
 where
     T: std::str::FromStr,
     T::Err: std::fmt::Display,
 {
-    args.opt_value_from_fn(flag, |v| v.parse::<T>().map_err(|e| e.to_string()))
+    let values = args
+        .values_from_fn(flag, |v| v.parse::<T>().map_err(|e| e.to_string()))
         .map_err(|e| match e {
             pico_args::Error::Utf8ArgumentParsingFailed { cause, value } => {
                 format!("{flag}: invalid value {value:?}: {cause}")
             }
             other => format!("{flag}: {other}"),
-        })
+        })?;
+    Ok(values.into_iter().last())
 }
 
 /// `Ok(None)` when `--help`/`--version` was answered.

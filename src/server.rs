@@ -87,12 +87,14 @@ impl Server {
             limits.max_connections = cap;
         }
         let poll = Poll::new()?;
-        let mut listener = TcpListener::bind(config.listen)?;
+        let mut listener =
+            TcpListener::bind(config.listen).map_err(|e| in_context(e, "listen", config.listen))?;
         poll.registry()
             .register(&mut listener, LISTENER, Interest::READABLE)?;
         let ws_listener = match config.ws_listen {
             Some(addr) => {
-                let mut l = TcpListener::bind(addr)?;
+                let mut l =
+                    TcpListener::bind(addr).map_err(|e| in_context(e, "ws-listen", addr))?;
                 poll.registry()
                     .register(&mut l, WS_LISTENER, Interest::READABLE)?;
                 Some(l)
@@ -464,6 +466,11 @@ enum ReadOutcome {
 enum WriteOutcome {
     Done,
     Budget,
+}
+
+/// Names the address in a bind error, since there are two listeners.
+fn in_context(e: io::Error, what: &str, addr: SocketAddr) -> io::Error {
+    io::Error::new(e.kind(), format!("--{what} {addr}: {e}"))
 }
 
 fn is_resource_exhaustion(e: &io::Error) -> bool {

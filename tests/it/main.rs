@@ -12,3 +12,4 @@ mod limits;
 mod services;
 mod stats;
 mod topics;
+mod websocket;

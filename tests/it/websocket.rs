@@ -1,0 +1,492 @@
+//! The WebSocket listener: RFC 6455 handshake and framing done by hand
+//! (raw bytes, masked client frames), rosbridge-dialect behaviour, and
+//! cross-transport routing with NDJSON clients.
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+use crate::support::*;
+
+const KEY: &str = "dGhlIHNhbXBsZSBub25jZQ==";
+const ACCEPT: &str = "s3pPLMBiTxaQ9kYGzzhZRbK+xOo=";
+
+fn ws_addr(gw: &Gateway) -> SocketAddr {
+    gw.logs()
+        .iter()
+        .find_map(|l| {
+            l.split("websocket listening on ws://")
+                .nth(1)?
+                .trim()
+                .parse()
+                .ok()
+        })
+        .expect("websocket listening line")
+}
+
+/// A server frame: (opcode, payload).
+type Frame = (u8, Vec<u8>);
+
+struct Ws {
+    s: TcpStream,
+    buf: Vec<u8>,
+}
+
+fn masked(op: u8, fin: bool, payload: &[u8]) -> Vec<u8> {
+    let mask = [0x37u8, 0xfa, 0x21, 0x3d];
+    let mut out = vec![(if fin { 0x80 } else { 0 }) | op];
+    let n = payload.len();
+    if n < 126 {
+        out.push(0x80 | n as u8);
+    } else if n < 65536 {
+        out.push(0x80 | 126);
+        out.extend_from_slice(&(n as u16).to_be_bytes());
+    } else {
+        out.push(0x80 | 127);
+        out.extend_from_slice(&(n as u64).to_be_bytes());
+    }
+    out.extend_from_slice(&mask);
+    out.extend(payload.iter().enumerate().map(|(i, b)| b ^ mask[i % 4]));
+    out
+}
+
+impl Ws {
+    fn raw(gw: &Gateway) -> Ws {
+        let s = TcpStream::connect(ws_addr(gw)).expect("connect ws port");
+        s.set_read_timeout(Some(Duration::from_millis(200)))
+            .expect("timeout");
+        Ws { s, buf: Vec::new() }
+    }
+
+    fn connect(gw: &Gateway) -> Ws {
+        let mut ws = Ws::raw(gw);
+        let head = ws.handshake(&format!(
+            "GET / HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: {KEY}\r\nSec-WebSocket-Version: 13\r\n\r\n"
+        ));
+        assert!(head.starts_with("HTTP/1.1 101"), "{head}");
+        ws
+    }
+
+    /// Sends a request head, returns the response head.
+    fn handshake(&mut self, req: &str) -> String {
+        self.s.write_all(req.as_bytes()).expect("send handshake");
+        let dl = deadline(REPLY);
+        loop {
+            if let Some(end) = self.buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                let head = String::from_utf8_lossy(&self.buf[..end + 4]).to_string();
+                self.buf.drain(..end + 4);
+                return head;
+            }
+            assert!(Instant::now() < dl, "no handshake response");
+            self.fill();
+        }
+    }
+
+    fn fill(&mut self) -> usize {
+        let mut tmp = [0u8; 65536];
+        match self.s.read(&mut tmp) {
+            Ok(n) => {
+                self.buf.extend_from_slice(&tmp[..n]);
+                n
+            }
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) =>
+            {
+                0
+            }
+            Err(e) => panic!("read: {e}"),
+        }
+    }
+
+    fn send_frame(&mut self, op: u8, fin: bool, payload: &[u8]) {
+        self.s
+            .write_all(&masked(op, fin, payload))
+            .expect("send frame");
+    }
+
+    fn send_text(&mut self, text: &str) {
+        self.send_frame(0x1, true, text.as_bytes());
+    }
+
+    /// The next server frame, or `None` at EOF / deadline.
+    fn try_frame(&mut self, dl: Instant) -> Option<Frame> {
+        loop {
+            if self.buf.len() >= 2 {
+                assert_eq!(self.buf[1] & 0x80, 0, "server frames are unmasked");
+                let (len, hdr) = match self.buf[1] & 0x7f {
+                    126 if self.buf.len() >= 4 => {
+                        (u16::from_be_bytes([self.buf[2], self.buf[3]]) as usize, 4)
+                    }
+                    127 if self.buf.len() >= 10 => {
+                        let mut b = [0u8; 8];
+                        b.copy_from_slice(&self.buf[2..10]);
+                        (u64::from_be_bytes(b) as usize, 10)
+                    }
+                    126 | 127 => (usize::MAX, 0),
+                    n => (n as usize, 2),
+                };
+                if len != usize::MAX && self.buf.len() >= hdr + len {
+                    assert_eq!(self.buf[0] & 0x80, 0x80, "server frames are final");
+                    let f = (self.buf[0] & 0x0f, self.buf[hdr..hdr + len].to_vec());
+                    self.buf.drain(..hdr + len);
+                    return Some(f);
+                }
+            }
+            if Instant::now() >= dl {
+                return None;
+            }
+            let mut tmp = [0u8; 65536];
+            match self.s.read(&mut tmp) {
+                Ok(0) => return None,
+                Ok(n) => self.buf.extend_from_slice(&tmp[..n]),
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                    ) => {}
+                Err(_) => return None,
+            }
+        }
+    }
+
+    fn frame(&mut self) -> Frame {
+        self.try_frame(deadline(REPLY))
+            .expect("a frame before the deadline")
+    }
+
+    /// The next text frame, parsed.
+    fn json(&mut self) -> Value {
+        let (op, payload) = self.frame();
+        assert_eq!(op, 0x1, "text frame expected, got opcode {op}");
+        assert!(
+            !payload.ends_with(b"\n"),
+            "one JSON object per frame, no newline"
+        );
+        serde_json::from_slice(&payload).expect("frame holds JSON")
+    }
+
+    /// Calls the stats service and returns every frame received before
+    /// its answer: a barrier proving nothing else is pending.
+    fn barrier(&mut self) -> Vec<Value> {
+        self.send_text(
+            r#"{"op":"call_service","service":"/rosgate/stats","id":"barrier","args":{}}"#,
+        );
+        let mut before = Vec::new();
+        loop {
+            let v = self.json();
+            if v["id"] == "barrier" {
+                return before;
+            }
+            before.push(v);
+        }
+    }
+
+    fn expect_eof(&mut self) {
+        let dl = deadline(REPLY);
+        while let Some(f) = self.try_frame(dl) {
+            assert_eq!(
+                f.0, 0x8,
+                "only a close frame may come before EOF, got {f:?}"
+            );
+        }
+        assert!(Instant::now() < dl, "connection not closed");
+    }
+}
+
+#[test]
+fn handshake_accepts_case_insensitive_upgrade_and_declines_deflate() {
+    let gw = Gateway::start(&[]);
+    let mut ws = Ws::raw(&gw);
+    let head = ws.handshake(&format!(
+        "GET /any/path HTTP/1.1\r\nhost: x\r\nUPGRADE: WebSocket\r\nconnection: keep-alive, upgrade\r\nsec-websocket-key: {KEY}\r\nsec-websocket-version: 13\r\nSec-WebSocket-Extensions: permessage-deflate; client_max_window_bits\r\n\r\n"
+    ));
+    assert!(head.starts_with("HTTP/1.1 101 "), "{head}");
+    assert!(
+        head.contains(&format!("Sec-WebSocket-Accept: {ACCEPT}\r\n")),
+        "{head}"
+    );
+    assert!(!head.to_ascii_lowercase().contains("deflate"), "{head}");
+    ws.send_text(r#"{"op":"call_service","service":"/rosgate/stats","id":1,"args":{}}"#);
+    assert_eq!(ws.json()["result"], true);
+}
+
+#[test]
+fn plain_http_is_refused_and_the_gateway_keeps_serving() {
+    let gw = Gateway::start(&[]);
+    let mut ws = Ws::raw(&gw);
+    let head = ws.handshake("GET / HTTP/1.1\r\nHost: x\r\n\r\n");
+    assert!(head.starts_with("HTTP/1.1 426"), "{head}");
+    ws.expect_eof();
+    let s = gw.wait_for_stats("protocol_error close counted", |s| {
+        counter(s, "closes.protocol_error") == 1
+    });
+    assert_eq!(counter(&s, "connections_open"), 1, "{s}");
+    Ws::connect(&gw);
+}
+
+#[test]
+fn websocket_and_tcp_clients_share_topics_and_services() {
+    let gw = Gateway::start(&[]);
+    let mut ws = Ws::connect(&gw);
+    let mut tcp = gw.client();
+    ws.send_text(r#"{"op":"subscribe","topic":"/mixed","type":"std_msgs/String","id":"s1"}"#);
+    ws.barrier();
+    tcp.publish("/mixed", r#"{"data":"from tcp","n":12345678901234567890}"#);
+    let (op, payload) = ws.frame();
+    assert_eq!(op, 0x1);
+    assert_eq!(
+        String::from_utf8(payload).expect("utf8"),
+        r#"{"op":"publish","topic":"/mixed","msg":{"data":"from tcp","n":12345678901234567890}}"#,
+        "payload byte-exact, no newline inside the frame"
+    );
+    tcp.subscribe("/back");
+    ws.send_text(r#"{"op":"publish","topic":"/back","msg":{"data":"from ws"}}"#);
+    assert_eq!(tcp.recv()["msg"]["data"], "from ws");
+    // A TCP provider serves a WebSocket caller and the other way round.
+    tcp.advertise_service("/tcp_svc");
+    ws.send_text(r#"{"op":"call_service","service":"/tcp_svc","id":"c1","args":{"a":1}}"#);
+    let fwd = tcp.expect_forwarded("/tcp_svc");
+    tcp.respond("/tcp_svc", &fwd["id"].to_string(), r#"{"ok":true}"#, "true");
+    let r = ws.json();
+    assert_eq!(
+        (r["id"].clone(), r["values"]["ok"].clone()),
+        (json!("c1"), json!(true))
+    );
+    ws.send_text(r#"{"op":"advertise_service","service":"/ws_svc","type":"x/Y"}"#);
+    ws.barrier();
+    tcp.call("/ws_svc", "7", "[1,2]");
+    let fwd = ws.json();
+    assert_eq!(fwd["op"], "call_service");
+    assert_eq!(fwd["args"], json!([1, 2]));
+    let reply = format!(
+        r#"{{"op":"service_response","service":"/ws_svc","id":{},"values":{{"v":2}},"result":true}}"#,
+        fwd["id"]
+    );
+    ws.send_text(&reply);
+    assert_eq!(tcp.expect_response("/ws_svc", &json!(7))["values"]["v"], 2);
+}
+
+#[test]
+fn status_filter_defaults_to_errors_only() {
+    let gw = Gateway::start(&[]);
+    let mut ws = Ws::connect(&gw);
+    ws.send_text(r#"{"op":"subscribe","topic":"/t","type":"x","id":"s1"}"#);
+    ws.send_text(r#"{"op":"nope","id":"bad"}"#);
+    let got = ws.barrier();
+    assert_eq!(got.len(), 1, "only the error status: {got:?}");
+    assert_eq!(
+        (got[0]["level"].clone(), got[0]["id"].clone()),
+        (json!("error"), json!("bad"))
+    );
+}
+
+#[test]
+fn status_filter_all_and_none() {
+    let gw = Gateway::start(&["--ws-status", "all"]);
+    let mut ws = Ws::connect(&gw);
+    ws.send_text(r#"{"op":"subscribe","topic":"/t","type":"x","id":"s1"}"#);
+    let got = ws.barrier();
+    assert_eq!(got.len(), 1, "{got:?}");
+    assert_eq!(
+        (got[0]["level"].clone(), got[0]["id"].clone()),
+        (json!("info"), json!("s1"))
+    );
+    drop(gw);
+    let gw = Gateway::start(&["--ws-status", "none"]);
+    let mut ws = Ws::connect(&gw);
+    ws.send_text(r#"{"op":"nope","id":"bad"}"#);
+    ws.send_frame(0x2, true, b"\x00\x01");
+    assert!(ws.barrier().is_empty());
+    let s = gw.stats();
+    assert_eq!(counter(&s, "errors.unknown_op"), 1, "{s}");
+    assert_eq!(counter(&s, "errors.binary_frame"), 1, "{s}");
+}
+
+#[test]
+fn unsubscribe_by_id_removes_only_that_subscription() {
+    let gw = Gateway::start(&[]);
+    let mut ws = Ws::connect(&gw);
+    let mut tcp = gw.client();
+    ws.send_text(r#"{"op":"subscribe","topic":"/ids","type":"x","id":"a"}"#);
+    ws.send_text(r#"{"op":"subscribe","topic":"/ids","type":"x","id":"b"}"#);
+    ws.barrier();
+    tcp.publish("/ids", "1");
+    assert_eq!(ws.json()["msg"], 1);
+    assert!(
+        ws.barrier().is_empty(),
+        "one copy per message for two subscriptions"
+    );
+    ws.send_text(r#"{"op":"unsubscribe","topic":"/ids","id":"a"}"#);
+    ws.barrier();
+    tcp.publish("/ids", "2");
+    assert_eq!(ws.json()["msg"], 2, "subscription b still delivers");
+    ws.send_text(r#"{"op":"unsubscribe","topic":"/ids","id":"b"}"#);
+    ws.barrier();
+    tcp.publish("/ids", "3");
+    assert!(ws.barrier().is_empty(), "no subscription left");
+    // Without an id, every subscription of the connection goes.
+    ws.send_text(r#"{"op":"subscribe","topic":"/ids","id":"c"}"#);
+    ws.send_text(r#"{"op":"subscribe","topic":"/ids","id":"d"}"#);
+    ws.send_text(r#"{"op":"unsubscribe","topic":"/ids"}"#);
+    ws.barrier();
+    tcp.publish("/ids", "4");
+    assert!(ws.barrier().is_empty());
+    let s = gw.stats();
+    assert_eq!(counter(&s, "subscriptions"), 0, "{s}");
+}
+
+#[test]
+fn unadvertise_by_id_removes_only_that_advertisement() {
+    let gw = Gateway::start(&[]);
+    let mut ws = Ws::connect(&gw);
+    ws.send_text(r#"{"op":"advertise","topic":"/adv","type":"x","id":"p1"}"#);
+    ws.send_text(r#"{"op":"advertise","topic":"/adv","type":"x","id":"p2"}"#);
+    ws.send_text(r#"{"op":"unadvertise","topic":"/adv","id":"p1"}"#);
+    ws.barrier();
+    assert_eq!(counter(&gw.stats(), "publishers"), 1);
+    ws.send_text(r#"{"op":"unadvertise","topic":"/adv","id":"p2"}"#);
+    ws.barrier();
+    assert_eq!(counter(&gw.stats(), "publishers"), 0);
+}
+
+#[test]
+fn rosbridge_leniencies_call_without_id_args_or_type_and_ignored_ops() {
+    let gw = Gateway::start(&[]);
+    let mut ws = Ws::connect(&gw);
+    let mut provider = gw.client();
+    provider.advertise_service("/lenient");
+    ws.send_text(r#"{"op":"set_level","level":"debug"}"#);
+    ws.send_text(r#"{"op":"auth","mac":"x","client":"y"}"#);
+    ws.send_text(r#"{"op":"subscribe","topic":"/no_type","throttle_rate":0,"queue_length":0,"fragment_size":100,"compression":"none"}"#);
+    ws.send_text(r#"{"op":"call_service","service":"/lenient","type":"x/Y"}"#);
+    let fwd = provider.expect_forwarded("/lenient");
+    assert_eq!(
+        fwd["args"],
+        json!({}),
+        "missing args forwarded as an empty request"
+    );
+    provider.respond("/lenient", &fwd["id"].to_string(), r#"{"r":1}"#, "true");
+    let r = ws.json();
+    assert_eq!(r["op"], "service_response");
+    assert!(r.get("id").is_none(), "no id in, no id out: {r}");
+    assert_eq!(r["values"]["r"], 1);
+    assert!(
+        ws.barrier().is_empty(),
+        "set_level, auth and extra fields raise no error"
+    );
+    provider.publish("/no_type", "5");
+    assert_eq!(ws.json()["msg"], 5);
+}
+
+#[test]
+fn ping_pong_fragments_and_close_handshake() {
+    let gw = Gateway::start(&[]);
+    let mut ws = Ws::connect(&gw);
+    ws.send_frame(0x9, true, b"are you there");
+    assert_eq!(ws.frame(), (0xA, b"are you there".to_vec()));
+    // A message in three fragments with a ping in the middle.
+    let msg = br#"{"op":"call_service","service":"/rosgate/stats","id":"frag","args":{}}"#;
+    ws.send_frame(0x1, false, &msg[..10]);
+    ws.send_frame(0x0, false, &msg[10..30]);
+    ws.send_frame(0x9, true, b"");
+    ws.send_frame(0x0, true, &msg[30..]);
+    assert_eq!(ws.frame(), (0xA, vec![]));
+    assert_eq!(ws.json()["id"], "frag");
+    ws.send_frame(0x8, true, &1000u16.to_be_bytes());
+    assert_eq!(
+        ws.frame(),
+        (0x8, 1000u16.to_be_bytes().to_vec()),
+        "close echoed"
+    );
+    ws.expect_eof();
+    gw.wait_for_stats("peer close counted", |s| {
+        counter(s, "closes.peer_closed") == 1
+    });
+}
+
+#[test]
+fn oversized_message_is_refused_and_connection_stays_usable() {
+    let gw = Gateway::start(&["--max-line-bytes", "1024"]);
+    let mut ws = Ws::connect(&gw);
+    let big = format!(
+        r#"{{"op":"publish","topic":"/big","msg":"{}"}}"#,
+        "x".repeat(5000)
+    );
+    ws.send_text(&big);
+    let e = ws.json();
+    assert_eq!(
+        (e["op"].clone(), e["level"].clone()),
+        (json!("status"), json!("error"))
+    );
+    assert!(ws.barrier().is_empty());
+    assert_eq!(counter(&gw.stats(), "errors.too_long"), 1);
+}
+
+#[test]
+fn unmasked_frame_closes_with_protocol_error_only_that_client() {
+    let gw = Gateway::start(&[]);
+    let mut other = Ws::connect(&gw);
+    let mut ws = Ws::connect(&gw);
+    ws.s.write_all(&[0x81, 0x02, b'{', b'}']).expect("send");
+    let f = ws.frame();
+    assert_eq!((f.0, &f.1[..2]), (0x8, &1002u16.to_be_bytes()[..]));
+    ws.expect_eof();
+    assert!(other.barrier().is_empty(), "other clients unaffected");
+    gw.wait_for_stats("protocol error counted", |s| {
+        counter(s, "closes.protocol_error") == 1
+    });
+}
+
+#[test]
+fn disconnect_withdraws_websocket_registrations() {
+    let gw = Gateway::start(&[]);
+    let mut caller = gw.client();
+    {
+        let mut ws = Ws::connect(&gw);
+        ws.send_text(r#"{"op":"subscribe","topic":"/gone","id":"a"}"#);
+        ws.send_text(r#"{"op":"advertise_service","service":"/gone_svc"}"#);
+        ws.barrier();
+        caller.call("/gone_svc", "1", "{}");
+        assert_eq!(ws.json()["op"], "call_service");
+    }
+    let r = caller.expect_failure("/gone_svc", &json!(1));
+    assert_eq!(r["result"], false);
+    gw.wait_for_stats("registrations withdrawn", |s| {
+        counter(s, "subscriptions") == 0
+            && counter(s, "services") == 0
+            && counter(s, "connections_open") == 2 // the caller and the stats client
+    });
+}
+
+#[test]
+fn websocket_listener_can_be_turned_off() {
+    let gw = Gateway::start(&["--ws-listen", "off"]);
+    assert!(
+        !gw.logs().iter().any(|l| l.contains("websocket listening")),
+        "{:?}",
+        gw.logs()
+    );
+    let mut c = gw.client();
+    c.subscribe("/still_tcp");
+}
+
+#[test]
+fn large_message_crosses_length_encodings() {
+    let gw = Gateway::start(&[]);
+    let mut ws = Ws::connect(&gw);
+    let mut tcp = gw.client();
+    ws.send_text(r#"{"op":"subscribe","topic":"/sizes"}"#);
+    ws.barrier();
+    for n in [10usize, 200, 70_000] {
+        let body = "y".repeat(n);
+        tcp.publish("/sizes", &format!("\"{body}\""));
+        let v = ws.json();
+        assert_eq!(v["msg"].as_str().map(str::len), Some(n));
+    }
+    let _ = Duration::from_millis(1);
+}
