@@ -4,6 +4,8 @@
 //! are copied byte for byte; only names and our own texts are escaped here.
 //! No intermediate `String` or `serde_json::Value` is built.
 
+use std::rc::Rc;
+
 use serde_json::value::RawValue;
 
 /// Appends `s` as a JSON string literal (quotes included).
@@ -46,6 +48,35 @@ pub fn publish_prefix(topic: &str) -> Box<[u8]> {
     json_string(&mut out, topic);
     out.extend_from_slice(br#","msg":"#);
     out.into_boxed_slice()
+}
+
+/// A publish frame from a topic's prefix and the raw message, built in its
+/// final shared allocation: one allocation and one copy of the payload, which
+/// matters for megabyte images (half the time of encoding into a buffer and
+/// copying that into an `Rc`).
+pub fn publish_shared(prefix: &[u8], msg: &RawValue) -> Rc<[u8]> {
+    concat_shared(&[prefix, msg.get().as_bytes(), b"}\n"])
+}
+
+/// The concatenation of `parts` in a fresh `Rc<[u8]>`.
+pub fn concat_shared(parts: &[&[u8]]) -> Rc<[u8]> {
+    let len = parts.iter().map(|p| p.len()).sum();
+    let mut rc = Rc::<[u8]>::new_uninit_slice(len);
+    let mut filled = 0;
+    if let Some(buf) = Rc::get_mut(&mut rc) {
+        for p in parts {
+            for (dst, &src) in buf[filled..filled + p.len()].iter_mut().zip(p.iter()) {
+                dst.write(src);
+            }
+            filled += p.len();
+        }
+    }
+    if filled != len {
+        // Unreachable: a fresh Rc is unique. Stay safe regardless.
+        return parts.concat().into();
+    }
+    // SAFETY: all `len` bytes were written just above.
+    unsafe { rc.assume_init() }
 }
 
 /// A publish frame from a topic's prefix and the raw message.
@@ -176,6 +207,16 @@ mod tests {
         assert_eq!(lines[2]["id"], "rg-42");
         assert_eq!(lines[3]["values"], "gone");
         assert_eq!(lines[3]["result"], false);
+    }
+
+    #[test]
+    fn shared_frames_equal_buffered_ones() {
+        let raw = RawValue::from_string("[1, 2]".into()).expect("raw");
+        let prefix = publish_prefix("/t");
+        let mut out = Vec::new();
+        publish(&mut out, &prefix, &raw);
+        assert_eq!(&*publish_shared(&prefix, &raw), &out[..]);
+        assert_eq!(&*concat_shared(&[]), b"");
     }
 
     #[test]

@@ -115,9 +115,7 @@ impl Hub {
         if topic.subscribers.is_empty() {
             return;
         }
-        self.scratch.clear();
-        encode::publish(&mut self.scratch, &topic.prefix, msg);
-        let frame: Rc<[u8]> = Rc::from(&self.scratch[..]);
+        let frame = encode::publish_shared(&topic.prefix, msg);
         let cap = self.limits.max_queue_bytes;
         for &sub in &topic.subscribers {
             let Some(c) = self.conns.get_mut(sub.key as usize) else {
@@ -137,9 +135,6 @@ impl Hub {
                 c.dirty = true;
                 self.dirty.push(sub.key);
             }
-        }
-        if self.scratch.capacity() > 1 << 20 {
-            self.scratch = Vec::with_capacity(4096);
         }
     }
 }
