@@ -37,6 +37,11 @@ pub const DEFAULT_WRITE_STALL_MS: u64 = 30_000;
 /// [`RESERVED_FDS`].
 pub const DEFAULT_MAX_CONNECTIONS: usize = 10_000;
 
+/// Connections. Listen backlog: a fleet reconnecting after a restart arrives
+/// in one burst, and mio's default of 128 overflows (the kernel caps this at
+/// `net.core.somaxconn`).
+pub const LISTEN_BACKLOG: i32 = 4096;
+
 /// File descriptors kept free for the listener, poll, signals and logs.
 pub const RESERVED_FDS: usize = 32;
 

@@ -33,8 +33,8 @@ use signal_hook::consts::{SIGINT, SIGTERM, SIGUSR1};
 use signal_hook_mio::v1_0::Signals;
 
 use crate::config::{
-    Config, ACCEPT_BACKOFF_MAX_MS, ACCEPT_BACKOFF_MIN_MS, READ_BUDGET_BYTES, RESERVED_FDS,
-    WRITE_BUDGET_BYTES,
+    Config, ACCEPT_BACKOFF_MAX_MS, ACCEPT_BACKOFF_MIN_MS, LISTEN_BACKLOG, READ_BUDGET_BYTES,
+    RESERVED_FDS, WRITE_BUDGET_BYTES,
 };
 use crate::conn::{CloseReason, Transport};
 use crate::hub::Hub;
@@ -88,13 +88,12 @@ impl Server {
         }
         let poll = Poll::new()?;
         let mut listener =
-            TcpListener::bind(config.listen).map_err(|e| in_context(e, "listen", config.listen))?;
+            bind(config.listen).map_err(|e| in_context(e, "listen", config.listen))?;
         poll.registry()
             .register(&mut listener, LISTENER, Interest::READABLE)?;
         let ws_listener = match config.ws_listen {
             Some(addr) => {
-                let mut l =
-                    TcpListener::bind(addr).map_err(|e| in_context(e, "ws-listen", addr))?;
+                let mut l = bind(addr).map_err(|e| in_context(e, "ws-listen", addr))?;
                 poll.registry()
                     .register(&mut l, WS_LISTENER, Interest::READABLE)?;
                 Some(l)
@@ -466,6 +465,18 @@ enum ReadOutcome {
 enum WriteOutcome {
     Done,
     Budget,
+}
+
+/// Binds a listener with our backlog instead of mio's 128: listening again
+/// on a listening socket only updates its backlog.
+fn bind(addr: SocketAddr) -> io::Result<TcpListener> {
+    use std::os::fd::AsRawFd;
+    let listener = TcpListener::bind(addr)?;
+    // SAFETY: plain syscall on a descriptor we own.
+    if unsafe { libc::listen(listener.as_raw_fd(), LISTEN_BACKLOG) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(listener)
 }
 
 /// Names the address in a bind error, since there are two listeners.
