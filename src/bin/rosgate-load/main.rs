@@ -1,4 +1,223 @@
-fn main() {
-    eprintln!("rosgate-load: not built yet");
-    std::process::exit(2)
+//! `rosgate-load`: load generator for rosgate (and, through the
+//! [`transport::Codec`] seam, for other pub/sub servers later).
+//!
+//! One thread, one mio poll loop, so the tool uses one core and leaves the
+//! others to the server; `scripts/load.sh` pins both with `taskset`. This
+//! file only parses flags, picks the transport, and prints; see `runner`
+//! for the event loop and the verification rules.
+//!
+//! | module | owns |
+//! |---|---|
+//! | `scenario` | scenario kinds, `Params` and their defaults |
+//! | `runner` | the event loop, flow control, per-message verification |
+//! | `transport` | the `Codec` trait every adapter implements |
+//! | `rosgate` | the rosbridge-style JSON adapter |
+//! | `payload` | payload stamping, padding, and its check |
+//! | `net` | socket read/write buffers, connect completion |
+//! | `histogram` | HDR-style latency histogram |
+//! | `procfs` | CPU and RSS of the tool and the server |
+//! | `report` | the human line and `RESULT {json}` |
+
+mod histogram;
+mod net;
+mod payload;
+mod procfs;
+mod report;
+mod rosgate;
+mod runner;
+mod scenario;
+mod transport;
+
+use std::io::Write;
+use std::net::SocketAddr;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use crate::rosgate::Rosgate;
+use crate::runner::{RunError, Runner};
+use crate::scenario::{Overrides, Params, Scenario};
+use crate::transport::Codec;
+
+const USAGE: &str = "\
+rosgate-load - load generator for rosgate (rosbridge-style TCP/JSON)
+
+USAGE:
+    rosgate-load [OPTIONS]
+
+SCENARIOS (--scenario):
+    fanout    1 publisher -> N subscribers on one topic, closed loop
+    fanin     N publishers -> 1 subscriber on one topic, closed loop
+    calls     C callers -> one echoing service provider, closed loop
+    idle      K idle connections: server RSS per connection, idle CPU
+    latency   open loop at --rate per publisher; latency from the intended
+              send time (no coordinated omission)
+    large     fanout of large messages (default 1 publisher, 1 subscriber,
+              1 MiB)
+
+OPTIONS:
+    --addr ADDR          gateway address, loopback only [default: 127.0.0.1:9095]
+    --scenario NAME      see above [default: fanout]
+    --transport NAME     wire protocol adapter [default: rosgate]
+    --pubs N             publishers [fanout/latency/large: 1, fanin: 16]
+    --subs N             subscribers [fanout: 16, others: 1]
+    --callers N          callers [default: 32]
+    --inflight N         calls each caller keeps outstanding [default: 1]
+    --conns N            idle connections [default: 10000]
+    --size BYTES         payload size [default: 64; large: 1048576]
+    --window N           closed loop: messages a publisher may be ahead of
+                         its slowest subscriber [default: 1000, lowered so
+                         that N x size <= 4 MiB]
+    --rate N             latency: messages/s per publisher [default: 20000]
+    --duration SECS      measured time [default: 5]
+    --warmup SECS        unmeasured (but verified) lead-in [default: 0.5]
+    --drain SECS         wait for stragglers after the run [default: 3]
+    --setup-timeout SECS connect + subscribe deadline [default: 30]
+    --server-pid PID     read the server's CPU and RSS from /proc/PID
+    --topic NAME         topic used [default: /bench/0]
+    --service NAME       service used [default: /bench/echo]
+    -h, --help           print this help
+
+PAYLOAD:
+    Payload size is the size of the JSON object carried in `msg` (topics)
+    or `args` (calls), which the gateway forwards verbatim; the envelope
+    around it (op, topic, newline) is extra. The object is
+        {\"p\":<source>,\"s\":<seq>,\"t\":<intended send ns>,\"d\":\"<padding>\"}
+    padded to exactly --size bytes (or the bare stamp, if larger). Every
+    delivery is checked: sequence +1 per publisher at each subscriber,
+    padding intact (a pattern offset by source and sequence), right topic;
+    every call reply must carry its own call's arguments. MB/s counts
+    payload bytes, 10^6 per MB.
+
+OUTPUT:
+    One human line, then `RESULT {json}`. A run with loss, reordering,
+    corruption, failed calls or dropped connections prints FAILED and the
+    counts instead of a rate. Tool and server CPU (% of one core, over the
+    measured interval) show which side was the bottleneck.
+
+EXIT STATUS:
+    0 clean run, 1 loss/corruption/reordering, 2 usage error, 3 the run
+    could not be carried out (connect, setup timeout, protocol error).
+";
+
+fn main() -> ExitCode {
+    let (transport, params) = match parse_args() {
+        Ok(Some(v)) => v,
+        Ok(None) => return ExitCode::SUCCESS,
+        Err(msg) => {
+            eprintln!("rosgate-load: {msg}\n\nRun `rosgate-load --help` for usage.");
+            return ExitCode::from(2);
+        }
+    };
+    // The idle scenario holds thousands of sockets.
+    let nofile = procfs::raise_nofile();
+    let needed = (params.conns + params.subs + params.pubs + params.callers + 64) as u64;
+    if nofile > 0 && nofile < needed {
+        eprintln!("rosgate-load: open-file limit {nofile} is below the {needed} this run needs");
+        return ExitCode::from(2);
+    }
+    let outcome = match transport.as_str() {
+        "rosgate" => run::<Rosgate>(params),
+        other => {
+            eprintln!("rosgate-load: unknown transport {other:?} (rosgate)");
+            return ExitCode::from(2);
+        }
+    };
+    match outcome {
+        Ok(o) => {
+            // A closed stdout (`| head`) must not turn a result into a panic.
+            let mut out = std::io::stdout().lock();
+            let _ = writeln!(out, "{}", o.human());
+            let _ = writeln!(out, "RESULT {}", o.json());
+            let _ = out.flush();
+            if o.clean() {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(1)
+            }
+        }
+        Err(e) => {
+            eprintln!("rosgate-load: {e}");
+            ExitCode::from(3)
+        }
+    }
+}
+
+fn run<C: Codec>(params: Params) -> Result<runner::Outcome, RunError> {
+    Runner::<C>::new(params)?.run()
+}
+
+fn secs(name: &str, v: f64) -> Result<Duration, String> {
+    Duration::try_from_secs_f64(v)
+        .map_err(|_| format!("{name}: {v} is not a valid number of seconds"))
+}
+
+/// `Ok(None)` when `--help` was answered.
+fn parse_args() -> Result<Option<(String, Params)>, String> {
+    let mut args = pico_args::Arguments::from_env();
+    if args.contains(["-h", "--help"]) {
+        print!("{USAGE}");
+        return Ok(None);
+    }
+    let u = |e: pico_args::Error| e.to_string();
+    let addr: SocketAddr = args
+        .opt_value_from_str("--addr")
+        .map_err(u)?
+        .unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 9095)));
+    let scenario: Scenario = args
+        .opt_value_from_str("--scenario")
+        .map_err(u)?
+        .unwrap_or(Scenario::Fanout);
+    let transport: String = args
+        .opt_value_from_str("--transport")
+        .map_err(u)?
+        .unwrap_or_else(|| "rosgate".into());
+    let o = Overrides {
+        pubs: args.opt_value_from_str("--pubs").map_err(u)?,
+        subs: args.opt_value_from_str("--subs").map_err(u)?,
+        callers: args.opt_value_from_str("--callers").map_err(u)?,
+        conns: args.opt_value_from_str("--conns").map_err(u)?,
+        size: args.opt_value_from_str("--size").map_err(u)?,
+        window: args.opt_value_from_str("--window").map_err(u)?,
+        inflight: args.opt_value_from_str("--inflight").map_err(u)?,
+        rate: args.opt_value_from_str("--rate").map_err(u)?,
+    };
+    let mut dur = |name: &'static str, default: f64| -> Result<Duration, String> {
+        let v: Option<f64> = args.opt_value_from_str(name).map_err(u)?;
+        secs(name, v.unwrap_or(default))
+    };
+    let duration = dur("--duration", 5.0)?;
+    let warmup = dur("--warmup", 0.5)?;
+    let drain = dur("--drain", 3.0)?;
+    let setup_timeout = dur("--setup-timeout", 30.0)?;
+    let server_pid: Option<u32> = args.opt_value_from_str("--server-pid").map_err(u)?;
+    let topic: String = args
+        .opt_value_from_str("--topic")
+        .map_err(u)?
+        .unwrap_or_else(|| "/bench/0".into());
+    let service: String = args
+        .opt_value_from_str("--service")
+        .map_err(u)?
+        .unwrap_or_else(|| "/bench/echo".into());
+    let rest = args.finish();
+    if let Some(first) = rest.first() {
+        return Err(format!("unexpected argument {:?}", first.to_string_lossy()));
+    }
+    if let Some(pid) = server_pid {
+        if procfs::proc_cpu(pid).is_err() {
+            return Err(format!("--server-pid {pid}: no such process"));
+        }
+    }
+    let params = Params::resolve(
+        scenario,
+        addr,
+        o,
+        duration,
+        warmup,
+        drain,
+        setup_timeout,
+        server_pid,
+        topic,
+        service,
+    )?;
+    Ok(Some((transport, params)))
 }

@@ -1,0 +1,1248 @@
+//! `Runner`: one mio event loop that drives every connection of a run
+//! through its phases, and `Book`: the per-message accounting that decides
+//! whether the run was clean.
+//!
+//! Phases, in order:
+//! 1. setup: connect (at most `MAX_CONNECTING` handshakes in flight, so the
+//!    server's accept backlog never overflows into SYN retransmits),
+//!    subscribe / advertise, wait for every acknowledgement, read server
+//!    counters. Nothing is timed yet.
+//! 2. warm-up, then measure: publishers and callers produce; rates, CPU and
+//!    latencies cover only the measured interval, verification covers all.
+//! 3. drain: production stops; wait for stragglers up to `--drain`, then
+//!    whatever is missing is lost.
+//!
+//! Flow control:
+//! - closed loop (fanout, fanin, large): a publisher may be at most
+//!   `window` messages ahead of its slowest subscriber, so the run measures
+//!   sustained delivery, not how much a queue can absorb;
+//! - open loop (latency): message `k` is due at `start + k / rate` and is
+//!   stamped with that intended time even if the tool sends it late, so a
+//!   server stall shows up in every message it delayed (no coordinated
+//!   omission). A periodic timerfd with 1 ns timer slack wakes the loop,
+//!   because poll timeouts have millisecond resolution; the tool's own lag
+//!   behind the schedule is reported separately;
+//! - calls: each caller keeps `inflight` calls outstanding.
+//!
+//! Readiness is edge-triggered: `readable`/`writable` are sticky and cleared
+//! only on `WouldBlock`. A peer that used its read budget is revisited next
+//! turn with a zero poll timeout, so one busy subscriber cannot starve the
+//! others (or the producers) of loop turns.
+
+use std::collections::VecDeque;
+use std::fmt;
+use std::io::{self, ErrorKind};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::time::{Duration, Instant};
+
+use mio::net::TcpStream;
+use mio::unix::SourceFd;
+use mio::{Events, Interest, Poll, Token};
+use slab::Slab;
+
+use crate::histogram::Histogram;
+use crate::net::{connect_done, Filled, RxBuf, TxBuf};
+use crate::payload::{Payload, Stamp};
+use crate::procfs::{proc_rss, CpuSample, CpuUse};
+use crate::scenario::{Params, Scenario};
+use crate::transport::{Codec, Event, ServerCounters};
+
+/// Non-blocking connects in flight at once: below the 128-entry listen
+/// backlog that std and mio use by default, so the load connections of a
+/// scenario do not overflow the server's accept queue in one burst.
+const MAX_CONNECTING: usize = 64;
+/// Idle connections opened between two checks that the server accepted
+/// them; see `Runner::open_idle`.
+const IDLE_BATCH: usize = 100;
+/// Bytes read from one peer per loop turn before others get a turn.
+const READ_BUDGET: usize = 4 << 20;
+/// A producer stops encoding while this much output is unsent: enough to
+/// keep the socket busy, little enough not to hide latency in our buffer.
+const TX_HIGH: usize = 256 << 10;
+/// Bytes one producer may encode per loop turn.
+const PRODUCE_BUDGET: usize = 4 << 20;
+/// Connection failures worth printing before we only count them.
+const MAX_LOGGED: u64 = 5;
+/// Longest frame accepted, on top of the payload size (envelope, names).
+const FRAME_SLACK: usize = 64 << 10;
+
+const TICKER: Token = Token(usize::MAX);
+
+/// Why a run could not produce a result at all (as opposed to a result
+/// that shows loss).
+#[derive(Debug)]
+pub enum RunError {
+    Io(String, io::Error),
+    Timeout(String),
+    Protocol(String),
+}
+
+impl fmt::Display for RunError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RunError::Io(what, e) => write!(f, "{what}: {e}"),
+            RunError::Timeout(what) => write!(f, "timed out {what}"),
+            RunError::Protocol(what) => f.write_str(what),
+        }
+    }
+}
+
+/// What a connection is for. Indices are into the `Book` tables.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Role {
+    /// Asks the server for its counters; carries no load.
+    Control,
+    Pub(usize),
+    Sub(usize),
+    Provider,
+    Caller(usize),
+    Idle,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum State {
+    Connecting,
+    Open,
+    Closed,
+}
+
+#[derive(Debug)]
+struct Peer<C> {
+    stream: TcpStream,
+    rx: RxBuf,
+    tx: TxBuf,
+    codec: C,
+    role: Role,
+    state: State,
+    readable: bool,
+    writable: bool,
+    /// Listed in `Runner::ready` / `Runner::dirty`.
+    in_ready: bool,
+    in_dirty: bool,
+    /// Waiting for the acknowledgement of its subscribe / advertise.
+    awaiting_ack: bool,
+}
+
+/// Counters that decide the verdict. Everything counts from the first
+/// message, warm-up included; only rates and latencies are windowed.
+#[derive(Debug, Default, Clone)]
+pub struct Tally {
+    /// Frames that reached a subscriber or a caller.
+    pub delivered: u64,
+    /// Verified, in sequence (topics) or matched to their call (calls).
+    pub good: u64,
+    pub good_bytes: u64,
+    /// A sequence number other than the next expected one arrived.
+    pub out_of_order: u64,
+    /// Payload failed verification.
+    pub corrupt: u64,
+    /// Wrong topic, unknown publisher, a reply for a call we did not make
+    /// or carrying another call's arguments, traffic on the wrong role.
+    pub misrouted: u64,
+    pub calls_sent: u64,
+    /// Answered with `result: false`.
+    pub calls_failed: u64,
+    /// Calls answered at all (any result).
+    pub calls_answered: u64,
+    /// Forwarded calls our provider answered.
+    pub served: u64,
+    /// Connections the server closed or reset under us.
+    pub disconnects: u64,
+    /// Unsolicited error statuses.
+    pub error_notices: u64,
+    /// Delivery (or call round trip) latency, ns, from the intended send time.
+    pub latency: Histogram,
+    /// How late the tool itself sent each open-loop message, ns.
+    pub send_lag: Histogram,
+}
+
+#[derive(Debug, Default)]
+struct PubState {
+    key: usize,
+    sent: u64,
+    /// Lowest next-expected sequence over all subscribers, as last computed.
+    floor: u64,
+}
+
+#[derive(Debug, Default)]
+struct CallerState {
+    key: usize,
+    next_id: u64,
+    /// (call id, send time ns), oldest first.
+    outstanding: VecDeque<(u64, u64)>,
+}
+
+/// The parts of the peer a frame arrived on that handling it may touch.
+struct From<'p, C> {
+    key: usize,
+    role: Role,
+    codec: &'p mut C,
+    tx: &'p mut Vec<u8>,
+    awaiting_ack: &'p mut bool,
+}
+
+/// Per-message bookkeeping; separate from the sockets so a read handler can
+/// borrow one peer and the book at the same time.
+#[derive(Debug)]
+struct Book {
+    payload: Payload,
+    topic: String,
+    service: String,
+    npubs: usize,
+    /// Next expected sequence, indexed `sub * npubs + pub`: one flat table
+    /// so the window check scans contiguous memory.
+    next: Vec<u64>,
+    pubs: Vec<PubState>,
+    callers: Vec<CallerState>,
+    t: Tally,
+    acks_pending: usize,
+    refused: Option<String>,
+    stats: Option<ServerCounters>,
+    /// Latencies are recorded for messages intended at or after this (ns).
+    measure_from_ns: u64,
+    logged: u64,
+}
+
+impl Book {
+    /// Handles one decoded frame that arrived on `from`; returns whether it
+    /// queued output there.
+    fn on_event<C: Codec>(&mut self, from: From<'_, C>, ev: Event<'_>, now_ns: u64) -> bool {
+        let From {
+            key,
+            role,
+            codec,
+            tx,
+            awaiting_ack,
+        } = from;
+        match (ev, role) {
+            (Event::Delivery { topic, payload }, Role::Sub(j)) => {
+                self.on_delivery(j, topic, payload, now_ns);
+            }
+            (Event::Call { id, args }, Role::Provider) => {
+                // Echo: the caller checks that its own arguments come back.
+                codec.respond(tx, &self.service, id, args);
+                self.t.served += 1;
+                return true;
+            }
+            (Event::Reply { id, values, ok }, Role::Caller(c)) => {
+                self.on_reply(c, id, values, ok, now_ns);
+            }
+            (Event::Stats { values }, _) => self.stats = C::parse_stats(values),
+            (Event::Ack { token }, _) if token == key as u64 && *awaiting_ack => {
+                *awaiting_ack = false;
+                self.acks_pending -= 1;
+            }
+            (Event::Refused { token, reason }, _) if token == key as u64 => {
+                self.refused = Some(String::from_utf8_lossy(reason).into_owned());
+            }
+            (Event::Notice { error: true, text }, _) => {
+                self.t.error_notices += 1;
+                self.log(format_args!(
+                    "server error status: {}",
+                    String::from_utf8_lossy(&text[..text.len().min(300)])
+                ));
+            }
+            (Event::Notice { error: false, .. }, _) => {}
+            _ => self.t.misrouted += 1,
+        }
+        false
+    }
+
+    fn on_delivery(&mut self, sub: usize, topic: &[u8], msg: &[u8], now_ns: u64) {
+        let t = &mut self.t;
+        t.delivered += 1;
+        if topic != self.topic.as_bytes() {
+            t.misrouted += 1;
+            return;
+        }
+        let st = match self.payload.check(msg) {
+            Ok(st) => st,
+            Err(_) => {
+                t.corrupt += 1;
+                return;
+            }
+        };
+        let src = st.src as usize;
+        if src >= self.npubs {
+            t.misrouted += 1;
+            return;
+        }
+        let next = &mut self.next[sub * self.npubs + src];
+        if st.seq < *next {
+            // Duplicate or late: not progress, and never counted twice.
+            t.out_of_order += 1;
+            return;
+        }
+        if st.seq > *next {
+            // The skipped ones are lost unless they turn up late (which is
+            // out of order again); either way the run fails.
+            t.out_of_order += 1;
+        }
+        *next = st.seq + 1;
+        t.good += 1;
+        t.good_bytes += msg.len() as u64;
+        if st.t_ns >= self.measure_from_ns {
+            t.latency.record(now_ns.saturating_sub(st.t_ns));
+        }
+    }
+
+    fn on_reply(&mut self, c: usize, id: u64, values: &[u8], ok: bool, now_ns: u64) {
+        let t = &mut self.t;
+        t.delivered += 1;
+        let Some(caller) = self.callers.get_mut(c) else {
+            t.misrouted += 1;
+            return;
+        };
+        let Some(pos) = caller.outstanding.iter().position(|&(i, _)| i == id) else {
+            t.misrouted += 1;
+            return;
+        };
+        let Some((_, sent_ns)) = caller.outstanding.remove(pos) else {
+            return;
+        };
+        t.calls_answered += 1;
+        if !ok {
+            t.calls_failed += 1;
+            self.log(format_args!(
+                "call {id} of caller {c} failed: {}",
+                String::from_utf8_lossy(&values[..values.len().min(300)])
+            ));
+            return;
+        }
+        match self.payload.check(values) {
+            Ok(st) if st.src == c as u64 && st.seq == id => {
+                t.good += 1;
+                t.good_bytes += values.len() as u64;
+                if sent_ns >= self.measure_from_ns {
+                    t.latency.record(now_ns.saturating_sub(sent_ns));
+                }
+            }
+            // Intact, but another call's arguments: cross-correlation.
+            Ok(_) => t.misrouted += 1,
+            Err(_) => t.corrupt += 1,
+        }
+    }
+
+    /// Lowest next-expected sequence of publisher `i` over all subscribers.
+    fn floor(&self, i: usize) -> u64 {
+        self.next
+            .iter()
+            .skip(i)
+            .step_by(self.npubs)
+            .copied()
+            .min()
+            .unwrap_or(0)
+    }
+
+    fn log(&mut self, args: fmt::Arguments<'_>) {
+        self.logged += 1;
+        if self.logged <= MAX_LOGGED {
+            eprintln!("rosgate-load: {args}");
+        } else if self.logged == MAX_LOGGED + 1 {
+            eprintln!("rosgate-load: (further messages suppressed)");
+        }
+    }
+}
+
+/// Counters and clocks at one instant, to difference into rates.
+#[derive(Debug, Clone, Copy)]
+struct Snapshot {
+    at: Instant,
+    cpu: CpuSample,
+    good: u64,
+    good_bytes: u64,
+}
+
+/// Everything a finished run measured; `report` turns it into text.
+#[derive(Debug)]
+pub struct Outcome {
+    pub params: Params,
+    pub transport: &'static str,
+    pub tally: Tally,
+    /// Topic messages expected at subscribers, or calls made.
+    pub expected: u64,
+    pub measured: Duration,
+    pub measured_good: u64,
+    pub measured_bytes: u64,
+    pub cpu: CpuUse,
+    pub server_rss: Option<u64>,
+    /// Idle: server RSS before the idle connections were opened.
+    pub server_rss_before: Option<u64>,
+    pub stats_before: Option<ServerCounters>,
+    pub stats_after: Option<ServerCounters>,
+    pub setup: Duration,
+    /// Idle: one stats round trip with every idle connection open.
+    pub stats_rtt: Option<Duration>,
+    pub drained: bool,
+}
+
+impl Outcome {
+    /// Messages (or calls) that never arrived.
+    pub fn lost(&self) -> u64 {
+        match self.params.scenario {
+            Scenario::Calls => self.expected.saturating_sub(self.tally.calls_answered),
+            Scenario::Idle => 0,
+            _ => self.expected.saturating_sub(self.tally.good),
+        }
+    }
+
+    /// A clean run: everything arrived once, in order, intact.
+    pub fn clean(&self) -> bool {
+        let t = &self.tally;
+        self.lost() == 0
+            && t.out_of_order == 0
+            && t.corrupt == 0
+            && t.misrouted == 0
+            && t.calls_failed == 0
+            && t.disconnects == 0
+    }
+}
+
+/// Periodic timerfd that wakes the loop for open-loop sends.
+#[derive(Debug)]
+struct Ticker {
+    fd: OwnedFd,
+}
+
+impl Ticker {
+    fn new(period: Duration) -> io::Result<Ticker> {
+        // SAFETY: plain syscall; the result is checked before use.
+        let raw = unsafe {
+            libc::timerfd_create(
+                libc::CLOCK_MONOTONIC,
+                libc::TFD_NONBLOCK | libc::TFD_CLOEXEC,
+            )
+        };
+        if raw < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: `raw` is a fresh descriptor we now own exclusively.
+        let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+        let ts = libc::timespec {
+            tv_sec: period.as_secs() as libc::time_t,
+            tv_nsec: period.subsec_nanos().max(1) as libc::c_long,
+        };
+        let spec = libc::itimerspec {
+            it_interval: ts,
+            it_value: ts,
+        };
+        // SAFETY: valid fd and pointer; old value not requested.
+        if unsafe { libc::timerfd_settime(fd.as_raw_fd(), 0, &spec, std::ptr::null_mut()) } < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // The default 50 us slack would be a floor under every latency.
+        // SAFETY: prctl with integer arguments only.
+        unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong) };
+        Ok(Ticker { fd })
+    }
+
+    /// Consumes expirations so the next one raises a new edge.
+    fn drain(&self) {
+        let mut n = [0u8; 8];
+        // SAFETY: reads at most 8 bytes into a local buffer; errors (EAGAIN)
+        // mean nothing was pending.
+        let _ = unsafe { libc::read(self.fd.as_raw_fd(), n.as_mut_ptr().cast(), n.len()) };
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    Setup,
+    Run,
+    Drain,
+}
+
+pub struct Runner<C: Codec> {
+    p: Params,
+    poll: Poll,
+    events: Events,
+    peers: Slab<Peer<C>>,
+    book: Book,
+    /// Origin of every `*_ns` timestamp.
+    clock: Instant,
+    phase: Phase,
+    run_start_ns: u64,
+    /// Peers with unread input left after their budget.
+    ready: Vec<usize>,
+    /// Peers with output queued this turn.
+    dirty: Vec<usize>,
+    /// Producers that stopped on their budget, not on flow control.
+    produce_again: bool,
+    to_connect: VecDeque<Role>,
+    connecting: usize,
+    control: Option<usize>,
+    ticker: Option<Ticker>,
+    scratch: Vec<u8>,
+}
+
+impl<C: Codec> Runner<C> {
+    pub fn new(p: Params) -> Result<Self, RunError> {
+        let poll = Poll::new().map_err(|e| RunError::Io("creating poll".into(), e))?;
+        let book = Book {
+            payload: Payload::new(p.size),
+            topic: p.topic.clone(),
+            service: p.service.clone(),
+            npubs: p.pubs,
+            next: vec![0; p.pubs * p.subs],
+            pubs: (0..p.pubs).map(|_| PubState::default()).collect(),
+            callers: (0..p.callers).map(|_| CallerState::default()).collect(),
+            t: Tally::default(),
+            acks_pending: 0,
+            refused: None,
+            stats: None,
+            measure_from_ns: u64::MAX,
+            logged: 0,
+        };
+        Ok(Runner {
+            poll,
+            events: Events::with_capacity(1024),
+            peers: Slab::new(),
+            book,
+            clock: Instant::now(),
+            phase: Phase::Setup,
+            run_start_ns: 0,
+            ready: Vec::new(),
+            dirty: Vec::new(),
+            produce_again: false,
+            to_connect: VecDeque::new(),
+            connecting: 0,
+            control: None,
+            ticker: None,
+            scratch: Vec::with_capacity(p.size + 128),
+            p,
+        })
+    }
+
+    /// Runs every phase and returns the measurements.
+    pub fn run(mut self) -> Result<Outcome, RunError> {
+        let setup_start = Instant::now();
+        let setup_deadline = setup_start + self.p.setup_timeout;
+        let server_pid = self.p.server_pid;
+
+        // Control connection first, so "before" counters and RSS exclude
+        // the load connections.
+        self.to_connect.push_back(Role::Control);
+        self.wait(setup_deadline, "connecting the control connection", |r| {
+            r.connecting == 0 && r.to_connect.is_empty()
+        })?;
+        let stats_before = self.server_stats(setup_deadline)?;
+        let rss_before = server_pid.and_then(|pid| proc_rss(pid).ok());
+
+        let p = &self.p;
+        let roles = (0..p.subs)
+            .map(Role::Sub)
+            .chain((0..p.pubs).map(Role::Pub))
+            .chain((p.scenario == Scenario::Calls).then_some(Role::Provider))
+            .chain((0..p.callers).map(Role::Caller));
+        self.to_connect.extend(roles);
+        self.wait(setup_deadline, "connecting and subscribing", |r| {
+            r.connecting == 0 && r.to_connect.is_empty() && r.book.acks_pending == 0
+        })?;
+        if self.p.conns > 0 {
+            let base = stats_before.map_or(1, |s| s.connections_open);
+            self.open_idle(base, setup_deadline)?;
+        }
+        let mut stats_rtt = None;
+        let setup = setup_start.elapsed();
+
+        // Measure.
+        let now = Instant::now();
+        self.phase = Phase::Run;
+        self.run_start_ns = self.ns(now);
+        let warm_end = now + self.p.warmup;
+        let end = warm_end + self.p.duration;
+        self.book.measure_from_ns = self.ns(warm_end);
+        // Nothing on the wire wakes the first producer turn.
+        self.produce_again = true;
+        if self.p.scenario == Scenario::Latency {
+            self.start_ticker();
+        }
+        while Instant::now() < warm_end {
+            self.turn(warm_end)?;
+        }
+        let a = self.snapshot();
+        while Instant::now() < end {
+            self.turn(end)?;
+        }
+        let b = self.snapshot();
+        let server_rss = server_pid.and_then(|pid| proc_rss(pid).ok());
+
+        // Drain.
+        self.phase = Phase::Drain;
+        if let Some(t) = self.ticker.take() {
+            let _ = self
+                .poll
+                .registry()
+                .deregister(&mut SourceFd(&t.fd.as_raw_fd()));
+        }
+        let drain_deadline = Instant::now() + self.p.drain;
+        while !self.complete() && Instant::now() < drain_deadline {
+            self.turn(drain_deadline)?;
+        }
+        let drained = self.complete();
+        if self.p.scenario == Scenario::Idle && self.control.is_some() {
+            let t0 = Instant::now();
+            if self.server_stats(t0 + Duration::from_secs(5))?.is_some() {
+                stats_rtt = Some(t0.elapsed());
+            }
+        }
+        let stats_after = self.server_stats(Instant::now() + Duration::from_secs(5))?;
+
+        self.abort_all();
+        let expected = match self.p.scenario {
+            Scenario::Calls => self.book.t.calls_sent,
+            Scenario::Idle => 0,
+            _ => self.book.pubs.iter().map(|s| s.sent).sum::<u64>() * self.p.subs as u64,
+        };
+        Ok(Outcome {
+            transport: C::NAME,
+            tally: self.book.t.clone(),
+            expected,
+            measured: b.at.saturating_duration_since(a.at),
+            measured_good: b.good - a.good,
+            measured_bytes: b.good_bytes - a.good_bytes,
+            cpu: a.cpu.until(&b.cpu),
+            server_rss,
+            server_rss_before: rss_before,
+            stats_before,
+            stats_after,
+            setup,
+            stats_rtt,
+            drained,
+            params: self.p,
+        })
+    }
+
+    /// Opens the idle connections in batches smaller than a default listen
+    /// backlog (128), waiting after each batch until the server reports
+    /// them open. A connect completes in the kernel before the server
+    /// accepts it, so without this pacing a burst overflows the accept
+    /// queue; with SYN cookies the overflowed connections then look
+    /// established to us but stay unknown to the server until they send
+    /// something, which idle connections never do. Without server
+    /// counters, connects are only limited to `MAX_CONNECTING` in flight.
+    fn open_idle(&mut self, base_open: u64, deadline: Instant) -> Result<(), RunError> {
+        let mut opened = 0;
+        while opened < self.p.conns {
+            let n = IDLE_BATCH.min(self.p.conns - opened);
+            self.to_connect.extend((0..n).map(|_| Role::Idle));
+            opened += n;
+            self.wait(deadline, "opening idle connections", |r| {
+                r.connecting == 0 && r.to_connect.is_empty()
+            })?;
+            if self.control.is_none() {
+                continue;
+            }
+            let want = base_open + opened as u64;
+            loop {
+                let s = self.server_stats(deadline)?;
+                match s {
+                    Some(s) if s.connections_open >= want => break,
+                    None => return Ok(()),
+                    Some(_) if Instant::now() >= deadline => {
+                        return Err(RunError::Timeout(format!(
+                            "waiting for the server to accept {want} connections (it reports {})",
+                            s.map_or(0, |s| s.connections_open)
+                        )));
+                    }
+                    Some(_) => self.sleep(Duration::from_millis(2))?,
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Closes every socket with an RST (`SO_LINGER` 0) instead of a FIN.
+    /// Loopback runs open tens of thousands of connections; closing them
+    /// normally leaves each local port in TIME_WAIT for a minute, and with
+    /// enough of those the kernel's search for a free ephemeral port makes
+    /// later connects take milliseconds each.
+    fn abort_all(&mut self) {
+        let off = libc::linger {
+            l_onoff: 1,
+            l_linger: 0,
+        };
+        for (_, peer) in self.peers.iter_mut() {
+            // SAFETY: valid socket and a correctly sized option value;
+            // failure only means a normal close.
+            unsafe {
+                libc::setsockopt(
+                    peer.stream.as_raw_fd(),
+                    libc::SOL_SOCKET,
+                    libc::SO_LINGER,
+                    (&off as *const libc::linger).cast(),
+                    std::mem::size_of::<libc::linger>() as libc::socklen_t,
+                );
+            }
+        }
+    }
+
+    fn ns(&self, t: Instant) -> u64 {
+        t.saturating_duration_since(self.clock).as_nanos() as u64
+    }
+
+    fn snapshot(&self) -> Snapshot {
+        Snapshot {
+            at: Instant::now(),
+            cpu: CpuSample::take(self.p.server_pid),
+            good: self.book.t.good,
+            good_bytes: self.book.t.good_bytes,
+        }
+    }
+
+    fn start_ticker(&mut self) {
+        let period = Duration::from_nanos((1_000_000_000 / self.p.rate).max(1));
+        match Ticker::new(period) {
+            Ok(t) => {
+                let fd = t.fd.as_raw_fd();
+                match self
+                    .poll
+                    .registry()
+                    .register(&mut SourceFd(&fd), TICKER, Interest::READABLE)
+                {
+                    Ok(()) => self.ticker = Some(t),
+                    Err(e) => eprintln!("rosgate-load: timerfd register: {e}; using poll timeouts"),
+                }
+            }
+            Err(e) => eprintln!("rosgate-load: timerfd: {e}; using poll timeouts (1 ms)"),
+        }
+    }
+
+    /// Bytes peer `k` has queued and not written (0 for no such peer).
+    fn unsent(&self, k: usize) -> usize {
+        self.peers.get(k).map_or(0, |p| p.tx.pending())
+    }
+
+    /// Everything sent has been accounted for.
+    fn complete(&self) -> bool {
+        let b = &self.book;
+        let pubs_done = b
+            .pubs
+            .iter()
+            .enumerate()
+            .all(|(i, s)| b.floor(i) >= s.sent && self.unsent(s.key) == 0);
+        pubs_done && b.callers.iter().all(|c| c.outstanding.is_empty())
+    }
+
+    /// Turns the loop until `done` or `deadline`; setup failures end it.
+    fn wait(
+        &mut self,
+        deadline: Instant,
+        what: &str,
+        done: impl Fn(&Self) -> bool,
+    ) -> Result<(), RunError> {
+        loop {
+            if let Some(r) = self.book.refused.take() {
+                return Err(RunError::Protocol(format!("server refused a request: {r}")));
+            }
+            if self.book.t.disconnects > 0 {
+                return Err(RunError::Protocol(format!(
+                    "server closed a connection while {what}"
+                )));
+            }
+            if done(self) {
+                return Ok(());
+            }
+            if Instant::now() >= deadline {
+                return Err(RunError::Timeout(what.to_string()));
+            }
+            self.turn(deadline)?;
+        }
+    }
+
+    fn sleep(&mut self, d: Duration) -> Result<(), RunError> {
+        let until = Instant::now() + d;
+        while Instant::now() < until {
+            self.turn(until)?;
+        }
+        Ok(())
+    }
+
+    /// Asks the server for its counters; `None` when the transport has
+    /// none or the server did not answer by `deadline` (counters are
+    /// informative, so that is not an error).
+    fn server_stats(&mut self, deadline: Instant) -> Result<Option<ServerCounters>, RunError> {
+        let Some(k) = self.control else {
+            return Ok(None);
+        };
+        let Some(peer) = self.peers.get_mut(k) else {
+            return Ok(None);
+        };
+        if peer.state != State::Open || !peer.codec.stats_request(peer.tx.buf()) {
+            return Ok(None);
+        }
+        self.mark_dirty(k);
+        self.book.stats = None;
+        // Not `wait`: a load connection lost earlier must not stop us from
+        // reading the counters that may explain it.
+        while self.book.stats.is_none() {
+            if Instant::now() >= deadline || self.peers.get(k).map(|p| p.state) != Some(State::Open)
+            {
+                return Ok(None);
+            }
+            self.turn(deadline)?;
+        }
+        Ok(self.book.stats.take())
+    }
+
+    /// One loop turn: connect, poll, read, produce, write.
+    fn turn(&mut self, deadline: Instant) -> Result<(), RunError> {
+        self.start_connects()?;
+        // Output queued outside a turn (a stats request) goes out before we
+        // sleep in poll, not after.
+        self.flush_dirty()?;
+        let now = Instant::now();
+        let timeout = if !self.ready.is_empty() || !self.dirty.is_empty() || self.produce_again {
+            Duration::ZERO
+        } else {
+            deadline.saturating_duration_since(now)
+        };
+        if let Err(e) = self.poll.poll(&mut self.events, Some(timeout)) {
+            if e.kind() == ErrorKind::Interrupted {
+                return Ok(());
+            }
+            return Err(RunError::Io("poll".into(), e));
+        }
+        for ev in self.events.iter() {
+            if ev.token() == TICKER {
+                if let Some(t) = &self.ticker {
+                    t.drain();
+                }
+                continue;
+            }
+            let k = ev.token().0;
+            let Some(peer) = self.peers.get_mut(k) else {
+                continue;
+            };
+            if ev.is_readable() || ev.is_read_closed() || ev.is_error() {
+                peer.readable = true;
+                if !peer.in_ready {
+                    peer.in_ready = true;
+                    self.ready.push(k);
+                }
+            }
+            if ev.is_writable() || ev.is_write_closed() || ev.is_error() {
+                peer.writable = true;
+                if !peer.in_dirty {
+                    peer.in_dirty = true;
+                    self.dirty.push(k);
+                }
+            }
+        }
+        self.read_ready()?;
+        self.produce();
+        self.flush_dirty()?;
+        Ok(())
+    }
+
+    /// Opens queued connections up to `MAX_CONNECTING` at a time.
+    fn start_connects(&mut self) -> Result<(), RunError> {
+        while self.connecting < MAX_CONNECTING {
+            let Some(role) = self.to_connect.pop_front() else {
+                break;
+            };
+            let mut stream = TcpStream::connect(self.p.addr)
+                .map_err(|e| RunError::Io(format!("connect {}", self.p.addr), e))?;
+            let entry = self.peers.vacant_entry();
+            let k = entry.key();
+            self.poll
+                .registry()
+                .register(
+                    &mut stream,
+                    Token(k),
+                    Interest::READABLE | Interest::WRITABLE,
+                )
+                .map_err(|e| RunError::Io("register".into(), e))?;
+            entry.insert(Peer {
+                stream,
+                rx: RxBuf::default(),
+                tx: TxBuf::default(),
+                codec: C::new(self.p.size + FRAME_SLACK),
+                role,
+                state: State::Connecting,
+                readable: false,
+                writable: false,
+                in_ready: false,
+                in_dirty: false,
+                awaiting_ack: false,
+            });
+            match role {
+                Role::Pub(i) => self.book.pubs[i].key = k,
+                Role::Caller(c) => self.book.callers[c].key = k,
+                Role::Control => self.control = Some(k),
+                _ => {}
+            }
+            self.connecting += 1;
+        }
+        Ok(())
+    }
+
+    /// A connect finished: send the handshake and the role's request.
+    fn on_connected(&mut self, k: usize) -> Result<(), RunError> {
+        let Some(peer) = self.peers.get_mut(k) else {
+            return Ok(());
+        };
+        self.connecting -= 1;
+        peer.state = State::Open;
+        // Latency matters more than segment count for every role here.
+        let _ = peer.stream.set_nodelay(true);
+        peer.codec.hello(peer.tx.buf());
+        match peer.role {
+            Role::Sub(_) => {
+                peer.codec
+                    .subscribe(peer.tx.buf(), &self.book.topic, k as u64);
+                peer.awaiting_ack = true;
+                self.book.acks_pending += 1;
+            }
+            Role::Provider => {
+                if !peer
+                    .codec
+                    .advertise_service(peer.tx.buf(), &self.book.service, k as u64)
+                {
+                    return Err(RunError::Protocol(format!(
+                        "transport {} has no services",
+                        C::NAME
+                    )));
+                }
+                peer.awaiting_ack = true;
+                self.book.acks_pending += 1;
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    fn read_ready(&mut self) -> Result<(), RunError> {
+        let mut ready = std::mem::take(&mut self.ready);
+        let mut keep = 0;
+        for i in 0..ready.len() {
+            let k = ready[i];
+            match self.read_peer(k)? {
+                true => {
+                    ready[keep] = k;
+                    keep += 1;
+                }
+                false => {
+                    if let Some(p) = self.peers.get_mut(k) {
+                        p.in_ready = false;
+                    }
+                }
+            }
+        }
+        ready.truncate(keep);
+        // Anything queued meanwhile (none today) goes after the leftovers.
+        ready.append(&mut self.ready);
+        self.ready = ready;
+        Ok(())
+    }
+
+    /// Reads peer `k` until `WouldBlock` or its budget; `true` when input
+    /// may be left for the next turn.
+    fn read_peer(&mut self, k: usize) -> Result<bool, RunError> {
+        let Some(peer) = self.peers.get_mut(k) else {
+            return Ok(false);
+        };
+        if peer.state != State::Open || !peer.readable {
+            return Ok(false);
+        }
+        let mut budget = READ_BUDGET;
+        let mut wrote = false;
+        loop {
+            let filled = match peer.rx.fill(&mut peer.stream) {
+                Ok(f) => f,
+                Err(e) => {
+                    self.lost_peer(k, &format!("read: {e}"));
+                    return Ok(false);
+                }
+            };
+            let n = match filled {
+                Filled::Bytes(n) => n,
+                Filled::WouldBlock => {
+                    peer.readable = false;
+                    break;
+                }
+                Filled::Eof => {
+                    self.lost_peer(k, "closed by the server");
+                    return Ok(false);
+                }
+            };
+            // One clock read per `read`: every frame in it arrived together.
+            let now_ns = self.clock.elapsed().as_nanos() as u64;
+            let Peer {
+                rx,
+                tx,
+                codec,
+                role,
+                awaiting_ack,
+                ..
+            } = &mut *peer;
+            loop {
+                let (ev, used) = match codec.decode(rx.unread()) {
+                    Ok(Some(x)) => x,
+                    Ok(None) => break,
+                    Err(e) => {
+                        return Err(RunError::Protocol(format!(
+                            "connection {k} ({role:?}): {e}"
+                        )))
+                    }
+                };
+                let from = From {
+                    key: k,
+                    role: *role,
+                    codec: &mut *codec,
+                    tx: tx.buf(),
+                    awaiting_ack: &mut *awaiting_ack,
+                };
+                wrote |= self.book.on_event(from, ev, now_ns);
+                rx.consume(used);
+            }
+            budget = budget.saturating_sub(n);
+            if budget == 0 {
+                break;
+            }
+        }
+        let more = peer.readable;
+        if wrote {
+            self.mark_dirty(k);
+        }
+        Ok(more)
+    }
+
+    /// The server dropped peer `k`: count it, stop polling it.
+    fn lost_peer(&mut self, k: usize, why: &str) {
+        let Some(peer) = self.peers.get_mut(k) else {
+            return;
+        };
+        if peer.state == State::Closed {
+            return;
+        }
+        if peer.state == State::Connecting {
+            self.connecting -= 1;
+        }
+        if peer.awaiting_ack {
+            peer.awaiting_ack = false;
+            self.book.acks_pending -= 1;
+        }
+        peer.state = State::Closed;
+        peer.readable = false;
+        peer.writable = false;
+        let role = peer.role;
+        let _ = self.poll.registry().deregister(&mut peer.stream);
+        self.book.t.disconnects += 1;
+        self.book
+            .log(format_args!("connection {k} ({role:?}): {why}"));
+    }
+
+    fn mark_dirty(&mut self, k: usize) {
+        if let Some(p) = self.peers.get_mut(k) {
+            if !p.in_dirty {
+                p.in_dirty = true;
+                self.dirty.push(k);
+            }
+        }
+    }
+
+    /// Completes connects and writes queued output of dirty peers.
+    fn flush_dirty(&mut self) -> Result<(), RunError> {
+        let dirty = std::mem::take(&mut self.dirty);
+        for &k in &dirty {
+            let Some(peer) = self.peers.get_mut(k) else {
+                continue;
+            };
+            peer.in_dirty = false;
+            if peer.state == State::Connecting && peer.writable {
+                match connect_done(&peer.stream) {
+                    Ok(true) => self.on_connected(k)?,
+                    Ok(false) => {
+                        peer.writable = false;
+                        continue;
+                    }
+                    Err(e) => {
+                        return Err(RunError::Io(format!("connect {}", self.p.addr), e));
+                    }
+                }
+            }
+            self.flush_peer(k);
+        }
+        // Keep the allocation; entries pushed meanwhile stay queued.
+        let mut dirty = dirty;
+        dirty.clear();
+        dirty.append(&mut self.dirty);
+        self.dirty = dirty;
+        Ok(())
+    }
+
+    /// Writes what peer `k` has queued; `true` when its buffer emptied.
+    fn flush_peer(&mut self, k: usize) -> bool {
+        let Some(peer) = self.peers.get_mut(k) else {
+            return false;
+        };
+        if peer.state != State::Open || !peer.writable || peer.tx.pending() == 0 {
+            return peer.tx.pending() == 0;
+        }
+        match peer.tx.flush(&mut peer.stream) {
+            Ok(true) => true,
+            Ok(false) => {
+                peer.writable = false;
+                false
+            }
+            Err(e) => {
+                self.lost_peer(k, &format!("write: {e}"));
+                false
+            }
+        }
+    }
+
+    /// Lets every producer encode what flow control allows.
+    fn produce(&mut self) {
+        self.produce_again = false;
+        if self.phase != Phase::Run {
+            return;
+        }
+        let now_ns = self.clock.elapsed().as_nanos() as u64;
+        match self.p.scenario {
+            Scenario::Fanout | Scenario::Fanin | Scenario::Large => {
+                for i in 0..self.book.pubs.len() {
+                    self.publish_closed(i, now_ns);
+                }
+            }
+            Scenario::Latency => {
+                for i in 0..self.book.pubs.len() {
+                    self.publish_open(i, now_ns);
+                }
+            }
+            Scenario::Calls => {
+                for c in 0..self.book.callers.len() {
+                    self.call(c, now_ns);
+                }
+            }
+            Scenario::Idle => {}
+        }
+    }
+
+    /// Closed loop: stay within `window` of the slowest subscriber.
+    fn publish_closed(&mut self, i: usize, now_ns: u64) {
+        let k = self.book.pubs[i].key;
+        let window = self.p.window as u64;
+        let mut budget = PRODUCE_BUDGET;
+        loop {
+            let Some(peer) = self.peers.get_mut(k) else {
+                return;
+            };
+            if peer.state != State::Open {
+                return;
+            }
+            if peer.tx.pending() >= TX_HIGH && !self.flush_peer(k) {
+                // Resumed by the writable event.
+                return;
+            }
+            let st = &mut self.book.pubs[i];
+            if st.sent - st.floor >= window {
+                let floor = self.book.floor(i);
+                let st = &mut self.book.pubs[i];
+                st.floor = floor;
+                if st.sent - floor >= window {
+                    // Resumed by a delivery.
+                    break;
+                }
+            }
+            let seq = self.book.pubs[i].sent;
+            budget = budget.saturating_sub(self.encode_publish(k, i, seq, now_ns));
+            self.book.pubs[i].sent += 1;
+            if budget == 0 {
+                self.produce_again = true;
+                break;
+            }
+        }
+        self.flush_peer(k);
+    }
+
+    /// Open loop: send every message whose intended time has come, stamped
+    /// with that time.
+    fn publish_open(&mut self, i: usize, now_ns: u64) {
+        let k = self.book.pubs[i].key;
+        let rate = u128::from(self.p.rate);
+        let elapsed = u128::from(now_ns.saturating_sub(self.run_start_ns));
+        // Message n is due at run_start + n / rate.
+        let due = (elapsed * rate / 1_000_000_000) as u64 + 1;
+        let mut budget = PRODUCE_BUDGET;
+        loop {
+            let seq = self.book.pubs[i].sent;
+            if seq >= due {
+                break;
+            }
+            let Some(peer) = self.peers.get_mut(k) else {
+                return;
+            };
+            if peer.state != State::Open {
+                return;
+            }
+            if peer.tx.pending() >= TX_HIGH && !self.flush_peer(k) {
+                // Behind schedule because the socket is full: the backlog
+                // keeps its intended times and goes out when writable.
+                return;
+            }
+            let intended = self.run_start_ns + (u128::from(seq) * 1_000_000_000 / rate) as u64;
+            if intended >= self.book.measure_from_ns {
+                self.book.t.send_lag.record(now_ns.saturating_sub(intended));
+            }
+            budget = budget.saturating_sub(self.encode_publish(k, i, seq, intended));
+            self.book.pubs[i].sent += 1;
+            if budget == 0 {
+                self.produce_again = true;
+                break;
+            }
+        }
+        self.flush_peer(k);
+    }
+
+    /// Queues publication `seq` of publisher `i` on peer `k`; returns bytes.
+    fn encode_publish(&mut self, k: usize, i: usize, seq: u64, t_ns: u64) -> usize {
+        let Some(peer) = self.peers.get_mut(k) else {
+            return 0;
+        };
+        self.scratch.clear();
+        self.book.payload.encode(
+            &mut self.scratch,
+            Stamp {
+                src: i as u64,
+                seq,
+                t_ns,
+            },
+        );
+        let before = peer.tx.pending();
+        peer.codec
+            .publish(peer.tx.buf(), &self.book.topic, &self.scratch);
+        peer.tx.pending() - before
+    }
+
+    /// Keeps `inflight` calls outstanding for caller `c`.
+    fn call(&mut self, c: usize, now_ns: u64) {
+        let k = self.book.callers[c].key;
+        let Some(peer) = self.peers.get_mut(k) else {
+            return;
+        };
+        if peer.state != State::Open {
+            return;
+        }
+        let caller = &mut self.book.callers[c];
+        while caller.outstanding.len() < self.p.inflight && peer.tx.pending() < TX_HIGH {
+            let id = caller.next_id;
+            caller.next_id += 1;
+            self.scratch.clear();
+            self.book.payload.encode(
+                &mut self.scratch,
+                Stamp {
+                    src: c as u64,
+                    seq: id,
+                    t_ns: now_ns,
+                },
+            );
+            peer.codec
+                .call(peer.tx.buf(), &self.book.service, id, &self.scratch);
+            caller.outstanding.push_back((id, now_ns));
+            self.book.t.calls_sent += 1;
+        }
+        self.flush_peer(k);
+    }
+}
