@@ -21,6 +21,7 @@
 //! - a slow subscriber never blocks anyone: topic frames are shed (P5),
 //!   control overflow closes only that connection (P6).
 
+mod batch;
 mod services;
 mod topics;
 mod websocket;
@@ -68,6 +69,8 @@ pub struct Hub {
     close_log: RateLimit,
     /// Statuses sent to WebSocket clients (`--ws-status`).
     ws_status: StatusFilter,
+    /// Publishes read but not yet queued to subscribers (same turn).
+    batch: batch::PublishBatch,
 }
 
 impl Hub {
@@ -86,6 +89,7 @@ impl Hub {
             scratch: Vec::with_capacity(4096),
             close_log: RateLimit::default(),
             ws_status: StatusFilter::Errors,
+            batch: batch::PublishBatch::default(),
         }
     }
 
@@ -331,9 +335,11 @@ impl Hub {
                 conn.input = input;
             }
         }
+        self.flush_publishes(now);
     }
 
     fn too_long(&mut self, me: ConnRef, now: Instant) {
+        self.flush_publishes(now);
         self.stats.protocol_error(ProtocolError::TooLong);
         let msg = format!(
             "message longer than {} bytes; discarded",
@@ -343,7 +349,7 @@ impl Hub {
     }
 
     /// Handles one complete message (a line without its terminator).
-    pub fn on_message(&mut self, me: ConnRef, line: &[u8], now: Instant) {
+    pub(crate) fn on_message(&mut self, me: ConnRef, line: &[u8], now: Instant) {
         if self.live_mut(me).is_none() {
             return;
         }
@@ -353,8 +359,18 @@ impl Hub {
             None => return,
         };
         match decode::decode_as(line, dialect) {
-            Ok(req) => self.apply(me, req, now),
-            Err(e) => self.reject(me, &e, now),
+            Ok(req) => {
+                if !matches!(req.op, Op::Publish { .. }) {
+                    // Anything else may be observed after the publishes
+                    // before it: deliver them first.
+                    self.flush_publishes(now);
+                }
+                self.apply(me, req, now)
+            }
+            Err(e) => {
+                self.flush_publishes(now);
+                self.reject(me, &e, now)
+            }
         }
     }
 
@@ -538,16 +554,17 @@ impl Hub {
         if now >= self.next_sweep {
             self.next_sweep = now + sweep_interval(&self.limits);
             let stall = self.limits.write_stall;
-            let stalled: Vec<u32> = self
-                .conns
-                .iter()
-                .filter(|(_, c)| {
-                    c.closing.is_none()
-                        && !c.out.is_empty()
-                        && now.saturating_duration_since(c.out_since) >= stall
-                })
-                .map(|(k, _)| k as u32)
-                .collect();
+            let mut stalled = Vec::new();
+            for (k, c) in self.conns.iter_mut() {
+                if c.out.is_empty() {
+                    // Idle since the last sweep or not, its ring can go;
+                    // a busy one regrows it only once per sweep at most.
+                    c.out.trim();
+                } else if c.closing.is_none() && now.saturating_duration_since(c.out_since) >= stall
+                {
+                    stalled.push(k as u32);
+                }
+            }
             for k in stalled {
                 self.close(k, CloseReason::WriteStall, now);
             }

@@ -12,10 +12,12 @@ use std::time::Instant;
 
 use serde_json::value::RawValue;
 
+use super::batch::{self, BATCH_MAX_BYTES};
 use super::Hub;
 use crate::codec::decode::Dialect;
 use crate::codec::encode::{self, Level};
 use crate::conn::{Conn, ConnRef, IdRegistrations};
+use crate::out::Framing;
 use crate::router::TopicId;
 
 /// Subscriptions or advertisements: the two are handled alike.
@@ -104,18 +106,77 @@ impl Hub {
         self.send_status(me, Level::Info, &msg, id, now);
     }
 
+    /// Routes one publish: appended to the current batch (delivered by
+    /// [`Hub::flush_publishes`]), or, when large, delivered at once from its
+    /// own shared allocation.
     pub(super) fn publish(&mut self, topic: &str, msg: &RawValue, now: Instant) {
         self.stats.published += 1;
         let Some(t) = self.router.topic_id(topic) else {
             return;
         };
+        let Some(entry) = self.router.topic(t) else {
+            return;
+        };
+        if entry.subscribers.is_empty() {
+            return;
+        }
+        if self.batch.topic().is_some_and(|b| b != t) {
+            self.flush_publishes(now);
+        }
+        let Some(entry) = self.router.topic(t) else {
+            return;
+        };
+        let payload = msg.get().as_bytes();
+        if self.batch.is_empty() && payload.len() >= BATCH_MAX_BYTES {
+            let lines = encode::publish_shared(&entry.prefix, msg);
+            return self.deliver(t, lines, None, 1, now);
+        }
+        self.batch.push(t, &[&entry.prefix, payload, b"}\n"]);
+        if self.batch.len_bytes() >= BATCH_MAX_BYTES {
+            self.flush_publishes(now);
+        }
+    }
+
+    /// Delivers the pending publish batch, if any.
+    pub(super) fn flush_publishes(&mut self, now: Instant) {
+        let Some(t) = self.batch.topic() else {
+            return;
+        };
+        if self.batch.is_empty() {
+            return self.batch.clear();
+        }
+        let lines: Rc<[u8]> = Rc::from(self.batch.lines());
+        let msgs = self.batch.messages();
+        let ws = self
+            .wants_websocket_frames(t)
+            .then(|| Rc::from(self.batch.websocket_frames()));
+        self.batch.clear();
+        self.deliver(t, lines, ws, msgs, now);
+    }
+
+    fn wants_websocket_frames(&self, t: TopicId) -> bool {
+        self.router.topic(t).is_some_and(|topic| {
+            topic.subscribers.iter().any(|s| {
+                self.conns
+                    .get(s.key as usize)
+                    .is_some_and(|c| c.out.framing() == Framing::WebSocket)
+            })
+        })
+    }
+
+    /// Queues `msgs` messages of topic `t` to every live subscriber: `lines`
+    /// for NDJSON connections, `ws` (built here if not given) for WebSocket.
+    fn deliver(
+        &mut self,
+        t: TopicId,
+        lines: Rc<[u8]>,
+        mut ws: Option<Rc<[u8]>>,
+        msgs: u32,
+        now: Instant,
+    ) {
         let Some(topic) = self.router.topic(t) else {
             return;
         };
-        if topic.subscribers.is_empty() {
-            return;
-        }
-        let frame = encode::publish_shared(&topic.prefix, msg);
         let cap = self.limits.max_queue_bytes;
         for &sub in &topic.subscribers {
             let Some(c) = self.conns.get_mut(sub.key as usize) else {
@@ -127,8 +188,14 @@ impl Hub {
             if c.out.is_empty() {
                 c.out_since = now;
             }
-            let d = c.out.push_topic(Rc::clone(&frame), t, cap);
-            self.stats.delivered += 1;
+            let frames = match c.out.framing() {
+                Framing::Lines => Rc::clone(&lines),
+                Framing::WebSocket => {
+                    Rc::clone(ws.get_or_insert_with(|| Rc::from(batch::websocket_frame(&lines))))
+                }
+            };
+            let d = c.out.push_topic(frames, t, msgs, cap);
+            self.stats.delivered += u64::from(msgs);
             self.stats.dropped += d.frames;
             self.stats.dropped_bytes += d.bytes;
             if !c.dirty {

@@ -22,7 +22,17 @@ impl Hub {
         now: Instant,
     ) {
         let max = self.limits.max_line_bytes;
-        reader.feed(bytes, max, |event| match event {
+        reader.feed(bytes, max, |event| {
+            if !matches!(event, WsEvent::Text(_)) {
+                // Keep control frames in order with publishes read before.
+                self.flush_publishes(now);
+            }
+            self.on_ws_event(me, event, now)
+        });
+    }
+
+    fn on_ws_event(&mut self, me: ConnRef, event: WsEvent<'_>, now: Instant) {
+        match event {
             WsEvent::Open(response) => self.send_raw(me, &response, now),
             WsEvent::Refuse(response) => {
                 self.send_raw(me, &response, now);
@@ -50,6 +60,6 @@ impl Hub {
                 self.send_raw(me, &ws::frame::close(CLOSE_PROTOCOL_ERROR), now);
                 self.close(me.key, CloseReason::ProtocolError, now);
             }
-        });
+        }
     }
 }
