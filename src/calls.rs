@@ -128,7 +128,13 @@ impl CallTable {
 pub fn parse_call_id(raw: &[u8]) -> Option<u64> {
     let inner = raw.strip_prefix(b"\"")?.strip_suffix(b"\"")?;
     let digits = inner.strip_prefix(CALL_ID_PREFIX.as_bytes())?;
-    if digits.is_empty() || digits.len() > 19 || !digits.iter().all(u8::is_ascii_digit) {
+    // Exactly the digits we wrote: no sign, no leading zero, so one call
+    // has exactly one spelling.
+    if digits.is_empty()
+        || digits.len() > 19
+        || (digits.len() > 1 && digits[0] == b'0')
+        || !digits.iter().all(u8::is_ascii_digit)
+    {
         return None;
     }
     std::str::from_utf8(digits).ok()?.parse().ok()
