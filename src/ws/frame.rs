@@ -170,6 +170,11 @@ impl WsReader {
         let mask = [avail[hdr], avail[hdr + 1], avail[hdr + 2], avail[hdr + 3]];
         let start = pos + hdr + 4;
         let is_control = op & 0x8 != 0;
+        if is_control && !matches!(op, OP_CLOSE | OP_PING | OP_PONG) {
+            // 0xB-0xF are reserved; treating them as data once let a frame
+            // bypass the size limit (found by the ws_reader fuzz target).
+            return protocol(on, "unknown opcode");
+        }
         if is_control && (!fin || len > 125) {
             return protocol(on, "control frames must be final and at most 125 bytes");
         }
@@ -423,6 +428,9 @@ mod tests {
         cont.extend(cf(true, OP_CONT, b"x"));
         cont.extend(cf(true, OP_TEXT, b"y"));
         assert_eq!(run(&[&cont], 100), vec![E::Open, E::Protocol]);
+        let mut reserved = HS.to_vec();
+        reserved.extend(cf(true, 0xE, b"0123456789"));
+        assert_eq!(run(&[&reserved], 5), vec![E::Open, E::Protocol]);
         let mut big_ping = HS.to_vec();
         big_ping.extend(cf(true, OP_PING, &[0; 126]));
         assert_eq!(run(&[&big_ping], 1000), vec![E::Open, E::Protocol]);

@@ -1,0 +1,7 @@
+//! Fuzz target `ws_reader`: the check lives in `rosgate::sim::fuzzing::ws_reader`, shared
+//! with `tests/replay.rs`.
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| rosgate::sim::fuzzing::ws_reader(data));
