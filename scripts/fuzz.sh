@@ -19,13 +19,14 @@ cd "$(dirname "$0")/.."
 secs="${1:-60}"
 shift || true
 targets=("$@")
-if [ ${#targets[@]} -eq 0 ]; then
-    targets=(line_reader decode core)
-fi
-
 if ! cargo fuzz --version >/dev/null 2>&1; then
     echo "installing cargo-fuzz" >&2
     cargo install cargo-fuzz
+fi
+
+if [ ${#targets[@]} -eq 0 ]; then
+    # Every target declared in fuzz/Cargo.toml.
+    mapfile -t targets < <(cargo fuzz list)
 fi
 
 echo "building fuzz targets" >&2
