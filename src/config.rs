@@ -42,6 +42,10 @@ pub const DEFAULT_MAX_CONNECTIONS: usize = 10_000;
 /// `net.core.somaxconn`).
 pub const LISTEN_BACKLOG: i32 = 4096;
 
+/// Bytes. Allocations from this size up are mmap-backed and returned to the
+/// OS when freed (glibc only); see `server::pin_mmap_threshold`.
+pub const MMAP_THRESHOLD_BYTES: i32 = 128 * 1024;
+
 /// File descriptors kept free for the listener, poll, signals and logs.
 pub const RESERVED_FDS: usize = 32;
 

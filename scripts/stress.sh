@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# Stress scenarios for rosgate. Not part of the default test suite.
+#
+#   scripts/stress.sh                      every scenario at full size (~15 min)
+#   scripts/stress.sh conns10k churn       only these
+#   QUICK=1 scripts/stress.sh              everything shortened (soak 30 s)
+#   SOAK_SECS=1200 scripts/stress.sh soak  a longer soak (default 600 s)
+#
+# Scenarios: conns10k churn slowsub longline fdlimit providerchurn soak
+# (details in scripts/stress.py). Loopback only; every scenario is bounded in
+# connections, bytes and time, starts its own gateway and kills it by PID.
+# Each prints its figures and PASS/FAIL; the run ends with `N passed, N failed`
+# and the exit status is 0 only when everything passed. Gateway logs go to
+# target/stress/<scenario>.stderr.
+set -u
+cd "$(dirname "$0")/.."
+
+# 10 000 connections need ~10 100 descriptors in the client and as many in the
+# gateway (separate processes, each with its own limit).
+want=22000
+hard=$(ulimit -Hn)
+if [ "$hard" != unlimited ] && [ "$hard" -lt "$want" ]; then
+    ulimit -Hn "$want" 2>/dev/null && hard=$want
+fi
+[ "$hard" = unlimited ] && hard=$want
+ulimit -Sn "$hard" 2>/dev/null || ulimit -Sn "$want" 2>/dev/null || true
+if [ "$(ulimit -n)" -lt 10200 ]; then
+    echo "stress.sh: ulimit -n is $(ulimit -n); conns10k needs about 10200 (raise the hard limit)" >&2
+fi
+
+command -v prlimit >/dev/null || { echo "stress.sh: prlimit (util-linux) is required" >&2; exit 2; }
+cargo build --release --quiet --bin rosgate || exit 2
+
+# stress.py writes the running gateway's PID here; the trap kills it if the
+# script is interrupted (stress.py itself stops each gateway it starts).
+export STRESS_PIDFILE
+STRESS_PIDFILE=$(mktemp "${TMPDIR:-/tmp}/rosgate-stress.XXXXXX")
+py=
+cleanup() {
+    local pid
+    if [ -n "$py" ] && kill -0 "$py" 2>/dev/null; then
+        kill -TERM "$py" 2>/dev/null
+        sleep 2
+    fi
+    pid=$(cat "$STRESS_PIDFILE" 2>/dev/null || true)
+    if [ -n "$pid" ] && [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = rosgate ]; then
+        kill -TERM "$pid" 2>/dev/null
+        for _ in 1 2 3 4 5 6 7 8 9 10; do
+            [ -d "/proc/$pid" ] || break
+            sleep 0.5
+        done
+        kill -KILL "$pid" 2>/dev/null
+    fi
+    rm -f "$STRESS_PIDFILE"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+python3 scripts/stress.py "$@" &
+py=$!
+wait "$py"
+rc=$?
+py=
+exit "$rc"
