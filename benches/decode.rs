@@ -1,5 +1,5 @@
 //! Request-line decoding on realistic lines: the shipped decoder
-//! (`rosgate::codec::decode`, serde_json with borrowed `&RawValue` members)
+//! (`rosgate::codec::decode`, the scanner in src/codec/scan.rs with borrowed spans)
 //! against simd-json, plus the cost of encoding the outgoing frame.
 //!
 //! Plain harness, no criterion: each case warms up (which also calibrates the
@@ -32,7 +32,7 @@ use std::time::{Duration, Instant};
 
 use rosgate::codec::decode::{decode, Op, Request};
 use rosgate::codec::encode;
-use serde_json::value::RawValue;
+use rosgate::codec::Raw;
 use simd_json::prelude::*;
 use simd_json::{Buffers, Tape};
 
@@ -368,7 +368,7 @@ impl SimdBorrowed {
 /// An outgoing frame built from a decoded request, as the hub builds it.
 enum Frame<'a> {
     /// The topic's cached prefix and the raw message.
-    Publish(Box<[u8]>, &'a RawValue),
+    Publish(Box<[u8]>, Raw<'a>),
     /// A call forwarded to its provider, with the raw arguments.
     Call(&'a str),
 }
@@ -377,7 +377,7 @@ impl Frame<'_> {
     fn encode(&self, out: &mut Vec<u8>) {
         out.clear();
         match self {
-            Frame::Publish(prefix, msg) => encode::publish(out, prefix, msg),
+            Frame::Publish(prefix, msg) => encode::publish(out, prefix, *msg),
             Frame::Call(args) => encode::call_service(out, br#""/arm/set_pose""#, 1742, args),
         }
     }
@@ -491,7 +491,7 @@ fn main() {
         // Encoding the outgoing frame from the decoded request.
         let req = decode(line).expect("decoded above");
         let frame = match &req.op {
-            Op::Publish { topic, msg } => Frame::Publish(encode::publish_prefix(topic), msg),
+            Op::Publish { topic, msg } => Frame::Publish(encode::publish_prefix(topic), *msg),
             Op::CallService { args, .. } => Frame::Call(args.map_or("{}", |a| a.get())),
             other => panic!("unexpected op {}", other.name()),
         };

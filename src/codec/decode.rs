@@ -10,18 +10,17 @@
 //! - nesting deeper than [`MAX_JSON_DEPTH`] is refused (P3): we never recurse,
 //!   but the clients we forward to might.
 //!
-//! Decoding uses serde_json with `&RawValue` members: measured against
-//! simd-json in `benches/decode.rs` (numbers in docs/ARCHITECTURE.md), it is
-//! within noise on small lines, faster on numeric arrays, slower on long
-//! base64 strings, and unlike simd-json it yields byte spans to forward.
+//! The line is validated once as UTF-8 and once as JSON by [`scan`], which
+//! accepts exactly what serde_json accepts and reports the top-level member
+//! spans; only names containing escapes go through serde_json to be decoded.
+//! Measurements against serde_json and simd-json: `benches/decode.rs` and
+//! docs/ARCHITECTURE.md.
 
 use std::borrow::Cow;
 use std::fmt;
 
-use serde::de::{self, Deserializer, IgnoredAny, MapAccess, Visitor};
-use serde::Deserialize;
-use serde_json::value::RawValue;
-
+use super::scan::{self, Member, ScanError};
+use super::Raw;
 use crate::config::MAX_JSON_DEPTH;
 
 /// Which rules a connection's requests follow.
@@ -41,7 +40,7 @@ pub enum Dialect {
 #[derive(Debug)]
 pub struct Request<'a> {
     /// The request's `id`, exactly as sent.
-    pub id: Option<&'a RawValue>,
+    pub id: Option<Raw<'a>>,
     pub op: Op<'a>,
 }
 
@@ -58,7 +57,7 @@ pub enum Op<'a> {
     },
     Publish {
         topic: Cow<'a, str>,
-        msg: &'a RawValue,
+        msg: Raw<'a>,
     },
     Subscribe {
         topic: Cow<'a, str>,
@@ -79,16 +78,16 @@ pub enum Op<'a> {
     /// In the strict dialect `id` and `args` are always present.
     CallService {
         service: Cow<'a, str>,
-        args: Option<&'a RawValue>,
+        args: Option<Raw<'a>>,
         /// rosbridge's per-call `timeout`, in seconds.
         timeout: Option<f64>,
     },
     /// `id` is required, as for `CallService`.
     ServiceResponse {
         service: Cow<'a, str>,
-        values: &'a RawValue,
-        result: &'a RawValue,
-        status: Option<&'a RawValue>,
+        values: Raw<'a>,
+        result: Raw<'a>,
+        status: Option<Raw<'a>>,
     },
     /// A rosbridge op we accept and ignore (`set_level`, `auth`).
     Ignored(&'static str),
@@ -148,7 +147,7 @@ impl ErrorKind {
 #[derive(Debug)]
 pub struct DecodeError<'a> {
     pub kind: ErrorKind,
-    pub id: Option<&'a RawValue>,
+    pub id: Option<Raw<'a>>,
     /// The `op` value when it was a string (for unknown-op messages).
     pub op: Option<Cow<'a, str>>,
 }
@@ -179,12 +178,32 @@ pub fn decode(line: &[u8]) -> Result<Request<'_>, DecodeError<'_>> {
 
 /// Decodes one line or WebSocket message under `dialect`.
 pub fn decode_as(line: &[u8], dialect: Dialect) -> Result<Request<'_>, DecodeError<'_>> {
-    let fields = match serde_json::from_slice::<Fields<'_>>(line) {
-        Ok(f) => f,
-        Err(e) => return Err(parse_error(line, &e)),
+    // One UTF-8 pass over the whole line (std's is word-at-a-time on ASCII);
+    // the scanner then works on `str` and never re-checks a span.
+    let Ok(text) = std::str::from_utf8(line) else {
+        return Err(DecodeError {
+            kind: ErrorKind::BadUtf8,
+            id: None,
+            op: None,
+        });
     };
-    if exceeds_depth(line, MAX_JSON_DEPTH) {
-        return Err(fields.error(ErrorKind::TooDeep, None));
+    let mut fields = Fields::default();
+    let scanned = scan::scan_object(text, MAX_JSON_DEPTH, |m| fields.set(m));
+    match scanned {
+        Ok(()) => {}
+        Err(ScanError::TooDeep) => return Err(fields.error(ErrorKind::TooDeep, None)),
+        Err(e) => {
+            let kind = match e {
+                ScanError::NotObject => ErrorKind::NotObject,
+                _ => ErrorKind::BadJson,
+            };
+            // Members seen before a syntax error are not trustworthy.
+            return Err(DecodeError {
+                kind,
+                id: None,
+                op: None,
+            });
+        }
     }
     let op_name = match fields.op {
         None => return Err(fields.error(ErrorKind::MissingOp, None)),
@@ -208,40 +227,58 @@ pub fn decode_as(line: &[u8], dialect: Dialect) -> Result<Request<'_>, DecodeErr
     Ok(Request { id: fields.id, op })
 }
 
-fn parse_error<'a>(line: &'a [u8], e: &serde_json::Error) -> DecodeError<'a> {
-    let kind = if std::str::from_utf8(line).is_err() {
-        ErrorKind::BadUtf8
-    } else if e.is_data() {
-        // Valid JSON of the wrong shape: our visitor only accepts maps.
-        ErrorKind::NotObject
-    } else {
-        ErrorKind::BadJson
-    };
-    DecodeError {
-        kind,
-        id: None,
-        op: None,
-    }
-}
-
 /// The members we look at, as raw spans. Unknown members are skipped; when a
 /// key repeats, the last one wins (as in serde_json's `Value`).
 #[derive(Default)]
 struct Fields<'a> {
-    op: Option<&'a RawValue>,
-    id: Option<&'a RawValue>,
-    topic: Option<&'a RawValue>,
-    service: Option<&'a RawValue>,
-    ty: Option<&'a RawValue>,
-    msg: Option<&'a RawValue>,
-    args: Option<&'a RawValue>,
-    values: Option<&'a RawValue>,
-    result: Option<&'a RawValue>,
-    status: Option<&'a RawValue>,
-    timeout: Option<&'a RawValue>,
+    op: Option<Raw<'a>>,
+    id: Option<Raw<'a>>,
+    topic: Option<Raw<'a>>,
+    service: Option<Raw<'a>>,
+    ty: Option<Raw<'a>>,
+    msg: Option<Raw<'a>>,
+    args: Option<Raw<'a>>,
+    values: Option<Raw<'a>>,
+    result: Option<Raw<'a>>,
+    status: Option<Raw<'a>>,
+    timeout: Option<Raw<'a>>,
 }
 
 impl<'a> Fields<'a> {
+    /// Records one top-level member; the last of a repeated key wins.
+    fn set(&mut self, m: Member<'a>) {
+        let slot = if m.key_escaped {
+            // Rare: decode the key to compare it (cold path, allocates).
+            let decoded = serde_json::from_str::<String>(&format!("\"{}\"", m.key));
+            match decoded {
+                Ok(k) => self.slot(&k),
+                Err(_) => None,
+            }
+        } else {
+            self.slot(m.key)
+        };
+        if let Some(slot) = slot {
+            *slot = Some(Raw(m.value));
+        }
+    }
+
+    fn slot(&mut self, key: &str) -> Option<&mut Option<Raw<'a>>> {
+        Some(match key {
+            "op" => &mut self.op,
+            "id" => &mut self.id,
+            "topic" => &mut self.topic,
+            "service" => &mut self.service,
+            "type" => &mut self.ty,
+            "msg" => &mut self.msg,
+            "args" => &mut self.args,
+            "values" => &mut self.values,
+            "result" => &mut self.result,
+            "status" => &mut self.status,
+            "timeout" => &mut self.timeout,
+            _ => return None,
+        })
+    }
+
     fn error(&self, kind: ErrorKind, op: Option<Cow<'a, str>>) -> DecodeError<'a> {
         DecodeError {
             kind,
@@ -308,13 +345,13 @@ impl<'a> Fields<'a> {
     }
 }
 
-fn name<'a>(raw: Option<&'a RawValue>, field: &'static str) -> Result<Cow<'a, str>, ErrorKind> {
+fn name<'a>(raw: Option<Raw<'a>>, field: &'static str) -> Result<Cow<'a, str>, ErrorKind> {
     let raw = raw.ok_or(ErrorKind::MissingField(field))?;
     json_str(raw).ok_or(ErrorKind::WrongType(field))
 }
 
 /// `timeout` in seconds; `null` counts as absent.
-fn timeout(raw: Option<&RawValue>) -> Result<Option<f64>, ErrorKind> {
+fn timeout(raw: Option<Raw<'_>>) -> Result<Option<f64>, ErrorKind> {
     let Some(raw) = raw else { return Ok(None) };
     let text = raw.get();
     if text == "null" {
@@ -331,140 +368,13 @@ fn timeout(raw: Option<&RawValue>) -> Result<Option<f64>, ErrorKind> {
 
 /// The string a raw JSON value holds, or `None` if it is not a string.
 /// Borrows when the string has no escapes, which is the common case.
-pub fn json_str(raw: &RawValue) -> Option<Cow<'_, str>> {
+pub fn json_str(raw: Raw<'_>) -> Option<Cow<'_, str>> {
     let text = raw.get();
     let inner = text.strip_prefix('"')?.strip_suffix('"')?;
     if !inner.contains('\\') {
         return Some(Cow::Borrowed(inner));
     }
     serde_json::from_str::<String>(text).ok().map(Cow::Owned)
-}
-
-/// True when `json` (valid JSON) nests arrays/objects deeper than `max`.
-/// Skips the exact scan when the line has too few brackets to be that deep,
-/// which is nearly always.
-pub fn exceeds_depth(json: &[u8], max: usize) -> bool {
-    let opens = json.iter().filter(|&&b| b == b'[' || b == b'{').count();
-    if opens <= max {
-        return false;
-    }
-    let mut depth = 0usize;
-    let mut in_str = false;
-    let mut escaped = false;
-    for &b in json {
-        if in_str {
-            if escaped {
-                escaped = false;
-            } else if b == b'\\' {
-                escaped = true;
-            } else if b == b'"' {
-                in_str = false;
-            }
-            continue;
-        }
-        match b {
-            b'"' => in_str = true,
-            b'[' | b'{' => {
-                depth += 1;
-                if depth > max {
-                    return true;
-                }
-            }
-            b']' | b'}' => depth = depth.saturating_sub(1),
-            _ => {}
-        }
-    }
-    false
-}
-
-impl<'de> Deserialize<'de> for Fields<'de> {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        d.deserialize_map(FieldsVisitor)
-    }
-}
-
-struct FieldsVisitor;
-
-impl<'de> Visitor<'de> for FieldsVisitor {
-    type Value = Fields<'de>;
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("a JSON object")
-    }
-
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Fields<'de>, A::Error> {
-        let mut out = Fields::default();
-        while let Some(key) = map.next_key::<Key>()? {
-            let slot = match key {
-                Key::Op => &mut out.op,
-                Key::Id => &mut out.id,
-                Key::Topic => &mut out.topic,
-                Key::Service => &mut out.service,
-                Key::Type => &mut out.ty,
-                Key::Msg => &mut out.msg,
-                Key::Args => &mut out.args,
-                Key::Values => &mut out.values,
-                Key::Result => &mut out.result,
-                Key::Status => &mut out.status,
-                Key::Timeout => &mut out.timeout,
-                Key::Other => {
-                    map.next_value::<IgnoredAny>()?;
-                    continue;
-                }
-            };
-            *slot = Some(map.next_value::<&'de RawValue>()?);
-        }
-        Ok(out)
-    }
-}
-
-/// A member name we care about; matched on the unescaped key.
-enum Key {
-    Op,
-    Id,
-    Topic,
-    Service,
-    Type,
-    Msg,
-    Args,
-    Values,
-    Result,
-    Status,
-    Timeout,
-    Other,
-}
-
-impl<'de> Deserialize<'de> for Key {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        d.deserialize_identifier(KeyVisitor)
-    }
-}
-
-struct KeyVisitor;
-
-impl Visitor<'_> for KeyVisitor {
-    type Value = Key;
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("a member name")
-    }
-
-    fn visit_str<E: de::Error>(self, v: &str) -> Result<Key, E> {
-        Ok(match v {
-            "op" => Key::Op,
-            "id" => Key::Id,
-            "topic" => Key::Topic,
-            "service" => Key::Service,
-            "type" => Key::Type,
-            "msg" => Key::Msg,
-            "args" => Key::Args,
-            "values" => Key::Values,
-            "result" => Key::Result,
-            "status" => Key::Status,
-            "timeout" => Key::Timeout,
-            _ => Key::Other,
-        })
-    }
 }
 
 #[cfg(test)]

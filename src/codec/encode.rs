@@ -6,7 +6,7 @@
 
 use std::rc::Rc;
 
-use serde_json::value::RawValue;
+use crate::codec::Raw;
 
 /// Appends `s` as a JSON string literal (quotes included).
 pub fn json_string(out: &mut Vec<u8>, s: &str) {
@@ -54,7 +54,7 @@ pub fn publish_prefix(topic: &str) -> Box<[u8]> {
 /// final shared allocation: one allocation and one copy of the payload, which
 /// matters for megabyte images (half the time of encoding into a buffer and
 /// copying that into an `Rc`).
-pub fn publish_shared(prefix: &[u8], msg: &RawValue) -> Rc<[u8]> {
+pub fn publish_shared(prefix: &[u8], msg: Raw<'_>) -> Rc<[u8]> {
     concat_shared(&[prefix, msg.get().as_bytes(), b"}\n"])
 }
 
@@ -80,7 +80,7 @@ pub fn concat_shared(parts: &[&[u8]]) -> Rc<[u8]> {
 }
 
 /// A publish frame from a topic's prefix and the raw message.
-pub fn publish(out: &mut Vec<u8>, prefix: &[u8], msg: &RawValue) {
+pub fn publish(out: &mut Vec<u8>, prefix: &[u8], msg: Raw<'_>) {
     out.reserve(prefix.len() + msg.get().len() + 2);
     out.extend_from_slice(prefix);
     out.extend_from_slice(msg.get().as_bytes());
@@ -189,9 +189,9 @@ mod tests {
 
     #[test]
     fn frames_are_single_json_lines() {
-        let raw = RawValue::from_string("{\"a\": 1}".into()).expect("raw");
+        let raw = Raw::from_valid_json("{\"a\": 1}");
         let mut out = Vec::new();
-        publish(&mut out, &publish_prefix("/t\""), &raw);
+        publish(&mut out, &publish_prefix("/t\""), raw);
         status(&mut out, Level::Error, "bad \"x\"", Some(b"7"));
         call_service(&mut out, b"\"/s\"", 42, raw.get());
         service_failure(&mut out, b"\"/s\"", Some(b"\"c1\""), "gone");
@@ -211,11 +211,11 @@ mod tests {
 
     #[test]
     fn shared_frames_equal_buffered_ones() {
-        let raw = RawValue::from_string("[1, 2]".into()).expect("raw");
+        let raw = Raw::from_valid_json("[1, 2]");
         let prefix = publish_prefix("/t");
         let mut out = Vec::new();
-        publish(&mut out, &prefix, &raw);
-        assert_eq!(&*publish_shared(&prefix, &raw), &out[..]);
+        publish(&mut out, &prefix, raw);
+        assert_eq!(&*publish_shared(&prefix, raw), &out[..]);
         assert_eq!(&*concat_shared(&[]), b"");
     }
 

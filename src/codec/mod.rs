@@ -1,8 +1,34 @@
 //! The wire format: one line of JSON in ([`decode`]), frames out ([`encode`]).
 //!
 //! Payloads (`msg`, `args`, `values`, `result`, `status`, `id`) are carried as
-//! borrowed raw JSON spans and written back byte for byte; they are validated
-//! by the parser but never re-serialized.
+//! borrowed raw JSON spans ([`Raw`]) and written back byte for byte; they are
+//! validated by the scanner ([`scan`]) but never re-serialized.
 
 pub mod decode;
 pub mod encode;
+pub mod scan;
+
+/// A span of valid JSON taken from a request, forwarded byte for byte.
+///
+/// Only the decoder creates these from the wire, after `scan` validated the
+/// whole line; that is why it is not `serde_json::RawValue`, which cannot be
+/// borrowed from an already validated `&str` without parsing it again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Raw<'a>(&'a str);
+
+impl<'a> Raw<'a> {
+    /// Wraps text the caller knows to be one valid JSON value (tests, and
+    /// our own constants).
+    pub fn from_valid_json(text: &'a str) -> Raw<'a> {
+        Raw(text)
+    }
+
+    /// The JSON text exactly as it arrived.
+    pub fn get(self) -> &'a str {
+        self.0
+    }
+
+    pub fn as_bytes(self) -> &'a [u8] {
+        self.0.as_bytes()
+    }
+}

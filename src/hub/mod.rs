@@ -28,7 +28,7 @@ mod websocket;
 
 use std::time::{Duration, Instant};
 
-use serde_json::value::RawValue;
+use crate::codec::Raw;
 use slab::Slab;
 
 pub use services::CallFailure;
@@ -393,7 +393,7 @@ impl Hub {
         me: ConnRef,
         e: ProtocolError,
         msg: &str,
-        id: Option<&RawValue>,
+        id: Option<Raw<'_>>,
         now: Instant,
     ) {
         self.stats.protocol_error(e);

@@ -4,7 +4,7 @@
 
 use std::time::{Duration, Instant};
 
-use serde_json::value::RawValue;
+use crate::codec::Raw;
 
 use super::{Hub, RESERVED_PREFIX, STATS_SERVICE};
 use crate::calls::parse_call_id;
@@ -32,7 +32,7 @@ impl Hub {
         me: ConnRef,
         name: &str,
         ty: &str,
-        id: Option<&RawValue>,
+        id: Option<Raw<'_>>,
         now: Instant,
     ) {
         if name.starts_with(RESERVED_PREFIX) {
@@ -60,7 +60,7 @@ impl Hub {
         &mut self,
         me: ConnRef,
         name: &str,
-        id: Option<&RawValue>,
+        id: Option<Raw<'_>>,
         now: Instant,
     ) {
         match self.router.unadvertise_service(name, me) {
@@ -96,7 +96,7 @@ impl Hub {
         &mut self,
         me: ConnRef,
         name: &str,
-        args: Option<&RawValue>,
+        args: Option<Raw<'_>>,
         id: Option<&[u8]>,
         timeout: Option<f64>,
         now: Instant,
@@ -151,7 +151,7 @@ impl Hub {
             .get(seq)
             .map(|c| c.service_json())
             .unwrap_or(b"\"\"");
-        let args = args.map_or(EMPTY_ARGS, RawValue::get);
+        let args = args.map_or(EMPTY_ARGS, Raw::get);
         encode::call_service(&mut out, name_json, seq, args);
         self.send_control(p, &out, now);
         self.scratch = out;
@@ -160,10 +160,10 @@ impl Hub {
     pub(super) fn service_response(
         &mut self,
         me: ConnRef,
-        id: Option<&RawValue>,
-        values: &RawValue,
-        result: &RawValue,
-        status: Option<&RawValue>,
+        id: Option<Raw<'_>>,
+        values: Raw<'_>,
+        result: Raw<'_>,
+        status: Option<Raw<'_>>,
         now: Instant,
     ) {
         let seq = id.and_then(|r| parse_call_id(r.get().as_bytes()));

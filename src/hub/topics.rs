@@ -10,7 +10,7 @@
 use std::rc::Rc;
 use std::time::Instant;
 
-use serde_json::value::RawValue;
+use crate::codec::Raw;
 
 use super::batch::{self, BATCH_MAX_BYTES};
 use super::Hub;
@@ -109,7 +109,7 @@ impl Hub {
     /// Routes one publish: appended to the current batch (delivered by
     /// [`Hub::flush_publishes`]), or, when large, delivered at once from its
     /// own shared allocation.
-    pub(super) fn publish(&mut self, topic: &str, msg: &RawValue, now: Instant) {
+    pub(super) fn publish(&mut self, topic: &str, msg: Raw<'_>, now: Instant) {
         self.stats.published += 1;
         let Some(t) = self.router.topic_id(topic) else {
             return;

@@ -13,11 +13,12 @@ use crate::ws::{WsEvent, WsReader};
 pub type Check = fn(&[u8]);
 
 /// Target names and their check functions.
-pub const TARGETS: [(&str, Check); 4] = [
+pub const TARGETS: [(&str, Check); 5] = [
     ("line_reader", line_reader),
     ("decode", decode),
     ("core", core),
     ("ws_reader", ws_reader),
+    ("scan", crate::codec::scan::fuzzing::scan),
 ];
 
 /// Runs the check of `target` on `data`; false if there is no such target.
