@@ -42,9 +42,9 @@ pub const DEFAULT_MAX_CONNECTIONS: usize = 10_000;
 /// `net.core.somaxconn`).
 pub const LISTEN_BACKLOG: i32 = 4096;
 
-/// Bytes. Allocations from this size up are mmap-backed and returned to the
-/// OS when freed (glibc only); see `server::pin_mmap_threshold`.
-pub const MMAP_THRESHOLD_BYTES: i32 = 128 * 1024;
+/// How often at most the heap is trimmed after heavy traffic, so memory
+/// freed after big messages goes back to the OS (see `server::trim_heap`).
+pub const TRIM_INTERVAL: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// File descriptors kept free for the listener, poll, signals and logs.
 pub const RESERVED_FDS: usize = 32;

@@ -10,7 +10,9 @@
 //! - complete lines found in the input are handed out straight from the input
 //!   slice, so a connection whose reads end on line boundaries never copies;
 //! - `\r\n` is treated as `\n`, and empty lines are skipped (P2);
-//! - an idle reader keeps at most [`KEEP_CAPACITY`] bytes allocated.
+//! - an idle reader keeps at most [`KEEP_CAPACITY`] bytes allocated once
+//!   [`LineReader::trim`] ran (the hub's sweep calls it), and an over-long
+//!   line never leaves its buffer behind.
 
 /// Bytes of pending-line capacity kept between lines; larger buffers (left by
 /// a big message) are released so idle connections stay small (Redis does the
@@ -84,7 +86,10 @@ impl LineReader {
                     } else {
                         self.pending.extend_from_slice(&input[..i]);
                         emit(&self.pending, &mut on_frame);
-                        self.release();
+                        // Keep the capacity: the next big line reuses it
+                        // instead of faulting in fresh pages; `trim` frees
+                        // it once the connection is idle.
+                        self.pending.clear();
                     }
                     input = &input[i + 1..];
                 }
@@ -120,10 +125,16 @@ impl LineReader {
 
     /// Empties the pending buffer, freeing it if a big line inflated it.
     fn release(&mut self) {
-        if self.pending.capacity() > KEEP_CAPACITY {
+        self.pending.clear();
+        self.trim();
+    }
+
+    /// Frees a pending buffer over [`KEEP_CAPACITY`] that holds no partial
+    /// line. Called by the hub's periodic sweep, so a connection streaming
+    /// big messages keeps its buffer while an idle one gives it back.
+    pub fn trim(&mut self) {
+        if self.pending.is_empty() && self.pending.capacity() > KEEP_CAPACITY {
             self.pending = Vec::new();
-        } else {
-            self.pending.clear();
         }
     }
 }
@@ -211,12 +222,24 @@ mod tests {
     }
 
     #[test]
-    fn big_buffers_are_released() {
+    fn big_buffers_are_kept_until_trimmed() {
         let mut r = LineReader::new();
         let big = vec![b'x'; 100_000];
         r.feed(&big, 1 << 20, |_| {});
         assert!(r.capacity() >= 100_000);
+        r.trim();
+        assert!(r.capacity() >= 100_000, "a partial line is never dropped");
         r.feed(b"\n", 1 << 20, |_| {});
+        assert!(r.capacity() >= 100_000, "kept for the next big line");
+        r.trim();
+        assert_eq!(r.capacity(), 0);
+    }
+
+    #[test]
+    fn too_long_lines_free_their_buffer_at_once() {
+        let mut r = LineReader::new();
+        r.feed(&vec![b'x'; 100_000], 150_000, |_| {});
+        r.feed(&vec![b'x'; 100_000], 150_000, |_| {});
         assert_eq!(r.capacity(), 0);
     }
 }

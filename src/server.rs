@@ -33,8 +33,8 @@ use signal_hook::consts::{SIGINT, SIGTERM, SIGUSR1};
 use signal_hook_mio::v1_0::Signals;
 
 use crate::config::{
-    Config, ACCEPT_BACKOFF_MAX_MS, ACCEPT_BACKOFF_MIN_MS, LISTEN_BACKLOG, MMAP_THRESHOLD_BYTES,
-    READ_BUDGET_BYTES, RESERVED_FDS, WRITE_BUDGET_BYTES,
+    Config, ACCEPT_BACKOFF_MAX_MS, ACCEPT_BACKOFF_MIN_MS, LISTEN_BACKLOG, READ_BUDGET_BYTES,
+    RESERVED_FDS, TRIM_INTERVAL, WRITE_BUDGET_BYTES,
 };
 use crate::conn::{CloseReason, Transport};
 use crate::hub::Hub;
@@ -44,6 +44,9 @@ use crate::out::MAX_IOVECS;
 const LISTENER: Token = Token(usize::MAX - 1);
 const SIGNALS: Token = Token(usize::MAX - 2);
 const WS_LISTENER: Token = Token(usize::MAX - 3);
+
+/// Bytes of traffic after which an idle moment is used to trim the heap.
+const TRIM_AFTER_BYTES: u64 = 16 * 1024 * 1024;
 
 /// Socket-side state of one connection; indexed by the hub's slab key.
 struct Io {
@@ -69,13 +72,14 @@ pub struct Server {
     accept_pending: bool,
     ws_accept_pending: bool,
     shutdown: bool,
+    next_trim: Instant,
+    trimmed_at_bytes: u64,
 }
 
 impl Server {
     /// Binds the listener and prepares the loop; nothing is served until
     /// [`Server::run`].
     pub fn bind(config: &Config) -> io::Result<Server> {
-        pin_mmap_threshold();
         let mut limits = config.limits.clone();
         let fd_limit = raise_fd_limit();
         let cap = fd_limit.saturating_sub(RESERVED_FDS).max(1);
@@ -121,6 +125,8 @@ impl Server {
             accept_pending: true,
             ws_accept_pending: true,
             shutdown: false,
+            next_trim: now + TRIM_INTERVAL,
+            trimmed_at_bytes: 0,
         })
     }
 
@@ -159,9 +165,22 @@ impl Server {
             self.hub.expire(now);
             self.flush(now, &mut keys);
             self.free_closed(now, &mut keys);
+            self.maybe_trim_heap(now);
         }
         self.shut_down();
         Ok(())
+    }
+
+    /// Trims the heap once traffic of at least [`TRIM_AFTER_BYTES`] passed
+    /// since the last trim, at most once per [`TRIM_INTERVAL`].
+    fn maybe_trim_heap(&mut self, now: Instant) {
+        let moved = self.hub.stats().bytes_in + self.hub.stats().bytes_out;
+        if now < self.next_trim || moved < self.trimmed_at_bytes + TRIM_AFTER_BYTES {
+            return;
+        }
+        trim_heap();
+        self.trimmed_at_bytes = moved;
+        self.next_trim = now + TRIM_INTERVAL;
     }
 
     fn poll_timeout(&self, now: Instant) -> Duration {
@@ -492,16 +511,19 @@ fn is_resource_exhaustion(e: &io::Error) -> bool {
     )
 }
 
-/// Big buffers (a 16 MiB line, a 1 MiB image batch) must go back to the OS
-/// when freed. glibc raises its mmap threshold after the first large free,
-/// after which such buffers come from the heap and stay in RSS (the stress
-/// test's long-line scenario kept +16 MiB). A fixed threshold keeps every
-/// allocation over 128 KiB mmap-backed.
-fn pin_mmap_threshold() {
+/// Returns freed heap memory to the OS (glibc only).
+///
+/// glibc raises its mmap threshold after the first big free, so later big
+/// buffers (a 16 MiB line, 1 MiB images) come from the heap: good while they
+/// stream, since pages are reused instead of faulted in for every message,
+/// but the memory stays in RSS afterwards (the stress test's long-line
+/// scenario kept +16 MiB). Trimming after traffic, at most once per
+/// [`TRIM_INTERVAL`], gives it back without costing the hot path.
+fn trim_heap() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: mallopt only changes allocator tuning; called before the loop.
+    // SAFETY: malloc_trim only releases free memory; no pointer is involved.
     unsafe {
-        libc::mallopt(libc::M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES);
+        libc::malloc_trim(0);
     }
 }
 

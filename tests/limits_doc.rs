@@ -20,7 +20,7 @@ fn doc_rows() -> Vec<Vec<String>> {
 fn every_default_constant_is_documented_with_its_value() {
     let rows = doc_rows();
     let expected: [(&str, u128); 15] = [
-        ("MMAP_THRESHOLD_BYTES", MMAP_THRESHOLD_BYTES as u128),
+        ("TRIM_INTERVAL", TRIM_INTERVAL.as_millis()),
         ("LISTEN_BACKLOG", LISTEN_BACKLOG as u128),
         ("DEFAULT_MAX_LINE_BYTES", DEFAULT_MAX_LINE_BYTES as u128),
         ("DEFAULT_MAX_QUEUE_BYTES", DEFAULT_MAX_QUEUE_BYTES as u128),

@@ -556,6 +556,10 @@ impl Hub {
             let stall = self.limits.write_stall;
             let mut stalled = Vec::new();
             for (k, c) in self.conns.iter_mut() {
+                match &mut c.input {
+                    Input::Lines(r) => r.trim(),
+                    Input::WebSocket(r) => r.trim(),
+                }
                 if c.out.is_empty() {
                     // Idle since the last sweep or not, its ring can go;
                     // a busy one regrows it only once per sweep at most.

@@ -130,6 +130,18 @@ impl WsReader {
         }
     }
 
+    /// Frees buffers over [`crate::line::KEEP_CAPACITY`] that hold nothing
+    /// (called by the hub's sweep).
+    pub fn trim(&mut self) {
+        let keep = crate::line::KEEP_CAPACITY;
+        if self.buf.is_empty() && self.buf.capacity() > keep {
+            self.buf = Vec::new();
+        }
+        if self.msg.is_empty() && self.msg.capacity() > keep {
+            self.msg = Vec::new();
+        }
+    }
+
     fn close_down(&mut self) {
         self.state = State::Closed;
         self.buf = Vec::new();

@@ -1,5 +1,6 @@
-//! `rosgate-load`: load generator for rosgate (and, through the
-//! [`transport::Codec`] seam, for other pub/sub servers later).
+//! `rosgate-load`: load generator for rosgate and, through the
+//! [`transport::Codec`] seam, for Redis and NATS on the same scenarios
+//! (`scripts/compare.sh`), plus a raw-TCP baseline.
 //!
 //! One thread, one mio poll loop, so the tool uses one core and leaves the
 //! others to the server; `scripts/load.sh` pins both with `taskset`. This
@@ -12,6 +13,9 @@
 //! | `runner` | the event loop, flow control, per-message verification |
 //! | `transport` | the `Codec` trait every adapter implements |
 //! | `rosgate` | the rosbridge-style JSON adapter |
+//! | `redis` | RESP2 pub/sub adapter |
+//! | `nats` | NATS text protocol adapter (pub/sub, request/reply) |
+//! | `raw` | one loopback TCP stream, no server (baseline) |
 //! | `payload` | payload stamping, padding, and its check |
 //! | `net` | socket read/write buffers, connect completion |
 //! | `histogram` | HDR-style latency histogram |
@@ -19,9 +23,12 @@
 //! | `report` | the human line and `RESULT {json}` |
 
 mod histogram;
+mod nats;
 mod net;
 mod payload;
 mod procfs;
+mod raw;
+mod redis;
 mod report;
 mod rosgate;
 mod runner;
@@ -33,6 +40,9 @@ use std::net::SocketAddr;
 use std::process::ExitCode;
 use std::time::Duration;
 
+use crate::nats::Nats;
+use crate::raw::Raw;
+use crate::redis::Redis;
 use crate::rosgate::Rosgate;
 use crate::runner::{RunError, Runner};
 use crate::scenario::{Overrides, Params, Scenario};
@@ -57,7 +67,17 @@ SCENARIOS (--scenario):
 OPTIONS:
     --addr ADDR          gateway address, loopback only [default: 127.0.0.1:9095]
     --scenario NAME      see above [default: fanout]
-    --transport NAME     wire protocol adapter [default: rosgate]
+    --transport NAME     wire protocol adapter [default: rosgate]:
+                           rosgate  rosbridge-style JSON lines
+                           redis    RESP pub/sub (no calls)
+                           nats     NATS pub/sub; calls as request/reply
+                           raw      no server: one TCP stream from a
+                                    --raw-source at --addr (baseline;
+                                    fanout/large, --pubs 1 --subs 1)
+    --raw-source         be the sender of a raw run instead: listen on --addr
+                         (port 0: any; printed on stderr) and stream
+                         --size payloads of --topic to each connection until
+                         it closes; runs until killed
     --pubs N             publishers [fanout/latency/large: 1, fanin: 16]
     --subs N             subscribers [fanout: 16, others: 1]
     --callers N          callers [default: 32]
@@ -100,7 +120,7 @@ EXIT STATUS:
 ";
 
 fn main() -> ExitCode {
-    let (transport, params) = match parse_args() {
+    let (transport, params, raw_source) = match parse_args() {
         Ok(Some(v)) => v,
         Ok(None) => return ExitCode::SUCCESS,
         Err(msg) => {
@@ -108,6 +128,12 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    if raw_source {
+        if let Err(e) = raw::serve(params.addr, params.size, &params.topic) {
+            eprintln!("rosgate-load: raw source on {}: {e}", params.addr);
+        }
+        return ExitCode::from(3);
+    }
     // The idle scenario holds thousands of sockets.
     let nofile = procfs::raise_nofile();
     let needed = (params.conns + params.subs + params.pubs + params.callers + 64) as u64;
@@ -117,12 +143,34 @@ fn main() -> ExitCode {
     }
     let outcome = match transport.as_str() {
         "rosgate" => run::<Rosgate>(params),
+        "redis" => run::<Redis>(params),
+        "nats" => run::<Nats>(params),
+        "raw" => {
+            // The source sends as fast as TCP takes it: closed loop only.
+            let closed = matches!(params.scenario, Scenario::Fanout | Scenario::Large);
+            if !closed || params.pubs != 1 || params.subs != 1 {
+                eprintln!(
+                    "rosgate-load: --transport raw is one stream from a --raw-source: \
+                     fanout or large with --pubs 1 --subs 1 only"
+                );
+                return ExitCode::from(2);
+            }
+            run::<Raw>(params)
+        }
         other => {
-            eprintln!("rosgate-load: unknown transport {other:?} (rosgate)");
+            eprintln!("rosgate-load: unknown transport {other:?} (rosgate|redis|nats|raw)");
             return ExitCode::from(2);
         }
     };
     match outcome {
+        // The checks cannot see a raw source that sent nothing at all.
+        Ok(o) if o.transport == Raw::NAME && o.tally.delivered == 0 => {
+            eprintln!(
+                "rosgate-load: the raw source at {} sent nothing",
+                o.params.addr
+            );
+            ExitCode::from(3)
+        }
         Ok(o) => {
             // A closed stdout (`| head`) must not turn a result into a panic.
             let mut out = std::io::stdout().lock();
@@ -151,13 +199,15 @@ fn secs(name: &str, v: f64) -> Result<Duration, String> {
         .map_err(|_| format!("{name}: {v} is not a valid number of seconds"))
 }
 
-/// `Ok(None)` when `--help` was answered.
-fn parse_args() -> Result<Option<(String, Params)>, String> {
+/// `Ok(None)` when `--help` was answered; otherwise the transport, the
+/// run, and whether to be a raw source instead.
+fn parse_args() -> Result<Option<(String, Params, bool)>, String> {
     let mut args = pico_args::Arguments::from_env();
     if args.contains(["-h", "--help"]) {
         print!("{USAGE}");
         return Ok(None);
     }
+    let raw_source = args.contains("--raw-source");
     let u = |e: pico_args::Error| e.to_string();
     let addr: SocketAddr = args
         .opt_value_from_str("--addr")
@@ -219,5 +269,5 @@ fn parse_args() -> Result<Option<(String, Params)>, String> {
         topic,
         service,
     )?;
-    Ok(Some((transport, params)))
+    Ok(Some((transport, params, raw_source)))
 }

@@ -6,7 +6,7 @@
 //! [`Event`]s. One codec value lives on each connection, so per-connection
 //! protocol state (a NATS-style `PING`/`PONG` acknowledgement queue, a
 //! partial-frame scan offset) has a home. The runner is generic over the
-//! codec, so adding Redis or NATS means one new module implementing
+//! codec, so a new peer (`redis`, `nats`) is one module implementing
 //! `Codec` and one arm in `main.rs`; the event loop, verification, and
 //! reporting stay as they are.
 //!
@@ -71,6 +71,14 @@ pub trait Codec {
     /// Name used in reports and on the command line.
     const NAME: &'static str;
 
+    /// The server is a raw source (`rosgate-load --raw-source`) that
+    /// streams publisher 0's messages to each connection as fast as TCP
+    /// takes them: the runner connects subscribers only, publishes nothing,
+    /// and judges the run by the per-delivery checks alone (sequence,
+    /// integrity). Subscriptions are not acknowledged: the stream is the
+    /// subscription.
+    const REMOTE_SOURCE: bool = false;
+
     /// `max_frame`: longest frame to accept, bytes.
     fn new(max_frame: usize) -> Self;
 
@@ -95,6 +103,21 @@ pub trait Codec {
 
     /// Ask for server counters; `false` when the server has none.
     fn stats_request(&mut self, _out: &mut Vec<u8>) -> bool {
+        false
+    }
+
+    /// Asks the server to acknowledge with `token` once it has processed
+    /// everything sent so far on this connection (a NATS `PING`). The
+    /// runner uses it to pace idle connections on servers without
+    /// counters. `false` when the transport has no such barrier.
+    fn barrier(&mut self, _out: &mut Vec<u8>, _token: u64) -> bool {
+        false
+    }
+
+    /// Protocol-level answers the codec owes the server after decoding
+    /// (a `PONG` for the server's keep-alive `PING`); `true` when it
+    /// appended any.
+    fn take_output(&mut self, _out: &mut Vec<u8>) -> bool {
         false
     }
 

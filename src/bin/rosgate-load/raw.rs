@@ -1,0 +1,154 @@
+//! [`Raw`]: a single loopback TCP stream with no server in between, the
+//! baseline for the large-message ratio.
+//!
+//! The other end is `rosgate-load --raw-source` ([`serve`]): a blocking
+//! sender, pinned where a server would be, that writes publisher 0's
+//! messages (the same payloads, stamps and padding as every other run) to
+//! each connection as fast as TCP takes them. The tool connects its one
+//! subscriber to it and checks every delivery exactly as it does for a
+//! server ([`Codec::REMOTE_SOURCE`]); sequence gaps and damage fail the
+//! run. Payloads cross one stream here and two (in and out of the server)
+//! in a server run, which is what the "large >= 0.5x raw" target allows
+//! for. The source stamps no send time, so the run reports no latency.
+//!
+//! A frame is `<u32 BE payload length><u8 topic length><topic><payload>`,
+//! so the subscriber still sees which topic a message was for.
+
+use std::io::{self, Write};
+use std::net::{SocketAddr, TcpListener};
+
+use crate::payload::{Payload, Stamp};
+use crate::transport::{Codec, DecodeError, Event};
+
+const HEADER: usize = 5;
+/// The source writes at least this much per `write` (small messages are
+/// batched, as a closed-loop publisher's buffer batches them).
+const SOURCE_BATCH: usize = 256 << 10;
+
+#[derive(Debug)]
+pub struct Raw {
+    max_frame: usize,
+}
+
+impl Codec for Raw {
+    const NAME: &'static str = "raw";
+    const REMOTE_SOURCE: bool = true;
+
+    fn new(max_frame: usize) -> Self {
+        Raw { max_frame }
+    }
+
+    fn subscribe(&mut self, _out: &mut Vec<u8>, _topic: &str, _token: u64) {}
+
+    fn publish(&mut self, out: &mut Vec<u8>, topic: &str, payload: &[u8]) {
+        let topic = &topic.as_bytes()[..topic.len().min(255)];
+        out.extend_from_slice(&(payload.len() as u32).to_be_bytes());
+        out.push(topic.len() as u8);
+        out.extend_from_slice(topic);
+        out.extend_from_slice(payload);
+    }
+
+    fn advertise_service(&mut self, _out: &mut Vec<u8>, _service: &str, _token: u64) -> bool {
+        false
+    }
+
+    fn call(&mut self, _out: &mut Vec<u8>, _service: &str, _id: u64, _args: &[u8]) {}
+
+    fn respond(&mut self, _out: &mut Vec<u8>, _service: &str, _id: &[u8], _values: &[u8]) {}
+
+    fn decode<'a>(&mut self, buf: &'a [u8]) -> Result<Option<(Event<'a>, usize)>, DecodeError> {
+        let Some(head) = buf.get(..HEADER) else {
+            return Ok(None);
+        };
+        let len = u32::from_be_bytes([head[0], head[1], head[2], head[3]]) as usize;
+        if len > self.max_frame {
+            return Err(DecodeError(format!(
+                "frame of {len} bytes exceeds {}",
+                self.max_frame
+            )));
+        }
+        let start = HEADER + usize::from(head[4]);
+        let end = start + len;
+        if buf.len() < end {
+            return Ok(None);
+        }
+        let ev = Event::Delivery {
+            topic: &buf[HEADER..start],
+            payload: &buf[start..end],
+        };
+        Ok(Some((ev, end)))
+    }
+}
+
+/// The `--raw-source` server: listens on `addr` (port 0 picks one; the
+/// address is printed on stderr), then serves one connection at a time,
+/// writing `size`-byte payloads from sequence 0 until the peer goes away.
+/// Runs until killed.
+pub fn serve(addr: SocketAddr, size: usize, topic: &str) -> io::Result<()> {
+    let listener = TcpListener::bind(addr)?;
+    eprintln!(
+        "rosgate-load raw source listening on {}",
+        listener.local_addr()?
+    );
+    let payload = Payload::new(size);
+    let mut codec = Raw::new(usize::MAX);
+    let mut body = Vec::with_capacity(size + 128);
+    let mut batch = Vec::with_capacity(size.max(SOURCE_BATCH) + 256);
+    for conn in listener.incoming() {
+        let mut stream = match conn {
+            Ok(s) => s,
+            Err(e) => {
+                eprintln!("rosgate-load raw source: accept: {e}");
+                continue;
+            }
+        };
+        let _ = stream.set_nodelay(true);
+        let mut seq = 0;
+        loop {
+            batch.clear();
+            while batch.len() < SOURCE_BATCH {
+                body.clear();
+                let st = Stamp {
+                    src: 0,
+                    seq,
+                    t_ns: 0,
+                };
+                payload.encode(&mut body, st);
+                codec.publish(&mut batch, topic, &body);
+                seq += 1;
+            }
+            // The tool closes (resets) the stream when its run ends.
+            if stream.write_all(&batch).is_err() {
+                break;
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn frames_round_trip() {
+        let mut c = Raw::new(16);
+        let mut out = Vec::new();
+        c.publish(&mut out, "/t", b"abc");
+        c.publish(&mut out, "/t", b"");
+        assert_eq!(c.decode(&out[..7]).expect("ok"), None);
+        let (ev, used) = c.decode(&out).expect("ok").expect("full");
+        assert_eq!(
+            ev,
+            Event::Delivery {
+                topic: b"/t",
+                payload: b"abc"
+            }
+        );
+        assert_eq!(used, 10);
+        assert!(matches!(c.decode(&out[10..]), Ok(Some((_, 7)))));
+        let mut big = Vec::new();
+        c.publish(&mut big, "/t", &[b'x'; 17]);
+        assert!(c.decode(&big).is_err());
+    }
+}
