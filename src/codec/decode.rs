@@ -31,8 +31,8 @@ pub enum Dialect {
     #[default]
     Strict,
     /// rosbridge v2 as real clients speak it (WebSocket listener): `type`,
-    /// `args` and a call's `id` are optional; `set_level` and `auth` are
-    /// accepted and ignored.
+    /// `args`, a call's `id` and a response's `values` are optional;
+    /// `set_level` and `auth` are accepted and ignored.
     Rosbridge,
 }
 
@@ -82,10 +82,11 @@ pub enum Op<'a> {
         /// rosbridge's per-call `timeout`, in seconds.
         timeout: Option<f64>,
     },
-    /// `id` is required, as for `CallService`.
+    /// `id` is required, as for `CallService`; `values` is always present in
+    /// the strict dialect.
     ServiceResponse {
         service: Cow<'a, str>,
-        values: Raw<'a>,
+        values: Option<Raw<'a>>,
         result: Raw<'a>,
         status: Option<Raw<'a>>,
     },
@@ -327,7 +328,10 @@ impl<'a> Fields<'a> {
             },
             "service_response" => Op::ServiceResponse {
                 service: name(self.service, "service")?,
-                values: self.values.ok_or(ErrorKind::MissingField("values"))?,
+                values: match self.values {
+                    None if strict => return Err(ErrorKind::MissingField("values")),
+                    values => values,
+                },
                 result: self.result.ok_or(ErrorKind::MissingField("result"))?,
                 status: self.status,
             },

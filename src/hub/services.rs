@@ -8,6 +8,7 @@ use crate::codec::Raw;
 
 use super::{Hub, RESERVED_PREFIX, STATS_SERVICE};
 use crate::calls::parse_call_id;
+use crate::codec::decode::Dialect;
 use crate::codec::encode::{self, Level};
 use crate::conn::ConnRef;
 use crate::router::Unadvertised;
@@ -15,6 +16,22 @@ use crate::stats::ProtocolError;
 
 /// Sent as `args` when a rosbridge client calls without any.
 const EMPTY_ARGS: &str = "{}";
+
+/// What a rosbridge-dialect provider's answer means, as rosbridge reads it:
+/// rosbridge builds the ROS response from `values` and ignores `result`, so
+/// an object `values` is a success even with `result: false` (roslibpy's
+/// own tests rely on it); anything else with `result: false`, or no
+/// `values` at all (roslib's handler returning false), is a failure the
+/// caller learns at once instead of by timeout.
+fn rosbridge_outcome<'a>(values: Option<Raw<'a>>, result: Raw<'a>) -> (&'a str, &'a str) {
+    let failed = result.get() == "false";
+    match values {
+        Some(v) if v.get().starts_with('{') => (v.get(), "true"),
+        Some(v) => (v.get(), result.get()),
+        None if failed => ("\"the provider reported a failure\"", "false"),
+        None => (EMPTY_ARGS, result.get()),
+    }
+}
 
 /// Why a call failed; each has a reason text and a counter.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -161,11 +178,15 @@ impl Hub {
         &mut self,
         me: ConnRef,
         id: Option<Raw<'_>>,
-        values: Raw<'_>,
+        values: Option<Raw<'_>>,
         result: Raw<'_>,
         status: Option<Raw<'_>>,
         now: Instant,
     ) {
+        let rosbridge = self
+            .conns
+            .get(me.key as usize)
+            .is_some_and(|c| c.dialect == Dialect::Rosbridge);
         let seq = id.and_then(|r| parse_call_id(r.get().as_bytes()));
         let mine = seq
             .and_then(|s| self.calls.get(s))
@@ -187,14 +208,20 @@ impl Hub {
             c.calls_made.remove(&seq);
         }
         self.stats.calls_answered += 1;
+        let (values, result) = if rosbridge {
+            rosbridge_outcome(values, result)
+        } else {
+            // The strict dialect always has `values`.
+            (values.map_or(EMPTY_ARGS, Raw::get), result.get())
+        };
         let mut out = std::mem::take(&mut self.scratch);
         out.clear();
         encode::service_response(
             &mut out,
             call.service_json(),
             call.caller_id(),
-            values.get().as_bytes(),
-            result.get().as_bytes(),
+            values.as_bytes(),
+            result.as_bytes(),
             status.map(|s| s.get().as_bytes()),
         );
         self.send_control(call.caller, &out, now);

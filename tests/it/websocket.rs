@@ -490,3 +490,49 @@ fn large_message_crosses_length_encodings() {
     }
     let _ = Duration::from_millis(1);
 }
+
+#[test]
+fn rosbridge_provider_result_is_read_as_rosbridge_reads_it() {
+    let gw = Gateway::start(&[]);
+    let mut ws = Ws::connect(&gw);
+    let mut caller = gw.client();
+    ws.send_text(r#"{"op":"advertise_service","service":"/rb","type":"x/Y"}"#);
+    ws.barrier();
+    let answer = |ws: &mut Ws, reply: &str| {
+        let fwd = ws.json();
+        ws.send_text(&reply.replace("ID", &fwd["id"].to_string()));
+    };
+    // rosbridge builds the response from an object `values` and ignores
+    // `result` (roslibpy's own tests rely on it).
+    caller.call("/rb", "1", "{}");
+    answer(
+        &mut ws,
+        r#"{"op":"service_response","service":"/rb","id":ID,"values":{"sum":42},"result":false}"#,
+    );
+    let r = caller.expect_response("/rb", &json!(1));
+    assert_eq!(
+        (r["values"]["sum"].clone(), r["result"].clone()),
+        (json!(42), json!(true))
+    );
+    // A failure with a reason string stays a failure.
+    caller.call("/rb", "2", "{}");
+    answer(
+        &mut ws,
+        r#"{"op":"service_response","service":"/rb","id":ID,"values":"Error: boom","result":false}"#,
+    );
+    let r = caller.expect_response("/rb", &json!(2));
+    assert_eq!(
+        (r["values"].clone(), r["result"].clone()),
+        (json!("Error: boom"), json!(false))
+    );
+    // roslib's handler returning false sends no `values`: an immediate failure.
+    caller.call("/rb", "3", "{}");
+    answer(
+        &mut ws,
+        r#"{"op":"service_response","service":"/rb","id":ID,"result":false}"#,
+    );
+    let r = caller.expect_response("/rb", &json!(3));
+    assert_eq!(r["result"], false);
+    assert!(r["values"].is_string(), "{r}");
+    assert!(ws.barrier().is_empty(), "all three responses accepted");
+}

@@ -1,0 +1,290 @@
+#!/usr/bin/env bash
+# Real-client tests: three rosbridge client libraries, installed from their
+# registries at test time, against a freshly built rosgate.
+#
+#   roslibpy    roslibpy 2.1.0's own pytest suite (sdist from PyPI), pointed
+#               at rosgate's WebSocket port; known-inapplicable tests are in
+#               tests/clients/roslibpy/expected_failures.txt
+#   roslib      roslib (npm, 2.x) tests in tests/clients/roslib, over the
+#               WebSocket port and over the NDJSON TCP port (custom transport)
+#   roslibrust  tests/clients/roslibrust, a standalone cargo crate
+#
+# Each suite gets its own gateway on ephemeral loopback ports, bounded in
+# time. Prints per-suite counts and exits non-zero if anything unexpected
+# failed (an expected failure that passes is reported, not fatal).
+#
+# Environment:
+#   CLIENT_SUITES="roslibpy roslib roslibrust"   suites to run
+#   ROSLIBPY_TRANSPORTS="twisted asyncio"        roslibpy's transports (one pytest run each)
+#   ROSGATE_BIN=path                             use this gateway binary, skip the build
+#
+# Needs: cargo, python3 (with venv), node >= 20 and npm; network access to
+# PyPI, npm and crates.io for the installs (cached afterwards).
+
+set -uo pipefail
+
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+CLIENTS=$ROOT/tests/clients
+WORK=$CLIENTS/.work
+SUITES=${CLIENT_SUITES:-roslibpy roslib roslibrust}
+ROSLIBPY_TRANSPORTS=${ROSLIBPY_TRANSPORTS:-twisted asyncio}
+ROSLIBPY_VERSION=2.1.0
+RLR_TARGET=$CLIENTS/roslibrust/target
+
+mkdir -p "$WORK"
+rm -f "$WORK"/*.log "$WORK"/*.xml
+
+log() { printf 'clients.sh: %s\n' "$*" >&2; }
+
+# ------------------------------------------------------------- processes
+
+GATEWAY_PID=
+COMPILE_PID=
+cleanup() {
+    if [[ -n $GATEWAY_PID ]]; then kill "$GATEWAY_PID" 2>/dev/null; wait "$GATEWAY_PID" 2>/dev/null; fi
+    if [[ -n $COMPILE_PID ]]; then kill "$COMPILE_PID" 2>/dev/null; wait "$COMPILE_PID" 2>/dev/null; fi
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# Starts a gateway on ephemeral ports; sets WS_PORT, TCP_PORT, GATEWAY_PID.
+start_gateway() {
+    local name=$1
+    local err=$WORK/gateway-$name.log
+    : >"$err"
+    "$BIN" --listen 127.0.0.1:0 --ws-listen 127.0.0.1:0 2>"$err" &
+    GATEWAY_PID=$!
+    WS_PORT=
+    TCP_PORT=
+    for _ in $(seq 100); do
+        WS_PORT=$(sed -n 's#^rosgate websocket listening on ws://127\.0\.0\.1:\([0-9]*\)$#\1#p' "$err")
+        TCP_PORT=$(sed -n 's#^rosgate .* listening on 127\.0\.0\.1:\([0-9]*\)$#\1#p' "$err")
+        [[ -n $WS_PORT && -n $TCP_PORT ]] && return 0
+        kill -0 "$GATEWAY_PID" 2>/dev/null || break
+        sleep 0.1
+    done
+    log "gateway for $name did not start:"
+    cat "$err" >&2
+    return 1
+}
+
+# Reports the gateway's protocol error counters (what clients sent that it
+# refused) and whether it survived; stops it. Returns 1 if it had died.
+stop_gateway() {
+    local name=$1 alive=0
+    if kill -0 "$GATEWAY_PID" 2>/dev/null; then
+        python3 - "$TCP_PORT" <<'EOF' || true
+import json, socket, sys
+try:
+    s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=5)
+    s.sendall(b'{"op":"call_service","service":"/rosgate/stats","id":"s","args":{}}\n')
+    buf = b""
+    while b"\n" not in buf:
+        chunk = s.recv(65536)
+        if not chunk:
+            break
+        buf += chunk
+    v = json.loads(buf.split(b"\n")[0])["values"]
+    errs = {k: n for k, n in v["errors"].items() if n}
+    print("  gateway: %d connections, %d requests, %d published, %d calls forwarded; refused requests: %s"
+          % (v["connections_accepted"], v["lines_in"], v["published"], v["calls_forwarded"],
+             json.dumps(errs) if errs else "none"))
+except Exception as e:  # diagnostics only
+    print("  gateway: stats unavailable (%s)" % e)
+EOF
+        kill "$GATEWAY_PID" 2>/dev/null
+    else
+        alive=1
+        log "the gateway of suite $name DIED during the suite; its stderr:"
+        tail -20 "$WORK/gateway-$name.log" >&2
+    fi
+    wait "$GATEWAY_PID" 2>/dev/null
+    GATEWAY_PID=
+    return $alive
+}
+
+# --------------------------------------------------------------- results
+
+declare -A PASS FAIL XFAIL XPASS SKIP NOTE
+record() { # suite pass fail xfail xpass skip [note]
+    PASS[$1]=$2 FAIL[$1]=$3 XFAIL[$1]=$4 XPASS[$1]=$5 SKIP[$1]=$6 NOTE[$1]=${7:-}
+}
+# A suite that could not run at all counts as one failure.
+broken() { record "$1" 0 1 0 0 0 "$2"; log "$1: $2"; }
+
+# ----------------------------------------------------------------- build
+
+if [[ -n ${ROSGATE_BIN:-} ]]; then
+    BIN=$ROSGATE_BIN
+else
+    log "building the release gateway"
+    (cd "$ROOT" && timeout 600 cargo build --release --bin rosgate) || { log "gateway build failed"; exit 1; }
+    BIN=$(cd "$ROOT" && cargo metadata --format-version 1 --no-deps 2>/dev/null |
+        python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')/release/rosgate
+fi
+[[ -x $BIN ]] || { log "no gateway binary at $BIN"; exit 1; }
+
+want() { [[ " $SUITES " == *" $1 "* ]]; }
+
+# The roslibrust crate's compile is the long pole: start it now, at low
+# priority, while the other suites (mostly waiting on sockets) run.
+if want roslibrust; then
+    log "compiling tests/clients/roslibrust in the background"
+    (cd "$CLIENTS/roslibrust" &&
+        CARGO_TARGET_DIR=$RLR_TARGET exec nice -n 10 timeout 600 cargo test --locked --no-run) \
+        >"$WORK/roslibrust-build.log" 2>&1 &
+    COMPILE_PID=$!
+fi
+
+# -------------------------------------------------------------- roslibpy
+
+run_roslibpy() {
+    local dir=$CLIENTS/roslibpy venv=$CLIENTS/roslibpy/.venv
+    local sdist=$dir/sdist src=$dir/sdist/roslibpy-$ROSLIBPY_VERSION
+    if [[ ! -x $venv/bin/python ]]; then
+        python3 -m venv "$venv" || { broken roslibpy "cannot create a venv"; return; }
+    fi
+    timeout 300 "$venv/bin/python" -m pip install -q --disable-pip-version-check \
+        -r "$dir/requirements.txt" >"$WORK/roslibpy-install.log" 2>&1 ||
+        { cat "$WORK/roslibpy-install.log" >&2; broken roslibpy "pip install failed"; return; }
+    if [[ ! -d $src/tests ]]; then
+        rm -rf "$sdist" && mkdir -p "$sdist"
+        timeout 120 "$venv/bin/python" -m pip download -q --disable-pip-version-check \
+            "roslibpy==$ROSLIBPY_VERSION" --no-binary :all: --no-deps -d "$sdist" \
+            >>"$WORK/roslibpy-install.log" 2>&1 &&
+            tar -xzf "$sdist/roslibpy-$ROSLIBPY_VERSION.tar.gz" -C "$sdist" ||
+            { cat "$WORK/roslibpy-install.log" >&2; broken roslibpy "sdist download failed"; return; }
+    fi
+
+    start_gateway roslibpy || { broken roslibpy "gateway did not start"; return; }
+    local p=0 f=0 xf=0 xp=0 s=0 note= transport out rc
+    for transport in $ROSLIBPY_TRANSPORTS; do
+        out=$WORK/roslibpy-$transport.log
+        log "roslibpy $ROSLIBPY_VERSION test suite, $transport transport -> ws://127.0.0.1:$WS_PORT"
+        (cd "$src" && ROSGATE_WS_PORT=$WS_PORT ROSLIBPY_TRANSPORT=$transport ROSGATE_FORCE_EXIT=1 \
+            PYTHONPATH=$dir timeout -k 10 420 "$venv/bin/python" -m pytest -p rosgate_plugin \
+            -p no:cacheprovider --timeout=60 --timeout-method=signal -q -rfEX \
+            --junitxml="$WORK/roslibpy-$transport.xml" tests) >"$out" 2>&1
+        rc=$?
+        grep -E '^(FAILED|ERROR|XPASS) |rosgate:|^  tests/' "$out" | sed 's/^/  /'
+        local line
+        line=$(grep -E '^=* *[0-9]+ (passed|failed|xfailed|error)' "$out" | tail -1)
+        echo "  roslibpy[$transport]: ${line:-no summary (exit $rc)}"
+        local n
+        for kind in passed failed errors error xfailed xpassed skipped; do
+            n=$(grep -oE "[0-9]+ $kind\b" <<<"$line" | grep -oE '^[0-9]+' || true)
+            n=${n:-0}
+            case $kind in
+                passed) p=$((p + n)) ;;
+                failed | errors | error) f=$((f + n)) ;;
+                xfailed) xf=$((xf + n)) ;;
+                xpassed) xp=$((xp + n)) ;;
+                skipped) s=$((s + n)) ;;
+            esac
+        done
+        if [[ -z $line || $rc -ge 2 ]]; then
+            f=$((f + 1))
+            note+="[$transport: pytest exit $rc, see $out] "
+            tail -30 "$out" | sed 's/^/  | /'
+        fi
+    done
+    stop_gateway roslibpy || { f=$((f + 1)); note+="[gateway died] "; }
+    record roslibpy "$p" "$f" "$xf" "$xp" "$s" "$note"
+}
+
+# ---------------------------------------------------------------- roslib
+
+run_roslib() {
+    local dir=$CLIENTS/roslib out=$WORK/roslib.log
+    command -v node >/dev/null && command -v npm >/dev/null || { broken roslib "node/npm not found"; return; }
+    (cd "$dir" && timeout 300 npm ci --no-audit --no-fund --loglevel=error) >"$WORK/roslib-install.log" 2>&1 ||
+        { cat "$WORK/roslib-install.log" >&2; broken roslib "npm ci failed"; return; }
+    start_gateway roslib || { broken roslib "gateway did not start"; return; }
+    log "roslib $(cd "$dir" && node -p 'require("./node_modules/roslib/package.json").version' 2>/dev/null || echo '?') tests, node $(node --version) -> ws://127.0.0.1:$WS_PORT and tcp 127.0.0.1:$TCP_PORT"
+    (cd "$dir" && ROSGATE_WS_URL=ws://127.0.0.1:$WS_PORT ROSGATE_TCP_ADDR=127.0.0.1:$TCP_PORT \
+        timeout -k 10 300 node --test --test-concurrency=1 --test-timeout=60000 --test-reporter=spec \
+        ./*.test.mjs) >"$out" 2>&1
+    local rc=$?
+    grep -E '✖|# TODO' "$out" | grep -v 'failing tests:' | sed 's/^/  /' | sort -u
+    local p f t s c note=
+    p=$(sed -n 's/^ℹ pass \([0-9]*\)$/\1/p' "$out")
+    f=$(sed -n 's/^ℹ fail \([0-9]*\)$/\1/p' "$out")
+    t=$(sed -n 's/^ℹ todo \([0-9]*\)$/\1/p' "$out")
+    s=$(sed -n 's/^ℹ skipped \([0-9]*\)$/\1/p' "$out")
+    c=$(sed -n 's/^ℹ cancelled \([0-9]*\)$/\1/p' "$out")
+    echo "  roslib: pass ${p:-?} fail ${f:-?} cancelled ${c:-?} todo ${t:-?} skipped ${s:-?} (exit $rc)"
+    if [[ -z $p || $rc -ne 0 && ${f:-0}${c:-0} == 00 ]]; then
+        note="node --test exit $rc, see $out"
+        tail -30 "$out" | sed 's/^/  | /'
+        f=$((${f:-0} + 1))
+    fi
+    # Pending tests are marked `todo` (node counts them apart from pass/fail).
+    stop_gateway roslib || { f=$((f + 1)); note+=" [gateway died]"; }
+    record roslib "${p:-0}" "$((${f:-0} + ${c:-0}))" "${t:-0}" 0 "${s:-0}" "$note"
+}
+
+# ------------------------------------------------------------ roslibrust
+
+run_roslibrust() {
+    local dir=$CLIENTS/roslibrust out=$WORK/roslibrust.log
+    log "waiting for the roslibrust compile"
+    wait "$COMPILE_PID"
+    local rc=$?
+    COMPILE_PID=
+    if ((rc != 0)); then
+        tail -40 "$WORK/roslibrust-build.log" >&2
+        broken roslibrust "cargo test --no-run failed (exit $rc)"
+        return
+    fi
+    start_gateway roslibrust || { broken roslibrust "gateway did not start"; return; }
+    log "roslibrust $(grep -A1 '^name = "roslibrust"$' "$dir/Cargo.lock" | sed -n 's/^version = "\(.*\)"/\1/p') tests -> ws://127.0.0.1:$WS_PORT"
+    # One test at a time: some compare the gateway's global counters.
+    (cd "$dir" && ROSGATE_WS_URL=ws://127.0.0.1:$WS_PORT CARGO_TARGET_DIR=$RLR_TARGET \
+        timeout -k 10 300 cargo test --locked -q -- --test-threads=1) >"$out" 2>&1
+    rc=$?
+    grep -E '^test .* \.\.\. (FAILED|ignored)|panicked' "$out" | sed 's/^/  /'
+    local p=0 f=0 i=0 line
+    while read -r line; do
+        p=$((p + $(sed -E 's/.* ([0-9]+) passed.*/\1/' <<<"$line")))
+        f=$((f + $(sed -E 's/.* ([0-9]+) failed.*/\1/' <<<"$line")))
+        i=$((i + $(sed -E 's/.* ([0-9]+) ignored.*/\1/' <<<"$line")))
+    done < <(grep -E '^test result: ' "$out")
+    echo "  roslibrust: $p passed, $f failed, $i ignored (exit $rc)"
+    local note=
+    if ((rc != 0 && f == 0)); then
+        note="cargo test exit $rc, see $out"
+        tail -30 "$out" | sed 's/^/  | /'
+        f=1
+    fi
+    stop_gateway roslibrust || { f=$((f + 1)); note+=" [gateway died]"; }
+    # Pending tests are #[ignore = "PENDING: ..."]: counted as expected failures.
+    record roslibrust "$p" "$f" "$i" 0 0 "$note"
+}
+
+# ------------------------------------------------------------------- run
+
+STARTED=$SECONDS
+for suite in roslibpy roslib roslibrust; do
+    want "$suite" || continue
+    t0=$SECONDS
+    "run_$suite"
+    log "$suite finished in $((SECONDS - t0)) s"
+done
+
+echo
+echo "Real-client suites against rosgate ($((SECONDS - STARTED)) s):"
+printf '  %-11s %7s %7s %17s %16s %8s\n' suite passed failed expected-failures unexpected-pass skipped
+TP=0 TF=0 TX=0 TS=0 STATUS=0
+for suite in roslibpy roslib roslibrust; do
+    want "$suite" || continue
+    printf '  %-11s %7s %7s %17s %16s %8s  %s\n' "$suite" "${PASS[$suite]}" "${FAIL[$suite]}" \
+        "${XFAIL[$suite]}" "${XPASS[$suite]}" "${SKIP[$suite]}" "${NOTE[$suite]}"
+    TP=$((TP + PASS[$suite] + XPASS[$suite]))
+    TF=$((TF + FAIL[$suite]))
+    TX=$((TX + XFAIL[$suite]))
+    TS=$((TS + SKIP[$suite]))
+    ((FAIL[$suite] == 0)) || STATUS=1
+    ((XPASS[$suite] == 0)) || log "$suite: ${XPASS[$suite]} expected failure(s) passed: update its expected-failure list"
+done
+echo "clients: $TP passed, $TF failed, $((TX + TS)) skipped"
+exit $STATUS
