@@ -28,7 +28,7 @@
 
 use std::hint::black_box;
 use std::io::Write as _;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use rosgate::codec::decode::{decode, Op, Request};
 use rosgate::codec::encode;
@@ -36,74 +36,9 @@ use rosgate::codec::Raw;
 use simd_json::prelude::*;
 use simd_json::{Buffers, Tape};
 
-// ----- timing harness --------------------------------------------------------
+mod harness;
 
-struct Timer {
-    warmup: Duration,
-    round: Duration,
-    rounds: usize,
-}
-
-/// Median, fastest round and relative spread of the per-operation times, in ns.
-struct Sample {
-    ns: f64,
-    min: f64,
-    spread: f64,
-}
-
-impl Timer {
-    /// `--quick` shortens every phase tenfold. Without `--bench` (that is,
-    /// under `cargo test --benches`) the quick mode is used as well.
-    fn from_args() -> (Timer, Vec<String>) {
-        let args: Vec<String> = std::env::args().skip(1).collect();
-        let quick = args.iter().any(|a| a == "--quick") || !args.iter().any(|a| a == "--bench");
-        let filters = args.into_iter().filter(|a| !a.starts_with('-')).collect();
-        let scale = if quick { 10 } else { 1 };
-        let timer = Timer {
-            warmup: Duration::from_millis(100) / scale,
-            round: Duration::from_millis(100) / scale,
-            rounds: 5,
-        };
-        (timer, filters)
-    }
-
-    fn measure(&self, mut f: impl FnMut()) -> Sample {
-        // Warm up in doubling batches; the last batches calibrate `iters`.
-        let start = Instant::now();
-        let mut batch = 1u64;
-        let mut done = 0u64;
-        while start.elapsed() < self.warmup {
-            for _ in 0..batch {
-                f();
-            }
-            done += batch;
-            batch *= 2;
-        }
-        let per_op = start.elapsed().as_secs_f64() / done as f64;
-        let iters = ((self.round.as_secs_f64() / per_op).ceil() as u64).max(1);
-        let mut ns: Vec<f64> = (0..self.rounds)
-            .map(|_| {
-                let t = Instant::now();
-                for _ in 0..iters {
-                    f();
-                }
-                t.elapsed().as_nanos() as f64 / iters as f64
-            })
-            .collect();
-        ns.sort_by(f64::total_cmp);
-        let median = ns[ns.len() / 2];
-        Sample {
-            ns: median,
-            min: ns[0],
-            spread: (ns[ns.len() - 1] - ns[0]) / median,
-        }
-    }
-}
-
-/// Bytes per second in MB/s (10^6 bytes).
-fn mb_per_s(bytes: usize, ns: f64) -> f64 {
-    bytes as f64 / ns * 1e3
-}
+use harness::{mb_per_s, Sample, Timer};
 
 // ----- realistic lines -------------------------------------------------------
 
@@ -392,7 +327,7 @@ struct Case {
 }
 
 fn main() {
-    let (timer, filters) = Timer::from_args();
+    let (timer, filters) = Timer::from_args(Duration::from_millis(100));
     let cases = [
         Case {
             name: "small",

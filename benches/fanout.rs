@@ -25,67 +25,9 @@ use rosgate::config::Limits;
 use rosgate::hub::Hub;
 use rosgate::out::MAX_IOVECS;
 
-// ----- timing harness --------------------------------------------------------
+mod harness;
 
-struct Timer {
-    warmup: Duration,
-    round: Duration,
-    rounds: usize,
-}
-
-/// Median, fastest round and relative spread of the per-iteration times, in ns.
-struct Sample {
-    ns: f64,
-    min: f64,
-    spread: f64,
-}
-
-impl Timer {
-    /// `--quick` shortens every phase tenfold. Without `--bench` (that is,
-    /// under `cargo test --benches`) the quick mode is used as well.
-    fn from_args() -> Timer {
-        let args: Vec<String> = std::env::args().skip(1).collect();
-        let quick = args.iter().any(|a| a == "--quick") || !args.iter().any(|a| a == "--bench");
-        let scale = if quick { 10 } else { 1 };
-        Timer {
-            warmup: Duration::from_millis(200) / scale,
-            round: Duration::from_millis(200) / scale,
-            rounds: 5,
-        }
-    }
-
-    fn measure(&self, mut f: impl FnMut()) -> Sample {
-        // Warm up in doubling batches; the last batches calibrate `iters`.
-        let start = Instant::now();
-        let mut batch = 1u64;
-        let mut done = 0u64;
-        while start.elapsed() < self.warmup {
-            for _ in 0..batch {
-                f();
-            }
-            done += batch;
-            batch *= 2;
-        }
-        let per_op = start.elapsed().as_secs_f64() / done as f64;
-        let iters = ((self.round.as_secs_f64() / per_op).ceil() as u64).max(1);
-        let mut ns: Vec<f64> = (0..self.rounds)
-            .map(|_| {
-                let t = Instant::now();
-                for _ in 0..iters {
-                    f();
-                }
-                t.elapsed().as_nanos() as f64 / iters as f64
-            })
-            .collect();
-        ns.sort_by(f64::total_cmp);
-        let median = ns[ns.len() / 2];
-        Sample {
-            ns: median,
-            min: ns[0],
-            spread: (ns[ns.len() - 1] - ns[0]) / median,
-        }
-    }
-}
+use harness::Timer;
 
 // ----- the core under test ---------------------------------------------------
 
@@ -202,7 +144,7 @@ fn check(b: &mut Bench, lines: &[String], batch: &[u8]) {
 }
 
 fn main() {
-    let timer = Timer::from_args();
+    let (timer, _) = Timer::from_args(Duration::from_millis(200));
     println!(
         "rosgate fan-out bench (sans-io core, perfect writers): {BATCH} publishes per on_bytes; \
          median of {} rounds of ~{:?} after ~{:?} warm-up; min = fastest round; \

@@ -185,20 +185,9 @@ pub fn digits(mut n: u64) -> usize {
     d
 }
 
-/// Appends the decimal digits of `n` without going through `fmt`.
-pub fn push_u64(out: &mut Vec<u8>, mut n: u64) {
-    let mut buf = [0u8; 20];
-    let mut i = buf.len();
-    loop {
-        i -= 1;
-        buf[i] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    out.extend_from_slice(&buf[i..]);
-}
+/// Appends the decimal digits of `n` without going through `fmt` (the
+/// gateway's own encoder).
+pub use rosgate::codec::encode::push_u64;
 
 #[cfg(test)]
 mod tests {
