@@ -221,6 +221,46 @@ fn rosgate_decode(line: &[u8]) -> (usize, usize) {
     }
 }
 
+/// The previous decoder, kept for comparison: serde_json deserializing the
+/// line into borrowed `&RawValue` members with a map visitor (what
+/// `rosgate::codec::decode` did before `codec::scan`). Returns the topic or
+/// service name length and the payload length, like `rosgate_decode`.
+fn serde_raw_decode(line: &[u8]) -> (usize, usize) {
+    use serde::de::{Deserializer, MapAccess, Visitor};
+    use serde_json::value::RawValue;
+
+    struct Members<'a>(Vec<(std::borrow::Cow<'a, str>, &'a RawValue)>);
+    struct V;
+    impl<'de> Visitor<'de> for V {
+        type Value = Members<'de>;
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("an object")
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Members<'de>, A::Error> {
+            let mut out = Vec::with_capacity(8);
+            while let Some(k) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+                out.push((k, map.next_value::<&'de RawValue>()?));
+            }
+            Ok(Members(out))
+        }
+    }
+    let text = std::str::from_utf8(line).expect("utf8");
+    let mut de = serde_json::Deserializer::from_str(text);
+    let m = (&mut de).deserialize_map(V).expect("valid line");
+    let get = |k: &str| {
+        let mut found = None;
+        for (n, v) in &m.0 {
+            if n == k {
+                found = Some(v.get());
+            }
+        }
+        found
+    };
+    let name = get("topic").or(get("service")).map_or(0, |n| n.len() - 2);
+    let payload = get("msg").or(get("args")).map_or(0, str::len);
+    (name, payload)
+}
+
 /// `to_tape_with_buffers` on a copy in a reused `Vec`.
 struct SimdTape {
     copy: Vec<u8>,
@@ -387,6 +427,7 @@ fn main() {
         let line = &c.line[..];
         // Every decoder must accept the line and agree on the name.
         let (name_len, payload_len) = rosgate_decode(line);
+        assert_eq!(serde_raw_decode(line), (name_len, payload_len));
         assert_eq!(tape.run(line).1, name_len);
         assert_eq!(reuse.run(line).1, name_len);
         assert_eq!(borrowed.run(line).1, name_len);
@@ -410,6 +451,10 @@ fn main() {
             black_box(rosgate_decode(black_box(line)));
         });
         row("rosgate", line.len(), &base, base.ns);
+        let s = timer.measure(|| {
+            black_box(serde_raw_decode(black_box(line)));
+        });
+        row("serde RawValue", line.len(), &s, base.ns);
         let s = timer.measure(|| {
             black_box(tape.run(black_box(line)));
         });
