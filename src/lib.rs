@@ -11,9 +11,10 @@
 //! | module | owns |
 //! |---|---|
 //! | [`server`] | the mio loop: sockets, readiness, budgets, the clock, signals |
-//! | [`hub`] | the sans-io core: connections, dispatch, cleanup, time-outs |
+//! | [`hub`] | the sans-io core: connections, dispatch, publish batches, calls, cleanup, time-outs |
 //! | [`line`] | `LineReader`: resumable newline framing with a length limit |
-//! | [`codec`] | `decode` one line into a `Request`; `encode` outgoing frames |
+//! | [`codec`] | `scan` + `decode` one line into a `Request`; `encode` outgoing frames |
+//! | [`ws`] | WebSocket handshake and frames (sans-io), for the rosbridge listener |
 //! | [`router`] | topic subscribers/publishers and service providers |
 //! | [`calls`] | `CallTable`: calls in flight, keyed by provider-side id |
 //! | [`timer`] | `TimerWheel`: hashed wheel for call deadlines |
@@ -22,6 +23,7 @@
 //! | [`stats`] | counters and their JSON rendering |
 //! | [`config`] | `Config`, `Limits` and every `DEFAULT_*` limit |
 //! | [`log`] | one-line stderr logging |
+//! | [`sim`] | seeded simulation and fuzz checks of the core (tests and `fuzz/`) |
 //!
 //! Everything but `server` takes `now: Instant` as an argument and never
 //! touches a socket, so it is tested and fuzzed without I/O or sleeping.
