@@ -162,16 +162,17 @@ impl OutQueue {
         }
     }
 
-    /// Queues control bytes: one or more whole JSON lines. Returns the
-    /// control bytes now queued, for the caller's limit check.
-    pub fn push_control(&mut self, lines: &[u8]) -> usize {
+    /// Queues control bytes: exactly one JSON line ending in `\n`. A
+    /// WebSocket queue sends it as one text frame without the `\n` (never
+    /// split on content). Returns the control bytes now queued, for the
+    /// caller's limit check.
+    pub fn push_control(&mut self, line: &[u8]) -> usize {
         match self.framing {
-            Framing::Lines => self.push_owned(lines),
+            Framing::Lines => self.push_owned(line),
             Framing::WebSocket => {
-                for line in lines.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
-                    let (hdr, n) = crate::ws::header(crate::ws::frame::TEXT, line.len());
-                    self.push_owned_parts(&hdr[..n], line);
-                }
+                let body = line.strip_suffix(b"\n").unwrap_or(line);
+                let (hdr, n) = crate::ws::header(crate::ws::frame::TEXT, body.len());
+                self.push_owned_parts(&hdr[..n], body);
             }
         }
         self.control_bytes
@@ -418,7 +419,8 @@ mod tests {
     #[test]
     fn websocket_framing_wraps_each_control_line() {
         let mut q = OutQueue::with_framing(Framing::WebSocket);
-        q.push_control(b"{\"a\":1}\n{\"b\":2}\n");
+        q.push_control(b"{\"a\":1}\n");
+        q.push_control(b"{\"b\":2}\n");
         q.push_topic(Rc::from(&b"\x81\x07{\"t\":3}"[..]), 1, 1, 1000);
         q.push_raw(&[0x8A, 0]);
         let mut out = drain(&mut q);

@@ -73,6 +73,25 @@ impl TimerWheel {
         self.earliest = self.earliest.min(due);
     }
 
+    /// Keeps only the entries whose key `keep` accepts (compaction of
+    /// lazily cancelled entries; O(entries)).
+    pub fn retain(&mut self, mut keep: impl FnMut(u64) -> bool) {
+        let mut len = 0;
+        let mut earliest = u64::MAX;
+        for slot in &mut self.slots {
+            slot.retain(|e| keep(e.key));
+            len += slot.len();
+            for e in slot.iter() {
+                earliest = earliest.min(e.due);
+            }
+            if slot.capacity() > 64 && slot.len() < slot.capacity() / 4 {
+                slot.shrink_to_fit();
+            }
+        }
+        self.len = len;
+        self.earliest = earliest;
+    }
+
     /// When the loop must wake up next for this wheel, if ever.
     pub fn next_deadline(&self) -> Option<Instant> {
         if self.len == 0 {
@@ -170,6 +189,22 @@ mod tests {
         let mut fired = Vec::new();
         w.expire(t0 + ms(100), |k| fired.push(k));
         assert_eq!(fired, vec![7]);
+    }
+
+    #[test]
+    fn retain_drops_cancelled_keys_and_keeps_deadlines() {
+        let t0 = Instant::now();
+        let mut w = TimerWheel::new(t0, ms(10), 8);
+        for k in 0..100 {
+            w.insert(k, t0 + ms(10 * k));
+        }
+        w.retain(|k| k % 10 == 9);
+        assert_eq!(w.len(), 10);
+        assert!(w.next_deadline().is_some_and(|d| d <= t0 + ms(90)));
+        let mut fired = Vec::new();
+        w.expire(t0 + ms(2000), |k| fired.push(k));
+        fired.sort_unstable();
+        assert_eq!(fired, (0..10).map(|i| i * 10 + 9).collect::<Vec<_>>());
     }
 
     #[test]

@@ -358,6 +358,21 @@ impl Hub {
             Some(c) => c.dialect,
             None => return,
         };
+        // A raw CR or LF can only be JSON whitespace here (raw control
+        // characters are invalid inside strings), but forwarded inside a
+        // payload span it would split the frame for NDJSON readers and let
+        // one client forge lines for another. Blank them out first; lines
+        // without either (nearly all) are not copied.
+        let mut blanked = Vec::new();
+        let line = if memchr::memchr2(b'\n', b'\r', line).is_some() {
+            blanked.extend(
+                line.iter()
+                    .map(|&b| if b == b'\n' || b == b'\r' { b' ' } else { b }),
+            );
+            &blanked[..]
+        } else {
+            line
+        };
         match decode::decode_as(line, dialect) {
             Ok(req) => {
                 if !matches!(req.op, Op::Publish { .. }) {
@@ -553,6 +568,14 @@ impl Hub {
         }
         if now >= self.next_sweep {
             self.next_sweep = now + sweep_interval(&self.limits);
+            // Answered calls leave their (lazily cancelled) timer entries
+            // behind until their deadline; with long per-call timeouts and
+            // a high call rate they would pile up. Compact when stale
+            // entries dominate: amortised O(1) per call.
+            if self.timers.len() > 2 * self.calls.len() + TIMER_COMPACT_SLACK {
+                let calls = &self.calls;
+                self.timers.retain(|seq| calls.get(seq).is_some());
+            }
             let stall = self.limits.write_stall;
             let mut stalled = Vec::new();
             for (k, c) in self.conns.iter_mut() {
@@ -583,6 +606,10 @@ impl Hub {
         }
     }
 }
+
+/// Stale timer entries tolerated beyond twice the live calls before the
+/// sweep compacts the wheel.
+const TIMER_COMPACT_SLACK: usize = 1024;
 
 /// How often write stalls are checked: often enough to close a stalled
 /// connection within a quarter of `write_stall` late, at most once a second.

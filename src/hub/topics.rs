@@ -56,7 +56,8 @@ impl Hub {
             if added {
                 list.push(t);
             }
-            if rosbridge {
+            // rosbridge keys registrations by id: repeating one is a no-op.
+            if rosbridge && !ids.iter().any(|(x, i)| *x == t && i.as_deref() == id) {
                 ids.push((t, id.map(Box::from)));
             }
         }

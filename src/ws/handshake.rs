@@ -33,6 +33,9 @@ pub fn parse(buf: &[u8]) -> Option<(Outcome, usize)> {
         return None;
     };
     let head_len = end + 4;
+    if head_len > MAX_REQUEST_BYTES {
+        return Some((reject(431, "Request Header Fields Too Large"), head_len));
+    }
     let Ok(head) = std::str::from_utf8(&buf[..end]) else {
         return Some((reject(400, "Bad Request"), head_len));
     };
@@ -220,5 +223,10 @@ mod tests {
         assert_eq!(parse(b"GET / HTTP/1.1\r\n"), None);
         let too_big = parse(&vec![b'a'; MAX_REQUEST_BYTES + 1]);
         assert!(matches!(too_big, Some((Outcome::Reject(_), _))));
+        let mut whole = b"GET / HTTP/1.1\r\nX: ".to_vec();
+        whole.extend(vec![b'a'; MAX_REQUEST_BYTES]);
+        whole.extend_from_slice(b"\r\n\r\n");
+        let (out, _) = parse(&whole).expect("complete");
+        assert!(matches!(out, Outcome::Reject(r) if r.starts_with(b"HTTP/1.1 431")));
     }
 }

@@ -536,3 +536,38 @@ fn rosbridge_provider_result_is_read_as_rosbridge_reads_it() {
     assert!(r["values"].is_string(), "{r}");
     assert!(ws.barrier().is_empty(), "all three responses accepted");
 }
+
+#[test]
+fn raw_newlines_in_payload_whitespace_cannot_split_frames() {
+    let gw = Gateway::start(&[]);
+    let mut ws = Ws::connect(&gw);
+    let mut tcp = gw.client();
+    tcp.subscribe("/nl");
+    // JSON allows LF and CR as whitespace; forwarded raw, they would split
+    // the NDJSON frame and let this client forge a line for another one.
+    ws.send_text(
+        "{\"op\":\"publish\",\"topic\":\"/nl\",\"msg\":[\"a\",\n{\"op\":\"call_service\",\"service\":\"/forged\",\"id\":\"rg-1\",\"args\":{}}\r\n]}",
+    );
+    let line = tcp.recv_raw(deadline(REPLY));
+    let v = parse_line(&line);
+    assert_eq!(v["op"], "publish", "{line}");
+    assert_eq!(
+        v["msg"][1]["service"], "/forged",
+        "payload kept as data: {line}"
+    );
+    tcp.assert_quiet();
+    // The same on the TCP side for a bare CR inside a line.
+    let mut sub = Ws::connect(&gw);
+    sub.send_text(r#"{"op":"subscribe","topic":"/cr"}"#);
+    sub.barrier();
+    tcp.send_raw(b"{\"op\":\"publish\",\"topic\":\"/cr\",\"msg\":{\"a\":\r1}}\n");
+    let (op, payload) = sub.frame();
+    assert_eq!(op, 0x1);
+    assert!(
+        !payload.contains(&b'\r'),
+        "{}",
+        String::from_utf8_lossy(&payload)
+    );
+    let v: Value = serde_json::from_slice(&payload).expect("json");
+    assert_eq!(v["msg"]["a"], 1);
+}
