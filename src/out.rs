@@ -33,8 +33,8 @@ use std::rc::Rc;
 /// Marks a control frame in [`Entry::topic`].
 const CONTROL: u32 = u32::MAX;
 
-/// Owned control buffers grow by appending up to this size, then a new one
-/// starts; keeps a burst of statuses in few allocations and iovecs.
+/// Owned control buffers are appended to until they reach this size, then a
+/// new one starts; keeps a burst of statuses in few allocations and iovecs.
 const COALESCE_BYTES: usize = 16 * 1024;
 
 /// Ring capacity (entries) an idle queue may keep; see [`OutQueue::trim`].
@@ -163,52 +163,46 @@ impl OutQueue {
     }
 
     /// Queues control bytes: exactly one JSON line ending in `\n`. A
-    /// WebSocket queue sends it as one text frame without the `\n` (never
-    /// split on content). Returns the control bytes now queued, for the
-    /// caller's limit check.
+    /// WebSocket queue sends it as one text frame without the `\n`. Returns
+    /// the control bytes now queued, for the caller's limit check.
     pub fn push_control(&mut self, line: &[u8]) -> usize {
         match self.framing {
-            Framing::Lines => self.push_owned(line),
-            Framing::WebSocket => {
-                let body = line.strip_suffix(b"\n").unwrap_or(line);
-                let (hdr, n) = crate::ws::header(crate::ws::frame::TEXT, body.len());
-                self.push_owned_parts(&hdr[..n], body);
-            }
+            Framing::Lines => self.push_owned(|v| v.extend_from_slice(line)),
+            Framing::WebSocket => self.push_owned(|v| crate::ws::frame::push_text_lines(v, line)),
         }
         self.control_bytes
     }
 
-    /// Queues bytes exactly as given (WebSocket pong/close frames).
+    /// Queues bytes exactly as given (WebSocket handshake, pong and close
+    /// frames).
     pub fn push_raw(&mut self, bytes: &[u8]) -> usize {
-        self.push_owned(bytes);
+        self.push_owned(|v| v.extend_from_slice(bytes));
         self.control_bytes
     }
 
-    fn push_owned(&mut self, bytes: &[u8]) {
-        self.push_owned_parts(&[], bytes);
-    }
-
-    /// Appends `a` then `b` as owned control bytes, coalescing with the tail.
-    fn push_owned_parts(&mut self, a: &[u8], b: &[u8]) {
-        let n = a.len() + b.len();
-        self.control_bytes += n;
-        if let Some(e) = self.q.back_mut() {
-            if let Data::Owned(tail) = &mut e.data {
-                if tail.len() + n <= COALESCE_BYTES {
-                    tail.extend_from_slice(a);
-                    tail.extend_from_slice(b);
-                    return;
-                }
-            }
+    /// Appends owned control bytes written by `write`, to the tail buffer
+    /// while it is under [`COALESCE_BYTES`], else to a new one.
+    fn push_owned(&mut self, write: impl FnOnce(&mut Vec<u8>)) {
+        let coalesce = matches!(
+            self.q.back(),
+            Some(Entry { data: Data::Owned(tail), .. }) if tail.len() < COALESCE_BYTES
+        );
+        if !coalesce {
+            self.q.push_back(Entry {
+                data: Data::Owned(Vec::new()),
+                topic: CONTROL,
+                msgs: 0,
+            });
         }
-        let mut v = Vec::with_capacity(n);
-        v.extend_from_slice(a);
-        v.extend_from_slice(b);
-        self.q.push_back(Entry {
-            data: Data::Owned(v),
-            topic: CONTROL,
-            msgs: 0,
-        });
+        if let Some(Entry {
+            data: Data::Owned(tail),
+            ..
+        }) = self.q.back_mut()
+        {
+            let before = tail.len();
+            write(tail);
+            self.control_bytes += tail.len() - before;
+        }
     }
 
     /// Fills `iov` with the unwritten bytes, at most `budget` bytes worth

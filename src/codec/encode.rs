@@ -55,7 +55,13 @@ pub fn publish_prefix(topic: &str) -> Box<[u8]> {
 /// matters for megabyte images (half the time of encoding into a buffer and
 /// copying that into an `Rc`).
 pub fn publish_shared(prefix: &[u8], msg: Raw<'_>) -> Rc<[u8]> {
-    concat_shared(&[prefix, msg.get().as_bytes(), b"}\n"])
+    concat_shared(&publish_parts(prefix, msg))
+}
+
+/// The pieces of a publish frame, in order: the topic's prefix, the raw
+/// message, the closing `}\n`.
+pub fn publish_parts<'a>(prefix: &'a [u8], msg: Raw<'a>) -> [&'a [u8]; 3] {
+    [prefix, msg.as_bytes(), b"}\n"]
 }
 
 /// The concatenation of `parts` in a fresh `Rc<[u8]>`.
@@ -81,10 +87,9 @@ pub fn concat_shared(parts: &[&[u8]]) -> Rc<[u8]> {
 
 /// A publish frame from a topic's prefix and the raw message.
 pub fn publish(out: &mut Vec<u8>, prefix: &[u8], msg: Raw<'_>) {
-    out.reserve(prefix.len() + msg.get().len() + 2);
-    out.extend_from_slice(prefix);
-    out.extend_from_slice(msg.get().as_bytes());
-    out.extend_from_slice(b"}\n");
+    for part in publish_parts(prefix, msg) {
+        out.extend_from_slice(part);
+    }
 }
 
 /// Status severity.

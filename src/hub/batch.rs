@@ -13,10 +13,9 @@
 //!   same turn preserves every ordering a client can observe: the hub
 //!   flushes it before handling any other request, at the end of every
 //!   `on_bytes`, and when the topic changes;
-//! - the batch holds whole frames only; `ends` marks where each ends.
+//! - the batch holds whole frames only, each one `\n`-terminated line.
 
 use crate::router::TopicId;
-use crate::ws;
 
 /// Bytes after which a batch is delivered without waiting for the read to
 /// end; also the size from which a lone message skips the batch buffer (it
@@ -27,7 +26,7 @@ pub const BATCH_MAX_BYTES: usize = 64 * 1024;
 pub struct PublishBatch {
     topic: Option<TopicId>,
     lines: Vec<u8>,
-    ends: Vec<usize>,
+    messages: u32,
 }
 
 impl PublishBatch {
@@ -36,7 +35,7 @@ impl PublishBatch {
     }
 
     pub fn is_empty(&self) -> bool {
-        self.ends.is_empty()
+        self.messages == 0
     }
 
     pub fn len_bytes(&self) -> usize {
@@ -44,7 +43,7 @@ impl PublishBatch {
     }
 
     pub fn messages(&self) -> u32 {
-        self.ends.len() as u32
+        self.messages
     }
 
     /// Appends one publish frame of `topic` (the caller flushed any batch
@@ -54,7 +53,7 @@ impl PublishBatch {
         for p in parts {
             self.lines.extend_from_slice(p);
         }
-        self.ends.push(self.lines.len());
+        self.messages += 1;
     }
 
     /// The frames as JSON lines.
@@ -62,23 +61,9 @@ impl PublishBatch {
         &self.lines
     }
 
-    /// The frames as WebSocket text frames (one per message, no newline).
-    pub fn websocket_frames(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(self.lines.len() + 4 * self.ends.len());
-        let mut start = 0;
-        for &end in &self.ends {
-            let body = &self.lines[start..end.saturating_sub(1).max(start)];
-            let (h, n) = ws::header(ws::frame::TEXT, body.len());
-            out.extend_from_slice(&h[..n]);
-            out.extend_from_slice(body);
-            start = end;
-        }
-        out
-    }
-
     pub fn clear(&mut self) {
         self.topic = None;
-        self.ends.clear();
+        self.messages = 0;
         if self.lines.capacity() > 4 * BATCH_MAX_BYTES {
             self.lines = Vec::new();
         } else {
@@ -87,26 +72,19 @@ impl PublishBatch {
     }
 }
 
-/// One JSON line (ending in `\n`) as one WebSocket text frame.
-pub fn websocket_frame(line: &[u8]) -> Vec<u8> {
-    let body = line.strip_suffix(b"\n").unwrap_or(line);
-    ws::frame::frame(ws::frame::TEXT, body)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn websocket_frames_split_at_message_ends() {
+    fn frames_append_back_to_back() {
         let mut b = PublishBatch::default();
         b.push(3, &[b"{\"a\":", b"1}\n"]);
         b.push(3, &[b"{}\n"]);
         assert_eq!((b.messages(), b.topic()), (2, Some(3)));
         assert_eq!(b.lines(), b"{\"a\":1}\n{}\n");
-        assert_eq!(b.websocket_frames(), b"\x81\x07{\"a\":1}\x81\x02{}");
         b.clear();
         assert!(b.is_empty());
-        assert_eq!(websocket_frame(b"{}\n"), b"\x81\x02{}");
+        assert_eq!(b.topic(), None);
     }
 }

@@ -12,7 +12,7 @@ use std::time::Instant;
 
 use crate::codec::Raw;
 
-use super::batch::{self, BATCH_MAX_BYTES};
+use super::batch::BATCH_MAX_BYTES;
 use super::Hub;
 use crate::codec::decode::Dialect;
 use crate::codec::encode::{self, Level};
@@ -130,9 +130,10 @@ impl Hub {
         let payload = msg.get().as_bytes();
         if self.batch.is_empty() && payload.len() >= BATCH_MAX_BYTES {
             let lines = encode::publish_shared(&entry.prefix, msg);
-            return self.deliver(t, lines, None, 1, now);
+            return self.deliver(t, lines, 1, now);
         }
-        self.batch.push(t, &[&entry.prefix, payload, b"}\n"]);
+        self.batch
+            .push(t, &encode::publish_parts(&entry.prefix, msg));
         if self.batch.len_bytes() >= BATCH_MAX_BYTES {
             self.flush_publishes(now);
         }
@@ -148,33 +149,15 @@ impl Hub {
         }
         let lines: Rc<[u8]> = Rc::from(self.batch.lines());
         let msgs = self.batch.messages();
-        let ws = self
-            .wants_websocket_frames(t)
-            .then(|| Rc::from(self.batch.websocket_frames()));
         self.batch.clear();
-        self.deliver(t, lines, ws, msgs, now);
+        self.deliver(t, lines, msgs, now);
     }
 
-    fn wants_websocket_frames(&self, t: TopicId) -> bool {
-        self.router.topic(t).is_some_and(|topic| {
-            topic.subscribers.iter().any(|s| {
-                self.conns
-                    .get(s.key as usize)
-                    .is_some_and(|c| c.out.framing() == Framing::WebSocket)
-            })
-        })
-    }
-
-    /// Queues `msgs` messages of topic `t` to every live subscriber: `lines`
-    /// for NDJSON connections, `ws` (built here if not given) for WebSocket.
-    fn deliver(
-        &mut self,
-        t: TopicId,
-        lines: Rc<[u8]>,
-        mut ws: Option<Rc<[u8]>>,
-        msgs: u32,
-        now: Instant,
-    ) {
+    /// Queues `msgs` messages of topic `t` (JSON lines) to every live
+    /// subscriber; WebSocket subscribers share one framed copy, made on
+    /// first need.
+    fn deliver(&mut self, t: TopicId, lines: Rc<[u8]>, msgs: u32, now: Instant) {
+        let mut ws: Option<Rc<[u8]>> = None;
         let Some(topic) = self.router.topic(t) else {
             return;
         };
@@ -191,9 +174,11 @@ impl Hub {
             }
             let frames = match c.out.framing() {
                 Framing::Lines => Rc::clone(&lines),
-                Framing::WebSocket => {
-                    Rc::clone(ws.get_or_insert_with(|| Rc::from(batch::websocket_frame(&lines))))
-                }
+                Framing::WebSocket => Rc::clone(ws.get_or_insert_with(|| {
+                    let mut framed = Vec::with_capacity(lines.len() + 10 * msgs as usize);
+                    crate::ws::frame::push_text_lines(&mut framed, &lines);
+                    Rc::from(framed)
+                })),
             };
             let d = c.out.push_topic(frames, t, msgs, cap);
             self.stats.delivered += u64::from(msgs);

@@ -306,6 +306,19 @@ pub fn header(opcode: u8, len: usize) -> ([u8; 10], usize) {
 /// Opcode of a text frame, for [`header`].
 pub const TEXT: u8 = OP_TEXT;
 
+/// Appends each `\n`-terminated JSON line of `lines` as one text frame
+/// without its newline. Our lines never hold a raw newline inside (the hub
+/// blanks raw CR/LF before decoding, and JSON strings cannot contain one),
+/// so splitting on `\n` finds exactly the message boundaries.
+pub fn push_text_lines(out: &mut Vec<u8>, lines: &[u8]) {
+    let lines = lines.strip_suffix(b"\n").unwrap_or(lines);
+    for body in lines.split(|&b| b == b'\n') {
+        let (h, n) = header(OP_TEXT, body.len());
+        out.extend_from_slice(&h[..n]);
+        out.extend_from_slice(body);
+    }
+}
+
 /// A complete server frame.
 pub fn frame(opcode: u8, payload: &[u8]) -> Vec<u8> {
     let (h, n) = header(opcode, payload.len());
@@ -447,6 +460,13 @@ mod tests {
         big_ping.extend(cf(true, OP_PING, &[0; 126]));
         assert_eq!(run(&[&big_ping], 1000), vec![E::Open, E::Protocol]);
         assert_eq!(run(&[b"GET / HTTP/1.1\r\n\r\n"], 100), vec![E::Refuse]);
+    }
+
+    #[test]
+    fn lines_become_one_text_frame_each() {
+        let mut out = Vec::new();
+        push_text_lines(&mut out, b"{\"a\":1}\n{}\n");
+        assert_eq!(out, b"\x81\x07{\"a\":1}\x81\x02{}");
     }
 
     #[test]
