@@ -110,20 +110,9 @@ fi
 GATEWAY=target/release/rosgate
 LOAD=target/release/rosgate-load
 
-ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
-if (($(ulimit -n) < IDLE_CONNS + 256)); then
-    note "open-file limit $(ulimit -n) is too low for IDLE_CONNS=$IDLE_CONNS"
-    exit 1
-fi
-
-PIN_SRV=()
-PIN_LOAD=()
-if command -v taskset >/dev/null && (($(nproc) >= 2)); then
-    PIN_SRV=(taskset -c 0)
-    PIN_LOAD=(taskset -c 1)
-else
-    note "taskset or a second core unavailable; running unpinned"
-fi
+# shellcheck source=scripts/bench-env.sh
+source scripts/bench-env.sh
+bench_env compare.sh $((IDLE_CONNS + 256))
 
 # -------------------------------------------------------------- servers
 

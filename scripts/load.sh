@@ -36,21 +36,9 @@ LOAD=target/release/rosgate-load
 # The idle scenario holds IDLE_CONNS sockets in the tool and as many in the
 # gateway; both raise their soft limit to the hard one themselves, this
 # covers the shell's children too.
-ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
-if (($(ulimit -n) < IDLE_CONNS + 256)); then
-    echo "load.sh: open-file limit $(ulimit -n) is too low for IDLE_CONNS=$IDLE_CONNS" >&2
-    exit 1
-fi
-
-# Pinning: gateway on core 0, tool on core 1, when both are possible.
-PIN_GW=()
-PIN_LOAD=()
-if command -v taskset >/dev/null && (($(nproc) >= 2)); then
-    PIN_GW=(taskset -c 0)
-    PIN_LOAD=(taskset -c 1)
-else
-    echo "load.sh: taskset or a second core unavailable; running unpinned" >&2
-fi
+# shellcheck source=scripts/bench-env.sh
+source scripts/bench-env.sh
+bench_env load.sh $((IDLE_CONNS + 256))
 
 GW_LOG=$(mktemp -t rosgate-load-gw.XXXXXX)
 GW_PID=
@@ -72,7 +60,7 @@ GW_ARGS=(--listen 127.0.0.1:0 --max-connections $((IDLE_CONNS + 64)) --log-level
 if "$GATEWAY" --help 2>/dev/null | grep -q -- '--ws-listen'; then
     GW_ARGS+=(--ws-listen off)
 fi
-"${PIN_GW[@]}" "$GATEWAY" "${GW_ARGS[@]}" 2>"$GW_LOG" &
+"${PIN_SRV[@]}" "$GATEWAY" "${GW_ARGS[@]}" 2>"$GW_LOG" &
 GW_PID=$!
 ADDR=
 for _ in $(seq 100); do
@@ -86,7 +74,7 @@ if [[ -z $ADDR ]]; then
     cat "$GW_LOG" >&2
     exit 1
 fi
-echo "gateway pid $GW_PID on $ADDR (${PIN_GW[*]:-unpinned}); tool ${PIN_LOAD[*]:-unpinned}; ${DURATION}s per scenario"
+echo "gateway pid $GW_PID on $ADDR (${PIN_SRV[*]:-unpinned}); tool ${PIN_LOAD[*]:-unpinned}; ${DURATION}s per scenario"
 
 # name | rosgate-load arguments. Idle runs first, on a fresh gateway:
 # later, its allocator reuses memory freed by earlier scenarios and the

@@ -184,7 +184,8 @@ impl Server {
     }
 
     fn poll_timeout(&self, now: Instant) -> Duration {
-        if !self.read_queue.is_empty() || self.hub_has_output() {
+        // Frees and budget-limited flushes leave output for the next turn.
+        if !self.read_queue.is_empty() || self.hub.has_dirty() {
             return Duration::ZERO;
         }
         let mut deadline = self.hub.next_deadline();
@@ -193,11 +194,6 @@ impl Server {
         }
         // Round up so we never wake a hair before a deadline and spin.
         deadline.saturating_duration_since(now) + Duration::from_micros(500)
-    }
-
-    fn hub_has_output(&self) -> bool {
-        // Frees and budget-limited flushes leave output for the next turn.
-        self.hub.has_dirty()
     }
 
     fn on_event(&mut self, key: u32, ev: &mio::event::Event) {

@@ -287,11 +287,7 @@ impl Hub {
         }
         // Calls it made: forget them; the providers' late answers are stale.
         for seq in made {
-            if let Some(call) = self.calls.remove(seq) {
-                if let Some(p) = self.live_mut(call.provider) {
-                    p.calls_served.remove(&seq);
-                }
-            }
+            self.take_call(seq);
         }
         // Calls waiting on it: fail them now (P13).
         for seq in served {

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use crate::codec::Raw;
 
 use super::{Hub, RESERVED_PREFIX, STATS_SERVICE};
-use crate::calls::parse_call_id;
+use crate::calls::{parse_call_id, Call};
 use crate::codec::decode::Dialect;
 use crate::codec::encode::{self, Level};
 use crate::conn::ConnRef;
@@ -198,15 +198,9 @@ impl Hub {
                 format!("no outstanding call with id {shown} on this connection; response dropped");
             return self.protocol_error(me, ProtocolError::UnknownResponse, &msg, id, now);
         };
-        let Some(call) = self.calls.remove(seq) else {
+        let Some(call) = self.take_call(seq) else {
             return;
         };
-        if let Some(c) = self.live_mut(me) {
-            c.calls_served.remove(&seq);
-        }
-        if let Some(c) = self.live_mut(call.caller) {
-            c.calls_made.remove(&seq);
-        }
         self.stats.calls_answered += 1;
         let (values, result) = if rosbridge {
             rosbridge_outcome(values, result)
@@ -246,17 +240,24 @@ impl Hub {
         self.send_control(me, &out, now);
     }
 
-    /// Removes an in-flight call and sends its caller a failure.
-    pub(super) fn fail_call(&mut self, seq: u64, why: CallFailure, now: Instant) {
-        let Some(call) = self.calls.remove(seq) else {
-            return;
-        };
+    /// Removes a call from the table and from its caller's and provider's
+    /// indexes: the one way a call leaves (see `calls.rs` invariants).
+    pub(super) fn take_call(&mut self, seq: u64) -> Option<Call> {
+        let call = self.calls.remove(seq)?;
         if let Some(c) = self.live_mut(call.provider) {
             c.calls_served.remove(&seq);
         }
         if let Some(c) = self.live_mut(call.caller) {
             c.calls_made.remove(&seq);
         }
+        Some(call)
+    }
+
+    /// Removes an in-flight call and sends its caller a failure.
+    pub(super) fn fail_call(&mut self, seq: u64, why: CallFailure, now: Instant) {
+        let Some(call) = self.take_call(seq) else {
+            return;
+        };
         self.count_failure(why);
         let name: String = serde_json::from_slice(call.service_json()).unwrap_or_default();
         let reason = self.failure_text(why, &name);

@@ -1,0 +1,22 @@
+# Shared set-up of scripts/load.sh and scripts/compare.sh; source it.
+#
+# bench_env NAME NEED_FDS: raises the open-file limit to the hard limit
+# (the tool and the servers hold NEED_FDS sockets) and sets PIN_SRV and
+# PIN_LOAD to taskset prefixes putting the server on core 0 and the load
+# tool on core 1, or to nothing where that is impossible.
+bench_env() {
+    local name=$1 need=$2
+    ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
+    if (($(ulimit -n) < need)); then
+        echo "$name: open-file limit $(ulimit -n) is too low (need $need)" >&2
+        exit 1
+    fi
+    PIN_SRV=()
+    PIN_LOAD=()
+    if command -v taskset >/dev/null && (($(nproc) >= 2)); then
+        PIN_SRV=(taskset -c 0)
+        PIN_LOAD=(taskset -c 1)
+    else
+        echo "$name: taskset or a second core unavailable; running unpinned" >&2
+    fi
+}
