@@ -105,7 +105,7 @@ for s in $SERVERS; do
 done
 
 if [[ -z ${SKIP_BUILD:-} ]]; then
-    cargo build --release --quiet --bin rosgate --bin rosgate-load
+    cargo build --release --quiet -p rosgate -p rosgate-load
 fi
 GATEWAY=target/release/rosgate
 LOAD=target/release/rosgate-load

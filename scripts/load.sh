@@ -28,7 +28,7 @@ RESULTS=${RESULTS:-target/load-results.jsonl}
 SCENARIOS=${SCENARIOS:-}
 
 if [[ -z ${SKIP_BUILD:-} ]]; then
-    cargo build --release --quiet --bin rosgate --bin rosgate-load
+    cargo build --release --quiet -p rosgate -p rosgate-load
 fi
 GATEWAY=target/release/rosgate
 LOAD=target/release/rosgate-load

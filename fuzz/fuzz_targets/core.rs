@@ -1,7 +1,7 @@
-//! Fuzz target `core`: the check lives in `rosgate::sim::fuzzing::core`, shared
+//! Fuzz target `core`: the check lives in `rosgate_sim::fuzzing::core`, shared
 //! with `tests/replay.rs`.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
 
-fuzz_target!(|data: &[u8]| rosgate::sim::fuzzing::core(data));
+fuzz_target!(|data: &[u8]| rosgate_sim::fuzzing::core(data));

@@ -1,7 +1,7 @@
-//! Fuzz target `line_reader`: the check lives in `rosgate::sim::fuzzing::line_reader`, shared
+//! Fuzz target `line_reader`: the check lives in `rosgate_sim::fuzzing::line_reader`, shared
 //! with `tests/replay.rs`.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
 
-fuzz_target!(|data: &[u8]| rosgate::sim::fuzzing::line_reader(data));
+fuzz_target!(|data: &[u8]| rosgate_sim::fuzzing::line_reader(data));

@@ -1,0 +1,1 @@
+//! Benchmarks only: see `benches/`. This library is empty on purpose.

@@ -1,0 +1,378 @@
+//! `Calls`: service calls in flight, their deadlines, and the indexes of
+//! which connection made and which serves each. It is the one owner of the
+//! rule "every call ends exactly once": a call leaves through [`Calls::take`]
+//! (answered or failed by the hub), [`Calls::expire`] (timed out),
+//! [`Calls::fail_service`] (its provider unadvertised) or
+//! [`Calls::drop_conn`] (its caller or provider left), and each of those
+//! removes it from the table, the timer wheel's view and both indexes.
+//!
+//! Invariants:
+//! - a provider-side id (`rg-<seq>`) is issued once for the life of the
+//!   process, so a stale or forged response can never match a newer call;
+//! - a response completes a call only if it comes from the connection the
+//!   call was forwarded to (same slab key *and* generation): [`Calls::answer`];
+//! - every call is in exactly one caller index and one provider index
+//!   (per service), and leaves all three together;
+//! - timer entries are cancelled lazily: an entry whose call is gone is
+//!   ignored, and [`Calls::compact`] bounds how many such entries pile up.
+
+use std::collections::HashMap;
+use std::collections::HashSet;
+use std::hash::{BuildHasherDefault, Hasher};
+use std::time::{Duration, Instant};
+
+use crate::conn_ref::ConnRef;
+use crate::limits::{TIMER_SLOTS, TIMER_TICK_MS};
+use crate::timer::TimerWheel;
+
+/// Stale timer entries tolerated beyond twice the live calls before
+/// [`Calls::compact`] rebuilds the wheel.
+const TIMER_COMPACT_SLACK: usize = 1024;
+
+/// A call forwarded to a provider and not yet answered.
+#[derive(Debug)]
+pub struct Call {
+    seq: u64,
+    caller: ConnRef,
+    provider: ConnRef,
+    /// Escaped service name followed by the caller's raw id bytes (one
+    /// allocation per call); `split` separates them.
+    names: Box<[u8]>,
+    split: usize,
+    /// `false` when the caller sent no id (allowed in the rosbridge dialect).
+    has_id: bool,
+    deadline: Instant,
+}
+
+impl Call {
+    /// The provider-side sequence number (`rg-<seq>`).
+    pub fn seq(&self) -> u64 {
+        self.seq
+    }
+
+    pub fn caller(&self) -> ConnRef {
+        self.caller
+    }
+
+    pub fn provider(&self) -> ConnRef {
+        self.provider
+    }
+
+    pub fn deadline(&self) -> Instant {
+        self.deadline
+    }
+
+    /// The service name as a JSON string literal.
+    pub fn service_json(&self) -> &[u8] {
+        &self.names[..self.split]
+    }
+
+    /// The caller's id exactly as it sent it.
+    pub fn caller_id(&self) -> Option<&[u8]> {
+        self.has_id.then(|| &self.names[self.split..])
+    }
+}
+
+/// Multiplicative hashing for sequential `u64` keys: cheap, and it spreads
+/// the high bits that SwissTable uses for its control bytes.
+#[derive(Debug, Default)]
+pub struct SeqHasher(u64);
+
+impl Hasher for SeqHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ b as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        }
+    }
+    fn write_u64(&mut self, n: u64) {
+        self.0 = n.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
+}
+
+/// A `HashMap`/`HashSet` hasher for call sequence numbers.
+pub type SeqBuild = BuildHasherDefault<SeqHasher>;
+
+type SeqSet = HashSet<u64, SeqBuild>;
+
+/// Why an answer was not accepted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NotOutstanding {
+    /// No call with that id is in flight.
+    Unknown,
+    /// The call exists but was forwarded to another connection.
+    OtherProvider,
+}
+
+/// See the module docs.
+#[derive(Debug)]
+pub struct Calls {
+    next_seq: u64,
+    table: HashMap<u64, Call, SeqBuild>,
+    timers: TimerWheel,
+    /// Calls each connection made.
+    made: HashMap<ConnRef, SeqSet>,
+    /// Calls forwarded to each connection, by service (name as JSON).
+    served: HashMap<ConnRef, HashMap<Box<[u8]>, SeqSet>>,
+}
+
+impl Calls {
+    pub fn new(now: Instant) -> Self {
+        Calls {
+            next_seq: 0,
+            table: HashMap::default(),
+            timers: TimerWheel::new(now, Duration::from_millis(TIMER_TICK_MS), TIMER_SLOTS),
+            made: HashMap::new(),
+            served: HashMap::new(),
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.table.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.table.is_empty()
+    }
+
+    pub fn get(&self, seq: u64) -> Option<&Call> {
+        self.table.get(&seq)
+    }
+
+    /// Calls `caller` has in flight.
+    pub fn in_flight(&self, caller: ConnRef) -> usize {
+        self.made.get(&caller).map_or(0, HashSet::len)
+    }
+
+    /// Calls forwarded to `provider` and not answered.
+    pub fn serving(&self, provider: ConnRef) -> usize {
+        self.served
+            .get(&provider)
+            .map_or(0, |m| m.values().map(HashSet::len).sum())
+    }
+
+    /// Registers a call and returns its provider-side sequence number.
+    pub fn insert(
+        &mut self,
+        caller: ConnRef,
+        provider: ConnRef,
+        service_json: &[u8],
+        caller_id: Option<&[u8]>,
+        deadline: Instant,
+    ) -> u64 {
+        self.next_seq += 1;
+        let seq = self.next_seq;
+        let id = caller_id.unwrap_or(b"");
+        let mut names = Vec::with_capacity(service_json.len() + id.len());
+        names.extend_from_slice(service_json);
+        names.extend_from_slice(id);
+        self.table.insert(
+            seq,
+            Call {
+                seq,
+                caller,
+                provider,
+                names: names.into_boxed_slice(),
+                split: service_json.len(),
+                has_id: caller_id.is_some(),
+                deadline,
+            },
+        );
+        self.timers.insert(seq, deadline);
+        self.made.entry(caller).or_default().insert(seq);
+        let by_service = self.served.entry(provider).or_default();
+        match by_service.get_mut(service_json) {
+            Some(set) => {
+                set.insert(seq);
+            }
+            None => {
+                let mut set = SeqSet::default();
+                set.insert(seq);
+                by_service.insert(service_json.into(), set);
+            }
+        }
+        seq
+    }
+
+    /// Removes a call from the table and both indexes.
+    pub fn take(&mut self, seq: u64) -> Option<Call> {
+        let call = self.table.remove(&seq)?;
+        self.unindex(&call);
+        Some(call)
+    }
+
+    fn unindex(&mut self, call: &Call) {
+        if let Some(set) = self.made.get_mut(&call.caller) {
+            set.remove(&call.seq);
+            if set.is_empty() {
+                self.made.remove(&call.caller);
+            }
+        }
+        if let Some(by_service) = self.served.get_mut(&call.provider) {
+            if let Some(set) = by_service.get_mut(call.service_json()) {
+                set.remove(&call.seq);
+                if set.is_empty() {
+                    by_service.remove(call.service_json());
+                }
+            }
+            if by_service.is_empty() {
+                self.served.remove(&call.provider);
+            }
+        }
+    }
+
+    /// Takes the call `seq` if `from` is the connection it was forwarded to.
+    pub fn answer(&mut self, seq: u64, from: ConnRef) -> Result<Call, NotOutstanding> {
+        match self.table.get(&seq) {
+            None => Err(NotOutstanding::Unknown),
+            Some(c) if c.provider != from => Err(NotOutstanding::OtherProvider),
+            Some(_) => self.take(seq).ok_or(NotOutstanding::Unknown),
+        }
+    }
+
+    /// Takes every call of `service_json` forwarded to `provider`, in the
+    /// order they were made: O(those calls).
+    pub fn fail_service(&mut self, provider: ConnRef, service_json: &[u8]) -> Vec<Call> {
+        let seqs = self
+            .served
+            .get_mut(&provider)
+            .and_then(|m| m.remove(service_json))
+            .unwrap_or_default();
+        if self.served.get(&provider).is_some_and(HashMap::is_empty) {
+            self.served.remove(&provider);
+        }
+        self.take_all(seqs)
+    }
+
+    /// Everything of `who` leaves: the calls it made are forgotten (their
+    /// providers' late answers become stale), and the calls forwarded to it
+    /// are returned, in the order they were made, for the hub to fail.
+    pub fn drop_conn(&mut self, who: ConnRef) -> Vec<Call> {
+        if let Some(made) = self.made.remove(&who) {
+            for seq in made {
+                if let Some(call) = self.table.remove(&seq) {
+                    self.unindex(&call);
+                }
+            }
+        }
+        let seqs: SeqSet = self
+            .served
+            .remove(&who)
+            .map(|m| m.into_values().flatten().collect())
+            .unwrap_or_default();
+        self.take_all(seqs)
+    }
+
+    fn take_all(&mut self, seqs: SeqSet) -> Vec<Call> {
+        let mut seqs: Vec<u64> = seqs.into_iter().collect();
+        seqs.sort_unstable();
+        seqs.into_iter().filter_map(|s| self.take(s)).collect()
+    }
+
+    /// Takes every call whose deadline is `<= now`, in deadline order of
+    /// their timer slots.
+    pub fn expire(&mut self, now: Instant) -> Vec<Call> {
+        let mut due = Vec::new();
+        self.timers.expire(now, |seq| due.push(seq));
+        due.retain(|seq| self.table.get(seq).is_some_and(|c| c.deadline <= now));
+        due.into_iter().filter_map(|seq| self.take(seq)).collect()
+    }
+
+    /// When [`Calls::expire`] has work next, if ever.
+    pub fn next_deadline(&self) -> Option<Instant> {
+        self.timers.next_deadline()
+    }
+
+    /// Drops timer entries of calls that already ended, once they dominate
+    /// (answered calls leave theirs behind until their deadline; with long
+    /// per-call timeouts and a high call rate they would pile up).
+    /// Amortised O(1) per call.
+    pub fn compact(&mut self) {
+        if self.timers.len() > 2 * self.table.len() + TIMER_COMPACT_SLACK {
+            let table = &self.table;
+            self.timers.retain(|seq| table.contains_key(&seq));
+        }
+    }
+
+    /// Timer entries held, including lazily cancelled ones.
+    pub fn timer_entries(&self) -> usize {
+        self.timers.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const A: ConnRef = ConnRef { key: 1, gen: 1 };
+    const P: ConnRef = ConnRef { key: 2, gen: 2 };
+
+    #[test]
+    fn sequence_numbers_are_never_reused() {
+        let now = Instant::now();
+        let mut t = Calls::new(now);
+        let a = t.insert(A, A, b"\"/s\"", Some(b"1"), now);
+        assert!(t.take(a).is_some());
+        let b = t.insert(A, A, b"\"/s\"", Some(b"1"), now);
+        assert_ne!(a, b);
+        let c = t.get(b).expect("present");
+        assert_eq!(c.service_json(), b"\"/s\"");
+        assert_eq!(c.caller_id(), Some(&b"1"[..]));
+    }
+
+    #[test]
+    fn answers_only_from_the_provider() {
+        let now = Instant::now();
+        let mut t = Calls::new(now);
+        let s = t.insert(A, P, b"\"/s\"", None, now);
+        assert_eq!(t.answer(s, A).err(), Some(NotOutstanding::OtherProvider));
+        assert_eq!(t.answer(s, P).map(|c| c.caller_id().is_none()), Ok(true));
+        assert_eq!(t.answer(s, P).err(), Some(NotOutstanding::Unknown));
+        assert_eq!((t.in_flight(A), t.serving(P)), (0, 0));
+    }
+
+    #[test]
+    fn indexes_follow_every_exit() {
+        let now = Instant::now();
+        let mut t = Calls::new(now);
+        let later = now + Duration::from_secs(1);
+        let s1 = t.insert(A, P, b"\"/a\"", Some(b"1"), later);
+        let s2 = t.insert(A, P, b"\"/b\"", Some(b"2"), later);
+        let s3 = t.insert(A, P, b"\"/a\"", Some(b"3"), now);
+        assert_eq!((t.in_flight(A), t.serving(P)), (3, 3));
+        let failed: Vec<u64> = t.fail_service(P, b"\"/a\"").iter().map(Call::seq).collect();
+        assert_eq!(failed, vec![s1, s3]);
+        assert_eq!((t.in_flight(A), t.serving(P)), (1, 1));
+        assert!(t.expire(now).is_empty(), "s3 already left");
+        let gone: Vec<u64> = t.drop_conn(P).iter().map(Call::seq).collect();
+        assert_eq!(gone, vec![s2]);
+        assert!(t.is_empty());
+        assert!(t.made.is_empty() && t.served.is_empty());
+    }
+
+    #[test]
+    fn a_leaving_caller_is_forgotten() {
+        let now = Instant::now();
+        let mut t = Calls::new(now);
+        t.insert(A, P, b"\"/a\"", Some(b"1"), now);
+        assert!(t.drop_conn(A).is_empty(), "nothing to fail for the caller");
+        assert!(t.is_empty() && t.served.is_empty());
+    }
+
+    #[test]
+    fn expiry_fires_at_the_deadline() {
+        let now = Instant::now();
+        let mut t = Calls::new(now);
+        let s = t.insert(A, P, b"\"/a\"", Some(b"1"), now + Duration::from_millis(50));
+        assert!(t.expire(now + Duration::from_millis(40)).is_empty());
+        let due: Vec<u64> = t
+            .expire(now + Duration::from_millis(60))
+            .iter()
+            .map(Call::seq)
+            .collect();
+        assert_eq!(due, vec![s]);
+        assert!(t.is_empty() && t.made.is_empty());
+    }
+}

@@ -1,0 +1,74 @@
+//! Why things end: [`CloseReason`] for connections, [`ErrorCode`] for
+//! refused requests. Each member has a counter (`closes`, `errors`).
+
+use crate::family::family;
+
+family! {
+    /// Why a connection was closed. Every close has one; each has a counter.
+    pub enum CloseReason {
+        /// The client closed its side (read returned 0, or a WebSocket close).
+        PeerClosed => "peer_closed", "The client closed the connection.";
+        /// A WebSocket client broke the framing protocol or its handshake.
+        ProtocolError => "protocol_error", "The client broke the WebSocket protocol or handshake.";
+        /// A read or write failed (reset, broken pipe, ...).
+        Reset => "reset", "A read or write failed.";
+        /// Control data queued beyond `--max-control-bytes` (P6).
+        ControlOverflow => "control_overflow", "Control data queued beyond the per-connection limit.";
+        /// Output pending without write progress for `--write-stall-ms` (P7).
+        WriteStall => "write_stall", "Output pending without write progress for too long.";
+        /// Refused at accept: `--max-connections` reached (P9).
+        MaxConnections => "max_connections", "Refused at the connection limit.";
+        /// The gateway is shutting down.
+        Shutdown => "shutdown", "The gateway shut down.";
+    }
+}
+
+impl CloseReason {
+    /// Whether the close was the gateway's decision (logged as a warning).
+    pub fn is_forced(self) -> bool {
+        matches!(
+            self,
+            CloseReason::ControlOverflow
+                | CloseReason::WriteStall
+                | CloseReason::MaxConnections
+                | CloseReason::ProtocolError
+        )
+    }
+}
+
+family! {
+    /// Why a request was refused: each has a counter under `errors`.
+    pub enum ErrorCode {
+        BadJson => "bad_json", "Lines that are not valid JSON.";
+        BadUtf8 => "bad_utf8", "Lines that are not valid UTF-8.";
+        NotObject => "not_object", "Lines that are JSON but not an object.";
+        MissingOp => "missing_op", "Requests without an op.";
+        UnknownOp => "unknown_op", "Requests with an unknown op.";
+        MissingField => "missing_field", "Requests missing a required field.";
+        WrongType => "wrong_type", "Requests with a field of the wrong type.";
+        TooLong => "too_long", "Lines or messages over the length limit.";
+        TooDeep => "too_deep", "Requests nested deeper than the depth limit.";
+        MissingId => "missing_id", "Requests missing a required id.";
+        UnknownResponse => "unknown_response", "Responses to no outstanding call of the connection.";
+        NotProvider => "not_provider", "unadvertise_service from a connection that is not the provider.";
+        ReservedName => "reserved_name", "Registrations under the gateway's reserved prefix.";
+        BinaryFrame => "binary_frame", "WebSocket binary frames (only text is supported).";
+    }
+}
+
+impl From<rosgate_wire::decode::ErrorKind> for ErrorCode {
+    fn from(kind: rosgate_wire::decode::ErrorKind) -> Self {
+        use rosgate_wire::decode::ErrorKind as K;
+        match kind {
+            K::BadUtf8 => ErrorCode::BadUtf8,
+            K::BadJson => ErrorCode::BadJson,
+            K::NotObject => ErrorCode::NotObject,
+            K::TooDeep => ErrorCode::TooDeep,
+            K::MissingOp => ErrorCode::MissingOp,
+            K::UnknownOp => ErrorCode::UnknownOp,
+            K::MissingField(_) => ErrorCode::MissingField,
+            K::WrongType(_) => ErrorCode::WrongType,
+            K::MissingId => ErrorCode::MissingId,
+        }
+    }
+}

@@ -1,0 +1,132 @@
+//! `Conn`: the sans-io state of one client connection (a slab entry of the
+//! hub), `ConnRef`, the generation-checked handle other tables keep, and
+//! `CloseReason`.
+//!
+//! Invariants:
+//! - slab keys are reused, generations are not (until u32 wraps): any
+//!   reference kept across loop iterations is a `ConnRef` and is checked
+//!   against the slab entry's `gen` before use;
+//! - a `Conn` holds only its own transport and output state; what it has
+//!   registered and which calls name it are kept by their owners
+//!   ([`crate::registry::Registry`], [`crate::calls::Calls`]), which
+//!   withdraw it in one call each when it is freed;
+//! - once `closing` is set, nothing new is queued for the connection.
+
+use std::time::Instant;
+
+pub use crate::codes::CloseReason;
+pub use crate::conn_ref::ConnRef;
+use crate::out::OutQueue;
+use crate::transport::{Link, Policy, StatusFilter, Transport};
+
+/// One connection's protocol state. The socket lives in the I/O shell.
+#[derive(Debug)]
+pub struct Conn {
+    gen: u32,
+    link: Link,
+    /// The link's policy, kept here too: the link is taken out while its
+    /// events are handled, and handlers ask for the policy.
+    policy: Policy,
+    out: OutQueue,
+    closing: Option<CloseReason>,
+    /// Last write progress, or when output became pending (P7).
+    out_since: Instant,
+    /// Already listed in the hub's dirty list this iteration.
+    dirty: bool,
+}
+
+impl Conn {
+    pub(crate) fn new(
+        gen: u32,
+        now: Instant,
+        transport: Transport,
+        ws_status: StatusFilter,
+    ) -> Self {
+        let link = Link::new(transport, ws_status);
+        Conn {
+            gen,
+            out: OutQueue::with_framing(link.framing()),
+            policy: link.policy(),
+            link,
+            closing: None,
+            out_since: now,
+            dirty: false,
+        }
+    }
+
+    pub fn gen(&self) -> u32 {
+        self.gen
+    }
+
+    pub fn is_open(&self) -> bool {
+        self.closing.is_none()
+    }
+
+    /// Why the connection is closing, once it is.
+    pub fn closing(&self) -> Option<CloseReason> {
+        self.closing
+    }
+
+    /// Marks the connection closing; false if it already was.
+    pub(crate) fn mark_closing(&mut self, reason: CloseReason) -> bool {
+        if self.closing.is_some() {
+            return false;
+        }
+        self.closing = Some(reason);
+        true
+    }
+
+    pub fn policy(&self) -> Policy {
+        self.policy
+    }
+
+    pub(crate) fn link_mut(&mut self) -> &mut Link {
+        &mut self.link
+    }
+
+    /// Takes the link out (so its events can be handled with the hub
+    /// borrowed); [`Conn::restore_link`] puts it back.
+    pub(crate) fn take_link(&mut self) -> Link {
+        let placeholder = Link::new(Transport::Tcp, StatusFilter::All);
+        std::mem::replace(&mut self.link, placeholder)
+    }
+
+    pub(crate) fn restore_link(&mut self, link: Link) {
+        self.link = link;
+    }
+
+    pub fn out(&self) -> &OutQueue {
+        &self.out
+    }
+
+    /// The output queue, for pushing; starts the stall clock when the queue
+    /// was empty.
+    pub(crate) fn out_mut(&mut self, now: Instant) -> &mut OutQueue {
+        if self.out.is_empty() {
+            self.out_since = now;
+        }
+        &mut self.out
+    }
+
+    /// Records `n` bytes written.
+    pub(crate) fn wrote(&mut self, n: usize, now: Instant) {
+        self.out.consume(n);
+        if n > 0 {
+            self.out_since = now;
+        }
+    }
+
+    /// Since when output has been pending without progress.
+    pub(crate) fn out_since(&self) -> Instant {
+        self.out_since
+    }
+
+    /// Sets the dirty flag; true if it was not set (the caller lists it).
+    pub(crate) fn set_dirty(&mut self) -> bool {
+        !std::mem::replace(&mut self.dirty, true)
+    }
+
+    pub(crate) fn clear_dirty(&mut self) {
+        self.dirty = false;
+    }
+}

@@ -1,0 +1,285 @@
+//! Typed counters: one enum per family, one array slot per member, and one
+//! visitor ([`Counters::visit`]) that every rendering goes through: the
+//! `/rosgate/stats` JSON today, the Prometheus exposition later. A member
+//! that exists is rendered; none can be forgotten, and none can be looked up
+//! by a misspelt string.
+//!
+//! Counters only ever grow. Gauges (open connections, topics, calls pending)
+//! are read from the tables' own counts when rendered, so they cannot drift.
+
+pub use crate::codes::{CloseReason, ErrorCode};
+use crate::family::family;
+
+family! {
+    /// Plain monotonic counters.
+    pub enum Counter {
+        ConnectionsAccepted => "connections_accepted", "Connections admitted by the core.";
+        ConnectionsRejected => "connections_rejected", "Connections refused at the connection limit.";
+        LinesIn => "lines_in", "Request lines (or WebSocket messages) received.";
+        BytesIn => "bytes_in", "Bytes read from clients.";
+        BytesOut => "bytes_out", "Bytes written to clients.";
+        Published => "published", "Publish requests received.";
+        Delivered => "delivered", "Messages queued to subscribers (one per subscriber).";
+        Dropped => "dropped", "Topic messages dropped for slow subscribers.";
+        DroppedBytes => "dropped_bytes", "Bytes of topic messages dropped for slow subscribers.";
+        CallsForwarded => "calls_forwarded", "Service calls forwarded to a provider.";
+        CallsAnswered => "calls_answered", "Service calls answered by their provider.";
+        CallsTimedOut => "calls_timed_out", "Service calls failed by their deadline.";
+        CallsFailedNoProvider => "calls_failed_no_provider", "Service calls failed because no provider was registered.";
+        CallsFailedProviderGone => "calls_failed_provider_gone", "Service calls failed because their provider disconnected or unadvertised.";
+        CallsFailedTooMany => "calls_failed_too_many", "Service calls failed by the per-connection in-flight limit.";
+        ResponsesStale => "responses_stale", "Service responses that matched no outstanding call of their connection.";
+        AcceptErrors => "accept_errors", "Errors returned by accept().";
+    }
+}
+
+family! {
+    /// Values read from the tables at render time.
+    pub enum Gauge {
+        ConnectionsOpen => "connections_open", "Connections open now.";
+        Topics => "topics", "Topics with at least one publisher or subscriber.";
+        Subscriptions => "subscriptions", "Subscriptions (one per connection and topic).";
+        Publishers => "publishers", "Advertisements (one per connection and topic).";
+        Services => "services", "Services with a provider.";
+        CallsPending => "calls_pending", "Service calls in flight.";
+        QueuedBytes => "queued_bytes", "Bytes queued for clients, topic and control data.";
+    }
+}
+
+/// Current gauge values, indexed by [`Gauge::index`].
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Gauges([u64; Gauge::COUNT]);
+
+impl Gauges {
+    pub fn get(&self, g: Gauge) -> u64 {
+        self.0[g.index()]
+    }
+
+    pub fn set(&mut self, g: Gauge, v: u64) {
+        self.0[g.index()] = v;
+    }
+}
+
+/// Every counter of the gateway.
+#[derive(Debug, Clone)]
+pub struct Counters {
+    plain: [u64; Counter::COUNT],
+    closes: [u64; CloseReason::COUNT],
+    errors: [u64; ErrorCode::COUNT],
+}
+
+impl Default for Counters {
+    fn default() -> Self {
+        Counters {
+            plain: [0; Counter::COUNT],
+            closes: [0; CloseReason::COUNT],
+            errors: [0; ErrorCode::COUNT],
+        }
+    }
+}
+
+/// What a rendering is told, member by member, in a fixed order.
+pub trait Visitor {
+    /// A gauge: a value that goes up and down.
+    fn gauge(&mut self, g: Gauge, value: u64);
+    /// A monotonic counter.
+    fn counter(&mut self, c: Counter, value: u64);
+    /// A labelled family of counters: its name, help, label key, and the
+    /// members with their values.
+    fn family(&mut self, f: Family, members: &[(&'static str, u64)]);
+}
+
+/// The labelled counter families.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Family {
+    /// Closed connections by reason.
+    Closes,
+    /// Refused requests by error code.
+    Errors,
+}
+
+impl Family {
+    /// The family's name (JSON key, metric name stem).
+    pub fn name(self) -> &'static str {
+        match self {
+            Family::Closes => "closes",
+            Family::Errors => "errors",
+        }
+    }
+
+    /// The label the members are told apart by.
+    pub fn label_key(self) -> &'static str {
+        match self {
+            Family::Closes => "reason",
+            Family::Errors => "code",
+        }
+    }
+
+    pub fn help(self) -> &'static str {
+        match self {
+            Family::Closes => "Connections closed, by reason.",
+            Family::Errors => "Requests refused, by error code.",
+        }
+    }
+}
+
+impl Counters {
+    #[inline]
+    pub fn add(&mut self, c: Counter, n: u64) {
+        self.plain[c.index()] += n;
+    }
+
+    #[inline]
+    pub fn inc(&mut self, c: Counter) {
+        self.add(c, 1);
+    }
+
+    pub fn get(&self, c: Counter) -> u64 {
+        self.plain[c.index()]
+    }
+
+    pub fn close(&mut self, reason: CloseReason) {
+        self.closes[reason.index()] += 1;
+    }
+
+    /// The close counter for `reason`.
+    pub fn closes_of(&self, reason: CloseReason) -> u64 {
+        self.closes[reason.index()]
+    }
+
+    /// Closes of every reason.
+    pub fn closes_total(&self) -> u64 {
+        self.closes.iter().sum()
+    }
+
+    pub fn error(&mut self, code: impl Into<ErrorCode>) {
+        self.errors[code.into().index()] += 1;
+    }
+
+    /// The error counter for `code`.
+    pub fn errors_of(&self, code: ErrorCode) -> u64 {
+        self.errors[code.index()]
+    }
+
+    /// Walks every gauge, counter and family in rendering order.
+    pub fn visit(&self, gauges: &Gauges, v: &mut impl Visitor) {
+        for &g in Gauge::ALL {
+            v.gauge(g, gauges.get(g));
+        }
+        for &c in Counter::ALL {
+            v.counter(c, self.get(c));
+        }
+        let closes: Vec<_> = CloseReason::ALL
+            .iter()
+            .map(|&r| (r.label(), self.closes[r.index()]))
+            .collect();
+        v.family(Family::Closes, &closes);
+        let errors: Vec<_> = ErrorCode::ALL
+            .iter()
+            .map(|&e| (e.label(), self.errors[e.index()]))
+            .collect();
+        v.family(Family::Errors, &errors);
+    }
+
+    /// Renders counters and gauges as one JSON object (no newline): every
+    /// gauge and counter as a number, each family as an object of its
+    /// members plus `<family>_total`.
+    pub fn to_json(&self, gauges: &Gauges) -> String {
+        let mut r = JsonRender(String::with_capacity(1536));
+        r.0.push('{');
+        self.visit(gauges, &mut r);
+        r.0.push('}');
+        r.0
+    }
+}
+
+struct JsonRender(String);
+
+impl JsonRender {
+    fn key(&mut self, k: &str) {
+        if !self.0.ends_with('{') {
+            self.0.push(',');
+        }
+        self.0.push('"');
+        self.0.push_str(k);
+        self.0.push_str("\":");
+    }
+
+    fn num(&mut self, v: u64) {
+        use std::fmt::Write;
+        let _ = write!(self.0, "{v}");
+    }
+}
+
+impl Visitor for JsonRender {
+    fn gauge(&mut self, g: Gauge, value: u64) {
+        self.key(g.label());
+        self.num(value);
+    }
+
+    fn counter(&mut self, c: Counter, value: u64) {
+        self.key(c.label());
+        self.num(value);
+    }
+
+    fn family(&mut self, f: Family, members: &[(&'static str, u64)]) {
+        self.key(f.name());
+        self.0.push('{');
+        for &(label, v) in members {
+            self.key(label);
+            self.num(v);
+        }
+        self.0.push('}');
+        self.key(&format!("{}_total", f.name()));
+        self.num(members.iter().map(|m| m.1).sum());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn renders_valid_json_with_every_member() {
+        let mut st = Counters::default();
+        st.close(CloseReason::WriteStall);
+        st.error(ErrorCode::TooLong);
+        st.error(rosgate_wire::decode::ErrorKind::BadJson);
+        st.inc(Counter::Delivered);
+        let mut g = Gauges::default();
+        g.set(Gauge::Topics, 3);
+        let v: serde_json::Value = serde_json::from_str(&st.to_json(&g)).expect("valid JSON");
+        assert_eq!(v["closes"]["write_stall"], 1);
+        assert_eq!(v["errors"]["too_long"], 1);
+        assert_eq!(v["errors"]["bad_json"], 1);
+        assert_eq!(v["errors_total"], 2);
+        assert_eq!(v["closes_total"], 1);
+        assert_eq!(v["delivered"], 1);
+        assert_eq!(v["topics"], 3);
+        for &e in ErrorCode::ALL {
+            assert!(v["errors"][e.label()].is_u64(), "{}", e.label());
+        }
+        for &r in CloseReason::ALL {
+            assert!(v["closes"][r.label()].is_u64(), "{}", r.label());
+        }
+        for &c in Counter::ALL {
+            assert!(v[c.label()].is_u64(), "{}", c.label());
+        }
+        for &g in Gauge::ALL {
+            assert!(v[g.label()].is_u64(), "{}", g.label());
+        }
+    }
+
+    #[test]
+    fn labels_are_unique_across_the_top_level() {
+        let mut seen = std::collections::HashSet::new();
+        let top = Gauge::ALL
+            .iter()
+            .map(|g| g.label())
+            .chain(Counter::ALL.iter().map(|c| c.label()))
+            .chain(["closes", "errors", "closes_total", "errors_total"]);
+        for l in top {
+            assert!(seen.insert(l), "duplicate key {l}");
+        }
+    }
+}

@@ -1,0 +1,245 @@
+//! Service operations and the life of a call: forward, answer, fail, time
+//! out. Every call leaves the call table exactly once, and its caller gets
+//! exactly one response then, under its original id.
+
+use std::time::{Duration, Instant};
+
+use rosgate_wire::encode::{self, Level};
+use rosgate_wire::ids::parse_call_id;
+use rosgate_wire::Raw;
+
+use super::{Hub, RESERVED_PREFIX, STATS_SERVICE};
+use crate::calls::Call;
+use crate::conn::ConnRef;
+use crate::counters::{Counter, ErrorCode};
+use crate::registry::Unadvertised;
+
+/// Sent as `args` when a rosbridge client calls without any.
+const EMPTY_ARGS: &str = "{}";
+
+/// What a rosbridge-dialect provider's answer means, as rosbridge reads it:
+/// rosbridge builds the ROS response from `values` and ignores `result`, so
+/// an object `values` is a success even with `result: false` (roslibpy's
+/// own tests rely on it); anything else with `result: false`, or no
+/// `values` at all (roslib's handler returning false), is a failure the
+/// caller learns at once instead of by timeout.
+fn rosbridge_outcome<'a>(values: Option<Raw<'a>>, result: Raw<'a>) -> (&'a str, &'a str) {
+    let failed = result.get() == "false";
+    match values {
+        Some(v) if v.get().starts_with('{') => (v.get(), "true"),
+        Some(v) => (v.get(), result.get()),
+        None if failed => ("\"the provider reported a failure\"", "false"),
+        None => (EMPTY_ARGS, result.get()),
+    }
+}
+
+/// Why a call failed; each has a reason text and a counter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CallFailure {
+    NoProvider,
+    ProviderGone,
+    Unadvertised,
+    Timeout,
+    TooMany,
+}
+
+impl Hub {
+    pub(super) fn advertise_service(
+        &mut self,
+        me: ConnRef,
+        name: &str,
+        ty: &str,
+        id: Option<Raw<'_>>,
+        now: Instant,
+    ) {
+        if name.starts_with(RESERVED_PREFIX) {
+            let msg = format!("service names under {RESERVED_PREFIX} are reserved for the gateway");
+            return self.protocol_error(me, ErrorCode::ReservedName, &msg, id, now);
+        }
+        if !self.live(me) {
+            return;
+        }
+        let displaced = self.registry.advertise_service(me, name, ty);
+        if let Some(old) = displaced {
+            let msg = format!("service {name} was taken over by another provider; calls already forwarded to you stay valid");
+            self.send_status(old, Level::Info, &msg, None, now);
+        }
+        let msg = format!("advertised service {name}");
+        self.send_status(me, Level::Info, &msg, id.map(|r| r.get().as_bytes()), now);
+    }
+
+    pub(super) fn unadvertise_service(
+        &mut self,
+        me: ConnRef,
+        name: &str,
+        id: Option<Raw<'_>>,
+        now: Instant,
+    ) {
+        match self.registry.unadvertise_service(me, name) {
+            Unadvertised::Removed => {
+                let mut name_json = Vec::new();
+                encode::json_string(&mut name_json, name);
+                for call in self.calls.fail_service(me, &name_json) {
+                    self.fail_call(call, CallFailure::Unadvertised, now);
+                }
+                let msg = format!("unadvertised service {name}");
+                self.send_status(me, Level::Info, &msg, id.map(|r| r.get().as_bytes()), now);
+            }
+            Unadvertised::NotProvider | Unadvertised::Unknown => {
+                let msg = format!("not the current provider of service {name}; nothing changed");
+                self.protocol_error(me, ErrorCode::NotProvider, &msg, id, now);
+            }
+        }
+    }
+
+    pub(super) fn call_service(
+        &mut self,
+        me: ConnRef,
+        name: &str,
+        args: Option<Raw<'_>>,
+        id: Option<&[u8]>,
+        timeout: Option<f64>,
+        now: Instant,
+    ) {
+        if name == STATS_SERVICE {
+            let values = self.stats_json();
+            let mut out = std::mem::take(&mut self.scratch);
+            out.clear();
+            encode::service_response(
+                &mut out,
+                b"\"/rosgate/stats\"",
+                id,
+                values.as_bytes(),
+                b"true",
+                None,
+            );
+            self.send_control(me, &out, now);
+            self.scratch = out;
+            return;
+        }
+        if !self.live(me) {
+            return;
+        }
+        if self.calls.in_flight(me) >= self.limits.max_calls_per_conn {
+            return self.fail_now(me, name, id, CallFailure::TooMany, now);
+        }
+        let (provider, name_json) = match self.registry.service(name) {
+            Some(s) if self.live(s.provider()) => (s.provider(), s.name_json()),
+            _ => return self.fail_now(me, name, id, CallFailure::NoProvider, now),
+        };
+        let to = match timeout {
+            Some(secs) if secs.is_finite() && secs > 0.0 => {
+                Duration::from_secs_f64(secs.min(self.limits.max_call_timeout.as_secs_f64()))
+            }
+            _ => self.limits.call_timeout,
+        };
+        let seq = self.calls.insert(me, provider, name_json, id, now + to);
+        self.counters.inc(Counter::CallsForwarded);
+        let mut out = std::mem::take(&mut self.scratch);
+        out.clear();
+        let name_json = self
+            .calls
+            .get(seq)
+            .map(|c| c.service_json())
+            .unwrap_or(b"\"\"");
+        let args = args.map_or(EMPTY_ARGS, Raw::get);
+        encode::call_service(&mut out, name_json, seq, args);
+        self.send_control(provider, &out, now);
+        self.scratch = out;
+    }
+
+    pub(super) fn service_response(
+        &mut self,
+        me: ConnRef,
+        id: Option<Raw<'_>>,
+        values: Option<Raw<'_>>,
+        result: Raw<'_>,
+        status: Option<Raw<'_>>,
+        now: Instant,
+    ) {
+        let rosbridge = self
+            .conn(me.key)
+            .is_some_and(|c| c.policy().rosbridge_answers());
+        let answered = id
+            .and_then(|r| parse_call_id(r.get().as_bytes()))
+            .and_then(|seq| self.calls.answer(seq, me).ok());
+        let Some(call) = answered else {
+            self.counters.inc(Counter::ResponsesStale);
+            let shown = id.map_or("(none)", |r| r.get());
+            let msg =
+                format!("no outstanding call with id {shown} on this connection; response dropped");
+            return self.protocol_error(me, ErrorCode::UnknownResponse, &msg, id, now);
+        };
+        self.counters.inc(Counter::CallsAnswered);
+        let (values, result) = if rosbridge {
+            rosbridge_outcome(values, result)
+        } else {
+            // The strict dialect always has `values`.
+            (values.map_or(EMPTY_ARGS, Raw::get), result.get())
+        };
+        let mut out = std::mem::take(&mut self.scratch);
+        out.clear();
+        encode::service_response(
+            &mut out,
+            call.service_json(),
+            call.caller_id(),
+            values.as_bytes(),
+            result.as_bytes(),
+            status.map(|s| s.get().as_bytes()),
+        );
+        self.send_control(call.caller(), &out, now);
+        self.scratch = out;
+    }
+
+    /// Fails a call that was never forwarded.
+    fn fail_now(
+        &mut self,
+        me: ConnRef,
+        name: &str,
+        id: Option<&[u8]>,
+        why: CallFailure,
+        now: Instant,
+    ) {
+        self.count_failure(why);
+        let mut name_json = Vec::with_capacity(name.len() + 2);
+        encode::json_string(&mut name_json, name);
+        let reason = self.failure_text(why, name);
+        let mut out = Vec::new();
+        encode::service_failure(&mut out, &name_json, id, &reason);
+        self.send_control(me, &out, now);
+    }
+
+    /// Sends the caller of a call that left the table its failure.
+    pub(super) fn fail_call(&mut self, call: Call, why: CallFailure, now: Instant) {
+        self.count_failure(why);
+        let name: String = serde_json::from_slice(call.service_json()).unwrap_or_default();
+        let reason = self.failure_text(why, &name);
+        let mut out = Vec::new();
+        encode::service_failure(&mut out, call.service_json(), call.caller_id(), &reason);
+        self.send_control(call.caller(), &out, now);
+    }
+
+    fn count_failure(&mut self, why: CallFailure) {
+        self.counters.inc(match why {
+            CallFailure::NoProvider => Counter::CallsFailedNoProvider,
+            CallFailure::ProviderGone | CallFailure::Unadvertised => {
+                Counter::CallsFailedProviderGone
+            }
+            CallFailure::Timeout => Counter::CallsTimedOut,
+            CallFailure::TooMany => Counter::CallsFailedTooMany,
+        });
+    }
+
+    fn failure_text(&self, why: CallFailure, name: &str) -> String {
+        match why {
+            CallFailure::NoProvider => format!("no provider for service {name}"),
+            CallFailure::ProviderGone => format!("provider of service {name} disconnected"),
+            CallFailure::Unadvertised => format!("service {name} was unadvertised by its provider"),
+            CallFailure::Timeout => format!("service call to {name} timed out"),
+            CallFailure::TooMany => format!(
+                "too many calls in flight on this connection (limit {})",
+                self.limits.max_calls_per_conn
+            ),
+        }
+    }
+}

@@ -1,0 +1,142 @@
+//! Topic operations: subscribe, unsubscribe, advertise, unadvertise, and
+//! publish with one encoding shared by every subscriber.
+//!
+//! Registrations are per connection in the strict dialect (the protocol
+//! file) and per request id within the connection in the rosbridge dialect
+//! (the connection's [`crate::transport::Policy`] says which); the
+//! [`crate::registry::Registry`] keeps both.
+
+use std::rc::Rc;
+use std::time::Instant;
+
+use rosgate_wire::encode::{self, Level};
+use rosgate_wire::Raw;
+
+use super::batch::BATCH_MAX_BYTES;
+use super::Hub;
+use crate::conn::ConnRef;
+use crate::counters::Counter;
+use crate::registry::{Role, TopicId};
+use crate::transport::Framed;
+
+impl Hub {
+    /// Whether `me` keys its registrations by request id.
+    fn per_id(&self, me: ConnRef) -> bool {
+        self.conn(me.key)
+            .is_some_and(|c| c.policy().registrations_per_id())
+    }
+
+    /// `subscribe` or `advertise`.
+    pub(super) fn register(
+        &mut self,
+        me: ConnRef,
+        role: Role,
+        topic: &str,
+        id: Option<&[u8]>,
+        now: Instant,
+    ) {
+        if self.live(me) {
+            let per_id = self.per_id(me);
+            self.registry.register(me, role, topic, id, per_id);
+        }
+        let msg = match role {
+            Role::Subscriber => format!("subscribed to {topic}"),
+            Role::Publisher => format!("advertised {topic}"),
+        };
+        self.send_status(me, Level::Info, &msg, id, now);
+    }
+
+    /// `unsubscribe` or `unadvertise`; always safe to repeat.
+    pub(super) fn unregister(
+        &mut self,
+        me: ConnRef,
+        role: Role,
+        topic: &str,
+        id: Option<&[u8]>,
+        now: Instant,
+    ) {
+        if self.live(me) {
+            let per_id = self.per_id(me);
+            self.registry.unregister(me, role, topic, id, per_id);
+        }
+        let msg = match role {
+            Role::Subscriber => format!("unsubscribed from {topic}"),
+            Role::Publisher => format!("unadvertised {topic}"),
+        };
+        self.send_status(me, Level::Info, &msg, id, now);
+    }
+
+    /// Routes one publish: appended to the current batch (delivered by
+    /// [`Hub::flush_publishes`]), or, when large, delivered at once from its
+    /// own shared allocation.
+    pub(super) fn publish(&mut self, topic: &str, msg: Raw<'_>, now: Instant) {
+        self.counters.inc(Counter::Published);
+        let Some(t) = self.registry.topic_id(topic) else {
+            return;
+        };
+        if self
+            .registry
+            .topic(t)
+            .is_none_or(|e| e.subscribers().is_empty())
+        {
+            return;
+        }
+        if self.batch.topic().is_some_and(|b| b != t) {
+            self.flush_publishes(now);
+        }
+        let Some(entry) = self.registry.topic(t) else {
+            return;
+        };
+        let payload = msg.get().as_bytes();
+        if self.batch.is_empty() && payload.len() >= BATCH_MAX_BYTES {
+            let lines = encode::publish_shared(entry.prefix(), msg);
+            return self.deliver(t, lines, 1, now);
+        }
+        self.batch
+            .push(t, &encode::publish_parts(entry.prefix(), msg));
+        if self.batch.len_bytes() >= BATCH_MAX_BYTES {
+            self.flush_publishes(now);
+        }
+    }
+
+    /// Delivers the pending publish batch, if any.
+    pub(super) fn flush_publishes(&mut self, now: Instant) {
+        let Some(t) = self.batch.topic() else {
+            return;
+        };
+        if self.batch.is_empty() {
+            return self.batch.clear();
+        }
+        let lines: Rc<[u8]> = Rc::from(self.batch.lines());
+        let msgs = self.batch.messages();
+        self.batch.clear();
+        self.deliver(t, lines, msgs, now);
+    }
+
+    /// Queues `msgs` messages of topic `t` (JSON lines) to every live
+    /// subscriber; subscribers with the same framing share one copy.
+    fn deliver(&mut self, t: TopicId, lines: Rc<[u8]>, msgs: u32, now: Instant) {
+        let Some(topic) = self.registry.topic(t) else {
+            return;
+        };
+        let mut framed = Framed::new(lines, msgs as usize);
+        let cap = self.limits.max_queue_bytes;
+        for &sub in topic.subscribers() {
+            let Some(c) = self.conns.get_mut(sub.key as usize) else {
+                continue;
+            };
+            if c.gen() != sub.gen || !c.is_open() {
+                continue;
+            }
+            let out = c.out_mut(now);
+            let frames = framed.get(out.framing());
+            let d = out.push_topic(frames, t, msgs, cap);
+            self.counters.add(Counter::Delivered, u64::from(msgs));
+            self.counters.add(Counter::Dropped, d.frames);
+            self.counters.add(Counter::DroppedBytes, d.bytes);
+            if c.set_dirty() {
+                self.dirty.push(sub.key);
+            }
+        }
+    }
+}

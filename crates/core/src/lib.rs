@@ -1,0 +1,46 @@
+//! rosgate's sans-io core: connections, registrations, calls, timers,
+//! output queues and counters. It takes bytes and `now: Instant` and queues
+//! frames; it never touches a socket or reads the clock, so time-outs,
+//! stalls, drops and cleanup are tested on a fake clock, simulated and
+//! fuzzed.
+//!
+//! | module | owns |
+//! |---|---|
+//! | [`hub`] | `Hub`: the connection slab, dispatch of each op, publish batches, the life of a call, deferred close and cleanup, the stall sweep |
+//! | [`registry`] | `Registry`: topics (subscribers, publishers), services (provider), and each connection's reverse index; `withdraw(conn)` |
+//! | [`calls`] | `Calls`: calls in flight, their deadlines (timer wheel) and the per-connection indexes; `drop_conn(conn)` |
+//! | [`transport`] | the seam between kinds of connection: input framing, output framing, dialect policy |
+//! | [`conn`] | `Conn`: one connection's transport and output state (a slab entry) |
+//! | [`conn_ref`] | `ConnRef` (key + generation): the handle other tables keep |
+//! | [`codes`] | `CloseReason` and `ErrorCode`: why connections close and requests are refused |
+//! | [`family`] | the `family!` macro behind every counted enum |
+//! | [`out`] | `OutQueue`: shared frames, byte accounting, the fair drop policy |
+//! | [`timer`] | `TimerWheel`: hashed wheel of `u64` keys |
+//! | [`counters`] | typed counters, gauges, and the one visitor every rendering uses |
+//! | [`limits`] | `Limits` and every `DEFAULT_*` the core enforces |
+//! | [`ratelimit`] | `RateLimit`: N events per second |
+//! | [`log`](mod@log) | one-line stderr logging with a process-wide level |
+//!
+//! Dependencies point down: `rosgate-wire` (the wire format) below, the
+//! `rosgate` server (the mio shell) above.
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
+
+pub mod calls;
+pub mod codes;
+pub mod conn;
+pub mod conn_ref;
+pub mod counters;
+pub mod family;
+pub mod hub;
+pub mod limits;
+pub mod log;
+pub mod out;
+pub mod ratelimit;
+pub mod registry;
+pub mod timer;
+pub mod transport;
+
+pub use conn::{CloseReason, ConnRef};
+pub use hub::Hub;
+pub use limits::Limits;
+pub use transport::{StatusFilter, Transport};

@@ -1,0 +1,82 @@
+//! The limits the sans-io core enforces, and their defaults.
+//!
+//! Each `DEFAULT_*` constant carries its unit and the reason for its value;
+//! `docs/limits.md` mirrors these and a test keeps the two in sync. The
+//! server's own constants (addresses, socket budgets, back-offs) live in the
+//! `rosgate` crate's `config.rs`.
+
+use std::time::Duration;
+
+/// Bytes. Longest accepted line, enforced before its newline arrives (P1).
+/// 16 MiB holds a 4K RGBA frame as base64 with room to spare.
+pub const DEFAULT_MAX_LINE_BYTES: usize = 16 * 1024 * 1024;
+
+/// Bytes. Topic data queued for one connection before the oldest frames are
+/// dropped, fairly across its subscriptions (P5). Topic data is best-effort, so
+/// a consumer that falls 8 MiB behind loses old samples rather than memory.
+pub const DEFAULT_MAX_QUEUE_BYTES: usize = 8 * 1024 * 1024;
+
+/// Bytes. Control data (statuses, forwarded calls, responses) queued for one
+/// connection; beyond it the connection is closed because it is not reading
+/// (P6). Control data cannot be dropped without breaking correlation.
+pub const DEFAULT_MAX_CONTROL_BYTES: usize = 64 * 1024 * 1024;
+
+/// Milliseconds. Output pending with no write progress for this long closes
+/// the connection (P7). NATS uses 10 s; robots on Wi-Fi stall longer.
+pub const DEFAULT_WRITE_STALL_MS: u64 = 30_000;
+
+/// Connections. Beyond this an accepted socket gets an error status and is
+/// closed (P9). The server clamps it at start-up to the file-descriptor
+/// limit minus its reserve.
+pub const DEFAULT_MAX_CONNECTIONS: usize = 10_000;
+
+/// Milliseconds. Service call timeout when the call names none (P12);
+/// rosbridge's `default_call_service_timeout` is 5 s.
+pub const DEFAULT_CALL_TIMEOUT_MS: u64 = 5_000;
+
+/// Milliseconds. Upper bound for a per-call `timeout` field (P12): a call must
+/// never wait indefinitely, whatever the client asks for.
+pub const DEFAULT_MAX_CALL_TIMEOUT_MS: u64 = 300_000;
+
+/// Calls. In-flight calls one caller connection may have (P11); the excess
+/// call fails at once instead of growing the call table without bound.
+pub const DEFAULT_MAX_CALLS_PER_CONN: usize = 4096;
+
+/// Milliseconds. Resolution of the timer wheel that expires calls.
+pub const TIMER_TICK_MS: u64 = 10;
+
+/// Slots of the timer wheel: 512 x 10 ms covers the default 5 s timeout in
+/// one lap.
+pub const TIMER_SLOTS: usize = 512;
+
+/// Forced-close log lines per second before they are summarised (P15).
+pub const CLOSE_LOGS_PER_SEC: u32 = 20;
+
+/// The limits the core enforces. Built by the server from flags; unit tests,
+/// the simulation and the fuzz targets build one without an address.
+#[derive(Debug, Clone)]
+pub struct Limits {
+    pub max_line_bytes: usize,
+    pub max_queue_bytes: usize,
+    pub max_control_bytes: usize,
+    pub write_stall: Duration,
+    pub max_connections: usize,
+    pub call_timeout: Duration,
+    pub max_call_timeout: Duration,
+    pub max_calls_per_conn: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_line_bytes: DEFAULT_MAX_LINE_BYTES,
+            max_queue_bytes: DEFAULT_MAX_QUEUE_BYTES,
+            max_control_bytes: DEFAULT_MAX_CONTROL_BYTES,
+            write_stall: Duration::from_millis(DEFAULT_WRITE_STALL_MS),
+            max_connections: DEFAULT_MAX_CONNECTIONS,
+            call_timeout: Duration::from_millis(DEFAULT_CALL_TIMEOUT_MS),
+            max_call_timeout: Duration::from_millis(DEFAULT_MAX_CALL_TIMEOUT_MS),
+            max_calls_per_conn: DEFAULT_MAX_CALLS_PER_CONN,
+        }
+    }
+}

@@ -1,0 +1,309 @@
+//! The transport seam: everything that differs between kinds of connection
+//! (NDJSON over TCP, rosbridge over WebSocket; later TLS-wrapped streams and
+//! in-process bridges) is decided here and nowhere else.
+//!
+//! A [`Link`] turns a connection's raw input into [`Inbound`] events (whole
+//! messages, plus the transport's own replies and closes) and knows how its
+//! output is framed ([`Framing`]) and which rules its requests follow
+//! ([`Policy`]). The hub sees messages and a policy, never opcodes, frame
+//! headers or line terminators.
+//!
+//! Invariants:
+//! - a `Link` holds at most one partial message (bounded by the caller's
+//!   `max`) plus, for WebSocket, one partial frame header and handshake
+//!   head; `trim` gives back what an idle link does not need;
+//! - events come out in input order; transport replies (handshake response,
+//!   pong, close) are queued by the hub in that same order relative to
+//!   responses to the messages around them.
+
+use std::borrow::Cow;
+use std::rc::Rc;
+
+use rosgate_wire::decode::Dialect;
+use rosgate_wire::encode::{self, Level};
+use rosgate_wire::line::{Frame, LineReader};
+use rosgate_wire::ws::{self, WsEvent, WsReader};
+
+use crate::codes::{CloseReason, ErrorCode};
+
+/// Status code for a protocol violation (RFC 6455 §7.4.1).
+const WS_CLOSE_PROTOCOL_ERROR: u16 = 1002;
+
+/// Which listener a connection came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Transport {
+    /// Newline-delimited JSON over TCP: the protocol file, strictly.
+    Tcp,
+    /// rosbridge v2 over WebSocket: one JSON object per text frame.
+    WebSocket,
+}
+
+impl Transport {
+    /// What a connection refused before admission is sent before it is
+    /// closed: an error status, or for a WebSocket client (which has not
+    /// even finished its handshake) an HTTP error.
+    pub fn refusal(self, status: u16, reason: &str, msg: &str) -> Vec<u8> {
+        match self {
+            Transport::Tcp => {
+                let mut out = Vec::new();
+                encode::status(&mut out, Level::Error, msg, None);
+                out
+            }
+            Transport::WebSocket => format!(
+                "HTTP/1.1 {status} {reason}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{msg}",
+                msg.len()
+            )
+            .into_bytes(),
+        }
+    }
+}
+
+/// Which status messages a connection receives (`--ws-status`).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub enum StatusFilter {
+    /// Every status (the TCP listener, always).
+    #[default]
+    All,
+    /// Error statuses only: rosbridge sends none, and roslibpy logs each
+    /// status frame as an error, so informational ones are noise there.
+    Errors,
+    /// No statuses at all.
+    None,
+}
+
+impl StatusFilter {
+    pub fn wants(self, level: Level) -> bool {
+        match self {
+            StatusFilter::All => true,
+            StatusFilter::Errors => level == Level::Error,
+            StatusFilter::None => false,
+        }
+    }
+}
+
+impl std::str::FromStr for StatusFilter {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "all" => Ok(StatusFilter::All),
+            "error" => Ok(StatusFilter::Errors),
+            "none" => Ok(StatusFilter::None),
+            _ => Err(format!("invalid status filter {s:?} (none|error|all)")),
+        }
+    }
+}
+
+/// The rules a connection's requests follow and how it is answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Policy {
+    dialect: Dialect,
+    statuses: StatusFilter,
+}
+
+impl Policy {
+    /// The decoding rules.
+    pub fn dialect(self) -> Dialect {
+        self.dialect
+    }
+
+    /// Whether a status of `level` is sent to this connection.
+    pub fn wants_status(self, level: Level) -> bool {
+        self.statuses.wants(level)
+    }
+
+    /// rosbridge keys subscriptions and advertisements by request id within
+    /// a connection (`unsubscribe` with an id removes only that one); the
+    /// protocol file keys them by connection.
+    pub fn registrations_per_id(self) -> bool {
+        self.dialect == Dialect::Rosbridge
+    }
+
+    /// rosbridge reads a provider's answer from `values` and ignores
+    /// `result` when `values` is an object (see `hub/services.rs`).
+    pub fn rosbridge_answers(self) -> bool {
+        self.dialect == Dialect::Rosbridge
+    }
+}
+
+/// How queued JSON lines are put on the wire.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub enum Framing {
+    /// As they are: newline-delimited JSON.
+    #[default]
+    Lines,
+    /// One WebSocket text frame per line, without the `\n`.
+    WebSocket,
+}
+
+impl Framing {
+    /// Number of framings, for per-framing caches.
+    pub const COUNT: usize = 2;
+
+    fn index(self) -> usize {
+        self as usize
+    }
+
+    /// Appends `lines` (whole `\n`-terminated JSON lines) framed.
+    pub fn push_lines(self, out: &mut Vec<u8>, lines: &[u8]) {
+        match self {
+            Framing::Lines => out.extend_from_slice(lines),
+            Framing::WebSocket => ws::frame::push_text_lines(out, lines),
+        }
+    }
+}
+
+/// One shared buffer of JSON lines and its framed copies, each made once on
+/// first need: a publish batch is framed once per framing, not once per
+/// subscriber.
+#[derive(Debug)]
+pub struct Framed {
+    copies: [Option<Rc<[u8]>>; Framing::COUNT],
+    msgs: usize,
+}
+
+impl Framed {
+    /// `lines` holds `msgs` JSON lines.
+    pub fn new(lines: Rc<[u8]>, msgs: usize) -> Framed {
+        Framed {
+            copies: [Some(lines), None],
+            msgs,
+        }
+    }
+
+    /// The bytes for a queue with `framing`.
+    #[inline]
+    pub fn get(&mut self, framing: Framing) -> Rc<[u8]> {
+        if let Some(rc) = &self.copies[framing.index()] {
+            return Rc::clone(rc);
+        }
+        let lines = self.copies[Framing::Lines.index()]
+            .as_deref()
+            .unwrap_or(&[]);
+        // Each frame header is at most 10 bytes and replaces one `\n`.
+        let mut framed = Vec::with_capacity(lines.len() + 9 * self.msgs);
+        framing.push_lines(&mut framed, lines);
+        let rc: Rc<[u8]> = Rc::from(framed);
+        self.copies[framing.index()] = Some(Rc::clone(&rc));
+        rc
+    }
+}
+
+/// One event from a connection's input, in input order.
+#[derive(Debug)]
+pub enum Inbound<'a> {
+    /// A whole request (a line without its terminator, a text message).
+    Message(&'a [u8]),
+    /// A message exceeded the limit; the rest of it is skipped.
+    TooLong,
+    /// A message the transport delivers but we do not accept; answer with
+    /// an error status.
+    Refused { code: ErrorCode, msg: &'static str },
+    /// Transport bytes to send exactly as given (handshake response, pong).
+    Reply(Cow<'a, [u8]>),
+    /// The connection ends: send `last` (if any) and close with `reason`.
+    /// `detail` says why, for the debug log.
+    Close {
+        reason: CloseReason,
+        last: Option<Vec<u8>>,
+        detail: &'static str,
+    },
+}
+
+#[derive(Debug)]
+enum Input {
+    Lines(LineReader),
+    WebSocket(WsReader),
+}
+
+/// A connection's transport state. See the module docs.
+#[derive(Debug)]
+pub struct Link {
+    input: Input,
+    framing: Framing,
+    policy: Policy,
+}
+
+impl Link {
+    /// The link of a connection accepted on `transport`'s listener;
+    /// `ws_status` is the status filter of WebSocket connections.
+    pub fn new(transport: Transport, ws_status: StatusFilter) -> Link {
+        match transport {
+            Transport::Tcp => Link {
+                input: Input::Lines(LineReader::new()),
+                framing: Framing::Lines,
+                policy: Policy {
+                    dialect: Dialect::Strict,
+                    statuses: StatusFilter::All,
+                },
+            },
+            Transport::WebSocket => Link {
+                input: Input::WebSocket(WsReader::new()),
+                framing: Framing::WebSocket,
+                policy: Policy {
+                    dialect: Dialect::Rosbridge,
+                    statuses: ws_status,
+                },
+            },
+        }
+    }
+
+    pub fn policy(&self) -> Policy {
+        self.policy
+    }
+
+    pub fn framing(&self) -> Framing {
+        self.framing
+    }
+
+    /// Frames `bytes` (the next bytes of the stream) into events; `max`
+    /// bounds one message.
+    pub fn feed(&mut self, bytes: &[u8], max: usize, mut on: impl FnMut(Inbound<'_>)) {
+        match &mut self.input {
+            Input::Lines(reader) => reader.feed(bytes, max, |frame| match frame {
+                Frame::Line(line) => on(Inbound::Message(line)),
+                Frame::TooLong => on(Inbound::TooLong),
+            }),
+            Input::WebSocket(reader) => reader.feed(bytes, max, |event| on(ws_inbound(event))),
+        }
+    }
+
+    /// Releases buffers an idle link does not need.
+    pub fn trim(&mut self) {
+        match &mut self.input {
+            Input::Lines(r) => r.trim(),
+            Input::WebSocket(r) => r.trim(),
+        }
+    }
+}
+
+fn ws_inbound(event: WsEvent<'_>) -> Inbound<'_> {
+    match event {
+        WsEvent::Open(response) => Inbound::Reply(Cow::Owned(response)),
+        WsEvent::Refuse(response) => Inbound::Close {
+            reason: CloseReason::ProtocolError,
+            last: Some(response),
+            detail: "handshake refused",
+        },
+        WsEvent::Text(msg) => Inbound::Message(msg),
+        WsEvent::Binary => Inbound::Refused {
+            code: ErrorCode::BinaryFrame,
+            msg: "binary frames are not supported; send one JSON object per text frame",
+        },
+        WsEvent::Ping(payload) => Inbound::Reply(Cow::Owned(ws::frame::pong(payload))),
+        // Complete the close handshake, echoing the client's code.
+        WsEvent::Close(code) => Inbound::Close {
+            reason: CloseReason::PeerClosed,
+            last: Some(match code {
+                Some(code) => ws::frame::close(code),
+                None => ws::frame::close_empty(),
+            }),
+            detail: "close frame",
+        },
+        WsEvent::TooLong => Inbound::TooLong,
+        WsEvent::Protocol(why) => Inbound::Close {
+            reason: CloseReason::ProtocolError,
+            last: Some(ws::frame::close(WS_CLOSE_PROTOCOL_ERROR)),
+            detail: why,
+        },
+    }
+}

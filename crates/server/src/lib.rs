@@ -1,0 +1,19 @@
+//! rosgate: a low-latency gateway for robot software. This crate is the I/O
+//! shell around the sans-io core (`rosgate-core`): one mio poll loop on one
+//! thread drives both listeners, every connection, the signal pipe and the
+//! inbox other threads use; only this crate touches sockets or the clock.
+//!
+//! | module | owns |
+//! |---|---|
+//! | [`server`] | the mio loop: listeners, sockets, sticky readiness, budgets, loop phases, signals |
+//! | [`inbox`] | `mio::Waker` + bounded job queue: how other threads hand work to the loop |
+//! | [`config`] | `Config` and the server's own constants (re-exports the core's limits) |
+//! | [`args`] | flags -> `Config`; the `--help` text |
+//!
+//! Clients speak newline-delimited JSON over TCP (`docs/protocol.md`) or
+//! rosbridge v2 over WebSocket.
+
+pub mod args;
+pub mod config;
+pub mod inbox;
+pub mod server;

@@ -1,0 +1,91 @@
+//! `docs/limits.md` must state the defaults the code uses.
+
+use rosgate::config::*;
+
+fn doc_rows() -> Vec<Vec<String>> {
+    let text =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/limits.md"))
+            .expect("docs/limits.md exists");
+    text.lines()
+        .filter(|l| l.starts_with('|') && !l.starts_with("|---") && !l.starts_with("| limit"))
+        .map(|l| {
+            l.trim_matches('|')
+                .split('|')
+                .map(|c| c.trim().to_string())
+                .collect()
+        })
+        .collect()
+}
+
+#[test]
+fn every_default_constant_is_documented_with_its_value() {
+    let rows = doc_rows();
+    let expected: [(&str, u128); 15] = [
+        ("TRIM_INTERVAL", TRIM_INTERVAL.as_millis()),
+        ("LISTEN_BACKLOG", LISTEN_BACKLOG as u128),
+        ("DEFAULT_MAX_LINE_BYTES", DEFAULT_MAX_LINE_BYTES as u128),
+        ("DEFAULT_MAX_QUEUE_BYTES", DEFAULT_MAX_QUEUE_BYTES as u128),
+        (
+            "DEFAULT_MAX_CONTROL_BYTES",
+            DEFAULT_MAX_CONTROL_BYTES as u128,
+        ),
+        ("DEFAULT_WRITE_STALL_MS", DEFAULT_WRITE_STALL_MS as u128),
+        ("DEFAULT_MAX_CONNECTIONS", DEFAULT_MAX_CONNECTIONS as u128),
+        (
+            "DEFAULT_MAX_CALLS_PER_CONN",
+            DEFAULT_MAX_CALLS_PER_CONN as u128,
+        ),
+        ("DEFAULT_CALL_TIMEOUT_MS", DEFAULT_CALL_TIMEOUT_MS as u128),
+        (
+            "DEFAULT_MAX_CALL_TIMEOUT_MS",
+            DEFAULT_MAX_CALL_TIMEOUT_MS as u128,
+        ),
+        ("MAX_JSON_DEPTH", MAX_JSON_DEPTH as u128),
+        ("READ_BUDGET_BYTES", READ_BUDGET_BYTES as u128),
+        ("WRITE_BUDGET_BYTES", WRITE_BUDGET_BYTES as u128),
+        ("TIMER_TICK_MS", TIMER_TICK_MS as u128),
+        ("CLOSE_LOGS_PER_SEC", CLOSE_LOGS_PER_SEC as u128),
+    ];
+    for (name, value) in expected {
+        let row = rows
+            .iter()
+            .find(|r| r.get(4).is_some_and(|c| c == &format!("`{name}`")))
+            .unwrap_or_else(|| panic!("docs/limits.md has no row for {name}"));
+        assert_eq!(
+            row[1],
+            value.to_string(),
+            "default of {name} in docs/limits.md"
+        );
+    }
+    let backoff = rows
+        .iter()
+        .find(|r| r[4].contains("ACCEPT_BACKOFF_MIN_MS"))
+        .expect("accept back-off row");
+    assert_eq!(
+        backoff[1],
+        format!("{ACCEPT_BACKOFF_MIN_MS} to {ACCEPT_BACKOFF_MAX_MS}")
+    );
+    let keep = rows
+        .iter()
+        .find(|r| r[4].contains("KEEP_CAPACITY"))
+        .expect("keep-capacity row");
+    assert_eq!(keep[1], rosgate_wire::line::KEEP_CAPACITY.to_string());
+}
+
+#[test]
+fn every_flag_in_the_table_exists_in_the_usage_text() {
+    let usage = std::process::Command::new(env!("CARGO_BIN_EXE_rosgate"))
+        .arg("--help")
+        .output()
+        .expect("run rosgate --help");
+    let usage = String::from_utf8_lossy(&usage.stdout);
+    for row in doc_rows() {
+        let flag = row[3].trim_matches('`');
+        if flag.starts_with("--") {
+            assert!(
+                usage.contains(flag),
+                "{flag} is documented but not in --help"
+            );
+        }
+    }
+}

@@ -1,0 +1,142 @@
+//! Parity of rosgate's JSON scanner with serde_json: the check behind the
+//! `scan` fuzz target and the differential test (`tests/scan.rs`). Panics on
+//! a violation.
+
+use std::fmt;
+
+use serde::de::{Deserializer, MapAccess, Visitor};
+use serde::Deserialize;
+use serde_json::value::RawValue;
+
+use rosgate_wire::scan::{scan_object, Member, ScanError};
+
+/// Fuzz entry point: checks `data` if it is UTF-8.
+pub fn scan(data: &[u8]) {
+    if let Ok(text) = std::str::from_utf8(data) {
+        check(text);
+    }
+}
+
+/// Checks `scan_object(text, ..)` against serde_json: the verdict, every
+/// member span, and the depth limit on both sides of the text's depth.
+pub fn check(text: &str) {
+    let mut got = Vec::new();
+    let verdict = scan_object(text, usize::MAX, |m| got.push(m));
+    let expected = match serde_json::from_str::<&RawValue>(text) {
+        Err(_) => Err(ScanError::Syntax),
+        Ok(raw) if raw.get().starts_with('{') => Ok(()),
+        Ok(_) => Err(ScanError::NotObject),
+    };
+    assert_eq!(verdict, expected, "verdict for {text:?}");
+    if verdict.is_err() {
+        if verdict == Err(ScanError::NotObject) {
+            assert!(got.is_empty(), "members of a non-object {text:?}");
+        }
+        return;
+    }
+    let members = match serde_json::from_str::<Members<'_>>(text) {
+        Ok(m) => m.0,
+        Err(e) => panic!("serde_json refused the object {text:?}: {e}"),
+    };
+    assert_eq!(got.len(), members.len(), "member count in {text:?}");
+    for (m, (key, value)) in got.iter().zip(&members) {
+        check_member(text, m, key.get(), value.get());
+    }
+    let depth = reference_depth(text.as_bytes());
+    for max in [depth.saturating_sub(1), depth] {
+        let mut again = 0usize;
+        let verdict = scan_object(text, max, |_| again += 1);
+        let expected = if depth > max {
+            Err(ScanError::TooDeep)
+        } else {
+            Ok(())
+        };
+        assert_eq!(verdict, expected, "depth {depth}, max {max}, {text:?}");
+        assert_eq!(again, got.len(), "members with max {max} in {text:?}");
+    }
+}
+
+fn check_member(text: &str, m: &Member<'_>, raw_key: &str, raw_value: &str) {
+    // Same spans: keys without their quotes, values exactly.
+    let inner = raw_key
+        .strip_prefix('"')
+        .and_then(|k| k.strip_suffix('"'))
+        .unwrap_or_else(|| panic!("raw key {raw_key:?}"));
+    assert_eq!(m.key.as_ptr(), inner.as_ptr(), "key start in {text:?}");
+    assert_eq!(m.key, inner, "key in {text:?}");
+    assert_eq!(
+        m.value.as_ptr(),
+        raw_value.as_ptr(),
+        "value start in {text:?}"
+    );
+    assert_eq!(m.value, raw_value, "value in {text:?}");
+    assert_eq!(
+        m.key_escaped,
+        m.key.contains('\\'),
+        "key_escaped in {text:?}"
+    );
+    // Decoded keys agree whenever serde_json can decode them (it cannot
+    // when the key holds a lone surrogate escape).
+    let ours = serde_json::from_str::<String>(&format!("\"{}\"", m.key));
+    let theirs = serde_json::from_str::<String>(raw_key);
+    match (ours, theirs) {
+        (Ok(a), Ok(b)) => assert_eq!(a, b, "decoded key in {text:?}"),
+        (Err(_), Err(_)) => {}
+        (a, b) => panic!("key decoding differs in {text:?}: {a:?} vs {b:?}"),
+    }
+}
+
+/// Nesting depth of valid JSON, counted bracket by bracket.
+fn reference_depth(json: &[u8]) -> usize {
+    let (mut depth, mut deepest) = (0usize, 0usize);
+    let (mut in_str, mut escaped) = (false, false);
+    for &c in json {
+        if in_str {
+            if escaped {
+                escaped = false;
+            } else if c == b'\\' {
+                escaped = true;
+            } else if c == b'"' {
+                in_str = false;
+            }
+            continue;
+        }
+        match c {
+            b'"' => in_str = true,
+            b'[' | b'{' => {
+                depth += 1;
+                deepest = deepest.max(depth);
+            }
+            b']' | b'}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    deepest
+}
+
+/// Top-level members as serde_json sees them: raw key and value spans.
+struct Members<'a>(Vec<(&'a RawValue, &'a RawValue)>);
+
+impl<'de> Deserialize<'de> for Members<'de> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_map(MembersVisitor)
+    }
+}
+
+struct MembersVisitor;
+
+impl<'de> Visitor<'de> for MembersVisitor {
+    type Value = Members<'de>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a JSON object")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Members<'de>, A::Error> {
+        let mut out = Vec::new();
+        while let Some(entry) = map.next_entry::<&'de RawValue, &'de RawValue>()? {
+            out.push(entry);
+        }
+        Ok(Members(out))
+    }
+}

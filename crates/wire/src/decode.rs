@@ -1,0 +1,509 @@
+//! One line -> [`Request`]: op, names and raw payload spans.
+//!
+//! Invariants:
+//! - never panics, whatever the bytes (fuzzed by `fuzz/fuzz_targets/decode.rs`);
+//! - on error the request's `id` is returned whenever the line was a JSON
+//!   object with an `id` member, so the error status can carry it;
+//! - names are decoded with escapes; they borrow from the line unless they
+//!   contain an escape;
+//! - payload spans borrow from the line and re-parse as the same JSON value;
+//! - nesting deeper than [`MAX_JSON_DEPTH`] is refused (P3): we never recurse,
+//!   but the clients we forward to might.
+//!
+//! The line is validated once as UTF-8 and once as JSON by [`scan`], which
+//! accepts exactly what serde_json accepts and reports the top-level member
+//! spans; only names containing escapes go through serde_json to be decoded.
+//! Measurements against serde_json and simd-json: `benches/decode.rs` and
+//! docs/ARCHITECTURE.md.
+
+use std::borrow::Cow;
+use std::fmt;
+
+use crate::scan::{self, Member, ScanError};
+use crate::Raw;
+use crate::MAX_JSON_DEPTH;
+
+/// Which rules a connection's requests follow.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub enum Dialect {
+    /// The protocol file, strictly: `type` on subscribe/advertise and
+    /// advertise_service, `args` and `id` on call_service are required.
+    #[default]
+    Strict,
+    /// rosbridge v2 as real clients speak it (WebSocket listener): `type`,
+    /// `args`, a call's `id` and a response's `values` are optional;
+    /// `set_level` and `auth` are accepted and ignored.
+    Rosbridge,
+}
+
+/// A decoded request. Names are unescaped; payloads are raw JSON.
+#[derive(Debug)]
+pub struct Request<'a> {
+    /// The request's `id`, exactly as sent.
+    pub id: Option<Raw<'a>>,
+    pub op: Op<'a>,
+}
+
+/// The operations of the protocol with their required fields.
+#[derive(Debug)]
+pub enum Op<'a> {
+    Advertise {
+        topic: Cow<'a, str>,
+        /// Always present in the strict dialect.
+        ty: Option<Cow<'a, str>>,
+    },
+    Unadvertise {
+        topic: Cow<'a, str>,
+    },
+    Publish {
+        topic: Cow<'a, str>,
+        msg: Raw<'a>,
+    },
+    Subscribe {
+        topic: Cow<'a, str>,
+        /// Always present in the strict dialect.
+        ty: Option<Cow<'a, str>>,
+    },
+    Unsubscribe {
+        topic: Cow<'a, str>,
+    },
+    AdvertiseService {
+        service: Cow<'a, str>,
+        /// Always present in the strict dialect.
+        ty: Option<Cow<'a, str>>,
+    },
+    UnadvertiseService {
+        service: Cow<'a, str>,
+    },
+    /// In the strict dialect `id` and `args` are always present.
+    CallService {
+        service: Cow<'a, str>,
+        args: Option<Raw<'a>>,
+        /// rosbridge's per-call `timeout`, in seconds.
+        timeout: Option<f64>,
+    },
+    /// `id` is required, as for `CallService`; `values` is always present in
+    /// the strict dialect.
+    ServiceResponse {
+        service: Cow<'a, str>,
+        values: Option<Raw<'a>>,
+        result: Raw<'a>,
+        status: Option<Raw<'a>>,
+    },
+    /// A rosbridge op we accept and ignore (`set_level`, `auth`).
+    Ignored(&'static str),
+}
+
+impl Op<'_> {
+    /// The op's wire name.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Op::Advertise { .. } => "advertise",
+            Op::Unadvertise { .. } => "unadvertise",
+            Op::Publish { .. } => "publish",
+            Op::Subscribe { .. } => "subscribe",
+            Op::Unsubscribe { .. } => "unsubscribe",
+            Op::AdvertiseService { .. } => "advertise_service",
+            Op::UnadvertiseService { .. } => "unadvertise_service",
+            Op::CallService { .. } => "call_service",
+            Op::ServiceResponse { .. } => "service_response",
+            Op::Ignored(name) => name,
+        }
+    }
+}
+
+/// Why a line was refused. Small and `Copy`: built on the hot path, turned
+/// into text only when an error status is written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorKind {
+    BadUtf8,
+    BadJson,
+    NotObject,
+    TooDeep,
+    MissingOp,
+    UnknownOp,
+    MissingField(&'static str),
+    WrongType(&'static str),
+    MissingId,
+}
+
+impl ErrorKind {
+    /// Stable label used for counters and logs.
+    pub fn label(self) -> &'static str {
+        match self {
+            ErrorKind::BadUtf8 => "bad_utf8",
+            ErrorKind::BadJson => "bad_json",
+            ErrorKind::NotObject => "not_object",
+            ErrorKind::TooDeep => "too_deep",
+            ErrorKind::MissingOp => "missing_op",
+            ErrorKind::UnknownOp => "unknown_op",
+            ErrorKind::MissingField(_) => "missing_field",
+            ErrorKind::WrongType(_) => "wrong_type",
+            ErrorKind::MissingId => "missing_id",
+        }
+    }
+}
+
+/// A refused line: what was wrong, plus what could still be read of it.
+#[derive(Debug)]
+pub struct DecodeError<'a> {
+    pub kind: ErrorKind,
+    pub id: Option<Raw<'a>>,
+    /// The `op` value when it was a string (for unknown-op messages).
+    pub op: Option<Cow<'a, str>>,
+}
+
+impl fmt::Display for DecodeError<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let op = self.op.as_deref().unwrap_or("request");
+        match self.kind {
+            ErrorKind::BadUtf8 => f.write_str("invalid UTF-8 in request line"),
+            ErrorKind::BadJson => f.write_str("invalid JSON in request line"),
+            ErrorKind::NotObject => f.write_str("request must be a JSON object"),
+            ErrorKind::TooDeep => {
+                write!(f, "JSON nesting deeper than {MAX_JSON_DEPTH} levels")
+            }
+            ErrorKind::MissingOp => f.write_str("request has no \"op\" field"),
+            ErrorKind::UnknownOp => write!(f, "unknown op {op:?}"),
+            ErrorKind::MissingField(name) => write!(f, "{op}: missing field {name:?}"),
+            ErrorKind::WrongType(name) => write!(f, "{op}: field {name:?} has the wrong type"),
+            ErrorKind::MissingId => write!(f, "{op}: an \"id\" is required"),
+        }
+    }
+}
+
+/// Decodes one line (terminator already removed) under the strict dialect.
+pub fn decode(line: &[u8]) -> Result<Request<'_>, DecodeError<'_>> {
+    decode_as(line, Dialect::Strict)
+}
+
+/// Decodes one line or WebSocket message under `dialect`.
+pub fn decode_as(line: &[u8], dialect: Dialect) -> Result<Request<'_>, DecodeError<'_>> {
+    // One UTF-8 pass over the whole line (std's is word-at-a-time on ASCII);
+    // the scanner then works on `str` and never re-checks a span.
+    let Ok(text) = std::str::from_utf8(line) else {
+        return Err(DecodeError {
+            kind: ErrorKind::BadUtf8,
+            id: None,
+            op: None,
+        });
+    };
+    let mut fields = Fields::default();
+    let scanned = scan::scan_object(text, MAX_JSON_DEPTH, |m| fields.set(m));
+    match scanned {
+        Ok(()) => {}
+        Err(ScanError::TooDeep) => return Err(fields.error(ErrorKind::TooDeep, None)),
+        Err(e) => {
+            let kind = match e {
+                ScanError::NotObject => ErrorKind::NotObject,
+                _ => ErrorKind::BadJson,
+            };
+            // Members seen before a syntax error are not trustworthy.
+            return Err(DecodeError {
+                kind,
+                id: None,
+                op: None,
+            });
+        }
+    }
+    let op_name = match fields.op {
+        None => return Err(fields.error(ErrorKind::MissingOp, None)),
+        Some(raw) => match json_str(raw) {
+            Some(s) => s,
+            None => return Err(fields.error(ErrorKind::WrongType("op"), None)),
+        },
+    };
+    let op = match fields.build(&op_name, dialect) {
+        Ok(op) => op,
+        Err(kind) => return Err(fields.error(kind, Some(op_name))),
+    };
+    let needs_id = match op {
+        Op::ServiceResponse { .. } => true,
+        Op::CallService { .. } => dialect == Dialect::Strict,
+        _ => false,
+    };
+    if needs_id && fields.id.is_none() {
+        return Err(fields.error(ErrorKind::MissingId, Some(op_name)));
+    }
+    Ok(Request { id: fields.id, op })
+}
+
+/// The members we look at, as raw spans. Unknown members are skipped; when a
+/// key repeats, the last one wins (as in serde_json's `Value`).
+#[derive(Default)]
+struct Fields<'a> {
+    op: Option<Raw<'a>>,
+    id: Option<Raw<'a>>,
+    topic: Option<Raw<'a>>,
+    service: Option<Raw<'a>>,
+    ty: Option<Raw<'a>>,
+    msg: Option<Raw<'a>>,
+    args: Option<Raw<'a>>,
+    values: Option<Raw<'a>>,
+    result: Option<Raw<'a>>,
+    status: Option<Raw<'a>>,
+    timeout: Option<Raw<'a>>,
+}
+
+impl<'a> Fields<'a> {
+    /// Records one top-level member; the last of a repeated key wins.
+    fn set(&mut self, m: Member<'a>) {
+        let slot = if m.key_escaped {
+            // Rare: decode the key to compare it (cold path, allocates).
+            let decoded = serde_json::from_str::<String>(&format!("\"{}\"", m.key));
+            match decoded {
+                Ok(k) => self.slot(&k),
+                Err(_) => None,
+            }
+        } else {
+            self.slot(m.key)
+        };
+        if let Some(slot) = slot {
+            *slot = Some(Raw(m.value));
+        }
+    }
+
+    fn slot(&mut self, key: &str) -> Option<&mut Option<Raw<'a>>> {
+        Some(match key {
+            "op" => &mut self.op,
+            "id" => &mut self.id,
+            "topic" => &mut self.topic,
+            "service" => &mut self.service,
+            "type" => &mut self.ty,
+            "msg" => &mut self.msg,
+            "args" => &mut self.args,
+            "values" => &mut self.values,
+            "result" => &mut self.result,
+            "status" => &mut self.status,
+            "timeout" => &mut self.timeout,
+            _ => return None,
+        })
+    }
+
+    fn error(&self, kind: ErrorKind, op: Option<Cow<'a, str>>) -> DecodeError<'a> {
+        DecodeError {
+            kind,
+            id: self.id,
+            op,
+        }
+    }
+
+    fn build(&self, op: &str, dialect: Dialect) -> Result<Op<'a>, ErrorKind> {
+        let strict = dialect == Dialect::Strict;
+        // `type` is required by the strict dialect, optional otherwise; when
+        // present it must be a string either way.
+        let ty = || -> Result<Option<Cow<'a, str>>, ErrorKind> {
+            match self.ty {
+                None if strict => Err(ErrorKind::MissingField("type")),
+                None => Ok(None),
+                raw => name(raw, "type").map(Some),
+            }
+        };
+        Ok(match op {
+            "publish" => Op::Publish {
+                topic: name(self.topic, "topic")?,
+                msg: self.msg.ok_or(ErrorKind::MissingField("msg"))?,
+            },
+            "subscribe" => Op::Subscribe {
+                topic: name(self.topic, "topic")?,
+                ty: ty()?,
+            },
+            "unsubscribe" => Op::Unsubscribe {
+                topic: name(self.topic, "topic")?,
+            },
+            "advertise" => Op::Advertise {
+                topic: name(self.topic, "topic")?,
+                ty: ty()?,
+            },
+            "unadvertise" => Op::Unadvertise {
+                topic: name(self.topic, "topic")?,
+            },
+            "call_service" => Op::CallService {
+                service: name(self.service, "service")?,
+                args: match self.args {
+                    None if strict => return Err(ErrorKind::MissingField("args")),
+                    args => args,
+                },
+                timeout: timeout(self.timeout)?,
+            },
+            "service_response" => Op::ServiceResponse {
+                service: name(self.service, "service")?,
+                values: match self.values {
+                    None if strict => return Err(ErrorKind::MissingField("values")),
+                    values => values,
+                },
+                result: self.result.ok_or(ErrorKind::MissingField("result"))?,
+                status: self.status,
+            },
+            "advertise_service" => Op::AdvertiseService {
+                service: name(self.service, "service")?,
+                ty: ty()?,
+            },
+            "unadvertise_service" => Op::UnadvertiseService {
+                service: name(self.service, "service")?,
+            },
+            "set_level" if !strict => Op::Ignored("set_level"),
+            "auth" if !strict => Op::Ignored("auth"),
+            _ => return Err(ErrorKind::UnknownOp),
+        })
+    }
+}
+
+fn name<'a>(raw: Option<Raw<'a>>, field: &'static str) -> Result<Cow<'a, str>, ErrorKind> {
+    let raw = raw.ok_or(ErrorKind::MissingField(field))?;
+    json_str(raw).ok_or(ErrorKind::WrongType(field))
+}
+
+/// `timeout` in seconds; `null` counts as absent.
+fn timeout(raw: Option<Raw<'_>>) -> Result<Option<f64>, ErrorKind> {
+    let Some(raw) = raw else { return Ok(None) };
+    let text = raw.get();
+    if text == "null" {
+        return Ok(None);
+    }
+    match text.as_bytes().first() {
+        Some(b'-' | b'0'..=b'9') => text
+            .parse::<f64>()
+            .map(Some)
+            .map_err(|_| ErrorKind::WrongType("timeout")),
+        _ => Err(ErrorKind::WrongType("timeout")),
+    }
+}
+
+/// The string a raw JSON value holds, or `None` if it is not a string.
+/// Borrows when the string has no escapes, which is the common case.
+pub fn json_str(raw: Raw<'_>) -> Option<Cow<'_, str>> {
+    let text = raw.get();
+    let inner = text.strip_prefix('"')?.strip_suffix('"')?;
+    if !inner.contains('\\') {
+        return Some(Cow::Borrowed(inner));
+    }
+    serde_json::from_str::<String>(text).ok().map(Cow::Owned)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ok(line: &str) -> Request<'_> {
+        decode(line.as_bytes()).unwrap_or_else(|e| panic!("{line}: {e}"))
+    }
+
+    fn err(line: &[u8]) -> (ErrorKind, Option<String>) {
+        match decode(line) {
+            Ok(r) => panic!("accepted: {r:?}"),
+            Err(e) => (e.kind, e.id.map(|r| r.get().to_string())),
+        }
+    }
+
+    #[test]
+    fn publish_keeps_payload_bytes() {
+        let r = ok(
+            r#"{ "msg" : {"n":12345678901234567890, "f":1e-300} ,"topic":"/a\u002fb","op":"publish","x":[1]}"#,
+        );
+        match r.op {
+            Op::Publish { topic, msg } => {
+                assert_eq!(topic, "/a/b");
+                assert_eq!(msg.get(), r#"{"n":12345678901234567890, "f":1e-300}"#);
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn names_borrow_without_escapes() {
+        match ok(r#"{"op":"subscribe","topic":"/t","type":"x/Y"}"#).op {
+            Op::Subscribe { topic, .. } => assert!(matches!(topic, Cow::Borrowed("/t"))),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn errors_keep_the_id() {
+        assert_eq!(
+            err(br#"{"op":"subscribe","id":"s1"}"#),
+            (ErrorKind::MissingField("topic"), Some("\"s1\"".into()))
+        );
+        assert_eq!(
+            err(br#"{"op":"nope","id":7}"#),
+            (ErrorKind::UnknownOp, Some("7".into()))
+        );
+        assert_eq!(
+            err(br#"{"id":[1]}"#),
+            (ErrorKind::MissingOp, Some("[1]".into()))
+        );
+        assert_eq!(
+            err(br#"{"op":5,"id":1}"#),
+            (ErrorKind::WrongType("op"), Some("1".into()))
+        );
+        assert_eq!(
+            err(br#"{"op":"publish","topic":5,"msg":1,"id":2}"#),
+            (ErrorKind::WrongType("topic"), Some("2".into()))
+        );
+        assert_eq!(
+            err(br#"{"op":"call_service","service":"/s","args":{}}"#),
+            (ErrorKind::MissingId, None)
+        );
+    }
+
+    #[test]
+    fn malformed_lines() {
+        assert_eq!(err(b"[1,2]").0, ErrorKind::NotObject);
+        assert_eq!(err(b"42").0, ErrorKind::NotObject);
+        assert_eq!(err(b"\"x\"").0, ErrorKind::NotObject);
+        assert_eq!(err(b"{\"op\":").0, ErrorKind::BadJson);
+        assert_eq!(err(b"{} x").0, ErrorKind::BadJson);
+        assert_eq!(err(b"{\"op\":\"\xff\"}").0, ErrorKind::BadUtf8);
+    }
+
+    #[test]
+    fn depth_is_bounded() {
+        let deep = |n: usize| {
+            format!(
+                r#"{{"op":"publish","topic":"/t","msg":{}{}}}"#,
+                "[".repeat(n),
+                "]".repeat(n)
+            )
+        };
+        assert!(decode(deep(127).as_bytes()).is_ok());
+        assert_eq!(err(deep(128).as_bytes()).0, ErrorKind::TooDeep);
+        assert_eq!(err(deep(100_000).as_bytes()).0, ErrorKind::TooDeep);
+        // Brackets inside strings do not count.
+        let s = format!(
+            r#"{{"op":"publish","topic":"/t","msg":"{}"}}"#,
+            "[".repeat(1000)
+        );
+        assert!(decode(s.as_bytes()).is_ok());
+    }
+
+    #[test]
+    fn rosbridge_dialect_relaxes_optional_fields() {
+        let line = br#"{"op":"call_service","service":"/s"}"#;
+        assert_eq!(err(line).0, ErrorKind::MissingField("args"));
+        let r = decode_as(line, Dialect::Rosbridge).expect("accepted");
+        assert!(r.id.is_none());
+        assert!(matches!(r.op, Op::CallService { args: None, .. }));
+        let sub = br#"{"op":"subscribe","topic":"/t"}"#;
+        assert_eq!(err(sub).0, ErrorKind::MissingField("type"));
+        assert!(decode_as(sub, Dialect::Rosbridge).is_ok());
+        let bad_type = br#"{"op":"subscribe","topic":"/t","type":5}"#;
+        assert!(decode_as(bad_type, Dialect::Rosbridge).is_err());
+        assert!(matches!(
+            decode_as(br#"{"op":"set_level","level":"info"}"#, Dialect::Rosbridge).map(|r| r.op),
+            Ok(Op::Ignored("set_level"))
+        ));
+        assert_eq!(err(br#"{"op":"auth"}"#).0, ErrorKind::UnknownOp);
+    }
+
+    #[test]
+    fn timeout_field() {
+        match ok(r#"{"op":"call_service","service":"/s","id":1,"args":[],"timeout":0.5}"#).op {
+            Op::CallService { timeout, .. } => assert_eq!(timeout, Some(0.5)),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(
+            err(br#"{"op":"call_service","service":"/s","id":1,"args":[],"timeout":"x"}"#).0,
+            ErrorKind::WrongType("timeout")
+        );
+    }
+}

@@ -1,0 +1,32 @@
+//! rosgate's wire format, usable on its own (by the gateway's core, the CLI,
+//! the load generator, bridges): nothing here depends on connections,
+//! queues or the clock.
+//!
+//! | module | owns |
+//! |---|---|
+//! | [`line`](mod@line) | `LineReader`: resumable newline framing with a length limit |
+//! | [`scan`] | the validating JSON scanner: exactly serde_json's language, member spans, bounded depth |
+//! | [`decode`] | one line -> `Request` (op, unescaped names, raw payload spans), per [`decode::Dialect`] |
+//! | [`encode`] | outgoing frames written into a caller's buffer; JSON string escaping |
+//! | [`ids`] | the gateway's provider-side call ids (`"rg-<n>"`): writing and strict parsing |
+//! | [`ws`] | WebSocket (RFC 6455) handshake and frames, sans-io |
+//! | [`raw`] | [`Raw`], a span of valid JSON forwarded byte for byte |
+//!
+//! Payloads (`msg`, `args`, `values`, `result`, `status`, `id`) are carried
+//! as borrowed raw JSON spans and written back byte for byte; they are
+//! validated by the scanner but never re-serialized.
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
+
+pub mod decode;
+pub mod encode;
+pub mod ids;
+pub mod line;
+pub mod raw;
+pub mod scan;
+pub mod ws;
+
+pub use raw::Raw;
+
+/// Maximum JSON nesting depth of a request (P3); serde_json's own default.
+/// We never recurse, but the clients we forward to might.
+pub const MAX_JSON_DEPTH: usize = 128;
