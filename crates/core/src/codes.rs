@@ -53,6 +53,10 @@ family! {
         NotProvider => "not_provider", "unadvertise_service from a connection that is not the provider.";
         ReservedName => "reserved_name", "Registrations under the gateway's reserved prefix.";
         BinaryFrame => "binary_frame", "WebSocket binary frames (only text is supported).";
+        NumberOutOfRange => "number_out_of_range", "Requests with a number beyond the f64 range.";
+        LoneSurrogate => "lone_surrogate", "Requests with a string escaping an unpaired surrogate.";
+        IdTooLong => "id_too_long", "Requests whose id is over the length limit (the id is not echoed).";
+        NameTooLong => "name_too_long", "Requests with a name over the length limit.";
     }
 }
 
@@ -69,6 +73,10 @@ impl From<rosgate_wire::decode::ErrorKind> for ErrorCode {
             K::MissingField(_) => ErrorCode::MissingField,
             K::WrongType(_) => ErrorCode::WrongType,
             K::MissingId => ErrorCode::MissingId,
+            K::NumberOutOfRange => ErrorCode::NumberOutOfRange,
+            K::LoneSurrogate => ErrorCode::LoneSurrogate,
+            K::IdTooLong => ErrorCode::IdTooLong,
+            K::NameTooLong(_) => ErrorCode::NameTooLong,
         }
     }
 }

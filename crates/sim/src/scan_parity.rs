@@ -7,8 +7,9 @@ use std::fmt;
 use serde::de::{Deserializer, MapAccess, Visitor};
 use serde::Deserialize;
 use serde_json::value::RawValue;
+use serde_json::Value;
 
-use rosgate_wire::scan::{scan_object, Member, ScanError};
+use rosgate_wire::scan::{scan_object, Member, ScanError, MAX_NUMBER_MAGNITUDE};
 
 /// Fuzz entry point: checks `data` if it is UTF-8.
 pub fn scan(data: &[u8]) {
@@ -17,17 +18,55 @@ pub fn scan(data: &[u8]) {
     }
 }
 
-/// Checks `scan_object(text, ..)` against serde_json: the verdict, every
+/// Nesting serde_json's `Value` accepts (its recursion limit): deeper texts
+/// are only checked against the grammar.
+const VALUE_MAX_DEPTH: usize = 127;
+
+/// Checks `scan_object(text, ..)` against serde_json: the verdict (against
+/// its grammar, `&RawValue`, and against what its `Value` accepts), every
 /// member span, and the depth limit on both sides of the text's depth.
 pub fn check(text: &str) {
     let mut got = Vec::new();
     let verdict = scan_object(text, usize::MAX, |m| got.push(m));
-    let expected = match serde_json::from_str::<&RawValue>(text) {
-        Err(_) => Err(ScanError::Syntax),
-        Ok(raw) if raw.get().starts_with('{') => Ok(()),
-        Ok(_) => Err(ScanError::NotObject),
-    };
-    assert_eq!(verdict, expected, "verdict for {text:?}");
+    let grammar = serde_json::from_str::<&RawValue>(text);
+    let depth = reference_depth(text.as_bytes());
+    // What every client parser accepts; `None` when too deep to tell.
+    let portable = (depth <= VALUE_MAX_DEPTH).then(|| serde_json::from_str::<Value>(text));
+    match verdict {
+        Err(ScanError::Syntax) => assert!(grammar.is_err(), "Syntax for grammatical {text:?}"),
+        Err(ScanError::NumberOutOfRange | ScanError::LoneSurrogate) => {
+            // Found before any syntax error there may be further on.
+            if let Some(Ok(v)) = &portable {
+                panic!("{verdict:?} for {text:?}, which serde_json reads as {v}");
+            }
+        }
+        Ok(()) | Err(ScanError::NotObject) => {
+            let is_object = grammar
+                .as_ref()
+                .map(|raw| raw.get().starts_with('{'))
+                .unwrap_or_else(|e| panic!("{verdict:?} for {text:?}, ungrammatical: {e}"));
+            assert_eq!(verdict.is_ok(), is_object, "object or not: {text:?}");
+            if let Some(Err(e)) = &portable {
+                panic!("accepted {text:?}, which serde_json's Value refuses: {e}");
+            }
+        }
+        Err(ScanError::TooDeep) => panic!("TooDeep without a depth limit for {text:?}"),
+    }
+    // The converse: what serde_json reads must be accepted, except a number
+    // in the hair between our bound and f64::MAX.
+    match (&portable, &grammar) {
+        (Some(Ok(v)), _) if !has_number_beyond(v, MAX_NUMBER_MAGNITUDE) => {
+            assert!(
+                matches!(verdict, Ok(()) | Err(ScanError::NotObject)),
+                "refused {text:?} ({verdict:?}), which serde_json reads as {v}"
+            );
+        }
+        (_, Err(_)) => assert!(
+            !matches!(verdict, Ok(()) | Err(ScanError::NotObject)),
+            "accepted ungrammatical {text:?}"
+        ),
+        _ => {}
+    }
     if verdict.is_err() {
         if verdict == Err(ScanError::NotObject) {
             assert!(got.is_empty(), "members of a non-object {text:?}");
@@ -42,7 +81,6 @@ pub fn check(text: &str) {
     for (m, (key, value)) in got.iter().zip(&members) {
         check_member(text, m, key.get(), value.get());
     }
-    let depth = reference_depth(text.as_bytes());
     for max in [depth.saturating_sub(1), depth] {
         let mut again = 0usize;
         let verdict = scan_object(text, max, |_| again += 1);
@@ -83,6 +121,16 @@ fn check_member(text: &str, m: &Member<'_>, raw_key: &str, raw_value: &str) {
         (Ok(a), Ok(b)) => assert_eq!(a, b, "decoded key in {text:?}"),
         (Err(_), Err(_)) => {}
         (a, b) => panic!("key decoding differs in {text:?}: {a:?} vs {b:?}"),
+    }
+}
+
+/// Whether `v` holds a number of magnitude above `bound`.
+fn has_number_beyond(v: &Value, bound: f64) -> bool {
+    match v {
+        Value::Number(n) => n.as_f64().is_some_and(|x| x.abs() > bound),
+        Value::Array(a) => a.iter().any(|x| has_number_beyond(x, bound)),
+        Value::Object(o) => o.values().any(|x| has_number_beyond(x, bound)),
+        _ => false,
     }
 }
 

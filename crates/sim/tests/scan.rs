@@ -79,9 +79,39 @@ fn numbers() {
         "1.5e10",
         "0e0",
         "12345678901234567890123456789012345678901234567890",
+        "1.79769313486231e308",
+        "-1.7976931348623e308",
+        "1e-400",
+        "0e99999",
+        "0.0000001e314",
+        "1000e-10000",
     ] {
         assert_eq!(verdict(&format!("{{\"n\":{n}}}")), OK, "{n}");
         assert_eq!(verdict(&format!("[{n}]")), NOT_OBJECT, "{n}");
+    }
+    let big_int = format!("9{}", "0".repeat(308));
+    let huge_int = format!("1{}", "0".repeat(4400));
+    // Up to 308 digits an integer is in range; past f64, serde_json (and,
+    // past 4300 digits, Python) refuses it.
+    let fine_int = "9".repeat(308);
+    assert_eq!(verdict(&format!("{{\"n\":{fine_int}}}")), OK);
+    for n in [
+        "1e400",
+        "-1e309",
+        "1.8e308",
+        "1.7976931348623158e308",
+        "123.4e307",
+        "1e99999999999999999999",
+        big_int.as_str(),
+        huge_int.as_str(),
+    ] {
+        assert_eq!(
+            verdict(&format!("{{\"n\":{n}}}")),
+            Err(ScanError::NumberOutOfRange),
+            "{}",
+            &n[..n.len().min(30)]
+        );
+        assert_eq!(verdict(&format!("[1,{n}]")), Err(ScanError::NumberOutOfRange));
     }
     for n in [
         "01", "-01", "00", "+1", ".5", "1.", "-", "-a", "1e", "1e+", "1E-", "1.e5", "1.5.3",
@@ -100,12 +130,31 @@ fn strings() {
         r#""\u00e9\uABCD\uabcd""#,
         "\"\u{7f}\"",
         "\"é€😀\"",
-        // Not decoded when skipped, as in serde_json: lone surrogates pass.
-        r#""\ud800""#,
-        r#""\udc00\ud800x""#,
+        r#""\ud83d\ude00""#,
+        r#""\uDBFF\uDFFFx\uD800\uDC00""#,
     ] {
         assert_eq!(verdict(s), NOT_OBJECT, "{s}");
         assert_eq!(verdict(&format!("{{{s}:{s}}}")), OK, "{s}");
+    }
+    // Grammatical, but serde_json's Value refuses unpaired surrogates.
+    for s in [
+        r#""\ud800""#,
+        r#""\udc00\ud800x""#,
+        r#""\ud800\u0041""#,
+        r#""\ud800\n""#,
+        r#""x\uDFFF""#,
+    ] {
+        assert_eq!(verdict(s), Err(ScanError::LoneSurrogate), "{s}");
+        assert_eq!(
+            verdict(&format!("{{\"k\":{s}}}")),
+            Err(ScanError::LoneSurrogate),
+            "{s}"
+        );
+        assert_eq!(
+            verdict(&format!("{{{s}:1}}")),
+            Err(ScanError::LoneSurrogate),
+            "{s} as a key"
+        );
     }
     for s in [
         "\"",
@@ -306,7 +355,12 @@ fn number(rng: &mut Rng, out: &mut String) {
     if rng.chance(20) {
         out.push_str(rng.pick(&["e", "E"]));
         out.push_str(rng.pick(&["", "+", "-"]));
-        digits(rng, out, false);
+        if rng.chance(20) {
+            // Near and past the top of the f64 range.
+            out.push_str(rng.pick(&["306", "307", "308", "309", "400", "0308"]));
+        } else {
+            digits(rng, out, false);
+        }
     }
 }
 

@@ -125,6 +125,14 @@ pub enum ErrorKind {
     MissingField(&'static str),
     WrongType(&'static str),
     MissingId,
+    /// A number beyond the f64 range (see [`crate::scan::MAX_NUMBER_MAGNITUDE`]).
+    NumberOutOfRange,
+    /// A `\uXXXX` escape of an unpaired surrogate.
+    LoneSurrogate,
+    /// An `id` longer than [`MAX_ID_BYTES`].
+    IdTooLong,
+    /// A name (`topic`, `service`, `type`, ...) longer than [`MAX_NAME_BYTES`].
+    NameTooLong(&'static str),
 }
 
 impl ErrorKind {
@@ -140,6 +148,10 @@ impl ErrorKind {
             ErrorKind::MissingField(_) => "missing_field",
             ErrorKind::WrongType(_) => "wrong_type",
             ErrorKind::MissingId => "missing_id",
+            ErrorKind::NumberOutOfRange => "number_out_of_range",
+            ErrorKind::LoneSurrogate => "lone_surrogate",
+            ErrorKind::IdTooLong => "id_too_long",
+            ErrorKind::NameTooLong(_) => "name_too_long",
         }
     }
 }
@@ -168,9 +180,38 @@ impl fmt::Display for DecodeError<'_> {
             ErrorKind::MissingField(name) => write!(f, "{op}: missing field {name:?}"),
             ErrorKind::WrongType(name) => write!(f, "{op}: field {name:?} has the wrong type"),
             ErrorKind::MissingId => write!(f, "{op}: an \"id\" is required"),
+            ErrorKind::NumberOutOfRange => f.write_str(
+                "a number is out of range: JSON numbers must fit a 64-bit float \
+                 (larger ones break Python, JavaScript and serde_json clients)",
+            ),
+            ErrorKind::LoneSurrogate => f.write_str(
+                "a string escapes an unpaired UTF-16 surrogate (\\ud800-\\udfff), \
+                 which standard JSON parsers refuse",
+            ),
+            ErrorKind::IdTooLong => {
+                write!(
+                    f,
+                    "{op}: \"id\" is longer than {MAX_ID_BYTES} bytes; request refused"
+                )
+            }
+            ErrorKind::NameTooLong(name) => {
+                write!(
+                    f,
+                    "{op}: field {name:?} is longer than {MAX_NAME_BYTES} bytes"
+                )
+            }
         }
     }
 }
+
+/// Bytes. Longest `id` accepted: ids are echoed in replies and held while a
+/// call is in flight, so a client must not be able to make them big (P18).
+/// rosbridge clients' ids are like `call_service:/ns/name:17`.
+pub const MAX_ID_BYTES: usize = 1024;
+
+/// Bytes. Longest name (`topic`, `service`, `type`) accepted, as written
+/// on the wire (P18). ROS 2 names are at most 256 characters.
+pub const MAX_NAME_BYTES: usize = 1024;
 
 /// Decodes one line (terminator already removed) under the strict dialect.
 pub fn decode(line: &[u8]) -> Result<Request<'_>, DecodeError<'_>> {
@@ -192,7 +233,12 @@ pub fn decode_as(line: &[u8], dialect: Dialect) -> Result<Request<'_>, DecodeErr
     let scanned = scan::scan_object(text, MAX_JSON_DEPTH, |m| fields.set(m));
     match scanned {
         Ok(()) => {}
-        Err(ScanError::TooDeep) => return Err(fields.error(ErrorKind::TooDeep, None)),
+        Err(ScanError::TooDeep) => return Err(fields.checked_error(ErrorKind::TooDeep)),
+        // Grammatical JSON: the members before the refused value are valid.
+        Err(ScanError::NumberOutOfRange) => {
+            return Err(fields.checked_error(ErrorKind::NumberOutOfRange))
+        }
+        Err(ScanError::LoneSurrogate) => return Err(fields.checked_error(ErrorKind::LoneSurrogate)),
         Err(e) => {
             let kind = match e {
                 ScanError::NotObject => ErrorKind::NotObject,
@@ -205,6 +251,12 @@ pub fn decode_as(line: &[u8], dialect: Dialect) -> Result<Request<'_>, DecodeErr
                 op: None,
             });
         }
+    }
+    if fields.id.is_some_and(|id| id.0.len() > MAX_ID_BYTES) {
+        // Never echoed: we would refuse it ourselves.
+        fields.id = None;
+        let op = fields.op.and_then(json_str);
+        return Err(fields.error(ErrorKind::IdTooLong, op));
     }
     let op_name = match fields.op {
         None => return Err(fields.error(ErrorKind::MissingOp, None)),
@@ -280,6 +332,16 @@ impl<'a> Fields<'a> {
         })
     }
 
+    /// An error for a grammatical line: carries the id unless it is too
+    /// long to echo, and the op when it is readable.
+    fn checked_error(&mut self, kind: ErrorKind) -> DecodeError<'a> {
+        if self.id.is_some_and(|id| id.0.len() > MAX_ID_BYTES) {
+            self.id = None;
+        }
+        let op = self.op.and_then(json_str);
+        self.error(kind, op)
+    }
+
     fn error(&self, kind: ErrorKind, op: Option<Cow<'a, str>>) -> DecodeError<'a> {
         DecodeError {
             kind,
@@ -351,6 +413,9 @@ impl<'a> Fields<'a> {
 
 fn name<'a>(raw: Option<Raw<'a>>, field: &'static str) -> Result<Cow<'a, str>, ErrorKind> {
     let raw = raw.ok_or(ErrorKind::MissingField(field))?;
+    if raw.0.len() > MAX_NAME_BYTES + 2 {
+        return Err(ErrorKind::NameTooLong(field));
+    }
     json_str(raw).ok_or(ErrorKind::WrongType(field))
 }
 
@@ -457,6 +522,41 @@ mod tests {
     }
 
     #[test]
+    fn unportable_values_are_refused_with_the_id_seen_before_them() {
+        let (kind, id) = err(br#"{"id":7,"op":"publish","topic":"/t","msg":[1e400]}"#);
+        assert_eq!(
+            (kind, id.as_deref()),
+            (ErrorKind::NumberOutOfRange, Some("7"))
+        );
+        let (kind, id) = err(br#"{"op":"publish","id":"a","topic":"/t","msg":"\udc00"}"#);
+        assert_eq!(
+            (kind, id.as_deref()),
+            (ErrorKind::LoneSurrogate, Some("\"a\""))
+        );
+        // An id that is itself refused is never echoed.
+        let (kind, id) = err(br#"{"op":"publish","id":"\ud800","topic":"/t","msg":1}"#);
+        assert_eq!((kind, id), (ErrorKind::LoneSurrogate, None));
+    }
+
+    #[test]
+    fn long_ids_and_names_are_refused_and_long_ids_not_echoed() {
+        let id = format!("\"{}\"", "i".repeat(MAX_ID_BYTES - 2));
+        let line = format!(r#"{{"op":"subscribe","topic":"/t","type":"T","id":{id}}}"#);
+        assert!(decode(line.as_bytes()).is_ok(), "exactly the limit");
+        let id = format!("\"{}\"", "i".repeat(MAX_ID_BYTES - 1));
+        let line = format!(r#"{{"op":"subscribe","topic":"/t","type":"T","id":{id}}}"#);
+        assert_eq!(err(line.as_bytes()), (ErrorKind::IdTooLong, None));
+        let name = "n".repeat(MAX_NAME_BYTES + 1);
+        let line = format!(r#"{{"op":"subscribe","topic":"{name}","type":"T","id":1}}"#);
+        assert_eq!(
+            err(line.as_bytes()),
+            (ErrorKind::NameTooLong("topic"), Some("1".to_string()))
+        );
+        let line = format!(r#"{{"op":"advertise","topic":"/t","type":"{name}"}}"#);
+        assert_eq!(err(line.as_bytes()).0, ErrorKind::NameTooLong("type"));
+    }
+
+    #[test]
     fn depth_is_bounded() {
         let deep = |n: usize| {
             format!(
@@ -465,8 +565,8 @@ mod tests {
                 "]".repeat(n)
             )
         };
-        assert!(decode(deep(127).as_bytes()).is_ok());
-        assert_eq!(err(deep(128).as_bytes()).0, ErrorKind::TooDeep);
+        assert!(decode(deep(126).as_bytes()).is_ok());
+        assert_eq!(err(deep(127).as_bytes()).0, ErrorKind::TooDeep);
         assert_eq!(err(deep(100_000).as_bytes()).0, ErrorKind::TooDeep);
         // Brackets inside strings do not count.
         let s = format!(

@@ -27,6 +27,8 @@ pub mod ws;
 
 pub use raw::Raw;
 
-/// Maximum JSON nesting depth of a request (P3); serde_json's own default.
-/// We never recurse, but the clients we forward to might.
-pub const MAX_JSON_DEPTH: usize = 128;
+/// Maximum JSON nesting depth of a request (P3), counting the request object
+/// as 1. We never recurse, but the clients we forward to do: serde_json's
+/// `Value` refuses 128 levels, and a forwarded frame nests its payload as
+/// deep as the request did, so 127 is the most every client can read.
+pub const MAX_JSON_DEPTH: usize = 127;

@@ -15,11 +15,17 @@
 //! line, 11 vs 19 on a numeric array, 1.0 vs 2.4 on a long string).
 //!
 //! Invariants:
-//! - acceptance is serde_json's, exactly: `scan_object(t, usize::MAX, _)`
-//!   is `Ok` iff `serde_json::from_str::<&RawValue>(t)` accepts an object,
-//!   `NotObject` iff it accepts any other value, `Syntax` iff it rejects.
-//!   Like serde_json when it skips a value, `\uXXXX` escapes are checked for
-//!   four hex digits but not decoded, so lone surrogates (`"\ud800"`) pass;
+//! - what it accepts, every standard parser accepts: `scan_object(t,
+//!   usize::MAX, _)` is `Ok` only if `serde_json::from_str::<Value>(t)`
+//!   accepts an object (and then Python's `json.loads` and JavaScript's
+//!   `JSON.parse` do too), so nothing the gateway forwards can break a
+//!   client. It is `Syntax` iff serde_json's grammar (`&RawValue`) rejects
+//!   the text; two kinds of grammatical JSON are refused on top, because
+//!   some of those parsers refuse them: a `\uXXXX` escape of a lone
+//!   surrogate (`"\ud800"`: serde_json) and a number whose magnitude does
+//!   not fit an f64 (`1e400`: serde_json; a 4301-digit integer: Python).
+//!   The f64 bound is taken a hair inside `f64::MAX`
+//!   ([`MAX_NUMBER_MAGNITUDE`]) so that no parser's rounding can disagree;
 //! - never panics and never recurses, whatever the input;
 //! - allocates nothing unless the nesting is deeper than 256 levels (the
 //!   container kinds of deeper levels go to a bit vector on the heap, so that
@@ -28,11 +34,13 @@
 //!   escapes left as written, values exactly as written (no surrounding
 //!   whitespace), in document order, duplicates included.
 //!
-//! Errors rank `Syntax` > `NotObject` > `TooDeep`: a too-deep object is still
-//! validated to the end and all its members are reported before `TooDeep` is
-//! returned, so a caller can still read e.g. the request's `id`. Members are
-//! reported as they are found, so on `Syntax` the caller has already seen the
-//! members before the error and must discard them.
+//! `Syntax`, `NumberOutOfRange` and `LoneSurrogate` stop the scan where they
+//! are found (the first one wins); then `NotObject` > `TooDeep`: a too-deep
+//! object is still validated to the end and all its members are reported
+//! before `TooDeep` is returned, so a caller can still read e.g. the
+//! request's `id`. Members are reported as they are found, so on `Syntax`
+//! the caller has already seen the members before the error and must discard
+//! them; on the two others they are valid (the text is grammatical).
 
 /// One top-level member of an object: the key's raw contents between its
 /// quotes (escapes NOT decoded) and the exact span of its value.
@@ -44,11 +52,22 @@ pub struct Member<'a> {
     pub value: &'a str,
 }
 
+/// The largest number magnitude accepted: a hair inside `f64::MAX`
+/// (1.7976931348623157e308), so that a parser that rounds a few ulps off
+/// near the top of the range still gets a finite value.
+pub const MAX_NUMBER_MAGNITUDE: f64 = 1.797_693_134_862_31e308;
+
 /// Why a text was refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ScanError {
     /// Not exactly one valid JSON value.
     Syntax,
+    /// Grammatical JSON with a number beyond [`MAX_NUMBER_MAGNITUDE`].
+    /// Members reported before it are complete and valid.
+    NumberOutOfRange,
+    /// Grammatical JSON with a `\uXXXX` escape of an unpaired surrogate.
+    /// Members reported before it are complete and valid.
+    LoneSurrogate,
     /// Valid JSON, but not an object.
     NotObject,
     /// A valid object nesting arrays/objects deeper than `max_depth`.
@@ -264,14 +283,36 @@ fn number(b: &[u8], i: usize) -> Result<usize, ScanError> {
         _ => {}
     }
     match b.get(end) {
-        Some(b'.' | b'e' | b'E') => fraction_exponent(b, end),
+        Some(b'.' | b'e' | b'E') => fraction_exponent(b, i, end - int, end),
+        // Up to 308 digits an integer is below 1e308: always in range.
+        _ if end - int > 308 => in_range(b, i, end),
         _ => Ok(end),
     }
 }
 
-/// The rest of a number from `i`, at its `.`, `e` or `E`.
+/// Checks the magnitude of the number `b[start..end]`; the slow path for
+/// numbers that may be near or past the f64 range.
+#[cold]
+fn in_range(b: &[u8], start: usize, end: usize) -> Result<usize, ScanError> {
+    let text = b
+        .get(start..end)
+        .and_then(|t| std::str::from_utf8(t).ok())
+        .ok_or(ScanError::Syntax)?;
+    match text.parse::<f64>() {
+        Ok(x) if x.abs() <= MAX_NUMBER_MAGNITUDE => Ok(end),
+        _ => Err(ScanError::NumberOutOfRange),
+    }
+}
+
+/// The rest of a number that starts at `start` with `int_digits` integer
+/// digits, from `i`, at its `.`, `e` or `E`.
 #[inline(never)]
-fn fraction_exponent(b: &[u8], mut i: usize) -> Result<usize, ScanError> {
+fn fraction_exponent(
+    b: &[u8],
+    start: usize,
+    int_digits: usize,
+    mut i: usize,
+) -> Result<usize, ScanError> {
     if b.get(i) == Some(&b'.') {
         let frac = i + 1;
         i = digits(b, frac);
@@ -289,6 +330,21 @@ fn fraction_exponent(b: &[u8], mut i: usize) -> Result<usize, ScanError> {
         if i == exp {
             return Err(ScanError::Syntax);
         }
+        // The magnitude is below 10^(int_digits + exponent): check exactly
+        // only when that may reach the top of the f64 range.
+        let positive = b.get(exp - 1) != Some(&b'-');
+        let small = i - exp <= 3
+            && b.get(exp..i).map_or(0, |d| {
+                d.iter()
+                    .fold(0usize, |n, &c| n * 10 + usize::from(c - b'0'))
+            }) + int_digits
+                < 308;
+        if positive && !small {
+            return in_range(b, start, i);
+        }
+    }
+    if int_digits > 308 {
+        return in_range(b, start, i);
     }
     Ok(i)
 }
@@ -329,18 +385,39 @@ fn string(b: &[u8], mut i: usize) -> Result<(usize, bool), ScanError> {
 }
 
 /// Checks the escape whose `\` is just before `i`; returns the index after
-/// it. `\uXXXX` needs four hex digits and is not decoded (serde_json does not
-/// decode when skipping, so lone surrogates are accepted).
+/// it. `\uXXXX` needs four hex digits; a high surrogate must be followed by
+/// an escaped low one, and a low one must follow a high one.
 #[cold]
 fn escape(b: &[u8], i: usize) -> Result<usize, ScanError> {
     match b.get(i) {
         Some(b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't') => Ok(i + 1),
-        Some(b'u') => match b.get(i + 1..i + 5) {
-            Some(hex) if hex.iter().all(u8::is_ascii_hexdigit) => Ok(i + 5),
-            _ => Err(ScanError::Syntax),
+        Some(b'u') => match hex4(b, i + 1)? {
+            0xD800..=0xDBFF => {
+                // The grammar is checked first: `\u` + 4 hex digits must
+                // follow as a syntax matter only if a `\u` is there at all.
+                if b.get(i + 5..i + 7) != Some(b"\\u") {
+                    return Err(ScanError::LoneSurrogate);
+                }
+                match hex4(b, i + 7)? {
+                    0xDC00..=0xDFFF => Ok(i + 11),
+                    _ => Err(ScanError::LoneSurrogate),
+                }
+            }
+            0xDC00..=0xDFFF => Err(ScanError::LoneSurrogate),
+            _ => Ok(i + 5),
         },
         _ => Err(ScanError::Syntax),
     }
+}
+
+/// The value of the four hex digits at `i`.
+#[inline(always)]
+fn hex4(b: &[u8], i: usize) -> Result<u32, ScanError> {
+    let hex = b.get(i..i + 4).ok_or(ScanError::Syntax)?;
+    hex.iter().try_fold(0u32, |n, &c| {
+        let d = (c as char).to_digit(16).ok_or(ScanError::Syntax)?;
+        Ok(n * 16 + d)
+    })
 }
 
 // Word-at-a-time (SWAR) byte classes. Each mask is non-zero iff some byte of

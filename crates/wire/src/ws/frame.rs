@@ -237,10 +237,24 @@ impl WsReader {
             OP_PING => on(WsEvent::Ping(payload)),
             OP_PONG => {}
             OP_CLOSE => {
-                let code =
-                    (payload.len() >= 2).then(|| u16::from_be_bytes([payload[0], payload[1]]));
-                on(WsEvent::Close(code));
-                return Step::Stop;
+                return match payload {
+                    [] => {
+                        on(WsEvent::Close(None));
+                        Step::Stop
+                    }
+                    [_] => protocol(on, "a close frame with a one-byte body"),
+                    [hi, lo, reason @ ..] => {
+                        let code = u16::from_be_bytes([*hi, *lo]);
+                        if !close_code_is_valid(code) {
+                            protocol(on, "invalid close code")
+                        } else if std::str::from_utf8(reason).is_err() {
+                            protocol(on, "close reason is not UTF-8")
+                        } else {
+                            on(WsEvent::Close(Some(code)));
+                            Step::Stop
+                        }
+                    }
+                };
             }
             _ => {
                 let kind = op_or(self.msg_op, op);
@@ -288,6 +302,14 @@ fn emit(kind: u8, payload: &[u8], on: &mut impl FnMut(WsEvent<'_>)) {
 fn protocol(on: &mut impl FnMut(WsEvent<'_>), why: &'static str) -> Step {
     on(WsEvent::Protocol(why));
     Step::Stop
+}
+
+/// Whether a peer may send `code` in a close frame (RFC 6455 §7.4): the
+/// defined codes except those reserved for "no code" (1005), "closed
+/// abnormally" (1006) and TLS failure (1015); 1012-1014 registered later by
+/// IANA; 3000-4999 for libraries and applications.
+pub fn close_code_is_valid(code: u16) -> bool {
+    matches!(code, 1000..=1003 | 1007..=1014 | 3000..=4999)
 }
 
 /// A server frame header (FIN set, unmasked) for `len` payload bytes of
@@ -413,6 +435,37 @@ mod tests {
             assert_eq!(run(&[a, b], max), whole, "split at {cut}");
         }
         whole
+    }
+
+    #[test]
+    fn close_codes_are_validated() {
+        let close = |payload: &[u8]| {
+            let mut s = HS.to_vec();
+            s.extend(cf(true, OP_CLOSE, payload));
+            let mut events = all_splits(&s, 1000);
+            assert_eq!(events.remove(0), E::Open);
+            events
+        };
+        for code in [1000u16, 1001, 1003, 1007, 1011, 1012, 1014, 3000, 4999] {
+            assert_eq!(
+                close(&code.to_be_bytes()),
+                vec![E::Close(Some(code))],
+                "{code}"
+            );
+        }
+        let mut with_reason = 1000u16.to_be_bytes().to_vec();
+        with_reason.extend_from_slice("bye é".as_bytes());
+        assert_eq!(close(&with_reason), vec![E::Close(Some(1000))]);
+        assert_eq!(close(&[]), vec![E::Close(None)]);
+        for code in [0u16, 999, 1004, 1005, 1006, 1015, 1016, 2999, 5000, 65535] {
+            assert_eq!(close(&code.to_be_bytes()), vec![E::Protocol], "{code}");
+        }
+        assert_eq!(close(&[0x03]), vec![E::Protocol], "one-byte body");
+        assert_eq!(
+            close(&[0x03, 0xE8, 0xFF]),
+            vec![E::Protocol],
+            "bad UTF-8 reason"
+        );
     }
 
     #[test]
