@@ -1,0 +1,469 @@
+//! What the simulation does: [`SimConfig`] (the hub limits of one run),
+//! [`Action`] and [`Req`] (one step of a client or the world), and the two
+//! ways to get them: drawn from an [`Rng`] ([`Action::random`]) or decoded
+//! from fuzzer bytes ([`actions_from_bytes`]), which [`actions_to_bytes`]
+//! inverts.
+//!
+//! Action parameters are raw numbers that the driver maps onto its tables
+//! (modulo their sizes), so every byte string is a meaningful schedule and
+//! every action round-trips through bytes.
+
+use std::time::Duration;
+
+use rosgate_core::hub::STATS_SERVICE;
+use rosgate_core::limits::Limits;
+
+use crate::rng::{Bytes, Rng};
+
+/// Client slots the simulation drives (more than some `max_connections`).
+pub const MAX_CLIENTS: usize = 8;
+
+/// Topic names; some need escaping, one sits under the reserved prefix
+/// (reserved for services only).
+pub const TOPICS: [&str; 6] = ["/a", "/b", "/chatter", "/q\"uote", "/é/ü", "/rosgate/t"];
+
+/// Service names: the built-in stats service, a reserved name nobody can
+/// advertise, and ordinary ones.
+pub const SERVICES: [&str; 6] = [
+    "/s1",
+    "/s2",
+    "/echo",
+    STATS_SERVICE,
+    "/rosgate/x",
+    "/s\\back",
+];
+
+/// Most actions a fuzz input decodes to.
+const MAX_ACTIONS: usize = 400;
+
+/// The hub limits of one simulation, plus the seed of its internal RNG
+/// (write sizes of reading clients).
+#[derive(Debug, Clone)]
+pub struct SimConfig {
+    pub limits: Limits,
+    pub seed: u64,
+}
+
+impl SimConfig {
+    /// Small limits chosen by the bits of `sel`, so that lines are refused
+    /// as too long, topic frames are shed, control overflow and write
+    /// stalls close connections, and the per-connection call limit bites.
+    pub fn from_selector(sel: u64) -> SimConfig {
+        fn pick<T: Copy>(sel: u64, shift: u32, table: &[T]) -> T {
+            table[((sel >> shift) as usize) % table.len()]
+        }
+        let ms = Duration::from_millis;
+        let limits = Limits {
+            max_line_bytes: pick(sel, 0, &[400, 700, 4096, 1500]),
+            max_queue_bytes: pick(sel, 2, &[300, 1000, 4000, 1 << 20]),
+            max_control_bytes: pick(sel, 4, &[1 << 20, 2000, 6000, 1 << 20]),
+            write_stall: pick(sel, 6, &[ms(30_000), ms(2_000), ms(5_000), ms(400)]),
+            max_connections: pick(sel, 8, &[MAX_CLIENTS, 6, 4, 7]),
+            call_timeout: pick(sel, 10, &[ms(1_000), ms(300), ms(3_000), ms(5_000)]),
+            max_call_timeout: pick(sel, 12, &[ms(10_000), ms(2_000)]),
+            max_calls_per_conn: pick(sel, 13, &[3, 64, 1, 8]),
+        };
+        SimConfig {
+            limits,
+            seed: sel.rotate_left(17) ^ 0x5EED,
+        }
+    }
+}
+
+/// One thing a client or the world does. Parameters are raw numbers the
+/// simulation maps onto its tables (modulo their sizes), so every value is
+/// meaningful and actions round-trip through bytes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Action {
+    /// Open a connection in the lowest free slot.
+    Connect,
+    /// `how % 3`: 0 EOF, 1 reset, 2 a partial line then EOF.
+    Disconnect { slot: u8, how: u8 },
+    /// `mode`: 0 reads everything, 1 stops reading, n reads `4n` bytes/step.
+    Read { slot: u8, mode: u8 },
+    /// Advances the clock; see [`Action::clock_micros`].
+    Clock { v: u16 },
+    /// Sends one request line. `style` bits: 0 CRLF, 1 spaces, 2 escaped
+    /// names and keys, 3 an unknown member, 4 reversed members, 5 decoy
+    /// duplicate members before the real ones. `split`: 0 whole, 255 byte
+    /// by byte, else two halves cut at `split/255` of the line.
+    Send {
+        slot: u8,
+        style: u8,
+        split: u8,
+        req: Req,
+    },
+}
+
+/// A request line's content.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Req {
+    Subscribe {
+        topic: u8,
+        id: u8,
+    },
+    Unsubscribe {
+        topic: u8,
+        id: u8,
+    },
+    Advertise {
+        topic: u8,
+        id: u8,
+    },
+    Unadvertise {
+        topic: u8,
+        id: u8,
+    },
+    Publish {
+        topic: u8,
+        payload: u16,
+        id: u8,
+    },
+    AdvertiseService {
+        service: u8,
+        id: u8,
+    },
+    UnadvertiseService {
+        service: u8,
+        id: u8,
+    },
+    Call {
+        service: u8,
+        timeout: u8,
+        args: u16,
+        id: u8,
+    },
+    /// `kind % 8`: 0-2 a call id this provider received (preferring live
+    /// ones), 3 one it received (preferring dead ones), 4 one another client
+    /// received, 5 a forged id, 6 no id, 7 a response missing `values`.
+    Respond {
+        pick: u8,
+        kind: u8,
+        result: u8,
+        status: u8,
+    },
+    /// A refused request; see `requests::malformed`.
+    Malformed {
+        kind: u8,
+        id: u8,
+    },
+    /// `#` followed by these bytes (newlines removed): never valid JSON.
+    Garbage {
+        bytes: Vec<u8>,
+    },
+    /// An empty line (`\n` or `\r\n`).
+    Blank,
+}
+
+impl Action {
+    /// The clock advance: the low 14 bits times 10 µs, 100 µs, 1 ms or 10 ms
+    /// (top two bits).
+    pub fn clock_micros(v: u16) -> u64 {
+        let scale = [10u64, 100, 1_000, 10_000][(v >> 14) as usize];
+        u64::from(v & 0x3fff) * scale
+    }
+
+    /// Decodes one action, or `None` at the end of the bytes.
+    pub fn decode(b: &mut Bytes<'_>) -> Option<Action> {
+        if b.is_empty() {
+            return None;
+        }
+        let op = b.u8() % 16;
+        Some(match op {
+            0 => Action::Connect,
+            1 => Action::Disconnect {
+                slot: b.u8(),
+                how: b.u8(),
+            },
+            2 => Action::Read {
+                slot: b.u8(),
+                mode: b.u8(),
+            },
+            3 => Action::Clock { v: b.u16() },
+            _ => {
+                let (slot, style, split) = (b.u8(), b.u8(), b.u8());
+                Action::Send {
+                    slot,
+                    style,
+                    split,
+                    req: Req::decode(op, b),
+                }
+            }
+        })
+    }
+
+    /// The bytes [`Action::decode`] reads back as this action.
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        match self {
+            Action::Connect => out.push(0),
+            Action::Disconnect { slot, how } => out.extend_from_slice(&[1, *slot, *how]),
+            Action::Read { slot, mode } => out.extend_from_slice(&[2, *slot, *mode]),
+            Action::Clock { v } => {
+                out.push(3);
+                out.extend_from_slice(&v.to_le_bytes());
+            }
+            Action::Send {
+                slot,
+                style,
+                split,
+                req,
+            } => {
+                out.extend_from_slice(&[req.op(), *slot, *style, *split]);
+                req.encode_fields(out);
+            }
+        }
+    }
+
+    /// A random action, weighted towards the interesting ones.
+    pub fn random(rng: &mut Rng) -> Action {
+        let slot = rng.u8();
+        match rng.below(100) {
+            0..=6 => Action::Connect,
+            7..=9 => Action::Disconnect {
+                slot,
+                how: rng.u8(),
+            },
+            10..=14 => Action::Read {
+                slot,
+                mode: match rng.below(4) {
+                    0 | 1 => 0,
+                    2 => 1,
+                    _ => 2 + rng.below(60) as u8,
+                },
+            },
+            15..=23 => {
+                let v = match rng.below(10) {
+                    0..=5 => rng.below(5_000) as u16,                   // < 50 ms
+                    6..=8 => (2 << 14) | (rng.below(1_000) as u16),     // < 1 s
+                    _ => (2 << 14) | (1_000 + rng.below(5_000) as u16), // 1-6 s
+                };
+                Action::Clock { v }
+            }
+            roll => {
+                let req = Req::random(rng, roll);
+                let style = if rng.below(3) == 0 { rng.u8() } else { 0 };
+                let split = match rng.below(8) {
+                    0 => 255,
+                    1 | 2 => 1 + rng.below(254) as u8,
+                    _ => 0,
+                };
+                Action::Send {
+                    slot,
+                    style,
+                    split,
+                    req,
+                }
+            }
+        }
+    }
+}
+
+impl Req {
+    /// The action byte of a `Send` carrying this request (4 to 15).
+    fn op(&self) -> u8 {
+        match self {
+            Req::Subscribe { .. } => 4,
+            Req::Unsubscribe { .. } => 5,
+            Req::Advertise { .. } => 6,
+            Req::Unadvertise { .. } => 7,
+            Req::Publish { .. } => 8,
+            Req::AdvertiseService { .. } => 9,
+            Req::UnadvertiseService { .. } => 10,
+            Req::Call { .. } => 11,
+            Req::Respond { .. } => 12,
+            Req::Malformed { .. } => 13,
+            Req::Garbage { .. } => 14,
+            Req::Blank => 15,
+        }
+    }
+
+    /// Decodes the fields of the request whose action byte is `op` (4 to 15).
+    fn decode(op: u8, b: &mut Bytes<'_>) -> Req {
+        match op {
+            4 => Req::Subscribe {
+                topic: b.u8(),
+                id: b.u8(),
+            },
+            5 => Req::Unsubscribe {
+                topic: b.u8(),
+                id: b.u8(),
+            },
+            6 => Req::Advertise {
+                topic: b.u8(),
+                id: b.u8(),
+            },
+            7 => Req::Unadvertise {
+                topic: b.u8(),
+                id: b.u8(),
+            },
+            8 => Req::Publish {
+                topic: b.u8(),
+                payload: b.u16(),
+                id: b.u8(),
+            },
+            9 => Req::AdvertiseService {
+                service: b.u8(),
+                id: b.u8(),
+            },
+            10 => Req::UnadvertiseService {
+                service: b.u8(),
+                id: b.u8(),
+            },
+            11 => Req::Call {
+                service: b.u8(),
+                timeout: b.u8(),
+                args: b.u16(),
+                id: b.u8(),
+            },
+            12 => Req::Respond {
+                pick: b.u8(),
+                kind: b.u8(),
+                result: b.u8(),
+                status: b.u8(),
+            },
+            13 => Req::Malformed {
+                kind: b.u8(),
+                id: b.u8(),
+            },
+            14 => {
+                let n = b.u8() as usize;
+                Req::Garbage {
+                    bytes: b.take(n).to_vec(),
+                }
+            }
+            _ => Req::Blank,
+        }
+    }
+
+    /// The bytes [`Req::decode`] reads back as this request's fields.
+    fn encode_fields(&self, out: &mut Vec<u8>) {
+        match self {
+            Req::Subscribe { topic, id }
+            | Req::Unsubscribe { topic, id }
+            | Req::Advertise { topic, id }
+            | Req::Unadvertise { topic, id } => out.extend_from_slice(&[*topic, *id]),
+            Req::Publish { topic, payload, id } => {
+                out.push(*topic);
+                out.extend_from_slice(&payload.to_le_bytes());
+                out.push(*id);
+            }
+            Req::AdvertiseService { service, id } | Req::UnadvertiseService { service, id } => {
+                out.extend_from_slice(&[*service, *id])
+            }
+            Req::Call {
+                service,
+                timeout,
+                args,
+                id,
+            } => {
+                out.extend_from_slice(&[*service, *timeout]);
+                out.extend_from_slice(&args.to_le_bytes());
+                out.push(*id);
+            }
+            Req::Respond {
+                pick,
+                kind,
+                result,
+                status,
+            } => out.extend_from_slice(&[*pick, *kind, *result, *status]),
+            Req::Malformed { kind, id } => out.extend_from_slice(&[*kind, *id]),
+            Req::Garbage { bytes } => {
+                let n = bytes.len().min(255);
+                out.push(n as u8);
+                out.extend_from_slice(&bytes[..n]);
+            }
+            Req::Blank => {}
+        }
+    }
+
+    /// The request of a random `Send`, by `roll` (24 to 99) of
+    /// [`Action::random`]'s weights.
+    fn random(rng: &mut Rng, roll: u64) -> Req {
+        // Ids: mostly present (style 1-6), sometimes absent.
+        let id = |rng: &mut Rng| {
+            if rng.below(6) == 0 {
+                0
+            } else {
+                1 + rng.below(6) as u8
+            }
+        };
+        match roll {
+            24..=31 => Req::Subscribe {
+                topic: rng.u8(),
+                id: id(rng),
+            },
+            32..=34 => Req::Unsubscribe {
+                topic: rng.u8(),
+                id: id(rng),
+            },
+            35..=37 => Req::Advertise {
+                topic: rng.u8(),
+                id: id(rng),
+            },
+            38 => Req::Unadvertise {
+                topic: rng.u8(),
+                id: id(rng),
+            },
+            39..=52 => Req::Publish {
+                topic: rng.u8(),
+                payload: rng.u16(),
+                id: id(rng),
+            },
+            53..=58 => Req::AdvertiseService {
+                service: rng.u8(),
+                id: id(rng),
+            },
+            59..=61 => Req::UnadvertiseService {
+                service: rng.u8(),
+                id: id(rng),
+            },
+            62..=76 => Req::Call {
+                service: rng.u8(),
+                timeout: rng.u8(),
+                args: rng.u16(),
+                id: id(rng),
+            },
+            77..=93 => Req::Respond {
+                pick: rng.u8(),
+                kind: rng.u8(),
+                result: rng.u8(),
+                status: rng.u8(),
+            },
+            94..=96 => Req::Malformed {
+                kind: rng.u8(),
+                id: id(rng),
+            },
+            97..=98 => {
+                let max = if rng.below(4) == 0 { 256 } else { 24 };
+                let n = rng.below(max) as usize;
+                let bytes = (0..n).map(|_| rng.u8()).collect();
+                Req::Garbage { bytes }
+            }
+            _ => Req::Blank,
+        }
+    }
+}
+
+/// Splits fuzzer bytes into a configuration (first two bytes) and at most
+/// 400 actions.
+pub fn actions_from_bytes(data: &[u8]) -> (SimConfig, Vec<Action>) {
+    let mut b = Bytes::new(data);
+    let cfg = SimConfig::from_selector(u64::from(b.u16()));
+    let mut actions = Vec::new();
+    while actions.len() < MAX_ACTIONS {
+        match Action::decode(&mut b) {
+            Some(a) => actions.push(a),
+            None => break,
+        }
+    }
+    (cfg, actions)
+}
+
+/// The bytes [`actions_from_bytes`] reads back as `selector` and `actions`.
+pub fn actions_to_bytes(selector: u16, actions: &[Action]) -> Vec<u8> {
+    let mut out = selector.to_le_bytes().to_vec();
+    for a in actions {
+        a.encode(&mut out);
+    }
+    out
+}

@@ -1,0 +1,533 @@
+//! Request lines as a client writes them: the JSON text of each [`Req`] in
+//! the action's `style` (escapes, spacing, member order, unknown and decoy
+//! members), the ids and payloads the model can recognise later, and the
+//! model [`Effect`] the line has if the hub accepts it.
+
+use std::fmt::Write as _;
+
+use serde_json::Value;
+
+use crate::actions::{Req, SERVICES, TOPICS};
+use crate::driver::Sim;
+use crate::model::Id;
+
+/// Per-call `timeout` field texts (`None`: field absent).
+const TIMEOUTS: [Option<&str>; 9] = [
+    None,
+    Some("0.05"),
+    Some("0.3"),
+    Some("1"),
+    Some("2.5"),
+    Some("0"),
+    Some("-1"),
+    Some("null"),
+    Some("1e9"),
+];
+
+/// `result` field texts of provider responses.
+const RESULTS: [&str; 6] = ["true", "false", "1", "\"ok\"", "null", "{\"a\":[1]}"];
+
+/// `status` field texts of provider responses (`None`: absent).
+const STATUSES: [Option<&str>; 5] = [
+    None,
+    Some("\"\""),
+    Some("\"done\""),
+    Some("7"),
+    Some("null"),
+];
+
+/// Provider-side ids no call ever had (or, for the numeric and structured
+/// ones, could have had).
+const FORGED_IDS: [&str; 10] = [
+    "\"rg-999999999999\"",
+    "\"rg-18446744073709551616\"",
+    "\"rg-\"",
+    "\"RG-1\"",
+    "\"x-1\"",
+    "17",
+    "null",
+    "{\"rg\":1}",
+    "\"rg-1 \"",
+    "[\"rg-1\"]",
+];
+
+/// The model effect of a request line that fits the line limit.
+pub(crate) enum Effect {
+    Nothing,
+    Error {
+        id: Option<Id>,
+    },
+    Topic {
+        op: &'static str,
+        name: String,
+        id: Option<Id>,
+    },
+    Publish {
+        name: String,
+        msg: String,
+    },
+    Service {
+        adv: bool,
+        name: String,
+        id: Option<Id>,
+    },
+    Call {
+        name: String,
+        args: Value,
+        timeout: Option<&'static str>,
+        id: Id,
+    },
+    Respond {
+        id: Option<Id>,
+        missing_values: bool,
+        values: Value,
+        result: Value,
+        status: Option<Value>,
+    },
+}
+
+pub(crate) fn json_string(s: &str) -> String {
+    serde_json::to_string(s).unwrap_or_default()
+}
+
+/// `s` as a JSON string; with `escape`, every ASCII character as `\u00XX`.
+fn jstr(s: &str, escape: bool) -> String {
+    if !escape {
+        return json_string(s);
+    }
+    let mut o = String::from("\"");
+    for ch in s.chars() {
+        if ch.is_ascii() {
+            let _ = write!(o, "\\u{:04x}", ch as u32);
+        } else {
+            o.push(ch);
+        }
+    }
+    o.push('"');
+    o
+}
+
+/// The canonical text of a JSON value (the model's map key for ids).
+pub(crate) fn canon(v: &Value) -> String {
+    v.to_string()
+}
+
+/// An [`Id`] from its raw JSON text.
+fn parse_id(raw: String) -> Id {
+    let v: Value = serde_json::from_str(&raw).expect("sim id is JSON");
+    Id {
+        key: canon(&v),
+        raw,
+    }
+}
+
+/// The members of a request line, in order, as (key, raw JSON value).
+type Members<'a> = Vec<(&'a str, String)>;
+
+fn push_id(m: &mut Members<'_>, id: Option<&Id>) {
+    if let Some(id) = id {
+        m.push(("id", id.raw.clone()));
+    }
+}
+
+/// Builds the line for `members` in `style`.
+fn assemble(members: &[(&str, String)], style: u8) -> Vec<u8> {
+    let esc = style & 4 != 0;
+    let spaced = style & 2 != 0;
+    let mut m: Vec<(String, String)> = members
+        .iter()
+        .map(|(k, v)| (jstr(k, esc), v.clone()))
+        .collect();
+    if style & 16 != 0 {
+        m.reverse();
+    }
+    if style & 8 != 0 {
+        let at = m.len() / 2;
+        m.insert(
+            at,
+            (
+                "\"x_extra\"".into(),
+                r#"{"op":"subscribe","id":[1,{"topic":"/zz"}]}"#.into(),
+            ),
+        );
+    }
+    if style & 32 != 0 {
+        for (k, decoy) in [
+            ("op", "\"unadvertise\""),
+            ("topic", "\"/decoy\""),
+            ("service", "\"/decoy\""),
+            ("id", "\"decoy\""),
+            ("msg", "{\"decoy\":1}"),
+            ("values", "\"decoy\""),
+        ] {
+            if members.iter().any(|(mk, _)| *mk == k) {
+                m.insert(0, (json_string(k), decoy.into()));
+            }
+        }
+    }
+    let (colon, comma) = if spaced { (" : ", " , ") } else { (":", ",") };
+    let mut s = String::from(if spaced { "{ " } else { "{" });
+    for (i, (k, v)) in m.iter().enumerate() {
+        if i > 0 {
+            s.push_str(comma);
+        }
+        s.push_str(k);
+        s.push_str(colon);
+        s.push_str(v);
+    }
+    s.push_str(if spaced { " }" } else { "}" });
+    s.into_bytes()
+}
+
+/// A refused request line and whether its error status carries the id.
+fn malformed(kind: u8, id: Option<&Id>, style: u8) -> (Vec<u8>, bool) {
+    let mut m: Members<'_> = Vec::new();
+    match kind % 10 {
+        0 => {
+            m.push(("op", "\"nope\"".into()));
+            push_id(&mut m, id);
+        }
+        1 => {
+            m.push(("op", "\"subscribe\"".into()));
+            push_id(&mut m, id);
+        }
+        2 => {
+            m.push(("op", "\"publish\"".into()));
+            m.push(("topic", "5".into()));
+            m.push(("msg", "1".into()));
+            push_id(&mut m, id);
+        }
+        3 => {
+            // call_service without an id: refused, and nothing to echo.
+            m.push(("op", "\"call_service\"".into()));
+            m.push(("service", "\"/s1\"".into()));
+            m.push(("args", "{}".into()));
+            return (assemble(&m, style & !32), false);
+        }
+        4 => {
+            m.push(("op", "5".into()));
+            push_id(&mut m, id);
+        }
+        5 => push_id(&mut m, id),
+        6 => return (b"[1,2]".to_vec(), false),
+        7 => {
+            let deep = format!("{}{}", "[".repeat(130), "]".repeat(130));
+            m.push(("op", "\"publish\"".into()));
+            m.push(("topic", "\"/a\"".into()));
+            m.push(("msg", deep));
+            push_id(&mut m, id);
+        }
+        8 => {
+            m.push(("op", "\"call_service\"".into()));
+            m.push(("service", "\"/s1\"".into()));
+            m.push(("args", "[]".into()));
+            m.push(("timeout", "\"soon\"".into()));
+            push_id(&mut m, id);
+        }
+        _ => {
+            // Invalid UTF-8 inside a string: the id cannot be read.
+            let mut l = br#"{"op":"subscribe","type":"t","topic":"/"#.to_vec();
+            l.push(0xff);
+            l.extend_from_slice(b"\"");
+            if let Some(id) = id {
+                l.extend_from_slice(b",\"id\":");
+                l.extend_from_slice(id.raw.as_bytes());
+            }
+            l.push(b'}');
+            return (l, false);
+        }
+    }
+    let with_id = id.is_some();
+    (assemble(&m, style), with_id)
+}
+
+impl Sim {
+    /// A fresh id for `slot` in one of seven spellings (`style % 7`, 0: no
+    /// id); unique among the client's ids.
+    fn fresh_id(&mut self, slot: usize, style: u8) -> Option<Id> {
+        let c = self.model.client_mut(slot);
+        c.next_id += 1;
+        let n = c.next_id;
+        let raw = match style % 7 {
+            0 => return None,
+            1 => format!("\"c{n}\""),
+            2 => format!("{n}"),
+            3 => format!("{{\"n\":{n}}}"),
+            4 => format!("[{n},\"c\"]"),
+            5 => format!("\"\\u0062{n}\""),
+            _ => format!("{n}.5"),
+        };
+        Some(parse_id(raw))
+    }
+
+    /// A JSON payload with a unique counter; `spaced` adds insignificant
+    /// whitespace (kept byte for byte by the gateway).
+    fn payload(&mut self, shape: u16, spaced: bool) -> String {
+        self.counter += 1;
+        let n = self.counter;
+        let fill = "x".repeat(((shape >> 2) % 700) as usize);
+        let sp = if spaced { " " } else { "" };
+        match shape % 4 {
+            0 => format!("{{{sp}\"seq\"{sp}:{sp}{n},{sp}\"d\":{sp}\"{fill}\"{sp}}}"),
+            1 => format!("[{sp}{n},{sp}\"{fill}\",null,true,-1.5e3,{sp}{{\"\\u00e9\":[]}}{sp}]"),
+            2 => format!("\"s{n} {fill} \\\" \\\\ é\""),
+            _ => format!("{{\"n\":{n},\"nested\":{{\"a\":[1,{{\"b\":\"{fill}\"}}]}},\"u\":12345678901234567890}}"),
+        }
+    }
+
+    /// The line `slot` sends for `req` in `style` (without its terminator)
+    /// and its effect on the model if the hub accepts it.
+    pub(crate) fn request(&mut self, slot: usize, style: u8, req: &Req) -> (Vec<u8>, Effect) {
+        match req {
+            Req::Subscribe { topic, id }
+            | Req::Unsubscribe { topic, id }
+            | Req::Advertise { topic, id }
+            | Req::Unadvertise { topic, id } => {
+                let op = match req {
+                    Req::Subscribe { .. } => "subscribe",
+                    Req::Unsubscribe { .. } => "unsubscribe",
+                    Req::Advertise { .. } => "advertise",
+                    _ => "unadvertise",
+                };
+                self.topic_request(slot, style, op, *topic, *id)
+            }
+            Req::Publish { topic, payload, id } => {
+                self.publish_request(slot, style, *topic, *payload, *id)
+            }
+            Req::AdvertiseService { service, id } => {
+                self.service_request(slot, style, true, *service, *id)
+            }
+            Req::UnadvertiseService { service, id } => {
+                self.service_request(slot, style, false, *service, *id)
+            }
+            Req::Call {
+                service,
+                timeout,
+                args,
+                id,
+            } => self.call_request(slot, style, *service, *timeout, *args, *id),
+            Req::Respond {
+                pick,
+                kind,
+                result,
+                status,
+            } => self.respond_request(slot, style, *pick, *kind, *result, *status),
+            Req::Malformed { kind, id } => {
+                let id = self.fresh_id(slot, *id);
+                let (line, with_id) = malformed(*kind, id.as_ref(), style);
+                let id = with_id.then_some(id).flatten();
+                (line, Effect::Error { id })
+            }
+            Req::Garbage { bytes } => {
+                let mut g = vec![b'#'];
+                g.extend(bytes.iter().copied().filter(|&b| b != b'\n'));
+                (g, Effect::Error { id: None })
+            }
+            Req::Blank => (Vec::new(), Effect::Nothing),
+        }
+    }
+
+    /// subscribe, unsubscribe, advertise or unadvertise.
+    fn topic_request(
+        &mut self,
+        slot: usize,
+        style: u8,
+        op: &'static str,
+        topic: u8,
+        id: u8,
+    ) -> (Vec<u8>, Effect) {
+        let esc = style & 4 != 0;
+        let name = TOPICS[topic as usize % TOPICS.len()];
+        let id = self.fresh_id(slot, id);
+        let mut m: Members<'_> = vec![("op", json_string(op)), ("topic", jstr(name, esc))];
+        if matches!(op, "subscribe" | "advertise") {
+            m.push(("type", jstr("std_msgs/String", esc)));
+        }
+        push_id(&mut m, id.as_ref());
+        let effect = Effect::Topic {
+            op,
+            name: name.to_string(),
+            id,
+        };
+        (assemble(&m, style), effect)
+    }
+
+    fn publish_request(
+        &mut self,
+        slot: usize,
+        style: u8,
+        topic: u8,
+        payload: u16,
+        id: u8,
+    ) -> (Vec<u8>, Effect) {
+        let (esc, spaced) = (style & 4 != 0, style & 2 != 0);
+        let name = TOPICS[topic as usize % TOPICS.len()];
+        let id = self.fresh_id(slot, id);
+        let msg = self.payload(payload, spaced);
+        let mut m: Members<'_> = vec![
+            ("op", json_string("publish")),
+            ("topic", jstr(name, esc)),
+            ("msg", msg.clone()),
+        ];
+        push_id(&mut m, id.as_ref());
+        let effect = Effect::Publish {
+            name: name.to_string(),
+            msg,
+        };
+        (assemble(&m, style), effect)
+    }
+
+    /// advertise_service (`adv`) or unadvertise_service.
+    fn service_request(
+        &mut self,
+        slot: usize,
+        style: u8,
+        adv: bool,
+        service: u8,
+        id: u8,
+    ) -> (Vec<u8>, Effect) {
+        let esc = style & 4 != 0;
+        let name = SERVICES[service as usize % SERVICES.len()];
+        let id = self.fresh_id(slot, id);
+        let op = if adv {
+            "advertise_service"
+        } else {
+            "unadvertise_service"
+        };
+        let mut m: Members<'_> = vec![("op", json_string(op)), ("service", jstr(name, esc))];
+        if adv {
+            m.push(("type", jstr("std_srvs/Trigger", esc)));
+        }
+        push_id(&mut m, id.as_ref());
+        let effect = Effect::Service {
+            adv,
+            name: name.to_string(),
+            id,
+        };
+        (assemble(&m, style), effect)
+    }
+
+    fn call_request(
+        &mut self,
+        slot: usize,
+        style: u8,
+        service: u8,
+        timeout: u8,
+        args: u16,
+        id: u8,
+    ) -> (Vec<u8>, Effect) {
+        let (esc, spaced) = (style & 4 != 0, style & 2 != 0);
+        let name = SERVICES[service as usize % SERVICES.len()];
+        let id = match self.fresh_id(slot, id) {
+            Some(id) => id,
+            None => self.fresh_id(slot, 1).expect("style 1 has an id"),
+        };
+        let args_raw = self.payload(args, spaced);
+        let to = TIMEOUTS[timeout as usize % TIMEOUTS.len()];
+        let mut m: Members<'_> = vec![
+            ("op", json_string("call_service")),
+            ("service", jstr(name, esc)),
+            ("args", args_raw.clone()),
+            ("id", id.raw.clone()),
+        ];
+        if let Some(t) = to {
+            m.push(("timeout", t.to_string()));
+        }
+        let effect = Effect::Call {
+            name: name.to_string(),
+            args: serde_json::from_str(&args_raw).expect("sim args are JSON"),
+            timeout: to,
+            id,
+        };
+        (assemble(&m, style), effect)
+    }
+
+    /// The id a provider answers with, by `kind % 8` (see [`Req::Respond`]).
+    fn response_id(&self, slot: usize, pick: u8, kind: u8) -> Option<String> {
+        let me = self.model.client(slot).conn;
+        let own = &self.model.client(slot).learned;
+        let pick = pick as usize;
+        let forged = |n: usize| FORGED_IDS[n % FORGED_IDS.len()].to_string();
+        let k = kind % 8;
+        match k {
+            0..=3 => {
+                let prefer_alive = k < 3;
+                let pool: Vec<&String> = own
+                    .iter()
+                    .filter(|r| self.model.serving(r, me) == prefer_alive)
+                    .collect();
+                if !pool.is_empty() {
+                    Some(pool[pick % pool.len()].clone())
+                } else if !own.is_empty() {
+                    Some(own[pick % own.len()].clone())
+                } else {
+                    Some(forged(pick))
+                }
+            }
+            4 => {
+                let others: Vec<&String> = self
+                    .model
+                    .all_learned
+                    .iter()
+                    .filter(|r| !own.contains(r))
+                    .collect();
+                if others.is_empty() {
+                    Some(forged(pick))
+                } else {
+                    Some(others[pick % others.len()].clone())
+                }
+            }
+            5 | 7 => Some(forged(pick)),
+            _ => None,
+        }
+    }
+
+    fn respond_request(
+        &mut self,
+        slot: usize,
+        style: u8,
+        pick: u8,
+        kind: u8,
+        result: u8,
+        status: u8,
+    ) -> (Vec<u8>, Effect) {
+        let esc = style & 4 != 0;
+        let id_raw = self.response_id(slot, pick, kind);
+        self.counter += 1;
+        let values_raw = format!(
+            "{{\"by\":{slot},\"k\":{},\"for\":{}}}",
+            self.counter,
+            id_raw.as_deref().unwrap_or("null")
+        );
+        let result_raw = RESULTS[result as usize % RESULTS.len()];
+        let status_raw = STATUSES[status as usize % STATUSES.len()];
+        let service_name = id_raw
+            .as_ref()
+            .and_then(|r| self.model.rg_map.get(r))
+            .map_or("/s1", |&k| self.model.calls[k].service.as_str())
+            .to_string();
+        let mut m: Members<'_> = vec![
+            ("op", json_string("service_response")),
+            ("service", jstr(&service_name, esc)),
+        ];
+        if let Some(r) = &id_raw {
+            m.push(("id", r.clone()));
+        }
+        let missing_values = kind % 8 == 7;
+        if !missing_values {
+            m.push(("values", values_raw.clone()));
+        }
+        m.push(("result", result_raw.to_string()));
+        if let Some(s) = status_raw {
+            m.push(("status", s.to_string()));
+        }
+        let effect = Effect::Respond {
+            id: id_raw.map(parse_id),
+            missing_values,
+            values: serde_json::from_str(&values_raw).expect("values JSON"),
+            result: serde_json::from_str(result_raw).expect("result JSON"),
+            status: status_raw.map(|s| serde_json::from_str(s).expect("status JSON")),
+        };
+        (assemble(&m, style), effect)
+    }
+}
