@@ -111,7 +111,10 @@ fn numbers() {
             "{}",
             &n[..n.len().min(30)]
         );
-        assert_eq!(verdict(&format!("[1,{n}]")), Err(ScanError::NumberOutOfRange));
+        assert_eq!(
+            verdict(&format!("[1,{n}]")),
+            Err(ScanError::NumberOutOfRange)
+        );
     }
     for n in [
         "01", "-01", "00", "+1", ".5", "1.", "-", "-a", "1e", "1e+", "1E-", "1.e5", "1.5.3",
