@@ -7,11 +7,18 @@
 //! Action parameters are raw numbers that the driver maps onto its tables
 //! (modulo their sizes), so every byte string is a meaningful schedule and
 //! every action round-trips through bytes.
+//!
+//! Byte format: two selector bytes ([`SimConfig::from_selector`]), then one
+//! action after another, each an action byte (modulo [`ACTION_KINDS`])
+//! followed by its fields. Action bytes 0-15 are the TCP-era actions,
+//! whose meaning has not changed (older corpus files replay as before);
+//! 16-18 are the WebSocket ones.
 
 use std::time::Duration;
 
 use rosgate_core::hub::STATS_SERVICE;
 use rosgate_core::limits::Limits;
+use rosgate_core::StatusFilter;
 
 use crate::rng::{Bytes, Rng};
 
@@ -33,14 +40,22 @@ pub const SERVICES: [&str; 6] = [
     "/s\\back",
 ];
 
-/// Most actions a fuzz input decodes to.
+/// Most actions a fuzz input decodes to (see [`actions_from_bytes`]).
 const MAX_ACTIONS: usize = 400;
 
-/// The hub limits of one simulation, plus the seed of its internal RNG
-/// (write sizes of reading clients).
+/// Action bytes are read modulo this.
+pub const ACTION_KINDS: u8 = 19;
+
+/// The status filters [`Action::WsStatus`] picks from.
+const FILTERS: [StatusFilter; 3] = [StatusFilter::Errors, StatusFilter::All, StatusFilter::None];
+
+/// The hub limits of one simulation, the status filter WebSocket
+/// connections start with, and the seed of the driver's own RNG (write
+/// sizes, masking keys, fragment boundaries).
 #[derive(Debug, Clone)]
 pub struct SimConfig {
     pub limits: Limits,
+    pub ws_status: StatusFilter,
     pub seed: u64,
 }
 
@@ -48,6 +63,8 @@ impl SimConfig {
     /// Small limits chosen by the bits of `sel`, so that lines are refused
     /// as too long, topic frames are shed, control overflow and write
     /// stalls close connections, and the per-connection call limit bites.
+    /// Bits 15-16 pick the WebSocket status filter: the hub's default
+    /// (errors only) half of the time.
     pub fn from_selector(sel: u64) -> SimConfig {
         fn pick<T: Copy>(sel: u64, shift: u32, table: &[T]) -> T {
             table[((sel >> shift) as usize) % table.len()]
@@ -63,8 +80,19 @@ impl SimConfig {
             max_call_timeout: pick(sel, 12, &[ms(10_000), ms(2_000)]),
             max_calls_per_conn: pick(sel, 13, &[3, 64, 1, 8]),
         };
+        let ws_status = pick(
+            sel,
+            15,
+            &[
+                StatusFilter::Errors,
+                StatusFilter::All,
+                StatusFilter::Errors,
+                StatusFilter::None,
+            ],
+        );
         SimConfig {
             limits,
+            ws_status,
             seed: sel.rotate_left(17) ^ 0x5EED,
         }
     }
@@ -75,18 +103,38 @@ impl SimConfig {
 /// meaningful and actions round-trip through bytes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Action {
-    /// Open a connection in the lowest free slot.
+    /// Open a TCP connection in the lowest free slot.
     Connect,
+    /// Open a WebSocket connection in the lowest free slot and send the
+    /// handshake `how` selects (see `ws::handshake`): spelling, key, how it
+    /// is fed (whole, byte by byte, in two reads, or with the first frame),
+    /// or a request the hub must refuse.
+    ConnectWs { how: u8 },
+    /// A WebSocket client (the first from `slot` on) sends, by `kind % 8`:
+    /// 0 a ping of `arg % 126` bytes, 1 an unsolicited pong, 2 a binary
+    /// message (fragmented when `arg` is odd), 3 a close frame with a code
+    /// (and a reason when `arg` is odd), 4 an empty close frame, 5 a
+    /// protocol violation (`arg` picks which), 6 a 70 000-byte text message
+    /// (over every limit), 7 a `set_level` or `auth` request.
+    WsControl { slot: u8, kind: u8, arg: u8 },
+    /// WebSocket connections opened from now on get status filter
+    /// `filter % 3`: errors only, all, none.
+    WsStatus { filter: u8 },
     /// `how % 3`: 0 EOF, 1 reset, 2 a partial line then EOF.
     Disconnect { slot: u8, how: u8 },
     /// `mode`: 0 reads everything, 1 stops reading, n reads `4n` bytes/step.
     Read { slot: u8, mode: u8 },
     /// Advances the clock; see [`Action::clock_micros`].
     Clock { v: u16 },
-    /// Sends one request line. `style` bits: 0 CRLF, 1 spaces, 2 escaped
+    /// Sends one request line (a text message on WebSocket). `style` bits:
+    /// 0 CRLF (on WebSocket: trailing CRLF whitespace), 1 spaces (on
+    /// WebSocket: raw CR/LF whitespace, which the hub blanks), 2 escaped
     /// names and keys, 3 an unknown member, 4 reversed members, 5 decoy
-    /// duplicate members before the real ones. `split`: 0 whole, 255 byte
-    /// by byte, else two halves cut at `split/255` of the line.
+    /// duplicate members before the real ones; on WebSocket only, 6 a ping
+    /// between the message's frames, 7 optional fields left out (`type`,
+    /// `args`). `split` on TCP: 0 whole, 255 byte by byte, else two halves
+    /// cut at `split/255` of the line; on WebSocket: bits 0-1 one to four
+    /// fragments, bits 2-7 how the bytes are read (see `Sim::feed_ws`).
     Send {
         slot: u8,
         style: u8,
@@ -95,7 +143,10 @@ pub enum Action {
     },
 }
 
-/// A request line's content.
+/// A request line's content. The `id` fields pick an id spelling (see
+/// `requests`), 0 for none; a WebSocket client's topic requests take their
+/// ids from a small pool instead, so that its ids repeat and an
+/// `unsubscribe` can name one registration among several.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Req {
     Subscribe {
@@ -127,6 +178,8 @@ pub enum Req {
         service: u8,
         id: u8,
     },
+    /// `timeout % 9` picks the `timeout` field text; on WebSocket, an `id`
+    /// of 0 (`id % 7 == 0`) sends no id.
     Call {
         service: u8,
         timeout: u8,
@@ -135,14 +188,19 @@ pub enum Req {
     },
     /// `kind % 8`: 0-2 a call id this provider received (preferring live
     /// ones), 3 one it received (preferring dead ones), 4 one another client
-    /// received, 5 a forged id, 6 no id, 7 a response missing `values`.
+    /// received, 5 a forged id, 6 no id, 7 a response missing `values` (on
+    /// TCP with a forged id; on WebSocket, where `values` is optional, with
+    /// an id as for 0-2). `result % 6` picks the `result` text and
+    /// `result / 6 % 4` the shape of `values` (object, object, array,
+    /// string); `status % 5` the `status` text.
     Respond {
         pick: u8,
         kind: u8,
         result: u8,
         status: u8,
     },
-    /// A refused request; see `requests::malformed`.
+    /// A refused request; see `requests::malformed` (kind 3, a call
+    /// without an id, is a valid call on WebSocket).
     Malformed {
         kind: u8,
         id: u8,
@@ -151,7 +209,8 @@ pub enum Req {
     Garbage {
         bytes: Vec<u8>,
     },
-    /// An empty line (`\n` or `\r\n`).
+    /// An empty line (`\n` or `\r\n`); on WebSocket an empty (or
+    /// whitespace) text message, which is not JSON.
     Blank,
 }
 
@@ -168,9 +227,16 @@ impl Action {
         if b.is_empty() {
             return None;
         }
-        let op = b.u8() % 16;
+        let op = b.u8() % ACTION_KINDS;
         Some(match op {
             0 => Action::Connect,
+            16 => Action::ConnectWs { how: b.u8() },
+            17 => Action::WsControl {
+                slot: b.u8(),
+                kind: b.u8(),
+                arg: b.u8(),
+            },
+            18 => Action::WsStatus { filter: b.u8() },
             1 => Action::Disconnect {
                 slot: b.u8(),
                 how: b.u8(),
@@ -196,6 +262,11 @@ impl Action {
     pub fn encode(&self, out: &mut Vec<u8>) {
         match self {
             Action::Connect => out.push(0),
+            Action::ConnectWs { how } => out.extend_from_slice(&[16, *how]),
+            Action::WsControl { slot, kind, arg } => {
+                out.extend_from_slice(&[17, *slot, *kind, *arg])
+            }
+            Action::WsStatus { filter } => out.extend_from_slice(&[18, *filter]),
             Action::Disconnect { slot, how } => out.extend_from_slice(&[1, *slot, *how]),
             Action::Read { slot, mode } => out.extend_from_slice(&[2, *slot, *mode]),
             Action::Clock { v } => {
@@ -214,11 +285,27 @@ impl Action {
         }
     }
 
+    /// The status filter of [`Action::WsStatus`].
+    pub fn filter(filter: u8) -> StatusFilter {
+        FILTERS[filter as usize % FILTERS.len()]
+    }
+
     /// A random action, weighted towards the interesting ones.
     pub fn random(rng: &mut Rng) -> Action {
         let slot = rng.u8();
-        match rng.below(100) {
-            0..=6 => Action::Connect,
+        match rng.below(105) {
+            0..=2 => Action::Connect,
+            3..=6 => {
+                // Spelling 0-2 valid, 3 refused (one time in twelve);
+                // bits 2-3 the feeding; bits 4-7 key or mistake.
+                let spelling = if rng.below(12) == 0 {
+                    3
+                } else {
+                    rng.below(3) as u8
+                };
+                let how = spelling | (rng.u8() & !3);
+                Action::ConnectWs { how }
+            }
             7..=9 => Action::Disconnect {
                 slot,
                 how: rng.u8(),
@@ -239,6 +326,12 @@ impl Action {
                 };
                 Action::Clock { v }
             }
+            100..=103 => Action::WsControl {
+                slot,
+                kind: rng.u8(),
+                arg: rng.u8(),
+            },
+            104 => Action::WsStatus { filter: rng.u8() },
             roll => {
                 let req = Req::random(rng, roll);
                 let style = if rng.below(3) == 0 { rng.u8() } else { 0 };

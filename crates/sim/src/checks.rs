@@ -6,7 +6,9 @@
 //!   every line the model owes it arrived, and every publish frame that did
 //!   not was counted as shed;
 //! - for every close the hub decides ([`Sim::check_close`]): the reason is
-//!   one the model allows at that moment;
+//!   one the model allows at that moment, and a client that reads
+//!   everything got its last words ([`Sim::check_last_words`]: the
+//!   handshake refusal, the close frame echoed or the 1002);
 //! - at the end ([`Sim::finish`]): every call got its one response, and
 //!   every table is empty once everyone has left.
 
@@ -122,14 +124,14 @@ impl Sim {
     fn check_topics(&self) -> Result<(), Violation> {
         let mut model: BTreeMap<String, Members> = BTreeMap::new();
         for c in self.model.live() {
-            for t in &c.subs {
+            for t in c.subs.keys() {
                 model
                     .entry(t.clone())
                     .or_default()
                     .0
                     .insert(conn_tuple(c.conn));
             }
-            for t in &c.pubs {
+            for t in c.pubs.keys() {
                 model
                     .entry(t.clone())
                     .or_default()
@@ -200,11 +202,11 @@ impl Sim {
         let c = self.model.client_mut(slot);
         let v = |what: String| Violation { step, what };
         while let Some(f) = c.exp.topic.pop_front() {
-            let n = f.bytes.len() as u64;
+            let n = f.wire_len as u64;
             if n > c.exp.owed_drop {
                 return Err(v(format!(
                     "slot {slot} never got publish {} and it was not counted as shed",
-                    String::from_utf8_lossy(&f.bytes).trim_end()
+                    String::from_utf8_lossy(&f.line)
                 )));
             }
             c.exp.owed_drop -= n;
@@ -237,6 +239,45 @@ impl Sim {
         {
             return Err(v(format!("slot {slot} never got response id={id}: {r:?}")));
         }
+        if let Some(r) = c
+            .exp
+            .anon_responses
+            .iter()
+            .find(|r| !matches!(r, Resp::Pending(_)))
+        {
+            return Err(v(format!(
+                "slot {slot} never got response without id: {r:?}"
+            )));
+        }
+        if let Some(p) = c.exp.pongs.front() {
+            return Err(v(format!("slot {slot} never got the pong for {p:?}")));
+        }
+        if let Some(w) = c.ws() {
+            if w.pending_handshake.is_none() && w.answer.is_some() {
+                return Err(v(format!(
+                    "slot {slot} never got an answer to its handshake ({:?})",
+                    w.answer
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// A client that reads everything and was just closed by the hub after
+    /// a handshake refusal, a close frame or a protocol error got that
+    /// answer in full, and nothing after it.
+    pub(crate) fn check_last_words(&self, slot: usize) -> Result<(), Violation> {
+        let c = self.model.client(slot);
+        let Some(w) = c.ws() else { return Ok(()) };
+        let owed = w.close.is_some() || w.protocol_close;
+        if owed && (!w.done || !c.inbuf.is_empty()) {
+            return Err(self.violation(format!(
+                "slot {slot} closed without its last words (close frame {:?}, refusal {:?}, {} bytes left over)",
+                w.close,
+                w.answer,
+                c.inbuf.len()
+            )));
+        }
         Ok(())
     }
 
@@ -248,6 +289,7 @@ impl Sim {
         let now = self.now();
         let c = self.model.client(slot);
         let (gen, closed_by_us, empty_at_start) = (c.conn.gen, c.closed_by_us, c.empty_at_start);
+        let protocol = c.ws().is_some_and(|w| w.protocol_close);
         let pending = now.saturating_duration_since(c.out_since);
         let Some(conn) = self.hub.conn(key) else {
             return Err(self.violation(format!("closing key {key} has no connection")));
@@ -257,8 +299,11 @@ impl Sim {
         }
         let control = conn.out().control_bytes();
         match conn.closing() {
-            Some(CloseReason::PeerClosed | CloseReason::Reset) if closed_by_us => {
+            Some(CloseReason::PeerClosed | CloseReason::Reset) if closed_by_us && !protocol => {
                 self.counts.closes_by_client += 1;
+            }
+            Some(CloseReason::ProtocolError) if protocol => {
+                self.counts.ws_protocol_errors += 1;
             }
             Some(CloseReason::ControlOverflow) if control > self.limits.max_control_bytes => {
                 self.counts.closes_overflow += 1;
@@ -270,7 +315,7 @@ impl Sim {
             }
             other => {
                 return Err(self.violation(format!(
-                    "slot {slot} closed with {other:?} (closed by us: {closed_by_us}, control bytes {control}, output pending {pending:?}, empty at step start: {empty_at_start})"
+                    "slot {slot} closed with {other:?} (closed by us: {closed_by_us}, protocol error due: {protocol}, control bytes {control}, output pending {pending:?}, empty at step start: {empty_at_start})"
                 )));
             }
         }
@@ -332,8 +377,13 @@ impl Sim {
                     self.violation(format!("slot {s}: call id={id} never answered ({r:?})"))
                 );
             }
+            if let Some(r) = c.exp.anon_responses.first() {
+                return Err(self.violation(format!(
+                    "slot {s}: a call without id never answered ({r:?})"
+                )));
+            }
             if !c.inbuf.is_empty() {
-                return Err(self.violation(format!("slot {s}: a partial line is left")));
+                return Err(self.violation(format!("slot {s}: a partial line or frame is left")));
             }
         }
         Ok(())

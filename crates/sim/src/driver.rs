@@ -4,6 +4,13 @@
 //! `expire(now)`, flush the output of the clients that read (in
 //! random-sized writes), `take_closing`/`free` until nothing is left, and
 //! the end-of-step checks. [`run_seed`] runs a whole seeded schedule.
+//!
+//! TCP clients send lines (whole, byte by byte or in two reads).
+//! WebSocket clients open with an HTTP upgrade and send each request as a
+//! masked text message: one to four fragments, each with its own masking
+//! key, sometimes with a ping between them, cut across reads in several
+//! ways ([`Sim::feed_ws`]); they also send pings, pongs, binary messages,
+//! close frames and protocol violations ([`Action::WsControl`]).
 
 use std::collections::VecDeque;
 use std::fmt::Write as _;
@@ -21,8 +28,38 @@ use rosgate_core::{CloseReason, Transport};
 
 use crate::actions::{Action, Req, SimConfig, MAX_CLIENTS};
 use crate::checks::Violation;
-use crate::model::{Client, Model, ReadMode};
+use crate::model::{Client, Link, Model, ReadMode, WsSide};
 use crate::rng::Rng;
+use crate::ws::{self, Answer, HandshakeFeed, OP_CONT, OP_TEXT};
+
+/// How the bytes of a WebSocket write are cut into reads, `split >> 2`:
+/// 0 one read, [`BYTE_BY_BYTE`] one byte per read, up to [`LAST_CUT`] two
+/// reads cut at that many 32nds, above it one read per frame.
+const BYTE_BY_BYTE: u8 = 63;
+const LAST_CUT: u8 = 31;
+
+/// A request as it goes out: its text and the action's style and split.
+pub(crate) struct Outgoing {
+    pub content: Vec<u8>,
+    pub style: u8,
+    pub split: u8,
+}
+
+impl Outgoing {
+    fn crlf(&self) -> bool {
+        self.style & 1 != 0
+    }
+
+    /// The WebSocket message: the text, and CRLF whitespace if the style
+    /// asks for a CRLF.
+    fn message(&self) -> Vec<u8> {
+        let mut m = self.content.clone();
+        if self.crlf() {
+            m.extend_from_slice(b"\r\n");
+        }
+        m
+    }
+}
 
 /// What happened during a simulation (for tuning and reports).
 #[derive(Debug, Default, Clone)]
@@ -41,6 +78,18 @@ pub struct Counts {
     pub closes_stall: u64,
     pub closes_by_client: u64,
     pub too_long: u64,
+    pub ws_connections: u64,
+    pub ws_handshakes_refused: u64,
+    /// Publish frames WebSocket subscribers received.
+    pub ws_publishes_received: u64,
+    /// Calls a WebSocket provider answered (read the rosbridge way).
+    pub ws_provided_answers: u64,
+    /// Responses WebSocket callers received.
+    pub ws_responses_received: u64,
+    pub ws_pongs: u64,
+    /// Closes after a close frame (ours echoed) or a protocol error (1002).
+    pub ws_close_frames: u64,
+    pub ws_protocol_errors: u64,
 }
 
 /// The simulation: a hub, a fake clock and the model. See the crate docs.
@@ -49,8 +98,8 @@ pub struct Sim {
     pub(crate) limits: Limits,
     base: Instant,
     pub(crate) offset: Duration,
-    /// Write sizes of reading clients.
-    rng: Rng,
+    /// Write sizes of reading clients, masking keys, fragment boundaries.
+    pub(crate) rng: Rng,
     pub(crate) model: Model,
     /// Makes every payload unique.
     pub(crate) counter: u64,
@@ -64,13 +113,15 @@ impl Sim {
     pub fn new(cfg: SimConfig) -> Sim {
         rosgate_core::log::set_level(LogLevel::Error);
         let base = Instant::now();
+        let mut hub = Hub::new(cfg.limits.clone(), base);
+        hub.set_ws_status(cfg.ws_status);
         Sim {
-            hub: Hub::new(cfg.limits.clone(), base),
+            hub,
             limits: cfg.limits,
             base,
             offset: Duration::ZERO,
             rng: Rng::new(cfg.seed),
-            model: Model::new(),
+            model: Model::new(cfg.ws_status),
             counter: 0,
             step_no: 0,
             max_frame: 0,
@@ -114,7 +165,18 @@ impl Sim {
             c.closed_by_us = false;
         }
         match action {
-            Action::Connect => self.connect()?,
+            Action::Connect => self.connect(None)?,
+            Action::ConnectWs { how } => self.connect(Some(*how))?,
+            Action::WsControl { slot, kind, arg } => {
+                if let Some(s) = self.model.resolve_ws(*slot) {
+                    self.ws_control(s, *kind, *arg);
+                }
+            }
+            Action::WsStatus { filter } => {
+                let f = Action::filter(*filter);
+                self.hub.set_ws_status(f);
+                self.model.ws_status = f;
+            }
             Action::Disconnect { slot, how } => self.disconnect(*slot, *how),
             Action::Read { slot, mode } => {
                 if let Some(s) = self.model.resolve(*slot) {
@@ -154,15 +216,22 @@ impl Sim {
         self.end_of_step()
     }
 
-    fn connect(&mut self) -> Result<(), Violation> {
+    /// Opens a TCP connection, or with `ws` (the handshake selector) a
+    /// WebSocket one, and sends its handshake unless it is to go with the
+    /// first frame.
+    fn connect(&mut self, ws: Option<u8>) -> Result<(), Violation> {
         let Some(slot) = self.model.clients.iter().position(Option::is_none) else {
             return Ok(());
         };
         let live = self.model.live().count();
         let now = self.now();
         let rejected_before = self.hub.counters().get(Counter::ConnectionsRejected);
-        let Some(r) = self.hub.open(now) else {
-            return self.check_refused_open(live, rejected_before);
+        let transport = match ws {
+            None => Transport::Tcp,
+            Some(_) => Transport::WebSocket,
+        };
+        let Some(r) = self.hub.open_as(transport, now) else {
+            return self.check_refused_open(live, rejected_before, transport);
         };
         if live >= self.limits.max_connections {
             return Err(self.violation(format!(
@@ -176,13 +245,52 @@ impl Sim {
         if self.hub.conn_ref(r.key) != Some(r) {
             return Err(self.violation("conn_ref disagrees with open"));
         }
-        self.model.clients[slot] = Some(Client::new(r, now));
+        let Some(how) = ws else {
+            self.model.clients[slot] = Some(Client::new(r, Link::Tcp, now));
+            return Ok(());
+        };
+        self.counts.ws_connections += 1;
+        let (request, answer, feed) = ws::handshake(how);
+        let refused = matches!(answer, Answer::Refuse { .. });
+        let lazy = feed == HandshakeFeed::WithFirstFrame;
+        let side = WsSide {
+            status: self.model.ws_status,
+            pending_handshake: lazy.then(|| request.clone()),
+            answer: Some(answer),
+            open: false,
+            close: None,
+            done: false,
+            protocol_close: refused,
+        };
+        self.model.clients[slot] = Some(Client::new(r, Link::Ws(side), now));
+        if refused {
+            self.counts.ws_handshakes_refused += 1;
+        }
+        match feed {
+            HandshakeFeed::WithFirstFrame => {}
+            HandshakeFeed::Whole => self.hub.on_bytes(r.key, &request, now),
+            HandshakeFeed::ByteByByte => {
+                for b in request.chunks(1) {
+                    self.hub.on_bytes(r.key, b, now);
+                }
+            }
+            HandshakeFeed::Halves => {
+                let (a, b) = request.split_at(request.len() / 2);
+                self.hub.on_bytes(r.key, a, now);
+                self.hub.on_bytes(r.key, b, now);
+            }
+        }
         Ok(())
     }
 
     /// `open` refused: only at the connection limit, counted, and the
-    /// rejection frame is one error status line.
-    fn check_refused_open(&mut self, live: usize, rejected_before: u64) -> Result<(), Violation> {
+    /// rejection is one error status line (TCP) or an HTTP 503 (WebSocket).
+    fn check_refused_open(
+        &mut self,
+        live: usize,
+        rejected_before: u64,
+        transport: Transport,
+    ) -> Result<(), Violation> {
         if live < self.limits.max_connections {
             return Err(self.violation(format!(
                 "open refused with {live} of {} connections open",
@@ -192,11 +300,18 @@ impl Sim {
         if self.hub.counters().get(Counter::ConnectionsRejected) != rejected_before + 1 {
             return Err(self.violation("refused open not counted"));
         }
-        let frame = self.hub.rejection_frame(Transport::Tcp);
-        let v: Value = serde_json::from_slice(&frame)
-            .map_err(|e| self.violation(format!("rejection frame is not JSON: {e}")))?;
-        if v["op"] != "status" || v["level"] != "error" || !frame.ends_with(b"\n") {
-            return Err(self.violation(format!("bad rejection frame {v}")));
+        let frame = self.hub.rejection_frame(transport);
+        match transport {
+            Transport::Tcp => {
+                let v: Value = serde_json::from_slice(&frame)
+                    .map_err(|e| self.violation(format!("rejection frame is not JSON: {e}")))?;
+                if v["op"] != "status" || v["level"] != "error" || !frame.ends_with(b"\n") {
+                    return Err(self.violation(format!("bad rejection frame {v}")));
+                }
+            }
+            Transport::WebSocket => {
+                ws::check_rejection(&frame).map_err(|e| self.violation(e))?;
+            }
         }
         self.counts.rejected_connections += 1;
         Ok(())
@@ -209,12 +324,21 @@ impl Sim {
         let now = self.now();
         let key = self.model.client(s).conn.key;
         self.model.client_mut(s).closed_by_us = true;
+        let partial = br#"{"op":"subscribe","topic":"/a","type":"t","id":"never"}"#;
         match how % 3 {
             0 => self.hub.on_eof(key, now),
             1 => self.hub.close(key, CloseReason::Reset, now),
+            _ if self.model.client(s).rosbridge() => {
+                // Half a text frame: ignored at EOF.
+                let mut frame = Vec::new();
+                ws::client_frame(&mut frame, true, OP_TEXT, partial, self.mask());
+                frame.truncate(frame.len() / 2);
+                self.counts.lines_sent += 1;
+                self.feed_ws(s, vec![frame], 0);
+                self.hub.on_eof(key, now);
+            }
             _ => {
                 // A complete request without its newline: ignored at EOF.
-                let partial = br#"{"op":"subscribe","topic":"/a","type":"t","id":"never"}"#;
                 self.counts.lines_sent += 1;
                 self.hub.on_bytes(key, partial, now);
                 self.hub.on_eof(key, now);
@@ -222,9 +346,19 @@ impl Sim {
         }
     }
 
+    /// Feeds a request to the hub: a line on TCP, a message on WebSocket.
+    pub(crate) fn feed(&mut self, slot: usize, out: &Outgoing) {
+        self.counts.lines_sent += 1;
+        if self.model.client(slot).rosbridge() {
+            self.feed_message(slot, out);
+        } else {
+            self.feed_line(slot, &out.content, out.crlf(), out.split);
+        }
+    }
+
     /// Feeds `content` plus its terminator to the hub, whole, byte by byte
     /// or in two halves.
-    pub(crate) fn feed(&mut self, slot: usize, content: &[u8], crlf: bool, split: u8) {
+    fn feed_line(&mut self, slot: usize, content: &[u8], crlf: bool, split: u8) {
         let mut bytes = content.to_vec();
         if crlf {
             bytes.push(b'\r');
@@ -232,7 +366,6 @@ impl Sim {
         bytes.push(b'\n');
         let key = self.model.client(slot).conn.key;
         let now = self.now();
-        self.counts.lines_sent += 1;
         match split {
             0 => self.hub.on_bytes(key, &bytes, now),
             255 => {
@@ -249,34 +382,140 @@ impl Sim {
         }
     }
 
-    /// Sends one request line from `slot`: builds it, then either expects
-    /// the too-long error, feeds a blank line, or applies its effect.
+    /// A WebSocket message as one to four text fragments (`split & 3`),
+    /// each masked with its own key, with a ping between the first two
+    /// when the style says so, read as `split >> 2` says.
+    fn feed_message(&mut self, slot: usize, out: &Outgoing) {
+        let message = out.message();
+        let pieces = self.cut(&message, 1 + usize::from(out.split & 3));
+        let n = pieces.len();
+        let mut frames: Vec<Vec<u8>> = Vec::with_capacity(n + 1);
+        for (i, p) in pieces.iter().enumerate() {
+            let mut f = Vec::new();
+            let op = if i == 0 { OP_TEXT } else { OP_CONT };
+            ws::client_frame(&mut f, i + 1 == n, op, p, self.mask());
+            frames.push(f);
+        }
+        if out.style & 64 != 0 {
+            let ping = self.ping(slot, format!("mid {}", self.counter).as_bytes());
+            frames.insert(usize::from(n > 1), ping);
+        }
+        self.feed_ws(slot, frames, out.split >> 2);
+    }
+
+    /// Cuts `bytes` into `n` pieces at random places (some may be empty).
+    fn cut<'a>(&mut self, bytes: &'a [u8], n: usize) -> Vec<&'a [u8]> {
+        let mut cuts: Vec<usize> = (1..n)
+            .map(|_| self.rng.below(bytes.len() as u64 + 1) as usize)
+            .collect();
+        cuts.sort_unstable();
+        let mut pieces = Vec::with_capacity(n);
+        let mut from = 0;
+        for c in cuts {
+            pieces.push(&bytes[from..c]);
+            from = c;
+        }
+        pieces.push(&bytes[from..]);
+        pieces
+    }
+
+    /// A masking key: all zeros one time in eight (still a masked frame).
+    pub(crate) fn mask(&mut self) -> [u8; 4] {
+        if self.rng.below(8) == 0 {
+            [0; 4]
+        } else {
+            (self.rng.next_u64() as u32).to_be_bytes()
+        }
+    }
+
+    /// A ping frame from `slot`; the model then owes it the pong.
+    pub(crate) fn ping(&mut self, slot: usize, payload: &[u8]) -> Vec<u8> {
+        let mut f = Vec::new();
+        ws::client_frame(&mut f, true, ws::OP_PING, payload, self.mask());
+        self.model
+            .client_mut(slot)
+            .exp
+            .pongs
+            .push_back(payload.to_vec());
+        f
+    }
+
+    /// Feeds WebSocket `frames` from `slot`, after its handshake if that was
+    /// left for the first frame, cut into reads by `mode` (see
+    /// [`BYTE_BY_BYTE`]).
+    pub(crate) fn feed_ws(&mut self, slot: usize, frames: Vec<Vec<u8>>, mode: u8) {
+        let key = self.model.client(slot).conn.key;
+        let now = self.now();
+        let mut units = frames;
+        let side = self
+            .model
+            .client_mut(slot)
+            .ws_mut()
+            .expect("a WebSocket client");
+        if let Some(h) = side.pending_handshake.take() {
+            units.insert(0, h);
+        }
+        let all = units.concat();
+        match mode {
+            0 => self.hub.on_bytes(key, &all, now),
+            BYTE_BY_BYTE => {
+                for b in all.chunks(1) {
+                    self.hub.on_bytes(key, b, now);
+                }
+            }
+            1..=LAST_CUT => {
+                let (a, b) = all.split_at(all.len() * usize::from(mode) / 32);
+                self.hub.on_bytes(key, a, now);
+                self.hub.on_bytes(key, b, now);
+            }
+            _ => {
+                for u in &units {
+                    self.hub.on_bytes(key, u, now);
+                }
+            }
+        }
+    }
+
+    /// Sends one request from `slot`: builds it, then either expects the
+    /// too-long error, feeds a blank line, or applies its effect.
     fn send(&mut self, slot: usize, style: u8, split: u8, req: &Req) -> Result<(), Violation> {
-        let crlf = style & 1 != 0;
         // Build the line first; the model effect is applied only if the
         // line fits the limit.
         let (content, effect) = self.request(slot, style, req);
-        let content_len = content.len() + usize::from(crlf);
+        let out = Outgoing {
+            content,
+            style,
+            split,
+        };
+        let rosbridge = self.model.client(slot).rosbridge();
+        // The limit counts a line's CR but not its LF, and a message's
+        // every byte.
+        let len = if rosbridge {
+            out.message().len()
+        } else {
+            out.content.len() + usize::from(out.crlf())
+        };
+        if len > self.limits.max_line_bytes {
+            self.counts.too_long += 1;
+            self.model.expect_status(slot, None, true);
+            self.feed(slot, &out);
+            return Ok(());
+        }
+        // A line that is empty once its terminator is removed is skipped.
         let visible = {
-            let mut c = &content[..];
-            if !crlf {
+            let mut c = &out.content[..];
+            if !out.crlf() {
                 if let Some(b'\r') = c.last() {
                     c = &c[..c.len() - 1];
                 }
             }
             !c.is_empty()
         };
-        if content_len > self.limits.max_line_bytes {
-            self.counts.too_long += 1;
-            self.model.expect_status(slot, None, true);
-            self.feed(slot, &content, crlf, split);
+        if !visible && !rosbridge {
+            self.feed(slot, &out);
             return Ok(());
         }
-        if !visible {
-            self.feed(slot, &content, crlf, split);
-            return Ok(());
-        }
-        self.apply_effect(slot, effect, &content, crlf, split)
+        self.apply_effect(slot, effect, &out)
     }
 
     // ----- the rest of the loop turn ---------------------------------------------------------
@@ -387,6 +626,9 @@ impl Sim {
                         _ => usize::MAX,
                     };
                     self.drain(slot, budget)?;
+                }
+                if mode == ReadMode::All {
+                    self.check_last_words(slot)?;
                 }
                 self.hub.free(key, now);
                 if self.hub.conn_ref(key).is_some_and(|r| r.gen == gen) {

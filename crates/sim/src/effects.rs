@@ -2,6 +2,10 @@
 //! moment the driver feeds it to the hub: registrations change, statuses
 //! become owed, calls are forwarded or fail, answers complete calls, and a
 //! publish is checked against the subscribers' queues as it is queued.
+//!
+//! Where the dialects differ, the client's own decides: per-id
+//! registrations and rosbridge-style reading of a provider's answer
+//! ([`answer_as_read`]) for WebSocket clients.
 
 use std::time::Duration;
 
@@ -13,28 +17,43 @@ use rosgate_core::limits::TIMER_TICK_MS;
 use rosgate_wire::encode;
 
 use crate::checks::Violation;
-use crate::driver::Sim;
+use crate::driver::{Outgoing, Sim};
 use crate::model::{CallModel, Id, Resp, TopicFrame};
 use crate::requests::Effect;
 
+/// What rosbridge answers a provider failing without `values` with.
+const NO_VALUES_FAILURE: &str = "the provider reported a failure";
+
+/// The `values` and `result` a caller receives for a provider's answer.
+/// The strict dialect passes them through (its answers always have
+/// `values`). A rosbridge-dialect provider is read as rosbridge reads it:
+/// an object `values` is a success whatever `result` says; other `values`
+/// keep their `result`; no `values` with `result: false` is a failure with
+/// a reason text; no `values` otherwise is `{}`.
+fn answer_as_read(rosbridge: bool, values: Option<Value>, result: &str) -> (Value, Value) {
+    let parsed: Value = serde_json::from_str(result).expect("result JSON");
+    match values {
+        Some(v) if rosbridge && v.is_object() => (v, Value::Bool(true)),
+        Some(v) => (v, parsed),
+        None if result == "false" => (Value::String(NO_VALUES_FAILURE.into()), Value::Bool(false)),
+        None => (Value::Object(Default::default()), parsed),
+    }
+}
+
 impl Sim {
-    /// Applies `effect` of `content` (which fits the line limit) to the
-    /// model and feeds the line to the hub.
+    /// Applies `effect` of `out` (which fits the line limit) to the model
+    /// and feeds it to the hub.
     pub(crate) fn apply_effect(
         &mut self,
         slot: usize,
         effect: Effect,
-        content: &[u8],
-        crlf: bool,
-        split: u8,
+        out: &Outgoing,
     ) -> Result<(), Violation> {
         match effect {
             Effect::Nothing => {}
             Effect::Error { id } => self.model.expect_status(slot, id.as_ref(), true),
-            Effect::Topic { op, name, id } => self.apply_topic(slot, op, name, id.as_ref()),
-            Effect::Publish { name, msg } => {
-                return self.apply_publish(slot, &name, &msg, content, crlf, split)
-            }
+            Effect::Topic { op, name, id } => self.apply_topic(slot, op, &name, id.as_ref()),
+            Effect::Publish { name, msg } => return self.apply_publish(slot, &name, &msg, out),
             Effect::Service { adv, name, id } => self.apply_service(slot, adv, name, id.as_ref()),
             Effect::Call {
                 name,
@@ -44,51 +63,48 @@ impl Sim {
             } => self.apply_call(slot, name, args, timeout, id),
             Effect::Respond {
                 id,
-                missing_values,
                 values,
                 result,
                 status,
             } => {
-                if missing_values {
+                if values.is_none() && !self.model.client(slot).rosbridge() {
+                    // The strict dialect requires `values`.
                     self.model.expect_status(slot, id.as_ref(), true);
                 } else {
                     self.apply_answer(slot, id.as_ref(), values, result, status)?;
                 }
             }
         }
-        self.feed(slot, content, crlf, split);
+        self.feed(slot, out);
         Ok(())
     }
 
-    fn apply_topic(&mut self, slot: usize, op: &str, name: String, id: Option<&Id>) {
+    fn apply_topic(&mut self, slot: usize, op: &str, name: &str, id: Option<&Id>) {
         let c = self.model.client_mut(slot);
+        let raw = id.map(|id| id.raw.as_str());
         match op {
-            "subscribe" => c.subs.insert(name),
-            "unsubscribe" => c.subs.remove(&name),
-            "advertise" => c.pubs.insert(name),
-            _ => c.pubs.remove(&name),
-        };
+            "subscribe" => c.register(true, name, raw),
+            "unsubscribe" => c.unregister(true, name, raw),
+            "advertise" => c.register(false, name, raw),
+            _ => c.unregister(false, name, raw),
+        }
         self.model.expect_status(slot, id, false);
     }
 
     /// Feeds a publish and checks, subscriber by subscriber, what the hub
     /// queued and shed: non-subscribers' queues are untouched, each
-    /// subscriber's grew by the frame less what was shed (never the newest
-    /// frame), and `delivered`/`dropped_bytes` agree.
+    /// subscriber's grew by the frame (in its own framing) less what was
+    /// shed (never the newest frame), and `delivered`/`dropped_bytes` agree.
     fn apply_publish(
         &mut self,
         slot: usize,
         name: &str,
         msg: &str,
-        content: &[u8],
-        crlf: bool,
-        split: u8,
+        out: &Outgoing,
     ) -> Result<(), Violation> {
-        let mut frame = encode::publish_prefix(name).into_vec();
-        frame.extend_from_slice(msg.as_bytes());
-        frame.extend_from_slice(b"}\n");
-        let len = frame.len();
-        self.max_frame = self.max_frame.max(len);
+        let mut line = encode::publish_prefix(name).into_vec();
+        line.extend_from_slice(msg.as_bytes());
+        line.push(b'}');
         let before: Vec<(usize, usize)> = self
             .model
             .clients
@@ -103,14 +119,14 @@ impl Sim {
             self.hub.counters().get(Counter::Delivered),
             self.hub.counters().get(Counter::DroppedBytes),
         );
-        self.feed(slot, content, crlf, split);
+        self.feed(slot, out);
         let mut subscribers = 0u64;
         let mut shed_total = 0u64;
         let cap = self.limits.max_queue_bytes;
         for (s, b) in before {
             let c = self.model.clients[s].as_ref().expect("live");
             let after = self.hub.out(c.conn.key).map_or(0, |q| q.topic_bytes());
-            if !c.subs.contains(name) {
+            if !c.subs.contains_key(name) {
                 if after != b {
                     return Err(self.violation(format!(
                         "publish on {name:?} changed the topic queue of non-subscriber slot {s} ({b} -> {after})"
@@ -119,6 +135,8 @@ impl Sim {
                 continue;
             }
             subscribers += 1;
+            let len = c.wire_len(line.len());
+            self.max_frame = self.max_frame.max(len);
             if after < len || b + len < after {
                 return Err(self.violation(format!(
                     "slot {s}: topic bytes {b} -> {after} after queuing a {len}-byte frame (the newest frame must stay)"
@@ -134,7 +152,8 @@ impl Sim {
             let c = self.model.client_mut(s);
             c.exp.owed_drop += shed;
             c.exp.topic.push_back(TopicFrame {
-                bytes: frame.clone(),
+                line: line.clone(),
+                wire_len: len,
             });
         }
         let st = self.hub.counters();
@@ -187,7 +206,7 @@ impl Sim {
         name: String,
         args: Value,
         timeout: Option<&'static str>,
-        id: Id,
+        id: Option<Id>,
     ) {
         let me = self.model.client(slot).conn;
         let in_flight = self.model.calls_made(me);
@@ -201,7 +220,7 @@ impl Sim {
             self.model.calls.push(CallModel {
                 caller: me,
                 caller_slot: slot,
-                id_key: id.key.clone(),
+                id_key: id.as_ref().map(|id| id.key.clone()),
                 service: name,
                 args,
                 provider,
@@ -215,11 +234,13 @@ impl Sim {
         } else {
             Resp::Failure { service: name }
         };
-        self.model
-            .client_mut(slot)
-            .exp
-            .responses
-            .insert(id.key, outcome);
+        let e = &mut self.model.client_mut(slot).exp;
+        match id {
+            Some(id) => {
+                e.responses.insert(id.key, outcome);
+            }
+            None => e.anon_responses.push(outcome),
+        }
     }
 
     /// The timer tick at which a call made now with `timeout` (the field's
@@ -249,11 +270,12 @@ impl Sim {
         &mut self,
         slot: usize,
         id: Option<&Id>,
-        values: Value,
-        result: Value,
+        values: Option<Value>,
+        result: &str,
         status: Option<Value>,
     ) -> Result<(), Violation> {
         let me = self.model.client(slot).conn;
+        let rosbridge = self.model.client(slot).rosbridge();
         let call = id
             .and_then(|id| self.model.rg_map.get(&id.raw))
             .copied()
@@ -267,10 +289,14 @@ impl Sim {
         c.alive = false;
         let (caller, cs, key, service) =
             (c.caller, c.caller_slot, c.id_key.clone(), c.service.clone());
+        if rosbridge {
+            self.counts.ws_provided_answers += 1;
+        }
         if self.model.clients[cs]
             .as_ref()
             .is_some_and(|c| c.conn == caller)
         {
+            let (values, result) = answer_as_read(rosbridge, values, result);
             let r = Resp::Success {
                 service,
                 values,
@@ -278,7 +304,7 @@ impl Sim {
                 status,
             };
             self.model
-                .set_resp(cs, k, &key, r)
+                .set_resp(cs, k, key.as_deref(), r)
                 .map_err(|e| self.violation(e))?;
         }
         Ok(())

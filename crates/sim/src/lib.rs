@@ -1,7 +1,7 @@
 //! Deterministic simulation of rosgate's sans-io core, the
 //! [`rosgate_core::Hub`]: a driver feeds it client [`Action`]s on a fake
-//! clock, an independent model predicts every line each client must
-//! receive and every table the hub must hold, and the invariants are
+//! clock, an independent model predicts every line and frame each client
+//! must receive and every table the hub must hold, and the invariants are
 //! checked after every step.
 //!
 //! Used by `tests/sim.rs` (actions drawn from a seeded RNG, [`run_seed`]),
@@ -13,48 +13,68 @@
 //! |---|---|
 //! | `rng` | [`Rng`] (seeded schedules) and [`Bytes`] (fuzzer input fields) |
 //! | `actions` | [`SimConfig`], [`Action`], [`Req`]; drawing them, decoding them from bytes and back |
-//! | `requests` | the JSON text of each request in its style, and its model effect |
-//! | `model` | the expected state: clients, owed lines, services, calls |
+//! | `requests` | the JSON text of each request in its style and dialect, and its model effect |
+//! | `ws` | the WebSocket client side: handshakes, masked frames, a strict server-frame parser |
+//! | `model` | the expected state: clients (TCP or WebSocket), owed lines and frames, services, calls |
 //! | `driver` | [`Sim`]: one loop turn per action (feed, expire, flush, free), [`run_seed`] |
 //! | `effects` | what each accepted request does to the model as it is fed |
-//! | `reader` | the clients' side: received lines crossed off against the model |
+//! | `controls` | WebSocket control traffic: pings, close frames, protocol violations |
+//! | `reader` | the clients' side: received lines and frames crossed off against the model |
 //! | `checks` | the invariants: tables, quiescence, closes, [`Sim::finish`] |
 //! | [`fuzzing`], [`scan_parity`] | the fuzz targets' checks |
 //!
-//! The model predicts, independently of the hub's tables:
-//! - who subscribes/advertises what, who provides each service, which calls
-//!   are in flight and when each times out (the timer wheel rounds deadlines
-//!   up to the next tick, counted from the hub's creation);
-//! - every line each client must receive: statuses (matched by id), forwarded
-//!   calls (in order, with their args), responses (matched by the caller's
-//!   id, which is unique per caller: exactly one per call, success with the
-//!   provider's payload or a `result:false` failure) and publish frames (in
-//!   order, exact bytes; frames missing from a slow reader must be exactly
-//!   the bytes the hub counted in `dropped_bytes` for it).
+//! Clients connect over TCP (NDJSON, the protocol file) or WebSocket
+//! (rosbridge v2), and both kinds subscribe to the same topics and call
+//! each other's services. The model predicts, independently of the hub's
+//! tables:
+//! - who subscribes/advertises what (per connection on TCP, per request id
+//!   on WebSocket: a repeated (topic, id) is a no-op, `unsubscribe` with an
+//!   id removes that id's registration only, without one all of them, and
+//!   the router entry lasts while any id remains), who provides each
+//!   service, which calls are in flight and when each times out (the timer
+//!   wheel rounds deadlines up to the next tick, counted from the hub's
+//!   creation);
+//! - every line each client must receive: statuses (matched by id; on
+//!   WebSocket only those its status filter lets through, errors only by
+//!   default), forwarded calls (in order, with their args), responses
+//!   (matched by the caller's id, which is unique per caller, or by content
+//!   for rosbridge calls made without one: exactly one per call, success
+//!   with the provider's payload as the caller's dialect reads it, or a
+//!   `result:false` failure) and publish frames (in order, exact bytes;
+//!   frames missing from a slow reader must be exactly the bytes the hub
+//!   counted in `dropped_bytes` for it);
+//! - for WebSocket clients, the handshake answer (101 with the right
+//!   accept key, or the HTTP refusal), one text frame per line carrying
+//!   exactly its bytes, a pong per ping, and the close frame (echoed, or
+//!   1002 after a protocol violation) as the last thing sent.
 //!
-//! Closes the hub decides (control overflow, write stall) are learned from
-//! `take_closing` and validated: an overflow close needs more control bytes
-//! queued than `max_control_bytes`; a stall close needs output pending
-//! without progress for `write_stall`, and one is required once it has been
-//! pending for `write_stall` plus the sweep interval.
+//! Closes the hub decides (control overflow, write stall, protocol error)
+//! are learned from `take_closing` and validated: an overflow close needs
+//! more control bytes queued than `max_control_bytes`; a stall close needs
+//! output pending without progress for `write_stall`, and one is required
+//! once it has been pending for `write_stall` plus the sweep interval; a
+//! protocol-error close needs a refused handshake or a violation.
 //!
 //! After every step the hub's tables (router topics and services, per
 //! connection indexes, gauges) must equal the model's.
 
 mod actions;
 mod checks;
+mod controls;
 mod driver;
 mod effects;
 mod model;
 mod reader;
 mod requests;
 mod rng;
+mod ws;
 
 pub mod fuzzing;
 pub mod scan_parity;
 
 pub use actions::{
-    actions_from_bytes, actions_to_bytes, Action, Req, SimConfig, MAX_CLIENTS, SERVICES, TOPICS,
+    actions_from_bytes, actions_to_bytes, Action, Req, SimConfig, ACTION_KINDS, MAX_CLIENTS,
+    SERVICES, TOPICS,
 };
 pub use checks::Violation;
 pub use driver::{run_seed, Counts, Sim};

@@ -1,7 +1,12 @@
 //! The expected-state model, kept independently of the hub's tables: the
-//! live clients (what each registered, how it reads, every line it is
-//! owed), the services and their providers, and every call with its
-//! caller, provider, deadline and fate.
+//! live clients (their transport, what each registered, how it reads,
+//! every line it is owed), the services and their providers, and every
+//! call with its caller, provider, deadline and fate.
+//!
+//! Two kinds of client share the routing: NDJSON over TCP (the protocol
+//! file: registrations per connection, every status) and rosbridge over
+//! WebSocket ([`WsSide`]: registrations per request id, statuses through
+//! the filter the hub had when it opened, frames instead of lines).
 //!
 //! Nothing here looks at the hub. The driver (`driver.rs`, `effects.rs`)
 //! updates the model as it feeds requests in; the reader (`reader.rs`)
@@ -13,9 +18,10 @@ use std::time::Instant;
 
 use serde_json::Value;
 
-use rosgate_core::ConnRef;
+use rosgate_core::{ConnRef, StatusFilter};
 
 use crate::actions::MAX_CLIENTS;
+use crate::ws::{self, Answer};
 
 /// How a client reads its output.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -33,10 +39,15 @@ pub(crate) struct Id {
     pub key: String,
 }
 
-/// A publish frame a subscriber must receive unless it is shed.
+/// A publish a subscriber must receive unless it is shed.
 #[derive(Debug)]
 pub(crate) struct TopicFrame {
-    pub bytes: Vec<u8>,
+    /// The JSON line, without its newline: what a TCP line or a WebSocket
+    /// text frame carries.
+    pub line: Vec<u8>,
+    /// The bytes it takes in this subscriber's queue (line and newline, or
+    /// frame header and line): what is counted when it is shed.
+    pub wire_len: usize,
 }
 
 /// What a caller expects for one call id.
@@ -70,21 +81,60 @@ pub(crate) struct Expect {
     pub forwards: VecDeque<usize>,
     /// Responses by canonical caller id.
     pub responses: HashMap<String, Resp>,
+    /// Responses to calls made without an id (rosbridge dialect), which
+    /// come back without one: told apart by content.
+    pub anon_responses: Vec<Resp>,
+    /// Pong payloads owed, in ping order.
+    pub pongs: VecDeque<Vec<u8>>,
     pub topic: VecDeque<TopicFrame>,
     /// Topic bytes the hub reported shed for this client and not yet seen
     /// missing.
     pub owed_drop: u64,
 }
 
+/// Registrations of one kind: topic -> the raw ids registered for it. A
+/// TCP connection's set is `{None}` (one registration per connection); a
+/// WebSocket connection's holds each request id it used (`None`: no id).
+pub(crate) type Regs = BTreeMap<String, BTreeSet<Option<String>>>;
+
+/// The WebSocket side of a client: handshake, control frames, dialect.
+#[derive(Debug)]
+pub(crate) struct WsSide {
+    /// Statuses the hub sends this connection (fixed when it opened).
+    pub status: StatusFilter,
+    /// A handshake request not sent yet: it goes with the first frames.
+    pub pending_handshake: Option<Vec<u8>>,
+    /// The handshake answer owed and not read yet.
+    pub answer: Option<Answer>,
+    /// The 101 was read: frames follow.
+    pub open: bool,
+    /// The payload of the close frame the server must send last: the echo
+    /// of ours, or 1002 after a protocol error.
+    pub close: Option<Vec<u8>>,
+    /// The server's close frame (or refusal) arrived: nothing may follow.
+    pub done: bool,
+    /// We broke the protocol (or the handshake): the hub must close the
+    /// connection as a protocol error.
+    pub protocol_close: bool,
+}
+
+/// How a client is connected.
+#[derive(Debug)]
+pub(crate) enum Link {
+    Tcp,
+    Ws(WsSide),
+}
+
 /// One connected client as the model sees it.
 #[derive(Debug)]
 pub(crate) struct Client {
     pub conn: ConnRef,
+    pub link: Link,
     pub mode: ReadMode,
-    pub subs: BTreeSet<String>,
-    pub pubs: BTreeSet<String>,
+    pub subs: Regs,
+    pub pubs: Regs,
     pub next_id: u64,
-    /// Received bytes not yet making a whole line.
+    /// Received bytes not yet making a whole line or frame.
     pub inbuf: Vec<u8>,
     pub exp: Expect,
     /// Raw provider-side ids this client received in forwarded calls.
@@ -98,12 +148,13 @@ pub(crate) struct Client {
 }
 
 impl Client {
-    pub fn new(conn: ConnRef, now: Instant) -> Client {
+    pub fn new(conn: ConnRef, link: Link, now: Instant) -> Client {
         Client {
             conn,
+            link,
             mode: ReadMode::All,
-            subs: BTreeSet::new(),
-            pubs: BTreeSet::new(),
+            subs: Regs::new(),
+            pubs: Regs::new(),
             next_id: 0,
             inbuf: Vec::new(),
             exp: Expect::default(),
@@ -114,6 +165,72 @@ impl Client {
             closed_by_us: false,
         }
     }
+
+    pub fn ws(&self) -> Option<&WsSide> {
+        match &self.link {
+            Link::Ws(w) => Some(w),
+            Link::Tcp => None,
+        }
+    }
+
+    pub fn ws_mut(&mut self) -> Option<&mut WsSide> {
+        match &mut self.link {
+            Link::Ws(w) => Some(w),
+            Link::Tcp => None,
+        }
+    }
+
+    /// Speaks the rosbridge dialect (WebSocket): per-id registrations,
+    /// lenient decoding, rosbridge-style answers.
+    pub fn rosbridge(&self) -> bool {
+        self.ws().is_some()
+    }
+
+    /// Whether the hub sends this client statuses of this level.
+    pub fn wants_status(&self, error: bool) -> bool {
+        match self.ws().map(|w| w.status) {
+            None | Some(StatusFilter::All) => true,
+            Some(StatusFilter::Errors) => error,
+            Some(StatusFilter::None) => false,
+        }
+    }
+
+    /// The bytes a `len`-byte JSON line takes in this client's queue.
+    pub fn wire_len(&self, len: usize) -> usize {
+        match self.link {
+            Link::Tcp => len + 1,
+            Link::Ws(_) => ws::server_frame_len(len),
+        }
+    }
+
+    /// `subscribe` (`sub`) or `advertise` with `id` (raw).
+    pub fn register(&mut self, sub: bool, topic: &str, id: Option<&str>) {
+        let per_id = self.rosbridge();
+        let regs = if sub { &mut self.subs } else { &mut self.pubs };
+        let id = id.filter(|_| per_id).map(str::to_string);
+        regs.entry(topic.to_string()).or_default().insert(id);
+    }
+
+    /// `unsubscribe` (`sub`) or `unadvertise` with `id` (raw): per
+    /// connection, the topic goes; per id, an id removes only its own
+    /// registration and no id removes all of them.
+    pub fn unregister(&mut self, sub: bool, topic: &str, id: Option<&str>) {
+        let per_id = self.rosbridge();
+        let regs = if sub { &mut self.subs } else { &mut self.pubs };
+        match id.filter(|_| per_id) {
+            Some(id) => {
+                if let Some(ids) = regs.get_mut(topic) {
+                    ids.remove(&Some(id.to_string()));
+                    if ids.is_empty() {
+                        regs.remove(topic);
+                    }
+                }
+            }
+            None => {
+                regs.remove(topic);
+            }
+        }
+    }
 }
 
 /// One call the model knows of, from the moment it was forwarded.
@@ -121,7 +238,8 @@ impl Client {
 pub(crate) struct CallModel {
     pub caller: ConnRef,
     pub caller_slot: usize,
-    pub id_key: String,
+    /// The caller's canonical id; `None` for a rosbridge call without one.
+    pub id_key: Option<String>,
     pub service: String,
     pub args: Value,
     pub provider: ConnRef,
@@ -142,16 +260,19 @@ pub(crate) struct Model {
     pub rg_map: HashMap<String, usize>,
     /// Every raw provider-side id any client received.
     pub all_learned: Vec<String>,
+    /// The status filter WebSocket connections opened now get.
+    pub ws_status: StatusFilter,
 }
 
 impl Model {
-    pub fn new() -> Model {
+    pub fn new(ws_status: StatusFilter) -> Model {
         Model {
             clients: (0..MAX_CLIENTS).map(|_| None).collect(),
             services: BTreeMap::new(),
             calls: Vec::new(),
             rg_map: HashMap::new(),
             all_learned: Vec::new(),
+            ws_status,
         }
     }
 
@@ -189,6 +310,14 @@ impl Model {
             .find(|&i| self.clients[i].is_some())
     }
 
+    /// From `slot` on, the first live WebSocket client.
+    pub fn resolve_ws(&self, slot: u8) -> Option<usize> {
+        let s = slot as usize % MAX_CLIENTS;
+        (0..MAX_CLIENTS)
+            .map(|i| (s + i) % MAX_CLIENTS)
+            .find(|&i| self.clients[i].as_ref().is_some_and(Client::rosbridge))
+    }
+
     /// Whether provider-side id `raw` names a call in flight that was
     /// forwarded to `provider`.
     pub fn serving(&self, raw: &str, provider: ConnRef) -> bool {
@@ -223,9 +352,14 @@ impl Model {
             .count()
     }
 
-    /// `slot` is owed one status, matched by `id` if it has one.
+    /// `slot` is owed one status, matched by `id` if it has one, unless
+    /// its status filter withholds that level.
     pub fn expect_status(&mut self, slot: usize, id: Option<&Id>, error: bool) {
-        let e = &mut self.client_mut(slot).exp;
+        let c = self.client_mut(slot);
+        if !c.wants_status(error) {
+            return;
+        }
+        let e = &mut c.exp;
         match id {
             Some(id) => *e.statuses.entry((id.key.clone(), error)).or_default() += 1,
             None if error => e.anon_error += 1,
@@ -233,18 +367,31 @@ impl Model {
         }
     }
 
-    /// Replaces the caller's `Pending(k)` under `key` by its outcome `r`;
-    /// an error if the caller expects something else.
-    pub fn set_resp(&mut self, slot: usize, k: usize, key: &str, r: Resp) -> Result<(), String> {
-        let c = self.clients[slot].as_mut().expect("live");
-        let current = c.exp.responses.get(key);
-        if matches!(current, Some(Resp::Pending(x)) if *x == k) {
-            c.exp.responses.insert(key.to_string(), r);
-            return Ok(());
+    /// Replaces the caller's `Pending(k)` (under `key`, or among its
+    /// id-less calls) by its outcome `r`; an error if the caller expects
+    /// something else.
+    pub fn set_resp(
+        &mut self,
+        slot: usize,
+        k: usize,
+        key: Option<&str>,
+        r: Resp,
+    ) -> Result<(), String> {
+        let e = &mut self.clients[slot].as_mut().expect("live").exp;
+        let pending = |x: &Resp| matches!(x, Resp::Pending(p) if *p == k);
+        let entry = match key {
+            Some(key) => e.responses.get_mut(key),
+            None => e.anon_responses.iter_mut().find(|x| pending(x)),
+        };
+        match entry {
+            Some(x) if pending(x) => {
+                *x = r;
+                Ok(())
+            }
+            other => Err(format!(
+                "model: call {k} completes but its caller expects {other:?}"
+            )),
         }
-        Err(format!(
-            "model: call {k} completes but its caller expects {current:?}"
-        ))
     }
 
     /// A call failing (timeout, provider gone, unadvertised): the caller,
@@ -254,8 +401,23 @@ impl Model {
         c.alive = false;
         let (caller, cs, key, service) =
             (c.caller, c.caller_slot, c.id_key.clone(), c.service.clone());
-        if let Some(cl) = self.clients[cs].as_mut().filter(|cl| cl.conn == caller) {
-            cl.exp.responses.insert(key, Resp::Failure { service });
+        let Some(cl) = self.clients[cs].as_mut().filter(|cl| cl.conn == caller) else {
+            return;
+        };
+        let failure = Resp::Failure { service };
+        match key {
+            Some(key) => {
+                cl.exp.responses.insert(key, failure);
+            }
+            None => match cl
+                .exp
+                .anon_responses
+                .iter_mut()
+                .find(|x| matches!(x, Resp::Pending(p) if *p == k))
+            {
+                Some(x) => *x = failure,
+                None => cl.exp.anon_responses.push(failure),
+            },
         }
     }
 
@@ -277,7 +439,7 @@ impl Model {
         for c in self.live() {
             subs += c.subs.len();
             pubs += c.pubs.len();
-            topics.extend(c.subs.iter().chain(c.pubs.iter()));
+            topics.extend(c.subs.keys().chain(c.pubs.keys()));
         }
         [
             self.live().count() as u64,

@@ -1,7 +1,10 @@
 //! The clients' side of the wire: bytes a client received are cut into
-//! lines and each line is crossed off against what the model says the
-//! client is owed. Anything unexpected (an unknown line, a response for a
-//! call still in flight, a publish out of order or never sent) is a
+//! lines (TCP) or parsed as an HTTP response head and then server frames
+//! (WebSocket), and each JSON line, each pong and each close frame is
+//! crossed off against what the model says the client is owed. Anything
+//! unexpected (an unknown line, a response for a call still in flight, a
+//! publish out of order or never sent, a status the client's filter
+//! withholds, a frame a server must not send, bytes after a close) is a
 //! violation.
 
 use serde_json::Value;
@@ -10,8 +13,12 @@ use rosgate_core::hub::STATS_SERVICE;
 
 use crate::checks::Violation;
 use crate::driver::Sim;
-use crate::model::{Resp, TopicFrame};
+use crate::model::{Link, Resp, TopicFrame};
 use crate::requests::{canon, json_string};
+use crate::ws::{self, Answer, ServerFrame, OP_CLOSE, OP_PONG, OP_TEXT};
+
+/// Longest response head a WebSocket client waits for.
+const MAX_HEAD: usize = 16 * 1024;
 
 /// The stats gauges the model predicts, in [`crate::model::Model::gauges`]
 /// order.
@@ -35,10 +42,14 @@ fn show(line: &[u8]) -> String {
 }
 
 impl Sim {
-    /// Takes bytes written to `slot` and checks every complete line.
+    /// Takes bytes written to `slot` and checks every complete line or
+    /// frame.
     pub(crate) fn receive(&mut self, slot: usize, got: &[u8]) -> Result<(), Violation> {
         let c = self.model.client_mut(slot);
         c.inbuf.extend_from_slice(got);
+        if let Link::Ws(_) = c.link {
+            return self.receive_ws(slot);
+        }
         let Some(end) = c.inbuf.iter().rposition(|&b| b == b'\n') else {
             return Ok(());
         };
@@ -51,6 +62,102 @@ impl Sim {
             self.on_line(slot, line)?;
         }
         Ok(())
+    }
+
+    /// A WebSocket client's input: the handshake answer first, then
+    /// frames, then nothing after a close frame.
+    fn receive_ws(&mut self, slot: usize) -> Result<(), Violation> {
+        loop {
+            let c = self.model.client_mut(slot);
+            if c.inbuf.is_empty() {
+                return Ok(());
+            }
+            let side = c.ws_mut().expect("a WebSocket client");
+            if side.done {
+                let n = c.inbuf.len();
+                return Err(self.violation(format!(
+                    "slot {slot} got {n} bytes after the server's close frame or refusal"
+                )));
+            }
+            if side.pending_handshake.is_some() {
+                return Err(self.violation(format!(
+                    "slot {slot} got bytes before it sent its handshake"
+                )));
+            }
+            if let Some(answer) = side.answer.clone() {
+                let Some(end) = head_len(&c.inbuf) else {
+                    let n = c.inbuf.len();
+                    if n > MAX_HEAD {
+                        return Err(self.violation(format!(
+                            "slot {slot}: no end to the response head in {n} bytes"
+                        )));
+                    }
+                    return Ok(());
+                };
+                let head: Vec<u8> = c.inbuf.drain(..end).collect();
+                let side = c.ws_mut().expect("a WebSocket client");
+                side.answer = None;
+                match answer {
+                    Answer::Accept(_) => side.open = true,
+                    Answer::Refuse { .. } => side.done = true,
+                }
+                ws::check_response_head(&head, &answer)
+                    .map_err(|e| self.violation(format!("slot {slot}: {e}")))?;
+                continue;
+            }
+            let (frame, used) = match ws::parse_server_frame(&c.inbuf) {
+                Ok(Some(f)) => f,
+                Ok(None) => return Ok(()),
+                Err(e) => return Err(self.violation(format!("slot {slot}: {e}"))),
+            };
+            c.inbuf.drain(..used);
+            self.on_frame(slot, frame)?;
+        }
+    }
+
+    /// One complete server frame to WebSocket client `slot`.
+    fn on_frame(&mut self, slot: usize, frame: ServerFrame) -> Result<(), Violation> {
+        match frame.opcode {
+            OP_TEXT => {
+                // Exactly one JSON line, without its newline.
+                if frame.payload.contains(&b'\n') {
+                    return Err(self.violation(format!(
+                        "slot {slot} got a text frame holding a newline: {}",
+                        show(&frame.payload)
+                    )));
+                }
+                self.on_line(slot, &frame.payload)
+            }
+            OP_PONG => {
+                self.counts.ws_pongs += 1;
+                let owed = self.model.client_mut(slot).exp.pongs.pop_front();
+                if owed.as_deref() != Some(&frame.payload[..]) {
+                    return Err(self.violation(format!(
+                        "slot {slot} got a pong {:?}, owed {owed:?}",
+                        frame.payload
+                    )));
+                }
+                Ok(())
+            }
+            OP_CLOSE => {
+                self.counts.ws_close_frames += 1;
+                let side = self
+                    .model
+                    .client_mut(slot)
+                    .ws_mut()
+                    .expect("a WebSocket client");
+                side.done = true;
+                let owed = side.close.clone();
+                if owed.as_deref() != Some(&frame.payload[..]) {
+                    return Err(self.violation(format!(
+                        "slot {slot} got a close frame {:?}, owed {owed:?}",
+                        frame.payload
+                    )));
+                }
+                Ok(())
+            }
+            op => Err(self.violation(format!("slot {slot} got opcode {op:#x}"))),
+        }
     }
 
     /// Checks one line `slot` received against the model.
@@ -82,11 +189,10 @@ impl Sim {
         self.counts.publishes_received += 1;
         let step = self.step_no;
         let c = self.model.client_mut(slot);
-        let pos = c
-            .exp
-            .topic
-            .iter()
-            .position(|f| &f.bytes[..f.bytes.len() - 1] == line);
+        if c.rosbridge() {
+            self.counts.ws_publishes_received += 1;
+        }
+        let pos = c.exp.topic.iter().position(|f| f.line == line);
         let Some(pos) = pos else {
             return Err(self.violation(format!(
                 "slot {slot} got an unexpected publish: {}",
@@ -95,7 +201,7 @@ impl Sim {
         };
         let missed: Vec<TopicFrame> = c.exp.topic.drain(..pos).collect();
         for f in missed {
-            let n = f.bytes.len() as u64;
+            let n = f.wire_len as u64;
             if n > c.exp.owed_drop {
                 let owed = c.exp.owed_drop;
                 return Err(Violation {
@@ -124,7 +230,15 @@ impl Sim {
         if !v.get("msg").is_some_and(Value::is_string) {
             return Err(self.violation(format!("status without msg: {}", show(line))));
         }
-        let e = &mut self.model.client_mut(slot).exp;
+        let c = self.model.client_mut(slot);
+        if !c.wants_status(error) {
+            let filter = c.ws().map(|w| w.status);
+            return Err(self.violation(format!(
+                "slot {slot} (status filter {filter:?}) got a status it must not: {}",
+                show(line)
+            )));
+        }
+        let e = &mut c.exp;
         let ok = match v.get("id") {
             Some(id) => {
                 let key = (canon(id), error);
@@ -195,68 +309,90 @@ impl Sim {
     }
 
     /// A response to `slot` as caller: exactly the outcome the model
-    /// settled for that id, never while the call is still in flight.
+    /// settled for its id (or, without an id, for one of the calls made
+    /// without one), never while the call is still in flight.
     fn on_response(&mut self, slot: usize, line: &[u8], v: &Value) -> Result<(), Violation> {
-        let Some(id) = v.get("id") else {
-            return Err(self.violation(format!("response without id: {}", show(line))));
-        };
-        let expected = self.model.client_mut(slot).exp.responses.remove(&canon(id));
-        let service = v.get("service").and_then(Value::as_str);
-        let result = v.get("result");
+        if self.model.client(slot).rosbridge() {
+            self.counts.ws_responses_received += 1;
+        }
+        let e = &mut self.model.client_mut(slot).exp;
         let bad = |why: &str| format!("slot {slot}: {why}: {}", show(line));
-        match expected {
-            None => Err(self.violation(bad(
+        let expected = match v.get("id") {
+            Some(id) => e.responses.remove(&canon(id)),
+            None => {
+                let settled = |r: &Resp| !matches!(r, Resp::Pending(_));
+                let found = e
+                    .anon_responses
+                    .iter()
+                    .position(|r| settled(r) && mismatch(r, v).is_none());
+                match found {
+                    Some(i) => Some(e.anon_responses.remove(i)),
+                    None => {
+                        let owed = format!("{:?}", e.anon_responses);
+                        return Err(self.violation(bad(&format!(
+                            "response without id matching no settled call made without one (owed {owed})"
+                        ))));
+                    }
+                }
+            }
+        };
+        let Some(expected) = expected else {
+            return Err(self.violation(bad(
                 "response for an id with no call (wrong caller or duplicate)",
-            ))),
-            Some(Resp::Pending(k)) => {
-                let msg = bad(&format!("response while model call {k} is still in flight"));
-                Err(self.violation(msg))
-            }
-            Some(Resp::Failure { service: s }) => {
-                self.counts.responses_failed += 1;
-                if service != Some(s.as_str())
-                    || result != Some(&Value::Bool(false))
-                    || !v.get("values").is_some_and(Value::is_string)
-                {
-                    return Err(
-                        self.violation(bad(&format!("expected a failure for service {s:?}")))
-                    );
-                }
-                Ok(())
-            }
-            Some(Resp::Success {
-                service: s,
-                values,
-                result: r,
-                status,
-            }) => {
-                self.counts.responses_ok += 1;
-                if service != Some(s.as_str())
-                    || v.get("values") != Some(&values)
-                    || result != Some(&r)
-                    || v.get("status") != status.as_ref()
-                {
-                    let msg = bad(&format!(
-                        "expected service {s:?} values {values} result {r} status {status:?}"
-                    ));
-                    return Err(self.violation(msg));
-                }
-                Ok(())
-            }
-            Some(Resp::Stats(g)) => {
-                let vals = &v["values"];
-                let got: Vec<Option<u64>> = STATS_GAUGES.iter().map(|n| vals[n].as_u64()).collect();
-                let want: Vec<Option<u64>> = g.iter().map(|&x| Some(x)).collect();
-                if service != Some(STATS_SERVICE)
-                    || result != Some(&Value::Bool(true))
-                    || got != want
-                {
-                    return Err(self.violation(bad(&format!(
-                        "stats gauges {STATS_GAUGES:?} should be {g:?}"
-                    ))));
-                }
-                Ok(())
-            }
+            )));
+        };
+        if let Some(why) = mismatch(&expected, v) {
+            return Err(self.violation(bad(&why)));
+        }
+        match expected {
+            Resp::Failure { .. } => self.counts.responses_failed += 1,
+            Resp::Success { .. } => self.counts.responses_ok += 1,
+            Resp::Pending(_) | Resp::Stats(_) => {}
+        }
+        Ok(())
+    }
+}
+
+/// Why response `v` is not the outcome `r` the model expects (`None`: it
+/// is).
+fn mismatch(r: &Resp, v: &Value) -> Option<String> {
+    let service = v.get("service").and_then(Value::as_str);
+    let result = v.get("result");
+    match r {
+        Resp::Pending(k) => Some(format!("response while model call {k} is still in flight")),
+        Resp::Failure { service: s } => {
+            let ok = service == Some(s.as_str())
+                && result == Some(&Value::Bool(false))
+                && v.get("values").is_some_and(Value::is_string);
+            (!ok).then(|| format!("expected a failure for service {s:?}"))
+        }
+        Resp::Success {
+            service: s,
+            values,
+            result: r,
+            status,
+        } => {
+            let ok = service == Some(s.as_str())
+                && v.get("values") == Some(values)
+                && result == Some(r)
+                && v.get("status") == status.as_ref();
+            (!ok).then(|| {
+                format!("expected service {s:?} values {values} result {r} status {status:?}")
+            })
+        }
+        Resp::Stats(g) => {
+            let vals = &v["values"];
+            let got: Vec<Option<u64>> = STATS_GAUGES.iter().map(|n| vals[n].as_u64()).collect();
+            let want: Vec<Option<u64>> = g.iter().map(|&x| Some(x)).collect();
+            let ok =
+                service == Some(STATS_SERVICE) && result == Some(&Value::Bool(true)) && got == want;
+            (!ok).then(|| format!("stats gauges {STATS_GAUGES:?} should be {g:?}"))
         }
     }
+}
+
+/// The length of the HTTP head at the start of `buf`, through its blank
+/// line, if complete.
+fn head_len(buf: &[u8]) -> Option<usize> {
+    buf.windows(4).position(|w| w == b"\r\n\r\n").map(|p| p + 4)
 }

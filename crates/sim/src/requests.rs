@@ -2,6 +2,12 @@
 //! the action's `style` (escapes, spacing, member order, unknown and decoy
 //! members), the ids and payloads the model can recognise later, and the
 //! model [`Effect`] the line has if the hub accepts it.
+//!
+//! A WebSocket client writes the same requests in the rosbridge dialect:
+//! optional fields may be left out (`type`, a call's `id` and `args`, a
+//! response's `values`), its whitespace may be raw CR/LF (which the hub
+//! blanks to spaces before anything is forwarded), and its topic requests
+//! draw ids from [`WS_TOPIC_IDS`].
 
 use std::fmt::Write as _;
 
@@ -51,6 +57,26 @@ const FORGED_IDS: [&str; 10] = [
     "[\"rg-1\"]",
 ];
 
+/// The ids a WebSocket client's topic requests use (`id` byte 1 and up,
+/// modulo the table): few enough to repeat, all different as JSON values
+/// and as bytes. No two spell one value differently (`"sub-a"` and
+/// `"\u0073ub-a"`): the hub keys registrations by the id's bytes,
+/// rosbridge by its value, and which is right is not settled (see
+/// `/work/notes/sim-findings.md`), so the simulation pins neither.
+const WS_TOPIC_IDS: [&str; 4] = ["\"sub-a\"", "\"sub-b\"", "7", "[\"r\",1]"];
+
+/// How many of [`TOPICS`] a WebSocket client's topic requests prefer.
+const WS_CROWDED_TOPICS: usize = 2;
+
+/// Whitespace a request uses between and inside its members.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Spacing {
+    Compact,
+    Spaces,
+    /// Raw CR and LF (WebSocket only; a TCP line cannot hold a LF).
+    Newlines,
+}
+
 /// The model effect of a request line that fits the line limit.
 pub(crate) enum Effect {
     Nothing,
@@ -64,6 +90,7 @@ pub(crate) enum Effect {
     },
     Publish {
         name: String,
+        /// The message as subscribers must receive it.
         msg: String,
     },
     Service {
@@ -73,17 +100,26 @@ pub(crate) enum Effect {
     },
     Call {
         name: String,
+        /// The args as the provider must receive them.
         args: Value,
         timeout: Option<&'static str>,
-        id: Id,
+        /// Always present on TCP.
+        id: Option<Id>,
     },
     Respond {
         id: Option<Id>,
-        missing_values: bool,
-        values: Value,
-        result: Value,
+        /// `None`: the response has no `values` member.
+        values: Option<Value>,
+        /// The `result` member as sent.
+        result: &'static str,
         status: Option<Value>,
     },
+}
+
+/// `s` with every raw CR and LF replaced by a space, as the hub does
+/// before decoding.
+fn blank_cr_lf(s: &str) -> String {
+    s.replace(['\r', '\n'], " ")
 }
 
 pub(crate) fn json_string(s: &str) -> String {
@@ -130,10 +166,9 @@ fn push_id(m: &mut Members<'_>, id: Option<&Id>) {
     }
 }
 
-/// Builds the line for `members` in `style`.
-fn assemble(members: &[(&str, String)], style: u8) -> Vec<u8> {
+/// Builds the line for `members` in `style`, with `spacing`.
+fn assemble(members: &[(&str, String)], style: u8, spacing: Spacing) -> Vec<u8> {
     let esc = style & 4 != 0;
-    let spaced = style & 2 != 0;
     let mut m: Vec<(String, String)> = members
         .iter()
         .map(|(k, v)| (jstr(k, esc), v.clone()))
@@ -165,8 +200,12 @@ fn assemble(members: &[(&str, String)], style: u8) -> Vec<u8> {
             }
         }
     }
-    let (colon, comma) = if spaced { (" : ", " , ") } else { (":", ",") };
-    let mut s = String::from(if spaced { "{ " } else { "{" });
+    let (open, colon, comma, close) = match spacing {
+        Spacing::Compact => ("{", ":", ",", "}"),
+        Spacing::Spaces => ("{ ", " : ", " , ", " }"),
+        Spacing::Newlines => ("{\r\n", "\n:\t", "\r\n, ", "\n}"),
+    };
+    let mut s = String::from(open);
     for (i, (k, v)) in m.iter().enumerate() {
         if i > 0 {
             s.push_str(comma);
@@ -175,12 +214,12 @@ fn assemble(members: &[(&str, String)], style: u8) -> Vec<u8> {
         s.push_str(colon);
         s.push_str(v);
     }
-    s.push_str(if spaced { " }" } else { "}" });
+    s.push_str(close);
     s.into_bytes()
 }
 
 /// A refused request line and whether its error status carries the id.
-fn malformed(kind: u8, id: Option<&Id>, style: u8) -> (Vec<u8>, bool) {
+fn malformed(kind: u8, id: Option<&Id>, style: u8, spacing: Spacing) -> (Vec<u8>, bool) {
     let mut m: Members<'_> = Vec::new();
     match kind % 10 {
         0 => {
@@ -202,7 +241,7 @@ fn malformed(kind: u8, id: Option<&Id>, style: u8) -> (Vec<u8>, bool) {
             m.push(("op", "\"call_service\"".into()));
             m.push(("service", "\"/s1\"".into()));
             m.push(("args", "{}".into()));
-            return (assemble(&m, style & !32), false);
+            return (assemble(&m, style & !32, spacing), false);
         }
         4 => {
             m.push(("op", "5".into()));
@@ -238,7 +277,7 @@ fn malformed(kind: u8, id: Option<&Id>, style: u8) -> (Vec<u8>, bool) {
         }
     }
     let with_id = id.is_some();
-    (assemble(&m, style), with_id)
+    (assemble(&m, style, spacing), with_id)
 }
 
 impl Sim {
@@ -260,13 +299,18 @@ impl Sim {
         Some(parse_id(raw))
     }
 
-    /// A JSON payload with a unique counter; `spaced` adds insignificant
-    /// whitespace (kept byte for byte by the gateway).
-    fn payload(&mut self, shape: u16, spaced: bool) -> String {
+    /// A JSON payload with a unique counter, with insignificant
+    /// whitespace per `spacing` (kept byte for byte by the gateway, raw
+    /// CR/LF turned into spaces).
+    fn payload(&mut self, shape: u16, spacing: Spacing) -> String {
         self.counter += 1;
         let n = self.counter;
         let fill = "x".repeat(((shape >> 2) % 700) as usize);
-        let sp = if spaced { " " } else { "" };
+        let sp = match spacing {
+            Spacing::Compact => "",
+            Spacing::Spaces => " ",
+            Spacing::Newlines => "\r\n",
+        };
         match shape % 4 {
             0 => format!("{{{sp}\"seq\"{sp}:{sp}{n},{sp}\"d\":{sp}\"{fill}\"{sp}}}"),
             1 => format!("[{sp}{n},{sp}\"{fill}\",null,true,-1.5e3,{sp}{{\"\\u00e9\":[]}}{sp}]"),
@@ -278,6 +322,20 @@ impl Sim {
     /// The line `slot` sends for `req` in `style` (without its terminator)
     /// and its effect on the model if the hub accepts it.
     pub(crate) fn request(&mut self, slot: usize, style: u8, req: &Req) -> (Vec<u8>, Effect) {
+        let rosbridge = self.model.client(slot).rosbridge();
+        let spacing = match (style & 2 != 0, rosbridge) {
+            (false, _) => Spacing::Compact,
+            (true, false) => Spacing::Spaces,
+            (true, true) => Spacing::Newlines,
+        };
+        // Optional fields left out: the rosbridge dialect only.
+        let lean = rosbridge && style & 128 != 0;
+        let f = Form {
+            style,
+            spacing,
+            lean,
+            rosbridge,
+        };
         match req {
             Req::Subscribe { topic, id }
             | Req::Unsubscribe { topic, id }
@@ -289,32 +347,42 @@ impl Sim {
                     Req::Advertise { .. } => "advertise",
                     _ => "unadvertise",
                 };
-                self.topic_request(slot, style, op, *topic, *id)
+                self.topic_request(slot, f, op, *topic, *id)
             }
             Req::Publish { topic, payload, id } => {
-                self.publish_request(slot, style, *topic, *payload, *id)
+                self.publish_request(slot, f, *topic, *payload, *id)
             }
             Req::AdvertiseService { service, id } => {
-                self.service_request(slot, style, true, *service, *id)
+                self.service_request(slot, f, true, *service, *id)
             }
             Req::UnadvertiseService { service, id } => {
-                self.service_request(slot, style, false, *service, *id)
+                self.service_request(slot, f, false, *service, *id)
             }
             Req::Call {
                 service,
                 timeout,
                 args,
                 id,
-            } => self.call_request(slot, style, *service, *timeout, *args, *id),
+            } => self.call_request(slot, f, *service, *timeout, *args, *id),
             Req::Respond {
                 pick,
                 kind,
                 result,
                 status,
-            } => self.respond_request(slot, style, *pick, *kind, *result, *status),
+            } => self.respond_request(slot, f, *pick, *kind, *result, *status),
             Req::Malformed { kind, id } => {
                 let id = self.fresh_id(slot, *id);
-                let (line, with_id) = malformed(*kind, id.as_ref(), style);
+                let (line, with_id) = malformed(*kind, id.as_ref(), style, spacing);
+                if rosbridge && kind % 10 == 3 {
+                    // rosbridge calls need no id: a call to /s1 with `{}`.
+                    let effect = Effect::Call {
+                        name: "/s1".into(),
+                        args: Value::Object(Default::default()),
+                        timeout: None,
+                        id: None,
+                    };
+                    return (line, effect);
+                }
                 let id = with_id.then_some(id).flatten();
                 (line, Effect::Error { id })
             }
@@ -323,6 +391,8 @@ impl Sim {
                 g.extend(bytes.iter().copied().filter(|&b| b != b'\n'));
                 (g, Effect::Error { id: None })
             }
+            // No line on TCP; on WebSocket an empty message, not JSON.
+            Req::Blank if rosbridge => (Vec::new(), Effect::Error { id: None }),
             Req::Blank => (Vec::new(), Effect::Nothing),
         }
     }
@@ -331,16 +401,28 @@ impl Sim {
     fn topic_request(
         &mut self,
         slot: usize,
-        style: u8,
+        f: Form,
         op: &'static str,
         topic: u8,
         id: u8,
     ) -> (Vec<u8>, Effect) {
-        let esc = style & 4 != 0;
-        let name = TOPICS[topic as usize % TOPICS.len()];
-        let id = self.fresh_id(slot, id);
+        let esc = f.style & 4 != 0;
+        // A WebSocket client's registrations crowd onto the first topics
+        // half of the time, so that one topic collects several ids.
+        let topics = if f.rosbridge && topic & 0x80 == 0 {
+            &TOPICS[..WS_CROWDED_TOPICS]
+        } else {
+            &TOPICS[..]
+        };
+        let name = topics[topic as usize % topics.len()];
+        let id = if f.rosbridge {
+            let pooled = (id > 0).then(|| WS_TOPIC_IDS[(id as usize - 1) % WS_TOPIC_IDS.len()]);
+            pooled.map(|raw| parse_id(raw.to_string()))
+        } else {
+            self.fresh_id(slot, id)
+        };
         let mut m: Members<'_> = vec![("op", json_string(op)), ("topic", jstr(name, esc))];
-        if matches!(op, "subscribe" | "advertise") {
+        if matches!(op, "subscribe" | "advertise") && !f.lean {
             m.push(("type", jstr("std_msgs/String", esc)));
         }
         push_id(&mut m, id.as_ref());
@@ -349,21 +431,21 @@ impl Sim {
             name: name.to_string(),
             id,
         };
-        (assemble(&m, style), effect)
+        (assemble(&m, f.style, f.spacing), effect)
     }
 
     fn publish_request(
         &mut self,
         slot: usize,
-        style: u8,
+        f: Form,
         topic: u8,
         payload: u16,
         id: u8,
     ) -> (Vec<u8>, Effect) {
-        let (esc, spaced) = (style & 4 != 0, style & 2 != 0);
+        let esc = f.style & 4 != 0;
         let name = TOPICS[topic as usize % TOPICS.len()];
         let id = self.fresh_id(slot, id);
-        let msg = self.payload(payload, spaced);
+        let msg = self.payload(payload, f.spacing);
         let mut m: Members<'_> = vec![
             ("op", json_string("publish")),
             ("topic", jstr(name, esc)),
@@ -372,21 +454,21 @@ impl Sim {
         push_id(&mut m, id.as_ref());
         let effect = Effect::Publish {
             name: name.to_string(),
-            msg,
+            msg: blank_cr_lf(&msg),
         };
-        (assemble(&m, style), effect)
+        (assemble(&m, f.style, f.spacing), effect)
     }
 
     /// advertise_service (`adv`) or unadvertise_service.
     fn service_request(
         &mut self,
         slot: usize,
-        style: u8,
+        f: Form,
         adv: bool,
         service: u8,
         id: u8,
     ) -> (Vec<u8>, Effect) {
-        let esc = style & 4 != 0;
+        let esc = f.style & 4 != 0;
         let name = SERVICES[service as usize % SERVICES.len()];
         let id = self.fresh_id(slot, id);
         let op = if adv {
@@ -395,7 +477,7 @@ impl Sim {
             "unadvertise_service"
         };
         let mut m: Members<'_> = vec![("op", json_string(op)), ("service", jstr(name, esc))];
-        if adv {
+        if adv && !f.lean {
             m.push(("type", jstr("std_srvs/Trigger", esc)));
         }
         push_id(&mut m, id.as_ref());
@@ -404,51 +486,61 @@ impl Sim {
             name: name.to_string(),
             id,
         };
-        (assemble(&m, style), effect)
+        (assemble(&m, f.style, f.spacing), effect)
     }
 
     fn call_request(
         &mut self,
         slot: usize,
-        style: u8,
+        f: Form,
         service: u8,
         timeout: u8,
         args: u16,
         id: u8,
     ) -> (Vec<u8>, Effect) {
-        let (esc, spaced) = (style & 4 != 0, style & 2 != 0);
+        let esc = f.style & 4 != 0;
         let name = SERVICES[service as usize % SERVICES.len()];
         let id = match self.fresh_id(slot, id) {
-            Some(id) => id,
-            None => self.fresh_id(slot, 1).expect("style 1 has an id"),
+            None if !f.rosbridge => self.fresh_id(slot, 1),
+            id => id,
         };
-        let args_raw = self.payload(args, spaced);
+        let args_raw = self.payload(args, f.spacing);
         let to = TIMEOUTS[timeout as usize % TIMEOUTS.len()];
         let mut m: Members<'_> = vec![
             ("op", json_string("call_service")),
             ("service", jstr(name, esc)),
-            ("args", args_raw.clone()),
-            ("id", id.raw.clone()),
         ];
+        // Without `args` a rosbridge provider is sent `{}`.
+        let args = if f.lean {
+            "{}"
+        } else {
+            m.push(("args", args_raw.clone()));
+            &args_raw
+        };
+        push_id(&mut m, id.as_ref());
         if let Some(t) = to {
             m.push(("timeout", t.to_string()));
         }
         let effect = Effect::Call {
             name: name.to_string(),
-            args: serde_json::from_str(&args_raw).expect("sim args are JSON"),
+            args: serde_json::from_str(args).expect("sim args are JSON"),
             timeout: to,
             id,
         };
-        (assemble(&m, style), effect)
+        (assemble(&m, f.style, f.spacing), effect)
     }
 
     /// The id a provider answers with, by `kind % 8` (see [`Req::Respond`]).
-    fn response_id(&self, slot: usize, pick: u8, kind: u8) -> Option<String> {
+    fn response_id(&self, slot: usize, f: Form, pick: u8, kind: u8) -> Option<String> {
         let me = self.model.client(slot).conn;
         let own = &self.model.client(slot).learned;
         let pick = pick as usize;
         let forged = |n: usize| FORGED_IDS[n % FORGED_IDS.len()].to_string();
-        let k = kind % 8;
+        // Without `values` a rosbridge answer is still valid: answer a call.
+        let k = match kind % 8 {
+            7 if f.rosbridge => 0,
+            k => k,
+        };
         match k {
             0..=3 => {
                 let prefer_alive = k < 3;
@@ -485,20 +577,21 @@ impl Sim {
     fn respond_request(
         &mut self,
         slot: usize,
-        style: u8,
+        f: Form,
         pick: u8,
         kind: u8,
         result: u8,
         status: u8,
     ) -> (Vec<u8>, Effect) {
-        let esc = style & 4 != 0;
-        let id_raw = self.response_id(slot, pick, kind);
+        let esc = f.style & 4 != 0;
+        let id_raw = self.response_id(slot, f, pick, kind);
         self.counter += 1;
-        let values_raw = format!(
-            "{{\"by\":{slot},\"k\":{},\"for\":{}}}",
-            self.counter,
-            id_raw.as_deref().unwrap_or("null")
-        );
+        let (n, for_id) = (self.counter, id_raw.as_deref().unwrap_or("null"));
+        let values_raw = match (result as usize / RESULTS.len()) % 4 {
+            0 | 1 => format!("{{\"by\":{slot},\"k\":{n},\"for\":{for_id}}}"),
+            2 => format!("[{slot},{n},{for_id}]"),
+            _ => format!("\"by {slot} k {n}\""),
+        };
         let result_raw = RESULTS[result as usize % RESULTS.len()];
         let status_raw = STATUSES[status as usize % STATUSES.len()];
         let service_name = id_raw
@@ -521,13 +614,23 @@ impl Sim {
         if let Some(s) = status_raw {
             m.push(("status", s.to_string()));
         }
+        let values = serde_json::from_str(&values_raw).expect("values JSON");
         let effect = Effect::Respond {
             id: id_raw.map(parse_id),
-            missing_values,
-            values: serde_json::from_str(&values_raw).expect("values JSON"),
-            result: serde_json::from_str(result_raw).expect("result JSON"),
+            values: (!missing_values).then_some(values),
+            result: result_raw,
             status: status_raw.map(|s| serde_json::from_str(s).expect("status JSON")),
         };
-        (assemble(&m, style), effect)
+        (assemble(&m, f.style, f.spacing), effect)
     }
+}
+
+/// How one request is written: the action's style bits, the whitespace,
+/// whether optional fields are left out, and the dialect.
+#[derive(Debug, Clone, Copy)]
+struct Form {
+    style: u8,
+    spacing: Spacing,
+    lean: bool,
+    rosbridge: bool,
 }

@@ -1,6 +1,7 @@
-//! Seeded simulation of the core (see `src/sim.rs`): random connects,
-//! subscribes, publishes, calls, replies, slow readers, disconnects and clock
-//! jumps, with the model's invariants checked after every step.
+//! Seeded simulation of the core (see `src/lib.rs`): random TCP and
+//! WebSocket connects, subscribes, publishes, calls, replies, pings, close
+//! frames, protocol violations, slow readers, disconnects and clock jumps,
+//! with the model's invariants checked after every step.
 //!
 //! `ROSGATE_SIM_SEED=<n>` replays one seed (and prints what it did);
 //! `ROSGATE_SIM_STEPS=<n>` changes the number of steps per seed;
@@ -44,7 +45,7 @@ fn seeded_simulation() {
     if let Some(seed) = env("ROSGATE_SIM_SEED") {
         match one(seed, steps) {
             Ok(c) => println!("seed {seed}: ok after {steps} steps: {c:?}"),
-            Err(e) => panic!("{e}\nreplay: ROSGATE_SIM_SEED={seed} ROSGATE_SIM_STEPS={steps} cargo test --test sim"),
+            Err(e) => panic!("{e}\nreplay: ROSGATE_SIM_SEED={seed} ROSGATE_SIM_STEPS={steps} cargo test -p rosgate-sim --test sim"),
         }
         return;
     }
@@ -53,17 +54,7 @@ fn seeded_simulation() {
     let mut total = rosgate_sim::Counts::default();
     for seed in 0..seeds {
         match one(seed, steps) {
-            Ok(c) => {
-                total.steps += c.steps;
-                total.calls_forwarded += c.calls_forwarded;
-                total.responses_ok += c.responses_ok;
-                total.responses_failed += c.responses_failed;
-                total.topic_bytes_shed += c.topic_bytes_shed;
-                total.closes_overflow += c.closes_overflow;
-                total.closes_stall += c.closes_stall;
-                total.stale_responses += c.stale_responses;
-                total.publishes_received += c.publishes_received;
-            }
+            Ok(c) => add(&mut total, &c),
             Err(e) => {
                 eprintln!("{e}\n");
                 failures.push(seed);
@@ -73,7 +64,7 @@ fn seeded_simulation() {
     println!("{seeds} seeds x {steps} steps: {total:?}");
     assert!(
         failures.is_empty(),
-        "simulation failed for seeds {failures:?}; replay one with ROSGATE_SIM_SEED=<seed> cargo test --test sim -- --nocapture"
+        "simulation failed for seeds {failures:?}; replay one with ROSGATE_SIM_SEED=<seed> cargo test -p rosgate-sim --test sim -- --nocapture"
     );
     // The schedule must actually exercise the interesting paths.
     assert!(
@@ -84,4 +75,70 @@ fn seeded_simulation() {
         total.topic_bytes_shed > 0 && total.closes_stall > 0 && total.closes_overflow > 0,
         "{total:?}"
     );
+    // ... and the rosbridge dialect: WebSocket subscribers received
+    // publishes, WebSocket providers answered calls, WebSocket callers got
+    // responses, and the control frames and refusals happened.
+    assert!(
+        total.ws_publishes_received > 0
+            && total.ws_provided_answers > 0
+            && total.ws_responses_received > 0,
+        "{total:?}"
+    );
+    assert!(
+        total.ws_pongs > 0
+            && total.ws_close_frames > 0
+            && total.ws_protocol_errors > 0
+            && total.ws_handshakes_refused > 0,
+        "{total:?}"
+    );
+}
+
+/// Adds one seed's counts to the total.
+fn add(total: &mut rosgate_sim::Counts, c: &rosgate_sim::Counts) {
+    let rosgate_sim::Counts {
+        steps,
+        lines_sent,
+        lines_received,
+        publishes_received,
+        topic_bytes_shed,
+        calls_forwarded,
+        responses_ok,
+        responses_failed,
+        stale_responses,
+        rejected_connections,
+        closes_overflow,
+        closes_stall,
+        closes_by_client,
+        too_long,
+        ws_connections,
+        ws_handshakes_refused,
+        ws_publishes_received,
+        ws_provided_answers,
+        ws_responses_received,
+        ws_pongs,
+        ws_close_frames,
+        ws_protocol_errors,
+    } = c;
+    total.steps += steps;
+    total.lines_sent += lines_sent;
+    total.lines_received += lines_received;
+    total.publishes_received += publishes_received;
+    total.topic_bytes_shed += topic_bytes_shed;
+    total.calls_forwarded += calls_forwarded;
+    total.responses_ok += responses_ok;
+    total.responses_failed += responses_failed;
+    total.stale_responses += stale_responses;
+    total.rejected_connections += rejected_connections;
+    total.closes_overflow += closes_overflow;
+    total.closes_stall += closes_stall;
+    total.closes_by_client += closes_by_client;
+    total.too_long += too_long;
+    total.ws_connections += ws_connections;
+    total.ws_handshakes_refused += ws_handshakes_refused;
+    total.ws_publishes_received += ws_publishes_received;
+    total.ws_provided_answers += ws_provided_answers;
+    total.ws_responses_received += ws_responses_received;
+    total.ws_pongs += ws_pongs;
+    total.ws_close_frames += ws_close_frames;
+    total.ws_protocol_errors += ws_protocol_errors;
 }
