@@ -57,7 +57,8 @@ fn replay_corpus_and_artifacts() {
 }
 
 /// Regenerates the seed corpus from protocol examples and seeded action
-/// schedules: `cargo test --test replay -- --ignored write_seed_corpus`.
+/// schedules: `cargo test -p rosgate-sim --test replay -- --ignored
+/// write_seed_corpus`.
 #[test]
 #[ignore]
 fn write_seed_corpus() {
@@ -291,6 +292,9 @@ fn write_seed_corpus() {
     ];
     write("core", "pubsub", &actions_to_bytes(0, &pubsub));
     write("core", "calls", &actions_to_bytes(0b0101_0101_0101, &calls));
+    for (name, selector, actions) in websocket_scenarios() {
+        write("core", name, &actions_to_bytes(selector, &actions));
+    }
     for seed in 0..16u64 {
         let mut rng = Rng::new(seed);
         let actions: Vec<Action> = (0..60).map(|_| Action::random(&mut rng)).collect();
@@ -300,4 +304,199 @@ fn write_seed_corpus() {
             &actions_to_bytes(seed as u16 * 4099, &actions),
         );
     }
+}
+
+/// WebSocket (rosbridge dialect) scenarios for the `core` corpus, with TCP
+/// clients alongside: per-id registrations, lenient requests, rosbridge
+/// answers, control frames, refused handshakes and status filters.
+fn websocket_scenarios() -> Vec<(&'static str, u16, Vec<rosgate_sim::Action>)> {
+    use rosgate_sim::{Action, Req};
+
+    // 4096-byte lines, 1 MiB topic queues, 64 calls per connection; bit
+    // 15 set: WebSocket clients get every status (so per-id statuses are
+    // visible), clear: errors only, the hub's default.
+    const ALL: u16 = 2 | (3 << 2) | (1 << 13) | (1 << 15);
+    const ERRORS: u16 = ALL & !(1 << 15);
+    // Handshake selectors: spelling (0-2, 3 refused), feeding << 2, key << 4.
+    const PLAIN: u8 = 0;
+    const BROWSER_LAZY: u8 = 1 | (3 << 2) | (1 << 4);
+    const SPACED_BYTEWISE: u8 = 2 | (1 << 2) | (2 << 4);
+    const HALVES: u8 = 2 << 2 | (3 << 4);
+    const LAZY: u8 = 3 << 2;
+    const NO_UPGRADE: u8 = 3;
+    const TOO_BIG: u8 = 3 | (3 << 4);
+    // Send styles: 2 raw CR/LF whitespace on WebSocket (1 adds a trailing
+    // CRLF), 64 a ping between fragments, 128 optional fields left out.
+    const NEWLINES: u8 = 2 | 1;
+    const PING_BETWEEN: u8 = 64;
+    const LEAN: u8 = 128;
+    // Splits: fragments - 1 in bits 0-1, reads in bits 2-7 (0 one, 63 byte
+    // by byte, 1-31 two at n/32, above one per frame).
+    const TWO_IN_TWO_READS: u8 = 1 | (16 << 2);
+    const FOUR_PER_FRAME: u8 = 3 | (40 << 2);
+
+    let send = |slot: u8, style: u8, split: u8, req: Req| Action::Send {
+        slot,
+        style,
+        split,
+        req,
+    };
+    let publish = |slot: u8, payload: u16| {
+        send(
+            slot,
+            0,
+            0,
+            Req::Publish {
+                topic: 0,
+                payload,
+                id: 0,
+            },
+        )
+    };
+    let sub = |slot: u8, id: u8| send(slot, 0, 0, Req::Subscribe { topic: 0, id });
+    let unsub = |slot: u8, id: u8| send(slot, 0, 0, Req::Unsubscribe { topic: 0, id });
+    let call = |slot: u8, style: u8, service: u8, id: u8| {
+        send(
+            slot,
+            style,
+            0,
+            Req::Call {
+                service,
+                timeout: 0,
+                args: 21,
+                id,
+            },
+        )
+    };
+    // `result`: text index + 6 x values shape (0 object, 2 array, 3 string).
+    let respond = |slot: u8, kind: u8, result: u8| {
+        send(
+            slot,
+            0,
+            0,
+            Req::Respond {
+                pick: 0,
+                kind,
+                result,
+                status: 2,
+            },
+        )
+    };
+    let control = |slot: u8, kind: u8, arg: u8| Action::WsControl { slot, kind, arg };
+
+    // Slot 0 TCP, 1 and 2 WebSocket, all on /a.
+    let pubsub = vec![
+        Action::Connect,
+        Action::ConnectWs { how: PLAIN },
+        Action::ConnectWs { how: BROWSER_LAZY },
+        sub(1, 1),
+        sub(1, 2),
+        sub(1, 1),
+        sub(2, 0),
+        sub(0, 1),
+        publish(0, 40),
+        send(
+            1,
+            NEWLINES,
+            TWO_IN_TWO_READS,
+            Req::Publish {
+                topic: 0,
+                payload: 41,
+                id: 2,
+            },
+        ),
+        unsub(1, 1),
+        publish(0, 42),
+        unsub(1, 2),
+        publish(2, 43),
+        unsub(2, 3),
+        publish(0, 44),
+        unsub(2, 0),
+        publish(0, 45),
+        send(1, LEAN, FOUR_PER_FRAME, Req::Advertise { topic: 0, id: 1 }),
+        send(1, LEAN, 0, Req::Unadvertise { topic: 0, id: 0 }),
+        Action::Read { slot: 1, mode: 1 },
+        publish(0, 2000),
+        publish(0, 2001),
+        sub(1, 3),
+        publish(0, 2002),
+        Action::Read { slot: 1, mode: 3 },
+        Action::Clock { v: 100 },
+        Action::Read { slot: 1, mode: 0 },
+        Action::Disconnect { slot: 1, how: 2 },
+    ];
+    // Slot 0 TCP, 1 a WebSocket provider of /s1, 2 a WebSocket caller.
+    let calls = vec![
+        Action::Connect,
+        Action::ConnectWs { how: PLAIN },
+        Action::ConnectWs {
+            how: SPACED_BYTEWISE,
+        },
+        send(1, LEAN, 0, Req::AdvertiseService { service: 0, id: 0 }),
+        call(0, 0, 0, 1),
+        call(2, LEAN, 0, 0),
+        respond(1, 0, 1),
+        respond(1, 7, 1),
+        call(0, 0, 0, 2),
+        respond(1, 0, 1 + 6 * 2),
+        call(2, 0, 0, 0),
+        respond(1, 7, 0),
+        call(2, 0, 0, 3),
+        respond(1, 0, 3 + 6 * 3),
+        send(0, 0, 0, Req::AdvertiseService { service: 1, id: 2 }),
+        call(2, 0, 1, 4),
+        respond(0, 0, 1),
+        send(2, 0, 0, Req::Malformed { kind: 3, id: 1 }),
+        call(2, 0, 3, 0),
+        call(2, LEAN, 2, 0),
+        Action::Clock {
+            v: (2 << 14) | 2000,
+        },
+        respond(1, 0, 0),
+        Action::Disconnect { slot: 1, how: 0 },
+        call(0, 0, 0, 5),
+    ];
+    let ctl = vec![
+        Action::Connect,
+        Action::ConnectWs { how: PLAIN },
+        control(1, 0, 10),
+        control(1, 1, 3),
+        control(1, 2, 3),
+        control(1, 6, 1),
+        control(1, 7, 0),
+        control(1, 7, 1),
+        send(
+            1,
+            PING_BETWEEN,
+            FOUR_PER_FRAME,
+            Req::Subscribe { topic: 0, id: 1 },
+        ),
+        send(1, 0, 0, Req::Blank),
+        control(1, 3, 2),
+        Action::ConnectWs { how: NO_UPGRADE },
+        Action::ConnectWs { how: TOO_BIG },
+        Action::ConnectWs {
+            how: SPACED_BYTEWISE,
+        },
+        control(1, 5, 7),
+        Action::ConnectWs { how: HALVES },
+        control(1, 4, 0),
+        Action::ConnectWs { how: LAZY },
+        control(1, 5, 0),
+        Action::WsStatus { filter: 2 },
+        Action::ConnectWs { how: PLAIN },
+        send(1, 0, 0, Req::Malformed { kind: 0, id: 1 }),
+        Action::WsStatus { filter: 1 },
+        Action::ConnectWs { how: PLAIN },
+        send(2, 0, 0, Req::Subscribe { topic: 0, id: 1 }),
+        send(2, 0, 0, Req::Malformed { kind: 1, id: 1 }),
+        send(0, 0, 0, Req::AdvertiseService { service: 0, id: 1 }),
+        send(2, 0, 0, Req::AdvertiseService { service: 0, id: 2 }),
+        control(2, 5, 11),
+    ];
+    vec![
+        ("ws-pubsub", ALL, pubsub),
+        ("ws-calls", ERRORS, calls),
+        ("ws-control", ERRORS, ctl),
+    ]
 }
