@@ -17,10 +17,13 @@ and exits non-zero when anything failed.
 Python 3.11 standard library only.
 """
 
+import base64
+import hashlib
 import json
 import os
 import random
 import resource
+import select as select_
 import selectors
 import signal
 import socket
@@ -61,11 +64,12 @@ class Gateway:
 
     current = None  # for the watchdog and signal handlers
 
-    def __init__(self, name, args=(), nofile=None):
+    def __init__(self, name, args=(), nofile=None, ws=False):
         os.makedirs(LOGDIR, exist_ok=True)
         self.name = name
         self.log_path = os.path.join(LOGDIR, f"{name}.stderr")
-        cmd = [BIN, "--listen", f"{HOST}:0", "--ws-listen", "off", *args]
+        ws_arg = f"{HOST}:0" if ws else "off"
+        cmd = [BIN, "--listen", f"{HOST}:0", "--ws-listen", ws_arg, *args]
         if nofile is not None:
             # prlimit execs the gateway: the PID stays the gateway's.
             cmd = ["prlimit", f"--nofile={nofile}:{nofile}", "--", *cmd]
@@ -79,19 +83,16 @@ class Gateway:
             with open(PIDFILE, "w") as f:
                 f.write(f"{self.pid}\n")
         self.port = None
+        self.ws_port = None
         deadline = mono() + 15
         while mono() < deadline:
             text = self.stderr_text()
-            i = text.find("listening on 127.0.0.1:")
-            if i >= 0:
-                rest = text[i + len("listening on 127.0.0.1:"):]
-                digits = ""
-                for ch in rest:
-                    if not ch.isdigit():
-                        break
-                    digits += ch
-                if digits and "\n" in rest:
-                    self.port = int(digits)
+            if ws and self.ws_port is None:
+                self.ws_port = self._port_after(text, "websocket listening on ws://127.0.0.1:")
+            if not ws or self.ws_port is not None:
+                # (the WebSocket line says "listening on ws://", not this)
+                self.port = self._port_after(text, "listening on 127.0.0.1:")
+                if self.port is not None:
                     break
             if self.proc.poll() is not None:
                 break
@@ -99,6 +100,19 @@ class Gateway:
         if self.port is None:
             self.stop()
             raise RuntimeError(f"gateway did not start: {self.stderr_text()[-2000:]}")
+
+    @staticmethod
+    def _port_after(text, marker):
+        i = text.find(marker)
+        if i < 0:
+            return None
+        rest = text[i + len(marker):]
+        digits = ""
+        for ch in rest:
+            if not ch.isdigit():
+                break
+            digits += ch
+        return int(digits) if digits and "\n" in rest else None
 
     def stderr_text(self):
         try:
@@ -126,6 +140,26 @@ class Gateway:
         with open(f"/proc/{self.pid}/stat") as f:
             fields = f.read().rsplit(")", 1)[1].split()
         return (int(fields[11]) + int(fields[12])) / CLK_TCK
+
+    def schedstat(self):
+        """(ns on a CPU, ns runnable but waiting for a CPU), summed over the
+        gateway's threads (/proc schedstat: finer than cpu()'s clock ticks)."""
+        run = wait = 0
+        try:
+            for tid in os.listdir(f"/proc/{self.pid}/task"):
+                try:
+                    with open(f"/proc/{self.pid}/task/{tid}/schedstat") as f:
+                        a = f.read().split()
+                    run += int(a[0])
+                    wait += int(a[1])
+                except OSError:
+                    pass
+        except OSError:
+            pass
+        return run, wait
+
+    def cpu_ns(self):
+        return self.schedstat()[0]
 
     def nfds(self):
         try:
@@ -1780,6 +1814,1524 @@ def sc_soak(r):
         finish_gateway(r, gw)
 
 
+# --------------------------------------------------------------------------
+# Bounded memory and work (the "Bounded memory and bounded work" issue)
+#
+# Every scenario below runs one attack while an unrelated probe (its own
+# process, scripts/stress_probe.py, so the attackers' GIL never delays it)
+# does a publish round trip to itself every 20 ms, and judges it against the
+# same bounds:
+#   - probe p99 < 10 ms and max < 100 ms during the attack, no failure;
+#   - peak RSS <= budget + allowance, allowance = baseline RSS + 8 MiB +
+#     25 % of the budget (allocator overhead: chunk headers, size classes,
+#     freed memory not yet returned) + 16 KiB per connection open at the
+#     peak (fixed per-connection state: slab entry, the 16 KiB line buffer
+#     a streaming connection keeps, KEEP_CAPACITY in crates/wire/src/line.rs);
+#   - newcomers (connect + subscribe + round trip, TCP and WebSocket) get in
+#     within 3 s, checked every 0.5 s during the attack;
+#   - within 5 s of the attackers leaving, with no traffic at all (probe,
+#     newcomers and stats watcher stopped), RSS is back to baseline + 4 MiB
+#     (+ 1 KiB per connection the attack opened, for the slab and allocator
+#     free lists that stay);
+#   - the ledger (memory_bytes, sampled every 250 ms) never above the budget
+#     by more than one loop turn's reads (4 MiB, READ_TURN_BUDGET_BYTES: the
+#     budget is enforced after the bytes are taken in);
+#   - the attack's own outcome (the counter that must move).
+# The budget is --max-memory-bytes 64000000 unless a scenario says otherwise.
+
+BUDGET = 64_000_000
+PROBE_PERIOD = 0.02
+PROBE_P99 = 0.010
+PROBE_MAX = 0.100
+NEWCOMER_LIMIT = 3.0
+NEWCOMER_EVERY = 0.5
+RSS_RETURN_SECS = 5.0
+RSS_MARGIN = 4 * MiB
+RSS_MARGIN_PER_CONN = 1 * KiB
+ALLOW_FIXED = 8 * MiB
+ALLOW_FRACTION = 0.25
+ALLOW_PER_CONN = 16 * KiB
+LEDGER_SLACK = 4 * MiB
+SAFETY_RSS = 3 * 1024 * MiB  # an attack stops early if the gateway's RSS passes this (the machine's sake)
+
+_children = []  # probe processes, killed by PID at exit
+
+
+def pct(xs, q):
+    """The q-quantile (nearest rank) of xs; 0.0 for an empty list."""
+    if not xs:
+        return 0.0
+    xs = sorted(xs)
+    k = max(0, min(len(xs) - 1, int(-(-q * len(xs) // 1)) - 1))
+    return xs[k]
+
+
+def ms(x):
+    return f"{x * 1000:.1f} ms"
+
+
+class Probe:
+    """The probe process (scripts/stress_probe.py)."""
+
+    def __init__(self, port, topic, max_secs=1800):
+        self.proc = subprocess.Popen(
+            [sys.executable, os.path.join(ROOT, "scripts", "stress_probe.py"), str(port),
+             str(PROBE_PERIOD), str(max_secs), topic],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        _children.append(self.proc)
+        ready, _, _ = select_.select([self.proc.stdout], [], [], 15)
+        line = self.proc.stdout.readline() if ready else b""
+        if line.strip() != b"ready":
+            self.proc.kill()
+            self.proc.wait()
+            raise RuntimeError(f"probe did not start: {line!r}")
+        self.samples, self.failures = [], []
+
+    def stop(self):
+        if self.proc.poll() is None or self.samples == []:
+            try:
+                out, _ = self.proc.communicate(b"stop\n", timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                out, _ = self.proc.communicate()
+            try:
+                d = json.loads(out)
+                self.samples, self.failures = d["samples"], d["failures"]
+            except ValueError:
+                self.failures = [(mono(), f"probe output unreadable: {out[-200:]!r}")]
+        return self
+
+    def window(self, t0, t1):
+        """(round-trip times, failures) of the round trips started in [t0, t1]."""
+        rtts = [x for t, x in self.samples if t0 <= t <= t1]
+        fails = [f for t, f in self.failures if t0 <= t <= t1]
+        return rtts, fails
+
+
+WS_GUID = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
+
+
+def ws_key():
+    return base64.b64encode(os.urandom(16))
+
+
+def ws_request(key):
+    return (b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+            b"Sec-WebSocket-Key: " + key + b"\r\nSec-WebSocket-Version: 13\r\n\r\n")
+
+
+def ws_frame(op, payload=b"", fin=True):
+    """A masked client frame."""
+    if isinstance(payload, str):
+        payload = payload.encode()
+    mask = os.urandom(4)
+    n = len(payload)
+    head = bytearray([(0x80 if fin else 0) | op])
+    if n < 126:
+        head.append(0x80 | n)
+    elif n < 65536:
+        head.append(0x80 | 126)
+        head += n.to_bytes(2, "big")
+    else:
+        head.append(0x80 | 127)
+        head += n.to_bytes(8, "big")
+    head += mask
+    if n:
+        m = (mask * (n // 4 + 1))[:n]
+        payload = (int.from_bytes(payload, "big") ^ int.from_bytes(m, "big")).to_bytes(n, "big")
+    return bytes(head) + payload
+
+
+def ws_parse(buf):
+    """Complete server frames at the start of buf: ([(opcode, payload)], bytes used)."""
+    out = []
+    pos = 0
+    n = len(buf)
+    while n - pos >= 2:
+        b1 = buf[pos + 1]
+        ln = b1 & 0x7F
+        hdr = 2
+        if ln == 126:
+            if n - pos < 4:
+                break
+            ln = int.from_bytes(buf[pos + 2:pos + 4], "big")
+            hdr = 4
+        elif ln == 127:
+            if n - pos < 10:
+                break
+            ln = int.from_bytes(buf[pos + 2:pos + 10], "big")
+            hdr = 10
+        if b1 & 0x80:
+            raise ValueError("masked server frame")
+        if n - pos < hdr + ln:
+            break
+        out.append((buf[pos] & 0x0F, bytes(buf[pos + hdr:pos + hdr + ln])))
+        pos += hdr + ln
+    return out, pos
+
+
+class WsConn:
+    """A blocking WebSocket client (RFC 6455, masked frames, no extensions)."""
+
+    def __init__(self, port, timeout=10.0, rcvbuf=None):
+        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        if rcvbuf:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+        s.settimeout(timeout)
+        try:
+            s.connect((HOST, port))
+            s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            key = ws_key()
+            s.sendall(ws_request(key))
+            buf = bytearray()
+            deadline = mono() + timeout
+            while b"\r\n\r\n" not in buf:
+                s.settimeout(max(0.001, deadline - mono()))
+                d = s.recv(4096)
+                if not d:
+                    raise EOFError(f"no upgrade response: {bytes(buf)[:200]!r}")
+                buf += d
+        except BaseException:
+            s.close()
+            raise
+        end = buf.find(b"\r\n\r\n") + 4
+        head = bytes(buf[:end])
+        accept = base64.b64encode(hashlib.sha1(key + WS_GUID).digest())
+        if not head.startswith(b"HTTP/1.1 101") or accept not in head:
+            s.close()
+            raise Rejected(f"upgrade refused: {head[:200]!r}")
+        self.s = s
+        self.buf = bytearray(buf[end:])
+        self.frames = []
+        self.eof = False
+
+    def send_frame(self, op, payload=b"", fin=True):
+        self.s.sendall(ws_frame(op, payload, fin))
+
+    def send_text(self, obj):
+        if not isinstance(obj, (str, bytes)):
+            obj = json.dumps(obj, separators=(",", ":"))
+        self.send_frame(0x1, obj)
+
+    def _fill(self, timeout):
+        self.s.settimeout(max(0.0005, timeout))
+        try:
+            d = self.s.recv(256 * KiB)
+        except socket.timeout:
+            raise TimeoutError("websocket read timed out") from None
+        except (ConnectionResetError, BrokenPipeError):
+            d = b""
+        if not d:
+            self.eof = True
+        self.buf += d
+
+    def frame(self, timeout=10.0):
+        """The next server frame (opcode, payload); None at EOF."""
+        deadline = mono() + timeout
+        while not self.frames:
+            got, used = ws_parse(self.buf)
+            if used:
+                del self.buf[:used]
+                self.frames.extend(got)
+                break
+            if self.eof:
+                return None
+            left = deadline - mono()
+            if left <= 0:
+                raise TimeoutError("websocket read timed out")
+            self._fill(left)
+        return self.frames.pop(0)
+
+    def json(self, timeout=10.0):
+        f = self.frame(timeout)
+        if f is None:
+            raise EOFError("websocket closed by the gateway")
+        if f[0] != 0x1:
+            raise ValueError(f"text frame expected, got opcode {f[0]}")
+        return json.loads(f[1])
+
+    def wait_for(self, pred, timeout=10.0):
+        deadline = mono() + timeout
+        while True:
+            o = self.json(max(0.0, deadline - mono()))
+            if pred(o):
+                return o
+
+    def close(self):
+        try:
+            self.s.close()
+        except OSError:
+            pass
+
+
+def newcomer(port, topic, ws_port=None, timeout=NEWCOMER_LIMIT + 7):
+    """A new client: connect + subscribe + publish round trip. Returns the
+    seconds it took (over TCP, or over WebSocket when ws_port is given)."""
+    t = mono()
+    tag = random.randrange(1 << 30)
+    if ws_port is None:
+        c = Conn(port, timeout=timeout)
+        try:
+            c.request_ack({"op": "subscribe", "topic": topic, "type": "x", "id": f"nc-{tag}"}, timeout)
+            c.send({"op": "publish", "topic": topic, "msg": {"nc": tag}})
+            c.wait_for(lambda o: o.get("op") == "publish" and o.get("msg") == {"nc": tag}, timeout)
+        finally:
+            c.close()
+    else:
+        c = WsConn(ws_port, timeout=timeout)
+        try:
+            c.send_text({"op": "subscribe", "topic": topic, "type": "x", "id": f"nc-{tag}"})
+            c.send_text({"op": "publish", "topic": topic, "msg": {"nc": tag}})
+            c.wait_for(lambda o: o.get("op") == "publish" and o.get("msg") == {"nc": tag}, timeout)
+        finally:
+            c.close()
+    return mono() - t
+
+
+class NewcomerLoop(threading.Thread):
+    """A newcomer every `every` seconds, alternating TCP and WebSocket when
+    the gateway has a WebSocket listener."""
+
+    def __init__(self, gw, every=NEWCOMER_EVERY):
+        super().__init__(daemon=True)
+        self.gw, self.every = gw, every
+        self.stop_evt = threading.Event()
+        self.times = {"tcp": [], "ws": []}
+        self.failures = []
+
+    def run(self):
+        k = 0
+        while not self.stop_evt.wait(self.every):
+            kind = "ws" if (self.gw.ws_port and k % 2) else "tcp"
+            k += 1
+            try:
+                t = newcomer(self.gw.port, f"/newcomer-{k}", self.gw.ws_port if kind == "ws" else None)
+                self.times[kind].append(t)
+            except Exception as e:  # noqa: BLE001
+                self.failures.append(f"{kind}: {e!r}")
+
+    def stop(self):
+        self.stop_evt.set()
+        self.join(30)
+        return self
+
+    def all_times(self):
+        return self.times["tcp"] + self.times["ws"]
+
+
+class StatsConn:
+    """One held connection for /rosgate/stats: it completed its opening, so
+    admission never evicts it, and it is never turned away at the limit."""
+
+    def __init__(self, port):
+        self.c = Conn(port, timeout=30)
+        self.n = 0
+        self.lock = threading.Lock()
+
+    def get(self, timeout=30.0):
+        with self.lock:
+            self.n += 1
+            r = self.c.call("/rosgate/stats", {}, f"held-stats-{self.n}", timeout)
+        if r.get("result") is not True:
+            raise RuntimeError(f"stats call failed: {r}")
+        return r["values"]
+
+    def close(self):
+        self.c.close()
+
+
+class StatsWatch(threading.Thread):
+    """Samples the gauges every `every` seconds through the held stats
+    connection and keeps their maxima."""
+
+    GAUGES = ("memory_bytes", "memory_frames_bytes", "memory_control_bytes", "memory_input_bytes",
+              "memory_calls_bytes", "memory_registrations_bytes", "connections_open",
+              "connections_pending", "calls_pending", "queued_bytes", "subscriptions", "topics")
+
+    def __init__(self, sc, every=0.25):
+        super().__init__(daemon=True)
+        self.sc, self.every = sc, every
+        self.stop_evt = threading.Event()
+        self.peak = {}
+        self.n = 0
+        self.errors = []
+        self.first = {}  # "closes.x" / "errors.x" -> monotonic time it first moved
+        self.initial = None
+
+    def run(self):
+        while not self.stop_evt.wait(self.every):
+            try:
+                st = self.sc.get()
+            except Exception as e:  # noqa: BLE001
+                self.errors.append(repr(e))
+                return
+            self.n += 1
+            for g in self.GAUGES:
+                self.peak[g] = max(self.peak.get(g, 0), st.get(g, 0))
+            if self.initial is None:
+                self.initial = st
+            for group in ("closes", "errors"):
+                for k, v in st.get(group, {}).items():
+                    key = f"{group}.{k}"
+                    if key not in self.first and v > self.initial[group].get(k, 0):
+                        self.first[key] = mono()
+
+    def stop(self):
+        self.stop_evt.set()
+        self.join(60)
+        return self
+
+
+def counters(st, keys):
+    """`a=1 b.c=2` for the dotted keys of a stats object."""
+    out = []
+    for k in keys:
+        v = st
+        for part in k.split("."):
+            v = v.get(part, 0) if isinstance(v, dict) else 0
+        out.append(f"{k}={v}")
+    return " ".join(out)
+
+
+def stat(st, key):
+    v = st
+    for part in key.split("."):
+        v = v.get(part, 0) if isinstance(v, dict) else 0
+    return v
+
+
+class Bounded:
+    """One gateway under attack, with the probe, the RSS sampler, the stats
+    watcher and the newcomer loop; `end` prints the common figures and runs
+    the common checks (see the comment at the top of this section)."""
+
+    def __init__(self, r, name, args=(), budget=BUDGET, ws=True, nofile=None):
+        self.r, self.name, self.budget = r, name, budget
+        self.gw = Gateway(name, ["--max-memory-bytes", str(budget), *args], nofile=nofile, ws=ws)
+        self.sc = StatsConn(self.gw.port)
+        self.st0 = self.sc.get()
+        self.probe = Probe(self.gw.port, f"/probe-{name}")
+        self.sampler = self.watch = self.nc = None
+        self.t0 = self.t_leave = None
+        time.sleep(0.3)
+        self.base = self.gw.rss()
+        self.r.fig(f"budget --max-memory-bytes {budget} ({mib(budget)}); gateway flags: "
+                   + " ".join(["--max-memory-bytes", str(budget), *args]))
+
+    def begin(self, newcomers=True, watch=True):
+        self.sampler = Sampler(self.gw, 0.02)
+        self.sampler.start()
+        if watch:
+            self.watch = StatsWatch(self.sc)
+            self.watch.initial = self.sc.get()
+            self.watch.start()
+        if newcomers:
+            self.nc = NewcomerLoop(self.gw)
+            self.nc.start()
+        self.t0 = mono()
+        self.sched0 = self.gw.schedstat()
+
+    def quiet(self):
+        """Stops everything that makes traffic (newcomers, stats watcher):
+        call it when the attack is over, before the attackers leave."""
+        if self.nc is not None:
+            self.nc.stop()
+        if self.watch is not None:
+            self.watch.stop()
+
+    def leave(self):
+        """Call right after the attackers closed their connections. The
+        probe keeps measuring for 0.3 s (the departure is part of the
+        attack), then stops."""
+        self.quiet()
+        self.t_leave = mono()
+        time.sleep(0.3)
+        self.t_probe_end = mono()
+        self.sched1 = self.gw.schedstat()
+        self.probe.stop()
+
+    def wait_rss_back(self, extra=0):
+        """Polls RSS (no traffic) until it is at most baseline + margin;
+        returns (seconds after the attackers left or None, RSS then, target)."""
+        target = self.base + RSS_MARGIN + extra
+        deadline = self.t_leave + RSS_RETURN_SECS
+        while True:
+            rss = self.gw.rss()
+            if rss <= target:
+                return mono() - self.t_leave, rss, target
+            if mono() >= deadline:
+                return None, rss, target
+            time.sleep(0.05)
+
+    def end(self, conns=0, opened=None, rss_back=True, newcomers_required=True, ledger_check=True):
+        """conns: connections open at the peak (for the allowance); opened:
+        connections the attack opened in all (for the RSS return margin)."""
+        r = self.r
+        if self.t_leave is None:
+            self.leave()
+        rtts, fails = self.probe.window(self.t0, self.t_probe_end)
+        if rss_back:
+            back, rss_then, target = self.wait_rss_back(RSS_MARGIN_PER_CONN * (opened if opened is not None else conns))
+        samples = self.sampler.stop()
+        peak = max(x for _, x in samples)
+        allowance = self.base + ALLOW_FIXED + int(ALLOW_FRACTION * self.budget) + ALLOW_PER_CONN * conns
+        bound = self.budget + allowance
+        p50, p99, mx = pct(rtts, 0.5), pct(rtts, 0.99), max(rtts, default=0.0)
+        worst = sorted(((x, t) for t, x in self.probe.samples if self.t0 <= t <= self.t_probe_end), reverse=True)[:3]
+        span = self.t_probe_end - self.t0
+        run = (self.sched1[0] - self.sched0[0]) / 1e9
+        wait = (self.sched1[1] - self.sched0[1]) / 1e9
+        r.fig(f"probe: {len(rtts)} round trips during the attack ({span:.1f} s), "
+              f"p50 {ms(p50)} p99 {ms(p99)} max {ms(mx)}, failures {len(fails)} {fails[:2]}; "
+              f"gateway on a CPU {100 * run / span:.0f} % of it, runnable but waiting for a CPU {ms(wait)}; "
+              f"worst at " + ", ".join(f"+{t - self.t0:.2f} s ({ms(x)})" for x, t in worst))
+        r.fig(f"RSS: baseline {mib(self.base)}, peak {mib(peak)} (bound {mib(bound)} = budget {mib(self.budget)} + "
+              f"allowance {mib(allowance)}: baseline + 8 MiB + 25 % of budget + 16 KiB x {conns} conns)"
+              + (f", after {mib(rss_then)} "
+                 + (f"(<= {mib(target)} {back:.2f} s after the attackers left)" if back is not None
+                    else f"(still > {mib(target)} {RSS_RETURN_SECS:.0f} s after the attackers left)")
+                 if rss_back else ""))
+        if self.watch is not None:
+            pk = self.watch.peak
+            r.fig(f"ledger peaks ({self.watch.n} samples): " + " ".join(f"{g}={pk.get(g, 0)}" for g in StatsWatch.GAUGES))
+        if self.nc is not None:
+            t = self.nc.times
+            allt = self.nc.all_times()
+            r.fig(f"newcomers (connect+subscribe+round trip every {NEWCOMER_EVERY} s): tcp {len(t['tcp'])} "
+                  f"max {ms(max(t['tcp'], default=0))}, ws {len(t['ws'])} max {ms(max(t['ws'], default=0))}, "
+                  f"failures {len(self.nc.failures)} {self.nc.failures[:2]}")
+        r.check(not fails and len(rtts) > 0 and p99 < PROBE_P99 and mx < PROBE_MAX,
+                f"probe p99 {ms(p99)} < 10 ms and max {ms(mx)} < 100 ms, no failure")
+        r.check(peak <= bound, f"peak RSS {mib(peak)} <= {mib(bound)}")
+        if self.nc is not None and newcomers_required:
+            allt = self.nc.all_times()
+            r.check(allt and not self.nc.failures and max(allt) < NEWCOMER_LIMIT,
+                    f"newcomers got in within 3 s ({len(allt)} tries, max {ms(max(allt, default=0))})")
+        if rss_back:
+            r.check(back is not None, f"RSS back to baseline + {mib(target - self.base)} within 5 s, no traffic")
+        if self.watch is not None and ledger_check:
+            r.check(self.watch.peak.get("memory_bytes", 0) <= self.budget + LEDGER_SLACK and not self.watch.errors,
+                    f"ledger never above the budget + 4 MiB (peak memory_bytes {self.watch.peak.get('memory_bytes', 0)})"
+                    + (f" {self.watch.errors[:1]}" if self.watch.errors else ""))
+        st = stats_retry(self.gw.port, self.sc)
+        return st
+
+    def close(self, prefix=""):
+        for x in (self.nc, self.watch):
+            if x is not None and x.is_alive():
+                x.stop()
+        if self.probe.proc.poll() is None:
+            self.probe.stop()
+        if self.sampler is not None and self.sampler.is_alive():
+            self.sampler.stop()
+        self.sc.close()
+        finish_gateway(self.r, self.gw, prefix)
+
+
+def stats_retry(port, sc=None):
+    try:
+        if sc is not None:
+            return sc.get()
+    except Exception:  # noqa: BLE001
+        pass
+    return stats(port)
+
+
+def mass_connect(port, n, rcvbuf=None, hello=None, expect=0, timeout=120.0, window=256, ws=False):
+    """Opens n connections, 'window' connects at a time; sends `hello(i)`
+    (bytes) on each once connected and waits for `expect` lines back (TCP) or
+    the upgrade response (ws=True, hello is then the upgrade request).
+    Returns (sockets, failures). The sockets are non-blocking."""
+    sel = selectors.DefaultSelector()
+    socks, failed = [], 0
+    state = {}
+    opened = done = 0
+    deadline = mono() + timeout
+    while done < n and mono() < deadline:
+        while opened < n and opened - done < window:
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            if rcvbuf:
+                s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+            s.setblocking(False)
+            s.connect_ex((HOST, port))
+            state[s.fileno()] = [s, bytearray(), opened, "connecting"]
+            sel.register(s, selectors.EVENT_WRITE)
+            opened += 1
+        for key, _ in sel.select(timeout=0.5):
+            stt = state[key.fd]
+            s = stt[0]
+            if stt[3] == "connecting":
+                if s.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR):
+                    failed += 1
+                    done += 1
+                    sel.unregister(s)
+                    s.close()
+                    continue
+                s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                data = hello(stt[2]) if hello else b""
+                if data:
+                    s.sendall(data)  # small: fits the empty send buffer
+                if (ws and data) or expect:
+                    stt[3] = "waiting"
+                    sel.modify(s, selectors.EVENT_READ)
+                else:
+                    sel.unregister(s)
+                    socks.append(s)
+                    done += 1
+                continue
+            try:
+                d = s.recv(65536)
+            except BlockingIOError:
+                continue
+            except OSError:
+                d = b""
+            if not d:
+                failed += 1
+                done += 1
+                sel.unregister(s)
+                s.close()
+                continue
+            stt[1] += d
+            if (ws and b"\r\n\r\n" in stt[1]) or (not ws and stt[1].count(b"\n") >= expect):
+                ok = stt[1].startswith(b"HTTP/1.1 101") if ws else b'"level":"error"' not in stt[1]
+                sel.unregister(s)
+                done += 1
+                if ok:
+                    socks.append(s)
+                else:
+                    failed += 1
+                    s.close()
+    for key in list(sel.get_map().values()):
+        failed += 1
+        key.fileobj.close()
+    sel.close()
+    return socks, failed
+
+
+def close_all(socks):
+    for s in socks:
+        try:
+            s.close()
+        except OSError:
+            pass
+
+
+class PartialAttack:
+    """Keeps `n` connections each holding an unfinished line of `line`
+    bytes (opened first with one complete line, so only the partial-line
+    rules apply); a connection the gateway closes is replaced at once, until
+    `secs` have passed. Single-threaded, non-blocking."""
+
+    def __init__(self, port, n, sizes, secs):
+        self.port, self.n, self.sizes, self.secs = port, n, sizes, secs
+        self.chunk = memoryview(b'{"op":"publish","topic":"/partial","msg":"' + b"A" * (1 * MiB))
+        self.opened = 0
+        self.closed_by_gw = 0
+        self.full = 0  # connections that got their whole partial line in
+        self.lifetimes = []  # partial line start -> closed by the gateway (s)
+        self.max_live = 0
+
+    def _open(self, sel, conns):
+        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        s.setblocking(False)
+        s.connect_ex((HOST, self.port))
+        self.opened += 1
+        st = {"s": s, "sent": 0, "t_partial": None, "hello": False,
+              "line": self.sizes[self.opened % len(self.sizes)]}
+        conns[s.fileno()] = st
+        sel.register(s, selectors.EVENT_READ | selectors.EVENT_WRITE, st)
+
+    def run(self):
+        sel = selectors.DefaultSelector()
+        conns = {}
+        end = mono() + self.secs
+        while mono() < end:
+            while len(conns) < self.n:
+                self._open(sel, conns)
+            self.max_live = max(self.max_live, len(conns))
+            for key, ev in sel.select(timeout=0.05):
+                st = key.data
+                s = st["s"]
+                gone = False
+                if ev & selectors.EVENT_READ:
+                    try:
+                        d = s.recv(65536)
+                        gone = not d
+                    except BlockingIOError:
+                        pass
+                    except OSError:
+                        gone = True
+                if not gone and ev & selectors.EVENT_WRITE:
+                    try:
+                        if not st["hello"]:
+                            if s.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR):
+                                gone = True
+                            else:
+                                s.send(b'{"op":"subscribe","topic":"/partial","type":"x"}\n')
+                                st["hello"] = True
+                        else:
+                            if st["t_partial"] is None:
+                                st["t_partial"] = mono()
+                            left = st["line"] - st["sent"]
+                            k = st["sent"] % MiB
+                            piece = self.chunk[k:k + min(left, MiB)] if st["sent"] else self.chunk[:min(left, len(self.chunk))]
+                            w = s.send(piece)
+                            st["sent"] += w
+                            if st["sent"] >= st["line"]:
+                                self.full += 1
+                                st["t_full"] = mono()
+                                sel.modify(s, selectors.EVENT_READ, st)
+                    except BlockingIOError:
+                        pass
+                    except OSError:
+                        gone = True
+                if gone:
+                    self.closed_by_gw += 1
+                    if st["t_partial"] is not None:
+                        self.lifetimes.append((st["line"], mono() - st["t_partial"], "t_full" in st))
+                    sel.unregister(s)
+                    s.close()
+                    del conns[key.fd]
+        for st in conns.values():
+            st["s"].close()
+        sel.close()
+        return self
+
+
+def sc_partial(r):
+    n = 12 if QUICK else 32
+    # 64 KiB, 1 MiB, 4 MiB and just under --max-line-bytes (16 MiB): never
+    # too long, only unfinished. n/4 of each: ~170 MiB wanted at n = 32.
+    sizes = [64 * KiB, 1 * MiB, 4 * MiB, 16 * MiB - 4 * KiB]
+    secs = 6 if QUICK else 20
+    b = Bounded(r, "partial", ["--partial-timeout-ms", "2000"])
+    try:
+        b.begin()
+        atk = PartialAttack(b.gw.port, n, sizes, secs).run()
+        b.leave()  # run() closed the attackers
+        st = b.end(conns=n + 3, opened=atk.opened)
+        life = [t for _, t, _ in atk.lifetimes]
+        by = []
+        for sz in sizes:
+            ts = [t for z, t, _ in atk.lifetimes if z == sz]
+            full = sum(1 for z, _, f in atk.lifetimes if z == sz and f)
+            by.append(f"{mib(sz)}: {len(ts)} closed ({full} after the whole line was in), "
+                      f"lived p50 {pct(ts, 0.5):.2f} s max {max(ts, default=0):.2f} s")
+        r.fig(f"attack: {n} connections at a time for {secs} s, each opened with one line then an unfinished "
+              f"one; {atk.opened} opened, {atk.closed_by_gw} closed by the gateway and replaced")
+        r.fig("partial line start -> close, by size: " + "; ".join(by))
+        r.fig("counters: " + counters(st, ["closes.partial_timeout", "closes.memory_pressure", "closes.handshake_timeout",
+                                           "memory_input_bytes", "errors.too_long"]))
+        r.check(stat(st, "closes.partial_timeout") > 0 and stat(st, "closes.memory_pressure") > 0,
+                "closed by both bounds: --partial-timeout-ms (closes.partial_timeout > 0) and the budget "
+                "(closes.memory_pressure > 0)")
+        r.check(atk.closed_by_gw > 0 and max(life, default=99) <= 2.0 + 1.5,
+                f"no partial line lived past 2 s + 1.5 s (longest {max(life, default=0):.2f} s; before: forever)")
+        r.check(stat(st, "memory_input_bytes") == 0, "no input held after the attackers left")
+    finally:
+        b.close()
+
+
+class LineReader(threading.Thread):
+    """Reads a blocking Conn until EOF or stop, handing each line to fn."""
+
+    def __init__(self, conn, fn=None):
+        super().__init__(daemon=True)
+        self.c, self.fn = conn, fn
+        self.stop_evt = threading.Event()
+        self.lines = 0
+        self.eof = False
+        self.errors = []
+
+    def run(self):
+        s = self.c.s
+        buf = bytearray(self.c.buf)
+        s.settimeout(0.2)
+        while not self.stop_evt.is_set():
+            try:
+                d = s.recv(256 * KiB)
+            except socket.timeout:
+                continue
+            except OSError:
+                d = b""
+            if not d:
+                self.eof = True
+                return
+            buf += d
+            end = buf.rfind(b"\n")
+            if end < 0:
+                continue
+            chunk = bytes(buf[:end])
+            del buf[:end + 1]
+            for line in chunk.split(b"\n"):
+                self.lines += 1
+                if self.fn is not None:
+                    try:
+                        self.fn(line)
+                    except Exception as e:  # noqa: BLE001
+                        if len(self.errors) < 5:
+                            self.errors.append(repr(e))
+
+    def stop(self):
+        self.stop_evt.set()
+        self.join(10)
+        return self
+
+
+def sc_bigids(r):
+    big = 16 if QUICK else 64
+    callers = 16 if QUICK else 24
+    per = 4096  # --max-calls-per-conn: the most one caller may have in flight
+    hold = 2.0 if QUICK else 5.0
+    svc = "/bigids/never"
+    b = Bounded(r, "bigids", [])
+    try:
+        prov = Conn(b.gw.port)
+        prov.request_ack({"op": "advertise_service", "service": svc, "type": "x/Never", "id": "adv"})
+        forwarded = [0]
+
+        def on_prov(line):
+            if line.startswith(b'{"op":"call_service"'):
+                forwarded[0] += 1
+        prov_r = LineReader(prov, on_prov)
+        prov_r.start()
+        b.begin()
+        # A: calls with 1 MiB ids, one connection
+        a = Conn(b.gw.port, timeout=60)
+        a_err = {"n": 0, "with_id": 0}
+
+        def on_a(line):
+            o = json.loads(line)
+            if o.get("op") == "status" and o.get("level") == "error":
+                a_err["n"] += 1
+                if "id" in o:
+                    a_err["with_id"] += 1
+        a.send({"op": "subscribe", "topic": "/bigids/open", "type": "x"})  # its opening
+        a_r = LineReader(a, on_a)
+        a_r.start()
+        line = b'{"op":"call_service","service":"%s","id":"%s","timeout":300,"args":{}}\n' % (svc.encode(), b"i" * MiB)
+        ta = mono()
+        for _ in range(big):
+            a.send(line)
+        while a_err["n"] < big and mono() - ta < 60:
+            time.sleep(0.01)
+        t_a = mono() - ta
+        st_a = b.sc.get()
+        fwd_a = forwarded[0]
+        # B: `callers` x 4096 calls with 1000-byte ids and timeout 300
+        def blob(c):
+            parts = []
+            for k in range(per):
+                cid = f"{c:03d}-{k:05d}-".ljust(1000, "x")
+                parts.append(b'{"op":"call_service","service":"%s","id":"%s","timeout":300,"args":{}}\n'
+                             % (svc.encode(), cid.encode()))
+            return b"".join(parts)
+        res = {"sent_all": 0, "closed": 0, "closed_sending": 0, "responses": 0, "errors": []}
+        lock = threading.Lock()
+        conns = []
+
+        def caller(c):
+            try:
+                cc = Conn(b.gw.port, timeout=60)
+            except OSError as e:
+                res["errors"].append(repr(e))
+                return
+            conns.append(cc)
+            try:
+                cc.send(blob(c))
+                with lock:
+                    res["sent_all"] += 1
+            except OSError:
+                with lock:
+                    res["closed_sending"] += 1
+                    res["closed"] += 1
+                return
+            while not stop_b.is_set():
+                try:
+                    ln = cc.readline(0.2)
+                except TimeoutError:
+                    continue
+                except OSError:
+                    ln = None
+                if ln is None:
+                    if not stop_b.is_set():
+                        with lock:
+                            res["closed"] += 1
+                    return
+                if ln.startswith(b'{"op":"service_response"'):
+                    with lock:
+                        res["responses"] += 1
+        stop_b = threading.Event()
+        tb = mono()
+        ths = [threading.Thread(target=caller, args=(c,), daemon=True) for c in range(callers)]
+        for t in ths:
+            t.start()
+        while mono() - tb < 60 and res["sent_all"] + res["closed_sending"] + len(res["errors"]) < callers:
+            time.sleep(0.05)
+        t_b = mono() - tb
+        time.sleep(hold)
+        st_b = b.sc.get()
+        stop_b.set()
+        b.quiet()
+        for cc in conns:
+            cc.close()
+        a_r.stop()
+        a.close()
+        for t in ths:
+            t.join(10)
+        b.leave()
+        st = b.end(conns=callers + 5, opened=callers + 2)
+        prov_r.stop()
+        pk = b.watch.peak
+        r.fig(f"A: {big} calls with 1 MiB ids from one connection in {t_a:.2f} s: {a_err['n']} error statuses "
+              f"({a_err['with_id']} echoed an id), forwarded to the provider {fwd_a}, calls_pending "
+              f"{st_a['calls_pending']}, errors.id_too_long {stat(st_a, 'errors.id_too_long')} (before: every "
+              f"one stored, 3 GiB from one connection)")
+        r.fig(f"B: {callers} callers x {per} calls with 1000-byte ids and timeout 300 to a provider that "
+              f"never answers ({callers * per} calls, {mib(callers * per * 1070)} of ids and lines) in {t_b:.1f} s: "
+              f"{res['sent_all']} callers got all theirs in, {res['closed']} closed by the gateway, "
+              f"{res['responses']} responses; provider got {forwarded[0] - fwd_a} forwarded")
+        r.fig(f"B: peaks calls_pending={pk.get('calls_pending')} memory_calls_bytes={pk.get('memory_calls_bytes')} "
+              f"memory_control_bytes={pk.get('memory_control_bytes')}; at the end of the hold: calls_pending="
+              f"{st_b['calls_pending']} memory_bytes={st_b['memory_bytes']}")
+        r.fig("counters: " + counters(st, ["errors.id_too_long", "closes.memory_pressure", "calls_failed_too_many",
+                                           "calls_forwarded", "calls_pending", "closes.peer_closed"]))
+        r.check(a_err["n"] == big and a_err["with_id"] == 0 and fwd_a == 0 and st_a["calls_pending"] == 0
+                and stat(st_a, "errors.id_too_long") == big,
+                "1 MiB ids refused (errors.id_too_long), never echoed, never stored or forwarded")
+        r.check(stat(st, "closes.memory_pressure") > 0 and pk.get("memory_calls_bytes", 0) <= b.budget,
+                "calls with 1000-byte ids bounded by the budget (closes.memory_pressure > 0)")
+        r.check(st["calls_pending"] == 0 and prov_r.eof is False, "nothing left in flight; the provider was kept")
+        prov.close()
+    finally:
+        b.close()
+
+
+def sc_trickle(r):
+    soft_ms = 3000 if QUICK else 12000
+    every = 1.0 if QUICK else 5.0
+    soft = 1_000_000
+    n_req = 10000  # ~11 MB of error statuses echoing 1000-byte ids: under the budget and --max-control-bytes
+    b = Bounded(r, "trickle", ["--control-soft-bytes", str(soft), "--control-soft-ms", str(soft_ms)])
+    try:
+        t = Conn(b.gw.port, rcvbuf=4096)
+        t.request_ack({"op": "subscribe", "topic": "/trickle", "type": "x", "id": "open"})
+        b.begin()
+        line = b'{"op":"nope","id":"%s"}\n' % (b"q" * 1000)
+        sent = {"n": 0, "err": None}
+
+        def sender():
+            try:
+                for _ in range(n_req // 100):
+                    t.s.sendall(line * 100)
+                    sent["n"] += 100
+            except OSError as e:
+                sent["err"] = repr(e)
+        ts = mono()
+        th = threading.Thread(target=sender, daemon=True)
+        th.start()
+        drained = 0
+        reads = 0
+        deadline = ts + soft_ms / 1000 + 3 * every + 10
+        next_read = ts + every
+        t.s.settimeout(0.5)
+        while mono() < deadline:
+            time.sleep(max(0.0, next_read - mono()))
+            next_read += every
+            try:
+                d = t.s.recv(4096)
+            except socket.timeout:
+                d = None
+            except OSError:
+                d = b""
+            reads += 1
+            if d:
+                drained += len(d)
+            if "closes.slow_consumer" in b.watch.first:
+                break
+        held = b.sc.get()
+        th.join(10)
+        b.quiet()
+        t.close()
+        b.leave()
+        st = b.end(conns=4, opened=1)
+        pk = b.watch.peak
+        # The gateway's close, as its counter first showed it (sampled every
+        # 250 ms); the client itself only sees EOF once it has drained what
+        # the kernel still holds for it, minutes later at 4 KiB per read.
+        closed_at = b.watch.first.get("closes.slow_consumer")
+        life = (closed_at - ts) if closed_at else None
+        r.fig(f"attack: {sent['n']} requests whose error statuses echo a 1000-byte id (~{mib(sent['n'] * 1060)}), "
+              f"read 4 KiB every {every:.0f} s through SO_RCVBUF 4096; drained {drained} B in {reads} reads; "
+              + (f"closed by the gateway {life:.1f} s after the requests began (counter sampled every 0.25 s)"
+                 if life else f"NOT closed after {mono() - ts:.0f} s (memory_control_bytes "
+                 f"{held['memory_control_bytes']})"))
+        r.fig(f"peak memory_control_bytes={pk.get('memory_control_bytes')} (soft limit {soft}, "
+              f"--control-soft-ms {soft_ms}; before: 55 MiB queued, never closed)")
+        r.fig("counters: " + counters(st, ["closes.slow_consumer", "closes.write_stall", "closes.control_overflow",
+                                           "closes.memory_pressure", "errors.unknown_op", "memory_control_bytes"]))
+        r.check(stat(st, "closes.slow_consumer") == 1 and life is not None and life <= soft_ms / 1000 + 2.0,
+                f"the trickle reader was closed as slow_consumer within --control-soft-ms + 2 s "
+                f"({life if life else -1:.1f} s <= {soft_ms / 1000 + 2:.0f} s)")
+        r.check(stat(st, "closes.write_stall") == 0 and stat(st, "closes.control_overflow") == 0
+                and stat(st, "closes.memory_pressure") == 0, "by the soft rule, not by another one")
+        r.check(drained > 0 and st["memory_control_bytes"] == 0, "it did trickle; nothing held afterwards")
+    finally:
+        b.close()
+
+
+def sc_nonreaders(r):
+    n = 300 if QUICK else 1500
+    secs = 5.0 if QUICK else 20.0
+    b = Bounded(r, "nonreaders", [])
+    try:
+        hello = b'{"op":"subscribe","topic":"/nr/a","type":"x"}\n{"op":"subscribe","topic":"/nr/b","type":"x"}\n'
+        subs, failed = mass_connect(b.gw.port, n, rcvbuf=4096, hello=lambda i: hello, expect=2)
+        pub = Conn(b.gw.port, timeout=120)
+        for tp in ("/nr/a", "/nr/b"):
+            pub.request_ack({"op": "advertise", "topic": tp, "type": "x", "id": tp})
+        pub_r = LineReader(pub)
+        pub_r.start()
+        # Alternating topics: consecutive publishes never share a topic, so
+        # none of them batch: one queue entry per message per subscriber.
+        blob = b"".join(b'{"op":"publish","topic":"/nr/%s","msg":{"seq":%d,"pad":"%s"}}\n'
+                        % (b"ab"[k % 2:k % 2 + 1], k, b"p" * 40) for k in range(600))
+        b.begin()
+        t0 = mono()
+        sent = 0
+        worst_send = 0.0
+        capped = False
+        while mono() - t0 < secs:
+            t = mono()
+            pub.s.sendall(blob)
+            worst_send = max(worst_send, mono() - t)
+            sent += 600
+            if b.gw.rss() > SAFETY_RSS:
+                capped = True  # protect the machine: the bound is long broken anyway
+                break
+        t_pub = mono() - t0
+        st_mid = b.sc.get()
+        rss_mid = b.gw.rss()
+        b.quiet()
+        close_all(subs)
+        b.leave()
+        st = b.end(conns=n + 5, opened=n)
+        pub_r.stop()
+        pub.close()
+        pk = b.watch.peak
+        r.fig(f"attack: {len(subs)} subscribers (SO_RCVBUF 4096, never read; {failed} failed to subscribe) on "
+              f"two topics; {sent} publishes of ~90 B alternating the topics (never batched) in {t_pub:.1f} s "
+              f"({sent / t_pub:.0f}/s), longest send() {ms(worst_send)}"
+              + (f"; STOPPED EARLY: gateway RSS passed the safety cap {mib(SAFETY_RSS)}" if capped else ""))
+        r.fig(f"RSS with the subscribers held: {mib(rss_mid)}, {(rss_mid - b.base) / max(1, len(subs)) / KiB:.1f} KiB "
+              f"per non-reader (before: ~6.8 MiB each); peak memory_frames_bytes={pk.get('memory_frames_bytes')} "
+              f"queued_bytes={pk.get('queued_bytes')}")
+        r.fig("counters: " + counters(st, ["published", "delivered", "dropped", "dropped_for_memory",
+                                           "closes.memory_pressure", "closes.write_stall"]))
+        r.check(len(subs) == n and st_mid["subscriptions"] >= 2 * n, f"{n} non-readers subscribed and kept")
+        r.check(stat(st, "dropped_for_memory") > 0 or stat(st, "dropped") > 0,
+                "their topic data was shed (dropped / dropped_for_memory > 0)")
+    finally:
+        b.close()
+
+
+
+class WsReader(threading.Thread):
+    """Reads a WsConn's frames until EOF or stop, handing each to fn(op, payload)."""
+
+    def __init__(self, ws, fn):
+        super().__init__(daemon=True)
+        self.ws, self.fn = ws, fn
+        self.stop_evt = threading.Event()
+        self.eof = False
+        self.errors = []
+
+    def run(self):
+        ws = self.ws
+        while not self.stop_evt.is_set():
+            try:
+                f = ws.frame(0.2)
+            except TimeoutError:
+                continue
+            except Exception as e:  # noqa: BLE001
+                self.errors.append(repr(e))
+                return
+            if f is None:
+                self.eof = True
+                return
+            try:
+                self.fn(*f)
+            except Exception as e:  # noqa: BLE001
+                if len(self.errors) < 5:
+                    self.errors.append(repr(e))
+
+    def stop(self):
+        self.stop_evt.set()
+        self.join(10)
+        return self
+
+
+class Phases:
+    """Gateway CPU (schedstat) and wall time per phase of an attack."""
+
+    def __init__(self, gw):
+        self.gw = gw
+        self.rows = []  # (name, ops, wall s, cpu s)
+
+    def run(self, name, ops, fn):
+        """Runs fn, adding its ops, wall and gateway CPU time to phase `name`."""
+        c0, t0 = self.gw.cpu_ns(), mono()
+        fn()
+        wall, cpu = mono() - t0, (self.gw.cpu_ns() - c0) / 1e9
+        for i, (n, o, w, c) in enumerate(self.rows):
+            if n == name:
+                self.rows[i] = (n, o + ops, w + wall, c + cpu)
+                return
+        self.rows.append((name, ops, wall, cpu))
+
+    def per_op_us(self, name):
+        for n, ops, _, cpu in self.rows:
+            if n == name:
+                return cpu / max(1, ops) * 1e6
+        return 0.0
+
+    def text(self):
+        return "; ".join(f"{n}: {ops} ops in {wall:.2f} s wall, gateway CPU {cpu * 1000:.0f} ms "
+                         f"({cpu / max(1, ops) * 1e6:.2f} us/op)" for n, ops, wall, cpu in self.rows)
+
+
+O1_RATIO = 3.0  # per-op CPU with many held vs with few: an O(n) step would show as ~n/1000 x
+ATTACK_MIN = 3.0 if QUICK else 10.0  # short attacks are repeated (fresh connections) for at least this long
+
+
+def sc_statsburst(r):
+    topics = 100_000 if QUICK else 1_000_000
+    per = 10_000  # --max-subscriptions-per-conn
+    holders_n = topics // per
+    callers_n, calls_each = 10, 100
+    # 1M topics cost ~0.3 GB of registrations in the ledger: far beyond the
+    # 64 MB budget, so this scenario runs with 1 GB (printed).
+    budget = 1_000_000_000
+    b = Bounded(r, "statsburst", [], budget=budget)
+    try:
+        t_setup = mono()
+        holders = []
+        for h in range(holders_n):
+            c = Conn(b.gw.port, timeout=60)
+            blob = b"".join(b'{"op":"subscribe","topic":"/sb/%d/%d","type":"x"}\n' % (h, k) for k in range(per))
+            c.send(blob)
+            holders.append(c)
+            if len(holders) >= 10 or h == holders_n - 1:
+                for hc in holders[-10:]:
+                    got = 0
+                    while got < per:
+                        ln = hc.readline(60)
+                        if ln is None:
+                            raise RuntimeError("holder closed during set-up")
+                        if b'"level":"error"' in ln:
+                            raise RuntimeError(f"subscribe refused: {ln[:200]!r}")
+                        got += 1
+        t_setup = mono() - t_setup
+        st_set = b.sc.get()
+        rss_set = b.gw.rss()
+        callers = [Conn(b.gw.port, timeout=60) for _ in range(callers_n)]
+        for c in callers:
+            c.request_ack({"op": "subscribe", "topic": "/sb/caller", "type": "x", "id": "open"})
+        b.begin()
+        time.sleep(1.0)
+        burst_times, worst_call, answered, topics_seen = [], 0.0, 0, set()
+        cpu0 = b.gw.cpu_ns()
+        k = 0
+        while k == 0 or mono() - b.t0 < ATTACK_MIN:
+            k += 1
+            t0 = mono()
+            for i, c in enumerate(callers):
+                c.send(b"".join(b'{"op":"call_service","service":"/rosgate/stats","id":"b%d-%d-%d","args":{}}\n'
+                                % (k, i, j) for j in range(calls_each)))
+            for c in callers:
+                got = 0
+                while got < calls_each:
+                    ln = c.readline(60)
+                    if ln is None:
+                        raise RuntimeError("caller closed")
+                    o = json.loads(ln)
+                    if o.get("op") == "service_response" and o.get("result") is True:
+                        got += 1
+                        answered += 1
+                        topics_seen.add(o["values"]["topics"])
+                        worst_call = max(worst_call, mono() - t0)
+            burst_times.append(mono() - t0)
+            time.sleep(1.0)
+        cpu = (b.gw.cpu_ns() - cpu0) / 1e9
+        bursts = k
+        b.quiet()
+        for c in callers + holders:
+            c.close()
+        b.leave()
+        st = b.end(conns=holders_n + callers_n + 5, opened=holders_n + callers_n)
+        r.fig(f"set-up (before the attack window): {holders_n} connections x {per} subscriptions = "
+              f"{st_set['topics'] - st0_topics(b)} topics in {t_setup:.1f} s; memory_registrations_bytes="
+              f"{st_set['memory_registrations_bytes']}, RSS {mib(rss_set)}")
+        r.fig(f"attack: {bursts} bursts of {callers_n * calls_each} /rosgate/stats calls ({callers_n} connections "
+              f"x {calls_each} pipelined), 1 s apart: each burst answered in "
+              + ", ".join(ms(x) for x in burst_times)
+              + f"; slowest answer {ms(worst_call)}; gateway CPU {cpu * 1e6 / max(1, answered):.1f} us per call "
+                f"(before: 4.3 s stalls)")
+        r.check(answered == bursts * callers_n * calls_each and topics_seen and min(topics_seen) >= topics,
+                f"every stats call answered, each reporting >= {topics} topics ({sorted(topics_seen)[:3]})")
+        r.check(max(burst_times) < 1.0, f"each burst of 1000 answered within 1 s (slowest {ms(max(burst_times))})")
+    finally:
+        b.close()
+
+
+def st0_topics(b):
+    return b.st0.get("topics", 0)
+
+
+def sc_wsids(r):
+    limit = 10_000  # --max-subscriptions-per-conn; each rosbridge id counts
+    total = 20_000 if QUICK else 100_000
+    b = Bounded(r, "wsids", [])
+    try:
+        seen = {"errors": 0, "too_many": 0, "other": 0, "barriers": set(), "pub": 0}
+        ids_refused = []
+
+        def on_frame(op, payload):
+            if op != 0x1:
+                return
+            o = json.loads(payload)
+            if o.get("op") == "service_response":
+                seen["barriers"].add(o.get("id"))
+            elif o.get("op") == "status" and o.get("level") == "error":
+                seen["errors"] += 1
+                if "too many" in str(o.get("msg", "")) or "limit" in str(o.get("msg", "")):
+                    seen["too_many"] += 1
+                if len(ids_refused) < 3:
+                    ids_refused.append(o.get("id"))
+            elif o.get("op") == "publish":
+                seen["pub"] += 1
+            else:
+                seen["other"] += 1
+
+        def send_range(lo, hi, tag):
+            frames = b"".join(ws_frame(0x1, b'{"op":"subscribe","topic":"/wsids","type":"x","id":"s%d"}' % k)
+                              for k in range(lo, hi))
+            ws.s.sendall(frames)
+            ws.send_text({"op": "call_service", "service": "/rosgate/stats", "id": tag, "args": {}})
+            deadline = mono() + 120
+            while tag not in seen["barriers"] and mono() < deadline and not rd.eof:
+                time.sleep(0.002)
+        ph = Phases(b.gw)
+        b.begin()
+        st_a = b.sc.get()
+        rounds = 0
+        rd_errors = []
+        pubs_per_round = []
+        while rounds == 0 or mono() - b.t0 < ATTACK_MIN:
+            rounds += 1
+            ws = WsConn(b.gw.ws_port, timeout=60)
+            rd = WsReader(ws, on_frame)
+            rd.start()
+            ph.run("ids 0-999 (accepted)", 1000, lambda: send_range(0, 1000, f"b1-{rounds}"))
+            ph.run(f"ids 1000-{limit - 1} (accepted, up to the limit)", limit - 1000,
+                   lambda: send_range(1000, limit, f"b2-{rounds}"))
+            st_mid = b.sc.get()
+            ph.run(f"ids {limit}-{total - 1} (past the limit)", total - limit,
+                   lambda: send_range(limit, total, f"b3-{rounds}"))
+            # one publish: the WebSocket client gets one copy, however many ids
+            before = seen["pub"]
+            p = Conn(b.gw.port)
+            p.send({"op": "publish", "topic": "/wsids", "msg": {"one": 1}})
+            p.send({"op": "call_service", "service": "/rosgate/stats", "id": "p", "args": {}})
+            p.wait_for(lambda o: o.get("id") == "p")
+            ws.send_text({"op": "call_service", "service": "/rosgate/stats", "id": f"b4-{rounds}", "args": {}})
+            deadline = mono() + 10
+            while f"b4-{rounds}" not in seen["barriers"] and mono() < deadline:
+                time.sleep(0.002)
+            pubs_per_round.append(seen["pub"] - before)
+            p.close()
+            rd.stop()
+            rd_errors += rd.errors
+            ws.close()
+        b.quiet()
+        b.leave()
+        st = b.end(conns=5, opened=2)
+        refused = stat(st, "errors.too_many_registrations") - stat(st_a, "errors.too_many_registrations")
+        r.fig(f"attack: {rounds} rounds of one WebSocket connection sending {total} subscribes to one topic with "
+              f"distinct ids ({limit} allowed); {sum(x[2] for x in ph.rows) / rounds:.2f} s per round (before: "
+              f"100k took 12.5 s, probe p99 575 ms)")
+        r.fig("phases: " + ph.text())
+        r.fig(f"WebSocket clients got {seen['errors']} error statuses (first ids {ids_refused}), copies of one "
+              f"publish per round {sorted(set(pubs_per_round))}; subscriptions (memberships) at the limit: "
+              f"{st_mid['subscriptions']}; "
+              + counters(st, ["errors.too_many_registrations"]))
+        p1, p2, p3 = (ph.per_op_us(x[0]) for x in ph.rows)
+        r.check(refused == rounds * (total - limit) and seen["errors"] == refused,
+                f"exactly the {total - limit} ids past the limit refused each round (errors.too_many_registrations "
+                f"+{refused} in {rounds} rounds)")
+        r.check(pubs_per_round == [1] * rounds, "one copy of a publish, whatever the number of ids")
+        r.check(p2 <= O1_RATIO * max(p1, 1.0) and p3 <= O1_RATIO * max(p1, 1.0),
+                f"per-id cost does not grow with the ids held ({p1:.2f} / {p2:.2f} / {p3:.2f} us; "
+                f"<= {O1_RATIO:.0f}x the first phase, floor 1 us)")
+        r.check(not rd_errors, f"clients read cleanly {rd_errors[:2]}")
+    finally:
+        b.close()
+
+
+def sc_services(r):
+    limit = 1000  # --max-services-per-conn
+    total = 20_000 if QUICK else 100_000
+    b = Bounded(r, "services", [])
+    try:
+        seen = {"info": 0, "error": 0, "barriers": set(), "forwarded": 0}
+
+        def on_line(line):
+            if line.startswith(b'{"op":"service_response"'):
+                seen["barriers"].add(json.loads(line).get("id"))
+            elif line.startswith(b'{"op":"call_service"'):
+                seen["forwarded"] += 1
+            elif b'"level":"error"' in line:
+                seen["error"] += 1
+            elif b'"level":"info"' in line:
+                seen["info"] += 1
+        ph = Phases(b.gw)
+        b.begin()
+        st_a = b.sc.get()
+        rounds = 0
+        at_limit = []
+        calls_ok = []
+        while rounds == 0 or mono() - b.t0 < ATTACK_MIN:
+            rounds += 1
+            c = Conn(b.gw.port, timeout=60)
+            rd = LineReader(c, on_line)
+            rd.start()
+            # Service names are distinct across rounds too: a round's
+            # connection closes after it, withdrawing its services.
+            base = rounds * total
+
+            def send_range(lo, hi, tag):
+                c.s.sendall(b"".join(b'{"op":"advertise_service","service":"/svc/%d","type":"x/Y","id":%d}\n'
+                                     % (base + k, k) for k in range(lo, hi)))
+                c.send({"op": "call_service", "service": "/rosgate/stats", "id": tag, "args": {}})
+                deadline = mono() + 120
+                while tag not in seen["barriers"] and mono() < deadline and not rd.eof:
+                    time.sleep(0.002)
+            ph.run("services 0-99 (accepted)", 100, lambda: send_range(0, 100, f"b1-{rounds}"))
+            ph.run(f"services 100-{limit - 1} (accepted, up to the limit)", limit - 100,
+                   lambda: send_range(100, limit, f"b2-{rounds}"))
+            at_limit.append(b.sc.get()["services"])
+            ph.run(f"services {limit}-{total - 1} (past the limit)", total - limit,
+                   lambda: send_range(limit, total, f"b3-{rounds}"))
+            # an accepted service still reaches its provider
+            fwd = seen["forwarded"]
+            cl = Conn(b.gw.port)
+            cl.send({"op": "call_service", "service": f"/svc/{base + 7}", "id": "c7", "args": {"x": 1}})
+            deadline = mono() + 5
+            while seen["forwarded"] == fwd and mono() < deadline:
+                time.sleep(0.002)
+            calls_ok.append(seen["forwarded"] > fwd)
+            cl.close()
+            rd.stop()
+            c.close()
+        b.quiet()
+        b.leave()
+        st = b.end(conns=5, opened=2 * rounds)
+        refused = stat(st, "errors.too_many_registrations") - stat(st_a, "errors.too_many_registrations")
+        r.fig(f"attack: {rounds} rounds of one connection advertising {total} distinct services ({limit} allowed); "
+              f"{sum(x[2] for x in ph.rows) / rounds:.2f} s per round (before: 100k took 14.4 s)")
+        r.fig("phases: " + ph.text())
+        r.fig(f"statuses: {seen['info']} info, {seen['error']} error; services at the limit each round "
+              f"{sorted(set(at_limit))}; a call to an accepted service forwarded each round: {all(calls_ok)}; "
+              + counters(st, ["errors.too_many_registrations", "services"]))
+        p1, p2, p3 = (ph.per_op_us(x[0]) for x in ph.rows)
+        r.check(refused == rounds * (total - limit) and at_limit == [limit + st_a["services"]] * rounds
+                and seen["error"] == refused and all(calls_ok),
+                f"{limit} services kept per connection and working, the {total - limit} past the limit refused "
+                f"(errors.too_many_registrations +{refused} in {rounds} rounds)")
+        r.check(p2 <= O1_RATIO * max(p1, 1.0) and p3 <= O1_RATIO * max(p1, 1.0),
+                f"per-advertisement cost does not grow with the services held ({p1:.2f} / {p2:.2f} / {p3:.2f} us; "
+                f"<= {O1_RATIO:.0f}x the first phase, floor 1 us)")
+    finally:
+        b.close()
+
+
+def sc_subpairs(r):
+    held = 9_999  # + the pair's own: --max-subscriptions-per-conn (10 000)
+    pairs = 20_000 if QUICK else 100_000
+    b = Bounded(r, "subpairs", [])
+    try:
+        seen = {"info": 0, "error": 0, "barriers": set()}
+
+        def on_line(line):
+            if line.startswith(b'{"op":"service_response"'):
+                seen["barriers"].add(json.loads(line).get("id"))
+            elif b'"level":"error"' in line:
+                seen["error"] += 1
+            elif b'"level":"info"' in line:
+                seen["info"] += 1
+        pair = b'{"op":"subscribe","topic":"/sp/pair","type":"x"}\n{"op":"unsubscribe","topic":"/sp/pair"}\n'
+        ph = Phases(b.gw)
+        b.begin()
+        rounds = 0
+        held_seen = []
+        while rounds == 0 or mono() - b.t0 < ATTACK_MIN:
+            rounds += 1
+            c = Conn(b.gw.port, timeout=60)
+            rd = LineReader(c, on_line)
+            rd.start()
+
+            def send(blob, tag):
+                c.s.sendall(blob)
+                c.send({"op": "call_service", "service": "/rosgate/stats", "id": tag, "args": {}})
+                deadline = mono() + 120
+                while tag not in seen["barriers"] and mono() < deadline and not rd.eof:
+                    time.sleep(0.002)
+            ph.run("pairs, 0 held", pairs, lambda: send(pair * pairs, f"b1-{rounds}"))
+            send(b"".join(b'{"op":"subscribe","topic":"/sp/held/%d","type":"x"}\n' % k for k in range(held)),
+                 f"b2-{rounds}")
+            held_seen.append(b.sc.get()["subscriptions"])
+            ph.run(f"pairs, {held} held", pairs, lambda: send(pair * pairs, f"b3-{rounds}"))
+            rd.stop()
+            c.close()
+        b.quiet()
+        b.leave()
+        st = b.end(conns=5, opened=rounds)
+        p0, p1 = ph.per_op_us(ph.rows[0][0]), ph.per_op_us(ph.rows[1][0])
+        wall1 = ph.rows[1][2] / ph.rows[1][1] * 1e6
+        r.fig(f"attack: {rounds} rounds of one connection doing {pairs} subscribe/unsubscribe pairs with 0 and then "
+              f"{held} other subscriptions held (subscriptions {sorted(set(held_seen))}); {wall1:.1f} us per pair "
+              f"end to end with them held (before: 322 us each with 1M held)")
+        r.fig("phases: " + ph.text())
+        r.fig(f"statuses: {seen['info']} info, {seen['error']} error; "
+              + counters(st, ["errors.too_many_registrations", "subscriptions"]))
+        r.check(seen["error"] == 0 and seen["info"] == rounds * (4 * pairs + held),
+                "every request acknowledged, none refused")
+        r.check(p1 <= O1_RATIO * max(p0, 1.0),
+                f"per-pair cost does not grow with the subscriptions held ({p0:.2f} -> {p1:.2f} us gateway CPU; "
+                f"<= {O1_RATIO:.0f}x, floor 1 us)")
+    finally:
+        b.close()
+
+
+def sc_unadvertise(r):
+    calls = 20_000 if QUICK else 80_000
+    per_caller = 4000  # under --max-calls-per-conn (4096)
+    callers_n = -(-calls // per_caller)
+    cycle_secs = 1.5 if QUICK else 5.0
+    b = Bounded(r, "unadvertise", ["--call-timeout-ms", "120000"])
+    try:
+        prov = Conn(b.gw.port, timeout=60)
+        prov.request_ack({"op": "advertise_service", "service": "/ua/busy", "type": "x/Busy", "id": "adv"})
+        got = {"calls": [], "acks": set()}
+        lock = threading.Lock()
+
+        def on_prov(line):
+            if line.startswith(b'{"op":"call_service"'):
+                o = json.loads(line)
+                with lock:
+                    got["calls"].append(o["id"])
+            elif line.startswith(b'{"op":"status"'):
+                o = json.loads(line)
+                if o.get("level") == "info":
+                    got["acks"].add(o.get("id"))
+                else:
+                    got["acks"].add(("error", o.get("id")))
+        prd = LineReader(prov, on_prov)
+        prd.start()
+
+        def cycle_pairs(secs, tag):
+            lat = []
+            end = mono() + secs
+            k = 0
+            while mono() < end:
+                k += 1
+                t = mono()
+                a, u = f"{tag}-a{k}", f"{tag}-u{k}"
+                prov.send(b'{"op":"advertise_service","service":"/ua/other","type":"x/O","id":"%s"}\n'
+                          b'{"op":"unadvertise_service","service":"/ua/other","id":"%s"}\n' % (a.encode(), u.encode()))
+                deadline = mono() + 10
+                while u not in got["acks"] and mono() < deadline:
+                    time.sleep(0.0002)
+                lat.append(mono() - t)
+            return lat
+        ph = Phases(b.gw)
+        b.begin()
+        lat0 = []
+        ph.run("pairs, 0 calls in flight", 0, lambda: lat0.extend(cycle_pairs(cycle_secs, "p0")))
+        ph.rows[0] = (ph.rows[0][0], len(lat0), *ph.rows[0][2:])
+        # callers: `calls` calls in flight to the same provider
+        results = {"ok": 0, "fail": 0, "fail_samples": []}
+        ccs = []
+        for i in range(callers_n):
+            cc = Conn(b.gw.port, timeout=120)
+            n = min(per_caller, calls - i * per_caller)
+            cc.send(b"".join(b'{"op":"call_service","service":"/ua/busy","id":%d,"args":{"c":%d}}\n' % (k, i)
+                             for k in range(n)))
+            ccs.append((cc, n))
+        deadline = mono() + 60
+        while len(got["calls"]) < calls and mono() < deadline:
+            time.sleep(0.01)
+        st_f = b.sc.get()
+        lat1 = []
+        ph.run(f"pairs, {st_f['calls_pending']} calls in flight", 0, lambda: lat1.extend(cycle_pairs(cycle_secs, "p1")))
+        ph.rows[1] = (ph.rows[1][0], len(lat1), *ph.rows[1][2:])
+        # then the provider serves them all
+        t_srv = mono()
+        with lock:
+            ids = list(got["calls"])
+        for k in range(0, len(ids), 2000):
+            prov.s.sendall(b"".join(b'{"op":"service_response","service":"/ua/busy","id":%s,"values":{"ok":1},'
+                                    b'"result":true}\n' % json.dumps(x).encode() for x in ids[k:k + 2000]))
+
+        def collect(cc, n):
+            k = 0
+            while k < n:
+                ln = cc.readline(60)
+                if ln is None:
+                    break
+                if ln.startswith(b'{"op":"service_response"'):
+                    k += 1
+                    o = json.loads(ln)
+                    if o.get("result") is True:
+                        results["ok"] += 1
+                    else:
+                        results["fail"] += 1
+                        if len(results["fail_samples"]) < 3:
+                            results["fail_samples"].append(o.get("values"))
+        ths = [threading.Thread(target=collect, args=x, daemon=True) for x in ccs]
+        for t in ths:
+            t.start()
+        for t in ths:
+            t.join(120)
+        t_srv = mono() - t_srv
+        b.quiet()
+        for cc, _ in ccs:
+            cc.close()
+        prd.stop()
+        prov.close()
+        b.leave()
+        st = b.end(conns=callers_n + 6, opened=callers_n + 2)
+        p0, p1 = ph.per_op_us(ph.rows[0][0]), ph.per_op_us(ph.rows[1][0])
+        r.fig(f"attack: one provider cycles advertise/unadvertise of /ua/other for {cycle_secs} s ({len(lat0)} "
+              f"and {len(lat1)} pairs, each waiting for its acks) with 0, then "
+              f"{st_f['calls_pending']} calls of /ua/busy in flight to it ({callers_n} callers x {per_caller}); "
+              f"pair round trip p50/p99/max: {ms(pct(lat0, 0.5))}/{ms(pct(lat0, 0.99))}/{ms(max(lat0))} -> "
+              f"{ms(pct(lat1, 0.5))}/{ms(pct(lat1, 0.99))}/{ms(max(lat1))} (before: 2.5 ms each, probe max 3.9 s)")
+        r.fig("phases: " + ph.text())
+        r.fig(f"then it served all {len(ids)} calls in {t_srv:.1f} s: {results['ok']} ok, {results['fail']} failed "
+              f"{results['fail_samples']}; " + counters(st, ["calls_answered", "calls_timed_out",
+                                                              "calls_failed_provider_gone", "calls_pending"]))
+        r.check(st_f["calls_pending"] == calls and len(ids) == calls, f"{calls} calls were in flight to the provider")
+        r.check(results["ok"] == calls and results["fail"] == 0,
+                "every call of the other service answered, none failed by the unadvertisements")
+        r.check(p1 <= O1_RATIO * max(p0, 1.0),
+                f"advertise/unadvertise cost does not grow with the provider's calls in flight ({p0:.2f} -> "
+                f"{p1:.2f} us gateway CPU per pair; <= {O1_RATIO:.0f}x, floor 1 us)")
+    finally:
+        b.close()
+
+
+
 def finish_gateway(r, gw, prefix=""):
     alive = gw.alive()
     rc = gw.stop()
@@ -1795,6 +3347,15 @@ SCENARIOS = {
     "longline": (sc_longline, "a 100 MiB line with no newline, then garbage", 400),
     "fdlimit": (sc_fdlimit, "fd exhaustion: clamped limit, and EMFILE on accept", 180),
     "providerchurn": (sc_providerchurn, "service providers churn while callers call", 400),
+    "partial": (sc_partial, "unfinished lines of up to 16 MiB on many connections (budget, --partial-timeout-ms)", 300),
+    "bigids": (sc_bigids, "calls with 1 MiB ids, and 1000-byte ids x 4096 per caller to a provider that never answers", 300),
+    "trickle": (sc_trickle, "a client draining 4 KiB every 5 s while its requests generate statuses", 300),
+    "nonreaders": (sc_nonreaders, "1500 subscribers that never read, small unbatched publishes", 300),
+    "statsburst": (sc_statsburst, "1000 /rosgate/stats calls in bursts with 1M topics registered", 600),
+    "wsids": (sc_wsids, "WebSocket subscribes with distinct ids up to the limit and past it", 300),
+    "services": (sc_services, "advertise_service past the per-connection limit on one connection", 300),
+    "subpairs": (sc_subpairs, "subscribe/unsubscribe pairs with 10k subscriptions held", 300),
+    "unadvertise": (sc_unadvertise, "advertise/unadvertise of one service while its provider has 80k calls of another", 400),
     "soak": (sc_soak, "all of the above, mixed, at a moderate rate", None),
 }
 
@@ -1866,6 +3427,9 @@ def main(argv):
 
 
 def _kill_current_gateway():
+    for p in _children:
+        if p.poll() is None:
+            p.kill()
     gw = Gateway.current
     if gw is not None and gw.proc.poll() is None:
         gw.proc.kill()
