@@ -10,7 +10,11 @@ own gateway (so the figures are independent) and stops it by PID at the end.
     QUICK=1 scripts/stress.sh               # everything shortened (soak 30 s)
     SOAK_SECS=1200 scripts/stress.sh soak   # a longer soak
 
-Scenarios: conns10k churn slowsub longline fdlimit providerchurn soak.
+Scenarios: conns10k churn slowsub longline fdlimit providerchurn soak, and
+the bounded-memory-and-work attacks: partial bigids trickle nonreaders
+statsburst wsids services subpairs unadvertise idleflood bignum shutdown
+closecodes fanoutstart (each run beside a probe process and judged against
+the bounds described above `class Bounded`; `scripts/stress.sh partial` etc.).
 Each prints its figures and PASS/FAIL; the run ends with `N passed, N failed`
 and exits non-zero when anything failed.
 
@@ -18,8 +22,10 @@ Python 3.11 standard library only.
 """
 
 import base64
+import errno
 import hashlib
 import json
+import math
 import os
 import random
 import resource
@@ -2316,7 +2322,9 @@ class Bounded:
         st = stats_retry(self.gw.port, self.sc)
         return st
 
-    def close(self, prefix=""):
+    def close(self, prefix="", exited=False):
+        """Stops the helpers and the gateway (exited: the scenario already
+        stopped it and judged its exit)."""
         for x in (self.nc, self.watch):
             if x is not None and x.is_alive():
                 x.stop()
@@ -2325,7 +2333,10 @@ class Bounded:
         if self.sampler is not None and self.sampler.is_alive():
             self.sampler.stop()
         self.sc.close()
-        finish_gateway(self.r, self.gw, prefix)
+        if exited:
+            self.gw.stop()
+        else:
+            finish_gateway(self.r, self.gw, prefix)
 
 
 def stats_retry(port, sc=None):
@@ -3332,6 +3343,609 @@ def sc_unadvertise(r):
 
 
 
+class PrefixReport:
+    """A Report whose figures and checks carry a prefix (two phases, one scenario)."""
+
+    def __init__(self, r, prefix):
+        self.r, self.prefix = r, prefix
+
+    def fig(self, text):
+        self.r.fig(self.prefix + text)
+
+    def check(self, ok, text):
+        return self.r.check(ok, self.prefix + text)
+
+
+class IdleHolder(threading.Thread):
+    """Keeps `n` connections open to `port` that never complete their
+    opening: silent (trickle=None) or sending one byte of a WebSocket upgrade
+    request per connection every `trickle` seconds. Once all `n` are open,
+    every connection the gateway closes is replaced, at most `reopen_rate`
+    per second (an attacker reconnecting flat out at the limit would only
+    evict its own connections, and none would live to the opening
+    deadline), until stopped."""
+
+    def __init__(self, port, n, trickle=None, reopen_rate=500):
+        super().__init__(daemon=True)
+        self.port, self.n, self.trickle, self.reopen_rate = port, n, trickle, reopen_rate
+        self.stop_evt = threading.Event()
+        self.opened = 0
+        self.closed_by_gw = 0
+        self.live = 0
+        self.connect_errors = 0
+        self.bytes_sent = 0
+        self.ready = threading.Event()
+        self.request = ws_request(ws_key())
+
+    def _open(self, sel, conns):
+        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        s.setblocking(False)
+        err = s.connect_ex((HOST, self.port))
+        if err not in (0, errno.EINPROGRESS):
+            self.connect_errors += 1
+            s.close()
+            return False
+        conns[s.fileno()] = [s, 0]
+        sel.register(s, selectors.EVENT_READ)
+        self.opened += 1
+        return True
+
+    def run(self):
+        sel = selectors.DefaultSelector()
+        conns = {}
+        next_trickle = mono() + (self.trickle or 0)
+        allowance, t_last = 0.0, mono()
+        while not self.stop_evt.is_set():
+            now = mono()
+            if self.ready.is_set():
+                allowance = min(self.reopen_rate * 0.1, allowance + (now - t_last) * self.reopen_rate)
+            t_last = now
+            k = 0
+            while len(conns) < self.n and k < 512 and (not self.ready.is_set() or allowance >= 1):
+                if not self._open(sel, conns):
+                    break
+                k += 1
+                if self.ready.is_set():
+                    allowance -= 1
+            self.live = len(conns)
+            if len(conns) >= self.n:
+                self.ready.set()
+            for key, _ in sel.select(timeout=0.02):
+                s = key.fileobj
+                try:
+                    d = s.recv(4096)
+                    gone = not d
+                except BlockingIOError:
+                    gone = False
+                except OSError:
+                    gone = True
+                if gone:
+                    self.closed_by_gw += 1
+                    sel.unregister(s)
+                    del conns[key.fd]
+                    s.close()
+            if self.trickle and mono() >= next_trickle:
+                next_trickle += self.trickle
+                req = self.request
+                for fd, st in list(conns.items()):
+                    if st[1] >= len(req):
+                        continue
+                    try:
+                        st[0].send(req[st[1]:st[1] + 1])
+                        st[1] += 1
+                        self.bytes_sent += 1
+                    except (BlockingIOError, OSError):
+                        pass  # not connected yet, or closed: the read side sees that
+        for st in conns.values():
+            st[0].close()
+        sel.close()
+
+    def stop(self):
+        self.stop_evt.set()
+        self.join(60)
+        return self
+
+
+def sc_idleflood(r):
+    n = 2000 if QUICK else 10_000
+    secs = 8.0 if QUICK else 25.0
+    hs = ["--handshake-timeout-ms", "3000"] if QUICK else []  # full size: the default 10 s
+    limit = raise_nofile(n + 600)
+    if limit < n + 300:
+        r.check(False, f"client fd limit {limit} < {n + 300}: raise `ulimit -n` (stress.sh does)")
+        return
+    for tag, trickle, what in (("A: ", None, f"{n} idle TCP connections"),
+                               ("B: ", 1.0, f"{n} WebSocket upgrade requests trickled one byte per second")):
+        pr = PrefixReport(r, tag)
+        # --max-connections n: the attacker alone fills it, so every newcomer
+        # must be admitted by evicting the oldest connection not yet opened.
+        b = Bounded(pr, "idleflood-" + ("tcp" if trickle is None else "ws"), ["--max-connections", str(n), *hs])
+        try:
+            clamped = "max connections lowered" in b.gw.stderr_text()
+            port = b.gw.port if trickle is None else b.gw.ws_port
+            h = IdleHolder(port, n, trickle)
+            b.begin(newcomers=False)
+            h.start()
+            h.ready.wait(60)
+            t_full = mono() - b.t0
+            b.nc = NewcomerLoop(b.gw)
+            b.nc.start()
+            time.sleep(max(0.0, secs - (mono() - b.t0)))
+            st_in = b.sc.get()
+            b.quiet()
+            h.stop()
+            b.leave()
+            st = b.end(conns=n + 5, opened=n)
+            pr.fig(f"attack: {what} for {secs:.0f} s, --max-connections {n} (clamped: {clamped}), "
+                   f"handshake timeout {hs[1] if hs else '10000 (default)'} ms; the attacker had all {n} open "
+                   f"after {t_full:.1f} s: {h.opened} opened, {h.closed_by_gw} closed by the "
+                   f"gateway and replaced (at most {h.reopen_rate}/s), {h.connect_errors} connect errors, "
+                   f"{h.bytes_sent} bytes trickled")
+            pr.fig(f"during: connections_open={st_in['connections_open']} connections_pending="
+                   f"{st_in['connections_pending']}; " + counters(st, ["closes.evicted", "closes.handshake_timeout",
+                                                                       "connections_rejected", "closes.max_connections",
+                                                                       "accept_errors"]))
+            pr.check(stat(st, "closes.evicted") > 0 and stat(st, "closes.handshake_timeout") > 0,
+                     "unopened connections evicted for newcomers and closed at the opening deadline "
+                     "(closes.evicted, closes.handshake_timeout > 0; before: newcomers locked out)")
+            pr.check(stat(st, "connections_rejected") == 0, "no newcomer refused while unopened connections existed")
+        finally:
+            b.close(tag)
+
+
+def strict_json(line):
+    """json.loads, then what Python accepts but serde_json would refuse: a
+    non-finite float (1e400 parses as inf) or a string with a lone surrogate."""
+    v = json.loads(line)
+
+    def walk(x):
+        if isinstance(x, float):
+            if not math.isfinite(x):
+                raise ValueError(f"non-finite number {x}")
+        elif isinstance(x, str):
+            x.encode("utf-8")  # raises on a lone surrogate
+        elif isinstance(x, list):
+            for y in x:
+                walk(y)
+        elif isinstance(x, dict):
+            for k, y in x.items():
+                walk(k)
+                walk(y)
+    walk(v)
+    return v
+
+
+BAD_PAYLOADS = [
+    ("number_out_of_range", "1" + "0" * 4300),  # 4301 digits: Python's int limit too
+    ("number_out_of_range", "-" + "9" * 5000),
+    ("number_out_of_range", "1e400"),
+    ("number_out_of_range", "-1e400"),
+    ("number_out_of_range", "2e308"),
+    ("number_out_of_range", "1" + "0" * 309),
+    ("number_out_of_range", '{"a":[1,{"b":1e309}]}'),
+    ("lone_surrogate", '"\\ud800"'),
+    ("lone_surrogate", '"\\udc00"'),
+    ("lone_surrogate", '"a\\ud800b"'),
+    ("lone_surrogate", '{"\\udfff":1}'),
+    ("lone_surrogate", '"\\ud800\\ud800"'),
+    ("lone_surrogate", '"\\udc00\\ud800"'),
+    ("lone_surrogate", '["x","\\ud83d"]'),
+]
+GOOD_PAYLOADS = [
+    "1.79769313486231e308", "-1.79769313486231e308", "1e-400", '"\\ud83d\\ude00"', "12345678901234567890",
+    "1" + "0" * 308, '{"k":"\\u00e9"}', '"\\\\ud800"',
+]
+
+
+def sc_bignum(r):
+    rounds = 50 if QUICK else 1000
+    b = Bounded(r, "bignum", [])
+    try:
+        res = {"sub": 0, "ws": 0, "bad_lines": [], "errors_by_id": {}, "pub_lines": 0}
+        lock = threading.Lock()
+
+        def bad(where, line, e):
+            with lock:
+                if len(res["bad_lines"]) < 5:
+                    res["bad_lines"].append(f"{where}: {e!r} in {line[:80]!r}")
+                res.setdefault("nbad", 0)
+                res["nbad"] = res.get("nbad", 0) + 1
+
+        def on_sub(line):
+            try:
+                o = strict_json(line)
+            except Exception as e:  # noqa: BLE001
+                bad("tcp subscriber", line, e)
+                return
+            if o.get("op") == "publish":
+                res["sub"] += 1
+
+        def on_ws(op, payload):
+            try:
+                o = strict_json(payload.decode("utf-8"))
+            except Exception as e:  # noqa: BLE001
+                bad("ws subscriber", payload, e)
+                return
+            if o.get("op") == "publish":
+                res["ws"] += 1
+
+        def on_pub(line):
+            res["pub_lines"] += 1
+            try:
+                o = strict_json(line)
+            except Exception as e:  # noqa: BLE001
+                bad("publisher", line, e)
+                return
+            if o.get("op") == "status" and o.get("level") == "error":
+                res["errors_by_id"][o.get("id")] = o.get("msg")
+        sub = Conn(b.gw.port, timeout=60)
+        sub.request_ack({"op": "subscribe", "topic": "/bignum", "type": "x", "id": "s"})
+        ws = WsConn(b.gw.ws_port)
+        ws.send_text({"op": "subscribe", "topic": "/bignum", "type": "x"})
+        ws.send_text({"op": "call_service", "service": "/rosgate/stats", "id": "w", "args": {}})
+        ws.wait_for(lambda o: o.get("id") == "w")
+        pub = Conn(b.gw.port, timeout=60)
+        pub.request_ack({"op": "advertise", "topic": "/bignum", "type": "x", "id": "a"})
+        rds = [LineReader(sub, on_sub), WsReader(ws, on_ws), LineReader(pub, on_pub)]
+        for x in rds:
+            x.start()
+        st_a = b.sc.get()
+        b.begin()
+        cases = [(c, p, True) for c, p in BAD_PAYLOADS] + [(None, p, False) for p in GOOD_PAYLOADS]
+        ids_bad = set()
+        t0 = mono()
+        for k in range(rounds):
+            lines = []
+            for i, (code, payload, is_bad) in enumerate(cases):
+                pid = f"{k}-{i}"
+                if is_bad:
+                    ids_bad.add(pid)
+                lines.append(b'{"op":"publish","id":"%s","topic":"/bignum","msg":%s}\n' % (pid.encode(), payload.encode()))
+            pub.send(b"".join(lines))
+            if QUICK:
+                time.sleep(ATTACK_MIN / rounds)
+        pub.send({"op": "call_service", "service": "/rosgate/stats", "id": "done", "args": {}})
+        want = rounds * len(GOOD_PAYLOADS)
+        deadline = mono() + 60
+        while (res["sub"] < want or res["ws"] < want or len(res["errors_by_id"]) < len(ids_bad)) and mono() < deadline:
+            time.sleep(0.01)
+        t_all = mono() - t0
+        time.sleep(0.3)
+        b.quiet()
+        for x in rds:
+            x.stop()
+        sub.close()
+        ws.close()
+        pub.close()
+        b.leave()
+        st = b.end(conns=7, opened=3)
+        d_num = stat(st, "errors.number_out_of_range") - stat(st_a, "errors.number_out_of_range")
+        d_sur = stat(st, "errors.lone_surrogate") - stat(st_a, "errors.lone_surrogate")
+        n_num = sum(1 for c, _ in BAD_PAYLOADS if c == "number_out_of_range")
+        n_sur = len(BAD_PAYLOADS) - n_num
+        wrong_ids = [i for i in res["errors_by_id"] if i not in ids_bad]
+        r.fig(f"attack: {rounds} rounds of {len(BAD_PAYLOADS)} refusable payloads (4301- and 5000-digit integers, "
+              f"1e400, 2e308, 1e309 nested, lone and reversed surrogates in values and keys) and "
+              f"{len(GOOD_PAYLOADS)} edge cases that must pass (1.79769313486231e308, 1e-400, a 309-digit integer, "
+              f"a surrogate pair, an escaped backslash) in {t_all:.1f} s")
+        r.fig(f"subscribers: TCP got {res['sub']}, WebSocket got {res['ws']} of {want}; lines that Python's json.loads "
+              f"(or the serde_json rules: finite, no lone surrogate) refused: {res.get('nbad', 0)} {res['bad_lines'][:3]}")
+        r.fig(f"publisher: {len(res['errors_by_id'])} error statuses for {len(ids_bad)} refused publishes, "
+              f"{len(wrong_ids)} for ids that should pass; errors.number_out_of_range +{d_num}, "
+              f"errors.lone_surrogate +{d_sur}")
+        r.check(res.get("nbad", 0) == 0, "every line and frame the gateway sent parsed (strictly) with json.loads")
+        r.check(res["sub"] == want and res["ws"] == want, "every acceptable payload delivered on both transports")
+        r.check(len(res["errors_by_id"]) == len(ids_bad) and not wrong_ids
+                and d_num == rounds * n_num and d_sur == rounds * n_sur,
+                "each refused publish got its error status with its id, counted by kind")
+    finally:
+        b.close()
+
+
+def sc_closecodes(r):
+    invalid = [1005, 1006, 0, 999, 5000, 1004, 1015, 2999]
+    valid = [1000, 1001, 3000, 4999]
+    b = Bounded(r, "closecodes", [])
+    try:
+        b.begin()
+        st_a = b.sc.get()
+        bad = []
+        got = {}
+        n = 0
+        extra = {}
+
+        def one(payload):
+            ws = WsConn(b.gw.ws_port)
+            try:
+                ws.send_frame(0x8, payload)
+                f = ws.frame(5)
+                while f is not None and f[0] != 0x8:
+                    f = ws.frame(5)
+                eof = ws.frame(5) is None if f is not None else True
+                return f, eof
+            finally:
+                ws.close()
+        t0 = mono()
+        while n == 0 or mono() - t0 < ATTACK_MIN:
+            n += 1
+            for code in invalid + valid:
+                f, eof = one(code.to_bytes(2, "big"))
+                want = 1002 if code in invalid else code
+                reply = int.from_bytes(f[1][:2], "big") if f is not None and len(f[1]) >= 2 else None
+                got.setdefault(code, set()).add(reply)
+                if reply != want or not eof:
+                    bad.append((code, reply, eof))
+            if n == 1:
+                for name, payload in (("empty", b""), ("1 byte", b"\x03"), ("1000+reason", b"\x03\xe8bye"),
+                                      ("1000+bad UTF-8 reason", b"\x03\xe8\xff")):
+                    f, eof = one(payload)
+                    extra[name] = (f[1] if f is not None else None, eof)
+        b.quiet()
+        b.leave()
+        st = b.end(conns=5, opened=2)
+        d = stat(st, "closes.protocol_error") - stat(st_a, "closes.protocol_error")
+        n_extra_bad = 2  # 1-byte payload, invalid UTF-8 reason: protocol errors under RFC 6455 7.1.5/5.5.1
+        r.fig(f"attack: {n} rounds of {len(invalid) + len(valid)} WebSocket clients each sending one close frame; "
+              f"answers: " + ", ".join(f"{c}->{sorted(v, key=str)}" for c, v in got.items()))
+        r.fig("edge cases (not judged): " + ", ".join(f"{k} -> {v[0]!r} (then EOF {v[1]})" for k, v in extra.items()))
+        r.fig("counters: closes.protocol_error +" + str(d))
+        r.check(not bad, f"1005, 1006, 0, 999, 5000 (and 1004, 1015, 2999) answered with 1002, 1000/1001/3000/4999 "
+                         f"echoed, then the connection closed {bad[:3]}")
+        r.check(d >= n * len(invalid), f"closes.protocol_error moved by at least {n * len(invalid)} (+{d}; the "
+                                       f"edge cases may add up to {n_extra_bad})")
+    finally:
+        b.close()
+
+
+def sc_shutdown(r):
+    n_msgs = 30_000
+    size = 500  # 15 MB per subscriber: more than the kernel buffers take (tcp_wmem max 4 MiB), so most waits in the gateway
+    callers_n, calls_each = 10, 100
+    idle_ws_n = 20
+    # --max-queue-bytes 32 MiB: the 15 MB must be queued whole, not thinned
+    b = Bounded(r, "shutdown", ["--max-queue-bytes", str(32 * MiB)])
+    try:
+        port = b.gw.port
+        # A subscriber that reads, but not until the signal: with SO_RCVBUF
+        # 64 KiB nearly all of the 30 000 messages wait in the gateway.
+        sub = Conn(port, rcvbuf=64 * KiB, timeout=30)
+        sub.request_ack({"op": "subscribe", "topic": "/shut", "type": "x", "id": "s"})
+        wsub = WsConn(b.gw.ws_port, rcvbuf=64 * KiB)
+        wsub.send_text({"op": "subscribe", "topic": "/shut", "type": "x"})
+        wsub.send_text({"op": "call_service", "service": "/rosgate/stats", "id": "w", "args": {}})
+        wsub.wait_for(lambda o: o.get("id") == "w")
+        idle_ws = [WsConn(b.gw.ws_port) for _ in range(idle_ws_n)]
+        prov = Conn(port, timeout=30)
+        prov.request_ack({"op": "advertise_service", "service": "/shut/never", "type": "x/N", "id": "adv"})
+        prov_r = LineReader(prov)
+        prov_r.start()
+        callers = [Conn(port, timeout=30) for _ in range(callers_n)]
+        pub = Conn(port, timeout=60)
+        pub.request_ack({"op": "advertise", "topic": "/shut", "type": "x", "id": "a"})
+        b.begin(newcomers=True)
+        for i, c in enumerate(callers):
+            c.send(b"".join(b'{"op":"call_service","service":"/shut/never","id":%d,"args":{}}\n' % k
+                            for k in range(calls_each)))
+        pad = b"s" * (size - 60)
+        pub.send(b"".join(b'{"op":"publish","topic":"/shut","msg":{"seq":%d,"pad":"%s"}}\n' % (k, pad)
+                          for k in range(n_msgs)))
+        pub.call("/rosgate/stats", {}, "sync", 30)  # every publish processed
+        deadline = mono() + 30
+        while b.sc.get()["calls_pending"] < callers_n * calls_each and mono() < deadline:
+            time.sleep(0.05)
+        st_pre = b.sc.get()
+        time.sleep(max(0.0, min(ATTACK_MIN, 3.0) - (mono() - b.t0)))
+        b.quiet()
+        b.t_leave = mono()
+        b.t_probe_end = mono()
+        b.sched1 = b.gw.schedstat()
+        b.probe.stop()
+        out = {"sub": [], "sub_eof": False, "ws_msgs": 0, "ws_close": None, "ws_order": True,
+               "idle_close": [], "calls": [], "late": None}
+        go = threading.Event()
+
+        def read_sub():
+            go.wait()
+            last = -1
+            while True:
+                try:
+                    ln = sub.readline(10)
+                except TimeoutError:
+                    return
+                if ln is None:
+                    out["sub_eof"] = True
+                    return
+                if ln.startswith(b'{"op":"publish"'):
+                    seq = seq_of(ln)
+                    out["sub"].append(seq)
+                    last = seq
+
+        def read_ws(ws, key):
+            go.wait()
+            while True:
+                try:
+                    f = ws.frame(10)
+                except (TimeoutError, OSError):
+                    return
+                if f is None:
+                    return
+                if f[0] == 0x8:
+                    code = int.from_bytes(f[1][:2], "big") if len(f[1]) >= 2 else None
+                    if key == "ws":
+                        out["ws_close"] = code
+                    else:
+                        out["idle_close"].append(code)
+                    return
+                if key == "ws" and f[0] == 0x1 and f[1].startswith(b'{"op":"publish"'):
+                    if seq_of(f[1]) != out["ws_msgs"]:
+                        out["ws_order"] = False
+                    out["ws_msgs"] += 1
+
+        def read_caller(c):
+            go.wait()
+            got = []
+            while len(got) < calls_each:
+                try:
+                    ln = c.readline(10)
+                except TimeoutError:
+                    break
+                if ln is None:
+                    break
+                o = json.loads(ln)
+                if o.get("op") == "service_response":
+                    got.append((o.get("result"), str(o.get("values"))))
+            out["calls"].append(got)
+        ths = [threading.Thread(target=read_sub, daemon=True), threading.Thread(target=read_ws, args=(wsub, "ws"), daemon=True)]
+        ths += [threading.Thread(target=read_ws, args=(w, "idle"), daemon=True) for w in idle_ws]
+        ths += [threading.Thread(target=read_caller, args=(c,), daemon=True) for c in callers]
+        for t in ths:
+            t.start()
+        t_sig = mono()
+        b.gw.proc.send_signal(signal.SIGTERM)
+        go.set()
+        time.sleep(0.1)
+        try:  # a client arriving after the signal must not be served
+            late = Conn(port, timeout=3)
+            try:
+                late.request_ack({"op": "subscribe", "topic": "/late", "type": "x", "id": "late"}, 3)
+                out["late"] = "served"
+            except (TimeoutError, EOFError, OSError) as e:
+                out["late"] = f"not served ({type(e).__name__})"
+            late.close()
+        except OSError as e:
+            out["late"] = f"refused ({type(e).__name__})"
+        try:
+            rc = b.gw.proc.wait(15)
+        except subprocess.TimeoutExpired:
+            rc = None
+        t_exit = mono() - t_sig
+        for t in ths:
+            t.join(15)
+        samples = b.sampler.stop()
+        peak = max(x for _, x in samples)
+        rtts, fails = b.probe.window(b.t0, b.t_probe_end)
+        p99, mx = pct(rtts, 0.99), max(rtts, default=0.0)
+        seqs = out["sub"]
+        calls_false = sum(1 for g in out["calls"] for res, v in g if res is False and "shutting down" in v)
+        calls_got = sum(len(g) for g in out["calls"])
+        allowance = b.base + ALLOW_FIXED + int(ALLOW_FRACTION * b.budget) + ALLOW_PER_CONN * 40
+        r.fig(f"probe: {len(rtts)} round trips before the signal, p50 {ms(pct(rtts, 0.5))} p99 {ms(p99)} max {ms(mx)}, "
+              f"failures {len(fails)}; RSS baseline {mib(b.base)}, peak {mib(peak)} (bound {mib(b.budget + allowance)}); "
+              f"RSS after: n/a (the process exits)")
+        r.fig(f"before SIGTERM: {n_msgs} messages of {size} B published, queued_bytes={st_pre['queued_bytes']}, calls_pending="
+              f"{st_pre['calls_pending']}, {idle_ws_n + 1} WebSocket clients, connections_open={st_pre['connections_open']}")
+        r.fig(f"after SIGTERM: exit status {rc} after {t_exit:.2f} s (--shutdown-grace-ms 2000); TCP subscriber got "
+              f"{len(seqs)}/{n_msgs} (in order {seqs == list(range(len(seqs)))}, then EOF {out['sub_eof']}); WebSocket "
+              f"subscriber got {out['ws_msgs']}/{n_msgs} (in order {out['ws_order']}) then close {out['ws_close']}; idle "
+              f"WebSocket clients' close codes {sorted(set(map(str, out['idle_close'])))} ({len(out['idle_close'])}/{idle_ws_n}); "
+              f"callers got {calls_got}/{callers_n * calls_each} responses, {calls_false} result:false 'shutting down'; "
+              f"a client connecting 0.1 s after the signal: {out['late']} (before: 3939 of 30 000 arrived, no "
+              f"result:false, browsers saw 1006)")
+        r.check(not fails and rtts and p99 < PROBE_P99 and mx < PROBE_MAX,
+                f"probe p99 {ms(p99)} < 10 ms and max {ms(mx)} < 100 ms before the signal")
+        r.check(peak <= b.budget + allowance, f"peak RSS {mib(peak)} <= {mib(b.budget + allowance)}")
+        r.check(b.nc is not None and b.nc.all_times() and not b.nc.failures and max(b.nc.all_times()) < NEWCOMER_LIMIT,
+                "newcomers got in within 3 s before the signal")
+        r.check(st_pre["queued_bytes"] > n_msgs * size // 3,
+                f"the messages were queued in the gateway at the signal (queued_bytes {st_pre['queued_bytes']} > "
+                f"a third of {n_msgs * size})")
+        r.check(len(seqs) == n_msgs and seqs == list(range(n_msgs)) and out["sub_eof"],
+                f"all {n_msgs} queued messages reached the TCP subscriber, in order, then EOF")
+        r.check(out["ws_msgs"] == n_msgs and out["ws_order"] and out["ws_close"] == 1001,
+                "the WebSocket subscriber got all of them, then close 1001")
+        r.check(out["idle_close"] == [1001] * idle_ws_n, "every idle WebSocket client got close 1001")
+        r.check(calls_false == callers_n * calls_each, "every call in flight failed with result:false 'shutting down'")
+        r.check(rc == 0 and t_exit < 2.0 + 1.0, f"exit status 0 within the grace + 1 s (rc {rc}, {t_exit:.2f} s)")
+        r.check(out["late"] is not None and not out["late"].startswith("served"), "no new client served after the signal")
+        for c in callers + idle_ws + [sub, wsub, prov, pub]:
+            c.close()
+        prov_r.stop()
+    finally:
+        b.close(exited=True)
+
+
+def sc_fanoutstart(r):
+    n = 1000 if QUICK else 10_000
+    pubs_n = 10
+    rate = 10  # messages per second per publisher: a 10 Hz state stream
+    size = 1 * KiB
+    secs = 5.0 if QUICK else 15.0
+    limit = raise_nofile(n + 600)
+    if limit < n + 300:
+        r.check(False, f"client fd limit {limit} < {n + 300}: raise `ulimit -n` (stress.sh does)")
+        return
+    b = Bounded(r, "fanoutstart", ["--max-connections", str(n + 200)])
+    try:
+        hello = b"".join(b'{"op":"subscribe","topic":"/fan/%d","type":"x"}\n' % k for k in range(pubs_n))
+        t_set = mono()
+        subs, failed = mass_connect(b.gw.port, n, rcvbuf=4096, hello=lambda i: hello, expect=pubs_n, timeout=300)
+        t_set = mono() - t_set
+        pubs = []
+        for k in range(pubs_n):
+            p = Conn(b.gw.port, timeout=60)
+            p.request_ack({"op": "advertise", "topic": f"/fan/{k}", "type": "x", "id": "a"})
+            pubs.append(p)
+        st_set = b.sc.get()
+        b.begin()
+        time.sleep(1.0)  # a quiet second first: the start is what is measured
+        t_start = mono()
+        stop = threading.Event()
+        sent = [0] * pubs_n
+        worst_send = [0.0] * pubs_n
+
+        def stream(k):
+            p = pubs[k]
+            pad = b"f" * (size - 60)
+            i = 0
+            t0 = mono()
+            while not stop.is_set():
+                due = t0 + i / rate
+                if due > mono():
+                    stop.wait(due - mono())
+                    continue
+                t = mono()
+                try:
+                    p.s.sendall(b'{"op":"publish","topic":"/fan/%d","msg":{"seq":%d,"pad":"%s"}}\n' % (k, i, pad))
+                except OSError:
+                    return
+                worst_send[k] = max(worst_send[k], mono() - t)
+                i += 1
+                sent[k] = i
+        ths = [threading.Thread(target=stream, args=(k,), daemon=True) for k in range(pubs_n)]
+        for t in ths:
+            t.start()
+        stop.wait(secs)
+        stop.set()
+        for t in ths:
+            t.join(30)
+        st_in = b.sc.get()
+        b.quiet()
+        close_all(subs)
+        for p in pubs:
+            p.close()
+        b.leave()
+        st = b.end(conns=n + pubs_n + 5, opened=n + pubs_n)
+        # the probe's worst round trip after the start, separately
+        after = [x for t, x in b.probe.samples if t >= t_start and t <= b.t_probe_end]
+        first = [x for t, x in b.probe.samples if t_start <= t <= t_start + 1.0]
+        r.fig(f"set-up: {len(subs)} subscribers (SO_RCVBUF 4096, never read; {failed} failed) x {pubs_n} topics in "
+              f"{t_set:.1f} s; subscriptions={st_set['subscriptions']}")
+        r.fig(f"attack: {pubs_n} publishers start streaming {size} B messages at {rate}/s each to all of them for "
+              f"{secs:.0f} s ({sum(sent)} publishes, {sum(sent) * len(subs)} deliveries wanted); longest publisher "
+              f"send() {ms(max(worst_send))}")
+        r.fig(f"probe from the start: worst {ms(max(after, default=0))}, worst in the first second "
+              f"{ms(max(first, default=0))} (before: one 4.5-5.1 s pause)")
+        r.fig("counters: " + counters(st_in, ["published", "delivered", "dropped", "dropped_for_memory", "queued_bytes",
+                                              "memory_frames_bytes", "closes.memory_pressure", "closes.write_stall"]))
+        r.check(len(subs) == n and failed == 0, f"{n} subscribers set up")
+        r.check(max(after, default=1.0) < PROBE_MAX, f"the probe's worst round trip after the start "
+                                                     f"{ms(max(after, default=0))} < 100 ms")
+        r.check(st_in["delivered"] > 0, "deliveries happened (delivered > 0)")
+    finally:
+        b.close()
+
+
+
 def finish_gateway(r, gw, prefix=""):
     alive = gw.alive()
     rc = gw.stop()
@@ -3356,6 +3970,11 @@ SCENARIOS = {
     "services": (sc_services, "advertise_service past the per-connection limit on one connection", 300),
     "subpairs": (sc_subpairs, "subscribe/unsubscribe pairs with 10k subscriptions held", 300),
     "unadvertise": (sc_unadvertise, "advertise/unadvertise of one service while its provider has 80k calls of another", 400),
+    "idleflood": (sc_idleflood, "10 000 idle TCP connections, then 10 000 WebSocket upgrades trickled a byte at a time", 400),
+    "bignum": (sc_bignum, "integers of 4301+ digits, 1e400, lone surrogates: every line sent must parse", 300),
+    "shutdown": (sc_shutdown, "SIGTERM with 30 000 messages queued, calls in flight, WebSocket clients", 300),
+    "closecodes": (sc_closecodes, "WebSocket close codes 1005, 1006, 0, 999, 5000 answered with 1002", 300),
+    "fanoutstart": (sc_fanoutstart, "10 publishers start streaming to 10 000 subscribers that never read", 600),
     "soak": (sc_soak, "all of the above, mixed, at a moderate rate", None),
 }
 

@@ -1,13 +1,32 @@
 #!/usr/bin/env bash
 # Stress scenarios for rosgate. Not part of the default test suite.
 #
-#   scripts/stress.sh                      every scenario at full size (~15 min)
+#   scripts/stress.sh                      every scenario at full size (~30 min)
 #   scripts/stress.sh conns10k churn       only these
 #   QUICK=1 scripts/stress.sh              everything shortened (soak 30 s)
 #   SOAK_SECS=1200 scripts/stress.sh soak  a longer soak (default 600 s)
 #
 # Scenarios: conns10k churn slowsub longline fdlimit providerchurn soak
-# (details in scripts/stress.py). Loopback only; every scenario is bounded in
+# (details in scripts/stress.py), and one per bounded-memory/bounded-work
+# attack, each beside a probe doing a publish round trip every 20 ms
+# (scripts/stress_probe.py, its own process) and judged on probe p99 < 10 ms
+# and max < 100 ms, peak RSS <= budget + allowance, newcomers in within 3 s,
+# RSS back within 5 s, and the attack's own counter:
+#   partial      unfinished lines of up to 16 MiB on many connections
+#   bigids       calls with 1 MiB ids; 1000-byte ids x 4096 per caller, never answered
+#   trickle      a client draining 4 KiB every 5 s while its requests make statuses
+#   nonreaders   1500 subscribers that never read, small unbatched publishes
+#   statsburst   bursts of 1000 /rosgate/stats calls with 1M topics registered
+#   wsids        WebSocket subscribes with distinct ids up to the limit and past it
+#   services     advertise_service past the per-connection limit
+#   subpairs     subscribe/unsubscribe pairs with 10k subscriptions held
+#   unadvertise  advertise/unadvertise while the provider has 80k calls in flight
+#   idleflood    10 000 idle TCP connections; 10 000 trickled WebSocket upgrades
+#   bignum       4301-digit integers, 1e400, lone surrogates: all output must parse
+#   shutdown     SIGTERM with 30 000 messages queued, calls in flight, WebSocket clients
+#   closecodes   WebSocket close codes 1005, 1006, 0, 999, 5000 -> 1002
+#   fanoutstart  10 publishers start streaming to 10 000 subscribers that never read
+# Loopback only; every scenario is bounded in
 # connections, bytes and time, starts its own gateway and kills it by PID.
 # Each prints its figures and PASS/FAIL; the run ends with `N passed, N failed`
 # and the exit status is 0 only when everything passed. Gateway logs go to
