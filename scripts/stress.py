@@ -1685,7 +1685,10 @@ def sc_providerchurn(r):
 def conns_burst(port, n, topic):
     """n connections subscribe, one publish, everyone accepted gets it, close.
     Returns (accepted, rejected, received)."""
-    p = Conn(port)  # before the burst, so the limit never turns it away
+    p = Conn(port)  # before the burst, so the limit never turns it away,
+    # and opened (one complete line): at the limit the gateway admits a
+    # newcomer by evicting the oldest connection that never sent a line (P21)
+    p.request_ack({"op": "advertise", "topic": topic, "type": "x", "id": "burst-pub"})
     _Burst.active += 1
     try:
         return _conns_burst(port, n, topic, p)
