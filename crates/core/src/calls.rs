@@ -29,6 +29,10 @@ use crate::timer::TimerWheel;
 /// [`Calls::compact`] rebuilds the wheel.
 const TIMER_COMPACT_SLACK: usize = 1024;
 
+/// Bytes counted per call beyond its names: the table entry, two index
+/// entries and a timer entry.
+const CALL_OVERHEAD: usize = 160;
+
 /// A call forwarded to a provider and not yet answered.
 #[derive(Debug)]
 pub struct Call {
@@ -106,14 +110,26 @@ pub enum NotOutstanding {
     OtherProvider,
 }
 
+/// The calls one connection made.
+#[derive(Debug, Default)]
+struct Made {
+    seqs: SeqSet,
+    bytes: usize,
+}
+
 /// See the module docs.
 #[derive(Debug)]
 pub struct Calls {
     next_seq: u64,
     table: HashMap<u64, Call, SeqBuild>,
     timers: TimerWheel,
-    /// Calls each connection made.
-    made: HashMap<ConnRef, SeqSet>,
+    /// Calls each connection made, and the bytes counted for them.
+    made: HashMap<ConnRef, Made>,
+    /// Bytes counted for every call in flight.
+    bytes: usize,
+    /// Calls past their deadline not failed yet (a mass time-out is spread
+    /// over several turns).
+    overdue: std::collections::VecDeque<u64>,
     /// Calls forwarded to each connection, by service (name as JSON).
     served: HashMap<ConnRef, HashMap<Box<[u8]>, SeqSet>>,
 }
@@ -125,8 +141,20 @@ impl Calls {
             table: HashMap::default(),
             timers: TimerWheel::new(now, Duration::from_millis(TIMER_TICK_MS), TIMER_SLOTS),
             made: HashMap::new(),
+            bytes: 0,
+            overdue: std::collections::VecDeque::new(),
             served: HashMap::new(),
         }
+    }
+
+    /// Bytes counted for the calls in flight (ids, names, table entries).
+    pub fn bytes(&self) -> usize {
+        self.bytes
+    }
+
+    /// Bytes counted for the calls `caller` has in flight.
+    pub fn bytes_of(&self, caller: ConnRef) -> usize {
+        self.made.get(&caller).map_or(0, |m| m.bytes)
     }
 
     pub fn len(&self) -> usize {
@@ -143,7 +171,7 @@ impl Calls {
 
     /// Calls `caller` has in flight.
     pub fn in_flight(&self, caller: ConnRef) -> usize {
-        self.made.get(&caller).map_or(0, HashSet::len)
+        self.made.get(&caller).map_or(0, |m| m.seqs.len())
     }
 
     /// Calls forwarded to `provider` and not answered.
@@ -181,7 +209,11 @@ impl Calls {
             },
         );
         self.timers.insert(seq, deadline);
-        self.made.entry(caller).or_default().insert(seq);
+        let bytes = CALL_OVERHEAD + service_json.len() + id.len();
+        self.bytes += bytes;
+        let made = self.made.entry(caller).or_default();
+        made.seqs.insert(seq);
+        made.bytes += bytes;
         let by_service = self.served.entry(provider).or_default();
         match by_service.get_mut(service_json) {
             Some(set) => {
@@ -204,9 +236,12 @@ impl Calls {
     }
 
     fn unindex(&mut self, call: &Call) {
-        if let Some(set) = self.made.get_mut(&call.caller) {
-            set.remove(&call.seq);
-            if set.is_empty() {
+        let bytes = CALL_OVERHEAD + call.names.len();
+        self.bytes -= bytes;
+        if let Some(made) = self.made.get_mut(&call.caller) {
+            made.seqs.remove(&call.seq);
+            made.bytes -= bytes;
+            if made.seqs.is_empty() {
                 self.made.remove(&call.caller);
             }
         }
@@ -251,7 +286,7 @@ impl Calls {
     /// are returned, in the order they were made, for the hub to fail.
     pub fn drop_conn(&mut self, who: ConnRef) -> Vec<Call> {
         if let Some(made) = self.made.remove(&who) {
-            for seq in made {
+            for seq in made.seqs {
                 if let Some(call) = self.table.remove(&seq) {
                     self.unindex(&call);
                 }
@@ -271,13 +306,34 @@ impl Calls {
         seqs.into_iter().filter_map(|s| self.take(s)).collect()
     }
 
-    /// Takes every call whose deadline is `<= now`, in deadline order of
-    /// their timer slots.
-    pub fn expire(&mut self, now: Instant) -> Vec<Call> {
-        let mut due = Vec::new();
-        self.timers.expire(now, |seq| due.push(seq));
-        due.retain(|seq| self.table.get(seq).is_some_and(|c| c.deadline <= now));
-        due.into_iter().filter_map(|seq| self.take(seq)).collect()
+    /// Takes every call in flight, in the order they were made (shutdown).
+    pub fn take_every(&mut self) -> Vec<Call> {
+        let seqs: SeqSet = self.table.keys().copied().collect();
+        self.take_all(seqs)
+    }
+
+    /// Takes the calls whose deadline is `<= now`, at most `budget` of them
+    /// (the rest wait in order for the next call), oldest timer slot first.
+    pub fn expire(&mut self, now: Instant, budget: usize) -> Vec<Call> {
+        let overdue = &mut self.overdue;
+        self.timers.expire(now, |seq| overdue.push_back(seq));
+        let mut out = Vec::new();
+        while out.len() < budget {
+            let Some(seq) = self.overdue.pop_front() else {
+                break;
+            };
+            if self.table.get(&seq).is_some_and(|c| c.deadline <= now) {
+                if let Some(call) = self.take(seq) {
+                    out.push(call);
+                }
+            }
+        }
+        out
+    }
+
+    /// Whether timed-out calls wait for the next [`Calls::expire`].
+    pub fn has_overdue(&self) -> bool {
+        !self.overdue.is_empty()
     }
 
     /// When [`Calls::expire`] has work next, if ever.
@@ -293,6 +349,22 @@ impl Calls {
         if self.timers.len() > 2 * self.table.len() + TIMER_COMPACT_SLACK {
             let table = &self.table;
             self.timers.retain(|seq| table.contains_key(&seq));
+        }
+    }
+
+    /// Gives back capacity of tables that emptied out.
+    pub fn shrink(&mut self) {
+        if self.table.capacity() > 4 * self.table.len() + 64 {
+            self.table.shrink_to_fit();
+        }
+        if self.made.capacity() > 4 * self.made.len() + 64 {
+            self.made.shrink_to_fit();
+        }
+        if self.served.capacity() > 4 * self.served.len() + 64 {
+            self.served.shrink_to_fit();
+        }
+        if self.overdue.capacity() > 4 * self.overdue.len() + 64 {
+            self.overdue.shrink_to_fit();
         }
     }
 
@@ -345,7 +417,7 @@ mod tests {
         let failed: Vec<u64> = t.fail_service(P, b"\"/a\"").iter().map(Call::seq).collect();
         assert_eq!(failed, vec![s1, s3]);
         assert_eq!((t.in_flight(A), t.serving(P)), (1, 1));
-        assert!(t.expire(now).is_empty(), "s3 already left");
+        assert!(t.expire(now, usize::MAX).is_empty(), "s3 already left");
         let gone: Vec<u64> = t.drop_conn(P).iter().map(Call::seq).collect();
         assert_eq!(gone, vec![s2]);
         assert!(t.is_empty());
@@ -366,13 +438,33 @@ mod tests {
         let now = Instant::now();
         let mut t = Calls::new(now);
         let s = t.insert(A, P, b"\"/a\"", Some(b"1"), now + Duration::from_millis(50));
-        assert!(t.expire(now + Duration::from_millis(40)).is_empty());
+        assert!(t
+            .expire(now + Duration::from_millis(40), usize::MAX)
+            .is_empty());
         let due: Vec<u64> = t
-            .expire(now + Duration::from_millis(60))
+            .expire(now + Duration::from_millis(60), usize::MAX)
             .iter()
             .map(Call::seq)
             .collect();
         assert_eq!(due, vec![s]);
         assert!(t.is_empty() && t.made.is_empty());
+        assert_eq!(t.bytes(), 0);
+    }
+
+    #[test]
+    fn a_mass_time_out_is_spread_over_turns() {
+        let now = Instant::now();
+        let mut t = Calls::new(now);
+        for i in 0..10u8 {
+            t.insert(A, P, b"\"/a\"", Some(&[b'0' + i]), now);
+        }
+        assert!(t.bytes() > 0 && t.bytes_of(A) == t.bytes());
+        let later = now + Duration::from_millis(20);
+        assert_eq!(t.expire(later, 4).len(), 4);
+        assert!(t.has_overdue());
+        assert_eq!(t.expire(later, 4).len(), 4);
+        assert_eq!(t.expire(later, 4).len(), 2);
+        assert!(!t.has_overdue() && t.is_empty());
+        assert_eq!((t.bytes(), t.bytes_of(A)), (0, 0));
     }
 }

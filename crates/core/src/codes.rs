@@ -20,6 +20,22 @@ family! {
         MaxConnections => "max_connections", "Refused at the connection limit.";
         /// The gateway is shutting down.
         Shutdown => "shutdown", "The gateway shut down.";
+        /// The global memory budget was exceeded and this connection held
+        /// the most (P17).
+        MemoryPressure => "memory_pressure", "Closed to keep the gateway within its memory budget.";
+        /// The opening (WebSocket upgrade, first TCP line) took too long (P21).
+        HandshakeTimeout => "handshake_timeout", "The opening was not completed in time.";
+        /// A partial line or message sat unfinished too long (P18).
+        PartialTimeout => "partial_timeout", "A partial request sat unfinished too long.";
+        /// No input and no output for `--idle-timeout-ms` (P21).
+        IdleTimeout => "idle_timeout", "No traffic for the idle timeout.";
+        /// Control data stayed above the soft limit too long (P19).
+        SlowConsumer => "slow_consumer", "Control data stayed above the soft limit too long.";
+        /// Closed, before it completed its opening, to admit a newcomer at
+        /// the connection limit (P21).
+        Evicted => "evicted", "An unfinished opening evicted at the connection limit.";
+        /// Refused at accept: too many connections from its address (P21).
+        PerIpLimit => "per_ip_limit", "Refused: too many connections from one address.";
     }
 }
 
@@ -32,6 +48,13 @@ impl CloseReason {
                 | CloseReason::WriteStall
                 | CloseReason::MaxConnections
                 | CloseReason::ProtocolError
+                | CloseReason::MemoryPressure
+                | CloseReason::HandshakeTimeout
+                | CloseReason::PartialTimeout
+                | CloseReason::IdleTimeout
+                | CloseReason::SlowConsumer
+                | CloseReason::Evicted
+                | CloseReason::PerIpLimit
         )
     }
 }
@@ -57,6 +80,7 @@ family! {
         LoneSurrogate => "lone_surrogate", "Requests with a string escaping an unpaired surrogate.";
         IdTooLong => "id_too_long", "Requests whose id is over the length limit (the id is not echoed).";
         NameTooLong => "name_too_long", "Requests with a name over the length limit.";
+        TooManyRegistrations => "too_many_registrations", "Registrations refused by a per-connection limit.";
     }
 }
 

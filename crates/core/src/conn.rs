@@ -12,6 +12,7 @@
 //!   withdraw it in one call each when it is freed;
 //! - once `closing` is set, nothing new is queued for the connection.
 
+use std::net::IpAddr;
 use std::time::Instant;
 
 pub use crate::codes::CloseReason;
@@ -33,6 +34,19 @@ pub struct Conn {
     out_since: Instant,
     /// Already listed in the hub's dirty list this iteration.
     dirty: bool,
+    opened_at: Instant,
+    /// Completed its opening (WebSocket upgrade, or a first whole line).
+    established: bool,
+    /// Last input, or write progress (for the idle timeout).
+    last_active: Instant,
+    /// Since when a partial message has been buffered.
+    partial_since: Option<Instant>,
+    /// Since when control data has been above the soft limit (P19).
+    soft_since: Option<Instant>,
+    /// Bytes of partial input held, as last accounted.
+    input_held: usize,
+    /// The peer's address when it is limited per address (non-loopback).
+    limited_peer: Option<IpAddr>,
 }
 
 impl Conn {
@@ -41,6 +55,7 @@ impl Conn {
         now: Instant,
         transport: Transport,
         ws_status: StatusFilter,
+        limited_peer: Option<IpAddr>,
     ) -> Self {
         let link = Link::new(transport, ws_status);
         Conn {
@@ -51,7 +66,81 @@ impl Conn {
             closing: None,
             out_since: now,
             dirty: false,
+            opened_at: now,
+            established: false,
+            last_active: now,
+            partial_since: None,
+            soft_since: None,
+            input_held: 0,
+            limited_peer,
         }
+    }
+
+    /// When the connection was admitted.
+    pub fn opened_at(&self) -> Instant {
+        self.opened_at
+    }
+
+    /// Whether it completed its opening.
+    pub fn is_established(&self) -> bool {
+        self.established
+    }
+
+    pub(crate) fn establish(&mut self) {
+        self.established = true;
+    }
+
+    pub(crate) fn limited_peer(&self) -> Option<IpAddr> {
+        self.limited_peer
+    }
+
+    /// Records input at `now`; returns the change in bytes of partial input
+    /// held (for the memory ledger).
+    pub(crate) fn after_input(&mut self, now: Instant) -> isize {
+        self.last_active = now;
+        let held = self.link.buffered();
+        if held == 0 {
+            self.partial_since = None;
+        } else if self.partial_since.is_none() {
+            self.partial_since = Some(now);
+        }
+        let delta = held as isize - self.input_held as isize;
+        self.input_held = held;
+        delta
+    }
+
+    /// Bytes of partial input held.
+    pub fn input_held(&self) -> usize {
+        self.input_held
+    }
+
+    pub(crate) fn last_active(&self) -> Instant {
+        self.last_active
+    }
+
+    pub(crate) fn partial_since(&self) -> Option<Instant> {
+        self.partial_since
+    }
+
+    /// Updates the soft-limit clock after control bytes changed.
+    pub(crate) fn note_control(&mut self, soft_limit: usize, now: Instant) {
+        if self.out.control_bytes() > soft_limit {
+            self.soft_since.get_or_insert(now);
+        } else {
+            self.soft_since = None;
+        }
+    }
+
+    pub(crate) fn soft_since(&self) -> Option<Instant> {
+        self.soft_since
+    }
+
+    /// Empties the output queue (the connection is being freed); returns
+    /// (bytes of shared frames freed, topic bytes dropped, control bytes
+    /// dropped).
+    pub(crate) fn clear_out(&mut self) -> (usize, usize, usize) {
+        let (topic, control) = (self.out.topic_bytes(), self.out.control_bytes());
+        (self.out.clear(), topic, control)
     }
 
     pub fn gen(&self) -> u32 {
@@ -78,6 +167,11 @@ impl Conn {
 
     pub fn policy(&self) -> Policy {
         self.policy
+    }
+
+    /// What the transport sends when the gateway goes away, if anything.
+    pub(crate) fn goodbye(&self) -> Option<Vec<u8>> {
+        self.link.goodbye()
     }
 
     pub(crate) fn link_mut(&mut self) -> &mut Link {
@@ -108,12 +202,16 @@ impl Conn {
         &mut self.out
     }
 
-    /// Records `n` bytes written.
-    pub(crate) fn wrote(&mut self, n: usize, now: Instant) {
-        self.out.consume(n);
+    /// Records `n` bytes written; returns (bytes of shared frames freed,
+    /// control bytes written).
+    pub(crate) fn wrote(&mut self, n: usize, now: Instant) -> (usize, usize) {
+        let control = self.out.control_bytes();
+        let released = self.out.consume(n);
         if n > 0 {
             self.out_since = now;
+            self.last_active = now;
         }
+        (released, control - self.out.control_bytes())
     }
 
     /// Since when output has been pending without progress.

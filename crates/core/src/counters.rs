@@ -22,12 +22,14 @@ family! {
         Delivered => "delivered", "Messages queued to subscribers (one per subscriber).";
         Dropped => "dropped", "Topic messages dropped for slow subscribers.";
         DroppedBytes => "dropped_bytes", "Bytes of topic messages dropped for slow subscribers.";
+        DroppedForMemory => "dropped_for_memory", "Topic messages dropped to stay within the memory budget (also counted in dropped).";
         CallsForwarded => "calls_forwarded", "Service calls forwarded to a provider.";
         CallsAnswered => "calls_answered", "Service calls answered by their provider.";
         CallsTimedOut => "calls_timed_out", "Service calls failed by their deadline.";
         CallsFailedNoProvider => "calls_failed_no_provider", "Service calls failed because no provider was registered.";
         CallsFailedProviderGone => "calls_failed_provider_gone", "Service calls failed because their provider disconnected or unadvertised.";
         CallsFailedTooMany => "calls_failed_too_many", "Service calls failed by the per-connection in-flight limit.";
+        CallsFailedShutdown => "calls_failed_shutdown", "Service calls failed because the gateway shut down.";
         ResponsesStale => "responses_stale", "Service responses that matched no outstanding call of their connection.";
         AcceptErrors => "accept_errors", "Errors returned by accept().";
     }
@@ -42,7 +44,16 @@ family! {
         Publishers => "publishers", "Advertisements (one per connection and topic).";
         Services => "services", "Services with a provider.";
         CallsPending => "calls_pending", "Service calls in flight.";
-        QueuedBytes => "queued_bytes", "Bytes queued for clients, topic and control data.";
+        QueuedBytes => "queued_bytes", "Bytes queued for clients, topic and control data (a shared frame counts once per queue).";
+        ConnectionsPending => "connections_pending", "Connections that have not completed their opening.";
+        MemoryBytes => "memory_bytes", "Bytes held for clients, against the memory budget.";
+        MemoryBudgetBytes => "memory_budget_bytes", "The memory budget (--max-memory-bytes).";
+        MemoryFramesBytes => "memory_frames_bytes", "Bytes of shared topic frames alive (each counted once).";
+        MemoryEntriesBytes => "memory_entries_bytes", "Bytes queue entries cost beyond their frames (64 per topic entry per queue).";
+        MemoryControlBytes => "memory_control_bytes", "Bytes of control data queued.";
+        MemoryInputBytes => "memory_input_bytes", "Bytes of partial requests buffered.";
+        MemoryCallsBytes => "memory_calls_bytes", "Bytes held for calls in flight.";
+        MemoryRegistrationsBytes => "memory_registrations_bytes", "Bytes held for registrations.";
     }
 }
 

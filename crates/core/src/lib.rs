@@ -18,6 +18,7 @@
 //! | [`timer`] | `TimerWheel`: hashed wheel of `u64` keys |
 //! | [`counters`] | typed counters, gauges, and the one visitor every rendering uses |
 //! | [`limits`] | `Limits` and every `DEFAULT_*` the core enforces |
+//! | [`memory`] | the memory ledger and the arithmetic of the global budget |
 //! | [`ratelimit`] | `RateLimit`: N events per second |
 //! | [`log`](mod@log) | one-line stderr logging with a process-wide level |
 //!
@@ -34,6 +35,7 @@ pub mod family;
 pub mod hub;
 pub mod limits;
 pub mod log;
+pub mod memory;
 pub mod out;
 pub mod ratelimit;
 pub mod registry;

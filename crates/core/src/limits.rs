@@ -42,6 +42,60 @@ pub const DEFAULT_MAX_CALL_TIMEOUT_MS: u64 = 300_000;
 /// call fails at once instead of growing the call table without bound.
 pub const DEFAULT_MAX_CALLS_PER_CONN: usize = 4096;
 
+/// Bytes. Everything clients make the gateway hold, together: partial
+/// lines, queued output (a shared topic frame counted once), calls in
+/// flight with their ids, registrations (P17). Above it topic data is shed
+/// first, then the connections holding the most are closed (Redis
+/// `maxmemory-clients`). 256 MiB fits a small robot computer (a 2 GiB
+/// Raspberry Pi keeps most of its memory for the robot's own processes).
+pub const DEFAULT_MAX_MEMORY_BYTES: usize = 256 * 1024 * 1024;
+
+/// Milliseconds. A connection must complete its opening within this: the
+/// WebSocket upgrade request, or a TCP client's first complete line (P21).
+/// A connection that opens and says nothing holds a slot for nobody.
+pub const DEFAULT_HANDSHAKE_TIMEOUT_MS: u64 = 10_000;
+
+/// Milliseconds. A partial line (or WebSocket message) may sit unfinished
+/// at most this long (P18, P21): a trickled 16 MiB line is refused instead
+/// of pinning memory. 60 s carries the largest line over a 2 Mbit/s link.
+pub const DEFAULT_PARTIAL_TIMEOUT_MS: u64 = 60_000;
+
+/// Milliseconds. With no input and no output for this long a connection is
+/// closed (P21); 0, the default, turns it off (Redis `timeout 0`): a
+/// subscriber of a quiet topic is legitimately silent.
+pub const DEFAULT_IDLE_TIMEOUT_MS: u64 = 0;
+
+/// Bytes. Control data queued above this soft limit for longer than
+/// [`DEFAULT_CONTROL_SOFT_MS`] closes the connection (P19, Redis
+/// `client-output-buffer-limit` soft limit): trickle-reading is not
+/// progress.
+pub const DEFAULT_CONTROL_SOFT_BYTES: usize = 4 * 1024 * 1024;
+
+/// Milliseconds. See [`DEFAULT_CONTROL_SOFT_BYTES`].
+pub const DEFAULT_CONTROL_SOFT_MS: u64 = 30_000;
+
+/// Registrations. Subscriptions one connection may hold; in the rosbridge
+/// dialect every (topic, id) pair counts (P20): bounds the work of freeing
+/// a connection and the registry memory one client can take.
+pub const DEFAULT_MAX_SUBSCRIPTIONS_PER_CONN: usize = 10_000;
+
+/// Registrations. Advertisements one connection may hold, counted as
+/// subscriptions are.
+pub const DEFAULT_MAX_ADVERTISEMENTS_PER_CONN: usize = 10_000;
+
+/// Services one connection may provide.
+pub const DEFAULT_MAX_SERVICES_PER_CONN: usize = 1_000;
+
+/// Connections. Open connections from one non-loopback address (P21): one
+/// remote host cannot take every slot. Loopback peers are not limited
+/// (they are this machine; the connection limit and the eviction of
+/// unfinished openings protect them).
+pub const DEFAULT_MAX_CONNECTIONS_PER_IP: usize = 256;
+
+/// Calls. Timed-out calls failed per loop turn; the rest fail on the next
+/// turn, so a mass time-out cannot stall the loop (P20).
+pub const EXPIRE_BUDGET: usize = 10_000;
+
 /// Milliseconds. Resolution of the timer wheel that expires calls.
 pub const TIMER_TICK_MS: u64 = 10;
 
@@ -64,6 +118,17 @@ pub struct Limits {
     pub call_timeout: Duration,
     pub max_call_timeout: Duration,
     pub max_calls_per_conn: usize,
+    pub max_memory_bytes: usize,
+    pub handshake_timeout: Duration,
+    pub partial_timeout: Duration,
+    /// `None`: off.
+    pub idle_timeout: Option<Duration>,
+    pub control_soft_bytes: usize,
+    pub control_soft_time: Duration,
+    pub max_subscriptions_per_conn: usize,
+    pub max_advertisements_per_conn: usize,
+    pub max_services_per_conn: usize,
+    pub max_connections_per_ip: usize,
 }
 
 impl Default for Limits {
@@ -77,6 +142,16 @@ impl Default for Limits {
             call_timeout: Duration::from_millis(DEFAULT_CALL_TIMEOUT_MS),
             max_call_timeout: Duration::from_millis(DEFAULT_MAX_CALL_TIMEOUT_MS),
             max_calls_per_conn: DEFAULT_MAX_CALLS_PER_CONN,
+            max_memory_bytes: DEFAULT_MAX_MEMORY_BYTES,
+            handshake_timeout: Duration::from_millis(DEFAULT_HANDSHAKE_TIMEOUT_MS),
+            partial_timeout: Duration::from_millis(DEFAULT_PARTIAL_TIMEOUT_MS),
+            idle_timeout: None,
+            control_soft_bytes: DEFAULT_CONTROL_SOFT_BYTES,
+            control_soft_time: Duration::from_millis(DEFAULT_CONTROL_SOFT_MS),
+            max_subscriptions_per_conn: DEFAULT_MAX_SUBSCRIPTIONS_PER_CONN,
+            max_advertisements_per_conn: DEFAULT_MAX_ADVERTISEMENTS_PER_CONN,
+            max_services_per_conn: DEFAULT_MAX_SERVICES_PER_CONN,
+            max_connections_per_ip: DEFAULT_MAX_CONNECTIONS_PER_IP,
         }
     }
 }

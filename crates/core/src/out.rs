@@ -9,13 +9,21 @@
 //!   queued frames of each kind;
 //! - a frame is written whole or not at all from the peer's point of view:
 //!   the partially written head frame is never dropped;
+//! - each topic entry costs [`ENTRY_COST`] beyond its bytes (its ring slot,
+//!   with the ring's growth slack): the topic limit and the memory ledger
+//!   count it, so a queue of many small messages is bounded by what it
+//!   really holds, not only by its payload;
 //! - topic frames beyond `max_queue_bytes` are dropped oldest first, fairly
 //!   across topics (P5): the topic holding the most bytes loses first, a
 //!   small state topic keeps its samples while an image stream is thinned;
 //! - the frame just queued is never dropped, so a message larger than the
 //!   limit still reaches a consumer that keeps up;
 //! - control frames are never dropped: the caller closes the connection when
-//!   `control_bytes` passes its limit (P6).
+//!   `control_bytes` passes its limit (P6);
+//! - every operation that drops a shared frame reports the bytes it freed
+//!   (`released`) when this queue held the last reference, so the hub's
+//!   memory ledger counts each shared frame once, however many queues
+//!   hold it.
 //!
 //! A topic entry may hold several messages (a batch of publishes from one
 //! read, see `hub/batch.rs`): one queue entry per batch instead of per
@@ -38,6 +46,10 @@ const CONTROL: u32 = u32::MAX;
 /// Owned control buffers are appended to until they reach this size, then a
 /// new one starts; keeps a burst of statuses in few allocations and iovecs.
 const COALESCE_BYTES: usize = 16 * 1024;
+
+/// Bytes one topic entry costs beyond its frames: the `Entry` in the ring
+/// (40 bytes) with the slack of a ring that doubles as it grows.
+pub const ENTRY_COST: usize = 64;
 
 /// Ring capacity (entries) an idle queue may keep; see [`OutQueue::trim`].
 pub const KEEP_ENTRIES: usize = 64;
@@ -82,7 +94,19 @@ impl Entry {
 pub struct Dropped {
     /// Messages dropped.
     pub frames: u64,
+    /// Bytes dropped from this queue.
     pub bytes: u64,
+    /// Bytes of shared frames freed: this queue held their last reference.
+    pub released: u64,
+}
+
+/// The bytes `data` frees when dropped now: a shared frame's if this is its
+/// last reference, nothing for owned control bytes (counted separately).
+fn released_by(data: &Data) -> usize {
+    match data {
+        Data::Shared(rc) if Rc::strong_count(rc) == 1 => rc.len(),
+        _ => 0,
+    }
 }
 
 /// The output queue of one connection. See the module docs.
@@ -93,6 +117,8 @@ pub struct OutQueue {
     /// Bytes of the head frame already written.
     head_off: usize,
     topic_bytes: usize,
+    /// Topic entries queued (each costs [`ENTRY_COST`]).
+    topic_entries: usize,
     control_bytes: usize,
 }
 
@@ -121,6 +147,16 @@ impl OutQueue {
         self.topic_bytes
     }
 
+    /// What the topic entries cost beyond their bytes ([`ENTRY_COST`] each).
+    pub fn entry_bytes(&self) -> usize {
+        self.topic_entries * ENTRY_COST
+    }
+
+    /// Topic bytes plus their entries' cost: what the topic limit bounds.
+    pub fn topic_cost(&self) -> usize {
+        self.topic_bytes + self.entry_bytes()
+    }
+
     /// Unwritten control bytes.
     pub fn control_bytes(&self) -> usize {
         self.control_bytes
@@ -141,12 +177,13 @@ impl OutQueue {
         max_topic_bytes: usize,
     ) -> Dropped {
         self.topic_bytes += frames.len();
+        self.topic_entries += 1;
         self.q.push_back(Entry {
             data: Data::Shared(frames),
             topic,
             msgs,
         });
-        if self.topic_bytes > max_topic_bytes {
+        if self.topic_cost() > max_topic_bytes {
             self.shed(max_topic_bytes - max_topic_bytes / 4)
         } else {
             Dropped::default()
@@ -220,10 +257,14 @@ impl OutQueue {
         n
     }
 
-    /// Records that `n` bytes from the front were written.
-    pub fn consume(&mut self, mut n: usize) {
+    /// Records that `n` bytes from the front were written; returns the
+    /// bytes of shared frames freed (see the module docs).
+    pub fn consume(&mut self, mut n: usize) -> usize {
+        let mut released = 0;
         while n > 0 {
-            let Some(head) = self.q.front() else { return };
+            let Some(head) = self.q.front() else {
+                return released;
+            };
             let left = head.len() - self.head_off;
             let take = left.min(n);
             if head.topic == CONTROL {
@@ -233,12 +274,36 @@ impl OutQueue {
             }
             n -= take;
             if take == left {
-                self.q.pop_front();
+                if let Some(e) = self.q.pop_front() {
+                    released += released_by(&e.data);
+                    if e.topic != CONTROL {
+                        self.topic_entries -= 1;
+                    }
+                }
                 self.head_off = 0;
             } else {
                 self.head_off += take;
             }
         }
+        released
+    }
+
+    /// Drops everything queued (the connection is gone); returns the bytes
+    /// of shared frames freed.
+    pub fn clear(&mut self) -> usize {
+        let released = self.q.iter().map(|e| released_by(&e.data)).sum();
+        self.q = VecDeque::new();
+        self.head_off = 0;
+        self.topic_bytes = 0;
+        self.topic_entries = 0;
+        self.control_bytes = 0;
+        released
+    }
+
+    /// Drops every topic frame that may be dropped (all but the partially
+    /// written head and the newest), for the global memory budget.
+    pub fn shed_all(&mut self) -> Dropped {
+        self.shed(0)
     }
 
     /// Releases the ring of an empty queue that grew past
@@ -251,7 +316,8 @@ impl OutQueue {
         }
     }
 
-    /// Drops topic frames until at most `target` topic bytes remain (or only
+    /// Drops topic frames until their cost ([`OutQueue::topic_cost`]) is at
+    /// most `target` (or only
     /// protected frames are left), taking from the topics holding the most
     /// bytes first ("water-filling"), oldest frames first within a topic.
     /// The hysteresis (target below the limit) makes the scan amortised O(1)
@@ -263,11 +329,11 @@ impl OutQueue {
         let mut droppable = 0usize;
         for (i, e) in self.q.iter().enumerate() {
             if e.topic != CONTROL && !protected(i, self.head_off) {
-                *per_topic.entry(e.topic).or_default() += e.len();
-                droppable += e.len();
+                *per_topic.entry(e.topic).or_default() += e.len() + ENTRY_COST;
+                droppable += e.len() + ENTRY_COST;
             }
         }
-        let need = self.topic_bytes.saturating_sub(target).min(droppable);
+        let need = self.topic_cost().saturating_sub(target).min(droppable);
         if need == 0 {
             return Dropped::default();
         }
@@ -280,6 +346,7 @@ impl OutQueue {
             .map(|(t, b)| (t, b - level))
             .collect();
         let mut dropped = Dropped::default();
+        let mut entries = 0;
         let head_off = self.head_off;
         let mut i = 0;
         self.q.retain(|e| {
@@ -291,15 +358,18 @@ impl OutQueue {
             match excess.get_mut(&e.topic) {
                 Some(left) if *left > 0 => {
                     let n = e.len();
-                    *left = left.saturating_sub(n);
+                    *left = left.saturating_sub(n + ENTRY_COST);
+                    entries += 1;
                     dropped.frames += u64::from(e.msgs);
                     dropped.bytes += n as u64;
+                    dropped.released += released_by(&e.data) as u64;
                     false
                 }
                 _ => true,
             }
         });
         self.topic_bytes -= dropped.bytes as usize;
+        self.topic_entries -= entries;
         dropped
     }
 }
@@ -365,6 +435,21 @@ mod tests {
         assert_eq!(q.topic_bytes(), 7);
         q.consume(10);
         assert_eq!((q.topic_bytes(), q.control_bytes()), (0, 7));
+    }
+
+    #[test]
+    fn tiny_frames_are_bounded_by_what_their_entries_cost() {
+        let mut q = OutQueue::new();
+        let cap = 64 * 1024;
+        for _ in 0..100_000 {
+            q.push_topic(frame(1), 1, 1, cap);
+        }
+        assert!(q.topic_cost() <= cap, "{}", q.topic_cost());
+        assert!(q.frames() <= cap / ENTRY_COST, "{} entries", q.frames());
+        assert_eq!(q.entry_bytes(), q.frames() * ENTRY_COST);
+        let n = q.topic_bytes();
+        q.consume(n);
+        assert_eq!((q.entry_bytes(), q.topic_bytes()), (0, 0));
     }
 
     #[test]

@@ -28,6 +28,8 @@ use crate::codes::{CloseReason, ErrorCode};
 
 /// Status code for a protocol violation (RFC 6455 §7.4.1).
 const WS_CLOSE_PROTOCOL_ERROR: u16 = 1002;
+/// Status code for an endpoint going away (server shutdown).
+const WS_CLOSE_GOING_AWAY: u16 = 1001;
 
 /// Which listener a connection came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -159,15 +161,31 @@ impl Framing {
 pub struct Framed {
     copies: [Option<Rc<[u8]>>; Framing::COUNT],
     msgs: usize,
+    /// Bytes of the copies made so far, the lines included.
+    created: usize,
 }
 
 impl Framed {
     /// `lines` holds `msgs` JSON lines.
     pub fn new(lines: Rc<[u8]>, msgs: usize) -> Framed {
         Framed {
+            created: lines.len(),
             copies: [Some(lines), None],
             msgs,
         }
+    }
+
+    /// Drops this handle's references; returns (bytes of every copy made,
+    /// bytes of those nobody else holds, freed now), for the memory ledger.
+    pub fn finish(self) -> (usize, usize) {
+        let unused = self
+            .copies
+            .iter()
+            .flatten()
+            .filter(|rc| Rc::strong_count(rc) == 1)
+            .map(|rc| rc.len())
+            .sum();
+        (self.created, unused)
     }
 
     /// The bytes for a queue with `framing`.
@@ -183,6 +201,7 @@ impl Framed {
         let mut framed = Vec::with_capacity(lines.len() + 9 * self.msgs);
         framing.push_lines(&mut framed, lines);
         let rc: Rc<[u8]> = Rc::from(framed);
+        self.created += rc.len();
         self.copies[framing.index()] = Some(Rc::clone(&rc));
         rc
     }
@@ -198,7 +217,10 @@ pub enum Inbound<'a> {
     /// A message the transport delivers but we do not accept; answer with
     /// an error status.
     Refused { code: ErrorCode, msg: &'static str },
-    /// Transport bytes to send exactly as given (handshake response, pong).
+    /// The transport's opening completed (the WebSocket upgrade): send
+    /// these bytes exactly as given, first.
+    Opened(Vec<u8>),
+    /// Transport bytes to send exactly as given (a pong).
     Reply(Cow<'a, [u8]>),
     /// The connection ends: send `last` (if any) and close with `reason`.
     /// `detail` says why, for the debug log.
@@ -267,6 +289,30 @@ impl Link {
         }
     }
 
+    /// Bytes held for a partial message (and, for WebSocket, a partial
+    /// frame or handshake head).
+    pub fn buffered(&self) -> usize {
+        match &self.input {
+            Input::Lines(r) => r.pending_len(),
+            Input::WebSocket(r) => r.buffered(),
+        }
+    }
+
+    /// Whether the transport has an opening to complete before messages
+    /// (the WebSocket upgrade); for NDJSON the first line is the opening.
+    pub fn has_handshake(&self) -> bool {
+        matches!(self.input, Input::WebSocket(_))
+    }
+
+    /// What to send when the gateway goes away: a WebSocket close 1001;
+    /// nothing for NDJSON (its end of stream says it).
+    pub fn goodbye(&self) -> Option<Vec<u8>> {
+        match self.input {
+            Input::Lines(_) => None,
+            Input::WebSocket(_) => Some(ws::frame::close(WS_CLOSE_GOING_AWAY)),
+        }
+    }
+
     /// Releases buffers an idle link does not need.
     pub fn trim(&mut self) {
         match &mut self.input {
@@ -278,7 +324,7 @@ impl Link {
 
 fn ws_inbound(event: WsEvent<'_>) -> Inbound<'_> {
     match event {
-        WsEvent::Open(response) => Inbound::Reply(Cow::Owned(response)),
+        WsEvent::Open(response) => Inbound::Opened(response),
         WsEvent::Refuse(response) => Inbound::Close {
             reason: CloseReason::ProtocolError,
             last: Some(response),

@@ -11,7 +11,7 @@ use crate::config::{self, Config, LogLevel};
 #[derive(Debug)]
 pub enum Command {
     /// Run the gateway.
-    Serve(Config),
+    Serve(Box<Config>),
     /// Print this text on stdout and exit 0 (`--help`, `--version`).
     Print(String),
 }
@@ -41,6 +41,24 @@ OPTIONS:
     --call-timeout-ms N         service call timeout [default: {DEFAULT_CALL_TIMEOUT_MS}]
     --max-call-timeout-ms N     cap on a call's own `timeout` field [default: {DEFAULT_MAX_CALL_TIMEOUT_MS}]
     --max-calls-per-conn N      calls in flight per caller [default: {DEFAULT_MAX_CALLS_PER_CONN}]
+    --max-memory-bytes N        everything clients make the gateway hold, together;
+                                above it topic data is shed, then the biggest
+                                holders closed [default: {DEFAULT_MAX_MEMORY_BYTES}]
+    --handshake-timeout-ms N    to complete the WebSocket upgrade or send the
+                                first TCP line [default: {DEFAULT_HANDSHAKE_TIMEOUT_MS}]
+    --partial-timeout-ms N      a partial line or message may sit unfinished
+                                this long [default: {DEFAULT_PARTIAL_TIMEOUT_MS}]
+    --idle-timeout-ms N         close after no traffic for this long; 0: never
+                                [default: {DEFAULT_IDLE_TIMEOUT_MS}]
+    --control-soft-bytes N      control data above this for --control-soft-ms
+                                closes the connection [default: {DEFAULT_CONTROL_SOFT_BYTES}]
+    --control-soft-ms N         see --control-soft-bytes [default: {DEFAULT_CONTROL_SOFT_MS}]
+    --max-subscriptions-per-conn N  (each rosbridge id counts) [default: {DEFAULT_MAX_SUBSCRIPTIONS_PER_CONN}]
+    --max-advertisements-per-conn N [default: {DEFAULT_MAX_ADVERTISEMENTS_PER_CONN}]
+    --max-services-per-conn N   services one connection provides [default: {DEFAULT_MAX_SERVICES_PER_CONN}]
+    --max-connections-per-ip N  from one non-loopback address [default: {DEFAULT_MAX_CONNECTIONS_PER_IP}]
+    --shutdown-grace-ms N       on SIGTERM, flush queued output this long
+                                [default: {DEFAULT_SHUTDOWN_GRACE_MS}]
     --log-level LEVEL           error|warn|info|debug [default: info]
     -h, --help                  print this help
     -V, --version               print the version
@@ -133,6 +151,39 @@ pub fn parse(argv: Vec<OsString>) -> Result<Command, String> {
     if let Some(v) = opt(&mut args, "--max-calls-per-conn")? {
         l.max_calls_per_conn = positive("--max-calls-per-conn", v)?;
     }
+    if let Some(v) = opt(&mut args, "--max-memory-bytes")? {
+        l.max_memory_bytes = positive("--max-memory-bytes", v)?;
+    }
+    if let Some(v) = opt(&mut args, "--handshake-timeout-ms")? {
+        l.handshake_timeout = millis(positive("--handshake-timeout-ms", v)?);
+    }
+    if let Some(v) = opt(&mut args, "--partial-timeout-ms")? {
+        l.partial_timeout = millis(positive("--partial-timeout-ms", v)?);
+    }
+    if let Some(v) = opt::<usize>(&mut args, "--idle-timeout-ms")? {
+        l.idle_timeout = (v > 0).then(|| millis(v));
+    }
+    if let Some(v) = opt(&mut args, "--control-soft-bytes")? {
+        l.control_soft_bytes = positive("--control-soft-bytes", v)?;
+    }
+    if let Some(v) = opt(&mut args, "--control-soft-ms")? {
+        l.control_soft_time = millis(positive("--control-soft-ms", v)?);
+    }
+    if let Some(v) = opt(&mut args, "--max-subscriptions-per-conn")? {
+        l.max_subscriptions_per_conn = positive("--max-subscriptions-per-conn", v)?;
+    }
+    if let Some(v) = opt(&mut args, "--max-advertisements-per-conn")? {
+        l.max_advertisements_per_conn = positive("--max-advertisements-per-conn", v)?;
+    }
+    if let Some(v) = opt(&mut args, "--max-services-per-conn")? {
+        l.max_services_per_conn = positive("--max-services-per-conn", v)?;
+    }
+    if let Some(v) = opt(&mut args, "--max-connections-per-ip")? {
+        l.max_connections_per_ip = positive("--max-connections-per-ip", v)?;
+    }
+    if let Some(v) = opt::<usize>(&mut args, "--shutdown-grace-ms")? {
+        c.shutdown_grace = millis(v);
+    }
     if let Some(v) = opt::<LogLevel>(&mut args, "--log-level")? {
         c.log_level = v;
     }
@@ -140,5 +191,5 @@ pub fn parse(argv: Vec<OsString>) -> Result<Command, String> {
     if let Some(first) = rest.first() {
         return Err(format!("unexpected argument {:?}", first.to_string_lossy()));
     }
-    Ok(Command::Serve(c))
+    Ok(Command::Serve(Box::new(c)))
 }

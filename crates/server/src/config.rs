@@ -45,6 +45,56 @@ pub const READ_BUDGET_BYTES: usize = 64 * 1024;
 /// Bytes. Written to one connection per loop wakeup (P8).
 pub const WRITE_BUDGET_BYTES: usize = 256 * 1024;
 
+/// Bytes. Read from all connections together in one loop turn (P20): with
+/// 10 000 busy clients the read phase still ends in milliseconds; who was
+/// not reached is read first next turn.
+pub const READ_TURN_BUDGET_BYTES: usize = 4 * 1024 * 1024;
+
+/// Bytes. Written to all connections together in one loop turn (P20): the
+/// start of a big fan-out to thousands of subscribers is spread over turns
+/// instead of stalling the loop; the rest is written first next turn.
+pub const WRITE_TURN_BUDGET_BYTES: usize = 8 * 1024 * 1024;
+
+/// `write` calls to all connections together in one loop turn (P20). Spread
+/// over thousands of sockets, small writes cost ~7 µs each: 1024 of them keep
+/// a turn under ~10 ms where 8 MiB of 1 KiB frames took 60 ms (stress
+/// `fanoutstart`).
+pub const WRITE_TURN_CALLS: usize = 1024;
+
+/// Work units (a connection, each registration it held, each call dropped)
+/// freed in one loop turn (P20): freeing costs about 1 µs per registration,
+/// so a crowd leaving with a million of them is spread over ~200 turns of
+/// ~5 ms instead of stalling everyone for a second (one connection's
+/// registrations may be withdrawn over several turns).
+pub const FREE_TURN_BUDGET: usize = 5_000;
+
+/// Work units (lines handled, messages delivered) the read phase of one
+/// loop turn may cause before it stops taking input (P20): with 1500
+/// subscribers a 64 KiB read of small publishes is a million deliveries,
+/// so bytes alone do not bound a turn. ~60 ns per delivery: ~3 ms.
+pub const READ_TURN_WORK: u64 = 50_000;
+
+/// Bytes. One `read` call's size: the work check runs between reads, so
+/// this bounds how far one read can overshoot `READ_TURN_WORK`.
+pub const READ_CHUNK_BYTES: usize = 16 * 1024;
+
+/// Bytes. Allocations this large or larger get their own mapping, returned
+/// to the OS when freed (glibc's `M_MMAP_THRESHOLD`; setting it turns off
+/// glibc's dynamic threshold, which after one big free moved every 16 MiB
+/// line buffer onto the heap and let RSS reach twice the memory budget under
+/// churn, stress `partial`). Below it, streamed frames (1 MiB images) reuse
+/// heap pages instead of faulting fresh ones in per message.
+pub const MMAP_THRESHOLD: usize = 2 * 1024 * 1024;
+
+/// Bytes. The most the kernel holds unsent per client socket
+/// (`TCP_NOTSENT_LOWAT`, set on every accepted socket): see
+/// `server::limit_unsent`.
+pub const UNSENT_LOWAT_BYTES: usize = 16 * 1024;
+
+/// Milliseconds. On SIGTERM/SIGINT, queued output is flushed for at most
+/// this long before the gateway exits (P23).
+pub const DEFAULT_SHUTDOWN_GRACE_MS: u64 = 2_000;
+
 /// Accept back-off after EMFILE/ENFILE (P10): first and last delay.
 pub const ACCEPT_BACKOFF_MIN_MS: u64 = 10;
 /// See [`ACCEPT_BACKOFF_MIN_MS`].
@@ -60,6 +110,8 @@ pub struct Config {
     pub ws_status: StatusFilter,
     pub limits: Limits,
     pub log_level: LogLevel,
+    /// How long a shutdown flushes queued output.
+    pub shutdown_grace: Duration,
 }
 
 impl Default for Config {
@@ -70,6 +122,7 @@ impl Default for Config {
             ws_status: StatusFilter::Errors,
             limits: Limits::default(),
             log_level: LogLevel::Info,
+            shutdown_grace: Duration::from_millis(DEFAULT_SHUTDOWN_GRACE_MS),
         }
     }
 }

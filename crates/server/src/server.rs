@@ -8,19 +8,27 @@
 //! 2. dispatch events: set our own sticky readable/writable flags;
 //! 3. accept new connections (unless paused after EMFILE, P10);
 //! 4. read from connections with readable set, at most `READ_BUDGET_BYTES`
-//!    each (P8); one that still has data stays queued for the next turn;
+//!    each (P8) and `READ_TURN_BUDGET_BYTES` or `READ_TURN_WORK` (lines +
+//!    deliveries) in all (P20), each read sized by its connection's recent
+//!    work per byte; one that still has data, or was not reached, stays
+//!    queued for the next turn;
 //! 5. run jobs other threads queued in the inbox (at most `INBOX_BUDGET`);
 //! 6. expire call deadlines and write stalls;
 //! 7. flush connections with queued output, at most `WRITE_BUDGET_BYTES`
-//!    each, with `write_vectored`;
-//! 8. free connections marked closed (after one last best-effort flush).
+//!    each and `WRITE_TURN_BUDGET_BYTES` or `WRITE_TURN_CALLS` in all, with
+//!    `write_vectored`: fresh output first with half the turn, then the
+//!    carry round-robin (see `Server::flush`);
+//! 8. free connections marked closed (after one last best-effort flush), at
+//!    most `FREE_TURN_BUDGET` work per turn; the rest wait in
+//!    `free_backlog`, deregistered;
+//! 9. trim the heap when due.
 //!
 //! Invariants:
 //! - edge-triggered readiness is sticky: a flag is cleared only on
 //!   `WouldBlock`, so a connection with data left after its budget is
 //!   revisited without a new event;
 //! - a socket is dropped only in phase 8, so a slab key is never reused
-//!   within one turn;
+//!   within one turn (and a slot is reused only once the hub freed it);
 //! - no error from a socket or from accept ends the loop; only a signal (or
 //!   [`crate::inbox::Handle::stop`]) does.
 
@@ -35,13 +43,16 @@ use signal_hook::consts::{SIGINT, SIGTERM, SIGUSR1};
 use signal_hook_mio::v1_0::Signals;
 
 use rosgate_core::counters::Counter;
+use rosgate_core::hub::Freed;
 use rosgate_core::log;
 use rosgate_core::out::MAX_IOVECS;
 use rosgate_core::{CloseReason, Hub, Transport};
 
 use crate::config::{
-    Config, ACCEPT_BACKOFF_MAX_MS, ACCEPT_BACKOFF_MIN_MS, INBOX_BUDGET, INBOX_CAPACITY,
-    LISTEN_BACKLOG, READ_BUDGET_BYTES, RESERVED_FDS, TRIM_INTERVAL, WRITE_BUDGET_BYTES,
+    Config, ACCEPT_BACKOFF_MAX_MS, ACCEPT_BACKOFF_MIN_MS, FREE_TURN_BUDGET, INBOX_BUDGET,
+    INBOX_CAPACITY, LISTEN_BACKLOG, MMAP_THRESHOLD, READ_BUDGET_BYTES, READ_CHUNK_BYTES,
+    READ_TURN_BUDGET_BYTES, READ_TURN_WORK, RESERVED_FDS, TRIM_INTERVAL, UNSENT_LOWAT_BYTES,
+    WRITE_BUDGET_BYTES, WRITE_TURN_BUDGET_BYTES, WRITE_TURN_CALLS,
 };
 use crate::inbox::{Handle, Inbox};
 
@@ -53,6 +64,10 @@ const WAKER: Token = Token(usize::MAX - 4);
 /// Bytes of traffic after which an idle moment is used to trim the heap.
 const TRIM_AFTER_BYTES: u64 = 16 * 1024 * 1024;
 
+/// Bytes. A fall of the memory ledger from its high-water mark by this much
+/// also trims: small attacks that end should not leave RSS up.
+const TRIM_AFTER_FALL: usize = 2 * 1024 * 1024;
+
 /// Socket-side state of one connection; indexed by the hub's slab key.
 struct Io {
     stream: TcpStream,
@@ -60,6 +75,11 @@ struct Io {
     writable: bool,
     /// Listed in `read_queue`.
     queued: bool,
+    /// Listed in `write_carry`.
+    carried: bool,
+    /// Work (lines, deliveries) per KiB this connection's input caused
+    /// lately: sizes its reads.
+    work_per_kib: u64,
 }
 
 /// The gateway process: listener, poll, hub.
@@ -81,8 +101,19 @@ pub struct Server {
     accept_pending: bool,
     ws_accept_pending: bool,
     shutdown: bool,
+    /// When a graceful shutdown stops flushing, once one started.
+    drain_until: Option<Instant>,
+    shutdown_grace: Duration,
+    /// Connections with output left when the last turn's write budget ran
+    /// out: written first next turn, so none starves behind newer ones.
+    write_carry: VecDeque<u32>,
+    /// Connections closed and deregistered but not yet freed: the turn's
+    /// free budget ran out.
+    free_backlog: VecDeque<u32>,
     next_trim: Instant,
     trimmed_at_bytes: u64,
+    /// Highest memory ledger total since the last trim.
+    memory_high: usize,
 }
 
 impl Server {
@@ -91,6 +122,7 @@ impl Server {
     pub fn bind(config: &Config) -> io::Result<Server> {
         let mut limits = config.limits.clone();
         let fd_limit = raise_fd_limit();
+        set_mmap_threshold();
         let cap = fd_limit.saturating_sub(RESERVED_FDS).max(1);
         if limits.max_connections > cap {
             log!(
@@ -139,8 +171,13 @@ impl Server {
             accept_pending: true,
             ws_accept_pending: true,
             shutdown: false,
+            drain_until: None,
+            shutdown_grace: config.shutdown_grace,
+            write_carry: VecDeque::new(),
+            free_backlog: VecDeque::new(),
             next_trim: now + TRIM_INTERVAL,
             trimmed_at_bytes: 0,
+            memory_high: 0,
         })
     }
 
@@ -158,11 +195,22 @@ impl Server {
         self.ws_listener.as_ref().map(|l| l.local_addr())
     }
 
-    /// Runs until SIGINT or SIGTERM.
+    /// Runs until SIGINT or SIGTERM (or [`Handle::stop`]), then shuts down
+    /// gracefully: stops accepting, fails calls in flight, flushes queued
+    /// output for up to the grace period, says goodbye (WebSocket close
+    /// 1001) and returns.
     pub fn run(&mut self) -> io::Result<()> {
         let mut events = Events::with_capacity(1024);
         let mut keys = Vec::new();
-        while !self.shutdown && !self.inbox.stop_requested() {
+        loop {
+            if (self.shutdown || self.inbox.stop_requested()) && self.drain_until.is_none() {
+                self.begin_drain(Instant::now());
+            }
+            if let Some(until) = self.drain_until {
+                if self.hub.conn_count() == 0 || Instant::now() >= until {
+                    break;
+                }
+            }
             let timeout = self.poll_timeout(Instant::now());
             if let Err(e) = self.poll.poll(&mut events, Some(timeout)) {
                 if e.kind() == ErrorKind::Interrupted {
@@ -180,16 +228,44 @@ impl Server {
                     Token(k) => self.on_event(k as u32, ev),
                 }
             }
-            self.accept(now);
+            if self.drain_until.is_none() {
+                self.accept(now);
+            }
             self.read_ready(now);
             self.run_inbox(now);
             self.hub.expire(now);
             self.flush(now, &mut keys);
-            self.free_closed(now, &mut keys);
+            if self.drain_until.is_some() {
+                self.hub.close_drained(now);
+            }
+            self.free_closed(now, &mut keys, FREE_TURN_BUDGET);
             self.maybe_trim_heap(now);
         }
         self.shut_down();
         Ok(())
+    }
+
+    /// Stops accepting and starts the hub's shutdown (P23).
+    fn begin_drain(&mut self, now: Instant) {
+        let _ = self.poll.registry().deregister(&mut self.listener);
+        if let Some(l) = self.ws_listener.as_mut() {
+            let _ = self.poll.registry().deregister(l);
+        }
+        self.accept_pending = false;
+        self.ws_accept_pending = false;
+        self.hub.begin_shutdown(now);
+        self.drain_until = Some(now + self.shutdown_grace);
+        // Write what is queued now; who has nothing left goes at once.
+        let mut keys = Vec::new();
+        self.flush(now, &mut keys);
+        self.hub.close_drained(now);
+        self.free_closed(now, &mut keys, FREE_TURN_BUDGET);
+        log!(
+            Info,
+            "shutting down: flushing {} connections for up to {:?}",
+            self.hub.conn_count(),
+            self.shutdown_grace
+        );
     }
 
     fn run_inbox(&mut self, now: Instant) {
@@ -200,25 +276,47 @@ impl Server {
         }
     }
 
-    /// Trims the heap once traffic of at least [`TRIM_AFTER_BYTES`] passed
-    /// since the last trim, at most once per [`TRIM_INTERVAL`].
+    /// Trims the heap, at most once per [`TRIM_INTERVAL`], once traffic of
+    /// at least [`TRIM_AFTER_BYTES`] passed since the last trim or the
+    /// memory held for clients fell by [`TRIM_AFTER_FALL`] from its high-water mark,
+    /// so RSS returns near its baseline after load ends even when no new
+    /// traffic arrives.
     fn maybe_trim_heap(&mut self, now: Instant) {
-        let c = self.hub.counters();
-        let moved = c.get(Counter::BytesIn) + c.get(Counter::BytesOut);
-        if now < self.next_trim || moved < self.trimmed_at_bytes + TRIM_AFTER_BYTES {
+        let held = self.hub.memory().total();
+        self.memory_high = self.memory_high.max(held);
+        if now < self.next_trim {
             return;
         }
+        let c = self.hub.counters();
+        let moved = c.get(Counter::BytesIn) + c.get(Counter::BytesOut);
+        let traffic = moved >= self.trimmed_at_bytes + TRIM_AFTER_BYTES;
+        let fell = self.memory_high >= held + TRIM_AFTER_FALL;
+        if !traffic && !fell {
+            return;
+        }
+        self.hub.shrink_tables();
+        shrink_io(&mut self.io);
         trim_heap();
         self.trimmed_at_bytes = moved;
+        self.memory_high = held;
         self.next_trim = now + TRIM_INTERVAL;
     }
 
     fn poll_timeout(&self, now: Instant) -> Duration {
         // Frees and budget-limited flushes leave output for the next turn.
-        if !self.read_queue.is_empty() || self.hub.has_dirty() || self.inbox_pending {
+        if !self.read_queue.is_empty()
+            || self.hub.has_dirty()
+            || !self.write_carry.is_empty()
+            || !self.free_backlog.is_empty()
+            || self.inbox_pending
+            || self.hub.has_backlog()
+        {
             return Duration::ZERO;
         }
         let mut deadline = self.hub.next_deadline();
+        if let Some(t) = self.drain_until {
+            deadline = deadline.min(t);
+        }
         if let Some(t) = self.accept_paused_until {
             deadline = deadline.min(t);
         }
@@ -322,12 +420,16 @@ impl Server {
         transport: Transport,
         now: Instant,
     ) {
-        let Some(r) = self.hub.open_as(transport, now) else {
-            // Best effort: the socket is fresh, so the line fits its buffer.
-            let _ = stream.write(&self.hub.rejection_frame(transport));
-            return;
+        let r = match self.hub.open_from(transport, Some(addr.ip()), now) {
+            Ok(r) => r,
+            Err(refusal) => {
+                // Best effort: the socket is fresh, so the line fits its buffer.
+                let _ = stream.write(&refusal.frame);
+                return;
+            }
         };
         let _ = stream.set_nodelay(true);
+        limit_unsent(&stream);
         let token = Token(r.key as usize);
         if let Err(e) = self.poll.registry().register(
             &mut stream,
@@ -346,12 +448,22 @@ impl Server {
             readable: false,
             writable: true,
             queued: false,
+            carried: false,
+            work_per_kib: 0,
         });
         log!(Debug, "open conn={} peer={addr}", r.key);
     }
 
     fn read_ready(&mut self, now: Instant) {
+        // The phase stops at its turn budget, in bytes and in work (lines
+        // handled and messages delivered: a 90-byte publish to 1500
+        // subscribers is 1500 deliveries); who is left keeps its place.
+        let mut turn = READ_TURN_BUDGET_BYTES;
+        let work_until = hub_work(&self.hub) + READ_TURN_WORK;
         for _ in 0..self.read_queue.len() {
+            if turn == 0 || hub_work(&self.hub) >= work_until {
+                break;
+            }
             let Some(key) = self.read_queue.pop_front() else {
                 break;
             };
@@ -365,7 +477,15 @@ impl Server {
             let mut budget = READ_BUDGET_BYTES;
             let mut outcome = ReadOutcome::Budget;
             while budget > 0 {
-                let n = budget.min(self.read_buf.len());
+                let before = hub_work(&self.hub);
+                if before >= work_until {
+                    break;
+                }
+                // Sized by what this connection's input cost so far, so
+                // one read stays within the turn's work.
+                let n = chunk_for(io.work_per_kib, work_until - before)
+                    .min(budget)
+                    .min(self.read_buf.len());
                 match io.stream.read(&mut self.read_buf[..n]) {
                     Ok(0) => {
                         outcome = ReadOutcome::Eof;
@@ -373,7 +493,12 @@ impl Server {
                     }
                     Ok(n) => {
                         budget -= n;
+                        turn = turn.saturating_sub(n);
                         self.hub.on_bytes(key, &self.read_buf[..n], now);
+                        let cost = (hub_work(&self.hub) - before) * 1024 / n as u64;
+                        // Rises at once, falls by halves: a burst of
+                        // cheap lines does not open the gate for a costly one.
+                        io.work_per_kib = cost.max(io.work_per_kib / 2);
                     }
                     Err(e) if e.kind() == ErrorKind::WouldBlock => {
                         outcome = ReadOutcome::Drained;
@@ -406,28 +531,64 @@ impl Server {
         }
     }
 
+    /// Writes connections with output, up to `WRITE_BUDGET_BYTES` each and
+    /// the turn's budget (bytes and `write` calls) in all, so a huge fan-out
+    /// cannot stall the loop (P20). Fresh output (connections that just
+    /// became dirty) goes first with at most half the turn, so a reply does
+    /// not wait behind thousands of bulk writers; the carry (connections a
+    /// budget stopped) gets the rest, round-robin: who was not reached
+    /// leads next turn, who was written and still has output goes last.
     fn flush(&mut self, now: Instant, keys: &mut Vec<u32>) {
         self.hub.take_dirty(keys);
-        let mut again = Vec::new();
+        let mut turn = Budget::turn();
+        let mut fresh = turn.half();
+        let (mut skipped_fresh, mut again) = (Vec::new(), Vec::new());
         for &key in keys.iter() {
-            if self.write_some(key, WRITE_BUDGET_BYTES, now) == WriteOutcome::Budget {
+            match self.io.get(key as usize) {
+                Some(Some(io)) if !io.carried => {}
+                _ => continue, // gone, or served with the carry below
+            }
+            if fresh.spent() {
+                skipped_fresh.push(key);
+                continue;
+            }
+            let before = fresh;
+            if self.write_some(key, &mut fresh, now) == WriteOutcome::Budget {
+                again.push(key);
+            }
+            turn.charge(before, fresh);
+        }
+        let carried: Vec<u32> = self.write_carry.drain(..).collect();
+        let mut skipped = Vec::new();
+        for key in carried {
+            if turn.spent() {
+                skipped.push(key);
+                continue;
+            }
+            if self.write_some(key, &mut turn, now) == WriteOutcome::Budget {
                 again.push(key);
             }
         }
-        for key in again {
-            self.hub.mark_dirty(key);
+        for key in skipped.into_iter().chain(skipped_fresh).chain(again) {
+            if let Some(Some(io)) = self.io.get_mut(key as usize) {
+                io.carried = true;
+                self.write_carry.push_back(key);
+            }
         }
     }
 
-    /// Writes queued output of `key` until it is empty, the socket is full
-    /// or `budget` bytes went out.
-    fn write_some(&mut self, key: u32, mut budget: usize, now: Instant) -> WriteOutcome {
+    /// Writes queued output of `key` until it is empty, the socket is full,
+    /// `WRITE_BUDGET_BYTES` went out or `budget` is spent (which it is
+    /// charged); returns how it stopped.
+    fn write_some(&mut self, key: u32, budget: &mut Budget, now: Instant) -> WriteOutcome {
         let Some(Some(io)) = self.io.get_mut(key as usize) else {
             return WriteOutcome::Done;
         };
+        io.carried = false;
         if !io.writable {
             return WriteOutcome::Done;
         }
+        let mut written = 0;
         loop {
             let Some(out) = self.hub.out(key) else {
                 return WriteOutcome::Done;
@@ -435,18 +596,20 @@ impl Server {
             if out.is_empty() {
                 return WriteOutcome::Done;
             }
-            if budget == 0 {
+            if written >= WRITE_BUDGET_BYTES || budget.spent() {
                 return WriteOutcome::Budget;
             }
             let mut iov = [IoSlice::new(&[]); MAX_IOVECS];
-            let n = out.fill(&mut iov, budget);
+            let n = out.fill(&mut iov, (WRITE_BUDGET_BYTES - written).min(budget.bytes));
+            budget.writes -= 1;
             match io.stream.write_vectored(&iov[..n]) {
                 Ok(0) => {
                     self.hub.close(key, CloseReason::Reset, now);
                     return WriteOutcome::Done;
                 }
                 Ok(w) => {
-                    budget = budget.saturating_sub(w);
+                    written += w;
+                    budget.bytes = budget.bytes.saturating_sub(w);
                     self.hub.wrote(key, w, now);
                 }
                 Err(e) if e.kind() == ErrorKind::WouldBlock => {
@@ -464,25 +627,47 @@ impl Server {
         }
     }
 
-    fn free_closed(&mut self, now: Instant, keys: &mut Vec<u32>) {
+    /// Frees connections marked closed, oldest first, until `budget` work
+    /// ([`Hub::free`]'s measure) is done; the rest wait in `free_backlog`
+    /// for the next turn (their sockets are already deregistered, and the
+    /// hub ignores them).
+    fn free_closed(&mut self, now: Instant, keys: &mut Vec<u32>, budget: usize) {
+        let mut work = 0;
         loop {
             self.hub.take_closing(keys);
-            if keys.is_empty() {
-                return;
-            }
             for &key in keys.iter() {
                 // Last words (an error status, a rejection) go out if the
                 // socket takes them right now; nobody waits for them.
-                self.write_some(key, WRITE_BUDGET_BYTES, now);
+                let _ = self.write_some(key, &mut Budget::last_words(), now);
                 if let Some(slot) = self.io.get_mut(key as usize) {
                     if let Some(mut io) = slot.take() {
                         let _ = self.poll.registry().deregister(&mut io.stream);
                     }
                 }
+                self.free_backlog.push_back(key);
+            }
+            if self.free_backlog.is_empty() {
+                return;
+            }
+            while work < budget {
+                let Some(key) = self.free_backlog.pop_front() else {
+                    break;
+                };
                 // Freeing may fail calls and queue output for others, or
                 // close more connections: the outer loop picks those up.
-                self.hub.free(key, now);
-                log!(Debug, "free conn={key}");
+                match self.hub.free_some(key, now, budget - work) {
+                    Freed::Done(w) => {
+                        work += w;
+                        log!(Debug, "free conn={key}");
+                    }
+                    Freed::Partly(w) => {
+                        work += w;
+                        self.free_backlog.push_front(key);
+                    }
+                }
+            }
+            if work >= budget {
+                return;
             }
         }
     }
@@ -494,7 +679,7 @@ impl Server {
             self.hub.close(key, CloseReason::Shutdown, now);
         }
         let mut scratch = Vec::new();
-        self.free_closed(now, &mut scratch);
+        self.free_closed(now, &mut scratch, usize::MAX);
         log!(Info, "stopped: {}", self.hub.stats_json());
     }
 }
@@ -507,10 +692,64 @@ enum ReadOutcome {
     Failed,
 }
 
+/// What is left of a write budget: bytes and `write` calls.
+#[derive(Debug, Clone, Copy)]
+struct Budget {
+    bytes: usize,
+    writes: usize,
+}
+
+impl Budget {
+    /// One loop turn's.
+    fn turn() -> Budget {
+        Budget {
+            bytes: WRITE_TURN_BUDGET_BYTES,
+            writes: WRITE_TURN_CALLS,
+        }
+    }
+
+    /// A closing connection's last words: whatever one call takes.
+    fn last_words() -> Budget {
+        Budget {
+            bytes: WRITE_BUDGET_BYTES,
+            writes: 1,
+        }
+    }
+
+    fn half(&self) -> Budget {
+        Budget {
+            bytes: self.bytes / 2,
+            writes: self.writes / 2,
+        }
+    }
+
+    fn spent(&self) -> bool {
+        self.bytes == 0 || self.writes == 0
+    }
+
+    /// Charges this budget with what a share of it spent going from
+    /// `before` to `after`.
+    fn charge(&mut self, before: Budget, after: Budget) {
+        self.bytes = self.bytes.saturating_sub(before.bytes - after.bytes);
+        self.writes = self.writes.saturating_sub(before.writes - after.writes);
+    }
+}
+
 #[derive(Debug, PartialEq, Eq)]
 enum WriteOutcome {
     Done,
     Budget,
+}
+
+/// Drops the trailing empty slots of the socket table (slab keys are
+/// reused from the lowest, so a crowd that left leaves them at the end).
+fn shrink_io(io: &mut Vec<Option<Io>>) {
+    while io.last().is_some_and(Option::is_none) {
+        io.pop();
+    }
+    if io.capacity() > 2 * io.len() + 64 {
+        io.shrink_to_fit();
+    }
 }
 
 /// Binds a listener with our backlog instead of mio's 128: listening again
@@ -539,17 +778,77 @@ fn is_resource_exhaustion(e: &io::Error) -> bool {
 
 /// Returns freed heap memory to the OS (glibc only).
 ///
-/// glibc raises its mmap threshold after the first big free, so later big
-/// buffers (a 16 MiB line, 1 MiB images) come from the heap: good while they
-/// stream, since pages are reused instead of faulted in for every message,
-/// but the memory stays in RSS afterwards (the stress test's long-line
-/// scenario kept +16 MiB). Trimming after traffic, at most once per
-/// [`TRIM_INTERVAL`], gives it back without costing the hot path.
+/// Frames and buffers below [`MMAP_THRESHOLD`] come from the heap: good
+/// while they stream, since pages are reused instead of faulted in for
+/// every message, but the memory stays in RSS afterwards. Trimming after
+/// traffic, at most once per [`TRIM_INTERVAL`], gives it back without
+/// costing the hot path.
 fn trim_heap() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: malloc_trim only releases free memory; no pointer is involved.
     unsafe {
         libc::malloc_trim(0);
+    }
+}
+
+/// Bytes to read from a connection whose input costs `work_per_kib`, with
+/// `work_left` in the turn: a whole [`READ_CHUNK_BYTES`] for cheap input,
+/// down to 256 bytes (a few lines) for a publish with thousands of
+/// subscribers.
+fn chunk_for(work_per_kib: u64, work_left: u64) -> usize {
+    if work_per_kib == 0 {
+        return READ_CHUNK_BYTES;
+    }
+    let n = work_left.saturating_mul(1024) / work_per_kib;
+    (n as usize).clamp(256, READ_CHUNK_BYTES)
+}
+
+/// Work the hub did so far: lines handled and messages delivered.
+fn hub_work(hub: &Hub) -> u64 {
+    let c = hub.counters();
+    c.get(Counter::Delivered) + c.get(Counter::LinesIn)
+}
+
+/// Caps the bytes the kernel holds unsent for one socket
+/// (`TCP_NOTSENT_LOWAT`, [`UNSENT_LOWAT_BYTES`]): the socket reports
+/// writable, and takes more, only below it. Without it the kernel accepts up
+/// to `tcp_wmem`'s 4 MiB per socket from a client that never reads, and
+/// 10 000 of them drove the kernel's TCP memory into pressure, where every
+/// socket, a healthy client's too, stalled for seconds (stress
+/// `fanoutstart`). Data in flight is not "unsent", so a fast consumer's
+/// window, and throughput, are unaffected; the backlog stays in the
+/// gateway's own queue, where the per-connection limit and the memory
+/// budget govern it.
+fn limit_unsent(stream: &TcpStream) {
+    use std::os::fd::AsRawFd;
+    let v = UNSENT_LOWAT_BYTES as libc::c_int;
+    // SAFETY: setsockopt reads `v` for the given length; the fd is ours.
+    unsafe {
+        libc::setsockopt(
+            stream.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_NOTSENT_LOWAT,
+            std::ptr::addr_of!(v).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        );
+    }
+}
+
+/// See [`MMAP_THRESHOLD`] (glibc only).
+/// Bytes. glibc's `M_TRIM_THRESHOLD`: see [`set_mmap_threshold`].
+const TRIM_THRESHOLD: usize = 64 * 1024 * 1024;
+
+fn set_mmap_threshold() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: mallopt only changes an allocator tunable.
+    unsafe {
+        libc::mallopt(libc::M_MMAP_THRESHOLD, MMAP_THRESHOLD as libc::c_int);
+        // A fixed mmap threshold also fixes the trim threshold at 128 KiB,
+        // and then every free of a streamed 1 MiB frame at the top of the
+        // heap gave its pages back, to be faulted in again for the next
+        // (large-message throughput halved). The periodic `trim_heap`
+        // returns memory instead.
+        libc::mallopt(libc::M_TRIM_THRESHOLD, TRIM_THRESHOLD as libc::c_int);
     }
 }
 

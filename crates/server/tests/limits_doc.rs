@@ -20,7 +20,57 @@ fn doc_rows() -> Vec<Vec<String>> {
 #[test]
 fn every_default_constant_is_documented_with_its_value() {
     let rows = doc_rows();
-    let expected: [(&str, u128); 17] = [
+    let expected: [(&str, u128); 40] = [
+        ("READ_TURN_WORK", READ_TURN_WORK as u128),
+        ("READ_CHUNK_BYTES", READ_CHUNK_BYTES as u128),
+        ("UNSENT_LOWAT_BYTES", UNSENT_LOWAT_BYTES as u128),
+        ("MMAP_THRESHOLD", MMAP_THRESHOLD as u128),
+        ("WRITE_TURN_CALLS", WRITE_TURN_CALLS as u128),
+        ("FREE_TURN_BUDGET", FREE_TURN_BUDGET as u128),
+        ("ENTRY_COST", rosgate_core::out::ENTRY_COST as u128),
+        ("DEFAULT_MAX_MEMORY_BYTES", DEFAULT_MAX_MEMORY_BYTES as u128),
+        (
+            "DEFAULT_HANDSHAKE_TIMEOUT_MS",
+            DEFAULT_HANDSHAKE_TIMEOUT_MS as u128,
+        ),
+        (
+            "DEFAULT_PARTIAL_TIMEOUT_MS",
+            DEFAULT_PARTIAL_TIMEOUT_MS as u128,
+        ),
+        ("DEFAULT_IDLE_TIMEOUT_MS", DEFAULT_IDLE_TIMEOUT_MS as u128),
+        (
+            "DEFAULT_CONTROL_SOFT_BYTES",
+            DEFAULT_CONTROL_SOFT_BYTES as u128,
+        ),
+        ("DEFAULT_CONTROL_SOFT_MS", DEFAULT_CONTROL_SOFT_MS as u128),
+        (
+            "DEFAULT_MAX_SUBSCRIPTIONS_PER_CONN",
+            DEFAULT_MAX_SUBSCRIPTIONS_PER_CONN as u128,
+        ),
+        (
+            "DEFAULT_MAX_ADVERTISEMENTS_PER_CONN",
+            DEFAULT_MAX_ADVERTISEMENTS_PER_CONN as u128,
+        ),
+        (
+            "DEFAULT_MAX_SERVICES_PER_CONN",
+            DEFAULT_MAX_SERVICES_PER_CONN as u128,
+        ),
+        (
+            "DEFAULT_MAX_CONNECTIONS_PER_IP",
+            DEFAULT_MAX_CONNECTIONS_PER_IP as u128,
+        ),
+        ("READ_TURN_BUDGET_BYTES", READ_TURN_BUDGET_BYTES as u128),
+        ("WRITE_TURN_BUDGET_BYTES", WRITE_TURN_BUDGET_BYTES as u128),
+        ("EXPIRE_BUDGET", EXPIRE_BUDGET as u128),
+        (
+            "DEFAULT_SHUTDOWN_GRACE_MS",
+            DEFAULT_SHUTDOWN_GRACE_MS as u128,
+        ),
+        ("MAX_ID_BYTES", rosgate_wire::decode::MAX_ID_BYTES as u128),
+        (
+            "MAX_NAME_BYTES",
+            rosgate_wire::decode::MAX_NAME_BYTES as u128,
+        ),
         ("INBOX_CAPACITY", INBOX_CAPACITY as u128),
         ("INBOX_BUDGET", INBOX_BUDGET as u128),
         ("TRIM_INTERVAL", TRIM_INTERVAL.as_millis()),

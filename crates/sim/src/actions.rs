@@ -8,16 +8,22 @@
 //! (modulo their sizes), so every byte string is a meaningful schedule and
 //! every action round-trips through bytes.
 //!
-//! Byte format: two selector bytes ([`SimConfig::from_selector`]), then one
-//! action after another, each an action byte (modulo [`ACTION_KINDS`])
-//! followed by its fields. Action bytes 0-15 are the TCP-era actions,
-//! whose meaning has not changed (older corpus files replay as before);
-//! 16-18 are the WebSocket ones.
+//! Byte format: four selector bytes ([`SimConfig::from_selector`], little
+//! endian), then one action after another, each an action byte (modulo
+//! [`ACTION_KINDS`]) followed by its fields. Action bytes 0-15 are the
+//! TCP-era actions, 16-18 the WebSocket ones, 19 [`Action::Trickle`] and 20
+//! [`Action::Shutdown`], which ends the schedule (nothing after it is
+//! decoded). The selector grew from two bytes to four with the bounded
+//! memory limits, so the seed corpus was regenerated then.
 
 use std::time::Duration;
 
 use rosgate_core::hub::STATS_SERVICE;
-use rosgate_core::limits::Limits;
+use rosgate_core::limits::{
+    Limits, DEFAULT_CONTROL_SOFT_BYTES, DEFAULT_CONTROL_SOFT_MS, DEFAULT_HANDSHAKE_TIMEOUT_MS,
+    DEFAULT_MAX_ADVERTISEMENTS_PER_CONN, DEFAULT_MAX_MEMORY_BYTES, DEFAULT_MAX_SERVICES_PER_CONN,
+    DEFAULT_MAX_SUBSCRIPTIONS_PER_CONN, DEFAULT_PARTIAL_TIMEOUT_MS,
+};
 use rosgate_core::StatusFilter;
 
 use crate::rng::{Bytes, Rng};
@@ -44,7 +50,7 @@ pub const SERVICES: [&str; 6] = [
 const MAX_ACTIONS: usize = 400;
 
 /// Action bytes are read modulo this.
-pub const ACTION_KINDS: u8 = 19;
+pub const ACTION_KINDS: u8 = 21;
 
 /// The status filters [`Action::WsStatus`] picks from.
 const FILTERS: [StatusFilter; 3] = [StatusFilter::Errors, StatusFilter::All, StatusFilter::None];
@@ -62,23 +68,105 @@ pub struct SimConfig {
 impl SimConfig {
     /// Small limits chosen by the bits of `sel`, so that lines are refused
     /// as too long, topic frames are shed, control overflow and write
-    /// stalls close connections, and the per-connection call limit bites.
-    /// Bits 15-16 pick the WebSocket status filter: the hub's default
-    /// (errors only) half of the time.
+    /// stalls close connections, the per-connection call limit bites,
+    /// openings, partial requests, idle connections and slow consumers time
+    /// out, registrations are refused and the memory budget sheds and
+    /// closes; each of these is off (the default) in some configurations.
+    ///
+    /// Bits: 0-1 line, 2-3 topic queue, 4-5 control, 6-7 write stall, 8-9
+    /// connections, 10-11 call timeout, 12 its cap, 13-14 calls per
+    /// connection, 15-16 the WebSocket status filter (the hub's default,
+    /// errors only, half of the time), 17-18 opening deadline, 19-20
+    /// partial-request deadline, 21-22 idle timeout, 23-24 control soft
+    /// limit and time, 25-26 memory budget, 27-28 registrations per
+    /// connection.
+    ///
+    /// A small memory budget comes with topic queues of 1 MiB: the budget
+    /// then binds long before a queue's own limit, so every topic frame
+    /// dropped in such a run is shed for memory and every one dropped in
+    /// the other runs by the queue limit, and the checks can tell which
+    /// policy dropped what (see `accounting.rs`).
     pub fn from_selector(sel: u64) -> SimConfig {
         fn pick<T: Copy>(sel: u64, shift: u32, table: &[T]) -> T {
             table[((sel >> shift) as usize) % table.len()]
         }
         let ms = Duration::from_millis;
+        let memory = pick(
+            sel,
+            25,
+            &[
+                DEFAULT_MAX_MEMORY_BYTES,
+                DEFAULT_MAX_MEMORY_BYTES,
+                6_000,
+                2_500,
+            ],
+        );
+        let queue = if memory < DEFAULT_MAX_MEMORY_BYTES {
+            1 << 20
+        } else {
+            pick(sel, 2, &[300, 1000, 4000, 1 << 20])
+        };
+        let (soft_bytes, soft_time) = pick(
+            sel,
+            23,
+            &[
+                (DEFAULT_CONTROL_SOFT_BYTES, ms(DEFAULT_CONTROL_SOFT_MS)),
+                (1500, ms(1_000)),
+                (4000, ms(3_000)),
+                (600, ms(500)),
+            ],
+        );
+        let (subs, advs, services) = pick(
+            sel,
+            27,
+            &[
+                (
+                    DEFAULT_MAX_SUBSCRIPTIONS_PER_CONN,
+                    DEFAULT_MAX_ADVERTISEMENTS_PER_CONN,
+                    DEFAULT_MAX_SERVICES_PER_CONN,
+                ),
+                (2, 2, 1),
+                (4, 3, 2),
+                (1, 1, 1),
+            ],
+        );
         let limits = Limits {
             max_line_bytes: pick(sel, 0, &[400, 700, 4096, 1500]),
-            max_queue_bytes: pick(sel, 2, &[300, 1000, 4000, 1 << 20]),
+            max_queue_bytes: queue,
             max_control_bytes: pick(sel, 4, &[1 << 20, 2000, 6000, 1 << 20]),
             write_stall: pick(sel, 6, &[ms(30_000), ms(2_000), ms(5_000), ms(400)]),
             max_connections: pick(sel, 8, &[MAX_CLIENTS, 6, 4, 7]),
             call_timeout: pick(sel, 10, &[ms(1_000), ms(300), ms(3_000), ms(5_000)]),
             max_call_timeout: pick(sel, 12, &[ms(10_000), ms(2_000)]),
             max_calls_per_conn: pick(sel, 13, &[3, 64, 1, 8]),
+            handshake_timeout: pick(
+                sel,
+                17,
+                &[
+                    ms(DEFAULT_HANDSHAKE_TIMEOUT_MS),
+                    ms(2_000),
+                    ms(5_000),
+                    ms(3_000),
+                ],
+            ),
+            partial_timeout: pick(
+                sel,
+                19,
+                &[
+                    ms(DEFAULT_PARTIAL_TIMEOUT_MS),
+                    ms(1_000),
+                    ms(3_000),
+                    ms(2_000),
+                ],
+            ),
+            idle_timeout: pick(sel, 21, &[None, None, Some(ms(4_000)), Some(ms(9_000))]),
+            control_soft_bytes: soft_bytes,
+            control_soft_time: soft_time,
+            max_memory_bytes: memory,
+            max_subscriptions_per_conn: subs,
+            max_advertisements_per_conn: advs,
+            max_services_per_conn: services,
+            ..Limits::default()
         };
         let ws_status = pick(
             sel,
@@ -120,7 +208,9 @@ pub enum Action {
     /// WebSocket connections opened from now on get status filter
     /// `filter % 3`: errors only, all, none.
     WsStatus { filter: u8 },
-    /// `how % 3`: 0 EOF, 1 reset, 2 a partial line then EOF.
+    /// `how % 4`: 0 EOF, 1 reset, 2 a partial line then EOF, 3 EOF and two
+    /// TCP newcomers in the same loop turn (before the leaving connection
+    /// is freed).
     Disconnect { slot: u8, how: u8 },
     /// `mode`: 0 reads everything, 1 stops reading, n reads `4n` bytes/step.
     Read { slot: u8, mode: u8 },
@@ -134,13 +224,30 @@ pub enum Action {
     /// between the message's frames, 7 optional fields left out (`type`,
     /// `args`). `split` on TCP: 0 whole, 255 byte by byte, else two halves
     /// cut at `split/255` of the line; on WebSocket: bits 0-1 one to four
-    /// fragments, bits 2-7 how the bytes are read (see `Sim::feed_ws`).
+    /// fragments, bits 2-7 how the bytes are read (see `Sim::ws_write`).
     Send {
         slot: u8,
         style: u8,
         split: u8,
         req: Req,
     },
+    /// A trickling client: if `slot` (the first client from it on) has a
+    /// request half sent, it sends `cut/256` of what is left, or the rest
+    /// when that would be all of it; otherwise it starts `req` (written in
+    /// `style` as by [`Action::Send`], without a ping inside; on WebSocket
+    /// in `1 + cut % 3` fragments, after its handshake if that was left for
+    /// the first frame) and sends only the first `1 + cut/256` of its
+    /// bytes. The rest goes before the
+    /// client's next request or control frame. A request that does not
+    /// fit the line limit, or an empty line, is sent whole instead.
+    Trickle {
+        slot: u8,
+        style: u8,
+        cut: u8,
+        req: Req,
+    },
+    /// The gateway shuts down (SIGTERM): the last action of a schedule.
+    Shutdown,
 }
 
 /// A request line's content. The `id` fields pick an id spelling (see
@@ -199,8 +306,9 @@ pub enum Req {
         result: u8,
         status: u8,
     },
-    /// A refused request; see `requests::malformed` (kind 3, a call
-    /// without an id, is a valid call on WebSocket).
+    /// A refused request, or one at a per-item cap; see
+    /// `requests::malformed` (kind 3, a call without an id, is a valid
+    /// call on WebSocket; kinds 14 and 15 are accepted at the caps).
     Malformed {
         kind: u8,
         id: u8,
@@ -246,6 +354,17 @@ impl Action {
                 mode: b.u8(),
             },
             3 => Action::Clock { v: b.u16() },
+            19 => {
+                let (slot, style, cut) = (b.u8(), b.u8(), b.u8());
+                let op = 4 + b.u8() % 12;
+                Action::Trickle {
+                    slot,
+                    style,
+                    cut,
+                    req: Req::decode(op, b),
+                }
+            }
+            20 => Action::Shutdown,
             _ => {
                 let (slot, style, split) = (b.u8(), b.u8(), b.u8());
                 Action::Send {
@@ -282,6 +401,16 @@ impl Action {
                 out.extend_from_slice(&[req.op(), *slot, *style, *split]);
                 req.encode_fields(out);
             }
+            Action::Trickle {
+                slot,
+                style,
+                cut,
+                req,
+            } => {
+                out.extend_from_slice(&[19, *slot, *style, *cut, req.op() - 4]);
+                req.encode_fields(out);
+            }
+            Action::Shutdown => out.push(20),
         }
     }
 
@@ -293,7 +422,7 @@ impl Action {
     /// A random action, weighted towards the interesting ones.
     pub fn random(rng: &mut Rng) -> Action {
         let slot = rng.u8();
-        match rng.below(105) {
+        match rng.below(111) {
             0..=2 => Action::Connect,
             3..=6 => {
                 // Spelling 0-2 valid, 3 refused (one time in twelve);
@@ -332,6 +461,22 @@ impl Action {
                 arg: rng.u8(),
             },
             104 => Action::WsStatus { filter: rng.u8() },
+            105..=109 => {
+                let style = if rng.below(3) == 0 { rng.u8() } else { 0 };
+                let cut = rng.u8();
+                let roll = 24 + rng.below(76);
+                Action::Trickle {
+                    slot,
+                    style,
+                    cut,
+                    req: Req::random(rng, roll),
+                }
+            }
+            // Rare: a shutdown ends the run.
+            110 if rng.below(12) == 0 => Action::Shutdown,
+            110 => Action::Clock {
+                v: rng.below(5_000) as u16,
+            },
             roll => {
                 let req = Req::random(rng, roll);
                 let style = if rng.below(3) == 0 { rng.u8() } else { 0 };
@@ -537,15 +682,21 @@ impl Req {
     }
 }
 
-/// Splits fuzzer bytes into a configuration (first two bytes) and at most
-/// 400 actions.
+/// Splits fuzzer bytes into a configuration (first four bytes) and at most
+/// 400 actions, the last of them a shutdown if one is decoded.
 pub fn actions_from_bytes(data: &[u8]) -> (SimConfig, Vec<Action>) {
     let mut b = Bytes::new(data);
-    let cfg = SimConfig::from_selector(u64::from(b.u16()));
+    let cfg = SimConfig::from_selector(u64::from(b.u32()));
     let mut actions = Vec::new();
     while actions.len() < MAX_ACTIONS {
         match Action::decode(&mut b) {
-            Some(a) => actions.push(a),
+            Some(a) => {
+                let last = a == Action::Shutdown;
+                actions.push(a);
+                if last {
+                    break;
+                }
+            }
             None => break,
         }
     }
@@ -553,7 +704,7 @@ pub fn actions_from_bytes(data: &[u8]) -> (SimConfig, Vec<Action>) {
 }
 
 /// The bytes [`actions_from_bytes`] reads back as `selector` and `actions`.
-pub fn actions_to_bytes(selector: u16, actions: &[Action]) -> Vec<u8> {
+pub fn actions_to_bytes(selector: u32, actions: &[Action]) -> Vec<u8> {
     let mut out = selector.to_le_bytes().to_vec();
     for a in actions {
         a.encode(&mut out);

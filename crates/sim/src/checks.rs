@@ -1,28 +1,35 @@
 //! The invariants, checked against the hub's own tables and decisions:
+//! - after every hub call (`accounting.rs`): what it queued, shed and
+//!   closed, and the frames in the memory ledger;
 //! - after every step ([`Sim::end_of_step`]): the gauges, the service and
-//!   topic tables and every connection's indexes equal the model's, and no
-//!   open connection holds more control bytes than its limit;
+//!   topic tables and every connection's indexes equal the model's, no
+//!   open connection holds more control bytes than its limit, the memory
+//!   ledger equals what the model says is held (frames, control, input,
+//!   calls, registrations, per connection and in all) and the counters of
+//!   closes, refusals and drops agree with the model's;
 //! - whenever a client has read everything ([`Sim::check_quiescent`]):
-//!   every line the model owes it arrived, and every publish frame that did
-//!   not was counted as shed;
-//! - for every close the hub decides ([`Sim::check_close`]): the reason is
-//!   one the model allows at that moment, and a client that reads
-//!   everything got its last words ([`Sim::check_last_words`]: the
-//!   handshake refusal, the close frame echoed or the 1002);
+//!   every line the model owes it arrived (publish frames shed were
+//!   identified when they went, so every other one must arrive);
+//! - for every connection freed: the hub and the model agree on why it
+//!   closed, and a client that reads everything got its last words
+//!   ([`Sim::check_last_words`]: the handshake refusal, the close frame
+//!   echoed, the 1002, or the 1001 of a shutdown);
 //! - at the end ([`Sim::finish`]): every call got its one response, and
-//!   every table is empty once everyone has left.
+//!   every table and the whole ledger are empty once everyone has left;
+//!   after a shutdown, every connection left as soon as its output was
+//!   written and the requests sent meanwhile were ignored.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::time::Duration;
 
-use rosgate_core::counters::Gauge;
+use rosgate_core::counters::{Counter, Gauge};
 use rosgate_core::limits::TIMER_TICK_MS;
 use rosgate_core::{CloseReason, ConnRef};
 
-use crate::actions::{Action, MAX_CLIENTS};
-use crate::driver::Sim;
-use crate::model::{ReadMode, Resp};
+use crate::actions::{Action, Req, MAX_CLIENTS};
+use crate::driver::{Sim, COUNTED_ERRORS};
+use crate::model::{ReadMode, Resp, ENTRY_BYTES};
 
 /// An invariant broken at some step.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -47,10 +54,12 @@ fn conn_tuple(c: ConnRef) -> (u32, u32) {
 type Members = (BTreeSet<(u32, u32)>, BTreeSet<(u32, u32)>);
 
 impl Sim {
-    /// Updates the model's stall clocks and checks the tables.
+    /// Updates the model's stall and soft-limit clocks and checks the
+    /// tables.
     pub(crate) fn end_of_step(&mut self) -> Result<(), Violation> {
-        let now = self.now();
+        let at = self.offset;
         let max_control = self.limits.max_control_bytes;
+        let soft = self.limits.control_soft_bytes;
         for s in 0..MAX_CLIENTS {
             let Some(c) = self.model.clients[s].as_mut() else {
                 continue;
@@ -60,12 +69,19 @@ impl Sim {
             };
             let empty = q.is_empty();
             if c.wrote || (c.empty_at_start && !empty) {
-                c.out_since = now;
+                c.out_since = at;
             }
-            if q.control_bytes() > max_control {
-                let n = q.control_bytes();
+            let control = q.control_bytes();
+            // Above the soft limit since the first push past it, unless a
+            // write brought it down meanwhile.
+            if control <= soft {
+                c.soft_since = None;
+            } else if c.soft_since.is_none() || c.soft_dipped {
+                c.soft_since = Some(at);
+            }
+            if control > max_control {
                 return Err(self.violation(format!(
-                    "slot {s}: {n} control bytes queued (limit {max_control}) and still open"
+                    "slot {s}: {control} control bytes queued (limit {max_control}) and still open"
                 )));
             }
         }
@@ -77,7 +93,9 @@ impl Sim {
         self.check_gauges()?;
         self.check_services()?;
         self.check_topics()?;
-        self.check_conn_indexes()
+        self.check_conn_indexes()?;
+        self.check_ledger()?;
+        self.check_counters()
     }
 
     fn check_gauges(&self) -> Result<(), Violation> {
@@ -96,6 +114,33 @@ impl Sim {
             return Err(self.violation(format!(
                 "gauges [conns, calls, topics, subs, pubs, services]: hub {h:?}, model {m:?}"
             )));
+        }
+        let pending = self.model.live().filter(|c| !c.established).count() as u64;
+        if g.get(Gauge::ConnectionsPending) != pending {
+            return Err(self.violation(format!(
+                "connections_pending is {}, {pending} clients have not completed their opening",
+                g.get(Gauge::ConnectionsPending)
+            )));
+        }
+        let mem = self.hub.memory();
+        let ledger = [
+            (Gauge::MemoryBytes, mem.total()),
+            (Gauge::MemoryBudgetBytes, self.limits.max_memory_bytes),
+            (Gauge::MemoryFramesBytes, mem.frames),
+            (Gauge::MemoryEntriesBytes, mem.entries),
+            (Gauge::MemoryControlBytes, mem.control),
+            (Gauge::MemoryInputBytes, mem.input),
+            (Gauge::MemoryCallsBytes, mem.calls),
+            (Gauge::MemoryRegistrationsBytes, mem.registrations),
+        ];
+        for (gauge, want) in ledger {
+            if g.get(gauge) != want as u64 {
+                return Err(self.violation(format!(
+                    "gauge {} is {}, memory() says {want}",
+                    gauge.label(),
+                    g.get(gauge)
+                )));
+            }
         }
         Ok(())
     }
@@ -159,7 +204,8 @@ impl Sim {
         Ok(())
     }
 
-    /// What each connection holds and the calls naming it.
+    /// What each connection holds and the calls naming it; whether it
+    /// completed its opening.
     fn check_conn_indexes(&self) -> Result<(), Violation> {
         for (s, c) in self.model.clients.iter().enumerate() {
             let Some(c) = c else { continue };
@@ -179,6 +225,8 @@ impl Sim {
                 held.services,
                 self.hub.calls().in_flight(c.conn),
                 self.hub.calls().serving(c.conn),
+                held.entries,
+                hc.is_established(),
             );
             let model = (
                 c.subs.len(),
@@ -186,10 +234,144 @@ impl Sim {
                 owned,
                 self.model.calls_made(c.conn),
                 self.model.calls_served(c.conn),
+                [c.entries(true), c.entries(false)],
+                c.established,
             );
             if hc.gen() != c.conn.gen || !hc.is_open() || hub != model {
                 return Err(self.violation(format!(
-                    "slot {s} indexes (subs, pubs, services, calls made, calls served): hub {hub:?}, model {model:?}"
+                    "slot {s} indexes (subs, pubs, services, calls made, calls served, registrations, opened): hub {hub:?}, model {model:?}"
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// The memory ledger equals what the model says the hub holds: the
+    /// distinct shared frames queued, what every queued topic entry costs,
+    /// the control bytes queued, the partial
+    /// input of each connection, the bytes of the calls each made and of
+    /// the registrations each holds (`docs/limits.md`'s arithmetic), and
+    /// `queued_bytes` is every queue's topic and control bytes.
+    fn check_ledger(&self) -> Result<(), Violation> {
+        let mem = self.hub.memory();
+        let (mut control, mut queued, mut input, mut entries) = (0, 0, 0, 0);
+        for (s, c) in self.model.clients.iter().enumerate() {
+            let Some(c) = c else { continue };
+            let Some(hc) = self.hub.conn(c.conn.key) else {
+                return Err(self.violation(format!("slot {s} missing from the hub")));
+            };
+            let q = hc.out();
+            control += q.control_bytes();
+            queued += q.control_bytes() + q.topic_bytes();
+            input += c.held;
+            entries += ENTRY_BYTES * c.exp.topic.len();
+            if q.entry_bytes() != ENTRY_BYTES * c.exp.topic.len() {
+                return Err(self.violation(format!(
+                    "slot {s}: its topic entries cost {} bytes, the model queues {} frames",
+                    q.entry_bytes(),
+                    c.exp.topic.len()
+                )));
+            }
+            // The frames queued, less what was written of a partly written
+            // head (which the client holds): when what it holds could also
+            // be the start of a control line, either.
+            let full: usize = c.exp.topic.iter().map(|f| f.wire.len()).sum();
+            let head = c
+                .exp
+                .topic
+                .front()
+                .filter(|f| !c.inbuf.is_empty() && f.wire.starts_with(&c.inbuf));
+            let ok = q.topic_bytes() == full
+                || head.is_some() && q.topic_bytes() == full - c.inbuf.len();
+            if !ok {
+                return Err(self.violation(format!(
+                    "slot {s}: {} topic bytes queued, the model's {} frames hold {full} ({} received of the head)",
+                    q.topic_bytes(),
+                    c.exp.topic.len(),
+                    c.inbuf.len()
+                )));
+            }
+            let mine = (
+                hc.input_held(),
+                self.hub.calls().bytes_of(c.conn),
+                self.hub.registry().held_by(c.conn).bytes,
+            );
+            let want = (
+                c.held,
+                self.model.calls_bytes_of(c.conn),
+                self.model.reg_bytes_of(s),
+            );
+            if mine != want {
+                return Err(self.violation(format!(
+                    "slot {s} holds (partial input, calls, registrations) {mine:?} bytes, the model says {want:?}"
+                )));
+            }
+        }
+        let hub = (
+            mem.frames,
+            mem.entries,
+            mem.control,
+            mem.input,
+            mem.calls,
+            mem.registrations,
+            self.hub.gauges().get(Gauge::QueuedBytes) as usize,
+        );
+        let model = (
+            self.model.frames_bytes,
+            entries,
+            control,
+            input,
+            self.model.calls_bytes(),
+            self.model.reg_bytes(),
+            queued,
+        );
+        if hub != model || self.hub.calls().bytes() != mem.calls {
+            return Err(self.violation(format!(
+                "memory (frames, entries, control, input, calls, registrations, queued_bytes): hub {hub:?}, model {model:?}"
+            )));
+        }
+        Ok(())
+    }
+
+    /// The counters of what the model validated: closes by reason,
+    /// refusals at the connection limit, the error kinds it keeps, topic
+    /// frames shed for memory, calls failed by the shutdown.
+    fn check_counters(&self) -> Result<(), Violation> {
+        let st = self.hub.counters();
+        for &r in CloseReason::ALL {
+            if st.closes_of(r) != self.closes[r.index()] {
+                return Err(self.violation(format!(
+                    "closes.{} is {}, the model saw {}",
+                    r.label(),
+                    st.closes_of(r),
+                    self.closes[r.index()]
+                )));
+            }
+        }
+        for code in COUNTED_ERRORS {
+            if st.errors_of(code) != self.errors[code.index()] {
+                return Err(self.violation(format!(
+                    "errors.{} is {}, the model sent {}",
+                    code.label(),
+                    st.errors_of(code),
+                    self.errors[code.index()]
+                )));
+            }
+        }
+        let pairs = [
+            (
+                Counter::ConnectionsRejected,
+                self.counts.rejected_connections,
+            ),
+            (Counter::DroppedForMemory, self.counts.memory_shed_frames),
+            (Counter::CallsFailedShutdown, self.failed_shutdown),
+        ];
+        for (c, want) in pairs {
+            if st.get(c) != want {
+                return Err(self.violation(format!(
+                    "{} is {}, the model says {want}",
+                    c.label(),
+                    st.get(c)
                 )));
             }
         }
@@ -201,20 +383,10 @@ impl Sim {
         let step = self.step_no;
         let c = self.model.client_mut(slot);
         let v = |what: String| Violation { step, what };
-        while let Some(f) = c.exp.topic.pop_front() {
-            let n = f.wire_len as u64;
-            if n > c.exp.owed_drop {
-                return Err(v(format!(
-                    "slot {slot} never got publish {} and it was not counted as shed",
-                    String::from_utf8_lossy(&f.line)
-                )));
-            }
-            c.exp.owed_drop -= n;
-        }
-        if c.exp.owed_drop != 0 {
+        if let Some(f) = c.exp.topic.front() {
             return Err(v(format!(
-                "slot {slot}: {} bytes counted as shed but every frame arrived",
-                c.exp.owed_drop
+                "slot {slot} never got publish {} (and it was not shed)",
+                String::from_utf8_lossy(&f.line)
             )));
         }
         if let Some(((id, error), n)) = c.exp.statuses.iter().next() {
@@ -253,7 +425,7 @@ impl Sim {
             return Err(v(format!("slot {slot} never got the pong for {p:?}")));
         }
         if let Some(w) = c.ws() {
-            if w.pending_handshake.is_none() && w.answer.is_some() {
+            if w.hs_done && w.answer.is_some() {
                 return Err(v(format!(
                     "slot {slot} never got an answer to its handshake ({:?})",
                     w.answer
@@ -264,15 +436,25 @@ impl Sim {
     }
 
     /// A client that reads everything and was just closed by the hub after
-    /// a handshake refusal, a close frame or a protocol error got that
-    /// answer in full, and nothing after it.
-    pub(crate) fn check_last_words(&self, slot: usize) -> Result<(), Violation> {
+    /// a handshake refusal, a close frame, a protocol error or, at a
+    /// shutdown, once its output was written, got that answer in full
+    /// (the refusal, the close frame echoed, the 1002, the 1001), and
+    /// nothing after it. Closes for other reasons owe nothing.
+    pub(crate) fn check_last_words(
+        &self,
+        slot: usize,
+        reason: CloseReason,
+    ) -> Result<(), Violation> {
         let c = self.model.client(slot);
         let Some(w) = c.ws() else { return Ok(()) };
-        let owed = w.close.is_some() || w.protocol_close;
+        let owed = match reason {
+            CloseReason::ProtocolError => w.protocol_close,
+            CloseReason::PeerClosed | CloseReason::Shutdown => w.close.is_some(),
+            _ => false,
+        };
         if owed && (!w.done || !c.inbuf.is_empty()) {
             return Err(self.violation(format!(
-                "slot {slot} closed without its last words (close frame {:?}, refusal {:?}, {} bytes left over)",
+                "slot {slot} closed ({reason:?}) without its last words (close frame {:?}, refusal {:?}, {} bytes left over)",
                 w.close,
                 w.answer,
                 c.inbuf.len()
@@ -281,51 +463,14 @@ impl Sim {
         Ok(())
     }
 
-    /// The hub is closing `slot` (slab key `key`): the reason must be one
-    /// the model allows. The client closed it this step, or it overflowed
-    /// its control limit, or its output was pending without progress for
-    /// `write_stall`.
-    pub(crate) fn check_close(&mut self, slot: usize, key: u32) -> Result<(), Violation> {
-        let now = self.now();
-        let c = self.model.client(slot);
-        let (gen, closed_by_us, empty_at_start) = (c.conn.gen, c.closed_by_us, c.empty_at_start);
-        let protocol = c.ws().is_some_and(|w| w.protocol_close);
-        let pending = now.saturating_duration_since(c.out_since);
-        let Some(conn) = self.hub.conn(key) else {
-            return Err(self.violation(format!("closing key {key} has no connection")));
-        };
-        if conn.gen() != gen {
-            return Err(self.violation(format!("closing key {key} has another generation")));
-        }
-        let control = conn.out().control_bytes();
-        match conn.closing() {
-            Some(CloseReason::PeerClosed | CloseReason::Reset) if closed_by_us && !protocol => {
-                self.counts.closes_by_client += 1;
-            }
-            Some(CloseReason::ProtocolError) if protocol => {
-                self.counts.ws_protocol_errors += 1;
-            }
-            Some(CloseReason::ControlOverflow) if control > self.limits.max_control_bytes => {
-                self.counts.closes_overflow += 1;
-            }
-            Some(CloseReason::WriteStall)
-                if !empty_at_start && pending >= self.limits.write_stall =>
-            {
-                self.counts.closes_stall += 1;
-            }
-            other => {
-                return Err(self.violation(format!(
-                    "slot {slot} closed with {other:?} (closed by us: {closed_by_us}, protocol error due: {protocol}, control bytes {control}, output pending {pending:?}, empty at step start: {empty_at_start})"
-                )));
-            }
-        }
-        Ok(())
-    }
-
     /// Lets everyone read, runs the clock past every deadline, checks that
     /// every call got its one response, then disconnects everyone and checks
-    /// that every table is empty.
+    /// that every table is empty. After a shutdown, the drain instead:
+    /// everyone must leave once its output is written.
     pub fn finish(&mut self) -> Result<(), Violation> {
+        if self.model.draining {
+            return self.finish_shutdown();
+        }
         for c in self.model.clients.iter_mut().flatten() {
             c.mode = ReadMode::All;
         }
@@ -337,11 +482,66 @@ impl Sim {
         self.step(&Action::Clock { v: 0 })?;
         self.check_all_answered()?;
         let now = self.now();
-        for c in self.model.clients.iter_mut().flatten() {
+        for s in 0..MAX_CLIENTS {
+            let Some(c) = self.model.clients[s].as_mut() else {
+                continue;
+            };
             c.closed_by_us = true;
-            self.hub.on_eof(c.conn.key, now);
+            let key = c.conn.key;
+            let pre = self.pre();
+            self.hub.on_eof(key, now);
+            self.after_call(crate::accounting::Cause::Gone { slot: s }, pre)?;
         }
         self.free_phase()?;
+        self.check_tables()?;
+        self.check_empty()
+    }
+
+    /// The end of a run that shut down: two turns with the read modes as
+    /// they are (who has output left stays, unless a deadline closes it),
+    /// a request from every client (ignored: nothing may come of it), then
+    /// everyone reads and must be gone once drained; the tables and the
+    /// ledger are then empty.
+    pub(crate) fn finish_shutdown(&mut self) -> Result<(), Violation> {
+        for _ in 0..2 {
+            self.step(&Action::Clock { v: 300 })?;
+        }
+        for s in 0..MAX_CLIENTS {
+            if self.model.clients[s].is_none() {
+                continue;
+            }
+            let req = Req::Call {
+                service: 0,
+                timeout: 0,
+                args: 0,
+                id: 1,
+            };
+            self.step(&Action::Send {
+                slot: s as u8,
+                style: 0,
+                split: 0,
+                req,
+            })?;
+        }
+        for c in self.model.clients.iter_mut().flatten() {
+            c.mode = ReadMode::All;
+        }
+        for _ in 0..8 {
+            if self.model.live().next().is_none() {
+                break;
+            }
+            self.step(&Action::Clock { v: 0 })?;
+        }
+        if let Some(s) = self.model.clients.iter().position(Option::is_some) {
+            return Err(self.violation(format!(
+                "slot {s} still open after reading everything during a shutdown"
+            )));
+        }
+        if let Some(k) = self.model.calls.iter().position(|c| c.alive) {
+            return Err(
+                self.violation(format!("model call {k} still in flight after the shutdown"))
+            );
+        }
         self.check_tables()?;
         self.check_empty()
     }
@@ -392,7 +592,12 @@ impl Sim {
     /// Every gauge and table is zero once everyone left.
     fn check_empty(&self) -> Result<(), Violation> {
         let g = self.hub.gauges();
-        let mut all: Vec<u64> = Gauge::ALL.iter().map(|&x| g.get(x)).collect();
+        // Every gauge but the budget (a setting, not state) is back to zero.
+        let mut all: Vec<u64> = Gauge::ALL
+            .iter()
+            .filter(|&&x| x != Gauge::MemoryBudgetBytes)
+            .map(|&x| g.get(x))
+            .collect();
         all.extend(
             [
                 self.hub.conn_count(),
@@ -404,6 +609,13 @@ impl Sim {
         );
         if all.iter().any(|&x| x != 0) {
             return Err(self.violation(format!("tables not empty after everyone left: {all:?}")));
+        }
+        let mem = self.hub.memory();
+        if mem.total() != 0 || self.model.frames_bytes != 0 || !self.model.frames.is_empty() {
+            return Err(self.violation(format!(
+                "memory held after everyone left: {mem:?} (model frames {})",
+                self.model.frames_bytes
+            )));
         }
         Ok(())
     }

@@ -4,7 +4,9 @@
 //! owes the client (a pong, an error status, the close frame echoed, or a
 //! 1002 close and a protocol-error close).
 
+use crate::checks::Violation;
 use crate::driver::Sim;
+use crate::model::Unit;
 use crate::ws::{self, OP_BINARY, OP_CLOSE, OP_CONT, OP_PING, OP_PONG, OP_TEXT};
 
 /// Close codes a client may send (RFC 6455 §7.4), echoed by the hub.
@@ -24,7 +26,7 @@ const MODES: [u8; 4] = [0, 0, 16, 40];
 impl Sim {
     /// Sends the control traffic `kind % 8` selects (see
     /// [`crate::Action::WsControl`]) from WebSocket client `slot`.
-    pub(crate) fn ws_control(&mut self, slot: usize, kind: u8, arg: u8) {
+    pub(crate) fn ws_control(&mut self, slot: usize, kind: u8, arg: u8) -> Result<(), Violation> {
         let mode = MODES[usize::from(arg >> 6)];
         let mut frames = Vec::new();
         match kind % 8 {
@@ -92,7 +94,18 @@ impl Sim {
                 frames.push(self.frame(true, OP_TEXT, text));
             }
         }
-        self.feed_ws(slot, frames, mode);
+        // What they owe is expected before the first read (a too-long
+        // message is refused at its first frame header); whole frames
+        // leave nothing buffered.
+        let frames = frames
+            .into_iter()
+            .map(|f| {
+                let unit = Unit::Control(f.len());
+                (f, unit)
+            })
+            .collect();
+        let w = self.ws_write(slot, frames, mode);
+        self.deliver(slot, w, None, false, false)
     }
 
     /// A masked client frame.

@@ -1,16 +1,15 @@
 //! [`Sim`]: the hub on a fake clock, driven like the server's loop turn.
 //! One [`Sim::step`] applies one [`Action`] (open, bytes, EOF or reset,
-//! clock jump, read-mode change), then runs the rest of the turn:
+//! clock jump, read-mode change, shutdown), then runs the rest of the turn:
 //! `expire(now)`, flush the output of the clients that read (in
-//! random-sized writes), `take_closing`/`free` until nothing is left, and
-//! the end-of-step checks. [`run_seed`] runs a whole seeded schedule.
+//! random-sized writes), during a shutdown `close_drained`, then
+//! `take_closing`/`free` until nothing is left, and the end-of-step checks.
+//! [`run_seed`] runs a whole seeded schedule.
 //!
-//! TCP clients send lines (whole, byte by byte or in two reads).
-//! WebSocket clients open with an HTTP upgrade and send each request as a
-//! masked text message: one to four fragments, each with its own masking
-//! key, sometimes with a ping between them, cut across reads in several
-//! ways ([`Sim::feed_ws`]); they also send pings, pongs, binary messages,
-//! close frames and protocol violations ([`Action::WsControl`]).
+//! Every hub call goes through the accounting of `accounting.rs`: what it
+//! queued, shed and closed is checked right after it, against the model.
+//! How bytes reach the hub (lines, handshakes, masked frames cut into
+//! reads, half-sent requests) is in `feed.rs`.
 
 use std::collections::VecDeque;
 use std::fmt::Write as _;
@@ -19,6 +18,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+use rosgate_core::codes::ErrorCode;
 use rosgate_core::counters::Counter;
 use rosgate_core::hub::Hub;
 use rosgate_core::limits::{Limits, TIMER_TICK_MS};
@@ -26,17 +26,29 @@ use rosgate_core::log::LogLevel;
 use rosgate_core::out::MAX_IOVECS;
 use rosgate_core::{CloseReason, Transport};
 
+use crate::accounting::Cause;
 use crate::actions::{Action, Req, SimConfig, MAX_CLIENTS};
 use crate::checks::Violation;
-use crate::model::{Client, Link, Model, ReadMode, WsSide};
+use crate::model::{Client, Link, Model, ReadMode, Unit, WsSide};
 use crate::rng::Rng;
-use crate::ws::{self, Answer, HandshakeFeed, OP_CONT, OP_TEXT};
+use crate::ws::{self, Answer, HandshakeFeed, OP_TEXT};
 
-/// How the bytes of a WebSocket write are cut into reads, `split >> 2`:
-/// 0 one read, [`BYTE_BY_BYTE`] one byte per read, up to [`LAST_CUT`] two
-/// reads cut at that many 32nds, above it one read per frame.
-const BYTE_BY_BYTE: u8 = 63;
-const LAST_CUT: u8 = 31;
+/// The reason text of every call failed by a shutdown.
+pub(crate) const SHUTDOWN_REASON: &str = "gateway shutting down";
+
+/// The WebSocket close frame payload a shutdown says goodbye with (1001,
+/// going away).
+pub(crate) const GOING_AWAY: [u8; 2] = [0x03, 0xE9];
+
+/// The error codes whose counters the model keeps.
+pub(crate) const COUNTED_ERRORS: [ErrorCode; 6] = [
+    ErrorCode::TooDeep,
+    ErrorCode::IdTooLong,
+    ErrorCode::NameTooLong,
+    ErrorCode::NumberOutOfRange,
+    ErrorCode::LoneSurrogate,
+    ErrorCode::TooManyRegistrations,
+];
 
 /// A request as it goes out: its text and the action's style and split.
 pub(crate) struct Outgoing {
@@ -46,13 +58,13 @@ pub(crate) struct Outgoing {
 }
 
 impl Outgoing {
-    fn crlf(&self) -> bool {
+    pub fn crlf(&self) -> bool {
         self.style & 1 != 0
     }
 
     /// The WebSocket message: the text, and CRLF whitespace if the style
     /// asks for a CRLF.
-    fn message(&self) -> Vec<u8> {
+    pub fn message(&self) -> Vec<u8> {
         let mut m = self.content.clone();
         if self.crlf() {
             m.extend_from_slice(b"\r\n");
@@ -90,6 +102,29 @@ pub struct Counts {
     /// Closes after a close frame (ours echoed) or a protocol error (1002).
     pub ws_close_frames: u64,
     pub ws_protocol_errors: u64,
+    /// Unfinished openings closed to admit a newcomer.
+    pub evictions: u64,
+    pub closes_handshake: u64,
+    pub closes_partial: u64,
+    pub closes_idle: u64,
+    pub closes_slow_consumer: u64,
+    /// Subscriptions, advertisements and services refused by a
+    /// per-connection limit.
+    pub registrations_refused: u64,
+    /// Topic frames shed to keep within the memory budget.
+    pub memory_shed_frames: u64,
+    pub closes_memory: u64,
+    /// Requests refused at a per-item cap (id, name, number, surrogate).
+    pub cap_errors: u64,
+    /// Requests sent in part (a trickling client).
+    pub trickles: u64,
+    pub shutdowns: u64,
+    /// Calls failed by a shutdown, as callers received them.
+    pub shutdown_failures_received: u64,
+    /// WebSocket close 1001 frames received at a shutdown.
+    pub goodbyes_received: u64,
+    /// Connections closed once drained at a shutdown.
+    pub closes_drained: u64,
 }
 
 /// The simulation: a hub, a fake clock and the model. See the crate docs.
@@ -107,6 +142,33 @@ pub struct Sim {
     /// The longest publish frame queued so far.
     pub(crate) max_frame: usize,
     pub(crate) counts: Counts,
+    /// Publishes so far: each frame's identity.
+    pub(crate) publishes: u64,
+    /// Frames queued by the request being fed, (slot, publish, bytes): what
+    /// the hub call that completes it must deliver.
+    pub(crate) deliveries: Vec<(usize, u64, usize)>,
+    /// How often the hub checks its per-connection deadlines.
+    pub(crate) sweep_interval: Duration,
+    /// Closes (and refusals) by reason, as the model validated them.
+    pub(crate) closes: [u64; CloseReason::COUNT],
+    /// Requests refused under each of [`COUNTED_ERRORS`].
+    pub(crate) errors: [u64; ErrorCode::COUNT],
+    /// Calls the shutdown failed.
+    pub(crate) failed_shutdown: u64,
+}
+
+/// How often the hub sweeps: a quarter of the shortest per-connection
+/// deadline, 10 ms to 1 s (`docs/limits.md`).
+fn sweep_interval(l: &Limits) -> Duration {
+    let mut shortest = l
+        .write_stall
+        .min(l.handshake_timeout)
+        .min(l.partial_timeout)
+        .min(l.control_soft_time);
+    if let Some(idle) = l.idle_timeout {
+        shortest = shortest.min(idle);
+    }
+    (shortest / 4).clamp(Duration::from_millis(10), Duration::from_secs(1))
 }
 
 impl Sim {
@@ -115,17 +177,24 @@ impl Sim {
         let base = Instant::now();
         let mut hub = Hub::new(cfg.limits.clone(), base);
         hub.set_ws_status(cfg.ws_status);
+        let interval = sweep_interval(&cfg.limits);
         Sim {
             hub,
             limits: cfg.limits,
             base,
             offset: Duration::ZERO,
             rng: Rng::new(cfg.seed),
-            model: Model::new(cfg.ws_status),
+            model: Model::new(cfg.ws_status, interval),
             counter: 0,
             step_no: 0,
             max_frame: 0,
             counts: Counts::default(),
+            publishes: 0,
+            deliveries: Vec::new(),
+            sweep_interval: interval,
+            closes: [0; CloseReason::COUNT],
+            errors: [0; ErrorCode::COUNT],
+            failed_shutdown: 0,
         }
     }
 
@@ -163,19 +232,41 @@ impl Sim {
             c.empty_at_start = self.hub.out(c.conn.key).is_none_or(|q| q.is_empty());
             c.wrote = false;
             c.closed_by_us = false;
+            c.soft_dipped = false;
         }
+        if self.model.draining {
+            self.act_draining(action)?;
+        } else {
+            self.act(action)?;
+        }
+        self.expire_phase()?;
+        self.flush_phase()?;
+        if self.model.draining {
+            self.drained_phase()?;
+        }
+        self.free_phase()?;
+        self.end_of_step()
+    }
+
+    fn act(&mut self, action: &Action) -> Result<(), Violation> {
         match action {
-            Action::Connect => self.connect(None)?,
-            Action::ConnectWs { how } => self.connect(Some(*how))?,
+            Action::Connect => self.connect(None),
+            Action::ConnectWs { how } => self.connect(Some(*how)),
             Action::WsControl { slot, kind, arg } => {
-                if let Some(s) = self.model.resolve_ws(*slot) {
-                    self.ws_control(s, *kind, *arg);
+                let Some(s) = self.model.resolve_ws(*slot) else {
+                    return Ok(());
+                };
+                self.complete_pending(s)?;
+                if self.model.client(s).is_open() {
+                    self.ws_control(s, *kind, *arg)?;
                 }
+                Ok(())
             }
             Action::WsStatus { filter } => {
                 let f = Action::filter(*filter);
                 self.hub.set_ws_status(f);
                 self.model.ws_status = f;
+                Ok(())
             }
             Action::Disconnect { slot, how } => self.disconnect(*slot, *how),
             Action::Read { slot, mode } => {
@@ -186,9 +277,11 @@ impl Sim {
                         n => ReadMode::Slow(4 * n as usize),
                     };
                 }
+                Ok(())
             }
             Action::Clock { v } => {
                 self.offset += Duration::from_micros(Action::clock_micros(*v));
+                Ok(())
             }
             Action::Send {
                 slot,
@@ -205,37 +298,88 @@ impl Sim {
                         .or_else(|| self.model.resolve(*slot)),
                     _ => self.model.resolve(*slot),
                 };
-                if let Some(s) = target {
+                let Some(s) = target else { return Ok(()) };
+                self.complete_pending(s)?;
+                if self.model.client(s).is_open() {
                     self.send(s, *style, *split, req)?;
                 }
+                Ok(())
             }
+            Action::Trickle {
+                slot,
+                style,
+                cut,
+                req,
+            } => match self.model.resolve(*slot) {
+                Some(s) => self.trickle(s, *style, *cut, req),
+                None => Ok(()),
+            },
+            Action::Shutdown => self.shutdown(),
         }
-        self.expire_phase()?;
-        self.flush_phase()?;
-        self.free_phase()?;
-        self.end_of_step()
+    }
+
+    /// During a shutdown nothing is accepted (the listeners are closed)
+    /// and every request is ignored; the clock, read modes and
+    /// disconnects work as ever.
+    fn act_draining(&mut self, action: &Action) -> Result<(), Violation> {
+        match action {
+            Action::Connect | Action::ConnectWs { .. } | Action::Shutdown => Ok(()),
+            Action::WsControl { slot, .. } => match self.model.resolve_ws(*slot) {
+                Some(s) => self.ignored_input(s),
+                None => Ok(()),
+            },
+            Action::Send { slot, .. } | Action::Trickle { slot, .. } => {
+                match self.model.resolve(*slot) {
+                    Some(s) => self.ignored_input(s),
+                    None => Ok(()),
+                }
+            }
+            other => self.act(other),
+        }
     }
 
     /// Opens a TCP connection, or with `ws` (the handshake selector) a
     /// WebSocket one, and sends its handshake unless it is to go with the
-    /// first frame.
+    /// first frame. At the connection limit the oldest connection that has
+    /// not completed its opening must be evicted for it; only when there is
+    /// none is it refused.
     fn connect(&mut self, ws: Option<u8>) -> Result<(), Violation> {
         let Some(slot) = self.model.clients.iter().position(Option::is_none) else {
             return Ok(());
         };
-        let live = self.model.live().count();
+        let open: Vec<usize> = (0..MAX_CLIENTS)
+            .filter(|&s| self.model.clients[s].as_ref().is_some_and(Client::is_open))
+            .collect();
+        let at_limit = open.len() >= self.limits.max_connections;
+        let victim = open
+            .iter()
+            .copied()
+            .filter(|&s| !self.model.client(s).established)
+            .min_by_key(|&s| self.model.client(s).opened_seq)
+            .filter(|_| at_limit);
         let now = self.now();
+        let pre = self.pre();
         let rejected_before = self.hub.counters().get(Counter::ConnectionsRejected);
         let transport = match ws {
             None => Transport::Tcp,
             Some(_) => Transport::WebSocket,
         };
         let Some(r) = self.hub.open_as(transport, now) else {
-            return self.check_refused_open(live, rejected_before, transport);
+            if !at_limit || victim.is_some() {
+                return Err(self.violation(format!(
+                    "open refused with {} of {} connections open (waiting to open: {victim:?})",
+                    open.len(),
+                    self.limits.max_connections
+                )));
+            }
+            self.check_refused_open(rejected_before, transport)?;
+            self.closes[CloseReason::MaxConnections.index()] += 1;
+            return self.after_call(Cause::Open { victim: None }, pre);
         };
-        if live >= self.limits.max_connections {
+        if at_limit && victim.is_none() {
             return Err(self.violation(format!(
-                "open accepted with {live} of {} connections open",
+                "open accepted with {} of {} connections open, all of them opened",
+                open.len(),
                 self.limits.max_connections
             )));
         }
@@ -245,9 +389,11 @@ impl Sim {
         if self.hub.conn_ref(r.key) != Some(r) {
             return Err(self.violation("conn_ref disagrees with open"));
         }
+        self.model.opened += 1;
+        let (at, seq) = (self.offset, self.model.opened);
         let Some(how) = ws else {
-            self.model.clients[slot] = Some(Client::new(r, Link::Tcp, now));
-            return Ok(());
+            self.model.clients[slot] = Some(Client::new(r, Link::Tcp, at, seq));
+            return self.after_call(Cause::Open { victim }, pre);
         };
         self.counts.ws_connections += 1;
         let (request, answer, feed) = ws::handshake(how);
@@ -256,47 +402,41 @@ impl Sim {
         let side = WsSide {
             status: self.model.ws_status,
             pending_handshake: lazy.then(|| request.clone()),
+            hs_done: false,
             answer: Some(answer),
             open: false,
             close: None,
             done: false,
             protocol_close: refused,
         };
-        self.model.clients[slot] = Some(Client::new(r, Link::Ws(side), now));
+        self.model.clients[slot] = Some(Client::new(r, Link::Ws(side), at, seq));
+        self.after_call(Cause::Open { victim }, pre)?;
         if refused {
             self.counts.ws_handshakes_refused += 1;
         }
-        match feed {
-            HandshakeFeed::WithFirstFrame => {}
-            HandshakeFeed::Whole => self.hub.on_bytes(r.key, &request, now),
-            HandshakeFeed::ByteByByte => {
-                for b in request.chunks(1) {
-                    self.hub.on_bytes(r.key, b, now);
-                }
-            }
-            HandshakeFeed::Halves => {
-                let (a, b) = request.split_at(request.len() / 2);
-                self.hub.on_bytes(r.key, a, now);
-                self.hub.on_bytes(r.key, b, now);
-            }
-        }
-        Ok(())
+        let n = request.len();
+        let cuts = match feed {
+            HandshakeFeed::WithFirstFrame => return Ok(()),
+            HandshakeFeed::Whole => vec![n],
+            HandshakeFeed::ByteByByte => (1..=n).collect(),
+            HandshakeFeed::Halves => vec![n / 2, n],
+        };
+        let w = crate::feed::Write {
+            bytes: request,
+            units: vec![Unit::Handshake(n)],
+            cuts,
+            handshake: Some((n, !refused)),
+        };
+        self.deliver(slot, w, None, false, false)
     }
 
-    /// `open` refused: only at the connection limit, counted, and the
-    /// rejection is one error status line (TCP) or an HTTP 503 (WebSocket).
+    /// `open` refused: counted, and the rejection is one error status line
+    /// (TCP) or an HTTP 503 (WebSocket).
     fn check_refused_open(
         &mut self,
-        live: usize,
         rejected_before: u64,
         transport: Transport,
     ) -> Result<(), Violation> {
-        if live < self.limits.max_connections {
-            return Err(self.violation(format!(
-                "open refused with {live} of {} connections open",
-                self.limits.max_connections
-            )));
-        }
         if self.hub.counters().get(Counter::ConnectionsRejected) != rejected_before + 1 {
             return Err(self.violation("refused open not counted"));
         }
@@ -317,229 +457,122 @@ impl Sim {
         Ok(())
     }
 
-    fn disconnect(&mut self, slot: u8, how: u8) {
+    fn disconnect(&mut self, slot: u8, how: u8) -> Result<(), Violation> {
         let Some(s) = self.model.resolve(slot) else {
-            return;
+            return Ok(());
         };
         let now = self.now();
         let key = self.model.client(s).conn.key;
-        self.model.client_mut(s).closed_by_us = true;
+        let c = self.model.client_mut(s);
+        c.closed_by_us = true;
+        // A half-sent request just goes with the connection.
+        let how = if c.pending.take().is_some() && how % 4 == 2 {
+            0
+        } else {
+            how
+        };
         let partial = br#"{"op":"subscribe","topic":"/a","type":"t","id":"never"}"#;
-        match how % 3 {
-            0 => self.hub.on_eof(key, now),
-            1 => self.hub.close(key, CloseReason::Reset, now),
+        match how % 4 {
+            0 | 1 | 3 => {}
             _ if self.model.client(s).rosbridge() => {
                 // Half a text frame: ignored at EOF.
                 let mut frame = Vec::new();
                 ws::client_frame(&mut frame, true, OP_TEXT, partial, self.mask());
+                let unit = Unit::Data {
+                    len: frame.len(),
+                    payload: partial.len(),
+                    fin: true,
+                };
                 frame.truncate(frame.len() / 2);
                 self.counts.lines_sent += 1;
-                self.feed_ws(s, vec![frame], 0);
-                self.hub.on_eof(key, now);
+                let w = self.ws_write(s, vec![(frame, unit)], 0);
+                let fed = w.bytes.len();
+                let held = crate::model::held_after(&w.units, fed);
+                if let Some((_, ok)) = w.handshake {
+                    self.handshake_sent(s, ok);
+                }
+                self.bytes_in(s, &w.bytes, Some(held))?;
             }
             _ => {
                 // A complete request without its newline: ignored at EOF.
                 self.counts.lines_sent += 1;
-                self.hub.on_bytes(key, partial, now);
-                self.hub.on_eof(key, now);
+                self.bytes_in(s, partial, Some(partial.len()))?;
             }
         }
-    }
-
-    /// Feeds a request to the hub: a line on TCP, a message on WebSocket.
-    pub(crate) fn feed(&mut self, slot: usize, out: &Outgoing) {
-        self.counts.lines_sent += 1;
-        if self.model.client(slot).rosbridge() {
-            self.feed_message(slot, out);
+        let pre = self.pre();
+        if how % 4 == 1 {
+            self.hub.close(key, CloseReason::Reset, now);
         } else {
-            self.feed_line(slot, &out.content, out.crlf(), out.split);
+            self.hub.on_eof(key, now);
         }
-    }
-
-    /// Feeds `content` plus its terminator to the hub, whole, byte by byte
-    /// or in two halves.
-    fn feed_line(&mut self, slot: usize, content: &[u8], crlf: bool, split: u8) {
-        let mut bytes = content.to_vec();
-        if crlf {
-            bytes.push(b'\r');
+        self.after_call(Cause::Gone { slot: s }, pre)?;
+        if how % 4 == 3 && !self.model.draining {
+            // Two newcomers in the same turn: the connection closing (and
+            // one the first may evict) no longer counts against the limit.
+            self.connect(None)?;
+            self.connect(None)?;
         }
-        bytes.push(b'\n');
-        let key = self.model.client(slot).conn.key;
-        let now = self.now();
-        match split {
-            0 => self.hub.on_bytes(key, &bytes, now),
-            255 => {
-                for b in bytes.chunks(1) {
-                    self.hub.on_bytes(key, b, now);
-                }
-            }
-            s => {
-                let cut = bytes.len() * s as usize / 255;
-                let (a, b) = bytes.split_at(cut);
-                self.hub.on_bytes(key, a, now);
-                self.hub.on_bytes(key, b, now);
-            }
-        }
-    }
-
-    /// A WebSocket message as one to four text fragments (`split & 3`),
-    /// each masked with its own key, with a ping between the first two
-    /// when the style says so, read as `split >> 2` says.
-    fn feed_message(&mut self, slot: usize, out: &Outgoing) {
-        let message = out.message();
-        let pieces = self.cut(&message, 1 + usize::from(out.split & 3));
-        let n = pieces.len();
-        let mut frames: Vec<Vec<u8>> = Vec::with_capacity(n + 1);
-        for (i, p) in pieces.iter().enumerate() {
-            let mut f = Vec::new();
-            let op = if i == 0 { OP_TEXT } else { OP_CONT };
-            ws::client_frame(&mut f, i + 1 == n, op, p, self.mask());
-            frames.push(f);
-        }
-        if out.style & 64 != 0 {
-            let ping = self.ping(slot, format!("mid {}", self.counter).as_bytes());
-            frames.insert(usize::from(n > 1), ping);
-        }
-        self.feed_ws(slot, frames, out.split >> 2);
-    }
-
-    /// Cuts `bytes` into `n` pieces at random places (some may be empty).
-    fn cut<'a>(&mut self, bytes: &'a [u8], n: usize) -> Vec<&'a [u8]> {
-        let mut cuts: Vec<usize> = (1..n)
-            .map(|_| self.rng.below(bytes.len() as u64 + 1) as usize)
-            .collect();
-        cuts.sort_unstable();
-        let mut pieces = Vec::with_capacity(n);
-        let mut from = 0;
-        for c in cuts {
-            pieces.push(&bytes[from..c]);
-            from = c;
-        }
-        pieces.push(&bytes[from..]);
-        pieces
-    }
-
-    /// A masking key: all zeros one time in eight (still a masked frame).
-    pub(crate) fn mask(&mut self) -> [u8; 4] {
-        if self.rng.below(8) == 0 {
-            [0; 4]
-        } else {
-            (self.rng.next_u64() as u32).to_be_bytes()
-        }
-    }
-
-    /// A ping frame from `slot`; the model then owes it the pong.
-    pub(crate) fn ping(&mut self, slot: usize, payload: &[u8]) -> Vec<u8> {
-        let mut f = Vec::new();
-        ws::client_frame(&mut f, true, ws::OP_PING, payload, self.mask());
-        self.model
-            .client_mut(slot)
-            .exp
-            .pongs
-            .push_back(payload.to_vec());
-        f
-    }
-
-    /// Feeds WebSocket `frames` from `slot`, after its handshake if that was
-    /// left for the first frame, cut into reads by `mode` (see
-    /// [`BYTE_BY_BYTE`]).
-    pub(crate) fn feed_ws(&mut self, slot: usize, frames: Vec<Vec<u8>>, mode: u8) {
-        let key = self.model.client(slot).conn.key;
-        let now = self.now();
-        let mut units = frames;
-        let side = self
-            .model
-            .client_mut(slot)
-            .ws_mut()
-            .expect("a WebSocket client");
-        if let Some(h) = side.pending_handshake.take() {
-            units.insert(0, h);
-        }
-        let all = units.concat();
-        match mode {
-            0 => self.hub.on_bytes(key, &all, now),
-            BYTE_BY_BYTE => {
-                for b in all.chunks(1) {
-                    self.hub.on_bytes(key, b, now);
-                }
-            }
-            1..=LAST_CUT => {
-                let (a, b) = all.split_at(all.len() * usize::from(mode) / 32);
-                self.hub.on_bytes(key, a, now);
-                self.hub.on_bytes(key, b, now);
-            }
-            _ => {
-                for u in &units {
-                    self.hub.on_bytes(key, u, now);
-                }
-            }
-        }
+        Ok(())
     }
 
     /// Sends one request from `slot`: builds it, then either expects the
     /// too-long error, feeds a blank line, or applies its effect.
     fn send(&mut self, slot: usize, style: u8, split: u8, req: &Req) -> Result<(), Violation> {
-        // Build the line first; the model effect is applied only if the
-        // line fits the limit.
         let (content, effect) = self.request(slot, style, req);
         let out = Outgoing {
             content,
             style,
             split,
         };
-        let rosbridge = self.model.client(slot).rosbridge();
-        // The limit counts a line's CR but not its LF, and a message's
-        // every byte.
-        let len = if rosbridge {
-            out.message().len()
-        } else {
-            out.content.len() + usize::from(out.crlf())
-        };
-        if len > self.limits.max_line_bytes {
-            self.counts.too_long += 1;
-            self.model.expect_status(slot, None, true);
-            self.feed(slot, &out);
-            return Ok(());
-        }
-        // A line that is empty once its terminator is removed is skipped.
-        let visible = {
-            let mut c = &out.content[..];
-            if !out.crlf() {
-                if let Some(b'\r') = c.last() {
-                    c = &c[..c.len() - 1];
-                }
+        self.send_out(slot, &out, effect)
+    }
+
+    /// The begin of a graceful shutdown: every call in flight fails with
+    /// the shutdown's reason, every WebSocket client that completed its
+    /// upgrade is owed a close 1001 after what is queued for it, and input
+    /// is ignored from now on.
+    fn shutdown(&mut self) -> Result<(), Violation> {
+        let pre = self.pre();
+        let now = self.now();
+        for c in self.model.clients.iter_mut().flatten() {
+            let established = c.established;
+            if let Some(w) = c.ws_mut().filter(|_| established) {
+                w.close = Some(GOING_AWAY.to_vec());
             }
-            !c.is_empty()
-        };
-        if !visible && !rosbridge {
-            self.feed(slot, &out);
-            return Ok(());
         }
-        self.apply_effect(slot, effect, &out)
+        let alive = self.model.calls.iter().filter(|c| c.alive).count() as u64;
+        self.model
+            .fail_calls_where_why(|_| true, Some(SHUTDOWN_REASON));
+        self.model.draining = true;
+        self.failed_shutdown += alive;
+        self.counts.shutdowns += 1;
+        self.hub.begin_shutdown(now);
+        if !self.hub.is_draining() {
+            return Err(self.violation("begin_shutdown did not start draining"));
+        }
+        self.after_call(Cause::Shutdown, pre)
     }
 
     // ----- the rest of the loop turn ---------------------------------------------------------
 
     fn expire_phase(&mut self) -> Result<(), Violation> {
         let now = self.now();
+        let pre = self.pre();
+        let sweep_due = self.offset >= self.model.next_sweep;
         self.hub.expire(now);
         let tick_now = Self::tick_of(self.offset);
         self.model.fail_calls_where(|c| c.due_tick <= tick_now);
-        // Write stalls: required once pending for write_stall plus the
-        // longest sweep interval (a quarter of it, 10 ms to 1 s).
-        let stall = self.limits.write_stall;
-        let sweep = (stall / 4).clamp(Duration::from_millis(10), Duration::from_secs(1));
-        for (s, c) in self.model.clients.iter().enumerate() {
-            let Some(c) = c else { continue };
-            let closing = self.hub.conn(c.conn.key).is_some_and(|x| !x.is_open());
-            let pending = now.saturating_duration_since(c.out_since);
-            if !c.empty_at_start && !closing && pending >= stall + sweep {
-                return Err(self.violation(format!(
-                    "slot {s}: output pending without progress for {pending:?} (write_stall {stall:?}) but not closed"
-                )));
-            }
+        if self.hub.has_backlog() {
+            return Err(self.violation(format!(
+                "expire left timed-out calls for later with {} in flight",
+                self.hub.calls().len()
+            )));
         }
-        Ok(())
+        let sweep = sweep_due.then(|| {
+            self.model.next_sweep = self.offset + self.sweep_interval;
+            self.predict_sweep()
+        });
+        self.after_call(Cause::Expire { sweep }, pre)
     }
 
     fn flush_phase(&mut self) -> Result<(), Violation> {
@@ -547,7 +580,7 @@ impl Sim {
             let Some(c) = self.model.clients[s].as_ref() else {
                 continue;
             };
-            if self.hub.conn(c.conn.key).is_some_and(|x| !x.is_open()) {
+            if !c.is_open() {
                 continue;
             }
             let budget = match c.mode {
@@ -564,13 +597,23 @@ impl Sim {
         Ok(())
     }
 
+    /// During a shutdown, after the flush: whoever has written everything
+    /// goes.
+    fn drained_phase(&mut self) -> Result<(), Violation> {
+        let pre = self.pre();
+        self.hub.close_drained(self.now());
+        self.after_call(Cause::Drained, pre)
+    }
+
     /// Writes up to `budget` bytes of `slot`'s output in random-sized pieces
     /// and checks everything received.
     pub(crate) fn drain(&mut self, slot: usize, mut budget: usize) -> Result<(), Violation> {
         let key = self.model.client(slot).conn.key;
         let now = self.now();
+        let soft = self.limits.control_soft_bytes;
         let mut got = Vec::new();
         let mut wrote = false;
+        let mut dipped = false;
         while let Some(q) = self.hub.out(key) {
             if q.is_empty() || budget == 0 {
                 break;
@@ -595,10 +638,17 @@ impl Sim {
                 }
             }
             self.hub.wrote(key, want, now);
+            dipped |= self.hub.out(key).is_some_and(|q| q.control_bytes() <= soft);
             budget -= want;
             wrote = true;
         }
-        self.model.client_mut(slot).wrote |= wrote;
+        let at = self.offset;
+        let c = self.model.client_mut(slot);
+        c.wrote |= wrote;
+        c.soft_dipped |= dipped;
+        if wrote {
+            c.last_active = at;
+        }
         self.receive(slot, &got)
     }
 
@@ -614,12 +664,17 @@ impl Sim {
                 let Some(slot) = self.model.slot_of_key(key) else {
                     return Err(self.violation(format!("hub closed unknown connection key {key}")));
                 };
-                self.check_close(slot, key)?;
-                // Last words, like the server's final write attempt.
-                let (gen, mode) = {
+                let (gen, mode, reason) = {
                     let c = self.model.client(slot);
-                    (c.conn.gen, c.mode)
+                    (c.conn.gen, c.mode, c.closing)
                 };
+                let hub_reason = self.hub.conn(key).and_then(|c| c.closing());
+                let Some(reason) = reason.filter(|&r| Some(r) == hub_reason) else {
+                    return Err(self.violation(format!(
+                        "slot {slot}: the hub frees it as closing with {hub_reason:?}, the model saw {reason:?}"
+                    )));
+                };
+                // Last words, like the server's final write attempt.
                 if mode != ReadMode::Stopped {
                     let budget = match mode {
                         ReadMode::Slow(n) => n,
@@ -628,20 +683,23 @@ impl Sim {
                     self.drain(slot, budget)?;
                 }
                 if mode == ReadMode::All {
-                    self.check_last_words(slot)?;
+                    self.check_last_words(slot, reason)?;
                 }
+                let pre = self.pre();
                 self.hub.free(key, now);
                 if self.hub.conn_ref(key).is_some_and(|r| r.gen == gen) {
                     return Err(self.violation("free left the connection in place"));
                 }
                 self.model.close(slot);
+                self.after_call(Cause::Free, pre)?;
             }
         }
     }
 }
 
-/// Runs `steps` random actions from `seed`, then [`Sim::finish`]. The error
-/// names the seed, the step and the last actions.
+/// Runs `steps` random actions from `seed` (fewer if one is a shutdown,
+/// which ends the schedule), then [`Sim::finish`]. The error names the
+/// seed, the step and the last actions.
 pub fn run_seed(seed: u64, steps: usize) -> Result<Counts, String> {
     let mut rng = Rng::new(seed);
     let sel = rng.next_u64();
@@ -665,6 +723,9 @@ pub fn run_seed(seed: u64, steps: usize) -> Result<Counts, String> {
             recent.pop_front();
         }
         sim.step(&a).map_err(|v| report(v, &recent))?;
+        if a == Action::Shutdown {
+            break;
+        }
     }
     sim.finish().map_err(|v| report(v, &recent))?;
     Ok(sim.counts().clone())

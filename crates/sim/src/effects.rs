@@ -1,25 +1,29 @@
-//! What each accepted request line does to the model, applied around the
-//! moment the driver feeds it to the hub: registrations change, statuses
-//! become owed, calls are forwarded or fail, answers complete calls, and a
-//! publish is checked against the subscribers' queues as it is queued.
+//! What each accepted request line does to the model, applied just before
+//! the read that completes it: registrations change (or are refused at
+//! the per-connection limits), statuses become owed, calls are forwarded
+//! or fail, answers complete calls, and a publish is queued for its
+//! subscribers (what the hub queued and shed is checked right after).
 //!
 //! Where the dialects differ, the client's own decides: per-id
 //! registrations and rosbridge-style reading of a provider's answer
 //! ([`answer_as_read`]) for WebSocket clients.
 
+use std::rc::Rc;
 use std::time::Duration;
 
 use serde_json::Value;
 
-use rosgate_core::counters::Counter;
+use rosgate_core::counters::ErrorCode;
 use rosgate_core::hub::{RESERVED_PREFIX, STATS_SERVICE};
 use rosgate_core::limits::TIMER_TICK_MS;
 use rosgate_wire::encode;
 
+use crate::actions::MAX_CLIENTS;
 use crate::checks::Violation;
-use crate::driver::{Outgoing, Sim};
+use crate::driver::Sim;
 use crate::model::{CallModel, Id, Resp, TopicFrame};
 use crate::requests::Effect;
+use crate::ws;
 
 /// What rosbridge answers a provider failing without `values` with.
 const NO_VALUES_FAILURE: &str = "the provider reported a failure";
@@ -41,20 +45,22 @@ fn answer_as_read(rosbridge: bool, values: Option<Value>, result: &str) -> (Valu
 }
 
 impl Sim {
-    /// Applies `effect` of `out` (which fits the line limit) to the model
-    /// and feeds it to the hub.
-    pub(crate) fn apply_effect(
-        &mut self,
-        slot: usize,
-        effect: Effect,
-        out: &Outgoing,
-    ) -> Result<(), Violation> {
+    /// Applies `effect` of a request the hub is about to handle (its last
+    /// byte goes next) to the model.
+    pub(crate) fn apply_effect(&mut self, slot: usize, effect: Effect) -> Result<(), Violation> {
         match effect {
             Effect::Nothing => {}
-            Effect::Error { id } => self.model.expect_status(slot, id.as_ref(), true),
+            Effect::Error { id, code } => {
+                self.model.expect_status(slot, id.as_ref(), true);
+                if let Some(code) = code {
+                    self.count_error(code);
+                }
+            }
             Effect::Topic { op, name, id } => self.apply_topic(slot, op, &name, id.as_ref()),
-            Effect::Publish { name, msg } => return self.apply_publish(slot, &name, &msg, out),
-            Effect::Service { adv, name, id } => self.apply_service(slot, adv, name, id.as_ref()),
+            Effect::Publish { name, msg } => self.apply_publish(&name, &msg),
+            Effect::Service { adv, name, ty, id } => {
+                self.apply_service(slot, adv, name, ty, id.as_ref())
+            }
             Effect::Call {
                 name,
                 args,
@@ -75,113 +81,97 @@ impl Sim {
                 }
             }
         }
-        self.feed(slot, out);
         Ok(())
     }
 
+    /// subscribe, unsubscribe, advertise or unadvertise. A registration
+    /// beyond the per-connection limit (every rosbridge (topic, id) pair
+    /// counts, a repeated one is free) is refused with the id, and nothing
+    /// changes.
     fn apply_topic(&mut self, slot: usize, op: &str, name: &str, id: Option<&Id>) {
-        let c = self.model.client_mut(slot);
         let raw = id.map(|id| id.raw.as_str());
-        match op {
-            "subscribe" => c.register(true, name, raw),
-            "unsubscribe" => c.unregister(true, name, raw),
-            "advertise" => c.register(false, name, raw),
-            _ => c.unregister(false, name, raw),
+        let (sub, max) = match op {
+            "subscribe" => (true, self.limits.max_subscriptions_per_conn),
+            "advertise" => (false, self.limits.max_advertisements_per_conn),
+            _ => {
+                let c = self.model.client_mut(slot);
+                c.unregister(op == "unsubscribe", name, raw);
+                return self.model.expect_status(slot, id, false);
+            }
+        };
+        let c = self.model.client(slot);
+        let regs = if sub { &c.subs } else { &c.pubs };
+        let key = raw.filter(|_| c.rosbridge()).map(str::to_string);
+        let adds = regs
+            .get(name)
+            .is_none_or(|ids| c.rosbridge() && !ids.contains(&key));
+        if adds && c.entries(sub) >= max {
+            self.counts.registrations_refused += 1;
+            self.count_error(ErrorCode::TooManyRegistrations);
+            return self.model.expect_status(slot, id, true);
         }
+        self.model.client_mut(slot).register(sub, name, raw);
         self.model.expect_status(slot, id, false);
     }
 
-    /// Feeds a publish and checks, subscriber by subscriber, what the hub
-    /// queued and shed: non-subscribers' queues are untouched, each
-    /// subscriber's grew by the frame (in its own framing) less what was
-    /// shed (never the newest frame), and `delivered`/`dropped_bytes` agree.
-    fn apply_publish(
-        &mut self,
-        slot: usize,
-        name: &str,
-        msg: &str,
-        out: &Outgoing,
-    ) -> Result<(), Violation> {
+    /// A publish the hub is about to handle: its frame is queued, in each
+    /// subscriber's framing, for every open subscriber. What the hub then
+    /// queued, shed and counted is checked by the accounting of that read.
+    fn apply_publish(&mut self, name: &str, msg: &str) {
         let mut line = encode::publish_prefix(name).into_vec();
         line.extend_from_slice(msg.as_bytes());
         line.push(b'}');
-        let before: Vec<(usize, usize)> = self
-            .model
-            .clients
-            .iter()
-            .enumerate()
-            .filter_map(|(s, c)| {
-                let c = c.as_ref()?;
-                Some((s, self.hub.out(c.conn.key).map_or(0, |q| q.topic_bytes())))
-            })
-            .collect();
-        let (d0, db0) = (
-            self.hub.counters().get(Counter::Delivered),
-            self.hub.counters().get(Counter::DroppedBytes),
-        );
-        self.feed(slot, out);
-        let mut subscribers = 0u64;
-        let mut shed_total = 0u64;
-        let cap = self.limits.max_queue_bytes;
-        for (s, b) in before {
-            let c = self.model.clients[s].as_ref().expect("live");
-            let after = self.hub.out(c.conn.key).map_or(0, |q| q.topic_bytes());
-            if !c.subs.contains_key(name) {
-                if after != b {
-                    return Err(self.violation(format!(
-                        "publish on {name:?} changed the topic queue of non-subscriber slot {s} ({b} -> {after})"
-                    )));
-                }
+        self.publishes += 1;
+        let n = self.publishes;
+        let mut tcp = line.clone();
+        tcp.push(b'\n');
+        let wires: [Rc<[u8]>; 2] = [tcp.into(), ws::server_text_frame(&line).into()];
+        let line: Rc<[u8]> = line.into();
+        for s in 0..MAX_CLIENTS {
+            let Some(c) = self.model.clients[s].as_ref() else {
+                continue;
+            };
+            if !c.is_open() || !c.subs.contains_key(name) {
                 continue;
             }
-            subscribers += 1;
-            let len = c.wire_len(line.len());
-            self.max_frame = self.max_frame.max(len);
-            if after < len || b + len < after {
-                return Err(self.violation(format!(
-                    "slot {s}: topic bytes {b} -> {after} after queuing a {len}-byte frame (the newest frame must stay)"
-                )));
-            }
-            if after > cap.max(len + self.max_frame) {
-                return Err(
-                    self.violation(format!("slot {s}: {after} topic bytes queued, limit {cap}"))
-                );
-            }
-            let shed = (b + len - after) as u64;
-            shed_total += shed;
-            let c = self.model.client_mut(s);
-            c.exp.owed_drop += shed;
-            c.exp.topic.push_back(TopicFrame {
-                line: line.clone(),
-                wire_len: len,
-            });
+            let ws = c.rosbridge();
+            let wire = Rc::clone(&wires[usize::from(ws)]);
+            self.max_frame = self.max_frame.max(wire.len());
+            self.deliveries.push((s, n, wire.len()));
+            let f = TopicFrame {
+                msg: n,
+                line: Rc::clone(&line),
+                wire,
+                ws,
+            };
+            self.model.queue_frame(s, f);
         }
-        let st = self.hub.counters();
-        let (delivered, dropped_bytes) =
-            (st.get(Counter::Delivered), st.get(Counter::DroppedBytes));
-        if delivered - d0 != subscribers {
-            return Err(self.violation(format!(
-                "publish delivered {} times, model has {subscribers} subscribers",
-                delivered - d0
-            )));
-        }
-        if dropped_bytes - db0 != shed_total {
-            return Err(self.violation(format!(
-                "dropped_bytes grew by {} but queues shrank by {shed_total}",
-                dropped_bytes - db0
-            )));
-        }
-        self.counts.topic_bytes_shed += shed_total;
-        Ok(())
     }
 
-    /// advertise_service (`adv`) or unadvertise_service.
-    fn apply_service(&mut self, slot: usize, adv: bool, name: String, id: Option<&Id>) {
+    /// advertise_service (`adv`, with type `ty`) or unadvertise_service.
+    /// A service beyond the per-connection limit is refused with the id
+    /// (re-advertising one the connection provides is free).
+    fn apply_service(
+        &mut self,
+        slot: usize,
+        adv: bool,
+        name: String,
+        ty: &'static str,
+        id: Option<&Id>,
+    ) {
         let me = self.model.client(slot).conn;
         if adv {
             if name.starts_with(RESERVED_PREFIX) {
                 return self.model.expect_status(slot, id, true);
             }
+            let provides = self.model.services.get(&name) == Some(&me);
+            let count = self.model.services.values().filter(|&&p| p == me).count();
+            if !provides && count >= self.limits.max_services_per_conn {
+                self.counts.registrations_refused += 1;
+                self.count_error(ErrorCode::TooManyRegistrations);
+                return self.model.expect_status(slot, id, true);
+            }
+            self.model.service_types.insert(name.clone(), ty);
             let old = self.model.services.insert(name, me);
             if let Some(old) = old.filter(|&o| o != me) {
                 let s = self.model.slot_of(old).expect("providers are live");
@@ -190,6 +180,7 @@ impl Sim {
             self.model.expect_status(slot, id, false);
         } else if self.model.services.get(&name) == Some(&me) {
             self.model.services.remove(&name);
+            self.model.service_types.remove(&name);
             self.model
                 .fail_calls_where(|c| c.provider == me && c.service == name);
             self.model.expect_status(slot, id, false);
@@ -210,11 +201,19 @@ impl Sim {
     ) {
         let me = self.model.client(slot).conn;
         let in_flight = self.model.calls_made(me);
+        let provider = self.model.services.get(&name).copied().filter(|&p| {
+            self.model
+                .slot_of(p)
+                .is_some_and(|s| self.model.client(s).is_open())
+        });
         let outcome = if name == STATS_SERVICE {
             Resp::Stats(self.model.gauges())
         } else if in_flight >= self.limits.max_calls_per_conn {
-            Resp::Failure { service: name }
-        } else if let Some(&provider) = self.model.services.get(&name) {
+            Resp::Failure {
+                service: name,
+                why: None,
+            }
+        } else if let Some(provider) = provider {
             let due_tick = self.due_tick(timeout);
             let k = self.model.calls.len();
             self.model.calls.push(CallModel {
@@ -226,13 +225,17 @@ impl Sim {
                 provider,
                 due_tick,
                 alive: true,
+                id_raw: id.as_ref().map(|id| id.raw.clone()),
             });
             let ps = self.model.slot_of(provider).expect("providers are live");
             self.model.client_mut(ps).exp.forwards.push_back(k);
             self.counts.calls_forwarded += 1;
             Resp::Pending(k)
         } else {
-            Resp::Failure { service: name }
+            Resp::Failure {
+                service: name,
+                why: None,
+            }
         };
         let e = &mut self.model.client_mut(slot).exp;
         match id {

@@ -16,11 +16,13 @@
 //! | `requests` | the JSON text of each request in its style and dialect, and its model effect |
 //! | `ws` | the WebSocket client side: handshakes, masked frames, a strict server-frame parser |
 //! | `model` | the expected state: clients (TCP or WebSocket), owed lines and frames, services, calls |
-//! | `driver` | [`Sim`]: one loop turn per action (feed, expire, flush, free), [`run_seed`] |
+//! | `driver` | [`Sim`]: one loop turn per action (act, expire, flush, close drained, free), admission, disconnects, the shutdown, [`run_seed`] |
+//! | `feed` | how bytes reach the hub: writes cut into reads, effects applied at the read that completes a request, half-sent requests |
+//! | `accounting` | every hub call checked right after it: queued and shed frames, the memory budget's rule, closes and their reasons |
 //! | `effects` | what each accepted request does to the model as it is fed |
 //! | `controls` | WebSocket control traffic: pings, close frames, protocol violations |
 //! | `reader` | the clients' side: received lines and frames crossed off against the model |
-//! | `checks` | the invariants: tables, quiescence, closes, [`Sim::finish`] |
+//! | `checks` | the invariants: tables, the memory ledger, counters, quiescence, last words, [`Sim::finish`] |
 //! | [`fuzzing`], [`scan_parity`] | the fuzz targets' checks |
 //!
 //! Clients connect over TCP (NDJSON, the protocol file) or WebSocket
@@ -41,28 +43,43 @@
 //!   for rosbridge calls made without one: exactly one per call, success
 //!   with the provider's payload as the caller's dialect reads it, or a
 //!   `result:false` failure) and publish frames (in order, exact bytes;
-//!   frames missing from a slow reader must be exactly the bytes the hub
-//!   counted in `dropped_bytes` for it);
+//!   a slow reader misses exactly the frames identified as shed, whose
+//!   bytes the hub counted in `dropped_bytes`);
 //! - for WebSocket clients, the handshake answer (101 with the right
 //!   accept key, or the HTTP refusal), one text frame per line carrying
 //!   exactly its bytes, a pong per ping, and the close frame (echoed, or
-//!   1002 after a protocol violation) as the last thing sent.
+//!   1002 after a protocol violation) as the last thing sent;
+//! - the bounds on memory and work (P17-P23): which connections have not
+//!   completed their opening (TCP: no whole line yet; WebSocket: no
+//!   upgrade) and so which one is evicted for a newcomer at the
+//!   connection limit; when the periodic sweep runs and whom it closes,
+//!   for which reason (write stall, slow consumer, opening, partial
+//!   request, idle, in that precedence), from the model's own clocks;
+//!   which registrations a per-connection limit refuses; which requests
+//!   the per-item caps refuse, with or without their id; what the memory
+//!   budget sheds and whom it closes, by re-running its rule; and, at a
+//!   shutdown, every call failed, the 1001 goodbye after each WebSocket
+//!   client's output, input ignored and each connection closed once
+//!   drained.
 //!
-//! Closes the hub decides (control overflow, write stall, protocol error)
-//! are learned from `take_closing` and validated: an overflow close needs
-//! more control bytes queued than `max_control_bytes`; a stall close needs
-//! output pending without progress for `write_stall`, and one is required
-//! once it has been pending for `write_stall` plus the sweep interval; a
-//! protocol-error close needs a refused handshake or a violation.
-//!
-//! After every step the hub's tables (router topics and services, per
-//! connection indexes, gauges) must equal the model's.
+//! Every hub call is accounted for right after it (`accounting.rs`): each
+//! queue changed by the frames delivered less the frames shed, and the
+//! frames shed are identified (the queue is read back), so a client must
+//! receive exactly the others; every close has a reason the model
+//! predicted or allows then, and every predicted close happens. After
+//! every step the hub's tables (router topics and services, per
+//! connection indexes, gauges) and its memory ledger (distinct shared
+//! frames, control, partial input, calls, registrations, as
+//! `docs/limits.md` states them) must equal the model's, and the counters
+//! of closes, refusals, cap errors and drops must agree with it.
 
+mod accounting;
 mod actions;
 mod checks;
 mod controls;
 mod driver;
 mod effects;
+mod feed;
 mod model;
 mod reader;
 mod requests;

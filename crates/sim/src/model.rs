@@ -8,20 +8,52 @@
 //! WebSocket ([`WsSide`]: registrations per request id, statuses through
 //! the filter the hub had when it opened, frames instead of lines).
 //!
-//! Nothing here looks at the hub. The driver (`driver.rs`, `effects.rs`)
-//! updates the model as it feeds requests in; the reader (`reader.rs`)
-//! crosses off each line a client receives; `checks.rs` compares the
-//! model's tables with the hub's after every step.
+//! Besides the routing, the model keeps what bounds a client's share of
+//! the gateway (P17-P21): whether it completed its opening, when it last
+//! sent or read, since when it holds a partial request and how many bytes
+//! of it, the exact topic frames queued for it (and so the distinct shared
+//! frames alive), and the bytes its calls and registrations count for, as
+//! `docs/limits.md` states them.
+//!
+//! Nothing here looks at the hub. The driver (`driver.rs`, `feed.rs`,
+//! `effects.rs`) updates the model as it feeds requests in; the reader
+//! (`reader.rs`) crosses off each line a client receives; `accounting.rs`
+//! and `checks.rs` compare the model with the hub after every hub call and
+//! every step.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
-use std::time::Instant;
+use std::rc::Rc;
+use std::time::Duration;
 
 use serde_json::Value;
 
-use rosgate_core::{ConnRef, StatusFilter};
+use rosgate_core::{CloseReason, ConnRef, StatusFilter};
+use rosgate_wire::encode;
 
 use crate::actions::MAX_CLIENTS;
-use crate::ws::{self, Answer};
+use crate::requests::Effect;
+use crate::ws::Answer;
+
+/// Bytes counted per topic entry beyond its names (`docs/limits.md`: "per
+/// topic its name twice, its publish prefix and 160 bytes").
+const TOPIC_BYTES: usize = 160;
+/// Per membership, and per rosbridge id ("64 bytes plus the id").
+const MEMBER_BYTES: usize = 64;
+/// Per service ("its name three times, its type and 128 bytes": twice as
+/// text, once as a JSON string).
+const SERVICE_BYTES: usize = 128;
+/// Per call in flight ("its caller's id, the service name and 160 bytes").
+const CALL_BYTES: usize = 160;
+/// Per topic entry per queue, beyond its frame ("entries: 64 bytes per
+/// topic entry per queue"); counted in the topic limit and the budget.
+pub(crate) const ENTRY_BYTES: usize = 64;
+
+/// `s` as the JSON string the gateway writes.
+pub(crate) fn json_name(s: &str) -> Vec<u8> {
+    let mut out = Vec::new();
+    encode::json_string(&mut out, s);
+    out
+}
 
 /// How a client reads its output.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -39,15 +71,27 @@ pub(crate) struct Id {
     pub key: String,
 }
 
-/// A publish a subscriber must receive unless it is shed.
-#[derive(Debug)]
+/// A publish queued for a subscriber: it receives it unless it is shed.
+#[derive(Debug, Clone)]
 pub(crate) struct TopicFrame {
+    /// Which publish (unique per run): with the framing, the shared frame
+    /// the hub holds once for every queue.
+    pub msg: u64,
     /// The JSON line, without its newline: what a TCP line or a WebSocket
     /// text frame carries.
-    pub line: Vec<u8>,
+    pub line: Rc<[u8]>,
     /// The bytes it takes in this subscriber's queue (line and newline, or
-    /// frame header and line): what is counted when it is shed.
-    pub wire_len: usize,
+    /// frame header and line), exactly as written.
+    pub wire: Rc<[u8]>,
+    /// Framed for WebSocket.
+    pub ws: bool,
+}
+
+impl TopicFrame {
+    /// The key of the shared frame in the ledger.
+    pub fn key(&self) -> (u64, bool) {
+        (self.msg, self.ws)
+    }
 }
 
 /// What a caller expects for one call id.
@@ -57,6 +101,8 @@ pub(crate) enum Resp {
     Pending(usize),
     Failure {
         service: String,
+        /// Text the reason must contain (the shutdown's), if fixed.
+        why: Option<&'static str>,
     },
     Success {
         service: String,
@@ -86,10 +132,9 @@ pub(crate) struct Expect {
     pub anon_responses: Vec<Resp>,
     /// Pong payloads owed, in ping order.
     pub pongs: VecDeque<Vec<u8>>,
+    /// Topic frames queued, in order: exactly what is in the hub's queue
+    /// (frames shed are identified and removed as they go).
     pub topic: VecDeque<TopicFrame>,
-    /// Topic bytes the hub reported shed for this client and not yet seen
-    /// missing.
-    pub owed_drop: u64,
 }
 
 /// Registrations of one kind: topic -> the raw ids registered for it. A
@@ -104,6 +149,9 @@ pub(crate) struct WsSide {
     pub status: StatusFilter,
     /// A handshake request not sent yet: it goes with the first frames.
     pub pending_handshake: Option<Vec<u8>>,
+    /// The handshake request was sent in full (the hub has answered it or
+    /// refused it).
+    pub hs_done: bool,
     /// The handshake answer owed and not read yet.
     pub answer: Option<Answer>,
     /// The 101 was read: frames follow.
@@ -116,6 +164,68 @@ pub(crate) struct WsSide {
     /// We broke the protocol (or the handshake): the hub must close the
     /// connection as a protocol error.
     pub protocol_close: bool,
+}
+
+/// One unit of a client's write, for what a partial write leaves buffered
+/// in the hub (`Link::buffered`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Unit {
+    /// A TCP line with its terminator.
+    Line(usize),
+    /// A WebSocket handshake request.
+    Handshake(usize),
+    /// A data frame (`len` bytes on the wire) carrying `payload` bytes of a
+    /// message that fits the limit.
+    Data {
+        len: usize,
+        payload: usize,
+        fin: bool,
+    },
+    /// A control frame (ping, pong), answered once whole.
+    Control(usize),
+}
+
+impl Unit {
+    pub fn len(self) -> usize {
+        match self {
+            Unit::Line(n) | Unit::Handshake(n) | Unit::Control(n) => n,
+            Unit::Data { len, .. } => len,
+        }
+    }
+}
+
+/// The bytes the hub holds after the first `fed` bytes of `units` arrived
+/// (on a connection that held nothing before them): a partial line, or a
+/// partial handshake head, or the fragments of the current message plus
+/// the partial frame.
+pub(crate) fn held_after(units: &[Unit], mut fed: usize) -> usize {
+    let mut msg = 0;
+    for &u in units {
+        if fed >= u.len() {
+            fed -= u.len();
+            if let Unit::Data { payload, fin, .. } = u {
+                msg = if fin { 0 } else { msg + payload };
+            }
+            continue;
+        }
+        return msg + fed;
+    }
+    msg
+}
+
+/// A request a trickling client has sent part of.
+#[derive(Debug)]
+pub(crate) struct Pending {
+    /// The bytes not sent yet.
+    pub rest: Vec<u8>,
+    /// The whole write, and how much of it was sent.
+    pub units: Vec<Unit>,
+    pub fed: usize,
+    /// The handshake request it carries first (WebSocket), if any, and
+    /// whether it is accepted.
+    pub handshake: Option<(usize, bool)>,
+    /// Applied as the last byte goes.
+    pub effect: Effect,
 }
 
 /// How a client is connected.
@@ -139,16 +249,39 @@ pub(crate) struct Client {
     pub exp: Expect,
     /// Raw provider-side ids this client received in forwarded calls.
     pub learned: Vec<String>,
-    /// Model of the hub's `out_since`.
-    pub out_since: Instant,
+    /// Model of the hub's `out_since`: last write progress, or when output
+    /// became pending (clock offset).
+    pub out_since: Duration,
     pub empty_at_start: bool,
     pub wrote: bool,
     /// The simulation closed it (EOF or reset) this step.
     pub closed_by_us: bool,
+    /// The hub marked it closing, and why (it is freed at the end of the
+    /// step).
+    pub closing: Option<CloseReason>,
+    /// Order of admission (the oldest unfinished opening is evicted).
+    pub opened_seq: u64,
+    /// When it was admitted (clock offset).
+    pub opened_at: Duration,
+    /// Completed its opening: a whole line (TCP), the upgrade (WebSocket).
+    pub established: bool,
+    /// Last input or write progress (clock offset).
+    pub last_active: Duration,
+    /// Since when the hub has held a partial request of it.
+    pub partial_since: Option<Duration>,
+    /// Bytes of partial input the hub holds for it.
+    pub held: usize,
+    /// A request it has sent part of.
+    pub pending: Option<Pending>,
+    /// Since when its control bytes have been above the soft limit.
+    pub soft_since: Option<Duration>,
+    /// A write this step brought its control bytes to the soft limit or
+    /// below.
+    pub soft_dipped: bool,
 }
 
 impl Client {
-    pub fn new(conn: ConnRef, link: Link, now: Instant) -> Client {
+    pub fn new(conn: ConnRef, link: Link, at: Duration, seq: u64) -> Client {
         Client {
             conn,
             link,
@@ -159,11 +292,39 @@ impl Client {
             inbuf: Vec::new(),
             exp: Expect::default(),
             learned: Vec::new(),
-            out_since: now,
+            out_since: at,
             empty_at_start: true,
             wrote: false,
             closed_by_us: false,
+            closing: None,
+            opened_seq: seq,
+            opened_at: at,
+            established: false,
+            last_active: at,
+            partial_since: None,
+            held: 0,
+            pending: None,
+            soft_since: None,
+            soft_dipped: false,
         }
+    }
+
+    /// Registrations of one kind as the hub counts them against the
+    /// per-connection limit: every rosbridge id, or every topic.
+    pub fn entries(&self, sub: bool) -> usize {
+        let regs = if sub { &self.subs } else { &self.pubs };
+        regs.values().map(BTreeSet::len).sum()
+    }
+
+    /// Bytes its subscriptions and advertisements count for.
+    pub fn membership_bytes(&self) -> usize {
+        let ids = |regs: &Regs| -> usize {
+            regs.values()
+                .flatten()
+                .map(|id| MEMBER_BYTES + id.as_ref().map_or(0, String::len))
+                .sum()
+        };
+        ids(&self.subs) + ids(&self.pubs)
     }
 
     pub fn ws(&self) -> Option<&WsSide> {
@@ -195,12 +356,9 @@ impl Client {
         }
     }
 
-    /// The bytes a `len`-byte JSON line takes in this client's queue.
-    pub fn wire_len(&self, len: usize) -> usize {
-        match self.link {
-            Link::Tcp => len + 1,
-            Link::Ws(_) => ws::server_frame_len(len),
-        }
+    /// Whether it is open, as far as the hub is concerned.
+    pub fn is_open(&self) -> bool {
+        self.closing.is_none()
     }
 
     /// `subscribe` (`sub`) or `advertise` with `id` (raw).
@@ -246,6 +404,15 @@ pub(crate) struct CallModel {
     /// Timer tick (from the hub's creation) at which it times out.
     pub due_tick: u64,
     pub alive: bool,
+    /// The caller's id as sent (`None`: no id).
+    pub id_raw: Option<String>,
+}
+
+impl CallModel {
+    /// Bytes it counts for while in flight.
+    pub fn bytes(&self) -> usize {
+        CALL_BYTES + json_name(&self.service).len() + self.id_raw.as_ref().map_or(0, String::len)
+    }
 }
 
 /// See the module docs.
@@ -262,10 +429,23 @@ pub(crate) struct Model {
     pub all_learned: Vec<String>,
     /// The status filter WebSocket connections opened now get.
     pub ws_status: StatusFilter,
+    /// Service name -> the `type` its provider gave.
+    pub service_types: BTreeMap<String, &'static str>,
+    /// Shared topic frames alive: (publish, framing) -> (bytes, queues
+    /// holding it).
+    pub frames: HashMap<(u64, bool), (usize, u32)>,
+    /// Their bytes: what `memory().frames` must be.
+    pub frames_bytes: usize,
+    /// Shutting down: input is ignored.
+    pub draining: bool,
+    /// When the hub's periodic sweep runs next (clock offset).
+    pub next_sweep: Duration,
+    /// Admissions so far.
+    pub opened: u64,
 }
 
 impl Model {
-    pub fn new(ws_status: StatusFilter) -> Model {
+    pub fn new(ws_status: StatusFilter, first_sweep: Duration) -> Model {
         Model {
             clients: (0..MAX_CLIENTS).map(|_| None).collect(),
             services: BTreeMap::new(),
@@ -273,7 +453,87 @@ impl Model {
             rg_map: HashMap::new(),
             all_learned: Vec::new(),
             ws_status,
+            service_types: BTreeMap::new(),
+            frames: HashMap::new(),
+            frames_bytes: 0,
+            draining: false,
+            next_sweep: first_sweep,
+            opened: 0,
         }
+    }
+
+    /// Queues topic frame `f` for `slot` (one more queue holds it).
+    pub fn queue_frame(&mut self, slot: usize, f: TopicFrame) {
+        let e = self.frames.entry(f.key()).or_insert((f.wire.len(), 0));
+        if e.1 == 0 {
+            self.frames_bytes += e.0;
+        }
+        e.1 += 1;
+        self.client_mut(slot).exp.topic.push_back(f);
+    }
+
+    /// One queue no longer holds frame `key` (written, shed or freed).
+    pub fn release_frame(&mut self, key: (u64, bool)) {
+        if let Some(e) = self.frames.get_mut(&key) {
+            e.1 -= 1;
+            if e.1 == 0 {
+                self.frames_bytes -= e.0;
+                self.frames.remove(&key);
+            }
+        }
+    }
+
+    /// Bytes the calls `caller` has in flight count for.
+    pub fn calls_bytes_of(&self, caller: ConnRef) -> usize {
+        self.calls
+            .iter()
+            .filter(|c| c.alive && c.caller == caller)
+            .map(CallModel::bytes)
+            .sum()
+    }
+
+    /// Bytes every call in flight counts for.
+    pub fn calls_bytes(&self) -> usize {
+        self.calls
+            .iter()
+            .filter(|c| c.alive)
+            .map(CallModel::bytes)
+            .sum()
+    }
+
+    /// Bytes one service entry counts for.
+    fn service_bytes(&self, name: &str) -> usize {
+        let ty = self.service_types.get(name).map_or(0, |t| t.len());
+        SERVICE_BYTES + 2 * name.len() + json_name(name).len() + ty
+    }
+
+    /// Bytes the registrations of `slot` count for (its memberships, ids
+    /// and services; topic entries belong to no one).
+    pub fn reg_bytes_of(&self, slot: usize) -> usize {
+        let c = self.client(slot);
+        let services: usize = self
+            .services
+            .iter()
+            .filter(|(_, &p)| p == c.conn)
+            .map(|(n, _)| self.service_bytes(n))
+            .sum();
+        c.membership_bytes() + services
+    }
+
+    /// Bytes every registration counts for, topic entries included.
+    pub fn reg_bytes(&self) -> usize {
+        let mut topics = BTreeSet::new();
+        let mut total = 0;
+        for (s, c) in self.clients.iter().enumerate() {
+            let Some(c) = c else { continue };
+            topics.extend(c.subs.keys().chain(c.pubs.keys()));
+            total += self.reg_bytes_of(s);
+        }
+        let topic_bytes: usize = topics
+            .iter()
+            .map(|t| TOPIC_BYTES + 2 * t.len() + encode::publish_prefix(t).len())
+            .sum();
+        total + topic_bytes
     }
 
     pub fn client(&self, slot: usize) -> &Client {
@@ -394,9 +654,10 @@ impl Model {
         }
     }
 
-    /// A call failing (timeout, provider gone, unadvertised): the caller,
-    /// if still connected, gets one failure.
-    pub fn fail_call(&mut self, k: usize) {
+    /// A call failing (timeout, provider gone, unadvertised, shutdown):
+    /// the caller, if still connected, gets one failure, whose reason
+    /// contains `why` if given.
+    pub fn fail_call_why(&mut self, k: usize, why: Option<&'static str>) {
         let c = &mut self.calls[k];
         c.alive = false;
         let (caller, cs, key, service) =
@@ -404,7 +665,7 @@ impl Model {
         let Some(cl) = self.clients[cs].as_mut().filter(|cl| cl.conn == caller) else {
             return;
         };
-        let failure = Resp::Failure { service };
+        let failure = Resp::Failure { service, why };
         match key {
             Some(key) => {
                 cl.exp.responses.insert(key, failure);
@@ -423,11 +684,21 @@ impl Model {
 
     /// Fails every call in flight that `pred` selects.
     pub fn fail_calls_where(&mut self, pred: impl Fn(&CallModel) -> bool) {
+        self.fail_calls_where_why(pred, None);
+    }
+
+    /// [`Model::fail_calls_where`] with a reason text each failure must
+    /// contain.
+    pub fn fail_calls_where_why(
+        &mut self,
+        pred: impl Fn(&CallModel) -> bool,
+        why: Option<&'static str>,
+    ) {
         let failing: Vec<usize> = (0..self.calls.len())
             .filter(|&k| self.calls[k].alive && pred(&self.calls[k]))
             .collect();
         for k in failing {
-            self.fail_call(k);
+            self.fail_call_why(k, why);
         }
     }
 
@@ -451,12 +722,22 @@ impl Model {
         ]
     }
 
-    /// The model's side of `free`: registrations withdrawn, calls made
-    /// forgotten, calls served failed.
+    /// The model's side of `free`: registrations withdrawn, queued frames
+    /// released, calls made forgotten, calls served failed.
     pub fn close(&mut self, slot: usize) {
         let c = self.clients[slot].take().expect("live");
         let me = c.conn;
-        self.services.retain(|_, p| *p != me);
+        for f in &c.exp.topic {
+            self.release_frame(f.key());
+        }
+        let types = &mut self.service_types;
+        self.services.retain(|n, p| {
+            let keep = *p != me;
+            if !keep {
+                types.remove(n);
+            }
+            keep
+        });
         for call in self.calls.iter_mut().filter(|x| x.alive && x.caller == me) {
             call.alive = false;
         }

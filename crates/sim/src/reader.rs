@@ -13,7 +13,7 @@ use rosgate_core::hub::STATS_SERVICE;
 
 use crate::checks::Violation;
 use crate::driver::Sim;
-use crate::model::{Link, Resp, TopicFrame};
+use crate::model::{Link, Resp};
 use crate::requests::{canon, json_string};
 use crate::ws::{self, Answer, ServerFrame, OP_CLOSE, OP_PONG, OP_TEXT};
 
@@ -148,6 +148,9 @@ impl Sim {
                     .expect("a WebSocket client");
                 side.done = true;
                 let owed = side.close.clone();
+                if frame.payload == crate::driver::GOING_AWAY && self.model.draining {
+                    self.counts.goodbyes_received += 1;
+                }
                 if owed.as_deref() != Some(&frame.payload[..]) {
                     return Err(self.violation(format!(
                         "slot {slot} got a close frame {:?}, owed {owed:?}",
@@ -183,37 +186,25 @@ impl Sim {
         }
     }
 
-    /// A publish frame: the next one owed, or a later one if every frame
-    /// skipped was counted as shed.
+    /// A publish frame: exactly the next one queued (frames shed were
+    /// taken out of the model's queue as they went).
     fn on_publish(&mut self, slot: usize, line: &[u8], v: &Value) -> Result<(), Violation> {
         self.counts.publishes_received += 1;
-        let step = self.step_no;
-        let c = self.model.client_mut(slot);
-        if c.rosbridge() {
+        if self.model.client(slot).rosbridge() {
             self.counts.ws_publishes_received += 1;
         }
-        let pos = c.exp.topic.iter().position(|f| f.line == line);
-        let Some(pos) = pos else {
+        let c = self.model.client_mut(slot);
+        let next = c.exp.topic.front().map(|f| f.line.clone());
+        if next.as_deref() != Some(line) {
+            let want = next.map_or("nothing".to_string(), |l| show(&l));
             return Err(self.violation(format!(
-                "slot {slot} got an unexpected publish: {}",
+                "slot {slot} got an unexpected publish: {} (next queued: {want})",
                 show(line)
             )));
-        };
-        let missed: Vec<TopicFrame> = c.exp.topic.drain(..pos).collect();
-        for f in missed {
-            let n = f.wire_len as u64;
-            if n > c.exp.owed_drop {
-                let owed = c.exp.owed_drop;
-                return Err(Violation {
-                    step,
-                    what: format!(
-                        "slot {slot} missed a {n}-byte publish frame but only {owed} shed bytes were counted for it"
-                    ),
-                });
-            }
-            c.exp.owed_drop -= n;
         }
-        c.exp.topic.pop_front();
+        if let Some(f) = c.exp.topic.pop_front() {
+            self.model.release_frame(f.key());
+        }
         if v.get("topic").and_then(Value::as_str).is_none() || v.get("msg").is_none() {
             return Err(self.violation(format!("malformed publish frame {}", show(line))));
         }
@@ -345,6 +336,10 @@ impl Sim {
             return Err(self.violation(bad(&why)));
         }
         match expected {
+            Resp::Failure { why: Some(_), .. } => {
+                self.counts.responses_failed += 1;
+                self.counts.shutdown_failures_received += 1;
+            }
             Resp::Failure { .. } => self.counts.responses_failed += 1,
             Resp::Success { .. } => self.counts.responses_ok += 1,
             Resp::Pending(_) | Resp::Stats(_) => {}
@@ -360,11 +355,14 @@ fn mismatch(r: &Resp, v: &Value) -> Option<String> {
     let result = v.get("result");
     match r {
         Resp::Pending(k) => Some(format!("response while model call {k} is still in flight")),
-        Resp::Failure { service: s } => {
+        Resp::Failure { service: s, why } => {
+            let text = v.get("values").and_then(Value::as_str);
             let ok = service == Some(s.as_str())
                 && result == Some(&Value::Bool(false))
-                && v.get("values").is_some_and(Value::is_string);
-            (!ok).then(|| format!("expected a failure for service {s:?}"))
+                && text.is_some_and(|t| why.is_none_or(|w| t.contains(w)));
+            (!ok).then(|| {
+                format!("expected a failure for service {s:?} (reason containing {why:?})")
+            })
         }
         Resp::Success {
             service: s,

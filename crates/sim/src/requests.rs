@@ -8,10 +8,20 @@
 //! response's `values`), its whitespace may be raw CR/LF (which the hub
 //! blanks to spaces before anything is forwarded), and its topic requests
 //! draw ids from [`WS_TOPIC_IDS`].
+//!
+//! Some refused requests probe the per-item caps (P18, P22): an `id` over
+//! 1024 bytes (refused without its id), a name over 1024 bytes, a number
+//! beyond f64 and a lone surrogate escape (with the id when it was read
+//! before the refused value), nesting one level past 127; and two accepted
+//! ones sit exactly at them (127 levels, a 1024-byte id and name).
 
 use std::fmt::Write as _;
 
 use serde_json::Value;
+
+use rosgate_core::counters::ErrorCode;
+use rosgate_wire::decode::{MAX_ID_BYTES, MAX_NAME_BYTES};
+use rosgate_wire::MAX_JSON_DEPTH;
 
 use crate::actions::{Req, SERVICES, TOPICS};
 use crate::driver::Sim;
@@ -65,6 +75,10 @@ const FORGED_IDS: [&str; 10] = [
 /// `/work/notes/sim-findings.md`), so the simulation pins neither.
 const WS_TOPIC_IDS: [&str; 4] = ["\"sub-a\"", "\"sub-b\"", "7", "[\"r\",1]"];
 
+/// The `type` of a service advertisement (the hub keeps it, and counts
+/// its bytes).
+const SERVICE_TYPE: &str = "std_srvs/Trigger";
+
 /// How many of [`TOPICS`] a WebSocket client's topic requests prefer.
 const WS_CROWDED_TOPICS: usize = 2;
 
@@ -78,10 +92,14 @@ enum Spacing {
 }
 
 /// The model effect of a request line that fits the line limit.
+#[derive(Debug)]
 pub(crate) enum Effect {
     Nothing,
+    /// An error status (with `id`), counted under `code` when the model
+    /// keeps that count.
     Error {
         id: Option<Id>,
+        code: Option<ErrorCode>,
     },
     Topic {
         op: &'static str,
@@ -96,6 +114,8 @@ pub(crate) enum Effect {
     Service {
         adv: bool,
         name: String,
+        /// The `type` as the hub stores it ("" when left out).
+        ty: &'static str,
         id: Option<Id>,
     },
     Call {
@@ -218,66 +238,165 @@ fn assemble(members: &[(&str, String)], style: u8, spacing: Spacing) -> Vec<u8> 
     s.into_bytes()
 }
 
-/// A refused request line and whether its error status carries the id.
-fn malformed(kind: u8, id: Option<&Id>, style: u8, spacing: Spacing) -> (Vec<u8>, bool) {
+/// `n` characters of `c`.
+fn fill(c: char, n: usize) -> String {
+    std::iter::repeat_n(c, n).collect()
+}
+
+/// The line of `Req::Malformed` kind `kind % 16` and its effect: a refusal
+/// (with or without the id) or, at the caps, an accepted request. Kinds:
+/// 0 unknown op, 1 missing field, 2 wrong type, 3 call without id, 4 op
+/// not a string, 5 no op, 6 not an object, 7 nesting one past 127, 8 bad
+/// timeout, 9 invalid UTF-8, 10 id over 1024 bytes (not echoed), 11 topic
+/// over 1024 bytes, 12 a number beyond f64 and 13 a lone surrogate (the id
+/// echoed if it comes first: `kind & 16` puts it after), 14 nesting at
+/// exactly 127 (a publish), 15 an advertise with a 1024-byte id and topic.
+/// `n` makes an accepted publish unique.
+fn malformed(kind: u8, id: Option<Id>, style: u8, spacing: Spacing, n: u64) -> (Vec<u8>, Effect) {
     let mut m: Members<'_> = Vec::new();
-    match kind % 10 {
+    let refused = |id: Option<Id>, code: Option<ErrorCode>| Effect::Error { id, code };
+    // The kinds whose id depends on member order keep theirs as written.
+    let ordered = style & !(16 | 32);
+    match kind % 16 {
         0 => {
             m.push(("op", "\"nope\"".into()));
-            push_id(&mut m, id);
+            push_id(&mut m, id.as_ref());
         }
         1 => {
             m.push(("op", "\"subscribe\"".into()));
-            push_id(&mut m, id);
+            push_id(&mut m, id.as_ref());
         }
         2 => {
             m.push(("op", "\"publish\"".into()));
             m.push(("topic", "5".into()));
             m.push(("msg", "1".into()));
-            push_id(&mut m, id);
+            push_id(&mut m, id.as_ref());
         }
         3 => {
             // call_service without an id: refused, and nothing to echo.
             m.push(("op", "\"call_service\"".into()));
             m.push(("service", "\"/s1\"".into()));
             m.push(("args", "{}".into()));
-            return (assemble(&m, style & !32, spacing), false);
+            return (assemble(&m, style & !32, spacing), refused(None, None));
         }
         4 => {
             m.push(("op", "5".into()));
-            push_id(&mut m, id);
+            push_id(&mut m, id.as_ref());
         }
-        5 => push_id(&mut m, id),
-        6 => return (b"[1,2]".to_vec(), false),
+        5 => push_id(&mut m, id.as_ref()),
+        6 => return (b"[1,2]".to_vec(), refused(None, None)),
         7 => {
-            let deep = format!("{}{}", "[".repeat(130), "]".repeat(130));
+            // One level past the limit, the request object counting as one;
+            // the scan still reads every member, so the id is echoed.
+            let deep = format!("{}{}", fill('[', MAX_JSON_DEPTH), fill(']', MAX_JSON_DEPTH));
             m.push(("op", "\"publish\"".into()));
             m.push(("topic", "\"/a\"".into()));
             m.push(("msg", deep));
-            push_id(&mut m, id);
+            push_id(&mut m, id.as_ref());
+            return (
+                assemble(&m, style, spacing),
+                refused(id, Some(ErrorCode::TooDeep)),
+            );
         }
         8 => {
             m.push(("op", "\"call_service\"".into()));
             m.push(("service", "\"/s1\"".into()));
             m.push(("args", "[]".into()));
             m.push(("timeout", "\"soon\"".into()));
-            push_id(&mut m, id);
+            push_id(&mut m, id.as_ref());
         }
-        _ => {
+        9 => {
             // Invalid UTF-8 inside a string: the id cannot be read.
             let mut l = br#"{"op":"subscribe","type":"t","topic":"/"#.to_vec();
             l.push(0xff);
             l.extend_from_slice(b"\"");
-            if let Some(id) = id {
+            if let Some(id) = &id {
                 l.extend_from_slice(b",\"id\":");
                 l.extend_from_slice(id.raw.as_bytes());
             }
             l.push(b'}');
-            return (l, false);
+            return (l, refused(None, None));
+        }
+        10 => {
+            // An id one byte over the cap: refused, and never echoed.
+            let long = format!("\"{}\"", fill('i', MAX_ID_BYTES - 1));
+            m.push(("op", "\"subscribe\"".into()));
+            m.push(("topic", "\"/a\"".into()));
+            m.push(("type", "\"t\"".into()));
+            m.push(("id", long));
+            return (
+                assemble(&m, style, spacing),
+                refused(None, Some(ErrorCode::IdTooLong)),
+            );
+        }
+        11 => {
+            // A topic one byte over the cap: refused with the id.
+            m.push(("op", "\"subscribe\"".into()));
+            m.push(("topic", json_string(&fill('n', MAX_NAME_BYTES + 1))));
+            m.push(("type", "\"t\"".into()));
+            push_id(&mut m, id.as_ref());
+            return (
+                assemble(&m, style, spacing),
+                refused(id, Some(ErrorCode::NameTooLong)),
+            );
+        }
+        12 | 13 => {
+            // Grammatical JSON a standard parser refuses; the id is echoed
+            // when it comes before the refused value.
+            let (bad, code) = if kind % 16 == 12 {
+                ("[1,-1e400]", ErrorCode::NumberOutOfRange)
+            } else {
+                ("{\"s\":\"a\\ud800b\"}", ErrorCode::LoneSurrogate)
+            };
+            let id_first = kind & 16 == 0;
+            m.push(("op", "\"publish\"".into()));
+            m.push(("topic", "\"/a\"".into()));
+            if id_first {
+                push_id(&mut m, id.as_ref());
+            }
+            m.push(("msg", bad.into()));
+            if !id_first {
+                push_id(&mut m, id.as_ref());
+            }
+            let echoed = id.filter(|_| id_first);
+            return (assemble(&m, ordered, spacing), refused(echoed, Some(code)));
+        }
+        14 => {
+            // Nesting exactly at the limit: an ordinary publish.
+            let deep = format!(
+                "{}{n}{}",
+                fill('[', MAX_JSON_DEPTH - 1),
+                fill(']', MAX_JSON_DEPTH - 1)
+            );
+            m.push(("op", "\"publish\"".into()));
+            m.push(("topic", "\"/a\"".into()));
+            m.push(("msg", deep.clone()));
+            push_id(&mut m, id.as_ref());
+            let effect = Effect::Publish {
+                name: "/a".into(),
+                msg: deep,
+            };
+            return (assemble(&m, style, spacing), effect);
+        }
+        _ => {
+            // An id and a topic exactly at the caps: an ordinary advertise
+            // (the name is never escaped here: escapes count on the wire).
+            let name = fill('L', MAX_NAME_BYTES);
+            let long = parse_id(format!("\"{}\"", fill('i', MAX_ID_BYTES - 2)));
+            m.push(("op", "\"advertise\"".into()));
+            m.push(("topic", json_string(&name)));
+            m.push(("type", "\"t\"".into()));
+            push_id(&mut m, Some(&long));
+            let effect = Effect::Topic {
+                op: "advertise",
+                name,
+                id: Some(long),
+            };
+            return (assemble(&m, style & !4, spacing), effect);
         }
     }
-    let with_id = id.is_some();
-    (assemble(&m, style, spacing), with_id)
+    let effect = refused(id, None);
+    (assemble(&m, style, spacing), effect)
 }
 
 impl Sim {
@@ -372,9 +491,9 @@ impl Sim {
             } => self.respond_request(slot, f, *pick, *kind, *result, *status),
             Req::Malformed { kind, id } => {
                 let id = self.fresh_id(slot, *id);
-                let (line, with_id) = malformed(*kind, id.as_ref(), style, spacing);
-                if rosbridge && kind % 10 == 3 {
+                if rosbridge && kind % 16 == 3 {
                     // rosbridge calls need no id: a call to /s1 with `{}`.
+                    let (line, _) = malformed(*kind, None, style, spacing, 0);
                     let effect = Effect::Call {
                         name: "/s1".into(),
                         args: Value::Object(Default::default()),
@@ -383,16 +502,28 @@ impl Sim {
                     };
                     return (line, effect);
                 }
-                let id = with_id.then_some(id).flatten();
-                (line, Effect::Error { id })
+                self.counter += 1;
+                malformed(*kind, id, style, spacing, self.counter)
             }
             Req::Garbage { bytes } => {
                 let mut g = vec![b'#'];
                 g.extend(bytes.iter().copied().filter(|&b| b != b'\n'));
-                (g, Effect::Error { id: None })
+                (
+                    g,
+                    Effect::Error {
+                        id: None,
+                        code: None,
+                    },
+                )
             }
             // No line on TCP; on WebSocket an empty message, not JSON.
-            Req::Blank if rosbridge => (Vec::new(), Effect::Error { id: None }),
+            Req::Blank if rosbridge => (
+                Vec::new(),
+                Effect::Error {
+                    id: None,
+                    code: None,
+                },
+            ),
             Req::Blank => (Vec::new(), Effect::Nothing),
         }
     }
@@ -477,13 +608,15 @@ impl Sim {
             "unadvertise_service"
         };
         let mut m: Members<'_> = vec![("op", json_string(op)), ("service", jstr(name, esc))];
-        if adv && !f.lean {
-            m.push(("type", jstr("std_srvs/Trigger", esc)));
+        let ty = if adv && !f.lean { SERVICE_TYPE } else { "" };
+        if !ty.is_empty() {
+            m.push(("type", jstr(ty, esc)));
         }
         push_id(&mut m, id.as_ref());
         let effect = Effect::Service {
             adv,
             name: name.to_string(),
+            ty,
             id,
         };
         (assemble(&m, f.style, f.spacing), effect)

@@ -66,6 +66,10 @@ impl<'a> Bytes<'a> {
         u16::from_le_bytes([self.u8(), self.u8()])
     }
 
+    pub fn u32(&mut self) -> u32 {
+        u32::from_le_bytes([self.u8(), self.u8(), self.u8(), self.u8()])
+    }
+
     pub fn take(&mut self, n: usize) -> &'a [u8] {
         let n = n.min(self.data.len());
         let (a, b) = self.data.split_at(n);

@@ -149,13 +149,23 @@ pub(crate) fn push_len(out: &mut Vec<u8>, mask_bit: u8, len: u64) {
 
 /// The bytes a server text frame carrying `len` payload bytes takes on the
 /// wire.
-pub(crate) fn server_frame_len(len: usize) -> usize {
+#[cfg(test)]
+fn server_frame_len(len: usize) -> usize {
     let header = match len {
         0..=125 => 2,
         126..=65535 => 4,
         _ => 10,
     };
     header + len
+}
+
+/// The server text frame carrying `line`: what a WebSocket subscriber's
+/// queue holds for one publish.
+pub(crate) fn server_text_frame(line: &[u8]) -> Vec<u8> {
+    let mut f = vec![0x80 | OP_TEXT];
+    push_len(&mut f, 0, line.len() as u64);
+    f.extend_from_slice(line);
+    f
 }
 
 /// One server frame (always final).
@@ -314,6 +324,7 @@ mod tests {
             push_len(&mut out, 0, len as u64);
             out.extend_from_slice(&payload);
             assert_eq!(out.len(), server_frame_len(len));
+            assert_eq!(out, server_text_frame(&payload));
             let (f, used) = parse_server_frame(&out).expect("valid").expect("complete");
             assert_eq!((f.opcode, f.payload.len(), used), (OP_TEXT, len, out.len()));
             assert_eq!(parse_server_frame(&out[..out.len() - 1]), Ok(None));

@@ -292,7 +292,7 @@ fn write_seed_corpus() {
     ];
     write("core", "pubsub", &actions_to_bytes(0, &pubsub));
     write("core", "calls", &actions_to_bytes(0b0101_0101_0101, &calls));
-    for (name, selector, actions) in websocket_scenarios() {
+    for (name, selector, actions) in websocket_scenarios().into_iter().chain(bounds_scenarios()) {
         write("core", name, &actions_to_bytes(selector, &actions));
     }
     for seed in 0..16u64 {
@@ -301,7 +301,7 @@ fn write_seed_corpus() {
         write(
             "core",
             &format!("seed-{seed:02}"),
-            &actions_to_bytes(seed as u16 * 4099, &actions),
+            &actions_to_bytes((seed as u32).wrapping_mul(0x9E37_79B9), &actions),
         );
     }
 }
@@ -309,14 +309,14 @@ fn write_seed_corpus() {
 /// WebSocket (rosbridge dialect) scenarios for the `core` corpus, with TCP
 /// clients alongside: per-id registrations, lenient requests, rosbridge
 /// answers, control frames, refused handshakes and status filters.
-fn websocket_scenarios() -> Vec<(&'static str, u16, Vec<rosgate_sim::Action>)> {
+fn websocket_scenarios() -> Vec<(&'static str, u32, Vec<rosgate_sim::Action>)> {
     use rosgate_sim::{Action, Req};
 
     // 4096-byte lines, 1 MiB topic queues, 64 calls per connection; bit
     // 15 set: WebSocket clients get every status (so per-id statuses are
     // visible), clear: errors only, the hub's default.
-    const ALL: u16 = 2 | (3 << 2) | (1 << 13) | (1 << 15);
-    const ERRORS: u16 = ALL & !(1 << 15);
+    const ALL: u32 = 2 | (3 << 2) | (1 << 13) | (1 << 15);
+    const ERRORS: u32 = ALL & !(1 << 15);
     // Handshake selectors: spelling (0-2, 3 refused), feeding << 2, key << 4.
     const PLAIN: u8 = 0;
     const BROWSER_LAZY: u8 = 1 | (3 << 2) | (1 << 4);
@@ -499,4 +499,253 @@ fn websocket_scenarios() -> Vec<(&'static str, u16, Vec<rosgate_sim::Action>)> {
         ("ws-calls", ERRORS, calls),
         ("ws-control", ERRORS, ctl),
     ]
+}
+
+/// Selector bits of [`rosgate_sim::SimConfig::from_selector`]: 4096-byte
+/// lines, 64 calls per connection, everything else at its first choice
+/// (the defaults, or the loosest).
+const PLAIN_LIMITS: u32 = 2 | (1 << 13);
+
+/// Scenarios for the bounds on memory and work, each aimed at one group of
+/// them (the test below checks that each exercises what it is aimed at):
+/// eviction of unfinished openings and the opening deadline; partial,
+/// slow-consumer and idle deadlines; registration limits and per-item
+/// caps; the memory budget (shedding the biggest queue first, then
+/// closing the biggest holder); and a shutdown.
+fn bounds_scenarios() -> Vec<(&'static str, u32, Vec<rosgate_sim::Action>)> {
+    use rosgate_sim::{Action, Req};
+
+    let send = |slot: u8, req: Req| Action::Send {
+        slot,
+        style: 0,
+        split: 0,
+        req,
+    };
+    let sub = |slot: u8, topic: u8, id: u8| send(slot, Req::Subscribe { topic, id });
+    let publish = |slot: u8, topic: u8, fill: u16| {
+        send(
+            slot,
+            Req::Publish {
+                topic,
+                payload: fill << 2,
+                id: 0,
+            },
+        )
+    };
+    let bad = |slot: u8, kind: u8| send(slot, Req::Malformed { kind, id: 1 });
+    let trickle = |slot: u8, cut: u8, req: Req| Action::Trickle {
+        slot,
+        style: 0,
+        cut,
+        req,
+    };
+    let ms = |n: u16| Action::Clock { v: (2 << 14) | n };
+    const LAZY: u8 = 3 << 2;
+
+    // 4 connections, openings within 2 s.
+    let evict = vec![
+        Action::Connect,
+        Action::Connect,
+        sub(1, 0, 1),
+        Action::ConnectWs { how: LAZY },
+        Action::Connect,
+        // At the limit: slot 0 (silent, oldest) gives way ...
+        Action::Connect,
+        // ... then the WebSocket client that never sent its upgrade.
+        Action::Connect,
+        sub(3, 0, 2),
+        sub(4, 0, 3),
+        sub(0, 0, 4),
+        // Everyone has opened: refused.
+        Action::Connect,
+        Action::Disconnect { slot: 1, how: 0 },
+        Action::Connect,
+        ms(1500),
+        ms(600),
+        publish(0, 0, 3),
+    ];
+    // Opening 5 s, partial requests 1 s, idle 4 s, control above 600
+    // bytes for 0.5 s.
+    let deadlines = vec![
+        Action::Connect,
+        Action::Connect,
+        Action::ConnectWs { how: 0 },
+        Action::Connect,
+        Action::ConnectWs { how: LAZY },
+        sub(0, 0, 1),
+        trickle(1, 128, Req::Subscribe { topic: 1, id: 2 }),
+        trickle(2, 100, Req::Subscribe { topic: 0, id: 1 }),
+        trickle(4, 20, Req::Subscribe { topic: 0, id: 1 }),
+        ms(300),
+        trickle(1, 100, Req::Blank),
+        send(2, Req::Subscribe { topic: 1, id: 2 }),
+        sub(3, 0, 3),
+        Action::Read { slot: 3, mode: 1 },
+        bad(3, 0),
+        bad(3, 1),
+        bad(3, 2),
+        bad(3, 4),
+        bad(3, 5),
+        bad(3, 8),
+        bad(3, 0),
+        bad(3, 1),
+        ms(400),
+        ms(400),
+        ms(400),
+        ms(3500),
+        ms(600),
+    ];
+    // One subscription, one advertisement, one service per connection.
+    let limits = vec![
+        Action::Connect,
+        Action::ConnectWs { how: 0 },
+        sub(0, 0, 1),
+        sub(0, 1, 2),
+        sub(0, 0, 3),
+        send(0, Req::AdvertiseService { service: 0, id: 4 }),
+        send(0, Req::AdvertiseService { service: 0, id: 5 }),
+        send(0, Req::AdvertiseService { service: 1, id: 6 }),
+        sub(1, 0, 1),
+        sub(1, 0, 2),
+        sub(1, 0, 1),
+        bad(0, 10),
+        bad(0, 11),
+        bad(0, 12),
+        bad(0, 12 | 16),
+        bad(1, 13),
+        bad(1, 13 | 16),
+        bad(0, 14),
+        bad(1, 15),
+        bad(0, 15),
+        bad(1, 7),
+    ];
+    // A 6000-byte budget: two readers that stopped, the one holding more
+    // topic data is shed first (enough on its own); then a client whose
+    // error statuses pile up is closed as the biggest holder.
+    let memory = vec![
+        Action::Connect,
+        Action::Connect,
+        Action::Connect,
+        sub(1, 0, 1),
+        sub(2, 1, 2),
+        Action::Read { slot: 1, mode: 1 },
+        Action::Read { slot: 2, mode: 1 },
+        publish(0, 1, 300),
+        publish(0, 1, 300),
+        publish(0, 0, 600),
+        publish(0, 0, 600),
+        publish(0, 0, 600),
+        publish(0, 0, 600),
+        publish(0, 0, 600),
+        publish(0, 0, 600),
+        publish(0, 0, 600),
+        publish(0, 0, 600),
+        Action::Connect,
+        Action::Read { slot: 3, mode: 1 },
+    ]
+    .into_iter()
+    .chain((0..100).map(|i| bad(3, [0, 1, 2, 4, 5, 8][i % 6])))
+    .chain([
+        Action::Read { slot: 1, mode: 0 },
+        Action::Read { slot: 2, mode: 0 },
+        publish(0, 0, 10),
+    ])
+    .collect();
+    // The same budget, with small frames: the biggest queue (by bytes and
+    // entries) frees enough only if its entries count, so nothing else is
+    // shed when the statuses of a client that stopped reading push the
+    // total over.
+    let entries = [
+        Action::Connect,
+        Action::Connect,
+        Action::Connect,
+        Action::Connect,
+        sub(1, 0, 1),
+        sub(2, 1, 2),
+        Action::Read { slot: 1, mode: 1 },
+        Action::Read { slot: 2, mode: 1 },
+        Action::Read { slot: 3, mode: 1 },
+    ]
+    .into_iter()
+    .chain((0..10).map(|_| publish(0, 0, 0)))
+    .chain((0..3).map(|_| publish(0, 1, 0)))
+    .chain((0..60).map(|i| bad(3, [0, 1, 2, 4, 5, 8][i % 6])))
+    .collect();
+    let shutdown = vec![
+        Action::Connect,
+        Action::ConnectWs { how: 0 },
+        Action::Connect,
+        send(0, Req::AdvertiseService { service: 0, id: 1 }),
+        send(
+            1,
+            Req::Call {
+                service: 0,
+                timeout: 0,
+                args: 5,
+                id: 2,
+            },
+        ),
+        sub(1, 0, 1),
+        sub(2, 0, 3),
+        Action::Read { slot: 2, mode: 1 },
+        publish(0, 0, 40),
+        trickle(0, 90, Req::Subscribe { topic: 2, id: 4 }),
+        // Never sent its upgrade: no goodbye for it.
+        Action::ConnectWs { how: LAZY },
+        Action::Shutdown,
+    ];
+    vec![
+        ("bounds-evict", PLAIN_LIMITS | (2 << 8) | (1 << 17), evict),
+        (
+            "bounds-deadlines",
+            PLAIN_LIMITS | (2 << 17) | (1 << 19) | (2 << 21) | (3 << 23),
+            deadlines,
+        ),
+        ("bounds-limits", PLAIN_LIMITS | (3 << 27), limits),
+        ("bounds-memory", PLAIN_LIMITS | (2 << 25), memory),
+        ("bounds-entries", PLAIN_LIMITS | (2 << 25), entries),
+        ("bounds-shutdown", PLAIN_LIMITS, shutdown),
+    ]
+}
+
+/// Each bounds scenario passes the simulation's checks and exercises what
+/// it is aimed at.
+#[test]
+fn bounds_scenarios_exercise_their_limits() {
+    use rosgate_sim::{Counts, Sim, SimConfig};
+
+    let run = |name: &str, sel: u32, actions: &[rosgate_sim::Action]| -> Counts {
+        let mut sim = Sim::new(SimConfig::from_selector(u64::from(sel)));
+        for a in actions {
+            sim.step(a).unwrap_or_else(|v| panic!("{name}: {v}"));
+        }
+        sim.finish()
+            .unwrap_or_else(|v| panic!("{name}: {v} (in finish)"));
+        sim.counts().clone()
+    };
+    for (name, sel, actions) in bounds_scenarios() {
+        let c = run(name, sel, &actions);
+        let ok = match name {
+            "bounds-evict" => {
+                c.evictions == 2 && c.rejected_connections == 1 && c.closes_handshake == 1
+            }
+            "bounds-deadlines" => {
+                c.closes_partial >= 1
+                    && c.closes_slow_consumer == 1
+                    && c.closes_idle >= 1
+                    && c.trickles == 3
+            }
+            "bounds-limits" => c.registrations_refused == 3 && c.cap_errors == 6,
+            "bounds-memory" => c.memory_shed_frames > 0 && c.closes_memory > 0,
+            "bounds-entries" => c.memory_shed_frames >= 9,
+            "bounds-shutdown" => {
+                c.shutdowns == 1
+                    && c.shutdown_failures_received == 1
+                    && c.goodbyes_received == 1
+                    && c.closes_drained == 4
+            }
+            _ => false,
+        };
+        assert!(ok, "{name} did not exercise its limits: {c:?}");
+    }
 }

@@ -1,7 +1,8 @@
 //! Seeded simulation of the core (see `src/lib.rs`): random TCP and
 //! WebSocket connects, subscribes, publishes, calls, replies, pings, close
-//! frames, protocol violations, slow readers, disconnects and clock jumps,
-//! with the model's invariants checked after every step.
+//! frames, protocol violations, slow readers, trickled requests,
+//! disconnects, clock jumps and shutdowns, with the model's invariants
+//! checked after every hub call and every step.
 //!
 //! `ROSGATE_SIM_SEED=<n>` replays one seed (and prints what it did);
 //! `ROSGATE_SIM_STEPS=<n>` changes the number of steps per seed;
@@ -91,6 +92,35 @@ fn seeded_simulation() {
             && total.ws_handshakes_refused > 0,
         "{total:?}"
     );
+    // ... and the bounds on memory and work: an unfinished opening evicted
+    // at the connection limit, the opening, partial-request and
+    // slow-consumer deadlines, a registration refused, topic data shed
+    // for the memory budget and a connection closed for it, the per-item
+    // caps, and a shutdown that failed calls, said goodbye and closed
+    // drained connections.
+    assert!(
+        total.evictions > 0
+            && total.closes_handshake > 0
+            && total.closes_partial > 0
+            && total.closes_slow_consumer > 0
+            && total.closes_idle > 0,
+        "{total:?}"
+    );
+    assert!(
+        total.registrations_refused > 0
+            && total.memory_shed_frames > 0
+            && total.closes_memory > 0
+            && total.cap_errors > 0
+            && total.trickles > 0,
+        "{total:?}"
+    );
+    assert!(
+        total.shutdowns > 0
+            && total.shutdown_failures_received > 0
+            && total.goodbyes_received > 0
+            && total.closes_drained > 0,
+        "{total:?}"
+    );
 }
 
 /// Adds one seed's counts to the total.
@@ -118,6 +148,20 @@ fn add(total: &mut rosgate_sim::Counts, c: &rosgate_sim::Counts) {
         ws_pongs,
         ws_close_frames,
         ws_protocol_errors,
+        evictions,
+        closes_handshake,
+        closes_partial,
+        closes_idle,
+        closes_slow_consumer,
+        registrations_refused,
+        memory_shed_frames,
+        closes_memory,
+        cap_errors,
+        trickles,
+        shutdowns,
+        shutdown_failures_received,
+        goodbyes_received,
+        closes_drained,
     } = c;
     total.steps += steps;
     total.lines_sent += lines_sent;
@@ -141,4 +185,18 @@ fn add(total: &mut rosgate_sim::Counts, c: &rosgate_sim::Counts) {
     total.ws_pongs += ws_pongs;
     total.ws_close_frames += ws_close_frames;
     total.ws_protocol_errors += ws_protocol_errors;
+    total.evictions += evictions;
+    total.closes_handshake += closes_handshake;
+    total.closes_partial += closes_partial;
+    total.closes_idle += closes_idle;
+    total.closes_slow_consumer += closes_slow_consumer;
+    total.registrations_refused += registrations_refused;
+    total.memory_shed_frames += memory_shed_frames;
+    total.closes_memory += closes_memory;
+    total.cap_errors += cap_errors;
+    total.trickles += trickles;
+    total.shutdowns += shutdowns;
+    total.shutdown_failures_received += shutdown_failures_received;
+    total.goodbyes_received += goodbyes_received;
+    total.closes_drained += closes_drained;
 }

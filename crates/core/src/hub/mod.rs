@@ -15,6 +15,12 @@
 //! - closes are deferred: `close` only marks; `free` asks each owner to
 //!   drop the connection (`Registry::withdraw`, `Calls::drop_conn`), fails
 //!   the calls waiting on it and releases the slab slot (P13, P14, cleanup);
+//! - everything clients make the gateway hold is in the memory ledger
+//!   (`memory.rs`) at all times, and above `max_memory_bytes` topic data is
+//!   shed, then the biggest holders are closed (P17);
+//! - no connection holds a slot without completing its opening in time,
+//!   and at the connection limit the oldest unfinished opening gives way
+//!   to a newcomer (P21);
 //! - every call gets exactly one response: answered, or failed by missing
 //!   provider, provider gone, unadvertise, timeout or the in-flight limit;
 //!   the caller's original id bytes are used, and a response completes a call
@@ -27,6 +33,8 @@ mod batch;
 mod services;
 mod topics;
 
+use std::collections::{HashMap, VecDeque};
+use std::net::IpAddr;
 use std::time::{Duration, Instant};
 
 use slab::Slab;
@@ -40,8 +48,9 @@ pub use services::CallFailure;
 use crate::calls::Calls;
 use crate::conn::{CloseReason, Conn, ConnRef};
 use crate::counters::{Counter, Counters, ErrorCode, Gauge, Gauges};
-use crate::limits::{Limits, CLOSE_LOGS_PER_SEC};
+use crate::limits::{Limits, CLOSE_LOGS_PER_SEC, EXPIRE_BUDGET};
 use crate::log::{self, LogLevel};
+use crate::memory::{Ledger, MemoryUse, TARGET_DEN, TARGET_NUM};
 use crate::out::OutQueue;
 use crate::ratelimit::{Admit, RateLimit};
 use crate::registry::{Registry, Role};
@@ -73,6 +82,27 @@ pub struct Hub {
     ws_status: StatusFilter,
     /// Publishes read but not yet queued to subscribers (same turn).
     batch: batch::PublishBatch,
+    /// What the hub itself accounts of the memory budget.
+    mem: Ledger,
+    /// Connections that had not completed their opening when admitted, in
+    /// arrival order (entries that since opened or left are skipped).
+    pending: VecDeque<ConnRef>,
+    /// Connections that have not completed their opening, now.
+    pending_count: usize,
+    /// Marked closing and not yet freed.
+    closing_count: usize,
+    /// Open connections per limited (non-loopback) peer address.
+    per_ip: HashMap<IpAddr, usize>,
+    /// Shutting down: input is ignored, output drains.
+    draining: bool,
+}
+
+/// Why a connection was not admitted: what to send it, and the reason.
+#[derive(Debug)]
+pub struct Refusal {
+    pub reason: CloseReason,
+    /// Bytes to send before dropping the socket.
+    pub frame: Vec<u8>,
 }
 
 impl Hub {
@@ -91,6 +121,24 @@ impl Hub {
             close_log: RateLimit::new(CLOSE_LOGS_PER_SEC),
             ws_status: StatusFilter::Errors,
             batch: batch::PublishBatch::default(),
+            mem: Ledger::default(),
+            pending: VecDeque::new(),
+            pending_count: 0,
+            closing_count: 0,
+            per_ip: HashMap::new(),
+            draining: false,
+        }
+    }
+
+    /// What the memory budget covers, now.
+    pub fn memory(&self) -> MemoryUse {
+        MemoryUse {
+            frames: self.mem.frames,
+            entries: self.mem.entries,
+            control: self.mem.control,
+            input: self.mem.input,
+            calls: self.calls.bytes(),
+            registrations: self.registry.bytes(),
         }
     }
 
@@ -151,12 +199,20 @@ impl Hub {
         g.set(Gauge::Publishers, self.registry.publisher_count() as u64);
         g.set(Gauge::Services, self.registry.service_count() as u64);
         g.set(Gauge::CallsPending, self.calls.len() as u64);
-        let queued: usize = self
-            .conns
-            .iter()
-            .map(|(_, c)| c.out().topic_bytes() + c.out().control_bytes())
-            .sum();
-        g.set(Gauge::QueuedBytes, queued as u64);
+        g.set(Gauge::QueuedBytes, self.mem.queued as u64);
+        g.set(Gauge::ConnectionsPending, self.pending_count as u64);
+        let m = self.memory();
+        g.set(Gauge::MemoryBytes, m.total() as u64);
+        g.set(
+            Gauge::MemoryBudgetBytes,
+            self.limits.max_memory_bytes as u64,
+        );
+        g.set(Gauge::MemoryFramesBytes, m.frames as u64);
+        g.set(Gauge::MemoryEntriesBytes, m.entries as u64);
+        g.set(Gauge::MemoryControlBytes, m.control as u64);
+        g.set(Gauge::MemoryInputBytes, m.input as u64);
+        g.set(Gauge::MemoryCallsBytes, m.calls as u64);
+        g.set(Gauge::MemoryRegistrationsBytes, m.registrations as u64);
         g
     }
 
@@ -167,30 +223,108 @@ impl Hub {
 
     // ----- connection life cycle -------------------------------------------------
 
-    /// Admits a new TCP connection (see [`Hub::open_as`]).
+    /// Admits a new TCP connection (see [`Hub::open_from`]).
     pub fn open(&mut self, now: Instant) -> Option<ConnRef> {
         self.open_as(Transport::Tcp, now)
     }
 
-    /// Admits a connection from the given listener, or refuses it when
-    /// `max_connections` are open (the caller then writes
-    /// [`Hub::rejection_frame`] and drops the socket).
+    /// Admits a connection from the given listener whose peer is not
+    /// limited per address (see [`Hub::open_from`]).
     pub fn open_as(&mut self, transport: Transport, now: Instant) -> Option<ConnRef> {
-        if self.conns.len() >= self.limits.max_connections {
+        self.open_from(transport, None, now).ok()
+    }
+
+    /// Admits a connection from the given listener and peer. At the
+    /// connection limit the oldest connection that has not completed its
+    /// opening is evicted to make room (P21); when there is none, or the
+    /// peer (non-loopback) holds its limit, the newcomer is refused and the
+    /// caller sends it [`Refusal::frame`] and drops the socket.
+    pub fn open_from(
+        &mut self,
+        transport: Transport,
+        peer: Option<IpAddr>,
+        now: Instant,
+    ) -> Result<ConnRef, Refusal> {
+        let limited = peer.filter(|ip| !ip.is_loopback());
+        if let Some(ip) = limited {
+            if self.per_ip.get(&ip).copied().unwrap_or(0) >= self.limits.max_connections_per_ip {
+                return Err(self.refuse(transport, CloseReason::PerIpLimit, now));
+            }
+        }
+        if self.conns.len() - self.closing_count >= self.limits.max_connections
+            && !self.evict_pending(now)
+        {
             self.counters.inc(Counter::ConnectionsRejected);
-            self.counters.close(CloseReason::MaxConnections);
-            self.log_close(None, CloseReason::MaxConnections, now);
-            return None;
+            return Err(self.refuse(transport, CloseReason::MaxConnections, now));
         }
         self.next_gen = self.next_gen.wrapping_add(1);
         let gen = self.next_gen;
-        let conn = Conn::new(gen, now, transport, self.ws_status);
+        let conn = Conn::new(gen, now, transport, self.ws_status, limited);
         let key = self.conns.insert(conn) as u32;
+        if let Some(ip) = limited {
+            *self.per_ip.entry(ip).or_default() += 1;
+        }
+        let me = ConnRef { key, gen };
+        self.pending.push_back(me);
+        self.pending_count += 1;
+        if self.pending.len() > 2 * self.pending_count + 64 {
+            // Amortised O(1): most entries opened or left long ago.
+            let conns = &self.conns;
+            self.pending.retain(|r| {
+                conns
+                    .get(r.key as usize)
+                    .is_some_and(|c| c.gen() == r.gen && !c.is_established())
+            });
+        }
         self.counters.inc(Counter::ConnectionsAccepted);
-        Some(ConnRef { key, gen })
+        Ok(me)
     }
 
-    /// What a connection refused by `open_as` is sent before it is closed.
+    fn refuse(&mut self, transport: Transport, reason: CloseReason, now: Instant) -> Refusal {
+        self.counters.close(reason);
+        self.log_close(None, reason, now);
+        let frame = match reason {
+            CloseReason::PerIpLimit => transport.refusal(
+                503,
+                "Service Unavailable",
+                &format!(
+                    "too many connections from your address (limit {}); try again later",
+                    self.limits.max_connections_per_ip
+                ),
+            ),
+            _ => self.rejection_frame(transport),
+        };
+        Refusal { reason, frame }
+    }
+
+    /// Closes the oldest open connection that has not completed its
+    /// opening; false if there is none.
+    fn evict_pending(&mut self, now: Instant) -> bool {
+        while let Some(r) = self.pending.pop_front() {
+            let waiting = self
+                .conns
+                .get(r.key as usize)
+                .is_some_and(|c| c.gen() == r.gen && c.is_open() && !c.is_established());
+            if waiting {
+                self.close(r.key, CloseReason::Evicted, now);
+                return true;
+            }
+        }
+        false
+    }
+
+    /// Marks `me` as having completed its opening.
+    fn establish(&mut self, me: ConnRef) {
+        if let Some(c) = self.live_mut(me) {
+            if !c.is_established() {
+                c.establish();
+                self.pending_count -= 1;
+            }
+        }
+    }
+
+    /// What a connection refused at the connection limit is sent before it
+    /// is closed.
     pub fn rejection_frame(&self, transport: Transport) -> Vec<u8> {
         let msg = format!(
             "too many connections (limit {}); try again later",
@@ -207,6 +341,7 @@ impl Hub {
         if !c.mark_closing(reason) {
             return;
         }
+        self.closing_count += 1;
         self.closing.push(key);
         self.counters.close(reason);
         self.log_close(Some(key), reason, now);
@@ -249,21 +384,79 @@ impl Hub {
 
     /// Withdraws everything `key` owned and frees its slot.
     pub fn free(&mut self, key: u32, now: Instant) {
-        let Some(conn) = self.conns.get_mut(key as usize) else {
-            return;
+        while let Freed::Partly(_) = self.free_some(key, now, usize::MAX) {}
+    }
+
+    /// Frees `key` with at most about `budget` work (a connection, each
+    /// registration withdrawn, each call dropped), so the shell can bound
+    /// the frees of one turn: a crowd holding a million registrations
+    /// leaving at once must not stall the loop. A connection whose
+    /// registrations exceed the budget is withdrawn over several calls; it
+    /// is closed meanwhile, so nothing reaches it and its queue is gone.
+    pub fn free_some(&mut self, key: u32, now: Instant, budget: usize) -> Freed {
+        let Some(conn) = self.conns.get(key as usize) else {
+            return Freed::Done(0);
         };
         let me = ConnRef {
             key,
             gen: conn.gen(),
         };
-        conn.mark_closing(CloseReason::Shutdown);
-        self.registry.withdraw(me);
+        let (all, withdrawn) = self.registry.withdraw_some(me, budget);
+        if !all {
+            self.release_queues(key);
+            return Freed::Partly(withdrawn);
+        }
+        Freed::Done(withdrawn + self.free_rest(key, now))
+    }
+
+    /// Drops `key`'s queued output and buffered input from the ledger
+    /// (idempotent).
+    fn release_queues(&mut self, key: u32) {
+        let Some(conn) = self.conns.get_mut(key as usize) else {
+            return;
+        };
+        let entries = conn.out().entry_bytes();
+        let (released, topic, control) = conn.clear_out();
+        self.mem.entries_changed(entries, 0);
+        self.mem.frames -= released;
+        self.mem.control -= control;
+        self.mem.queued -= topic + control;
+    }
+
+    /// The rest of a free once the registrations are withdrawn; returns its
+    /// work (1 + calls dropped).
+    fn free_rest(&mut self, key: u32, now: Instant) -> usize {
+        self.release_queues(key);
+        let Some(conn) = self.conns.get_mut(key as usize) else {
+            return 0;
+        };
+        let me = ConnRef {
+            key,
+            gen: conn.gen(),
+        };
+        if !conn.mark_closing(CloseReason::Shutdown) {
+            self.closing_count -= 1;
+        }
+        self.mem.input -= conn.input_held();
+        if !conn.is_established() {
+            self.pending_count -= 1;
+        }
+        if let Some(ip) = conn.limited_peer() {
+            if let Some(n) = self.per_ip.get_mut(&ip) {
+                *n -= 1;
+                if *n == 0 {
+                    self.per_ip.remove(&ip);
+                }
+            }
+        }
+        let calls_before = self.calls.len();
         // Calls it made are forgotten (the providers' late answers are
         // stale); calls waiting on it fail now (P13).
         for call in self.calls.drop_conn(me) {
             self.fail_call(call, CallFailure::ProviderGone, now);
         }
         self.conns.remove(key as usize);
+        1 + calls_before.saturating_sub(self.calls.len())
     }
 
     // ----- input ---------------------------------------------------------------
@@ -272,6 +465,9 @@ impl Hub {
     /// messages, and each is handled in order.
     pub fn on_bytes(&mut self, key: u32, bytes: &[u8], now: Instant) {
         self.counters.add(Counter::BytesIn, bytes.len() as u64);
+        if self.draining {
+            return;
+        }
         let Some(conn) = self.conns.get_mut(key as usize) else {
             return;
         };
@@ -289,9 +485,12 @@ impl Hub {
         if let Some(conn) = self.conns.get_mut(key as usize) {
             if conn.gen() == me.gen {
                 conn.restore_link(link);
+                let delta = conn.after_input(now);
+                self.mem.add_input(delta);
             }
         }
         self.flush_publishes(now);
+        self.enforce_memory(now);
     }
 
     fn on_inbound(&mut self, me: ConnRef, event: Inbound<'_>, now: Instant) {
@@ -300,11 +499,18 @@ impl Hub {
             self.flush_publishes(now);
         }
         match event {
-            Inbound::Message(msg) => self.on_message(me, msg, now),
+            Inbound::Message(msg) => {
+                self.establish(me);
+                self.on_message(me, msg, now)
+            }
             Inbound::TooLong => self.too_long(me, now),
             Inbound::Refused { code, msg } => {
                 self.counters.inc(Counter::LinesIn);
                 self.protocol_error(me, code, msg, None, now);
+            }
+            Inbound::Opened(bytes) => {
+                self.establish(me);
+                self.send_raw(me, &bytes, now)
             }
             Inbound::Reply(bytes) => self.send_raw(me, &bytes, now),
             Inbound::Close {
@@ -472,15 +678,23 @@ impl Hub {
     }
 
     fn enqueue_control(&mut self, to: ConnRef, bytes: &[u8], raw: bool, now: Instant) {
-        let cap = self.limits.max_control_bytes;
+        let (cap, soft) = (
+            self.limits.max_control_bytes,
+            self.limits.control_soft_bytes,
+        );
         let Some(c) = self.live_mut(to) else { return };
         let out = c.out_mut(now);
+        let before = out.control_bytes();
         let queued = if raw {
             out.push_raw(bytes)
         } else {
             out.push_control(bytes)
         };
-        if c.set_dirty() {
+        c.note_control(soft, now);
+        let dirty = c.set_dirty();
+        self.mem.control += queued - before;
+        self.mem.queued += queued - before;
+        if dirty {
             self.dirty.push(to.key);
         }
         if queued > cap {
@@ -522,37 +736,234 @@ impl Hub {
     /// Records that `n` bytes of `key`'s output were written.
     pub fn wrote(&mut self, key: u32, n: usize, now: Instant) {
         self.counters.add(Counter::BytesOut, n as u64);
+        let soft = self.limits.control_soft_bytes;
         if let Some(c) = self.conns.get_mut(key as usize) {
-            c.wrote(n, now);
+            let entries = c.out().entry_bytes();
+            let (released, control) = c.wrote(n, now);
+            self.mem.entries_changed(entries, c.out().entry_bytes());
+            c.note_control(soft, now);
+            self.mem.frames -= released;
+            self.mem.control -= control;
+            self.mem.queued -= n;
+        }
+    }
+
+    /// Gives back table capacity a crowd that left no longer needs (called
+    /// by the shell before it trims the heap).
+    pub fn shrink_tables(&mut self) {
+        if self.conns.capacity() > 4 * self.conns.len() + 64 {
+            self.conns.shrink_to_fit();
+        }
+        if self.pending.capacity() > 4 * self.pending.len() + 64 {
+            self.pending.shrink_to_fit();
+        }
+        self.registry.shrink();
+        self.calls.shrink();
+    }
+
+    // ----- shutdown --------------------------------------------------------------
+
+    /// Starts a graceful shutdown (P23): input is ignored from now on,
+    /// every call in flight fails with `result:false` ("gateway shutting
+    /// down"), and every connection whose transport has a goodbye (a
+    /// WebSocket close 1001, going away) gets it after its queued output.
+    /// The shell then flushes until [`Hub::is_drained`] or its grace period
+    /// ends.
+    pub fn begin_shutdown(&mut self, now: Instant) {
+        if self.draining {
+            return;
+        }
+        self.flush_publishes(now);
+        self.draining = true;
+        for call in self.calls.take_every() {
+            self.fail_call(call, CallFailure::Shutdown, now);
+        }
+        let goodbyes: Vec<(ConnRef, Vec<u8>)> = self
+            .conns
+            .iter()
+            .filter(|(_, c)| c.is_open() && c.is_established())
+            .filter_map(|(k, c)| {
+                let r = ConnRef {
+                    key: k as u32,
+                    gen: c.gen(),
+                };
+                c.goodbye().map(|bytes| (r, bytes))
+            })
+            .collect();
+        for (r, bytes) in goodbyes {
+            self.send_raw(r, &bytes, now);
+        }
+    }
+
+    /// Whether a shutdown is under way.
+    pub fn is_draining(&self) -> bool {
+        self.draining
+    }
+
+    /// Whether every open connection has written all its output.
+    pub fn is_drained(&self) -> bool {
+        self.conns
+            .iter()
+            .all(|(_, c)| !c.is_open() || c.out().is_empty())
+    }
+
+    /// During a shutdown, closes the connections that have written all
+    /// their output.
+    pub fn close_drained(&mut self, now: Instant) {
+        let done: Vec<u32> = self
+            .conns
+            .iter()
+            .filter(|(_, c)| c.is_open() && c.out().is_empty())
+            .map(|(k, _)| k as u32)
+            .collect();
+        for k in done {
+            self.close(k, CloseReason::Shutdown, now);
         }
     }
 
     // ----- time ------------------------------------------------------------------
 
-    /// Expires due calls and closes connections whose writes stalled.
+    /// Expires due calls, enforces every per-connection deadline (write
+    /// stall, opening, partial request, idle, slow drain) and the memory
+    /// budget.
     pub fn expire(&mut self, now: Instant) {
-        for call in self.calls.expire(now) {
+        for call in self.calls.expire(now, EXPIRE_BUDGET) {
             self.fail_call(call, CallFailure::Timeout, now);
         }
         if now >= self.next_sweep {
             self.next_sweep = now + sweep_interval(&self.limits);
-            self.calls.compact();
-            let stall = self.limits.write_stall;
-            let mut stalled = Vec::new();
-            for (k, c) in self.conns.iter_mut() {
-                c.link_mut().trim();
-                if c.out().is_empty() {
-                    // Idle since the last sweep or not, its ring can go;
-                    // a busy one regrows it only once per sweep at most.
-                    c.out_mut(now).trim();
-                } else if c.is_open() && now.saturating_duration_since(c.out_since()) >= stall {
-                    stalled.push(k as u32);
-                }
+            self.sweep(now);
+        }
+        self.enforce_memory(now);
+    }
+
+    /// The periodic pass over every connection: O(connections), at most
+    /// once per sweep interval.
+    fn sweep(&mut self, now: Instant) {
+        self.calls.compact();
+        let l = &self.limits;
+        let mut due = Vec::new();
+        for (k, c) in self.conns.iter_mut() {
+            c.link_mut().trim();
+            if c.out().is_empty() {
+                // Idle since the last sweep or not, its ring can go;
+                // a busy one regrows it only once per sweep at most.
+                c.out_mut(now).trim();
             }
-            for k in stalled {
-                self.close(k, CloseReason::WriteStall, now);
+            if !c.is_open() {
+                continue;
+            }
+            let since = |t: Instant| now.saturating_duration_since(t);
+            let reason = if !c.out().is_empty() && since(c.out_since()) >= l.write_stall {
+                Some(CloseReason::WriteStall)
+            } else if c
+                .soft_since()
+                .is_some_and(|t| since(t) >= l.control_soft_time)
+            {
+                Some(CloseReason::SlowConsumer)
+            } else if !c.is_established() && since(c.opened_at()) >= l.handshake_timeout {
+                Some(CloseReason::HandshakeTimeout)
+            } else if c
+                .partial_since()
+                .is_some_and(|t| since(t) >= l.partial_timeout)
+            {
+                Some(CloseReason::PartialTimeout)
+            } else if l.idle_timeout.is_some_and(|d| since(c.last_active()) >= d) {
+                Some(CloseReason::IdleTimeout)
+            } else {
+                None
+            };
+            if let Some(r) = reason {
+                due.push((k as u32, r));
             }
         }
+        for (k, r) in due {
+            self.close(k, r, now);
+        }
+    }
+
+    /// Bytes counted against the budget that `key` holds and that go when
+    /// it is freed: its queue (a shared frame counted whole), partial
+    /// input, the calls it made and its registrations.
+    fn held_by(&self, key: u32) -> usize {
+        let Some(c) = self.conns.get(key as usize) else {
+            return 0;
+        };
+        let r = ConnRef { key, gen: c.gen() };
+        c.out().control_bytes()
+            + c.out().topic_cost()
+            + c.input_held()
+            + self.calls.bytes_of(r)
+            + self.registry.held_by(r).bytes
+    }
+
+    /// Keeps the memory ledger within `max_memory_bytes` (P17): sheds topic
+    /// data first, from the connections holding the most, then closes the
+    /// connections holding the most of the rest. O(1) when within budget;
+    /// what connections already closing will release counts as released.
+    pub fn enforce_memory(&mut self, now: Instant) {
+        let budget = self.limits.max_memory_bytes;
+        if self.memory().total() <= budget {
+            return;
+        }
+        let releasing = |hub: &Hub| -> usize { hub.closing.iter().map(|&k| hub.held_by(k)).sum() };
+        let mut total = self.memory().total().saturating_sub(releasing(self));
+        if total <= budget {
+            return;
+        }
+        let target = budget / TARGET_DEN * TARGET_NUM;
+        // 1. Topic data, biggest queues first.
+        let mut queues: Vec<(usize, u32)> = self
+            .conns
+            .iter()
+            .filter(|(_, c)| c.is_open() && c.out().topic_bytes() > 0)
+            .map(|(k, c)| (c.out().topic_cost(), k as u32))
+            .collect();
+        queues.sort_unstable_by(|a, b| b.cmp(a));
+        for (_, k) in queues {
+            if total <= target {
+                return;
+            }
+            let Some(c) = self.conns.get_mut(k as usize) else {
+                continue;
+            };
+            let entries = c.out().entry_bytes();
+            let d = c.out_mut(now).shed_all();
+            let entries_after = c.out().entry_bytes();
+            self.mem.entries_changed(entries, entries_after);
+            self.mem.frames -= d.released as usize;
+            self.mem.queued -= d.bytes as usize;
+            total = total.saturating_sub(d.released as usize + (entries - entries_after));
+            self.counters.add(Counter::Dropped, d.frames);
+            self.counters.add(Counter::DroppedBytes, d.bytes);
+            self.counters.add(Counter::DroppedForMemory, d.frames);
+        }
+        if total <= target {
+            return;
+        }
+        // 2. The biggest holders of what cannot be dropped. Their memory
+        // goes when they are freed at the end of this turn.
+        let mut holders: Vec<(usize, u32)> = self
+            .conns
+            .iter()
+            .filter(|(_, c)| c.is_open())
+            .map(|(k, _)| (self.held_by(k as u32), k as u32))
+            .filter(|&(held, _)| held > 0)
+            .collect();
+        holders.sort_unstable_by(|a, b| b.cmp(a));
+        for (held, k) in holders {
+            if total <= target {
+                break;
+            }
+            self.close(k, CloseReason::MemoryPressure, now);
+            total = total.saturating_sub(held);
+        }
+    }
+
+    /// Whether `expire` has work left over from its last turn (the shell
+    /// then polls without sleeping).
+    pub fn has_backlog(&self) -> bool {
+        self.calls.has_overdue()
     }
 
     /// The earliest instant at which `expire` has work to do.
@@ -564,10 +975,27 @@ impl Hub {
     }
 }
 
-/// How often write stalls are checked: often enough to close a stalled
-/// connection within a quarter of `write_stall` late, at most once a second.
+/// How far [`Hub::free_some`] got, with the work it did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Freed {
+    /// The connection is gone.
+    Done(usize),
+    /// Registrations are left; call again.
+    Partly(usize),
+}
+
+/// How often the per-connection deadlines are checked: often enough to close
+/// within a quarter of the shortest one late, at most once a second.
 fn sweep_interval(limits: &Limits) -> Duration {
-    (limits.write_stall / 4).clamp(Duration::from_millis(10), Duration::from_secs(1))
+    let mut shortest = limits
+        .write_stall
+        .min(limits.handshake_timeout)
+        .min(limits.partial_timeout)
+        .min(limits.control_soft_time);
+    if let Some(idle) = limits.idle_timeout {
+        shortest = shortest.min(idle);
+    }
+    (shortest / 4).clamp(Duration::from_millis(10), Duration::from_secs(1))
 }
 
 #[cfg(test)]

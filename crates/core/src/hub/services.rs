@@ -12,7 +12,7 @@ use super::{Hub, RESERVED_PREFIX, STATS_SERVICE};
 use crate::calls::Call;
 use crate::conn::ConnRef;
 use crate::counters::{Counter, ErrorCode};
-use crate::registry::Unadvertised;
+use crate::registry::{TooMany, Unadvertised};
 
 /// Sent as `args` when a rosbridge client calls without any.
 const EMPTY_ARGS: &str = "{}";
@@ -41,6 +41,7 @@ pub enum CallFailure {
     Unadvertised,
     Timeout,
     TooMany,
+    Shutdown,
 }
 
 impl Hub {
@@ -59,7 +60,16 @@ impl Hub {
         if !self.live(me) {
             return;
         }
-        let displaced = self.registry.advertise_service(me, name, ty);
+        let max = self.limits.max_services_per_conn;
+        let displaced = match self.registry.advertise_service(me, name, ty, max) {
+            Ok(d) => d,
+            Err(TooMany { limit }) => {
+                let msg = format!(
+                    "advertise_service {name}: this connection provides {limit} services, the limit; nothing changed"
+                );
+                return self.protocol_error(me, ErrorCode::TooManyRegistrations, &msg, id, now);
+            }
+        };
         if let Some(old) = displaced {
             let msg = format!("service {name} was taken over by another provider; calls already forwarded to you stay valid");
             self.send_status(old, Level::Info, &msg, None, now);
@@ -227,6 +237,7 @@ impl Hub {
             }
             CallFailure::Timeout => Counter::CallsTimedOut,
             CallFailure::TooMany => Counter::CallsFailedTooMany,
+            CallFailure::Shutdown => Counter::CallsFailedShutdown,
         });
     }
 
@@ -240,6 +251,7 @@ impl Hub {
                 "too many calls in flight on this connection (limit {})",
                 self.limits.max_calls_per_conn
             ),
+            CallFailure::Shutdown => format!("gateway shutting down; call to {name} abandoned"),
         }
     }
 }

@@ -15,8 +15,8 @@ use rosgate_wire::Raw;
 use super::batch::BATCH_MAX_BYTES;
 use super::Hub;
 use crate::conn::ConnRef;
-use crate::counters::Counter;
-use crate::registry::{Role, TopicId};
+use crate::counters::{Counter, ErrorCode};
+use crate::registry::{Role, TooMany, TopicId};
 use crate::transport::Framed;
 
 impl Hub {
@@ -35,9 +35,26 @@ impl Hub {
         id: Option<&[u8]>,
         now: Instant,
     ) {
-        if self.live(me) {
-            let per_id = self.per_id(me);
-            self.registry.register(me, role, topic, id, per_id);
+        if !self.live(me) {
+            return;
+        }
+        let per_id = self.per_id(me);
+        let max = match role {
+            Role::Subscriber => self.limits.max_subscriptions_per_conn,
+            Role::Publisher => self.limits.max_advertisements_per_conn,
+        };
+        if let Err(TooMany { limit }) = self.registry.register(me, role, topic, id, per_id, max) {
+            let what = match role {
+                Role::Subscriber => "subscriptions",
+                Role::Publisher => "advertisements",
+            };
+            let msg = format!(
+                "{topic}: this connection holds {limit} {what}, the limit; nothing changed"
+            );
+            let raw = id
+                .and_then(|b| std::str::from_utf8(b).ok())
+                .map(Raw::from_valid_json);
+            return self.protocol_error(me, ErrorCode::TooManyRegistrations, &msg, raw, now);
         }
         let msg = match role {
             Role::Subscriber => format!("subscribed to {topic}"),
@@ -130,7 +147,12 @@ impl Hub {
             }
             let out = c.out_mut(now);
             let frames = framed.get(out.framing());
+            let len = frames.len();
+            let entries = out.entry_bytes();
             let d = out.push_topic(frames, t, msgs, cap);
+            self.mem.entries_changed(entries, out.entry_bytes());
+            self.mem.queued = self.mem.queued + len - d.bytes as usize;
+            self.mem.frames -= d.released as usize;
             self.counters.add(Counter::Delivered, u64::from(msgs));
             self.counters.add(Counter::Dropped, d.frames);
             self.counters.add(Counter::DroppedBytes, d.bytes);
@@ -138,5 +160,7 @@ impl Hub {
                 self.dirty.push(sub.key);
             }
         }
+        let (created, unused) = framed.finish();
+        self.mem.frames = self.mem.frames + created - unused;
     }
 }

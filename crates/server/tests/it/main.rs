@@ -4,7 +4,10 @@
 
 #[allow(dead_code)]
 mod support;
+#[allow(dead_code)]
+mod wsclient;
 
+mod bounds;
 mod cli;
 mod errors;
 mod framing;

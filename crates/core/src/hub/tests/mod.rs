@@ -9,6 +9,9 @@ use serde_json::Value;
 use super::*;
 use crate::out::MAX_IOVECS;
 
+mod bounds;
+
+/// A hub on a fake clock with perfect (or absent) readers.
 struct T {
     hub: Hub,
     t0: Instant,
