@@ -8,6 +8,7 @@
 //! | [`scan`] | the validating JSON scanner: exactly serde_json's language, member spans, bounded depth |
 //! | [`decode`] | one line -> `Request` (op, unescaped names, raw payload spans), per [`decode::Dialect`] |
 //! | [`encode`] | outgoing frames written into a caller's buffer; JSON string escaping |
+//! | [`names`] | ROS 2 names: validation, expansion (relative, `~/`), remaps, hidden names |
 //! | [`ids`] | the gateway's provider-side call ids (`"rg-<n>"`): writing and strict parsing |
 //! | [`ws`] | WebSocket (RFC 6455) handshake and frames, sans-io |
 //! | [`raw`] | [`Raw`], a span of valid JSON forwarded byte for byte |
@@ -21,6 +22,7 @@ pub mod decode;
 pub mod encode;
 pub mod ids;
 pub mod line;
+pub mod names;
 pub mod raw;
 pub mod scan;
 pub mod ws;
