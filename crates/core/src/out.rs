@@ -323,8 +323,11 @@ impl OutQueue {
     /// The hysteresis (target below the limit) makes the scan amortised O(1)
     /// per queued frame.
     fn shed(&mut self, target: usize) -> Dropped {
-        let len = self.q.len();
-        let protected = |i: usize, head_off: usize| i + 1 == len || (i == 0 && head_off > 0);
+        // The newest topic entry stays even when control data was queued
+        // after it (the newest message always reaches a reader that keeps up).
+        let newest = self.q.iter().rposition(|e| e.topic != CONTROL);
+        let protected =
+            move |i: usize, head_off: usize| Some(i) == newest || (i == 0 && head_off > 0);
         let mut per_topic: HashMap<u32, usize> = HashMap::new();
         let mut droppable = 0usize;
         for (i, e) in self.q.iter().enumerate() {
@@ -435,6 +438,17 @@ mod tests {
         assert_eq!(q.topic_bytes(), 7);
         q.consume(10);
         assert_eq!((q.topic_bytes(), q.control_bytes()), (0, 7));
+    }
+
+    #[test]
+    fn shedding_keeps_the_newest_message_even_behind_control_data() {
+        let mut q = OutQueue::new();
+        q.push_topic(frame(10), 1, 1, 1 << 20);
+        q.push_topic(frame(20), 1, 1, 1 << 20);
+        q.push_control(b"status\n");
+        let d = q.shed_all();
+        assert_eq!((d.frames, d.bytes), (1, 10));
+        assert_eq!(q.topic_bytes(), 20, "the newest message stays");
     }
 
     #[test]

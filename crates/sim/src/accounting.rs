@@ -74,7 +74,7 @@ struct Peek {
     present: Vec<u64>,
     /// The head entry, partly written, is this topic frame.
     head: Option<u64>,
-    /// The last entry is this topic frame.
+    /// The newest topic frame in the queue.
     last: Option<u64>,
 }
 
@@ -274,9 +274,8 @@ impl Sim {
             if let Some(k) = found {
                 p.present.push(model[k].msg);
                 next = k + 1;
-                if j + 1 == n {
-                    p.last = Some(model[k].msg);
-                }
+                // The newest topic frame, wherever control data follows it.
+                p.last = Some(model[k].msg);
             }
         }
         p
