@@ -18,10 +18,10 @@
 
 use std::collections::HashMap;
 use std::collections::HashSet;
-use std::hash::{BuildHasherDefault, Hasher};
 use std::time::{Duration, Instant};
 
 use crate::conn_ref::ConnRef;
+pub use crate::hash::{SeqBuild, SeqHasher};
 use crate::limits::{TIMER_SLOTS, TIMER_TICK_MS};
 use crate::timer::TimerWheel;
 
@@ -76,28 +76,6 @@ impl Call {
         self.has_id.then(|| &self.names[self.split..])
     }
 }
-
-/// Multiplicative hashing for sequential `u64` keys: cheap, and it spreads
-/// the high bits that SwissTable uses for its control bytes.
-#[derive(Debug, Default)]
-pub struct SeqHasher(u64);
-
-impl Hasher for SeqHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = (self.0.rotate_left(8) ^ b as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        }
-    }
-    fn write_u64(&mut self, n: u64) {
-        self.0 = n.wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    }
-}
-
-/// A `HashMap`/`HashSet` hasher for call sequence numbers.
-pub type SeqBuild = BuildHasherDefault<SeqHasher>;
 
 type SeqSet = HashSet<u64, SeqBuild>;
 

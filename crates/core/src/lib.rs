@@ -32,6 +32,7 @@ pub mod conn;
 pub mod conn_ref;
 pub mod counters;
 pub mod family;
+pub mod hash;
 pub mod hub;
 pub mod limits;
 pub mod log;

@@ -38,6 +38,7 @@ use std::collections::{HashMap, VecDeque};
 use std::io::IoSlice;
 use std::rc::Rc;
 
+use crate::hash::SeqBuild;
 use crate::transport::Framing;
 
 /// Marks a control frame in [`Entry::topic`].
@@ -328,7 +329,12 @@ impl OutQueue {
         let newest = self.q.iter().rposition(|e| e.topic != CONTROL);
         let protected =
             move |i: usize, head_off: usize| Some(i) == newest || (i == 0 && head_off > 0);
-        let mut per_topic: HashMap<u32, usize> = HashMap::new();
+        if target == 0 {
+            // Everything droppable goes (the memory budget): no per-topic
+            // accounting needed, one pass without hashing.
+            return self.drop_where(|_, _| true, protected);
+        }
+        let mut per_topic: HashMap<u32, usize, SeqBuild> = HashMap::default();
         let mut droppable = 0usize;
         for (i, e) in self.q.iter().enumerate() {
             if e.topic != CONTROL && !protected(i, self.head_off) {
@@ -343,11 +349,31 @@ impl OutQueue {
         let mut sizes: Vec<usize> = per_topic.values().copied().collect();
         sizes.sort_unstable_by(|a, b| b.cmp(a));
         let level = water_level(&sizes, need);
-        let mut excess: HashMap<u32, usize> = per_topic
+        let mut excess: HashMap<u32, usize, SeqBuild> = per_topic
             .into_iter()
             .filter(|&(_, b)| b > level)
             .map(|(t, b)| (t, b - level))
             .collect();
+        self.drop_where(
+            |topic, len| match excess.get_mut(&topic) {
+                Some(left) if *left > 0 => {
+                    *left = left.saturating_sub(len + ENTRY_COST);
+                    true
+                }
+                _ => false,
+            },
+            protected,
+        )
+    }
+
+    /// Drops, oldest first, the topic entries that are not `protected` and
+    /// for which `drop(topic, len)` says so; keeps the byte and entry
+    /// counts exact.
+    fn drop_where(
+        &mut self,
+        mut drop: impl FnMut(u32, usize) -> bool,
+        protected: impl Fn(usize, usize) -> bool,
+    ) -> Dropped {
         let mut dropped = Dropped::default();
         let mut entries = 0;
         let head_off = self.head_off;
@@ -355,21 +381,14 @@ impl OutQueue {
         self.q.retain(|e| {
             let idx = i;
             i += 1;
-            if e.topic == CONTROL || protected(idx, head_off) {
+            if e.topic == CONTROL || protected(idx, head_off) || !drop(e.topic, e.len()) {
                 return true;
             }
-            match excess.get_mut(&e.topic) {
-                Some(left) if *left > 0 => {
-                    let n = e.len();
-                    *left = left.saturating_sub(n + ENTRY_COST);
-                    entries += 1;
-                    dropped.frames += u64::from(e.msgs);
-                    dropped.bytes += n as u64;
-                    dropped.released += released_by(&e.data) as u64;
-                    false
-                }
-                _ => true,
-            }
+            entries += 1;
+            dropped.frames += u64::from(e.msgs);
+            dropped.bytes += e.len() as u64;
+            dropped.released += released_by(&e.data) as u64;
+            false
         });
         self.topic_bytes -= dropped.bytes as usize;
         self.topic_entries -= entries;

@@ -56,10 +56,11 @@ pub const READ_TURN_BUDGET_BYTES: usize = 4 * 1024 * 1024;
 pub const WRITE_TURN_BUDGET_BYTES: usize = 8 * 1024 * 1024;
 
 /// `write` calls to all connections together in one loop turn (P20). Spread
-/// over thousands of sockets, small writes cost ~7 µs each: 1024 of them keep
-/// a turn under ~10 ms where 8 MiB of 1 KiB frames took 60 ms (stress
-/// `fanoutstart`).
-pub const WRITE_TURN_CALLS: usize = 1024;
+/// over thousands of sockets, small writes cost 7-10 µs each: 128 of them
+/// keep a turn near 1 ms, where 8 MiB of 1 KiB frames took 60 ms (stress
+/// `fanoutstart`: 1024 gave a p99 of 37 ms, 256 of 11 ms, 128 of 5 ms). A
+/// single busy subscriber still gets 256 KiB per call.
+pub const WRITE_TURN_CALLS: usize = 128;
 
 /// Work units (a connection, each registration it held, each call dropped)
 /// freed in one loop turn (P20): freeing costs about 1 µs per registration,
@@ -69,22 +70,35 @@ pub const WRITE_TURN_CALLS: usize = 1024;
 pub const FREE_TURN_BUDGET: usize = 5_000;
 
 /// Work units (lines handled, messages delivered) the read phase of one
-/// loop turn may cause before it stops taking input (P20): with 1500
+/// loop turn shares among the readable connections (P20): with 1500
 /// subscribers a 64 KiB read of small publishes is a million deliveries,
-/// so bytes alone do not bound a turn. ~60 ns per delivery: ~3 ms.
-pub const READ_TURN_WORK: u64 = 50_000;
+/// so bytes alone do not bound a turn. 60-100 ns per delivery: about
+/// 1 ms (stress `nonreaders`: 25 000 gave an unrelated client a p99 round
+/// trip of 14-17 ms beside 300 subscribers that never read).
+pub const READ_TURN_WORK: u64 = 10_000;
 
-/// Bytes. One `read` call's size: the work check runs between reads, so
-/// this bounds how far one read can overshoot `READ_TURN_WORK`.
-pub const READ_CHUNK_BYTES: usize = 16 * 1024;
+/// Work units a connection is granted per visit at least, however many
+/// are readable (deficit round robin quantum floor).
+pub const READ_MIN_QUANTUM: u64 = 2048;
+
+/// Work units after which the read phase stops whatever the quanta: with
+/// 10 000 readable connections each granted `READ_MIN_QUANTUM`, a turn
+/// still ends.
+pub const READ_TURN_WORK_MAX: u64 = 4 * READ_TURN_WORK;
+
+/// Bytes. The largest `read` call, for input that costs next to nothing
+/// per byte; costlier input is read in pieces its connection's deficit
+/// covers (`server::chunk_for`), a new connection's first read is 512 bytes.
+pub const READ_CHUNK_BYTES: usize = 64 * 1024;
 
 /// Bytes. Allocations this large or larger get their own mapping, returned
 /// to the OS when freed (glibc's `M_MMAP_THRESHOLD`; setting it turns off
 /// glibc's dynamic threshold, which after one big free moved every 16 MiB
 /// line buffer onto the heap and let RSS reach twice the memory budget under
-/// churn, stress `partial`). Below it, streamed frames (1 MiB images) reuse
+/// churn, stress `partial`). Below it, streamed frames (1 MiB images, just
+/// under it with their JSON envelope) reuse
 /// heap pages instead of faulting fresh ones in per message.
-pub const MMAP_THRESHOLD: usize = 2 * 1024 * 1024;
+pub const MMAP_THRESHOLD: usize = 1024 * 1024 + 64 * 1024;
 
 /// Bytes. The most the kernel holds unsent per client socket
 /// (`TCP_NOTSENT_LOWAT`, set on every accepted socket): see

@@ -51,8 +51,9 @@ use rosgate_core::{CloseReason, Hub, Transport};
 use crate::config::{
     Config, ACCEPT_BACKOFF_MAX_MS, ACCEPT_BACKOFF_MIN_MS, FREE_TURN_BUDGET, INBOX_BUDGET,
     INBOX_CAPACITY, LISTEN_BACKLOG, MMAP_THRESHOLD, READ_BUDGET_BYTES, READ_CHUNK_BYTES,
-    READ_TURN_BUDGET_BYTES, READ_TURN_WORK, RESERVED_FDS, TRIM_INTERVAL, UNSENT_LOWAT_BYTES,
-    WRITE_BUDGET_BYTES, WRITE_TURN_BUDGET_BYTES, WRITE_TURN_CALLS,
+    READ_MIN_QUANTUM, READ_TURN_BUDGET_BYTES, READ_TURN_WORK, READ_TURN_WORK_MAX, RESERVED_FDS,
+    TRIM_INTERVAL, UNSENT_LOWAT_BYTES, WRITE_BUDGET_BYTES, WRITE_TURN_BUDGET_BYTES,
+    WRITE_TURN_CALLS,
 };
 use crate::inbox::{Handle, Inbox};
 
@@ -79,7 +80,11 @@ struct Io {
     carried: bool,
     /// Work (lines, deliveries) per KiB this connection's input caused
     /// lately: sizes its reads.
-    work_per_kib: u64,
+    work_per_kib: Option<u64>,
+    /// The loop turn in which it last sent us something.
+    read_at: u64,
+    /// Work it may still spend reading (deficit round robin).
+    deficit: u64,
 }
 
 /// The gateway process: listener, poll, hub.
@@ -107,6 +112,8 @@ pub struct Server {
     /// Connections with output left when the last turn's write budget ran
     /// out: written first next turn, so none starves behind newer ones.
     write_carry: VecDeque<u32>,
+    /// Loop turns so far.
+    turn: u64,
     /// Connections closed and deregistered but not yet freed: the turn's
     /// free budget ran out.
     free_backlog: VecDeque<u32>,
@@ -174,6 +181,7 @@ impl Server {
             drain_until: None,
             shutdown_grace: config.shutdown_grace,
             write_carry: VecDeque::new(),
+            turn: 0,
             free_backlog: VecDeque::new(),
             next_trim: now + TRIM_INTERVAL,
             trimmed_at_bytes: 0,
@@ -219,6 +227,7 @@ impl Server {
                 return Err(e);
             }
             let now = Instant::now();
+            self.turn += 1;
             for ev in events.iter() {
                 match ev.token() {
                     LISTENER => self.accept_pending = true,
@@ -449,19 +458,27 @@ impl Server {
             writable: true,
             queued: false,
             carried: false,
-            work_per_kib: 0,
+            work_per_kib: None,
+            read_at: u64::MAX,
+            deficit: 0,
         });
         log!(Debug, "open conn={} peer={addr}", r.key);
     }
 
     fn read_ready(&mut self, now: Instant) {
-        // The phase stops at its turn budget, in bytes and in work (lines
-        // handled and messages delivered: a 90-byte publish to 1500
-        // subscribers is 1500 deliveries); who is left keeps its place.
+        // Bounded in bytes and in work (lines handled and messages
+        // delivered: a 90-byte publish to 1500 subscribers is 1500
+        // deliveries), and fair in work: each connection visited gets an
+        // equal quantum of the turn's work added to its deficit and reads
+        // only what that covers (deficit round robin), so a client whose
+        // publishes fan out to thousands cannot make a cheap client's
+        // request wait behind it for turns.
         let mut turn = READ_TURN_BUDGET_BYTES;
-        let work_until = hub_work(&self.hub) + READ_TURN_WORK;
+        let queued = self.read_queue.len().max(1) as u64;
+        let quantum = (READ_TURN_WORK / queued).max(READ_MIN_QUANTUM);
+        let ceiling = hub_work(&self.hub) + READ_TURN_WORK_MAX;
         for _ in 0..self.read_queue.len() {
-            if turn == 0 || hub_work(&self.hub) >= work_until {
+            if turn == 0 || hub_work(&self.hub) >= ceiling {
                 break;
             }
             let Some(key) = self.read_queue.pop_front() else {
@@ -472,36 +489,42 @@ impl Server {
             };
             io.queued = false;
             if !io.readable || self.hub.conn(key).is_none_or(|c| !c.is_open()) {
+                io.deficit = 0;
                 continue;
             }
+            io.deficit = (io.deficit + quantum).min(READ_TURN_WORK);
             let mut budget = READ_BUDGET_BYTES;
             let mut outcome = ReadOutcome::Budget;
             while budget > 0 {
+                // Sized by what this connection's input cost so far, so one
+                // read stays within its deficit.
+                let Some(n) = chunk_for(io.work_per_kib, io.deficit) else {
+                    break; // not enough saved up: next turn
+                };
+                let n = n.min(budget).min(self.read_buf.len());
                 let before = hub_work(&self.hub);
-                if before >= work_until {
-                    break;
-                }
-                // Sized by what this connection's input cost so far, so
-                // one read stays within the turn's work.
-                let n = chunk_for(io.work_per_kib, work_until - before)
-                    .min(budget)
-                    .min(self.read_buf.len());
                 match io.stream.read(&mut self.read_buf[..n]) {
                     Ok(0) => {
                         outcome = ReadOutcome::Eof;
                         break;
                     }
                     Ok(n) => {
+                        io.read_at = self.turn;
                         budget -= n;
                         turn = turn.saturating_sub(n);
                         self.hub.on_bytes(key, &self.read_buf[..n], now);
-                        let cost = (hub_work(&self.hub) - before) * 1024 / n as u64;
+                        let spent = hub_work(&self.hub) - before;
+                        io.deficit = io.deficit.saturating_sub(spent);
+                        // Per KiB of at least 256 bytes read: a 1-byte read
+                        // that completes a line says little about the next.
+                        let cost = spent * 1024 / n.max(256) as u64;
                         // Rises at once, falls by halves: a burst of
                         // cheap lines does not open the gate for a costly one.
-                        io.work_per_kib = cost.max(io.work_per_kib / 2);
+                        io.work_per_kib = Some(io.work_per_kib.map_or(cost, |w| cost.max(w / 2)));
                     }
                     Err(e) if e.kind() == ErrorKind::WouldBlock => {
                         outcome = ReadOutcome::Drained;
+                        io.deficit = 0;
                         break;
                     }
                     Err(e) if e.kind() == ErrorKind::Interrupted => {}
@@ -533,32 +556,53 @@ impl Server {
 
     /// Writes connections with output, up to `WRITE_BUDGET_BYTES` each and
     /// the turn's budget (bytes and `write` calls) in all, so a huge fan-out
-    /// cannot stall the loop (P20). Fresh output (connections that just
-    /// became dirty) goes first with at most half the turn, so a reply does
-    /// not wait behind thousands of bulk writers; the carry (connections a
-    /// budget stopped) gets the rest, round-robin: who was not reached
-    /// leads next turn, who was written and still has output goes last.
+    /// cannot stall the loop (P20). First, with at most half the turn:
+    /// connections that sent something this turn (a request waits for its
+    /// reply: they are the interactive ones, and a crowd of subscribers that
+    /// never send cannot push them back), then connections that just got
+    /// output. The carry (connections a budget stopped) gets the rest,
+    /// round-robin: who was not reached leads next turn, who was written and
+    /// still has output goes last.
     fn flush(&mut self, now: Instant, keys: &mut Vec<u32>) {
         self.hub.take_dirty(keys);
-        let mut turn = Budget::turn();
-        let mut fresh = turn.half();
-        let (mut skipped_fresh, mut again) = (Vec::new(), Vec::new());
+        let this_turn = self.turn;
+        let sent_now = |io: &Io| io.read_at == this_turn;
+        let mut first: Vec<u32> = Vec::new();
+        let mut fresh: Vec<u32> = Vec::new();
         for &key in keys.iter() {
             match self.io.get(key as usize) {
-                Some(Some(io)) if !io.carried => {}
-                _ => continue, // gone, or served with the carry below
+                Some(Some(io)) if !io.carried => {
+                    if sent_now(io) {
+                        first.push(key);
+                    } else {
+                        fresh.push(key);
+                    }
+                }
+                _ => {} // gone, or in the carry
             }
-            if fresh.spent() {
-                skipped_fresh.push(key);
+        }
+        let mut carried = Vec::with_capacity(self.write_carry.len());
+        for key in self.write_carry.drain(..) {
+            match self.io.get(key as usize) {
+                Some(Some(io)) if sent_now(io) => first.push(key),
+                Some(Some(_)) => carried.push(key),
+                _ => {}
+            }
+        }
+        let mut turn = Budget::turn();
+        let mut share = turn.half();
+        let (mut skipped_first, mut again) = (Vec::new(), Vec::new());
+        for key in first.into_iter().chain(fresh) {
+            if share.spent() {
+                skipped_first.push(key);
                 continue;
             }
-            let before = fresh;
-            if self.write_some(key, &mut fresh, now) == WriteOutcome::Budget {
+            let before = share;
+            if self.write_some(key, &mut share, now) == WriteOutcome::Budget {
                 again.push(key);
             }
-            turn.charge(before, fresh);
+            turn.charge(before, share);
         }
-        let carried: Vec<u32> = self.write_carry.drain(..).collect();
         let mut skipped = Vec::new();
         for key in carried {
             if turn.spent() {
@@ -569,7 +613,7 @@ impl Server {
                 again.push(key);
             }
         }
-        for key in skipped.into_iter().chain(skipped_fresh).chain(again) {
+        for key in skipped.into_iter().chain(skipped_first).chain(again) {
             if let Some(Some(io)) = self.io.get_mut(key as usize) {
                 io.carried = true;
                 self.write_carry.push_back(key);
@@ -791,16 +835,30 @@ fn trim_heap() {
     }
 }
 
+/// Bytes. A new connection's first read, before its cost is known.
+const FIRST_READ_BYTES: usize = 512;
+
 /// Bytes to read from a connection whose input costs `work_per_kib`, with
-/// `work_left` in the turn: a whole [`READ_CHUNK_BYTES`] for cheap input,
-/// down to 256 bytes (a few lines) for a publish with thousands of
-/// subscribers.
-fn chunk_for(work_per_kib: u64, work_left: u64) -> usize {
+/// `deficit` work it may spend: a whole [`READ_CHUNK_BYTES`] for cheap
+/// input, down to 256 bytes (a few lines); `None` when even that would
+/// cost more than the deficit, unless the deficit is full.
+fn chunk_for(work_per_kib: Option<u64>, deficit: u64) -> Option<usize> {
+    const MIN: u64 = 256;
+    // Unknown (a new connection): a first read small enough that even a
+    // publish to thousands of subscribers costs little, to learn from.
+    let Some(work_per_kib) = work_per_kib else {
+        return Some(FIRST_READ_BYTES);
+    };
     if work_per_kib == 0 {
-        return READ_CHUNK_BYTES;
+        return Some(READ_CHUNK_BYTES);
     }
-    let n = work_left.saturating_mul(1024) / work_per_kib;
-    (n as usize).clamp(256, READ_CHUNK_BYTES)
+    // A full deficit always reads something: however costly the estimate,
+    // a connection is never starved.
+    if deficit < READ_TURN_WORK && work_per_kib * MIN / 1024 > deficit {
+        return None;
+    }
+    let n = deficit.saturating_mul(1024) / work_per_kib;
+    Some((n as usize).clamp(MIN as usize, READ_CHUNK_BYTES))
 }
 
 /// Work the hub did so far: lines handled and messages delivered.
@@ -836,7 +894,7 @@ fn limit_unsent(stream: &TcpStream) {
 
 /// See [`MMAP_THRESHOLD`] (glibc only).
 /// Bytes. glibc's `M_TRIM_THRESHOLD`: see [`set_mmap_threshold`].
-const TRIM_THRESHOLD: usize = 64 * 1024 * 1024;
+const TRIM_THRESHOLD: usize = 8 * 1024 * 1024;
 
 fn set_mmap_threshold() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
@@ -874,5 +932,26 @@ fn raise_fd_limit() -> usize {
             }
         }
         usize::try_from(lim.rlim_cur).unwrap_or(usize::MAX)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_are_sized_by_cost_and_never_starve() {
+        assert_eq!(
+            chunk_for(None, 0),
+            Some(FIRST_READ_BYTES),
+            "unknown: a small first read"
+        );
+        assert_eq!(chunk_for(Some(0), 0), Some(READ_CHUNK_BYTES), "free input");
+        // 1000 work per KiB with 500 to spend: half a KiB.
+        assert_eq!(chunk_for(Some(1000), 500), Some(512));
+        // 256 bytes would cost 25 000: wait for more deficit...
+        assert_eq!(chunk_for(Some(100_000), 1_000), None);
+        // ...but a full deficit always reads the minimum, whatever the estimate.
+        assert_eq!(chunk_for(Some(u64::MAX / 2048), READ_TURN_WORK), Some(256));
     }
 }

@@ -20,7 +20,9 @@ fn doc_rows() -> Vec<Vec<String>> {
 #[test]
 fn every_default_constant_is_documented_with_its_value() {
     let rows = doc_rows();
-    let expected: [(&str, u128); 40] = [
+    let expected: [(&str, u128); 42] = [
+        ("READ_MIN_QUANTUM", READ_MIN_QUANTUM as u128),
+        ("READ_TURN_WORK_MAX", READ_TURN_WORK_MAX as u128),
         ("READ_TURN_WORK", READ_TURN_WORK as u128),
         ("READ_CHUNK_BYTES", READ_CHUNK_BYTES as u128),
         ("UNSENT_LOWAT_BYTES", UNSENT_LOWAT_BYTES as u128),
