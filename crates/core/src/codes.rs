@@ -81,6 +81,11 @@ family! {
         IdTooLong => "id_too_long", "Requests whose id is over the length limit (the id is not echoed).";
         NameTooLong => "name_too_long", "Requests with a name over the length limit.";
         TooManyRegistrations => "too_many_registrations", "Registrations refused by a per-connection limit.";
+        InvalidName => "invalid_name", "Names, node names or remap rules that break the ROS 2 name rules.";
+        UnknownNode => "unknown_node", "Requests naming a node the connection did not declare.";
+        DuplicateNode => "duplicate_node", "declare_node of a full name the connection already declared.";
+        InvalidDomain => "invalid_domain", "A domain out of range, or a change of domain after registering.";
+        BadArgs => "bad_args", "Calls to a built-in service with arguments it cannot use.";
     }
 }
 

@@ -17,6 +17,7 @@ use std::time::Instant;
 
 pub use crate::codes::CloseReason;
 pub use crate::conn_ref::ConnRef;
+use crate::nodes::Domain;
 use crate::out::OutQueue;
 use crate::transport::{Link, Policy, StatusFilter, Transport};
 
@@ -47,6 +48,14 @@ pub struct Conn {
     input_held: usize,
     /// The peer's address when it is limited per address (non-loopback).
     limited_peer: Option<IpAddr>,
+    /// The peer's address, when the shell knows it.
+    peer: Option<IpAddr>,
+    transport: Transport,
+    /// The graph its registrations belong to (seed 001 §8.2).
+    domain: Domain,
+    /// Names it uses are resolved (it declared a node, or `--names
+    /// strict`); otherwise they are opaque exact strings.
+    resolves: bool,
 }
 
 impl Conn {
@@ -55,6 +64,7 @@ impl Conn {
         now: Instant,
         transport: Transport,
         ws_status: StatusFilter,
+        peer: Option<IpAddr>,
         limited_peer: Option<IpAddr>,
     ) -> Self {
         let link = Link::new(transport, ws_status);
@@ -73,7 +83,42 @@ impl Conn {
             soft_since: None,
             input_held: 0,
             limited_peer,
+            peer,
+            transport,
+            domain: 0,
+            resolves: false,
         }
+    }
+
+    pub fn transport(&self) -> Transport {
+        self.transport
+    }
+
+    /// The peer's address, when known.
+    pub fn peer(&self) -> Option<IpAddr> {
+        self.peer
+    }
+
+    pub fn domain(&self) -> Domain {
+        self.domain
+    }
+
+    pub(crate) fn set_domain(&mut self, domain: Domain) {
+        self.domain = domain;
+    }
+
+    /// Whether the names it uses are resolved (see the field).
+    pub fn resolves(&self) -> bool {
+        self.resolves
+    }
+
+    pub(crate) fn set_resolves(&mut self) {
+        self.resolves = true;
+    }
+
+    /// Which statuses it receives from now on (`set_level`).
+    pub(crate) fn set_statuses(&mut self, statuses: StatusFilter) {
+        self.policy = self.policy.with_statuses(statuses);
     }
 
     /// When the connection was admitted.

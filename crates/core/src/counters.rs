@@ -32,6 +32,9 @@ family! {
         CallsFailedShutdown => "calls_failed_shutdown", "Service calls failed because the gateway shut down.";
         ResponsesStale => "responses_stale", "Service responses that matched no outstanding call of their connection.";
         AcceptErrors => "accept_errors", "Errors returned by accept().";
+        NamesRejected => "names_rejected", "Names refused by the ROS 2 name rules (also counted in errors.invalid_name).";
+        IntrospectionItems => "introspection_items", "Names and entries listed by built-in introspection replies (work they cost).";
+        BuiltinCalls => "builtin_calls", "Calls answered by the gateway itself (rosapi, /rosgate/stats).";
     }
 }
 
@@ -54,6 +57,8 @@ family! {
         MemoryInputBytes => "memory_input_bytes", "Bytes of partial requests buffered.";
         MemoryCallsBytes => "memory_calls_bytes", "Bytes held for calls in flight.";
         MemoryRegistrationsBytes => "memory_registrations_bytes", "Bytes held for registrations.";
+        Nodes => "nodes", "Nodes declared by connections, all domains.";
+        Domains => "domains", "Domains with at least one client.";
     }
 }
 

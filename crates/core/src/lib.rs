@@ -37,6 +37,7 @@ pub mod hub;
 pub mod limits;
 pub mod log;
 pub mod memory;
+pub mod nodes;
 pub mod out;
 pub mod ratelimit;
 pub mod registry;

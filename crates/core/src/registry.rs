@@ -1,7 +1,13 @@
 //! `Registry`: who subscribes to and publishes on each topic, who provides
-//! each service, and the reverse index of what each connection registered.
+//! each service, and the reverse index of what each connection registered,
+//! for one domain (the hub keeps one per domain, so domains never meet).
 //! It is the one owner of the rule "a connection's registrations are
 //! withdrawn exactly when it leaves": [`Registry::withdraw`].
+//!
+//! Every registration is made for a node ([`NodeTag`]): one of the
+//! connection's declared nodes, or the connection itself. Delivery is per
+//! connection (one copy of a message however many of its nodes or ids
+//! subscribed); attribution is per node, for introspection.
 //!
 //! Invariants:
 //! - names match exactly (after JSON unescaping); distinct names never share
@@ -10,8 +16,9 @@
 //!   list, so it receives one copy of each message however often it
 //!   subscribed; the list position is recorded in the connection's index,
 //!   so every removal is O(1);
-//! - with per-id registrations (rosbridge), the list entry lasts while any
-//!   of the connection's ids for that topic remains;
+//! - a membership is a set of registration keys (node, id); with per-id
+//!   registrations (rosbridge) each id is a key, otherwise each node has
+//!   one; the list entry lasts while any key remains;
 //! - a topic entry exists only while it has a subscriber or a publisher, so
 //!   the table returns to empty when everyone leaves;
 //! - a service has exactly one current provider; a later registration
@@ -21,26 +28,49 @@
 //!   come and go (an estimate per entry: its names and ids plus a fixed
 //!   overhead), and each connection's share is in its index;
 //! - a connection holds at most the per-connection number of registrations
-//!   its caller passes (every per-id registration counts).
+//!   its caller passes (every key counts);
+//! - topic and service names are also kept sorted, hidden ones apart
+//!   (`names::is_hidden`), so a listing of the first N names costs O(N),
+//!   whatever the table size.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::rc::Rc;
 
 use slab::Slab;
 
 use rosgate_wire::encode;
+use rosgate_wire::names::is_hidden;
 
 use crate::conn_ref::ConnRef;
 
 /// Slab key of a topic entry; valid while the entry exists.
 pub type TopicId = u32;
 
+/// Longest topic type kept for introspection; a longer one is not kept
+/// (the topic's type reads as unknown). ROS type names are ~30 bytes.
+pub const MAX_TOPIC_TYPE_BYTES: usize = 256;
+
 /// Bytes counted per topic entry beyond its names: the slab entry, the
-/// name index, two member vectors.
-const TOPIC_OVERHEAD: usize = 160;
+/// name index and sorted index, two member vectors, and room for its type
+/// (up to [`MAX_TOPIC_TYPE_BYTES`]).
+const TOPIC_OVERHEAD: usize = 224 + MAX_TOPIC_TYPE_BYTES;
 /// Bytes counted per membership (connection x topic) and per id.
 const MEMBER_OVERHEAD: usize = 64;
-/// Bytes counted per service beyond its names.
-const SERVICE_OVERHEAD: usize = 128;
+/// Bytes counted per service beyond its names (entry and sorted index).
+const SERVICE_OVERHEAD: usize = 192;
+
+/// Which node a registration is made for: the slab key of one of the
+/// connection's declared nodes ([`crate::nodes::Nodes`]), or
+/// [`NodeTag::CONN`], the connection itself (a connection that declared
+/// no node, or a registration that named none). A declared node's
+/// registrations are withdrawn before its key can be reused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct NodeTag(pub u32);
+
+impl NodeTag {
+    /// The connection itself.
+    pub const CONN: NodeTag = NodeTag(u32::MAX);
+}
 
 /// A registration refused by a per-connection limit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -59,7 +89,11 @@ pub enum Role {
 /// One topic and its members.
 #[derive(Debug)]
 pub struct Topic {
-    name: Box<str>,
+    name: Rc<str>,
+    /// The type named by the first publisher, else the first subscriber
+    /// ("" when none named one); informational.
+    ty: Box<str>,
+    ty_from_publisher: bool,
     /// `{"op":"publish","topic":"<name>","msg":` for one-copy encoding.
     prefix: Box<[u8]>,
     subscribers: Vec<ConnRef>,
@@ -69,6 +103,11 @@ pub struct Topic {
 impl Topic {
     pub fn name(&self) -> &str {
         &self.name
+    }
+
+    /// The topic's type ("" when nobody named one).
+    pub fn ty(&self) -> &str {
+        &self.ty
     }
 
     /// The start of every publish frame of this topic.
@@ -96,6 +135,7 @@ impl Topic {
 #[derive(Debug)]
 pub struct Service {
     provider: ConnRef,
+    node: NodeTag,
     /// The name as a JSON string literal, for forwarded frames.
     name_json: Box<[u8]>,
     /// Informational type string from `advertise_service`.
@@ -105,6 +145,11 @@ pub struct Service {
 impl Service {
     pub fn provider(&self) -> ConnRef {
         self.provider
+    }
+
+    /// The provider's node.
+    pub fn node(&self) -> NodeTag {
+        self.node
     }
 
     pub fn name_json(&self) -> &[u8] {
@@ -138,66 +183,103 @@ pub struct Held {
     pub bytes: usize,
 }
 
-/// A request id as registered: `None` for a request without one.
-type IdKey = Option<Box<[u8]>>;
+/// One registration: the node it was made for and, with per-id
+/// registrations, the request id (`None` for a request without one, and
+/// always `None` otherwise).
+type RegKey = (NodeTag, Option<Box<[u8]>>);
 
-/// The ids behind one per-id registration; one is by far the common case.
+/// The registrations behind one membership; one is by far the common case.
 #[derive(Debug)]
-enum Ids {
-    One(IdKey),
-    Many(HashSet<IdKey>),
+enum Keys {
+    One(RegKey),
+    Many(HashSet<RegKey>),
 }
 
-impl Ids {
-    fn contains(&self, id: Option<&[u8]>) -> bool {
+impl Keys {
+    fn contains(&self, key: &RegKey) -> bool {
         match self {
-            Ids::One(k) => k.as_deref() == id,
-            Ids::Many(set) => set.contains(&id.map(Box::from)),
+            Keys::One(k) => k == key,
+            Keys::Many(set) => set.contains(key),
         }
     }
 
-    /// Adds `id`, which is not in the set.
-    fn insert(&mut self, id: Option<&[u8]>) {
+    /// Adds `key`, which is not in the set.
+    fn insert(&mut self, key: RegKey) {
         match self {
-            Ids::One(k) => {
+            Keys::One(k) => {
                 let mut set = HashSet::with_capacity(2);
-                set.insert(k.take());
-                set.insert(id.map(Box::from));
-                *self = Ids::Many(set);
+                set.insert((k.0, k.1.take()));
+                set.insert(key);
+                *self = Keys::Many(set);
             }
-            Ids::Many(set) => {
-                set.insert(id.map(Box::from));
+            Keys::Many(set) => {
+                set.insert(key);
             }
         }
     }
 
-    /// Removes `id` if present; returns whether it was.
-    fn remove(&mut self, id: Option<&[u8]>) -> bool {
+    /// Removes the keys `gone` selects; returns (keys removed, their
+    /// bytes, whether none is left).
+    fn remove_where(&mut self, gone: impl Fn(&RegKey) -> bool) -> (usize, usize, bool) {
         match self {
-            // The last id is removed by removing the membership.
-            Ids::One(k) => k.as_deref() == id,
-            Ids::Many(set) => set.remove(&id.map(Box::from)),
+            Keys::One(k) if gone(k) => (1, key_bytes(k), true),
+            Keys::One(_) => (0, 0, false),
+            Keys::Many(set) => {
+                let (mut n, mut b) = (0, 0);
+                set.retain(|k| {
+                    let g = gone(k);
+                    if g {
+                        n += 1;
+                        b += key_bytes(k);
+                    }
+                    !g
+                });
+                (n, b, set.is_empty())
+            }
         }
     }
 
     fn len(&self) -> usize {
         match self {
-            Ids::One(_) => 1,
-            Ids::Many(set) => set.len(),
+            Keys::One(_) => 1,
+            Keys::Many(set) => set.len(),
         }
     }
 
-    /// Bytes counted for these ids.
+    /// Bytes counted for these keys.
     fn bytes(&self) -> usize {
         match self {
-            Ids::One(k) => id_bytes(k.as_deref()),
-            Ids::Many(set) => set.iter().map(|k| id_bytes(k.as_deref())).sum(),
+            Keys::One(k) => key_bytes(k),
+            Keys::Many(set) => set.iter().map(key_bytes).sum(),
+        }
+    }
+
+    /// Whether some key is `node`'s.
+    fn has_node(&self, node: NodeTag) -> bool {
+        match self {
+            Keys::One(k) => k.0 == node,
+            Keys::Many(set) => set.iter().any(|k| k.0 == node),
+        }
+    }
+
+    /// The distinct nodes of these keys, appended to `into`.
+    fn nodes(&self, into: &mut Vec<NodeTag>) {
+        let start = into.len();
+        match self {
+            Keys::One(k) => into.push(k.0),
+            Keys::Many(set) => {
+                for k in set {
+                    if !into[start..].contains(&k.0) {
+                        into.push(k.0);
+                    }
+                }
+            }
         }
     }
 }
 
-fn id_bytes(id: Option<&[u8]>) -> usize {
-    MEMBER_OVERHEAD + id.map_or(0, <[u8]>::len)
+fn key_bytes(k: &RegKey) -> usize {
+    MEMBER_OVERHEAD + k.1.as_ref().map_or(0, |id| id.len())
 }
 
 /// One connection's membership of one topic list.
@@ -205,8 +287,7 @@ fn id_bytes(id: Option<&[u8]>) -> usize {
 struct Member {
     /// Index in the topic's subscriber or publisher list.
     pos: usize,
-    /// Per-id registrations only.
-    ids: Option<Ids>,
+    keys: Keys,
 }
 
 /// Everything one connection registered.
@@ -214,8 +295,8 @@ struct Member {
 struct ConnRegs {
     subs: HashMap<TopicId, Member>,
     pubs: HashMap<TopicId, Member>,
-    services: HashSet<Box<str>>,
-    /// Registrations of each role, every per-id one counted.
+    services: HashSet<Rc<str>>,
+    /// Registrations of each role, every key counted.
     entries: [usize; 2],
     /// Bytes counted for this connection's memberships, ids and services.
     bytes: usize,
@@ -234,12 +315,97 @@ impl ConnRegs {
     }
 }
 
+/// What [`Registry::register`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Registered {
+    pub topic: TopicId,
+    /// A new registration key (not a repeat).
+    pub new_key: bool,
+    /// The connection joined the topic's list (it was not a member).
+    pub new_member: bool,
+    /// The node had no registration on this topic in this role before.
+    pub new_node: bool,
+}
+
+/// What [`Registry::unregister`] removed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Unregistered {
+    /// Registration keys removed.
+    pub keys: usize,
+    /// The connection left the topic's list.
+    pub left: bool,
+    /// The topic entry went (no member was left).
+    pub topic_gone: bool,
+    /// The node has no registration left on this topic in this role.
+    pub node_left: bool,
+}
+
+/// Sorted names, visible and hidden apart: see the module docs.
+#[derive(Debug, Default)]
+struct SortedNames {
+    visible: BTreeSet<Rc<str>>,
+    hidden: BTreeSet<Rc<str>>,
+}
+
+impl SortedNames {
+    fn set(&mut self, name: &str) -> &mut BTreeSet<Rc<str>> {
+        if is_hidden(name) {
+            &mut self.hidden
+        } else {
+            &mut self.visible
+        }
+    }
+
+    fn insert(&mut self, name: Rc<str>) {
+        self.set(&name.clone()).insert(name);
+    }
+
+    fn remove(&mut self, name: &str) {
+        self.set(name).remove(name);
+    }
+
+    /// Names in order, hidden ones too when asked.
+    fn iter(&self, include_hidden: bool) -> impl Iterator<Item = &str> {
+        let hidden = include_hidden.then_some(&self.hidden);
+        Merged {
+            a: self.visible.iter().peekable(),
+            b: hidden.into_iter().flatten().peekable(),
+        }
+    }
+}
+
+/// Two sorted iterators merged in order.
+struct Merged<A: Iterator, B: Iterator> {
+    a: std::iter::Peekable<A>,
+    b: std::iter::Peekable<B>,
+}
+
+impl<'a, A, B> Iterator for Merged<A, B>
+where
+    A: Iterator<Item = &'a Rc<str>>,
+    B: Iterator<Item = &'a Rc<str>>,
+{
+    type Item = &'a str;
+    fn next(&mut self) -> Option<&'a str> {
+        let take_a = match (self.a.peek(), self.b.peek()) {
+            (Some(x), Some(y)) => x <= y,
+            (Some(_), None) => true,
+            (None, Some(_)) => false,
+            (None, None) => return None,
+        };
+        let next = if take_a { self.a.next() } else { self.b.next() };
+        next.map(|n| &**n)
+    }
+}
+
 /// See the module docs.
 #[derive(Debug, Default)]
 pub struct Registry {
-    by_name: HashMap<Box<str>, TopicId>,
+    by_name: HashMap<Rc<str>, TopicId>,
     topics: Slab<Topic>,
-    services: HashMap<Box<str>, Service>,
+    services: HashMap<Rc<str>, Service>,
+    topic_names: SortedNames,
+    service_names: SortedNames,
     /// By connection; an entry exists while the connection has registered
     /// anything (keys are unique among live connections).
     conns: HashMap<ConnRef, ConnRegs>,
@@ -261,8 +427,23 @@ impl Registry {
         self.topics.get(id as usize)
     }
 
+    /// The topic named `name`.
+    pub fn topic_named(&self, name: &str) -> Option<&Topic> {
+        self.topic_id(name).and_then(|t| self.topic(t))
+    }
+
     pub fn topics(&self) -> impl Iterator<Item = &Topic> {
         self.topics.iter().map(|(_, t)| t)
+    }
+
+    /// Topic names in order (hidden ones only when asked): O(1) per name.
+    pub fn topic_names(&self, include_hidden: bool) -> impl Iterator<Item = &str> {
+        self.topic_names.iter(include_hidden)
+    }
+
+    /// Service names in order (hidden ones only when asked).
+    pub fn service_names(&self, include_hidden: bool) -> impl Iterator<Item = &str> {
+        self.service_names.iter(include_hidden)
     }
 
     pub fn topic_count(&self) -> usize {
@@ -296,19 +477,28 @@ impl Registry {
         self.bytes
     }
 
+    /// Connections holding any registration here.
+    pub fn members(&self) -> impl Iterator<Item = ConnRef> + '_ {
+        self.conns.keys().copied()
+    }
+
     fn topic_or_insert(&mut self, name: &str) -> TopicId {
         if let Some(&id) = self.by_name.get(name) {
             return id;
         }
+        let name: Rc<str> = Rc::from(name);
         let topic = Topic {
-            name: name.into(),
-            prefix: encode::publish_prefix(name),
+            prefix: encode::publish_prefix(&name),
+            name: Rc::clone(&name),
+            ty: Box::from(""),
+            ty_from_publisher: false,
             subscribers: Vec::new(),
             publishers: Vec::new(),
         };
         self.bytes += topic_bytes(&topic);
         let id = self.topics.insert(topic) as TopicId;
-        self.by_name.insert(name.into(), id);
+        self.topic_names.insert(Rc::clone(&name));
+        self.by_name.insert(name, id);
         id
     }
 
@@ -319,111 +509,168 @@ impl Registry {
         }
     }
 
-    /// `subscribe` or `advertise`: adds `who` to the topic's list (once).
-    /// With `per_id`, also records `id` (a repeated id is a no-op). Refused
-    /// when `who` already holds `max` registrations of this role.
+    /// `subscribe` or `advertise` by `who` for `node`: adds `who` to the
+    /// topic's list (once) and records the registration key (a repeated key
+    /// is a no-op). With `per_id`, the key includes `id`. Refused when `who`
+    /// already holds `max` registrations of this role. `ty` (if any) names
+    /// the topic's type when it has none yet, or had only a subscriber's.
+    #[allow(clippy::too_many_arguments)]
     pub fn register(
         &mut self,
         who: ConnRef,
         role: Role,
         name: &str,
+        node: NodeTag,
         id: Option<&[u8]>,
         per_id: bool,
         max: usize,
-    ) -> Result<TopicId, TooMany> {
+        ty: Option<&str>,
+    ) -> Result<Registered, TooMany> {
+        let key: RegKey = (node, if per_id { id.map(Box::from) } else { None });
         let existing = self.topic_id(name);
         let regs = self.conns.get(&who);
         let member = existing.and_then(|t| regs.and_then(|r| r.member(role, t)));
-        let adds_entry = match member {
-            None => true,
-            Some(m) => m.ids.as_ref().is_some_and(|ids| !ids.contains(id)),
-        };
-        if adds_entry && regs.map_or(0, |r| r.entries[role as usize]) >= max {
+        let new_key = member.is_none_or(|m| !m.keys.contains(&key));
+        let new_node = member.is_none_or(|m| !m.keys.has_node(node));
+        if new_key && regs.map_or(0, |r| r.entries[role as usize]) >= max {
             return Err(TooMany { limit: max });
         }
         let t = self.topic_or_insert(name);
+        let ty = ty.filter(|t| !t.is_empty() && t.len() <= MAX_TOPIC_TYPE_BYTES);
+        if let (Some(ty), Some(topic)) = (ty, self.topics.get_mut(t as usize)) {
+            let publisher = role == Role::Publisher;
+            if topic.ty.is_empty() || (publisher && !topic.ty_from_publisher) {
+                topic.ty = ty.into();
+                topic.ty_from_publisher = publisher;
+            }
+        }
+        if !new_key {
+            return Ok(Registered {
+                topic: t,
+                new_key: false,
+                new_member: false,
+                new_node: false,
+            });
+        }
         let regs = self.conns.entry(who).or_default();
-        let added_bytes = match regs.members(role).get_mut(&t) {
-            Some(m) => match &mut m.ids {
-                Some(ids) if !ids.contains(id) => {
-                    ids.insert(id);
-                    regs.entries[role as usize] += 1;
-                    id_bytes(id)
-                }
-                _ => 0,
-            },
+        let b = key_bytes(&key);
+        let new_member = match regs.members(role).get_mut(&t) {
+            Some(m) => {
+                m.keys.insert(key);
+                false
+            }
             None => {
                 let list = self.topics[t as usize].members(role);
                 list.push(who);
                 let member = Member {
                     pos: list.len() - 1,
-                    ids: per_id.then(|| Ids::One(id.map(Box::from))),
+                    keys: Keys::One(key),
                 };
-                let b = member.bytes();
                 regs.members(role).insert(t, member);
-                regs.entries[role as usize] += 1;
-                *self.count(role) += 1;
-                b
+                *match role {
+                    Role::Subscriber => &mut self.subscriptions,
+                    Role::Publisher => &mut self.publishers,
+                } += 1;
+                true
             }
         };
-        if let Some(regs) = self.conns.get_mut(&who) {
-            regs.bytes += added_bytes;
-        }
-        self.bytes += added_bytes;
-        Ok(t)
+        regs.entries[role as usize] += 1;
+        regs.bytes += b;
+        self.bytes += b;
+        Ok(Registered {
+            topic: t,
+            new_key: true,
+            new_member,
+            new_node,
+        })
     }
 
-    /// `unsubscribe` or `unadvertise`; always safe to repeat. With
-    /// `per_id`, an `id` removes only that registration and no id removes
-    /// all of them; the list entry goes when none is left.
+    /// `unsubscribe` or `unadvertise` by `who` for `node`; always safe to
+    /// repeat. With `per_id` and an `id`, only that registration goes;
+    /// otherwise every registration of `node` on the topic. The list entry
+    /// goes when no key is left.
     pub fn unregister(
         &mut self,
         who: ConnRef,
         role: Role,
         name: &str,
+        node: NodeTag,
         id: Option<&[u8]>,
         per_id: bool,
-    ) {
+    ) -> Unregistered {
         let Some(t) = self.topic_id(name) else {
-            return;
+            return Unregistered::default();
         };
+        self.remove_keys(who, role, t, node, |k| {
+            k.0 == node && (!per_id || id.is_none() || k.1.as_deref() == id)
+        })
+    }
+
+    /// Removes the keys `gone` selects (keys of `node`) from `who`'s
+    /// membership of topic `t`.
+    fn remove_keys(
+        &mut self,
+        who: ConnRef,
+        role: Role,
+        t: TopicId,
+        node: NodeTag,
+        gone: impl Fn(&RegKey) -> bool,
+    ) -> Unregistered {
         let Some(regs) = self.conns.get_mut(&who) else {
-            return;
+            return Unregistered::default();
         };
         let Some(m) = regs.members(role).get_mut(&t) else {
-            return;
+            return Unregistered::default();
         };
-        match (&mut m.ids, per_id, id) {
-            // One of several ids goes; the membership stays.
-            (Some(ids), true, Some(id)) if ids.len() > 1 => {
-                if ids.remove(Some(id)) {
-                    regs.entries[role as usize] -= 1;
-                    regs.bytes -= id_bytes(Some(id));
-                    self.bytes -= id_bytes(Some(id));
-                }
-            }
-            (Some(ids), true, Some(id)) if !ids.contains(Some(id)) => {}
-            _ => self.leave(who, role, t),
+        let (n, b, empty) = m.keys.remove_where(gone);
+        if n == 0 {
+            return Unregistered::default();
+        }
+        let node_left = empty || !m.keys.has_node(node);
+        regs.entries[role as usize] -= n;
+        regs.bytes -= b;
+        self.bytes -= b;
+        let topic_gone = empty && self.unlink(who, role, t);
+        Unregistered {
+            keys: n,
+            left: empty,
+            topic_gone,
+            node_left,
         }
     }
 
-    /// Removes `who` from topic `t`'s `role` list: O(1).
-    fn leave(&mut self, who: ConnRef, role: Role, t: TopicId) {
+    /// Removes `who` from topic `t`'s `role` list with all its keys: O(1)
+    /// plus its keys. Returns whether the topic entry went.
+    fn leave(&mut self, who: ConnRef, role: Role, t: TopicId) -> bool {
         let Some(regs) = self.conns.get_mut(&who) else {
-            return;
+            return false;
+        };
+        let Some(m) = regs.members(role).get(&t) else {
+            return false;
+        };
+        let (n, b) = (m.keys.len(), m.keys.bytes());
+        regs.entries[role as usize] -= n;
+        regs.bytes -= b;
+        self.bytes -= b;
+        self.unlink(who, role, t)
+    }
+
+    /// Removes `who`'s membership of topic `t` (its keys already
+    /// accounted for) from the list, in O(1); the topic entry goes when it
+    /// has no member left, which the result says.
+    fn unlink(&mut self, who: ConnRef, role: Role, t: TopicId) -> bool {
+        let Some(regs) = self.conns.get_mut(&who) else {
+            return false;
         };
         let Some(m) = regs.members(role).remove(&t) else {
-            return;
+            return false;
         };
-        regs.entries[role as usize] -= m.ids.as_ref().map_or(1, Ids::len);
-        regs.bytes -= m.bytes();
-        self.bytes -= m.bytes();
         if regs.is_empty() {
             self.conns.remove(&who);
         }
         *self.count(role) -= 1;
         let Some(topic) = self.topics.get_mut(t as usize) else {
-            return;
+            return false;
         };
         let list = topic.members(role);
         list.swap_remove(m.pos);
@@ -440,18 +687,23 @@ impl Registry {
             let topic = self.topics.remove(t as usize);
             self.bytes -= topic_bytes(&topic);
             self.by_name.remove(&topic.name);
+            self.topic_names.remove(&topic.name);
+            return true;
         }
+        false
     }
 
-    /// Makes `who` the provider of `name`; returns the displaced provider.
-    /// Refused when `who` already provides `max` other services.
+    /// Makes `who` (for `node`) the provider of `name`; returns the
+    /// displaced provider and its node. Refused when `who` already
+    /// provides `max` other services.
     pub fn advertise_service(
         &mut self,
         who: ConnRef,
+        node: NodeTag,
         name: &str,
         ty: &str,
         max: usize,
-    ) -> Result<Option<ConnRef>, TooMany> {
+    ) -> Result<Option<(ConnRef, NodeTag)>, TooMany> {
         let regs = self.conns.get(&who);
         let has = regs.is_some_and(|r| r.services.contains(name));
         if !has && regs.map_or(0, |r| r.services.len()) >= max {
@@ -461,22 +713,31 @@ impl Registry {
         encode::json_string(&mut name_json, name);
         let new = Service {
             provider: who,
+            node,
             name_json: name_json.into_boxed_slice(),
             ty: ty.into(),
         };
         let new_bytes = service_bytes(name, &new);
-        let old = self.services.insert(name.into(), new);
+        let key: Rc<str> = match self.services.get_key_value(name) {
+            Some((k, _)) => Rc::clone(k),
+            None => {
+                let k: Rc<str> = Rc::from(name);
+                self.service_names.insert(Rc::clone(&k));
+                k
+            }
+        };
+        let old = self.services.insert(Rc::clone(&key), new);
         let old_bytes = old.as_ref().map_or(0, |o| service_bytes(name, o));
         self.bytes = self.bytes + new_bytes - old_bytes;
         let regs = self.conns.entry(who).or_default();
         if !has {
-            regs.services.insert(name.into());
+            regs.services.insert(key);
         }
         // The provider's share is the current entry's.
         match old {
             Some(o) if o.provider == who => {
                 regs.bytes = regs.bytes + new_bytes - old_bytes;
-                Ok(None)
+                Ok((o.node != node).then_some((who, o.node)))
             }
             Some(o) => {
                 regs.bytes += new_bytes;
@@ -487,7 +748,7 @@ impl Registry {
                         self.conns.remove(&o.provider);
                     }
                 }
-                Ok(Some(o.provider))
+                Ok(Some((o.provider, o.node)))
             }
             None => {
                 regs.bytes += new_bytes;
@@ -502,18 +763,24 @@ impl Registry {
             None => Unadvertised::Unknown,
             Some(s) if s.provider != who => Unadvertised::NotProvider,
             Some(_) => {
-                if let Some(old) = self.services.remove(name) {
-                    let b = service_bytes(name, &old);
-                    self.bytes -= b;
-                    if let Some(r) = self.conns.get_mut(&who) {
-                        r.services.remove(name);
-                        r.bytes -= b;
-                        if r.is_empty() {
-                            self.conns.remove(&who);
-                        }
-                    }
-                }
+                self.remove_service(who, name);
                 Unadvertised::Removed
+            }
+        }
+    }
+
+    /// Removes service `name` (provided by `who`) from every index.
+    fn remove_service(&mut self, who: ConnRef, name: &str) {
+        if let Some(old) = self.services.remove(name) {
+            let b = service_bytes(name, &old);
+            self.bytes -= b;
+            self.service_names.remove(name);
+            if let Some(r) = self.conns.get_mut(&who) {
+                r.services.remove(name);
+                r.bytes -= b;
+                if r.is_empty() {
+                    self.conns.remove(&who);
+                }
             }
         }
     }
@@ -551,10 +818,103 @@ impl Registry {
             for name in regs.services {
                 if let Some(old) = self.services.remove(&name) {
                     self.bytes -= service_bytes(&name, &old);
+                    self.service_names.remove(&name);
                 }
             }
         }
         (true, work)
+    }
+
+    /// Withdraws every registration `who` made for `node` (a node being
+    /// destroyed): O(`who`'s registrations).
+    pub fn withdraw_node(&mut self, who: ConnRef, node: NodeTag) {
+        let Some(regs) = self.conns.get(&who) else {
+            return;
+        };
+        let pick = |m: &HashMap<TopicId, Member>| -> Vec<TopicId> {
+            m.iter()
+                .filter(|(_, m)| m.keys.has_node(node))
+                .map(|(&t, _)| t)
+                .collect()
+        };
+        let (subs, pubs) = (pick(&regs.subs), pick(&regs.pubs));
+        let services: Vec<Rc<str>> = regs
+            .services
+            .iter()
+            .filter(|n| self.services.get(&***n).is_some_and(|s| s.node == node))
+            .cloned()
+            .collect();
+        for (role, list) in [(Role::Subscriber, subs), (Role::Publisher, pubs)] {
+            for t in list {
+                self.remove_keys(who, role, t, node, |k| k.0 == node);
+            }
+        }
+        for name in services {
+            self.remove_service(who, &name);
+        }
+    }
+
+    /// The (connection, node) pairs registered on topic `t` as `role`.
+    pub fn topic_nodes(&self, t: TopicId, role: Role) -> Vec<(ConnRef, NodeTag)> {
+        let Some(topic) = self.topics.get(t as usize) else {
+            return Vec::new();
+        };
+        let list = match role {
+            Role::Subscriber => &topic.subscribers,
+            Role::Publisher => &topic.publishers,
+        };
+        let mut out = Vec::new();
+        let mut nodes = Vec::new();
+        for &who in list {
+            nodes.clear();
+            if let Some(m) = self.conns.get(&who).and_then(|r| r.member(role, t)) {
+                m.keys.nodes(&mut nodes);
+            }
+            out.extend(nodes.iter().map(|&n| (who, n)));
+        }
+        out
+    }
+
+    /// The topics `who` registered as `role` for `node` (every node when
+    /// `None`), unsorted.
+    pub fn topics_of(&self, who: ConnRef, node: Option<NodeTag>, role: Role) -> Vec<&str> {
+        let Some(regs) = self.conns.get(&who) else {
+            return Vec::new();
+        };
+        let members = match role {
+            Role::Subscriber => &regs.subs,
+            Role::Publisher => &regs.pubs,
+        };
+        members
+            .iter()
+            .filter(|(_, m)| node.is_none_or(|n| m.keys.has_node(n)))
+            .filter_map(|(&t, _)| self.topics.get(t as usize).map(|t| &*t.name))
+            .collect()
+    }
+
+    /// The nodes of `who` registered on topic `t` as `role`.
+    pub fn nodes_on(&self, who: ConnRef, t: TopicId, role: Role) -> Vec<NodeTag> {
+        let mut out = Vec::new();
+        if let Some(m) = self.conns.get(&who).and_then(|r| r.member(role, t)) {
+            m.keys.nodes(&mut out);
+        }
+        out
+    }
+
+    /// The services `who` provides for `node` (every node when `None`).
+    pub fn services_of(&self, who: ConnRef, node: Option<NodeTag>) -> Vec<&str> {
+        let Some(regs) = self.conns.get(&who) else {
+            return Vec::new();
+        };
+        regs.services
+            .iter()
+            .filter(|n| {
+                self.services
+                    .get(&***n)
+                    .is_some_and(|s| node.is_none_or(|x| s.node == x))
+            })
+            .map(|n| &**n)
+            .collect()
     }
 
     /// Gives back capacity of tables that emptied out.
@@ -590,18 +950,74 @@ impl Registry {
     }
 }
 
+/// One [`Registry`] per domain (so domains never meet), and the bytes they
+/// hold together, kept exact by routing every change through
+/// [`Registries::update`].
+#[derive(Debug)]
+pub struct Registries {
+    regs: Box<[Registry]>,
+    bytes: usize,
+}
+
+impl Registries {
+    /// An empty registry for each of `domains` domains.
+    pub fn new(domains: usize) -> Self {
+        Registries {
+            regs: (0..domains).map(|_| Registry::new()).collect(),
+            bytes: 0,
+        }
+    }
+
+    /// The registry of `domain` (domain 0 when out of range).
+    pub fn get(&self, domain: u8) -> &Registry {
+        self.regs.get(domain as usize).unwrap_or(&self.regs[0])
+    }
+
+    /// Changes the registry of `domain` through `f`, keeping the total.
+    pub fn update<R>(&mut self, domain: u8, f: impl FnOnce(&mut Registry) -> R) -> R {
+        let i = if (domain as usize) < self.regs.len() {
+            domain as usize
+        } else {
+            0
+        };
+        let reg = &mut self.regs[i];
+        let before = reg.bytes();
+        let r = f(reg);
+        self.bytes = self.bytes + reg.bytes() - before;
+        r
+    }
+
+    /// Bytes all registries hold for clients.
+    pub fn bytes(&self) -> usize {
+        self.bytes
+    }
+
+    /// Every domain's registry, in domain order.
+    pub fn iter(&self) -> impl Iterator<Item = &Registry> {
+        self.regs.iter()
+    }
+
+    /// Gives back capacity of tables that emptied out.
+    pub fn shrink(&mut self) {
+        for r in self.regs.iter_mut() {
+            r.shrink();
+        }
+    }
+}
+
+impl std::ops::Index<usize> for Registries {
+    type Output = Registry;
+    fn index(&self, domain: usize) -> &Registry {
+        self.regs.get(domain).unwrap_or(&self.regs[0])
+    }
+}
+
 fn topic_bytes(t: &Topic) -> usize {
     TOPIC_OVERHEAD + 2 * t.name.len() + t.prefix.len()
 }
 
 fn service_bytes(name: &str, s: &Service) -> usize {
     SERVICE_OVERHEAD + 2 * name.len() + s.name_json.len() + s.ty.len()
-}
-
-impl Member {
-    fn bytes(&self) -> usize {
-        self.ids.as_ref().map_or(MEMBER_OVERHEAD, Ids::bytes)
-    }
 }
 
 impl ConnRegs {
@@ -626,17 +1042,47 @@ mod tests {
     fn topics_vanish_when_empty() {
         let mut r = Registry::new();
         let t = r
-            .register(A, Role::Subscriber, "/t", None, false, MAX)
+            .register(
+                A,
+                Role::Subscriber,
+                "/t",
+                NodeTag::CONN,
+                None,
+                false,
+                MAX,
+                None,
+            )
             .expect("under the limit");
-        let again = r.register(A, Role::Subscriber, "/t", None, false, MAX);
-        assert_eq!(again, Ok(t));
+        let again = r
+            .register(
+                A,
+                Role::Subscriber,
+                "/t",
+                NodeTag::CONN,
+                None,
+                false,
+                MAX,
+                None,
+            )
+            .expect("a repeat");
+        assert_eq!(again.topic, t.topic);
+        assert!(!again.new_key && !again.new_member && t.new_member && t.new_node);
         assert_eq!(r.subscription_count(), 1, "second subscribe is a no-op");
-        r.register(B, Role::Publisher, "/t", None, false, MAX)
-            .expect("under the limit");
-        r.unregister(A, Role::Subscriber, "/t", None, false);
-        r.unregister(A, Role::Subscriber, "/t", None, false);
+        r.register(
+            B,
+            Role::Publisher,
+            "/t",
+            NodeTag::CONN,
+            None,
+            false,
+            MAX,
+            None,
+        )
+        .expect("under the limit");
+        r.unregister(A, Role::Subscriber, "/t", NodeTag::CONN, None, false);
+        r.unregister(A, Role::Subscriber, "/t", NodeTag::CONN, None, false);
         assert_eq!(r.topic_count(), 1);
-        r.unregister(B, Role::Publisher, "/t", None, false);
+        r.unregister(B, Role::Publisher, "/t", NodeTag::CONN, None, false);
         assert_eq!(r.topic_count(), 0);
         assert_eq!(r.topic_id("/t"), None);
         assert!(!r.has_any(A) && !r.has_any(B));
@@ -646,12 +1092,30 @@ mod tests {
     fn a_big_withdrawal_can_be_spread_over_calls() {
         let mut r = Registry::new();
         for i in 0..25 {
-            r.register(A, Role::Subscriber, &format!("/s{i}"), None, false, MAX)
-                .expect("under the limit");
-        }
-        r.register(A, Role::Publisher, "/p", None, false, MAX)
+            r.register(
+                A,
+                Role::Subscriber,
+                &format!("/s{i}"),
+                NodeTag::CONN,
+                None,
+                false,
+                MAX,
+                None,
+            )
             .expect("under the limit");
-        r.advertise_service(A, "/srv", "T", MAX)
+        }
+        r.register(
+            A,
+            Role::Publisher,
+            "/p",
+            NodeTag::CONN,
+            None,
+            false,
+            MAX,
+            None,
+        )
+        .expect("under the limit");
+        r.advertise_service(A, NodeTag::CONN, "/srv", "T", MAX)
             .expect("under the limit");
         assert_eq!(r.withdraw_some(A, 10), (false, 10));
         assert_eq!(r.subscription_count(), 15);
@@ -670,11 +1134,20 @@ mod tests {
     fn removal_keeps_positions_consistent() {
         let mut r = Registry::new();
         for who in [A, B, C] {
-            r.register(who, Role::Subscriber, "/t", None, false, MAX)
-                .expect("under the limit");
+            r.register(
+                who,
+                Role::Subscriber,
+                "/t",
+                NodeTag::CONN,
+                None,
+                false,
+                MAX,
+                None,
+            )
+            .expect("under the limit");
         }
-        r.unregister(A, Role::Subscriber, "/t", None, false);
-        r.unregister(C, Role::Subscriber, "/t", None, false);
+        r.unregister(A, Role::Subscriber, "/t", NodeTag::CONN, None, false);
+        r.unregister(C, Role::Subscriber, "/t", NodeTag::CONN, None, false);
         let t = r.topic_id("/t").expect("topic");
         assert_eq!(r.topic(t).map(|t| t.subscribers().to_vec()), Some(vec![B]));
         r.withdraw(B);
@@ -685,19 +1158,55 @@ mod tests {
     #[test]
     fn per_id_registrations_last_while_any_id_remains() {
         let mut r = Registry::new();
-        r.register(A, Role::Subscriber, "/t", Some(b"1"), true, MAX)
-            .expect("under the limit");
-        r.register(A, Role::Subscriber, "/t", Some(b"2"), true, MAX)
-            .expect("under the limit");
-        r.register(A, Role::Subscriber, "/t", None, true, MAX)
-            .expect("under the limit");
-        r.unregister(A, Role::Subscriber, "/t", Some(b"1"), true);
-        r.unregister(A, Role::Subscriber, "/t", Some(b"9"), true);
-        r.unregister(A, Role::Subscriber, "/t", Some(b"2"), true);
+        r.register(
+            A,
+            Role::Subscriber,
+            "/t",
+            NodeTag::CONN,
+            Some(b"1"),
+            true,
+            MAX,
+            None,
+        )
+        .expect("under the limit");
+        r.register(
+            A,
+            Role::Subscriber,
+            "/t",
+            NodeTag::CONN,
+            Some(b"2"),
+            true,
+            MAX,
+            None,
+        )
+        .expect("under the limit");
+        r.register(
+            A,
+            Role::Subscriber,
+            "/t",
+            NodeTag::CONN,
+            None,
+            true,
+            MAX,
+            None,
+        )
+        .expect("under the limit");
+        r.unregister(A, Role::Subscriber, "/t", NodeTag::CONN, Some(b"1"), true);
+        r.unregister(A, Role::Subscriber, "/t", NodeTag::CONN, Some(b"9"), true);
+        r.unregister(A, Role::Subscriber, "/t", NodeTag::CONN, Some(b"2"), true);
         assert_eq!(r.subscription_count(), 1, "the id-less one remains");
-        r.register(A, Role::Subscriber, "/t", Some(b"3"), true, MAX)
-            .expect("under the limit");
-        r.unregister(A, Role::Subscriber, "/t", None, true);
+        r.register(
+            A,
+            Role::Subscriber,
+            "/t",
+            NodeTag::CONN,
+            Some(b"3"),
+            true,
+            MAX,
+            None,
+        )
+        .expect("under the limit");
+        r.unregister(A, Role::Subscriber, "/t", NodeTag::CONN, None, true);
         assert_eq!(r.subscription_count(), 0, "no id removes them all");
     }
 
@@ -705,25 +1214,25 @@ mod tests {
     fn services_have_one_provider() {
         let mut r = Registry::new();
         assert_eq!(
-            r.advertise_service(A, "/s", "T", MAX)
+            r.advertise_service(A, NodeTag::CONN, "/s", "T", MAX)
                 .expect("under the limit"),
             None
         );
         assert_eq!(
-            r.advertise_service(A, "/s", "T", MAX)
+            r.advertise_service(A, NodeTag::CONN, "/s", "T", MAX)
                 .expect("under the limit"),
             None
         );
         assert_eq!(
-            r.advertise_service(B, "/s", "T", MAX)
+            r.advertise_service(B, NodeTag::CONN, "/s", "T", MAX)
                 .expect("under the limit"),
-            Some(A)
+            Some((A, NodeTag::CONN))
         );
         assert!(!r.has_any(A));
         assert_eq!(r.unadvertise_service(A, "/s"), Unadvertised::NotProvider);
         assert_eq!(r.unadvertise_service(B, "/s"), Unadvertised::Removed);
         assert_eq!(r.unadvertise_service(B, "/s"), Unadvertised::Unknown);
-        r.advertise_service(C, "/x", "T", MAX)
+        r.advertise_service(C, NodeTag::CONN, "/x", "T", MAX)
             .expect("under the limit");
         r.withdraw(C);
         assert_eq!(r.service_count(), 0);
@@ -732,29 +1241,67 @@ mod tests {
     #[test]
     fn limits_count_every_id_and_bytes_return_to_zero() {
         let mut r = Registry::new();
-        r.register(A, Role::Subscriber, "/t", Some(b"1"), true, 2)
-            .expect("1");
-        r.register(A, Role::Subscriber, "/t", Some(b"1"), true, 2)
-            .expect("repeat is free");
-        r.register(A, Role::Subscriber, "/u", Some(b"2"), true, 2)
-            .expect("2");
+        r.register(
+            A,
+            Role::Subscriber,
+            "/t",
+            NodeTag::CONN,
+            Some(b"1"),
+            true,
+            2,
+            None,
+        )
+        .expect("1");
+        r.register(
+            A,
+            Role::Subscriber,
+            "/t",
+            NodeTag::CONN,
+            Some(b"1"),
+            true,
+            2,
+            None,
+        )
+        .expect("repeat is free");
+        r.register(
+            A,
+            Role::Subscriber,
+            "/u",
+            NodeTag::CONN,
+            Some(b"2"),
+            true,
+            2,
+            None,
+        )
+        .expect("2");
         assert_eq!(
-            r.register(A, Role::Subscriber, "/t", Some(b"3"), true, 2),
+            r.register(
+                A,
+                Role::Subscriber,
+                "/t",
+                NodeTag::CONN,
+                Some(b"3"),
+                true,
+                2,
+                None
+            ),
             Err(TooMany { limit: 2 })
         );
-        r.register(A, Role::Publisher, "/t", None, true, 2)
+        r.register(A, Role::Publisher, "/t", NodeTag::CONN, None, true, 2, None)
             .expect("other role");
         assert_eq!(r.held_by(A).entries, [2, 1]);
         assert!(r.bytes() > 0 && r.held_by(A).bytes > 0);
-        r.advertise_service(A, "/s", "T", 1).expect("first");
+        r.advertise_service(A, NodeTag::CONN, "/s", "T", 1)
+            .expect("first");
         assert_eq!(
-            r.advertise_service(A, "/x", "T", 1),
+            r.advertise_service(A, NodeTag::CONN, "/x", "T", 1),
             Err(TooMany { limit: 1 })
         );
-        r.advertise_service(A, "/s", "T2", 1)
+        r.advertise_service(A, NodeTag::CONN, "/s", "T2", 1)
             .expect("re-advertising is free");
-        r.advertise_service(B, "/s", "T", 1).expect("takes over");
-        r.unregister(A, Role::Subscriber, "/t", Some(b"1"), true);
+        r.advertise_service(B, NodeTag::CONN, "/s", "T", 1)
+            .expect("takes over");
+        r.unregister(A, Role::Subscriber, "/t", NodeTag::CONN, Some(b"1"), true);
         assert_eq!(r.held_by(A).entries, [1, 1]);
         r.withdraw(A);
         r.withdraw(B);

@@ -22,6 +22,7 @@ use std::rc::Rc;
 use rosgate_wire::decode::Dialect;
 use rosgate_wire::encode::{self, Level};
 use rosgate_wire::line::{Frame, LineReader};
+use rosgate_wire::ws::handshake::Opening;
 use rosgate_wire::ws::{self, WsEvent, WsReader};
 
 use crate::codes::{CloseReason, ErrorCode};
@@ -41,6 +42,14 @@ pub enum Transport {
 }
 
 impl Transport {
+    /// A short name (`tcp`, `ws`), for node names and logs.
+    pub fn label(self) -> &'static str {
+        match self {
+            Transport::Tcp => "tcp",
+            Transport::WebSocket => "ws",
+        }
+    }
+
     /// What a connection refused before admission is sent before it is
     /// closed: an error status, or for a WebSocket client (which has not
     /// even finished its handshake) an HTTP error.
@@ -69,6 +78,10 @@ pub enum StatusFilter {
     /// Error statuses only: rosbridge sends none, and roslibpy logs each
     /// status frame as an error, so informational ones are noise there.
     Errors,
+    /// Errors and warnings (a duplicate node name, an incompatible QoS):
+    /// the WebSocket default, since a warning is news the client asked
+    /// for by declaring a node or a QoS.
+    Warnings,
     /// No statuses at all.
     None,
 }
@@ -78,6 +91,7 @@ impl StatusFilter {
         match self {
             StatusFilter::All => true,
             StatusFilter::Errors => level == Level::Error,
+            StatusFilter::Warnings => level != Level::Info,
             StatusFilter::None => false,
         }
     }
@@ -89,8 +103,13 @@ impl std::str::FromStr for StatusFilter {
         match s {
             "all" => Ok(StatusFilter::All),
             "error" => Ok(StatusFilter::Errors),
+            "warning" => Ok(StatusFilter::Warnings),
             "none" => Ok(StatusFilter::None),
-            _ => Err(format!("invalid status filter {s:?} (none|error|all)")),
+            // rosbridge's set_level names the lowest level sent.
+            "info" | "debug" => Ok(StatusFilter::All),
+            _ => Err(format!(
+                "invalid status level {s:?} (none|error|warning|all)"
+            )),
         }
     }
 }
@@ -111,6 +130,11 @@ impl Policy {
     /// Whether a status of `level` is sent to this connection.
     pub fn wants_status(self, level: Level) -> bool {
         self.statuses.wants(level)
+    }
+
+    /// The same policy with another status filter (`set_level`).
+    pub fn with_statuses(self, statuses: StatusFilter) -> Policy {
+        Policy { statuses, ..self }
     }
 
     /// rosbridge keys subscriptions and advertisements by request id within
@@ -217,9 +241,10 @@ pub enum Inbound<'a> {
     /// A message the transport delivers but we do not accept; answer with
     /// an error status.
     Refused { code: ErrorCode, msg: &'static str },
-    /// The transport's opening completed (the WebSocket upgrade): send
-    /// these bytes exactly as given, first.
-    Opened(Vec<u8>),
+    /// The transport's opening completed (the WebSocket upgrade): unless
+    /// the hub refuses what `opening` asks for, send `response` exactly as
+    /// given, first.
+    Opened { response: Vec<u8>, opening: Opening },
     /// Transport bytes to send exactly as given (a pong).
     Reply(Cow<'a, [u8]>),
     /// The connection ends: send `last` (if any) and close with `reason`.
@@ -324,7 +349,7 @@ impl Link {
 
 fn ws_inbound(event: WsEvent<'_>) -> Inbound<'_> {
     match event {
-        WsEvent::Open(response) => Inbound::Opened(response),
+        WsEvent::Open { response, opening } => Inbound::Opened { response, opening },
         WsEvent::Refuse(response) => Inbound::Close {
             reason: CloseReason::ProtocolError,
             last: Some(response),

@@ -29,7 +29,14 @@ USAGE:
 OPTIONS:
     --listen ADDR               TCP address to serve [default: {DEFAULT_LISTEN}]
     --ws-listen ADDR|off        WebSocket (rosbridge v2) address [default: {DEFAULT_WS_LISTEN}]
-    --ws-status none|error|all  statuses sent to WebSocket clients [default: error]
+    --ws-status LEVEL           statuses sent to WebSocket clients:
+                                none|error|warning|all [default: warning]
+    --tcp-domain N              domain (0-232) of TCP clients that choose none [default: 0]
+    --ws-domain N               domain of WebSocket clients whose URL chooses none [default: 0]
+    --names opaque|strict       strict: every client's names follow the ROS 2
+                                rules (else only clients that declared a node)
+                                [default: opaque]
+    --use-sim-time              rosapi get_time answers with the latest /clock
     --max-line-bytes N          longest request line, bytes [default: {DEFAULT_MAX_LINE_BYTES}]
     --max-queue-bytes N         topic data queued per connection before the
                                 oldest is dropped, bytes [default: {DEFAULT_MAX_QUEUE_BYTES}]
@@ -127,6 +134,26 @@ pub fn parse(argv: Vec<OsString>) -> Result<Command, String> {
     if let Some(v) = opt(&mut args, "--ws-status")? {
         c.ws_status = v;
     }
+    let domain = |name: &str, v: u64| {
+        u8::try_from(v)
+            .ok()
+            .filter(|d| *d <= rosgate_core::nodes::MAX_DOMAIN)
+            .ok_or_else(|| format!("{name}: domain {v} is out of range (0-232)"))
+    };
+    if let Some(v) = opt::<u64>(&mut args, "--tcp-domain")? {
+        c.tcp_domain = domain("--tcp-domain", v)?;
+    }
+    if let Some(v) = opt::<u64>(&mut args, "--ws-domain")? {
+        c.ws_domain = domain("--ws-domain", v)?;
+    }
+    if let Some(v) = opt::<String>(&mut args, "--names")? {
+        c.strict_names = match v.as_str() {
+            "strict" => true,
+            "opaque" => false,
+            other => return Err(format!("--names: invalid value {other:?} (opaque|strict)")),
+        };
+    }
+    c.use_sim_time = args.contains("--use-sim-time");
     if let Some(v) = opt(&mut args, "--max-line-bytes")? {
         l.max_line_bytes = positive("--max-line-bytes", v)?;
     }

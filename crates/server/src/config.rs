@@ -126,6 +126,14 @@ pub struct Config {
     pub log_level: LogLevel,
     /// How long a shutdown flushes queued output.
     pub shutdown_grace: Duration,
+    /// Domain of TCP connections that do not choose one (`--tcp-domain`).
+    pub tcp_domain: u8,
+    /// Domain of WebSocket connections whose URL does not choose one.
+    pub ws_domain: u8,
+    /// Resolve every connection's names by the ROS 2 rules (`--names strict`).
+    pub strict_names: bool,
+    /// `get_time` answers with the latest `/clock` (`--use-sim-time`).
+    pub use_sim_time: bool,
 }
 
 impl Default for Config {
@@ -133,10 +141,14 @@ impl Default for Config {
         Config {
             listen: DEFAULT_LISTEN,
             ws_listen: Some(DEFAULT_WS_LISTEN),
-            ws_status: StatusFilter::Errors,
+            ws_status: StatusFilter::Warnings,
             limits: Limits::default(),
             log_level: LogLevel::Info,
             shutdown_grace: Duration::from_millis(DEFAULT_SHUTDOWN_GRACE_MS),
+            tcp_domain: 0,
+            ws_domain: 0,
+            strict_names: false,
+            use_sim_time: false,
         }
     }
 }

@@ -35,7 +35,7 @@
 use std::collections::VecDeque;
 use std::io::{self, ErrorKind, IoSlice, Read, Write};
 use std::net::SocketAddr;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use mio::net::{TcpListener, TcpStream};
 use mio::{Events, Interest, Poll, Token};
@@ -44,6 +44,7 @@ use signal_hook_mio::v1_0::Signals;
 
 use rosgate_core::counters::Counter;
 use rosgate_core::hub::Freed;
+use rosgate_core::hub::GraphSettings;
 use rosgate_core::log;
 use rosgate_core::out::MAX_IOVECS;
 use rosgate_core::{CloseReason, Hub, Transport};
@@ -161,6 +162,17 @@ impl Server {
         let now = Instant::now();
         let mut hub = Hub::new(limits, now);
         hub.set_ws_status(config.ws_status);
+        let mut graph = GraphSettings::new(now, SystemTime::now());
+        graph.tcp_domain = config.tcp_domain;
+        graph.ws_domain = config.ws_domain;
+        graph.strict_names = config.strict_names;
+        graph.use_sim_time = config.use_sim_time;
+        if let Ok(distro) = std::env::var("ROS_DISTRO") {
+            if !distro.is_empty() {
+                graph.distro = distro;
+            }
+        }
+        hub.set_graph_settings(graph);
         Ok(Server {
             poll,
             listener,

@@ -53,7 +53,7 @@ fn a_job_from_another_thread_publishes_to_a_real_client() {
     thread::spawn(move || {
         sender
             .send(Box::new(|hub, now| {
-                hub.inject_publish("/injected", Raw::from_valid_json("{\"n\":42}"), now)
+                hub.inject_publish(0, "/injected", Raw::from_valid_json("{\"n\":42}"), now)
             }))
             .expect("queued");
     })

@@ -4,6 +4,8 @@
 //! owes the client (a pong, an error status, the close frame echoed, or a
 //! 1002 close and a protocol-error close).
 
+use rosgate_core::StatusFilter;
+
 use crate::checks::Violation;
 use crate::driver::Sim;
 use crate::model::Unit;
@@ -84,9 +86,28 @@ impl Sim {
                 self.model.expect_status(slot, None, true);
             }
             _ => {
-                // Accepted and ignored in the rosbridge dialect: no reply.
+                // `set_level` changes which statuses this client receives
+                // from now on (no reply); `auth` is accepted and ignored.
                 let text: &[u8] = if arg % 2 == 0 {
-                    br#"{"op":"set_level","level":"info","id":"lvl"}"#
+                    let (text, filter): (&[u8], StatusFilter) = match (arg / 2) % 4 {
+                        0 => (
+                            br#"{"op":"set_level","level":"info","id":"lvl"}"#,
+                            StatusFilter::All,
+                        ),
+                        1 => (
+                            br#"{"op":"set_level","level":"warning"}"#,
+                            StatusFilter::Warnings,
+                        ),
+                        2 => (
+                            br#"{"op":"set_level","level":"error"}"#,
+                            StatusFilter::Errors,
+                        ),
+                        _ => (br#"{"op":"set_level","level":"none"}"#, StatusFilter::None),
+                    };
+                    if let Some(ws) = self.model.client_mut(slot).ws_mut() {
+                        ws.status = filter;
+                    }
+                    text
                 } else {
                     br#"{"op":"auth","mac":"00","client":"sim","dest":"gw","rand":"r","t":0,"level":"user","end":0}"#
                 };

@@ -292,9 +292,29 @@ fn check_decode(
                         None => assert!(obj.get("status").is_none(), "status dropped"),
                     }
                 }
+                Op::DeclareNode {
+                    name,
+                    namespace,
+                    remap,
+                    domain,
+                } => {
+                    same_name(v, "name", name);
+                    same_opt_name(v, "namespace", namespace.as_deref(), false);
+                    let rules: Vec<String> = obj
+                        .get("remap")
+                        .map(|r| serde_json::from_value(r.clone()).expect("remap rules"))
+                        .unwrap_or_default();
+                    assert_eq!(&rules, remap, "remap");
+                    assert_eq!(*domain, obj.get("domain").and_then(Value::as_u64), "domain");
+                }
+                Op::DestroyNode { name } => same_name(v, "name", name),
+                Op::SetLevel { level } => same_name(v, "level", level),
                 Op::Ignored(name) => {
                     assert!(!strict, "{name} accepted in the strict dialect");
                 }
+            }
+            if let Some(node) = &req.node {
+                same_name(v, "node", node);
             }
         }
         Err(e) => {
@@ -362,7 +382,7 @@ fn ws_feed(chunks: &[&[u8]], max: usize) -> (Vec<Ws>, usize) {
     for c in chunks {
         r.feed(c, max, |e| {
             out.push(match e {
-                WsEvent::Open(b) => Ws::Open(b),
+                WsEvent::Open { response, .. } => Ws::Open(response),
                 WsEvent::Refuse(b) => Ws::Refuse(b),
                 WsEvent::Text(t) => Ws::Text(t.to_vec()),
                 WsEvent::Binary => Ws::Binary,

@@ -35,13 +35,13 @@ use crate::requests::Effect;
 use crate::ws::Answer;
 
 /// Bytes counted per topic entry beyond its names (`docs/limits.md`: "per
-/// topic its name twice, its publish prefix and 160 bytes").
-const TOPIC_BYTES: usize = 160;
+/// topic its name twice, its publish prefix and 480 bytes").
+const TOPIC_BYTES: usize = 480;
 /// Per membership, and per rosbridge id ("64 bytes plus the id").
 const MEMBER_BYTES: usize = 64;
-/// Per service ("its name three times, its type and 128 bytes": twice as
+/// Per service ("its name three times, its type and 192 bytes": twice as
 /// text, once as a JSON string).
-const SERVICE_BYTES: usize = 128;
+const SERVICE_BYTES: usize = 192;
 /// Per call in flight ("its caller's id, the service name and 160 bytes").
 const CALL_BYTES: usize = 160;
 /// Per topic entry per queue, beyond its frame ("entries: 64 bytes per
@@ -351,7 +351,7 @@ impl Client {
     pub fn wants_status(&self, error: bool) -> bool {
         match self.ws().map(|w| w.status) {
             None | Some(StatusFilter::All) => true,
-            Some(StatusFilter::Errors) => error,
+            Some(StatusFilter::Errors | StatusFilter::Warnings) => error,
             Some(StatusFilter::None) => false,
         }
     }

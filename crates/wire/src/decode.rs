@@ -42,6 +42,9 @@ pub struct Request<'a> {
     /// The request's `id`, exactly as sent.
     pub id: Option<Raw<'a>>,
     pub op: Op<'a>,
+    /// The `node` a registration, publish or call is made for (one of the
+    /// connection's declared nodes, by name or full name).
+    pub node: Option<Cow<'a, str>>,
 }
 
 /// The operations of the protocol with their required fields.
@@ -90,7 +93,24 @@ pub enum Op<'a> {
         result: Raw<'a>,
         status: Option<Raw<'a>>,
     },
-    /// A rosbridge op we accept and ignore (`set_level`, `auth`).
+    /// Declares a node on this connection: its name (one token), namespace,
+    /// remap rules (`from:=to`) and domain.
+    DeclareNode {
+        name: Cow<'a, str>,
+        namespace: Option<Cow<'a, str>>,
+        remap: Vec<String>,
+        domain: Option<u64>,
+    },
+    /// Withdraws a declared node and everything it registered.
+    DestroyNode {
+        name: Cow<'a, str>,
+    },
+    /// rosbridge's `set_level`: which statuses this connection receives
+    /// (`none`, `error`, `warning`, `info`).
+    SetLevel {
+        level: Cow<'a, str>,
+    },
+    /// A rosbridge op we accept and ignore (`auth`).
     Ignored(&'static str),
 }
 
@@ -107,6 +127,9 @@ impl Op<'_> {
             Op::UnadvertiseService { .. } => "unadvertise_service",
             Op::CallService { .. } => "call_service",
             Op::ServiceResponse { .. } => "service_response",
+            Op::DeclareNode { .. } => "declare_node",
+            Op::DestroyNode { .. } => "destroy_node",
+            Op::SetLevel { .. } => "set_level",
             Op::Ignored(name) => name,
         }
     }
@@ -277,7 +300,15 @@ pub fn decode_as(line: &[u8], dialect: Dialect) -> Result<Request<'_>, DecodeErr
     if needs_id && fields.id.is_none() {
         return Err(fields.error(ErrorKind::MissingId, Some(op_name)));
     }
-    Ok(Request { id: fields.id, op })
+    let node = match fields.node {
+        None => None,
+        raw => Some(name(raw, "node").map_err(|kind| fields.error(kind, Some(op_name)))?),
+    };
+    Ok(Request {
+        id: fields.id,
+        op,
+        node,
+    })
 }
 
 /// The members we look at, as raw spans. Unknown members are skipped; when a
@@ -295,6 +326,12 @@ struct Fields<'a> {
     result: Option<Raw<'a>>,
     status: Option<Raw<'a>>,
     timeout: Option<Raw<'a>>,
+    node: Option<Raw<'a>>,
+    name: Option<Raw<'a>>,
+    namespace: Option<Raw<'a>>,
+    remap: Option<Raw<'a>>,
+    domain: Option<Raw<'a>>,
+    level: Option<Raw<'a>>,
 }
 
 impl<'a> Fields<'a> {
@@ -328,6 +365,12 @@ impl<'a> Fields<'a> {
             "result" => &mut self.result,
             "status" => &mut self.status,
             "timeout" => &mut self.timeout,
+            "node" => &mut self.node,
+            "name" => &mut self.name,
+            "namespace" => &mut self.namespace,
+            "remap" => &mut self.remap,
+            "domain" => &mut self.domain,
+            "level" => &mut self.level,
             _ => return None,
         })
     }
@@ -404,7 +447,28 @@ impl<'a> Fields<'a> {
             "unadvertise_service" => Op::UnadvertiseService {
                 service: name(self.service, "service")?,
             },
-            "set_level" if !strict => Op::Ignored("set_level"),
+            "declare_node" => Op::DeclareNode {
+                name: name(self.name, "name")?,
+                namespace: match self.namespace {
+                    None => None,
+                    raw => Some(name(raw, "namespace")?),
+                },
+                remap: remap_rules(self.remap)?,
+                domain: match self.domain {
+                    None => None,
+                    Some(raw) => Some(
+                        raw.get()
+                            .parse()
+                            .map_err(|_| ErrorKind::WrongType("domain"))?,
+                    ),
+                },
+            },
+            "destroy_node" => Op::DestroyNode {
+                name: name(self.name, "name")?,
+            },
+            "set_level" => Op::SetLevel {
+                level: name(self.level, "level")?,
+            },
             "auth" if !strict => Op::Ignored("auth"),
             _ => return Err(ErrorKind::UnknownOp),
         })
@@ -418,6 +482,24 @@ fn name<'a>(raw: Option<Raw<'a>>, field: &'static str) -> Result<Cow<'a, str>, E
     }
     json_str(raw).ok_or(ErrorKind::WrongType(field))
 }
+
+/// Remap rules given in `declare_node`: an array of strings (`from:=to`),
+/// at most [`MAX_REMAP_RULES`].
+fn remap_rules(raw: Option<Raw<'_>>) -> Result<Vec<String>, ErrorKind> {
+    let Some(raw) = raw else {
+        return Ok(Vec::new());
+    };
+    let rules: Vec<String> =
+        serde_json::from_str(raw.get()).map_err(|_| ErrorKind::WrongType("remap"))?;
+    if rules.len() > MAX_REMAP_RULES || rules.iter().any(|r| r.len() > MAX_NAME_BYTES) {
+        return Err(ErrorKind::NameTooLong("remap"));
+    }
+    Ok(rules)
+}
+
+/// Remap rules one `declare_node` may carry (each is matched against every
+/// name the node resolves).
+pub const MAX_REMAP_RULES: usize = 64;
 
 /// `timeout` in seconds; `null` counts as absent.
 fn timeout(raw: Option<Raw<'_>>) -> Result<Option<f64>, ErrorKind> {
@@ -590,7 +672,7 @@ mod tests {
         assert!(decode_as(bad_type, Dialect::Rosbridge).is_err());
         assert!(matches!(
             decode_as(br#"{"op":"set_level","level":"info"}"#, Dialect::Rosbridge).map(|r| r.op),
-            Ok(Op::Ignored("set_level"))
+            Ok(Op::SetLevel { .. })
         ));
         assert_eq!(err(br#"{"op":"auth"}"#).0, ErrorKind::UnknownOp);
     }

@@ -96,6 +96,9 @@ pub fn publish(out: &mut Vec<u8>, prefix: &[u8], msg: Raw<'_>) {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Level {
     Info,
+    /// Something the client should know about that did not fail its
+    /// request (a duplicate node name, an incompatible QoS pairing).
+    Warning,
     Error,
 }
 
@@ -104,6 +107,7 @@ pub fn status(out: &mut Vec<u8>, level: Level, msg: &str, id: Option<&[u8]>) {
     out.extend_from_slice(br#"{"op":"status","level":"#);
     out.extend_from_slice(match level {
         Level::Info => br#""info""#,
+        Level::Warning => br#""warning""#,
         Level::Error => br#""error""#,
     });
     out.extend_from_slice(br#","msg":"#);

@@ -9,6 +9,7 @@
 //! | [`decode`] | one line -> `Request` (op, unescaped names, raw payload spans), per [`decode::Dialect`] |
 //! | [`encode`] | outgoing frames written into a caller's buffer; JSON string escaping |
 //! | [`names`] | ROS 2 names: validation, expansion (relative, `~/`), remaps, hidden names |
+//! | [`query`] | a request target's query string, percent-decoded (WebSocket URL options) |
 //! | [`ids`] | the gateway's provider-side call ids (`"rg-<n>"`): writing and strict parsing |
 //! | [`ws`] | WebSocket (RFC 6455) handshake and frames, sans-io |
 //! | [`raw`] | [`Raw`], a span of valid JSON forwarded byte for byte |
@@ -23,6 +24,7 @@ pub mod encode;
 pub mod ids;
 pub mod line;
 pub mod names;
+pub mod query;
 pub mod raw;
 pub mod scan;
 pub mod ws;

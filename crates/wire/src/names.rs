@@ -258,6 +258,22 @@ impl Resolver {
         &self.node
     }
 
+    /// Bytes held by the names and rules (for memory accounting).
+    pub fn bytes(&self) -> usize {
+        self.node.name.len()
+            + self.node.namespace.len()
+            + self
+                .rules
+                .iter()
+                .map(|(a, b)| a.len() + b.len() + 48)
+                .sum::<usize>()
+    }
+
+    /// The remap rules as `from:=to`, both sides expanded.
+    pub fn rules(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.rules.iter().map(|(a, b)| (a.as_str(), b.as_str()))
+    }
+
     /// Expands `name`, then applies the first rule that matches it.
     pub fn resolve(&self, name: &str) -> Result<String, NameError> {
         let expanded = self.node.expand(name)?;

@@ -15,7 +15,11 @@
 //!   `on_bytes`, and when the topic changes;
 //! - the batch holds whole frames only, each one `\n`-terminated line.
 
+use crate::nodes::Domain;
 use crate::registry::TopicId;
+
+/// A topic: its domain and its id in that domain's registry.
+pub type TopicKey = (Domain, TopicId);
 
 /// Bytes after which a batch is delivered without waiting for the read to
 /// end; also the size from which a lone message skips the batch buffer (it
@@ -24,13 +28,13 @@ pub const BATCH_MAX_BYTES: usize = 64 * 1024;
 
 #[derive(Debug, Default)]
 pub struct PublishBatch {
-    topic: Option<TopicId>,
+    topic: Option<TopicKey>,
     lines: Vec<u8>,
     messages: u32,
 }
 
 impl PublishBatch {
-    pub fn topic(&self) -> Option<TopicId> {
+    pub fn topic(&self) -> Option<TopicKey> {
         self.topic
     }
 
@@ -48,7 +52,7 @@ impl PublishBatch {
 
     /// Appends one publish frame of `topic` (the caller flushed any batch
     /// of another topic first).
-    pub fn push(&mut self, topic: TopicId, parts: &[&[u8]]) {
+    pub fn push(&mut self, topic: TopicKey, parts: &[&[u8]]) {
         self.topic = Some(topic);
         for p in parts {
             self.lines.extend_from_slice(p);
@@ -79,9 +83,9 @@ mod tests {
     #[test]
     fn frames_append_back_to_back() {
         let mut b = PublishBatch::default();
-        b.push(3, &[b"{\"a\":", b"1}\n"]);
-        b.push(3, &[b"{}\n"]);
-        assert_eq!((b.messages(), b.topic()), (2, Some(3)));
+        b.push((0, 3), &[b"{\"a\":", b"1}\n"]);
+        b.push((0, 3), &[b"{}\n"]);
+        assert_eq!((b.messages(), b.topic()), (2, Some((0, 3))));
         assert_eq!(b.lines(), b"{\"a\":1}\n{}\n");
         b.clear();
         assert!(b.is_empty());

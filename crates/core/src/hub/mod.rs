@@ -30,12 +30,14 @@
 //!   control overflow closes only that connection (P6).
 
 mod batch;
+mod graph;
+mod rosapi;
 mod services;
 mod topics;
 
 use std::collections::{HashMap, VecDeque};
 use std::net::IpAddr;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, UNIX_EPOCH};
 
 use slab::Slab;
 
@@ -43,6 +45,11 @@ use rosgate_wire::decode::{self, DecodeError, Op, Request};
 use rosgate_wire::encode::Level;
 use rosgate_wire::Raw;
 
+pub use graph::{
+    GraphSettings, CLIENT_COUNT, CLOCK, CONNECTED_CLIENTS, GATEWAY_NODE, GATEWAY_TOPICS,
+    GRAPH_TOPIC, MAX_GRAPH_EVENTS, MAX_NODES_PER_CONN, ROSOUT,
+};
+pub use rosapi::{MAX_LIST_ITEMS, MAX_LIST_SCAN, ROSAPI_PREFIX, ROSAPI_SERVICES, STATS_SERVICE};
 pub use services::CallFailure;
 
 use crate::calls::Calls;
@@ -51,15 +58,14 @@ use crate::counters::{Counter, Counters, ErrorCode, Gauge, Gauges};
 use crate::limits::{Limits, CLOSE_LOGS_PER_SEC, EXPIRE_BUDGET};
 use crate::log::{self, LogLevel};
 use crate::memory::{Ledger, MemoryUse, TARGET_DEN, TARGET_NUM};
+use crate::nodes::{Domain, Nodes, DOMAINS};
 use crate::out::OutQueue;
 use crate::ratelimit::{Admit, RateLimit};
-use crate::registry::{Registry, Role};
+use crate::registry::{Registries, Registry, Role};
 use crate::transport::{Inbound, StatusFilter, Transport};
 
 /// Names under this prefix are the gateway's own services.
 pub const RESERVED_PREFIX: &str = "/rosgate/";
-/// The built-in statistics service.
-pub const STATS_SERVICE: &str = "/rosgate/stats";
 
 /// See the module docs.
 #[derive(Debug)]
@@ -67,7 +73,10 @@ pub struct Hub {
     limits: Limits,
     conns: Slab<Conn>,
     next_gen: u32,
-    registry: Registry,
+    /// Topics and services, one registry per domain.
+    registries: Registries,
+    /// Nodes connections declared.
+    nodes: Nodes,
     calls: Calls,
     counters: Counters,
     /// Connections with output queued since the last `take_dirty`.
@@ -95,6 +104,12 @@ pub struct Hub {
     per_ip: HashMap<IpAddr, usize>,
     /// Shutting down: input is ignored, output drains.
     draining: bool,
+    /// Domains, names, sim time, the wall clock.
+    settings: GraphSettings,
+    /// What the gateway publishes about the graph, waiting for the turn's end.
+    graph: graph::GraphPending,
+    /// `/rosout` lines per second.
+    rosout_limit: RateLimit,
 }
 
 /// Why a connection was not admitted: what to send it, and the reason.
@@ -113,7 +128,8 @@ impl Hub {
             limits,
             conns: Slab::new(),
             next_gen: 0,
-            registry: Registry::new(),
+            registries: Registries::new(DOMAINS),
+            nodes: Nodes::new(),
             counters: Counters::default(),
             dirty: Vec::new(),
             closing: Vec::new(),
@@ -127,7 +143,16 @@ impl Hub {
             closing_count: 0,
             per_ip: HashMap::new(),
             draining: false,
+            settings: GraphSettings::new(now, UNIX_EPOCH),
+            graph: graph::GraphPending::new(now),
+            rosout_limit: RateLimit::new(graph::ROSOUT_PER_SEC),
         }
+    }
+
+    /// Sets how the graph behaves (domains per listener, name rules, sim
+    /// time, the wall clock for stamps).
+    pub fn set_graph_settings(&mut self, settings: GraphSettings) {
+        self.settings = settings;
     }
 
     /// What the memory budget covers, now.
@@ -138,7 +163,7 @@ impl Hub {
             control: self.mem.control,
             input: self.mem.input,
             calls: self.calls.bytes(),
-            registrations: self.registry.bytes(),
+            registrations: self.registries.bytes() + self.nodes.bytes(),
         }
     }
 
@@ -160,8 +185,19 @@ impl Hub {
         self.counters.inc(c);
     }
 
+    /// The registry of domain 0 (tests, benches).
     pub fn registry(&self) -> &Registry {
-        &self.registry
+        self.registries.get(0)
+    }
+
+    /// The registry of `domain`.
+    pub fn registry_in(&self, domain: Domain) -> &Registry {
+        self.registries.get(domain)
+    }
+
+    /// The declared nodes.
+    pub fn nodes(&self) -> &Nodes {
+        &self.nodes
     }
 
     pub fn calls(&self) -> &Calls {
@@ -191,13 +227,16 @@ impl Hub {
     pub fn gauges(&self) -> Gauges {
         let mut g = Gauges::default();
         g.set(Gauge::ConnectionsOpen, self.conns.len() as u64);
-        g.set(Gauge::Topics, self.registry.topic_count() as u64);
-        g.set(
-            Gauge::Subscriptions,
-            self.registry.subscription_count() as u64,
-        );
-        g.set(Gauge::Publishers, self.registry.publisher_count() as u64);
-        g.set(Gauge::Services, self.registry.service_count() as u64);
+        let sum = |f: fn(&Registry) -> usize| self.registries.iter().map(f).sum::<usize>() as u64;
+        g.set(Gauge::Topics, sum(Registry::topic_count));
+        g.set(Gauge::Subscriptions, sum(Registry::subscription_count));
+        g.set(Gauge::Publishers, sum(Registry::publisher_count));
+        g.set(Gauge::Services, sum(Registry::service_count));
+        g.set(Gauge::Nodes, self.nodes.len() as u64);
+        let domains = (0..DOMAINS as u16)
+            .filter(|&d| self.graph.clients(d as Domain) > 0)
+            .count();
+        g.set(Gauge::Domains, domains as u64);
         g.set(Gauge::CallsPending, self.calls.len() as u64);
         g.set(Gauge::QueuedBytes, self.mem.queued as u64);
         g.set(Gauge::ConnectionsPending, self.pending_count as u64);
@@ -259,7 +298,14 @@ impl Hub {
         }
         self.next_gen = self.next_gen.wrapping_add(1);
         let gen = self.next_gen;
-        let conn = Conn::new(gen, now, transport, self.ws_status, limited);
+        let mut conn = Conn::new(gen, now, transport, self.ws_status, peer, limited);
+        conn.set_domain(match transport {
+            Transport::Tcp => self.settings.tcp_domain,
+            Transport::WebSocket => self.settings.ws_domain,
+        });
+        if self.settings.strict_names {
+            conn.set_resolves();
+        }
         let key = self.conns.insert(conn) as u32;
         if let Some(ip) = limited {
             *self.per_ip.entry(ip).or_default() += 1;
@@ -314,11 +360,12 @@ impl Hub {
     }
 
     /// Marks `me` as having completed its opening.
-    fn establish(&mut self, me: ConnRef) {
+    fn establish(&mut self, me: ConnRef, now: Instant) {
         if let Some(c) = self.live_mut(me) {
             if !c.is_established() {
                 c.establish();
                 self.pending_count -= 1;
+                self.client_joined(me, now);
             }
         }
     }
@@ -341,10 +388,30 @@ impl Hub {
         if !c.mark_closing(reason) {
             return;
         }
+        let (me, established, domain) = (
+            ConnRef { key, gen: c.gen() },
+            c.is_established(),
+            c.domain(),
+        );
         self.closing_count += 1;
         self.closing.push(key);
         self.counters.close(reason);
         self.log_close(Some(key), reason, now);
+        // The graph loses it now: nothing reaches a closing connection.
+        self.note_withdrawal(domain, me, None);
+        let nodes: Vec<String> = self
+            .nodes
+            .of(me)
+            .iter()
+            .filter_map(|&k| self.nodes.get(crate::registry::NodeTag(k)))
+            .map(|n| n.full_name().to_string())
+            .collect();
+        for n in nodes {
+            self.note_node(domain, &n, false);
+        }
+        if established {
+            self.client_left(me, reason.label(), reason.is_forced(), now);
+        }
     }
 
     fn log_close(&mut self, key: Option<u32>, reason: CloseReason, now: Instant) {
@@ -401,7 +468,10 @@ impl Hub {
             key,
             gen: conn.gen(),
         };
-        let (all, withdrawn) = self.registry.withdraw_some(me, budget);
+        let domain = conn.domain();
+        let (all, withdrawn) = self
+            .registries
+            .update(domain, |r| r.withdraw_some(me, budget));
         if !all {
             self.release_queues(key);
             return Freed::Partly(withdrawn);
@@ -449,6 +519,7 @@ impl Hub {
                 }
             }
         }
+        self.nodes.drop_conn(me);
         let calls_before = self.calls.len();
         // Calls it made are forgotten (the providers' late answers are
         // stale); calls waiting on it fail now (P13).
@@ -500,7 +571,7 @@ impl Hub {
         }
         match event {
             Inbound::Message(msg) => {
-                self.establish(me);
+                self.establish(me, now);
                 self.on_message(me, msg, now)
             }
             Inbound::TooLong => self.too_long(me, now),
@@ -508,10 +579,16 @@ impl Hub {
                 self.counters.inc(Counter::LinesIn);
                 self.protocol_error(me, code, msg, None, now);
             }
-            Inbound::Opened(bytes) => {
-                self.establish(me);
-                self.send_raw(me, &bytes, now)
-            }
+            Inbound::Opened { response, opening } => match self.apply_opening(me, &opening, now) {
+                Ok(()) => {
+                    self.send_raw(me, &response, now);
+                    self.establish(me, now);
+                }
+                Err(refusal) => {
+                    self.send_raw(me, &refusal, now);
+                    self.close(me.key, CloseReason::ProtocolError, now);
+                }
+            },
             Inbound::Reply(bytes) => self.send_raw(me, &bytes, now),
             Inbound::Close {
                 reason,
@@ -532,9 +609,9 @@ impl Hub {
     /// Publishes `msg` (valid JSON, the caller vouches) on `topic` on behalf
     /// of the gateway itself or a bridge fed by another thread: delivered
     /// to every subscriber exactly as a client's publish would be.
-    pub fn inject_publish(&mut self, topic: &str, msg: Raw<'_>, now: Instant) {
+    pub fn inject_publish(&mut self, domain: Domain, topic: &str, msg: Raw<'_>, now: Instant) {
         self.flush_publishes(now);
-        self.publish(topic, msg, now);
+        self.publish(domain, topic, msg, now);
         self.flush_publishes(now);
     }
 
@@ -549,7 +626,13 @@ impl Hub {
 
     /// Handles one complete message (a line without its terminator).
     fn on_message(&mut self, me: ConnRef, line: &[u8], now: Instant) {
-        let Some(dialect) = self.live_mut(me).map(|c| c.policy().dialect()) else {
+        let Some((dialect, at)) = self.live_mut(me).map(|c| {
+            let at = Sender {
+                domain: c.domain(),
+                resolves: c.resolves(),
+            };
+            (c.policy().dialect(), at)
+        }) else {
             return;
         };
         self.counters.inc(Counter::LinesIn);
@@ -575,7 +658,7 @@ impl Hub {
                     // before it: deliver them first.
                     self.flush_publishes(now);
                 }
-                self.apply(me, req, now)
+                self.apply(me, at, req, now)
             }
             Err(e) => {
                 self.flush_publishes(now);
@@ -588,6 +671,21 @@ impl Hub {
     fn reject(&mut self, me: ConnRef, e: &DecodeError<'_>, now: Instant) {
         let msg = e.to_string();
         self.protocol_error(me, e.kind.into(), &msg, e.id, now);
+    }
+
+    /// Sends an error status with the raw id bytes `id` and counts it.
+    pub(crate) fn error_with_id(
+        &mut self,
+        me: ConnRef,
+        code: ErrorCode,
+        msg: &str,
+        id: Option<&[u8]>,
+        now: Instant,
+    ) {
+        let raw = id
+            .and_then(|b| std::str::from_utf8(b).ok())
+            .map(Raw::from_valid_json);
+        self.protocol_error(me, code, msg, raw, now);
     }
 
     /// Sends an error status and counts it under `code`.
@@ -603,31 +701,55 @@ impl Hub {
         self.send_status(me, Level::Error, msg, id.map(|r| r.get().as_bytes()), now);
     }
 
-    fn apply(&mut self, me: ConnRef, req: Request<'_>, now: Instant) {
+    fn apply(&mut self, me: ConnRef, at: Sender, req: Request<'_>, now: Instant) {
         let id = req.id.map(|r| r.get().as_bytes());
+        let node = req.node.as_deref();
         match req.op {
-            Op::Publish { topic, msg } => self.publish(&topic, msg, now),
-            Op::Subscribe { topic, .. } => self.register(me, Role::Subscriber, &topic, id, now),
-            Op::Unsubscribe { topic } => self.unregister(me, Role::Subscriber, &topic, id, now),
-            Op::Advertise { topic, .. } => self.register(me, Role::Publisher, &topic, id, now),
-            Op::Unadvertise { topic } => self.unregister(me, Role::Publisher, &topic, id, now),
+            Op::Publish { topic, msg } if !at.resolves && node.is_none() => {
+                self.publish(at.domain, &topic, msg, now)
+            }
+            Op::Publish { topic, msg } => {
+                if let Some((domain, _, topic)) = self.resolve_for(me, &topic, node, id, now) {
+                    self.publish(domain, &topic, msg, now)
+                }
+            }
+            Op::Subscribe { topic, ty } => {
+                self.register(me, Role::Subscriber, &topic, node, ty.as_deref(), id, now)
+            }
+            Op::Unsubscribe { topic } => {
+                self.unregister(me, Role::Subscriber, &topic, node, id, now)
+            }
+            Op::Advertise { topic, ty } => {
+                self.register(me, Role::Publisher, &topic, node, ty.as_deref(), id, now)
+            }
+            Op::Unadvertise { topic } => {
+                self.unregister(me, Role::Publisher, &topic, node, id, now)
+            }
             Op::AdvertiseService { service, ty } => {
-                self.advertise_service(me, &service, ty.as_deref().unwrap_or(""), req.id, now)
+                self.advertise_service(me, &service, node, ty.as_deref().unwrap_or(""), req.id, now)
             }
             Op::UnadvertiseService { service } => {
-                self.unadvertise_service(me, &service, req.id, now)
+                self.unadvertise_service(me, &service, node, req.id, now)
             }
             Op::CallService {
                 service,
                 args,
                 timeout,
-            } => self.call_service(me, &service, args, id, timeout, now),
+            } => self.call_service(me, &service, node, args, id, timeout, now),
             Op::ServiceResponse {
                 values,
                 result,
                 status,
                 ..
             } => self.service_response(me, req.id, values, result, status, now),
+            Op::DeclareNode {
+                name,
+                namespace,
+                remap,
+                domain,
+            } => self.declare_node(me, &name, namespace.as_deref(), &remap, domain, id, now),
+            Op::DestroyNode { name } => self.destroy_node(me, &name, id, now),
+            Op::SetLevel { level } => self.set_level(me, &level, id, now),
             Op::Ignored(_) => {}
         }
     }
@@ -757,7 +879,8 @@ impl Hub {
         if self.pending.capacity() > 4 * self.pending.len() + 64 {
             self.pending.shrink_to_fit();
         }
-        self.registry.shrink();
+        self.registries.shrink();
+        self.nodes.shrink();
         self.calls.shrink();
     }
 
@@ -835,6 +958,8 @@ impl Hub {
             self.sweep(now);
         }
         self.enforce_memory(now);
+        // Last: the closes above are in the graph's news.
+        self.flush_graph(now);
     }
 
     /// The periodic pass over every connection: O(connections), at most
@@ -894,7 +1019,7 @@ impl Hub {
             + c.out().topic_cost()
             + c.input_held()
             + self.calls.bytes_of(r)
-            + self.registry.held_by(r).bytes
+            + self.registries.get(c.domain()).held_by(r).bytes
     }
 
     /// Keeps the memory ledger within `max_memory_bytes` (P17): sheds topic
@@ -963,16 +1088,28 @@ impl Hub {
     /// Whether `expire` has work left over from its last turn (the shell
     /// then polls without sleeping).
     pub fn has_backlog(&self) -> bool {
-        self.calls.has_overdue()
+        self.calls.has_overdue() || self.graph.has_immediate()
     }
 
     /// The earliest instant at which `expire` has work to do.
     pub fn next_deadline(&self) -> Instant {
-        match self.calls.next_deadline() {
+        let t = match self.calls.next_deadline() {
             Some(t) => t.min(self.next_sweep),
             None => self.next_sweep,
+        };
+        match self.graph.list_due_at() {
+            Some(g) => t.min(g),
+            None => t,
         }
     }
+}
+
+/// What a request's handling needs to know of its sender up front.
+#[derive(Debug, Clone, Copy)]
+struct Sender {
+    domain: Domain,
+    /// Its names are resolved (see `Conn::resolves`).
+    resolves: bool,
 }
 
 /// How far [`Hub::free_some`] got, with the work it did.

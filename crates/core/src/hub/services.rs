@@ -8,11 +8,19 @@ use rosgate_wire::encode::{self, Level};
 use rosgate_wire::ids::parse_call_id;
 use rosgate_wire::Raw;
 
-use super::{Hub, RESERVED_PREFIX, STATS_SERVICE};
+use super::graph::RosoutLevel;
+use super::rosapi::ROSAPI_PREFIX;
+use super::{Hub, RESERVED_PREFIX};
 use crate::calls::Call;
 use crate::conn::ConnRef;
 use crate::counters::{Counter, ErrorCode};
 use crate::registry::{TooMany, Unadvertised};
+
+/// Whether `name` (resolved) is one the gateway answers itself: nobody
+/// may provide it.
+fn is_reserved_service(name: &str) -> bool {
+    name.starts_with(RESERVED_PREFIX) || name.starts_with(ROSAPI_PREFIX)
+}
 
 /// Sent as `args` when a rosbridge client calls without any.
 const EMPTY_ARGS: &str = "{}";
@@ -49,19 +57,29 @@ impl Hub {
         &mut self,
         me: ConnRef,
         name: &str,
+        node: Option<&str>,
         ty: &str,
         id: Option<Raw<'_>>,
         now: Instant,
     ) {
-        if name.starts_with(RESERVED_PREFIX) {
-            let msg = format!("service names under {RESERVED_PREFIX} are reserved for the gateway");
-            return self.protocol_error(me, ErrorCode::ReservedName, &msg, id, now);
-        }
         if !self.live(me) {
             return;
         }
+        let id_bytes = id.map(|r| r.get().as_bytes());
+        let Some((domain, tag, name)) = self.resolve_for(me, name, node, id_bytes, now) else {
+            return;
+        };
+        if is_reserved_service(&name) {
+            let msg = format!(
+                "{name}: service names under {RESERVED_PREFIX} and {ROSAPI_PREFIX} are the gateway's own (it answers them itself)"
+            );
+            return self.protocol_error(me, ErrorCode::ReservedName, &msg, id, now);
+        }
         let max = self.limits.max_services_per_conn;
-        let displaced = match self.registry.advertise_service(me, name, ty, max) {
+        let displaced = match self
+            .registries
+            .update(domain, |r| r.advertise_service(me, tag, &name, ty, max))
+        {
             Ok(d) => d,
             Err(TooMany { limit }) => {
                 let msg = format!(
@@ -70,30 +88,56 @@ impl Hub {
                 return self.protocol_error(me, ErrorCode::TooManyRegistrations, &msg, id, now);
             }
         };
-        if let Some(old) = displaced {
-            let msg = format!("service {name} was taken over by another provider; calls already forwarded to you stay valid");
-            self.send_status(old, Level::Info, &msg, None, now);
+        match displaced {
+            Some((old, old_tag)) => {
+                let (was, now_by) = (self.node_label(old, old_tag), self.node_label(me, tag));
+                self.note_service_replaced(domain, &name, &now_by, &was);
+                if old != me {
+                    let msg = format!("service {name} was taken over by another provider; calls already forwarded to you stay valid");
+                    self.send_status(old, Level::Info, &msg, None, now);
+                    let log = format!("service {name}: provider {was} replaced by {now_by}");
+                    self.rosout(domain, RosoutLevel::Warn, &log, now);
+                }
+            }
+            None => self.note_service(domain, me, tag, &name, ty, true),
         }
         let msg = format!("advertised service {name}");
-        self.send_status(me, Level::Info, &msg, id.map(|r| r.get().as_bytes()), now);
+        self.send_status(me, Level::Info, &msg, id_bytes, now);
     }
 
     pub(super) fn unadvertise_service(
         &mut self,
         me: ConnRef,
         name: &str,
+        node: Option<&str>,
         id: Option<Raw<'_>>,
         now: Instant,
     ) {
-        match self.registry.unadvertise_service(me, name) {
+        if !self.live(me) {
+            return;
+        }
+        let id_bytes = id.map(|r| r.get().as_bytes());
+        let Some((domain, _, name)) = self.resolve_for(me, name, node, id_bytes, now) else {
+            return;
+        };
+        let tag = self.registries[domain as usize]
+            .service(&name)
+            .map(|s| s.node());
+        match self
+            .registries
+            .update(domain, |r| r.unadvertise_service(me, &name))
+        {
             Unadvertised::Removed => {
                 let mut name_json = Vec::new();
-                encode::json_string(&mut name_json, name);
+                encode::json_string(&mut name_json, &name);
                 for call in self.calls.fail_service(me, &name_json) {
                     self.fail_call(call, CallFailure::Unadvertised, now);
                 }
+                if let Some(tag) = tag {
+                    self.note_service(domain, me, tag, &name, "", false);
+                }
                 let msg = format!("unadvertised service {name}");
-                self.send_status(me, Level::Info, &msg, id.map(|r| r.get().as_bytes()), now);
+                self.send_status(me, Level::Info, &msg, id_bytes, now);
             }
             Unadvertised::NotProvider | Unadvertised::Unknown => {
                 let msg = format!("not the current provider of service {name}; nothing changed");
@@ -102,40 +146,32 @@ impl Hub {
         }
     }
 
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn call_service(
         &mut self,
         me: ConnRef,
         name: &str,
+        node: Option<&str>,
         args: Option<Raw<'_>>,
         id: Option<&[u8]>,
         timeout: Option<f64>,
         now: Instant,
     ) {
-        if name == STATS_SERVICE {
-            let values = self.stats_json();
-            let mut out = std::mem::take(&mut self.scratch);
-            out.clear();
-            encode::service_response(
-                &mut out,
-                b"\"/rosgate/stats\"",
-                id,
-                values.as_bytes(),
-                b"true",
-                None,
-            );
-            self.send_control(me, &out, now);
-            self.scratch = out;
-            return;
-        }
         if !self.live(me) {
             return;
         }
-        if self.calls.in_flight(me) >= self.limits.max_calls_per_conn {
-            return self.fail_now(me, name, id, CallFailure::TooMany, now);
+        if self.builtin_call(me, name, args, id, now) {
+            return;
         }
-        let (provider, name_json) = match self.registry.service(name) {
+        let Some((domain, _, name)) = self.resolve_for(me, name, node, id, now) else {
+            return;
+        };
+        if self.calls.in_flight(me) >= self.limits.max_calls_per_conn {
+            return self.fail_now(me, &name, id, CallFailure::TooMany, now);
+        }
+        let (provider, name_json) = match self.registries[domain as usize].service(&name) {
             Some(s) if self.live(s.provider()) => (s.provider(), s.name_json()),
-            _ => return self.fail_now(me, name, id, CallFailure::NoProvider, now),
+            _ => return self.fail_now(me, &name, id, CallFailure::NoProvider, now),
         };
         let to = match timeout {
             Some(secs) if secs.is_finite() && secs > 0.0 => {
@@ -202,7 +238,7 @@ impl Hub {
     }
 
     /// Fails a call that was never forwarded.
-    fn fail_now(
+    pub(super) fn fail_now(
         &mut self,
         me: ConnRef,
         name: &str,

@@ -3,8 +3,10 @@
 //!
 //! Registrations are per connection in the strict dialect (the protocol
 //! file) and per request id within the connection in the rosbridge dialect
-//! (the connection's [`crate::transport::Policy`] says which); the
-//! [`crate::registry::Registry`] keeps both.
+//! (the connection's [`crate::transport::Policy`] says which), and made for
+//! a node; the [`crate::registry::Registry`] of the connection's domain
+//! keeps them. Names are resolved first (`hub/graph.rs`) when the
+//! connection resolves names; otherwise they are used as written.
 
 use std::rc::Rc;
 use std::time::Instant;
@@ -12,11 +14,12 @@ use std::time::Instant;
 use rosgate_wire::encode::{self, Level};
 use rosgate_wire::Raw;
 
-use super::batch::BATCH_MAX_BYTES;
+use super::batch::{TopicKey, BATCH_MAX_BYTES};
 use super::Hub;
 use crate::conn::ConnRef;
 use crate::counters::{Counter, ErrorCode};
-use crate::registry::{Role, TooMany, TopicId};
+use crate::nodes::Domain;
+use crate::registry::{Role, TooMany};
 use crate::transport::Framed;
 
 impl Hub {
@@ -26,41 +29,56 @@ impl Hub {
             .is_some_and(|c| c.policy().registrations_per_id())
     }
 
-    /// `subscribe` or `advertise`.
+    /// `subscribe` or `advertise` of `topic` (as the client wrote it) for
+    /// `node` (or the connection's default node).
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn register(
         &mut self,
         me: ConnRef,
         role: Role,
         topic: &str,
+        node: Option<&str>,
+        ty: Option<&str>,
         id: Option<&[u8]>,
         now: Instant,
     ) {
         if !self.live(me) {
             return;
         }
+        let Some((domain, tag, topic)) = self.resolve_for(me, topic, node, id, now) else {
+            return;
+        };
         let per_id = self.per_id(me);
         let max = match role {
             Role::Subscriber => self.limits.max_subscriptions_per_conn,
             Role::Publisher => self.limits.max_advertisements_per_conn,
         };
-        if let Err(TooMany { limit }) = self.registry.register(me, role, topic, id, per_id, max) {
-            let what = match role {
-                Role::Subscriber => "subscriptions",
-                Role::Publisher => "advertisements",
-            };
-            let msg = format!(
-                "{topic}: this connection holds {limit} {what}, the limit; nothing changed"
-            );
-            let raw = id
-                .and_then(|b| std::str::from_utf8(b).ok())
-                .map(Raw::from_valid_json);
-            return self.protocol_error(me, ErrorCode::TooManyRegistrations, &msg, raw, now);
+        let registered = match self.registries.update(domain, |r| {
+            r.register(me, role, &topic, tag, id, per_id, max, ty)
+        }) {
+            Ok(r) => r,
+            Err(TooMany { limit }) => {
+                let what = match role {
+                    Role::Subscriber => "subscriptions",
+                    Role::Publisher => "advertisements",
+                };
+                let msg = format!(
+                    "{topic}: this connection holds {limit} {what}, the limit; nothing changed"
+                );
+                return self.error_with_id(me, ErrorCode::TooManyRegistrations, &msg, id, now);
+            }
+        };
+        if registered.new_node {
+            self.note_endpoint(domain, me, tag, role, &topic, true);
         }
         let msg = match role {
             Role::Subscriber => format!("subscribed to {topic}"),
             Role::Publisher => format!("advertised {topic}"),
         };
         self.send_status(me, Level::Info, &msg, id, now);
+        if role == Role::Subscriber && registered.new_member {
+            self.greet_subscriber(domain, me, &topic, now);
+        }
     }
 
     /// `unsubscribe` or `unadvertise`; always safe to repeat.
@@ -69,12 +87,22 @@ impl Hub {
         me: ConnRef,
         role: Role,
         topic: &str,
+        node: Option<&str>,
         id: Option<&[u8]>,
         now: Instant,
     ) {
-        if self.live(me) {
-            let per_id = self.per_id(me);
-            self.registry.unregister(me, role, topic, id, per_id);
+        if !self.live(me) {
+            return;
+        }
+        let Some((domain, tag, topic)) = self.resolve_for(me, topic, node, id, now) else {
+            return;
+        };
+        let per_id = self.per_id(me);
+        let gone = self
+            .registries
+            .update(domain, |r| r.unregister(me, role, &topic, tag, id, per_id));
+        if gone.node_left {
+            self.note_endpoint(domain, me, tag, role, &topic, false);
         }
         let msg = match role {
             Role::Subscriber => format!("unsubscribed from {topic}"),
@@ -86,31 +114,32 @@ impl Hub {
     /// Routes one publish: appended to the current batch (delivered by
     /// [`Hub::flush_publishes`]), or, when large, delivered at once from its
     /// own shared allocation.
-    pub(super) fn publish(&mut self, topic: &str, msg: Raw<'_>, now: Instant) {
+    pub(super) fn publish(&mut self, domain: Domain, topic: &str, msg: Raw<'_>, now: Instant) {
         self.counters.inc(Counter::Published);
-        let Some(t) = self.registry.topic_id(topic) else {
+        if self.sim_time_watch(domain, topic) {
+            self.note_clock(domain, msg);
+        }
+        let registry = &self.registries[domain as usize];
+        let Some(t) = registry.topic_id(topic) else {
             return;
         };
-        if self
-            .registry
-            .topic(t)
-            .is_none_or(|e| e.subscribers().is_empty())
-        {
+        if registry.topic(t).is_none_or(|e| e.subscribers().is_empty()) {
             return;
         }
-        if self.batch.topic().is_some_and(|b| b != t) {
+        let key = (domain, t);
+        if self.batch.topic().is_some_and(|b| b != key) {
             self.flush_publishes(now);
         }
-        let Some(entry) = self.registry.topic(t) else {
+        let Some(entry) = self.registries[domain as usize].topic(t) else {
             return;
         };
         let payload = msg.get().as_bytes();
         if self.batch.is_empty() && payload.len() >= BATCH_MAX_BYTES {
             let lines = encode::publish_shared(entry.prefix(), msg);
-            return self.deliver(t, lines, 1, now);
+            return self.deliver(key, lines, 1, now);
         }
         self.batch
-            .push(t, &encode::publish_parts(entry.prefix(), msg));
+            .push(key, &encode::publish_parts(entry.prefix(), msg));
         if self.batch.len_bytes() >= BATCH_MAX_BYTES {
             self.flush_publishes(now);
         }
@@ -132,8 +161,8 @@ impl Hub {
 
     /// Queues `msgs` messages of topic `t` (JSON lines) to every live
     /// subscriber; subscribers with the same framing share one copy.
-    fn deliver(&mut self, t: TopicId, lines: Rc<[u8]>, msgs: u32, now: Instant) {
-        let Some(topic) = self.registry.topic(t) else {
+    fn deliver(&mut self, (domain, t): TopicKey, lines: Rc<[u8]>, msgs: u32, now: Instant) {
+        let Some(topic) = self.registries[domain as usize].topic(t) else {
             return;
         };
         let mut framed = Framed::new(lines, msgs as usize);

@@ -172,7 +172,7 @@ fn rosbridge_leniencies_call_without_id_args_or_type_and_ignored_ops() {
     let mut ws = Ws::connect(&gw);
     let mut provider = gw.client();
     provider.advertise_service("/lenient");
-    ws.send_text(r#"{"op":"set_level","level":"debug"}"#);
+    ws.send_text(r#"{"op":"set_level","level":"error"}"#);
     ws.send_text(r#"{"op":"auth","mac":"x","client":"y"}"#);
     ws.send_text(r#"{"op":"subscribe","topic":"/no_type","throttle_rate":0,"queue_length":0,"fragment_size":100,"compression":"none"}"#);
     ws.send_text(r#"{"op":"call_service","service":"/lenient","type":"x/Y"}"#);

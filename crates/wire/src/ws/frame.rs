@@ -32,8 +32,12 @@ pub const OP_PONG: u8 = 0xA;
 /// One event from the client, in input order.
 #[derive(Debug, PartialEq, Eq)]
 pub enum WsEvent<'a> {
-    /// Handshake accepted: send these bytes first.
-    Open(Vec<u8>),
+    /// Handshake accepted: send `response` first (unless the opening is
+    /// refused after all, by what `opening` says).
+    Open {
+        response: Vec<u8>,
+        opening: handshake::Opening,
+    },
     /// Handshake refused: send these bytes, then close.
     Refuse(Vec<u8>),
     /// A complete text message.
@@ -98,10 +102,10 @@ impl WsReader {
         if self.state == State::Handshake {
             match handshake::parse(&self.buf) {
                 None => return,
-                Some((Outcome::Accept(resp), used)) => {
+                Some((Outcome::Accept { response, opening }, used)) => {
                     self.state = State::Frames;
                     pos = used;
-                    on(WsEvent::Open(resp));
+                    on(WsEvent::Open { response, opening });
                 }
                 Some((Outcome::Reject(resp), _)) => {
                     self.close_down();
@@ -412,7 +416,7 @@ mod tests {
         for c in chunks {
             r.feed(c, max, |e| {
                 out.push(match e {
-                    WsEvent::Open(_) => E::Open,
+                    WsEvent::Open { .. } => E::Open,
                     WsEvent::Refuse(_) => E::Refuse,
                     WsEvent::Text(t) => E::Text(t.to_vec()),
                     WsEvent::Binary => E::Binary,

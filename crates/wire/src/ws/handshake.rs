@@ -13,11 +13,25 @@ pub const MAX_REQUEST_BYTES: usize = 8 * 1024;
 
 const GUID: &str = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11";
 
+/// What the gateway keeps of an accepted opening request: what the core
+/// decides on (the URL's query selects a domain and a node; later the
+/// `Origin` and `Authorization` headers admit or refuse the client).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Opening {
+    /// The request target as sent: path and query (`/?domain=3`).
+    pub target: String,
+    /// The `Origin` header, when the client (a browser) sent one.
+    pub origin: Option<String>,
+    /// The `Authorization` header's value.
+    pub authorization: Option<String>,
+}
+
 /// What a complete request head led to.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Outcome {
-    /// Send these bytes (101 Switching Protocols); frames follow.
-    Accept(Vec<u8>),
+    /// Send `response` (101 Switching Protocols) unless the opening is
+    /// refused; frames follow.
+    Accept { response: Vec<u8>, opening: Opening },
     /// Send these bytes (an HTTP error) and close.
     Reject(Vec<u8>),
 }
@@ -46,11 +60,12 @@ fn respond(head: &str) -> Outcome {
     let mut lines = head.split("\r\n");
     let request = lines.next().unwrap_or("");
     let mut parts = request.split(' ');
-    let (method, _path, version) = (parts.next(), parts.next(), parts.next());
+    let (method, target, version) = (parts.next(), parts.next(), parts.next());
     if method != Some("GET") || version.is_none_or(|v| !v.starts_with("HTTP/1.")) {
         return reject(400, "Bad Request");
     }
     let (mut upgrade, mut connection, mut key, mut ws_version) = (false, false, None, None);
+    let (mut origin, mut authorization) = (None, None);
     for line in lines {
         let Some((name, value)) = line.split_once(':') else {
             continue;
@@ -65,6 +80,8 @@ fn respond(head: &str) -> Outcome {
             }
             "sec-websocket-key" => key = Some(value),
             "sec-websocket-version" => ws_version = Some(value),
+            "origin" => origin = Some(value.to_string()),
+            "authorization" => authorization = Some(value.to_string()),
             _ => {}
         }
     }
@@ -78,12 +95,26 @@ fn respond(head: &str) -> Outcome {
         );
     }
     let accept = accept_key(key);
-    Outcome::Accept(
-        format!(
+    Outcome::Accept {
+        response: format!(
             "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: {accept}\r\n\r\n"
         )
         .into_bytes(),
+        opening: Opening {
+            target: target.unwrap_or("/").to_string(),
+            origin,
+            authorization,
+        },
+    }
+}
+
+/// An HTTP error response with a plain-text body, for a refused opening.
+pub fn refusal(code: u16, reason: &str, body: &str) -> Vec<u8> {
+    format!(
+        "HTTP/1.1 {code} {reason}\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
     )
+    .into_bytes()
 }
 
 fn reject(code: u16, reason: &str) -> Outcome {
@@ -205,9 +236,15 @@ mod tests {
         let req = b"GET / HTTP/1.1\r\nHost: x\r\nUPGRADE: WebSocket\r\nconnection: keep-alive, Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Extensions: permessage-deflate\r\n\r\nFRAME";
         let (out, used) = parse(req).expect("complete");
         assert_eq!(&req[used..], b"FRAME");
-        let Outcome::Accept(resp) = out else {
+        let Outcome::Accept {
+            response: resp,
+            opening,
+        } = out
+        else {
             panic!("rejected")
         };
+        assert_eq!(opening.target, "/");
+        assert_eq!(opening.origin, None);
         let resp = String::from_utf8(resp).expect("ascii");
         assert!(resp.starts_with("HTTP/1.1 101 "));
         assert!(resp.contains("Sec-WebSocket-Accept: s3pPLMBiTxaQ9kYGzzhZRbK+xOo=\r\n"));

@@ -427,14 +427,14 @@ fn a_connection_with_many_registrations_is_freed_over_several_calls() {
     t.hub.take_closing(&mut keys);
     assert_eq!(keys, vec![big]);
     assert_eq!(t.hub.free_some(big, t.now, 10), Freed::Partly(10));
-    assert_eq!(t.hub.registry.subscription_count(), 20);
+    assert_eq!(t.hub.registry().subscription_count(), 20);
     // Half-freed, it gets nothing.
     t.send(p, r#"{"op":"publish","topic":"/t0","msg":1}"#);
     t.send(p, r#"{"op":"publish","topic":"/t29","msg":1}"#);
     assert!(t.hub.out(big).is_none_or(|o| o.is_empty()));
     assert_eq!(t.hub.free_some(big, t.now, 10), Freed::Partly(10));
     assert!(matches!(t.hub.free_some(big, t.now, 10), Freed::Done(_)));
-    assert_eq!(t.hub.registry.subscription_count(), 0);
+    assert_eq!(t.hub.registry().subscription_count(), 0);
     assert_eq!(t.hub.conn_count(), 1);
     assert_eq!(t.hub.memory().registrations, 0);
 }

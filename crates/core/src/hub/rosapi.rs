@@ -1,0 +1,495 @@
+//! The services the gateway answers itself: `/rosgate/stats` and rosapi
+//! (rosbridge's introspection node), served natively from the registry
+//! of the caller's domain, with `rosapi_msgs` request and response fields
+//! so roslibjs and roslibpy parse them unchanged.
+//!
+//! Invariants:
+//! - a built-in call is answered at once, exactly once, with the caller's
+//!   id and the service name as the caller wrote it; a failure has the
+//!   usual `result:false` shape;
+//! - names are reachable as `/rosapi/<name>` and `rosapi/<name>` (roslib
+//!   omits the slash) whatever the caller's namespace, and no client can
+//!   provide a service under `/rosapi/` or `/rosgate/`;
+//! - a reply lists at most [`MAX_LIST_ITEMS`] names per list and scans at
+//!   most [`MAX_LIST_SCAN`] table entries, so its cost is bounded whatever
+//!   the table sizes; a cut list says `"truncated":true`; the items are
+//!   counted as work, so a client asking for big lists is charged for them;
+//! - results are per domain, sorted, without hidden names unless the
+//!   request says `"include_hidden":true`.
+
+use std::collections::BTreeMap;
+use std::time::Instant;
+
+use serde_json::{json, Map, Value};
+
+use rosgate_wire::encode;
+use rosgate_wire::Raw;
+
+use super::graph::{GATEWAY_NODE, GATEWAY_TOPICS};
+use super::Hub;
+use crate::conn::ConnRef;
+use crate::counters::{Counter, ErrorCode};
+use crate::nodes::Domain;
+use crate::registry::{NodeTag, Role};
+
+/// Services under this prefix are rosapi's, answered by the gateway.
+pub const ROSAPI_PREFIX: &str = "/rosapi/";
+
+/// The built-in statistics service.
+pub const STATS_SERVICE: &str = "/rosgate/stats";
+
+/// Names one list in a reply holds at most.
+pub const MAX_LIST_ITEMS: usize = 10_000;
+
+/// Table entries one filtered listing (`topics_for_type`, ...) looks at.
+pub const MAX_LIST_SCAN: usize = 10_000;
+
+/// The rosapi services served, with their types.
+pub const ROSAPI_SERVICES: &[(&str, &str)] = &[
+    ("action_servers", "rosapi_msgs/srv/GetActionServers"),
+    ("action_type", "rosapi_msgs/srv/ActionType"),
+    ("get_ros_version", "rosapi_msgs/srv/GetROSVersion"),
+    ("get_time", "rosapi_msgs/srv/GetTime"),
+    ("interfaces", "rosapi_msgs/srv/Interfaces"),
+    ("message_details", "rosapi_msgs/srv/MessageDetails"),
+    ("node_details", "rosapi_msgs/srv/NodeDetails"),
+    ("nodes", "rosapi_msgs/srv/Nodes"),
+    ("publishers", "rosapi_msgs/srv/Publishers"),
+    ("service_node", "rosapi_msgs/srv/ServiceNode"),
+    ("service_providers", "rosapi_msgs/srv/ServiceProviders"),
+    (
+        "service_request_details",
+        "rosapi_msgs/srv/ServiceRequestDetails",
+    ),
+    (
+        "service_response_details",
+        "rosapi_msgs/srv/ServiceResponseDetails",
+    ),
+    ("service_type", "rosapi_msgs/srv/ServiceType"),
+    ("services", "rosapi_msgs/srv/Services"),
+    ("services_for_type", "rosapi_msgs/srv/ServicesForType"),
+    ("subscribers", "rosapi_msgs/srv/Subscribers"),
+    ("topic_type", "rosapi_msgs/srv/TopicType"),
+    ("topics", "rosapi_msgs/srv/Topics"),
+    ("topics_and_raw_types", "rosapi_msgs/srv/TopicsAndRawTypes"),
+    ("topics_for_type", "rosapi_msgs/srv/TopicsForType"),
+];
+
+/// Type of the stats service (informational).
+const STATS_TYPE: &str = "rosgate_msgs/srv/Stats";
+
+/// A built-in service's full name and type, in order.
+fn builtin_services() -> impl Iterator<Item = (String, &'static str)> {
+    ROSAPI_SERVICES
+        .iter()
+        .map(|(n, t)| (format!("{ROSAPI_PREFIX}{n}"), *t))
+        .chain(std::iter::once((STATS_SERVICE.to_string(), STATS_TYPE)))
+}
+
+/// The type of built-in service `name`, if it is one.
+fn builtin_type(name: &str) -> Option<&'static str> {
+    if name == STATS_SERVICE {
+        return Some(STATS_TYPE);
+    }
+    let short = name.strip_prefix(ROSAPI_PREFIX)?;
+    ROSAPI_SERVICES
+        .iter()
+        .find(|(n, _)| *n == short)
+        .map(|(_, t)| *t)
+}
+
+/// The type of gateway topic `name`, if it is one.
+fn gateway_topic_type(name: &str) -> Option<&'static str> {
+    GATEWAY_TOPICS
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map(|(_, t)| *t)
+}
+
+/// A string field of the request, "" when absent.
+fn arg<'a>(args: &'a Value, key: &str) -> &'a str {
+    args.get(key).and_then(Value::as_str).unwrap_or("")
+}
+
+/// Collects at most [`MAX_LIST_ITEMS`] items; says whether more were left.
+fn capped<T>(it: impl Iterator<Item = T>) -> (Vec<T>, bool) {
+    let mut out = Vec::new();
+    for x in it {
+        if out.len() == MAX_LIST_ITEMS {
+            return (out, true);
+        }
+        out.push(x);
+    }
+    (out, false)
+}
+
+impl Hub {
+    /// Answers `name` if it is a built-in service; false if it is not one.
+    pub(super) fn builtin_call(
+        &mut self,
+        me: ConnRef,
+        name: &str,
+        args: Option<Raw<'_>>,
+        id: Option<&[u8]>,
+        now: Instant,
+    ) -> bool {
+        let plain = name.strip_prefix('/').unwrap_or(name);
+        if plain == "rosgate/stats" {
+            let values = self.stats_json();
+            self.counters.inc(Counter::BuiltinCalls);
+            self.reply(me, name, id, values.as_bytes(), now);
+            return true;
+        }
+        let Some(short) = plain.strip_prefix("rosapi/") else {
+            return false;
+        };
+        self.counters.inc(Counter::BuiltinCalls);
+        let args: Value = match args {
+            None => Value::Object(Map::new()),
+            Some(raw) => match serde_json::from_str(raw.get()) {
+                Ok(v @ Value::Object(_)) => v,
+                // rosbridge zips a list with the fields; none of ours needs it.
+                Ok(Value::Array(a)) if a.is_empty() => Value::Object(Map::new()),
+                _ => {
+                    let reason = format!("{name}: args must be an object");
+                    self.counters.error(ErrorCode::BadArgs);
+                    self.fail_builtin(me, name, id, &reason, now);
+                    return true;
+                }
+            },
+        };
+        let domain = self.conn(me.key).map_or(0, |c| c.domain());
+        match self.rosapi(domain, short, &args, now) {
+            Ok(values) => {
+                let bytes = values.to_string();
+                self.reply(me, name, id, bytes.as_bytes(), now);
+            }
+            Err(reason) => self.fail_builtin(me, name, id, &reason, now),
+        }
+        true
+    }
+
+    fn reply(&mut self, me: ConnRef, name: &str, id: Option<&[u8]>, values: &[u8], now: Instant) {
+        let mut name_json = Vec::with_capacity(name.len() + 2);
+        encode::json_string(&mut name_json, name);
+        let mut out = Vec::with_capacity(values.len() + name.len() + 64);
+        encode::service_response(&mut out, &name_json, id, values, b"true", None);
+        self.send_control(me, &out, now);
+    }
+
+    fn fail_builtin(
+        &mut self,
+        me: ConnRef,
+        name: &str,
+        id: Option<&[u8]>,
+        reason: &str,
+        now: Instant,
+    ) {
+        let mut name_json = Vec::with_capacity(name.len() + 2);
+        encode::json_string(&mut name_json, name);
+        let mut out = Vec::new();
+        encode::service_failure(&mut out, &name_json, id, reason);
+        self.send_control(me, &out, now);
+    }
+
+    /// The `values` of rosapi service `short` in `domain`.
+    fn rosapi(
+        &mut self,
+        domain: Domain,
+        short: &str,
+        args: &Value,
+        now: Instant,
+    ) -> Result<Value, String> {
+        let hidden = args
+            .get("include_hidden")
+            .and_then(Value::as_bool)
+            .unwrap_or(false);
+        let reg = &self.registries[domain as usize];
+        let mut items = 0usize;
+        let values = match short {
+            "topics" | "topics_and_raw_types" => {
+                let (mut map, cut) = self.topic_types(domain, hidden);
+                let topics: Vec<String> = map.keys().cloned().collect();
+                let types: Vec<String> = std::mem::take(&mut map).into_values().collect();
+                items += topics.len();
+                let mut v = json!({"topics": topics, "types": types});
+                if short == "topics_and_raw_types" {
+                    // No type system: definitions are empty (docs/protocol.md).
+                    v["typedefs_full_text"] = json!(vec![""; items]);
+                }
+                if cut {
+                    v["truncated"] = json!(true);
+                }
+                v
+            }
+            "topics_for_type" => {
+                let want = arg(args, "type");
+                let (map, cut) = self.topic_types(domain, hidden);
+                let topics: Vec<String> = map
+                    .into_iter()
+                    .filter(|(_, t)| t == want)
+                    .map(|(n, _)| n)
+                    .collect();
+                items += topics.len();
+                json!({"topics": topics, "truncated": cut})
+            }
+            "services" => {
+                let (names, cut) = self.service_types(domain, hidden);
+                let services: Vec<String> = names.into_keys().collect();
+                items += services.len();
+                json!({"services": services, "truncated": cut})
+            }
+            "services_for_type" => {
+                let want = arg(args, "type");
+                let (names, cut) = self.service_types(domain, hidden);
+                let services: Vec<String> = names
+                    .into_iter()
+                    .filter(|(_, t)| t == want)
+                    .map(|(n, _)| n)
+                    .collect();
+                items += services.len();
+                json!({"services": services, "truncated": cut})
+            }
+            "nodes" => {
+                let (nodes, cut) = self.node_names(domain);
+                items += nodes.len();
+                json!({"nodes": nodes, "truncated": cut})
+            }
+            "node_details" => {
+                let (subscribing, publishing, services) = self.node_details(domain, arg(args, "node"));
+                items += subscribing.len() + publishing.len() + services.len();
+                json!({"subscribing": subscribing, "publishing": publishing, "services": services})
+            }
+            "topic_type" => {
+                let topic = arg(args, "topic");
+                let ty = gateway_topic_type(topic)
+                    .map(str::to_string)
+                    .or_else(|| reg.topic_named(topic).map(|t| t.ty().to_string()))
+                    .unwrap_or_default();
+                json!({ "type": ty })
+            }
+            "service_type" => {
+                let service = arg(args, "service");
+                let ty = builtin_type(service)
+                    .map(str::to_string)
+                    .or_else(|| reg.service(service).map(|s| s.ty().to_string()))
+                    .unwrap_or_default();
+                json!({ "type": ty })
+            }
+            "publishers" | "subscribers" => {
+                let role = if short == "publishers" {
+                    Role::Publisher
+                } else {
+                    Role::Subscriber
+                };
+                let list = self.endpoint_nodes(domain, arg(args, "topic"), role);
+                items += list.len();
+                json!({ short: list })
+            }
+            "service_providers" => {
+                // rosapi matches the request against service *types*
+                // despite the field's name; a service name works too.
+                let want = arg(args, "service");
+                let mut providers: Vec<String> = Vec::new();
+                if let Some(s) = reg.service(want) {
+                    providers.push(self.node_label(s.provider(), s.node()));
+                } else {
+                    let scan = reg.service_names(true).take(MAX_LIST_SCAN);
+                    let found: Vec<(ConnRef, NodeTag)> = scan
+                        .filter_map(|n| reg.service(n))
+                        .filter(|s| s.ty() == want)
+                        .map(|s| (s.provider(), s.node()))
+                        .collect();
+                    providers = found.into_iter().map(|(c, t)| self.node_label(c, t)).collect();
+                }
+                if builtin_type(want).is_some() || ROSAPI_SERVICES.iter().any(|(_, t)| *t == want) {
+                    providers.push(GATEWAY_NODE.to_string());
+                }
+                providers.sort();
+                providers.dedup();
+                items += providers.len();
+                json!({ "providers": providers })
+            }
+            "service_node" => {
+                let service = arg(args, "service");
+                let node = if builtin_type(service).is_some() {
+                    GATEWAY_NODE.to_string()
+                } else {
+                    reg.service(service)
+                        .map(|s| (s.provider(), s.node()))
+                        .map(|(c, t)| self.node_label(c, t))
+                        .unwrap_or_default()
+                };
+                json!({ "node": node })
+            }
+            "get_time" => {
+                let (sec, nanosec) = self.graph_time(domain, now)?;
+                json!({"time": {"sec": sec, "nanosec": nanosec}})
+            }
+            "get_ros_version" => json!({"version": 2, "distro": self.settings.distro}),
+            "message_details" | "service_request_details" | "service_response_details"
+            | "action_goal_details" | "action_result_details" | "action_feedback_details" => {
+                // rosgate forwards JSON untyped: it has no definitions to give.
+                json!({ "typedefs": [] })
+            }
+            "action_servers" => json!({ "action_servers": Vec::<String>::new() }),
+            "action_type" => json!({ "type": "" }),
+            "interfaces" => {
+                let (topics, _) = self.topic_types(domain, true);
+                let (services, _) = self.service_types(domain, true);
+                let mut all: Vec<String> = topics
+                    .into_values()
+                    .chain(services.into_values())
+                    .filter(|t| !t.is_empty())
+                    .collect();
+                all.sort();
+                all.dedup();
+                items += all.len();
+                json!({ "interfaces": all })
+            }
+            other => {
+                return Err(format!(
+                    "{ROSAPI_PREFIX}{other} is not served by rosgate (see docs/protocol.md, \"rosapi\")"
+                ))
+            }
+        };
+        self.counters.add(Counter::IntrospectionItems, items as u64);
+        Ok(values)
+    }
+
+    /// Topic names and types of `domain`, the gateway's own included,
+    /// sorted; true when the list was cut.
+    fn topic_types(&self, domain: Domain, hidden: bool) -> (BTreeMap<String, String>, bool) {
+        let reg = &self.registries[domain as usize];
+        let (names, cut) = capped(reg.topic_names(hidden));
+        let mut map: BTreeMap<String, String> = names
+            .into_iter()
+            .map(|n| {
+                let ty = reg.topic_named(n).map_or("", |t| t.ty());
+                (n.to_string(), ty.to_string())
+            })
+            .collect();
+        for (n, t) in GATEWAY_TOPICS {
+            if hidden || !rosgate_wire::names::is_hidden(n) {
+                map.insert(n.to_string(), t.to_string());
+            }
+        }
+        (map, cut)
+    }
+
+    /// Service names and types of `domain`, built-ins included.
+    fn service_types(&self, domain: Domain, hidden: bool) -> (BTreeMap<String, String>, bool) {
+        let reg = &self.registries[domain as usize];
+        let (names, cut) = capped(reg.service_names(hidden));
+        let mut map: BTreeMap<String, String> = names
+            .into_iter()
+            .map(|n| {
+                let ty = reg.service(n).map_or("", |s| s.ty());
+                (n.to_string(), ty.to_string())
+            })
+            .collect();
+        for (n, t) in builtin_services() {
+            map.insert(n, t.to_string());
+        }
+        (map, cut)
+    }
+
+    /// Node full names of `domain`: the gateway's, the declared ones, and
+    /// the own names of connections holding registrations for no declared
+    /// node; sorted (two nodes may share a name: both are listed).
+    fn node_names(&self, domain: Domain) -> (Vec<String>, bool) {
+        let reg = &self.registries[domain as usize];
+        let mut names: Vec<String> = vec![GATEWAY_NODE.to_string()];
+        let (declared, mut cut) = capped(self.nodes.in_domain(domain).map(|(n, _)| n.to_string()));
+        names.extend(declared);
+        for who in reg.members().take(MAX_LIST_ITEMS) {
+            if self.has_own_registrations(domain, who) {
+                names.push(self.conn_node_name(who));
+            }
+        }
+        cut |= reg.members().nth(MAX_LIST_ITEMS).is_some();
+        names.sort();
+        (names, cut)
+    }
+
+    /// Whether `who` holds registrations made for no declared node.
+    fn has_own_registrations(&self, domain: Domain, who: ConnRef) -> bool {
+        let reg = &self.registries[domain as usize];
+        if self.nodes.of(who).is_empty() {
+            return reg.has_any(who);
+        }
+        let own = Some(NodeTag::CONN);
+        !reg.topics_of(who, own, Role::Publisher).is_empty()
+            || !reg.topics_of(who, own, Role::Subscriber).is_empty()
+            || !reg.services_of(who, own).is_empty()
+    }
+
+    /// The node full names registered on `topic` as `role`, sorted.
+    fn endpoint_nodes(&self, domain: Domain, topic: &str, role: Role) -> Vec<String> {
+        let reg = &self.registries[domain as usize];
+        let mut out: Vec<String> = match reg.topic_id(topic) {
+            Some(t) => reg
+                .topic_nodes(t, role)
+                .into_iter()
+                .take(MAX_LIST_ITEMS)
+                .map(|(who, tag)| self.node_label(who, tag))
+                .collect(),
+            None => Vec::new(),
+        };
+        if role == Role::Publisher && gateway_topic_type(topic).is_some() {
+            out.push(GATEWAY_NODE.to_string());
+        }
+        out.sort();
+        out
+    }
+
+    /// What node(s) named `node` in `domain` subscribe to, publish and
+    /// provide (all nodes of that name together), each sorted.
+    fn node_details(&self, domain: Domain, node: &str) -> (Vec<String>, Vec<String>, Vec<String>) {
+        let reg = &self.registries[domain as usize];
+        let (mut subs, mut pubs, mut srvs) = (Vec::new(), Vec::new(), Vec::new());
+        if node == GATEWAY_NODE {
+            pubs.extend(GATEWAY_TOPICS.iter().map(|(n, _)| n.to_string()));
+            srvs.extend(builtin_services().map(|(n, _)| n));
+            if self.settings.use_sim_time {
+                subs.push(super::graph::CLOCK.to_string());
+            }
+            return (subs, pubs, srvs);
+        }
+        let mut owners: Vec<(ConnRef, NodeTag)> = self
+            .nodes
+            .named(domain, node)
+            .filter_map(|t| self.nodes.get(t).map(|n| (n.owner(), t)))
+            .collect();
+        if owners.is_empty() {
+            // A connection's own node name.
+            if let Some(who) = reg
+                .members()
+                .take(MAX_LIST_SCAN)
+                .find(|&w| self.conn_node_name(w) == node)
+            {
+                owners.push((who, NodeTag::CONN));
+            }
+        }
+        for (who, tag) in owners {
+            let mine = Some(tag);
+            subs.extend(
+                reg.topics_of(who, mine, Role::Subscriber)
+                    .into_iter()
+                    .map(str::to_string),
+            );
+            pubs.extend(
+                reg.topics_of(who, mine, Role::Publisher)
+                    .into_iter()
+                    .map(str::to_string),
+            );
+            srvs.extend(reg.services_of(who, mine).into_iter().map(str::to_string));
+        }
+        for v in [&mut subs, &mut pubs, &mut srvs] {
+            v.sort();
+            v.dedup();
+            v.truncate(MAX_LIST_ITEMS);
+        }
+        (subs, pubs, srvs)
+    }
+}
