@@ -96,6 +96,20 @@ pub const DEFAULT_MAX_CONNECTIONS_PER_IP: usize = 256;
 /// turn, so a mass time-out cannot stall the loop (P20).
 pub const EXPIRE_BUDGET: usize = 10_000;
 
+/// Work units one registration change (subscribe, advertise, their undo,
+/// a service or node declared or withdrawn) counts for in
+/// [`crate::Hub::work`]: it costs 2-5 µs (names indexed, sorted, hashed),
+/// 30-50 times a delivery, and the shell bounds each loop turn's work
+/// (stress `subpairs`: counted as one line, 10 000 pipelined pairs made a
+/// 40 ms turn).
+pub const REGISTRATION_WORK: u64 = 40;
+
+/// Queue entries one memory-budget pass sheds at most (P17, P20): a
+/// subscriber crowd sharing the same frames holds hundreds of thousands of
+/// entries, and shedding them all at once made a 5-15 ms pause (stress
+/// `nonreaders`); the next pass, at the next read or turn, goes on.
+pub const SHED_ENTRIES_PER_PASS: usize = 32 * 1024;
+
 /// Milliseconds. Resolution of the timer wheel that expires calls.
 pub const TIMER_TICK_MS: u64 = 10;
 

@@ -873,10 +873,9 @@ fn chunk_for(work_per_kib: Option<u64>, deficit: u64) -> Option<usize> {
     Some((n as usize).clamp(MIN as usize, READ_CHUNK_BYTES))
 }
 
-/// Work the hub did so far: lines handled and messages delivered.
+/// Work the hub did so far (see `Hub::work`).
 fn hub_work(hub: &Hub) -> u64 {
-    let c = hub.counters();
-    c.get(Counter::Delivered) + c.get(Counter::LinesIn)
+    hub.work()
 }
 
 /// Caps the bytes the kernel holds unsent for one socket

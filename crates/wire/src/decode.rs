@@ -115,6 +115,22 @@ pub enum Op<'a> {
 }
 
 impl Op<'_> {
+    /// Whether the op adds or withdraws a registration or a node (the
+    /// costly kind of request, see the core's `REGISTRATION_WORK`).
+    pub fn changes_registrations(&self) -> bool {
+        matches!(
+            self,
+            Op::Advertise { .. }
+                | Op::Unadvertise { .. }
+                | Op::Subscribe { .. }
+                | Op::Unsubscribe { .. }
+                | Op::AdvertiseService { .. }
+                | Op::UnadvertiseService { .. }
+                | Op::DeclareNode { .. }
+                | Op::DestroyNode { .. }
+        )
+    }
+
     /// The op's wire name.
     pub fn name(&self) -> &'static str {
         match self {

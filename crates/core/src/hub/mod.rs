@@ -55,11 +55,13 @@ pub use services::CallFailure;
 use crate::calls::Calls;
 use crate::conn::{CloseReason, Conn, ConnRef};
 use crate::counters::{Counter, Counters, ErrorCode, Gauge, Gauges};
-use crate::limits::{Limits, CLOSE_LOGS_PER_SEC, EXPIRE_BUDGET};
+use crate::limits::{
+    Limits, CLOSE_LOGS_PER_SEC, EXPIRE_BUDGET, REGISTRATION_WORK, SHED_ENTRIES_PER_PASS,
+};
 use crate::log::{self, LogLevel};
 use crate::memory::{Ledger, MemoryUse, TARGET_DEN, TARGET_NUM};
 use crate::nodes::{Domain, Nodes, DOMAINS};
-use crate::out::OutQueue;
+use crate::out::{OutQueue, ENTRY_COST};
 use crate::ratelimit::{Admit, RateLimit};
 use crate::registry::{Registries, Registry, Role};
 use crate::transport::{Inbound, StatusFilter, Transport};
@@ -110,6 +112,8 @@ pub struct Hub {
     graph: graph::GraphPending,
     /// `/rosout` lines per second.
     rosout_limit: RateLimit,
+    /// Work of registration changes (see [`Hub::work`]).
+    registration_work: u64,
 }
 
 /// Why a connection was not admitted: what to send it, and the reason.
@@ -146,6 +150,7 @@ impl Hub {
             settings: GraphSettings::new(now, UNIX_EPOCH),
             graph: graph::GraphPending::new(now),
             rosout_limit: RateLimit::new(graph::ROSOUT_PER_SEC),
+            registration_work: 0,
         }
     }
 
@@ -178,6 +183,23 @@ impl Hub {
 
     pub fn counters(&self) -> &Counters {
         &self.counters
+    }
+
+    /// Work done so far, in units of about one delivery (60-100 ns): lines
+    /// handled, messages delivered, entries listed by introspection, and
+    /// [`REGISTRATION_WORK`] per registration change. The shell bounds each
+    /// loop turn's reading by it (P20).
+    pub fn work(&self) -> u64 {
+        let c = &self.counters;
+        c.get(Counter::Delivered)
+            + c.get(Counter::LinesIn)
+            + c.get(Counter::IntrospectionItems)
+            + self.registration_work
+    }
+
+    /// Counts one registration change's work (see [`Hub::work`]).
+    pub(crate) fn charge_registration(&mut self) {
+        self.registration_work += REGISTRATION_WORK;
     }
 
     /// Counts an event the shell observed (accept errors).
@@ -703,6 +725,9 @@ impl Hub {
 
     fn apply(&mut self, me: ConnRef, at: Sender, req: Request<'_>, now: Instant) {
         let id = req.id.map(|r| r.get().as_bytes());
+        if req.op.changes_registrations() {
+            self.charge_registration();
+        }
         let node = req.node.as_deref();
         match req.op {
             Op::Publish { topic, msg } if !at.resolves && node.is_none() => {
@@ -1045,13 +1070,21 @@ impl Hub {
             .map(|(k, c)| (c.out().topic_cost(), k as u32))
             .collect();
         queues.sort_unstable_by(|a, b| b.cmp(a));
+        let mut shed_entries = 0;
         for (_, k) in queues {
             if total <= target {
+                return;
+            }
+            if shed_entries >= SHED_ENTRIES_PER_PASS {
+                // Bounded work per pass (P20): the next pass (the next read
+                // or turn) goes on; nobody is closed while topic data is
+                // left to shed.
                 return;
             }
             let Some(c) = self.conns.get_mut(k as usize) else {
                 continue;
             };
+            shed_entries += c.out().entry_bytes() / ENTRY_COST;
             let entries = c.out().entry_bytes();
             let d = c.out_mut(now).shed_all();
             let entries_after = c.out().entry_bytes();
