@@ -20,7 +20,43 @@ fn doc_rows() -> Vec<Vec<String>> {
 #[test]
 fn every_default_constant_is_documented_with_its_value() {
     let rows = doc_rows();
-    let expected: [(&str, u128); 42] = [
+    let expected: [(&str, u128); 54] = [
+        (
+            "REGISTRATION_WORK",
+            rosgate_core::limits::REGISTRATION_WORK as u128,
+        ),
+        (
+            "SHED_ENTRIES_PER_PASS",
+            rosgate_core::limits::SHED_ENTRIES_PER_PASS as u128,
+        ),
+        (
+            "MAX_NODES_PER_CONN",
+            rosgate_core::hub::MAX_NODES_PER_CONN as u128,
+        ),
+        (
+            "MAX_REMAP_RULES",
+            rosgate_wire::decode::MAX_REMAP_RULES as u128,
+        ),
+        (
+            "MAX_NAME_CHARS",
+            rosgate_wire::names::MAX_NAME_CHARS as u128,
+        ),
+        (
+            "MAX_TOPIC_TYPE_BYTES",
+            rosgate_core::registry::MAX_TOPIC_TYPE_BYTES as u128,
+        ),
+        ("MAX_LIST_ITEMS", rosgate_core::hub::MAX_LIST_ITEMS as u128),
+        ("MAX_LIST_SCAN", rosgate_core::hub::MAX_LIST_SCAN as u128),
+        (
+            "MAX_GRAPH_EVENTS",
+            rosgate_core::hub::MAX_GRAPH_EVENTS as u128,
+        ),
+        (
+            "CONNECTED_CLIENTS_INTERVAL",
+            rosgate_core::hub::CONNECTED_CLIENTS_INTERVAL.as_millis(),
+        ),
+        ("ROSOUT_PER_SEC", rosgate_core::hub::ROSOUT_PER_SEC as u128),
+        ("MAX_PARAMS", rosgate_wire::query::MAX_PARAMS as u128),
         ("READ_MIN_QUANTUM", READ_MIN_QUANTUM as u128),
         ("READ_TURN_WORK_MAX", READ_TURN_WORK_MAX as u128),
         ("READ_TURN_WORK", READ_TURN_WORK as u128),
