@@ -85,6 +85,7 @@ family! {
         UnknownNode => "unknown_node", "Requests naming a node the connection did not declare.";
         DuplicateNode => "duplicate_node", "declare_node of a full name the connection already declared.";
         InvalidDomain => "invalid_domain", "A domain out of range, or a change of domain after registering.";
+        UnknownGoal => "unknown_goal", "Feedback, results or cancels naming no goal of their connection.";
         BadArgs => "bad_args", "Calls to a built-in service with arguments it cannot use.";
     }
 }

@@ -92,6 +92,24 @@ pub const DEFAULT_MAX_SERVICES_PER_CONN: usize = 1_000;
 /// unfinished openings protect them).
 pub const DEFAULT_MAX_CONNECTIONS_PER_IP: usize = 256;
 
+/// Goals. Goals in flight one caller connection may have; the excess goal
+/// fails at once (`status` 0, `result:false`). Goals are long: this bounds
+/// what one client can make servers hold, as calls per caller do.
+pub const DEFAULT_MAX_GOALS_PER_CONN: usize = 1024;
+
+/// Goals. Goals one action server connection may have in flight (orphans
+/// included); a goal beyond it fails at once, so no caller crowd can pile
+/// unbounded work on one server.
+pub const DEFAULT_MAX_GOALS_PER_SERVER: usize = 4096;
+
+/// Milliseconds. Goal deadline when the goal names none; 0: none (actions
+/// are long-running: navigation, trajectories). A per-goal `timeout` (in
+/// seconds) is still honoured, capped by `--max-call-timeout-ms`.
+pub const DEFAULT_GOAL_TIMEOUT_MS: u64 = 0;
+
+/// Actions one connection may serve.
+pub const DEFAULT_MAX_ACTIONS_PER_CONN: usize = 1_000;
+
 /// Calls. Timed-out calls failed per loop turn; the rest fail on the next
 /// turn, so a mass time-out cannot stall the loop (P20).
 pub const EXPIRE_BUDGET: usize = 10_000;
@@ -143,6 +161,11 @@ pub struct Limits {
     pub max_advertisements_per_conn: usize,
     pub max_services_per_conn: usize,
     pub max_connections_per_ip: usize,
+    pub max_goals_per_conn: usize,
+    pub max_goals_per_server: usize,
+    /// `None`: goals have no deadline unless they name one.
+    pub goal_timeout: Option<Duration>,
+    pub max_actions_per_conn: usize,
 }
 
 impl Default for Limits {
@@ -166,6 +189,10 @@ impl Default for Limits {
             max_advertisements_per_conn: DEFAULT_MAX_ADVERTISEMENTS_PER_CONN,
             max_services_per_conn: DEFAULT_MAX_SERVICES_PER_CONN,
             max_connections_per_ip: DEFAULT_MAX_CONNECTIONS_PER_IP,
+            max_goals_per_conn: DEFAULT_MAX_GOALS_PER_CONN,
+            max_goals_per_server: DEFAULT_MAX_GOALS_PER_SERVER,
+            goal_timeout: None,
+            max_actions_per_conn: DEFAULT_MAX_ACTIONS_PER_CONN,
         }
     }
 }

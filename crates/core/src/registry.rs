@@ -86,6 +86,24 @@ pub enum Role {
     Publisher,
 }
 
+/// What a provider registration provides: a service or an action. Each
+/// kind has its own names (a service and an action may share a name).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Provided {
+    Service = 0,
+    Action = 1,
+}
+
+impl Provided {
+    /// `service` or `action`, for messages.
+    pub fn label(self) -> &'static str {
+        match self {
+            Provided::Service => "service",
+            Provided::Action => "action",
+        }
+    }
+}
+
 /// One topic and its members.
 #[derive(Debug)]
 pub struct Topic {
@@ -131,7 +149,7 @@ impl Topic {
     }
 }
 
-/// One service and its current provider.
+/// One service (or action) and its current provider.
 #[derive(Debug)]
 pub struct Service {
     provider: ConnRef,
@@ -177,6 +195,8 @@ pub struct Held {
     /// Topics advertised.
     pub advertisements: usize,
     pub services: usize,
+    /// Actions provided.
+    pub actions: usize,
     /// Registrations by role (`Role as usize`), every per-id one counted.
     pub entries: [usize; 2],
     /// Bytes counted for them.
@@ -295,7 +315,8 @@ struct Member {
 struct ConnRegs {
     subs: HashMap<TopicId, Member>,
     pubs: HashMap<TopicId, Member>,
-    services: HashSet<Rc<str>>,
+    /// Services and actions provided, by [`Provided`].
+    provides: [HashSet<Rc<str>>; 2],
     /// Registrations of each role, every key counted.
     entries: [usize; 2],
     /// Bytes counted for this connection's memberships, ids and services.
@@ -311,7 +332,7 @@ impl ConnRegs {
     }
 
     fn is_empty(&self) -> bool {
-        self.subs.is_empty() && self.pubs.is_empty() && self.services.is_empty()
+        self.subs.is_empty() && self.pubs.is_empty() && self.provides.iter().all(HashSet::is_empty)
     }
 }
 
@@ -398,14 +419,21 @@ where
     }
 }
 
+/// The services (or actions) of a registry: by name, and sorted.
+#[derive(Debug, Default)]
+struct ProviderTable {
+    by_name: HashMap<Rc<str>, Service>,
+    names: SortedNames,
+}
+
 /// See the module docs.
 #[derive(Debug, Default)]
 pub struct Registry {
     by_name: HashMap<Rc<str>, TopicId>,
     topics: Slab<Topic>,
-    services: HashMap<Rc<str>, Service>,
+    /// Services and actions by name, by [`Provided`].
+    providers: [ProviderTable; 2],
     topic_names: SortedNames,
-    service_names: SortedNames,
     /// By connection; an entry exists while the connection has registered
     /// anything (keys are unique among live connections).
     conns: HashMap<ConnRef, ConnRegs>,
@@ -443,7 +471,16 @@ impl Registry {
 
     /// Service names in order (hidden ones only when asked).
     pub fn service_names(&self, include_hidden: bool) -> impl Iterator<Item = &str> {
-        self.service_names.iter(include_hidden)
+        self.provided_names(Provided::Service, include_hidden)
+    }
+
+    /// Names of `kind` in order (hidden ones only when asked).
+    pub fn provided_names(
+        &self,
+        kind: Provided,
+        include_hidden: bool,
+    ) -> impl Iterator<Item = &str> {
+        self.providers[kind as usize].names.iter(include_hidden)
     }
 
     pub fn topic_count(&self) -> usize {
@@ -451,7 +488,11 @@ impl Registry {
     }
 
     pub fn service_count(&self) -> usize {
-        self.services.len()
+        self.providers[Provided::Service as usize].by_name.len()
+    }
+
+    pub fn action_count(&self) -> usize {
+        self.providers[Provided::Action as usize].by_name.len()
     }
 
     /// Subscriptions, one per connection and topic.
@@ -465,11 +506,19 @@ impl Registry {
     }
 
     pub fn services(&self) -> impl Iterator<Item = (&str, &Service)> {
-        self.services.iter().map(|(k, v)| (&**k, v))
+        self.providers[Provided::Service as usize]
+            .by_name
+            .iter()
+            .map(|(k, v)| (&**k, v))
     }
 
     pub fn service(&self, name: &str) -> Option<&Service> {
-        self.services.get(name)
+        self.provided(Provided::Service, name)
+    }
+
+    /// The service or action `name` of `kind`.
+    pub fn provided(&self, kind: Provided, name: &str) -> Option<&Service> {
+        self.providers[kind as usize].by_name.get(name)
     }
 
     /// Bytes the tables hold for clients (see the module docs).
@@ -693,9 +742,8 @@ impl Registry {
         false
     }
 
-    /// Makes `who` (for `node`) the provider of `name`; returns the
-    /// displaced provider and its node. Refused when `who` already
-    /// provides `max` other services.
+    /// Makes `who` (for `node`) the provider of service `name`; see
+    /// [`Registry::provide`].
     pub fn advertise_service(
         &mut self,
         who: ConnRef,
@@ -704,9 +752,30 @@ impl Registry {
         ty: &str,
         max: usize,
     ) -> Result<Option<(ConnRef, NodeTag)>, TooMany> {
+        self.provide(Provided::Service, who, node, name, ty, max)
+    }
+
+    /// Removes service `name` if `who` is its current provider.
+    pub fn unadvertise_service(&mut self, who: ConnRef, name: &str) -> Unadvertised {
+        self.withdraw_provided(Provided::Service, who, name)
+    }
+
+    /// Makes `who` (for `node`) the provider of `name` of `kind`; returns
+    /// the displaced provider and its node. Refused when `who` already
+    /// provides `max` others of that kind.
+    pub fn provide(
+        &mut self,
+        kind: Provided,
+        who: ConnRef,
+        node: NodeTag,
+        name: &str,
+        ty: &str,
+        max: usize,
+    ) -> Result<Option<(ConnRef, NodeTag)>, TooMany> {
+        let k = kind as usize;
         let regs = self.conns.get(&who);
-        let has = regs.is_some_and(|r| r.services.contains(name));
-        if !has && regs.map_or(0, |r| r.services.len()) >= max {
+        let has = regs.is_some_and(|r| r.provides[k].contains(name));
+        if !has && regs.map_or(0, |r| r.provides[k].len()) >= max {
             return Err(TooMany { limit: max });
         }
         let mut name_json = Vec::with_capacity(name.len() + 2);
@@ -718,20 +787,21 @@ impl Registry {
             ty: ty.into(),
         };
         let new_bytes = service_bytes(name, &new);
-        let key: Rc<str> = match self.services.get_key_value(name) {
-            Some((k, _)) => Rc::clone(k),
+        let table = &mut self.providers[k];
+        let key: Rc<str> = match table.by_name.get_key_value(name) {
+            Some((key, _)) => Rc::clone(key),
             None => {
-                let k: Rc<str> = Rc::from(name);
-                self.service_names.insert(Rc::clone(&k));
-                k
+                let key: Rc<str> = Rc::from(name);
+                table.names.insert(Rc::clone(&key));
+                key
             }
         };
-        let old = self.services.insert(Rc::clone(&key), new);
+        let old = table.by_name.insert(Rc::clone(&key), new);
         let old_bytes = old.as_ref().map_or(0, |o| service_bytes(name, o));
         self.bytes = self.bytes + new_bytes - old_bytes;
         let regs = self.conns.entry(who).or_default();
         if !has {
-            regs.services.insert(key);
+            regs.provides[k].insert(key);
         }
         // The provider's share is the current entry's.
         match old {
@@ -742,7 +812,7 @@ impl Registry {
             Some(o) => {
                 regs.bytes += new_bytes;
                 if let Some(r) = self.conns.get_mut(&o.provider) {
-                    r.services.remove(name);
+                    r.provides[k].remove(name);
                     r.bytes -= old_bytes;
                     if r.is_empty() {
                         self.conns.remove(&o.provider);
@@ -757,26 +827,27 @@ impl Registry {
         }
     }
 
-    /// Removes `name` if `who` is its current provider.
-    pub fn unadvertise_service(&mut self, who: ConnRef, name: &str) -> Unadvertised {
-        match self.services.get(name) {
+    /// Removes `name` of `kind` if `who` is its current provider.
+    pub fn withdraw_provided(&mut self, kind: Provided, who: ConnRef, name: &str) -> Unadvertised {
+        match self.provided(kind, name) {
             None => Unadvertised::Unknown,
             Some(s) if s.provider != who => Unadvertised::NotProvider,
             Some(_) => {
-                self.remove_service(who, name);
+                self.remove_provided(kind, who, name);
                 Unadvertised::Removed
             }
         }
     }
 
-    /// Removes service `name` (provided by `who`) from every index.
-    fn remove_service(&mut self, who: ConnRef, name: &str) {
-        if let Some(old) = self.services.remove(name) {
+    /// Removes `name` of `kind` (provided by `who`) from every index.
+    fn remove_provided(&mut self, kind: Provided, who: ConnRef, name: &str) {
+        let k = kind as usize;
+        if let Some(old) = self.providers[k].by_name.remove(name) {
             let b = service_bytes(name, &old);
             self.bytes -= b;
-            self.service_names.remove(name);
+            self.providers[k].names.remove(name);
             if let Some(r) = self.conns.get_mut(&who) {
-                r.services.remove(name);
+                r.provides[k].remove(name);
                 r.bytes -= b;
                 if r.is_empty() {
                     self.conns.remove(&who);
@@ -814,11 +885,13 @@ impl Registry {
             Some(_) => {}
         }
         if let Some(regs) = self.conns.remove(&who) {
-            work += regs.services.len();
-            for name in regs.services {
-                if let Some(old) = self.services.remove(&name) {
-                    self.bytes -= service_bytes(&name, &old);
-                    self.service_names.remove(&name);
+            for (k, names) in regs.provides.into_iter().enumerate() {
+                work += names.len();
+                for name in names {
+                    if let Some(old) = self.providers[k].by_name.remove(&name) {
+                        self.bytes -= service_bytes(&name, &old);
+                        self.providers[k].names.remove(&name);
+                    }
                 }
             }
         }
@@ -838,19 +911,23 @@ impl Registry {
                 .collect()
         };
         let (subs, pubs) = (pick(&regs.subs), pick(&regs.pubs));
-        let services: Vec<Rc<str>> = regs
-            .services
-            .iter()
-            .filter(|n| self.services.get(&***n).is_some_and(|s| s.node == node))
-            .cloned()
-            .collect();
+        let mut provided: Vec<(Provided, Rc<str>)> = Vec::new();
+        for kind in [Provided::Service, Provided::Action] {
+            let table = &self.providers[kind as usize].by_name;
+            provided.extend(
+                regs.provides[kind as usize]
+                    .iter()
+                    .filter(|n| table.get(&***n).is_some_and(|s| s.node == node))
+                    .map(|n| (kind, Rc::clone(n))),
+            );
+        }
         for (role, list) in [(Role::Subscriber, subs), (Role::Publisher, pubs)] {
             for t in list {
                 self.remove_keys(who, role, t, node, |k| k.0 == node);
             }
         }
-        for name in services {
-            self.remove_service(who, &name);
+        for (kind, name) in provided {
+            self.remove_provided(kind, who, &name);
         }
     }
 
@@ -903,13 +980,20 @@ impl Registry {
 
     /// The services `who` provides for `node` (every node when `None`).
     pub fn services_of(&self, who: ConnRef, node: Option<NodeTag>) -> Vec<&str> {
+        self.provided_of(Provided::Service, who, node)
+    }
+
+    /// The names of `kind` `who` provides for `node` (every node when
+    /// `None`).
+    pub fn provided_of(&self, kind: Provided, who: ConnRef, node: Option<NodeTag>) -> Vec<&str> {
         let Some(regs) = self.conns.get(&who) else {
             return Vec::new();
         };
-        regs.services
+        let table = &self.providers[kind as usize].by_name;
+        regs.provides[kind as usize]
             .iter()
             .filter(|n| {
-                self.services
+                table
                     .get(&***n)
                     .is_some_and(|s| node.is_none_or(|x| s.node == x))
             })
@@ -928,8 +1012,10 @@ impl Registry {
         if self.topics.capacity() > 4 * self.topics.len() + 64 {
             self.topics.shrink_to_fit();
         }
-        if self.services.capacity() > 4 * self.services.len() + 64 {
-            self.services.shrink_to_fit();
+        for t in self.providers.iter_mut() {
+            if t.by_name.capacity() > 4 * t.by_name.len() + 64 {
+                t.by_name.shrink_to_fit();
+            }
         }
     }
 
@@ -943,7 +1029,8 @@ impl Registry {
         self.conns.get(&who).map_or(Held::default(), |r| Held {
             subscriptions: r.subs.len(),
             advertisements: r.pubs.len(),
-            services: r.services.len(),
+            services: r.provides[Provided::Service as usize].len(),
+            actions: r.provides[Provided::Action as usize].len(),
             entries: r.entries,
             bytes: r.bytes,
         })

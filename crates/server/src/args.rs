@@ -48,6 +48,11 @@ OPTIONS:
     --call-timeout-ms N         service call timeout [default: {DEFAULT_CALL_TIMEOUT_MS}]
     --max-call-timeout-ms N     cap on a call's own `timeout` field [default: {DEFAULT_MAX_CALL_TIMEOUT_MS}]
     --max-calls-per-conn N      calls in flight per caller [default: {DEFAULT_MAX_CALLS_PER_CONN}]
+    --goal-timeout-ms N         action goal deadline when the goal names none;
+                                0: none [default: {DEFAULT_GOAL_TIMEOUT_MS}]
+    --max-goals-per-conn N      action goals in flight per caller [default: {DEFAULT_MAX_GOALS_PER_CONN}]
+    --max-goals-per-server N    action goals in flight per server [default: {DEFAULT_MAX_GOALS_PER_SERVER}]
+    --max-actions-per-conn N    actions one connection serves [default: {DEFAULT_MAX_ACTIONS_PER_CONN}]
     --max-memory-bytes N        everything clients make the gateway hold, together;
                                 above it topic data is shed, then the biggest
                                 holders closed [default: {DEFAULT_MAX_MEMORY_BYTES}]
@@ -177,6 +182,18 @@ pub fn parse(argv: Vec<OsString>) -> Result<Command, String> {
     }
     if let Some(v) = opt(&mut args, "--max-calls-per-conn")? {
         l.max_calls_per_conn = positive("--max-calls-per-conn", v)?;
+    }
+    if let Some(v) = opt::<usize>(&mut args, "--goal-timeout-ms")? {
+        l.goal_timeout = (v > 0).then(|| millis(v));
+    }
+    if let Some(v) = opt(&mut args, "--max-goals-per-conn")? {
+        l.max_goals_per_conn = positive("--max-goals-per-conn", v)?;
+    }
+    if let Some(v) = opt(&mut args, "--max-goals-per-server")? {
+        l.max_goals_per_server = positive("--max-goals-per-server", v)?;
+    }
+    if let Some(v) = opt(&mut args, "--max-actions-per-conn")? {
+        l.max_actions_per_conn = positive("--max-actions-per-conn", v)?;
     }
     if let Some(v) = opt(&mut args, "--max-memory-bytes")? {
         l.max_memory_bytes = positive("--max-memory-bytes", v)?;

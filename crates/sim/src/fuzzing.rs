@@ -308,6 +308,53 @@ fn check_decode(
                     assert_eq!(*domain, obj.get("domain").and_then(Value::as_u64), "domain");
                 }
                 Op::DestroyNode { name } => same_name(v, "name", name),
+                Op::AdvertiseAction { action, ty } => {
+                    same_name(v, "action", action);
+                    same_opt_name(v, "type", ty.as_deref(), strict);
+                }
+                Op::UnadvertiseAction { action } | Op::CancelActionGoal { action } => {
+                    same_name(v, "action", action)
+                }
+                Op::SendActionGoal {
+                    action,
+                    action_type,
+                    args,
+                    feedback,
+                    ..
+                } => {
+                    same_name(v, "action", action);
+                    same_opt_name(v, "action_type", action_type.as_deref(), strict);
+                    match args {
+                        Some(a) => same_span(v, "args", a.get()),
+                        None => assert!(!strict && obj.get("args").is_none(), "args dropped"),
+                    }
+                    assert_eq!(
+                        *feedback,
+                        obj.get("feedback")
+                            .and_then(Value::as_bool)
+                            .unwrap_or(false),
+                        "feedback"
+                    );
+                    assert!(req.id.is_some(), "send_action_goal accepted without id");
+                }
+                Op::ActionFeedback { action, values } => {
+                    same_name(v, "action", action);
+                    same_span(v, "values", values.get());
+                }
+                Op::ActionResult {
+                    action,
+                    values,
+                    status,
+                    result,
+                } => {
+                    same_name(v, "action", action);
+                    match values {
+                        Some(x) => same_span(v, "values", x.get()),
+                        None => assert!(!strict && obj.get("values").is_none(), "values dropped"),
+                    }
+                    same_span(v, "status", status.get());
+                    same_span(v, "result", result.get());
+                }
                 Op::SetLevel { level } => same_name(v, "level", level),
                 Op::Ignored(name) => {
                     assert!(!strict, "{name} accepted in the strict dialect");

@@ -110,6 +110,44 @@ pub enum Op<'a> {
     SetLevel {
         level: Cow<'a, str>,
     },
+    /// Serve an action (rosbridge v2's `advertise_action`).
+    AdvertiseAction {
+        action: Cow<'a, str>,
+        /// Always present in the strict dialect.
+        ty: Option<Cow<'a, str>>,
+    },
+    UnadvertiseAction {
+        action: Cow<'a, str>,
+    },
+    /// A goal for an action; the request's `id` (required) names it.
+    SendActionGoal {
+        action: Cow<'a, str>,
+        /// Always present in the strict dialect.
+        action_type: Option<Cow<'a, str>>,
+        /// In the strict dialect always present.
+        args: Option<Raw<'a>>,
+        /// Whether the caller wants feedback.
+        feedback: bool,
+        /// Seconds; absent or `null`: the gateway's default.
+        timeout: Option<f64>,
+    },
+    /// A cancel: from a caller, for its goal `id`.
+    CancelActionGoal {
+        action: Cow<'a, str>,
+    },
+    /// Feedback from an action server for the goal `id` it was sent.
+    ActionFeedback {
+        action: Cow<'a, str>,
+        values: Raw<'a>,
+    },
+    /// A result from an action server for the goal `id` it was sent.
+    ActionResult {
+        action: Cow<'a, str>,
+        /// Always present in the strict dialect.
+        values: Option<Raw<'a>>,
+        status: Raw<'a>,
+        result: Raw<'a>,
+    },
     /// A rosbridge op we accept and ignore (`auth`).
     Ignored(&'static str),
 }
@@ -128,6 +166,8 @@ impl Op<'_> {
                 | Op::UnadvertiseService { .. }
                 | Op::DeclareNode { .. }
                 | Op::DestroyNode { .. }
+                | Op::AdvertiseAction { .. }
+                | Op::UnadvertiseAction { .. }
         )
     }
 
@@ -146,6 +186,12 @@ impl Op<'_> {
             Op::DeclareNode { .. } => "declare_node",
             Op::DestroyNode { .. } => "destroy_node",
             Op::SetLevel { .. } => "set_level",
+            Op::AdvertiseAction { .. } => "advertise_action",
+            Op::UnadvertiseAction { .. } => "unadvertise_action",
+            Op::SendActionGoal { .. } => "send_action_goal",
+            Op::CancelActionGoal { .. } => "cancel_action_goal",
+            Op::ActionFeedback { .. } => "action_feedback",
+            Op::ActionResult { .. } => "action_result",
             Op::Ignored(name) => name,
         }
     }
@@ -309,7 +355,11 @@ pub fn decode_as(line: &[u8], dialect: Dialect) -> Result<Request<'_>, DecodeErr
         Err(kind) => return Err(fields.error(kind, Some(op_name))),
     };
     let needs_id = match op {
-        Op::ServiceResponse { .. } => true,
+        Op::ServiceResponse { .. }
+        | Op::SendActionGoal { .. }
+        | Op::CancelActionGoal { .. }
+        | Op::ActionFeedback { .. }
+        | Op::ActionResult { .. } => true,
         Op::CallService { .. } => dialect == Dialect::Strict,
         _ => false,
     };
@@ -348,6 +398,9 @@ struct Fields<'a> {
     remap: Option<Raw<'a>>,
     domain: Option<Raw<'a>>,
     level: Option<Raw<'a>>,
+    action: Option<Raw<'a>>,
+    action_type: Option<Raw<'a>>,
+    feedback: Option<Raw<'a>>,
 }
 
 impl<'a> Fields<'a> {
@@ -387,6 +440,9 @@ impl<'a> Fields<'a> {
             "remap" => &mut self.remap,
             "domain" => &mut self.domain,
             "level" => &mut self.level,
+            "action" => &mut self.action,
+            "action_type" => &mut self.action_type,
+            "feedback" => &mut self.feedback,
             _ => return None,
         })
     }
@@ -484,6 +540,47 @@ impl<'a> Fields<'a> {
             },
             "set_level" => Op::SetLevel {
                 level: name(self.level, "level")?,
+            },
+            "advertise_action" => Op::AdvertiseAction {
+                action: name(self.action, "action")?,
+                ty: ty()?,
+            },
+            "unadvertise_action" => Op::UnadvertiseAction {
+                action: name(self.action, "action")?,
+            },
+            "send_action_goal" => Op::SendActionGoal {
+                action: name(self.action, "action")?,
+                action_type: match self.action_type {
+                    None if strict => return Err(ErrorKind::MissingField("action_type")),
+                    None => None,
+                    raw => Some(name(raw, "action_type")?),
+                },
+                args: match self.args {
+                    None if strict => return Err(ErrorKind::MissingField("args")),
+                    args => args,
+                },
+                feedback: match self.feedback.map(|r| r.get()) {
+                    None | Some("false") | Some("null") => false,
+                    Some("true") => true,
+                    Some(_) => return Err(ErrorKind::WrongType("feedback")),
+                },
+                timeout: timeout(self.timeout)?,
+            },
+            "cancel_action_goal" => Op::CancelActionGoal {
+                action: name(self.action, "action")?,
+            },
+            "action_feedback" => Op::ActionFeedback {
+                action: name(self.action, "action")?,
+                values: self.values.ok_or(ErrorKind::MissingField("values"))?,
+            },
+            "action_result" => Op::ActionResult {
+                action: name(self.action, "action")?,
+                values: match self.values {
+                    None if strict => return Err(ErrorKind::MissingField("values")),
+                    values => values,
+                },
+                status: self.status.ok_or(ErrorKind::MissingField("status"))?,
+                result: self.result.ok_or(ErrorKind::MissingField("result"))?,
             },
             "auth" if !strict => Op::Ignored("auth"),
             _ => return Err(ErrorKind::UnknownOp),

@@ -166,6 +166,87 @@ pub fn service_failure(out: &mut Vec<u8>, service_json: &[u8], id: Option<&[u8]>
     service_response(out, service_json, id, &values, b"false", None);
 }
 
+/// A goal sent to an action server: `action_json` is the escaped name,
+/// `goal_id` our server-side id, `action_type` the caller's (escaped),
+/// `args` raw, `feedback` whether the caller asked for feedback.
+pub fn send_action_goal(
+    out: &mut Vec<u8>,
+    action_json: &[u8],
+    goal_id: u64,
+    action_type_json: &[u8],
+    args: &str,
+    feedback: bool,
+) {
+    out.extend_from_slice(br#"{"op":"send_action_goal","id":"#);
+    crate::ids::push_call_id(out, goal_id);
+    out.extend_from_slice(br#","action":"#);
+    out.extend_from_slice(action_json);
+    out.extend_from_slice(br#","action_type":"#);
+    out.extend_from_slice(action_type_json);
+    out.extend_from_slice(br#","args":"#);
+    out.extend_from_slice(args.as_bytes());
+    out.extend_from_slice(if feedback {
+        &br#","feedback":true}"#[..]
+    } else {
+        &br#","feedback":false}"#[..]
+    });
+    out.push(b'\n');
+}
+
+/// A cancel sent to an action server for its goal `goal_id`.
+pub fn cancel_action_goal(out: &mut Vec<u8>, action_json: &[u8], goal_id: u64) {
+    out.extend_from_slice(br#"{"op":"cancel_action_goal","id":"#);
+    crate::ids::push_call_id(out, goal_id);
+    out.extend_from_slice(br#","action":"#);
+    out.extend_from_slice(action_json);
+    out.extend_from_slice(b"}\n");
+}
+
+/// Feedback for a caller's goal `id`, carrying the server's raw `values`.
+pub fn action_feedback(out: &mut Vec<u8>, action_json: &[u8], id: &[u8], values: &[u8]) {
+    out.extend_from_slice(br#"{"op":"action_feedback","id":"#);
+    out.extend_from_slice(id);
+    out.extend_from_slice(br#","action":"#);
+    out.extend_from_slice(action_json);
+    out.extend_from_slice(br#","values":"#);
+    out.extend_from_slice(values);
+    out.extend_from_slice(b"}\n");
+}
+
+/// The result of a caller's goal `id`: raw `values`, `status`, `result`.
+pub fn action_result(
+    out: &mut Vec<u8>,
+    action_json: &[u8],
+    id: &[u8],
+    values: &[u8],
+    status: &[u8],
+    result: &[u8],
+) {
+    out.extend_from_slice(br#"{"op":"action_result","id":"#);
+    out.extend_from_slice(id);
+    out.extend_from_slice(br#","action":"#);
+    out.extend_from_slice(action_json);
+    out.extend_from_slice(br#","values":"#);
+    out.extend_from_slice(values);
+    out.extend_from_slice(br#","status":"#);
+    out.extend_from_slice(status);
+    out.extend_from_slice(br#","result":"#);
+    out.extend_from_slice(result);
+    out.extend_from_slice(b"}\n");
+}
+
+/// A goal that failed in the gateway: `values` a reason string, `status`
+/// 0 (never reached a server) or 6 (aborted), `result:false`, which is how
+/// rosbridge fails a goal and what fires roslib's and roslibpy's error
+/// callbacks.
+pub fn action_failure(out: &mut Vec<u8>, action_json: &[u8], id: &[u8], status: u8, reason: &str) {
+    let mut values = Vec::with_capacity(reason.len() + 2);
+    json_string(&mut values, reason);
+    let mut st = Vec::with_capacity(1);
+    push_u64(&mut st, u64::from(status));
+    action_result(out, action_json, id, &values, &st, b"false");
+}
+
 pub use crate::ids::push_u64;
 
 #[cfg(test)]
@@ -190,12 +271,24 @@ mod tests {
         status(&mut out, Level::Error, "bad \"x\"", Some(b"7"));
         call_service(&mut out, b"\"/s\"", 42, raw.get());
         service_failure(&mut out, b"\"/s\"", Some(b"\"c1\""), "gone");
+        send_action_goal(&mut out, b"\"/f\"", 7, b"\"a/T\"", "{}", true);
+        cancel_action_goal(&mut out, b"\"/f\"", 7);
+        action_feedback(&mut out, b"\"/f\"", b"\"g\"", b"[1]");
+        action_result(&mut out, b"\"/f\"", b"\"g\"", b"{}", b"4", b"true");
+        action_failure(&mut out, b"\"/f\"", b"\"g\"", 6, "server \"gone\"");
         let text = String::from_utf8(out).expect("utf8");
         let lines: Vec<serde_json::Value> = text
             .lines()
             .map(|l| serde_json::from_str(l).expect("json line"))
             .collect();
-        assert_eq!(lines.len(), 4);
+        assert_eq!(lines.len(), 9);
+        assert_eq!(lines[4]["id"], "rg-7");
+        assert_eq!(lines[4]["feedback"], true);
+        assert_eq!(lines[5]["op"], "cancel_action_goal");
+        assert_eq!(lines[6]["values"][0], 1);
+        assert_eq!(lines[7]["status"], 4);
+        assert_eq!(lines[8]["status"], 6);
+        assert_eq!(lines[8]["values"], "server \"gone\"");
         assert_eq!(lines[0]["topic"], "/t\"");
         assert!(text.contains("\"msg\":{\"a\": 1}"));
         assert_eq!(lines[1]["id"], 7);

@@ -37,7 +37,7 @@ use crate::conn::ConnRef;
 use crate::counters::{Counter, ErrorCode};
 use crate::nodes::{DeclareError, Domain, DOMAINS, MAX_DOMAIN};
 use crate::ratelimit::Admit;
-use crate::registry::{NodeTag, Role};
+use crate::registry::{NodeTag, Provided, Role};
 use crate::transport::StatusFilter;
 
 /// The gateway's log topic (`rcl_interfaces/msg/Log`).
@@ -608,14 +608,30 @@ impl Hub {
         ty: &str,
         added: bool,
     ) {
+        self.note_provided(Provided::Service, domain, who, tag, service, ty, added);
+    }
+
+    /// A node started or stopped providing `name` (a service or action).
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn note_provided(
+        &mut self,
+        kind: Provided,
+        domain: Domain,
+        who: ConnRef,
+        tag: NodeTag,
+        name: &str,
+        ty: &str,
+        added: bool,
+    ) {
         if !self.listens(domain, GRAPH_TOPIC) {
             return;
         }
         let node = self.node_label(who, tag);
+        let what = kind.label();
         let event = if added {
-            json!({"event":"service_added","service":service,"node":node,"type":ty})
+            json!({"event":format!("{what}_added"),what:name,"node":node,"type":ty})
         } else {
-            json!({"event":"service_removed","service":service,"node":node})
+            json!({"event":format!("{what}_removed"),what:name,"node":node})
         };
         self.note(domain, event);
     }
@@ -628,9 +644,22 @@ impl Hub {
         node: &str,
         previous: &str,
     ) {
+        self.note_provider_replaced(Provided::Service, domain, service, node, previous);
+    }
+
+    /// Another provider took `name` (a service or action) over.
+    pub(super) fn note_provider_replaced(
+        &mut self,
+        kind: Provided,
+        domain: Domain,
+        name: &str,
+        node: &str,
+        previous: &str,
+    ) {
+        let what = kind.label();
         self.note(
             domain,
-            json!({"event":"service_replaced","service":service,"node":node,"previous":previous}),
+            json!({"event":format!("{what}_replaced"),what:name,"node":node,"previous":previous}),
         );
     }
 
@@ -658,17 +687,25 @@ impl Hub {
                 }
             }
         }
-        let services: Vec<(String, NodeTag)> = registry
-            .services_of(who, only)
-            .into_iter()
-            .take(MAX_GRAPH_EVENTS)
-            .filter_map(|s| registry.service(s).map(|x| (s.to_string(), x.node())))
-            .collect();
+        let mut provided: Vec<(Provided, String, NodeTag)> = Vec::new();
+        for kind in [Provided::Service, Provided::Action] {
+            provided.extend(
+                registry
+                    .provided_of(kind, who, only)
+                    .into_iter()
+                    .take(MAX_GRAPH_EVENTS)
+                    .filter_map(|s| {
+                        registry
+                            .provided(kind, s)
+                            .map(|x| (kind, s.to_string(), x.node()))
+                    }),
+            );
+        }
         for (role, topic, tag) in events {
             self.note_endpoint(domain, who, tag, role, &topic, false);
         }
-        for (service, tag) in services {
-            self.note_service(domain, who, tag, &service, "", false);
+        for (kind, name, tag) in provided {
+            self.note_provided(kind, domain, who, tag, &name, "", false);
         }
     }
 

@@ -29,6 +29,7 @@
 //! - a slow subscriber never blocks anyone: topic frames are shed (P5),
 //!   control overflow closes only that connection (P6).
 
+mod actions;
 mod batch;
 mod graph;
 mod rosapi;
@@ -53,7 +54,7 @@ pub use graph::{
 pub use rosapi::{MAX_LIST_ITEMS, MAX_LIST_SCAN, ROSAPI_PREFIX, ROSAPI_SERVICES, STATS_SERVICE};
 pub use services::CallFailure;
 
-use crate::calls::Calls;
+use crate::calls::{CallKind, Calls};
 use crate::conn::{CloseReason, Conn, ConnRef};
 use crate::counters::{Counter, Counters, ErrorCode, Gauge, Gauges};
 use crate::limits::{
@@ -255,6 +256,7 @@ impl Hub {
         g.set(Gauge::Subscriptions, sum(Registry::subscription_count));
         g.set(Gauge::Publishers, sum(Registry::publisher_count));
         g.set(Gauge::Services, sum(Registry::service_count));
+        g.set(Gauge::Actions, sum(Registry::action_count));
         g.set(Gauge::Nodes, self.nodes.len() as u64);
         let domains = (0..DOMAINS as u16)
             .filter(|&d| self.graph.clients(d as Domain) > 0)
@@ -545,10 +547,13 @@ impl Hub {
         self.nodes.drop_conn(me);
         let calls_before = self.calls.len();
         // Calls it made are forgotten (the providers' late answers are
-        // stale); calls waiting on it fail now (P13).
-        for call in self.calls.drop_conn(me) {
+        // stale), its goals' servers are told to cancel; calls and goals
+        // waiting on it fail now (P13).
+        let (served, orphaned) = self.calls.drop_conn(me, now + crate::calls::ORPHAN_TIMEOUT);
+        for call in served {
             self.fail_call(call, CallFailure::ProviderGone, now);
         }
+        self.cancel_orphans(orphaned, now);
         self.conns.remove(key as usize);
         1 + calls_before.saturating_sub(self.calls.len())
     }
@@ -776,6 +781,53 @@ impl Hub {
             } => self.declare_node(me, &name, namespace.as_deref(), &remap, domain, id, now),
             Op::DestroyNode { name } => self.destroy_node(me, &name, id, now),
             Op::SetLevel { level } => self.set_level(me, &level, id, now),
+            Op::AdvertiseAction { action, ty } => {
+                self.advertise_action(me, &action, node, ty.as_deref().unwrap_or(""), req.id, now)
+            }
+            Op::UnadvertiseAction { action } => {
+                self.unadvertise_action(me, &action, node, req.id, now)
+            }
+            Op::SendActionGoal {
+                action,
+                action_type,
+                args,
+                feedback,
+                timeout,
+            } => {
+                if let Some(id) = id {
+                    self.send_action_goal(
+                        me,
+                        &action,
+                        node,
+                        action_type.as_deref(),
+                        args,
+                        feedback,
+                        timeout,
+                        id,
+                        now,
+                    )
+                }
+            }
+            Op::CancelActionGoal { action } => {
+                if let Some(id) = req.id {
+                    self.cancel_action_goal(me, &action, id, now)
+                }
+            }
+            Op::ActionFeedback { values, .. } => {
+                if let Some(id) = req.id {
+                    self.action_feedback(me, id, values, now)
+                }
+            }
+            Op::ActionResult {
+                values,
+                status,
+                result,
+                ..
+            } => {
+                if let Some(id) = req.id {
+                    self.action_result(me, id, values, status, result, now)
+                }
+            }
             Op::Ignored(_) => {}
         }
     }
@@ -977,7 +1029,12 @@ impl Hub {
     /// budget.
     pub fn expire(&mut self, now: Instant) {
         for call in self.calls.expire(now, EXPIRE_BUDGET) {
-            self.fail_call(call, CallFailure::Timeout, now);
+            match call.kind() {
+                CallKind::Service => self.fail_call(call, CallFailure::Timeout, now),
+                // An orphan waited long enough for its server: forgotten.
+                CallKind::Goal { .. } if call.is_orphaned() => {}
+                CallKind::Goal { .. } => self.goal_timed_out(call, now),
+            }
         }
         if now >= self.next_sweep {
             self.next_sweep = now + sweep_interval(&self.limits);

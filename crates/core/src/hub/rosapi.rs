@@ -30,7 +30,7 @@ use super::Hub;
 use crate::conn::ConnRef;
 use crate::counters::{Counter, ErrorCode};
 use crate::nodes::Domain;
-use crate::registry::{NodeTag, Role};
+use crate::registry::{NodeTag, Provided, Role};
 
 /// Services under this prefix are rosapi's, answered by the gateway.
 pub const ROSAPI_PREFIX: &str = "/rosapi/";
@@ -332,14 +332,32 @@ impl Hub {
                 // rosgate forwards JSON untyped: it has no definitions to give.
                 json!({ "typedefs": [] })
             }
-            "action_servers" => json!({ "action_servers": Vec::<String>::new() }),
-            "action_type" => json!({ "type": "" }),
+            "action_servers" => {
+                let (names, cut) = capped(reg.provided_names(Provided::Action, hidden));
+                let names: Vec<String> = names.into_iter().map(str::to_string).collect();
+                items += names.len();
+                json!({"action_servers": names, "truncated": cut})
+            }
+            "action_type" => {
+                let ty = reg
+                    .provided(Provided::Action, arg(args, "action"))
+                    .map(|s| s.ty().to_string())
+                    .unwrap_or_default();
+                json!({ "type": ty })
+            }
             "interfaces" => {
                 let (topics, _) = self.topic_types(domain, true);
                 let (services, _) = self.service_types(domain, true);
+                let actions: Vec<String> = reg
+                    .provided_names(Provided::Action, true)
+                    .take(MAX_LIST_SCAN)
+                    .filter_map(|n| reg.provided(Provided::Action, n))
+                    .map(|s| s.ty().to_string())
+                    .collect();
                 let mut all: Vec<String> = topics
                     .into_values()
                     .chain(services.into_values())
+                    .chain(actions)
                     .filter(|t| !t.is_empty())
                     .collect();
                 all.sort();

@@ -11,7 +11,7 @@ use rosgate_wire::Raw;
 use super::graph::RosoutLevel;
 use super::rosapi::ROSAPI_PREFIX;
 use super::{Hub, RESERVED_PREFIX};
-use crate::calls::Call;
+use crate::calls::{Call, CallKind};
 use crate::conn::ConnRef;
 use crate::counters::{Counter, ErrorCode};
 use crate::registry::{TooMany, Unadvertised};
@@ -50,6 +50,10 @@ pub enum CallFailure {
     Timeout,
     TooMany,
     Shutdown,
+    /// A goal whose caller already has one with that id in flight.
+    DuplicateId,
+    /// A goal for a server at its limit of goals in flight.
+    ServerBusy,
 }
 
 impl Hub {
@@ -169,10 +173,19 @@ impl Hub {
         if self.calls.in_flight(me) >= self.limits.max_calls_per_conn {
             return self.fail_now(me, &name, id, CallFailure::TooMany, now);
         }
-        let (provider, name_json) = match self.registries[domain as usize].service(&name) {
-            Some(s) if self.live(s.provider()) => (s.provider(), s.name_json()),
-            _ => return self.fail_now(me, &name, id, CallFailure::NoProvider, now),
+        let provider = match self.registries[domain as usize].service(&name) {
+            Some(s) if self.live(s.provider()) => Some(s.provider()),
+            _ => None,
         };
+        let Some(provider) = provider else {
+            if self.cancel_goal_service(me, &name, id, now) {
+                return;
+            }
+            return self.fail_now(me, &name, id, CallFailure::NoProvider, now);
+        };
+        let name_json = self.registries[domain as usize]
+            .service(&name)
+            .map_or(&b"\"\""[..], |s| s.name_json());
         let to = match timeout {
             Some(secs) if secs.is_finite() && secs > 0.0 => {
                 Duration::from_secs_f64(secs.min(self.limits.max_call_timeout.as_secs_f64()))
@@ -255,8 +268,11 @@ impl Hub {
         self.send_control(me, &out, now);
     }
 
-    /// Sends the caller of a call that left the table its failure.
+    /// Sends the caller of a call (or goal) that left the table its failure.
     pub(super) fn fail_call(&mut self, call: Call, why: CallFailure, now: Instant) {
+        if matches!(call.kind(), CallKind::Goal { .. }) {
+            return self.fail_goal(&call, why, now);
+        }
         self.count_failure(why);
         let name: String = serde_json::from_slice(call.service_json()).unwrap_or_default();
         let reason = self.failure_text(why, &name);
@@ -272,7 +288,9 @@ impl Hub {
                 Counter::CallsFailedProviderGone
             }
             CallFailure::Timeout => Counter::CallsTimedOut,
-            CallFailure::TooMany => Counter::CallsFailedTooMany,
+            CallFailure::TooMany | CallFailure::DuplicateId | CallFailure::ServerBusy => {
+                Counter::CallsFailedTooMany
+            }
             CallFailure::Shutdown => Counter::CallsFailedShutdown,
         });
     }
@@ -288,6 +306,9 @@ impl Hub {
                 self.limits.max_calls_per_conn
             ),
             CallFailure::Shutdown => format!("gateway shutting down; call to {name} abandoned"),
+            CallFailure::DuplicateId | CallFailure::ServerBusy => {
+                format!("call to {name} refused")
+            }
         }
     }
 }

@@ -16,8 +16,9 @@ use rosgate_wire::Raw;
 
 use super::batch::{TopicKey, BATCH_MAX_BYTES};
 use super::Hub;
-use crate::conn::ConnRef;
-use crate::counters::{Counter, ErrorCode};
+use crate::conn::{Conn, ConnRef};
+use crate::counters::{Counter, Counters, ErrorCode};
+use crate::memory::Ledger;
 use crate::nodes::Domain;
 use crate::registry::{Role, TooMany};
 use crate::transport::Framed;
@@ -159,6 +160,33 @@ impl Hub {
         self.deliver(t, lines, msgs, now);
     }
 
+    /// Queues one JSON line to `to` as sheddable data in queue bucket
+    /// `bucket` (goal feedback): dropped oldest first, fairly against its
+    /// topics, when `to` does not read.
+    pub(super) fn deliver_sheddable(
+        &mut self,
+        to: ConnRef,
+        line: &[u8],
+        bucket: u32,
+        now: Instant,
+    ) {
+        if !self.live(to) {
+            return;
+        }
+        let mut framed = Framed::new(Rc::from(line), 1);
+        let cap = self.limits.max_queue_bytes;
+        if let Some(c) = self.conns.get_mut(to.key as usize) {
+            let sink = Sink {
+                mem: &mut self.mem,
+                counters: &mut self.counters,
+                dirty: &mut self.dirty,
+            };
+            sink.queue(c, to.key, &mut framed, bucket, 1, cap, now);
+        }
+        let (created, unused) = framed.finish();
+        self.mem.frames = self.mem.frames + created - unused;
+    }
+
     /// Queues `msgs` messages of topic `t` (JSON lines) to every live
     /// subscriber; subscribers with the same framing share one copy.
     fn deliver(&mut self, (domain, t): TopicKey, lines: Rc<[u8]>, msgs: u32, now: Instant) {
@@ -174,22 +202,55 @@ impl Hub {
             if c.gen() != sub.gen || !c.is_open() {
                 continue;
             }
-            let out = c.out_mut(now);
-            let frames = framed.get(out.framing());
-            let len = frames.len();
-            let entries = out.entry_bytes();
-            let d = out.push_topic(frames, t, msgs, cap);
-            self.mem.entries_changed(entries, out.entry_bytes());
-            self.mem.queued = self.mem.queued + len - d.bytes as usize;
-            self.mem.frames -= d.released as usize;
-            self.counters.add(Counter::Delivered, u64::from(msgs));
-            self.counters.add(Counter::Dropped, d.frames);
-            self.counters.add(Counter::DroppedBytes, d.bytes);
-            if c.set_dirty() {
-                self.dirty.push(sub.key);
-            }
+            let sink = Sink {
+                mem: &mut self.mem,
+                counters: &mut self.counters,
+                dirty: &mut self.dirty,
+            };
+            sink.queue(c, sub.key, &mut framed, t, msgs, cap, now);
         }
         let (created, unused) = framed.finish();
         self.mem.frames = self.mem.frames + created - unused;
+    }
+}
+
+/// What queueing topic data updates beside the connection: the ledger,
+/// the counters and the dirty list (borrowed apart from the registry, so
+/// fan-out walks a topic's subscribers without looking it up again).
+struct Sink<'a> {
+    mem: &'a mut Ledger,
+    counters: &'a mut Counters,
+    dirty: &'a mut Vec<u32>,
+}
+
+impl Sink<'_> {
+    /// Queues `framed` (`msgs` messages) to connection `c` (key `key`)
+    /// under queue bucket `t`, shedding past `cap`.
+    #[allow(clippy::too_many_arguments)]
+    #[inline]
+    fn queue(
+        self,
+        c: &mut Conn,
+        key: u32,
+        framed: &mut Framed,
+        t: u32,
+        msgs: u32,
+        cap: usize,
+        now: Instant,
+    ) {
+        let out = c.out_mut(now);
+        let frames = framed.get(out.framing());
+        let len = frames.len();
+        let entries = out.entry_bytes();
+        let d = out.push_topic(frames, t, msgs, cap);
+        self.mem.entries_changed(entries, out.entry_bytes());
+        self.mem.queued = self.mem.queued + len - d.bytes as usize;
+        self.mem.frames -= d.released as usize;
+        self.counters.add(Counter::Delivered, u64::from(msgs));
+        self.counters.add(Counter::Dropped, d.frames);
+        self.counters.add(Counter::DroppedBytes, d.bytes);
+        if c.set_dirty() {
+            self.dirty.push(key);
+        }
     }
 }
