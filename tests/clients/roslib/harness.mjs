@@ -134,12 +134,13 @@ export class Session {
     this.open = new Set();
   }
 
-  async connect() {
+  /** Connects to the transport's URL, or to `url` (same transport). */
+  async connect(url = this.transport.url) {
     const ros = new Ros({ transportFactory: this.transport.factory });
     ros.on("error", () => {}); // surfaced by the assertions instead
     const connected = once(ros, "connection");
-    await ros.connect(this.transport.url);
-    await withTimeout(connected, 5000, `connect to ${this.transport.url}`);
+    await ros.connect(url);
+    await withTimeout(connected, 5000, `connect to ${url}`);
     this.open.add(ros);
     return ros;
   }
