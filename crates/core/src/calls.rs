@@ -158,6 +158,8 @@ pub struct Calls {
     /// Calls and goals forwarded to each connection, by name (as JSON),
     /// by [`CallKind::index`].
     served: [Served; 2],
+    /// Goals in the table, orphans included.
+    goals: usize,
 }
 
 impl Calls {
@@ -170,7 +172,14 @@ impl Calls {
             bytes: 0,
             overdue: std::collections::VecDeque::new(),
             served: [HashMap::new(), HashMap::new()],
+            goals: 0,
         }
+    }
+
+    /// Goals in flight, orphans included (the rest of [`Calls::len`] are
+    /// service calls).
+    pub fn goal_count(&self) -> usize {
+        self.goals
     }
 
     /// Bytes counted for the calls in flight (ids, names, table entries).
@@ -293,6 +302,7 @@ impl Calls {
         };
         let bytes = CALL_OVERHEAD + call.names.len();
         self.index_served(&call);
+        self.goals += usize::from(call.kind != CallKind::Service);
         self.table.insert(seq, call);
         if let Some(d) = deadline {
             self.timers.insert(seq, d);
@@ -330,6 +340,7 @@ impl Calls {
     fn unindex(&mut self, call: &Call) {
         let bytes = CALL_OVERHEAD + call.names.len();
         self.bytes -= bytes;
+        self.goals -= usize::from(call.kind != CallKind::Service);
         if !call.orphaned {
             self.unindex_caller(call, bytes);
         }
@@ -424,6 +435,7 @@ impl Calls {
         call.orphaned = true;
         call.deadline = Some(deadline);
         self.bytes += CALL_OVERHEAD + call.names.len();
+        self.goals += 1;
         self.index_served(&call);
         self.timers.insert(call.seq, deadline);
         self.table.insert(call.seq, call);
@@ -468,6 +480,7 @@ impl Calls {
                     continue;
                 };
                 let bytes = CALL_OVERHEAD + call.names.len();
+                self.goals -= usize::from(call.kind != CallKind::Service);
                 let serving_itself = call.provider == who;
                 if matches!(call.kind, CallKind::Goal { .. }) && !serving_itself {
                     // Its made-entry is gone already; only the bytes move.

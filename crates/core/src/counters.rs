@@ -62,7 +62,8 @@ family! {
         Publishers => "publishers", "Advertisements (one per connection and topic).";
         Services => "services", "Services with a provider.";
         Actions => "actions", "Actions with a server.";
-        CallsPending => "calls_pending", "Service calls in flight.";
+        CallsPending => "calls_pending", "Service calls and action goals in flight.";
+        GoalsPending => "goals_pending", "Action goals in flight (orphans waiting for their server included).";
         QueuedBytes => "queued_bytes", "Bytes queued for clients, topic and control data (a shared frame counts once per queue).";
         ConnectionsPending => "connections_pending", "Connections that have not completed their opening.";
         MemoryBytes => "memory_bytes", "Bytes held for clients, against the memory budget.";

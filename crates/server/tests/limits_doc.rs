@@ -20,7 +20,24 @@ fn doc_rows() -> Vec<Vec<String>> {
 #[test]
 fn every_default_constant_is_documented_with_its_value() {
     let rows = doc_rows();
-    let expected: [(&str, u128); 54] = [
+    let expected: [(&str, u128); 59] = [
+        (
+            "DEFAULT_MAX_GOALS_PER_CONN",
+            DEFAULT_MAX_GOALS_PER_CONN as u128,
+        ),
+        (
+            "DEFAULT_MAX_GOALS_PER_SERVER",
+            DEFAULT_MAX_GOALS_PER_SERVER as u128,
+        ),
+        ("DEFAULT_GOAL_TIMEOUT_MS", DEFAULT_GOAL_TIMEOUT_MS as u128),
+        (
+            "DEFAULT_MAX_ACTIONS_PER_CONN",
+            DEFAULT_MAX_ACTIONS_PER_CONN as u128,
+        ),
+        (
+            "ORPHAN_TIMEOUT",
+            rosgate_core::calls::ORPHAN_TIMEOUT.as_millis(),
+        ),
         (
             "REGISTRATION_WORK",
             rosgate_core::limits::REGISTRATION_WORK as u128,

@@ -263,6 +263,7 @@ impl Hub {
             .count();
         g.set(Gauge::Domains, domains as u64);
         g.set(Gauge::CallsPending, self.calls.len() as u64);
+        g.set(Gauge::GoalsPending, self.calls.goal_count() as u64);
         g.set(Gauge::QueuedBytes, self.mem.queued as u64);
         g.set(Gauge::ConnectionsPending, self.pending_count as u64);
         let m = self.memory();

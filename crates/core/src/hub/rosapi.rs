@@ -111,6 +111,14 @@ fn arg<'a>(args: &'a Value, key: &str) -> &'a str {
     args.get(key).and_then(Value::as_str).unwrap_or("")
 }
 
+/// `v` with `"truncated": true` when its list was cut.
+fn with_cut(mut v: Value, cut: bool) -> Value {
+    if cut {
+        v["truncated"] = json!(true);
+    }
+    v
+}
+
 /// Collects at most [`MAX_LIST_ITEMS`] items; says whether more were left.
 fn capped<T>(it: impl Iterator<Item = T>) -> (Vec<T>, bool) {
     let mut out = Vec::new();
@@ -217,10 +225,7 @@ impl Hub {
                     // No type system: definitions are empty (docs/protocol.md).
                     v["typedefs_full_text"] = json!(vec![""; items]);
                 }
-                if cut {
-                    v["truncated"] = json!(true);
-                }
-                v
+                with_cut(v, cut)
             }
             "topics_for_type" => {
                 let want = arg(args, "type");
@@ -231,13 +236,13 @@ impl Hub {
                     .map(|(n, _)| n)
                     .collect();
                 items += topics.len();
-                json!({"topics": topics, "truncated": cut})
+                with_cut(json!({ "topics": topics }), cut)
             }
             "services" => {
                 let (names, cut) = self.service_types(domain, hidden);
                 let services: Vec<String> = names.into_keys().collect();
                 items += services.len();
-                json!({"services": services, "truncated": cut})
+                with_cut(json!({ "services": services }), cut)
             }
             "services_for_type" => {
                 let want = arg(args, "type");
@@ -248,12 +253,12 @@ impl Hub {
                     .map(|(n, _)| n)
                     .collect();
                 items += services.len();
-                json!({"services": services, "truncated": cut})
+                with_cut(json!({ "services": services }), cut)
             }
             "nodes" => {
                 let (nodes, cut) = self.node_names(domain);
                 items += nodes.len();
-                json!({"nodes": nodes, "truncated": cut})
+                with_cut(json!({ "nodes": nodes }), cut)
             }
             "node_details" => {
                 let (subscribing, publishing, services) = self.node_details(domain, arg(args, "node"));
@@ -336,7 +341,7 @@ impl Hub {
                 let (names, cut) = capped(reg.provided_names(Provided::Action, hidden));
                 let names: Vec<String> = names.into_iter().map(str::to_string).collect();
                 items += names.len();
-                json!({"action_servers": names, "truncated": cut})
+                with_cut(json!({ "action_servers": names }), cut)
             }
             "action_type" => {
                 let ty = reg
