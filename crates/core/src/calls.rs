@@ -209,6 +209,13 @@ impl Calls {
         self.made.get(&caller).map_or(0, |m| m.seqs.len())
     }
 
+    /// The calls and goals `caller` has in flight, unsorted.
+    pub fn made_seqs(&self, caller: ConnRef) -> Vec<u64> {
+        self.made
+            .get(&caller)
+            .map_or(Vec::new(), |m| m.seqs.iter().copied().collect())
+    }
+
     /// Goals `caller` has in flight (orphans excluded).
     pub fn goals_in_flight(&self, caller: ConnRef) -> usize {
         self.made.get(&caller).map_or(0, |m| m.goals.len())

@@ -86,6 +86,7 @@ family! {
         DuplicateNode => "duplicate_node", "declare_node of a full name the connection already declared.";
         InvalidDomain => "invalid_domain", "A domain out of range, or a change of domain after registering.";
         UnknownGoal => "unknown_goal", "Feedback, results or cancels naming no goal of their connection.";
+        BadParameter => "bad_parameter", "Parameter operations refused (bad name, value or descriptor; not declared; rules).";
         BadArgs => "bad_args", "Calls to a built-in service with arguments it cannot use.";
     }
 }

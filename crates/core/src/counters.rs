@@ -47,6 +47,12 @@ family! {
         FeedbackForwarded => "feedback_forwarded", "Goal feedback forwarded to callers (shed like topic data when they do not read).";
         FeedbackStale => "feedback_stale", "Feedback dropped: the goal ended, or its caller did not ask for feedback.";
         ActionMessagesStale => "action_messages_stale", "Feedback, results or cancels naming no goal of their connection.";
+        ParamsDeclared => "params_declared", "Parameters declared by their node's owner.";
+        ParamSetsAccepted => "param_sets_accepted", "Parameter changes applied (by owners or anyone else).";
+        ParamSetsRejected => "param_sets_rejected", "Parameter changes refused: undeclared, read-only, type, range, limits, or by the owner.";
+        ParamValidations => "param_validations", "Parameter changes sent to their owner for validation.";
+        ParamValidationsFailed => "param_validations_failed", "Validations the owner did not answer (timed out, owner gone): the change was refused.";
+        ParamEvents => "param_events", "Parameter changes (each is published on /parameter_events where anyone listens).";
         NamesRejected => "names_rejected", "Names refused by the ROS 2 name rules (also counted in errors.invalid_name).";
         IntrospectionItems => "introspection_items", "Names and entries listed by built-in introspection replies (work they cost).";
         BuiltinCalls => "builtin_calls", "Calls answered by the gateway itself (rosapi, /rosgate/stats).";
@@ -75,6 +81,7 @@ family! {
         MemoryCallsBytes => "memory_calls_bytes", "Bytes held for calls in flight.";
         MemoryRegistrationsBytes => "memory_registrations_bytes", "Bytes held for registrations.";
         Nodes => "nodes", "Nodes declared by connections, all domains.";
+        Parameters => "parameters", "Parameters held (owned and held by the gateway), all domains.";
         Domains => "domains", "Domains with at least one client.";
     }
 }

@@ -39,6 +39,7 @@ pub mod log;
 pub mod memory;
 pub mod nodes;
 pub mod out;
+pub mod params;
 pub mod ratelimit;
 pub mod registry;
 pub mod timer;

@@ -205,8 +205,9 @@ impl Nodes {
         Some(node)
     }
 
-    /// Removes every node of `owner` (it left); returns them.
-    pub fn drop_conn(&mut self, owner: ConnRef) -> Vec<Node> {
+    /// Removes every node of `owner` (it left); returns them with their
+    /// tags.
+    pub fn drop_conn(&mut self, owner: ConnRef) -> Vec<(NodeTag, Node)> {
         let keys = self.by_conn.remove(&owner).unwrap_or_default();
         keys.into_iter()
             .filter_map(|k| {
@@ -214,7 +215,7 @@ impl Nodes {
                 self.bytes -= node.bytes;
                 self.sorted
                     .remove(&(node.domain, Rc::clone(&node.full_name), k));
-                Some(node)
+                Some((NodeTag(k), node))
             })
             .collect()
     }

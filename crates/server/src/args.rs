@@ -37,6 +37,8 @@ OPTIONS:
                                 rules (else only clients that declared a node)
                                 [default: opaque]
     --use-sim-time              rosapi get_time answers with the latest /clock
+    --params FILE               start-up parameter overrides, ROS 2 YAML layout
+                                (node: ros__parameters: ...); repeatable
     --max-line-bytes N          longest request line, bytes [default: {DEFAULT_MAX_LINE_BYTES}]
     --max-queue-bytes N         topic data queued per connection before the
                                 oldest is dropped, bytes [default: {DEFAULT_MAX_QUEUE_BYTES}]
@@ -159,6 +161,14 @@ pub fn parse(argv: Vec<OsString>) -> Result<Command, String> {
         };
     }
     c.use_sim_time = args.contains("--use-sim-time");
+    let files: Vec<String> = args
+        .values_from_str("--params")
+        .map_err(|e| format!("--params: {e}"))?;
+    for f in files {
+        for (node, params) in crate::params_file::load(&f)? {
+            c.param_overrides.entry(node).or_default().extend(params);
+        }
+    }
     if let Some(v) = opt(&mut args, "--max-line-bytes")? {
         l.max_line_bytes = positive("--max-line-bytes", v)?;
     }

@@ -135,6 +135,8 @@ pub struct Config {
     pub strict_names: bool,
     /// `get_time` answers with the latest `/clock` (`--use-sim-time`).
     pub use_sim_time: bool,
+    /// Start-up parameter overrides (`--params FILE`).
+    pub param_overrides: rosgate_core::params::Overrides,
 }
 
 impl Default for Config {
@@ -150,6 +152,7 @@ impl Default for Config {
             ws_domain: 0,
             strict_names: false,
             use_sim_time: false,
+            param_overrides: Default::default(),
         }
     }
 }

@@ -16,4 +16,5 @@
 pub mod args;
 pub mod config;
 pub mod inbox;
+pub mod params_file;
 pub mod server;

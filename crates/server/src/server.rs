@@ -173,6 +173,7 @@ impl Server {
             }
         }
         hub.set_graph_settings(graph);
+        hub.set_param_overrides(config.param_overrides.clone());
         Ok(Server {
             poll,
             listener,

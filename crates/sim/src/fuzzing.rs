@@ -307,7 +307,32 @@ fn check_decode(
                     assert_eq!(&rules, remap, "remap");
                     assert_eq!(*domain, obj.get("domain").and_then(Value::as_u64), "domain");
                 }
-                Op::DestroyNode { name } => same_name(v, "name", name),
+                Op::DestroyNode { name } | Op::UndeclareParameter { name } => {
+                    same_name(v, "name", name)
+                }
+                Op::DeclareParameter {
+                    name,
+                    value,
+                    descriptor,
+                    validate,
+                } => {
+                    same_name(v, "name", name);
+                    same_span(v, "value", value.get());
+                    if let Some(d) = descriptor {
+                        same_span(v, "descriptor", d.get());
+                    }
+                    assert_eq!(
+                        *validate,
+                        obj.get("validate")
+                            .and_then(Value::as_bool)
+                            .unwrap_or(false),
+                        "validate"
+                    );
+                }
+                Op::SetParameter { name, value } => {
+                    same_name(v, "name", name);
+                    same_span(v, "value", value.get());
+                }
                 Op::AdvertiseAction { action, ty } => {
                     same_name(v, "action", action);
                     same_opt_name(v, "type", ty.as_deref(), strict);

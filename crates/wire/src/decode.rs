@@ -148,6 +148,23 @@ pub enum Op<'a> {
         status: Raw<'a>,
         result: Raw<'a>,
     },
+    /// A node's owner declares one of its parameters.
+    DeclareParameter {
+        name: Cow<'a, str>,
+        value: Raw<'a>,
+        descriptor: Option<Raw<'a>>,
+        /// Changes by others go to the owner for validation first.
+        validate: bool,
+    },
+    /// A node's owner withdraws one of its parameters.
+    UndeclareParameter {
+        name: Cow<'a, str>,
+    },
+    /// A node's owner changes one of its own parameters.
+    SetParameter {
+        name: Cow<'a, str>,
+        value: Raw<'a>,
+    },
     /// A rosbridge op we accept and ignore (`auth`).
     Ignored(&'static str),
 }
@@ -168,6 +185,8 @@ impl Op<'_> {
                 | Op::DestroyNode { .. }
                 | Op::AdvertiseAction { .. }
                 | Op::UnadvertiseAction { .. }
+                | Op::DeclareParameter { .. }
+                | Op::UndeclareParameter { .. }
         )
     }
 
@@ -192,6 +211,9 @@ impl Op<'_> {
             Op::CancelActionGoal { .. } => "cancel_action_goal",
             Op::ActionFeedback { .. } => "action_feedback",
             Op::ActionResult { .. } => "action_result",
+            Op::DeclareParameter { .. } => "declare_parameter",
+            Op::UndeclareParameter { .. } => "undeclare_parameter",
+            Op::SetParameter { .. } => "set_parameter",
             Op::Ignored(name) => name,
         }
     }
@@ -401,6 +423,9 @@ struct Fields<'a> {
     action: Option<Raw<'a>>,
     action_type: Option<Raw<'a>>,
     feedback: Option<Raw<'a>>,
+    value: Option<Raw<'a>>,
+    descriptor: Option<Raw<'a>>,
+    validate: Option<Raw<'a>>,
 }
 
 impl<'a> Fields<'a> {
@@ -443,6 +468,9 @@ impl<'a> Fields<'a> {
             "action" => &mut self.action,
             "action_type" => &mut self.action_type,
             "feedback" => &mut self.feedback,
+            "value" => &mut self.value,
+            "descriptor" => &mut self.descriptor,
+            "validate" => &mut self.validate,
             _ => return None,
         })
     }
@@ -581,6 +609,23 @@ impl<'a> Fields<'a> {
                 },
                 status: self.status.ok_or(ErrorKind::MissingField("status"))?,
                 result: self.result.ok_or(ErrorKind::MissingField("result"))?,
+            },
+            "declare_parameter" => Op::DeclareParameter {
+                name: name(self.name, "name")?,
+                value: self.value.ok_or(ErrorKind::MissingField("value"))?,
+                descriptor: self.descriptor,
+                validate: match self.validate.map(|r| r.get()) {
+                    None | Some("false") | Some("null") => false,
+                    Some("true") => true,
+                    Some(_) => return Err(ErrorKind::WrongType("validate")),
+                },
+            },
+            "undeclare_parameter" => Op::UndeclareParameter {
+                name: name(self.name, "name")?,
+            },
+            "set_parameter" => Op::SetParameter {
+                name: name(self.name, "name")?,
+                value: self.value.ok_or(ErrorKind::MissingField("value"))?,
             },
             "auth" if !strict => Op::Ignored("auth"),
             _ => return Err(ErrorKind::UnknownOp),

@@ -56,9 +56,13 @@ pub const CLOCK: &str = "/clock";
 pub const GATEWAY_NODE: &str = "/rosgate";
 
 /// The topics the gateway publishes in every domain, with their types.
-pub const GATEWAY_TOPICS: [(&str, &str); 4] = [
+pub const GATEWAY_TOPICS: [(&str, &str); 5] = [
     (CLIENT_COUNT, "std_msgs/msg/Int32"),
     (CONNECTED_CLIENTS, "rosbridge_msgs/msg/ConnectedClients"),
+    (
+        super::params::PARAMETER_EVENTS,
+        "rcl_interfaces/msg/ParameterEvent",
+    ),
     (ROSOUT, "rcl_interfaces/msg/Log"),
     (GRAPH_TOPIC, "rosgate_msgs/msg/GraphEvents"),
 ];
@@ -398,6 +402,9 @@ impl Hub {
         let domain = self.conns.get(me.key as usize).map_or(0, |c| c.domain());
         self.note_withdrawal(domain, me, Some(tag));
         self.registries.update(domain, |r| r.withdraw_node(me, tag));
+        if let Some(full) = self.nodes.get(tag).map(|n| n.full_name().to_string()) {
+            self.drop_node_params(domain, &full, (me, tag), now);
+        }
         if let Some(node) = self.nodes.remove(tag) {
             self.note_node(domain, node.full_name(), false);
             let msg = format!("destroyed node {}", node.full_name());

@@ -32,6 +32,7 @@
 mod actions;
 mod batch;
 mod graph;
+mod params;
 mod rosapi;
 mod services;
 mod topics;
@@ -116,6 +117,8 @@ pub struct Hub {
     rosout_limit: RateLimit,
     /// Work of registration changes (see [`Hub::work`]).
     registration_work: u64,
+    /// Parameters of every domain, and validations in progress.
+    params: params::Params,
 }
 
 /// Why a connection was not admitted: what to send it, and the reason.
@@ -153,6 +156,7 @@ impl Hub {
             graph: graph::GraphPending::new(now),
             rosout_limit: RateLimit::new(graph::ROSOUT_PER_SEC),
             registration_work: 0,
+            params: params::Params::default(),
         }
     }
 
@@ -170,7 +174,7 @@ impl Hub {
             control: self.mem.control,
             input: self.mem.input,
             calls: self.calls.bytes(),
-            registrations: self.registries.bytes() + self.nodes.bytes(),
+            registrations: self.registries.bytes() + self.nodes.bytes() + self.params.bytes(),
         }
     }
 
@@ -258,6 +262,7 @@ impl Hub {
         g.set(Gauge::Services, sum(Registry::service_count));
         g.set(Gauge::Actions, sum(Registry::action_count));
         g.set(Gauge::Nodes, self.nodes.len() as u64);
+        g.set(Gauge::Parameters, self.params.count() as u64);
         let domains = (0..DOMAINS as u16)
             .filter(|&d| self.graph.clients(d as Domain) > 0)
             .count();
@@ -545,7 +550,12 @@ impl Hub {
                 }
             }
         }
-        self.nodes.drop_conn(me);
+        let domain = conn.domain();
+        for (tag, node) in self.nodes.drop_conn(me) {
+            self.drop_node_params(domain, node.full_name(), (me, tag), now);
+        }
+        let asked = self.calls.made_seqs(me);
+        self.forget_validations(&asked);
         let calls_before = self.calls.len();
         // Calls it made are forgotten (the providers' late answers are
         // stale), its goals' servers are told to cancel; calls and goals
@@ -828,6 +838,16 @@ impl Hub {
                 if let Some(id) = req.id {
                     self.action_result(me, id, values, status, result, now)
                 }
+            }
+            Op::DeclareParameter {
+                name,
+                value,
+                descriptor,
+                validate,
+            } => self.declare_parameter(me, node, &name, value, descriptor, validate, id, now),
+            Op::UndeclareParameter { name } => self.undeclare_parameter(me, node, &name, id, now),
+            Op::SetParameter { name, value } => {
+                self.set_own_parameter(me, node, &name, value, id, now)
             }
             Op::Ignored(_) => {}
         }

@@ -26,6 +26,7 @@ use rosgate_wire::encode;
 use rosgate_wire::Raw;
 
 use super::graph::{GATEWAY_NODE, GATEWAY_TOPICS};
+use super::params::NODE_PARAM_SERVICES;
 use super::Hub;
 use crate::conn::ConnRef;
 use crate::counters::{Counter, ErrorCode};
@@ -48,8 +49,12 @@ pub const MAX_LIST_SCAN: usize = 10_000;
 pub const ROSAPI_SERVICES: &[(&str, &str)] = &[
     ("action_servers", "rosapi_msgs/srv/GetActionServers"),
     ("action_type", "rosapi_msgs/srv/ActionType"),
+    ("delete_param", "rosapi_msgs/srv/DeleteParam"),
+    ("get_param", "rosapi_msgs/srv/GetParam"),
+    ("get_param_names", "rosapi_msgs/srv/GetParamNames"),
     ("get_ros_version", "rosapi_msgs/srv/GetROSVersion"),
     ("get_time", "rosapi_msgs/srv/GetTime"),
+    ("has_param", "rosapi_msgs/srv/HasParam"),
     ("interfaces", "rosapi_msgs/srv/Interfaces"),
     ("message_details", "rosapi_msgs/srv/MessageDetails"),
     ("node_details", "rosapi_msgs/srv/NodeDetails"),
@@ -68,6 +73,7 @@ pub const ROSAPI_SERVICES: &[(&str, &str)] = &[
     ("service_type", "rosapi_msgs/srv/ServiceType"),
     ("services", "rosapi_msgs/srv/Services"),
     ("services_for_type", "rosapi_msgs/srv/ServicesForType"),
+    ("set_param", "rosapi_msgs/srv/SetParam"),
     ("subscribers", "rosapi_msgs/srv/Subscribers"),
     ("topic_type", "rosapi_msgs/srv/TopicType"),
     ("topics", "rosapi_msgs/srv/Topics"),
@@ -167,6 +173,20 @@ impl Hub {
             },
         };
         let domain = self.conn(me.key).map_or(0, |c| c.domain());
+        match self.rosapi_params(me, domain, short, &args, name, id, now) {
+            // Answered already (a set goes through validation).
+            Some(Ok(Value::Null)) => return true,
+            Some(Ok(values)) => {
+                let bytes = values.to_string();
+                self.reply(me, name, id, bytes.as_bytes(), now);
+                return true;
+            }
+            Some(Err(reason)) => {
+                self.fail_builtin(me, name, id, &reason, now);
+                return true;
+            }
+            None => {}
+        }
         match self.rosapi(domain, short, &args, now) {
             Ok(values) => {
                 let bytes = values.to_string();
@@ -414,6 +434,22 @@ impl Hub {
         for (n, t) in builtin_services() {
             map.insert(n, t.to_string());
         }
+        // The parameter services the gateway serves for nodes with
+        // parameters (hidden ones only when asked).
+        let nodes: Vec<&str> = self
+            .params
+            .store(domain)
+            .node_names()
+            .take(MAX_LIST_SCAN)
+            .collect();
+        for node in nodes {
+            for (s, t) in NODE_PARAM_SERVICES {
+                let name = format!("{node}/{s}");
+                if hidden || !rosgate_wire::names::is_hidden(&name) {
+                    map.insert(name, t.to_string());
+                }
+            }
+        }
         (map, cut)
     }
 
@@ -493,6 +529,18 @@ impl Hub {
             {
                 owners.push((who, NodeTag::CONN));
             }
+        }
+        if self
+            .params
+            .store(domain)
+            .node(node)
+            .is_some_and(|n| !n.params.is_empty())
+        {
+            srvs.extend(
+                NODE_PARAM_SERVICES
+                    .iter()
+                    .map(|(s, _)| format!("{node}/{s}")),
+            );
         }
         for (who, tag) in owners {
             let mine = Some(tag);

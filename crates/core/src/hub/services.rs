@@ -178,7 +178,9 @@ impl Hub {
             _ => None,
         };
         let Some(provider) = provider else {
-            if self.cancel_goal_service(me, &name, id, now) {
+            if self.cancel_goal_service(me, &name, id, now)
+                || self.node_param_service(me, domain, &name, args, id, now)
+            {
                 return;
             }
             return self.fail_now(me, &name, id, CallFailure::NoProvider, now);
@@ -230,6 +232,9 @@ impl Hub {
             return self.protocol_error(me, ErrorCode::UnknownResponse, &msg, id, now);
         };
         self.counters.inc(Counter::CallsAnswered);
+        if self.params_validation_answer(&call, values, result, now) {
+            return;
+        }
         let (values, result) = if rosbridge {
             rosbridge_outcome(values, result)
         } else {
@@ -272,6 +277,11 @@ impl Hub {
     pub(super) fn fail_call(&mut self, call: Call, why: CallFailure, now: Instant) {
         if matches!(call.kind(), CallKind::Goal { .. }) {
             return self.fail_goal(&call, why, now);
+        }
+        let name: String = serde_json::from_slice(call.service_json()).unwrap_or_default();
+        let reason = self.failure_text(why, &name);
+        if self.finish_validation(&call, Err(reason), now) {
+            return;
         }
         self.count_failure(why);
         let name: String = serde_json::from_slice(call.service_json()).unwrap_or_default();
