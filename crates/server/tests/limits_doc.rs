@@ -20,7 +20,23 @@ fn doc_rows() -> Vec<Vec<String>> {
 #[test]
 fn every_default_constant_is_documented_with_its_value() {
     let rows = doc_rows();
-    let expected: [(&str, u128); 59] = [
+    let expected: [(&str, u128); 63] = [
+        (
+            "MAX_PARAMS_PER_NODE",
+            rosgate_core::params::MAX_PARAMS_PER_NODE as u128,
+        ),
+        (
+            "MAX_HELD_PARAMS",
+            rosgate_core::params::MAX_HELD_PARAMS as u128,
+        ),
+        (
+            "MAX_PARAM_VALUE_BYTES",
+            rosgate_core::params::MAX_PARAM_VALUE_BYTES as u128,
+        ),
+        (
+            "MAX_PARAM_NAME_CHARS",
+            rosgate_core::hub::MAX_PARAM_NAME_CHARS as u128,
+        ),
         (
             "DEFAULT_MAX_GOALS_PER_CONN",
             DEFAULT_MAX_GOALS_PER_CONN as u128,
