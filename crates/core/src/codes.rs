@@ -36,6 +36,9 @@ family! {
         Evicted => "evicted", "An unfinished opening evicted at the connection limit.";
         /// Refused at accept: too many connections from its address (P21).
         PerIpLimit => "per_ip_limit", "Refused: too many connections from one address.";
+        /// A reliable subscription fell more than twice `--max-queue-bytes`
+        /// behind: reliable data is never dropped, so the reader goes.
+        ReliableOverflow => "reliable_overflow", "A reliable subscriber fell too far behind (reliable data is never dropped).";
     }
 }
 
@@ -55,6 +58,7 @@ impl CloseReason {
                 | CloseReason::SlowConsumer
                 | CloseReason::Evicted
                 | CloseReason::PerIpLimit
+                | CloseReason::ReliableOverflow
         )
     }
 }

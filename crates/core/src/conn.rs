@@ -56,6 +56,8 @@ pub struct Conn {
     /// Names it uses are resolved (it declared a node, or `--names
     /// strict`); otherwise they are opaque exact strings.
     resolves: bool,
+    /// It was warned that a reliable subscription falls behind.
+    reliable_warned: bool,
 }
 
 impl Conn {
@@ -87,7 +89,16 @@ impl Conn {
             transport,
             domain: 0,
             resolves: false,
+            reliable_warned: false,
         }
+    }
+
+    pub(crate) fn reliable_warned(&self) -> bool {
+        self.reliable_warned
+    }
+
+    pub(crate) fn set_reliable_warned(&mut self, v: bool) {
+        self.reliable_warned = v;
     }
 
     pub fn transport(&self) -> Transport {
@@ -244,6 +255,12 @@ impl Conn {
         if self.out.is_empty() {
             self.out_since = now;
         }
+        &mut self.out
+    }
+
+    /// The output queue, for changes that queue nothing (a topic's QoS):
+    /// unlike [`Conn::out_mut`], the stall clock is left alone.
+    pub(crate) fn out_settings_mut(&mut self) -> &mut OutQueue {
         &mut self.out
     }
 

@@ -53,6 +53,16 @@ family! {
         ParamValidations => "param_validations", "Parameter changes sent to their owner for validation.";
         ParamValidationsFailed => "param_validations_failed", "Validations the owner did not answer (timed out, owner gone): the change was refused.";
         ParamEvents => "param_events", "Parameter changes (each is published on /parameter_events where anyone listens).";
+        CallsWaited => "calls_waited", "Calls and goals that waited for a provider to appear (\"wait\": true).";
+        QosIncompatible => "qos_incompatible", "Incompatible (publisher, subscriber) QoS pairs formed; both sides were warned.";
+        QosSkipped => "qos_skipped", "Messages not delivered to a subscriber whose QoS request the publisher's offer does not meet.";
+        LatchedDelivered => "latched_delivered", "Latched (transient local) messages sent to subscribers that joined late.";
+        LatchEvicted => "latch_evicted", "Latched messages evicted from a publisher's cache (depth or bytes).";
+        LatchDropped => "latch_dropped", "Messages not latched because every cache together was full.";
+        DepthDropped => "depth_dropped", "Messages dropped by a subscription's depth (also counted in dropped).";
+        ThrottleDropped => "throttle_dropped", "Messages a throttled subscription skipped (a newer one came within the interval).";
+        ReliableWarnings => "reliable_warnings", "Warnings to reliable subscribers falling behind.";
+        PeerNotifications => "peer_notifications", "Subscriber counts sent to publishers that asked for them.";
         NamesRejected => "names_rejected", "Names refused by the ROS 2 name rules (also counted in errors.invalid_name).";
         IntrospectionItems => "introspection_items", "Names and entries listed by built-in introspection replies (work they cost).";
         BuiltinCalls => "builtin_calls", "Calls answered by the gateway itself (rosapi, /rosgate/stats).";
@@ -69,6 +79,7 @@ family! {
         Services => "services", "Services with a provider.";
         Actions => "actions", "Actions with a server.";
         CallsPending => "calls_pending", "Service calls and action goals in flight.";
+        CallsWaiting => "calls_waiting", "Calls and goals waiting for a provider to appear now.";
         GoalsPending => "goals_pending", "Action goals in flight (orphans waiting for their server included).";
         QueuedBytes => "queued_bytes", "Bytes queued for clients, topic and control data (a shared frame counts once per queue).";
         ConnectionsPending => "connections_pending", "Connections that have not completed their opening.";

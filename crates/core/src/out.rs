@@ -34,7 +34,7 @@
 //! ([`Framing::WebSocket`]) turns each control line into one text frame as it
 //! is appended; topic entries arrive already framed for the queue's framing.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::io::IoSlice;
 use std::rc::Rc;
 
@@ -90,11 +90,25 @@ impl Entry {
     }
 }
 
+/// Per-subscription QoS of a queue's topics (only for connections that
+/// asked): a depth (keep last N messages waiting) and reliability (never
+/// shed: the hub warns and closes instead).
+#[derive(Debug, Default)]
+struct TopicLimits {
+    /// Topic -> (depth, messages queued).
+    depth: HashMap<u32, (u32, u32), SeqBuild>,
+    reliable: HashSet<u32, SeqBuild>,
+    /// Bytes of reliable topics queued.
+    reliable_bytes: usize,
+}
+
 /// What one enforcement of the topic limit dropped.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct Dropped {
-    /// Messages dropped.
+    /// Messages dropped (depth drops included).
     pub frames: u64,
+    /// Of them, dropped by a subscription's depth.
+    pub by_depth: u64,
     /// Bytes dropped from this queue.
     pub bytes: u64,
     /// Bytes of shared frames freed: this queue held their last reference.
@@ -121,6 +135,8 @@ pub struct OutQueue {
     /// Topic entries queued (each costs [`ENTRY_COST`]).
     topic_entries: usize,
     control_bytes: usize,
+    /// QoS of some topics, when the connection asked for any.
+    limits: Option<Box<TopicLimits>>,
 }
 
 impl OutQueue {
@@ -179,15 +195,111 @@ impl OutQueue {
     ) -> Dropped {
         self.topic_bytes += frames.len();
         self.topic_entries += 1;
+        let len = frames.len();
         self.q.push_back(Entry {
             data: Data::Shared(frames),
             topic,
             msgs,
         });
+        let mut dropped = Dropped::default();
+        if let Some(l) = self.limits.as_deref_mut() {
+            if l.reliable.contains(&topic) {
+                l.reliable_bytes += len;
+            }
+            if let Some((depth, queued)) = l.depth.get_mut(&topic) {
+                *queued += msgs;
+                if *queued > *depth {
+                    dropped = self.keep_last(topic);
+                }
+            }
+        }
         if self.topic_cost() > max_topic_bytes {
-            self.shed(max_topic_bytes - max_topic_bytes / 4)
-        } else {
-            Dropped::default()
+            let d = self.shed(max_topic_bytes - max_topic_bytes / 4);
+            dropped.frames += d.frames;
+            dropped.bytes += d.bytes;
+            dropped.released += d.released;
+        }
+        dropped
+    }
+
+    /// Sets the depth (messages that may wait, oldest dropped first) and
+    /// reliability (never shed) of `topic` in this queue; `None` and false
+    /// clear them.
+    pub fn set_topic_qos(&mut self, topic: u32, depth: Option<u32>, reliable: bool) {
+        if depth.is_none() && !reliable && self.limits.is_none() {
+            return;
+        }
+        let queued: Vec<(u32, usize)> = self
+            .q
+            .iter()
+            .filter(|e| e.topic == topic)
+            .map(|e| (e.msgs, e.len()))
+            .collect();
+        let l = self.limits.get_or_insert_with(Box::default);
+        match depth {
+            Some(d) => {
+                let n = queued.iter().map(|q| q.0).sum();
+                l.depth.insert(topic, (d.max(1), n));
+            }
+            None => {
+                l.depth.remove(&topic);
+            }
+        }
+        let was = l.reliable.contains(&topic);
+        let bytes: usize = queued.iter().map(|q| q.1).sum();
+        if reliable && !was {
+            l.reliable.insert(topic);
+            l.reliable_bytes += bytes;
+        } else if !reliable && was {
+            l.reliable.remove(&topic);
+            l.reliable_bytes -= bytes.min(l.reliable_bytes);
+        }
+        if l.depth.is_empty() && l.reliable.is_empty() {
+            self.limits = None;
+        }
+    }
+
+    /// Bytes of reliable topics queued (never shed).
+    pub fn reliable_bytes(&self) -> usize {
+        self.limits.as_ref().map_or(0, |l| l.reliable_bytes)
+    }
+
+    /// Drops the oldest entries of `topic` until its depth holds (never
+    /// the partly written head).
+    fn keep_last(&mut self, topic: u32) -> Dropped {
+        let Some((depth, queued)) = self
+            .limits
+            .as_ref()
+            .and_then(|l| l.depth.get(&topic).copied())
+        else {
+            return Dropped::default();
+        };
+        let mut excess = queued.saturating_sub(depth);
+        let head_off = self.head_off;
+        let mut d = self.drop_where(
+            |t, _| {
+                if t == topic && excess > 0 {
+                    excess -= 1;
+                    true
+                } else {
+                    false
+                }
+            },
+            |i, _| i == 0 && head_off > 0,
+        );
+        d.by_depth = d.frames;
+        d
+    }
+
+    /// Bookkeeping of the QoS counts when an entry leaves the queue.
+    fn left(&mut self, topic: u32, msgs: u32, len: usize) {
+        if let Some(l) = self.limits.as_deref_mut() {
+            if let Some((_, queued)) = l.depth.get_mut(&topic) {
+                *queued = queued.saturating_sub(msgs);
+            }
+            if l.reliable.contains(&topic) {
+                l.reliable_bytes = l.reliable_bytes.saturating_sub(len);
+            }
         }
     }
 
@@ -279,6 +391,7 @@ impl OutQueue {
                     released += released_by(&e.data);
                     if e.topic != CONTROL {
                         self.topic_entries -= 1;
+                        self.left(e.topic, e.msgs, e.len());
                     }
                 }
                 self.head_off = 0;
@@ -294,6 +407,7 @@ impl OutQueue {
     pub fn clear(&mut self) -> usize {
         let released = self.q.iter().map(|e| released_by(&e.data)).sum();
         self.q = VecDeque::new();
+        self.limits = None;
         self.head_off = 0;
         self.topic_bytes = 0;
         self.topic_entries = 0;
@@ -327,8 +441,20 @@ impl OutQueue {
         // The newest topic entry stays even when control data was queued
         // after it (the newest message always reaches a reader that keeps up).
         let newest = self.q.iter().rposition(|e| e.topic != CONTROL);
-        let protected =
-            move |i: usize, head_off: usize| Some(i) == newest || (i == 0 && head_off > 0);
+        // Reliable topics are never shed (the hub warns, then closes).
+        let reliable: Vec<usize> = match self.limits.as_deref() {
+            Some(l) if !l.reliable.is_empty() => self
+                .q
+                .iter()
+                .enumerate()
+                .filter(|(_, e)| l.reliable.contains(&e.topic))
+                .map(|(i, _)| i)
+                .collect(),
+            _ => Vec::new(),
+        };
+        let protected = move |i: usize, head_off: usize| {
+            Some(i) == newest || (i == 0 && head_off > 0) || reliable.binary_search(&i).is_ok()
+        };
         if target == 0 {
             // Everything droppable goes (the memory budget): no per-topic
             // accounting needed, one pass without hashing.
@@ -378,6 +504,8 @@ impl OutQueue {
         let mut entries = 0;
         let head_off = self.head_off;
         let mut i = 0;
+        let mut gone: Vec<(u32, u32, usize)> = Vec::new();
+        let track = self.limits.is_some();
         self.q.retain(|e| {
             let idx = i;
             i += 1;
@@ -388,8 +516,14 @@ impl OutQueue {
             dropped.frames += u64::from(e.msgs);
             dropped.bytes += e.len() as u64;
             dropped.released += released_by(&e.data) as u64;
+            if track {
+                gone.push((e.topic, e.msgs, e.len()));
+            }
             false
         });
+        for (t, m, len) in gone {
+            self.left(t, m, len);
+        }
         self.topic_bytes -= dropped.bytes as usize;
         self.topic_entries -= entries;
         dropped

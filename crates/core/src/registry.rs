@@ -33,13 +33,15 @@
 //!   (`names::is_hidden`), so a listing of the first N names costs O(N),
 //!   whatever the table size.
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
 use std::rc::Rc;
+use std::time::{Duration, Instant};
 
 use slab::Slab;
 
 use rosgate_wire::encode;
 use rosgate_wire::names::is_hidden;
+use rosgate_wire::qos::{Durability, Qos};
 
 use crate::conn_ref::ConnRef;
 
@@ -116,6 +118,49 @@ pub struct Topic {
     prefix: Box<[u8]>,
     subscribers: Vec<ConnRef>,
     publishers: Vec<ConnRef>,
+    /// Memberships with QoS state ([`MemberQos`]); 0 keeps publishing on
+    /// the fast path.
+    qos_members: u32,
+    /// Publishers that want peer notifications.
+    peer_watchers: u32,
+    /// Publishers keeping messages for late subscribers.
+    latched: u32,
+}
+
+/// The QoS state of one membership that stated something (see
+/// `hub/qos.rs`): what it offers or requests, and what it keeps.
+#[derive(Debug, Default)]
+pub struct MemberQos {
+    pub qos: Qos,
+    /// Subscriber: at most one message per interval (rosbridge's
+    /// `throttle_rate`).
+    pub throttle: Option<Throttle>,
+    /// Publisher: wants `peers` notifications; the count it was last told.
+    pub peers: Option<Option<u32>>,
+    /// Publisher, transient local: its last `depth` messages, with their
+    /// publish sequence numbers (for ordering across publishers).
+    pub cache: VecDeque<(u64, Rc<[u8]>)>,
+    /// Bytes of `cache`.
+    pub cache_bytes: usize,
+}
+
+impl MemberQos {
+    /// Whether this membership keeps messages for late subscribers.
+    pub fn latched(&self) -> bool {
+        self.qos.durability == Some(Durability::TransientLocal)
+    }
+}
+
+/// A throttled subscription's state.
+#[derive(Debug, Clone)]
+pub struct Throttle {
+    pub interval: Duration,
+    /// When it was last sent a message.
+    pub last: Option<Instant>,
+    /// The newest message of the current interval, not yet sent.
+    pub pending: Option<Rc<[u8]>>,
+    /// A flush is scheduled for the end of the interval.
+    pub scheduled: bool,
 }
 
 impl Topic {
@@ -126,6 +171,21 @@ impl Topic {
     /// The topic's type ("" when nobody named one).
     pub fn ty(&self) -> &str {
         &self.ty
+    }
+
+    /// Whether some membership stated QoS (the publish slow path).
+    pub fn has_qos(&self) -> bool {
+        self.qos_members > 0
+    }
+
+    /// Publishers that want peer notifications.
+    pub fn peer_watchers(&self) -> u32 {
+        self.peer_watchers
+    }
+
+    /// Publishers keeping messages for late subscribers.
+    pub fn latched(&self) -> u32 {
+        self.latched
     }
 
     /// The start of every publish frame of this topic.
@@ -308,6 +368,8 @@ struct Member {
     /// Index in the topic's subscriber or publisher list.
     pos: usize,
     keys: Keys,
+    /// QoS state, when the registration stated any.
+    qos: Option<Box<MemberQos>>,
 }
 
 /// Everything one connection registered.
@@ -440,6 +502,8 @@ pub struct Registry {
     subscriptions: usize,
     publishers: usize,
     bytes: usize,
+    /// Bytes of latched caches (also in `bytes`).
+    cache_bytes: usize,
 }
 
 impl Registry {
@@ -526,6 +590,106 @@ impl Registry {
         self.bytes
     }
 
+    /// Bytes of latched caches.
+    pub fn cache_bytes(&self) -> usize {
+        self.cache_bytes
+    }
+
+    /// Sets (or, with `None`, clears) the QoS state of `who`'s membership
+    /// of topic `t` as `role`; a previous state (and its cache) goes.
+    pub fn set_member_qos(&mut self, who: ConnRef, role: Role, t: TopicId, qos: Option<MemberQos>) {
+        let Some(regs) = self.conns.get_mut(&who) else {
+            return;
+        };
+        let members = match role {
+            Role::Subscriber => &mut regs.subs,
+            Role::Publisher => &mut regs.pubs,
+        };
+        let Some(m) = members.get_mut(&t) else {
+            return;
+        };
+        let Some(topic) = self.topics.get_mut(t as usize) else {
+            return;
+        };
+        if let Some(old) = m.qos.take() {
+            topic.qos_members -= 1;
+            topic.peer_watchers -= u32::from(old.peers.is_some());
+            topic.latched -= u32::from(old.latched());
+            regs.bytes -= old.cache_bytes;
+            self.bytes -= old.cache_bytes;
+            self.cache_bytes -= old.cache_bytes;
+        }
+        if let Some(q) = qos {
+            topic.qos_members += 1;
+            topic.peer_watchers += u32::from(q.peers.is_some());
+            topic.latched += u32::from(q.latched());
+            m.qos = Some(Box::new(q));
+        }
+    }
+
+    /// The QoS state of `who`'s membership of topic `t` as `role`.
+    pub fn member_qos(&self, who: ConnRef, role: Role, t: TopicId) -> Option<&MemberQos> {
+        self.conns.get(&who)?.member(role, t)?.qos.as_deref()
+    }
+
+    /// The QoS state, to change its throttle or peers note (not its cache:
+    /// see [`Registry::cache_push`]).
+    pub fn member_qos_mut(
+        &mut self,
+        who: ConnRef,
+        role: Role,
+        t: TopicId,
+    ) -> Option<&mut MemberQos> {
+        self.conns
+            .get_mut(&who)?
+            .members(role)
+            .get_mut(&t)?
+            .qos
+            .as_deref_mut()
+    }
+
+    /// Keeps `frame` (publish sequence `seq`) in `who`'s latched cache of
+    /// topic `t`: its last `depth` messages, at most `max_bytes` in all
+    /// (oldest first out; a message bigger than that is not kept). Returns
+    /// the messages evicted or not kept.
+    pub fn cache_push(
+        &mut self,
+        who: ConnRef,
+        t: TopicId,
+        seq: u64,
+        frame: Rc<[u8]>,
+        depth: usize,
+        max_bytes: usize,
+    ) -> u64 {
+        let Some(regs) = self.conns.get_mut(&who) else {
+            return 0;
+        };
+        let Some(q) = regs.pubs.get_mut(&t).and_then(|m| m.qos.as_deref_mut()) else {
+            return 0;
+        };
+        if frame.len() > max_bytes {
+            return 1;
+        }
+        let mut evicted = 0;
+        let before = q.cache_bytes;
+        q.cache_bytes += frame.len();
+        q.cache.push_back((seq, frame));
+        while q.cache.len() > depth.max(1) || q.cache_bytes > max_bytes {
+            match q.cache.pop_front() {
+                Some((_, f)) => {
+                    q.cache_bytes -= f.len();
+                    evicted += 1;
+                }
+                None => break,
+            }
+        }
+        let after = q.cache_bytes;
+        regs.bytes = regs.bytes + after - before;
+        self.bytes = self.bytes + after - before;
+        self.cache_bytes = self.cache_bytes + after - before;
+        evicted
+    }
+
     /// Connections holding any registration here.
     pub fn members(&self) -> impl Iterator<Item = ConnRef> + '_ {
         self.conns.keys().copied()
@@ -543,6 +707,9 @@ impl Registry {
             ty_from_publisher: false,
             subscribers: Vec::new(),
             publishers: Vec::new(),
+            qos_members: 0,
+            peer_watchers: 0,
+            latched: 0,
         };
         self.bytes += topic_bytes(&topic);
         let id = self.topics.insert(topic) as TopicId;
@@ -614,6 +781,7 @@ impl Registry {
                 let member = Member {
                     pos: list.len() - 1,
                     keys: Keys::One(key),
+                    qos: None,
                 };
                 regs.members(role).insert(t, member);
                 *match role {
@@ -714,6 +882,11 @@ impl Registry {
         let Some(m) = regs.members(role).remove(&t) else {
             return false;
         };
+        if let Some(q) = &m.qos {
+            regs.bytes -= q.cache_bytes;
+            self.bytes -= q.cache_bytes;
+            self.cache_bytes -= q.cache_bytes;
+        }
         if regs.is_empty() {
             self.conns.remove(&who);
         }
@@ -721,6 +894,11 @@ impl Registry {
         let Some(topic) = self.topics.get_mut(t as usize) else {
             return false;
         };
+        if let Some(q) = &m.qos {
+            topic.qos_members -= 1;
+            topic.peer_watchers -= u32::from(q.peers.is_some());
+            topic.latched -= u32::from(q.latched());
+        }
         let list = topic.members(role);
         list.swap_remove(m.pos);
         if let Some(&moved) = list.get(m.pos) {

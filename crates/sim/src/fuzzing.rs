@@ -229,7 +229,7 @@ fn check_decode(
                 (a, b) => panic!("id: decoded {a:?}, line has {b:?}"),
             }
             match &req.op {
-                Op::Advertise { topic, ty } | Op::Subscribe { topic, ty } => {
+                Op::Advertise { topic, ty, .. } | Op::Subscribe { topic, ty, .. } => {
                     same_name(v, "topic", topic);
                     same_opt_name(v, "type", ty.as_deref(), strict);
                 }
@@ -249,6 +249,7 @@ fn check_decode(
                     service,
                     args,
                     timeout,
+                    ..
                 } => {
                     same_name(v, "service", service);
                     match args {

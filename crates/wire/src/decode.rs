@@ -19,6 +19,7 @@
 use std::borrow::Cow;
 use std::fmt;
 
+use crate::qos::Qos;
 use crate::scan::{self, Member, ScanError};
 use crate::Raw;
 use crate::MAX_JSON_DEPTH;
@@ -54,6 +55,11 @@ pub enum Op<'a> {
         topic: Cow<'a, str>,
         /// Always present in the strict dialect.
         ty: Option<Cow<'a, str>>,
+        /// What the publisher offers (`qos`, and rosbridge's `latch`, which
+        /// is transient local with depth 1 unless `qos` says more).
+        qos: Qos,
+        /// Wants `peers` notifications (subscriber counts).
+        peers: bool,
     },
     Unadvertise {
         topic: Cow<'a, str>,
@@ -66,6 +72,11 @@ pub enum Op<'a> {
         topic: Cow<'a, str>,
         /// Always present in the strict dialect.
         ty: Option<Cow<'a, str>>,
+        /// What the subscriber requests (`qos`; rosbridge's `queue_length`
+        /// is its depth unless `qos` says one).
+        qos: Qos,
+        /// rosbridge's `throttle_rate`, milliseconds; 0: none.
+        throttle_ms: u64,
     },
     Unsubscribe {
         topic: Cow<'a, str>,
@@ -84,6 +95,9 @@ pub enum Op<'a> {
         args: Option<Raw<'a>>,
         /// rosbridge's per-call `timeout`, in seconds.
         timeout: Option<f64>,
+        /// Wait (within the timeout) for a provider to appear instead of
+        /// failing at once (ROS 2's `wait_for_service`).
+        wait: bool,
     },
     /// `id` is required, as for `CallService`; `values` is always present in
     /// the strict dialect.
@@ -130,6 +144,8 @@ pub enum Op<'a> {
         feedback: bool,
         /// Seconds; absent or `null`: the gateway's default.
         timeout: Option<f64>,
+        /// Wait (within the timeout) for a server to appear.
+        wait: bool,
     },
     /// A cancel: from a caller, for its goal `id`.
     CancelActionGoal {
@@ -426,6 +442,12 @@ struct Fields<'a> {
     value: Option<Raw<'a>>,
     descriptor: Option<Raw<'a>>,
     validate: Option<Raw<'a>>,
+    qos: Option<Raw<'a>>,
+    latch: Option<Raw<'a>>,
+    peers: Option<Raw<'a>>,
+    throttle_rate: Option<Raw<'a>>,
+    queue_length: Option<Raw<'a>>,
+    wait: Option<Raw<'a>>,
 }
 
 impl<'a> Fields<'a> {
@@ -471,6 +493,12 @@ impl<'a> Fields<'a> {
             "value" => &mut self.value,
             "descriptor" => &mut self.descriptor,
             "validate" => &mut self.validate,
+            "qos" => &mut self.qos,
+            "latch" => &mut self.latch,
+            "peers" => &mut self.peers,
+            "throttle_rate" => &mut self.throttle_rate,
+            "queue_length" => &mut self.queue_length,
+            "wait" => &mut self.wait,
             _ => return None,
         })
     }
@@ -509,17 +537,36 @@ impl<'a> Fields<'a> {
                 topic: name(self.topic, "topic")?,
                 msg: self.msg.ok_or(ErrorKind::MissingField("msg"))?,
             },
-            "subscribe" => Op::Subscribe {
-                topic: name(self.topic, "topic")?,
-                ty: ty()?,
-            },
+            "subscribe" => {
+                let mut qos = qos(self.qos)?;
+                if qos.depth.is_none() {
+                    // rosbridge's queue_length: 0 (roslib's default) is none.
+                    qos.depth = count(self.queue_length, "queue_length")?
+                        .filter(|&n| n > 0)
+                        .map(|n| n.min(u64::from(crate::qos::MAX_QOS_DEPTH)) as u32);
+                }
+                Op::Subscribe {
+                    topic: name(self.topic, "topic")?,
+                    ty: ty()?,
+                    qos,
+                    throttle_ms: count(self.throttle_rate, "throttle_rate")?.unwrap_or(0),
+                }
+            }
             "unsubscribe" => Op::Unsubscribe {
                 topic: name(self.topic, "topic")?,
             },
-            "advertise" => Op::Advertise {
-                topic: name(self.topic, "topic")?,
-                ty: ty()?,
-            },
+            "advertise" => {
+                let mut qos = qos(self.qos)?;
+                if flag(self.latch, "latch")? && qos.durability.is_none() {
+                    qos.durability = Some(crate::qos::Durability::TransientLocal);
+                }
+                Op::Advertise {
+                    topic: name(self.topic, "topic")?,
+                    ty: ty()?,
+                    qos,
+                    peers: flag(self.peers, "peers")?,
+                }
+            }
             "unadvertise" => Op::Unadvertise {
                 topic: name(self.topic, "topic")?,
             },
@@ -530,6 +577,7 @@ impl<'a> Fields<'a> {
                     args => args,
                 },
                 timeout: timeout(self.timeout)?,
+                wait: flag(self.wait, "wait")?,
             },
             "service_response" => Op::ServiceResponse {
                 service: name(self.service, "service")?,
@@ -593,6 +641,7 @@ impl<'a> Fields<'a> {
                     Some(_) => return Err(ErrorKind::WrongType("feedback")),
                 },
                 timeout: timeout(self.timeout)?,
+                wait: flag(self.wait, "wait")?,
             },
             "cancel_action_goal" => Op::CancelActionGoal {
                 action: name(self.action, "action")?,
@@ -658,6 +707,38 @@ fn remap_rules(raw: Option<Raw<'_>>) -> Result<Vec<String>, ErrorKind> {
 /// Remap rules one `declare_node` may carry (each is matched against every
 /// name the node resolves).
 pub const MAX_REMAP_RULES: usize = 64;
+
+/// A boolean field; absent or `null` is false.
+fn flag(raw: Option<Raw<'_>>, field: &'static str) -> Result<bool, ErrorKind> {
+    match raw.map(|r| r.get()) {
+        None | Some("false") | Some("null") => Ok(false),
+        Some("true") => Ok(true),
+        Some(_) => Err(ErrorKind::WrongType(field)),
+    }
+}
+
+/// A non-negative whole number field (rosbridge sends `0` for none);
+/// absent or `null` is `None`; a fractional one is cut.
+fn count(raw: Option<Raw<'_>>, field: &'static str) -> Result<Option<u64>, ErrorKind> {
+    let Some(raw) = raw else { return Ok(None) };
+    let text = raw.get();
+    if text == "null" {
+        return Ok(None);
+    }
+    match text.parse::<f64>() {
+        Ok(f) if f.is_finite() && f >= 0.0 => Ok(Some(f.min(u64::MAX as f64) as u64)),
+        _ => Err(ErrorKind::WrongType(field)),
+    }
+}
+
+/// The `qos` object, or the default (nothing stated).
+fn qos(raw: Option<Raw<'_>>) -> Result<Qos, ErrorKind> {
+    match raw {
+        None => Ok(Qos::default()),
+        Some(r) if r.get() == "null" => Ok(Qos::default()),
+        Some(r) => Qos::from_raw(r).map_err(ErrorKind::WrongType),
+    }
+}
 
 /// `timeout` in seconds; `null` counts as absent.
 fn timeout(raw: Option<Raw<'_>>) -> Result<Option<f64>, ErrorKind> {

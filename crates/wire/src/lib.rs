@@ -9,6 +9,7 @@
 //! | [`decode`] | one line -> `Request` (op, unescaped names, raw payload spans), per [`decode::Dialect`] |
 //! | [`encode`] | outgoing frames written into a caller's buffer; JSON string escaping |
 //! | [`names`] | ROS 2 names: validation, expansion (relative, `~/`), remaps, hidden names |
+//! | [`qos`] | QoS as clients ask for it (`qos`, `latch`, `queue_length`) and the compatibility rule |
 //! | [`query`] | a request target's query string, percent-decoded (WebSocket URL options) |
 //! | [`ids`] | the gateway's provider-side call ids (`"rg-<n>"`): writing and strict parsing |
 //! | [`ws`] | WebSocket (RFC 6455) handshake and frames, sans-io |
@@ -24,6 +25,7 @@ pub mod encode;
 pub mod ids;
 pub mod line;
 pub mod names;
+pub mod qos;
 pub mod query;
 pub mod raw;
 pub mod scan;

@@ -88,6 +88,7 @@ impl Hub {
         }
         let msg = format!("advertised action {name}");
         self.send_status(me, Level::Info, &msg, id_bytes, now);
+        self.release_waiting(domain, Provided::Action, &name, now);
     }
 
     pub(super) fn unadvertise_action(
@@ -141,6 +142,7 @@ impl Hub {
         args: Option<Raw<'_>>,
         feedback: bool,
         timeout: Option<f64>,
+        wait: bool,
         id: &[u8],
         now: Instant,
     ) {
@@ -167,6 +169,23 @@ impl Hub {
         }
         let server = match self.registries[domain as usize].provided(Provided::Action, &action) {
             Some(s) if self.live(s.provider()) => s.provider(),
+            _ if wait => {
+                let goal = Some((action_type, feedback));
+                if self.wait_for_provider(
+                    me,
+                    domain,
+                    Provided::Action,
+                    &action,
+                    Some(id),
+                    args,
+                    timeout,
+                    goal,
+                    now,
+                ) {
+                    return;
+                }
+                return fail(self, CallFailure::TooMany);
+            }
             _ => return fail(self, CallFailure::NoProvider),
         };
         if self.calls.serving_goals(server) >= self.limits.max_goals_per_server {

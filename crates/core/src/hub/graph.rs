@@ -763,7 +763,7 @@ impl Hub {
     /// Publishes `msg` (JSON the gateway built) on `topic` in `domain`.
     fn gateway_publish(&mut self, domain: Domain, topic: &str, msg: &str, now: Instant) {
         self.flush_publishes(now);
-        self.publish(domain, topic, Raw::from_valid_json(msg), now);
+        self.publish(domain, topic, None, Raw::from_valid_json(msg), now);
         self.flush_publishes(now);
     }
 

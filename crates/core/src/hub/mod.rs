@@ -33,9 +33,11 @@ mod actions;
 mod batch;
 mod graph;
 mod params;
+mod qos;
 mod rosapi;
 mod services;
 mod topics;
+mod waiting;
 
 use std::collections::{HashMap, VecDeque};
 use std::net::IpAddr;
@@ -53,7 +55,11 @@ pub use graph::{
     ROSOUT_PER_SEC,
 };
 pub use params::{MAX_PARAM_NAME_CHARS, NODE_PARAM_SERVICES, PARAMETER_EVENTS, VALIDATE_SERVICE};
-pub use rosapi::{MAX_LIST_ITEMS, MAX_LIST_SCAN, ROSAPI_PREFIX, ROSAPI_SERVICES, STATS_SERVICE};
+pub use qos::{LATCH_BYTES_PER_PUBLISHER, LATCH_BYTES_TOTAL, MIN_THROTTLE_MS};
+pub use rosapi::{
+    MAX_LIST_ITEMS, MAX_LIST_SCAN, ROSAPI_PREFIX, ROSAPI_SERVICES, STATS_SERVICE,
+    TOPIC_INFO_SERVICE,
+};
 pub use services::CallFailure;
 
 use crate::calls::{CallKind, Calls};
@@ -120,6 +126,10 @@ pub struct Hub {
     registration_work: u64,
     /// Parameters of every domain, and validations in progress.
     params: params::Params,
+    /// Throttle flushes and peer counts waiting for their time.
+    qos_timers: qos::QosTimers,
+    /// Calls and goals waiting for a provider.
+    waiting: waiting::Waiting,
 }
 
 /// Why a connection was not admitted: what to send it, and the reason.
@@ -158,6 +168,8 @@ impl Hub {
             rosout_limit: RateLimit::new(graph::ROSOUT_PER_SEC),
             registration_work: 0,
             params: params::Params::default(),
+            qos_timers: qos::QosTimers::new(now),
+            waiting: waiting::Waiting::new(now),
         }
     }
 
@@ -174,7 +186,7 @@ impl Hub {
             entries: self.mem.entries,
             control: self.mem.control,
             input: self.mem.input,
-            calls: self.calls.bytes(),
+            calls: self.calls.bytes() + self.waiting.bytes(),
             registrations: self.registries.bytes() + self.nodes.bytes() + self.params.bytes(),
         }
     }
@@ -270,6 +282,7 @@ impl Hub {
         g.set(Gauge::Domains, domains as u64);
         g.set(Gauge::CallsPending, self.calls.len() as u64);
         g.set(Gauge::GoalsPending, self.calls.goal_count() as u64);
+        g.set(Gauge::CallsWaiting, self.waiting.len() as u64);
         g.set(Gauge::QueuedBytes, self.mem.queued as u64);
         g.set(Gauge::ConnectionsPending, self.pending_count as u64);
         let m = self.memory();
@@ -431,6 +444,7 @@ impl Hub {
         self.log_close(Some(key), reason, now);
         // The graph loses it now: nothing reaches a closing connection.
         self.note_withdrawal(domain, me, None);
+        self.peers_leaving(domain, me);
         let nodes: Vec<String> = self
             .nodes
             .of(me)
@@ -557,6 +571,7 @@ impl Hub {
         }
         let asked = self.calls.made_seqs(me);
         self.forget_validations(&asked);
+        self.drop_waiting(me);
         let calls_before = self.calls.len();
         // Calls it made are forgotten (the providers' late answers are
         // stale), its goals' servers are told to cancel; calls and goals
@@ -651,7 +666,7 @@ impl Hub {
     /// to every subscriber exactly as a client's publish would be.
     pub fn inject_publish(&mut self, domain: Domain, topic: &str, msg: Raw<'_>, now: Instant) {
         self.flush_publishes(now);
-        self.publish(domain, topic, msg, now);
+        self.publish(domain, topic, None, msg, now);
         self.flush_publishes(now);
     }
 
@@ -749,21 +764,59 @@ impl Hub {
         let node = req.node.as_deref();
         match req.op {
             Op::Publish { topic, msg } if !at.resolves && node.is_none() => {
-                self.publish(at.domain, &topic, msg, now)
+                self.publish(at.domain, &topic, Some(me), msg, now)
             }
             Op::Publish { topic, msg } => {
                 if let Some((domain, _, topic)) = self.resolve_for(me, &topic, node, id, now) {
-                    self.publish(domain, &topic, msg, now)
+                    self.publish(domain, &topic, Some(me), msg, now)
                 }
             }
-            Op::Subscribe { topic, ty } => {
-                self.register(me, Role::Subscriber, &topic, node, ty.as_deref(), id, now)
+            Op::Subscribe {
+                topic,
+                ty,
+                qos,
+                throttle_ms,
+            } => {
+                let asked = qos::Asked {
+                    qos,
+                    peers: false,
+                    throttle_ms,
+                };
+                self.register(
+                    me,
+                    Role::Subscriber,
+                    &topic,
+                    node,
+                    ty.as_deref(),
+                    asked,
+                    id,
+                    now,
+                )
             }
             Op::Unsubscribe { topic } => {
                 self.unregister(me, Role::Subscriber, &topic, node, id, now)
             }
-            Op::Advertise { topic, ty } => {
-                self.register(me, Role::Publisher, &topic, node, ty.as_deref(), id, now)
+            Op::Advertise {
+                topic,
+                ty,
+                qos,
+                peers,
+            } => {
+                let asked = qos::Asked {
+                    qos,
+                    peers,
+                    throttle_ms: 0,
+                };
+                self.register(
+                    me,
+                    Role::Publisher,
+                    &topic,
+                    node,
+                    ty.as_deref(),
+                    asked,
+                    id,
+                    now,
+                )
             }
             Op::Unadvertise { topic } => {
                 self.unregister(me, Role::Publisher, &topic, node, id, now)
@@ -778,7 +831,8 @@ impl Hub {
                 service,
                 args,
                 timeout,
-            } => self.call_service(me, &service, node, args, id, timeout, now),
+                wait,
+            } => self.call_service(me, &service, node, args, id, timeout, wait, now),
             Op::ServiceResponse {
                 values,
                 result,
@@ -805,6 +859,7 @@ impl Hub {
                 args,
                 feedback,
                 timeout,
+                wait,
             } => {
                 if let Some(id) = id {
                     self.send_action_goal(
@@ -815,6 +870,7 @@ impl Hub {
                         args,
                         feedback,
                         timeout,
+                        wait,
                         id,
                         now,
                     )
@@ -1063,7 +1119,9 @@ impl Hub {
             self.sweep(now);
         }
         self.enforce_memory(now);
-        // Last: the closes above are in the graph's news.
+        self.expire_waiting(now);
+        // Last: the closes above are in the graph's news and peer counts.
+        self.flush_qos(now);
         self.flush_graph(now);
     }
 
@@ -1201,7 +1259,7 @@ impl Hub {
     /// Whether `expire` has work left over from its last turn (the shell
     /// then polls without sleeping).
     pub fn has_backlog(&self) -> bool {
-        self.calls.has_overdue() || self.graph.has_immediate()
+        self.calls.has_overdue() || self.graph.has_immediate() || self.qos_timers.has_immediate()
     }
 
     /// The earliest instant at which `expire` has work to do.
@@ -1210,8 +1268,16 @@ impl Hub {
             Some(t) => t.min(self.next_sweep),
             None => self.next_sweep,
         };
-        match self.graph.list_due_at() {
+        let t = match self.graph.list_due_at() {
             Some(g) => t.min(g),
+            None => t,
+        };
+        let t = match self.qos_timers.next_deadline() {
+            Some(q) => t.min(q),
+            None => t,
+        };
+        match self.waiting.next_deadline() {
+            Some(w) => t.min(w),
             None => t,
         }
     }

@@ -684,7 +684,13 @@ impl Hub {
         })
         .to_string();
         self.flush_publishes(now);
-        self.publish(domain, PARAMETER_EVENTS, Raw::from_valid_json(&msg), now);
+        self.publish(
+            domain,
+            PARAMETER_EVENTS,
+            None,
+            Raw::from_valid_json(&msg),
+            now,
+        );
         self.flush_publishes(now);
     }
 

@@ -39,6 +39,9 @@ pub const ROSAPI_PREFIX: &str = "/rosapi/";
 /// The built-in statistics service.
 pub const STATS_SERVICE: &str = "/rosgate/stats";
 
+/// A topic's endpoints with their QoS, and its incompatible pairs.
+pub const TOPIC_INFO_SERVICE: &str = "/rosgate/topic_info";
+
 /// Names one list in a reply holds at most.
 pub const MAX_LIST_ITEMS: usize = 10_000;
 
@@ -83,19 +86,27 @@ pub const ROSAPI_SERVICES: &[(&str, &str)] = &[
 
 /// Type of the stats service (informational).
 const STATS_TYPE: &str = "rosgate_msgs/srv/Stats";
+/// Type of the topic info service (informational).
+const TOPIC_INFO_TYPE: &str = "rosgate_msgs/srv/TopicInfo";
 
 /// A built-in service's full name and type, in order.
 fn builtin_services() -> impl Iterator<Item = (String, &'static str)> {
     ROSAPI_SERVICES
         .iter()
         .map(|(n, t)| (format!("{ROSAPI_PREFIX}{n}"), *t))
-        .chain(std::iter::once((STATS_SERVICE.to_string(), STATS_TYPE)))
+        .chain([
+            (STATS_SERVICE.to_string(), STATS_TYPE),
+            (TOPIC_INFO_SERVICE.to_string(), TOPIC_INFO_TYPE),
+        ])
 }
 
 /// The type of built-in service `name`, if it is one.
 fn builtin_type(name: &str) -> Option<&'static str> {
     if name == STATS_SERVICE {
         return Some(STATS_TYPE);
+    }
+    if name == TOPIC_INFO_SERVICE {
+        return Some(TOPIC_INFO_TYPE);
     }
     let short = name.strip_prefix(ROSAPI_PREFIX)?;
     ROSAPI_SERVICES
@@ -151,6 +162,17 @@ impl Hub {
         if plain == "rosgate/stats" {
             let values = self.stats_json();
             self.counters.inc(Counter::BuiltinCalls);
+            self.reply(me, name, id, values.as_bytes(), now);
+            return true;
+        }
+        if plain == "rosgate/topic_info" {
+            self.counters.inc(Counter::BuiltinCalls);
+            let topic = args
+                .and_then(|a| serde_json::from_str::<Value>(a.get()).ok())
+                .and_then(|v| v.get("topic").and_then(Value::as_str).map(str::to_string))
+                .unwrap_or_default();
+            let domain = self.conn(me.key).map_or(0, |c| c.domain());
+            let values = self.topic_info(domain, &topic).to_string();
             self.reply(me, name, id, values.as_bytes(), now);
             return true;
         }

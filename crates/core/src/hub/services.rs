@@ -14,7 +14,7 @@ use super::{Hub, RESERVED_PREFIX};
 use crate::calls::{Call, CallKind};
 use crate::conn::ConnRef;
 use crate::counters::{Counter, ErrorCode};
-use crate::registry::{TooMany, Unadvertised};
+use crate::registry::{Provided, TooMany, Unadvertised};
 
 /// Whether `name` (resolved) is one the gateway answers itself: nobody
 /// may provide it.
@@ -107,6 +107,7 @@ impl Hub {
         }
         let msg = format!("advertised service {name}");
         self.send_status(me, Level::Info, &msg, id_bytes, now);
+        self.release_waiting(domain, Provided::Service, &name, now);
     }
 
     pub(super) fn unadvertise_service(
@@ -159,6 +160,7 @@ impl Hub {
         args: Option<Raw<'_>>,
         id: Option<&[u8]>,
         timeout: Option<f64>,
+        wait: bool,
         now: Instant,
     ) {
         if !self.live(me) {
@@ -182,6 +184,22 @@ impl Hub {
                 || self.node_param_service(me, domain, &name, args, id, now)
             {
                 return;
+            }
+            if wait {
+                if self.wait_for_provider(
+                    me,
+                    domain,
+                    Provided::Service,
+                    &name,
+                    id,
+                    args,
+                    timeout,
+                    None,
+                    now,
+                ) {
+                    return;
+                }
+                return self.fail_now(me, &name, id, CallFailure::TooMany, now);
             }
             return self.fail_now(me, &name, id, CallFailure::NoProvider, now);
         };

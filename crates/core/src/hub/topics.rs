@@ -15,6 +15,7 @@ use rosgate_wire::encode::{self, Level};
 use rosgate_wire::Raw;
 
 use super::batch::{TopicKey, BATCH_MAX_BYTES};
+use super::qos::Asked;
 use super::Hub;
 use crate::conn::{Conn, ConnRef};
 use crate::counters::{Counter, Counters, ErrorCode};
@@ -40,6 +41,7 @@ impl Hub {
         topic: &str,
         node: Option<&str>,
         ty: Option<&str>,
+        asked: Asked,
         id: Option<&[u8]>,
         now: Instant,
     ) {
@@ -80,6 +82,7 @@ impl Hub {
         if role == Role::Subscriber && registered.new_member {
             self.greet_subscriber(domain, me, &topic, now);
         }
+        self.apply_qos(domain, me, role, &topic, registered, asked, now);
     }
 
     /// `unsubscribe` or `unadvertise`; always safe to repeat.
@@ -99,9 +102,13 @@ impl Hub {
             return;
         };
         let per_id = self.per_id(me);
+        let t = self.registries[domain as usize].topic_id(&topic);
         let gone = self
             .registries
             .update(domain, |r| r.unregister(me, role, &topic, tag, id, per_id));
+        if let (Some(t), Role::Subscriber, true) = (t, role, gone.left) {
+            self.after_unsubscribe(domain, me, t);
+        }
         if gone.node_left {
             self.note_endpoint(domain, me, tag, role, &topic, false);
         }
@@ -115,7 +122,14 @@ impl Hub {
     /// Routes one publish: appended to the current batch (delivered by
     /// [`Hub::flush_publishes`]), or, when large, delivered at once from its
     /// own shared allocation.
-    pub(super) fn publish(&mut self, domain: Domain, topic: &str, msg: Raw<'_>, now: Instant) {
+    pub(super) fn publish(
+        &mut self,
+        domain: Domain,
+        topic: &str,
+        from: Option<ConnRef>,
+        msg: Raw<'_>,
+        now: Instant,
+    ) {
         self.counters.inc(Counter::Published);
         if self.sim_time_watch(domain, topic) {
             self.note_clock(domain, msg);
@@ -124,8 +138,12 @@ impl Hub {
         let Some(t) = registry.topic_id(topic) else {
             return;
         };
-        if registry.topic(t).is_none_or(|e| e.subscribers().is_empty()) {
-            return;
+        match registry.topic(t) {
+            // QoS stated by someone (latched publishers count even with no
+            // subscriber: their cache must fill).
+            Some(e) if e.has_qos() => return self.publish_qos(domain, t, from, msg, now),
+            Some(e) if !e.subscribers().is_empty() => {}
+            _ => return,
         }
         let key = (domain, t);
         if self.batch.topic().is_some_and(|b| b != key) {
