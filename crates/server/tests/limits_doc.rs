@@ -20,7 +20,17 @@ fn doc_rows() -> Vec<Vec<String>> {
 #[test]
 fn every_default_constant_is_documented_with_its_value() {
     let rows = doc_rows();
-    let expected: [(&str, u128); 63] = [
+    let expected: [(&str, u128); 67] = [
+        (
+            "LATCH_BYTES_PER_PUBLISHER",
+            rosgate_core::hub::LATCH_BYTES_PER_PUBLISHER as u128,
+        ),
+        (
+            "LATCH_BYTES_TOTAL",
+            rosgate_core::hub::LATCH_BYTES_TOTAL as u128,
+        ),
+        ("MAX_QOS_DEPTH", rosgate_wire::qos::MAX_QOS_DEPTH as u128),
+        ("MIN_THROTTLE_MS", rosgate_core::hub::MIN_THROTTLE_MS as u128),
         (
             "MAX_PARAMS_PER_NODE",
             rosgate_core::params::MAX_PARAMS_PER_NODE as u128,
