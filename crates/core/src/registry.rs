@@ -149,6 +149,17 @@ impl MemberQos {
     pub fn latched(&self) -> bool {
         self.qos.durability == Some(Durability::TransientLocal)
     }
+
+    /// Bytes this membership holds for its client (latched cache and a
+    /// throttled message waiting), counted in the registry's bytes.
+    fn held_bytes(&self) -> usize {
+        self.cache_bytes
+            + self
+                .throttle
+                .as_ref()
+                .and_then(|th| th.pending.as_ref())
+                .map_or(0, |f| f.len())
+    }
 }
 
 /// A throttled subscription's state.
@@ -157,7 +168,11 @@ pub struct Throttle {
     pub interval: Duration,
     /// When it was last sent a message.
     pub last: Option<Instant>,
-    /// The newest message of the current interval, not yet sent.
+    /// The newest message of the current interval, not yet sent: the
+    /// throttle's own copy (never shared with a queue, whose release
+    /// accounting counts on holding the last reference), counted in the
+    /// registry's bytes; set and taken through [`Registry::throttle_hold`]
+    /// and [`Registry::throttle_take`].
     pub pending: Option<Rc<[u8]>>,
     /// A flush is scheduled for the end of the interval.
     pub scheduled: bool,
@@ -615,8 +630,8 @@ impl Registry {
             topic.qos_members -= 1;
             topic.peer_watchers -= u32::from(old.peers.is_some());
             topic.latched -= u32::from(old.latched());
-            regs.bytes -= old.cache_bytes;
-            self.bytes -= old.cache_bytes;
+            regs.bytes -= old.held_bytes();
+            self.bytes -= old.held_bytes();
             self.cache_bytes -= old.cache_bytes;
         }
         if let Some(q) = qos {
@@ -625,6 +640,13 @@ impl Registry {
             topic.latched += u32::from(q.latched());
             m.qos = Some(Box::new(q));
         }
+    }
+
+    /// Whether `who` is a member of topic `t` as `role`.
+    pub fn is_member(&self, who: ConnRef, role: Role, t: TopicId) -> bool {
+        self.conns
+            .get(&who)
+            .is_some_and(|r| r.member(role, t).is_some())
     }
 
     /// The QoS state of `who`'s membership of topic `t` as `role`.
@@ -688,6 +710,45 @@ impl Registry {
         self.bytes = self.bytes + after - before;
         self.cache_bytes = self.cache_bytes + after - before;
         evicted
+    }
+
+    /// Holds `frame` as the newest message of `who`'s throttled
+    /// subscription to `t`, counted in this registry's bytes until taken;
+    /// returns whether it replaced an older one (skipped).
+    pub fn throttle_hold(&mut self, who: ConnRef, t: TopicId, frame: Rc<[u8]>) -> bool {
+        let Some(regs) = self.conns.get_mut(&who) else {
+            return false;
+        };
+        let Some(th) = regs
+            .subs
+            .get_mut(&t)
+            .and_then(|m| m.qos.as_deref_mut())
+            .and_then(|q| q.throttle.as_mut())
+        else {
+            return false;
+        };
+        let add = frame.len();
+        let old = th.pending.replace(frame).map(|f| f.len());
+        let sub = old.unwrap_or(0);
+        regs.bytes = regs.bytes + add - sub;
+        self.bytes = self.bytes + add - sub;
+        old.is_some()
+    }
+
+    /// Takes the message `who`'s throttled subscription to `t` holds.
+    pub fn throttle_take(&mut self, who: ConnRef, t: TopicId) -> Option<Rc<[u8]>> {
+        let regs = self.conns.get_mut(&who)?;
+        let th = regs
+            .subs
+            .get_mut(&t)?
+            .qos
+            .as_deref_mut()?
+            .throttle
+            .as_mut()?;
+        let f = th.pending.take()?;
+        regs.bytes -= f.len();
+        self.bytes -= f.len();
+        Some(f)
     }
 
     /// Connections holding any registration here.
@@ -883,8 +944,8 @@ impl Registry {
             return false;
         };
         if let Some(q) = &m.qos {
-            regs.bytes -= q.cache_bytes;
-            self.bytes -= q.cache_bytes;
+            regs.bytes -= q.held_bytes();
+            self.bytes -= q.held_bytes();
             self.cache_bytes -= q.cache_bytes;
         }
         if regs.is_empty() {

@@ -401,7 +401,22 @@ impl Hub {
         };
         let domain = self.conns.get(me.key as usize).map_or(0, |c| c.domain());
         self.note_withdrawal(domain, me, Some(tag));
+        let subs: Vec<crate::registry::TopicId> = {
+            let reg = &self.registries[domain as usize];
+            reg.topics_of(me, Some(tag), Role::Subscriber)
+                .into_iter()
+                .filter_map(|n| reg.topic_id(n))
+                .collect()
+        };
         self.registries.update(domain, |r| r.withdraw_node(me, tag));
+        // As after an unsubscribe: a subscription the connection no longer
+        // holds leaves its queue's QoS (depth, reliable) and the peer
+        // counts of its topic.
+        for t in subs {
+            if !self.registries[domain as usize].is_member(me, Role::Subscriber, t) {
+                self.after_unsubscribe(domain, me, t);
+            }
+        }
         if let Some(full) = self.nodes.get(tag).map(|n| n.full_name().to_string()) {
             self.drop_node_params(domain, &full, (me, tag), now);
         }

@@ -20,7 +20,11 @@
 //!   warned past `--max-queue-bytes` and closed past twice that;
 //! - after every loop turn, each publisher that asked for peer counts was
 //!   last told its topic's current count of compatible subscribers; a
-//!   crowd arriving in one turn makes one notification.
+//!   crowd arriving in one turn makes one notification;
+//! - the memory ledger counts each publish frame once, however many queues
+//!   hold it (as on the fast path); latched caches and held throttle
+//!   messages are their own copies, counted in the registry's bytes, so a
+//!   queue dropping a frame's last reference is what frees it.
 
 use std::collections::HashSet;
 use std::rc::Rc;
@@ -255,20 +259,33 @@ impl Hub {
         frames.sort_by_key(|(seq, _)| *seq);
         for (_, f) in frames {
             self.counters.inc(Counter::LatchedDelivered);
-            self.queue_one(me, t, f, now);
+            // A copy: the cache's frames are counted in the registry's
+            // bytes, and a queue holding a frame the cache also holds would
+            // never see itself release it (the ledger would keep it).
+            self.queue_one(me, t, Rc::from(&f[..]), now);
         }
     }
 
     /// Queues one publish frame of topic `t` to `to` (its depth and
-    /// reliability apply; a reliable backlog warns, then closes).
+    /// reliability apply; a reliable backlog warns, then closes). `frame`
+    /// must be held by nobody else: the ledger counts it as new.
     fn queue_one(&mut self, to: ConnRef, t: TopicId, frame: Rc<[u8]>, now: Instant) {
         if !self.live(to) {
             return;
         }
         let mut framed = Framed::new(frame, 1);
-        let dropped = self.queue_framed(to, t, &mut framed, now);
+        self.queue_shared(to, t, &mut framed, now);
         let (created, unused) = framed.finish();
         self.mem.frames = self.mem.frames + created - unused;
+    }
+
+    /// Queues the message of `framed` (shared by every subscriber of one
+    /// publish, counted once by the caller's `finish`) to `to`.
+    fn queue_shared(&mut self, to: ConnRef, t: TopicId, framed: &mut Framed, now: Instant) {
+        if !self.live(to) {
+            return;
+        }
+        let dropped = self.queue_framed(to, t, framed, now);
         self.counters.add(Counter::DepthDropped, dropped);
         self.check_reliable(to, now);
     }
@@ -324,7 +341,10 @@ impl Hub {
             if total + frame.len() > LATCH_BYTES_TOTAL {
                 self.counters.inc(Counter::LatchDropped);
             } else {
-                let f = Rc::clone(&frame);
+                // The cache's own copy, counted in the registry's bytes: a
+                // frame shared with the queues would hide their release of
+                // it from the ledger (see `queue_one`).
+                let f: Rc<[u8]> = Rc::from(&frame[..]);
                 let evicted = self.registries.update(domain, |r| {
                     r.cache_push(p, t, seq, f, depth, LATCH_BYTES_PER_PUBLISHER)
                 });
@@ -334,6 +354,9 @@ impl Hub {
         let subs: Vec<ConnRef> = self.registries[domain as usize]
             .topic(t)
             .map_or(Vec::new(), |e| e.subscribers().to_vec());
+        // One frame (and one copy per framing) for every subscriber, counted
+        // once in the ledger, as on the fast path (`deliver`).
+        let mut framed = Framed::new(frame, 1);
         for sub in subs {
             let reg = &self.registries[domain as usize];
             let sq = reg.member_qos(sub, Role::Subscriber, t);
@@ -344,61 +367,85 @@ impl Hub {
                 }
             }
             let throttled = sq.is_some_and(|q| q.throttle.is_some());
-            if throttled && !self.throttle_admit(domain, sub, t, &frame, now) {
+            if throttled && !self.throttle_admit(domain, sub, t, &mut framed, now) {
                 continue;
             }
             self.counters.inc(Counter::Delivered);
-            self.queue_one(sub, t, Rc::clone(&frame), now);
+            self.queue_shared(sub, t, &mut framed, now);
         }
+        let (created, unused) = framed.finish();
+        self.mem.frames = self.mem.frames + created - unused;
     }
 
-    /// Whether a throttled subscriber gets `frame` now; if not, it is
-    /// kept as the interval's newest (replacing an older one, counted) and
-    /// a flush is scheduled for the interval's end.
+    /// Whether a throttled subscriber gets the message of `framed` now; if
+    /// not, a copy is held as the interval's newest (replacing an older
+    /// one, counted) and a flush is scheduled for the interval's end.
     fn throttle_admit(
         &mut self,
         domain: Domain,
         sub: ConnRef,
         t: TopicId,
-        frame: &Rc<[u8]>,
+        framed: &mut Framed,
         now: Instant,
     ) -> bool {
-        let name: Rc<str> = match self.registries[domain as usize].topic(t) {
+        let reg = &self.registries[domain as usize];
+        let Some(th) = reg
+            .member_qos(sub, Role::Subscriber, t)
+            .and_then(|q| q.throttle.as_ref())
+        else {
+            return true;
+        };
+        let within = th
+            .last
+            .filter(|&last| now.saturating_duration_since(last) < th.interval);
+        let Some(last) = within else {
+            // The interval is over: this message goes now. A message still
+            // held from the last interval (its flush is due this very turn)
+            // is older: sending it later would reorder, and a second
+            // message within the new interval; the newest wins.
+            let stale = self
+                .registries
+                .update(domain, |r| r.throttle_take(sub, t))
+                .is_some();
+            if stale {
+                self.counters.inc(Counter::ThrottleDropped);
+            }
+            self.registries.update(domain, |r| {
+                if let Some(th) = r
+                    .member_qos_mut(sub, Role::Subscriber, t)
+                    .and_then(|q| q.throttle.as_mut())
+                {
+                    th.last = Some(now);
+                }
+            });
+            return true;
+        };
+        let schedule = (!th.scheduled).then(|| last + th.interval);
+        let name: Rc<str> = match reg.topic(t) {
             Some(e) => Rc::from(e.name()),
             None => return false,
         };
-        let mut schedule = None;
-        let mut replaced = false;
-        let admit = self.registries.update(domain, |r| {
-            let Some(th) = r
-                .member_qos_mut(sub, Role::Subscriber, t)
-                .and_then(|q| q.throttle.as_mut())
-            else {
-                return true;
-            };
-            match th.last {
-                Some(last) if now.saturating_duration_since(last) < th.interval => {
-                    replaced = th.pending.replace(Rc::clone(frame)).is_some();
-                    if !th.scheduled {
-                        th.scheduled = true;
-                        schedule = Some(last + th.interval);
-                    }
-                    false
-                }
-                _ => {
-                    th.last = Some(now);
-                    true
-                }
-            }
-        });
+        // The throttle's own copy (see `Throttle::pending`).
+        let copy: Rc<[u8]> = Rc::from(&framed.get(crate::transport::Framing::Lines)[..]);
+        let replaced = self
+            .registries
+            .update(domain, |r| r.throttle_hold(sub, t, copy));
         if replaced {
             self.counters.inc(Counter::ThrottleDropped);
         }
         if let Some(at) = schedule {
+            self.registries.update(domain, |r| {
+                if let Some(th) = r
+                    .member_qos_mut(sub, Role::Subscriber, t)
+                    .and_then(|q| q.throttle.as_mut())
+                {
+                    th.scheduled = true;
+                }
+            });
             let key = self.qos_timers.slots.insert((domain, name, sub)) as u64;
             self.qos_timers.wheel.insert(key, at);
         }
-        admit
+        false
     }
 
     /// Runs the throttle flushes that are due, and the peer counts of the
@@ -413,15 +460,45 @@ impl Hub {
             let Some(t) = self.registries[domain as usize].topic_id(&name) else {
                 continue;
             };
+            let Some(th) = self.registries[domain as usize]
+                .member_qos(sub, Role::Subscriber, t)
+                .and_then(|q| q.throttle.as_ref())
+            else {
+                continue;
+            };
+            // A timer of an earlier subscription (the same connection
+            // unsubscribed and subscribed again), or one whose interval
+            // restarted, fires before the current interval ends: the held
+            // message waits for that end, never going early.
+            let end = th.last.map(|last| last + th.interval);
+            if let Some(end) = end.filter(|&end| now < end) {
+                if th.pending.is_some() {
+                    let slot = self.qos_timers.slots.insert((domain, name, sub)) as u64;
+                    self.qos_timers.wheel.insert(slot, end);
+                } else {
+                    // Nothing held (the interval restarted with a message
+                    // sent at once): the next held message schedules anew.
+                    self.registries.update(domain, |r| {
+                        if let Some(th) = r
+                            .member_qos_mut(sub, Role::Subscriber, t)
+                            .and_then(|q| q.throttle.as_mut())
+                        {
+                            th.scheduled = false;
+                        }
+                    });
+                }
+                continue;
+            }
             let pending = self.registries.update(domain, |r| {
                 let th = r
                     .member_qos_mut(sub, Role::Subscriber, t)?
                     .throttle
                     .as_mut()?;
                 th.scheduled = false;
-                let p = th.pending.take()?;
-                th.last = Some(now);
-                Some(p)
+                if th.pending.is_some() {
+                    th.last = Some(now);
+                }
+                r.throttle_take(sub, t)
             });
             if let Some(frame) = pending {
                 self.counters.inc(Counter::Delivered);
@@ -484,6 +561,7 @@ impl Hub {
             let watchers: Vec<(ConnRef, Qos, Option<u32>)> = topic
                 .publishers()
                 .iter()
+                .filter(|p| self.live(**p))
                 .filter_map(|&p| {
                     let q = reg.member_qos(p, Role::Publisher, t)?;
                     Some((p, q.qos, q.peers?))

@@ -172,7 +172,8 @@ impl Hub {
         let Some((domain, _, name)) = self.resolve_for(me, name, node, id, now) else {
             return;
         };
-        if self.calls.in_flight(me) >= self.limits.max_calls_per_conn {
+        // Requests waiting for a provider count against the limit too.
+        if self.calls.in_flight(me) + self.waiting.of(me) >= self.limits.max_calls_per_conn {
             return self.fail_now(me, &name, id, CallFailure::TooMany, now);
         }
         let provider = match self.registries[domain as usize].service(&name) {

@@ -141,7 +141,9 @@ impl Hub {
         goal: Option<(Option<&str>, bool)>,
         now: Instant,
     ) -> bool {
-        if self.waiting.of(me) >= self.limits.max_calls_per_conn {
+        // Waiting requests count against the caller's call limit together
+        // with its calls in flight (a waiting call becomes one of them).
+        if self.waiting.of(me) + self.calls.in_flight(me) >= self.limits.max_calls_per_conn {
             return false;
         }
         let wait = match timeout {
@@ -228,6 +230,17 @@ impl Hub {
         let mut due = Vec::new();
         self.waiting.wheel.expire(now, |k| due.push(k));
         for k in due {
+            // Slab keys are reused and a released or forgotten request
+            // leaves its wheel entry behind: an entry whose deadline is
+            // not yet due belongs to a newer request, which has its own.
+            if self
+                .waiting
+                .entries
+                .get(k as usize)
+                .is_none_or(|w| w.deadline > now)
+            {
+                continue;
+            }
             let Some(w) = self.waiting.take(k as usize) else {
                 continue;
             };
