@@ -4,7 +4,8 @@
 #
 #   roslibpy    roslibpy 2.1.0's own pytest suite (sdist from PyPI), pointed
 #               at rosgate's WebSocket port; known-inapplicable tests are in
-#               tests/clients/roslibpy/expected_failures.txt
+#               tests/clients/roslibpy/expected_failures.txt. Then rosgate's
+#               own roslibpy tests, tests/clients/roslibpy/test_*.py (QoS)
 #   roslib      roslib (npm, 2.x) tests in tests/clients/roslib, over the
 #               WebSocket port and over the NDJSON TCP port (custom transport)
 #   roslibrust  tests/clients/roslibrust, a standalone cargo crate
@@ -138,6 +139,31 @@ fi
 
 # -------------------------------------------------------------- roslibpy
 
+# Adds one pytest run (log $1, exit status $2, label $3) to run_roslibpy's
+# totals (its locals p f xf xp s note).
+roslibpy_tally() {
+    local out=$1 rc=$2 label=$3 line n kind
+    grep -E '^(FAILED|ERROR|XPASS) |rosgate:|^  tests/' "$out" | sed 's/^/  /'
+    line=$(grep -E '^=* *[0-9]+ (passed|failed|xfailed|error)' "$out" | tail -1)
+    echo "  $label: ${line:-no summary (exit $rc)}"
+    for kind in passed failed errors error xfailed xpassed skipped; do
+        n=$(grep -oE "[0-9]+ $kind\b" <<<"$line" | grep -oE '^[0-9]+' || true)
+        n=${n:-0}
+        case $kind in
+            passed) p=$((p + n)) ;;
+            failed | errors | error) f=$((f + n)) ;;
+            xfailed) xf=$((xf + n)) ;;
+            xpassed) xp=$((xp + n)) ;;
+            skipped) s=$((s + n)) ;;
+        esac
+    done
+    if [[ -z $line || $rc -ge 2 ]]; then
+        f=$((f + 1))
+        note+="[$label: pytest exit $rc, see $out] "
+        tail -30 "$out" | sed 's/^/  | /'
+    fi
+}
+
 run_roslibpy() {
     local dir=$CLIENTS/roslibpy venv=$CLIENTS/roslibpy/.venv
     local sdist=$dir/sdist src=$dir/sdist/roslibpy-$ROSLIBPY_VERSION
@@ -157,7 +183,7 @@ run_roslibpy() {
     fi
 
     start_gateway roslibpy || { broken roslibpy "gateway did not start"; return; }
-    local p=0 f=0 xf=0 xp=0 s=0 note= transport out rc
+    local p=0 f=0 xf=0 xp=0 s=0 note= transport out
     for transport in $ROSLIBPY_TRANSPORTS; do
         out=$WORK/roslibpy-$transport.log
         log "roslibpy $ROSLIBPY_VERSION test suite, $transport transport -> ws://127.0.0.1:$WS_PORT"
@@ -165,28 +191,16 @@ run_roslibpy() {
             PYTHONPATH=$dir timeout -k 10 420 "$venv/bin/python" -m pytest -p rosgate_plugin \
             -p no:cacheprovider --timeout=60 --timeout-method=signal -q -rfEX \
             --junitxml="$WORK/roslibpy-$transport.xml" tests) >"$out" 2>&1
-        rc=$?
-        grep -E '^(FAILED|ERROR|XPASS) |rosgate:|^  tests/' "$out" | sed 's/^/  /'
-        local line
-        line=$(grep -E '^=* *[0-9]+ (passed|failed|xfailed|error)' "$out" | tail -1)
-        echo "  roslibpy[$transport]: ${line:-no summary (exit $rc)}"
-        local n
-        for kind in passed failed errors error xfailed xpassed skipped; do
-            n=$(grep -oE "[0-9]+ $kind\b" <<<"$line" | grep -oE '^[0-9]+' || true)
-            n=${n:-0}
-            case $kind in
-                passed) p=$((p + n)) ;;
-                failed | errors | error) f=$((f + n)) ;;
-                xfailed) xf=$((xf + n)) ;;
-                xpassed) xp=$((xp + n)) ;;
-                skipped) s=$((s + n)) ;;
-            esac
-        done
-        if [[ -z $line || $rc -ge 2 ]]; then
-            f=$((f + 1))
-            note+="[$transport: pytest exit $rc, see $out] "
-            tail -30 "$out" | sed 's/^/  | /'
-        fi
+        roslibpy_tally "$out" $? "roslibpy[$transport]"
+        # rosgate's own roslibpy tests (tests/clients/roslibpy/test_*.py:
+        # QoS options), same gateway and transport, with no expected failures.
+        out=$WORK/roslibpy-rosgate-$transport.log
+        log "rosgate's roslibpy tests, $transport transport -> ws://127.0.0.1:$WS_PORT"
+        (cd "$dir" && ROSGATE_WS_PORT=$WS_PORT ROSLIBPY_TRANSPORT=$transport ROSGATE_FORCE_EXIT=1 \
+            ROSGATE_EXPECTED_FAILURES=/dev/null PYTHONPATH=$dir timeout -k 10 300 "$venv/bin/python" \
+            -m pytest -p rosgate_plugin -p no:cacheprovider --timeout=60 --timeout-method=signal -q -rfEX \
+            --junitxml="$WORK/roslibpy-rosgate-$transport.xml" test_*.py) >"$out" 2>&1
+        roslibpy_tally "$out" $? "roslibpy-rosgate[$transport]"
     done
     stop_gateway roslibpy || { f=$((f + 1)); note+="[gateway died] "; }
     record roslibpy "$p" "$f" "$xf" "$xp" "$s" "$note"

@@ -66,6 +66,15 @@ export class NdjsonTcpTransport extends AbstractTransport {
     this.#socket.destroy();
   }
 
+  /** Stops reading from the socket (a client that falls behind). */
+  pause() {
+    this.#socket.pause();
+  }
+
+  resume() {
+    this.#socket.resume();
+  }
+
   isConnecting() {
     return this.#state === "connecting";
   }
@@ -98,6 +107,13 @@ export const TRANSPORTS = [
     drop(ros) {
       ros.transport.socket.terminate();
     },
+    /** Stops reading from the socket (ws's own pause), until resume. */
+    pause(ros) {
+      ros.transport.socket.pause();
+    },
+    resume(ros) {
+      ros.transport.socket.resume();
+    },
   },
   {
     name: "ndjson-tcp",
@@ -108,6 +124,12 @@ export const TRANSPORTS = [
     perIdRegistrations: false,
     drop(ros) {
       ros.transport.destroy();
+    },
+    pause(ros) {
+      ros.transport.pause();
+    },
+    resume(ros) {
+      ros.transport.resume();
     },
   },
 ];
