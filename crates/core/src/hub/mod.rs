@@ -32,6 +32,7 @@
 mod actions;
 mod batch;
 mod graph;
+mod http;
 mod params;
 mod qos;
 mod rosapi;
@@ -60,6 +61,7 @@ pub use rosapi::{
     MAX_LIST_ITEMS, MAX_LIST_SCAN, ROSAPI_PREFIX, ROSAPI_SERVICES, STATS_SERVICE,
     TOPIC_INFO_SERVICE,
 };
+pub use http::{Asset, HttpSettings};
 pub use services::CallFailure;
 
 use crate::calls::{CallKind, Calls};
@@ -130,6 +132,8 @@ pub struct Hub {
     qos_timers: qos::QosTimers,
     /// Calls and goals waiting for a provider.
     waiting: waiting::Waiting,
+    /// What the HTTP side serves (dashboard files, version).
+    http: http::HttpSettings,
 }
 
 /// Why a connection was not admitted: what to send it, and the reason.
@@ -170,6 +174,7 @@ impl Hub {
             params: params::Params::default(),
             qos_timers: qos::QosTimers::new(now),
             waiting: waiting::Waiting::new(now),
+            http: http::HttpSettings::default(),
         }
     }
 
@@ -645,6 +650,7 @@ impl Hub {
                 }
             },
             Inbound::Reply(bytes) => self.send_raw(me, &bytes, now),
+            Inbound::Http(req) => self.on_http(me, req, now),
             Inbound::Close {
                 reason,
                 last,

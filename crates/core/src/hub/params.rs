@@ -468,6 +468,7 @@ impl Hub {
             owner,
             &validate_json,
             id,
+            now,
             now + self.limits.call_timeout,
         );
         self.counters.inc(Counter::ParamValidations);

@@ -13,7 +13,7 @@ use super::rosapi::ROSAPI_PREFIX;
 use super::{Hub, RESERVED_PREFIX};
 use crate::calls::{Call, CallKind};
 use crate::conn::ConnRef;
-use crate::counters::{Counter, ErrorCode};
+use crate::counters::{Counter, ErrorCode, Hist};
 use crate::registry::{Provided, TooMany, Unadvertised};
 
 /// Whether `name` (resolved) is one the gateway answers itself: nobody
@@ -212,7 +212,7 @@ impl Hub {
             }
             _ => self.limits.call_timeout,
         };
-        let seq = self.calls.insert(me, provider, name_json, id, now + to);
+        let seq = self.calls.insert(me, provider, name_json, id, now, now + to);
         self.counters.inc(Counter::CallsForwarded);
         let mut out = std::mem::take(&mut self.scratch);
         out.clear();
@@ -250,6 +250,8 @@ impl Hub {
             return self.protocol_error(me, ErrorCode::UnknownResponse, &msg, id, now);
         };
         self.counters.inc(Counter::CallsAnswered);
+        let latency = now.saturating_duration_since(call.started()).as_secs_f64();
+        self.counters.observe(Hist::CallLatency, latency);
         if self.params_validation_answer(&call, values, result, now) {
             return;
         }
