@@ -12,6 +12,7 @@ mod cli;
 mod errors;
 mod framing;
 mod limits;
+mod params;
 mod services;
 mod stats;
 mod topics;

@@ -10,6 +10,7 @@ use super::*;
 use crate::out::MAX_IOVECS;
 
 mod bounds;
+mod params;
 
 /// A hub on a fake clock with perfect (or absent) readers.
 struct T {
