@@ -7,6 +7,7 @@ mod support;
 #[allow(dead_code)]
 mod wsclient;
 
+mod actions;
 mod bounds;
 mod cli;
 mod errors;

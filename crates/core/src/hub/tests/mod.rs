@@ -9,6 +9,7 @@ use serde_json::Value;
 use super::*;
 use crate::out::MAX_IOVECS;
 
+mod actions;
 mod bounds;
 mod params;
 
