@@ -270,10 +270,34 @@ impl Hub {
             .get(&full, name)
             .filter(|_| self.params.store(domain).owner(&full).is_none())
             .map(|p| p.value.clone());
+        // Another connection's node of the same name owns these already:
+        // two owners of one parameter table cannot both be obeyed.
+        if let Some((other, _)) = self.params.store(domain).owner(&full) {
+            if other != me {
+                let msg = format!(
+                    "declare_parameter {name}: the parameters of {full} belong to another connection's node of that name"
+                );
+                return self.error_with_id(me, ErrorCode::BadParameter, &msg, id, now);
+            }
+        }
+        let default_type = default.type_code();
         let value = override_for(&self.params.overrides, &full, name)
             .cloned()
             .or(held)
             .unwrap_or(default);
+        // As rclcpp: an override of another type than the default is
+        // refused unless the descriptor allows dynamic typing.
+        if value.type_code() != default_type
+            && default_type != crate::params::ptype::NOT_SET
+            && !descriptor.dynamic_typing
+        {
+            let msg = format!(
+                "declare_parameter {name}: its override is of type {} and the default of type {} (set dynamic_typing to allow it)",
+                value.type_name(),
+                crate::params::type_name(default_type)
+            );
+            return self.error_with_id(me, ErrorCode::BadParameter, &msg, id, now);
+        }
         if let Err(why) = descriptor.check_range(&value) {
             let msg = format!("declare_parameter {name}: {why}");
             return self.error_with_id(me, ErrorCode::BadParameter, &msg, id, now);
@@ -720,6 +744,22 @@ impl Hub {
         self.flush_publishes(now);
         self.publish(domain, PARAMETER_EVENTS, Raw::from_valid_json(&msg), now);
         self.flush_publishes(now);
+    }
+
+    /// If `name` is `<node>/<srv>`, a parameter service the gateway serves
+    /// in `domain` (the node has parameters): the node and the type.
+    pub(super) fn param_service<'n>(
+        &self,
+        domain: Domain,
+        name: &'n str,
+    ) -> Option<(&'n str, &'static str)> {
+        let (node, short) = name.rsplit_once('/')?;
+        let ty = NODE_PARAM_SERVICES.iter().find(|(s, _)| *s == short)?.1;
+        self.params
+            .store(domain)
+            .node(node)
+            .filter(|n| !n.params.is_empty())?;
+        Some((node, ty))
     }
 
     // ----- rosapi ---------------------------------------------------------------------
