@@ -211,9 +211,15 @@ impl Calls {
         self.table.get(&seq)
     }
 
-    /// Calls and goals `caller` has in flight.
+    /// Service calls `caller` has in flight (what `max_calls_per_conn`
+    /// bounds). Its goals are not counted: they have their own limit
+    /// ([`Calls::goals_in_flight`]), and counting them here let a caller's
+    /// goals take its call slots, even the one the cancel-goal service
+    /// needs to cancel them. Its goals are a subset of its `seqs`.
     pub fn in_flight(&self, caller: ConnRef) -> usize {
-        self.made.get(&caller).map_or(0, |m| m.seqs.len())
+        self.made
+            .get(&caller)
+            .map_or(0, |m| m.seqs.len().saturating_sub(m.goals.len()))
     }
 
     /// The calls and goals `caller` has in flight, unsorted.

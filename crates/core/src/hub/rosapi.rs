@@ -320,6 +320,7 @@ impl Hub {
                 let ty = builtin_type(service)
                     .map(str::to_string)
                     .or_else(|| reg.service(service).map(|s| s.ty().to_string()))
+                    .or_else(|| self.param_service(domain, service).map(|(_, t)| t.to_string()))
                     .unwrap_or_default();
                 json!({ "type": ty })
             }
@@ -361,10 +362,13 @@ impl Hub {
                 let service = arg(args, "service");
                 let node = if builtin_type(service).is_some() {
                     GATEWAY_NODE.to_string()
+                } else if let Some(s) = reg.service(service) {
+                    self.node_label(s.provider(), s.node())
                 } else {
-                    reg.service(service)
-                        .map(|s| (s.provider(), s.node()))
-                        .map(|(c, t)| self.node_label(c, t))
+                    // The gateway serves a node's parameter services in
+                    // the node's name.
+                    self.param_service(domain, service)
+                        .map(|(n, _)| n.to_string())
                         .unwrap_or_default()
                 };
                 json!({ "node": node })

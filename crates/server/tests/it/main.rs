@@ -7,11 +7,13 @@ mod support;
 #[allow(dead_code)]
 mod wsclient;
 
+mod actions;
 mod bounds;
 mod cli;
 mod errors;
 mod framing;
 mod limits;
+mod params;
 mod services;
 mod stats;
 mod topics;
