@@ -688,7 +688,14 @@ mod tests {
     fn expiry_fires_at_the_deadline() {
         let now = Instant::now();
         let mut t = Calls::new(now);
-        let s = t.insert(A, P, b"\"/a\"", Some(b"1"), now, now + Duration::from_millis(50));
+        let s = t.insert(
+            A,
+            P,
+            b"\"/a\"",
+            Some(b"1"),
+            now,
+            now + Duration::from_millis(50),
+        );
         assert!(t
             .expire(now + Duration::from_millis(40), usize::MAX)
             .is_empty());

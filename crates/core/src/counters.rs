@@ -149,7 +149,11 @@ impl Histogram {
 
     /// Records one observation of `h`.
     pub fn observe(&mut self, h: Hist, v: f64) {
-        let i = h.bounds().iter().position(|&b| v <= b).unwrap_or(h.bounds().len());
+        let i = h
+            .bounds()
+            .iter()
+            .position(|&b| v <= b)
+            .unwrap_or(h.bounds().len());
         if let Some(b) = self.buckets.get_mut(i) {
             *b += 1;
         }
@@ -387,7 +391,10 @@ impl PromRender {
         self.head(&name, h.help(), "histogram");
         let cum = v.cumulative();
         for (i, c) in cum.iter().enumerate() {
-            let le = h.bounds().get(i).map_or("+Inf".to_string(), |&b| prom_float(b));
+            let le = h
+                .bounds()
+                .get(i)
+                .map_or("+Inf".to_string(), |&b| prom_float(b));
             let _ = writeln!(self.0, "{name}_bucket{{le=\"{le}\"}} {c}");
         }
         let _ = writeln!(self.0, "{name}_sum {}", prom_float(v.sum()));

@@ -30,7 +30,10 @@ fn every_default_constant_is_documented_with_its_value() {
             rosgate_core::hub::LATCH_BYTES_TOTAL as u128,
         ),
         ("MAX_QOS_DEPTH", rosgate_wire::qos::MAX_QOS_DEPTH as u128),
-        ("MIN_THROTTLE_MS", rosgate_core::hub::MIN_THROTTLE_MS as u128),
+        (
+            "MIN_THROTTLE_MS",
+            rosgate_core::hub::MIN_THROTTLE_MS as u128,
+        ),
         (
             "MAX_PARAMS_PER_NODE",
             rosgate_core::params::MAX_PARAMS_PER_NODE as u128,

@@ -75,7 +75,9 @@ impl Hub {
                         &[],
                     )
                 }
-                "/healthz" => handshake::response(200, "OK", "text/plain; charset=utf-8", b"ok\n", &[]),
+                "/healthz" => {
+                    handshake::response(200, "OK", "text/plain; charset=utf-8", b"ok\n", &[])
+                }
                 "/version" => {
                     let body = serde_json::json!({
                         "protocol": {"major": PROTOCOL.0, "minor": PROTOCOL.1, "patch": PROTOCOL.2},

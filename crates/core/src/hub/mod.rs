@@ -55,13 +55,13 @@ pub use graph::{
     GATEWAY_NODE, GATEWAY_TOPICS, GRAPH_TOPIC, MAX_GRAPH_EVENTS, MAX_NODES_PER_CONN, ROSOUT,
     ROSOUT_PER_SEC,
 };
+pub use http::{Asset, HttpSettings};
 pub use params::{MAX_PARAM_NAME_CHARS, NODE_PARAM_SERVICES, PARAMETER_EVENTS, VALIDATE_SERVICE};
 pub use qos::{LATCH_BYTES_PER_PUBLISHER, LATCH_BYTES_TOTAL, MIN_THROTTLE_MS};
 pub use rosapi::{
     MAX_LIST_ITEMS, MAX_LIST_SCAN, ROSAPI_PREFIX, ROSAPI_SERVICES, STATS_SERVICE,
     TOPIC_INFO_SERVICE,
 };
-pub use http::{Asset, HttpSettings};
 pub use services::CallFailure;
 
 use crate::calls::{CallKind, Calls};

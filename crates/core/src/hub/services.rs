@@ -212,7 +212,9 @@ impl Hub {
             }
             _ => self.limits.call_timeout,
         };
-        let seq = self.calls.insert(me, provider, name_json, id, now, now + to);
+        let seq = self
+            .calls
+            .insert(me, provider, name_json, id, now, now + to);
         self.counters.inc(Counter::CallsForwarded);
         let mut out = std::mem::take(&mut self.scratch);
         out.clear();

@@ -69,19 +69,16 @@ pub fn parse(buf: &[u8]) -> Option<(Outcome, usize)> {
         Ok(httparse::Status::Complete(len)) if len <= MAX_REQUEST_BYTES => {
             Some((respond(&req), len))
         }
-        Ok(httparse::Status::Complete(len)) => Some((
-            reject(431, "Request Header Fields Too Large"),
-            len,
-        )),
-        Ok(httparse::Status::Partial) if buf.len() > MAX_REQUEST_BYTES => Some((
-            reject(431, "Request Header Fields Too Large"),
-            buf.len(),
-        )),
+        Ok(httparse::Status::Complete(len)) => {
+            Some((reject(431, "Request Header Fields Too Large"), len))
+        }
+        Ok(httparse::Status::Partial) if buf.len() > MAX_REQUEST_BYTES => {
+            Some((reject(431, "Request Header Fields Too Large"), buf.len()))
+        }
         Ok(httparse::Status::Partial) => None,
-        Err(httparse::Error::TooManyHeaders) => Some((
-            reject(431, "Request Header Fields Too Large"),
-            buf.len(),
-        )),
+        Err(httparse::Error::TooManyHeaders) => {
+            Some((reject(431, "Request Header Fields Too Large"), buf.len()))
+        }
         Err(_) => Some((reject(400, "Bad Request"), buf.len())),
     }
 }
@@ -147,11 +144,23 @@ fn respond(req: &httparse::Request<'_, '_>) -> Outcome {
 
 /// An HTTP error response with a plain-text body, for a refused opening.
 pub fn refusal(code: u16, reason: &str, body: &str) -> Vec<u8> {
-    response(code, reason, "text/plain; charset=utf-8", body.as_bytes(), &[])
+    response(
+        code,
+        reason,
+        "text/plain; charset=utf-8",
+        body.as_bytes(),
+        &[],
+    )
 }
 
 /// A complete HTTP/1.1 response that closes the connection.
-pub fn response(code: u16, reason: &str, content_type: &str, body: &[u8], extra: &[(&str, &str)]) -> Vec<u8> {
+pub fn response(
+    code: u16,
+    reason: &str,
+    content_type: &str,
+    body: &[u8],
+    extra: &[(&str, &str)],
+) -> Vec<u8> {
     let mut out = format!(
         "HTTP/1.1 {code} {reason}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\nCache-Control: no-store\r\n",
         body.len()
@@ -301,7 +310,8 @@ mod tests {
 
     #[test]
     fn plain_http_is_a_request_and_garbage_is_rejected() {
-        let (out, _) = parse(b"GET /metrics?x=1 HTTP/1.1\r\nHost: x\r\nOrigin: http://a\r\n\r\n").expect("complete");
+        let (out, _) = parse(b"GET /metrics?x=1 HTTP/1.1\r\nHost: x\r\nOrigin: http://a\r\n\r\n")
+            .expect("complete");
         assert_eq!(
             out,
             Outcome::Http(HttpRequest {
@@ -312,7 +322,10 @@ mod tests {
             })
         );
         let (out, _) = parse(b"GET / HTTP/1.1\r\nUpgrade: websocket\r\n\r\n").expect("complete");
-        assert!(matches!(out, Outcome::Reject(r) if r.starts_with(b"HTTP/1.1 426")), "upgrade without key");
+        assert!(
+            matches!(out, Outcome::Reject(r) if r.starts_with(b"HTTP/1.1 426")),
+            "upgrade without key"
+        );
         let (out, _) = parse(b"\x16\x03\x01\r\n\r\n").expect("complete");
         assert!(matches!(out, Outcome::Reject(_)));
         assert_eq!(parse(b"GET / HTTP/1.1\r\n"), None);
