@@ -272,6 +272,7 @@ impl Calls {
     /// Registers a goal (its caller's id is unique among the caller's
     /// goals: the caller checks [`Calls::goal_of`] first) and returns its
     /// server-side sequence number.
+    #[allow(clippy::too_many_arguments)]
     pub fn insert_goal(
         &mut self,
         caller: ConnRef,
