@@ -603,9 +603,12 @@ impl Hub {
                 self.protocol_error(me, code, msg, None, now);
             }
             Inbound::Opened { response, opening } => match self.apply_opening(me, &opening, now) {
-                Ok(()) => {
+                Ok(node) => {
                     self.send_raw(me, &response, now);
                     self.establish(me, now);
+                    if let Some(node) = node {
+                        self.declare_opened(me, node, now);
+                    }
                 }
                 Err(refusal) => {
                     self.send_raw(me, &refusal, now);

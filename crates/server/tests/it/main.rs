@@ -11,6 +11,7 @@ mod bounds;
 mod cli;
 mod errors;
 mod framing;
+mod graph;
 mod limits;
 mod services;
 mod stats;
