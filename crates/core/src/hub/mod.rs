@@ -640,9 +640,12 @@ impl Hub {
                 self.protocol_error(me, code, msg, None, now);
             }
             Inbound::Opened { response, opening } => match self.apply_opening(me, &opening, now) {
-                Ok(()) => {
+                Ok(node) => {
                     self.send_raw(me, &response, now);
                     self.establish(me, now);
+                    if let Some(node) = node {
+                        self.declare_opened(me, node, now);
+                    }
                 }
                 Err(refusal) => {
                     self.send_raw(me, &refusal, now);
@@ -1178,7 +1181,10 @@ impl Hub {
 
     /// Bytes counted against the budget that `key` holds and that go when
     /// it is freed: its queue (a shared frame counted whole), partial
-    /// input, the calls it made and its registrations.
+    /// input, the calls it made, its registrations and its nodes (without
+    /// them, a connection holding only nodes with big remap rules would
+    /// never be the one closed, and a closing one would be credited with
+    /// less than it releases).
     fn held_by(&self, key: u32) -> usize {
         let Some(c) = self.conns.get(key as usize) else {
             return 0;
@@ -1189,6 +1195,7 @@ impl Hub {
             + c.input_held()
             + self.calls.bytes_of(r)
             + self.registries.get(c.domain()).held_by(r).bytes
+            + self.nodes.bytes_of(r)
     }
 
     /// Keeps the memory ledger within `max_memory_bytes` (P17): sheds topic

@@ -539,6 +539,9 @@ impl Hub {
             if self.settings.use_sim_time {
                 subs.push(super::graph::CLOCK.to_string());
             }
+            // Lists are sorted (GATEWAY_TOPICS is not: /rosout < /rosgate/graph).
+            pubs.sort();
+            srvs.sort();
             return (subs, pubs, srvs);
         }
         let mut owners: Vec<(ConnRef, NodeTag)> = self

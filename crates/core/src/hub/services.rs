@@ -17,9 +17,13 @@ use crate::counters::{Counter, ErrorCode, Hist};
 use crate::registry::{Provided, TooMany, Unadvertised};
 
 /// Whether `name` (resolved) is one the gateway answers itself: nobody
-/// may provide it.
+/// may provide it. Without its leading `/` too: `builtin_call` answers
+/// `rosapi/<x>` and `rosgate/stats` (roslib omits the slash), so an opaque
+/// provider of those names would be listed but never called.
 fn is_reserved_service(name: &str) -> bool {
-    name.starts_with(RESERVED_PREFIX) || name.starts_with(ROSAPI_PREFIX)
+    let under =
+        |prefix: &str| name.starts_with(prefix) || name.starts_with(prefix.trim_start_matches('/'));
+    under(RESERVED_PREFIX) || under(ROSAPI_PREFIX)
 }
 
 /// Sent as `args` when a rosbridge client calls without any.

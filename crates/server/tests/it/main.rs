@@ -12,6 +12,7 @@ mod bounds;
 mod cli;
 mod errors;
 mod framing;
+mod graph;
 mod limits;
 mod params;
 mod services;
