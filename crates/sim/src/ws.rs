@@ -97,8 +97,10 @@ pub(crate) fn handshake(how: u8, query: Option<&str>) -> (Vec<u8>, Answer, Hands
 fn refused(kind: u8) -> (Vec<u8>, Answer, HandshakeFeed) {
     let key = KEYS[0].0;
     let (request, code, version_hint) = match kind % 5 {
+        // An upgrade without `Connection: Upgrade` (a request with no
+        // `Upgrade` at all is plain HTTP, answered by the hub's HTTP side).
         0 => (
-            format!("GET / HTTP/1.1\r\nHost: x\r\nSec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n").into_bytes(),
+            format!("GET / HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nSec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n").into_bytes(),
             426,
             false,
         ),

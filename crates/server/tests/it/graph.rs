@@ -21,11 +21,15 @@ const INVALID: [&str; 10] = [
 ];
 
 /// Every rosapi service the gateway lists (docs/protocol.md, "rosapi").
-const ROSAPI: [&str; 21] = [
+const ROSAPI: [&str; 26] = [
     "action_servers",
     "action_type",
+    "delete_param",
+    "get_param",
+    "get_param_names",
     "get_ros_version",
     "get_time",
+    "has_param",
     "interfaces",
     "message_details",
     "node_details",
@@ -38,6 +42,7 @@ const ROSAPI: [&str; 21] = [
     "service_type",
     "services",
     "services_for_type",
+    "set_param",
     "subscribers",
     "topic_type",
     "topics",
@@ -45,9 +50,10 @@ const ROSAPI: [&str; 21] = [
     "topics_for_type",
 ];
 
-const GATEWAY_TOPICS: [(&str, &str); 4] = [
+const GATEWAY_TOPICS: [(&str, &str); 5] = [
     ("/client_count", "std_msgs/msg/Int32"),
     ("/connected_clients", "rosbridge_msgs/msg/ConnectedClients"),
+    ("/parameter_events", "rcl_interfaces/msg/ParameterEvent"),
     ("/rosgate/graph", "rosgate_msgs/msg/GraphEvents"),
     ("/rosout", "rcl_interfaces/msg/Log"),
 ];
@@ -1227,6 +1233,7 @@ fn rosapi_answers_every_service_with_rosapi_msgs_shapes() {
         ("/client_count", "std_msgs/msg/Int32"),
         ("/cmd", "geometry_msgs/msg/Twist"),
         ("/connected_clients", "rosbridge_msgs/msg/ConnectedClients"),
+        ("/parameter_events", "rcl_interfaces/msg/ParameterEvent"),
         ("/robot/chatter", "std_msgs/msg/String"),
         ("/rosgate/graph", "rosgate_msgs/msg/GraphEvents"),
         ("/rosout", "rcl_interfaces/msg/Log"),
@@ -1237,7 +1244,11 @@ fn rosapi_answers_every_service_with_rosapi_msgs_shapes() {
     let t = rosapi(&mut plain, "topics_and_raw_types", json!({}));
     assert_eq!(t["topics"], json!(want_topics.map(|(n, _)| n)), "{t}");
     assert_eq!(t["types"], json!(want_topics.map(|(_, ty)| ty)), "{t}");
-    assert_eq!(t["typedefs_full_text"], json!(vec![""; 6]), "{t}");
+    assert_eq!(
+        t["typedefs_full_text"],
+        json!(vec![""; want_topics.len()]),
+        "{t}"
+    );
     assert_eq!(
         rosapi(
             &mut plain,
@@ -1264,6 +1275,7 @@ fn rosapi_answers_every_service_with_rosapi_msgs_shapes() {
     let mut want: Vec<String> = ROSAPI.iter().map(|s| format!("/rosapi/{s}")).collect();
     want.push("/robot/reset".into());
     want.push("/rosgate/stats".into());
+    want.push("/rosgate/topic_info".into());
     want.sort();
     assert_eq!(services, want);
     assert_eq!(
