@@ -851,7 +851,7 @@ impl Hub {
             }
             let (sec, nanosec) = self.wall(c.opened_at());
             clients.push(json!({
-                "ip_address": c.peer().map(|p| p.to_string()).unwrap_or_default(),
+                "ip_address": c.peer().map(|p| p.ip().to_string()).unwrap_or_default(),
                 "connection_time": {"sec": sec, "nanosec": nanosec},
             }));
         }

@@ -316,8 +316,8 @@ fn non_loopback_peers_are_limited_per_address() {
         max_connections_per_ip: 2,
         ..limits()
     });
-    let far: std::net::IpAddr = "192.0.2.7".parse().expect("ip");
-    let local: std::net::IpAddr = "127.0.0.1".parse().expect("ip");
+    let far: std::net::SocketAddr = "192.0.2.7:40000".parse().expect("addr");
+    let local: std::net::SocketAddr = "127.0.0.1:40001".parse().expect("addr");
     let a = t
         .hub
         .open_from(Transport::Tcp, Some(far), t.now)
