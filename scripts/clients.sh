@@ -3,7 +3,9 @@
 # registries at test time, against a freshly built rosgate.
 #
 #   roslibpy    roslibpy 2.1.0's own pytest suite (sdist from PyPI), pointed
-#               at rosgate's WebSocket port; known-inapplicable tests are in
+#               at rosgate's WebSocket port, with a /fibonacci action server
+#               (tests/clients/fibonacci_server.py) as another client of the
+#               gateway; known-inapplicable tests are in
 #               tests/clients/roslibpy/expected_failures.txt. Then rosgate's
 #               own roslibpy tests, tests/clients/roslibpy/test_*.py (QoS)
 #   roslib      roslib (npm, 2.x) tests in tests/clients/roslib, over the
@@ -18,6 +20,8 @@
 #   CLIENT_SUITES="roslibpy roslib roslibrust"   suites to run
 #   ROSLIBPY_TRANSPORTS="twisted asyncio"        roslibpy's transports (one pytest run each)
 #   ROSGATE_BIN=path                             use this gateway binary, skip the build
+#   FIBONACCI_PERIOD=1.0                         seconds per step of the /fibonacci action
+#                                                server roslibpy's action tests use
 #
 # Needs: cargo, python3 (with venv), node >= 20 and npm; network access to
 # PyPI, npm and crates.io for the installs (cached afterwards).
@@ -41,7 +45,9 @@ log() { printf 'clients.sh: %s\n' "$*" >&2; }
 
 GATEWAY_PID=
 COMPILE_PID=
+FIBONACCI_PID=
 cleanup() {
+    if [[ -n $FIBONACCI_PID ]]; then kill "$FIBONACCI_PID" 2>/dev/null; wait "$FIBONACCI_PID" 2>/dev/null; fi
     if [[ -n $GATEWAY_PID ]]; then kill "$GATEWAY_PID" 2>/dev/null; wait "$GATEWAY_PID" 2>/dev/null; fi
     if [[ -n $COMPILE_PID ]]; then kill "$COMPILE_PID" 2>/dev/null; wait "$COMPILE_PID" 2>/dev/null; fi
 }
@@ -102,6 +108,40 @@ EOF
     wait "$GATEWAY_PID" 2>/dev/null
     GATEWAY_PID=
     return $alive
+}
+
+# The /fibonacci action server (tests/clients/fibonacci_server.py, a client
+# of the gateway on its TCP port) that roslibpy's tests/ros2/test_actions.py
+# sends goals to; sets FIBONACCI_PID once it has advertised the action.
+start_fibonacci() {
+    local out=$WORK/fibonacci-server.log
+    : >"$out"
+    python3 "$CLIENTS/fibonacci_server.py" --tcp "127.0.0.1:$TCP_PORT" --period "${FIBONACCI_PERIOD:-1.0}" \
+        >"$out" 2>&1 &
+    FIBONACCI_PID=$!
+    for _ in $(seq 100); do
+        grep -qx ready "$out" && return 0
+        kill -0 "$FIBONACCI_PID" 2>/dev/null || break
+        sleep 0.1
+    done
+    log "the /fibonacci action server did not start:"
+    cat "$out" >&2
+    stop_fibonacci
+    return 1
+}
+
+# Stops the action server; returns 1 if it had died during the suite.
+stop_fibonacci() {
+    local died=0
+    [[ -n $FIBONACCI_PID ]] || return 0
+    if kill -0 "$FIBONACCI_PID" 2>/dev/null; then
+        kill "$FIBONACCI_PID" 2>/dev/null
+    else
+        died=1
+    fi
+    wait "$FIBONACCI_PID" 2>/dev/null
+    FIBONACCI_PID=
+    return $died
 }
 
 # --------------------------------------------------------------- results
@@ -183,6 +223,11 @@ run_roslibpy() {
     fi
 
     start_gateway roslibpy || { broken roslibpy "gateway did not start"; return; }
+    if ! start_fibonacci; then
+        stop_gateway roslibpy
+        broken roslibpy "the /fibonacci action server did not start"
+        return
+    fi
     local p=0 f=0 xf=0 xp=0 s=0 note= transport out
     for transport in $ROSLIBPY_TRANSPORTS; do
         out=$WORK/roslibpy-$transport.log
@@ -202,6 +247,11 @@ run_roslibpy() {
             --junitxml="$WORK/roslibpy-rosgate-$transport.xml" test_*.py) >"$out" 2>&1
         roslibpy_tally "$out" $? "roslibpy-rosgate[$transport]"
     done
+    stop_fibonacci || {
+        f=$((f + 1))
+        note+="[/fibonacci server died, see $WORK/fibonacci-server.log] "
+        tail -20 "$WORK/fibonacci-server.log" | sed 's/^/  | /'
+    }
     stop_gateway roslibpy || { f=$((f + 1)); note+="[gateway died] "; }
     record roslibpy "$p" "$f" "$xf" "$xp" "$s" "$note"
 }

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Load-test rosgate on this machine: build, start a gateway on a free
 # loopback port, run the default scenario set with rosgate-load, print a
-# summary, stop the gateway. Bounded: about 11 x (DURATION + 2) seconds.
+# summary, stop the gateway. Bounded: about 12 x (DURATION + 2) seconds.
 #
 # The gateway is pinned to core 0 and the tool to core 1 (when taskset and
 # two cores exist), so each result line's "cpu tool / server" says which
@@ -87,6 +87,7 @@ ROWS=(
     "fanout-1x16-1k|--scenario fanout --subs 16 --size 1024"
     "fanin-16x1|--scenario fanin --pubs 16 --size 64"
     "calls-32|--scenario calls --callers 32"
+    "goals-32|--scenario goals --callers 32"
     "latency-1x1|--scenario latency --rate 20000 --subs 1"
     "latency-1x16|--scenario latency --rate 20000 --subs 16"
     "large-1m|--scenario large --size 1048576"

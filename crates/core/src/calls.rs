@@ -79,6 +79,8 @@ pub struct Call {
     kind: CallKind,
     /// A goal whose caller can no longer hear its result.
     orphaned: bool,
+    /// When it was made (latency and duration histograms).
+    started: Instant,
 }
 
 impl Call {
@@ -101,6 +103,11 @@ impl Call {
 
     pub fn kind(&self) -> CallKind {
         self.kind
+    }
+
+    /// When it was made.
+    pub fn started(&self) -> Instant {
+        self.started
     }
 
     /// Whether it is a goal whose caller can no longer hear its result.
@@ -204,9 +211,15 @@ impl Calls {
         self.table.get(&seq)
     }
 
-    /// Calls and goals `caller` has in flight.
+    /// Service calls `caller` has in flight (what `max_calls_per_conn`
+    /// bounds). Its goals are not counted: they have their own limit
+    /// ([`Calls::goals_in_flight`]), and counting them here let a caller's
+    /// goals take its call slots, even the one the cancel-goal service
+    /// needs to cancel them. Its goals are a subset of its `seqs`.
     pub fn in_flight(&self, caller: ConnRef) -> usize {
-        self.made.get(&caller).map_or(0, |m| m.seqs.len())
+        self.made
+            .get(&caller)
+            .map_or(0, |m| m.seqs.len().saturating_sub(m.goals.len()))
     }
 
     /// The calls and goals `caller` has in flight, unsorted.
@@ -243,6 +256,7 @@ impl Calls {
         provider: ConnRef,
         service_json: &[u8],
         caller_id: Option<&[u8]>,
+        now: Instant,
         deadline: Instant,
     ) -> u64 {
         self.add(
@@ -250,7 +264,7 @@ impl Calls {
             provider,
             service_json,
             caller_id,
-            Some(deadline),
+            (now, Some(deadline)),
             CallKind::Service,
         )
     }
@@ -258,6 +272,7 @@ impl Calls {
     /// Registers a goal (its caller's id is unique among the caller's
     /// goals: the caller checks [`Calls::goal_of`] first) and returns its
     /// server-side sequence number.
+    #[allow(clippy::too_many_arguments)]
     pub fn insert_goal(
         &mut self,
         caller: ConnRef,
@@ -265,6 +280,7 @@ impl Calls {
         action_json: &[u8],
         caller_id: &[u8],
         feedback: bool,
+        now: Instant,
         deadline: Option<Instant>,
     ) -> u64 {
         let seq = self.add(
@@ -272,7 +288,7 @@ impl Calls {
             server,
             action_json,
             Some(caller_id),
-            deadline,
+            (now, deadline),
             CallKind::Goal { feedback },
         );
         if let Some(made) = self.made.get_mut(&caller) {
@@ -287,7 +303,7 @@ impl Calls {
         provider: ConnRef,
         name_json: &[u8],
         caller_id: Option<&[u8]>,
-        deadline: Option<Instant>,
+        (started, deadline): (Instant, Option<Instant>),
         kind: CallKind,
     ) -> u64 {
         self.next_seq += 1;
@@ -306,6 +322,7 @@ impl Calls {
             deadline,
             kind,
             orphaned: false,
+            started,
         };
         let bytes = CALL_OVERHEAD + call.names.len();
         self.index_served(&call);
@@ -617,9 +634,9 @@ mod tests {
     fn sequence_numbers_are_never_reused() {
         let now = Instant::now();
         let mut t = Calls::new(now);
-        let a = t.insert(A, A, b"\"/s\"", Some(b"1"), now);
+        let a = t.insert(A, A, b"\"/s\"", Some(b"1"), now, now);
         assert!(t.take(a).is_some());
-        let b = t.insert(A, A, b"\"/s\"", Some(b"1"), now);
+        let b = t.insert(A, A, b"\"/s\"", Some(b"1"), now, now);
         assert_ne!(a, b);
         let c = t.get(b).expect("present");
         assert_eq!(c.service_json(), b"\"/s\"");
@@ -630,7 +647,7 @@ mod tests {
     fn answers_only_from_the_provider() {
         let now = Instant::now();
         let mut t = Calls::new(now);
-        let s = t.insert(A, P, b"\"/s\"", None, now);
+        let s = t.insert(A, P, b"\"/s\"", None, now, now);
         assert_eq!(t.answer(s, A).err(), Some(NotOutstanding::OtherProvider));
         assert_eq!(t.answer(s, P).map(|c| c.caller_id().is_none()), Ok(true));
         assert_eq!(t.answer(s, P).err(), Some(NotOutstanding::Unknown));
@@ -642,9 +659,9 @@ mod tests {
         let now = Instant::now();
         let mut t = Calls::new(now);
         let later = now + Duration::from_secs(1);
-        let s1 = t.insert(A, P, b"\"/a\"", Some(b"1"), later);
-        let s2 = t.insert(A, P, b"\"/b\"", Some(b"2"), later);
-        let s3 = t.insert(A, P, b"\"/a\"", Some(b"3"), now);
+        let s1 = t.insert(A, P, b"\"/a\"", Some(b"1"), now, later);
+        let s2 = t.insert(A, P, b"\"/b\"", Some(b"2"), now, later);
+        let s3 = t.insert(A, P, b"\"/a\"", Some(b"3"), now, now);
         assert_eq!((t.in_flight(A), t.serving(P)), (3, 3));
         let failed: Vec<u64> = t.fail_service(P, b"\"/a\"").iter().map(Call::seq).collect();
         assert_eq!(failed, vec![s1, s3]);
@@ -660,7 +677,7 @@ mod tests {
     fn a_leaving_caller_is_forgotten() {
         let now = Instant::now();
         let mut t = Calls::new(now);
-        t.insert(A, P, b"\"/a\"", Some(b"1"), now);
+        t.insert(A, P, b"\"/a\"", Some(b"1"), now, now);
         assert!(
             t.drop_conn(A, now).0.is_empty(),
             "nothing to fail for the caller"
@@ -672,7 +689,14 @@ mod tests {
     fn expiry_fires_at_the_deadline() {
         let now = Instant::now();
         let mut t = Calls::new(now);
-        let s = t.insert(A, P, b"\"/a\"", Some(b"1"), now + Duration::from_millis(50));
+        let s = t.insert(
+            A,
+            P,
+            b"\"/a\"",
+            Some(b"1"),
+            now,
+            now + Duration::from_millis(50),
+        );
         assert!(t
             .expire(now + Duration::from_millis(40), usize::MAX)
             .is_empty());
@@ -691,7 +715,7 @@ mod tests {
         let now = Instant::now();
         let mut t = Calls::new(now);
         for i in 0..10u8 {
-            t.insert(A, P, b"\"/a\"", Some(&[b'0' + i]), now);
+            t.insert(A, P, b"\"/a\"", Some(&[b'0' + i]), now, now);
         }
         assert!(t.bytes() > 0 && t.bytes_of(A) == t.bytes());
         let later = now + Duration::from_millis(20);

@@ -36,6 +36,8 @@ family! {
         Evicted => "evicted", "An unfinished opening evicted at the connection limit.";
         /// Refused at accept: too many connections from its address (P21).
         PerIpLimit => "per_ip_limit", "Refused: too many connections from one address.";
+        /// A plain HTTP request on the WebSocket port was answered.
+        HttpServed => "http_served", "An HTTP request (metrics, health, dashboard) was answered.";
         /// A reliable subscription fell more than twice `--max-queue-bytes`
         /// behind: reliable data is never dropped, so the reader goes.
         ReliableOverflow => "reliable_overflow", "A reliable subscriber fell too far behind (reliable data is never dropped).";

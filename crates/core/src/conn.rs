@@ -12,7 +12,7 @@
 //!   withdraw it in one call each when it is freed;
 //! - once `closing` is set, nothing new is queued for the connection.
 
-use std::net::IpAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::time::Instant;
 
 pub use crate::codes::CloseReason;
@@ -48,8 +48,8 @@ pub struct Conn {
     input_held: usize,
     /// The peer's address when it is limited per address (non-loopback).
     limited_peer: Option<IpAddr>,
-    /// The peer's address, when the shell knows it.
-    peer: Option<IpAddr>,
+    /// The peer's address and port, when the shell knows it.
+    peer: Option<SocketAddr>,
     transport: Transport,
     /// The graph its registrations belong to (seed 001 §8.2).
     domain: Domain,
@@ -66,7 +66,7 @@ impl Conn {
         now: Instant,
         transport: Transport,
         ws_status: StatusFilter,
-        peer: Option<IpAddr>,
+        peer: Option<SocketAddr>,
         limited_peer: Option<IpAddr>,
     ) -> Self {
         let link = Link::new(transport, ws_status);
@@ -105,8 +105,8 @@ impl Conn {
         self.transport
     }
 
-    /// The peer's address, when known.
-    pub fn peer(&self) -> Option<IpAddr> {
+    /// The peer's address and port, when known.
+    pub fn peer(&self) -> Option<SocketAddr> {
         self.peer
     }
 

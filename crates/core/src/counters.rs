@@ -63,6 +63,7 @@ family! {
         ThrottleDropped => "throttle_dropped", "Messages a throttled subscription skipped (a newer one came within the interval).";
         ReliableWarnings => "reliable_warnings", "Warnings to reliable subscribers falling behind.";
         PeerNotifications => "peer_notifications", "Subscriber counts sent to publishers that asked for them.";
+        HttpRequests => "http_requests", "Plain HTTP requests answered on the WebSocket port (metrics, health, dashboard).";
         NamesRejected => "names_rejected", "Names refused by the ROS 2 name rules (also counted in errors.invalid_name).";
         IntrospectionItems => "introspection_items", "Names and entries listed by built-in introspection replies (work they cost).";
         BuiltinCalls => "builtin_calls", "Calls answered by the gateway itself (rosapi, /rosgate/stats).";
@@ -97,6 +98,89 @@ family! {
     }
 }
 
+family! {
+    /// Distributions kept as fixed-bucket histograms.
+    pub enum Hist {
+        CallLatency => "call_latency_seconds", "Service call round trips through the gateway (forwarded to answered), seconds.";
+        GoalDuration => "goal_duration_seconds", "Action goals from sent to their server's result, seconds.";
+        QueuedBytes => "connection_queued_bytes", "Bytes queued per open connection, sampled when rendered.";
+    }
+}
+
+impl Hist {
+    /// Bucket upper bounds (the `le` labels), ascending; `+Inf` follows.
+    pub fn bounds(self) -> &'static [f64] {
+        match self {
+            Hist::CallLatency => &[
+                0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
+                1.0, 2.5, 5.0, 10.0,
+            ],
+            Hist::GoalDuration => &[
+                0.001, 0.01, 0.1, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0, 3600.0,
+            ],
+            Hist::QueuedBytes => &[
+                0.0, 1024.0, 16384.0, 65536.0, 262144.0, 1048576.0, 4194304.0, 16777216.0,
+                67108864.0,
+            ],
+        }
+    }
+}
+
+/// One histogram's counts: per bucket (not cumulative), the `+Inf` bucket
+/// last, and the sum of the observations.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Histogram {
+    buckets: Vec<u64>,
+    sum: f64,
+}
+
+impl Histogram {
+    /// An empty histogram with `h`'s buckets.
+    pub fn default_for(h: Hist) -> Self {
+        Self::new(h)
+    }
+
+    fn new(h: Hist) -> Self {
+        Histogram {
+            buckets: vec![0; h.bounds().len() + 1],
+            sum: 0.0,
+        }
+    }
+
+    /// Records one observation of `h`.
+    pub fn observe(&mut self, h: Hist, v: f64) {
+        let i = h
+            .bounds()
+            .iter()
+            .position(|&b| v <= b)
+            .unwrap_or(h.bounds().len());
+        if let Some(b) = self.buckets.get_mut(i) {
+            *b += 1;
+        }
+        self.sum += v;
+    }
+
+    pub fn count(&self) -> u64 {
+        self.buckets.iter().sum()
+    }
+
+    pub fn sum(&self) -> f64 {
+        self.sum
+    }
+
+    /// Cumulative counts, one per bound then `+Inf`.
+    pub fn cumulative(&self) -> Vec<u64> {
+        let mut acc = 0;
+        self.buckets
+            .iter()
+            .map(|b| {
+                acc += b;
+                acc
+            })
+            .collect()
+    }
+}
+
 /// Current gauge values, indexed by [`Gauge::index`].
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct Gauges([u64; Gauge::COUNT]);
@@ -117,6 +201,7 @@ pub struct Counters {
     plain: [u64; Counter::COUNT],
     closes: [u64; CloseReason::COUNT],
     errors: [u64; ErrorCode::COUNT],
+    hists: Vec<Histogram>,
 }
 
 impl Default for Counters {
@@ -125,6 +210,7 @@ impl Default for Counters {
             plain: [0; Counter::COUNT],
             closes: [0; CloseReason::COUNT],
             errors: [0; ErrorCode::COUNT],
+            hists: Hist::ALL.iter().map(|&h| Histogram::new(h)).collect(),
         }
     }
 }
@@ -212,6 +298,34 @@ impl Counters {
         self.errors[code.index()]
     }
 
+    /// Records one observation of histogram `h`.
+    pub fn observe(&mut self, h: Hist, v: f64) {
+        if let Some(x) = self.hists.get_mut(h.index()) {
+            x.observe(h, v);
+        }
+    }
+
+    /// Histogram `h` as kept.
+    pub fn hist(&self, h: Hist) -> Option<&Histogram> {
+        self.hists.get(h.index())
+    }
+
+    /// Renders everything in the Prometheus text exposition format
+    /// (version 0.0.4): `# HELP` and `# TYPE` for every metric, counters
+    /// with `_total`, gauges, labelled families, and histograms (`extra`
+    /// are histograms sampled at render time, such as queue sizes).
+    pub fn to_prometheus(&self, gauges: &Gauges, extra: &[(Hist, Histogram)]) -> String {
+        let mut r = PromRender(String::with_capacity(16 * 1024));
+        self.visit(gauges, &mut r);
+        for &h in Hist::ALL {
+            let sampled = extra.iter().find(|(x, _)| *x == h).map(|(_, v)| v);
+            if let Some(v) = sampled.or_else(|| self.hist(h)) {
+                r.histogram(h, v);
+            }
+        }
+        r.0
+    }
+
     /// Walks every gauge, counter and family in rendering order.
     pub fn visit(&self, gauges: &Gauges, v: &mut impl Visitor) {
         for &g in Gauge::ALL {
@@ -241,6 +355,75 @@ impl Counters {
         self.visit(gauges, &mut r);
         r.0.push('}');
         r.0
+    }
+}
+
+/// The Prometheus text rendering (see [`Counters::to_prometheus`]).
+struct PromRender(String);
+
+/// The prefix of every metric name.
+const METRIC_PREFIX: &str = "rosgate_";
+
+/// A help text escaped for `# HELP` (backslash and newline).
+fn prom_help(s: &str) -> String {
+    s.replace('\\', "\\\\").replace('\n', "\\n")
+}
+
+/// A float as Prometheus writes it (`+Inf` for infinity).
+fn prom_float(v: f64) -> String {
+    if v.is_infinite() {
+        if v > 0.0 { "+Inf" } else { "-Inf" }.to_string()
+    } else {
+        format!("{v}")
+    }
+}
+
+impl PromRender {
+    fn head(&mut self, name: &str, help: &str, ty: &str) {
+        use std::fmt::Write;
+        let _ = writeln!(self.0, "# HELP {name} {}", prom_help(help));
+        let _ = writeln!(self.0, "# TYPE {name} {ty}");
+    }
+
+    fn histogram(&mut self, h: Hist, v: &Histogram) {
+        use std::fmt::Write;
+        let name = format!("{METRIC_PREFIX}{}", h.label());
+        self.head(&name, h.help(), "histogram");
+        let cum = v.cumulative();
+        for (i, c) in cum.iter().enumerate() {
+            let le = h
+                .bounds()
+                .get(i)
+                .map_or("+Inf".to_string(), |&b| prom_float(b));
+            let _ = writeln!(self.0, "{name}_bucket{{le=\"{le}\"}} {c}");
+        }
+        let _ = writeln!(self.0, "{name}_sum {}", prom_float(v.sum()));
+        let _ = writeln!(self.0, "{name}_count {}", v.count());
+    }
+}
+
+impl Visitor for PromRender {
+    fn gauge(&mut self, g: Gauge, value: u64) {
+        use std::fmt::Write;
+        let name = format!("{METRIC_PREFIX}{}", g.label());
+        self.head(&name, g.help(), "gauge");
+        let _ = writeln!(self.0, "{name} {value}");
+    }
+
+    fn counter(&mut self, c: Counter, value: u64) {
+        use std::fmt::Write;
+        let name = format!("{METRIC_PREFIX}{}_total", c.label());
+        self.head(&name, c.help(), "counter");
+        let _ = writeln!(self.0, "{name} {value}");
+    }
+
+    fn family(&mut self, f: Family, members: &[(&'static str, u64)]) {
+        use std::fmt::Write;
+        let name = format!("{METRIC_PREFIX}{}_total", f.name());
+        self.head(&name, f.help(), "counter");
+        for &(label, v) in members {
+            let _ = writeln!(self.0, "{name}{{{}=\"{label}\"}} {v}", f.label_key());
+        }
     }
 }
 

@@ -135,8 +135,13 @@ pub const TIMER_TICK_MS: u64 = 10;
 /// one lap.
 pub const TIMER_SLOTS: usize = 512;
 
-/// Forced-close log lines per second before they are summarised (P15).
-pub const CLOSE_LOGS_PER_SEC: u32 = 20;
+/// Connection log lines (open, close, refused) per second before they are
+/// summarised (P15).
+pub const CONN_LOGS_PER_SEC: u32 = 20;
+
+/// Closed connections remembered for `/rosgate/connections` and the
+/// dashboard.
+pub const RECENT_CLOSES: usize = 64;
 
 /// The limits the core enforces. Built by the server from flags; unit tests,
 /// the simulation and the fuzz targets build one without an address.

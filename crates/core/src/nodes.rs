@@ -234,6 +234,16 @@ impl Nodes {
         self.bytes
     }
 
+    /// Bytes `owner`'s nodes hold (they go when it is freed): O(its
+    /// nodes), at most the per-connection limit.
+    pub fn bytes_of(&self, owner: ConnRef) -> usize {
+        self.of(owner)
+            .iter()
+            .filter_map(|&k| self.slab.get(k as usize))
+            .map(|n| n.bytes)
+            .sum()
+    }
+
     /// Gives back capacity of tables that emptied out.
     pub fn shrink(&mut self) {
         if self.slab.capacity() > 4 * self.slab.len() + 64 {

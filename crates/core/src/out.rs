@@ -137,6 +137,10 @@ pub struct OutQueue {
     control_bytes: usize,
     /// QoS of some topics, when the connection asked for any.
     limits: Option<Box<TopicLimits>>,
+    /// Topic messages ever queued here, and dropped from here (for the
+    /// connection list of introspection and the dashboard).
+    queued_msgs: u64,
+    dropped_msgs: u64,
 }
 
 impl OutQueue {
@@ -153,6 +157,16 @@ impl OutQueue {
 
     pub fn framing(&self) -> Framing {
         self.framing
+    }
+
+    /// Topic messages ever queued to this connection.
+    pub fn queued_msgs(&self) -> u64 {
+        self.queued_msgs
+    }
+
+    /// Topic messages ever dropped from this queue (depth and shedding).
+    pub fn dropped_msgs(&self) -> u64 {
+        self.dropped_msgs
     }
 
     pub fn is_empty(&self) -> bool {
@@ -195,6 +209,7 @@ impl OutQueue {
     ) -> Dropped {
         self.topic_bytes += frames.len();
         self.topic_entries += 1;
+        self.queued_msgs += u64::from(msgs);
         let len = frames.len();
         self.q.push_back(Entry {
             data: Data::Shared(frames),
@@ -526,6 +541,7 @@ impl OutQueue {
         }
         self.topic_bytes -= dropped.bytes as usize;
         self.topic_entries -= entries;
+        self.dropped_msgs += dropped.frames;
         dropped
     }
 }

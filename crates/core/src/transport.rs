@@ -22,7 +22,7 @@ use std::rc::Rc;
 use rosgate_wire::decode::Dialect;
 use rosgate_wire::encode::{self, Level};
 use rosgate_wire::line::{Frame, LineReader};
-use rosgate_wire::ws::handshake::Opening;
+use rosgate_wire::ws::handshake::{HttpRequest, Opening};
 use rosgate_wire::ws::{self, WsEvent, WsReader};
 
 use crate::codes::{CloseReason, ErrorCode};
@@ -245,6 +245,9 @@ pub enum Inbound<'a> {
     /// the hub refuses what `opening` asks for, send `response` exactly as
     /// given, first.
     Opened { response: Vec<u8>, opening: Opening },
+    /// A plain HTTP request on the WebSocket port: the hub answers it
+    /// (metrics, health, the dashboard) and closes.
+    Http(HttpRequest),
     /// Transport bytes to send exactly as given (a pong).
     Reply(Cow<'a, [u8]>),
     /// The connection ends: send `last` (if any) and close with `reason`.
@@ -355,6 +358,7 @@ fn ws_inbound(event: WsEvent<'_>) -> Inbound<'_> {
             last: Some(response),
             detail: "handshake refused",
         },
+        WsEvent::Http(request) => Inbound::Http(request),
         WsEvent::Text(msg) => Inbound::Message(msg),
         WsEvent::Binary => Inbound::Refused {
             code: ErrorCode::BinaryFrame,

@@ -5,7 +5,7 @@
 use std::ffi::OsString;
 use std::time::Duration;
 
-use crate::config::{self, Config, LogLevel};
+use crate::config::{self, Config, LogFormat, LogLevel};
 
 /// What the command line asked for.
 #[derive(Debug)]
@@ -74,6 +74,7 @@ OPTIONS:
     --shutdown-grace-ms N       on SIGTERM, flush queued output this long
                                 [default: {DEFAULT_SHUTDOWN_GRACE_MS}]
     --log-level LEVEL           error|warn|info|debug [default: info]
+    --log-format FORMAT         text|json (one JSON object per line) [default: text]
     -h, --help                  print this help
     -V, --version               print the version
 
@@ -240,6 +241,9 @@ pub fn parse(argv: Vec<OsString>) -> Result<Command, String> {
     }
     if let Some(v) = opt::<LogLevel>(&mut args, "--log-level")? {
         c.log_level = v;
+    }
+    if let Some(v) = opt::<LogFormat>(&mut args, "--log-format")? {
+        c.log_format = v;
     }
     let rest = args.finish();
     if let Some(first) = rest.first() {

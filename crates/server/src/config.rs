@@ -11,7 +11,7 @@ use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::time::Duration;
 
 pub use rosgate_core::limits::*;
-pub use rosgate_core::log::LogLevel;
+pub use rosgate_core::log::{LogFormat, LogLevel};
 pub use rosgate_core::StatusFilter;
 pub use rosgate_wire::MAX_JSON_DEPTH;
 
@@ -125,6 +125,8 @@ pub struct Config {
     pub ws_status: StatusFilter,
     pub limits: Limits,
     pub log_level: LogLevel,
+    /// `--log-format`: text for people, JSON lines for log shippers.
+    pub log_format: LogFormat,
     /// How long a shutdown flushes queued output.
     pub shutdown_grace: Duration,
     /// Domain of TCP connections that do not choose one (`--tcp-domain`).
@@ -147,6 +149,7 @@ impl Default for Config {
             ws_status: StatusFilter::Warnings,
             limits: Limits::default(),
             log_level: LogLevel::Info,
+            log_format: LogFormat::Text,
             shutdown_grace: Duration::from_millis(DEFAULT_SHUTDOWN_GRACE_MS),
             tcp_domain: 0,
             ws_domain: 0,

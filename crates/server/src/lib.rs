@@ -9,11 +9,13 @@
 //! | [`inbox`] | `mio::Waker` + bounded job queue: how other threads hand work to the loop |
 //! | [`config`] | `Config` and the server's own constants (re-exports the core's limits) |
 //! | [`args`] | flags -> `Config`; the `--help` text |
+//! | [`assets`] | the dashboard's files, compiled in (served at `/` on the WebSocket port) |
 //!
 //! Clients speak newline-delimited JSON over TCP (`docs/protocol.md`) or
 //! rosbridge v2 over WebSocket.
 
 pub mod args;
+pub mod assets;
 pub mod config;
 pub mod inbox;
 pub mod params_file;

@@ -4,7 +4,7 @@ use std::process::ExitCode;
 
 use rosgate::args::{self, Command};
 use rosgate::server::Server;
-use rosgate_core::log;
+use rosgate_core::log::{self, Val};
 
 fn main() -> ExitCode {
     let config = match args::parse(std::env::args_os().skip(1).collect()) {
@@ -19,6 +19,7 @@ fn main() -> ExitCode {
         }
     };
     log::set_level(config.log_level);
+    log::set_format(config.log_format);
     let mut server = match Server::bind(&config) {
         Ok(s) => s,
         Err(e) => {
@@ -27,6 +28,21 @@ fn main() -> ExitCode {
         }
     };
     // Tests and scripts wait for these exact lines; the TCP one comes last.
+    if log::is_json() {
+        announce_json(&server);
+    } else {
+        announce(&server);
+    }
+    match server.run() {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("rosgate: event loop failed: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+fn announce(server: &Server) {
     match server.ws_local_addr() {
         Some(Ok(addr)) => eprintln!("rosgate websocket listening on ws://{addr}"),
         Some(Err(e)) => eprintln!("rosgate: websocket local_addr: {e}"),
@@ -36,11 +52,27 @@ fn main() -> ExitCode {
         Ok(addr) => eprintln!("rosgate {} listening on {addr}", env!("CARGO_PKG_VERSION")),
         Err(e) => eprintln!("rosgate: local_addr: {e}"),
     }
-    match server.run() {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("rosgate: event loop failed: {e}");
-            ExitCode::from(1)
-        }
+}
+
+/// The same announcements as JSON lines, so a log shipper gets no text line.
+fn announce_json(server: &Server) {
+    let version = env!("CARGO_PKG_VERSION");
+    if let Some(Ok(addr)) = server.ws_local_addr() {
+        let addr = format!("ws://{addr}");
+        log::notice(
+            "listening",
+            &[("transport", Val::Str("ws")), ("addr", Val::Str(&addr))],
+        );
+    }
+    if let Ok(addr) = server.local_addr() {
+        let addr = addr.to_string();
+        log::notice(
+            "listening",
+            &[
+                ("transport", Val::Str("tcp")),
+                ("addr", Val::Str(&addr)),
+                ("version", Val::Str(version)),
+            ],
+        );
     }
 }

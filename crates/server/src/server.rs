@@ -46,6 +46,7 @@ use rosgate_core::counters::Counter;
 use rosgate_core::hub::Freed;
 use rosgate_core::hub::GraphSettings;
 use rosgate_core::log;
+use rosgate_core::log::LogLevel;
 use rosgate_core::out::MAX_IOVECS;
 use rosgate_core::{CloseReason, Hub, Transport};
 
@@ -174,6 +175,7 @@ impl Server {
         }
         hub.set_graph_settings(graph);
         hub.set_param_overrides(config.param_overrides.clone());
+        hub.set_http_settings(crate::assets::http_settings());
         Ok(Server {
             poll,
             listener,
@@ -368,7 +370,7 @@ impl Server {
     fn on_signals(&mut self) {
         for sig in self.signals.pending() {
             match sig {
-                SIGUSR1 => log::always("STATS", format_args!("{}", self.hub.stats_json())),
+                SIGUSR1 => log::counters("stats", &self.hub.stats_json()),
                 _ => {
                     log!(Info, "signal {sig}: shutting down");
                     self.shutdown = true;
@@ -442,7 +444,7 @@ impl Server {
         transport: Transport,
         now: Instant,
     ) {
-        let r = match self.hub.open_from(transport, Some(addr.ip()), now) {
+        let r = match self.hub.open_from(transport, Some(addr), now) {
             Ok(r) => r,
             Err(refusal) => {
                 // Best effort: the socket is fresh, so the line fits its buffer.
@@ -475,7 +477,6 @@ impl Server {
             read_at: u64::MAX,
             deficit: 0,
         });
-        log!(Debug, "open conn={} peer={addr}", r.key);
     }
 
     fn read_ready(&mut self, now: Instant) {
@@ -737,7 +738,9 @@ impl Server {
         }
         let mut scratch = Vec::new();
         self.free_closed(now, &mut scratch, usize::MAX);
-        log!(Info, "stopped: {}", self.hub.stats_json());
+        if log::enabled(LogLevel::Info) {
+            log::counters("stopped", &self.hub.stats_json());
+        }
     }
 }
 

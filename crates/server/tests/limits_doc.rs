@@ -20,7 +20,7 @@ fn doc_rows() -> Vec<Vec<String>> {
 #[test]
 fn every_default_constant_is_documented_with_its_value() {
     let rows = doc_rows();
-    let expected: [(&str, u128); 67] = [
+    let expected: [(&str, u128); 68] = [
         (
             "LATCH_BYTES_PER_PUBLISHER",
             rosgate_core::hub::LATCH_BYTES_PER_PUBLISHER as u128,
@@ -180,7 +180,8 @@ fn every_default_constant_is_documented_with_its_value() {
         ("READ_BUDGET_BYTES", READ_BUDGET_BYTES as u128),
         ("WRITE_BUDGET_BYTES", WRITE_BUDGET_BYTES as u128),
         ("TIMER_TICK_MS", TIMER_TICK_MS as u128),
-        ("CLOSE_LOGS_PER_SEC", CLOSE_LOGS_PER_SEC as u128),
+        ("CONN_LOGS_PER_SEC", CONN_LOGS_PER_SEC as u128),
+        ("RECENT_CLOSES", RECENT_CLOSES as u128),
     ];
     for (name, value) in expected {
         let row = rows

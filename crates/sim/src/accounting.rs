@@ -335,7 +335,8 @@ impl Sim {
 
     /// What `slot` counts for against the budget and gives back when freed:
     /// its queue (a shared frame counted whole, and each entry's cost), its
-    /// partial input, the calls it made and its registrations.
+    /// partial input, the calls it made, its registrations (in its
+    /// domain's registry) and the nodes it declared.
     fn held_by(&self, slot: usize) -> usize {
         let c = self.model.client(slot);
         let Some(conn) = self.hub.conn(c.conn.key) else {
@@ -343,10 +344,11 @@ impl Sim {
         };
         conn.out().control_bytes()
             + conn.out().topic_bytes()
-            + ENTRY_BYTES * self.model.client(slot).exp.topic.len()
+            + ENTRY_BYTES * c.exp.topic.len()
             + conn.input_held()
             + self.hub.calls().bytes_of(c.conn)
-            + self.hub.registry().held_by(c.conn).bytes
+            + self.hub.registry_in(c.domain).held_by(c.conn).bytes
+            + c.node_bytes()
     }
 
     /// The budget's rule (P17) re-run on the state before this call's

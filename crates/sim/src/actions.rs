@@ -11,10 +11,19 @@
 //! Byte format: four selector bytes ([`SimConfig::from_selector`], little
 //! endian), then one action after another, each an action byte (modulo
 //! [`ACTION_KINDS`]) followed by its fields. Action bytes 0-15 are the
-//! TCP-era actions, 16-18 the WebSocket ones, 19 [`Action::Trickle`] and 20
+//! TCP-era actions, 16-18 the WebSocket ones, 19 [`Action::Trickle`], 20
 //! [`Action::Shutdown`], which ends the schedule (nothing after it is
-//! decoded). The selector grew from two bytes to four with the bounded
-//! memory limits, so the seed corpus was regenerated then.
+//! decoded), and 21-24 the nodes, names and domains ones (three requests
+//! and [`Action::ConnectWsAt`]). The selector grew from two bytes to four
+//! with the bounded memory limits, so the seed corpus was regenerated then.
+//!
+//! New kinds only ever go after the old ones, so that [`Action::encode`]'s
+//! bytes (every action byte below the old [`ACTION_KINDS`], every trickled
+//! request byte below the old count) decode to the same actions as before:
+//! the corpus written by `tests/replay.rs` keeps its meaning. (Bytes a
+//! fuzzer wrote above those counts are read modulo the new ones.) Its
+//! seeded schedules (`seed-NN`, drawn by [`Action::random`]) were
+//! regenerated when nodes joined, so that they hold node actions too.
 
 use std::time::Duration;
 
@@ -46,11 +55,84 @@ pub const SERVICES: [&str; 6] = [
     "/s\\back",
 ];
 
+/// Names a node-aware request ([`Req::Named`]) writes: relative, private
+/// (`~/`), absolute (some shared with [`TOPICS`] and [`SERVICES`]) and
+/// invalid ones. A connection without a node and without `--names strict`
+/// uses them as written.
+pub const NAMES: [&str; 10] = [
+    "chatter",
+    "~/cmd",
+    "/chatter",
+    "scan",
+    "arm/joint",
+    "/a",
+    "/s1",
+    "~bad",
+    "a//b",
+    "9lives",
+];
+
+/// Node names [`Req::DeclareNode`] picks from (two spell `talker`, so
+/// that full names collide; the last four are invalid).
+pub const NODE_NAMES: [&str; 8] = [
+    "talker", "listener", "talker", "cam", "1bad", "a__b", "x/y", "",
+];
+
+/// Namespaces [`Req::DeclareNode`] picks from (`None`: the field is left
+/// out; the last three are invalid).
+pub const NAMESPACES: [Option<&str>; 8] = [
+    None,
+    Some("/r1"),
+    Some("/"),
+    Some("/r1/arm"),
+    Some(""),
+    Some("r1"),
+    Some("/r1/"),
+    Some("/2x"),
+];
+
+/// Remap rule lists [`Req::DeclareNode`] picks from (the last two hold an
+/// invalid rule).
+pub const REMAPS: [&[&str]; 8] = [
+    &[],
+    &[],
+    &["chatter:=/talk"],
+    &["~/cmd:=/cmd_r", "chatter:=/never"],
+    &["__ns:=/r2"],
+    &["__node:=renamed", "scan:=other"],
+    &["bad"],
+    &["a:=1x"],
+];
+
+/// The `domain` field texts of [`Req::DeclareNode`] (`None`: left out):
+/// the domains the simulation uses, one out of range and two that are not
+/// numbers of the right type.
+pub const DOMAIN_FIELDS: [Option<&str>; 10] = [
+    None,
+    None,
+    None,
+    Some("0"),
+    Some("3"),
+    Some("3"),
+    Some("7"),
+    Some("233"),
+    Some("\"3\""),
+    Some("-1"),
+];
+
+/// The domains any client of the simulation can be in (the checks compare
+/// these registries one by one, and every domain's through the gauges).
+pub const SIM_DOMAINS: [u8; 3] = [0, 3, 7];
+
 /// Most actions a fuzz input decodes to (see [`actions_from_bytes`]).
 const MAX_ACTIONS: usize = 400;
 
 /// Action bytes are read modulo this.
-pub const ACTION_KINDS: u8 = 21;
+pub const ACTION_KINDS: u8 = 25;
+
+/// Requests a trickle carries: the twelve of the first simulation, then
+/// the three of nodes, names and domains.
+const TRICKLE_KINDS: u8 = 15;
 
 /// The status filters [`Action::WsStatus`] picks from.
 const FILTERS: [StatusFilter; 3] = [StatusFilter::Errors, StatusFilter::All, StatusFilter::None];
@@ -63,6 +145,12 @@ pub struct SimConfig {
     pub limits: Limits,
     pub ws_status: StatusFilter,
     pub seed: u64,
+    /// `--names strict`: every connection resolves names by the ROS 2
+    /// rules, not only those that declared a node.
+    pub strict_names: bool,
+    /// The domain WebSocket connections start in (`--ws-domain`); TCP
+    /// ones start in 0.
+    pub ws_domain: u8,
 }
 
 impl SimConfig {
@@ -75,11 +163,16 @@ impl SimConfig {
     ///
     /// Bits: 0-1 line, 2-3 topic queue, 4-5 control, 6-7 write stall, 8-9
     /// connections, 10-11 call timeout, 12 its cap, 13-14 calls per
-    /// connection, 15-16 the WebSocket status filter (the hub's default,
-    /// errors only, half of the time), 17-18 opening deadline, 19-20
+    /// connection, 15-16 the WebSocket status filter (warnings and
+    /// errors, all, errors, none), 17-18 opening deadline, 19-20
     /// partial-request deadline, 21-22 idle timeout, 23-24 control soft
     /// limit and time, 25-26 memory budget, 27-28 registrations per
-    /// connection.
+    /// connection, 29-31 the graph: 6 and 7 `--names strict`, 5 and 7
+    /// WebSocket connections in domain 3 (TCP ones always start in 0).
+    ///
+    /// The first filter is the gateway's default (`--ws-status warning`);
+    /// it used to be errors only, which is the same for runs without
+    /// nodes (nothing else is sent at the warning level).
     ///
     /// A small memory budget comes with topic queues of 1 MiB: the budget
     /// then binds long before a queue's own limit, so every topic frame
@@ -172,16 +265,19 @@ impl SimConfig {
             sel,
             15,
             &[
-                StatusFilter::Errors,
+                StatusFilter::Warnings,
                 StatusFilter::All,
                 StatusFilter::Errors,
                 StatusFilter::None,
             ],
         );
+        let graph = (sel >> 29) & 7;
         SimConfig {
             limits,
             ws_status,
             seed: sel.rotate_left(17) ^ 0x5EED,
+            strict_names: graph >= 6,
+            ws_domain: if graph == 5 || graph == 7 { 3 } else { 0 },
         }
     }
 }
@@ -198,6 +294,12 @@ pub enum Action {
     /// is fed (whole, byte by byte, in two reads, or with the first frame),
     /// or a request the hub must refuse.
     ConnectWs { how: u8 },
+    /// Open a WebSocket connection whose URL declares what the client is
+    /// (`?domain=3&node=talker&namespace=/r1&remap=...`), `query` picking
+    /// from `driver::QUERIES` (some refused with a 400); `how` as for
+    /// [`Action::ConnectWs`], except that a handshake left for the first
+    /// frame is sent whole at once.
+    ConnectWsAt { how: u8, query: u8 },
     /// A WebSocket client (the first from `slot` on) sends, by `kind % 8`:
     /// 0 a ping of `arg % 126` bytes, 1 an unsolicited pong, 2 a binary
     /// message (fragmented when `arg` is odd), 3 a close frame with a code
@@ -320,6 +422,38 @@ pub enum Req {
     /// An empty line (`\n` or `\r\n`); on WebSocket an empty (or
     /// whitespace) text message, which is not JSON.
     Blank,
+    /// `declare_node`: the name from [`NODE_NAMES`], the namespace from
+    /// [`NAMESPACES`], the rules from [`REMAPS`], the `domain` field from
+    /// [`DOMAIN_FIELDS`] (each modulo its table).
+    DeclareNode {
+        name: u8,
+        ns: u8,
+        remap: u8,
+        domain: u8,
+        id: u8,
+    },
+    /// `destroy_node` of one of the client's nodes (`pick` modulo their
+    /// number plus one; the extra pick names a node it never declared), by
+    /// its name (even `pick`) or full name.
+    DestroyNode {
+        pick: u8,
+        id: u8,
+    },
+    /// A registration, publish or call (`op % 8`: subscribe, unsubscribe,
+    /// advertise, unadvertise, publish, advertise_service,
+    /// unadvertise_service, call_service) of one of [`NAMES`], with the
+    /// `node` field picked by `node % 8`: 0-3 none (the default node), 4
+    /// the client's first node by name, 5 its last by full name, 6 its
+    /// second by name, 7 (and 4-6 when it has no such node) one it never
+    /// declared. `payload` is the message or args; its top three bits pick
+    /// a call's timeout.
+    Named {
+        op: u8,
+        name: u8,
+        node: u8,
+        payload: u16,
+        id: u8,
+    },
 }
 
 impl Action {
@@ -339,6 +473,10 @@ impl Action {
         Some(match op {
             0 => Action::Connect,
             16 => Action::ConnectWs { how: b.u8() },
+            24 => Action::ConnectWsAt {
+                how: b.u8(),
+                query: b.u8(),
+            },
             17 => Action::WsControl {
                 slot: b.u8(),
                 kind: b.u8(),
@@ -356,7 +494,10 @@ impl Action {
             3 => Action::Clock { v: b.u16() },
             19 => {
                 let (slot, style, cut) = (b.u8(), b.u8(), b.u8());
-                let op = 4 + b.u8() % 12;
+                let op = match b.u8() % TRICKLE_KINDS {
+                    k @ 0..=11 => 4 + k,
+                    k => 21 + (k - 12),
+                };
                 Action::Trickle {
                     slot,
                     style,
@@ -382,6 +523,7 @@ impl Action {
         match self {
             Action::Connect => out.push(0),
             Action::ConnectWs { how } => out.extend_from_slice(&[16, *how]),
+            Action::ConnectWsAt { how, query } => out.extend_from_slice(&[24, *how, *query]),
             Action::WsControl { slot, kind, arg } => {
                 out.extend_from_slice(&[17, *slot, *kind, *arg])
             }
@@ -407,7 +549,11 @@ impl Action {
                 cut,
                 req,
             } => {
-                out.extend_from_slice(&[19, *slot, *style, *cut, req.op() - 4]);
+                let kind = match req.op() {
+                    op @ 4..=15 => op - 4,
+                    op => 12 + (op - 21),
+                };
+                out.extend_from_slice(&[19, *slot, *style, *cut, kind]);
                 req.encode_fields(out);
             }
             Action::Shutdown => out.push(20),
@@ -422,9 +568,13 @@ impl Action {
     /// A random action, weighted towards the interesting ones.
     pub fn random(rng: &mut Rng) -> Action {
         let slot = rng.u8();
-        match rng.below(111) {
+        match rng.below(125) {
             0..=2 => Action::Connect,
-            3..=6 => {
+            6 => Action::ConnectWsAt {
+                how: rng.below(3) as u8 | (rng.u8() & !3),
+                query: rng.u8(),
+            },
+            3..=5 => {
                 // Spelling 0-2 valid, 3 refused (one time in twelve);
                 // bits 2-3 the feeding; bits 4-7 key or mistake.
                 let spelling = if rng.below(12) == 0 {
@@ -464,7 +614,11 @@ impl Action {
             105..=109 => {
                 let style = if rng.below(3) == 0 { rng.u8() } else { 0 };
                 let cut = rng.u8();
-                let roll = 24 + rng.below(76);
+                let roll = if rng.below(8) == 0 {
+                    111 + rng.below(14)
+                } else {
+                    24 + rng.below(76)
+                };
                 Action::Trickle {
                     slot,
                     style,
@@ -497,7 +651,8 @@ impl Action {
 }
 
 impl Req {
-    /// The action byte of a `Send` carrying this request (4 to 15).
+    /// The action byte of a `Send` carrying this request (4 to 15, 21 to
+    /// 23).
     fn op(&self) -> u8 {
         match self {
             Req::Subscribe { .. } => 4,
@@ -512,12 +667,34 @@ impl Req {
             Req::Malformed { .. } => 13,
             Req::Garbage { .. } => 14,
             Req::Blank => 15,
+            Req::DeclareNode { .. } => 21,
+            Req::DestroyNode { .. } => 22,
+            Req::Named { .. } => 23,
         }
     }
 
-    /// Decodes the fields of the request whose action byte is `op` (4 to 15).
+    /// Decodes the fields of the request whose action byte is `op` (4 to
+    /// 15, 21 to 23).
     fn decode(op: u8, b: &mut Bytes<'_>) -> Req {
         match op {
+            21 => Req::DeclareNode {
+                name: b.u8(),
+                ns: b.u8(),
+                remap: b.u8(),
+                domain: b.u8(),
+                id: b.u8(),
+            },
+            22 => Req::DestroyNode {
+                pick: b.u8(),
+                id: b.u8(),
+            },
+            23 => Req::Named {
+                op: b.u8(),
+                name: b.u8(),
+                node: b.u8(),
+                payload: b.u16(),
+                id: b.u8(),
+            },
             4 => Req::Subscribe {
                 topic: b.u8(),
                 id: b.u8(),
@@ -611,10 +788,29 @@ impl Req {
                 out.extend_from_slice(&bytes[..n]);
             }
             Req::Blank => {}
+            Req::DeclareNode {
+                name,
+                ns,
+                remap,
+                domain,
+                id,
+            } => out.extend_from_slice(&[*name, *ns, *remap, *domain, *id]),
+            Req::DestroyNode { pick, id } => out.extend_from_slice(&[*pick, *id]),
+            Req::Named {
+                op,
+                name,
+                node,
+                payload,
+                id,
+            } => {
+                out.extend_from_slice(&[*op, *name, *node]);
+                out.extend_from_slice(&payload.to_le_bytes());
+                out.push(*id);
+            }
         }
     }
 
-    /// The request of a random `Send`, by `roll` (24 to 99) of
+    /// The request of a random `Send`, by `roll` (24 to 99, 111 to 124) of
     /// [`Action::random`]'s weights.
     fn random(rng: &mut Rng, roll: u64) -> Req {
         // Ids: mostly present (style 1-6), sometimes absent.
@@ -677,8 +873,37 @@ impl Req {
                 let bytes = (0..n).map(|_| rng.u8()).collect();
                 Req::Garbage { bytes }
             }
+            // Mostly valid picks (the tables put the invalid ones last).
+            111..=114 => Req::DeclareNode {
+                name: valid_mostly(rng, 4),
+                ns: valid_mostly(rng, 5),
+                remap: valid_mostly(rng, 6),
+                domain: valid_mostly(rng, 7),
+                id: id(rng),
+            },
+            115 | 116 => Req::DestroyNode {
+                pick: rng.u8(),
+                id: id(rng),
+            },
+            117..=124 => Req::Named {
+                op: rng.u8(),
+                name: valid_mostly(rng, 7),
+                node: rng.u8(),
+                payload: rng.u16(),
+                id: id(rng),
+            },
             _ => Req::Blank,
         }
+    }
+}
+
+/// An index below `valid` five times in six, else any byte (the table
+/// modulo its length: sometimes an invalid entry).
+fn valid_mostly(rng: &mut Rng, valid: u64) -> u8 {
+    if rng.below(6) == 0 {
+        rng.u8()
+    } else {
+        rng.below(valid) as u8
     }
 }
 

@@ -2,11 +2,24 @@
 //! - after every hub call (`accounting.rs`): what it queued, shed and
 //!   closed, and the frames in the memory ledger;
 //! - after every step ([`Sim::end_of_step`]): the gauges, the service and
-//!   topic tables and every connection's indexes equal the model's, no
+//!   topic tables of every domain the simulation uses (the gauges sum
+//!   them all) and every connection's indexes equal the model's, no
 //!   open connection holds more control bytes than its limit, the memory
 //!   ledger equals what the model says is held (frames, control, input,
 //!   calls, registrations, per connection and in all) and the counters of
-//!   closes, refusals and drops agree with the model's;
+//!   closes, refusals, name and node errors and drops agree with the
+//!   model's;
+//! - nodes, names and domains, after every step too: each connection is
+//!   in the domain the model says and resolves names when it should; the
+//!   node table holds exactly the model's nodes (per connection in
+//!   declaration order, per domain, their bytes); every registration is
+//!   attributed to the node that made it (each topic's (connection, node)
+//!   pairs, each service's node), so destroying a node withdrew exactly
+//!   its registrations; and domains are isolated by construction: topic
+//!   and service tables are compared domain by domain, a publish is
+//!   queued only to subscribers of its domain and of its expanded name
+//!   (the frame's exact bytes, counted by `delivered`), a call forwarded
+//!   only to its domain's provider;
 //! - whenever a client has read everything ([`Sim::check_quiescent`]):
 //!   every line the model owes it arrived (publish frames shed were
 //!   identified when they went, so every other one must arrive);
@@ -15,7 +28,8 @@
 //!   ([`Sim::check_last_words`]: the handshake refusal, the close frame
 //!   echoed, the 1002, or the 1001 of a shutdown);
 //! - at the end ([`Sim::finish`]): every call got its one response, and
-//!   every table and the whole ledger are empty once everyone has left;
+//!   every table (every domain's registry, the node table) and the whole
+//!   ledger are empty once everyone has left;
 //!   after a shutdown, every connection left as soon as its output was
 //!   written and the requests sent meanwhile were ignored.
 
@@ -23,11 +37,14 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::time::Duration;
 
-use rosgate_core::counters::{Counter, Gauge};
+use rosgate_core::codes::ErrorCode;
+use rosgate_core::counters::{Counter, Gauge, Gauges};
 use rosgate_core::limits::TIMER_TICK_MS;
+use rosgate_core::nodes::DOMAINS;
+use rosgate_core::registry::{NodeTag, Role};
 use rosgate_core::{CloseReason, ConnRef};
 
-use crate::actions::{Action, Req, MAX_CLIENTS};
+use crate::actions::{Action, Req, MAX_CLIENTS, SIM_DOMAINS};
 use crate::driver::{Sim, COUNTED_ERRORS};
 use crate::model::{ReadMode, Resp, ENTRY_BYTES};
 
@@ -90,16 +107,123 @@ impl Sim {
 
     /// The hub's tables equal the model's.
     pub(crate) fn check_tables(&self) -> Result<(), Violation> {
-        self.check_gauges()?;
+        // Read once: the gauges sum every domain's tables.
+        let g = self.hub.gauges();
+        self.check_gauges(&g)?;
         self.check_services()?;
         self.check_topics()?;
         self.check_conn_indexes()?;
-        self.check_ledger()?;
+        // Nodes first: the attribution pairs the hub's nodes with the
+        // model's in declaration order.
+        self.check_nodes(&g)?;
+        self.check_attribution()?;
+        self.check_ledger(&g)?;
         self.check_counters()
     }
 
-    fn check_gauges(&self) -> Result<(), Violation> {
-        let g = self.hub.gauges();
+    /// The full name of `who`'s node `tag`, as the hub has it (`None`:
+    /// the connection itself).
+    fn hub_node_label(&self, who: ConnRef, tag: NodeTag) -> Option<String> {
+        if tag == NodeTag::CONN {
+            return None;
+        }
+        let node = self.hub.nodes().get(tag).filter(|n| n.owner() == who);
+        Some(node.map_or_else(
+            || format!("(no node {tag:?} of this connection)"),
+            |n| n.full_name().to_string(),
+        ))
+    }
+
+    /// The full name of `slot`'s node `uid` as the model has it (`None`:
+    /// the connection itself).
+    fn model_node_label(&self, slot: usize, uid: Option<u64>) -> Option<String> {
+        uid.map(|u| self.model.client(slot).node_label(Some(u)))
+    }
+
+    /// Every declared node, per connection (in declaration order, the
+    /// default node first) and per domain (in order of full name), with
+    /// its owner, domain and bytes; each connection's domain and whether
+    /// it resolves names.
+    fn check_nodes(&self, g: &Gauges) -> Result<(), Violation> {
+        let nodes = self.hub.nodes();
+        let mut count = 0;
+        for (s, c) in self.model.clients.iter().enumerate() {
+            let Some(c) = c else { continue };
+            let Some(hc) = self.hub.conn(c.conn.key) else {
+                return Err(self.violation(format!("slot {s} missing from the hub")));
+            };
+            if (hc.domain(), hc.resolves()) != (c.domain, c.resolves) {
+                return Err(self.violation(format!(
+                    "slot {s} (domain, resolves names): hub {:?}, model {:?}",
+                    (hc.domain(), hc.resolves()),
+                    (c.domain, c.resolves)
+                )));
+            }
+            count += c.nodes.len();
+            let hub = nodes
+                .of(c.conn)
+                .iter()
+                .map(|&k| nodes.get(NodeTag(k)))
+                .map(|n| n.map(|n| (n.full_name(), n.domain(), n.owner() == c.conn)));
+            let model = c
+                .nodes
+                .iter()
+                .map(|n| Some((n.full.as_str(), c.domain, true)));
+            if !hub.clone().eq(model.clone()) {
+                return Err(self.violation(format!(
+                    "slot {s} nodes (full name, domain, owned), the default first: hub {:?}, model {:?}",
+                    hub.collect::<Vec<_>>(),
+                    model.collect::<Vec<_>>()
+                )));
+            }
+        }
+        let gauge = g.get(Gauge::Nodes);
+        if nodes.len() != count || gauge != count as u64 || nodes.bytes() != self.model.node_bytes()
+        {
+            return Err(self.violation(format!(
+                "{} nodes ({gauge} by the gauge) holding {} bytes; the model has {count} holding {}",
+                nodes.len(),
+                nodes.bytes(),
+                self.model.node_bytes()
+            )));
+        }
+        // Each domain's listing (what introspection shows), when there is
+        // anything to list.
+        if count > 0 {
+            for d in SIM_DOMAINS {
+                let hub: Vec<&str> = nodes.in_domain(d).map(|(n, _)| n).collect();
+                let mut model: Vec<&str> = self
+                    .model
+                    .live()
+                    .filter(|c| c.domain == d)
+                    .flat_map(|c| c.nodes.iter().map(|n| n.full.as_str()))
+                    .collect();
+                model.sort_unstable();
+                if hub != model {
+                    return Err(self
+                        .violation(format!("nodes of domain {d}: hub {hub:?}, model {model:?}")));
+                }
+            }
+        }
+        // Domains with a client that completed its opening and is open.
+        let mut domains: Vec<u8> = self
+            .model
+            .live()
+            .filter(|c| c.established && c.is_open())
+            .map(|c| c.domain)
+            .collect();
+        domains.sort_unstable();
+        domains.dedup();
+        let gauge = g.get(Gauge::Domains);
+        if gauge != domains.len() as u64 {
+            return Err(self.violation(format!(
+                "the domains gauge is {gauge}, clients are in domains {domains:?}"
+            )));
+        }
+        Ok(())
+    }
+
+    fn check_gauges(&self, g: &Gauges) -> Result<(), Violation> {
         let m = self.model.gauges();
         let h = [
             Gauge::ConnectionsOpen,
@@ -145,61 +269,113 @@ impl Sim {
         Ok(())
     }
 
-    /// Services and their providers.
+    /// The services of every domain the simulation uses, their providers
+    /// and the node each provider advertised it for.
     fn check_services(&self) -> Result<(), Violation> {
-        let hub: BTreeMap<String, (u32, u32)> = self
-            .hub
-            .registry()
-            .services()
-            .map(|(n, s)| (n.to_string(), conn_tuple(s.provider())))
-            .collect();
-        let model: BTreeMap<String, (u32, u32)> = self
+        type Entry = ((u32, u32), Option<String>);
+        let mut hub: BTreeMap<(u8, &str), Entry> = BTreeMap::new();
+        for d in SIM_DOMAINS {
+            for (n, s) in self.hub.registry_in(d).services() {
+                let node = self.hub_node_label(s.provider(), s.node());
+                hub.insert((d, n), (conn_tuple(s.provider()), node));
+            }
+        }
+        let model: BTreeMap<(u8, &str), Entry> = self
             .model
             .services
             .iter()
-            .map(|(n, &p)| (n.clone(), conn_tuple(p)))
+            .map(|((d, n), s)| {
+                let node = match self.model.slot_of(s.provider) {
+                    Some(k) => self.model_node_label(k, s.node),
+                    None => Some("(provider gone)".into()),
+                };
+                ((*d, n.as_str()), (conn_tuple(s.provider), node))
+            })
             .collect();
         if hub != model {
-            return Err(self.violation(format!("services: hub {hub:?}, model {model:?}")));
+            return Err(self.violation(format!(
+                "services by (domain, name), (provider, node): hub {hub:?}, model {model:?}"
+            )));
         }
         Ok(())
     }
 
-    /// Topics, subscribers and publishers.
+    /// The topics of every domain the simulation uses: subscribers and
+    /// publishers, one pass over the model's clients.
     fn check_topics(&self) -> Result<(), Violation> {
-        let mut model: BTreeMap<String, Members> = BTreeMap::new();
+        let mut model: BTreeMap<(u8, &str), Members> = BTreeMap::new();
         for c in self.model.live() {
-            for t in c.subs.keys() {
-                model
-                    .entry(t.clone())
-                    .or_default()
-                    .0
-                    .insert(conn_tuple(c.conn));
-            }
-            for t in c.pubs.keys() {
-                model
-                    .entry(t.clone())
-                    .or_default()
-                    .1
-                    .insert(conn_tuple(c.conn));
+            for (sub, regs) in [(true, &c.subs), (false, &c.pubs)] {
+                for t in regs.keys() {
+                    let m = model.entry((c.domain, t.as_str())).or_default();
+                    let m = if sub { &mut m.0 } else { &mut m.1 };
+                    m.insert(conn_tuple(c.conn));
+                }
             }
         }
-        let hub: BTreeMap<String, Members> = self
-            .hub
-            .registry()
-            .topics()
-            .map(|t| {
-                (
-                    t.name().to_string(),
-                    (
-                        t.subscribers().iter().copied().map(conn_tuple).collect(),
-                        t.publishers().iter().copied().map(conn_tuple).collect(),
-                    ),
-                )
-            })
-            .collect();
+        let mut hub: BTreeMap<(u8, &str), Members> = BTreeMap::new();
+        for d in SIM_DOMAINS {
+            for t in self.hub.registry_in(d).topics() {
+                let members = (
+                    t.subscribers().iter().copied().map(conn_tuple).collect(),
+                    t.publishers().iter().copied().map(conn_tuple).collect(),
+                );
+                hub.insert((d, t.name()), members);
+            }
+        }
         if hub != model {
-            return Err(self.violation(format!("topics: hub {hub:?}, model {model:?}")));
+            return Err(self.violation(format!(
+                "topics by (domain, name): hub {hub:?}, model {model:?}"
+            )));
+        }
+        Ok(())
+    }
+
+    /// Which node made each registration: for every declared node (and
+    /// the connection itself) of a client that declared any, the topics
+    /// it subscribes to and publishes and the services it provides. (A
+    /// client without nodes has only its own keys, and a key the hub kept
+    /// for a node that went shows in the per-connection key counts.)
+    fn check_attribution(&self) -> Result<(), Violation> {
+        for (s, c) in self.model.clients.iter().enumerate() {
+            let Some(c) = c.as_ref().filter(|c| !c.nodes.is_empty()) else {
+                continue;
+            };
+            let registry = self.hub.registry_in(c.domain);
+            let tags = self.hub.nodes().of(c.conn).iter().map(|&k| NodeTag(k));
+            let model_uids = c.nodes.iter().map(|n| Some(n.uid));
+            for (tag, uid) in tags.chain([NodeTag::CONN]).zip(model_uids.chain([None])) {
+                let mut hub = Vec::new();
+                let mut model = Vec::new();
+                for (role, regs) in [(Role::Subscriber, &c.subs), (Role::Publisher, &c.pubs)] {
+                    let mut got = registry.topics_of(c.conn, Some(tag), role);
+                    got.sort_unstable();
+                    hub.push(got);
+                    model.push(
+                        regs.iter()
+                            .filter(|(_, keys)| keys.iter().any(|(n, _)| *n == uid))
+                            .map(|(t, _)| t.as_str())
+                            .collect::<Vec<_>>(),
+                    );
+                }
+                let mut got = registry.services_of(c.conn, Some(tag));
+                got.sort_unstable();
+                hub.push(got);
+                model.push(
+                    self.model
+                        .services
+                        .iter()
+                        .filter(|(_, x)| x.provider == c.conn && x.node == uid)
+                        .map(|((_, n), _)| n.as_str())
+                        .collect(),
+                );
+                if hub != model {
+                    let node = self.model_node_label(s, uid);
+                    return Err(self.violation(format!(
+                        "slot {s}, node {node:?} (its own when None): (subscribes, publishes, provides) hub {hub:?}, model {model:?}"
+                    )));
+                }
+            }
         }
         Ok(())
     }
@@ -216,9 +392,9 @@ impl Sim {
                 .model
                 .services
                 .values()
-                .filter(|&&p| p == c.conn)
+                .filter(|p| p.provider == c.conn)
                 .count();
-            let held = self.hub.registry().held_by(c.conn);
+            let held = self.hub.registry_in(c.domain).held_by(c.conn);
             let hub = (
                 held.subscriptions,
                 held.advertisements,
@@ -252,7 +428,7 @@ impl Sim {
     /// input of each connection, the bytes of the calls each made and of
     /// the registrations each holds (`docs/limits.md`'s arithmetic), and
     /// `queued_bytes` is every queue's topic and control bytes.
-    fn check_ledger(&self) -> Result<(), Violation> {
+    fn check_ledger(&self, g: &Gauges) -> Result<(), Violation> {
         let mem = self.hub.memory();
         let (mut control, mut queued, mut input, mut entries) = (0, 0, 0, 0);
         for (s, c) in self.model.clients.iter().enumerate() {
@@ -294,7 +470,7 @@ impl Sim {
             let mine = (
                 hc.input_held(),
                 self.hub.calls().bytes_of(c.conn),
-                self.hub.registry().held_by(c.conn).bytes,
+                self.hub.registry_in(c.domain).held_by(c.conn).bytes,
             );
             let want = (
                 c.held,
@@ -314,7 +490,7 @@ impl Sim {
             mem.input,
             mem.calls,
             mem.registrations,
-            self.hub.gauges().get(Gauge::QueuedBytes) as usize,
+            g.get(Gauge::QueuedBytes) as usize,
         );
         let model = (
             self.model.frames_bytes,
@@ -365,6 +541,10 @@ impl Sim {
             ),
             (Counter::DroppedForMemory, self.counts.memory_shed_frames),
             (Counter::CallsFailedShutdown, self.failed_shutdown),
+            (
+                Counter::NamesRejected,
+                self.errors[ErrorCode::InvalidName.index()],
+            ),
         ];
         for (c, want) in pairs {
             if st.get(c) != want {
@@ -389,15 +569,15 @@ impl Sim {
                 String::from_utf8_lossy(&f.line)
             )));
         }
-        if let Some(((id, error), n)) = c.exp.statuses.iter().next() {
+        if let Some(((id, level), n)) = c.exp.statuses.iter().next() {
             return Err(v(format!(
-                "slot {slot} is missing {n} status(es) id={id} error={error}"
+                "slot {slot} is missing {n} status(es) id={id} level={level:?}"
             )));
         }
-        if c.exp.anon_error + c.exp.anon_info > 0 {
+        if c.exp.anon_error + c.exp.anon_warning + c.exp.anon_info > 0 {
             return Err(v(format!(
-                "slot {slot} is missing {} error and {} info statuses without id",
-                c.exp.anon_error, c.exp.anon_info
+                "slot {slot} is missing {} error, {} warning and {} info statuses without id",
+                c.exp.anon_error, c.exp.anon_warning, c.exp.anon_info
             )));
         }
         if let Some(k) = c.exp.forwards.front() {
@@ -602,13 +782,27 @@ impl Sim {
             [
                 self.hub.conn_count(),
                 self.hub.calls().len(),
-                self.hub.registry().topic_count(),
-                self.hub.registry().service_count(),
+                self.hub.nodes().len(),
+                self.hub.nodes().bytes(),
             ]
             .map(|x| x as u64),
         );
         if all.iter().any(|&x| x != 0) {
             return Err(self.violation(format!("tables not empty after everyone left: {all:?}")));
+        }
+        for d in 0..DOMAINS {
+            let r = self.hub.registry_in(d as u8);
+            let left = [
+                r.topic_count(),
+                r.service_count(),
+                r.bytes(),
+                r.members().count(),
+            ];
+            if left.iter().any(|&x| x != 0) {
+                return Err(self.violation(format!(
+                    "domain {d}'s registry not empty after everyone left (topics, services, bytes, members): {left:?}"
+                )));
+            }
         }
         let mem = self.hub.memory();
         if mem.total() != 0 || self.model.frames_bytes != 0 || !self.model.frames.is_empty() {

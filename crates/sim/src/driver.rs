@@ -14,13 +14,13 @@
 use std::collections::VecDeque;
 use std::fmt::Write as _;
 use std::io::IoSlice;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, UNIX_EPOCH};
 
 use serde_json::Value;
 
 use rosgate_core::codes::ErrorCode;
 use rosgate_core::counters::Counter;
-use rosgate_core::hub::Hub;
+use rosgate_core::hub::{GraphSettings, Hub};
 use rosgate_core::limits::{Limits, TIMER_TICK_MS};
 use rosgate_core::log::LogLevel;
 use rosgate_core::out::MAX_IOVECS;
@@ -30,6 +30,8 @@ use crate::accounting::Cause;
 use crate::actions::{Action, Req, SimConfig, MAX_CLIENTS};
 use crate::checks::Violation;
 use crate::model::{Client, Link, Model, ReadMode, Unit, WsSide};
+use crate::names::NodeModel;
+use crate::requests::Effect;
 use crate::rng::Rng;
 use crate::ws::{self, Answer, HandshakeFeed, OP_TEXT};
 
@@ -41,13 +43,119 @@ pub(crate) const SHUTDOWN_REASON: &str = "gateway shutting down";
 pub(crate) const GOING_AWAY: [u8; 2] = [0x03, 0xE9];
 
 /// The error codes whose counters the model keeps.
-pub(crate) const COUNTED_ERRORS: [ErrorCode; 6] = [
+pub(crate) const COUNTED_ERRORS: [ErrorCode; 10] = [
     ErrorCode::TooDeep,
     ErrorCode::IdTooLong,
     ErrorCode::NameTooLong,
     ErrorCode::NumberOutOfRange,
     ErrorCode::LoneSurrogate,
     ErrorCode::TooManyRegistrations,
+    ErrorCode::InvalidName,
+    ErrorCode::InvalidDomain,
+    ErrorCode::DuplicateNode,
+    ErrorCode::UnknownNode,
+];
+
+/// What a WebSocket URL's query declares, as the model reads it.
+pub(crate) struct Query {
+    /// The query string, `?` included.
+    pub text: &'static str,
+    /// Refused whatever the node: a domain that is no number of 0-232,
+    /// or a namespace or remap without a node.
+    pub bad: bool,
+    pub domain: Option<u8>,
+    /// The node declared: name, namespace, rules (refused if invalid).
+    pub node: Option<(&'static str, Option<&'static str>, &'static [&'static str])>,
+}
+
+/// The URLs [`Action::ConnectWsAt`] connects to (percent-encoded values,
+/// the `ns` spelling of `namespace`, repeated `remap`s, a parameter that
+/// is not the gateway's), the last six refused with a 400.
+pub(crate) const QUERIES: [Query; 14] = [
+    Query {
+        text: "?domain=3",
+        bad: false,
+        domain: Some(3),
+        node: None,
+    },
+    Query {
+        text: "?node=viewer",
+        bad: false,
+        domain: None,
+        node: Some(("viewer", None, &[])),
+    },
+    Query {
+        text: "?node=talker&namespace=/r1&domain=3",
+        bad: false,
+        domain: Some(3),
+        node: Some(("talker", Some("/r1"), &[])),
+    },
+    Query {
+        text: "?domain=3&node=talker&ns=%2Fr1&remap=chatter%3A%3D%2Ftalk",
+        bad: false,
+        domain: Some(3),
+        node: Some(("talker", Some("/r1"), &["chatter:=/talk"])),
+    },
+    Query {
+        text: "?node=listener&remap=chatter:=/talk&remap=scan:=other",
+        bad: false,
+        domain: None,
+        node: Some(("listener", None, &["chatter:=/talk", "scan:=other"])),
+    },
+    Query {
+        text: "?token=x&domain=7&node=cam",
+        bad: false,
+        domain: Some(7),
+        node: Some(("cam", None, &[])),
+    },
+    Query {
+        text: "?node=talker&domain=0",
+        bad: false,
+        domain: Some(0),
+        node: Some(("talker", None, &[])),
+    },
+    Query {
+        text: "?node=talker&remap=__ns:%3D/r1",
+        bad: false,
+        domain: None,
+        node: Some(("talker", None, &["__ns:=/r1"])),
+    },
+    Query {
+        text: "?domain=x",
+        bad: true,
+        domain: None,
+        node: None,
+    },
+    Query {
+        text: "?node=cam&domain=300",
+        bad: true,
+        domain: None,
+        node: None,
+    },
+    Query {
+        text: "?namespace=/r1",
+        bad: true,
+        domain: None,
+        node: None,
+    },
+    Query {
+        text: "?node=1bad&domain=3",
+        bad: false,
+        domain: Some(3),
+        node: Some(("1bad", None, &[])),
+    },
+    Query {
+        text: "?node=talker&namespace=r1",
+        bad: false,
+        domain: None,
+        node: Some(("talker", Some("r1"), &[])),
+    },
+    Query {
+        text: "?node=cam&remap=bad",
+        bad: false,
+        domain: None,
+        node: Some(("cam", None, &["bad"])),
+    },
 ];
 
 /// A request as it goes out: its text and the action's style and split.
@@ -125,6 +233,26 @@ pub struct Counts {
     pub goodbyes_received: u64,
     /// Connections closed once drained at a shutdown.
     pub closes_drained: u64,
+    /// Nodes declared (by `declare_node` or a WebSocket URL).
+    pub nodes_declared: u64,
+    pub nodes_destroyed: u64,
+    /// Declarations that gave a domain's full name a second owner.
+    pub duplicate_node_names: u64,
+    /// Warning statuses received.
+    pub warnings_received: u64,
+    /// Registrations made for a declared node.
+    pub node_registrations: u64,
+    /// Names resolved to something else than written.
+    pub names_expanded: u64,
+    /// Clients that moved to another domain, and refused moves.
+    pub domain_changes: u64,
+    pub domain_changes_refused: u64,
+    /// Subscribers of a published name, and providers of a called one,
+    /// that are in another domain (and so must not be reached).
+    pub isolated_by_domain: u64,
+    /// WebSocket URLs with a query the gateway accepted, and refused.
+    pub ws_queries: u64,
+    pub ws_queries_refused: u64,
 }
 
 /// The simulation: a hub, a fake clock and the model. See the crate docs.
@@ -177,6 +305,12 @@ impl Sim {
         let base = Instant::now();
         let mut hub = Hub::new(cfg.limits.clone(), base);
         hub.set_ws_status(cfg.ws_status);
+        hub.set_graph_settings(GraphSettings {
+            tcp_domain: 0,
+            ws_domain: cfg.ws_domain,
+            strict_names: cfg.strict_names,
+            ..GraphSettings::new(base, UNIX_EPOCH)
+        });
         let interval = sweep_interval(&cfg.limits);
         Sim {
             hub,
@@ -184,7 +318,7 @@ impl Sim {
             base,
             offset: Duration::ZERO,
             rng: Rng::new(cfg.seed),
-            model: Model::new(cfg.ws_status, interval),
+            model: Model::new(cfg.ws_status, cfg.ws_domain, cfg.strict_names, interval),
             counter: 0,
             step_no: 0,
             max_frame: 0,
@@ -252,6 +386,7 @@ impl Sim {
         match action {
             Action::Connect => self.connect(None),
             Action::ConnectWs { how } => self.connect(Some(*how)),
+            Action::ConnectWsAt { how, query } => self.connect_at(*how, *query),
             Action::WsControl { slot, kind, arg } => {
                 let Some(s) = self.model.resolve_ws(*slot) else {
                     return Ok(());
@@ -323,7 +458,10 @@ impl Sim {
     /// disconnects work as ever.
     fn act_draining(&mut self, action: &Action) -> Result<(), Violation> {
         match action {
-            Action::Connect | Action::ConnectWs { .. } | Action::Shutdown => Ok(()),
+            Action::Connect
+            | Action::ConnectWs { .. }
+            | Action::ConnectWsAt { .. }
+            | Action::Shutdown => Ok(()),
             Action::WsControl { slot, .. } => match self.model.resolve_ws(*slot) {
                 Some(s) => self.ignored_input(s),
                 None => Ok(()),
@@ -344,6 +482,41 @@ impl Sim {
     /// not completed its opening must be evicted for it; only when there is
     /// none is it refused.
     fn connect(&mut self, ws: Option<u8>) -> Result<(), Violation> {
+        self.connect_with(ws, None)
+    }
+
+    /// A WebSocket connection to the URL with `QUERIES[query]`: accepted
+    /// (and then in the domain it names, with the node it declares) or
+    /// refused with a 400 as the model reads the query.
+    fn connect_at(&mut self, how: u8, query: u8) -> Result<(), Violation> {
+        let q = &QUERIES[query as usize % QUERIES.len()];
+        let uid = self.model.node_uids + 1;
+        let node = q
+            .node
+            .map(|(name, ns, remap)| NodeModel::new(uid, name, ns, remap));
+        let opening = match node {
+            _ if q.bad => None,
+            Some(None) => None,
+            Some(Some(n)) => Some(Effect::Opening {
+                domain: q.domain,
+                node: Some(n),
+            }),
+            None => Some(Effect::Opening {
+                domain: q.domain,
+                node: None,
+            }),
+        };
+        self.connect_with(Some(how), Some((q.text, opening)))
+    }
+
+    /// [`Sim::connect`], for a WebSocket client whose URL carries a query:
+    /// its text and what the hub must make of it (an `Effect::Opening`;
+    /// `None`: a 400).
+    fn connect_with(
+        &mut self,
+        ws: Option<u8>,
+        query: Option<(&str, Option<Effect>)>,
+    ) -> Result<(), Violation> {
         let Some(slot) = self.model.clients.iter().position(Option::is_none) else {
             return Ok(());
         };
@@ -391,13 +564,31 @@ impl Sim {
         }
         self.model.opened += 1;
         let (at, seq) = (self.offset, self.model.opened);
+        let strict = self.model.strict;
         let Some(how) = ws else {
-            self.model.clients[slot] = Some(Client::new(r, Link::Tcp, at, seq));
+            let mut c = Client::new(r, Link::Tcp, at, seq);
+            c.resolves = strict;
+            self.model.clients[slot] = Some(c);
             return self.after_call(Cause::Open { victim }, pre);
         };
         self.counts.ws_connections += 1;
-        let (request, answer, feed) = ws::handshake(how);
-        let refused = matches!(answer, Answer::Refuse { .. });
+        let (request, mut answer, feed) = ws::handshake(how, query.as_ref().map(|q| q.0));
+        // What an upgrade the URL's query makes the hub do, applied as it
+        // completes; a query it refuses turns the 101 into a 400.
+        let mut opening = None;
+        if let (Answer::Accept(_), Some((_, o))) = (&answer, query) {
+            match o {
+                Some(effect) => {
+                    self.counts.ws_queries += 1;
+                    opening = Some(effect);
+                }
+                None => {
+                    self.counts.ws_queries_refused += 1;
+                    answer = Answer::BadQuery;
+                }
+            }
+        }
+        let refused = !matches!(answer, Answer::Accept(_));
         let lazy = feed == HandshakeFeed::WithFirstFrame;
         let side = WsSide {
             status: self.model.ws_status,
@@ -409,7 +600,10 @@ impl Sim {
             done: false,
             protocol_close: refused,
         };
-        self.model.clients[slot] = Some(Client::new(r, Link::Ws(side), at, seq));
+        let mut c = Client::new(r, Link::Ws(side), at, seq);
+        c.domain = self.model.ws_domain;
+        c.resolves = strict;
+        self.model.clients[slot] = Some(c);
         self.after_call(Cause::Open { victim }, pre)?;
         if refused {
             self.counts.ws_handshakes_refused += 1;
@@ -427,7 +621,7 @@ impl Sim {
             cuts,
             handshake: Some((n, !refused)),
         };
-        self.deliver(slot, w, None, false, false)
+        self.deliver(slot, w, opening, false, false)
     }
 
     /// `open` refused: counted, and the rejection is one error status line

@@ -7,6 +7,16 @@
 //! Where the dialects differ, the client's own decides: per-id
 //! registrations and rosbridge-style reading of a provider's answer
 //! ([`answer_as_read`]) for WebSocket clients.
+//!
+//! Names are resolved as the client's own node would (`Client::resolve`):
+//! as written by a client that resolves nothing, else expanded and
+//! remapped for the node the request names or the default one, or refused
+//! (`invalid_name`, `unknown_node`) with nothing changed. Everything then
+//! happens in the client's domain: its topics, services, subscribers and
+//! providers are that domain's. Declaring a node may move a client that
+//! holds nothing to another domain; a name two nodes of a domain share
+//! earns every owner a warning; destroying a node withdraws what it
+//! registered and nothing else.
 
 use std::rc::Rc;
 use std::time::Duration;
@@ -14,16 +24,20 @@ use std::time::Duration;
 use serde_json::Value;
 
 use rosgate_core::counters::ErrorCode;
-use rosgate_core::hub::{RESERVED_PREFIX, STATS_SERVICE};
+use rosgate_core::hub::{MAX_NODES_PER_CONN, RESERVED_PREFIX, ROSAPI_PREFIX, STATS_SERVICE};
 use rosgate_core::limits::TIMER_TICK_MS;
 use rosgate_wire::encode;
 
 use crate::actions::MAX_CLIENTS;
 use crate::checks::Violation;
 use crate::driver::Sim;
-use crate::model::{CallModel, Id, Resp, TopicFrame};
+use crate::model::{CallModel, Id, Lvl, Resp, ServiceModel, TopicFrame};
+use crate::names::NodeModel;
 use crate::requests::Effect;
 use crate::ws;
+
+/// The highest domain id (ROS_DOMAIN_ID's range).
+const MAX_DOMAIN: u64 = 232;
 
 /// What rosbridge answers a provider failing without `values` with.
 const NO_VALUES_FAILURE: &str = "the provider reported a failure";
@@ -56,17 +70,56 @@ impl Sim {
                     self.count_error(code);
                 }
             }
-            Effect::Topic { op, name, id } => self.apply_topic(slot, op, &name, id.as_ref()),
-            Effect::Publish { name, msg } => self.apply_publish(&name, &msg),
-            Effect::Service { adv, name, ty, id } => {
-                self.apply_service(slot, adv, name, ty, id.as_ref())
+            Effect::Topic { op, name, id, node } => {
+                if let Some((uid, name)) = self.resolved(slot, &name, node, id.as_ref()) {
+                    self.apply_topic(slot, op, &name, uid, id.as_ref());
+                }
+            }
+            Effect::Publish {
+                name,
+                msg,
+                id,
+                node,
+            } => {
+                if let Some((_, name)) = self.resolved(slot, &name, node, id.as_ref()) {
+                    let domain = self.model.client(slot).domain;
+                    self.apply_publish(domain, &name, &msg);
+                }
+            }
+            Effect::Service {
+                adv,
+                name,
+                ty,
+                id,
+                node,
+            } => {
+                if let Some((uid, name)) = self.resolved(slot, &name, node, id.as_ref()) {
+                    self.apply_service(slot, adv, name, uid, ty, id.as_ref());
+                }
             }
             Effect::Call {
                 name,
                 args,
                 timeout,
                 id,
-            } => self.apply_call(slot, name, args, timeout, id),
+                node,
+            } => self.apply_call(slot, name, node, args, timeout, id),
+            Effect::DeclareNode {
+                name,
+                namespace,
+                remap,
+                domain,
+                id,
+            } => self.apply_declare(slot, name, namespace, remap, domain, id.as_ref()),
+            Effect::DestroyNode { name, id } => self.apply_destroy(slot, &name, id.as_ref()),
+            Effect::Opening { domain, node } => {
+                if let Some(d) = domain {
+                    self.model.client_mut(slot).domain = d;
+                }
+                if let Some(n) = node {
+                    self.add_node(slot, n, None);
+                }
+            }
             Effect::Respond {
                 id,
                 values,
@@ -88,36 +141,175 @@ impl Sim {
     /// beyond the per-connection limit (every rosbridge (topic, id) pair
     /// counts, a repeated one is free) is refused with the id, and nothing
     /// changes.
-    fn apply_topic(&mut self, slot: usize, op: &str, name: &str, id: Option<&Id>) {
+    fn apply_topic(
+        &mut self,
+        slot: usize,
+        op: &str,
+        name: &str,
+        node: Option<u64>,
+        id: Option<&Id>,
+    ) {
         let raw = id.map(|id| id.raw.as_str());
         let (sub, max) = match op {
             "subscribe" => (true, self.limits.max_subscriptions_per_conn),
             "advertise" => (false, self.limits.max_advertisements_per_conn),
             _ => {
                 let c = self.model.client_mut(slot);
-                c.unregister(op == "unsubscribe", name, raw);
+                c.unregister(op == "unsubscribe", name, node, raw);
                 return self.model.expect_status(slot, id, false);
             }
         };
         let c = self.model.client(slot);
         let regs = if sub { &c.subs } else { &c.pubs };
-        let key = raw.filter(|_| c.rosbridge()).map(str::to_string);
-        let adds = regs
-            .get(name)
-            .is_none_or(|ids| c.rosbridge() && !ids.contains(&key));
+        let key = c.key(node, raw);
+        let adds = regs.get(name).is_none_or(|keys| !keys.contains(&key));
         if adds && c.entries(sub) >= max {
             self.counts.registrations_refused += 1;
             self.count_error(ErrorCode::TooManyRegistrations);
             return self.model.expect_status(slot, id, true);
         }
-        self.model.client_mut(slot).register(sub, name, raw);
+        if node.is_some() {
+            self.counts.node_registrations += 1;
+        }
+        self.model.client_mut(slot).register(sub, name, node, raw);
+        self.model.expect_status(slot, id, false);
+    }
+
+    /// `raw` as `slot` resolves it for `node` (the node's uid and the name
+    /// as registered), or `None` after expecting the error status the
+    /// refusal earns.
+    fn resolved(
+        &mut self,
+        slot: usize,
+        raw: &str,
+        node: Option<String>,
+        id: Option<&Id>,
+    ) -> Option<(Option<u64>, String)> {
+        match self.model.client(slot).resolve(raw, node.as_deref()) {
+            Ok((uid, name)) => {
+                if name != raw {
+                    self.counts.names_expanded += 1;
+                }
+                Some((uid, name))
+            }
+            Err(code) => {
+                self.count_error(code);
+                self.model.expect_status(slot, id, true);
+                None
+            }
+        }
+    }
+
+    /// `declare_node`, refused (in the hub's order: names, domain, a
+    /// domain change of a client holding anything, a full name it already
+    /// declared, the node limit) or declared: the client may move to the
+    /// domain, owes an info status, and every owner of a node of that
+    /// domain with the same full name owes a warning.
+    fn apply_declare(
+        &mut self,
+        slot: usize,
+        name: &str,
+        namespace: Option<&str>,
+        remap: &[&str],
+        domain: Option<&str>,
+        id: Option<&Id>,
+    ) {
+        // The field must be a number (a u64); anything else is refused
+        // before the op is.
+        let domain = match domain.map(str::parse::<u64>) {
+            None => None,
+            Some(Ok(d)) => Some(d),
+            Some(Err(_)) => return self.model.expect_status(slot, id, true),
+        };
+        let uid = self.model.node_uids + 1;
+        let Some(node) = NodeModel::new(uid, name, namespace, remap) else {
+            self.count_error(ErrorCode::InvalidName);
+            return self.model.expect_status(slot, id, true);
+        };
+        let c = self.model.client(slot);
+        let domain = match domain {
+            None => c.domain,
+            Some(d) if d > MAX_DOMAIN => {
+                self.count_error(ErrorCode::InvalidDomain);
+                return self.model.expect_status(slot, id, true);
+            }
+            Some(d) => d as u8,
+        };
+        if domain != c.domain && c.holds_anything(&self.model.services) {
+            self.count_error(ErrorCode::InvalidDomain);
+            self.counts.domain_changes_refused += 1;
+            return self.model.expect_status(slot, id, true);
+        }
+        if c.nodes.iter().any(|n| n.full == node.full) {
+            self.count_error(ErrorCode::DuplicateNode);
+            return self.model.expect_status(slot, id, true);
+        }
+        if c.nodes.len() >= MAX_NODES_PER_CONN {
+            self.count_error(ErrorCode::TooManyRegistrations);
+            return self.model.expect_status(slot, id, true);
+        }
+        if domain != c.domain {
+            self.counts.domain_changes += 1;
+        }
+        self.model.client_mut(slot).domain = domain;
+        self.add_node(slot, node, id);
+    }
+
+    /// `slot` declares `node` (in its domain): it owes the info status
+    /// (with `id`), and when another node of the domain has the same full
+    /// name, every owner of one owes a warning (only `slot`'s with `id`).
+    fn add_node(&mut self, slot: usize, node: NodeModel, id: Option<&Id>) {
+        self.model.node_uids = self.model.node_uids.max(node.uid);
+        self.counts.nodes_declared += 1;
+        let full = node.full.clone();
+        let c = self.model.client_mut(slot);
+        let domain = c.domain;
+        c.nodes.push(node);
+        c.resolves = true;
+        self.model.expect_status(slot, id, false);
+        let owners: Vec<usize> = (0..MAX_CLIENTS)
+            .filter(|&s| {
+                self.model.clients[s]
+                    .as_ref()
+                    .is_some_and(|c| c.domain == domain && c.nodes.iter().any(|n| n.full == full))
+            })
+            .collect();
+        if owners.len() > 1 {
+            self.counts.duplicate_node_names += 1;
+            for s in owners {
+                let id = if s == slot { id } else { None };
+                self.model.expect_level(s, id, Lvl::Warning);
+            }
+        }
+    }
+
+    /// `destroy_node`: the node `name` names (by name or full name, the
+    /// first declared) goes with every registration it made; services it
+    /// provided go too (calls already forwarded stay valid).
+    fn apply_destroy(&mut self, slot: usize, name: &str, id: Option<&Id>) {
+        let c = self.model.client_mut(slot);
+        let Some(k) = c
+            .nodes
+            .iter()
+            .position(|n| n.name == name || n.full == name)
+        else {
+            self.count_error(ErrorCode::UnknownNode);
+            return self.model.expect_status(slot, id, true);
+        };
+        let node = c.nodes.remove(k);
+        c.withdraw_node(node.uid);
+        let me = c.conn;
+        self.model
+            .services
+            .retain(|_, s| s.provider != me || s.node != Some(node.uid));
+        self.counts.nodes_destroyed += 1;
         self.model.expect_status(slot, id, false);
     }
 
     /// A publish the hub is about to handle: its frame is queued, in each
     /// subscriber's framing, for every open subscriber. What the hub then
     /// queued, shed and counted is checked by the accounting of that read.
-    fn apply_publish(&mut self, name: &str, msg: &str) {
+    fn apply_publish(&mut self, domain: u8, name: &str, msg: &str) {
         let mut line = encode::publish_prefix(name).into_vec();
         line.extend_from_slice(msg.as_bytes());
         line.push(b'}');
@@ -132,6 +324,10 @@ impl Sim {
                 continue;
             };
             if !c.is_open() || !c.subs.contains_key(name) {
+                continue;
+            }
+            if c.domain != domain {
+                self.counts.isolated_by_domain += 1;
                 continue;
             }
             let ws = c.rosbridge();
@@ -156,31 +352,48 @@ impl Sim {
         slot: usize,
         adv: bool,
         name: String,
+        node: Option<u64>,
         ty: &'static str,
         id: Option<&Id>,
     ) {
         let me = self.model.client(slot).conn;
+        let key = (self.model.client(slot).domain, name);
+        let provider = self.model.services.get(&key).map(|s| s.provider);
         if adv {
-            if name.starts_with(RESERVED_PREFIX) {
+            // The gateway's own names, with or without their leading `/`
+            // (it answers `rosapi/x` and `rosgate/stats` too).
+            let reserved = [RESERVED_PREFIX, ROSAPI_PREFIX]
+                .iter()
+                .any(|p| key.1.starts_with(p) || key.1.starts_with(&p[1..]));
+            if reserved {
                 return self.model.expect_status(slot, id, true);
             }
-            let provides = self.model.services.get(&name) == Some(&me);
-            let count = self.model.services.values().filter(|&&p| p == me).count();
+            let provides = provider == Some(me);
+            let count = self
+                .model
+                .services
+                .values()
+                .filter(|s| s.provider == me)
+                .count();
             if !provides && count >= self.limits.max_services_per_conn {
                 self.counts.registrations_refused += 1;
                 self.count_error(ErrorCode::TooManyRegistrations);
                 return self.model.expect_status(slot, id, true);
             }
-            self.model.service_types.insert(name.clone(), ty);
-            let old = self.model.services.insert(name, me);
-            if let Some(old) = old.filter(|&o| o != me) {
+            let new = ServiceModel {
+                provider: me,
+                node,
+                ty,
+            };
+            if let Some(old) = provider.filter(|&o| o != me) {
                 let s = self.model.slot_of(old).expect("providers are live");
                 self.model.expect_status(s, None, false);
             }
+            self.model.services.insert(key, new);
             self.model.expect_status(slot, id, false);
-        } else if self.model.services.get(&name) == Some(&me) {
-            self.model.services.remove(&name);
-            self.model.service_types.remove(&name);
+        } else if provider == Some(me) {
+            self.model.services.remove(&key);
+            let name = key.1;
             self.model
                 .fail_calls_where(|c| c.provider == me && c.service == name);
             self.model.expect_status(slot, id, false);
@@ -195,17 +408,34 @@ impl Sim {
         &mut self,
         slot: usize,
         name: String,
+        node: Option<String>,
         args: Value,
         timeout: Option<&'static str>,
         id: Option<Id>,
     ) {
+        // The gateway's own services are answered before any name is
+        // resolved, whatever the `node` field says.
+        let name = if name == STATS_SERVICE {
+            name
+        } else {
+            match self.resolved(slot, &name, node, id.as_ref()) {
+                Some((_, name)) => name,
+                None => return,
+            }
+        };
         let me = self.model.client(slot).conn;
+        let domain = self.model.client(slot).domain;
         let in_flight = self.model.calls_made(me);
-        let provider = self.model.services.get(&name).copied().filter(|&p| {
-            self.model
-                .slot_of(p)
-                .is_some_and(|s| self.model.client(s).is_open())
-        });
+        let provider = self
+            .model
+            .services
+            .get(&(domain, name.clone()))
+            .map(|s| s.provider)
+            .filter(|&p| {
+                self.model
+                    .slot_of(p)
+                    .is_some_and(|s| self.model.client(s).is_open())
+            });
         let outcome = if name == STATS_SERVICE {
             Resp::Stats(self.model.gauges())
         } else if in_flight >= self.limits.max_calls_per_conn {
@@ -232,6 +462,15 @@ impl Sim {
             self.counts.calls_forwarded += 1;
             Resp::Pending(k)
         } else {
+            // A provider of that name in another domain must not be called.
+            let elsewhere = self
+                .model
+                .services
+                .keys()
+                .any(|(d, n)| *d != domain && *n == name);
+            if elsewhere {
+                self.counts.isolated_by_domain += 1;
+            }
             Resp::Failure {
                 service: name,
                 why: None,

@@ -376,7 +376,7 @@ fn check_decode(
                     same_name(v, "action", action);
                     match values {
                         Some(x) => same_span(v, "values", x.get()),
-                        None => assert!(!strict && obj.get("values").is_none(), "values dropped"),
+                        None => assert!(obj.get("values").is_none(), "values dropped"),
                     }
                     same_span(v, "status", status.get());
                     same_span(v, "result", result.get());
@@ -457,6 +457,7 @@ fn ws_feed(chunks: &[&[u8]], max: usize) -> (Vec<Ws>, usize) {
             out.push(match e {
                 WsEvent::Open { response, .. } => Ws::Open(response),
                 WsEvent::Refuse(b) => Ws::Refuse(b),
+                WsEvent::Http(r) => Ws::Refuse(r.target.into_bytes()),
                 WsEvent::Text(t) => Ws::Text(t.to_vec()),
                 WsEvent::Binary => Ws::Binary,
                 WsEvent::Ping(p) => Ws::Ping(p.to_vec()),

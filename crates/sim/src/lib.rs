@@ -15,7 +15,8 @@
 //! | `actions` | [`SimConfig`], [`Action`], [`Req`]; drawing them, decoding them from bytes and back |
 //! | `requests` | the JSON text of each request in its style and dialect, and its model effect |
 //! | `ws` | the WebSocket client side: handshakes, masked frames, a strict server-frame parser |
-//! | `model` | the expected state: clients (TCP or WebSocket), owed lines and frames, services, calls |
+//! | `model` | the expected state: clients (TCP or WebSocket) with their domain and nodes, owed lines and frames, services, calls |
+//! | `names` | the model's ROS 2 names: node names, namespaces, remap rules, expansion, a node's bytes |
 //! | `driver` | [`Sim`]: one loop turn per action (act, expire, flush, close drained, free), admission, disconnects, the shutdown, [`run_seed`] |
 //! | `feed` | how bytes reach the hub: writes cut into reads, effects applied at the read that completes a request, half-sent requests |
 //! | `accounting` | every hub call checked right after it: queued and shed frames, the memory budget's rule, closes and their reasons |
@@ -27,24 +28,41 @@
 //!
 //! Clients connect over TCP (NDJSON, the protocol file) or WebSocket
 //! (rosbridge v2), and both kinds subscribe to the same topics and call
-//! each other's services. The model predicts, independently of the hub's
-//! tables:
+//! each other's services. Either kind may declare ROS 2 nodes (by
+//! `declare_node`, or on WebSocket in the URL it connects to) and then
+//! use relative, private and remapped names, name a second node of its own
+//! in a request, destroy a node, and choose its domain; two domains and a
+//! few node names and namespaces keep names colliding within and across
+//! domains. Some runs use `--names strict` or put WebSocket clients in
+//! another domain by default. The model predicts, independently of the
+//! hub's tables:
 //! - who subscribes/advertises what (per connection on TCP, per request id
 //!   on WebSocket: a repeated (topic, id) is a no-op, `unsubscribe` with an
 //!   id removes that id's registration only, without one all of them, and
-//!   the router entry lasts while any id remains), who provides each
-//!   service, which calls are in flight and when each times out (the timer
-//!   wheel rounds deadlines up to the next tick, counted from the hub's
-//!   creation);
-//! - every line each client must receive: statuses (matched by id; on
-//!   WebSocket only those its status filter lets through, errors only by
-//!   default), forwarded calls (in order, with their args), responses
-//!   (matched by the caller's id, which is unique per caller, or by content
-//!   for rosbridge calls made without one: exactly one per call, success
-//!   with the provider's payload as the caller's dialect reads it, or a
-//!   `result:false` failure) and publish frames (in order, exact bytes;
-//!   a slow reader misses exactly the frames identified as shed, whose
-//!   bytes the hub counted in `dropped_bytes`);
+//!   the router entry lasts while any id remains; every registration is
+//!   made for one of the connection's nodes, or for the connection), in
+//!   which domain (fixed once a connection holds anything), who provides
+//!   each service, which calls are in flight and when each times out (the
+//!   timer wheel rounds deadlines up to the next tick, counted from the
+//!   hub's creation);
+//! - how each name a client writes resolves (as written without a node,
+//!   else expanded for the node the request names or the default one and
+//!   remapped, or refused as `invalid_name` or `unknown_node`), which
+//!   declarations are refused (invalid names, a domain out of range or
+//!   changed after registering, a full name declared twice on one
+//!   connection) and which URLs get a 400;
+//! - every line each client must receive: statuses (matched by id and
+//!   level; on WebSocket only those its status filter lets through,
+//!   warnings and errors by default; a warning to every owner of a full
+//!   name two nodes of a domain share), forwarded calls (in order, with
+//!   their args and expanded service name), responses (matched by the
+//!   caller's id, which is unique per caller, or by content for rosbridge
+//!   calls made without one: exactly one per call, success with the
+//!   provider's payload as the caller's dialect reads it, or a
+//!   `result:false` failure) and publish frames (in order, exact bytes,
+//!   so carrying the expanded name; a slow reader misses exactly the
+//!   frames identified as shed, whose bytes the hub counted in
+//!   `dropped_bytes`);
 //! - for WebSocket clients, the handshake answer (101 with the right
 //!   accept key, or the HTTP refusal), one text frame per line carrying
 //!   exactly its bytes, a pong per ping, and the close frame (echoed, or
@@ -67,11 +85,15 @@
 //! frames shed are identified (the queue is read back), so a client must
 //! receive exactly the others; every close has a reason the model
 //! predicted or allows then, and every predicted close happens. After
-//! every step the hub's tables (router topics and services, per
-//! connection indexes, gauges) and its memory ledger (distinct shared
-//! frames, control, partial input, calls, registrations, as
-//! `docs/limits.md` states them) must equal the model's, and the counters
-//! of closes, refusals, cap errors and drops must agree with it.
+//! every step the hub's tables (router topics and services of every
+//! domain in use, per connection indexes and domains, the node table,
+//! which node made each registration, gauges) and its memory ledger
+//! (distinct shared frames, control, partial input, calls, registrations
+//! and declared nodes, as `docs/limits.md` states them) must equal the
+//! model's, and the counters of closes, refusals, cap, name and node
+//! errors and drops must agree with it. Domains are isolated by
+//! construction: a publish is queued, and a call forwarded, only within
+//! its domain, and anything delivered elsewhere is a line nobody owes.
 
 mod accounting;
 mod actions;
@@ -81,6 +103,7 @@ mod driver;
 mod effects;
 mod feed;
 mod model;
+mod names;
 mod reader;
 mod requests;
 mod rng;

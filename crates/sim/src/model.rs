@@ -8,6 +8,12 @@
 //! WebSocket ([`WsSide`]: registrations per request id, statuses through
 //! the filter the hub had when it opened, frames instead of lines).
 //!
+//! Each client is in a domain, may declare nodes ([`NodeModel`]) and
+//! resolves names once it has (or under `--names strict`); every
+//! registration key says which of its nodes made it (`None`: the
+//! connection itself), services and topics are per domain, and the nodes'
+//! bytes are part of the registrations in the ledger.
+//!
 //! Besides the routing, the model keeps what bounds a client's share of
 //! the gateway (P17-P21): whether it completed its opening, when it last
 //! sent or read, since when it holds a partial request and how many bytes
@@ -27,10 +33,12 @@ use std::time::Duration;
 
 use serde_json::Value;
 
+use rosgate_core::codes::ErrorCode;
 use rosgate_core::{CloseReason, ConnRef, StatusFilter};
 use rosgate_wire::encode;
 
 use crate::actions::MAX_CLIENTS;
+use crate::names::NodeModel;
 use crate::requests::Effect;
 use crate::ws::Answer;
 
@@ -116,12 +124,32 @@ pub(crate) enum Resp {
     Stats([u64; 6]),
 }
 
+/// The level of a status.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) enum Lvl {
+    Info,
+    Warning,
+    Error,
+}
+
+impl Lvl {
+    /// The level for an error (`true`) or an info status.
+    pub fn of(error: bool) -> Lvl {
+        if error {
+            Lvl::Error
+        } else {
+            Lvl::Info
+        }
+    }
+}
+
 /// Every line one client is owed and has not received yet.
 #[derive(Debug, Default)]
 pub(crate) struct Expect {
-    /// Statuses with an id: (canonical id, is error) -> count.
-    pub statuses: HashMap<(String, bool), u32>,
+    /// Statuses with an id: (canonical id, level) -> count.
+    pub statuses: HashMap<(String, Lvl), u32>,
     pub anon_info: u32,
+    pub anon_warning: u32,
     pub anon_error: u32,
     /// Forwarded calls this provider must receive, in order.
     pub forwards: VecDeque<usize>,
@@ -137,10 +165,15 @@ pub(crate) struct Expect {
     pub topic: VecDeque<TopicFrame>,
 }
 
-/// Registrations of one kind: topic -> the raw ids registered for it. A
-/// TCP connection's set is `{None}` (one registration per connection); a
-/// WebSocket connection's holds each request id it used (`None`: no id).
-pub(crate) type Regs = BTreeMap<String, BTreeSet<Option<String>>>;
+/// One registration: the node it was made for (the model's node uid;
+/// `None`: the connection itself) and, on WebSocket, the raw request id
+/// (`None`: no id; always `None` on TCP).
+pub(crate) type RegKey = (Option<u64>, Option<String>);
+
+/// Registrations of one kind: topic (as the hub names it, expanded when
+/// the client resolves names) -> its keys. A TCP connection holds one key
+/// per node; a WebSocket connection one per node and request id.
+pub(crate) type Regs = BTreeMap<String, BTreeSet<RegKey>>;
 
 /// The WebSocket side of a client: handshake, control frames, dialect.
 #[derive(Debug)]
@@ -240,6 +273,13 @@ pub(crate) enum Link {
 pub(crate) struct Client {
     pub conn: ConnRef,
     pub link: Link,
+    /// The domain its registrations and lookups are in.
+    pub domain: u8,
+    /// The nodes it declared, in order (the first is its default node).
+    pub nodes: Vec<NodeModel>,
+    /// It resolves names by the ROS 2 rules: it declared a node once, or
+    /// the gateway runs with `--names strict`.
+    pub resolves: bool,
     pub mode: ReadMode,
     pub subs: Regs,
     pub pubs: Regs,
@@ -285,6 +325,9 @@ impl Client {
         Client {
             conn,
             link,
+            domain: 0,
+            nodes: Vec::new(),
+            resolves: false,
             mode: ReadMode::All,
             subs: Regs::new(),
             pubs: Regs::new(),
@@ -321,10 +364,77 @@ impl Client {
         let ids = |regs: &Regs| -> usize {
             regs.values()
                 .flatten()
-                .map(|id| MEMBER_BYTES + id.as_ref().map_or(0, String::len))
+                .map(|(_, id)| MEMBER_BYTES + id.as_ref().map_or(0, String::len))
                 .sum()
         };
         ids(&self.subs) + ids(&self.pubs)
+    }
+
+    /// Bytes its declared nodes count for.
+    pub fn node_bytes(&self) -> usize {
+        self.nodes.iter().map(NodeModel::bytes).sum()
+    }
+
+    /// Holds a registration or a node: its domain is fixed.
+    pub fn holds_anything(&self, services: &Services) -> bool {
+        !self.subs.is_empty()
+            || !self.pubs.is_empty()
+            || !self.nodes.is_empty()
+            || services.values().any(|s| s.provider == self.conn)
+    }
+
+    /// Its node called `name` (its name or full name; the first declared
+    /// wins).
+    pub fn find_node(&self, name: &str) -> Option<&NodeModel> {
+        self.nodes.iter().find(|n| n.name == name || n.full == name)
+    }
+
+    /// The full name of its node `uid` (`None`: the connection's own
+    /// name, `/rosgate_<transport>_<n>`).
+    pub fn node_label(&self, uid: Option<u64>) -> String {
+        let Some(uid) = uid else {
+            return format!("/rosgate_{}_{}", self.transport(), self.conn.gen);
+        };
+        match self.nodes.iter().find(|n| n.uid == uid) {
+            Some(n) => n.full.clone(),
+            None => format!("(destroyed node {uid})"),
+        }
+    }
+
+    /// `tcp` or `ws`, as in its own node name.
+    pub fn transport(&self) -> &'static str {
+        if self.rosbridge() {
+            "ws"
+        } else {
+            "tcp"
+        }
+    }
+
+    /// How the hub resolves `raw` from this client for the node `node`
+    /// names (or its default node): the node's uid (`None`: the
+    /// connection) and the name as registered, or the error it gets.
+    pub fn resolve(
+        &self,
+        raw: &str,
+        node: Option<&str>,
+    ) -> Result<(Option<u64>, String), ErrorCode> {
+        let chosen = match node {
+            Some(n) => Some(self.find_node(n).ok_or(ErrorCode::UnknownNode)?),
+            None => self.nodes.first(),
+        };
+        if let Some(n) = chosen {
+            return n
+                .resolve(raw)
+                .map(|name| (Some(n.uid), name))
+                .ok_or(ErrorCode::InvalidName);
+        }
+        if !self.resolves {
+            return Ok((None, raw.to_string()));
+        }
+        NodeModel::connection(self.transport(), self.conn.gen)
+            .expand(raw)
+            .map(|name| (None, name))
+            .ok_or(ErrorCode::InvalidName)
     }
 
     pub fn ws(&self) -> Option<&WsSide> {
@@ -348,10 +458,11 @@ impl Client {
     }
 
     /// Whether the hub sends this client statuses of this level.
-    pub fn wants_status(&self, error: bool) -> bool {
+    pub fn wants_status(&self, level: Lvl) -> bool {
         match self.ws().map(|w| w.status) {
             None | Some(StatusFilter::All) => true,
-            Some(StatusFilter::Errors | StatusFilter::Warnings) => error,
+            Some(StatusFilter::Warnings) => level != Lvl::Info,
+            Some(StatusFilter::Errors) => level == Lvl::Error,
             Some(StatusFilter::None) => false,
         }
     }
@@ -361,32 +472,40 @@ impl Client {
         self.closing.is_none()
     }
 
-    /// `subscribe` (`sub`) or `advertise` with `id` (raw).
-    pub fn register(&mut self, sub: bool, topic: &str, id: Option<&str>) {
-        let per_id = self.rosbridge();
-        let regs = if sub { &mut self.subs } else { &mut self.pubs };
-        let id = id.filter(|_| per_id).map(str::to_string);
-        regs.entry(topic.to_string()).or_default().insert(id);
+    /// The key of a registration for `node` with `id` (raw).
+    pub fn key(&self, node: Option<u64>, id: Option<&str>) -> RegKey {
+        (node, id.filter(|_| self.rosbridge()).map(str::to_string))
     }
 
-    /// `unsubscribe` (`sub`) or `unadvertise` with `id` (raw): per
-    /// connection, the topic goes; per id, an id removes only its own
-    /// registration and no id removes all of them.
-    pub fn unregister(&mut self, sub: bool, topic: &str, id: Option<&str>) {
-        let per_id = self.rosbridge();
+    /// `subscribe` (`sub`) or `advertise` for `node` with `id` (raw).
+    pub fn register(&mut self, sub: bool, topic: &str, node: Option<u64>, id: Option<&str>) {
+        let key = self.key(node, id);
         let regs = if sub { &mut self.subs } else { &mut self.pubs };
-        match id.filter(|_| per_id) {
-            Some(id) => {
-                if let Some(ids) = regs.get_mut(topic) {
-                    ids.remove(&Some(id.to_string()));
-                    if ids.is_empty() {
-                        regs.remove(topic);
-                    }
-                }
-            }
-            None => {
+        regs.entry(topic.to_string()).or_default().insert(key);
+    }
+
+    /// `unsubscribe` (`sub`) or `unadvertise` for `node` with `id` (raw):
+    /// only `node`'s registrations go; per connection, all of them; per
+    /// id, an id removes only its own registration and no id removes all
+    /// of the node's.
+    pub fn unregister(&mut self, sub: bool, topic: &str, node: Option<u64>, id: Option<&str>) {
+        let id = id.filter(|_| self.rosbridge()).map(str::to_string);
+        let regs = if sub { &mut self.subs } else { &mut self.pubs };
+        if let Some(keys) = regs.get_mut(topic) {
+            keys.retain(|(n, i)| *n != node || id.is_some() && *i != id);
+            if keys.is_empty() {
                 regs.remove(topic);
             }
+        }
+    }
+
+    /// Withdraws every topic registration node `uid` made.
+    pub fn withdraw_node(&mut self, uid: u64) {
+        for regs in [&mut self.subs, &mut self.pubs] {
+            regs.retain(|_, keys| {
+                keys.retain(|(n, _)| *n != Some(uid));
+                !keys.is_empty()
+            });
         }
     }
 }
@@ -415,12 +534,24 @@ impl CallModel {
     }
 }
 
+/// One service: its current provider, the node it advertised it for and
+/// the `type` it gave.
+#[derive(Debug, Clone)]
+pub(crate) struct ServiceModel {
+    pub provider: ConnRef,
+    pub node: Option<u64>,
+    pub ty: &'static str,
+}
+
+/// Services by (domain, name).
+pub(crate) type Services = BTreeMap<(u8, String), ServiceModel>;
+
 /// See the module docs.
 #[derive(Debug)]
 pub(crate) struct Model {
     pub clients: Vec<Option<Client>>,
-    /// Service name -> current provider.
-    pub services: BTreeMap<String, ConnRef>,
+    /// (domain, service name) -> its provider.
+    pub services: Services,
     /// Every call ever forwarded, by model call index.
     pub calls: Vec<CallModel>,
     /// Raw provider-side id -> model call index.
@@ -429,8 +560,12 @@ pub(crate) struct Model {
     pub all_learned: Vec<String>,
     /// The status filter WebSocket connections opened now get.
     pub ws_status: StatusFilter,
-    /// Service name -> the `type` its provider gave.
-    pub service_types: BTreeMap<String, &'static str>,
+    /// The domain WebSocket connections start in.
+    pub ws_domain: u8,
+    /// `--names strict`.
+    pub strict: bool,
+    /// Node declarations so far: each node's uid.
+    pub node_uids: u64,
     /// Shared topic frames alive: (publish, framing) -> (bytes, queues
     /// holding it).
     pub frames: HashMap<(u64, bool), (usize, u32)>,
@@ -445,7 +580,12 @@ pub(crate) struct Model {
 }
 
 impl Model {
-    pub fn new(ws_status: StatusFilter, first_sweep: Duration) -> Model {
+    pub fn new(
+        ws_status: StatusFilter,
+        ws_domain: u8,
+        strict: bool,
+        first_sweep: Duration,
+    ) -> Model {
         Model {
             clients: (0..MAX_CLIENTS).map(|_| None).collect(),
             services: BTreeMap::new(),
@@ -453,7 +593,9 @@ impl Model {
             rg_map: HashMap::new(),
             all_learned: Vec::new(),
             ws_status,
-            service_types: BTreeMap::new(),
+            ws_domain,
+            strict,
+            node_uids: 0,
             frames: HashMap::new(),
             frames_bytes: 0,
             draining: false,
@@ -502,38 +644,44 @@ impl Model {
     }
 
     /// Bytes one service entry counts for.
-    fn service_bytes(&self, name: &str) -> usize {
-        let ty = self.service_types.get(name).map_or(0, |t| t.len());
-        SERVICE_BYTES + 2 * name.len() + json_name(name).len() + ty
+    fn service_bytes(name: &str, s: &ServiceModel) -> usize {
+        SERVICE_BYTES + 2 * name.len() + json_name(name).len() + s.ty.len()
     }
 
-    /// Bytes the registrations of `slot` count for (its memberships, ids
-    /// and services; topic entries belong to no one).
+    /// Bytes the registrations of `slot` count for in its domain's
+    /// registry (its memberships, ids and services; topic entries belong
+    /// to no one, and its nodes are in the node table).
     pub fn reg_bytes_of(&self, slot: usize) -> usize {
         let c = self.client(slot);
         let services: usize = self
             .services
             .iter()
-            .filter(|(_, &p)| p == c.conn)
-            .map(|(n, _)| self.service_bytes(n))
+            .filter(|(_, s)| s.provider == c.conn)
+            .map(|((_, n), s)| Self::service_bytes(n, s))
             .sum();
         c.membership_bytes() + services
     }
 
-    /// Bytes every registration counts for, topic entries included.
+    /// Bytes every registration counts for, topic entries (one per domain
+    /// and name) and declared nodes included.
     pub fn reg_bytes(&self) -> usize {
         let mut topics = BTreeSet::new();
         let mut total = 0;
         for (s, c) in self.clients.iter().enumerate() {
             let Some(c) = c else { continue };
-            topics.extend(c.subs.keys().chain(c.pubs.keys()));
-            total += self.reg_bytes_of(s);
+            topics.extend(c.subs.keys().chain(c.pubs.keys()).map(|t| (c.domain, t)));
+            total += self.reg_bytes_of(s) + c.node_bytes();
         }
         let topic_bytes: usize = topics
             .iter()
-            .map(|t| TOPIC_BYTES + 2 * t.len() + encode::publish_prefix(t).len())
+            .map(|(_, t)| TOPIC_BYTES + 2 * t.len() + encode::publish_prefix(t).len())
             .sum();
         total + topic_bytes
+    }
+
+    /// Bytes the declared nodes count for.
+    pub fn node_bytes(&self) -> usize {
+        self.live().map(Client::node_bytes).sum()
     }
 
     pub fn client(&self, slot: usize) -> &Client {
@@ -615,15 +763,23 @@ impl Model {
     /// `slot` is owed one status, matched by `id` if it has one, unless
     /// its status filter withholds that level.
     pub fn expect_status(&mut self, slot: usize, id: Option<&Id>, error: bool) {
+        self.expect_level(slot, id, Lvl::of(error));
+    }
+
+    /// [`Model::expect_status`] at any level.
+    pub fn expect_level(&mut self, slot: usize, id: Option<&Id>, level: Lvl) {
         let c = self.client_mut(slot);
-        if !c.wants_status(error) {
+        if !c.wants_status(level) {
             return;
         }
         let e = &mut c.exp;
         match id {
-            Some(id) => *e.statuses.entry((id.key.clone(), error)).or_default() += 1,
-            None if error => e.anon_error += 1,
-            None => e.anon_info += 1,
+            Some(id) => *e.statuses.entry((id.key.clone(), level)).or_default() += 1,
+            None => match level {
+                Lvl::Error => e.anon_error += 1,
+                Lvl::Warning => e.anon_warning += 1,
+                Lvl::Info => e.anon_info += 1,
+            },
         }
     }
 
@@ -710,7 +866,7 @@ impl Model {
         for c in self.live() {
             subs += c.subs.len();
             pubs += c.pubs.len();
-            topics.extend(c.subs.keys().chain(c.pubs.keys()));
+            topics.extend(c.subs.keys().chain(c.pubs.keys()).map(|t| (c.domain, t)));
         }
         [
             self.live().count() as u64,
@@ -730,14 +886,7 @@ impl Model {
         for f in &c.exp.topic {
             self.release_frame(f.key());
         }
-        let types = &mut self.service_types;
-        self.services.retain(|n, p| {
-            let keep = *p != me;
-            if !keep {
-                types.remove(n);
-            }
-            keep
-        });
+        self.services.retain(|_, s| s.provider != me);
         for call in self.calls.iter_mut().filter(|x| x.alive && x.caller == me) {
             call.alive = false;
         }

@@ -13,7 +13,7 @@ use rosgate_core::hub::STATS_SERVICE;
 
 use crate::checks::Violation;
 use crate::driver::Sim;
-use crate::model::{Link, Resp};
+use crate::model::{Link, Lvl, Resp};
 use crate::requests::{canon, json_string};
 use crate::ws::{self, Answer, ServerFrame, OP_CLOSE, OP_PONG, OP_TEXT};
 
@@ -94,15 +94,27 @@ impl Sim {
                     }
                     return Ok(());
                 };
+                // A 400 for a bad query says why in its body: wait for it.
+                let body = match answer {
+                    Answer::BadQuery => ws::body_len(&c.inbuf[..end]).unwrap_or(0),
+                    _ => 0,
+                };
+                if c.inbuf.len() < end + body {
+                    return Ok(());
+                }
                 let head: Vec<u8> = c.inbuf.drain(..end).collect();
+                let text: Vec<u8> = c.inbuf.drain(..body).collect();
                 let side = c.ws_mut().expect("a WebSocket client");
                 side.answer = None;
                 match answer {
                     Answer::Accept(_) => side.open = true,
-                    Answer::Refuse { .. } => side.done = true,
+                    Answer::Refuse { .. } | Answer::BadQuery => side.done = true,
                 }
                 ws::check_response_head(&head, &answer)
                     .map_err(|e| self.violation(format!("slot {slot}: {e}")))?;
+                if std::str::from_utf8(&text).is_err() {
+                    return Err(self.violation(format!("slot {slot}: a 400 body that is not text")));
+                }
                 continue;
             }
             let (frame, used) = match ws::parse_server_frame(&c.inbuf) {
@@ -213,23 +225,26 @@ impl Sim {
 
     /// A status: owed under its id and level, or anonymously.
     fn on_status(&mut self, slot: usize, line: &[u8], v: &Value) -> Result<(), Violation> {
-        let error = match v.get("level").and_then(Value::as_str) {
-            Some("error") => true,
-            Some("info") => false,
+        let level = match v.get("level").and_then(Value::as_str) {
+            Some("error") => Lvl::Error,
+            Some("warning") => Lvl::Warning,
+            Some("info") => Lvl::Info,
             _ => return Err(self.violation(format!("bad status level: {}", show(line)))),
         };
         if !v.get("msg").is_some_and(Value::is_string) {
             return Err(self.violation(format!("status without msg: {}", show(line))));
         }
-        // Whether the client's filter lets a status through was decided
-        // when the status was owed (`expect_status`): a `set_level` since
-        // then does not recall what was already queued. A status nobody
-        // owed is caught below.
+        if level == Lvl::Warning {
+            self.counts.warnings_received += 1;
+        }
+        // Only statuses the filter let through when they were sent are
+        // owed (a `set_level` does not recall those already queued).
         let c = self.model.client_mut(slot);
+        let filter = c.ws().map(|w| w.status);
         let e = &mut c.exp;
         let ok = match v.get("id") {
             Some(id) => {
-                let key = (canon(id), error);
+                let key = (canon(id), level);
                 match e.statuses.get_mut(&key) {
                     Some(n) if *n > 0 => {
                         *n -= 1;
@@ -241,19 +256,20 @@ impl Sim {
                     _ => false,
                 }
             }
-            None if error && e.anon_error > 0 => {
-                e.anon_error -= 1;
-                true
+            None => {
+                let n = match level {
+                    Lvl::Error => &mut e.anon_error,
+                    Lvl::Warning => &mut e.anon_warning,
+                    Lvl::Info => &mut e.anon_info,
+                };
+                let owed = *n > 0;
+                *n = n.saturating_sub(1);
+                owed
             }
-            None if !error && e.anon_info > 0 => {
-                e.anon_info -= 1;
-                true
-            }
-            None => false,
         };
         if !ok {
             return Err(self.violation(format!(
-                "slot {slot} got an unexpected status: {}",
+                "slot {slot} (status filter {filter:?}) got an unexpected status: {}",
                 show(line)
             )));
         }

@@ -9,6 +9,14 @@
 //! blanks to spaces before anything is forwarded), and its topic requests
 //! draw ids from [`WS_TOPIC_IDS`].
 //!
+//! A client with nodes declares and destroys them (names, namespaces,
+//! remap rules and domains from small tables, so that full names collide
+//! and some are refused) and writes ROS names (relative, private,
+//! absolute, invalid) with or without the `node` field naming one of its
+//! nodes. Which node and which expanded name a request ends up with is
+//! the model's business when the effect is applied (`effects.rs`): the
+//! effect carries the names as written.
+//!
 //! Some refused requests probe the per-item caps (P18, P22): an `id` over
 //! 1024 bytes (refused without its id), a name over 1024 bytes, a number
 //! beyond f64 and a lone surrogate escape (with the id when it was read
@@ -23,9 +31,10 @@ use rosgate_core::counters::ErrorCode;
 use rosgate_wire::decode::{MAX_ID_BYTES, MAX_NAME_BYTES};
 use rosgate_wire::MAX_JSON_DEPTH;
 
-use crate::actions::{Req, SERVICES, TOPICS};
+use crate::actions::{Req, DOMAIN_FIELDS, NAMES, NAMESPACES, NODE_NAMES, REMAPS, SERVICES, TOPICS};
 use crate::driver::Sim;
 use crate::model::Id;
+use crate::names::NodeModel;
 
 /// Per-call `timeout` field texts (`None`: field absent).
 const TIMEOUTS: [Option<&str>; 9] = [
@@ -82,6 +91,9 @@ const SERVICE_TYPE: &str = "std_srvs/Trigger";
 /// How many of [`TOPICS`] a WebSocket client's topic requests prefer.
 const WS_CROWDED_TOPICS: usize = 2;
 
+/// A node name no client ever declares.
+const GHOST_NODE: &str = "ghost";
+
 /// Whitespace a request uses between and inside its members.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Spacing {
@@ -101,15 +113,21 @@ pub(crate) enum Effect {
         id: Option<Id>,
         code: Option<ErrorCode>,
     },
+    /// The `node` field of the next four, when sent: the name of one of
+    /// the client's nodes, or of one it never declared.
     Topic {
         op: &'static str,
+        /// As written (resolved when applied).
         name: String,
         id: Option<Id>,
+        node: Option<String>,
     },
     Publish {
         name: String,
         /// The message as subscribers must receive it.
         msg: String,
+        id: Option<Id>,
+        node: Option<String>,
     },
     Service {
         adv: bool,
@@ -117,6 +135,7 @@ pub(crate) enum Effect {
         /// The `type` as the hub stores it ("" when left out).
         ty: &'static str,
         id: Option<Id>,
+        node: Option<String>,
     },
     Call {
         name: String,
@@ -125,6 +144,25 @@ pub(crate) enum Effect {
         timeout: Option<&'static str>,
         /// Always present on TCP.
         id: Option<Id>,
+        node: Option<String>,
+    },
+    /// `declare_node` as written; `domain`: the field's text.
+    DeclareNode {
+        name: &'static str,
+        namespace: Option<&'static str>,
+        remap: &'static [&'static str],
+        domain: Option<&'static str>,
+        id: Option<Id>,
+    },
+    DestroyNode {
+        name: String,
+        id: Option<Id>,
+    },
+    /// A WebSocket URL the hub accepts: the domain it names and the node
+    /// it declares (applied as the handshake completes).
+    Opening {
+        domain: Option<u8>,
+        node: Option<NodeModel>,
     },
     Respond {
         id: Option<Id>,
@@ -179,6 +217,13 @@ fn parse_id(raw: String) -> Id {
 
 /// The members of a request line, in order, as (key, raw JSON value).
 type Members<'a> = Vec<(&'a str, String)>;
+
+/// The `node` field, when the request names a node.
+fn push_node(m: &mut Members<'_>, node: Option<&str>, esc: bool) {
+    if let Some(n) = node {
+        m.push(("node", jstr(n, esc)));
+    }
+}
 
 fn push_id(m: &mut Members<'_>, id: Option<&Id>) {
     if let Some(id) = id {
@@ -375,6 +420,8 @@ fn malformed(kind: u8, id: Option<Id>, style: u8, spacing: Spacing, n: u64) -> (
             let effect = Effect::Publish {
                 name: "/a".into(),
                 msg: deep,
+                id,
+                node: None,
             };
             return (assemble(&m, style, spacing), effect);
         }
@@ -391,6 +438,7 @@ fn malformed(kind: u8, id: Option<Id>, style: u8, spacing: Spacing, n: u64) -> (
                 op: "advertise",
                 name,
                 id: Some(long),
+                node: None,
             };
             return (assemble(&m, style & !4, spacing), effect);
         }
@@ -466,23 +514,53 @@ impl Sim {
                     Req::Advertise { .. } => "advertise",
                     _ => "unadvertise",
                 };
-                self.topic_request(slot, f, op, *topic, *id)
+                // A WebSocket client's registrations crowd onto the first
+                // topics half of the time, so that one topic collects
+                // several ids.
+                let topics = if f.rosbridge && topic & 0x80 == 0 {
+                    &TOPICS[..WS_CROWDED_TOPICS]
+                } else {
+                    &TOPICS[..]
+                };
+                let name = topics[*topic as usize % topics.len()];
+                self.topic_request(slot, f, op, name, None, *id)
             }
             Req::Publish { topic, payload, id } => {
-                self.publish_request(slot, f, *topic, *payload, *id)
+                let name = TOPICS[*topic as usize % TOPICS.len()];
+                self.publish_request(slot, f, name, None, *payload, *id)
             }
             Req::AdvertiseService { service, id } => {
-                self.service_request(slot, f, true, *service, *id)
+                let name = SERVICES[*service as usize % SERVICES.len()];
+                self.service_request(slot, f, true, name, None, *id)
             }
             Req::UnadvertiseService { service, id } => {
-                self.service_request(slot, f, false, *service, *id)
+                let name = SERVICES[*service as usize % SERVICES.len()];
+                self.service_request(slot, f, false, name, None, *id)
             }
             Req::Call {
                 service,
                 timeout,
                 args,
                 id,
-            } => self.call_request(slot, f, *service, *timeout, *args, *id),
+            } => {
+                let name = SERVICES[*service as usize % SERVICES.len()];
+                self.call_request(slot, f, name, None, *timeout, *args, *id)
+            }
+            Req::DeclareNode {
+                name,
+                ns,
+                remap,
+                domain,
+                id,
+            } => self.declare_request(slot, f, [*name, *ns, *remap, *domain], *id),
+            Req::DestroyNode { pick, id } => self.destroy_request(slot, f, *pick, *id),
+            Req::Named {
+                op,
+                name,
+                node,
+                payload,
+                id,
+            } => self.named_request(slot, f, *op, *name, *node, *payload, *id),
             Req::Respond {
                 pick,
                 kind,
@@ -499,6 +577,7 @@ impl Sim {
                         args: Value::Object(Default::default()),
                         timeout: None,
                         id: None,
+                        node: None,
                     };
                     return (line, effect);
                 }
@@ -528,24 +607,18 @@ impl Sim {
         }
     }
 
-    /// subscribe, unsubscribe, advertise or unadvertise.
+    /// subscribe, unsubscribe, advertise or unadvertise of `name` (as
+    /// written), for `node` if given.
     fn topic_request(
         &mut self,
         slot: usize,
         f: Form,
         op: &'static str,
-        topic: u8,
+        name: &str,
+        node: Option<String>,
         id: u8,
     ) -> (Vec<u8>, Effect) {
         let esc = f.style & 4 != 0;
-        // A WebSocket client's registrations crowd onto the first topics
-        // half of the time, so that one topic collects several ids.
-        let topics = if f.rosbridge && topic & 0x80 == 0 {
-            &TOPICS[..WS_CROWDED_TOPICS]
-        } else {
-            &TOPICS[..]
-        };
-        let name = topics[topic as usize % topics.len()];
         let id = if f.rosbridge {
             let pooled = (id > 0).then(|| WS_TOPIC_IDS[(id as usize - 1) % WS_TOPIC_IDS.len()]);
             pooled.map(|raw| parse_id(raw.to_string()))
@@ -556,11 +629,13 @@ impl Sim {
         if matches!(op, "subscribe" | "advertise") && !f.lean {
             m.push(("type", jstr("std_msgs/String", esc)));
         }
+        push_node(&mut m, node.as_deref(), esc);
         push_id(&mut m, id.as_ref());
         let effect = Effect::Topic {
             op,
             name: name.to_string(),
             id,
+            node,
         };
         (assemble(&m, f.style, f.spacing), effect)
     }
@@ -569,12 +644,12 @@ impl Sim {
         &mut self,
         slot: usize,
         f: Form,
-        topic: u8,
+        name: &str,
+        node: Option<String>,
         payload: u16,
         id: u8,
     ) -> (Vec<u8>, Effect) {
         let esc = f.style & 4 != 0;
-        let name = TOPICS[topic as usize % TOPICS.len()];
         let id = self.fresh_id(slot, id);
         let msg = self.payload(payload, f.spacing);
         let mut m: Members<'_> = vec![
@@ -582,10 +657,13 @@ impl Sim {
             ("topic", jstr(name, esc)),
             ("msg", msg.clone()),
         ];
+        push_node(&mut m, node.as_deref(), esc);
         push_id(&mut m, id.as_ref());
         let effect = Effect::Publish {
             name: name.to_string(),
             msg: blank_cr_lf(&msg),
+            id,
+            node,
         };
         (assemble(&m, f.style, f.spacing), effect)
     }
@@ -596,11 +674,11 @@ impl Sim {
         slot: usize,
         f: Form,
         adv: bool,
-        service: u8,
+        name: &str,
+        node: Option<String>,
         id: u8,
     ) -> (Vec<u8>, Effect) {
         let esc = f.style & 4 != 0;
-        let name = SERVICES[service as usize % SERVICES.len()];
         let id = self.fresh_id(slot, id);
         let op = if adv {
             "advertise_service"
@@ -612,27 +690,30 @@ impl Sim {
         if !ty.is_empty() {
             m.push(("type", jstr(ty, esc)));
         }
+        push_node(&mut m, node.as_deref(), esc);
         push_id(&mut m, id.as_ref());
         let effect = Effect::Service {
             adv,
             name: name.to_string(),
             ty,
             id,
+            node,
         };
         (assemble(&m, f.style, f.spacing), effect)
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn call_request(
         &mut self,
         slot: usize,
         f: Form,
-        service: u8,
+        name: &str,
+        node: Option<String>,
         timeout: u8,
         args: u16,
         id: u8,
     ) -> (Vec<u8>, Effect) {
         let esc = f.style & 4 != 0;
-        let name = SERVICES[service as usize % SERVICES.len()];
         let id = match self.fresh_id(slot, id) {
             None if !f.rosbridge => self.fresh_id(slot, 1),
             id => id,
@@ -650,6 +731,7 @@ impl Sim {
             m.push(("args", args_raw.clone()));
             &args_raw
         };
+        push_node(&mut m, node.as_deref(), esc);
         push_id(&mut m, id.as_ref());
         if let Some(t) = to {
             m.push(("timeout", t.to_string()));
@@ -659,8 +741,110 @@ impl Sim {
             args: serde_json::from_str(args).expect("sim args are JSON"),
             timeout: to,
             id,
+            node,
         };
         (assemble(&m, f.style, f.spacing), effect)
+    }
+
+    /// `declare_node` with the table entries `picks` selects (name,
+    /// namespace, remap rules, domain field).
+    fn declare_request(
+        &mut self,
+        slot: usize,
+        f: Form,
+        picks: [u8; 4],
+        id: u8,
+    ) -> (Vec<u8>, Effect) {
+        let esc = f.style & 4 != 0;
+        let pick = |table_len: usize, k: usize| picks[k] as usize % table_len;
+        let name = NODE_NAMES[pick(NODE_NAMES.len(), 0)];
+        let namespace = NAMESPACES[pick(NAMESPACES.len(), 1)];
+        let remap = REMAPS[pick(REMAPS.len(), 2)];
+        let domain = DOMAIN_FIELDS[pick(DOMAIN_FIELDS.len(), 3)];
+        let id = self.fresh_id(slot, id);
+        let mut m: Members<'_> = vec![
+            ("op", json_string("declare_node")),
+            ("name", jstr(name, esc)),
+        ];
+        if let Some(ns) = namespace {
+            m.push(("namespace", jstr(ns, esc)));
+        }
+        if !remap.is_empty() {
+            let rules: Vec<String> = remap.iter().map(|r| jstr(r, esc)).collect();
+            m.push(("remap", format!("[{}]", rules.join(","))));
+        }
+        if let Some(d) = domain {
+            m.push(("domain", d.to_string()));
+        }
+        push_id(&mut m, id.as_ref());
+        let effect = Effect::DeclareNode {
+            name,
+            namespace,
+            remap,
+            domain,
+            id,
+        };
+        (assemble(&m, f.style, f.spacing), effect)
+    }
+
+    /// `destroy_node` of the client's node `pick` picks (by name or full
+    /// name), or of one it never declared.
+    fn destroy_request(&mut self, slot: usize, f: Form, pick: u8, id: u8) -> (Vec<u8>, Effect) {
+        let esc = f.style & 4 != 0;
+        let nodes = &self.model.client(slot).nodes;
+        let k = pick as usize % (nodes.len() + 1);
+        let name = match nodes.get(k) {
+            Some(n) if pick % 2 == 0 => n.name.clone(),
+            Some(n) => n.full.clone(),
+            None => GHOST_NODE.to_string(),
+        };
+        let id = self.fresh_id(slot, id);
+        let mut m: Members<'_> = vec![
+            ("op", json_string("destroy_node")),
+            ("name", jstr(&name, esc)),
+        ];
+        push_id(&mut m, id.as_ref());
+        (
+            assemble(&m, f.style, f.spacing),
+            Effect::DestroyNode { name, id },
+        )
+    }
+
+    /// A registration, publish or call of one of [`NAMES`], with the
+    /// `node` field `node` picks (see [`Req::Named`]).
+    #[allow(clippy::too_many_arguments)]
+    fn named_request(
+        &mut self,
+        slot: usize,
+        f: Form,
+        op: u8,
+        name: u8,
+        node: u8,
+        payload: u16,
+        id: u8,
+    ) -> (Vec<u8>, Effect) {
+        let name = NAMES[name as usize % NAMES.len()];
+        let nodes = &self.model.client(slot).nodes;
+        let node = match node % 8 {
+            0..=3 => None,
+            4 => Some(nodes.first().map_or(GHOST_NODE.into(), |n| n.name.clone())),
+            5 => Some(nodes.last().map_or(GHOST_NODE.into(), |n| n.full.clone())),
+            6 => Some(nodes.get(1).map_or(GHOST_NODE.into(), |n| n.name.clone())),
+            _ => Some(GHOST_NODE.into()),
+        };
+        match op % 8 {
+            0 => self.topic_request(slot, f, "subscribe", name, node, id),
+            1 => self.topic_request(slot, f, "unsubscribe", name, node, id),
+            2 => self.topic_request(slot, f, "advertise", name, node, id),
+            3 => self.topic_request(slot, f, "unadvertise", name, node, id),
+            4 => self.publish_request(slot, f, name, node, payload, id),
+            5 => self.service_request(slot, f, true, name, node, id),
+            6 => self.service_request(slot, f, false, name, node, id),
+            _ => {
+                let timeout = (payload >> 13) as u8;
+                self.call_request(slot, f, name, node, timeout, payload, id)
+            }
+        }
     }
 
     /// The id a provider answers with, by `kind % 8` (see [`Req::Respond`]).

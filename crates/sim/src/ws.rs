@@ -36,6 +36,10 @@ pub(crate) enum Answer {
     /// `version_hint`: it must name the supported version (426 for a wrong
     /// `Sec-WebSocket-Version`).
     Refuse { code: u16, version_hint: bool },
+    /// `400 Bad Request` for a URL whose query the gateway refuses (a bad
+    /// domain or node), with the reason as a plain-text body, then the
+    /// connection closes.
+    BadQuery,
 }
 
 /// How a handshake request is fed to the hub.
@@ -52,27 +56,37 @@ pub(crate) enum HandshakeFeed {
 
 /// The handshake request `how` selects: bits 0-1 the spelling (3: a request
 /// the server must refuse), bits 2-3 how it is fed, bits 4-5 the key (or,
-/// for a refused one, bits 4-7 the kind of mistake).
-pub(crate) fn handshake(how: u8) -> (Vec<u8>, Answer, HandshakeFeed) {
+/// for a refused one, bits 4-7 the kind of mistake); with `query`
+/// (`?a=1&b=2`) in its URL, if given (then a handshake left for the first
+/// frame is fed whole instead).
+pub(crate) fn handshake(how: u8, query: Option<&str>) -> (Vec<u8>, Answer, HandshakeFeed) {
     let feed = match (how >> 2) & 3 {
         0 => HandshakeFeed::Whole,
         1 => HandshakeFeed::ByteByByte,
         2 => HandshakeFeed::Halves,
+        _ if query.is_some() => HandshakeFeed::Whole,
         _ => HandshakeFeed::WithFirstFrame,
     };
     let (key, accept) = KEYS[((how >> 4) & 3) as usize];
+    let q = query.unwrap_or("");
     let request = match how & 3 {
         0 => format!(
-            "GET / HTTP/1.1\r\nHost: 127.0.0.1:9090\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n"
+            "GET /{q} HTTP/1.1\r\nHost: 127.0.0.1:9090\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n"
         ),
         // What browsers and roslibpy send: other header case, a connection
         // token list, an extension and a subprotocol we must not agree to.
-        1 => format!(
-            "GET /ros?client=sim HTTP/1.1\r\nhost: localhost\r\nUser-Agent: sim\r\nsec-websocket-version: 13\r\nSEC-WEBSOCKET-KEY: {key}\r\nConnection: keep-alive, Upgrade\r\nPragma: no-cache\r\nUPGRADE: WebSocket\r\nSec-WebSocket-Extensions: permessage-deflate; client_max_window_bits\r\nSec-WebSocket-Protocol: rosbridge\r\n\r\n"
-        ),
+        1 => {
+            let target = match query {
+                Some(q) => format!("/ros{q}&client=sim"),
+                None => "/ros?client=sim".to_string(),
+            };
+            format!(
+                "GET {target} HTTP/1.1\r\nhost: localhost\r\nUser-Agent: sim\r\nsec-websocket-version: 13\r\nSEC-WEBSOCKET-KEY: {key}\r\nConnection: keep-alive, Upgrade\r\nPragma: no-cache\r\nUPGRADE: WebSocket\r\nSec-WebSocket-Extensions: permessage-deflate; client_max_window_bits\r\nSec-WebSocket-Protocol: rosbridge\r\n\r\n"
+            )
+        }
         // Optional whitespace around values, none after a colon.
         2 => format!(
-            "GET /a/b HTTP/1.1\r\nUpgrade:websocket\r\nConnection:   upgrade  \r\nSec-WebSocket-Key:\t{key} \r\nSec-WebSocket-Version:13\r\nOrigin: http://example.invalid\r\n\r\n"
+            "GET /a/b{q} HTTP/1.1\r\nUpgrade:websocket\r\nConnection:   upgrade  \r\nSec-WebSocket-Key:\t{key} \r\nSec-WebSocket-Version:13\r\nOrigin: http://example.invalid\r\n\r\n"
         ),
         _ => return refused(how >> 4),
     };
@@ -83,8 +97,10 @@ pub(crate) fn handshake(how: u8) -> (Vec<u8>, Answer, HandshakeFeed) {
 fn refused(kind: u8) -> (Vec<u8>, Answer, HandshakeFeed) {
     let key = KEYS[0].0;
     let (request, code, version_hint) = match kind % 5 {
+        // An upgrade without `Connection: Upgrade` (a request with no
+        // `Upgrade` at all is plain HTTP, answered by the hub's HTTP side).
         0 => (
-            format!("GET / HTTP/1.1\r\nHost: x\r\nSec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n").into_bytes(),
+            format!("GET / HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nSec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n").into_bytes(),
             426,
             false,
         ),
@@ -288,8 +304,26 @@ pub(crate) fn check_response_head(head: &[u8], answer: &Answer) -> Result<(), St
                 return Err(format!("426 must name version 13: {text:?}"));
             }
         }
+        Answer::BadQuery => {
+            if status != "HTTP/1.1 400 Bad Request" || header("connection") != ["close"] {
+                return Err(format!("expected a 400 that closes: {text:?}"));
+            }
+            if body_len(head).is_none_or(|n| n == 0) {
+                return Err(format!("a 400 must say why in its body: {text:?}"));
+            }
+        }
     }
     Ok(())
+}
+
+/// The `Content-Length` of a complete response head, if it has one.
+pub(crate) fn body_len(head: &[u8]) -> Option<usize> {
+    let text = std::str::from_utf8(head).ok()?;
+    text.split("\r\n").find_map(|l| {
+        let (n, v) = l.split_once(':')?;
+        n.eq_ignore_ascii_case("content-length")
+            .then(|| v.trim().parse().ok())?
+    })
 }
 
 /// Checks the HTTP error a WebSocket client refused at the connection

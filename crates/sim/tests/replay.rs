@@ -292,7 +292,11 @@ fn write_seed_corpus() {
     ];
     write("core", "pubsub", &actions_to_bytes(0, &pubsub));
     write("core", "calls", &actions_to_bytes(0b0101_0101_0101, &calls));
-    for (name, selector, actions) in websocket_scenarios().into_iter().chain(bounds_scenarios()) {
+    let scenarios = websocket_scenarios()
+        .into_iter()
+        .chain(bounds_scenarios())
+        .chain(node_scenarios());
+    for (name, selector, actions) in scenarios {
         write("core", name, &actions_to_bytes(selector, &actions));
     }
     for seed in 0..16u64 {
@@ -747,5 +751,140 @@ fn bounds_scenarios_exercise_their_limits() {
             _ => false,
         };
         assert!(ok, "{name} did not exercise its limits: {c:?}");
+    }
+}
+
+/// Nodes, names and domains for the `core` corpus: a node declared by a
+/// WebSocket URL in domain 3 and one declared by a TCP client moving there
+/// (the same full name: both owners warned), a TCP client in domain 0
+/// with opaque relative names, then a node of its own; remapped, relative,
+/// private and absolute names, the `node` field naming a second node, a
+/// publish and a call that must not leave their domain, refusals
+/// (duplicate node, a domain change after registering, an unknown node,
+/// an invalid name, a 400 for a bad URL), a node destroyed and its
+/// registrations with it, and a WebSocket client declaring by op.
+fn node_scenarios() -> Vec<(&'static str, u32, Vec<rosgate_sim::Action>)> {
+    use rosgate_sim::{Action, Req};
+
+    let send = |slot: u8, req: Req| Action::Send {
+        slot,
+        style: 0,
+        split: 0,
+        req,
+    };
+    let declare = |slot: u8, name: u8, ns: u8, remap: u8, domain: u8| {
+        send(
+            slot,
+            Req::DeclareNode {
+                name,
+                ns,
+                remap,
+                domain,
+                id: 1,
+            },
+        )
+    };
+    // Named ops: 0 subscribe, 2 advertise, 4 publish, 5 advertise_service,
+    // 7 call_service; names: 0 chatter, 1 ~/cmd, 2 /chatter, 3 scan, 7 ~bad;
+    // node: 0 none, 6 the second node, 7 one never declared.
+    let named = |slot: u8, op: u8, name: u8, node: u8| {
+        send(
+            slot,
+            Req::Named {
+                op,
+                name,
+                node,
+                payload: 40,
+                id: 2,
+            },
+        )
+    };
+    let nodes = vec![
+        Action::Connect,
+        Action::Connect,
+        // ?node=talker&namespace=/r1&domain=3, then ?domain=x (a 400).
+        Action::ConnectWsAt { how: 0, query: 2 },
+        Action::ConnectWsAt { how: 0, query: 8 },
+        // Slot 1, no node: `chatter` as written.
+        named(1, 0, 0, 0),
+        // Slot 0 moves to domain 3 as /r1/talker (chatter:=/talk): the
+        // WebSocket client's full name, so both are warned.
+        declare(0, 0, 1, 2, 4),
+        declare(1, 1, 0, 0, 0),
+        named(1, 0, 0, 0),
+        named(2, 0, 2, 0),
+        named(0, 0, 0, 0),
+        // /chatter in domain 3 reaches slot 2, not slot 1's /chatter in 0.
+        named(0, 4, 2, 0),
+        // chatter is /talk for slot 0's node: its own subscription.
+        named(0, 4, 0, 0),
+        // /r1/talker/cmd in domain 3, called by slot 0 and answered; slot
+        // 1 calls its own ~/cmd, which nobody provides.
+        named(2, 5, 1, 0),
+        named(0, 7, 1, 0),
+        send(
+            2,
+            Req::Respond {
+                pick: 0,
+                kind: 0,
+                result: 0,
+                status: 0,
+            },
+        ),
+        named(1, 7, 1, 0),
+        // A second node (/cam) and a registration for it by name.
+        declare(0, 3, 0, 0, 0),
+        named(0, 0, 3, 6),
+        // Refused: a duplicate, a domain change, an unknown node, a name.
+        declare(0, 0, 1, 0, 0),
+        declare(0, 1, 1, 0, 6),
+        named(0, 0, 0, 7),
+        named(0, 0, 7, 0),
+        // /r1/talker goes with /talk; /cam is the default node now.
+        send(0, Req::DestroyNode { pick: 0, id: 3 }),
+        named(0, 0, 0, 0),
+        named(2, 4, 2, 0),
+        // A WebSocket client declaring by op, in domain 3 (the full name
+        // slot 2 holds: warned).
+        Action::ConnectWs { how: 0 },
+        declare(3, 2, 1, 0, 5),
+        named(3, 0, 2, 0),
+        named(0, 4, 2, 0),
+        Action::Disconnect { slot: 2, how: 0 },
+        named(0, 4, 2, 0),
+    ];
+    // 4096-byte lines, 64 calls per connection, WebSocket clients under
+    // the default filter (warnings and errors).
+    vec![("nodes", PLAIN_LIMITS, nodes)]
+}
+
+/// Each node scenario passes the simulation's checks and exercises what
+/// it is aimed at.
+#[test]
+fn node_scenarios_exercise_nodes() {
+    use rosgate_sim::{Sim, SimConfig};
+
+    for (name, sel, actions) in node_scenarios() {
+        let mut sim = Sim::new(SimConfig::from_selector(u64::from(sel)));
+        for a in &actions {
+            sim.step(a).unwrap_or_else(|v| panic!("{name}: {v}"));
+        }
+        sim.finish()
+            .unwrap_or_else(|v| panic!("{name}: {v} (in finish)"));
+        let c = sim.counts();
+        let ok = c.nodes_declared == 5
+            && c.nodes_destroyed == 1
+            && c.duplicate_node_names == 2
+            && c.warnings_received == 4
+            && c.domain_changes == 2
+            && c.domain_changes_refused == 1
+            && c.isolated_by_domain >= 2
+            && c.ws_queries == 1
+            && c.ws_queries_refused == 1
+            && c.responses_ok == 1;
+        assert!(
+            ok,
+            "{name} did not exercise nodes, names and domains: {c:?}"
+        );
     }
 }

@@ -1,7 +1,8 @@
 //! Seeded simulation of the core (see `src/lib.rs`): random TCP and
 //! WebSocket connects, subscribes, publishes, calls, replies, pings, close
 //! frames, protocol violations, slow readers, trickled requests,
-//! disconnects, clock jumps and shutdowns, with the model's invariants
+//! disconnects, clock jumps and shutdowns, nodes declared (by op or URL)
+//! and destroyed, ROS names and domains, with the model's invariants
 //! checked after every hub call and every step.
 //!
 //! `ROSGATE_SIM_SEED=<n>` replays one seed (and prints what it did);
@@ -121,6 +122,28 @@ fn seeded_simulation() {
             && total.closes_drained > 0,
         "{total:?}"
     );
+    // ... and nodes, names and domains: nodes declared and destroyed,
+    // registrations made for them under expanded names, full names shared
+    // (both owners warned), clients moving domain (and refused once they
+    // hold something), subscribers and providers of another domain left
+    // alone, WebSocket URLs declaring a node or refused.
+    assert!(
+        total.nodes_declared > 0
+            && total.nodes_destroyed > 0
+            && total.node_registrations > 0
+            && total.names_expanded > 0
+            && total.duplicate_node_names > 0
+            && total.warnings_received > 0,
+        "{total:?}"
+    );
+    assert!(
+        total.domain_changes > 0
+            && total.domain_changes_refused > 0
+            && total.isolated_by_domain > 0
+            && total.ws_queries > 0
+            && total.ws_queries_refused > 0,
+        "{total:?}"
+    );
 }
 
 /// Adds one seed's counts to the total.
@@ -162,6 +185,17 @@ fn add(total: &mut rosgate_sim::Counts, c: &rosgate_sim::Counts) {
         shutdown_failures_received,
         goodbyes_received,
         closes_drained,
+        nodes_declared,
+        nodes_destroyed,
+        duplicate_node_names,
+        warnings_received,
+        node_registrations,
+        names_expanded,
+        domain_changes,
+        domain_changes_refused,
+        isolated_by_domain,
+        ws_queries,
+        ws_queries_refused,
     } = c;
     total.steps += steps;
     total.lines_sent += lines_sent;
@@ -199,4 +233,15 @@ fn add(total: &mut rosgate_sim::Counts, c: &rosgate_sim::Counts) {
     total.shutdown_failures_received += shutdown_failures_received;
     total.goodbyes_received += goodbyes_received;
     total.closes_drained += closes_drained;
+    total.nodes_declared += nodes_declared;
+    total.nodes_destroyed += nodes_destroyed;
+    total.duplicate_node_names += duplicate_node_names;
+    total.warnings_received += warnings_received;
+    total.node_registrations += node_registrations;
+    total.names_expanded += names_expanded;
+    total.domain_changes += domain_changes;
+    total.domain_changes_refused += domain_changes_refused;
+    total.isolated_by_domain += isolated_by_domain;
+    total.ws_queries += ws_queries;
+    total.ws_queries_refused += ws_queries_refused;
 }

@@ -159,7 +159,6 @@ pub enum Op<'a> {
     /// A result from an action server for the goal `id` it was sent.
     ActionResult {
         action: Cow<'a, str>,
-        /// Always present in the strict dialect.
         values: Option<Raw<'a>>,
         status: Raw<'a>,
         result: Raw<'a>,
@@ -652,10 +651,10 @@ impl<'a> Fields<'a> {
             },
             "action_result" => Op::ActionResult {
                 action: name(self.action, "action")?,
-                values: match self.values {
-                    None if strict => return Err(ErrorKind::MissingField("values")),
-                    values => values,
-                },
+                // Optional on both transports: a failing server may have
+                // nothing to say (roslib's `setFailed` sends none), and a
+                // goal must not hang for want of a field.
+                values: self.values,
                 status: self.status.ok_or(ErrorKind::MissingField("status"))?,
                 result: self.result.ok_or(ErrorKind::MissingField("result"))?,
             },

@@ -58,6 +58,9 @@ SCENARIOS (--scenario):
     fanout    1 publisher -> N subscribers on one topic, closed loop
     fanin     N publishers -> 1 subscriber on one topic, closed loop
     calls     C callers -> one echoing service provider, closed loop
+    goals     C callers -> one action server (ROS 2 actions, rosbridge v2
+              ops; rosgate transport only), closed loop: each goal gets
+              --feedback feedback messages, then its result
     idle      K idle connections: server RSS per connection, idle CPU
     latency   open loop at --rate per publisher; latency from the intended
               send time (no coordinated omission)
@@ -69,8 +72,9 @@ OPTIONS:
     --scenario NAME      see above [default: fanout]
     --transport NAME     wire protocol adapter [default: rosgate]:
                            rosgate  rosbridge-style JSON lines
-                           redis    RESP pub/sub (no calls)
+                           redis    RESP pub/sub (no calls, no goals)
                            nats     NATS pub/sub; calls as request/reply
+                                    (no goals)
                            raw      no server: one TCP stream from a
                                     --raw-source at --addr (baseline;
                                     fanout/large, --pubs 1 --subs 1)
@@ -81,7 +85,10 @@ OPTIONS:
     --pubs N             publishers [fanout/latency/large: 1, fanin: 16]
     --subs N             subscribers [fanout: 16, others: 1]
     --callers N          callers [default: 32]
-    --inflight N         calls each caller keeps outstanding [default: 1]
+    --inflight N         calls (goals) each caller keeps outstanding
+                         [default: 1]; rosgate fails goals beyond 1024 per
+                         caller and 4096 per action server by default
+    --feedback N         goals: feedback messages per goal [default: 4]
     --conns N            idle connections [default: 10000]
     --size BYTES         payload size [default: 64; large: 1048576]
     --window N           closed loop: messages a publisher may be ahead of
@@ -95,22 +102,28 @@ OPTIONS:
     --server-pid PID     read the server's CPU and RSS from /proc/PID
     --topic NAME         topic used [default: /bench/0]
     --service NAME       service used [default: /bench/echo]
+    --action NAME        action used [default: /bench/goal]
     -h, --help           print this help
 
 PAYLOAD:
-    Payload size is the size of the JSON object carried in `msg` (topics)
-    or `args` (calls), which the gateway forwards verbatim; the envelope
+    Payload size is the size of the JSON object carried in `msg` (topics),
+    `args` (calls, goals) or `values` (feedback), which the gateway
+    forwards verbatim; the envelope
     around it (op, topic, newline) is extra. The object is
         {\"p\":<source>,\"s\":<seq>,\"t\":<intended send ns>,\"d\":\"<padding>\"}
     padded to exactly --size bytes (or the bare stamp, if larger). Every
     delivery is checked: sequence +1 per publisher at each subscriber,
     padding intact (a pattern offset by source and sequence), right topic;
-    every call reply must carry its own call's arguments. MB/s counts
-    payload bytes, 10^6 per MB.
+    every call reply must carry its own call's arguments. Goals: every
+    feedback carries its goal's stamp with `t` replaced by the feedback's
+    index, and must be the next index of a goal still in flight; the
+    result must carry the goal's own arguments and come after exactly
+    --feedback feedbacks. MB/s counts payload bytes, 10^6 per MB.
 
 OUTPUT:
     One human line, then `RESULT {json}`. A run with loss, reordering,
-    corruption, failed calls or dropped connections prints FAILED and the
+    corruption, failed calls or goals, lost feedback or dropped
+    connections prints FAILED and the
     counts instead of a rate. Tool and server CPU (% of one core, over the
     measured interval) show which side was the bottleneck.
 
@@ -139,6 +152,13 @@ fn main() -> ExitCode {
     let needed = (params.conns + params.subs + params.pubs + params.callers + 64) as u64;
     if nofile > 0 && nofile < needed {
         eprintln!("rosgate-load: open-file limit {nofile} is below the {needed} this run needs");
+        return ExitCode::from(2);
+    }
+    if params.scenario == Scenario::Goals && transport != Rosgate::NAME {
+        eprintln!(
+            "rosgate-load: transport {transport} has no actions: \
+             --scenario goals needs --transport rosgate"
+        );
         return ExitCode::from(2);
     }
     let outcome = match transport.as_str() {
@@ -229,6 +249,7 @@ fn parse_args() -> Result<Option<(String, Params, bool)>, String> {
         size: args.opt_value_from_str("--size").map_err(u)?,
         window: args.opt_value_from_str("--window").map_err(u)?,
         inflight: args.opt_value_from_str("--inflight").map_err(u)?,
+        feedback: args.opt_value_from_str("--feedback").map_err(u)?,
         rate: args.opt_value_from_str("--rate").map_err(u)?,
     };
     let mut dur = |name: &'static str, default: f64| -> Result<Duration, String> {
@@ -248,6 +269,10 @@ fn parse_args() -> Result<Option<(String, Params, bool)>, String> {
         .opt_value_from_str("--service")
         .map_err(u)?
         .unwrap_or_else(|| "/bench/echo".into());
+    let action: String = args
+        .opt_value_from_str("--action")
+        .map_err(u)?
+        .unwrap_or_else(|| "/bench/goal".into());
     let rest = args.finish();
     if let Some(first) = rest.first() {
         return Err(format!("unexpected argument {:?}", first.to_string_lossy()));
@@ -268,6 +293,7 @@ fn parse_args() -> Result<Option<(String, Params, bool)>, String> {
         server_pid,
         topic,
         service,
+        action,
     )?;
     Ok(Some((transport, params, raw_source)))
 }

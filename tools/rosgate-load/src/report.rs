@@ -46,6 +46,16 @@ impl Outcome {
         }
     }
 
+    /// Goals: verified feedback messages per second.
+    pub fn feedback_per_s(&self) -> f64 {
+        let s = self.measured.as_secs_f64();
+        if s > 0.0 {
+            self.measured_feedback as f64 / s
+        } else {
+            0.0
+        }
+    }
+
     /// Payload megabytes (10^6) per second delivered.
     pub fn mb_per_s(&self) -> f64 {
         let s = self.measured.as_secs_f64();
@@ -108,9 +118,16 @@ impl Outcome {
                 .server_dropped()
                 .map(|d| format!(" server-dropped {d}"))
                 .unwrap_or_default();
+            let (failed, feedback) = match p.scenario {
+                Scenario::Goals => (
+                    "failed-goals",
+                    format!(" lost-feedback {}", t.feedback_lost),
+                ),
+                _ => ("failed-calls", String::new()),
+            };
             return format!(
                 "{head}: FAILED lost {lost}/{} ({:.3}%) out-of-order {} corrupt {} misrouted {} \
-                 failed-calls {} disconnects {}{dropped} | {cpu}{rss}",
+                 {failed} {}{feedback} disconnects {}{dropped} | {cpu}{rss}",
                 self.expected,
                 lost as f64 * 100.0 / of as f64,
                 t.out_of_order,
@@ -151,6 +168,12 @@ impl Outcome {
                 self.rate(),
                 quantiles(&t.latency),
             ),
+            Scenario::Goals => format!(
+                "{head}: {:.0} goals/s {:.0} feedback/s | rtt {} | loss 0 | {cpu}{rss}",
+                self.rate(),
+                self.feedback_per_s(),
+                quantiles(&t.latency),
+            ),
             _ => format!(
                 "{head}: {:.0} msg/s {:.1} MB/s delivered | p50 {} p99 {} | loss 0 | {cpu}{rss}",
                 self.rate(),
@@ -179,6 +202,7 @@ impl Outcome {
                 "size_human": human_bytes(p.size),
                 "window": p.window,
                 "inflight": p.inflight,
+                "feedback": if p.scenario == Scenario::Goals { json!(p.feedback) } else { Value::Null },
                 "rate": if p.scenario == Scenario::Latency { json!(p.rate) } else { Value::Null },
                 "duration_s": p.duration.as_secs_f64(),
                 "warmup_s": p.warmup.as_secs_f64(),
@@ -195,6 +219,10 @@ impl Outcome {
             "corrupt": t.corrupt,
             "misrouted": t.misrouted,
             "calls_failed": t.calls_failed,
+            "feedback_per_s": if p.scenario == Scenario::Goals && clean { json!(self.feedback_per_s().round()) } else { Value::Null },
+            "feedback_delivered": t.feedback_delivered,
+            "feedback_good": t.feedback_good,
+            "feedback_lost": t.feedback_lost,
             "disconnects": t.disconnects,
             "error_statuses": t.error_notices,
             "drained": self.drained,

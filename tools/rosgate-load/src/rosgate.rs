@@ -3,16 +3,19 @@
 //! Requests are written by hand (the names are the tool's own and need no
 //! escaping beyond what [`json_str`] does). Incoming lines take one of two
 //! paths:
-//! - the hot path, a delivered publication, is recognised by its fixed
-//!   prefix `{"op":"publish","topic":"` and split at `","msg":` without
-//!   parsing the message, which the payload check scans anyway;
+//! - the hot paths, a delivered publication and the three action frames
+//!   (a goal at the server, feedback and a result at the caller: several
+//!   per goal), are recognised by their fixed layout as rosgate writes them
+//!   and split without parsing the payload, which the payload check scans
+//!   anyway;
 //! - everything else (statuses, calls, replies: a few per run or one per
-//!   call) goes through serde_json with `RawValue` fields, so key order and
-//!   whitespace do not matter there.
+//!   call), and any of the above written differently, goes through
+//!   serde_json with `RawValue` fields, so key order and whitespace do not
+//!   matter there.
 //!
-//! Tokens travel as ids `"k<token>"`; calls use bare integer ids, which is
-//! what the scenario's `id` is. The built-in `/rosgate/stats` service is
-//! answered with the id `"stats"`.
+//! Tokens travel as ids `"k<token>"`; calls and goals use bare integer
+//! ids, which is what the scenario's `id` is. The built-in
+//! `/rosgate/stats` service is answered with the id `"stats"`.
 
 use memchr::memchr;
 use serde::Deserialize;
@@ -26,6 +29,13 @@ const STATS_SERVICE: &str = "/rosgate/stats";
 
 const PUBLISH_PREFIX: &[u8] = b"{\"op\":\"publish\",\"topic\":\"";
 const MSG_KEY: &[u8] = b"\",\"msg\":";
+/// Action frames as rosgate writes them (`rosgate_wire::encode`).
+const GOAL_PREFIX: &[u8] = b"{\"op\":\"send_action_goal\",\"id\":";
+const FEEDBACK_PREFIX: &[u8] = b"{\"op\":\"action_feedback\",\"id\":";
+const RESULT_PREFIX: &[u8] = b"{\"op\":\"action_result\",\"id\":";
+const ACTION_KEY: &[u8] = b",\"action\":\"";
+/// The action type the tool's goals and server name.
+const ACTION_TYPE: &str = "rosgate_load/Bench";
 
 #[derive(Debug)]
 pub struct Rosgate {
@@ -90,6 +100,49 @@ impl Codec for Rosgate {
         out.extend_from_slice(b",\"result\":true}\n");
     }
 
+    fn advertise_action(&mut self, out: &mut Vec<u8>, action: &str, token: u64) -> bool {
+        out.extend_from_slice(b"{\"op\":\"advertise_action\",\"action\":");
+        json_str(out, action);
+        out.extend_from_slice(b",\"type\":");
+        json_str(out, ACTION_TYPE);
+        out.extend_from_slice(b",\"id\":\"k");
+        push_u64(out, token);
+        out.extend_from_slice(b"\"}\n");
+        true
+    }
+
+    fn send_goal(&mut self, out: &mut Vec<u8>, action: &str, id: u64, args: &[u8]) {
+        out.extend_from_slice(b"{\"op\":\"send_action_goal\",\"id\":");
+        push_u64(out, id);
+        out.extend_from_slice(b",\"action\":");
+        json_str(out, action);
+        out.extend_from_slice(b",\"action_type\":");
+        json_str(out, ACTION_TYPE);
+        out.extend_from_slice(b",\"args\":");
+        out.extend_from_slice(args);
+        out.extend_from_slice(b",\"feedback\":true}\n");
+    }
+
+    fn feedback(&mut self, out: &mut Vec<u8>, action: &str, id: &[u8], values: &[u8]) {
+        out.extend_from_slice(b"{\"op\":\"action_feedback\",\"id\":");
+        out.extend_from_slice(id);
+        out.extend_from_slice(b",\"action\":");
+        json_str(out, action);
+        out.extend_from_slice(b",\"values\":");
+        out.extend_from_slice(values);
+        out.extend_from_slice(b"}\n");
+    }
+
+    fn goal_result(&mut self, out: &mut Vec<u8>, action: &str, id: &[u8], values: &[u8]) {
+        out.extend_from_slice(b"{\"op\":\"action_result\",\"id\":");
+        out.extend_from_slice(id);
+        out.extend_from_slice(b",\"action\":");
+        json_str(out, action);
+        out.extend_from_slice(b",\"values\":");
+        out.extend_from_slice(values);
+        out.extend_from_slice(b",\"status\":4,\"result\":true}\n");
+    }
+
     fn stats_request(&mut self, out: &mut Vec<u8>) -> bool {
         out.extend_from_slice(b"{\"op\":\"call_service\",\"service\":");
         json_str(out, STATS_SERVICE);
@@ -128,7 +181,7 @@ impl Codec for Rosgate {
         };
         self.scanned = 0;
         let line = strip_cr(&buf[..nl]);
-        let ev = match fast_publish(line) {
+        let ev = match fast_publish(line).or_else(|| fast_action(line)) {
             Some(ev) => ev,
             None => slow(line)?,
         };
@@ -146,6 +199,70 @@ fn fast_publish(line: &[u8]) -> Option<Event<'_>> {
     }
     let payload = rest[q..].strip_prefix(MSG_KEY)?.strip_suffix(b"}")?;
     Some(Event::Delivery { topic, payload })
+}
+
+/// The action frames exactly as rosgate writes them:
+/// `{"op":"send_action_goal","id":"rg-<n>","action":"<a>","action_type":"<t>","args":<a>,"feedback":<b>}`,
+/// `{"op":"action_feedback","id":<id>,"action":"<a>","values":<v>}` and
+/// `{"op":"action_result","id":<id>,"action":"<a>","values":<v>,"status":<s>,"result":<r>}`.
+/// `None` for anything else, including a reply whose id is not ours (an
+/// integer), which the slow path then reports.
+fn fast_action(line: &[u8]) -> Option<Event<'_>> {
+    if let Some(rest) = line.strip_prefix(GOAL_PREFIX) {
+        // The gateway's own ids are `"rg-<n>"`: no escapes.
+        let q = memchr(b'"', rest.strip_prefix(b"\"")?)? + 2;
+        let (id, rest) = rest.split_at(q);
+        if id.contains(&b'\\') {
+            return None;
+        }
+        let rest = skip_name(rest.strip_prefix(ACTION_KEY)?)?;
+        let rest = skip_name(rest.strip_prefix(b",\"action_type\":\"")?)?;
+        let rest = rest.strip_prefix(b",\"args\":")?;
+        let args = rest
+            .strip_suffix(b",\"feedback\":true}")
+            .or_else(|| rest.strip_suffix(b",\"feedback\":false}"))?;
+        return Some(Event::Goal { id, args });
+    }
+    if let Some(rest) = line.strip_prefix(FEEDBACK_PREFIX) {
+        let (id, rest) = take_id(rest)?;
+        let rest = skip_name(rest.strip_prefix(ACTION_KEY)?)?;
+        let values = rest.strip_prefix(b",\"values\":")?.strip_suffix(b"}")?;
+        return Some(Event::Feedback { id, values });
+    }
+    let rest = line.strip_prefix(RESULT_PREFIX)?;
+    let (id, rest) = take_id(rest)?;
+    let rest = skip_name(rest.strip_prefix(ACTION_KEY)?)?;
+    let rest = rest.strip_prefix(b",\"values\":")?;
+    let (rest, result) = match rest.strip_suffix(b",\"result\":true}") {
+        Some(r) => (r, true),
+        None => (rest.strip_suffix(b",\"result\":false}")?, false),
+    };
+    // The status is the last field before `result`: digits only, so the
+    // values (any JSON) end at the last `,"status":`.
+    let digits = rest.iter().rev().take_while(|c| c.is_ascii_digit()).count();
+    let (rest, status) = rest.split_at(rest.len() - digits);
+    let values = rest.strip_suffix(b",\"status\":")?;
+    Some(Event::GoalResult {
+        id,
+        values,
+        ok: result && status == b"4",
+    })
+}
+
+/// Leading integer id (ours) of a frame and what follows it.
+fn take_id(b: &[u8]) -> Option<(u64, &[u8])> {
+    let n = b.iter().take_while(|c| c.is_ascii_digit()).count();
+    Some((parse_u64(&b[..n])?, &b[n..]))
+}
+
+/// Skips the rest of a string with no escapes whose opening quote was
+/// consumed; `None` when it has any.
+fn skip_name(b: &[u8]) -> Option<&[u8]> {
+    let q = memchr(b'"', b)?;
+    if b[..q].contains(&b'\\') {
+        return None;
+    }
+    Some(&b[q + 1..])
 }
 
 /// Any line, key order and whitespace free.
@@ -170,6 +287,8 @@ fn slow(line: &[u8]) -> Result<Event<'_>, DecodeError> {
         values: Option<&'a RawValue>,
         #[serde(borrow, default)]
         result: Option<&'a RawValue>,
+        #[serde(borrow, default)]
+        status: Option<&'a RawValue>,
     }
     let f: Frame<'_> = serde_json::from_slice(line).map_err(|e| {
         DecodeError(format!(
@@ -219,6 +338,32 @@ fn slow(line: &[u8]) -> Result<Event<'_>, DecodeError> {
                 },
             }
         }
+        b"\"send_action_goal\"" => Event::Goal {
+            id: raw(f.id).ok_or_else(|| missing("send_action_goal"))?,
+            args: raw(f.args).ok_or_else(|| missing("send_action_goal"))?,
+        },
+        b"\"action_feedback\"" | b"\"action_result\"" => {
+            let values = raw(f.values).ok_or_else(|| missing("action frame"))?;
+            match raw(f.id).and_then(parse_u64) {
+                Some(id) if f.op.get() == "\"action_feedback\"" => Event::Feedback { id, values },
+                Some(id) => Event::GoalResult {
+                    id,
+                    values,
+                    ok: raw(f.result) == Some(b"true") && raw(f.status) == Some(b"4"),
+                },
+                // Not one of our goals: cannot be correlated; say so.
+                None => Event::Notice {
+                    error: true,
+                    text: line,
+                },
+            }
+        }
+        // The gateway cancels a goal whose caller left or timed out: not
+        // expected in a run, so worth a line in the log.
+        b"\"cancel_action_goal\"" => Event::Notice {
+            error: true,
+            text: line,
+        },
         _ => Event::Notice {
             error: false,
             text: line,
@@ -345,6 +490,71 @@ mod tests {
         );
     }
 
+    /// Every action frame decodes the same on the fast path (rosgate's
+    /// layout) and the slow one (any layout).
+    #[test]
+    fn action_frames_fast_and_slow() {
+        let cases: [(&[u8], &[u8], Event<'_>); 5] = [
+            (
+                b"{\"op\":\"send_action_goal\",\"id\":\"rg-3\",\"action\":\"/a\",\"action_type\":\"t/T\",\"args\":{\"p\":1},\"feedback\":true}\n",
+                b"{\"args\":{\"p\":1},\"feedback\":true,\"op\":\"send_action_goal\",\"action\":\"/a\",\"id\":\"rg-3\"}\n",
+                Event::Goal {
+                    id: b"\"rg-3\"",
+                    args: b"{\"p\":1}",
+                },
+            ),
+            (
+                b"{\"op\":\"action_feedback\",\"id\":12,\"action\":\"/a\",\"values\":{\"p\":2}}\n",
+                b"{ \"values\": {\"p\":2}, \"id\": 12, \"op\": \"action_feedback\" }\n",
+                Event::Feedback {
+                    id: 12,
+                    values: b"{\"p\":2}",
+                },
+            ),
+            (
+                b"{\"op\":\"action_result\",\"id\":7,\"action\":\"/a\",\"values\":{\"s\":\",\\\"status\\\":4\"},\"status\":4,\"result\":true}\n",
+                b"{\"result\":true,\"status\":4,\"values\":{\"s\":\",\\\"status\\\":4\"},\"id\":7,\"op\":\"action_result\"}\n",
+                Event::GoalResult {
+                    id: 7,
+                    values: b"{\"s\":\",\\\"status\\\":4\"}",
+                    ok: true,
+                },
+            ),
+            (
+                b"{\"op\":\"action_result\",\"id\":8,\"action\":\"/a\",\"values\":\"no server\",\"status\":0,\"result\":false}\n",
+                b"{\"op\":\"action_result\",\"id\":8,\"values\":\"no server\",\"status\":0,\"result\":false}\n",
+                Event::GoalResult {
+                    id: 8,
+                    values: b"\"no server\"",
+                    ok: false,
+                },
+            ),
+            (
+                // Canceled: a result, but not a success.
+                b"{\"op\":\"action_result\",\"id\":9,\"action\":\"/a\",\"values\":{},\"status\":5,\"result\":true}\n",
+                b"{\"op\":\"action_result\",\"status\":5,\"id\":9,\"values\":{},\"result\":true}\n",
+                Event::GoalResult {
+                    id: 9,
+                    values: b"{}",
+                    ok: false,
+                },
+            ),
+        ];
+        for (fast, loose, want) in cases {
+            assert_eq!(fast_action(strip_nl(fast)), Some(want));
+            assert_eq!(fast_action(strip_nl(loose)), None);
+            assert_eq!(one(fast), want);
+            assert_eq!(one(loose), want);
+        }
+        // Not our id: reported, not misread.
+        let other = b"{\"op\":\"action_feedback\",\"id\":\"x\",\"action\":\"/a\",\"values\":{}}\n";
+        assert!(matches!(one(other), Event::Notice { error: true, .. }));
+    }
+
+    fn strip_nl(b: &[u8]) -> &[u8] {
+        b.strip_suffix(b"\n").unwrap_or(b)
+    }
+
     #[test]
     fn framing_is_resumable_and_bounded() {
         let mut c = Rosgate::new(16);
@@ -367,11 +577,15 @@ mod tests {
         c.call(&mut out, "/s", 3, b"[1]");
         c.respond(&mut out, "/s", b"\"rg-1\"", b"[1]");
         assert!(c.stats_request(&mut out));
+        assert!(c.advertise_action(&mut out, "/a\\", 4));
+        c.send_goal(&mut out, "/a", 5, b"{}");
+        c.feedback(&mut out, "/a", b"\"rg-2\"", b"[2]");
+        c.goal_result(&mut out, "/a", b"\"rg-2\"", b"[3]");
         let lines: Vec<_> = out
             .split(|&b| b == b'\n')
             .filter(|l| !l.is_empty())
             .collect();
-        assert_eq!(lines.len(), 6);
+        assert_eq!(lines.len(), 10);
         for l in lines {
             let _: serde_json::Value = serde_json::from_slice(l).expect("valid JSON");
         }

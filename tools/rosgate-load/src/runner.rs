@@ -22,7 +22,14 @@
 //!   omission). A periodic timerfd with 1 ns timer slack wakes the loop,
 //!   because poll timeouts have millisecond resolution; the tool's own lag
 //!   behind the schedule is reported separately;
-//! - calls: each caller keeps `inflight` calls outstanding.
+//! - calls, goals: each caller keeps `inflight` calls (goals) outstanding.
+//!
+//! Goals: the action server answers each goal at once with `feedback`
+//! messages (the goal's own stamp, its `t` replaced by the feedback's index
+//! 0, 1, ...) and then a result echoing the goal's arguments. The caller
+//! checks that every feedback names one of its goals in flight, carries
+//! that goal's stamp and the next index, and that the result carries the
+//! goal's own arguments and comes after exactly `feedback` feedbacks.
 //!
 //! Readiness is edge-triggered: `readable`/`writable` are sticky and cleared
 //! only on `WouldBlock`. A peer that used its read budget is revisited next
@@ -95,6 +102,8 @@ enum Role {
     Pub(usize),
     Sub(usize),
     Provider,
+    /// Serves the action of the goals scenario.
+    ActionServer,
     Caller(usize),
     Idle,
 }
@@ -136,16 +145,24 @@ pub struct Tally {
     pub out_of_order: u64,
     /// Payload failed verification.
     pub corrupt: u64,
-    /// Wrong topic, unknown publisher, a reply for a call we did not make
-    /// or carrying another call's arguments, traffic on the wrong role.
+    /// Wrong topic, unknown publisher, a reply (feedback, result) for a
+    /// call (goal) we did not make or carrying another one's arguments,
+    /// traffic on the wrong role.
     pub misrouted: u64,
     pub calls_sent: u64,
-    /// Answered with `result: false`.
+    /// Goals count as calls. Answered with `result: false` (goals: or any
+    /// status but succeeded).
     pub calls_failed: u64,
     /// Calls answered at all (any result).
     pub calls_answered: u64,
-    /// Forwarded calls our provider answered.
+    /// Forwarded calls (goals) our provider (action server) answered.
     pub served: u64,
+    /// Goal feedback frames that reached a caller.
+    pub feedback_delivered: u64,
+    /// Verified feedback: intact, of a goal in flight, the next index.
+    pub feedback_good: u64,
+    /// Feedback a succeeded goal was short of when its result came.
+    pub feedback_lost: u64,
     /// Connections the server closed or reset under us.
     pub disconnects: u64,
     /// Unsolicited error statuses.
@@ -168,8 +185,19 @@ struct PubState {
 struct CallerState {
     key: usize,
     next_id: u64,
-    /// (call id, send time ns), oldest first.
-    outstanding: VecDeque<(u64, u64)>,
+    /// Calls (goals) in flight, oldest first.
+    outstanding: VecDeque<Pending>,
+}
+
+/// One call or goal in flight.
+#[derive(Debug, Clone, Copy)]
+struct Pending {
+    id: u64,
+    sent_ns: u64,
+    /// Goals: index of the next feedback expected (0 before the first).
+    next_feedback: u64,
+    /// Goals: verified feedbacks received.
+    feedback: u64,
 }
 
 /// The parts of the peer a frame arrived on that handling it may touch.
@@ -188,6 +216,13 @@ struct Book {
     payload: Payload,
     topic: String,
     service: String,
+    action: String,
+    /// Callers send goals, not calls.
+    goals: bool,
+    /// Goals: feedback messages per goal.
+    feedback: u64,
+    /// The action server's feedback being encoded.
+    scratch: Vec<u8>,
     npubs: usize,
     /// Next expected sequence, indexed `sub * npubs + pub`: one flat table
     /// so the window check scans contiguous memory.
@@ -204,6 +239,35 @@ struct Book {
 }
 
 impl Book {
+    /// `remote_source`: see [`Codec::REMOTE_SOURCE`].
+    fn new(p: &Params, remote_source: bool) -> Book {
+        Book {
+            payload: Payload::new(p.size),
+            topic: p.topic.clone(),
+            service: p.service.clone(),
+            action: p.action.clone(),
+            goals: p.scenario == Scenario::Goals,
+            feedback: p.feedback as u64,
+            scratch: Vec::with_capacity(p.size + 128),
+            npubs: p.pubs,
+            next: vec![0; p.pubs * p.subs],
+            pubs: (0..p.pubs)
+                .map(|_| PubState {
+                    // A remote source's publishers have no connection here.
+                    key: if remote_source { usize::MAX } else { 0 },
+                    ..PubState::default()
+                })
+                .collect(),
+            callers: (0..p.callers).map(|_| CallerState::default()).collect(),
+            t: Tally::default(),
+            acks_pending: 0,
+            refused: None,
+            stats: None,
+            measure_from_ns: u64::MAX,
+            logged: 0,
+        }
+    }
+
     /// Handles one decoded frame that arrived on `from`; returns whether it
     /// queued output there.
     fn on_event<C: Codec>(&mut self, from: From<'_, C>, ev: Event<'_>, now_ns: u64) -> bool {
@@ -225,6 +289,14 @@ impl Book {
                 return true;
             }
             (Event::Reply { id, values, ok }, Role::Caller(c)) => {
+                self.on_reply(c, id, values, ok, now_ns);
+            }
+            (Event::Goal { id, args }, Role::ActionServer) => {
+                self.serve_goal(codec, tx, id, args);
+                return true;
+            }
+            (Event::Feedback { id, values }, Role::Caller(c)) => self.on_feedback(c, id, values),
+            (Event::GoalResult { id, values, ok }, Role::Caller(c)) => {
                 self.on_reply(c, id, values, ok, now_ns);
             }
             (Event::Stats { values }, _) => self.stats = C::parse_stats(values),
@@ -286,6 +358,7 @@ impl Book {
         }
     }
 
+    /// A call's reply or a goal's result: the call (goal) ends.
     fn on_reply(&mut self, c: usize, id: u64, values: &[u8], ok: bool, now_ns: u64) {
         let t = &mut self.t;
         t.delivered += 1;
@@ -293,18 +366,19 @@ impl Book {
             t.misrouted += 1;
             return;
         };
-        let Some(pos) = caller.outstanding.iter().position(|&(i, _)| i == id) else {
+        let Some(pos) = caller.outstanding.iter().position(|p| p.id == id) else {
             t.misrouted += 1;
             return;
         };
-        let Some((_, sent_ns)) = caller.outstanding.remove(pos) else {
+        let Some(pending) = caller.outstanding.remove(pos) else {
             return;
         };
         t.calls_answered += 1;
         if !ok {
             t.calls_failed += 1;
+            let what = if self.goals { "goal" } else { "call" };
             self.log(format_args!(
-                "call {id} of caller {c} failed: {}",
+                "{what} {id} of caller {c} failed: {}",
                 String::from_utf8_lossy(&values[..values.len().min(300)])
             ));
             return;
@@ -313,14 +387,84 @@ impl Book {
             Ok(st) if st.src == c as u64 && st.seq == id => {
                 t.good += 1;
                 t.good_bytes += values.len() as u64;
-                if sent_ns >= self.measure_from_ns {
-                    t.latency.record(now_ns.saturating_sub(sent_ns));
+                if pending.sent_ns >= self.measure_from_ns {
+                    t.latency.record(now_ns.saturating_sub(pending.sent_ns));
+                }
+                // Feedback never follows its goal's result: whatever is
+                // missing now is lost (0 outside goals).
+                let (got, want) = (pending.feedback, self.feedback);
+                if got < want {
+                    t.feedback_lost += want - got;
+                    self.log(format_args!(
+                        "goal {id} of caller {c} ended after {got} of its {want} feedback messages"
+                    ));
                 }
             }
             // Intact, but another call's arguments: cross-correlation.
             Ok(_) => t.misrouted += 1,
             Err(_) => t.corrupt += 1,
         }
+    }
+
+    /// Feedback on goal `id` of caller `c`: the goal's stamp with the next
+    /// feedback index as its `t`.
+    fn on_feedback(&mut self, c: usize, id: u64, values: &[u8]) {
+        let t = &mut self.t;
+        t.feedback_delivered += 1;
+        let Some(pending) = self
+            .callers
+            .get_mut(c)
+            .and_then(|caller| caller.outstanding.iter_mut().find(|p| p.id == id))
+        else {
+            // Not in flight: another caller's goal, or after the result.
+            t.misrouted += 1;
+            return;
+        };
+        let st = match self.payload.check(values) {
+            Ok(st) if st.src == c as u64 && st.seq == id => st,
+            // Intact, but another goal's feedback: cross-correlation.
+            Ok(_) => {
+                t.misrouted += 1;
+                return;
+            }
+            Err(_) => {
+                t.corrupt += 1;
+                return;
+            }
+        };
+        let index = st.t_ns;
+        if index < pending.next_feedback || index >= self.feedback {
+            // Repeated, late, or beyond the count: never counted twice.
+            t.out_of_order += 1;
+            return;
+        }
+        if index > pending.next_feedback {
+            // Skipped ones are short at the result, and reported there too.
+            t.out_of_order += 1;
+        }
+        pending.next_feedback = index + 1;
+        pending.feedback += 1;
+        t.feedback_good += 1;
+    }
+
+    /// The action server's answer to a goal: `feedback` feedbacks carrying
+    /// the goal's stamp with their index as `t`, then a result echoing the
+    /// goal's arguments.
+    fn serve_goal<C: Codec>(&mut self, codec: &mut C, tx: &mut Vec<u8>, id: &[u8], args: &[u8]) {
+        self.t.served += 1;
+        match self.payload.check(args) {
+            Ok(st) => {
+                for index in 0..self.feedback {
+                    self.scratch.clear();
+                    let st = Stamp { t_ns: index, ..st };
+                    self.payload.encode(&mut self.scratch, st);
+                    codec.feedback(tx, &self.action, id, &self.scratch);
+                }
+            }
+            // Still answered: the caller sees the damage (and no feedback).
+            Err(_) => self.t.corrupt += 1,
+        }
+        codec.goal_result(tx, &self.action, id, args);
     }
 
     /// Lowest next-expected sequence of publisher `i` over all subscribers.
@@ -351,6 +495,7 @@ struct Snapshot {
     cpu: CpuSample,
     good: u64,
     good_bytes: u64,
+    feedback_good: u64,
 }
 
 /// Everything a finished run measured; `report` turns it into text.
@@ -364,6 +509,8 @@ pub struct Outcome {
     pub measured: Duration,
     pub measured_good: u64,
     pub measured_bytes: u64,
+    /// Goals: verified feedback in the measured interval.
+    pub measured_feedback: u64,
     pub cpu: CpuUse,
     pub server_rss: Option<u64>,
     /// Idle: server RSS before the idle connections were opened.
@@ -380,7 +527,9 @@ impl Outcome {
     /// Messages (or calls) that never arrived.
     pub fn lost(&self) -> u64 {
         match self.params.scenario {
-            Scenario::Calls => self.expected.saturating_sub(self.tally.calls_answered),
+            Scenario::Calls | Scenario::Goals => {
+                self.expected.saturating_sub(self.tally.calls_answered)
+            }
             Scenario::Idle => 0,
             _ => self.expected.saturating_sub(self.tally.good),
         }
@@ -394,6 +543,7 @@ impl Outcome {
             && t.corrupt == 0
             && t.misrouted == 0
             && t.calls_failed == 0
+            && t.feedback_lost == 0
             && t.disconnects == 0
     }
 }
@@ -478,27 +628,7 @@ pub struct Runner<C: Codec> {
 impl<C: Codec> Runner<C> {
     pub fn new(p: Params) -> Result<Self, RunError> {
         let poll = Poll::new().map_err(|e| RunError::Io("creating poll".into(), e))?;
-        let book = Book {
-            payload: Payload::new(p.size),
-            topic: p.topic.clone(),
-            service: p.service.clone(),
-            npubs: p.pubs,
-            next: vec![0; p.pubs * p.subs],
-            pubs: (0..p.pubs)
-                .map(|_| PubState {
-                    // A remote source's publishers have no connection here.
-                    key: if C::REMOTE_SOURCE { usize::MAX } else { 0 },
-                    ..PubState::default()
-                })
-                .collect(),
-            callers: (0..p.callers).map(|_| CallerState::default()).collect(),
-            t: Tally::default(),
-            acks_pending: 0,
-            refused: None,
-            stats: None,
-            measure_from_ns: u64::MAX,
-            logged: 0,
-        };
+        let book = Book::new(&p, C::REMOTE_SOURCE);
         Ok(Runner {
             poll,
             events: Events::with_capacity(1024),
@@ -541,6 +671,7 @@ impl<C: Codec> Runner<C> {
             .map(Role::Sub)
             .chain((0..p.pubs).map(Role::Pub).filter(|_| !C::REMOTE_SOURCE))
             .chain((p.scenario == Scenario::Calls).then_some(Role::Provider))
+            .chain((p.scenario == Scenario::Goals).then_some(Role::ActionServer))
             .chain((0..p.callers).map(Role::Caller));
         self.to_connect.extend(roles);
         self.wait(setup_deadline, "connecting and subscribing", |r| {
@@ -598,7 +729,7 @@ impl<C: Codec> Runner<C> {
 
         self.abort_all();
         let expected = match self.p.scenario {
-            Scenario::Calls => self.book.t.calls_sent,
+            Scenario::Calls | Scenario::Goals => self.book.t.calls_sent,
             Scenario::Idle => 0,
             _ => self.book.pubs.iter().map(|s| s.sent).sum::<u64>() * self.p.subs as u64,
         };
@@ -609,6 +740,7 @@ impl<C: Codec> Runner<C> {
             measured: b.at.saturating_duration_since(a.at),
             measured_good: b.good - a.good,
             measured_bytes: b.good_bytes - a.good_bytes,
+            measured_feedback: b.feedback_good - a.feedback_good,
             cpu: a.cpu.until(&b.cpu),
             server_rss,
             server_rss_before: rss_before,
@@ -698,6 +830,7 @@ impl<C: Codec> Runner<C> {
             cpu: CpuSample::take(self.p.server_pid),
             good: self.book.t.good,
             good_bytes: self.book.t.good_bytes,
+            feedback_good: self.book.t.feedback_good,
         }
     }
 
@@ -931,6 +1064,19 @@ impl<C: Codec> Runner<C> {
                 peer.awaiting_ack = true;
                 self.book.acks_pending += 1;
             }
+            Role::ActionServer => {
+                if !peer
+                    .codec
+                    .advertise_action(peer.tx.buf(), &self.book.action, k as u64)
+                {
+                    return Err(RunError::Protocol(format!(
+                        "transport {} has no actions",
+                        C::NAME
+                    )));
+                }
+                peer.awaiting_ack = true;
+                self.book.acks_pending += 1;
+            }
             _ => {}
         }
         Ok(())
@@ -1136,7 +1282,7 @@ impl<C: Codec> Runner<C> {
                     self.publish_open(i, now_ns);
                 }
             }
-            Scenario::Calls => {
+            Scenario::Calls | Scenario::Goals => {
                 for c in 0..self.book.callers.len() {
                     self.call(c, now_ns);
                 }
@@ -1241,7 +1387,7 @@ impl<C: Codec> Runner<C> {
         peer.tx.pending() - before
     }
 
-    /// Keeps `inflight` calls outstanding for caller `c`.
+    /// Keeps `inflight` calls (goals) outstanding for caller `c`.
     fn call(&mut self, c: usize, now_ns: u64) {
         let k = self.book.callers[c].key;
         let Some(peer) = self.peers.get_mut(k) else {
@@ -1250,6 +1396,7 @@ impl<C: Codec> Runner<C> {
         if peer.state != State::Open {
             return;
         }
+        let goals = self.p.scenario == Scenario::Goals;
         let caller = &mut self.book.callers[c];
         while caller.outstanding.len() < self.p.inflight && peer.tx.pending() < TX_HIGH {
             let id = caller.next_id;
@@ -1263,11 +1410,197 @@ impl<C: Codec> Runner<C> {
                     t_ns: now_ns,
                 },
             );
-            peer.codec
-                .call(peer.tx.buf(), &self.book.service, id, &self.scratch);
-            caller.outstanding.push_back((id, now_ns));
+            if goals {
+                peer.codec
+                    .send_goal(peer.tx.buf(), &self.book.action, id, &self.scratch);
+            } else {
+                peer.codec
+                    .call(peer.tx.buf(), &self.book.service, id, &self.scratch);
+            }
+            caller.outstanding.push_back(Pending {
+                id,
+                sent_ns: now_ns,
+                next_feedback: 0,
+                feedback: 0,
+            });
             self.book.t.calls_sent += 1;
         }
         self.flush_peer(k);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rosgate::Rosgate;
+    use crate::scenario::Overrides;
+
+    const F: u64 = 3;
+
+    fn goals_book() -> Book {
+        let o = Overrides {
+            callers: Some(2),
+            feedback: Some(F as usize),
+            ..Overrides::default()
+        };
+        let s = Duration::from_secs(1);
+        let p = Params::resolve(
+            Scenario::Goals,
+            ([127, 0, 0, 1], 9).into(),
+            o,
+            s,
+            s,
+            s,
+            s,
+            None,
+            "/t".into(),
+            "/s".into(),
+            "/a".into(),
+        )
+        .expect("valid params");
+        let mut book = Book::new(&p, false);
+        book.measure_from_ns = 0;
+        book
+    }
+
+    /// Decodes `line` as received on a peer in `role`; returns its output.
+    fn receive(book: &mut Book, role: Role, line: &[u8]) -> Vec<u8> {
+        let mut codec = Rosgate::new(1 << 20);
+        let mut tx = Vec::new();
+        let mut awaiting_ack = false;
+        let (ev, used) = codec
+            .decode(line)
+            .expect("decodes")
+            .expect("one whole line");
+        assert_eq!(used, line.len());
+        let from = From {
+            key: 1,
+            role,
+            codec: &mut codec,
+            tx: &mut tx,
+            awaiting_ack: &mut awaiting_ack,
+        };
+        book.on_event(from, ev, 5_000);
+        tx
+    }
+
+    /// Caller `c` sends goal `id`; returns what the action server answers
+    /// (F feedback lines, then the result), with the gateway's id mapping
+    /// undone, one line each.
+    fn goal(book: &mut Book, c: usize, id: u64) -> Vec<Vec<u8>> {
+        let mut args = Vec::new();
+        let st = Stamp {
+            src: c as u64,
+            seq: id,
+            t_ns: 1_000,
+        };
+        book.payload.encode(&mut args, st);
+        book.callers[c].outstanding.push_back(Pending {
+            id,
+            sent_ns: 1_000,
+            next_feedback: 0,
+            feedback: 0,
+        });
+        book.t.calls_sent += 1;
+        let mut line = br#"{"op":"send_action_goal","id":"rg-9","action":"/a","action_type":"rosgate_load/Bench","args":"#.to_vec();
+        line.extend_from_slice(&args);
+        line.extend_from_slice(b",\"feedback\":true}\n");
+        let out = receive(book, Role::ActionServer, &line);
+        let out = String::from_utf8(out).expect("utf-8");
+        out.lines()
+            .map(|l| format!("{}\n", l.replacen("\"rg-9\"", &id.to_string(), 1)).into_bytes())
+            .collect()
+    }
+
+    fn clean(t: &Tally) -> bool {
+        t.out_of_order == 0
+            && t.corrupt == 0
+            && t.misrouted == 0
+            && t.calls_failed == 0
+            && t.feedback_lost == 0
+    }
+
+    #[test]
+    fn a_goal_gets_its_feedback_then_its_result() {
+        let mut book = goals_book();
+        let lines = goal(&mut book, 1, 7);
+        assert_eq!(lines.len(), F as usize + 1);
+        for l in &lines {
+            receive(&mut book, Role::Caller(1), l);
+        }
+        let t = &book.t;
+        assert!(clean(t), "{t:?}");
+        assert_eq!((t.served, t.good, t.calls_answered), (1, 1, 1));
+        assert_eq!((t.feedback_delivered, t.feedback_good), (F, F));
+        assert_eq!(t.latency.count(), 1);
+        assert!(book.callers[1].outstanding.is_empty());
+    }
+
+    #[test]
+    fn lost_repeated_and_misrouted_feedback_fail_the_run() {
+        // One feedback missing: skipped (out of order) and short.
+        let mut book = goals_book();
+        let lines = goal(&mut book, 0, 1);
+        for (i, l) in lines.iter().enumerate() {
+            if i != 1 {
+                receive(&mut book, Role::Caller(0), l);
+            }
+        }
+        assert_eq!((book.t.out_of_order, book.t.feedback_lost), (1, 1));
+
+        // One feedback twice.
+        let mut book = goals_book();
+        let lines = goal(&mut book, 0, 1);
+        receive(&mut book, Role::Caller(0), &lines[0]);
+        for l in &lines {
+            receive(&mut book, Role::Caller(0), l);
+        }
+        assert_eq!((book.t.out_of_order, book.t.feedback_lost), (1, 0));
+        assert_eq!(book.t.feedback_good, F);
+
+        // Feedback of caller 0's goal at caller 1, which has a goal with
+        // the same id: the stamp gives it away.
+        let mut book = goals_book();
+        let lines = goal(&mut book, 0, 4);
+        let _ = goal(&mut book, 1, 4);
+        receive(&mut book, Role::Caller(1), &lines[0]);
+        assert_eq!(book.t.misrouted, 1);
+
+        // Feedback after the result: the goal is no longer in flight.
+        let mut book = goals_book();
+        let lines = goal(&mut book, 0, 2);
+        for l in lines.iter().skip(1) {
+            receive(&mut book, Role::Caller(0), l);
+        }
+        receive(&mut book, Role::Caller(0), &lines[0]);
+        assert_eq!(book.t.misrouted, 1);
+        assert_eq!(book.t.feedback_lost, 1);
+
+        // A second result for the same goal.
+        let mut book = goals_book();
+        let lines = goal(&mut book, 0, 3);
+        for l in &lines {
+            receive(&mut book, Role::Caller(0), l);
+        }
+        receive(&mut book, Role::Caller(0), &lines[F as usize]);
+        assert_eq!(book.t.misrouted, 1);
+    }
+
+    #[test]
+    fn failed_and_damaged_goals_fail_the_run() {
+        let mut book = goals_book();
+        let _ = goal(&mut book, 0, 5);
+        let fail = br#"{"op":"action_result","id":5,"action":"/a","values":"no server for action /a","status":0,"result":false}
+"#;
+        receive(&mut book, Role::Caller(0), fail);
+        assert_eq!((book.t.calls_failed, book.t.calls_answered), (1, 1));
+
+        let mut book = goals_book();
+        let lines = goal(&mut book, 0, 6);
+        let mut bad = lines[0].clone();
+        let i = bad.len() - 5;
+        bad[i] = if bad[i] == b'A' { b'B' } else { b'A' };
+        receive(&mut book, Role::Caller(0), &bad);
+        assert_eq!(book.t.corrupt, 1);
     }
 }

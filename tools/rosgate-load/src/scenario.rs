@@ -16,6 +16,11 @@ use std::time::Duration;
 pub const AUTO_WINDOW_BYTES: usize = 4 * 1024 * 1024;
 /// Messages in flight per publisher when `--window` is not given.
 pub const DEFAULT_WINDOW: usize = 1000;
+/// Goals: feedback messages per goal when `--feedback` is not given.
+pub const DEFAULT_FEEDBACK: usize = 4;
+/// Goals: most feedback messages per goal; the action server writes them
+/// all in one go, so this bounds what one goal adds to its output.
+pub const MAX_FEEDBACK: usize = 10_000;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Scenario {
@@ -25,6 +30,9 @@ pub enum Scenario {
     Fanin,
     /// C callers, one echoing provider, closed loop.
     Calls,
+    /// C callers, one action server answering each goal with F feedback
+    /// messages and a result, closed loop (ROS 2 actions; rosgate only).
+    Goals,
     /// K idle connections: server memory per connection and idle CPU.
     Idle,
     /// Open loop at a fixed rate: latency from the intended send time.
@@ -34,10 +42,11 @@ pub enum Scenario {
 }
 
 impl Scenario {
-    pub const ALL: [Scenario; 6] = [
+    pub const ALL: [Scenario; 7] = [
         Scenario::Fanout,
         Scenario::Fanin,
         Scenario::Calls,
+        Scenario::Goals,
         Scenario::Idle,
         Scenario::Latency,
         Scenario::Large,
@@ -48,6 +57,7 @@ impl Scenario {
             Scenario::Fanout => "fanout",
             Scenario::Fanin => "fanin",
             Scenario::Calls => "calls",
+            Scenario::Goals => "goals",
             Scenario::Idle => "idle",
             Scenario::Latency => "latency",
             Scenario::Large => "large",
@@ -60,6 +70,12 @@ impl Scenario {
             self,
             Scenario::Fanout | Scenario::Fanin | Scenario::Latency | Scenario::Large
         )
+    }
+
+    /// Callers keep requests outstanding against one provider (a service
+    /// or an action server).
+    pub fn has_callers(self) -> bool {
+        matches!(self, Scenario::Calls | Scenario::Goals)
     }
 }
 
@@ -96,8 +112,11 @@ pub struct Params {
     /// Closed loop: messages a publisher may be ahead of its slowest
     /// subscriber.
     pub window: usize,
-    /// Calls each caller keeps outstanding.
+    /// Calls (goals) each caller keeps outstanding.
     pub inflight: usize,
+    /// Goals: feedback messages the action server sends per goal before
+    /// its result.
+    pub feedback: usize,
     /// Open loop: messages per second per publisher (`latency` only).
     pub rate: u64,
     pub duration: Duration,
@@ -112,6 +131,7 @@ pub struct Params {
     pub server_pid: Option<u32>,
     pub topic: String,
     pub service: String,
+    pub action: String,
 }
 
 /// Raw values from the command line; `None` means "scenario default".
@@ -124,6 +144,7 @@ pub struct Overrides {
     pub size: Option<usize>,
     pub window: Option<usize>,
     pub inflight: Option<usize>,
+    pub feedback: Option<usize>,
     pub rate: Option<u64>,
 }
 
@@ -141,13 +162,14 @@ impl Params {
         server_pid: Option<u32>,
         topic: String,
         service: String,
+        action: String,
     ) -> Result<Params, String> {
         let (pubs, subs, size) = match scenario {
             Scenario::Fanout => (1, 16, 64),
             Scenario::Fanin => (16, 1, 64),
             Scenario::Latency => (1, 1, 64),
             Scenario::Large => (1, 1, 1 << 20),
-            Scenario::Calls | Scenario::Idle => (0, 0, 64),
+            Scenario::Calls | Scenario::Goals | Scenario::Idle => (0, 0, 64),
         };
         let size = o.size.unwrap_or(size);
         let (pubs, subs) = if scenario.is_topic() {
@@ -155,7 +177,7 @@ impl Params {
         } else {
             (0, 0)
         };
-        let callers = if scenario == Scenario::Calls {
+        let callers = if scenario.has_callers() {
             o.callers.unwrap_or(32)
         } else {
             0
@@ -178,6 +200,11 @@ impl Params {
             size,
             window,
             inflight: o.inflight.unwrap_or(1),
+            feedback: if scenario == Scenario::Goals {
+                o.feedback.unwrap_or(DEFAULT_FEEDBACK)
+            } else {
+                0
+            },
             rate: o.rate.unwrap_or(20_000),
             duration,
             warmup,
@@ -186,6 +213,7 @@ impl Params {
             server_pid,
             topic,
             service,
+            action,
         };
         p.validate()?;
         Ok(p)
@@ -195,7 +223,7 @@ impl Params {
         if self.scenario.is_topic() && (self.pubs == 0 || self.subs == 0) {
             return Err("--pubs and --subs must be at least 1".into());
         }
-        if self.scenario == Scenario::Calls && self.callers == 0 {
+        if self.scenario.has_callers() && self.callers == 0 {
             return Err("--callers must be at least 1".into());
         }
         if self.scenario == Scenario::Idle && self.conns == 0 {
@@ -203,6 +231,9 @@ impl Params {
         }
         if self.window == 0 || self.inflight == 0 {
             return Err("--window and --inflight must be at least 1".into());
+        }
+        if self.feedback > MAX_FEEDBACK {
+            return Err(format!("--feedback is capped at {MAX_FEEDBACK}"));
         }
         if self.rate == 0 || self.rate > 10_000_000 {
             return Err("--rate must be in 1..=10000000".into());
@@ -227,6 +258,13 @@ impl Params {
                 "{} callers x{} {}",
                 self.callers,
                 self.inflight,
+                human_bytes(self.size)
+            ),
+            Scenario::Goals => format!(
+                "{} callers x{} F={} {}",
+                self.callers,
+                self.inflight,
+                self.feedback,
                 human_bytes(self.size)
             ),
             Scenario::Idle => format!("{} conns", self.conns),

@@ -14,9 +14,12 @@
 //! - framing belongs to the codec ([`Codec::decode`] is handed the unread
 //!   bytes and says how many it used), because not every protocol is
 //!   newline-delimited (RESP bulk strings, NATS `MSG ... <len>`);
-//! - the payload handed to [`Codec::publish`] / [`Codec::call`] must come
-//!   back unmodified in [`Event::Delivery`] / [`Event::Reply`]; the runner
-//!   verifies it byte for byte and counts anything else as corrupt;
+//! - a payload handed to [`Codec::publish`], [`Codec::call`],
+//!   [`Codec::respond`], [`Codec::send_goal`], [`Codec::feedback`] or
+//!   [`Codec::goal_result`] must come back unmodified in the matching
+//!   [`Event`] (`Delivery`, `Call`, `Reply`, `Goal`, `Feedback`,
+//!   `GoalResult`); the runner verifies it byte for byte and counts
+//!   anything else as corrupt;
 //! - a request carrying a `token` must eventually produce `Ack` or
 //!   `Refused` with that token, so setup can wait for the server to be
 //!   ready before the clock starts.
@@ -39,6 +42,15 @@ pub enum Event<'a> {
     /// The answer to our call `id`. `ok` is false for a failed call (no
     /// provider, timeout...), in which case `values` is the reason.
     Reply { id: u64, values: &'a [u8], ok: bool },
+    /// A goal forwarded to us as an action server; `id` is opaque and goes
+    /// back verbatim in [`Codec::feedback`] and [`Codec::goal_result`].
+    Goal { id: &'a [u8], args: &'a [u8] },
+    /// Feedback on our goal `id`.
+    Feedback { id: u64, values: &'a [u8] },
+    /// The result of our goal `id`. `ok` is false unless the goal succeeded
+    /// (a failure, an abort or a cancel), in which case `values` is the
+    /// reason.
+    GoalResult { id: u64, values: &'a [u8], ok: bool },
     /// The answer to [`Codec::stats_request`].
     Stats { values: &'a [u8] },
     /// Anything else: an unsolicited diagnostic or an unknown operation.
@@ -100,6 +112,23 @@ pub trait Codec {
 
     /// Answer the forwarded call `id` with `values`.
     fn respond(&mut self, out: &mut Vec<u8>, service: &str, id: &[u8], values: &[u8]);
+
+    /// Become the server of `action`; acknowledged with `token`. `false`
+    /// when the transport has no actions (the default); the other action
+    /// methods are only called after this returned `true`.
+    fn advertise_action(&mut self, _out: &mut Vec<u8>, _action: &str, _token: u64) -> bool {
+        false
+    }
+
+    /// Send a goal with `args` to `action`, asking for feedback; answered by
+    /// any number of `Feedback` events and one `GoalResult` with `id`.
+    fn send_goal(&mut self, _out: &mut Vec<u8>, _action: &str, _id: u64, _args: &[u8]) {}
+
+    /// Feedback `values` on the forwarded goal `id`.
+    fn feedback(&mut self, _out: &mut Vec<u8>, _action: &str, _id: &[u8], _values: &[u8]) {}
+
+    /// End the forwarded goal `id`: succeeded, with `values`.
+    fn goal_result(&mut self, _out: &mut Vec<u8>, _action: &str, _id: &[u8], _values: &[u8]) {}
 
     /// Ask for server counters; `false` when the server has none.
     fn stats_request(&mut self, _out: &mut Vec<u8>) -> bool {

@@ -29,7 +29,7 @@ use super::services::CallFailure;
 use super::Hub;
 use crate::calls::{Call, CallKind, NotOutstanding, ORPHAN_TIMEOUT};
 use crate::conn::ConnRef;
-use crate::counters::{Counter, ErrorCode};
+use crate::counters::{Counter, ErrorCode, Hist};
 use crate::registry::{Provided, TooMany, Unadvertised};
 
 /// Sent as a goal's `args` when a rosbridge client sends none.
@@ -199,7 +199,7 @@ impl Hub {
         };
         let seq = self
             .calls
-            .insert_goal(me, server, &action_json, id, feedback, deadline);
+            .insert_goal(me, server, &action_json, id, feedback, now, deadline);
         self.counters.inc(Counter::GoalsSent);
         let mut type_json = Vec::new();
         encode::json_string(&mut type_json, action_type.unwrap_or(""));
@@ -310,6 +310,8 @@ impl Hub {
             self.counters.inc(Counter::GoalResultsOrphaned);
             return;
         }
+        let took = now.saturating_duration_since(call.started()).as_secs_f64();
+        self.counters.observe(Hist::GoalDuration, took);
         let code: Option<u8> = status.get().parse().ok();
         self.counters.inc(match code {
             Some(4) => Counter::GoalsSucceeded,

@@ -186,6 +186,38 @@ impl GraphPending {
 /// Why a name, node or opening was refused: the error code and the text.
 type Refused = (ErrorCode, String);
 
+/// A node a WebSocket URL declares, checked, waiting for the upgrade
+/// response to be queued.
+#[derive(Debug)]
+pub(super) struct OpeningNode {
+    name: String,
+    namespace: Option<String>,
+    remap: Vec<String>,
+}
+
+/// The resolver of node `name` in `namespace` with rules `remap`, or why
+/// one of them is invalid.
+fn node_resolver(
+    name: &str,
+    namespace: Option<&str>,
+    remap: &[String],
+) -> Result<Resolver, Refused> {
+    let rules = remap
+        .iter()
+        .map(|r| Remap::parse(r))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| (ErrorCode::InvalidName, format!("remap rule: {e}")))?;
+    Resolver::new(name, namespace.unwrap_or("/"), &rules).map_err(|e| {
+        (
+            ErrorCode::InvalidName,
+            format!(
+                "node {name:?} in namespace {:?}: {e}",
+                namespace.unwrap_or("/")
+            ),
+        )
+    })
+}
+
 impl Hub {
     // ----- names -------------------------------------------------------------
 
@@ -305,20 +337,7 @@ impl Hub {
         id: Option<&[u8]>,
         now: Instant,
     ) -> Result<(), Refused> {
-        let rules = remap
-            .iter()
-            .map(|r| Remap::parse(r))
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| (ErrorCode::InvalidName, format!("remap rule: {e}")))?;
-        let resolver = Resolver::new(name, namespace.unwrap_or("/"), &rules).map_err(|e| {
-            (
-                ErrorCode::InvalidName,
-                format!(
-                    "node {name:?} in namespace {:?}: {e}",
-                    namespace.unwrap_or("/")
-                ),
-            )
-        })?;
+        let resolver = node_resolver(name, namespace, remap)?;
         let Some(conn) = self.conns.get(me.key as usize) else {
             return Ok(());
         };
@@ -344,7 +363,7 @@ impl Hub {
                     ),
                 ));
             }
-            self.move_domain(me, domain);
+            self.move_domain(me, domain, now);
         }
         let (tag, same) = self
             .nodes
@@ -441,14 +460,17 @@ impl Hub {
     }
 
     /// Applies what a WebSocket URL asks for (`?domain=3&node=viewer&
-    /// namespace=/r1&remap=a:=b`); on a refusal, the HTTP error to send
-    /// instead of the upgrade.
+    /// namespace=/r1&remap=a:=b`): moves the connection to its domain and
+    /// returns the node to declare, checked. The node is declared by
+    /// [`Hub::declare_opened`] once the upgrade response is queued, since
+    /// its statuses are WebSocket frames and must follow that response. On
+    /// a refusal, the HTTP error to send instead of the upgrade.
     pub(super) fn apply_opening(
         &mut self,
         me: ConnRef,
         opening: &Opening,
         now: Instant,
-    ) -> Result<(), Vec<u8>> {
+    ) -> Result<Option<OpeningNode>, Vec<u8>> {
         let params = query::params(&opening.target);
         let bad = |msg: String| handshake::refusal(400, "Bad Request", &msg);
         if params.len() > query::MAX_PARAMS {
@@ -475,34 +497,61 @@ impl Hub {
             if d > u64::from(MAX_DOMAIN) {
                 return Err(bad(format!("domain {d} is out of range (0-{MAX_DOMAIN})")));
             }
-            self.move_domain(me, d as Domain);
         }
-        match node {
-            Some(name) => self
-                .try_declare(me, &name, namespace.as_deref(), &remap, None, None, now)
-                .map_err(|(_, msg)| bad(msg)),
-            None if namespace.is_some() || !remap.is_empty() => Err(bad(
-                "namespace and remap need a node (?node=NAME)".to_string(),
-            )),
-            None => Ok(()),
+        let node = match node {
+            Some(name) => {
+                // Checked now so a bad name refuses the upgrade; a fresh
+                // connection can meet no other refusal (duplicate, limit).
+                node_resolver(&name, namespace.as_deref(), &remap).map_err(|(_, msg)| bad(msg))?;
+                Some(OpeningNode {
+                    name,
+                    namespace,
+                    remap,
+                })
+            }
+            None if namespace.is_some() || !remap.is_empty() => {
+                return Err(bad(
+                    "namespace and remap need a node (?node=NAME)".to_string()
+                ))
+            }
+            None => None,
+        };
+        if let Some(d) = domain {
+            self.move_domain(me, d as Domain, now);
         }
+        Ok(node)
     }
 
-    /// Puts `me` (holding nothing yet) in `domain`, moving its client count.
-    fn move_domain(&mut self, me: ConnRef, domain: Domain) {
-        let Some(c) = self.conns.get_mut(me.key as usize) else {
+    /// Declares the node a WebSocket URL asked for (see
+    /// [`Hub::apply_opening`]), after the upgrade response.
+    pub(super) fn declare_opened(&mut self, me: ConnRef, node: OpeningNode, now: Instant) {
+        let namespace = node.namespace.as_deref();
+        self.declare_node(me, &node.name, namespace, &node.remap, None, None, now);
+    }
+
+    /// Puts `me` (holding nothing yet) in `domain`, moving its client count
+    /// and, once it is established, its announcement.
+    fn move_domain(&mut self, me: ConnRef, domain: Domain, now: Instant) {
+        let Some(c) = self.conns.get(me.key as usize) else {
             return;
         };
-        let old = c.domain();
+        let (old, established) = (c.domain(), c.is_established());
         if old == domain {
             return;
         }
-        c.set_domain(domain);
-        if c.is_established() {
-            self.graph.clients[old as usize] -= 1;
-            self.graph.clients[domain as usize] += 1;
-            self.clients_changed(old);
-            self.clients_changed(domain);
+        // An established connection was announced in its old domain (a TCP
+        // client is announced on its first line, before that line can choose
+        // a domain). It leaves that graph, so every `client_connected` there
+        // has its `client_disconnected`, and joins the new one, whose graph
+        // and /rosout then know the client before its node.
+        if established {
+            self.client_left(me, "domain_changed", false, now);
+        }
+        if let Some(c) = self.conns.get_mut(me.key as usize) {
+            c.set_domain(domain);
+        }
+        if established {
+            self.client_joined(me, now);
         }
     }
 
@@ -817,7 +866,7 @@ impl Hub {
             }
             let (sec, nanosec) = self.wall(c.opened_at());
             clients.push(json!({
-                "ip_address": c.peer().map(|p| p.to_string()).unwrap_or_default(),
+                "ip_address": c.peer().map(|p| p.ip().to_string()).unwrap_or_default(),
                 "connection_time": {"sec": sec, "nanosec": nanosec},
             }));
         }

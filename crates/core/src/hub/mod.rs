@@ -31,7 +31,9 @@
 
 mod actions;
 mod batch;
+mod clients;
 mod graph;
+mod http;
 mod params;
 mod qos;
 mod rosapi;
@@ -40,7 +42,7 @@ mod topics;
 mod waiting;
 
 use std::collections::{HashMap, VecDeque};
-use std::net::IpAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::time::{Duration, Instant, UNIX_EPOCH};
 
 use slab::Slab;
@@ -49,11 +51,13 @@ use rosgate_wire::decode::{self, DecodeError, Op, Request};
 use rosgate_wire::encode::Level;
 use rosgate_wire::Raw;
 
+pub use clients::CONNECTIONS_SERVICE;
 pub use graph::{
     GraphSettings, CLIENT_COUNT, CLOCK, CONNECTED_CLIENTS, CONNECTED_CLIENTS_INTERVAL,
     GATEWAY_NODE, GATEWAY_TOPICS, GRAPH_TOPIC, MAX_GRAPH_EVENTS, MAX_NODES_PER_CONN, ROSOUT,
     ROSOUT_PER_SEC,
 };
+pub use http::{Asset, HttpSettings};
 pub use params::{MAX_PARAM_NAME_CHARS, NODE_PARAM_SERVICES, PARAMETER_EVENTS, VALIDATE_SERVICE};
 pub use qos::{LATCH_BYTES_PER_PUBLISHER, LATCH_BYTES_TOTAL, MIN_THROTTLE_MS};
 pub use rosapi::{
@@ -65,14 +69,12 @@ pub use services::CallFailure;
 use crate::calls::{CallKind, Calls};
 use crate::conn::{CloseReason, Conn, ConnRef};
 use crate::counters::{Counter, Counters, ErrorCode, Gauge, Gauges};
-use crate::limits::{
-    Limits, CLOSE_LOGS_PER_SEC, EXPIRE_BUDGET, REGISTRATION_WORK, SHED_ENTRIES_PER_PASS,
-};
+use crate::limits::{Limits, EXPIRE_BUDGET, REGISTRATION_WORK, SHED_ENTRIES_PER_PASS};
 use crate::log::{self, LogLevel};
 use crate::memory::{Ledger, MemoryUse, TARGET_DEN, TARGET_NUM};
 use crate::nodes::{Domain, Nodes, DOMAINS};
 use crate::out::{OutQueue, ENTRY_COST};
-use crate::ratelimit::{Admit, RateLimit};
+use crate::ratelimit::RateLimit;
 use crate::registry::{Registries, Registry, Role};
 use crate::transport::{Inbound, StatusFilter, Transport};
 
@@ -98,7 +100,8 @@ pub struct Hub {
     /// Reused frame-building buffer.
     scratch: Vec<u8>,
     next_sweep: Instant,
-    close_log: RateLimit,
+    /// Connection log lines and the recent closes.
+    client_log: clients::ClientLog,
     /// Statuses sent to WebSocket clients (`--ws-status`).
     ws_status: StatusFilter,
     /// Publishes read but not yet queued to subscribers (same turn).
@@ -130,6 +133,8 @@ pub struct Hub {
     qos_timers: qos::QosTimers,
     /// Calls and goals waiting for a provider.
     waiting: waiting::Waiting,
+    /// What the HTTP side serves (dashboard files, version).
+    http: http::HttpSettings,
 }
 
 /// Why a connection was not admitted: what to send it, and the reason.
@@ -154,7 +159,7 @@ impl Hub {
             dirty: Vec::new(),
             closing: Vec::new(),
             scratch: Vec::with_capacity(4096),
-            close_log: RateLimit::new(CLOSE_LOGS_PER_SEC),
+            client_log: clients::ClientLog::new(),
             ws_status: StatusFilter::Errors,
             batch: batch::PublishBatch::default(),
             mem: Ledger::default(),
@@ -170,6 +175,7 @@ impl Hub {
             params: params::Params::default(),
             qos_timers: qos::QosTimers::new(now),
             waiting: waiting::Waiting::new(now),
+            http: http::HttpSettings::default(),
         }
     }
 
@@ -326,10 +332,10 @@ impl Hub {
     pub fn open_from(
         &mut self,
         transport: Transport,
-        peer: Option<IpAddr>,
+        peer: Option<SocketAddr>,
         now: Instant,
     ) -> Result<ConnRef, Refusal> {
-        let limited = peer.filter(|ip| !ip.is_loopback());
+        let limited = peer.map(|p| p.ip()).filter(|ip| !ip.is_loopback());
         if let Some(ip) = limited {
             if self.per_ip.get(&ip).copied().unwrap_or(0) >= self.limits.max_connections_per_ip {
                 return Err(self.refuse(transport, CloseReason::PerIpLimit, now));
@@ -368,12 +374,13 @@ impl Hub {
             });
         }
         self.counters.inc(Counter::ConnectionsAccepted);
+        self.log_open(key, now);
         Ok(me)
     }
 
     fn refuse(&mut self, transport: Transport, reason: CloseReason, now: Instant) -> Refusal {
         self.counters.close(reason);
-        self.log_close(None, reason, now);
+        self.log_refused(transport, reason, now);
         let frame = match reason {
             CloseReason::PerIpLimit => transport.refusal(
                 503,
@@ -441,7 +448,7 @@ impl Hub {
         self.closing_count += 1;
         self.closing.push(key);
         self.counters.close(reason);
-        self.log_close(Some(key), reason, now);
+        self.note_closed(me, reason, now);
         // The graph loses it now: nothing reaches a closing connection.
         self.note_withdrawal(domain, me, None);
         self.peers_leaving(domain, me);
@@ -457,29 +464,6 @@ impl Hub {
         }
         if established {
             self.client_left(me, reason.label(), reason.is_forced(), now);
-        }
-    }
-
-    fn log_close(&mut self, key: Option<u32>, reason: CloseReason, now: Instant) {
-        let level = if reason.is_forced() {
-            LogLevel::Warn
-        } else {
-            LogLevel::Debug
-        };
-        if !log::enabled(level) {
-            return;
-        }
-        if let Admit::Yes { suppressed } = self.close_log.admit(now) {
-            let conn = key.map_or("-".to_string(), |k| k.to_string());
-            let extra = if suppressed > 0 {
-                format!(" ({suppressed} close lines suppressed)")
-            } else {
-                String::new()
-            };
-            log::write(
-                level,
-                format_args!("close conn={conn} reason={}{extra}", reason.label()),
-            );
         }
     }
 
@@ -635,9 +619,12 @@ impl Hub {
                 self.protocol_error(me, code, msg, None, now);
             }
             Inbound::Opened { response, opening } => match self.apply_opening(me, &opening, now) {
-                Ok(()) => {
+                Ok(node) => {
                     self.send_raw(me, &response, now);
                     self.establish(me, now);
+                    if let Some(node) = node {
+                        self.declare_opened(me, node, now);
+                    }
                 }
                 Err(refusal) => {
                     self.send_raw(me, &refusal, now);
@@ -645,6 +632,7 @@ impl Hub {
                 }
             },
             Inbound::Reply(bytes) => self.send_raw(me, &bytes, now),
+            Inbound::Http(req) => self.on_http(me, req, now),
             Inbound::Close {
                 reason,
                 last,
@@ -1172,7 +1160,10 @@ impl Hub {
 
     /// Bytes counted against the budget that `key` holds and that go when
     /// it is freed: its queue (a shared frame counted whole), partial
-    /// input, the calls it made and its registrations.
+    /// input, the calls it made, its registrations and its nodes (without
+    /// them, a connection holding only nodes with big remap rules would
+    /// never be the one closed, and a closing one would be credited with
+    /// less than it releases).
     fn held_by(&self, key: u32) -> usize {
         let Some(c) = self.conns.get(key as usize) else {
             return 0;
@@ -1183,6 +1174,7 @@ impl Hub {
             + c.input_held()
             + self.calls.bytes_of(r)
             + self.registries.get(c.domain()).held_by(r).bytes
+            + self.nodes.bytes_of(r)
     }
 
     /// Keeps the memory ledger within `max_memory_bytes` (P17): sheds topic

@@ -148,6 +148,9 @@ struct PendingSet {
     /// The service the requester called, as JSON.
     service_json: Vec<u8>,
     changes: Vec<Requested>,
+    /// The owner asked to validate (set when the call is sent): only its
+    /// answer, while it still owns the node, can apply the changes.
+    validator: Option<(ConnRef, NodeTag)>,
 }
 
 /// `node:param` (ROS 2 rosapi) or a plain name (ROS 1, global).
@@ -191,6 +194,12 @@ impl Hub {
     /// Sets the start-up overrides (`--params FILE`).
     pub fn set_param_overrides(&mut self, overrides: Overrides) {
         self.params.overrides = overrides;
+    }
+
+    /// Whether some connection declared node `node` in `domain` (owned,
+    /// whether or not it declared parameters yet).
+    fn node_declared(&self, domain: Domain, node: &str) -> bool {
+        node != GLOBAL && self.nodes.named(domain, node).next().is_some()
     }
 
     /// The owning node of `me` for a parameter op: `node` or the default.
@@ -261,10 +270,34 @@ impl Hub {
             .get(&full, name)
             .filter(|_| self.params.store(domain).owner(&full).is_none())
             .map(|p| p.value.clone());
+        // Another connection's node of the same name owns these already:
+        // two owners of one parameter table cannot both be obeyed.
+        if let Some((other, _)) = self.params.store(domain).owner(&full) {
+            if other != me {
+                let msg = format!(
+                    "declare_parameter {name}: the parameters of {full} belong to another connection's node of that name"
+                );
+                return self.error_with_id(me, ErrorCode::BadParameter, &msg, id, now);
+            }
+        }
+        let default_type = default.type_code();
         let value = override_for(&self.params.overrides, &full, name)
             .cloned()
             .or(held)
             .unwrap_or(default);
+        // As rclcpp: an override of another type than the default is
+        // refused unless the descriptor allows dynamic typing.
+        if value.type_code() != default_type
+            && default_type != crate::params::ptype::NOT_SET
+            && !descriptor.dynamic_typing
+        {
+            let msg = format!(
+                "declare_parameter {name}: its override is of type {} and the default of type {} (set dynamic_typing to allow it)",
+                value.type_name(),
+                crate::params::type_name(default_type)
+            );
+            return self.error_with_id(me, ErrorCode::BadParameter, &msg, id, now);
+        }
         if let Err(why) = descriptor.check_range(&value) {
             let msg = format!("declare_parameter {name}: {why}");
             return self.error_with_id(me, ErrorCode::BadParameter, &msg, id, now);
@@ -399,10 +432,20 @@ impl Hub {
         now: Instant,
     ) {
         let store = self.params.store(domain);
+        // A node a connection declared is owned even while the store knows
+        // no owner for it (it declared no parameter yet, or undeclared its
+        // last one): its undeclared parameters are refused, not created as
+        // held ones behind its back.
+        let live_unowned = store.owner(node).is_none() && self.node_declared(domain, node);
         let mut validator = None;
         let mut requested = Vec::with_capacity(changes.len());
         for (name, value) in changes {
-            let outcome = match store.check(node, &name, &value) {
+            let checked = if live_unowned {
+                Err(Refusal::Undeclared)
+            } else {
+                store.check(node, &name, &value)
+            };
+            let outcome = match checked {
                 Err(r) => Outcome::Refused(r.reason(&name)),
                 Ok(()) => match store.validator(node, &name) {
                     Some(v) => {
@@ -426,21 +469,25 @@ impl Hub {
             reply,
             service_json,
             changes: requested,
+            validator: None,
         };
         let atomic = reply == Reply::Atomic;
-        if atomic
-            && p.changes
-                .iter()
-                .any(|c| matches!(c.outcome, Outcome::Refused(_)))
-        {
-            // All or nothing: one refusal refuses the others.
+        let cause = p.changes.iter().find_map(|c| match &c.outcome {
+            Outcome::Refused(why) => Some(why.clone()),
+            _ => None,
+        });
+        if let Some(cause) = cause.filter(|_| atomic) {
+            // All or nothing: one refusal refuses the others. The others
+            // carry the cause, since the one result of an atomic set is
+            // the first refusal in request order, which may be one of them
+            // (without it, the requester would not learn why).
             refuse_rest(
                 &mut p,
-                "not set: another change of the same atomic request was refused",
+                &format!("not set: another change of the same atomic request was refused: {cause}"),
             );
             return self.finish_set(me, p, id, now);
         }
-        let Some((owner, _)) = validator else {
+        let Some((owner, owner_tag)) = validator else {
             return self.finish_set(me, p, id, now);
         };
         if !self.live(owner) || self.calls.in_flight(me) >= self.limits.max_calls_per_conn {
@@ -468,12 +515,14 @@ impl Hub {
             owner,
             &validate_json,
             id,
+            now,
             now + self.limits.call_timeout,
         );
         self.counters.inc(Counter::ParamValidations);
         let mut out = Vec::new();
         encode::call_service(&mut out, &validate_json, seq, &args);
         self.send_control(owner, &out, now);
+        p.validator = Some((owner, owner_tag));
         self.params.pending.insert(seq, p);
     }
 
@@ -516,9 +565,19 @@ impl Hub {
             }
         };
         // The rules may have changed while the owner thought (another set,
-        // the node gone): checked again before anything is applied.
+        // the node gone): checked again before anything is applied. An
+        // owner that destroyed the node (or undeclared its last parameter)
+        // before answering no longer speaks for it: without this, its
+        // "accepted" would pass the held-parameter rules and resurrect the
+        // parameter as a held one (or bypass a new owner's validation).
+        let store = self.params.store(p.domain);
+        if verdict.is_ok() && store.owner(&p.node) != p.validator {
+            verdict = Err(format!(
+                "node {} was destroyed or changed owner during the validation",
+                p.node
+            ));
+        }
         if verdict.is_ok() {
-            let store = self.params.store(p.domain);
             if let Some(r) = p
                 .changes
                 .iter()
@@ -694,6 +753,22 @@ impl Hub {
         self.flush_publishes(now);
     }
 
+    /// If `name` is `<node>/<srv>`, a parameter service the gateway serves
+    /// in `domain` (the node has parameters): the node and the type.
+    pub(super) fn param_service<'n>(
+        &self,
+        domain: Domain,
+        name: &'n str,
+    ) -> Option<(&'n str, &'static str)> {
+        let (node, short) = name.rsplit_once('/')?;
+        let ty = NODE_PARAM_SERVICES.iter().find(|(s, _)| *s == short)?.1;
+        self.params
+            .store(domain)
+            .node(node)
+            .filter(|n| !n.params.is_empty())?;
+        Some((node, ty))
+    }
+
     // ----- rosapi ---------------------------------------------------------------------
 
     /// rosapi's parameter services; `None` if `short` is not one of them.
@@ -730,7 +805,8 @@ impl Hub {
                         } else {
                             json!(default).to_string()
                         };
-                        let owned = store.owner(&node).is_some();
+                        let owned =
+                            store.owner(&node).is_some() || self.node_declared(domain, &node);
                         let reason = if owned {
                             format!("node {node} did not declare parameter {param}")
                         } else {

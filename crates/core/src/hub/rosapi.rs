@@ -1,4 +1,5 @@
-//! The services the gateway answers itself: `/rosgate/stats` and rosapi
+//! The services the gateway answers itself: `/rosgate/stats`,
+//! `/rosgate/topic_info`, `/rosgate/connections` and rosapi
 //! (rosbridge's introspection node), served natively from the registry
 //! of the caller's domain, with `rosapi_msgs` request and response fields
 //! so roslibjs and roslibpy parse them unchanged.
@@ -25,6 +26,7 @@ use serde_json::{json, Map, Value};
 use rosgate_wire::encode;
 use rosgate_wire::Raw;
 
+use super::clients::CONNECTIONS_SERVICE;
 use super::graph::{GATEWAY_NODE, GATEWAY_TOPICS};
 use super::params::NODE_PARAM_SERVICES;
 use super::Hub;
@@ -88,6 +90,8 @@ pub const ROSAPI_SERVICES: &[(&str, &str)] = &[
 const STATS_TYPE: &str = "rosgate_msgs/srv/Stats";
 /// Type of the topic info service (informational).
 const TOPIC_INFO_TYPE: &str = "rosgate_msgs/srv/TopicInfo";
+/// Type of the connection list service (informational).
+const CONNECTIONS_TYPE: &str = "rosgate_msgs/srv/Connections";
 
 /// A built-in service's full name and type, in order.
 fn builtin_services() -> impl Iterator<Item = (String, &'static str)> {
@@ -97,6 +101,7 @@ fn builtin_services() -> impl Iterator<Item = (String, &'static str)> {
         .chain([
             (STATS_SERVICE.to_string(), STATS_TYPE),
             (TOPIC_INFO_SERVICE.to_string(), TOPIC_INFO_TYPE),
+            (CONNECTIONS_SERVICE.to_string(), CONNECTIONS_TYPE),
         ])
 }
 
@@ -107,6 +112,9 @@ fn builtin_type(name: &str) -> Option<&'static str> {
     }
     if name == TOPIC_INFO_SERVICE {
         return Some(TOPIC_INFO_TYPE);
+    }
+    if name == CONNECTIONS_SERVICE {
+        return Some(CONNECTIONS_TYPE);
     }
     let short = name.strip_prefix(ROSAPI_PREFIX)?;
     ROSAPI_SERVICES
@@ -162,6 +170,12 @@ impl Hub {
         if plain == "rosgate/stats" {
             let values = self.stats_json();
             self.counters.inc(Counter::BuiltinCalls);
+            self.reply(me, name, id, values.as_bytes(), now);
+            return true;
+        }
+        if plain == "rosgate/connections" {
+            self.counters.inc(Counter::BuiltinCalls);
+            let values = self.connections_json(now).to_string();
             self.reply(me, name, id, values.as_bytes(), now);
             return true;
         }
@@ -320,6 +334,7 @@ impl Hub {
                 let ty = builtin_type(service)
                     .map(str::to_string)
                     .or_else(|| reg.service(service).map(|s| s.ty().to_string()))
+                    .or_else(|| self.param_service(domain, service).map(|(_, t)| t.to_string()))
                     .unwrap_or_default();
                 json!({ "type": ty })
             }
@@ -361,10 +376,13 @@ impl Hub {
                 let service = arg(args, "service");
                 let node = if builtin_type(service).is_some() {
                     GATEWAY_NODE.to_string()
+                } else if let Some(s) = reg.service(service) {
+                    self.node_label(s.provider(), s.node())
                 } else {
-                    reg.service(service)
-                        .map(|s| (s.provider(), s.node()))
-                        .map(|(c, t)| self.node_label(c, t))
+                    // The gateway serves a node's parameter services in
+                    // the node's name.
+                    self.param_service(domain, service)
+                        .map(|(n, _)| n.to_string())
                         .unwrap_or_default()
                 };
                 json!({ "node": node })
@@ -535,6 +553,9 @@ impl Hub {
             if self.settings.use_sim_time {
                 subs.push(super::graph::CLOCK.to_string());
             }
+            // Lists are sorted (GATEWAY_TOPICS is not: /rosout < /rosgate/graph).
+            pubs.sort();
+            srvs.sort();
             return (subs, pubs, srvs);
         }
         let mut owners: Vec<(ConnRef, NodeTag)> = self

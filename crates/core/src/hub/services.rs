@@ -13,13 +13,17 @@ use super::rosapi::ROSAPI_PREFIX;
 use super::{Hub, RESERVED_PREFIX};
 use crate::calls::{Call, CallKind};
 use crate::conn::ConnRef;
-use crate::counters::{Counter, ErrorCode};
+use crate::counters::{Counter, ErrorCode, Hist};
 use crate::registry::{Provided, TooMany, Unadvertised};
 
 /// Whether `name` (resolved) is one the gateway answers itself: nobody
-/// may provide it.
+/// may provide it. Without its leading `/` too: `builtin_call` answers
+/// `rosapi/<x>` and `rosgate/stats` (roslib omits the slash), so an opaque
+/// provider of those names would be listed but never called.
 fn is_reserved_service(name: &str) -> bool {
-    name.starts_with(RESERVED_PREFIX) || name.starts_with(ROSAPI_PREFIX)
+    let under =
+        |prefix: &str| name.starts_with(prefix) || name.starts_with(prefix.trim_start_matches('/'));
+    under(RESERVED_PREFIX) || under(ROSAPI_PREFIX)
 }
 
 /// Sent as `args` when a rosbridge client calls without any.
@@ -213,7 +217,9 @@ impl Hub {
             }
             _ => self.limits.call_timeout,
         };
-        let seq = self.calls.insert(me, provider, name_json, id, now + to);
+        let seq = self
+            .calls
+            .insert(me, provider, name_json, id, now, now + to);
         self.counters.inc(Counter::CallsForwarded);
         let mut out = std::mem::take(&mut self.scratch);
         out.clear();
@@ -251,6 +257,8 @@ impl Hub {
             return self.protocol_error(me, ErrorCode::UnknownResponse, &msg, id, now);
         };
         self.counters.inc(Counter::CallsAnswered);
+        let latency = now.saturating_duration_since(call.started()).as_secs_f64();
+        self.counters.observe(Hist::CallLatency, latency);
         if self.params_validation_answer(&call, values, result, now) {
             return;
         }

@@ -7,11 +7,14 @@ mod support;
 #[allow(dead_code)]
 mod wsclient;
 
+mod actions;
 mod bounds;
 mod cli;
 mod errors;
 mod framing;
+mod graph;
 mod limits;
+mod params;
 mod qos;
 mod services;
 mod stats;

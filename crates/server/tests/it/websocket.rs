@@ -28,16 +28,21 @@ fn handshake_accepts_case_insensitive_upgrade_and_declines_deflate() {
 }
 
 #[test]
-fn plain_http_is_refused_and_the_gateway_keeps_serving() {
+fn plain_http_is_answered_and_the_gateway_keeps_serving() {
     let gw = Gateway::start(&[]);
     let mut ws = Ws::raw(&gw);
+    // Not an upgrade: the HTTP side answers (the dashboard) and closes.
     let head = ws.handshake("GET / HTTP/1.1\r\nHost: x\r\n\r\n");
-    assert!(head.starts_with("HTTP/1.1 426"), "{head}");
-    ws.expect_eof();
-    let s = gw.wait_for_stats("protocol_error close counted", |s| {
-        counter(s, "closes.protocol_error") == 1
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    let s = gw.wait_for_stats("http close counted", |s| {
+        counter(s, "closes.http_served") == 1
     });
-    assert_eq!(counter(&s, "connections_open"), 1, "{s}");
+    assert_eq!(counter(&s, "http_requests"), 1, "{s}");
+    // An upgrade without its key is still refused with 426.
+    let mut bad = Ws::raw(&gw);
+    let head = bad.handshake("GET / HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\n\r\n");
+    assert!(head.starts_with("HTTP/1.1 426"), "{head}");
+    bad.expect_eof();
     Ws::connect(&gw);
 }
 

@@ -40,6 +40,8 @@ pub enum WsEvent<'a> {
     },
     /// Handshake refused: send these bytes, then close.
     Refuse(Vec<u8>),
+    /// Not a WebSocket: a plain HTTP request, to answer and close.
+    Http(handshake::HttpRequest),
     /// A complete text message.
     Text(&'a [u8]),
     /// A complete binary message (its bytes are not kept).
@@ -106,6 +108,12 @@ impl WsReader {
                     self.state = State::Frames;
                     pos = used;
                     on(WsEvent::Open { response, opening });
+                }
+                Some((Outcome::Http(req), _)) => {
+                    // One request per connection: answered, then closed.
+                    self.close_down();
+                    on(WsEvent::Http(req));
+                    return;
                 }
                 Some((Outcome::Reject(resp), _)) => {
                     self.close_down();
@@ -417,7 +425,7 @@ mod tests {
             r.feed(c, max, |e| {
                 out.push(match e {
                     WsEvent::Open { .. } => E::Open,
-                    WsEvent::Refuse(_) => E::Refuse,
+                    WsEvent::Refuse(_) | WsEvent::Http(_) => E::Refuse,
                     WsEvent::Text(t) => E::Text(t.to_vec()),
                     WsEvent::Binary => E::Binary,
                     WsEvent::Ping(p) => E::Ping(p.to_vec()),

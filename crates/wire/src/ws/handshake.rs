@@ -2,9 +2,12 @@
 //!
 //! Invariants:
 //! - at most [`MAX_REQUEST_BYTES`] of request head are buffered;
-//! - header names and the `Upgrade`/`Connection` values match
+//! - request heads are parsed by `httparse` (sans-io, well kept), never by
+//!   hand; header names and the `Upgrade`/`Connection` values match
 //!   case-insensitively; any request path is accepted (rosbridge serves `/`
 //!   and clients differ in what they send);
+//! - a request that does not ask for an upgrade is an ordinary HTTP request
+//!   ([`Outcome::Http`]), answered by the hub and then closed;
 //! - we never agree to an extension or subprotocol: permessage-deflate is
 //!   declined by not echoing it, which RFC 6455 permits.
 
@@ -26,69 +29,100 @@ pub struct Opening {
     pub authorization: Option<String>,
 }
 
+/// A plain HTTP request (no upgrade) on the WebSocket port: `/metrics`,
+/// `/healthz`, `/version`, the dashboard. Answered once, then closed.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct HttpRequest {
+    /// `GET`, `HEAD`, ...
+    pub method: String,
+    /// Path and query as sent.
+    pub target: String,
+    /// The `Origin` header, when sent.
+    pub origin: Option<String>,
+    /// The `Authorization` header's value.
+    pub authorization: Option<String>,
+}
+
 /// What a complete request head led to.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Outcome {
     /// Send `response` (101 Switching Protocols) unless the opening is
     /// refused; frames follow.
     Accept { response: Vec<u8>, opening: Opening },
+    /// A plain HTTP request, for the hub to answer.
+    Http(HttpRequest),
     /// Send these bytes (an HTTP error) and close.
     Reject(Vec<u8>),
 }
 
-/// Looks for a complete request head in `buf`. Returns the outcome and the
-/// head's length, `None` if more bytes are needed. A head that grows past
-/// [`MAX_REQUEST_BYTES`] is refused at once.
+/// Headers kept from one request head (more are refused with 431).
+const MAX_HEADERS: usize = 64;
+
+/// Looks for a complete request head in `buf` (parsed by `httparse`).
+/// Returns the outcome and the head's length, `None` if more bytes are
+/// needed. A head that grows past [`MAX_REQUEST_BYTES`] is refused at once.
 pub fn parse(buf: &[u8]) -> Option<(Outcome, usize)> {
-    let Some(end) = memchr::memmem::find(buf, b"\r\n\r\n") else {
-        if buf.len() > MAX_REQUEST_BYTES {
-            return Some((reject(431, "Request Header Fields Too Large"), buf.len()));
+    let window = &buf[..buf.len().min(MAX_REQUEST_BYTES + 4)];
+    let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
+    let mut req = httparse::Request::new(&mut headers);
+    match req.parse(window) {
+        Ok(httparse::Status::Complete(len)) if len <= MAX_REQUEST_BYTES => {
+            Some((respond(&req), len))
         }
-        return None;
-    };
-    let head_len = end + 4;
-    if head_len > MAX_REQUEST_BYTES {
-        return Some((reject(431, "Request Header Fields Too Large"), head_len));
+        Ok(httparse::Status::Complete(len)) => {
+            Some((reject(431, "Request Header Fields Too Large"), len))
+        }
+        Ok(httparse::Status::Partial) if buf.len() > MAX_REQUEST_BYTES => {
+            Some((reject(431, "Request Header Fields Too Large"), buf.len()))
+        }
+        Ok(httparse::Status::Partial) => None,
+        Err(httparse::Error::TooManyHeaders) => {
+            Some((reject(431, "Request Header Fields Too Large"), buf.len()))
+        }
+        Err(_) => Some((reject(400, "Bad Request"), buf.len())),
     }
-    let Ok(head) = std::str::from_utf8(&buf[..end]) else {
-        return Some((reject(400, "Bad Request"), head_len));
-    };
-    Some((respond(head), head_len))
 }
 
-fn respond(head: &str) -> Outcome {
-    let mut lines = head.split("\r\n");
-    let request = lines.next().unwrap_or("");
-    let mut parts = request.split(' ');
-    let (method, target, version) = (parts.next(), parts.next(), parts.next());
-    if method != Some("GET") || version.is_none_or(|v| !v.starts_with("HTTP/1.")) {
+fn respond(req: &httparse::Request<'_, '_>) -> Outcome {
+    let (Some(method), Some(target)) = (req.method, req.path) else {
+        return reject(400, "Bad Request");
+    };
+    let header = |name: &str| -> Option<&str> {
+        req.headers
+            .iter()
+            .find(|h| h.name.eq_ignore_ascii_case(name))
+            .and_then(|h| std::str::from_utf8(h.value).ok())
+            .map(str::trim)
+    };
+    let origin = header("origin").map(str::to_string);
+    let authorization = header("authorization").map(str::to_string);
+    let upgrade = header("upgrade").is_some_and(|v| {
+        v.split(',')
+            .any(|t| t.trim().eq_ignore_ascii_case("websocket"))
+    });
+    let connection = req.headers.iter().any(|h| {
+        h.name.eq_ignore_ascii_case("connection")
+            && std::str::from_utf8(h.value).is_ok_and(|v| {
+                v.split(',')
+                    .any(|t| t.trim().eq_ignore_ascii_case("upgrade"))
+            })
+    });
+    if !upgrade {
+        // Not a WebSocket: an ordinary HTTP request for the hub.
+        return Outcome::Http(HttpRequest {
+            method: method.to_string(),
+            target: target.to_string(),
+            origin,
+            authorization,
+        });
+    }
+    if method != "GET" {
         return reject(400, "Bad Request");
     }
-    let (mut upgrade, mut connection, mut key, mut ws_version) = (false, false, None, None);
-    let (mut origin, mut authorization) = (None, None);
-    for line in lines {
-        let Some((name, value)) = line.split_once(':') else {
-            continue;
-        };
-        let value = value.trim();
-        match name.trim().to_ascii_lowercase().as_str() {
-            "upgrade" => upgrade = value.eq_ignore_ascii_case("websocket"),
-            "connection" => {
-                connection = value
-                    .split(',')
-                    .any(|t| t.trim().eq_ignore_ascii_case("upgrade"))
-            }
-            "sec-websocket-key" => key = Some(value),
-            "sec-websocket-version" => ws_version = Some(value),
-            "origin" => origin = Some(value.to_string()),
-            "authorization" => authorization = Some(value.to_string()),
-            _ => {}
-        }
-    }
-    let Some(key) = key.filter(|_| upgrade && connection) else {
+    let Some(key) = header("sec-websocket-key").filter(|_| connection) else {
         return reject(426, "Upgrade Required");
     };
-    if ws_version != Some("13") {
+    if header("sec-websocket-version") != Some("13") {
         return Outcome::Reject(
             b"HTTP/1.1 426 Upgrade Required\r\nSec-WebSocket-Version: 13\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
                 .to_vec(),
@@ -101,7 +135,7 @@ fn respond(head: &str) -> Outcome {
         )
         .into_bytes(),
         opening: Opening {
-            target: target.unwrap_or("/").to_string(),
+            target: target.to_string(),
             origin,
             authorization,
         },
@@ -110,11 +144,34 @@ fn respond(head: &str) -> Outcome {
 
 /// An HTTP error response with a plain-text body, for a refused opening.
 pub fn refusal(code: u16, reason: &str, body: &str) -> Vec<u8> {
-    format!(
-        "HTTP/1.1 {code} {reason}\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+    response(
+        code,
+        reason,
+        "text/plain; charset=utf-8",
+        body.as_bytes(),
+        &[],
+    )
+}
+
+/// A complete HTTP/1.1 response that closes the connection.
+pub fn response(
+    code: u16,
+    reason: &str,
+    content_type: &str,
+    body: &[u8],
+    extra: &[(&str, &str)],
+) -> Vec<u8> {
+    let mut out = format!(
+        "HTTP/1.1 {code} {reason}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\nCache-Control: no-store\r\n",
         body.len()
     )
-    .into_bytes()
+    .into_bytes();
+    for (k, v) in extra {
+        out.extend_from_slice(format!("{k}: {v}\r\n").as_bytes());
+    }
+    out.extend_from_slice(b"\r\n");
+    out.extend_from_slice(body);
+    out
 }
 
 fn reject(code: u16, reason: &str) -> Outcome {
@@ -252,9 +309,23 @@ mod tests {
     }
 
     #[test]
-    fn plain_http_and_garbage_are_rejected() {
-        let (out, _) = parse(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n").expect("complete");
-        assert!(matches!(out, Outcome::Reject(r) if r.starts_with(b"HTTP/1.1 426")));
+    fn plain_http_is_a_request_and_garbage_is_rejected() {
+        let (out, _) = parse(b"GET /metrics?x=1 HTTP/1.1\r\nHost: x\r\nOrigin: http://a\r\n\r\n")
+            .expect("complete");
+        assert_eq!(
+            out,
+            Outcome::Http(HttpRequest {
+                method: "GET".into(),
+                target: "/metrics?x=1".into(),
+                origin: Some("http://a".into()),
+                authorization: None,
+            })
+        );
+        let (out, _) = parse(b"GET / HTTP/1.1\r\nUpgrade: websocket\r\n\r\n").expect("complete");
+        assert!(
+            matches!(out, Outcome::Reject(r) if r.starts_with(b"HTTP/1.1 426")),
+            "upgrade without key"
+        );
         let (out, _) = parse(b"\x16\x03\x01\r\n\r\n").expect("complete");
         assert!(matches!(out, Outcome::Reject(_)));
         assert_eq!(parse(b"GET / HTTP/1.1\r\n"), None);

@@ -166,6 +166,39 @@ fn over_budget_control_data_closes_the_biggest_holder() {
 }
 
 #[test]
+fn over_budget_declared_nodes_count_for_their_owner() {
+    // A connection that reads everything and holds nothing but nodes with
+    // big remap rules is the biggest holder, not the small one beside it.
+    let mut t = T::new(Limits {
+        max_memory_bytes: 300_000,
+        ..limits()
+    });
+    let small = t.open();
+    t.send(small, r#"{"op":"nope"}"#);
+    let hog = t.open();
+    let rules: Vec<String> = (0..64)
+        .map(|i| format!("/f{i}_{}:=/t{i}_{}", "x".repeat(240), "y".repeat(240)))
+        .collect();
+    let remap = serde_json::to_string(&rules).expect("JSON");
+    for n in 0..12 {
+        if t.gone(hog) {
+            break;
+        }
+        t.send(
+            hog,
+            &format!(r#"{{"op":"declare_node","name":"n{n}","remap":{remap}}}"#),
+        );
+        t.recv(hog);
+        t.free_closed();
+    }
+    assert_eq!(t.closes(CloseReason::MemoryPressure), 1);
+    assert!(t.gone(hog), "the holder of the nodes went");
+    assert!(t.hub.conn(small).is_some(), "the small one stays");
+    assert_eq!(t.hub.nodes().len(), 0);
+    assert!(t.hub.memory().total() < 300_000);
+}
+
+#[test]
 fn an_opening_that_never_completes_is_closed_at_the_deadline() {
     let mut t = T::new(Limits {
         handshake_timeout: Duration::from_millis(1_000),
@@ -283,8 +316,8 @@ fn non_loopback_peers_are_limited_per_address() {
         max_connections_per_ip: 2,
         ..limits()
     });
-    let far: std::net::IpAddr = "192.0.2.7".parse().expect("ip");
-    let local: std::net::IpAddr = "127.0.0.1".parse().expect("ip");
+    let far: std::net::SocketAddr = "192.0.2.7:40000".parse().expect("addr");
+    let local: std::net::SocketAddr = "127.0.0.1:40001".parse().expect("addr");
     let a = t
         .hub
         .open_from(Transport::Tcp, Some(far), t.now)

@@ -9,7 +9,9 @@ use serde_json::Value;
 use super::*;
 use crate::out::MAX_IOVECS;
 
+mod actions;
 mod bounds;
+mod params;
 mod qos;
 
 /// A hub on a fake clock with perfect (or absent) readers.

@@ -1,0 +1,310 @@
+//! Parameters on the fake clock: the owner's validation is a call bounded
+//! by the call timeout (one rejection at the deadline, the late answer
+//! stale), and cleanup when the requester or the owner leaves with
+//! validations pending, down to empty tables once everyone has left.
+
+use super::*;
+use crate::params::ParamValue;
+
+/// Node `/ctl` owned by a fresh connection, with `gain` = 1 validated by
+/// the owner and `plain` = 1 not validated.
+fn owner(t: &mut T) -> u32 {
+    let o = t.open();
+    t.send(o, r#"{"op":"declare_node","name":"ctl"}"#);
+    t.send(
+        o,
+        r#"{"op":"declare_parameter","name":"gain","value":1,"validate":true}"#,
+    );
+    t.send(o, r#"{"op":"declare_parameter","name":"plain","value":1}"#);
+    let got = t.recv(o);
+    assert_eq!(got.len(), 3, "{got:?}");
+    assert!(got.iter().all(|v| v["level"] == "info"), "{got:?}");
+    o
+}
+
+/// `node`'s `name` as the store holds it (domain 0).
+fn value(t: &T, node: &str, name: &str) -> Option<ParamValue> {
+    t.hub
+        .params
+        .store(0)
+        .get(node, name)
+        .map(|p| p.value.clone())
+}
+
+/// Asks, through rosapi, to set `/ctl:gain` to `v` (call id `id`).
+fn set_gain(t: &mut T, who: u32, id: u32, v: i64) {
+    t.send(
+        who,
+        &format!(
+            r#"{{"op":"call_service","service":"/rosapi/set_param","id":{id},"args":{{"name":"ctl:gain","value":"{v}"}}}}"#
+        ),
+    );
+}
+
+/// Answers validation call `call` (as received by the owner).
+fn answer(t: &mut T, owner: u32, call: &Value, ok: bool) {
+    let id = call["id"].as_str().expect("validation id");
+    t.send(
+        owner,
+        &format!(
+            r#"{{"op":"service_response","service":"/ctl/validate_parameters","id":"{id}","values":{{"successful":{ok},"reason":"r"}},"result":true}}"#
+        ),
+    );
+}
+
+/// The one validation call waiting in `owner`'s output.
+fn validation(t: &mut T, owner: u32) -> Value {
+    let v = t.one(owner);
+    assert_eq!(v["op"], "call_service", "{v}");
+    assert_eq!(v["service"], "/ctl/validate_parameters", "{v}");
+    v
+}
+
+/// No set waits for a validation (the table is private to the params
+/// module; its debug form shows it).
+fn no_pending(t: &T) -> bool {
+    format!("{:?}", t.hub.params).contains("pending: {}")
+}
+
+#[test]
+fn a_validation_times_out_once_at_the_deadline_and_the_late_answer_is_stale() {
+    let mut t = T::new(Limits::default());
+    let o = owner(&mut t);
+    let r = t.open();
+    set_gain(&mut t, r, 1, 2);
+    let call = validation(&mut t, o);
+    assert_eq!(
+        call["args"]["parameters"],
+        serde_json::json!([{"name":"gain","value":2,"type":"integer"}])
+    );
+    assert!(!no_pending(&t), "the set waits for its validation");
+    t.advance(4_900);
+    assert!(t.recv(r).is_empty(), "no answer before the deadline");
+    assert_eq!(value(&t, "/ctl", "gain"), Some(ParamValue::Integer(1)));
+    t.advance(200);
+    let got = t.recv(r);
+    assert_eq!(got.len(), 1, "exactly one answer at the deadline: {got:?}");
+    let v = &got[0];
+    assert_eq!(
+        (v["id"].clone(), v["result"].clone()),
+        (1.into(), false.into())
+    );
+    assert!(
+        v["values"]
+            .as_str()
+            .is_some_and(|s| s.contains("gain") && s.contains("timed out")),
+        "{v}"
+    );
+    assert_eq!(value(&t, "/ctl", "gain"), Some(ParamValue::Integer(1)));
+    assert_eq!(t.hub.calls().len(), 0);
+    assert!(no_pending(&t));
+    let c = t.hub.counters();
+    assert_eq!(c.get(Counter::ParamValidations), 1);
+    assert_eq!(c.get(Counter::ParamValidationsFailed), 1);
+    assert_eq!(c.get(Counter::ParamSetsRejected), 1);
+    // Nothing more, however long one waits.
+    t.advance(60_000);
+    assert!(t.recv(r).is_empty());
+    // The owner's late "yes" is stale: refused to it, unseen by the
+    // requester, and the value stays.
+    answer(&mut t, o, &call, true);
+    assert_eq!(t.one(o)["level"], "error");
+    assert!(t.recv(r).is_empty());
+    assert_eq!(value(&t, "/ctl", "gain"), Some(ParamValue::Integer(1)));
+    assert_eq!(t.hub.counters().get(Counter::ResponsesStale), 1);
+    assert_eq!(t.hub.counters().get(Counter::ParamSetsAccepted), 0);
+}
+
+#[test]
+fn an_answer_in_time_is_applied_once_and_nothing_follows_at_the_deadline() {
+    let mut t = T::new(Limits {
+        call_timeout: Duration::from_millis(1_000),
+        ..Limits::default()
+    });
+    let o = owner(&mut t);
+    let r = t.open();
+    set_gain(&mut t, r, 1, 2);
+    set_gain(&mut t, r, 2, 3);
+    let calls = t.recv(o);
+    assert_eq!(calls.len(), 2, "{calls:?}");
+    t.advance(990);
+    answer(&mut t, o, &calls[1], true);
+    answer(&mut t, o, &calls[0], false);
+    let got = t.recv(r);
+    let ids: Vec<Value> = got.iter().map(|v| v["id"].clone()).collect();
+    assert_eq!(ids, vec![Value::from(2), Value::from(1)], "{got:?}");
+    assert_eq!(got[0]["result"], true, "{got:?}");
+    assert_eq!(got[1]["result"], false, "{got:?}");
+    assert_eq!(value(&t, "/ctl", "gain"), Some(ParamValue::Integer(3)));
+    t.advance(5_000);
+    assert!(t.recv(r).is_empty(), "answered calls never time out");
+    assert!(t.recv(o).is_empty());
+    assert_eq!(t.hub.counters().get(Counter::ParamValidationsFailed), 0);
+    assert_eq!(t.hub.calls().len(), 0);
+    assert!(no_pending(&t));
+}
+
+#[test]
+fn a_requester_leaving_forgets_its_validations() {
+    let mut t = T::new(Limits::default());
+    let o = owner(&mut t);
+    let r = t.open();
+    let stays = t.open();
+    set_gain(&mut t, r, 1, 2);
+    t.send(
+        r,
+        r#"{"op":"call_service","service":"/ctl/set_parameters","id":2,"args":{"parameters":[{"name":"gain","value":3},{"name":"plain","value":5}]}}"#,
+    );
+    set_gain(&mut t, stays, 3, 4);
+    let calls = t.recv(o);
+    assert_eq!(calls.len(), 3, "{calls:?}");
+    // The plain parameter was applied at once; gain waits.
+    assert_eq!(value(&t, "/ctl", "plain"), Some(ParamValue::Integer(5)));
+    t.hub.close(r, CloseReason::PeerClosed, t.now);
+    t.free_closed();
+    assert_eq!(
+        t.hub.calls().len(),
+        1,
+        "only the other requester's call is left"
+    );
+    // The owner's answers to the gone requester are stale, and apply
+    // nothing.
+    answer(&mut t, o, &calls[0], true);
+    answer(&mut t, o, &calls[1], true);
+    let errs = t.recv(o);
+    assert_eq!(errs.len(), 2, "{errs:?}");
+    assert!(errs.iter().all(|v| v["level"] == "error"), "{errs:?}");
+    assert_eq!(value(&t, "/ctl", "gain"), Some(ParamValue::Integer(1)));
+    assert_eq!(t.hub.counters().get(Counter::ResponsesStale), 2);
+    // The other requester's validation is untouched.
+    answer(&mut t, o, &calls[2], true);
+    let v = t.one(stays);
+    assert_eq!(
+        (v["id"].clone(), v["result"].clone()),
+        (3.into(), true.into())
+    );
+    assert_eq!(value(&t, "/ctl", "gain"), Some(ParamValue::Integer(4)));
+    // A newcomer on the gone requester's slot gets nothing.
+    let n = t.open();
+    assert_eq!(n, r, "slab key reused");
+    t.advance(10_000);
+    assert!(t.recv(n).is_empty());
+    assert_eq!(t.hub.calls().len(), 0);
+    assert!(no_pending(&t));
+}
+
+#[test]
+fn an_owner_leaving_rejects_every_pending_validation_at_once() {
+    let mut t = T::new(Limits::default());
+    let o = owner(&mut t);
+    let watcher = t.open();
+    t.send(
+        watcher,
+        r#"{"op":"subscribe","topic":"/parameter_events","type":"rcl_interfaces/msg/ParameterEvent"}"#,
+    );
+    t.recv(watcher);
+    let (a, b) = (t.open(), t.open());
+    set_gain(&mut t, a, 1, 2);
+    set_gain(&mut t, b, 1, 3);
+    t.send(
+        b,
+        r#"{"op":"call_service","service":"/ctl/set_parameters_atomically","id":2,"args":{"parameters":[{"name":"plain","value":7},{"name":"gain","value":4}]}}"#,
+    );
+    assert_eq!(t.recv(o).len(), 3);
+    assert!(t.recv(a).is_empty() && t.recv(b).is_empty());
+    assert!(!no_pending(&t));
+    t.hub.close(o, CloseReason::Reset, t.now);
+    t.free_closed();
+    // Each requester has exactly one answer per request, at once.
+    let ra = t.recv(a);
+    assert_eq!(ra.len(), 1, "{ra:?}");
+    assert_eq!(ra[0]["result"], false, "{ra:?}");
+    assert!(
+        ra[0]["values"]
+            .as_str()
+            .is_some_and(|s| s.contains("disconnected")),
+        "{ra:?}"
+    );
+    let rb = t.recv(b);
+    assert_eq!(rb.len(), 2, "{rb:?}");
+    let atomic = rb.iter().find(|v| v["id"] == 2).expect("atomic answer");
+    assert_eq!(atomic["values"]["result"]["successful"], false, "{atomic}");
+    // The node's parameters went with it, each a deleted event; the
+    // atomic set applied nothing.
+    let events = t.recv(watcher);
+    assert_eq!(events.len(), 2, "{events:?}");
+    assert!(
+        events
+            .iter()
+            .all(|e| e["msg"]["deleted_parameters"].as_array().map(Vec::len) == Some(1)),
+        "{events:?}"
+    );
+    assert!(t.hub.params.store(0).node("/ctl").is_none());
+    assert_eq!(t.hub.params.count(), 0);
+    assert_eq!(t.hub.calls().len(), 0);
+    assert!(no_pending(&t));
+    assert_eq!(t.hub.counters().get(Counter::ParamValidationsFailed), 3);
+    // Nothing more at the old deadline.
+    t.advance(6_000);
+    assert!(t.recv(a).is_empty() && t.recv(b).is_empty());
+}
+
+#[test]
+fn every_table_is_empty_once_everyone_has_left() {
+    let mut t = T::new(Limits::default());
+    let o = owner(&mut t);
+    // A second node on the owner, and a validation the owner asked of
+    // itself (it may call its own node's services).
+    t.send(o, r#"{"op":"declare_node","name":"other"}"#);
+    t.send(
+        o,
+        r#"{"op":"declare_parameter","name":"x","value":[1,2],"node":"other"}"#,
+    );
+    set_gain(&mut t, o, 9, 5);
+    let got = t.recv(o);
+    assert_eq!(got.len(), 3, "{got:?}");
+    assert_eq!(got[2]["op"], "call_service", "{got:?}");
+    let r = t.open();
+    set_gain(&mut t, r, 1, 2);
+    // Held parameters: global and of an ownerless node.
+    t.send(
+        r,
+        r#"{"op":"call_service","service":"/rosapi/set_param","id":2,"args":{"name":"global","value":"\"g\""}}"#,
+    );
+    t.send(
+        r,
+        r#"{"op":"call_service","service":"/rosapi/set_param","id":3,"args":{"name":"free:y","value":"1.5"}}"#,
+    );
+    assert_eq!(t.recv(r).len(), 2);
+    assert_eq!(t.recv(o).len(), 1);
+    assert_eq!(t.hub.params.count(), 5);
+    assert!(t.hub.params.bytes() > 0);
+    t.hub.close(o, CloseReason::PeerClosed, t.now);
+    t.hub.close(r, CloseReason::PeerClosed, t.now);
+    t.free_closed();
+    // Held parameters outlive their setter (the gateway holds them).
+    assert_eq!(t.hub.params.count(), 2);
+    assert_eq!(t.hub.calls().len(), 0);
+    assert!(no_pending(&t));
+    // A last client deletes them and leaves.
+    let last = t.open();
+    for name in ["global", "free:y"] {
+        t.send(
+            last,
+            &format!(
+                r#"{{"op":"call_service","service":"/rosapi/delete_param","id":1,"args":{{"name":"{name}"}}}}"#
+            ),
+        );
+    }
+    assert_eq!(t.recv(last).len(), 2);
+    t.hub.close(last, CloseReason::PeerClosed, t.now);
+    t.free_closed();
+    t.advance(10_000);
+    assert_eq!((t.hub.params.count(), t.hub.params.bytes()), (0, 0));
+    assert!(t.hub.params.store(0).is_empty());
+    assert!(no_pending(&t));
+    assert_eq!(t.hub.calls().len(), 0);
+    assert_eq!(t.hub.gauges().get(Gauge::Parameters), 0);
+    assert_eq!(t.hub.memory().registrations, 0);
+    assert_eq!(t.hub.conn_count(), 0);
+}
