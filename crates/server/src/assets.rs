@@ -23,6 +23,11 @@ pub fn http_settings() -> HttpSettings {
                 content_type: "text/css; charset=utf-8",
                 body: include_bytes!("../assets/dashboard.css"),
             },
+            Asset {
+                path: "/favicon.svg",
+                content_type: "image/svg+xml",
+                body: include_bytes!("../assets/favicon.svg"),
+            },
         ],
         version: env!("CARGO_PKG_VERSION").to_string(),
     }
