@@ -95,6 +95,7 @@ family! {
         Nodes => "nodes", "Nodes declared by connections, all domains.";
         Parameters => "parameters", "Parameters held (owned and held by the gateway), all domains.";
         Domains => "domains", "Domains with at least one client.";
+        StartTimeSeconds => "start_time_seconds", "When the gateway started, seconds since the Unix epoch.";
     }
 }
 

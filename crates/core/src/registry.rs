@@ -125,6 +125,10 @@ pub struct Topic {
     peer_watchers: u32,
     /// Publishers keeping messages for late subscribers.
     latched: u32,
+    /// Messages and payload bytes published on it since it appeared (for
+    /// rates in `/rosgate/topic_stats` and the dashboard).
+    published: u64,
+    published_bytes: u64,
 }
 
 /// The QoS state of one membership that stated something (see
@@ -201,6 +205,11 @@ impl Topic {
     /// Publishers keeping messages for late subscribers.
     pub fn latched(&self) -> u32 {
         self.latched
+    }
+
+    /// Messages and payload bytes published on it since it appeared.
+    pub fn published(&self) -> (u64, u64) {
+        (self.published, self.published_bytes)
     }
 
     /// The start of every publish frame of this topic.
@@ -771,6 +780,8 @@ impl Registry {
             qos_members: 0,
             peer_watchers: 0,
             latched: 0,
+            published: 0,
+            published_bytes: 0,
         };
         self.bytes += topic_bytes(&topic);
         let id = self.topics.insert(topic) as TopicId;
@@ -1316,6 +1327,20 @@ impl Registries {
     /// Bytes all registries hold for clients.
     pub fn bytes(&self) -> usize {
         self.bytes
+    }
+
+    /// Counts one message of `bytes` published on topic `t` of `domain`
+    /// (no size change: the total is left alone).
+    #[inline]
+    pub fn count_publish(&mut self, domain: u8, t: TopicId, bytes: usize) {
+        if let Some(e) = self
+            .regs
+            .get_mut(domain as usize)
+            .and_then(|r| r.topics.get_mut(t as usize))
+        {
+            e.published += 1;
+            e.published_bytes += bytes as u64;
+        }
     }
 
     /// Every domain's registry, in domain order.

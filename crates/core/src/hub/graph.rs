@@ -383,7 +383,7 @@ impl Hub {
             c.set_resolves();
         }
         let full = self.node_label(me, tag);
-        self.note_node(domain, &full, true);
+        self.note_node(domain, me, &full, true);
         let msg = format!("declared node {full} in domain {domain}");
         self.send_status(me, Level::Info, &msg, id, now);
         self.rosout(domain, RosoutLevel::Info, &msg, now);
@@ -440,7 +440,7 @@ impl Hub {
             self.drop_node_params(domain, &full, (me, tag), now);
         }
         if let Some(node) = self.nodes.remove(tag) {
-            self.note_node(domain, node.full_name(), false);
+            self.note_node(domain, me, node.full_name(), false);
             let msg = format!("destroyed node {}", node.full_name());
             self.send_status(me, Level::Info, &msg, id, now);
             self.rosout(domain, RosoutLevel::Info, &msg, now);
@@ -633,10 +633,18 @@ impl Hub {
         }
     }
 
-    /// A node appeared or went.
-    pub(super) fn note_node(&mut self, domain: Domain, full_name: &str, added: bool) {
+    /// A node of connection `who` appeared or went; `client` names the
+    /// connection as `client_connected` did, so a viewer links the two.
+    pub(super) fn note_node(&mut self, domain: Domain, who: ConnRef, full_name: &str, added: bool) {
+        if !self.listens(domain, GRAPH_TOPIC) {
+            return;
+        }
         let event = if added { "node_added" } else { "node_removed" };
-        self.note(domain, json!({"event":event,"node":full_name}));
+        let client = self.conn_node_name(who);
+        self.note(
+            domain,
+            json!({"event":event,"node":full_name,"client":client}),
+        );
     }
 
     /// A node started or stopped publishing or subscribing `topic`.

@@ -62,7 +62,7 @@ pub use params::{MAX_PARAM_NAME_CHARS, NODE_PARAM_SERVICES, PARAMETER_EVENTS, VA
 pub use qos::{LATCH_BYTES_PER_PUBLISHER, LATCH_BYTES_TOTAL, MIN_THROTTLE_MS};
 pub use rosapi::{
     MAX_LIST_ITEMS, MAX_LIST_SCAN, ROSAPI_PREFIX, ROSAPI_SERVICES, STATS_SERVICE,
-    TOPIC_INFO_SERVICE,
+    TOPIC_INFO_SERVICE, TOPIC_STATS_SERVICE,
 };
 pub use services::CallFailure;
 
@@ -135,6 +135,8 @@ pub struct Hub {
     waiting: waiting::Waiting,
     /// What the HTTP side serves (dashboard files, version).
     http: http::HttpSettings,
+    /// When the hub was made (the gateway's start).
+    started: Instant,
 }
 
 /// Why a connection was not admitted: what to send it, and the reason.
@@ -176,6 +178,7 @@ impl Hub {
             qos_timers: qos::QosTimers::new(now),
             waiting: waiting::Waiting::new(now),
             http: http::HttpSettings::default(),
+            started: now,
         }
     }
 
@@ -303,6 +306,7 @@ impl Hub {
         g.set(Gauge::MemoryInputBytes, m.input as u64);
         g.set(Gauge::MemoryCallsBytes, m.calls as u64);
         g.set(Gauge::MemoryRegistrationsBytes, m.registrations as u64);
+        g.set(Gauge::StartTimeSeconds, self.wall(self.started).0);
         g
     }
 
@@ -460,7 +464,7 @@ impl Hub {
             .map(|n| n.full_name().to_string())
             .collect();
         for n in nodes {
-            self.note_node(domain, &n, false);
+            self.note_node(domain, me, &n, false);
         }
         if established {
             self.client_left(me, reason.label(), reason.is_forced(), now);

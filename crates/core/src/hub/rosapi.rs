@@ -90,6 +90,10 @@ pub const ROSAPI_SERVICES: &[(&str, &str)] = &[
 const STATS_TYPE: &str = "rosgate_msgs/srv/Stats";
 /// Type of the topic info service (informational).
 const TOPIC_INFO_TYPE: &str = "rosgate_msgs/srv/TopicInfo";
+/// Per-topic publish counters.
+pub const TOPIC_STATS_SERVICE: &str = "/rosgate/topic_stats";
+/// Type of the topic counters service (informational).
+const TOPIC_STATS_TYPE: &str = "rosgate_msgs/srv/TopicStats";
 /// Type of the connection list service (informational).
 const CONNECTIONS_TYPE: &str = "rosgate_msgs/srv/Connections";
 
@@ -102,6 +106,7 @@ fn builtin_services() -> impl Iterator<Item = (String, &'static str)> {
             (STATS_SERVICE.to_string(), STATS_TYPE),
             (TOPIC_INFO_SERVICE.to_string(), TOPIC_INFO_TYPE),
             (CONNECTIONS_SERVICE.to_string(), CONNECTIONS_TYPE),
+            (TOPIC_STATS_SERVICE.to_string(), TOPIC_STATS_TYPE),
         ])
 }
 
@@ -115,6 +120,9 @@ fn builtin_type(name: &str) -> Option<&'static str> {
     }
     if name == CONNECTIONS_SERVICE {
         return Some(CONNECTIONS_TYPE);
+    }
+    if name == TOPIC_STATS_SERVICE {
+        return Some(TOPIC_STATS_TYPE);
     }
     let short = name.strip_prefix(ROSAPI_PREFIX)?;
     ROSAPI_SERVICES
@@ -176,6 +184,13 @@ impl Hub {
         if plain == "rosgate/connections" {
             self.counters.inc(Counter::BuiltinCalls);
             let values = self.connections_json(now).to_string();
+            self.reply(me, name, id, values.as_bytes(), now);
+            return true;
+        }
+        if plain == "rosgate/topic_stats" {
+            self.counters.inc(Counter::BuiltinCalls);
+            let domain = self.conn(me.key).map_or(0, |c| c.domain());
+            let values = self.topic_stats(domain).to_string();
             self.reply(me, name, id, values.as_bytes(), now);
             return true;
         }
@@ -438,6 +453,31 @@ impl Hub {
         };
         self.counters.add(Counter::IntrospectionItems, items as u64);
         Ok(values)
+    }
+
+    /// Every topic of `domain` (hidden ones included) with its endpoints
+    /// and publish counters; a reader diffs two replies for rates.
+    fn topic_stats(&mut self, domain: Domain) -> Value {
+        let reg = &self.registries[domain as usize];
+        let (names, cut) = capped(reg.topic_names(true));
+        let topics: Vec<Value> = names
+            .into_iter()
+            .filter_map(|n| reg.topic_named(n).map(|t| (n, t)))
+            .map(|(n, t)| {
+                let (msgs, bytes) = t.published();
+                json!({
+                    "topic": n,
+                    "type": t.ty(),
+                    "publishers": t.publishers().len(),
+                    "subscribers": t.subscribers().len(),
+                    "published": msgs,
+                    "published_bytes": bytes,
+                })
+            })
+            .collect();
+        self.counters
+            .add(Counter::IntrospectionItems, topics.len() as u64);
+        with_cut(json!({ "topics": topics }), cut)
     }
 
     /// Topic names and types of `domain`, the gateway's own included,

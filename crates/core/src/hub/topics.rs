@@ -134,10 +134,11 @@ impl Hub {
         if self.sim_time_watch(domain, topic) {
             self.note_clock(domain, msg);
         }
-        let registry = &self.registries[domain as usize];
-        let Some(t) = registry.topic_id(topic) else {
+        let Some(t) = self.registries[domain as usize].topic_id(topic) else {
             return;
         };
+        self.registries.count_publish(domain, t, msg.get().len());
+        let registry = &self.registries[domain as usize];
         match registry.topic(t) {
             // QoS stated by someone (latched publishers count even with no
             // subscriber: their cache must fill).
