@@ -24,7 +24,15 @@ pub fn usage() -> String {
 rosgate - low-latency rosbridge-style TCP/JSON gateway
 
 USAGE:
-    rosgate [OPTIONS]
+    rosgate [OPTIONS]                 run the gateway
+    rosgate GROUP COMMAND [ARGS]      talk to a running gateway (docs/cli.md)
+
+GROUPS (`rosgate GROUP --help` lists the commands):
+    topic       list, info, echo, pub, hz, bw
+    service     list, type, call
+    action      list, send_goal
+    param       list, get, set, dump
+    node        list, info
 
 OPTIONS:
     --listen ADDR               TCP address to serve [default: {DEFAULT_LISTEN}]

@@ -9,6 +9,7 @@
 //! | [`inbox`] | `mio::Waker` + bounded job queue: how other threads hand work to the loop |
 //! | [`config`] | `Config` and the server's own constants (re-exports the core's limits) |
 //! | [`args`] | flags -> `Config`; the `--help` text |
+//! | [`cli`] | `rosgate topic echo ...` and the other commands: the command-line client of a running gateway |
 //! | [`assets`] | the dashboard's files, compiled in (served at `/` on the WebSocket port) |
 //!
 //! Clients speak newline-delimited JSON over TCP (`docs/protocol.md`) or
@@ -16,6 +17,7 @@
 
 pub mod args;
 pub mod assets;
+pub mod cli;
 pub mod config;
 pub mod inbox;
 pub mod params_file;

@@ -1,4 +1,6 @@
-//! `rosgate` binary: argv -> [`rosgate::args`] -> [`rosgate::server::Server`].
+//! `rosgate` binary: argv -> [`rosgate::args`] -> [`rosgate::server::Server`],
+//! or, when the first argument names a command group (`rosgate topic echo
+//! /chatter`), the command-line client in [`rosgate::cli`].
 
 use std::process::ExitCode;
 
@@ -7,7 +9,11 @@ use rosgate::server::Server;
 use rosgate_core::log::{self, Val};
 
 fn main() -> ExitCode {
-    let config = match args::parse(std::env::args_os().skip(1).collect()) {
+    let argv: Vec<_> = std::env::args_os().skip(1).collect();
+    if rosgate::cli::is_command(&argv) {
+        return rosgate::cli::run(argv);
+    }
+    let config = match args::parse(argv) {
         Ok(Command::Serve(c)) => c,
         Ok(Command::Print(text)) => {
             print!("{text}");

@@ -1,0 +1,670 @@
+//! The CLI's connection to a gateway: TCP (NDJSON lines) or WebSocket
+//! (one JSON object per text frame), blocking, one request/reply at a time
+//! or pipelined by id.
+//!
+//! - Every read has a deadline: the socket's read timeout is at most
+//!   [`POLL`], so a wait also notices Ctrl-C (the stop flag) within that.
+//!   Waiting for an answer ends after `--timeout` (plus [`GRACE`] for the
+//!   gateway's own timeout of a call to fire first).
+//! - Incoming frames are split by the wire crate ([`LineReader`] for TCP)
+//!   and their top-level members read with its scanner ([`scan`]); the
+//!   requests are written with its encoder ([`encode`]).
+//! - Frames nobody waited for yet are queued in order; a reply is matched by
+//!   its `id` (ours are `"rosgate-cli-<n>"`). Warning and error statuses that
+//!   carry none of our ids go to stderr; info statuses are dropped.
+
+use std::borrow::Cow;
+use std::collections::VecDeque;
+use std::fmt;
+use std::io::{ErrorKind, Read, Write};
+use std::net::{Shutdown, TcpStream, ToSocketAddrs};
+use std::ops::Range;
+use std::str::FromStr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use rosgate_wire::decode::json_str;
+use rosgate_wire::encode;
+use rosgate_wire::line::{Frame as Line, LineReader};
+use rosgate_wire::scan;
+use rosgate_wire::Raw;
+
+use super::args::Common;
+use super::ws::{self, WsIn, WsReader};
+use super::Error;
+
+/// Longest read timeout: how often a wait looks at the stop flag.
+pub const POLL: Duration = Duration::from_millis(100);
+
+/// Extra wait for the answer to a call beyond the `timeout` the call
+/// carries, so the gateway's own timeout (and its reason) comes first.
+pub const GRACE: Duration = Duration::from_secs(2);
+
+/// Largest frame accepted from the gateway (its own line limit is 16 MiB
+/// by default; a publish frame adds the topic name).
+const MAX_FRAME: usize = 256 * 1024 * 1024;
+
+/// Prefix of every request id the CLI sends.
+const ID_PREFIX: &str = "rosgate-cli-";
+
+/// `--url`: the transport and where.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Url {
+    /// `tcp://host:port` (or `host:port`).
+    Tcp { authority: String },
+    /// `ws://host[:port][/path][?query]`.
+    Ws { authority: String, target: String },
+}
+
+impl FromStr for Url {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Url, String> {
+        if let Some(rest) = s.strip_prefix("ws://") {
+            let split = rest.find(['/', '?']).unwrap_or(rest.len());
+            let (authority, target) = rest.split_at(split);
+            if authority.is_empty() {
+                return Err(format!("{s:?} has no host"));
+            }
+            let authority = if has_port(authority) {
+                authority.to_string()
+            } else {
+                format!("{authority}:80")
+            };
+            let target = match target.as_bytes().first() {
+                None => "/".to_string(),
+                Some(b'?') => format!("/{target}"),
+                _ => target.to_string(),
+            };
+            return Ok(Url::Ws { authority, target });
+        }
+        if s.starts_with("wss://") {
+            return Err("wss:// (TLS) is not supported; use ws:// or tcp://".into());
+        }
+        let rest = s.strip_prefix("tcp://").unwrap_or(s);
+        if rest.contains("://") {
+            return Err(format!(
+                "{s:?}: unknown scheme (tcp://HOST:PORT or ws://HOST:PORT/PATH)"
+            ));
+        }
+        let rest = rest.trim_end_matches('/');
+        if rest.is_empty() || rest.contains('/') {
+            return Err(format!("{s:?} is not tcp://HOST:PORT"));
+        }
+        let authority = if has_port(rest) {
+            rest.to_string()
+        } else {
+            format!("{rest}:9095")
+        };
+        Ok(Url::Tcp { authority })
+    }
+}
+
+/// `host:port` or `[v6]:port` (a bare IPv6 address has colons but no port).
+fn has_port(authority: &str) -> bool {
+    match authority.rsplit_once(':') {
+        Some((host, port)) => {
+            !port.is_empty()
+                && port.bytes().all(|b| b.is_ascii_digit())
+                && (!host.contains(':') || host.ends_with(']'))
+        }
+        None => false,
+    }
+}
+
+impl fmt::Display for Url {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Url::Tcp { authority } => write!(f, "tcp://{authority}"),
+            Url::Ws { authority, target } => write!(f, "ws://{authority}{target}"),
+        }
+    }
+}
+
+/// One JSON object from the gateway with its top-level members located.
+#[derive(Debug)]
+pub struct Frame {
+    text: String,
+    /// (key, value) spans in `text`, in document order.
+    members: Vec<(Range<usize>, Range<usize>)>,
+}
+
+impl Frame {
+    /// `None` when `bytes` is not a JSON object (the gateway sends none).
+    pub fn parse(bytes: &[u8]) -> Option<Frame> {
+        let text = std::str::from_utf8(bytes).ok()?.to_string();
+        let base = text.as_ptr() as usize;
+        let span = |s: &str| {
+            let start = s.as_ptr() as usize - base;
+            start..start + s.len()
+        };
+        let mut members = Vec::new();
+        scan::scan_object(&text, usize::MAX, |m| {
+            members.push((span(m.key), span(m.value)));
+        })
+        .ok()?;
+        Some(Frame { text, members })
+    }
+
+    /// The raw JSON of member `key` (the last one if repeated).
+    pub fn raw(&self, key: &str) -> Option<&str> {
+        self.members
+            .iter()
+            .rev()
+            .find(|(k, _)| &self.text[k.clone()] == key)
+            .map(|(_, v)| &self.text[v.clone()])
+    }
+
+    /// Member `key` when it is a string.
+    pub fn str(&self, key: &str) -> Option<Cow<'_, str>> {
+        json_str(Raw::from_valid_json(self.raw(key)?))
+    }
+
+    /// The `op`, or `""`.
+    pub fn op(&self) -> Cow<'_, str> {
+        self.str("op").unwrap_or_default()
+    }
+
+    /// Whether the frame's `id` is `id` (raw JSON, as we sent it).
+    pub fn has_id(&self, id: &str) -> bool {
+        self.raw("id") == Some(id)
+    }
+}
+
+/// A request under construction: `{"op":..,` then members, as JSON text.
+pub struct Req(Vec<u8>);
+
+impl Req {
+    pub fn new(op: &str) -> Req {
+        let mut out = b"{\"op\":".to_vec();
+        encode::json_string(&mut out, op);
+        Req(out)
+    }
+
+    /// A string member.
+    pub fn str(mut self, key: &str, value: &str) -> Req {
+        self.key(key);
+        encode::json_string(&mut self.0, value);
+        self
+    }
+
+    /// A member whose value is JSON text (validated by the caller).
+    pub fn raw(mut self, key: &str, json: &str) -> Req {
+        self.key(key);
+        self.0.extend_from_slice(json.as_bytes());
+        self
+    }
+
+    fn key(&mut self, key: &str) {
+        self.0.push(b',');
+        encode::json_string(&mut self.0, key);
+        self.0.push(b':');
+    }
+
+    /// The finished object, without a line terminator.
+    pub fn finish(mut self) -> Vec<u8> {
+        self.0.push(b'}');
+        self.0
+    }
+}
+
+/// A JSON string literal.
+pub fn json_quote(s: &str) -> String {
+    let mut out = Vec::with_capacity(s.len() + 2);
+    encode::json_string(&mut out, s);
+    String::from_utf8(out).unwrap_or_default()
+}
+
+/// What a wait produced.
+pub enum Event {
+    Frame(Frame),
+    /// The deadline passed.
+    Timeout,
+    /// Ctrl-C or SIGTERM.
+    Stop,
+}
+
+enum Conn {
+    Tcp(LineReader),
+    Ws(WsReader),
+}
+
+/// A connection to the gateway; see the module docs.
+pub struct Client {
+    stream: TcpStream,
+    conn: Conn,
+    queue: VecDeque<Frame>,
+    seq: u64,
+    /// How long to wait for an answer.
+    pub timeout: Duration,
+    stop: Arc<AtomicBool>,
+    buf: Vec<u8>,
+}
+
+impl Client {
+    /// Connects (and, with `--domain` over TCP, joins the domain).
+    pub fn connect(common: &Common, stop: Arc<AtomicBool>) -> Result<Client, Error> {
+        let timeout = common.timeout;
+        let deadline = Instant::now() + timeout;
+        let (authority, ws_target) = match &common.url {
+            Url::Tcp { authority } => (authority, None),
+            Url::Ws { authority, target } => {
+                let mut target = target.clone();
+                if let Some(d) = common.domain {
+                    target.push(if target.contains('?') { '&' } else { '?' });
+                    target.push_str(&format!("domain={d}"));
+                }
+                (authority, Some(target))
+            }
+        };
+        let unreachable =
+            |e: &dyn fmt::Display| Error::Unreachable(format!("cannot reach {}: {e}", common.url));
+        let addrs: Vec<_> = authority
+            .to_socket_addrs()
+            .map_err(|e| unreachable(&e))?
+            .collect();
+        let mut last = None;
+        let mut stream = None;
+        for a in addrs {
+            match TcpStream::connect_timeout(&a, timeout) {
+                Ok(s) => {
+                    stream = Some(s);
+                    break;
+                }
+                Err(e) => last = Some(e),
+            }
+        }
+        let Some(mut stream) = stream else {
+            return Err(match last {
+                Some(e) => unreachable(&e),
+                None => unreachable(&"no address"),
+            });
+        };
+        let _ = stream.set_nodelay(true);
+        stream
+            .set_write_timeout(Some(timeout))
+            .map_err(|e| unreachable(&e))?;
+        let (conn, leftover) = match ws_target {
+            None => (Conn::Tcp(LineReader::new()), Vec::new()),
+            Some(target) => {
+                let rest = ws::handshake(&mut stream, authority, &target, deadline, &stop)?;
+                (Conn::Ws(WsReader::new()), rest)
+            }
+        };
+        let mut client = Client {
+            stream,
+            conn,
+            queue: VecDeque::new(),
+            seq: 0,
+            timeout,
+            stop,
+            buf: vec![0; 64 * 1024],
+        };
+        if !leftover.is_empty() {
+            client.ingest(&leftover)?;
+        }
+        if let (Some(domain), Url::Tcp { .. }) = (common.domain, &common.url) {
+            let id = client.next_id();
+            let req = Req::new("declare_node")
+                .str("name", &format!("_rosgate_cli_{}", std::process::id()))
+                .raw("domain", &domain.to_string())
+                .raw("id", &id)
+                .finish();
+            client.send(&req)?;
+            client.check(&[&id])?;
+        }
+        Ok(client)
+    }
+
+    /// A fresh request id, as JSON text (`"rosgate-cli-7"`).
+    pub fn next_id(&mut self) -> String {
+        self.seq += 1;
+        format!("\"{ID_PREFIX}{}\"", self.seq)
+    }
+
+    /// Whether Ctrl-C (or SIGTERM) arrived.
+    pub fn stopped(&self) -> bool {
+        self.stop.load(Ordering::Relaxed)
+    }
+
+    /// Forgets a Ctrl-C that was handled (a cancel sent): the next one
+    /// stops the wait again, a second one while handling exits at once.
+    pub fn clear_stop(&self) {
+        self.stop.store(false, Ordering::Relaxed);
+    }
+
+    /// Sends one request (a JSON object without terminator).
+    pub fn send(&mut self, json: &[u8]) -> Result<(), Error> {
+        let res = match &self.conn {
+            Conn::Tcp(_) => {
+                let mut line = Vec::with_capacity(json.len() + 1);
+                line.extend_from_slice(json);
+                line.push(b'\n');
+                self.stream.write_all(&line)
+            }
+            Conn::Ws(_) => self.stream.write_all(&ws::client_frame(ws::OP_TEXT, json)),
+        };
+        res.map_err(|e| match e.kind() {
+            ErrorKind::WouldBlock | ErrorKind::TimedOut => {
+                Error::Unreachable("the gateway stopped reading from this connection".into())
+            }
+            _ => Error::Unreachable(format!("sending to the gateway: {e}")),
+        })
+    }
+
+    /// The next frame, waiting until `until` (forever if `None`).
+    pub fn next(&mut self, until: Option<Instant>) -> Result<Event, Error> {
+        loop {
+            if let Some(f) = self.queue.pop_front() {
+                return Ok(Event::Frame(f));
+            }
+            if self.stopped() {
+                return Ok(Event::Stop);
+            }
+            if !self.read_some(until)? {
+                return Ok(Event::Timeout);
+            }
+        }
+    }
+
+    /// The first frame (queued or new) for which `pred` holds; others stay
+    /// queued. Fails after `until`, or on Ctrl-C.
+    pub fn wait_for(
+        &mut self,
+        until: Instant,
+        mut pred: impl FnMut(&Frame) -> bool,
+    ) -> Result<Frame, Error> {
+        let mut checked = 0;
+        loop {
+            if let Some(i) = self.queue.iter().skip(checked).position(&mut pred) {
+                return Ok(self.queue.remove(checked + i).expect("index in queue"));
+            }
+            checked = self.queue.len();
+            if self.stopped() {
+                return Err(Error::Interrupted);
+            }
+            if !self.read_some(Some(until))? {
+                return Err(Error::Unreachable(format!(
+                    "no answer from the gateway within {:.1} s",
+                    self.timeout.as_secs_f64()
+                )));
+            }
+        }
+    }
+
+    /// Reads once (at most [`POLL`], and not past `until`); false when
+    /// `until` passed without data.
+    fn read_some(&mut self, until: Option<Instant>) -> Result<bool, Error> {
+        let wait = match until {
+            None => POLL,
+            Some(u) => {
+                let left = u.saturating_duration_since(Instant::now());
+                if left.is_zero() {
+                    return Ok(false);
+                }
+                left.min(POLL)
+            }
+        };
+        self.stream
+            .set_read_timeout(Some(wait))
+            .map_err(|e| Error::Unreachable(format!("socket: {e}")))?;
+        let mut buf = std::mem::take(&mut self.buf);
+        let res = self.stream.read(&mut buf);
+        let out = match res {
+            Ok(0) => Err(Error::Unreachable(
+                "the gateway closed the connection".into(),
+            )),
+            Ok(n) => self.ingest(&buf[..n]).map(|()| true),
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+                Ok(until.is_none_or(|u| Instant::now() < u))
+            }
+            Err(e) if e.kind() == ErrorKind::Interrupted => Ok(true),
+            Err(e) => Err(Error::Unreachable(format!("reading from the gateway: {e}"))),
+        };
+        self.buf = buf;
+        out
+    }
+
+    /// Splits bytes into frames and queues them.
+    fn ingest(&mut self, bytes: &[u8]) -> Result<(), Error> {
+        let mut frames = Vec::new();
+        let mut reply = Vec::new();
+        let mut closed = None;
+        match &mut self.conn {
+            Conn::Tcp(lines) => lines.feed(bytes, MAX_FRAME, |f| {
+                if let Line::Line(l) = f {
+                    frames.push(l.to_vec());
+                }
+            }),
+            Conn::Ws(reader) => reader.feed(bytes, MAX_FRAME, |e| match e {
+                WsIn::Text(t) => frames.push(t.to_vec()),
+                WsIn::Ping(p) => reply.extend_from_slice(&ws::client_frame(ws::OP_PONG, p)),
+                WsIn::Close(code) => {
+                    reply.extend_from_slice(&ws::client_frame(ws::OP_CLOSE, &code_bytes(code)));
+                    closed = Some(match code {
+                        Some(c) => format!("the gateway closed the WebSocket (code {c})"),
+                        None => "the gateway closed the WebSocket".into(),
+                    });
+                }
+                WsIn::Protocol(why) => {
+                    closed = Some(format!("WebSocket protocol error from the gateway: {why}"));
+                }
+            }),
+        }
+        if !reply.is_empty() {
+            let _ = self.stream.write_all(&reply);
+        }
+        for f in frames {
+            if let Some(frame) = Frame::parse(&f) {
+                self.admit(frame);
+            }
+        }
+        match closed {
+            Some(why) => Err(Error::Unreachable(why)),
+            None => Ok(()),
+        }
+    }
+
+    /// Queues a frame, except statuses that are nobody's answer.
+    fn admit(&mut self, frame: Frame) {
+        if frame.op() == "status" {
+            let ours = frame
+                .raw("id")
+                .is_some_and(|id| id.starts_with(&format!("\"{ID_PREFIX}")));
+            let level = frame.str("level").unwrap_or_default().into_owned();
+            if ours && level != "info" {
+                self.queue.push_back(frame);
+            } else if level != "info" {
+                let msg = frame.str("msg").unwrap_or_default();
+                eprintln!("rosgate: gateway {level}: {msg}");
+            }
+            return;
+        }
+        self.queue.push_back(frame);
+    }
+
+    /// The error status for request `id`, if one is queued (it is removed).
+    pub fn take_error(&mut self, id: &str) -> Option<String> {
+        let i = self
+            .queue
+            .iter()
+            .position(|f| f.op() == "status" && f.has_id(id))?;
+        let f = self.queue.remove(i)?;
+        Some(f.str("msg").unwrap_or_default().into_owned())
+    }
+
+    /// Waits until the gateway handled everything sent so far (a built-in
+    /// call answers after every earlier request was processed), then fails
+    /// with the error status of any of `ids`.
+    pub fn check(&mut self, ids: &[&str]) -> Result<(), Error> {
+        self.call("/rosapi/get_time", "{}")?;
+        for id in ids {
+            if let Some(msg) = self.take_error(id) {
+                return Err(Error::Failed(msg));
+            }
+        }
+        Ok(())
+    }
+
+    /// Sends a `call_service` and returns its id.
+    pub fn send_call(
+        &mut self,
+        service: &str,
+        args: &str,
+        extra: &[(&str, &str)],
+    ) -> Result<String, Error> {
+        let id = self.next_id();
+        let mut req = Req::new("call_service")
+            .str("service", service)
+            .raw("id", &id)
+            .raw("args", args)
+            .raw("timeout", &format!("{}", self.timeout.as_secs_f64()));
+        for (k, v) in extra {
+            req = req.raw(k, v);
+        }
+        self.send(&req.finish())?;
+        Ok(id)
+    }
+
+    /// Waits for the answer to call `id`: `Ok(values)` (raw JSON) or
+    /// `Err(reason)` for `result: false` / an error status.
+    pub fn reply(&mut self, id: &str) -> Result<Result<String, String>, Error> {
+        let until = Instant::now() + self.timeout + GRACE;
+        let f = self.wait_for(until, |f| {
+            f.has_id(id) && matches!(f.op().as_ref(), "service_response" | "status")
+        })?;
+        if f.op() == "status" {
+            return Ok(Err(f.str("msg").unwrap_or_default().into_owned()));
+        }
+        let values = f.raw("values").unwrap_or("null");
+        if f.raw("result") == Some("true") {
+            Ok(Ok(values.to_string()))
+        } else {
+            Ok(Err(reason(values)))
+        }
+    }
+
+    /// Calls a service and waits for its answer; `result: false` is
+    /// [`Error::Failed`] with the reason.
+    pub fn call(&mut self, service: &str, args: &str) -> Result<String, Error> {
+        let id = self.send_call(service, args, &[])?;
+        self.reply(&id)?.map_err(Error::Failed)
+    }
+
+    /// Several calls at once (pipelined), answers in the same order.
+    pub fn calls(
+        &mut self,
+        reqs: &[(String, String)],
+    ) -> Result<Vec<Result<String, String>>, Error> {
+        let mut out = Vec::with_capacity(reqs.len());
+        // A window well below the gateway's calls-in-flight limit.
+        for chunk in reqs.chunks(256) {
+            let mut ids = Vec::with_capacity(chunk.len());
+            for (service, args) in chunk {
+                ids.push(self.send_call(service, args, &[])?);
+            }
+            for id in ids {
+                out.push(self.reply(&id)?);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Closes politely: our side first, then what the gateway still sends
+    /// is read and dropped for a moment, so nothing we sent is lost to a
+    /// reset.
+    pub fn close(mut self) {
+        match self.conn {
+            Conn::Tcp(_) => {
+                let _ = self.stream.shutdown(Shutdown::Write);
+            }
+            Conn::Ws(_) => {
+                let _ = self
+                    .stream
+                    .write_all(&ws::client_frame(ws::OP_CLOSE, &1000u16.to_be_bytes()));
+            }
+        }
+        let until = Instant::now() + Duration::from_millis(500);
+        let _ = self
+            .stream
+            .set_read_timeout(Some(Duration::from_millis(50)));
+        let mut buf = [0u8; 16 * 1024];
+        while Instant::now() < until {
+            match self.stream.read(&mut buf) {
+                Ok(0) => break,
+                Ok(_) => {}
+                Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {}
+                Err(_) => break,
+            }
+        }
+    }
+}
+
+fn code_bytes(code: Option<u16>) -> Vec<u8> {
+    code.map(|c| c.to_be_bytes().to_vec()).unwrap_or_default()
+}
+
+/// The reason of a failed call: the `values` string, or its JSON.
+pub fn reason(values: &str) -> String {
+    json_str(Raw::from_valid_json(values))
+        .map(Cow::into_owned)
+        .unwrap_or_else(|| values.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls() {
+        let u = |s: &str| s.parse::<Url>();
+        assert_eq!(
+            u("tcp://127.0.0.1:9095").unwrap(),
+            Url::Tcp {
+                authority: "127.0.0.1:9095".into()
+            }
+        );
+        assert_eq!(
+            u("localhost").unwrap(),
+            Url::Tcp {
+                authority: "localhost:9095".into()
+            }
+        );
+        assert_eq!(
+            u("ws://h:9090?domain=3").unwrap(),
+            Url::Ws {
+                authority: "h:9090".into(),
+                target: "/?domain=3".into()
+            }
+        );
+        assert_eq!(
+            u("ws://[::1]/x").unwrap(),
+            Url::Ws {
+                authority: "[::1]:80".into(),
+                target: "/x".into()
+            }
+        );
+        assert!(u("wss://h").is_err());
+        assert!(u("http://h").is_err());
+        assert!(u("tcp://h:1/x").is_err());
+        assert_eq!(u("ws://h:1/a?b=c").unwrap().to_string(), "ws://h:1/a?b=c");
+    }
+
+    #[test]
+    fn frames_and_requests() {
+        let f = Frame::parse(br#"{"op":"status","level":"error","msg":"a\"b","id":"rosgate-cli-1","id":"rosgate-cli-2"}"#)
+            .unwrap();
+        assert_eq!(f.op(), "status");
+        assert_eq!(f.str("msg").unwrap(), "a\"b");
+        assert!(f.has_id("\"rosgate-cli-2\""));
+        assert!(Frame::parse(b"[1]").is_none());
+        let r = Req::new("subscribe")
+            .str("topic", "/a\"b")
+            .raw("id", "1")
+            .finish();
+        assert_eq!(r, br#"{"op":"subscribe","topic":"/a\"b","id":1}"#);
+        assert_eq!(reason("\"no provider\""), "no provider");
+        assert_eq!(reason("{\"x\":1}"), "{\"x\":1}");
+    }
+}
