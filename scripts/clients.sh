@@ -11,13 +11,16 @@
 #   roslib      roslib (npm, 2.x) tests in tests/clients/roslib, over the
 #               WebSocket port and over the NDJSON TCP port (custom transport)
 #   roslibrust  tests/clients/roslibrust, a standalone cargo crate
+#   readme      the README's client examples (examples/add_two_ints.mjs and
+#               .py, which the README shows verbatim) run as a newcomer would,
+#               against a gateway, and must print their answers
 #
 # Each suite gets its own gateway on ephemeral loopback ports, bounded in
 # time. Prints per-suite counts and exits non-zero if anything unexpected
 # failed (an expected failure that passes is reported, not fatal).
 #
 # Environment:
-#   CLIENT_SUITES="roslibpy roslib roslibrust"   suites to run
+#   CLIENT_SUITES="roslibpy roslib roslibrust readme"   suites to run
 #   ROSLIBPY_TRANSPORTS="twisted asyncio"        roslibpy's transports (one pytest run each)
 #   ROSGATE_BIN=path                             use this gateway binary, skip the build
 #   FIBONACCI_PERIOD=1.0                         seconds per step of the /fibonacci action
@@ -31,7 +34,7 @@ set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 CLIENTS=$ROOT/tests/clients
 WORK=$CLIENTS/.work
-SUITES=${CLIENT_SUITES:-roslibpy roslib roslibrust}
+SUITES=${CLIENT_SUITES:-roslibpy roslib roslibrust readme}
 ROSLIBPY_TRANSPORTS=${ROSLIBPY_TRANSPORTS:-twisted asyncio}
 ROSLIBPY_VERSION=2.1.0
 RLR_TARGET=$CLIENTS/roslibrust/target
@@ -328,7 +331,59 @@ run_roslibrust() {
 # ------------------------------------------------------------------- run
 
 STARTED=$SECONDS
-for suite in roslibpy roslib roslibrust; do
+# ---------------------------------------------------------------- readme
+
+# Runs one README example (a copy pointed at this gateway's port) and checks
+# what it prints; returns 0 on success.
+run_example() {
+    local label=$1 want=$2 out=$WORK/readme-$1.log
+    shift 2
+    (timeout -k 5 30 "$@") >"$out" 2>&1
+    local rc=$?
+    if [[ $rc -eq 0 ]] && grep -q "$want" "$out" && grep -q '^heard hello$' "$out"; then
+        echo "  readme[$label]: ok"
+        return 0
+    fi
+    echo "  readme[$label]: FAILED (exit $rc), output:"
+    sed 's/^/  | /' "$out"
+    return 1
+}
+
+run_readme() {
+    local js=$CLIENTS/roslib py=$CLIENTS/roslibpy p=0 f=0 note=
+    [[ -d $js/node_modules/roslib ]] ||
+        (cd "$js" && timeout 300 npm ci --no-audit --no-fund --loglevel=error) >"$WORK/readme-install.log" 2>&1 ||
+        { broken readme "npm ci failed"; return; }
+    if [[ ! -x $py/.venv/bin/python ]]; then
+        python3 -m venv "$py/.venv" && timeout 300 "$py/.venv/bin/python" -m pip install -q \
+            --disable-pip-version-check -r "$py/requirements.txt" >>"$WORK/readme-install.log" 2>&1 ||
+            { broken readme "pip install failed"; return; }
+    fi
+    # The README shows the example files verbatim.
+    local file
+    for file in examples/add_two_ints.mjs examples/add_two_ints.py; do
+        if python3 -c 'import sys; r, f = (open(p).read() for p in sys.argv[1:]); sys.exit(f not in r)' \
+                "$ROOT/README.md" "$ROOT/$file"; then
+            p=$((p + 1))
+        else
+            f=$((f + 1))
+            note+="[README differs from $file] "
+            echo "  readme: the README does not show $file verbatim"
+        fi
+    done
+    start_gateway readme || { broken readme "gateway did not start"; return; }
+    # ESM resolves `roslib` from the file's directory: the copy sits beside
+    # the roslib suite's node_modules.
+    sed "s#ws://127.0.0.1:9090#ws://127.0.0.1:$WS_PORT#" "$ROOT/examples/add_two_ints.mjs" >"$js/.readme-example.mjs"
+    sed "s#port=9090#port=$WS_PORT#" "$ROOT/examples/add_two_ints.py" >"$WORK/readme-example.py"
+    if run_example roslibjs '^1 + 2 = 3$' node "$js/.readme-example.mjs"; then p=$((p + 1)); else f=$((f + 1)); fi
+    if run_example roslibpy '^1 + 2 = 3$' "$py/.venv/bin/python" "$WORK/readme-example.py"; then p=$((p + 1)); else f=$((f + 1)); fi
+    rm -f "$js/.readme-example.mjs"
+    stop_gateway readme || { f=$((f + 1)); note+="[gateway died] "; }
+    record readme "$p" "$f" 0 0 0 "$note"
+}
+
+for suite in roslibpy roslib roslibrust readme; do
     want "$suite" || continue
     t0=$SECONDS
     "run_$suite"
@@ -339,7 +394,7 @@ echo
 echo "Real-client suites against rosgate ($((SECONDS - STARTED)) s):"
 printf '  %-11s %7s %7s %17s %16s %8s\n' suite passed failed expected-failures unexpected-pass skipped
 TP=0 TF=0 TX=0 TS=0 STATUS=0
-for suite in roslibpy roslib roslibrust; do
+for suite in roslibpy roslib roslibrust readme; do
     want "$suite" || continue
     printf '  %-11s %7s %7s %17s %16s %8s  %s\n' "$suite" "${PASS[$suite]}" "${FAIL[$suite]}" \
         "${XFAIL[$suite]}" "${XPASS[$suite]}" "${SKIP[$suite]}" "${NOTE[$suite]}"
