@@ -2068,3 +2068,109 @@ fn set_level_on_websocket() {
     assert_eq!(counter(&s, "errors.unknown_op"), 2, "{s}");
     assert_eq!(counter(&s, "errors.wrong_type"), 1, "{s}");
 }
+
+/// Calls a built-in `/rosgate/...` service over TCP; it must succeed.
+fn builtin(c: &mut Client, name: &str) -> Value {
+    let v = request(c, json!({"op":"call_service","service":name,"args":{}}));
+    assert_eq!(v["op"], "service_response", "{name}: {v}");
+    assert_eq!(v["result"], true, "{name} failed: {v}");
+    v["values"].clone()
+}
+
+/// The entry of `topic` in a `/rosgate/topic_stats` reply.
+fn topic_entry(stats: &Value, topic: &str) -> Option<Value> {
+    stats["topics"]
+        .as_array()?
+        .iter()
+        .find(|t| t["topic"] == topic)
+        .cloned()
+}
+
+#[test]
+fn topic_stats_count_publishes_per_topic_and_domain() {
+    let gw = Gateway::start(&[]);
+    let mut pubr = gw.client();
+    ok(&mut pubr, adv("/stats_a", "std_msgs/msg/String"));
+    ok(&mut pubr, adv("/stats_b", "std_msgs/msg/String"));
+    let mut ws = ws_at(&gw, "/");
+    // WebSocket clients get no info statuses by default: a built-in call
+    // answered after the subscribe proves it applied.
+    ws.send_text(r#"{"op":"subscribe","topic":"/stats_a","type":"std_msgs/msg/String"}"#);
+    ws_rosapi(&mut ws, "/rosgate/stats", json!({}));
+    let msg_a = r#"{"data":"hello"}"#;
+    let msg_b = r#"{"data":"a longer message"}"#;
+    for _ in 0..5 {
+        pubr.publish("/stats_a", msg_a);
+    }
+    for _ in 0..2 {
+        pubr.publish("/stats_b", msg_b);
+    }
+    // Both transports answer with the same counts (the publisher's
+    // connection answers after its publishes: requests are handled in order).
+    let tcp = builtin(&mut pubr, "/rosgate/topic_stats");
+    let over_ws = ws_rosapi(&mut ws, "/rosgate/topic_stats", json!({}));
+    for stats in [&tcp, &over_ws] {
+        let a = topic_entry(stats, "/stats_a").unwrap_or_else(|| panic!("{stats}"));
+        assert_eq!(a["type"], "std_msgs/msg/String", "{a}");
+        assert_eq!(a["publishers"], 1, "{a}");
+        assert_eq!(a["subscribers"], 1, "{a}");
+        assert_eq!(a["published"], 5, "{a}");
+        assert_eq!(a["published_bytes"], 5 * msg_a.len(), "{a}");
+        let b = topic_entry(stats, "/stats_b").unwrap_or_else(|| panic!("{stats}"));
+        assert_eq!(b["subscribers"], 0, "{b}");
+        assert_eq!(b["published"], 2, "{b}");
+        assert_eq!(b["published_bytes"], 2 * msg_b.len(), "{b}");
+    }
+    // A topic that disappears starts again from zero.
+    ok(&mut pubr, json!({"op":"unadvertise","topic":"/stats_b"}));
+    let gone = builtin(&mut pubr, "/rosgate/topic_stats");
+    assert!(topic_entry(&gone, "/stats_b").is_none(), "{gone}");
+    ok(&mut pubr, adv("/stats_b", "std_msgs/msg/String"));
+    pubr.publish("/stats_b", msg_b);
+    let again = builtin(&mut pubr, "/rosgate/topic_stats");
+    let b = topic_entry(&again, "/stats_b").unwrap_or_else(|| panic!("{again}"));
+    assert_eq!(b["published"], 1, "{b}");
+    // Another domain has its own topics.
+    let mut other = gw.client();
+    declare(&mut other, json!({"name":"peek","domain":3}));
+    let elsewhere = builtin(&mut other, "/rosgate/topic_stats");
+    assert!(topic_entry(&elsewhere, "/stats_a").is_none(), "{elsewhere}");
+}
+
+#[test]
+fn node_events_name_the_connection_that_declared_the_node() {
+    let gw = Gateway::start(&[]);
+    let mut obs = gw.client();
+    obs.subscribe("/rosgate/graph");
+    let mut talker = gw.client();
+    declare(&mut talker, json!({"name":"talker","namespace":"/n"}));
+    let ev = graph_until(
+        &mut obs,
+        &[
+            json!({"event":"client_connected","transport":"tcp"}),
+            json!({"event":"node_added","node":"/n/talker"}),
+        ],
+    );
+    let connected = &ev[position(&ev, &json!({"event":"client_connected"})).unwrap_or(0)];
+    let added = &ev[position(&ev, &json!({"event":"node_added"})).unwrap_or(0)];
+    assert!(connected["client"].is_string(), "{connected}");
+    assert_eq!(added["client"], connected["client"], "{ev:?}");
+    // The connection list names the same client with the node.
+    let conns = builtin(&mut obs, "/rosgate/connections");
+    let me = conns["connections"]
+        .as_array()
+        .and_then(|l| {
+            l.iter()
+                .find(|c| c["nodes"] == json!(["/n/talker"]))
+                .cloned()
+        })
+        .unwrap_or_else(|| panic!("{conns}"));
+    assert_eq!(me["client"], "/n/talker", "{me}");
+    drop(talker);
+    let ev = graph_until(
+        &mut obs,
+        &[json!({"event":"node_removed","node":"/n/talker"})],
+    );
+    let removed = &ev[position(&ev, &json!({"event":"node_removed"})).unwrap_or(0)];
+    assert_eq!(removed["client"], connected["client"], "{ev:?}");
+}
