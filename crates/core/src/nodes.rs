@@ -26,7 +26,19 @@ use slab::Slab;
 use rosgate_wire::names::{NameError, Resolver};
 
 use crate::conn_ref::ConnRef;
-use crate::registry::NodeTag;
+
+/// Which node a registration is made for: the slab key of one of the
+/// connection's declared nodes ([`Nodes`]), or
+/// [`NodeTag::CONN`], the connection itself (a connection that declared
+/// no node, or a registration that named none). A declared node's
+/// registrations are withdrawn before its key can be reused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct NodeTag(pub u32);
+
+impl NodeTag {
+    /// The connection itself.
+    pub const CONN: NodeTag = NodeTag(u32::MAX);
+}
 
 /// A ROS domain id (seed 001 §8.2: 0-232).
 pub type Domain = u8;

@@ -44,6 +44,7 @@ use rosgate_wire::names::is_hidden;
 use rosgate_wire::qos::{Durability, Qos};
 
 use crate::conn_ref::ConnRef;
+pub use crate::nodes::NodeTag;
 
 /// Slab key of a topic entry; valid while the entry exists.
 pub type TopicId = u32;
@@ -60,19 +61,6 @@ const TOPIC_OVERHEAD: usize = 224 + MAX_TOPIC_TYPE_BYTES;
 const MEMBER_OVERHEAD: usize = 64;
 /// Bytes counted per service beyond its names (entry and sorted index).
 const SERVICE_OVERHEAD: usize = 192;
-
-/// Which node a registration is made for: the slab key of one of the
-/// connection's declared nodes ([`crate::nodes::Nodes`]), or
-/// [`NodeTag::CONN`], the connection itself (a connection that declared
-/// no node, or a registration that named none). A declared node's
-/// registrations are withdrawn before its key can be reused.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct NodeTag(pub u32);
-
-impl NodeTag {
-    /// The connection itself.
-    pub const CONN: NodeTag = NodeTag(u32::MAX);
-}
 
 /// A registration refused by a per-connection limit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -26,9 +26,6 @@ use crate::ratelimit::{Admit, RateLimit};
 use crate::registry::NodeTag;
 use crate::transport::Transport;
 
-/// The built-in connection list service.
-pub const CONNECTIONS_SERVICE: &str = "/rosgate/connections";
-
 /// One connection that closed.
 #[derive(Debug, Clone)]
 struct Closed {

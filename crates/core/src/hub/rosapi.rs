@@ -26,7 +26,6 @@ use serde_json::{json, Map, Value};
 use rosgate_wire::encode;
 use rosgate_wire::Raw;
 
-use super::clients::CONNECTIONS_SERVICE;
 use super::graph::{GATEWAY_NODE, GATEWAY_TOPICS};
 use super::params::NODE_PARAM_SERVICES;
 use super::Hub;
@@ -90,6 +89,8 @@ pub const ROSAPI_SERVICES: &[(&str, &str)] = &[
 const STATS_TYPE: &str = "rosgate_msgs/srv/Stats";
 /// Type of the topic info service (informational).
 const TOPIC_INFO_TYPE: &str = "rosgate_msgs/srv/TopicInfo";
+/// The connection list (see `hub/clients.rs`).
+pub const CONNECTIONS_SERVICE: &str = "/rosgate/connections";
 /// Per-topic publish counters.
 pub const TOPIC_STATS_SERVICE: &str = "/rosgate/topic_stats";
 /// Type of the topic counters service (informational).

@@ -10,7 +10,7 @@ use std::ffi::OsString;
 use std::str::FromStr;
 use std::time::Duration;
 
-use super::client::Url;
+use super::url::Url;
 use super::Error;
 
 /// Where the CLI connects when neither `--url` nor `$ROSGATE_URL` says.

@@ -19,7 +19,6 @@ use std::fmt;
 use std::io::{ErrorKind, Read, Write};
 use std::net::{Shutdown, TcpStream, ToSocketAddrs};
 use std::ops::Range;
-use std::str::FromStr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -31,11 +30,9 @@ use rosgate_wire::scan;
 use rosgate_wire::Raw;
 
 use super::args::Common;
+use super::url::Url;
 use super::ws::{self, WsIn, WsReader};
-use super::Error;
-
-/// Longest read timeout: how often a wait looks at the stop flag.
-pub const POLL: Duration = Duration::from_millis(100);
+use super::{Error, POLL};
 
 /// Extra wait for the answer to a call beyond the `timeout` the call
 /// carries, so the gateway's own timeout (and its reason) comes first.
@@ -47,80 +44,6 @@ const MAX_FRAME: usize = 256 * 1024 * 1024;
 
 /// Prefix of every request id the CLI sends.
 const ID_PREFIX: &str = "rosgate-cli-";
-
-/// `--url`: the transport and where.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Url {
-    /// `tcp://host:port` (or `host:port`).
-    Tcp { authority: String },
-    /// `ws://host[:port][/path][?query]`.
-    Ws { authority: String, target: String },
-}
-
-impl FromStr for Url {
-    type Err = String;
-
-    fn from_str(s: &str) -> Result<Url, String> {
-        if let Some(rest) = s.strip_prefix("ws://") {
-            let split = rest.find(['/', '?']).unwrap_or(rest.len());
-            let (authority, target) = rest.split_at(split);
-            if authority.is_empty() {
-                return Err(format!("{s:?} has no host"));
-            }
-            let authority = if has_port(authority) {
-                authority.to_string()
-            } else {
-                format!("{authority}:80")
-            };
-            let target = match target.as_bytes().first() {
-                None => "/".to_string(),
-                Some(b'?') => format!("/{target}"),
-                _ => target.to_string(),
-            };
-            return Ok(Url::Ws { authority, target });
-        }
-        if s.starts_with("wss://") {
-            return Err("wss:// (TLS) is not supported; use ws:// or tcp://".into());
-        }
-        let rest = s.strip_prefix("tcp://").unwrap_or(s);
-        if rest.contains("://") {
-            return Err(format!(
-                "{s:?}: unknown scheme (tcp://HOST:PORT or ws://HOST:PORT/PATH)"
-            ));
-        }
-        let rest = rest.trim_end_matches('/');
-        if rest.is_empty() || rest.contains('/') {
-            return Err(format!("{s:?} is not tcp://HOST:PORT"));
-        }
-        let authority = if has_port(rest) {
-            rest.to_string()
-        } else {
-            format!("{rest}:9095")
-        };
-        Ok(Url::Tcp { authority })
-    }
-}
-
-/// `host:port` or `[v6]:port` (a bare IPv6 address has colons but no port).
-fn has_port(authority: &str) -> bool {
-    match authority.rsplit_once(':') {
-        Some((host, port)) => {
-            !port.is_empty()
-                && port.bytes().all(|b| b.is_ascii_digit())
-                && (!host.contains(':') || host.ends_with(']'))
-        }
-        None => false,
-    }
-}
-
-impl fmt::Display for Url {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Url::Tcp { authority } => write!(f, "tcp://{authority}"),
-            Url::Ws { authority, target } => write!(f, "ws://{authority}{target}"),
-        }
-    }
-}
 
 /// One JSON object from the gateway with its top-level members located.
 #[derive(Debug)]

@@ -30,6 +30,7 @@ mod output;
 mod param;
 mod service;
 mod topic;
+mod url;
 mod ws;
 
 use std::ffi::OsString;
@@ -42,6 +43,9 @@ use args::{Args, Common};
 use client::Client;
 
 /// The command groups, the first argument that selects the CLI.
+/// Longest read timeout: how often a wait looks at the stop flag.
+pub const POLL: std::time::Duration = std::time::Duration::from_millis(100);
+
 pub const GROUPS: &[&str] = &["topic", "service", "action", "param", "node"];
 
 /// True when `argv` (without the program name) is a CLI command rather than

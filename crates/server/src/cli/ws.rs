@@ -15,8 +15,7 @@ use rosgate_wire::ws::handshake;
 use rosgate_wire::ws::frame::{OP_BINARY, OP_CONT, OP_PING};
 pub use rosgate_wire::ws::frame::{OP_CLOSE, OP_PONG, OP_TEXT};
 
-use super::client::POLL;
-use super::Error;
+use super::{Error, POLL};
 
 /// Longest handshake response head read.
 const MAX_HEAD: usize = 16 * 1024;
