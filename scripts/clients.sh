@@ -7,7 +7,9 @@
 #               (tests/clients/fibonacci_server.py) as another client of the
 #               gateway; known-inapplicable tests are in
 #               tests/clients/roslibpy/expected_failures.txt. Then rosgate's
-#               own roslibpy tests, tests/clients/roslibpy/test_*.py (QoS)
+#               own roslibpy tests, tests/clients/roslibpy/test_*.py (QoS);
+#               then that gateway's /metrics is read by prometheus_client's
+#               parser (tests/clients/metrics_check.py, counted with roslibpy)
 #   roslib      roslib (npm, 2.x) tests in tests/clients/roslib, over the
 #               WebSocket port and over the NDJSON TCP port (custom transport)
 #   roslibrust  tests/clients/roslibrust, a standalone cargo crate
@@ -250,6 +252,18 @@ run_roslibpy() {
             --junitxml="$WORK/roslibpy-rosgate-$transport.xml" test_*.py) >"$out" 2>&1
         roslibpy_tally "$out" $? "roslibpy-rosgate[$transport]"
     done
+    # The same gateway's /metrics, after the suite's traffic, read by the
+    # Prometheus Python client's own parser (tests/clients/metrics_check.py).
+    out=$WORK/metrics-check.log
+    if timeout 120 "$venv/bin/python" -m pip install -q --disable-pip-version-check prometheus_client==0.26.0 \
+        >"$out" 2>&1 && timeout 30 "$venv/bin/python" "$CLIENTS/metrics_check.py" \
+        "http://127.0.0.1:$WS_PORT/metrics" >>"$out" 2>&1; then
+        p=$((p + 1))
+    else
+        f=$((f + 1))
+        note+="[metrics_check failed, see $out] "
+    fi
+    sed 's/^/  /' "$out"
     stop_fibonacci || {
         f=$((f + 1))
         note+="[/fibonacci server died, see $WORK/fibonacci-server.log] "
