@@ -138,11 +138,17 @@ pub fn event(level: LogLevel, msg: &str, fields: &[(&str, Val<'_>)]) {
 /// Writes one structured line whatever the level (where the gateway
 /// listens: scripts wait for it).
 pub fn notice(msg: &str, fields: &[(&str, Val<'_>)]) {
-    let line = render("INFO", msg, fields, JSON.load(Ordering::Relaxed));
+    notice_at("INFO", msg, fields);
+}
+
+/// [`notice`] with another level tag (`ERROR` for a fatal start-up error).
+pub fn notice_at(tag: &str, msg: &str, fields: &[(&str, Val<'_>)]) {
+    let line = render(tag, msg, fields, JSON.load(Ordering::Relaxed));
     eprintln!("{line}");
 }
 
-/// Writes the counters whatever the level (SIGUSR1, shutdown): text
+/// Writes the counters (SIGUSR1 whatever the level; the caller checks the
+/// level for the shutdown's `stopped` line, which is info): text
 /// `ts STATS {..}` (or `ts INFO <msg> {..}`), JSON with the counters as an
 /// object.
 pub fn counters(msg: &str, counters_json: &str) {

@@ -29,7 +29,7 @@ fn main() -> ExitCode {
     let mut server = match Server::bind(&config) {
         Ok(s) => s,
         Err(e) => {
-            eprintln!("rosgate: cannot start: {e}");
+            fatal("cannot start", &e.to_string());
             return ExitCode::from(1);
         }
     };
@@ -42,9 +42,18 @@ fn main() -> ExitCode {
     match server.run() {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("rosgate: event loop failed: {e}");
+            fatal("event loop failed", &e.to_string());
             ExitCode::from(1)
         }
+    }
+}
+
+/// A fatal error: text for people, or a JSON line when logs are JSON.
+fn fatal(what: &str, error: &str) {
+    if log::is_json() {
+        log::notice_at("ERROR", what, &[("error", Val::Str(error))]);
+    } else {
+        eprintln!("rosgate: {what}: {error}");
     }
 }
 

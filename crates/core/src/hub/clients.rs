@@ -95,14 +95,16 @@ impl Hub {
         }
     }
 
-    /// A connection was admitted.
-    pub(super) fn log_open(&mut self, key: u32, now: Instant) {
-        let Some(c) = self.conns.get(key as usize) else {
+    /// A connection was admitted (TCP) or completed its upgrade
+    /// (WebSocket). `conn` is its number: the `<n>` of `/rosgate_tcp_<n>`,
+    /// never reused while the gateway runs (unlike its slab key).
+    pub(super) fn log_open(&mut self, me: ConnRef, now: Instant) {
+        let Some(c) = self.conns.get(me.key as usize) else {
             return;
         };
         let (peer, transport, domain) = (peer_of(c), c.transport(), c.domain());
         let mut fields = vec![
-            ("conn", Val::Num(u64::from(key))),
+            ("conn", Val::Num(u64::from(me.gen))),
             ("peer", Val::Str(&peer)),
             ("transport", Val::Str(transport.label())),
             ("domain", Val::Num(u64::from(domain))),
@@ -120,13 +122,15 @@ impl Hub {
     }
 
     /// Connection `me` is closing for `reason`: logs it (info, or warn when
-    /// the gateway forced it) and remembers it in the ring.
+    /// the gateway forced it) and remembers it in the ring. An answered
+    /// HTTP request (a scrape, a health check) is logged at debug only and
+    /// not remembered: a probe every second must not push real closes out.
     pub(super) fn note_closed(&mut self, me: ConnRef, reason: CloseReason, now: Instant) {
         let Some(c) = self.conns.get(me.key as usize) else {
             return;
         };
         let closed = Closed {
-            id: me.key,
+            id: me.gen,
             client: String::new(),
             peer: peer_of(c),
             transport: c.transport(),
@@ -141,13 +145,16 @@ impl Hub {
             client: self.client_label(me),
             ..closed
         };
-        let level = if reason.is_forced() {
+        let http = reason == CloseReason::HttpServed;
+        let level = if http {
+            LogLevel::Debug
+        } else if reason.is_forced() {
             LogLevel::Warn
         } else {
             LogLevel::Info
         };
         let mut fields = vec![
-            ("conn", Val::Num(u64::from(me.key))),
+            ("conn", Val::Num(u64::from(me.gen))),
             ("peer", Val::Str(&closed.peer)),
             ("transport", Val::Str(closed.transport.label())),
             ("client", Val::Str(&closed.client)),
@@ -157,6 +164,9 @@ impl Hub {
             ("dropped", Val::Num(closed.dropped)),
         ];
         self.conn_line(level, "close", &mut fields, now);
+        if http {
+            return;
+        }
         if self.client_log.recent.len() == RECENT_CLOSES {
             self.client_log.recent.pop_front();
         }
@@ -192,7 +202,7 @@ impl Hub {
                 .collect();
             let out = c.out();
             list.push(json!({
-                "id": key,
+                "id": gen,
                 "client": self.client_label(me),
                 "nodes": nodes,
                 "peer": peer_of(c),

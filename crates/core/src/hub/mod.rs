@@ -377,7 +377,12 @@ impl Hub {
             });
         }
         self.counters.inc(Counter::ConnectionsAccepted);
-        self.log_open(key, now);
+        // A connection on the WebSocket port may turn out to be a plain
+        // HTTP request (a scrape, a health check): it is logged as opened
+        // when its upgrade completes.
+        if transport == Transport::Tcp {
+            self.log_open(me, now);
+        }
         Ok(me)
     }
 
@@ -419,7 +424,11 @@ impl Hub {
         if let Some(c) = self.live_mut(me) {
             if !c.is_established() {
                 c.establish();
+                let ws = c.transport() == Transport::WebSocket;
                 self.pending_count -= 1;
+                if ws {
+                    self.log_open(me, now);
+                }
                 self.client_joined(me, now);
             }
         }

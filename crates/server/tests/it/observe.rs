@@ -681,8 +681,11 @@ fn open_and_close_lines_name_the_peer_and_the_reason() {
         conn,
         "the same connection number: {close:?}"
     );
-    assert!(
-        close.str("client").starts_with("/rosgate_tcp_"),
+    // The number is the one in the client's implicit name (never reused,
+    // unlike a slab slot).
+    assert_eq!(
+        close.str("client"),
+        format!("/rosgate_tcp_{conn}"),
         "{close:?}"
     );
     assert_eq!((close.num("delivered"), close.num("dropped")), (0, 0));
@@ -913,4 +916,63 @@ fn json_connection_lines_are_rate_limited_too() {
     for l in gw.logs() {
         serde_json::from_str::<Value>(&l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}"));
     }
+}
+
+#[test]
+fn http_requests_stay_out_of_the_ring_and_the_info_log() {
+    let gw = Gateway::start(&[]);
+    let mut c = gw.client();
+    c.barrier();
+    // A real close first, then a burst of probes.
+    let mut gone = gw.client();
+    gone.barrier();
+    let gone_peer = local(&gone).to_string();
+    drop(gone);
+    wait_connections(&mut c, "the real close", |v| {
+        v["recent_closes"]
+            .as_array()
+            .is_some_and(|l| l.iter().any(|e| e["peer"] == gone_peer.as_str()))
+    });
+    for _ in 0..5 {
+        let r = crate::http::get(&gw, "/healthz");
+        assert_eq!(r.status, 200);
+    }
+    let v = connections(&mut c);
+    let recent = v["recent_closes"].as_array().cloned().unwrap_or_default();
+    assert!(
+        recent.iter().all(|e| e["reason"] != "http_served"),
+        "health checks must not fill the ring: {v}"
+    );
+    assert_eq!(recent[0]["peer"], gone_peer.as_str(), "{v}");
+    // Nor the info log: no open or close line for them.
+    let lines = conn_lines(&gw.logs(), parse_text);
+    assert!(
+        lines
+            .iter()
+            .all(|l| l.fields.get("transport") != Some(&json!("ws"))),
+        "{lines:#?}"
+    );
+}
+
+#[test]
+fn a_websocket_client_is_logged_when_its_upgrade_completes_with_its_number() {
+    let gw = Gateway::start(&[]);
+    let logs = || gw.logs();
+    let mut ws = Ws::connect(&gw);
+    let peer = ws_local(&ws).to_string();
+    let open = wait_line(&logs, parse_text, "ws open", |l| {
+        l.msg == "open" && l.str("peer") == peer
+    });
+    assert_eq!(open.str("transport"), "ws", "{open:?}");
+    let v = connections_ws(&mut ws);
+    let me = v["connections"]
+        .as_array()
+        .and_then(|l| l.iter().find(|e| e["peer"] == peer.as_str()).cloned())
+        .unwrap_or_else(|| panic!("{v}"));
+    assert_eq!(me["id"], open.num("conn"), "{me} vs {open:?}");
+    assert_eq!(
+        me["client"],
+        format!("/rosgate_ws_{}", open.num("conn")),
+        "{me}"
+    );
 }
