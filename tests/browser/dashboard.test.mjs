@@ -1,8 +1,12 @@
 // The dashboard in a real browser: a gateway on ephemeral ports, a few
 // NDJSON (TCP) clients making a small graph, and headless Chromium loading
 // the page from the gateway's own WebSocket port. Checks what a person
-// would look at (the topic with a measured rate, the connections, the
-// log...) and saves screenshots to target/dashboard.png and
+// would look at: every topic with its rate and bandwidth (from
+// /rosgate/topic_stats, compared with what the test really publishes),
+// the last message of an opened topic, the connections with their peer
+// ip:port and node (from /rosgate/connections), the recently closed ones
+// with their reason (also in a page opened after the close), the log, the
+// counters; and saves screenshots to target/dashboard.png and
 // target/dashboard-dark.png.
 //
 // Environment:
@@ -105,6 +109,8 @@ class Client {
     }
   }
   send(obj) { this.sock.write(JSON.stringify(obj) + '\n'); }
+  // ip:port of this client as the gateway sees it.
+  get peer() { return `${this.sock.localAddress}:${this.sock.localPort}`; }
   wait(pred, what, ms = 5000) {
     const seen = this.msgs.find(pred);
     if (seen) return Promise.resolve(seen);
@@ -149,9 +155,39 @@ async function launchBrowser() {
   return context;
 }
 
+// ------------------------------------------------------------ helpers
+
+// Publishes on `topic` every 1000/hz ms and remembers when, for the real
+// rate over a recent window.
+function publishEvery(client, topic, hz, msg) {
+  const times = [];
+  let n = 0;
+  const timer = setInterval(() => {
+    client.send({ op: 'publish', topic, msg: msg(n++) });
+    times.push(performance.now());
+    if (times.length > 4000) times.splice(0, 2000);
+  }, 1000 / hz);
+  const stop = () => clearInterval(timer);
+  cleanups.push(stop);
+  return { stop, rate: (ms) => times.filter((t) => t > performance.now() - ms).length / (ms / 1000) };
+}
+
+// What the page shows as a topic's rate (Hz) and bandwidth (B/s).
+async function shownRate(page, topic) {
+  return page.evaluate((t) => {
+    const r = document.querySelector(`[data-rate="${t}"] .rate`);
+    const b = document.querySelector(`[data-bw="${t}"] .bw`);
+    return r ? { hz: Number(r.dataset.hz), bps: Number(b?.dataset.bps), text: r.textContent } : null;
+  }, topic);
+}
+async function waitRate(page, topic, ms = 12000) {
+  await page.waitForFunction((t) => Number(document.querySelector(`[data-rate="${t}"] .rate`)?.dataset.hz) > 0, topic, { timeout: ms });
+}
+const near = (got, want, tol) => Math.abs(got - want) <= want * tol;
+
 // ------------------------------------------------------------ the test
 
-test('the dashboard shows a live topic with its rate, and the connections', { timeout: 150000 }, async (t) => {
+test('the dashboard shows every topic\'s rate, the connections and the recent closes', { timeout: 150000 }, async (t) => {
   const gw = await startGateway();
 
   // A publisher at a steady rate and a subscriber, both over TCP, before
@@ -159,9 +195,7 @@ test('the dashboard shows a live topic with its rate, and the connections', { ti
   const pub = await Client.connect(gw.tcp);
   pub.send({ op: 'advertise', topic: TOPIC, type: 'std_msgs/msg/String', id: 'a' });
   await pub.wait((m) => m.op === 'status' && m.id === 'a', 'advertise status');
-  let n = 0;
-  const ticker = setInterval(() => pub.send({ op: 'publish', topic: TOPIC, msg: { data: `hello world ${n++}` } }), 1000 / RATE_HZ);
-  cleanups.push(() => clearInterval(ticker));
+  const chatter = publishEvery(pub, TOPIC, RATE_HZ, (n) => ({ data: `hello world ${n}` }));
   const sub = await Client.connect(gw.tcp);
   sub.send({ op: 'subscribe', topic: TOPIC, type: 'std_msgs/msg/String' });
   await sub.wait((m) => m.op === 'publish' && m.topic === TOPIC, 'a message at the subscriber');
@@ -181,8 +215,11 @@ test('the dashboard shows a live topic with its rate, and the connections', { ti
     await page.screenshot({ path: path.join(SHOT_DIR, 'dashboard.png'), fullPage: true, timeout: 5000 });
   });
   const errors = [];
-  page.on('pageerror', (e) => errors.push(`pageerror: ${e.message}`));
-  page.on('console', (m) => { if (m.type() === 'error') errors.push(`console: ${m.text()}`); });
+  const watchErrors = (p) => {
+    p.on('pageerror', (e) => errors.push(`pageerror: ${e.message}`));
+    p.on('console', (m) => { if (m.type() === 'error') errors.push(`console: ${m.text()}`); });
+  };
+  watchErrors(page);
   const resp = await page.goto(`http://127.0.0.1:${gw.ws}/`);
   assert.equal(resp.status(), 200);
   await page.waitForSelector('#status[data-state="live"]', { timeout: 10000 });
@@ -208,78 +245,147 @@ test('the dashboard shows a live topic with its rate, and the connections', { ti
   robot.send({ op: 'advertise', topic: '/demo/odom', type: 'nav_msgs/msg/Odometry' });
   robot.send({ op: 'subscribe', topic: '/demo/cmd_vel', type: 'geometry_msgs/msg/Twist', id: 'last' });
   await robot.wait((m) => m.id === 'last', 'robot set up');
-  const odom = setInterval(() => robot.send({ op: 'publish', topic: '/demo/odom', msg: { pose: { pose: { position: { x: Math.random(), y: 0, z: 0 } } } } }), 100);
-  cleanups.push(() => clearInterval(odom));
+  const odom = publishEvery(robot, '/demo/odom', 10, () => ({ pose: { pose: { position: { x: Math.random(), y: 0, z: 0 } } } }));
 
-  await t.test('measuring the topic shows a non-zero rate close to the publisher\'s', async () => {
-    await row.click();
-    const rate = page.locator(`[data-rate="${TOPIC}"] .rate`);
-    await page.waitForFunction((topic) => {
-      const el = document.querySelector(`[data-rate="${topic}"] .rate`);
-      return el && Number(el.dataset.hz) > 0;
-    }, TOPIC, { timeout: 15000 });
-    // Let the 5 s window fill for a steadier figure.
-    await sleep(5500);
-    const hz = Number(await rate.getAttribute('data-hz'));
-    // What the TCP subscriber received over the same 5 s window.
-    const until = performance.now();
-    const real = sub.arrivals.filter((a) => a > until - 5000).length / 5;
-    assert.ok(hz > RATE_HZ * 0.5 && hz < RATE_HZ * 1.5, `rate ${hz} Hz, expected about ${RATE_HZ}`);
-    assert.ok(Math.abs(hz - real) <= Math.max(2, real * 0.15), `page says ${hz} Hz, the subscriber got ${real} Hz`);
+  await t.test('every topic shows its rate and bandwidth, without the page subscribing', async () => {
+    await waitRate(page, TOPIC);
+    await waitRate(page, '/demo/odom');
+    // Let the window hold two intervals for a steadier figure.
+    await sleep(4200);
+    const c = await shownRate(page, TOPIC);
+    const real = chatter.rate(4000);
+    assert.ok(near(c.hz, real, 0.25), `page says ${c.hz} Hz for ${TOPIC}, the test published at ${real} Hz`);
+    assert.ok(near(c.hz, RATE_HZ, 0.25), `page says ${c.hz} Hz, expected about ${RATE_HZ}`);
+    // What the subscriber received over the same window agrees too.
+    const got = sub.arrivals.filter((a) => a > performance.now() - 4000).length / 4;
+    t.diagnostic(`${TOPIC}: page ${c.hz.toFixed(2)} Hz, published ${real.toFixed(2)} Hz, received ${got.toFixed(2)} Hz`);
+    assert.ok(near(c.hz, got, 0.25), `page says ${c.hz} Hz, the subscriber got ${got} Hz`);
+    // Bandwidth: the msg JSON text, {"data":"hello world N"} (22 to 26 bytes).
+    const perMsg = c.bps / c.hz;
+    assert.ok(perMsg > 18 && perMsg < 32, `${c.bps} B/s for ${c.hz} Hz: ${perMsg} B a message`);
     assert.match(await page.locator(`[data-bw="${TOPIC}"]`).innerText(), /\d.*B\/s/);
-    // The detail panel: endpoints with QoS and the last message.
-    const detail = await page.locator('tr.detail').innerText();
-    assert.match(detail, /hello world \d+/);
-    assert.match(detail, new RegExp(pubName));
+    const o = await shownRate(page, '/demo/odom');
+    t.diagnostic(`/demo/odom: page ${o.hz.toFixed(2)} Hz, published ${odom.rate(4000).toFixed(2)} Hz`);
+    assert.ok(near(o.hz, odom.rate(4000), 0.25), `page says ${o.hz} Hz for /demo/odom, the robot published at ${odom.rate(4000)} Hz`);
+    // Nothing of that came from subscribing.
+    for (const topic of [TOPIC, '/demo/odom']) {
+      const subs = (await sub.call('/rosapi/subscribers', { topic })).subscribers;
+      assert.ok(!subs.some((x) => /^\/rosgate_ws_/.test(x)), `the page subscribes to ${topic}: ${subs}`);
+    }
   });
 
-  await t.test('a heavy topic is sampled (1 s out of 10), not streamed to the page', async () => {
+  await t.test('a topic that disappears and comes back restarts its counters: the rate follows', async () => {
+    const BLINK = '/dash_test/blink';
+    const blink = await Client.connect(gw.tcp);
+    const advertise = async (id) => {
+      blink.send({ op: 'advertise', topic: BLINK, type: 'std_msgs/msg/Int32', id });
+      await blink.wait((m) => m.id === id, 'blink advertised');
+    };
+    await advertise('b1');
+    let fast = publishEvery(blink, BLINK, 40, (n) => ({ data: n }));
+    await waitRate(page, BLINK);
+    await sleep(2500);
+    fast.stop();
+    // Gone (no publisher nor subscriber) and back at once, slower: its
+    // counter starts again from 0, below what the page saw last.
+    blink.send({ op: 'unadvertise', topic: BLINK });
+    await advertise('b2');
+    const slow = publishEvery(blink, BLINK, 8, (n) => ({ data: n }));
+    const seen = [];
+    const until = performance.now() + 6500;
+    while (performance.now() < until) {
+      const r = await shownRate(page, BLINK);
+      if (r) seen.push(r.hz);
+      await sleep(100);
+    }
+    assert.ok(seen.every((hz) => hz >= 0), `negative rates shown: ${seen}`);
+    const last = (await shownRate(page, BLINK)).hz;
+    t.diagnostic(`${BLINK}: page ${last.toFixed(2)} Hz after the restart, published ${slow.rate(4000).toFixed(2)} Hz`);
+    assert.ok(near(last, slow.rate(4000), 0.25), `page says ${last} Hz after the restart, published at ${slow.rate(4000)} Hz`);
+    slow.stop();
+    await blink.close();
+  });
+
+  await t.test('opening a topic shows its endpoints and last message', async () => {
+    await row.click();
+    const detail = page.locator('tr.detail');
+    await page.waitForFunction((name) => {
+      const text = document.querySelector('tr.detail')?.innerText ?? '';
+      return /hello world \d+/.test(text) && text.includes(name);
+    }, pubName, { timeout: 10000 });
+    const text = await detail.innerText();
+    assert.match(text, /\d+ messages, .*B since it appeared/);
+    // Now, and only now, the page subscribes to it.
+    const subs = (await sub.call('/rosapi/subscribers', { topic: TOPIC })).subscribers;
+    assert.ok(subs.some((x) => /^\/rosgate_ws_/.test(x)), `the page does not subscribe: ${subs}`);
+  });
+
+  await t.test('a heavy topic has its rate, and its last message only now and then', async () => {
     const CAMERA = '/dash_test/camera';
     const cam = await Client.connect(gw.tcp);
     cam.send({ op: 'advertise', topic: CAMERA, type: 'sensor_msgs/msg/CompressedImage', id: 'c' });
     await cam.wait((m) => m.id === 'c', 'camera advertised');
     const frame = 'x'.repeat(64 * 1024);
-    let seq = 0;
-    const shots = setInterval(() => cam.send({ op: 'publish', topic: CAMERA, msg: { seq: seq++, data: frame } }), 1000 / 60);
+    const shots = publishEvery(cam, CAMERA, 60, (seq) => ({ seq, data: frame }));
     try {
+      await waitRate(page, CAMERA);
+      await sleep(2200);
+      const c = await shownRate(page, CAMERA);
+      const real = shots.rate(4000);
+      t.diagnostic(`${CAMERA}: page ${c.hz.toFixed(2)} Hz ${(c.bps / 1048576).toFixed(2)} MiB/s, published ${real.toFixed(2)} Hz`);
+      assert.ok(near(c.hz, real, 0.25), `page says ${c.hz} Hz for the camera, it published at ${real} Hz`);
+      assert.ok(c.bps > 2 * 1024 * 1024, `camera bandwidth ${c.bps} B/s`);
       const camRow = page.locator(`tr.topic[data-topic="${CAMERA}"]`);
-      await camRow.waitFor({ timeout: 5000 });
       await camRow.click();
-      const badge = page.locator(`[data-rate="${CAMERA}"] .badge`);
-      await badge.waitFor({ timeout: 8000 });
-      assert.match(await badge.innerText(), /sampled/);
-      // Between samples the page holds no subscription to it.
-      const subs = (await cam.call('/rosapi/subscribers', { topic: CAMERA })).subscribers;
-      assert.ok(!subs.some((x) => /^\/rosgate_ws_/.test(x)), `the page still subscribes: ${subs}`);
-      const hz = Number(await page.locator(`[data-rate="${CAMERA}"] .rate`).getAttribute('data-hz'));
-      assert.ok(hz > 10, `sampled rate ${hz} Hz`);
+      const preview = page.locator(`[data-preview="${CAMERA}"]`);
+      await page.waitForFunction((sel) => /"seq": \d+/.test(document.querySelector(sel)?.innerText ?? ''), `[data-preview="${CAMERA}"]`, { timeout: 10000 });
+      assert.match(await preview.locator('.badge').textContent(), /one every 5 s/);
+      // Between two snapshots the page holds no subscription to it.
+      let subscribed = 0;
+      for (let i = 0; i < 3; i++) {
+        const subs = (await cam.call('/rosapi/subscribers', { topic: CAMERA })).subscribers;
+        if (subs.some((x) => /^\/rosgate_ws_/.test(x))) subscribed++;
+        await sleep(300);
+      }
+      assert.ok(subscribed <= 1, `the page subscribed ${subscribed} times out of 3`);
       await camRow.click();
     } finally {
-      clearInterval(shots);
+      shots.stop();
       await cam.close();
     }
     await page.locator(`tr.topic[data-topic="${CAMERA}"]`).waitFor({ state: 'detached', timeout: 5000 });
   });
 
-  await t.test('the connections are listed, named, with transport and address', async () => {
-    for (const name of [pubName, subName]) {
+  await t.test('the connections are listed with peer ip:port, transport and node', async () => {
+    for (const [name, c] of [[pubName, pub], [subName, sub]]) {
       const r = page.locator(`#conns-body tr[data-client="${name}"]`);
       await r.waitFor({ timeout: 10000 });
       const text = await r.innerText();
       assert.match(text, /TCP/);
-      assert.match(text, /127\.0\.0\.1/);
+      assert.ok(text.includes(c.peer), `row of ${name} without its peer ${c.peer}: ${text}`);
     }
-    // The robot connected while the page was open: named from the graph
-    // events (its registrations belong to its declared node).
-    const rows = page.locator('#conns-body tr[data-client^="/rosgate_tcp_"]');
-    await page.waitForFunction(() => document.querySelectorAll('#conns-body tr[data-client^="/rosgate_tcp_"]').length === 3, null, { timeout: 10000 });
-    assert.equal(await rows.count(), 3);
-    assert.ok(await page.locator('#conns-body tr[data-client^="/rosgate_ws_"]').count() >= 1, 'the page\'s own connection');
+    // The robot, by its declared node, with the address of the test's socket.
+    const r = page.locator(`#conns-body tr[data-peer="${robot.peer}"]`);
+    await r.waitFor({ timeout: 10000 });
+    assert.equal(await r.getAttribute('data-client'), '/demo/dash_robot');
+    const text = await r.innerText();
+    assert.match(text, /\/demo\/dash_robot/);
+    assert.match(text, /TCP/);
+    assert.ok(text.includes(robot.peer), text);
+    // Topic messages delivered to the subscriber are counted.
+    await page.waitForFunction((name) => Number(document.querySelector(`#conns-body tr[data-client="${name}"] [data-delivered]`)?.dataset.delivered) > 0, subName, { timeout: 6000 });
+    // The page's own connection.
+    const self = page.locator('#conns-body tr.self');
+    assert.match(await self.innerText(), /this page[\s\S]*WebSocket/);
+    assert.match(await self.getAttribute('data-client'), /^\/rosgate_ws_\d+$/);
+    // One domain: no domain column.
+    assert.doesNotMatch(await page.locator('#conns-body thead').innerText(), /domain/i);
   });
 
   await t.test('nodes, services, actions and parameters follow the graph events', async () => {
     await page.waitForFunction(() => document.querySelector('#params-body')?.innerText.includes('max_speed'), null, { timeout: 10000 });
-    assert.match(await page.locator('#nodes-body').innerText(), /\/demo\/dash_robot/);
+    const node = page.locator('#nodes-body tr[data-node="/demo/dash_robot"]');
+    assert.ok((await node.innerText()).includes(robot.peer), 'the node\'s connection');
     assert.match(await page.locator('#services-body').innerText(), /\/demo\/reset/);
     const actions = await page.locator('#actions-body').innerText();
     assert.match(actions, /\/demo\/navigate/);
@@ -290,23 +396,48 @@ test('the dashboard shows a live topic with its rate, and the connections', { ti
     await page.locator('tr.topic[data-topic="/demo/odom"]').waitFor({ timeout: 5000 });
   });
 
+  let visitorName, visitorPeer;
   await t.test('a connection that closes is listed with its reason, and logged', async () => {
     const visitor = await Client.connect(gw.tcp);
     visitor.send({ op: 'subscribe', topic: '/demo/odom', type: 'nav_msgs/msg/Odometry', id: 's' });
     await visitor.wait((m) => m.id === 's' && m.level === 'info', 'visitor subscribed');
-    const visitorName = (await visitor.call('/rosapi/subscribers', { topic: '/demo/odom' })).subscribers.find((x) => /^\/rosgate_tcp_/.test(x));
+    visitorName = (await visitor.call('/rosapi/subscribers', { topic: '/demo/odom' })).subscribers.find((x) => /^\/rosgate_tcp_/.test(x));
+    visitorPeer = visitor.peer;
     assert.ok(visitorName, `the visitor's connection name: ${JSON.stringify(visitor.msgs)}`);
+    await page.locator(`#conns-body tr[data-client="${visitorName}"]`).waitFor({ timeout: 5000 });
     await sleep(600);
     await visitor.close();
     const closed = page.locator(`#closed-body tr[data-closed="${visitorName}"]`);
-    await closed.waitFor({ timeout: 10000 });
-    assert.match(await closed.innerText(), /peer closed/);
+    await closed.waitFor({ timeout: 5000 });
+    const text = await closed.innerText();
+    assert.match(text, /peer closed/);
+    assert.ok(text.includes(visitorPeer), text);
+    await page.locator(`#conns-body tr[data-client="${visitorName}"]`).waitFor({ state: 'detached', timeout: 5000 });
     await page.waitForFunction((name) => document.querySelector('#log-body')?.innerText.includes(`${name} disconnected`), visitorName, { timeout: 5000 });
     assert.match(await page.locator('#feed-body').innerText(), /disconnected: peer_closed/);
   });
 
-  await t.test('gateway counters are shown', async () => {
+  await t.test('a page opened later still shows the connections that closed before it', async () => {
+    const late = await context.newPage();
+    watchErrors(late);
+    try {
+      await late.goto(`http://127.0.0.1:${gw.ws}/`);
+      await late.waitForSelector('#status[data-state="live"]', { timeout: 10000 });
+      const closed = late.locator(`#closed-body tr[data-closed="${visitorName}"]`);
+      await closed.waitFor({ timeout: 10000 });
+      const text = await closed.innerText();
+      assert.match(text, /peer closed/);
+      assert.ok(text.includes(visitorPeer), text);
+      // The camera's connection closed before too.
+      assert.ok(await late.locator('#closed-body tr[data-closed^="/rosgate_tcp_"]').count() >= 2);
+    } finally {
+      await late.close();
+    }
+  });
+
+  await t.test('gateway counters and uptime are shown', async () => {
     await page.waitForFunction(() => !/–/.test(document.querySelector('[data-kpi="messages"] .value')?.textContent ?? '–'), null, { timeout: 10000 });
+    assert.match(await page.locator('#uptime').innerText(), /^up \d+(s|m \d+s)$/);
     // The close counted by reason, at the next stats read (every 2 s).
     await page.waitForFunction(() => /peer closed/.test(document.querySelector('#health-body')?.innerText ?? ''), null, { timeout: 6000 });
   });

@@ -1,62 +1,69 @@
 // rosgate dashboard: plain JavaScript, no dependencies, served by the
 // gateway itself. It speaks rosbridge v2 JSON over the WebSocket of the
-// port it was loaded from (ws://<same host>/) and builds its picture of the
-// graph the way a careful client should:
+// port it was loaded from (ws://<same host>/, `?domain=N` passed on) and
+// shows only what any client may ask the gateway for.
 //
-// - once, at (re)connection: rosapi (topics, nodes, node_details,
-//   services, action_servers, get_param_names, ...) gives a snapshot;
-// - then it follows the graph's change events on /rosgate/graph
-//   (node/publisher/subscriber/service/action/client added and removed),
-//   /parameter_events, /connected_clients, /client_count and /rosout. There
-//   is no polling of the graph; a `"resync": true` graph message (more
-//   than 1000 changes in one turn) triggers a fresh snapshot;
-// - /rosgate/stats is read every 2 s (while the tab is visible) for the
-//   gateway-wide counters; rates there are deltas between two reads.
+// Where each part of the page comes from:
 //
-// Per-topic message rate and bandwidth: the gateway keeps no per-topic
-// counters, so the only sound way to know a topic's rate is to receive it.
-// The page therefore measures only the topics the user opens (a click on
-// the row), like `ros2 topic hz` / `ros2 topic bw` would, and never the
-// whole graph behind the user's back:
+// - The graph (topics, nodes, services, actions, parameters): a rosapi
+//   snapshot at each (re)connection (topics, nodes, node_details,
+//   services, action_servers, get_param_names...), then the change events
+//   of /rosgate/graph and /parameter_events. No polling of the graph; a
+//   `"resync": true` graph message (more than 1000 changes in one turn)
+//   triggers a fresh snapshot.
+// - Every 2 s, while the tab is visible, three built-in services are read
+//   together:
+//   - /rosgate/stats: gateway-wide counters and gauges (rates are deltas
+//     between two reads; uptime from `start_time_seconds`);
+//   - /rosgate/topic_stats: each topic's `published` / `published_bytes`
+//     counters. The rate and bandwidth of EVERY topic are the difference
+//     between replies over a sliding window of about 4 s: the page
+//     subscribes to nothing to measure them. A counter that goes down
+//     means the topic disappeared and came back (it restarts from 0): its
+//     window starts over;
+//   - /rosgate/connections: the open connections of every domain (peer
+//     ip:port, transport, declared nodes, queued bytes, messages delivered
+//     and dropped, age) and the last closes with their reason, so a page
+//     opened late still shows what closed before it. It is also re-read
+//     shortly after graph events about clients and nodes
+//     (client_connected/disconnected, node_added/removed), at most every
+//     500 ms.
+// - /rosout: the log, as it comes.
 //
-// - a plain subscription (no QoS, no throttle_rate, no queue_length: any of
-//   those would move the topic off the gateway's fast path for everyone);
-// - messages are counted on arrival without being parsed (the topic name
-//   is read from the frame's fixed prefix), in 100 ms buckets over a 5 s
-//   sliding window; bandwidth is the size of the message's JSON text;
-//   what arrives in the first 150 ms after subscribing is not counted (a
-//   latched publisher's cache is replayed at once and is not the rate);
-// - at most 8 topics are measured at once (opening a 9th stops the oldest);
-// - a topic measured above 2 MiB/s or 2000 msg/s is switched to duty-cycled
-//   sampling: subscribed 1 s out of every 10 s, so a camera stream costs the
-//   gateway and the browser a tenth of its bandwidth; the figure is then
-//   marked "sampled";
-// - while the tab is hidden, measurements and the stats refresh pause and
-//   the topic subscriptions are withdrawn;
-// - if the browser falls behind anyway, the gateway's own per-connection
-//   limit (--max-queue-bytes, oldest first) protects it.
+// Subscriptions to application topics: only to show the last message of a
+// topic the user opens (a click on its row), at most 8 at once (opening a
+// 9th closes the oldest), all withdrawn while the tab is hidden. They are
+// plain subscriptions (no QoS, throttle_rate or queue_length: any of those
+// would take the topic off the gateway's fast path for everyone) and the
+// messages are not parsed on arrival (the topic name is read from the
+// frame's fixed prefix; the last one is parsed when shown). A topic that
+// /rosgate/topic_stats says is heavy (over 2 MiB/s or 2000 msg/s) is not
+// streamed: the page takes one message every 5 s (subscribe, first
+// message, unsubscribe). If the browser falls behind anyway, the gateway's
+// per-connection limit (--max-queue-bytes, oldest first) protects it.
 //
-// Gateway-wide throughput (messages published/delivered per second, bytes
-// in/out per second, drops) comes from the /rosgate/stats deltas.
+// The page declares no node: its subscriptions belong to its connection's
+// implicit name (/rosgate_ws_<n>), which it learns from the graph event
+// of a subscription to a hidden marker topic.
 (() => {
   'use strict';
 
   const CFG = {
-    statsPeriodMs: 2000,
-    rateWindowMs: 5000,
-    bucketMs: 100,
-    settleMs: 150,
-    maxWatched: 8,
+    periodMs: 2000,           // stats, topic_stats and connections
+    rateWindowMs: 4500,       // topic rates: replies this recent are diffed
+    connsDelayMs: 150,        // connections re-read after a client/node event...
+    connsMinGapMs: 500,       // ...but not more often than this
+    maxOpen: 8,
     heavyBytesPerSec: 2 * 1024 * 1024,
     heavyMsgsPerSec: 2000,
-    sampleOnMs: 1000,
-    samplePeriodMs: 10000,
+    snapshotEveryMs: 5000,
+    snapshotWaitMs: 3000,
     callTimeoutMs: 10000,
     concurrency: 8,
     rosoutKept: 300,
-    closedKept: 50,
     feedKept: 120,
     historyPoints: 90,
+    topicHistoryPoints: 45,
     maxRows: 300,
     maxParamValues: 500,
     previewChars: 2000,
@@ -65,7 +72,8 @@
   const GATEWAY_TOPICS = new Set(['/client_count', '/connected_clients', '/parameter_events', '/rosout', '/rosgate/graph']);
   const PARAM_SERVICE_SUFFIXES = ['/describe_parameters', '/get_parameter_types', '/get_parameters',
     '/list_parameters', '/set_parameters', '/set_parameters_atomically'];
-  const NORMAL_CLOSES = new Set(['peer_closed', 'http_served', 'shutdown']);
+  const NORMAL_CLOSES = new Set(['peer_closed', 'http_served', 'shutdown', 'domain_changed']);
+  const CLIENT_EVENTS = new Set(['client_connected', 'client_disconnected', 'node_added', 'node_removed']);
   const CONN_NODE = /^\/rosgate_(tcp|ws)_(\d+)$/;
   const LEVELS = { 10: 'debug', 20: 'info', 30: 'warn', 40: 'error', 50: 'fatal' };
   const PARAM_TYPES = ['unset', 'bool', 'integer', 'double', 'string', 'byte[]', 'bool[]', 'integer[]', 'double[]', 'string[]'];
@@ -116,6 +124,9 @@
     const d = new Date(epochMs);
     return d.toLocaleTimeString([], { hour12: false }) + '.' + String(d.getMilliseconds()).padStart(3, '0').slice(0, 1);
   }
+  const stampMs = (t) => (t?.sec || 0) * 1000 + (t?.nanosec || 0) / 1e6;
+  // The gateway's wall clock now, in ms (the browser's clock may be off).
+  const serverNow = () => Date.now() + S.clockOffsetMs;
   const isHidden = (name) => String(name).split('/').some((t) => t.startsWith('_'));
   const isSystemService = (s) => s.startsWith('/rosapi/') || s.startsWith('/rosgate/') ||
     PARAM_SERVICE_SUFFIXES.some((x) => s.endsWith(x));
@@ -143,7 +154,6 @@
     epoch: 0,                 // bumped on each (re)connection
     self: null,               // our own client name (/rosgate_ws_N)
     marker: null,             // hidden topic used to learn `self`
-    domain: null,
     resyncing: false,
     buffered: [],             // graph events that arrived during a snapshot
     topics: new Map(),        // name -> {name, type, pubs:Set, subs:Set}
@@ -152,22 +162,21 @@
     declared: new Set(),      // declared nodes (+ /rosgate)
     params: new Map(),        // "node:name" -> {key, node, name, type, value, changedAt}
     paramsTruncated: 0,
-    conns: new Map(),         // client name -> {name, transport, address, since, pre, key}
-    pendingJoins: [],         // client names seen connecting, not yet matched to a /connected_clients entry
-    entries: [],              // /connected_clients entries, oldest first
-    entriesSeen: false,
-    clientCount: null,
-    closed: [],
+    flow: new Map(),          // topic -> {samples:[[t, msgs, bytes]], hz, bps, hist, total}
+    flowAt: 0,
+    conns: null,              // the last /rosgate/connections reply (+ derived fields)
+    connRates: new Map(),     // connection key -> {t, delivered, rate}
+    clockOffsetMs: 0,         // gateway wall clock - browser wall clock
+    startedAt: null,          // gateway start, epoch ms (its clock)
     rosout: [],
     feed: [],
     stats: null,
     statsAt: 0,
     rates: null,              // per-second deltas of the last two stats reads
     history: { published: [], delivered: [], bytesIn: [], bytesOut: [] },
-    meters: new Map(),        // topic -> Meter
-    expanded: new Set(),
+    open: new Map(),          // topic -> Viewer (opened rows, last message)
     topicInfo: new Map(),
-    preview: new Map(),
+    sort: 'name',
     filter: '',
     showSystem: false,
     logLevel: 0,
@@ -230,15 +239,14 @@
     subscribe(topic) { this.send({ op: 'subscribe', topic }); }
     unsubscribe(topic) { this.send({ op: 'unsubscribe', topic }); }
     frame(data) {
-      // Fast path: a message of a measured topic is counted, not parsed.
+      // Fast path: a message of an opened topic is kept as text, not parsed.
       if (typeof data === 'string' && data.startsWith(PUBLISH_PREFIX)) {
         const end = data.indexOf('"', PUBLISH_PREFIX.length);
         if (end > 0) {
           const topic = data.slice(PUBLISH_PREFIX.length, end);
-          const m = S.meters.get(topic);
-          if (m && !topic.includes('\\')) {
-            const at = data.indexOf('"msg":', end);
-            m.record(at > 0 ? data.length - (at + 6) - 1 : data.length, data);
+          const v = S.open.get(topic);
+          if (v && !topic.includes('\\')) {
+            v.record(data);
             if (!GATEWAY_TOPICS.has(topic)) return;
           }
         }
@@ -259,143 +267,99 @@
 
   const bridge = new Bridge();
 
-  // ------------------------------------------------------------ topic meters
+  // ------------------------------------------------------------ opened topics
 
-  // One measured topic: counts and bytes in 100 ms buckets over the last
-  // rateWindowMs, either continuously ("live") or during 1 s windows every
-  // 10 s ("sampled", for heavy topics).
-  class Meter {
+  // An opened topic: its last message, streamed ("stream") or, for a heavy
+  // topic, taken once every snapshotEveryMs ("snapshot": subscribe, keep
+  // the first message, unsubscribe). A topic whose rate is not known yet
+  // starts with a snapshot; the next rates decide.
+  class Viewer {
     constructor(topic) {
       this.topic = topic;
-      this.mode = 'live';
-      this.buckets = [];          // [bucketIndex, count, bytes]
-      this.activeSince = null;    // when counting (re)started
+      this.mode = 'snapshot';
       this.subscribed = false;
-      this.lastAt = null;         // last message (performance.now)
       this.lastRaw = null;
-      this.total = 0;
-      this.sample = null;         // last sampled-window result {hz, bps, at}
+      this.lastAt = null;         // performance.now() of the last message
       this.timer = null;
+      const f = S.flow.get(topic);
+      if (f && f.hz != null) this.mode = isHeavy(f) ? 'snapshot' : 'stream';
     }
-    start() {
+    sub() {
       if (this.subscribed) return;
       // The gateway's own topics are subscribed to anyway.
       if (!GATEWAY_TOPICS.has(this.topic)) bridge.subscribe(this.topic);
       this.subscribed = true;
-      this.activeSince = now() + CFG.settleMs;
-      this.buckets = [];
     }
-    stop() {
+    unsub() {
       if (!this.subscribed) return;
       if (!GATEWAY_TOPICS.has(this.topic)) bridge.unsubscribe(this.topic);
       this.subscribed = false;
     }
-    dispose() {
-      clearTimeout(this.timer);
-      this.stop();
+    resume() {
+      if (document.hidden || !S.live) return;
+      if (this.mode === 'stream') this.sub(); else if (!this.timer && !this.subscribed) this.snap();
     }
-    record(bytes, raw) {
-      const t = now();
-      this.lastAt = t;
+    pause() {
+      clearTimeout(this.timer);
+      this.timer = null;
+      this.unsub();
+    }
+    snap() {
+      clearTimeout(this.timer);
+      this.sub();
+      // Nothing came (no publisher, or a quiet one): try again later.
+      this.timer = setTimeout(() => { this.unsub(); this.later(); }, CFG.snapshotWaitMs);
+    }
+    later() {
+      clearTimeout(this.timer);
+      this.timer = setTimeout(() => { this.timer = null; if (!document.hidden && S.live) this.snap(); }, CFG.snapshotEveryMs);
+    }
+    record(raw) {
       this.lastRaw = raw;
-      if (!this.subscribed || this.activeSince == null || t < this.activeSince) return;
-      this.total++;
-      const idx = Math.floor(t / CFG.bucketMs);
-      const last = this.buckets[this.buckets.length - 1];
-      if (last && last[0] === idx) { last[1]++; last[2] += bytes; } else this.buckets.push([idx, 1, bytes]);
-      if (this.buckets.length > 2 * CFG.rateWindowMs / CFG.bucketMs) this.prune(t);
+      this.lastAt = now();
+      if (this.mode === 'snapshot' && this.subscribed) { this.unsub(); this.later(); }
     }
-    prune(t) {
-      const oldest = Math.floor((t - CFG.rateWindowMs) / CFG.bucketMs);
-      let i = 0;
-      while (i < this.buckets.length && this.buckets[i][0] < oldest) i++;
-      if (i) this.buckets.splice(0, i);
-    }
-    // {hz, bps, warming} over the live window.
-    measure() {
-      const t = now();
-      if (!this.subscribed || this.activeSince == null) return null;
-      this.prune(t);
-      const span = Math.min(CFG.rateWindowMs, t - this.activeSince);
-      if (span < 400) return { warming: true };
-      let n = 0, b = 0;
-      for (const [, c, by] of this.buckets) { n += c; b += by; }
-      return { hz: (n * 1000) / span, bps: (b * 1000) / span, warming: span < CFG.rateWindowMs && n === 0 };
-    }
-    // Called every second by the ticker.
-    tick() {
-      if (this.mode !== 'live' || !this.subscribed) return;
-      const m = this.measure();
-      if (m && !m.warming && (m.bps > CFG.heavyBytesPerSec || m.hz > CFG.heavyMsgsPerSec)) {
-        this.sample = { hz: m.hz, bps: m.bps, at: Date.now() };
-        this.mode = 'sampled';
-        this.stop();
-        this.schedule();
-      }
-    }
-    schedule() {
-      clearTimeout(this.timer);
-      this.timer = setTimeout(() => {
-        if (document.hidden || !S.live) { this.schedule(); return; }
-        this.start();
-        const began = this.activeSince;
-        this.timer = setTimeout(() => {
-          const span = now() - began;
-          let n = 0, b = 0;
-          for (const [, c, by] of this.buckets) { n += c; b += by; }
-          if (span > 0) this.sample = { hz: (n * 1000) / span, bps: (b * 1000) / span, at: Date.now() };
-          if (this.sample && this.sample.bps < CFG.heavyBytesPerSec / 2 && this.sample.hz < CFG.heavyMsgsPerSec / 2) {
-            // Calm again: back to continuous measurement.
-            this.mode = 'live';
-            this.activeSince = began;
-            scheduleRender('topics');
-            return;
-          }
-          this.stop();
-          this.schedule();
-          scheduleRender('topics');
-        }, CFG.sampleOnMs + CFG.settleMs);
-      }, CFG.samplePeriodMs - CFG.sampleOnMs);
-    }
-    // What the table shows.
-    view() {
-      if (this.mode === 'sampled') {
-        return this.sample ? { hz: this.sample.hz, bps: this.sample.bps, note: 'sampled 1 s every 10 s (heavy topic)' } : { warming: true };
-      }
-      const m = this.measure();
-      if (!m) return { paused: true };
-      return m;
+    // Called with each new rate: heavy topics are not streamed.
+    judge(f) {
+      if (f.hz == null) return;
+      const heavy = this.mode === 'snapshot'
+        ? f.bps > CFG.heavyBytesPerSec / 2 || f.hz > CFG.heavyMsgsPerSec / 2
+        : isHeavy(f);
+      const mode = heavy ? 'snapshot' : 'stream';
+      if (mode === this.mode) return;
+      this.mode = mode;
+      if (mode === 'stream') { this.pause(); this.resume(); } else { this.unsub(); this.later(); }
+      scheduleRender('topics');
     }
   }
+  const isHeavy = (f) => f.bps > CFG.heavyBytesPerSec || f.hz > CFG.heavyMsgsPerSec;
 
-  function loadWatched() {
+  function loadOpened() {
     try { return JSON.parse(localStorage.getItem('rosgate.watch') || '[]').filter((x) => typeof x === 'string'); } catch (e) { return []; }
   }
-  function saveWatched() {
-    try { localStorage.setItem('rosgate.watch', JSON.stringify([...S.expanded])); } catch (e) { /* private mode */ }
+  function saveOpened() {
+    try { localStorage.setItem('rosgate.watch', JSON.stringify([...S.open.keys()])); } catch (e) { /* private mode */ }
   }
 
-  function watch(topic) {
-    if (S.expanded.has(topic)) return;
-    S.expanded.add(topic);
-    if (S.expanded.size > CFG.maxWatched) {
-      const oldest = S.expanded.values().next().value;
-      unwatch(oldest);
-      toast(`At most ${CFG.maxWatched} topics are measured at once: stopped ${oldest}`);
+  function openTopic(topic) {
+    if (S.open.has(topic)) return;
+    const v = new Viewer(topic);
+    S.open.set(topic, v);
+    if (S.open.size > CFG.maxOpen) {
+      const oldest = S.open.keys().next().value;
+      closeTopic(oldest);
+      toast(`At most ${CFG.maxOpen} topics are open at once: closed ${oldest}`);
     }
-    let m = S.meters.get(topic);
-    if (!m) { m = new Meter(topic); S.meters.set(topic, m); }
-    if (!document.hidden && S.live) m.start();
+    v.resume();
     refreshTopicInfo(topic);
-    saveWatched();
+    saveOpened();
     scheduleRender('topics');
   }
-  function unwatch(topic) {
-    S.expanded.delete(topic);
-    const m = S.meters.get(topic);
-    if (m) { m.dispose(); S.meters.delete(topic); }
+  function closeTopic(topic) {
+    const v = S.open.get(topic);
+    if (v) { v.pause(); S.open.delete(topic); }
     S.topicInfo.delete(topic);
-    saveWatched();
+    saveOpened();
     scheduleRender('topics');
   }
 
@@ -403,11 +367,11 @@
   // and re-read only when the graph says its endpoints changed.
   const infoDue = new Map();
   function refreshTopicInfo(topic) {
-    if (!S.expanded.has(topic) || infoDue.has(topic)) return;
+    if (!S.open.has(topic) || infoDue.has(topic)) return;
     infoDue.set(topic, setTimeout(async () => {
       try {
         const info = await bridge.call('/rosgate/topic_info', { topic });
-        if (S.expanded.has(topic)) { S.topicInfo.set(topic, info); scheduleRender('topics'); }
+        if (S.open.has(topic)) { S.topicInfo.set(topic, info); scheduleRender('topics'); }
       } catch (e) { /* the next change retries */ }
       infoDue.delete(topic);
     }, 200));
@@ -425,9 +389,6 @@
     const t = S.topics.get(name);
     if (t && !t.pubs.size && !t.subs.size && !GATEWAY_TOPICS.has(name)) S.topics.delete(name);
   }
-
-  function transportOf(name) { const m = CONN_NODE.exec(name); return m ? m[1] : ''; }
-  function connNumber(name) { const m = CONN_NODE.exec(name); return m ? Number(m[2]) : Infinity; }
 
   function applyEvent(ev) {
     const node = ev.node;
@@ -458,23 +419,10 @@
         if (cur && (!cur.node || cur.node === node)) map.delete(name);
         break;
       }
-      case 'client_connected':
-        S.conns.set(ev.client, { name: ev.client, transport: ev.transport || transportOf(ev.client), address: ev.address || '', since: Date.now(), sinceApprox: true, pre: false, key: null });
-        S.pendingJoins.push(ev.client);
-        break;
-      case 'client_disconnected': {
-        const c = S.conns.get(ev.client) || { name: ev.client, transport: transportOf(ev.client), address: '' };
-        S.conns.delete(ev.client);
-        S.pendingJoins = S.pendingJoins.filter((n) => n !== ev.client);
-        for (const e of S.entries) if (e.name === ev.client) e.name = null;
-        S.closed.unshift({ name: ev.client, transport: c.transport, address: c.address, since: c.since, at: Date.now(), reason: ev.reason || '?' });
-        S.closed.length = Math.min(S.closed.length, CFG.closedKept);
-        scheduleRender('conns');
-        break;
-      }
       default: break;
     }
-    if (ev.topic && S.expanded.has(ev.topic)) refreshTopicInfo(ev.topic);
+    if (CLIENT_EVENTS.has(ev.event)) scheduleConns();
+    if (ev.topic && S.open.has(ev.topic)) refreshTopicInfo(ev.topic);
     return true;
   }
 
@@ -484,8 +432,7 @@
     for (const ev of events) {
       if (applyEvent(ev) !== false) addFeed(ev);
     }
-    if (msg.resync) { addFeed({ event: 'resync', note: 'more than 1000 changes in one turn: re-reading the graph' }); resync(); }
-    reconcileClients();
+    if (msg.resync) { addFeed({ event: 'resync', note: 'more than 1000 changes in one turn: re-reading the graph' }); resync(); scheduleConns(); }
     scheduleRender('all');
   }
 
@@ -499,10 +446,6 @@
     if (S.self) return;
     S.self = node;
     bridge.unsubscribe(S.marker);
-    const c = S.conns.get(node) || { name: node, transport: transportOf(node), address: '', since: null, pre: true, key: null };
-    c.self = true;
-    S.conns.set(node, c);
-    reconcileClients();
     scheduleRender('conns');
   }
 
@@ -562,11 +505,6 @@
       S.actions = actions;
       S.declared = new Set(nodes.filter((n) => !CONN_NODE.test(n)));
       S.params = params;
-      // Connections known by their node names (those holding a registration).
-      for (const n of nodes) {
-        const m = CONN_NODE.exec(n);
-        if (m && !S.conns.has(n)) S.conns.set(n, { name: n, transport: m[1], address: '', since: null, pre: true, key: null });
-      }
     } catch (e) {
       if (epoch === S.epoch && S.live) toast(`Could not read the graph: ${e.message}`);
     } finally {
@@ -574,84 +512,9 @@
       const buffered = S.buffered;
       S.buffered = [];
       for (const ev of buffered) if (applyEvent(ev) !== false) addFeed(ev);
-      for (const t of S.expanded) refreshTopicInfo(t);
-      reconcileClients();
+      for (const t of S.open.keys()) refreshTopicInfo(t);
       scheduleRender('all');
       if (S.resyncAgain) { S.resyncAgain = false; if (epoch === S.epoch) resync(); }
-    }
-  }
-
-  // ------------------------------------------------------------ connections
-
-  // /connected_clients lists every open connection of the domain with its
-  // address and connection time, but not its name or transport; graph
-  // events name connections (with address and transport) as they arrive.
-  // Entries are matched to names: a new entry belongs to the client that
-  // was just seen connecting (both in gateway order); the entries that were
-  // there before the page are matched to the connection names rosapi lists
-  // only when the two sets have the same size (all of them hold a
-  // registration), since connection numbers and connection times follow the
-  // same order. Otherwise those rows stay unnamed rather than guessed.
-  function onConnectedClients(msg) {
-    const list = (msg?.clients || []).map((c) => {
-      const t = c.connection_time || {};
-      const key = `${c.ip_address}|${t.sec}|${t.nanosec}`;
-      return { key, ip: c.ip_address || '', at: (t.sec || 0) * 1000 + (t.nanosec || 0) / 1e6, raw: c };
-    }).sort((a, b) => a.at - b.at);
-    const prev = new Map(S.entries.map((e) => [e.key, e]));
-    const first = !S.entriesSeen;
-    S.entriesSeen = true;
-    for (const e of list) {
-      const old = prev.get(e.key);
-      if (old) { e.name = old.name; e.pre = old.pre; } else { e.name = null; e.pre = first; }
-      // A gateway that names its clients in this message makes guessing moot.
-      if (e.raw.client) e.name = e.raw.client;
-    }
-    S.entries = list;
-    reconcileClients();
-    scheduleRender('conns');
-  }
-
-  function reconcileClients() {
-    const taken = new Set(S.entries.map((e) => e.name).filter(Boolean));
-    const byNumber = (a, b) => connNumber(a) - connNumber(b);
-    // Entries that appeared while the page watched <-> clients seen
-    // connecting meanwhile. Both lists follow the gateway's order; they are
-    // matched when they agree in size (the list lags the events by at most
-    // 100 ms), never guessed.
-    const joins = S.pendingJoins.filter((n) => S.conns.has(n) && !taken.has(n)).sort(byNumber);
-    const fresh = S.entries.filter((e) => !e.name && !e.pre);
-    if (fresh.length && fresh.length === joins.length) fresh.forEach((e, i) => { e.name = joins[i]; taken.add(joins[i]); });
-    S.pendingJoins = joins.filter((n) => !taken.has(n));
-    // Entries that were there before the page <-> connection names rosapi listed.
-    const zip = () => {
-      const unnamed = S.entries.filter((e) => !e.name && e.pre);
-      const pre = [...S.conns.values()].filter((c) => c.pre && !taken.has(c.name) && CONN_NODE.test(c.name))
-        .sort((a, b) => byNumber(a.name, b.name));
-      if (unnamed.length && unnamed.length === pre.length) unnamed.forEach((e, i) => { e.name = pre[i].name; taken.add(e.name); });
-      return unnamed.length === pre.length;
-    };
-    if (!zip() && S.self && !taken.has(S.self)) {
-      // The page's own row, at least: the newest entry that was there when
-      // the page connected, if it is as old as this WebSocket (the entry
-      // list comes right after the page's subscription, so nothing else is
-      // likely to be newer). The rest is then matched as above if it can be.
-      const pre = S.entries.filter((e) => e.pre);
-      const newest = pre[pre.length - 1];
-      if (newest && !newest.name && Math.abs(newest.at - S.openedAt) < 10000) {
-        newest.name = S.self;
-        taken.add(S.self);
-        zip();
-      }
-    }
-    for (const e of S.entries) {
-      if (!e.name) continue;
-      const c = S.conns.get(e.name) || { name: e.name, transport: e.raw.transport || transportOf(e.name), pre: e.pre };
-      c.address = c.address || e.ip;
-      c.since = e.at;
-      c.sinceApprox = false;
-      c.key = e.key;
-      S.conns.set(e.name, c);
     }
   }
 
@@ -688,37 +551,141 @@
   // ------------------------------------------------------------ rosout
 
   function onRosout(m) {
-    const st = m?.stamp || {};
-    S.rosout.unshift({ at: (st.sec || 0) * 1000 + (st.nanosec || 0) / 1e6, level: Number(m?.level) || 0, name: m?.name || '', msg: m?.msg ?? '' });
+    S.rosout.unshift({ at: stampMs(m?.stamp), level: Number(m?.level) || 0, name: m?.name || '', msg: m?.msg ?? '' });
     S.rosout.length = Math.min(S.rosout.length, CFG.rosoutKept);
     scheduleRender('log');
   }
 
-  // ------------------------------------------------------------ stats
+  // ------------------------------------------------------------ polling
 
-  let statsBusy = false;
-  async function readStats() {
-    if (statsBusy || !S.live || document.hidden) return;
-    statsBusy = true;
-    try {
-      const st = await bridge.call('/rosgate/stats');
-      const t = now();
-      if (S.stats && t > S.statsAt) {
-        const dt = (t - S.statsAt) / 1000;
-        const d = (k) => Math.max(0, ((st[k] ?? 0) - (S.stats[k] ?? 0)) / dt);
-        S.rates = { published: d('published'), delivered: d('delivered'), bytesIn: d('bytes_in'), bytesOut: d('bytes_out'), dropped: d('dropped'), errors: d('errors_total') };
-        for (const k of Object.keys(S.history)) {
-          S.history[k].push(S.rates[k]);
-          if (S.history[k].length > CFG.historyPoints) S.history[k].shift();
-        }
+  // Every periodMs while the tab is visible: stats, topic counters and
+  // connections, asked together; each figure is stamped on arrival.
+  let pollBusy = false;
+  async function poll() {
+    if (pollBusy || !S.live || document.hidden) return;
+    pollBusy = true;
+    const epoch = S.epoch;
+    const stamped = (p) => p.then((v) => [v, now()]);
+    const [st, ts] = await Promise.allSettled([
+      stamped(bridge.call('/rosgate/stats')),
+      stamped(bridge.call('/rosgate/topic_stats')),
+      refreshConns(true),
+    ]);
+    pollBusy = false;
+    if (epoch !== S.epoch) return;
+    if (st.status === 'fulfilled') onStats(...st.value);
+    if (ts.status === 'fulfilled') onTopicStats(...ts.value);
+  }
+
+  function onStats(st, t) {
+    if (S.stats && t > S.statsAt) {
+      const dt = (t - S.statsAt) / 1000;
+      const d = (k) => Math.max(0, ((st[k] ?? 0) - (S.stats[k] ?? 0)) / dt);
+      S.rates = { published: d('published'), delivered: d('delivered'), bytesIn: d('bytes_in'), bytesOut: d('bytes_out'), dropped: d('dropped'), errors: d('errors_total') };
+      for (const k of Object.keys(S.history)) {
+        S.history[k].push(S.rates[k]);
+        if (S.history[k].length > CFG.historyPoints) S.history[k].shift();
       }
-      S.stats = st;
-      S.statsAt = t;
-      scheduleRender('kpis');
-      scheduleRender('health');
-      scheduleRender('conns');
-    } catch (e) { /* next tick */ }
-    statsBusy = false;
+    }
+    S.stats = st;
+    S.statsAt = t;
+    if (st.start_time_seconds) S.startedAt = st.start_time_seconds * 1000;
+    tickUptime();
+    scheduleRender('kpis');
+    scheduleRender('health');
+  }
+
+  // Rates from the published counters: the difference between the oldest
+  // and the newest reply of the last rateWindowMs. A counter lower than
+  // before means the topic disappeared and came back: its window restarts.
+  function onTopicStats(reply, t) {
+    const seen = new Set();
+    for (const e of Array.isArray(reply?.topics) ? reply.topics : []) {
+      if (typeof e?.topic !== 'string') continue;
+      seen.add(e.topic);
+      let f = S.flow.get(e.topic);
+      if (!f) { f = { samples: [], hz: null, bps: null, hist: [], total: 0, bytes: 0, pubs: 0 }; S.flow.set(e.topic, f); }
+      const msgs = Number(e.published) || 0;
+      const bytes = Number(e.published_bytes) || 0;
+      const last = f.samples[f.samples.length - 1];
+      if (last && (msgs < last[1] || bytes < last[2])) { f.samples = []; f.hist = []; }
+      f.samples.push([t, msgs, bytes]);
+      while (t - f.samples[0][0] > CFG.rateWindowMs) f.samples.shift();
+      const a = f.samples[0];
+      if (f.samples.length > 1) {
+        const dt = (t - a[0]) / 1000;
+        f.hz = (msgs - a[1]) / dt;
+        f.bps = (bytes - a[2]) / dt;
+        f.hist.push(f.hz);
+        if (f.hist.length > CFG.topicHistoryPoints) f.hist.shift();
+      } else { f.hz = null; f.bps = null; }
+      f.total = msgs;
+      f.bytes = bytes;
+      f.pubs = Number(e.publishers) || 0;
+      S.open.get(e.topic)?.judge(f);
+    }
+    for (const k of [...S.flow.keys()]) if (!seen.has(k)) S.flow.delete(k);
+    S.flowAt = t;
+    S.flowTruncated = !!reply?.truncated;
+    // Sorted by rate, the order may change: rebuild; else update in place.
+    if (S.sort === 'name') updateRateCells(); else scheduleRender('topics');
+    scheduleRender('kpis');
+  }
+
+  // /rosgate/connections: at each poll, and soon after graph events about
+  // clients and nodes (coalesced, at most every connsMinGapMs).
+  let connsBusy = false, connsAgain = false, connsTimer = null, connsLastAt = -Infinity;
+  function scheduleConns() {
+    if (connsTimer || !S.live || document.hidden) return;
+    const wait = Math.max(CFG.connsDelayMs, connsLastAt + CFG.connsMinGapMs - now());
+    connsTimer = setTimeout(() => { connsTimer = null; refreshConns(false); }, wait);
+  }
+  async function refreshConns(periodic) {
+    if (!S.live) return;
+    if (connsBusy) { if (!periodic) connsAgain = true; return; }
+    // An event-driven read just happened: the periodic one is not needed.
+    if (periodic && now() - connsLastAt < CFG.periodMs / 2) return;
+    connsBusy = true;
+    connsLastAt = now();
+    const epoch = S.epoch;
+    try {
+      const r = await bridge.call('/rosgate/connections');
+      if (epoch === S.epoch) onConnections(r, now());
+    } catch (e) { /* the next poll retries */ }
+    connsBusy = false;
+    if (connsAgain) { connsAgain = false; scheduleConns(); }
+  }
+
+  function onConnections(r, t) {
+    const list = Array.isArray(r?.connections) ? r.connections : [];
+    const closes = Array.isArray(r?.recent_closes) ? r.recent_closes : [];
+    // A connection's opening time plus its age is the gateway's "now".
+    const c0 = list.find((c) => c.opened && typeof c.age_s === 'number');
+    if (c0) S.clockOffsetMs = stampMs(c0.opened) + c0.age_s * 1000 - Date.now();
+    const rates = new Map();
+    const byNode = new Map();
+    for (const c of list) {
+      c.nodes = Array.isArray(c.nodes) ? c.nodes : [];
+      c.key = `${c.id}@${c.opened?.sec}.${c.opened?.nanosec}`;
+      c.self = !!S.self && c.client === S.self;
+      // Messages delivered per second, over at least 1.5 s.
+      const d = Number(c.delivered) || 0;
+      const prev = S.connRates.get(c.key);
+      let cur = { t, delivered: d, rate: null };
+      if (prev && d >= prev.delivered) {
+        cur = t - prev.t >= 1500 ? { t, delivered: d, rate: ((d - prev.delivered) * 1000) / (t - prev.t) } : prev;
+      }
+      rates.set(c.key, cur);
+      c.rate = cur.rate;
+      for (const n of c.nodes) byNode.set(n, c);
+      if (!c.nodes.length) byNode.set(c.client, c);
+    }
+    S.connRates = rates;
+    const domains = new Set([...list, ...closes].map((c) => c.domain));
+    S.conns = { list, closes, at: t, truncated: !!r?.truncated, byNode, multiDomain: domains.size > 1, domains: domains.size };
+    scheduleRender('conns');
+    scheduleRender('kpis');
+    scheduleRender('nodes');
   }
 
   // ------------------------------------------------------------ connection lifecycle
@@ -727,49 +694,46 @@
   bridge.handlers.open = () => {
     S.epoch++;
     S.live = true;
-    S.openedAt = Date.now();
     setStatus('live', 'live');
     S.self = null;
-    S.conns = new Map();
-    S.pendingJoins = [];
-    S.entries = [];
-    S.entriesSeen = false;
     S.stats = null;
     S.rates = null;
+    S.flow = new Map();
+    S.flowAt = 0;
+    S.connRates = new Map();
+    connsLastAt = -Infinity;
     S.marker = `/_rosgate_dashboard/probe_${randomToken()}`;
     // The graph first: from now on no change is missed; the snapshot
     // comes after, and the marker's own event names this connection.
     bridge.subscribe('/rosgate/graph');
     bridge.subscribe(S.marker);
-    for (const t of ['/connected_clients', '/client_count', '/rosout', '/parameter_events']) bridge.subscribe(t);
-    for (const m of S.meters.values()) { m.subscribed = false; if (m.mode === 'live' && !document.hidden) m.start(); else if (m.mode === 'sampled') m.schedule(); }
+    for (const t of ['/rosout', '/parameter_events']) bridge.subscribe(t);
+    for (const v of S.open.values()) { v.subscribed = false; clearTimeout(v.timer); v.timer = null; v.resume(); }
     resync().then(() => {
-      // Topics measured before a reload, if they still exist (subscribing
-      // to a vanished one would bring it back as an empty topic).
+      // Topics open before a reload, if they still exist (subscribing to a
+      // vanished one would bring it back as an empty topic).
       if (restored) return;
       restored = true;
-      for (const t of loadWatched()) if (S.topics.has(t) && !S.expanded.has(t) && S.expanded.size < CFG.maxWatched) watch(t);
+      for (const t of loadOpened()) if (S.topics.has(t) && !S.open.has(t) && S.open.size < CFG.maxOpen) openTopic(t);
     });
-    readStats();
+    poll();
   };
   bridge.handlers.close = () => {
     S.live = false;
     S.resyncing = false;
-    for (const m of S.meters.values()) m.subscribed = false;
+    for (const v of S.open.values()) { v.subscribed = false; clearTimeout(v.timer); v.timer = null; }
     scheduleRender('all');
   };
   bridge.handlers.publish = (topic, msg) => {
     switch (topic) {
       case '/rosgate/graph': onGraph(msg); break;
-      case '/connected_clients': onConnectedClients(msg); break;
-      case '/client_count': S.clientCount = msg?.data ?? null; scheduleRender('kpis'); break;
       case '/rosout': onRosout(msg); break;
       case '/parameter_events': onParameterEvent(msg); break;
       default: {
-        // A measured topic whose name needed JSON escapes (the fast path
+        // An opened topic whose name needed JSON escapes (the fast path
         // reads names verbatim).
-        const m = S.meters.get(topic);
-        if (m && !GATEWAY_TOPICS.has(topic)) m.record(JSON.stringify(msg ?? null).length, JSON.stringify({ op: 'publish', topic, msg }));
+        const v = S.open.get(topic);
+        if (v && !GATEWAY_TOPICS.has(topic)) v.record(JSON.stringify({ op: 'publish', topic, msg }));
       }
     }
   };
@@ -778,10 +742,8 @@
   };
 
   document.addEventListener('visibilitychange', () => {
-    for (const m of S.meters.values()) {
-      if (document.hidden) { if (m.mode === 'live') m.stop(); } else if (m.mode === 'live' && S.live) m.start();
-    }
-    if (!document.hidden) readStats();
+    for (const v of S.open.values()) { if (document.hidden) v.pause(); else v.resume(); }
+    if (!document.hidden) poll();
   });
 
   // ------------------------------------------------------------ rendering
@@ -803,7 +765,8 @@
     if (want('topics')) renderTopics();
     if (want('conns')) renderConns();
     if (want('log')) renderLog();
-    if (all) { renderServices(); renderNodes(); renderFeed(); }
+    if (all) { renderServices(); renderFeed(); }
+    if (want('nodes')) renderNodes();
     if (want('params')) renderParams();
     if (want('health')) renderHealth();
   }
@@ -825,13 +788,12 @@
     return shown + (list.length > max ? `<span class="more">+${list.length - max}</span>` : '');
   }
 
-  function sparkline(values, cls) {
+  function sparkline(values, cls, headroom = 1) {
     const w = 200, h = 32;
     if (!values || values.length < 2) return '';
-    const max = Math.max(...values, 1e-9);
+    const max = Math.max(...values, 1e-9) * headroom;
     const step = w / (values.length - 1);
-    const off = 0;
-    const pts = values.map((v, i) => [off + i * step, h - 2 - (v / max) * (h - 4)]);
+    const pts = values.map((v, i) => [i * step, h - 2 - (v / max) * (h - 4)]);
     const line = pts.map((p, i) => `${i ? 'L' : 'M'}${p[0].toFixed(1)},${p[1].toFixed(1)}`).join('');
     const area = `${line}L${pts[pts.length - 1][0].toFixed(1)},${h}L${pts[0][0].toFixed(1)},${h}Z`;
     return `<svg class="spark ${cls}" viewBox="0 0 ${w} ${h}" preserveAspectRatio="none" aria-hidden="true"><path class="area" d="${area}"/><path class="line" d="${line}"/></svg>`;
@@ -844,13 +806,15 @@
   function renderKpis() {
     const st = S.stats || {};
     const r = S.rates;
-    const userTopics = [...S.topics.values()].filter((t) => !GATEWAY_TOPICS.has(t.name) && !isHidden(t.name)).length;
+    const userTopics = [...S.topics.values()].filter((t) => !GATEWAY_TOPICS.has(t.name) && !isHidden(t.name));
+    const active = userTopics.filter((t) => S.flow.get(t.name)?.hz > 0).length;
     const userServices = [...S.services.keys()].filter((s) => !isSystemService(s)).length;
-    // This domain's open connections, as /connected_clients lists them now.
-    const open = S.entriesSeen ? S.entries.length : (S.clientCount ?? st.connections_open);
-    const tcp = S.entries.filter((e) => e.name && transportOf(e.name) === 'tcp').length;
-    const ws = S.entries.filter((e) => e.name && transportOf(e.name) === 'ws').length;
-    const named = tcp + ws;
+    const C = S.conns;
+    const open = C ? C.list.length : st.connections_open;
+    const count = (tr) => C.list.filter((c) => c.transport === tr).length;
+    const opening = C ? C.list.filter((c) => c.established === false).length : 0;
+    const connSub = C ? [`${count('tcp')} tcp · ${count('ws')} ws`, opening ? `${opening} opening` : '', C.domains > 1 ? `${C.domains} domains` : '']
+      .filter(Boolean).join(' · ') : `${fmtNum(st.connections_accepted ?? 0)} accepted in all`;
     const mem = st.memory_bytes, budget = st.memory_budget_bytes;
     const memPct = budget ? Math.min(100, (100 * mem) / budget) : 0;
     const memCls = memPct > 85 ? 'bad' : memPct > 60 ? 'warn' : 'ok';
@@ -858,8 +822,8 @@
     const forced = Object.entries(st.closes || {}).filter(([k, v]) => v && !NORMAL_CLOSES.has(k)).reduce((a, [, v]) => a + v, 0);
     const nodes = allNodes().filter((n) => n !== '/rosgate' && n !== S.self).length;
     $('kpis').innerHTML = [
-      kpi('Connections', fmtNum(open ?? 0), named ? `${tcp} tcp · ${ws} ws${named < (open ?? 0) ? ` · ${(open ?? 0) - named} unnamed` : ''}` : `${fmtNum(st.connections_accepted ?? 0)} accepted in all`),
-      kpi('Topics', fmtNum(userTopics), `${plural(st.publishers ?? 0, 'advert')} · ${plural(st.subscriptions ?? 0, 'sub')}`),
+      kpi('Connections', fmtNum(open ?? 0), connSub),
+      kpi('Topics', fmtNum(userTopics.length), `${S.flowAt ? `${active} active · ` : ''}${plural(st.subscriptions ?? 0, 'sub')}`),
       kpi('Nodes', fmtNum(nodes), `${plural(S.params.size, 'parameter')}`),
       kpi('Services', fmtNum(userServices), `${plural(S.actions.size, 'action')} · ${fmtNum(st.calls_pending ?? 0)} in flight`),
       kpi('Messages', r ? fmtPerSec(r.published) : '–', r ? `published · ${fmtPerSec(r.delivered)} out` : 'measuring…', sparkline(S.history.published, 'c1'), 'graph'),
@@ -870,46 +834,67 @@
     ].join('');
   }
 
+  // The rate and bandwidth cells of a topic, from /rosgate/topic_stats.
   function rateCells(topic) {
-    const t = S.topics.get(topic);
-    const m = S.meters.get(topic);
-    if (!m) {
-      const idle = t && !t.pubs.size;
-      return [`<span class="muted">${idle ? 'no publisher' : 'open to measure'}</span>`, ''];
+    const f = S.flow.get(topic);
+    if (!f) {
+      if (!S.flowAt) return ['<span class="muted">measuring…</span>', ''];
+      return [`<span class="muted" title="${GATEWAY_TOPICS.has(topic) ? 'published by the gateway itself, not counted' : 'not listed by /rosgate/topic_stats yet'}">–</span>`, ''];
     }
-    const v = m.view();
-    if (v.paused) return ['<span class="muted">paused</span>', ''];
-    if (v.warming) return ['<span class="muted">measuring…</span>', ''];
-    const note = v.note ? ` <span class="badge warn" title="${esc(v.note)}">sampled</span>` : '';
-    const cls = v.hz > 0 ? 'rate' : 'rate zero';
-    return [`<span class="${cls}" data-hz="${v.hz.toFixed(3)}">${fmtHz(v.hz)}</span>${note}`, `<span class="bw">${fmtBytes(v.bps)}/s</span>`];
+    if (f.hz == null) return ['<span class="muted">measuring…</span>', ''];
+    if (f.hz === 0 && !f.pubs) return ['<span class="muted">no publisher</span>', ''];
+    const cls = f.hz > 0 ? 'rate' : 'rate zero';
+    const heavy = isHeavy(f) ? ' heavy' : '';
+    return [`<span class="${cls}" data-hz="${f.hz.toFixed(3)}">${fmtHz(f.hz)}</span>`,
+      `<span class="bw${heavy}" data-bps="${f.bps.toFixed(1)}">${fmtBytes(f.bps)}/s</span>`];
+  }
+
+  function sortedTopics(rows) {
+    const key = S.sort;
+    const by = (t) => S.flow.get(t.name)?.[key] ?? -1;
+    return rows.sort(key === 'name' ? (a, b) => a.name.localeCompare(b.name) : (a, b) => by(b) - by(a) || a.name.localeCompare(b.name));
   }
 
   function renderTopics() {
-    const rows = [...S.topics.values()].filter((t) => userTopic(t) && matches(t.name, t.type)).sort((a, b) => a.name.localeCompare(b.name));
+    const rows = sortedTopics([...S.topics.values()].filter((t) => userTopic(t) && matches(t.name, t.type)));
     $('topics-count').textContent = rows.length;
     if (!rows.length) {
       $('topics-body').innerHTML = `<div class="empty">${S.topics.size ? 'No topic matches.' : 'No topics yet.'}</div>`;
       return;
     }
     const shown = rows.slice(0, CFG.maxRows);
-    const html = [`<table class="tbl topics"><thead><tr><th class="caret"></th><th>Topic</th><th>Publishers</th><th>Subscribers</th><th class="num">Rate</th><th class="num">Bandwidth</th></tr></thead><tbody>`];
+    const th = (key, label, cls = '') => `<th class="${cls} sortable${S.sort === key ? ' sorted' : ''}" data-sort="${key}" tabindex="0" aria-sort="${S.sort === key ? (key === 'name' ? 'ascending' : 'descending') : 'none'}">${label}</th>`;
+    const html = [`<table class="tbl topics"><thead><tr><th class="caret"></th>${th('name', 'Topic')}<th>Publishers</th><th>Subscribers</th>${th('hz', 'Rate', 'num')}${th('bps', 'Bandwidth', 'num')}</tr></thead><tbody>`];
     for (const t of shown) {
-      const open = S.expanded.has(t.name);
+      const v = S.open.get(t.name);
       const subs = new Set([...t.subs].filter((n) => n !== S.self));
       const [rate, bw] = rateCells(t.name);
       const warn = S.topicInfo.get(t.name)?.incompatible?.length ? ' <span class="badge bad" title="incompatible QoS pairs">QoS</span>' : '';
-      html.push(`<tr class="topic${open ? ' open' : ''}" data-topic="${esc(t.name)}" tabindex="0" aria-expanded="${open}">
-        <td class="caret">${open ? '▾' : '▸'}</td>
+      html.push(`<tr class="topic${v ? ' open' : ''}" data-topic="${esc(t.name)}" tabindex="0" aria-expanded="${!!v}">
+        <td class="caret">${v ? '▾' : '▸'}</td>
         <td><div class="name">${esc(t.name)}${warn}</div><div class="type">${esc(t.type || '—')}</div></td>
         <td><span class="n ${t.pubs.size ? '' : 'zero'}">${t.pubs.size}</span>${chips(t.pubs)}</td>
-        <td><span class="n ${subs.size ? '' : 'zero'}">${subs.size}</span>${chips(subs)}${t.subs.has(S.self) && !GATEWAY_TOPICS.has(t.name) ? '<span class="chip self" title="this page subscribes to measure it">+ this page</span>' : ''}</td>
+        <td><span class="n ${subs.size ? '' : 'zero'}">${subs.size}</span>${chips(subs)}${t.subs.has(S.self) && !GATEWAY_TOPICS.has(t.name) ? '<span class="chip self" title="this page subscribes to show the last message">+ this page</span>' : ''}</td>
         <td class="num" data-rate="${esc(t.name)}">${rate}</td><td class="num" data-bw="${esc(t.name)}">${bw}</td></tr>`);
-      if (open) html.push(`<tr class="detail"><td></td><td colspan="5">${topicDetail(t)}</td></tr>`);
+      if (v) html.push(`<tr class="detail"><td></td><td colspan="5">${topicDetail(t)}</td></tr>`);
     }
     html.push('</tbody></table>');
     if (rows.length > shown.length) html.push(`<div class="empty">${rows.length - shown.length} more: refine the filter.</div>`);
+    if (S.flowTruncated) html.push('<div class="note">/rosgate/topic_stats listed only the first 10 000 topics: the others show no rate.</div>');
     $('topics-body').innerHTML = html.join('');
+  }
+
+  // After each /rosgate/topic_stats reply: the figures, in place.
+  function updateRateCells() {
+    const body = $('topics-body');
+    for (const rc of body.querySelectorAll('td[data-rate]')) {
+      const topic = rc.dataset.rate;
+      const [rate, bw] = rateCells(topic);
+      rc.innerHTML = rate;
+      const bc = rc.nextElementSibling;
+      if (bc) bc.innerHTML = bw;
+    }
+    for (const el of body.querySelectorAll('[data-flow]')) el.innerHTML = flowHtml(el.dataset.flow);
   }
 
   function qosText(q) {
@@ -921,9 +906,16 @@
     return parts.length ? parts.join(' · ') : 'default QoS';
   }
 
+  // The rate history of an open topic and its totals.
+  function flowHtml(topic) {
+    const f = S.flow.get(topic);
+    if (!f) return '<h4>Rate</h4><div class="muted">not counted</div>';
+    const spark = f.hist.length > 1 ? sparkline(f.hist, 'c1', 1.25) : '<div class="muted spark-empty">collecting…</div>';
+    return `<h4>Rate <span class="muted">last ${Math.round((f.hist.length * CFG.periodMs) / 1000)} s · ${fmtNum(f.total)} messages, ${fmtBytes(f.bytes)} since it appeared</span></h4><div class="flow">${spark}</div>`;
+  }
+
   function topicDetail(t) {
     const info = S.topicInfo.get(t.name);
-    const m = S.meters.get(t.name);
     const parts = ['<div class="detail-grid">'];
     const endpoint = (e, kind) => {
       const extra = [];
@@ -940,6 +932,7 @@
           `<li>${nodeChip(p.publisher)} → ${nodeChip(p.subscriber)} <span class="muted">${esc(p.why)}</span></li>`).join('')}</ul></div>`);
       }
     } else parts.push('<div class="muted">reading /rosgate/topic_info…</div>');
+    parts.push(`<div class="span2" data-flow="${esc(t.name)}">${flowHtml(t.name)}</div>`);
     parts.push(`<div class="span2" data-preview="${esc(t.name)}">${previewHtml(t.name)}</div>`);
     parts.push('</div>');
     return parts.join('');
@@ -951,54 +944,49 @@
       (all, inner) => `[${inner.split(/,\n\s*/).join(', ')}]`);
   }
 
-  // The last message of a measured topic, parsed only here (at most every
+  // The last message of an open topic, parsed only here (at most every
   // 2 s), never on arrival.
   function previewHtml(topic) {
-    const m = S.meters.get(topic);
-    let preview = '<span class="muted">no message received yet</span>';
-    if (m?.lastRaw) {
+    const v = S.open.get(topic);
+    let preview = `<span class="muted">${v?.mode === 'snapshot' && !v.lastRaw ? 'waiting for a message…' : 'no message received yet'}</span>`;
+    if (v?.lastRaw) {
       let text = '';
       // A big message is shown as its first characters, not parsed.
-      if (m.lastRaw.length > 256 * 1024) text = m.lastRaw.slice(0, CFG.previewChars);
-      else try { text = prettyJson(JSON.parse(m.lastRaw).msg); } catch (e) { text = m.lastRaw; }
-      if (text.length > CFG.previewChars) text = text.slice(0, CFG.previewChars) + `\n… (${fmtBytes(m.lastRaw.length)} in all)`;
+      if (v.lastRaw.length > 256 * 1024) text = v.lastRaw.slice(0, CFG.previewChars);
+      else try { text = prettyJson(JSON.parse(v.lastRaw).msg); } catch (e) { text = v.lastRaw; }
+      if (text.length > CFG.previewChars) text = text.slice(0, CFG.previewChars) + `\n… (${fmtBytes(v.lastRaw.length)} in all)`;
       preview = `<pre>${esc(text)}</pre>`;
     }
-    const age = m?.lastAt ? `${fmtDur(now() - m.lastAt)} ago` : '';
-    return `<h4>Last message <span class="muted">${age}</span></h4>${preview}`;
+    const age = v?.lastAt ? `${fmtDur(now() - v.lastAt)} ago` : '';
+    const mode = v?.mode === 'snapshot'
+      ? ` <span class="badge warn snapshot" title="over ${fmtBytes(CFG.heavyBytesPerSec)}/s or ${fmtNum(CFG.heavyMsgsPerSec)} msg/s: not streamed to this page">one every ${CFG.snapshotEveryMs / 1000} s</span>` : '';
+    return `<h4>Last message <span class="muted">${age}</span>${mode}</h4>${preview}`;
   }
 
-  // Every second: refresh the measured figures in place (no table rebuild).
-  function tickRates() {
-    for (const m of S.meters.values()) m.tick();
-    const body = $('topics-body');
-    for (const [topic] of S.meters) {
-      const sel = CSS.escape(topic);
-      const rc = body.querySelector(`[data-rate="${sel}"]`);
-      if (!rc) continue;
-      const [rate, bw] = rateCells(topic);
-      rc.innerHTML = rate;
-      const bc = body.querySelector(`[data-bw="${sel}"]`);
-      if (bc) bc.innerHTML = bw;
-    }
-    // Message previews follow at a slower pace, in place.
-    if (++tickCount % 2 === 0) {
-      for (const topic of S.expanded) {
-        const el = body.querySelector(`[data-preview="${CSS.escape(topic)}"]`);
-        if (el && !el.contains(document.getSelection()?.anchorNode)) el.innerHTML = previewHtml(topic);
-      }
-    }
-    // Relative times in the connections table.
-    if (tickCount % 5 === 0) scheduleRender('conns');
-  }
+  // Every second: uptime; previews every other second, in place.
   let tickCount = 0;
+  function tick() {
+    tickUptime();
+    if (++tickCount % 2) return;
+    const body = $('topics-body');
+    for (const topic of S.open.keys()) {
+      const el = body.querySelector(`[data-preview="${CSS.escape(topic)}"]`);
+      if (el && !el.contains(document.getSelection()?.anchorNode)) el.innerHTML = previewHtml(topic);
+    }
+  }
+  function tickUptime() {
+    const el = $('uptime');
+    if (!S.startedAt) { el.textContent = ''; return; }
+    el.textContent = `up ${fmtDur(serverNow() - S.startedAt)}`;
+    el.title = `started ${new Date(S.startedAt).toLocaleString()}`;
+  }
 
   function transportPill(tr) {
-    return tr ? `<span class="pill ${esc(tr)}">${esc(tr === 'ws' ? 'WebSocket' : tr.toUpperCase())}</span>` : '<span class="muted" title="not known for this connection">–</span>';
+    return tr ? `<span class="pill ${esc(tr)}">${esc(tr === 'ws' ? 'WebSocket' : tr.toUpperCase())}</span>` : '<span class="muted">–</span>';
   }
-  function reasonPill(reason) {
-    const cls = reason === 'peer_closed' ? 'ok' : NORMAL_CLOSES.has(reason) ? 'neutral' : 'bad';
-    return `<span class="pill ${cls}">${esc(reason.replace(/_/g, ' '))}</span>`;
+  function reasonPill(reason, forced) {
+    const cls = forced ? 'bad' : reason === 'peer_closed' ? 'ok' : 'neutral';
+    return `<span class="pill ${cls}"${forced ? ' title="closed by the gateway"' : ''}>${esc(String(reason || '?').replace(/_/g, ' '))}</span>`;
   }
 
   // Registrations per node, in one pass over the graph.
@@ -1012,58 +1000,75 @@
     return (n) => per.get(n) || { pub: 0, sub: 0, srv: 0, sys: 0, act: 0, params: 0 };
   }
 
+  // What a connection is: its declared nodes, else its implicit name and
+  // what it registered under it (in this page's domain).
+  function connWho(c, regs) {
+    const flags = `${c.self ? ' <span class="chip self">this page</span>' : ''}${c.established === false ? ' <span class="pill warn" title="has not completed its opening yet">opening</span>' : ''}`;
+    if (c.nodes.length) return `${c.nodes.slice(0, 3).map(nodeChip).join('')}${c.nodes.length > 3 ? `<span class="more">+${c.nodes.length - 3}</span>` : ''}${flags}`;
+    const g = regs(c.client);
+    const bits = [];
+    if (g.pub) bits.push(`${g.pub} pub`);
+    if (g.sub) bits.push(`${g.sub} sub`);
+    if (g.srv + g.sys + g.act) bits.push(`${g.srv + g.sys + g.act} srv`);
+    return `<span class="mono implicit" title="declared no node: known by its connection name">${esc(c.client)}</span>${flags}${bits.length ? ` <span class="muted">${bits.join(' · ')}</span>` : ''}`;
+  }
+
   function renderConns() {
-    const st = S.stats || {};
-    const rows = S.entries.map((e) => {
-      const c = e.name ? S.conns.get(e.name) : null;
-      return { e, c, name: e.name, transport: e.raw.transport || c?.transport || (e.name ? transportOf(e.name) : ''), address: e.ip, since: e.at };
-    }).filter((r) => matches(r.name, r.address));
-    rows.sort((a, b) => (b.c?.self ? 1 : 0) - (a.c?.self ? 1 : 0) || b.since - a.since);
-    $('conns-count').textContent = S.entries.length || '';
-    $('conns-aside').innerHTML = S.stats ? `queued ${fmtBytes(st.queued_bytes ?? 0)} · dropped ${fmtNum(st.dropped ?? 0)} (all connections)` : '';
-    const per = (v, f) => (v == null ? '<span class="muted" title="not reported per connection by the gateway">–</span>' : f(v));
+    const C = S.conns;
+    if (!C) {
+      $('conns-body').innerHTML = '<div class="empty">Reading /rosgate/connections…</div>';
+      $('closed-body').innerHTML = '';
+      return;
+    }
+    const elapsed = now() - C.at;
+    const dom = (c) => (C.multiDomain ? `<td class="num">${esc(c.domain)}</td>` : '');
+    const domTh = C.multiDomain ? '<th class="num">Domain</th>' : '';
+    const rows = C.list.filter((c) => matches(c.client, c.peer, c.transport, ...c.nodes))
+      .sort((a, b) => b.self - a.self || a.age_s - b.age_s);
+    $('conns-count').textContent = C.list.length;
+    const queued = C.list.reduce((a, c) => a + (Number(c.queued_bytes) || 0), 0);
+    $('conns-aside').textContent = `${fmtBytes(queued)} queued now${C.multiDomain ? ' · all domains' : ''}${C.truncated ? ' · first 10 000 listed' : ''}`;
     if (!rows.length) {
-      $('conns-body').innerHTML = `<div class="empty">${S.entriesSeen ? 'No connection matches.' : 'Waiting for /connected_clients…'}</div>`;
+      $('conns-body').innerHTML = '<div class="empty">No connection matches.</div>';
     } else {
-      const t = Date.now();
       const regs = registrations();
-      const html = ['<table class="tbl"><thead><tr><th>Client</th><th>Transport</th><th>Address</th><th>Connected</th><th>Node · registrations</th><th class="num">Queued</th><th class="num">Drops</th></tr></thead><tbody>'];
-      for (const r of rows.slice(0, CFG.maxRows)) {
-        const name = r.name ? `<span class="mono">${esc(r.name)}</span>${r.c?.self ? ' <span class="chip self">this page</span>' : ''}`
-          : '<span class="muted unnamed" title="Connected before this page opened. /connected_clients gives only its address and connection time; the page names such connections only when they all hold registrations of their own.">opened before this page</span>';
-        let nodeCell = '<span class="muted">–</span>';
-        const nodes = Array.isArray(r.e.raw.nodes) ? r.e.raw.nodes : null;
-        if (nodes) nodeCell = nodes.map(nodeChip).join('');
-        else if (r.name) {
-          const g = regs(r.name);
-          const bits = [];
-          if (g.pub) bits.push(`${g.pub} pub`);
-          if (g.sub) bits.push(`${g.sub} sub`);
-          if (g.srv + g.act) bits.push(`${g.srv + g.act} srv`);
-          nodeCell = bits.length ? `${nodeChip(r.name)} <span class="muted">${bits.join(' · ')}</span>`
-            : '<span class="muted" title="Nothing registered under the connection\'s own name. Its registrations may belong to nodes it declared: the gateway does not say which connection a declared node belongs to.">none under its own name</span>';
-        }
-        html.push(`<tr data-client="${esc(r.name || '')}"><td>${name}</td><td>${transportPill(r.transport)}</td><td class="mono">${esc(r.address)}</td>
-          <td title="${esc(new Date(r.since).toLocaleString())}">${fmtDur(t - r.since)}</td><td>${nodeCell}</td>
-          <td class="num">${per(r.e.raw.queued_bytes, fmtBytes)}</td><td class="num">${per(r.e.raw.dropped, fmtNum)}</td></tr>`);
+      const html = [`<table class="tbl conns"><thead><tr><th>Node</th><th>Transport</th><th>Peer</th>${domTh}<th class="num">Age</th><th class="num">Queued</th><th class="num" title="topic messages queued to it, since it opened">Delivered</th><th class="num" title="topic messages dropped from its queue">Drops</th></tr></thead><tbody>`];
+      for (const c of rows.slice(0, CFG.maxRows)) {
+        const age = (Number(c.age_s) || 0) * 1000 + elapsed;
+        const rate = c.rate ? `<div class="sub-rate">${fmtPerSec(c.rate)}</div>` : '';
+        html.push(`<tr data-client="${esc(c.client)}" data-peer="${esc(c.peer)}" data-conn="${esc(c.id)}"${c.self ? ' class="self"' : ''}>
+          <td>${connWho(c, regs)}</td><td>${transportPill(c.transport)}</td><td class="mono">${esc(c.peer || '–')}</td>${dom(c)}
+          <td class="num" title="since ${esc(new Date(stampMs(c.opened) - S.clockOffsetMs).toLocaleString())}">${fmtDur(age)}</td>
+          <td class="num${c.queued_bytes ? '' : ' zero'}">${fmtBytes(c.queued_bytes)}</td>
+          <td class="num${c.delivered ? '' : ' zero'}" data-delivered="${esc(c.delivered)}">${fmtNum(c.delivered)}${rate}</td>
+          <td class="num${c.dropped ? ' bad-text' : ' zero'}">${fmtNum(c.dropped)}</td></tr>`);
       }
       html.push('</tbody></table>');
-      const unnamed = rows.filter((r) => !r.name).length;
-      if (unnamed) html.push(`<p class="note">${plural(unnamed, 'connection')} opened before this page cannot be named: the gateway lists their address and connection time, not their client name or transport. Connections made while the page is open are named from the graph events.</p>`);
+      if (rows.length > CFG.maxRows) html.push(`<div class="empty">${rows.length - CFG.maxRows} more: refine the filter.</div>`);
       $('conns-body').innerHTML = html.join('');
     }
-    const closed = S.closed.filter((c) => matches(c.name, c.address, c.reason));
-    if (!closed.length) {
-      $('closed-body').innerHTML = '<div class="empty">None since this page opened.</div>';
-    } else {
-      const html = ['<table class="tbl"><thead><tr><th>At</th><th>Client</th><th>Transport</th><th>Address</th><th>Lasted</th><th>Reason</th></tr></thead><tbody>'];
-      for (const c of closed) {
-        html.push(`<tr data-closed="${esc(c.name)}"><td class="mono">${esc(fmtClock(c.at))}</td><td class="mono">${esc(c.name)}</td><td>${transportPill(c.transport)}</td>
-          <td class="mono">${esc(c.address || '')}</td><td>${c.since ? fmtDur(c.at - c.since) : '<span class="muted">?</span>'}</td><td>${reasonPill(c.reason)}</td></tr>`);
-      }
-      html.push('</tbody></table>');
-      $('closed-body').innerHTML = html.join('');
+    // Plain HTTP requests on the WebSocket port (this page's files,
+    // /metrics scrapes) close as `http_served`: listed with "system" only.
+    const http = C.closes.filter((c) => c.reason === 'http_served').length;
+    const closes = C.closes.filter((c) => (S.showSystem || c.reason !== 'http_served') && matches(c.client, c.peer, c.reason));
+    $('closed-count').textContent = closes.length || '';
+    const hiddenNote = http && !S.showSystem ? `<div class="note">${plural(http, 'plain HTTP request')} (<code>http_served</code>) not shown: tick “system”.</div>` : '';
+    if (!closes.length) {
+      $('closed-body').innerHTML = `<div class="empty">${C.closes.length ? 'None to show.' : 'None since the gateway started.'}</div>${hiddenNote}`;
+      return;
     }
+    const t = serverNow();
+    const html = [`<div class="scroll"><table class="tbl closed"><thead><tr><th>Closed</th><th>Node</th><th>Transport</th><th>Peer</th>${domTh}<th class="num">Lived</th><th class="num">Delivered</th><th class="num">Drops</th><th>Reason</th></tr></thead><tbody>`];
+    for (const c of closes) {
+      const at = stampMs(c.closed);
+      html.push(`<tr data-closed="${esc(c.client)}" data-peer="${esc(c.peer)}">
+        <td class="mono" title="${esc(new Date(at).toLocaleString())} · ${fmtDur(t - at)} ago">${esc(fmtClock(at))}</td>
+        <td>${CONN_NODE.test(c.client) ? `<span class="mono implicit">${esc(c.client)}</span>` : nodeChip(c.client)}</td><td>${transportPill(c.transport)}</td>
+        <td class="mono">${esc(c.peer || '–')}</td>${dom(c)}<td class="num">${fmtDur((Number(c.lived_s) || 0) * 1000)}</td>
+        <td class="num${c.delivered ? '' : ' zero'}">${fmtNum(c.delivered)}</td><td class="num${c.dropped ? ' bad-text' : ' zero'}">${fmtNum(c.dropped)}</td><td>${reasonPill(c.reason, c.forced)}</td></tr>`);
+    }
+    html.push('</tbody></table></div>');
+    $('closed-body').innerHTML = html.join('') + hiddenNote;
   }
 
   function renderLog() {
@@ -1105,17 +1110,21 @@
 
   function renderNodes() {
     const regs = registrations();
-    const nodes = allNodes().filter((n) => (S.showSystem || (n !== '/rosgate' && n !== S.self)) && matches(n)).sort();
+    const byNode = S.conns?.byNode || new Map();
+    const nodes = allNodes().filter((n) => (S.showSystem || (n !== '/rosgate' && n !== S.self)) && matches(n, byNode.get(n)?.peer)).sort();
     $('nodes-count').textContent = nodes.length;
     if (!nodes.length) { $('nodes-body').innerHTML = '<div class="empty">No nodes.</div>'; return; }
-    const html = ['<table class="tbl"><thead><tr><th>Node</th><th>Kind</th><th class="num">Pub</th><th class="num">Sub</th><th class="num">Srv</th><th class="num">Act</th><th class="num">Params</th></tr></thead><tbody>'];
+    const html = ['<table class="tbl"><thead><tr><th>Node</th><th>Connection</th><th class="num">Pub</th><th class="num">Sub</th><th class="num">Srv</th><th class="num">Act</th><th class="num">Params</th></tr></thead><tbody>'];
     for (const n of nodes.slice(0, CFG.maxRows)) {
       const g = regs(n);
       const srv = g.srv + (S.showSystem ? g.sys : 0);
-      const kind = n === '/rosgate' ? '<span class="pill neutral">gateway</span>' : n === S.self ? '<span class="pill neutral">this page</span>'
-        : CONN_NODE.test(n) ? `<span class="pill ${transportOf(n)}" title="a connection that declared no node">connection</span>` : '<span class="pill ok">declared</span>';
+      const c = byNode.get(n);
+      const conn = n === '/rosgate' ? '<span class="pill neutral">gateway</span>'
+        : n === S.self ? '<span class="pill neutral">this page</span>'
+          : c ? `<span class="nowrap"><span class="pill ${esc(c.transport)}">${esc(c.transport)}</span> <span class="mono muted">${esc(c.peer)}</span></span>`
+            : '<span class="muted" title="held by the gateway, or not in the last connection list">–</span>';
       const z = (v) => `<td class="num${v ? '' : ' zero'}">${v}</td>`;
-      html.push(`<tr><td class="mono">${esc(n)}</td><td>${kind}</td>${z(g.pub)}${z(g.sub)}${z(srv)}${z(g.act)}${z(g.params)}</tr>`);
+      html.push(`<tr data-node="${esc(n)}"><td class="mono">${esc(n)}${CONN_NODE.test(n) ? ' <span class="muted" title="a connection that declared no node">(connection)</span>' : ''}</td><td>${conn}</td>${z(g.pub)}${z(g.sub)}${z(srv)}${z(g.act)}${z(g.params)}</tr>`);
     }
     html.push('</tbody></table>');
     $('nodes-body').innerHTML = html.join('');
@@ -1144,7 +1153,7 @@
   function renderHealth() {
     const st = S.stats;
     if (!st) { $('health-body').innerHTML = '<div class="empty">Waiting for /rosgate/stats…</div>'; return; }
-    $('health-aside').textContent = `refreshed every ${CFG.statsPeriodMs / 1000} s`;
+    $('health-aside').textContent = `${S.startedAt ? `started ${new Date(S.startedAt).toLocaleString()} · ` : ''}refreshed every ${CFG.periodMs / 1000} s`;
     const closes = Object.entries(st.closes || {}).filter(([k, v]) => v && k !== 'http_served').sort((a, b) => b[1] - a[1]);
     const max = Math.max(1, ...closes.map(([, v]) => v));
     const errors = Object.entries(st.errors || {}).filter(([, v]) => v).sort((a, b) => b[1] - a[1]);
@@ -1168,9 +1177,10 @@
 
   function describe(ev) {
     const N = (n) => `<b>${esc(n)}</b>`;
+    const by = ev.client && ev.client !== ev.node ? ` <span class="muted">(${esc(ev.client)})</span>` : '';
     switch (ev.event) {
-      case 'node_added': return ['add', `node ${N(ev.node)}`];
-      case 'node_removed': return ['del', `node ${N(ev.node)}`];
+      case 'node_added': return ['add', `node ${N(ev.node)} declared${by}`];
+      case 'node_removed': return ['del', `node ${N(ev.node)} gone${by}`];
       case 'publisher_added': return ['add', `${N(ev.node)} publishes ${N(ev.topic)}`];
       case 'publisher_removed': return ['del', `${N(ev.node)} stopped publishing ${N(ev.topic)}`];
       case 'subscriber_added': return ['add', `${N(ev.node)} subscribes to ${N(ev.topic)}`];
@@ -1188,9 +1198,10 @@
   }
 
   function renderFeed() {
-    // The page's own subscriptions are not news (unless "system" is ticked).
-    const items = S.feed.filter((f) => (S.showSystem || !S.self || f.ev.node !== S.self) &&
-      matches(f.ev.node, f.ev.topic, f.ev.service, f.ev.action, f.ev.client));
+    // The page's own subscriptions, and anyone's to the gateway's own
+    // topics, are not news (unless "system" is ticked).
+    const items = S.feed.filter((f) => (S.showSystem || ((!S.self || (f.ev.node !== S.self && f.ev.client !== S.self)) && !GATEWAY_TOPICS.has(f.ev.topic))) &&
+      matches(f.ev.node, f.ev.topic, f.ev.service, f.ev.action, f.ev.client, f.ev.address));
     $('feed-body').innerHTML = items.length ? items.slice(0, 60).map((f) => {
       const [cls, text] = describe(f.ev);
       return `<div class="ev ${cls}"><span class="t">${esc(fmtClock(f.at))}</span><span class="mark"></span><span>${text}</span></div>`;
@@ -1227,6 +1238,7 @@
   function wire() {
     let theme = 'auto';
     try { theme = localStorage.getItem('rosgate.theme') || 'auto'; } catch (e) { /* ignore */ }
+    try { S.sort = ['name', 'hz', 'bps'].includes(localStorage.getItem('rosgate.sort')) ? localStorage.getItem('rosgate.sort') : 'name'; } catch (e) { /* ignore */ }
     applyTheme(theme);
     $('theme').addEventListener('click', () => {
       theme = THEMES[(THEMES.indexOf(theme) + 1) % THEMES.length];
@@ -1239,22 +1251,34 @@
     const toggle = (tr) => {
       const topic = tr?.dataset.topic;
       if (topic == null) return;
-      if (S.expanded.has(topic)) unwatch(topic); else watch(topic);
+      if (S.open.has(topic)) closeTopic(topic); else openTopic(topic);
+    };
+    const sortBy = (th) => {
+      S.sort = th.dataset.sort;
+      try { localStorage.setItem('rosgate.sort', S.sort); } catch (e) { /* ignore */ }
+      scheduleRender('topics');
     };
     $('topics-body').addEventListener('click', (e) => {
+      const th = e.target.closest('th[data-sort]');
+      if (th) { sortBy(th); return; }
       if (e.target.closest('.detail')) return;
       toggle(e.target.closest('tr.topic'));
     });
     $('topics-body').addEventListener('keydown', (e) => {
-      if (e.key === 'Enter' || e.key === ' ') { e.preventDefault(); toggle(e.target.closest('tr.topic')); }
+      if (e.key !== 'Enter' && e.key !== ' ') return;
+      const th = e.target.closest('th[data-sort]');
+      const tr = e.target.closest('tr.topic');
+      if (!th && !tr) return;
+      e.preventDefault();
+      if (th) sortBy(th); else toggle(tr);
     });
     fetch('/version').then((r) => r.json()).then((v) => {
-      $('version').textContent = `v${v.server?.version ?? '?'} · rosbridge v${v.protocol?.major ?? 2}`;
+      $('version').textContent = `v${v.server?.version ?? '?'} · rosbridge v${v.protocol?.major ?? 2}${$('version').dataset.domain || ''}`;
     }).catch(() => {});
     const dom = new URLSearchParams(location.search).get('domain');
-    if (dom) $('version').textContent += ` · domain ${dom}`;
-    setInterval(readStats, CFG.statsPeriodMs);
-    setInterval(tickRates, 1000);
+    if (dom) { $('version').dataset.domain = ` · domain ${dom}`; $('version').textContent += ` · domain ${dom}`; }
+    setInterval(poll, CFG.periodMs);
+    setInterval(tick, 1000);
     scheduleRender('all');
     bridge.connect();
   }
