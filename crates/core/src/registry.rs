@@ -117,6 +117,8 @@ pub struct Topic {
     /// rates in `/rosgate/topic_stats` and the dashboard).
     published: u64,
     published_bytes: u64,
+    /// Which appearance of this name it is in its registry.
+    epoch: u64,
 }
 
 /// The QoS state of one membership that stated something (see
@@ -198,6 +200,12 @@ impl Topic {
     /// Messages and payload bytes published on it since it appeared.
     pub fn published(&self) -> (u64, u64) {
         (self.published, self.published_bytes)
+    }
+
+    /// Which appearance of its name this is: a topic that disappears and
+    /// comes back has a greater epoch (its counters restarted).
+    pub fn epoch(&self) -> u64 {
+        self.epoch
     }
 
     /// The start of every publish frame of this topic.
@@ -514,6 +522,9 @@ pub struct Registry {
     subscriptions: usize,
     publishers: usize,
     bytes: usize,
+    /// Topics created so far: each topic's `epoch` (a topic that goes and
+    /// comes back gets a new one, so a reader of its counters sees it).
+    topics_created: u64,
     /// Bytes of latched caches (also in `bytes`).
     cache_bytes: usize,
 }
@@ -770,7 +781,9 @@ impl Registry {
             latched: 0,
             published: 0,
             published_bytes: 0,
+            epoch: self.topics_created,
         };
+        self.topics_created += 1;
         self.bytes += topic_bytes(&topic);
         let id = self.topics.insert(topic) as TopicId;
         self.topic_names.insert(Rc::clone(&name));

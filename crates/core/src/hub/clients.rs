@@ -30,6 +30,7 @@ use crate::transport::Transport;
 #[derive(Debug, Clone)]
 struct Closed {
     id: u32,
+    name: String,
     client: String,
     peer: String,
     transport: Transport,
@@ -131,6 +132,7 @@ impl Hub {
         };
         let closed = Closed {
             id: me.gen,
+            name: self.conn_node_name(me),
             client: String::new(),
             peer: peer_of(c),
             transport: c.transport(),
@@ -203,6 +205,7 @@ impl Hub {
             let out = c.out();
             list.push(json!({
                 "id": gen,
+                "name": self.conn_node_name(me),
                 "client": self.client_label(me),
                 "nodes": nodes,
                 "peer": peer_of(c),
@@ -224,6 +227,7 @@ impl Hub {
             .map(|r| {
                 json!({
                     "id": r.id,
+                    "name": r.name,
                     "client": r.client,
                     "peer": r.peer,
                     "transport": r.transport.label(),

@@ -473,6 +473,7 @@ impl Hub {
                     "subscribers": t.subscribers().len(),
                     "published": msgs,
                     "published_bytes": bytes,
+                    "epoch": t.epoch(),
                 })
             })
             .collect();

@@ -2123,6 +2123,7 @@ fn topic_stats_count_publishes_per_topic_and_domain() {
     }
     // A topic that disappears starts again from zero.
     ok(&mut pubr, json!({"op":"unadvertise","topic":"/stats_b"}));
+    let epoch = topic_entry(&tcp, "/stats_b").map(|b| b["epoch"].clone());
     let gone = builtin(&mut pubr, "/rosgate/topic_stats");
     assert!(topic_entry(&gone, "/stats_b").is_none(), "{gone}");
     ok(&mut pubr, adv("/stats_b", "std_msgs/msg/String"));
@@ -2130,6 +2131,13 @@ fn topic_stats_count_publishes_per_topic_and_domain() {
     let again = builtin(&mut pubr, "/rosgate/topic_stats");
     let b = topic_entry(&again, "/stats_b").unwrap_or_else(|| panic!("{again}"));
     assert_eq!(b["published"], 1, "{b}");
+    // A reader can tell the counters restarted even if they grew past the
+    // old ones in between.
+    let (old, new) = (
+        epoch.and_then(|e| e.as_u64()).unwrap_or(u64::MAX),
+        b["epoch"].as_u64().unwrap_or(0),
+    );
+    assert!(new > old, "epoch {old} -> {new}");
     // Another domain has its own topics.
     let mut other = gw.client();
     declare(&mut other, json!({"name":"peek","domain":3}));

@@ -971,6 +971,11 @@ fn a_websocket_client_is_logged_when_its_upgrade_completes_with_its_number() {
         .unwrap_or_else(|| panic!("{v}"));
     assert_eq!(me["id"], open.num("conn"), "{me} vs {open:?}");
     assert_eq!(
+        me["name"],
+        format!("/rosgate_ws_{}", open.num("conn")),
+        "{me}"
+    );
+    assert_eq!(
         me["client"],
         format!("/rosgate_ws_{}", open.num("conn")),
         "{me}"
