@@ -422,9 +422,9 @@ pub enum Req {
     /// An empty line (`\n` or `\r\n`); on WebSocket an empty (or
     /// whitespace) text message, which is not JSON.
     Blank,
-    /// `declare_node`: the name from [`NODE_NAMES`], the namespace from
-    /// [`NAMESPACES`], the rules from [`REMAPS`], the `domain` field from
-    /// [`DOMAIN_FIELDS`] (each modulo its table).
+    /// `declare_node`: the name from `NODE_NAMES`, the namespace from
+    /// `NAMESPACES`, the rules from `REMAPS`, the `domain` field from
+    /// `DOMAIN_FIELDS` (each modulo its table).
     DeclareNode {
         name: u8,
         ns: u8,
@@ -441,7 +441,7 @@ pub enum Req {
     },
     /// A registration, publish or call (`op % 8`: subscribe, unsubscribe,
     /// advertise, unadvertise, publish, advertise_service,
-    /// unadvertise_service, call_service) of one of [`NAMES`], with the
+    /// unadvertise_service, call_service) of one of `NAMES`, with the
     /// `node` field picked by `node % 8`: 0-3 none (the default node), 4
     /// the client's first node by name, 5 its last by full name, 6 its
     /// second by name, 7 (and 4-6 when it has no such node) one it never
