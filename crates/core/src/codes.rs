@@ -41,6 +41,12 @@ family! {
         /// A reliable subscription fell more than twice `--max-queue-bytes`
         /// behind: reliable data is never dropped, so the reader goes.
         ReliableOverflow => "reliable_overflow", "A reliable subscriber fell too far behind (reliable data is never dropped).";
+        /// A token was presented and matched none (or none was presented
+        /// to an `auth` op).
+        AuthFailed => "auth_failed", "Authentication failed (wrong or missing token).";
+        /// A browser page whose origin is not allowed tried to open a
+        /// WebSocket (403).
+        OriginRefused => "origin_refused", "A WebSocket opening from a browser origin that is not allowed.";
     }
 }
 
@@ -58,6 +64,8 @@ impl CloseReason {
                 | CloseReason::PartialTimeout
                 | CloseReason::IdleTimeout
                 | CloseReason::SlowConsumer
+                | CloseReason::AuthFailed
+                | CloseReason::OriginRefused
                 | CloseReason::Evicted
                 | CloseReason::PerIpLimit
                 | CloseReason::ReliableOverflow
@@ -94,6 +102,8 @@ family! {
         UnknownGoal => "unknown_goal", "Feedback, results or cancels naming no goal of their connection.";
         BadParameter => "bad_parameter", "Parameter operations refused (bad name, value or descriptor; not declared; rules).";
         BadArgs => "bad_args", "Calls to a built-in service with arguments it cannot use.";
+        Unauthenticated => "unauthenticated", "Requests before the connection authenticated.";
+        Forbidden => "forbidden", "Operations the connection's role may not do.";
     }
 }
 

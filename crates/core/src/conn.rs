@@ -15,6 +15,7 @@
 use std::net::{IpAddr, SocketAddr};
 use std::time::Instant;
 
+use crate::access::RoleId;
 pub use crate::codes::CloseReason;
 pub use crate::conn_ref::ConnRef;
 use crate::nodes::Domain;
@@ -58,6 +59,11 @@ pub struct Conn {
     resolves: bool,
     /// It was warned that a reliable subscription falls behind.
     reliable_warned: bool,
+    /// What it may do ([`crate::access::Access`]); with authentication on,
+    /// meaningful once `authed`.
+    role: RoleId,
+    /// It presented a valid token (always true with authentication off).
+    authed: bool,
 }
 
 impl Conn {
@@ -90,7 +96,23 @@ impl Conn {
             domain: 0,
             resolves: false,
             reliable_warned: false,
+            role: 0,
+            authed: false,
         }
+    }
+
+    pub fn role(&self) -> RoleId {
+        self.role
+    }
+
+    pub fn is_authed(&self) -> bool {
+        self.authed
+    }
+
+    /// Admits it with `role` (a valid token, or authentication off).
+    pub(crate) fn authorize(&mut self, role: RoleId) {
+        self.role = role;
+        self.authed = true;
     }
 
     pub(crate) fn reliable_warned(&self) -> bool {

@@ -66,6 +66,7 @@ family! {
         HttpRequests => "http_requests", "Plain HTTP requests answered on the WebSocket port (metrics, health, dashboard).";
         NamesRejected => "names_rejected", "Names refused by the ROS 2 name rules (also counted in errors.invalid_name).";
         IntrospectionItems => "introspection_items", "Names and entries listed by built-in introspection replies (work they cost).";
+        Authenticated => "authenticated", "Connections that presented a valid token.";
         BuiltinCalls => "builtin_calls", "Calls answered by the gateway itself (rosapi, /rosgate/stats).";
     }
 }

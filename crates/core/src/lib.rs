@@ -6,6 +6,7 @@
 //!
 //! | module | owns |
 //! |---|---|
+//! | [`access`] | `Access`: tokens and their roles, each role's allowlists (globs per class of operation), allowed browser origins |
 //! | [`hub`] | `Hub`: the connection slab, dispatch of each op, publish batches, the life of a call, deferred close and cleanup, the stall sweep |
 //! | [`registry`] | `Registry`: topics (subscribers, publishers), services (provider), and each connection's reverse index; `withdraw(conn)` |
 //! | [`calls`] | `Calls`: calls in flight, their deadlines (timer wheel) and the per-connection indexes; `drop_conn(conn)` |
@@ -26,6 +27,7 @@
 //! `rosgate` server (the mio shell) above.
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 
+pub mod access;
 pub mod calls;
 pub mod codes;
 pub mod conn;

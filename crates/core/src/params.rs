@@ -498,6 +498,8 @@ pub enum Refusal {
     TooMany,
     /// The owner (validating) said no, or did not answer in time.
     Rejected(String),
+    /// The requester's role may not set it (the allowlist key).
+    Forbidden(String),
 }
 
 impl Refusal {
@@ -519,6 +521,7 @@ impl Refusal {
                 "parameter {name}: the node holds {MAX_PARAMS_PER_NODE} parameters, or the gateway {MAX_HELD_PARAMS}, the limit"
             ),
             Refusal::Rejected(why) => format!("parameter {name}: rejected by its node: {why}"),
+            Refusal::Forbidden(key) => format!("forbidden: may not set parameter {key}"),
         }
     }
 
@@ -531,6 +534,7 @@ impl Refusal {
             Refusal::OutOfRange(_) => "range",
             Refusal::TooBig | Refusal::TooMany => "limit",
             Refusal::Rejected(_) => "rejected",
+            Refusal::Forbidden(_) => "forbidden",
         }
     }
 }

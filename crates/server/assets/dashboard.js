@@ -199,6 +199,9 @@
       const q = new URLSearchParams(location.search);
       const keep = new URLSearchParams();
       if (q.get('domain')) keep.set('domain', q.get('domain'));
+      // With authentication on, the page is opened as /?token=... and hands
+      // the token to its WebSocket (browsers cannot set headers on one).
+      if (q.get('token')) keep.set('token', q.get('token'));
       const qs = keep.toString();
       return `${proto}//${location.host}/${qs ? '?' + qs : ''}`;
     }

@@ -81,6 +81,14 @@ OPTIONS:
     --max-connections-per-ip N  from one non-loopback address [default: {DEFAULT_MAX_CONNECTIONS_PER_IP}]
     --shutdown-grace-ms N       on SIGTERM, flush queued output this long
                                 [default: {DEFAULT_SHUTDOWN_GRACE_MS}]
+    --auth-tokens FILE          clients must authenticate with a token from FILE
+                                (one `ROLE TOKEN` per line; docs/security.md)
+    --auth-roles FILE           what each role may do: globs per class of
+                                operation (YAML); built in: admin, viewer
+    --ws-allowed-origins LIST   browser origins (comma-separated, or *) that may
+                                open a WebSocket besides loopback pages
+    --allow-unauthenticated-network
+                                listen beyond loopback without --auth-tokens
     --log-level LEVEL           error|warn|info|debug [default: info]
     --log-format FORMAT         text|json (one JSON object per line) [default: text]
     -h, --help                  print this help
@@ -114,6 +122,32 @@ where
 }
 
 /// Parses the arguments (without the program name).
+/// The listeners reachable beyond this machine (not bound to loopback).
+pub fn exposed(c: &Config) -> Vec<(&'static str, std::net::SocketAddr)> {
+    let mut v = Vec::new();
+    if !c.listen.ip().is_loopback() {
+        v.push(("tcp", c.listen));
+    }
+    if let Some(ws) = c.ws_listen.filter(|a| !a.ip().is_loopback()) {
+        v.push(("websocket", ws));
+    }
+    v
+}
+
+/// Refuses to listen beyond loopback without authentication unless that is
+/// asked for by name: anyone on the network could publish `/cmd_vel`.
+fn refuse_exposure(c: &Config) -> Result<(), String> {
+    let open = exposed(c);
+    if open.is_empty() || c.access.required() || c.allow_unauthenticated_network {
+        return Ok(());
+    }
+    let list: Vec<String> = open.iter().map(|(k, a)| format!("{k} {a}")).collect();
+    Err(format!(
+        "refusing to listen on {} without authentication: anyone who can reach it could publish, call and set parameters. Give clients tokens with --auth-tokens FILE (docs/security.md), or pass --allow-unauthenticated-network if this network is trusted",
+        list.join(" and ")
+    ))
+}
+
 pub fn parse(argv: Vec<OsString>) -> Result<Command, String> {
     let mut args = pico_args::Arguments::from_vec(argv);
     if args.contains(["-h", "--help"]) {
@@ -170,6 +204,25 @@ pub fn parse(argv: Vec<OsString>) -> Result<Command, String> {
         };
     }
     c.use_sim_time = args.contains("--use-sim-time");
+    c.allow_unauthenticated_network = args.contains("--allow-unauthenticated-network");
+    let tokens = match opt::<String>(&mut args, "--auth-tokens")? {
+        Some(f) => crate::access_file::load_tokens(&f)?,
+        None => Vec::new(),
+    };
+    let roles_file = opt::<String>(&mut args, "--auth-roles")?;
+    let roles = match &roles_file {
+        Some(f) => crate::access_file::load_roles(f)?,
+        None => Vec::new(),
+    };
+    let origins: Vec<String> = match opt::<String>(&mut args, "--ws-allowed-origins")? {
+        Some(list) => list.split(',').map(str::to_string).collect(),
+        None => Vec::new(),
+    };
+    if roles_file.is_some() && tokens.is_empty() {
+        return Err("--auth-roles needs --auth-tokens (roles are given to tokens)".into());
+    }
+    c.access = rosgate_core::access::Access::new(tokens, roles, origins)
+        .map_err(|e| format!("--auth-tokens/--auth-roles: {e}"))?;
     let files: Vec<String> = args
         .values_from_str("--params")
         .map_err(|e| format!("--params: {e}"))?;
@@ -257,5 +310,6 @@ pub fn parse(argv: Vec<OsString>) -> Result<Command, String> {
     if let Some(first) = rest.first() {
         return Err(format!("unexpected argument {:?}", first.to_string_lossy()));
     }
+    refuse_exposure(&c)?;
     Ok(Command::Serve(Box::new(c)))
 }

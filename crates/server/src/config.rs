@@ -139,6 +139,12 @@ pub struct Config {
     pub use_sim_time: bool,
     /// Start-up parameter overrides (`--params FILE`).
     pub param_overrides: rosgate_core::params::Overrides,
+    /// Tokens, roles, allowed origins (`--auth-tokens`, `--auth-roles`,
+    /// `--ws-allowed-origins`).
+    pub access: rosgate_core::access::Access,
+    /// Listening beyond loopback without authentication was asked for
+    /// (`--allow-unauthenticated-network`).
+    pub allow_unauthenticated_network: bool,
 }
 
 impl Default for Config {
@@ -156,6 +162,8 @@ impl Default for Config {
             strict_names: false,
             use_sim_time: false,
             param_overrides: Default::default(),
+            access: Default::default(),
+            allow_unauthenticated_network: false,
         }
     }
 }

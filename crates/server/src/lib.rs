@@ -10,11 +10,13 @@
 //! | [`config`] | `Config` and the server's own constants (re-exports the core's limits) |
 //! | [`args`] | flags -> `Config`; the `--help` text |
 //! | [`cli`] | `rosgate topic echo ...` and the other commands: the command-line client of a running gateway |
+//! | [`access_file`] | `--auth-tokens` and `--auth-roles`: the token file and the roles file (YAML) |
 //! | [`assets`] | the dashboard's files, compiled in (served at `/` on the WebSocket port) |
 //!
 //! Clients speak newline-delimited JSON over TCP (`docs/protocol.md`) or
 //! rosbridge v2 over WebSocket.
 
+pub mod access_file;
 pub mod args;
 pub mod assets;
 pub mod cli;

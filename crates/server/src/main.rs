@@ -6,7 +6,7 @@ use std::process::ExitCode;
 
 use rosgate::args::{self, Command};
 use rosgate::server::Server;
-use rosgate_core::log::{self, Val};
+use rosgate_core::log::{self, LogLevel, Val};
 
 fn main() -> ExitCode {
     let argv: Vec<_> = std::env::args_os().skip(1).collect();
@@ -33,6 +33,7 @@ fn main() -> ExitCode {
             return ExitCode::from(1);
         }
     };
+    log_access(&config);
     // Tests and scripts wait for these exact lines; the TCP one comes last.
     if log::is_json() {
         announce_json(&server);
@@ -45,6 +46,39 @@ fn main() -> ExitCode {
             fatal("event loop failed", &e.to_string());
             ExitCode::from(1)
         }
+    }
+}
+
+/// Says who may connect: what is reachable beyond loopback, and with which
+/// authentication.
+fn log_access(config: &rosgate::config::Config) {
+    let exposed: Vec<String> = args::exposed(config)
+        .iter()
+        .map(|(k, a)| format!("{k}:{a}"))
+        .collect();
+    let exposed = exposed.join(",");
+    let access = &config.access;
+    if access.required() {
+        let roles = access.roles_in_use().join(",");
+        let tokens = access.token_count() as u64;
+        log::event(
+            LogLevel::Info,
+            "authentication required",
+            &[
+                ("tokens", Val::Num(tokens)),
+                ("roles", Val::Str(&roles)),
+                (
+                    "network",
+                    Val::Str(if exposed.is_empty() { "none" } else { &exposed }),
+                ),
+            ],
+        );
+    } else if !exposed.is_empty() {
+        log::event(
+            LogLevel::Warn,
+            "reachable from the network WITHOUT authentication (--allow-unauthenticated-network)",
+            &[("network", Val::Str(&exposed))],
+        );
     }
 }
 

@@ -175,6 +175,7 @@ impl Server {
         }
         hub.set_graph_settings(graph);
         hub.set_param_overrides(config.param_overrides.clone());
+        hub.set_access(config.access.clone());
         hub.set_http_settings(crate::assets::http_settings());
         Ok(Server {
             poll,

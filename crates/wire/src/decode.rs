@@ -180,7 +180,13 @@ pub enum Op<'a> {
         name: Cow<'a, str>,
         value: Raw<'a>,
     },
-    /// A rosbridge op we accept and ignore (`auth`).
+    /// Authentication: `token` (rosgate's), or rosbridge's `auth` op whose
+    /// `mac` carries the token (roslibjs' `Ros.authenticate`). `None` when
+    /// neither is given. The value is a secret: never echoed.
+    Auth {
+        token: Option<Cow<'a, str>>,
+    },
+    /// A rosbridge op we accept and ignore.
     Ignored(&'static str),
 }
 
@@ -229,6 +235,7 @@ impl Op<'_> {
             Op::DeclareParameter { .. } => "declare_parameter",
             Op::UndeclareParameter { .. } => "undeclare_parameter",
             Op::SetParameter { .. } => "set_parameter",
+            Op::Auth { .. } => "auth",
             Op::Ignored(name) => name,
         }
     }
@@ -447,6 +454,8 @@ struct Fields<'a> {
     throttle_rate: Option<Raw<'a>>,
     queue_length: Option<Raw<'a>>,
     wait: Option<Raw<'a>>,
+    token: Option<Raw<'a>>,
+    mac: Option<Raw<'a>>,
 }
 
 impl<'a> Fields<'a> {
@@ -498,6 +507,8 @@ impl<'a> Fields<'a> {
             "throttle_rate" => &mut self.throttle_rate,
             "queue_length" => &mut self.queue_length,
             "wait" => &mut self.wait,
+            "token" => &mut self.token,
+            "mac" => &mut self.mac,
             _ => return None,
         })
     }
@@ -675,7 +686,12 @@ impl<'a> Fields<'a> {
                 name: name(self.name, "name")?,
                 value: self.value.ok_or(ErrorKind::MissingField("value"))?,
             },
-            "auth" if !strict => Op::Ignored("auth"),
+            "auth" => Op::Auth {
+                token: match self.token.or(self.mac) {
+                    None => None,
+                    raw => Some(name(raw, "token")?),
+                },
+            },
             _ => return Err(ErrorKind::UnknownOp),
         })
     }
@@ -912,7 +928,28 @@ mod tests {
             decode_as(br#"{"op":"set_level","level":"info"}"#, Dialect::Rosbridge).map(|r| r.op),
             Ok(Op::SetLevel { .. })
         ));
-        assert_eq!(err(br#"{"op":"auth"}"#).0, ErrorKind::UnknownOp);
+        // `auth` is understood on both transports (the hub decides).
+        assert!(matches!(
+            ok(r#"{"op":"auth"}"#).op,
+            Op::Auth { token: None }
+        ));
+        match decode_as(
+            br#"{"op":"auth","mac":"s3cret","client":"c"}"#,
+            Dialect::Rosbridge,
+        )
+        .map(|r| r.op)
+        {
+            Ok(Op::Auth { token: Some(t) }) => assert_eq!(t, "s3cret"),
+            other => panic!("{other:?}"),
+        }
+        match ok(r#"{"op":"auth","token":"tok","mac":"other"}"#).op {
+            Op::Auth { token: Some(t) } => assert_eq!(t, "tok"),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(
+            err(br#"{"op":"auth","token":5}"#).0,
+            ErrorKind::WrongType("token")
+        );
     }
 
     #[test]

@@ -27,6 +27,7 @@ use rosgate_wire::Raw;
 use super::graph::RosoutLevel;
 use super::services::CallFailure;
 use super::Hub;
+use crate::access::Class;
 use crate::calls::{Call, CallKind, NotOutstanding, ORPHAN_TIMEOUT};
 use crate::conn::ConnRef;
 use crate::counters::{Counter, ErrorCode, Hist};
@@ -61,6 +62,9 @@ impl Hub {
         let Some((domain, tag, name)) = self.resolve_for(me, name, node, id_bytes, now) else {
             return;
         };
+        if !self.permit(me, Class::ActionServe, &name, id_bytes, now) {
+            return;
+        }
         let max = self.limits.max_actions_per_conn;
         let displaced = match self.registries.update(domain, |r| {
             r.provide(Provided::Action, me, tag, &name, ty, max)
@@ -154,6 +158,13 @@ impl Hub {
         };
         let mut action_json = Vec::with_capacity(action.len() + 2);
         encode::json_string(&mut action_json, &action);
+        if !self.permit(me, Class::ActionSend, &action, Some(id), now) {
+            // The caller also gets its goal's end, as for any refusal.
+            let reason = format!("forbidden: may not send goals to {action}");
+            let mut out = Vec::new();
+            encode::action_failure(&mut out, &action_json, id, STATUS_UNKNOWN, &reason);
+            return self.send_control(me, &out, now);
+        }
         let fail = |hub: &mut Hub, why: CallFailure| {
             hub.count_goal_failure(why);
             let reason = hub.goal_failure_text(why, &action);

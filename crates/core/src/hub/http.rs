@@ -65,6 +65,13 @@ impl Hub {
             )
         } else {
             match path {
+                "/metrics" if !self.http_authorized(&req) => handshake::response(
+                    401,
+                    "Unauthorized",
+                    "text/plain; charset=utf-8",
+                    b"a token is required: Authorization: Bearer <token> (or ?token=)\n",
+                    &[("WWW-Authenticate", "Bearer realm=\"rosgate\"")],
+                ),
                 "/metrics" => {
                     let body = self.metrics_text();
                     handshake::response(

@@ -30,6 +30,7 @@
 //!   control overflow closes only that connection (P6).
 
 mod actions;
+mod auth;
 mod batch;
 mod clients;
 mod graph;
@@ -49,6 +50,7 @@ use slab::Slab;
 
 use rosgate_wire::decode::{self, DecodeError, Op, Request};
 use rosgate_wire::encode::Level;
+use rosgate_wire::ws::handshake::Opening;
 use rosgate_wire::Raw;
 
 pub use graph::{
@@ -65,6 +67,7 @@ pub use rosapi::{
 };
 pub use services::CallFailure;
 
+use crate::access::{Access, Class};
 use crate::calls::{CallKind, Calls};
 use crate::conn::{CloseReason, Conn, ConnRef};
 use crate::counters::{Counter, Counters, ErrorCode, Gauge, Gauges};
@@ -136,6 +139,8 @@ pub struct Hub {
     http: http::HttpSettings,
     /// When the hub was made (the gateway's start).
     started: Instant,
+    /// Tokens, roles and their allowlists, allowed origins.
+    access: Access,
 }
 
 /// Why a connection was not admitted: what to send it, and the reason.
@@ -178,6 +183,7 @@ impl Hub {
             waiting: waiting::Waiting::new(now),
             http: http::HttpSettings::default(),
             started: now,
+            access: Access::default(),
         }
     }
 
@@ -361,6 +367,7 @@ impl Hub {
             conn.set_resolves();
         }
         let key = self.conns.insert(conn) as u32;
+        self.admit_role(key);
         if let Some(ip) = limited {
             *self.per_ip.entry(ip).or_default() += 1;
         }
@@ -422,7 +429,8 @@ impl Hub {
     /// Marks `me` as having completed its opening.
     fn establish(&mut self, me: ConnRef, now: Instant) {
         if let Some(c) = self.live_mut(me) {
-            if !c.is_established() {
+            // With authentication on, the opening ends with a valid token.
+            if !c.is_established() && c.is_authed() {
                 c.establish();
                 let ws = c.transport() == Transport::WebSocket;
                 self.pending_count -= 1;
@@ -630,19 +638,7 @@ impl Hub {
                 self.counters.inc(Counter::LinesIn);
                 self.protocol_error(me, code, msg, None, now);
             }
-            Inbound::Opened { response, opening } => match self.apply_opening(me, &opening, now) {
-                Ok(node) => {
-                    self.send_raw(me, &response, now);
-                    self.establish(me, now);
-                    if let Some(node) = node {
-                        self.declare_opened(me, node, now);
-                    }
-                }
-                Err(refusal) => {
-                    self.send_raw(me, &refusal, now);
-                    self.close(me.key, CloseReason::ProtocolError, now);
-                }
-            },
+            Inbound::Opened { response, opening } => self.on_opened(me, &response, &opening, now),
             Inbound::Reply(bytes) => self.send_raw(me, &bytes, now),
             Inbound::Http(req) => self.on_http(me, req, now),
             Inbound::Close {
@@ -659,6 +655,27 @@ impl Hub {
                 self.close(me.key, reason, now);
             }
         }
+    }
+
+    /// A WebSocket opening: the origin and token first, then what its URL
+    /// asks for; the upgrade response, or a refusal and the close.
+    fn on_opened(&mut self, me: ConnRef, response: &[u8], opening: &Opening, now: Instant) {
+        let (refusal, reason) = match self.check_opening(me, opening, now) {
+            Err(refused) => refused,
+            Ok(()) => match self.apply_opening(me, opening, now) {
+                Ok(node) => {
+                    self.send_raw(me, response, now);
+                    self.establish(me, now);
+                    if let Some(node) = node {
+                        self.declare_opened(me, node, now);
+                    }
+                    return;
+                }
+                Err(refusal) => (refusal, CloseReason::ProtocolError),
+            },
+        };
+        self.send_raw(me, &refusal, now);
+        self.close(me.key, reason, now);
     }
 
     /// Publishes `msg` (valid JSON, the caller vouches) on `topic` on behalf
@@ -762,13 +779,24 @@ impl Hub {
             self.charge_registration();
         }
         let node = req.node.as_deref();
+        if self.access.required() && !self.authed(me) {
+            return match req.op {
+                Op::Auth { token } => self.on_auth(me, token.as_deref(), id, now),
+                _ => self.unauthenticated(me, id, now),
+            };
+        }
         match req.op {
             Op::Publish { topic, msg } if !at.resolves && node.is_none() => {
+                if self.access.required() && !self.permit(me, Class::Publish, &topic, id, now) {
+                    return;
+                }
                 self.publish(at.domain, &topic, Some(me), msg, now)
             }
             Op::Publish { topic, msg } => {
                 if let Some((domain, _, topic)) = self.resolve_for(me, &topic, node, id, now) {
-                    self.publish(domain, &topic, Some(me), msg, now)
+                    if self.permit(me, Class::Publish, &topic, id, now) {
+                        self.publish(domain, &topic, Some(me), msg, now)
+                    }
                 }
             }
             Op::Subscribe {
@@ -906,6 +934,7 @@ impl Hub {
             Op::SetParameter { name, value } => {
                 self.set_own_parameter(me, node, &name, value, id, now)
             }
+            Op::Auth { token } => self.on_auth(me, token.as_deref(), id, now),
             Op::Ignored(_) => {}
         }
     }

@@ -27,6 +27,7 @@ use rosgate_wire::encode::{self, Level};
 use rosgate_wire::Raw;
 
 use super::Hub;
+use crate::access::Class;
 use crate::calls::Call;
 use crate::conn::ConnRef;
 use crate::counters::{Counter, ErrorCode};
@@ -186,6 +187,16 @@ fn check_param_name(name: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// What an allowlist matches for a parameter: `<node>:<name>`, or the
+/// bare name of a global one.
+fn param_key(node: &str, name: &str) -> String {
+    if node == GLOBAL {
+        name.to_string()
+    } else {
+        format!("{node}:{name}")
+    }
+}
+
 fn parse_json(raw: Raw<'_>) -> Value {
     serde_json::from_str(raw.get()).unwrap_or(Value::Null)
 }
@@ -241,6 +252,9 @@ impl Hub {
         let Some((domain, tag, full)) = self.param_owner(me, node, id, now) else {
             return;
         };
+        if !self.permit(me, Class::ParamWrite, &param_key(&full, name), id, now) {
+            return;
+        }
         let parsed = check_param_name(name)
             .and_then(|()| ParamValue::from_json(&parse_json(value)))
             .and_then(|v| {
@@ -341,6 +355,9 @@ impl Hub {
         let Some((domain, tag, full)) = self.param_owner(me, node, id, now) else {
             return;
         };
+        if !self.permit(me, Class::ParamWrite, &param_key(&full, name), id, now) {
+            return;
+        }
         if self.params.store(domain).owner(&full) != Some((me, tag))
             || !self.params.update(domain, |s| s.remove(&full, name))
         {
@@ -366,6 +383,9 @@ impl Hub {
         let Some((domain, tag, full)) = self.param_owner(me, node, id, now) else {
             return;
         };
+        if !self.permit(me, Class::ParamWrite, &param_key(&full, name), id, now) {
+            return;
+        }
         let value = match ParamValue::from_json(&parse_json(value)) {
             Ok(v) => v,
             Err(e) => {
@@ -437,10 +457,16 @@ impl Hub {
         // last one): its undeclared parameters are refused, not created as
         // held ones behind its back.
         let live_unowned = store.owner(node).is_none() && self.node_declared(domain, node);
+        let role = self.viewer(me);
         let mut validator = None;
+        let mut forbidden = 0;
         let mut requested = Vec::with_capacity(changes.len());
         for (name, value) in changes {
-            let checked = if live_unowned {
+            let key = param_key(node, &name);
+            let checked = if !self.visible(role, &[Class::ParamWrite], &key) {
+                forbidden += 1;
+                Err(Refusal::Forbidden(key))
+            } else if live_unowned {
                 Err(Refusal::Undeclared)
             } else {
                 store.check(node, &name, &value)
@@ -460,6 +486,9 @@ impl Hub {
                 value,
                 outcome,
             });
+        }
+        for _ in 0..forbidden {
+            self.counters.error(ErrorCode::Forbidden);
         }
         let mut service_json = Vec::new();
         encode::json_string(&mut service_json, service);
@@ -785,6 +814,24 @@ impl Hub {
     ) -> Option<Result<Value, String>> {
         let name = args.get("name").and_then(Value::as_str).unwrap_or("");
         let (node, param) = split_name(name);
+        let role = self.viewer(me);
+        let key = param_key(&node, param);
+        let may = |hub: &Hub, class: Class| hub.visible(role, &[class], &key);
+        match short {
+            "get_param" | "has_param" if !may(self, Class::ParamRead) => {
+                self.counters.error(ErrorCode::Forbidden);
+                return Some(if short == "has_param" {
+                    Ok(json!({ "exists": false }))
+                } else {
+                    Err(format!("forbidden: may not read parameter {key}"))
+                });
+            }
+            "set_param" | "delete_param" if !may(self, Class::ParamWrite) => {
+                self.counters.error(ErrorCode::Forbidden);
+                return Some(Err(format!("forbidden: may not set parameter {key}")));
+            }
+            _ => {}
+        }
         let store = self.params.store(domain);
         Some(match short {
             "get_param" => {
@@ -820,13 +867,8 @@ impl Hub {
             "get_param_names" => {
                 let mut names: Vec<String> = store
                     .all()
-                    .map(|(n, p, _)| {
-                        if n == GLOBAL {
-                            p.to_string()
-                        } else {
-                            format!("{n}:{p}")
-                        }
-                    })
+                    .map(|(n, p, _)| param_key(n, p))
+                    .filter(|k| self.visible(role, &[Class::ParamRead], k))
                     .collect();
                 names.sort();
                 Ok(json!({ "names": names }))
@@ -902,14 +944,19 @@ impl Hub {
                     .collect()
             })
             .unwrap_or_default();
+        let role = self.viewer(me);
+        let readable =
+            |hub: &Hub, n: &str| hub.visible(role, &[Class::ParamRead], &param_key(node, n));
         let store = self.params.store(domain);
+        // A parameter its role may not read looks unset (ROS 2's answer for
+        // a name that does not exist).
+        let get = |n: &String| store.get(node, n).filter(|_| readable(self, n));
         let values = match short {
             "get_parameters" => {
                 let values: Vec<Value> = names
                     .iter()
                     .map(|n| {
-                        store
-                            .get(node, n)
+                        get(n)
                             .map_or(ParamValue::NotSet, |p| p.value.clone())
                             .to_parameter_value()
                     })
@@ -919,14 +966,14 @@ impl Hub {
             "get_parameter_types" => {
                 let types: Vec<u8> = names
                     .iter()
-                    .map(|n| store.get(node, n).map_or(0, |p| p.value.type_code()))
+                    .map(|n| get(n).map_or(0, |p| p.value.type_code()))
                     .collect();
                 json!({ "types": types })
             }
             "describe_parameters" => {
                 let d: Vec<Value> = names
                     .iter()
-                    .map(|n| match store.get(node, n) {
+                    .map(|n| match get(n) {
                         Some(p) => p.descriptor.to_json(n, p.value.type_code()),
                         None => Descriptor::default().to_json(n, 0),
                     })
@@ -947,7 +994,7 @@ impl Hub {
                 let mut out_names = Vec::new();
                 let mut out_prefixes: Vec<String> = Vec::new();
                 if let Some(n) = store.node(node) {
-                    for pname in n.params.keys() {
+                    for pname in n.params.keys().filter(|p| readable(self, p)) {
                         let under = prefixes.is_empty()
                             || prefixes
                                 .iter()

@@ -29,6 +29,7 @@ use rosgate_wire::Raw;
 use super::graph::{GATEWAY_NODE, GATEWAY_TOPICS};
 use super::params::NODE_PARAM_SERVICES;
 use super::Hub;
+use crate::access::{Class, RoleId};
 use crate::conn::ConnRef;
 use crate::counters::{Counter, ErrorCode};
 use crate::nodes::Domain;
@@ -140,6 +141,12 @@ fn gateway_topic_type(name: &str) -> Option<&'static str> {
         .map(|(_, t)| *t)
 }
 
+/// Who sees a topic, a service, an action in introspection: a role that
+/// may use it in one of these ways.
+const TOPIC_CLASSES: &[Class] = &[Class::Publish, Class::Subscribe];
+const SERVICE_CLASSES: &[Class] = &[Class::Call, Class::Provide];
+const ACTION_CLASSES: &[Class] = &[Class::ActionSend, Class::ActionServe];
+
 /// A string field of the request, "" when absent.
 fn arg<'a>(args: &'a Value, key: &str) -> &'a str {
     args.get(key).and_then(Value::as_str).unwrap_or("")
@@ -191,7 +198,8 @@ impl Hub {
         if plain == "rosgate/topic_stats" {
             self.counters.inc(Counter::BuiltinCalls);
             let domain = self.conn(me.key).map_or(0, |c| c.domain());
-            let values = self.topic_stats(domain).to_string();
+            let role = self.viewer(me);
+            let values = self.topic_stats(domain, role).to_string();
             self.reply(me, name, id, values.as_bytes(), now);
             return true;
         }
@@ -202,7 +210,11 @@ impl Hub {
                 .and_then(|v| v.get("topic").and_then(Value::as_str).map(str::to_string))
                 .unwrap_or_default();
             let domain = self.conn(me.key).map_or(0, |c| c.domain());
-            let values = self.topic_info(domain, &topic).to_string();
+            let values = if self.visible(self.viewer(me), TOPIC_CLASSES, &topic) {
+                self.topic_info(domain, &topic).to_string()
+            } else {
+                self.topic_info(domain, "").to_string()
+            };
             self.reply(me, name, id, values.as_bytes(), now);
             return true;
         }
@@ -239,7 +251,8 @@ impl Hub {
             }
             None => {}
         }
-        match self.rosapi(domain, short, &args, now) {
+        let role = self.viewer(me);
+        match self.rosapi(domain, role, short, &args, now) {
             Ok(values) => {
                 let bytes = values.to_string();
                 self.reply(me, name, id, bytes.as_bytes(), now);
@@ -276,6 +289,7 @@ impl Hub {
     fn rosapi(
         &mut self,
         domain: Domain,
+        role: Option<RoleId>,
         short: &str,
         args: &Value,
         now: Instant,
@@ -288,7 +302,7 @@ impl Hub {
         let mut items = 0usize;
         let values = match short {
             "topics" | "topics_and_raw_types" => {
-                let (mut map, cut) = self.topic_types(domain, hidden);
+                let (mut map, cut) = self.topic_types(domain, role, hidden);
                 let topics: Vec<String> = map.keys().cloned().collect();
                 let types: Vec<String> = std::mem::take(&mut map).into_values().collect();
                 items += topics.len();
@@ -301,7 +315,7 @@ impl Hub {
             }
             "topics_for_type" => {
                 let want = arg(args, "type");
-                let (map, cut) = self.topic_types(domain, hidden);
+                let (map, cut) = self.topic_types(domain, role, hidden);
                 let topics: Vec<String> = map
                     .into_iter()
                     .filter(|(_, t)| t == want)
@@ -311,14 +325,14 @@ impl Hub {
                 with_cut(json!({ "topics": topics }), cut)
             }
             "services" => {
-                let (names, cut) = self.service_types(domain, hidden);
+                let (names, cut) = self.service_types(domain, role, hidden);
                 let services: Vec<String> = names.into_keys().collect();
                 items += services.len();
                 with_cut(json!({ "services": services }), cut)
             }
             "services_for_type" => {
                 let want = arg(args, "type");
-                let (names, cut) = self.service_types(domain, hidden);
+                let (names, cut) = self.service_types(domain, role, hidden);
                 let services: Vec<String> = names
                     .into_iter()
                     .filter(|(_, t)| t == want)
@@ -333,9 +347,37 @@ impl Hub {
                 with_cut(json!({ "nodes": nodes }), cut)
             }
             "node_details" => {
-                let (subscribing, publishing, services) = self.node_details(domain, arg(args, "node"));
+                let (mut subscribing, mut publishing, mut services) =
+                    self.node_details(domain, arg(args, "node"));
+                subscribing.retain(|t| self.visible(role, TOPIC_CLASSES, t));
+                publishing.retain(|t| self.visible(role, TOPIC_CLASSES, t));
+                services.retain(|t| self.visible(role, SERVICE_CLASSES, t));
                 items += subscribing.len() + publishing.len() + services.len();
                 json!({"subscribing": subscribing, "publishing": publishing, "services": services})
+            }
+            // A name the role may not use is answered as one that does not
+            // exist.
+            "topic_type" | "publishers" | "subscribers"
+                if !self.visible(role, TOPIC_CLASSES, arg(args, "topic")) =>
+            {
+                if short == "topic_type" {
+                    json!({ "type": "" })
+                } else {
+                    json!({ short: [] })
+                }
+            }
+            "service_type" | "service_node" | "service_providers"
+                if reg.service(arg(args, "service")).is_some()
+                    && !self.visible(role, SERVICE_CLASSES, arg(args, "service")) =>
+            {
+                match short {
+                    "service_type" => json!({ "type": "" }),
+                    "service_node" => json!({ "node": "" }),
+                    _ => json!({ "providers": [] }),
+                }
+            }
+            "action_type" if !self.visible(role, ACTION_CLASSES, arg(args, "action")) => {
+                json!({ "type": "" })
             }
             "topic_type" => {
                 let topic = arg(args, "topic");
@@ -415,7 +457,11 @@ impl Hub {
             }
             "action_servers" => {
                 let (names, cut) = capped(reg.provided_names(Provided::Action, hidden));
-                let names: Vec<String> = names.into_iter().map(str::to_string).collect();
+                let names: Vec<String> = names
+                    .into_iter()
+                    .filter(|n| self.visible(role, ACTION_CLASSES, n))
+                    .map(str::to_string)
+                    .collect();
                 items += names.len();
                 with_cut(json!({ "action_servers": names }), cut)
             }
@@ -427,11 +473,12 @@ impl Hub {
                 json!({ "type": ty })
             }
             "interfaces" => {
-                let (topics, _) = self.topic_types(domain, true);
-                let (services, _) = self.service_types(domain, true);
+                let (topics, _) = self.topic_types(domain, role, true);
+                let (services, _) = self.service_types(domain, role, true);
                 let actions: Vec<String> = reg
                     .provided_names(Provided::Action, true)
                     .take(MAX_LIST_SCAN)
+                    .filter(|n| self.visible(role, ACTION_CLASSES, n))
                     .filter_map(|n| reg.provided(Provided::Action, n))
                     .map(|s| s.ty().to_string())
                     .collect();
@@ -458,11 +505,12 @@ impl Hub {
 
     /// Every topic of `domain` (hidden ones included) with its endpoints
     /// and publish counters; a reader diffs two replies for rates.
-    fn topic_stats(&mut self, domain: Domain) -> Value {
+    fn topic_stats(&mut self, domain: Domain, role: Option<RoleId>) -> Value {
         let reg = &self.registries[domain as usize];
         let (names, cut) = capped(reg.topic_names(true));
         let topics: Vec<Value> = names
             .into_iter()
+            .filter(|n| self.visible(role, TOPIC_CLASSES, n))
             .filter_map(|n| reg.topic_named(n).map(|t| (n, t)))
             .map(|(n, t)| {
                 let (msgs, bytes) = t.published();
@@ -484,7 +532,12 @@ impl Hub {
 
     /// Topic names and types of `domain`, the gateway's own included,
     /// sorted; true when the list was cut.
-    fn topic_types(&self, domain: Domain, hidden: bool) -> (BTreeMap<String, String>, bool) {
+    fn topic_types(
+        &self,
+        domain: Domain,
+        role: Option<RoleId>,
+        hidden: bool,
+    ) -> (BTreeMap<String, String>, bool) {
         let reg = &self.registries[domain as usize];
         let (names, cut) = capped(reg.topic_names(hidden));
         let mut map: BTreeMap<String, String> = names
@@ -499,11 +552,17 @@ impl Hub {
                 map.insert(n.to_string(), t.to_string());
             }
         }
+        map.retain(|n, _| self.visible(role, TOPIC_CLASSES, n));
         (map, cut)
     }
 
     /// Service names and types of `domain`, built-ins included.
-    fn service_types(&self, domain: Domain, hidden: bool) -> (BTreeMap<String, String>, bool) {
+    fn service_types(
+        &self,
+        domain: Domain,
+        role: Option<RoleId>,
+        hidden: bool,
+    ) -> (BTreeMap<String, String>, bool) {
         let reg = &self.registries[domain as usize];
         let (names, cut) = capped(reg.service_names(hidden));
         let mut map: BTreeMap<String, String> = names
@@ -532,6 +591,7 @@ impl Hub {
                 }
             }
         }
+        map.retain(|n, _| self.visible(role, SERVICE_CLASSES, n));
         (map, cut)
     }
 

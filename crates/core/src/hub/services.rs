@@ -11,6 +11,7 @@ use rosgate_wire::Raw;
 use super::graph::RosoutLevel;
 use super::rosapi::ROSAPI_PREFIX;
 use super::{Hub, RESERVED_PREFIX};
+use crate::access::Class;
 use crate::calls::{Call, CallKind};
 use crate::conn::ConnRef;
 use crate::counters::{Counter, ErrorCode, Hist};
@@ -45,6 +46,13 @@ fn rosbridge_outcome<'a>(values: Option<Raw<'a>>, result: Raw<'a>) -> (&'a str, 
     }
 }
 
+/// The absolute name of a built-in service the gateway answers itself
+/// (`rosapi/topics` is `/rosapi/topics` whatever the caller's namespace).
+fn builtin_name(name: &str) -> Option<String> {
+    let plain = name.strip_prefix('/').unwrap_or(name);
+    (plain.starts_with("rosapi/") || plain.starts_with("rosgate/")).then(|| format!("/{plain}"))
+}
+
 /// Why a call failed; each has a reason text and a counter.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CallFailure {
@@ -77,6 +85,9 @@ impl Hub {
         let Some((domain, tag, name)) = self.resolve_for(me, name, node, id_bytes, now) else {
             return;
         };
+        if !self.permit(me, Class::Provide, &name, id_bytes, now) {
+            return;
+        }
         if is_reserved_service(&name) {
             let msg = format!(
                 "{name}: service names under {RESERVED_PREFIX} and {ROSAPI_PREFIX} are the gateway's own (it answers them itself)"
@@ -170,12 +181,20 @@ impl Hub {
         if !self.live(me) {
             return;
         }
+        if let Some(builtin) = builtin_name(name) {
+            if !self.permit(me, Class::Call, &builtin, id, now) {
+                return self.fail_forbidden(me, name, id, now);
+            }
+        }
         if self.builtin_call(me, name, args, id, now) {
             return;
         }
         let Some((domain, _, name)) = self.resolve_for(me, name, node, id, now) else {
             return;
         };
+        if !self.permit(me, Class::Call, &name, id, now) {
+            return self.fail_forbidden(me, &name, id, now);
+        }
         // Requests waiting for a provider count against the limit too.
         if self.calls.in_flight(me) + self.waiting.of(me) >= self.limits.max_calls_per_conn {
             return self.fail_now(me, &name, id, CallFailure::TooMany, now);
@@ -280,6 +299,17 @@ impl Hub {
         );
         self.send_control(call.caller(), &out, now);
         self.scratch = out;
+    }
+
+    /// The failure a caller gets beside its `forbidden` status, so it does
+    /// not wait for a timeout.
+    fn fail_forbidden(&mut self, me: ConnRef, name: &str, id: Option<&[u8]>, now: Instant) {
+        let mut name_json = Vec::with_capacity(name.len() + 2);
+        encode::json_string(&mut name_json, name);
+        let reason = format!("forbidden: may not call {name}");
+        let mut out = Vec::new();
+        encode::service_failure(&mut out, &name_json, id, &reason);
+        self.send_control(me, &out, now);
     }
 
     /// Fails a call that was never forwarded.

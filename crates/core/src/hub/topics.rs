@@ -17,6 +17,7 @@ use rosgate_wire::Raw;
 use super::batch::{TopicKey, BATCH_MAX_BYTES};
 use super::qos::Asked;
 use super::Hub;
+use crate::access::Class;
 use crate::conn::{Conn, ConnRef};
 use crate::counters::{Counter, Counters, ErrorCode};
 use crate::memory::Ledger;
@@ -51,6 +52,13 @@ impl Hub {
         let Some((domain, tag, topic)) = self.resolve_for(me, topic, node, id, now) else {
             return;
         };
+        let class = match role {
+            Role::Subscriber => Class::Subscribe,
+            Role::Publisher => Class::Publish,
+        };
+        if !self.permit(me, class, &topic, id, now) {
+            return;
+        }
         let per_id = self.per_id(me);
         let max = match role {
             Role::Subscriber => self.limits.max_subscriptions_per_conn,

@@ -26,6 +26,7 @@ COMMON OPTIONS:
                         ws://HOST:PORT/PATH?QUERY (rosbridge v2)
                         [default: $ROSGATE_URL, else tcp://127.0.0.1:9095]
     --timeout SECS      to connect and for each answer [default: 5]
+    --token TOKEN       authenticate with TOKEN [default: $ROSGATE_TOKEN]
     --domain N          work in domain N (0-232): over TCP the CLI declares a
                         hidden node `_rosgate_cli_<pid>` there; over
                         WebSocket it adds `domain=N` to the URL
@@ -41,6 +42,9 @@ pub struct Common {
     pub url: Url,
     pub timeout: Duration,
     pub domain: Option<u8>,
+    /// `--token` (or `$ROSGATE_TOKEN`): presented when the gateway requires
+    /// authentication.
+    pub token: Option<String>,
 }
 
 /// One command's arguments, consumed flag by flag, then the positionals.
@@ -126,10 +130,17 @@ impl Args {
                     .ok_or_else(|| format!("--domain: {d} is out of range (0-232)"))?,
             ),
         };
+        let token = match self.opt::<String>(&["--token"]).map_err(usage_text)? {
+            Some(t) => Some(t),
+            None => std::env::var("ROSGATE_TOKEN")
+                .ok()
+                .filter(|t| !t.is_empty()),
+        };
         Ok(Common {
             url,
             timeout: Duration::from_secs_f64(secs),
             domain,
+            token,
         })
     }
 

@@ -45,6 +45,20 @@ const MAX_FRAME: usize = 256 * 1024 * 1024;
 /// Prefix of every request id the CLI sends.
 const ID_PREFIX: &str = "rosgate-cli-";
 
+/// `s` for a URL query value: unreserved characters as they are, the rest
+/// as `%XX`.
+fn percent_encode(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
 /// One JSON object from the gateway with its top-level members located.
 #[derive(Debug)]
 pub struct Frame {
@@ -178,6 +192,11 @@ impl Client {
                     target.push(if target.contains('?') { '&' } else { '?' });
                     target.push_str(&format!("domain={d}"));
                 }
+                if let Some(t) = &common.token {
+                    target.push(if target.contains('?') { '&' } else { '?' });
+                    target.push_str("token=");
+                    target.push_str(&percent_encode(t));
+                }
                 (authority, Some(target))
             }
         };
@@ -226,6 +245,12 @@ impl Client {
         };
         if !leftover.is_empty() {
             client.ingest(&leftover)?;
+        }
+        if let (Some(token), Url::Tcp { .. }) = (&common.token, &common.url) {
+            let id = client.next_id();
+            let req = Req::new("auth").str("token", token).raw("id", &id).finish();
+            client.send(&req)?;
+            client.check(&[&id])?;
         }
         if let (Some(domain), Url::Tcp { .. }) = (common.domain, &common.url) {
             let id = client.next_id();
