@@ -20,7 +20,7 @@ fn doc_rows() -> Vec<Vec<String>> {
 #[test]
 fn every_default_constant_is_documented_with_its_value() {
     let rows = doc_rows();
-    let expected: [(&str, u128); 68] = [
+    let expected: [(&str, u128); 75] = [
         (
             "LATCH_BYTES_PER_PUBLISHER",
             rosgate_core::hub::LATCH_BYTES_PER_PUBLISHER as u128,
@@ -182,6 +182,13 @@ fn every_default_constant_is_documented_with_its_value() {
         ("TIMER_TICK_MS", TIMER_TICK_MS as u128),
         ("CONN_LOGS_PER_SEC", CONN_LOGS_PER_SEC as u128),
         ("RECENT_CLOSES", RECENT_CLOSES as u128),
+        ("MAX_TOKENS", rosgate_core::access::MAX_TOKENS as u128),
+        ("MIN_TOKEN_BYTES", rosgate_core::access::MIN_TOKEN_BYTES as u128),
+        ("MAX_TOKEN_BYTES", rosgate_core::access::MAX_TOKEN_BYTES as u128),
+        ("MAX_ROLES", rosgate_core::access::MAX_ROLES as u128),
+        ("MAX_GLOBS", rosgate_core::access::MAX_GLOBS as u128),
+        ("MAX_GLOB_BYTES", rosgate_core::access::MAX_GLOB_BYTES as u128),
+        ("DECISION_CACHE", rosgate_core::access::DECISION_CACHE as u128),
     ];
     for (name, value) in expected {
         let row = rows
