@@ -16,13 +16,19 @@
 #   readme      the README's client examples (examples/add_two_ints.mjs and
 #               .py, which the README shows verbatim) run as a newcomer would,
 #               against a gateway, and must print their answers
+#   security    roslibpy (each transport) and roslib against a gateway started
+#               with --auth-tokens (fresh random tokens for an admin and a
+#               viewer): tests/clients/roslibpy/security and
+#               tests/clients/roslib/security (token in the URL, in a header,
+#               by the auth op; what a viewer may not do); then the gateway's
+#               log must hold neither token
 #
 # Each suite gets its own gateway on ephemeral loopback ports, bounded in
 # time. Prints per-suite counts and exits non-zero if anything unexpected
 # failed (an expected failure that passes is reported, not fatal).
 #
 # Environment:
-#   CLIENT_SUITES="roslibpy roslib roslibrust readme"   suites to run
+#   CLIENT_SUITES="roslibpy roslib roslibrust readme security"   suites to run
 #   ROSLIBPY_TRANSPORTS="twisted asyncio"        roslibpy's transports (one pytest run each)
 #   ROSGATE_BIN=path                             use this gateway binary, skip the build
 #   FIBONACCI_PERIOD=1.0                         seconds per step of the /fibonacci action
@@ -36,7 +42,7 @@ set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 CLIENTS=$ROOT/tests/clients
 WORK=$CLIENTS/.work
-SUITES=${CLIENT_SUITES:-roslibpy roslib roslibrust readme}
+SUITES=${CLIENT_SUITES:-roslibpy roslib roslibrust readme security}
 ROSLIBPY_TRANSPORTS=${ROSLIBPY_TRANSPORTS:-twisted asyncio}
 ROSLIBPY_VERSION=2.1.0
 RLR_TARGET=$CLIENTS/roslibrust/target
@@ -59,12 +65,13 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-# Starts a gateway on ephemeral ports; sets WS_PORT, TCP_PORT, GATEWAY_PID.
+# Starts a gateway on ephemeral ports (more flags may follow the name); sets
+# WS_PORT, TCP_PORT, GATEWAY_PID.
 start_gateway() {
     local name=$1
     local err=$WORK/gateway-$name.log
     : >"$err"
-    "$BIN" --listen 127.0.0.1:0 --ws-listen 127.0.0.1:0 2>"$err" &
+    "$BIN" --listen 127.0.0.1:0 --ws-listen 127.0.0.1:0 "${@:2}" 2>"$err" &
     GATEWAY_PID=$!
     WS_PORT=
     TCP_PORT=
@@ -82,21 +89,25 @@ start_gateway() {
 
 # Reports the gateway's protocol error counters (what clients sent that it
 # refused) and whether it survived; stops it. Returns 1 if it had died.
+# GATEWAY_TOKEN, when set, is presented first (a gateway with tokens).
+GATEWAY_TOKEN=
 stop_gateway() {
     local name=$1 alive=0
     if kill -0 "$GATEWAY_PID" 2>/dev/null; then
-        python3 - "$TCP_PORT" <<'EOF' || true
-import json, socket, sys
+        GATEWAY_TOKEN=$GATEWAY_TOKEN python3 - "$TCP_PORT" <<'EOF' || true
+import json, os, socket, sys
 try:
     s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=5)
+    if os.environ.get("GATEWAY_TOKEN"):
+        s.sendall(json.dumps({"op": "auth", "token": os.environ["GATEWAY_TOKEN"]}).encode() + b"\n")
     s.sendall(b'{"op":"call_service","service":"/rosgate/stats","id":"s","args":{}}\n')
     buf = b""
-    while b"\n" not in buf:
+    while b'"id":"s"' not in buf or not buf.endswith(b"\n"):
         chunk = s.recv(65536)
         if not chunk:
             break
         buf += chunk
-    v = json.loads(buf.split(b"\n")[0])["values"]
+    v = [json.loads(l) for l in buf.splitlines() if b'"id":"s"' in l][0]["values"]
     errs = {k: n for k, n in v["errors"].items() if n}
     print("  gateway: %d connections, %d requests, %d published, %d calls forwarded; refused requests: %s"
           % (v["connections_accepted"], v["lines_in"], v["published"], v["calls_forwarded"],
@@ -397,7 +408,72 @@ run_readme() {
     record readme "$p" "$f" 0 0 0 "$note"
 }
 
-for suite in roslibpy roslib roslibrust readme; do
+# -------------------------------------------------------------- security
+
+run_security() {
+    local py=$CLIENTS/roslibpy js=$CLIENTS/roslib p=0 f=0 xf=0 xp=0 s=0 note= transport out rc
+    # The installs of the roslibpy and roslib suites (cached afterwards).
+    [[ -d $js/node_modules/roslib ]] ||
+        (cd "$js" && timeout 300 npm ci --no-audit --no-fund --loglevel=error) >"$WORK/security-install.log" 2>&1 ||
+        { cat "$WORK/security-install.log" >&2; broken security "npm ci failed"; return; }
+    if [[ ! -x $py/.venv/bin/python ]]; then
+        python3 -m venv "$py/.venv" && timeout 300 "$py/.venv/bin/python" -m pip install -q \
+            --disable-pip-version-check -r "$py/requirements.txt" >>"$WORK/security-install.log" 2>&1 ||
+            { cat "$WORK/security-install.log" >&2; broken security "pip install failed"; return; }
+    fi
+    # Fresh tokens for this run, in a file only we can read.
+    local tokens=$WORK/security-tokens.txt admin viewer
+    admin=$(python3 -c 'import secrets; print(secrets.token_hex(16))')
+    viewer=$(python3 -c 'import secrets; print(secrets.token_hex(16))')
+    (umask 077 && printf 'admin %s\nviewer %s\n' "$admin" "$viewer" >"$tokens")
+    start_gateway security --auth-tokens "$tokens" || { broken security "gateway did not start"; return; }
+    GATEWAY_TOKEN=$admin
+    for transport in $ROSLIBPY_TRANSPORTS; do
+        out=$WORK/security-roslibpy-$transport.log
+        log "roslibpy with tokens, $transport transport -> ws://127.0.0.1:$WS_PORT"
+        (cd "$py" && ROSGATE_WS_PORT=$WS_PORT ROSLIBPY_TRANSPORT=$transport ROSGATE_FORCE_EXIT=1 \
+            ROSGATE_EXPECTED_FAILURES=/dev/null ROSGATE_ADMIN_TOKEN=$admin ROSGATE_VIEWER_TOKEN=$viewer \
+            PYTHONPATH=$py timeout -k 10 300 "$py/.venv/bin/python" -m pytest -p rosgate_plugin \
+            -p no:cacheprovider --timeout=60 --timeout-method=signal -q -rfEX \
+            --junitxml="$WORK/security-roslibpy-$transport.xml" security) >"$out" 2>&1
+        roslibpy_tally "$out" $? "security-roslibpy[$transport]"
+    done
+    out=$WORK/security-roslib.log
+    log "roslib with tokens -> ws://127.0.0.1:$WS_PORT"
+    (cd "$js" && ROSGATE_WS_URL=ws://127.0.0.1:$WS_PORT ROSGATE_TCP_ADDR=127.0.0.1:$TCP_PORT \
+        ROSGATE_ADMIN_TOKEN=$admin ROSGATE_VIEWER_TOKEN=$viewer \
+        timeout -k 10 120 node --test --test-concurrency=1 --test-timeout=60000 --test-reporter=spec \
+        security/*.test.mjs) >"$out" 2>&1
+    rc=$?
+    grep -E '✖' "$out" | grep -v 'failing tests:' | sed 's/^/  /' | sort -u
+    local np nf nc
+    np=$(sed -n 's/^ℹ pass \([0-9]*\)$/\1/p' "$out")
+    nf=$(sed -n 's/^ℹ fail \([0-9]*\)$/\1/p' "$out")
+    nc=$(sed -n 's/^ℹ cancelled \([0-9]*\)$/\1/p' "$out")
+    echo "  security-roslib: pass ${np:-?} fail ${nf:-?} cancelled ${nc:-?} (exit $rc)"
+    p=$((p + ${np:-0}))
+    f=$((f + ${nf:-0} + ${nc:-0}))
+    if [[ -z $np || $rc -ne 0 && ${nf:-0}${nc:-0} == 00 ]]; then
+        f=$((f + 1))
+        note+="[security-roslib: node --test exit $rc, see $out] "
+        tail -30 "$out" | sed 's/^/  | /'
+    fi
+    stop_gateway security || { f=$((f + 1)); note+="[gateway died] "; }
+    GATEWAY_TOKEN=
+    # The tokens were presented hundreds of times: the log holds neither.
+    if grep -qF -e "$admin" -e "$viewer" "$WORK/gateway-security.log"; then
+        f=$((f + 1))
+        note+="[a token is in $WORK/gateway-security.log] "
+        echo "  security: a token appears in the gateway's log"
+    else
+        p=$((p + 1))
+        echo "  security: no token in the gateway's log"
+    fi
+    rm -f "$tokens"
+    record security "$p" "$f" "$xf" "$xp" "$s" "$note"
+}
+
+for suite in roslibpy roslib roslibrust readme security; do
     want "$suite" || continue
     t0=$SECONDS
     "run_$suite"
@@ -408,7 +484,7 @@ echo
 echo "Real-client suites against rosgate ($((SECONDS - STARTED)) s):"
 printf '  %-11s %7s %7s %17s %16s %8s\n' suite passed failed expected-failures unexpected-pass skipped
 TP=0 TF=0 TX=0 TS=0 STATUS=0
-for suite in roslibpy roslib roslibrust readme; do
+for suite in roslibpy roslib roslibrust readme security; do
     want "$suite" || continue
     printf '  %-11s %7s %7s %17s %16s %8s  %s\n' "$suite" "${PASS[$suite]}" "${FAIL[$suite]}" \
         "${XFAIL[$suite]}" "${XPASS[$suite]}" "${SKIP[$suite]}" "${NOTE[$suite]}"

@@ -18,6 +18,7 @@ mod limits;
 mod observe;
 mod params;
 mod qos;
+mod security;
 mod services;
 mod stats;
 mod topics;
