@@ -230,65 +230,90 @@ pub enum Denied {
     Origin(String),
 }
 
+/// One line of a token file.
+#[derive(Debug, Clone)]
+pub struct TokenLine {
+    pub token: String,
+    pub role: String,
+    /// Its line in the file (1-based), for error messages.
+    pub line: usize,
+}
+
+/// What is wrong with the configuration: about the token file (the message
+/// starts with its line) or about the roles.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ConfigError {
+    Tokens(String),
+    Roles(String),
+}
+
 impl Access {
-    /// `tokens` as (token, role name); `roles` the role definitions
-    /// (`admin` and `viewer` exist unless redefined). Errors name what is
-    /// wrong, never the token.
+    /// `tokens` from the token file; `roles` the role definitions (`admin`
+    /// and `viewer` exist unless redefined). Errors name the line or the
+    /// role, never the token.
     pub fn new(
-        tokens: Vec<(String, String)>,
+        tokens: Vec<TokenLine>,
         mut roles: Vec<RoleDef>,
         origins: Vec<String>,
-    ) -> Result<Self, String> {
+    ) -> Result<Self, ConfigError> {
+        let roles_err = ConfigError::Roles;
+        let tokens_err = ConfigError::Tokens;
         for builtin in [RoleDef::admin(), RoleDef::viewer()] {
             if !roles.iter().any(|r| r.name == builtin.name) {
                 roles.push(builtin);
             }
         }
         if roles.len() > MAX_ROLES {
-            return Err(format!("more than {MAX_ROLES} roles"));
+            return Err(roles_err(format!("more than {MAX_ROLES} roles")));
         }
         for r in &roles {
             for (class, globs) in Class::ALL.iter().zip(r.globs.iter()) {
                 if globs.len() > MAX_GLOBS {
-                    return Err(format!(
+                    return Err(roles_err(format!(
                         "role {}: more than {MAX_GLOBS} {} globs",
                         r.name,
                         class.key()
-                    ));
+                    )));
                 }
                 if let Some(g) = globs.iter().find(|g| g.len() > MAX_GLOB_BYTES) {
-                    return Err(format!(
+                    return Err(roles_err(format!(
                         "role {}: glob longer than {MAX_GLOB_BYTES} bytes: {:?}...",
                         r.name,
-                        &g[..32.min(g.len())]
-                    ));
+                        g.chars().take(32).collect::<String>()
+                    )));
                 }
             }
         }
         if tokens.len() > MAX_TOKENS {
-            return Err(format!("more than {MAX_TOKENS} tokens"));
+            return Err(tokens_err(format!("more than {MAX_TOKENS} tokens")));
         }
-        let mut table = Vec::with_capacity(tokens.len());
-        for (i, (token, role)) in tokens.into_iter().enumerate() {
-            let line = i + 1;
-            if token.len() < MIN_TOKEN_BYTES || token.len() > MAX_TOKEN_BYTES {
-                return Err(format!(
-                    "token {line}: length must be {MIN_TOKEN_BYTES}-{MAX_TOKEN_BYTES} bytes"
-                ));
+        let mut table: Vec<(Box<[u8]>, RoleId)> = Vec::with_capacity(tokens.len());
+        for t in tokens {
+            let line = t.line;
+            if t.token.len() < MIN_TOKEN_BYTES || t.token.len() > MAX_TOKEN_BYTES {
+                return Err(tokens_err(format!(
+                    "line {line}: a token's length must be {MIN_TOKEN_BYTES}-{MAX_TOKEN_BYTES} bytes (openssl rand -hex 16 makes one)"
+                )));
             }
-            if !token.bytes().all(|b| b.is_ascii_graphic()) {
-                return Err(format!("token {line}: only printable ASCII without spaces"));
+            if !t.token.bytes().all(|b| b.is_ascii_graphic()) {
+                return Err(tokens_err(format!(
+                    "line {line}: a token is printable ASCII without spaces"
+                )));
             }
-            let Some(id) = roles.iter().position(|r| r.name == role) else {
-                return Err(format!("token {line}: unknown role {role:?}"));
+            let Some(id) = roles.iter().position(|r| r.name == t.role) else {
+                let known: Vec<&str> = roles.iter().map(|r| r.name.as_str()).collect();
+                return Err(tokens_err(format!(
+                    "line {line}: unknown role {:?} (roles: {})",
+                    t.role,
+                    known.join(", ")
+                )));
             };
-            if table
-                .iter()
-                .any(|(t, _): &(Box<[u8]>, RoleId)| **t == *token.as_bytes())
-            {
-                return Err(format!("token {line}: duplicate token"));
+            if table.iter().any(|(k, _)| **k == *t.token.as_bytes()) {
+                return Err(tokens_err(format!(
+                    "line {line}: duplicate token (each token has one role)"
+                )));
             }
-            table.push((token.into_bytes().into_boxed_slice(), id as RoleId));
+            table.push((t.token.into_bytes().into_boxed_slice(), id as RoleId));
         }
         let mut norm = Vec::new();
         let mut any_origin = false;
@@ -439,6 +464,14 @@ fn ct_eq(a: &[u8], b: &[u8]) -> bool {
 mod tests {
     use super::*;
 
+    fn line(token: &str, role: &str, line: usize) -> TokenLine {
+        TokenLine {
+            token: token.into(),
+            role: role.into(),
+            line,
+        }
+    }
+
     fn access() -> Access {
         let mut op = RoleDef {
             name: "operator".into(),
@@ -448,9 +481,9 @@ mod tests {
         op.globs[Class::Subscribe.index()] = vec!["/camera/*".into()];
         Access::new(
             vec![
-                ("0123456789abcdef-admin".into(), "admin".into()),
-                ("0123456789abcdef-op".into(), "operator".into()),
-                ("0123456789abcdef-view".into(), "viewer".into()),
+                line("0123456789abcdef-admin", "admin", 1),
+                line("0123456789abcdef-op", "operator", 2),
+                line("0123456789abcdef-view", "viewer", 3),
             ],
             vec![op],
             vec!["https://ops.example.com/".into()],
@@ -517,32 +550,29 @@ mod tests {
 
     #[test]
     fn bad_token_files_are_refused_without_echoing_tokens() {
-        let short = Access::new(
-            vec![("short".into(), "admin".into())],
-            Vec::new(),
-            Vec::new(),
-        );
-        let e = short.expect_err("short");
-        assert!(e.contains("token 1") && !e.contains("short\""), "{e}");
-        let unknown = Access::new(
-            vec![("0123456789abcdef-x".into(), "ghost".into())],
-            Vec::new(),
-            Vec::new(),
-        );
-        assert!(unknown.expect_err("role").contains("unknown role"));
-        let dup = Access::new(
-            vec![
-                ("0123456789abcdef-x".into(), "admin".into()),
-                ("0123456789abcdef-x".into(), "viewer".into()),
-            ],
-            Vec::new(),
-            Vec::new(),
-        );
-        let e = dup.expect_err("dup");
+        let err = |tokens: Vec<TokenLine>| match Access::new(tokens, Vec::new(), Vec::new()) {
+            Err(ConfigError::Tokens(e)) => e,
+            other => panic!("{other:?}"),
+        };
+        let e = err(vec![line("short", "admin", 3)]);
+        assert!(e.starts_with("line 3:") && !e.contains("short"), "{e}");
+        let e = err(vec![line("0123456789abcdef-x", "ghost", 7)]);
+        assert!(e.starts_with("line 7: unknown role \"ghost\""), "{e}");
+        let e = err(vec![
+            line("0123456789abcdef-x", "admin", 1),
+            line("0123456789abcdef-x", "viewer", 4),
+        ]);
         assert!(
-            e.contains("token 2: duplicate") && !e.contains("0123"),
+            e.starts_with("line 4: duplicate") && !e.contains("0123"),
             "{e}"
         );
+        let mut big = RoleDef::viewer();
+        big.name = "big".into();
+        big.globs[0] = vec!["*".into(); MAX_GLOBS + 1];
+        assert!(matches!(
+            Access::new(Vec::new(), vec![big], Vec::new()),
+            Err(ConfigError::Roles(e)) if e.contains("role big")
+        ));
     }
 
     #[test]

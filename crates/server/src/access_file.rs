@@ -6,20 +6,20 @@
 //! (`publish`, `subscribe`, `call`, `provide`, `action_send`,
 //! `action_serve`, `param_read`, `param_write`, or rosbridge's
 //! `topics_glob`, `topics_pub_glob`, `topics_sub_glob`, `services_glob`,
-//! `params_glob`) to a list of globs. A class a role does not name allows
+//! `params_glob`, and `actions_glob`) to a list of globs. A class a role does not name allows
 //! nothing. Errors name the file and the line or the role, never a token.
 
-use rosgate_core::access::{Class, RoleDef};
+use rosgate_core::access::{Class, RoleDef, TokenLine};
 use yaml_rust2::{Yaml, YamlLoader};
 
-/// Reads the token file: (token, role) pairs in file order.
-pub fn load_tokens(path: &str) -> Result<Vec<(String, String)>, String> {
+/// Reads the token file, in file order.
+pub fn load_tokens(path: &str) -> Result<Vec<TokenLine>, String> {
     let text = std::fs::read_to_string(path).map_err(|e| format!("--auth-tokens {path}: {e}"))?;
     parse_tokens(&text).map_err(|e| format!("--auth-tokens {path}: {e}"))
 }
 
 /// Parses a token file's text.
-pub fn parse_tokens(text: &str) -> Result<Vec<(String, String)>, String> {
+pub fn parse_tokens(text: &str) -> Result<Vec<TokenLine>, String> {
     let mut out = Vec::new();
     for (i, line) in text.lines().enumerate() {
         let line = line.trim();
@@ -28,7 +28,11 @@ pub fn parse_tokens(text: &str) -> Result<Vec<(String, String)>, String> {
         }
         let mut parts = line.split_whitespace();
         match (parts.next(), parts.next(), parts.next()) {
-            (Some(role), Some(token), None) => out.push((token.to_string(), role.to_string())),
+            (Some(role), Some(token), None) => out.push(TokenLine {
+                token: token.to_string(),
+                role: role.to_string(),
+                line: i + 1,
+            }),
             _ => {
                 return Err(format!(
                     "line {}: expected `ROLE TOKEN` (two fields separated by spaces)",
@@ -80,7 +84,7 @@ pub fn parse_roles(text: &str) -> Result<Vec<RoleDef>, String> {
                         let key = key.as_str().unwrap_or("");
                         let Some(targets) = Class::from_key(key) else {
                             return Err(format!(
-                                "role {name}: unknown class {key:?} (publish, subscribe, call, provide, action_send, action_serve, param_read, param_write, or rosbridge's topics_glob, topics_pub_glob, topics_sub_glob, services_glob, params_glob)"
+                                "role {name}: unknown class {key:?} (publish, subscribe, call, provide, action_send, action_serve, param_read, param_write, or rosbridge's topics_glob, topics_pub_glob, topics_sub_glob, services_glob, params_glob, and actions_glob)"
                             ));
                         };
                         let list = globs_of(globs)
@@ -129,11 +133,15 @@ mod tests {
     fn token_lines() {
         let t = parse_tokens("# ops\n\nadmin  0123456789abcdef0\n viewer\tfedcba98765432100 \n")
             .expect("ok");
+        let got: Vec<(&str, &str, usize)> = t
+            .iter()
+            .map(|l| (l.token.as_str(), l.role.as_str(), l.line))
+            .collect();
         assert_eq!(
-            t,
+            got,
             vec![
-                ("0123456789abcdef0".to_string(), "admin".to_string()),
-                ("fedcba98765432100".to_string(), "viewer".to_string()),
+                ("0123456789abcdef0", "admin", 3),
+                ("fedcba98765432100", "viewer", 4),
             ]
         );
         let e = parse_tokens("admin\n").expect_err("one field");

@@ -5,6 +5,8 @@
 use std::ffi::OsString;
 use std::time::Duration;
 
+use rosgate_core::access::ConfigError;
+
 use crate::config::{self, Config, LogFormat, LogLevel};
 
 /// What the command line asked for.
@@ -205,8 +207,9 @@ pub fn parse(argv: Vec<OsString>) -> Result<Command, String> {
     }
     c.use_sim_time = args.contains("--use-sim-time");
     c.allow_unauthenticated_network = args.contains("--allow-unauthenticated-network");
-    let tokens = match opt::<String>(&mut args, "--auth-tokens")? {
-        Some(f) => crate::access_file::load_tokens(&f)?,
+    let tokens_file = opt::<String>(&mut args, "--auth-tokens")?;
+    let tokens = match &tokens_file {
+        Some(f) => crate::access_file::load_tokens(f)?,
         None => Vec::new(),
     };
     let roles_file = opt::<String>(&mut args, "--auth-roles")?;
@@ -221,8 +224,15 @@ pub fn parse(argv: Vec<OsString>) -> Result<Command, String> {
     if roles_file.is_some() && tokens.is_empty() {
         return Err("--auth-roles needs --auth-tokens (roles are given to tokens)".into());
     }
-    c.access = rosgate_core::access::Access::new(tokens, roles, origins)
-        .map_err(|e| format!("--auth-tokens/--auth-roles: {e}"))?;
+    c.access = rosgate_core::access::Access::new(tokens, roles, origins).map_err(|e| match e {
+        ConfigError::Tokens(e) => format!(
+            "--auth-tokens {}: {e}",
+            tokens_file.as_deref().unwrap_or("")
+        ),
+        ConfigError::Roles(e) => {
+            format!("--auth-roles {}: {e}", roles_file.as_deref().unwrap_or(""))
+        }
+    })?;
     let files: Vec<String> = args
         .values_from_str("--params")
         .map_err(|e| format!("--params: {e}"))?;

@@ -183,12 +183,24 @@ fn every_default_constant_is_documented_with_its_value() {
         ("CONN_LOGS_PER_SEC", CONN_LOGS_PER_SEC as u128),
         ("RECENT_CLOSES", RECENT_CLOSES as u128),
         ("MAX_TOKENS", rosgate_core::access::MAX_TOKENS as u128),
-        ("MIN_TOKEN_BYTES", rosgate_core::access::MIN_TOKEN_BYTES as u128),
-        ("MAX_TOKEN_BYTES", rosgate_core::access::MAX_TOKEN_BYTES as u128),
+        (
+            "MIN_TOKEN_BYTES",
+            rosgate_core::access::MIN_TOKEN_BYTES as u128,
+        ),
+        (
+            "MAX_TOKEN_BYTES",
+            rosgate_core::access::MAX_TOKEN_BYTES as u128,
+        ),
         ("MAX_ROLES", rosgate_core::access::MAX_ROLES as u128),
         ("MAX_GLOBS", rosgate_core::access::MAX_GLOBS as u128),
-        ("MAX_GLOB_BYTES", rosgate_core::access::MAX_GLOB_BYTES as u128),
-        ("DECISION_CACHE", rosgate_core::access::DECISION_CACHE as u128),
+        (
+            "MAX_GLOB_BYTES",
+            rosgate_core::access::MAX_GLOB_BYTES as u128,
+        ),
+        (
+            "DECISION_CACHE",
+            rosgate_core::access::DECISION_CACHE as u128,
+        ),
     ];
     for (name, value) in expected {
         let row = rows

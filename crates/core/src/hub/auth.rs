@@ -183,7 +183,22 @@ impl Hub {
             return Ok(());
         }
         match presented_token(opening.authorization.as_deref(), &opening.target) {
-            // No token yet: the client may still send an `auth` op.
+            // No token yet: the client may still send an `auth` op, but a
+            // URL that declares a node or picks a domain would act before
+            // it (holding a node name while unauthenticated).
+            None if query::params(&opening.target)
+                .iter()
+                .any(|(k, _)| matches!(k.as_str(), "node" | "namespace" | "ns" | "remap" | "domain")) =>
+            {
+                Err((
+                    handshake::refusal(
+                        401,
+                        "Unauthorized",
+                        "a WebSocket URL that declares a node or a domain must carry its token (?token=)",
+                    ),
+                    CloseReason::AuthFailed,
+                ))
+            }
             None => Ok(()),
             Some(t) => match self.access.authenticate(t.as_bytes()) {
                 Ok(role) => {

@@ -213,7 +213,9 @@ impl Hub {
             let values = if self.visible(self.viewer(me), TOPIC_CLASSES, &topic) {
                 self.topic_info(domain, &topic).to_string()
             } else {
-                self.topic_info(domain, "").to_string()
+                // As for a topic that does not exist.
+                json!({"topic": topic, "type": "", "publishers": [], "subscribers": [], "incompatible": []})
+                    .to_string()
             };
             self.reply(me, name, id, values.as_bytes(), now);
             return true;
@@ -416,6 +418,7 @@ impl Hub {
                 } else {
                     let scan = reg.service_names(true).take(MAX_LIST_SCAN);
                     let found: Vec<(ConnRef, NodeTag)> = scan
+                        .filter(|n| self.visible(role, SERVICE_CLASSES, n))
                         .filter_map(|n| reg.service(n))
                         .filter(|s| s.ty() == want)
                         .map(|s| (s.provider(), s.node()))

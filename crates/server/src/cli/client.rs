@@ -250,7 +250,17 @@ impl Client {
             let id = client.next_id();
             let req = Req::new("auth").str("token", token).raw("id", &id).finish();
             client.send(&req)?;
-            client.check(&[&id])?;
+            // A refusal is an error status with our id, then the gateway
+            // closes: the reason is read before the close is reported.
+            match client.check(&[&id]) {
+                Err(Error::Unreachable(why)) => {
+                    return Err(match client.take_error(&id) {
+                        Some(msg) => Error::Failed(msg),
+                        None => Error::Unreachable(why),
+                    })
+                }
+                other => other?,
+            }
         }
         if let (Some(domain), Url::Tcp { .. }) = (common.domain, &common.url) {
             let id = client.next_id();

@@ -9,9 +9,6 @@
 //! peers ask for info statuses (`set_level info`) once they are admitted, so
 //! both transports answer alike; the barrier ([`Peer::pending`]) is an
 //! `unsubscribe`, which no allowlist restricts.
-//!
-//! Tests marked `#[ignore = "BUG: ..."]` state documented behaviour the
-//! gateway does not have yet; `cargo test -- --ignored` runs them.
 
 use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
@@ -853,7 +850,6 @@ fn unauthenticated_connections_make_room_at_the_connection_limit() {
 /// or an unauthenticated client could put nodes into the graph and hold
 /// their names.
 #[test]
-#[ignore = "BUG: a tokenless opening's ?node= is declared before the client authenticates (crates/core/src/hub/mod.rs on_opened: apply_opening runs whenever check_opening found no token)"]
 fn a_tokenless_opening_declares_no_node_before_authenticating() {
     let gw = builtin_gateway(&[]);
     let mut admin = Peer::tcp(&gw, ADMIN);
@@ -1785,7 +1781,6 @@ fn introspection_shows_a_role_only_what_it_may_use() {
 /// rosapi's `service_providers` also takes a service *type*; the services
 /// of that type a role may not use must not show through it.
 #[test]
-#[ignore = "BUG: rosapi service_providers by type lists the providers of services the role may not use (crates/core/src/hub/rosapi.rs, the by-type scan is not filtered by visible())"]
 fn service_providers_by_type_hides_what_the_role_may_not_use() {
     let gw = roles_gateway();
     let mut admin = Peer::tcp(&gw, ADMIN);
@@ -2289,7 +2284,6 @@ fn malformed_token_and_roles_files_stop_start_up() {
 /// naming the file and the line, never the token" — for every kind of
 /// error in the token file, not only a line that is not `ROLE TOKEN`.
 #[test]
-#[ignore = "BUG: short, unknown-role and duplicate tokens are reported as `--auth-tokens/--auth-roles: token N: ...` (N counts tokens, not lines; the file is not named): crates/core/src/access.rs Access::new, crates/server/src/args.rs"]
 fn every_token_file_error_names_the_file_and_the_line() {
     let lo = ["--listen", "127.0.0.1:0", "--ws-listen", "127.0.0.1:0"];
     for body in [
@@ -2393,7 +2387,6 @@ fn the_cli_presents_its_token_over_tcp_and_websocket() {
 
 /// docs/cli.md: "A wrong token exits 1" — over TCP too.
 #[test]
-#[ignore = "BUG: over tcp:// a wrong --token exits 3 (`the gateway closed the connection`): crates/server/src/cli/client.rs, the auth step's check() sends /rosapi/get_time after the gateway already closed, before looking at the auth op's error status"]
 fn the_cli_exits_1_for_a_wrong_token_over_tcp() {
     let gw = builtin_gateway(&[]);
     let url = format!("tcp://{}", gw.addr);
