@@ -81,6 +81,10 @@ OPTIONS:
     --max-connections-per-ip N  from one non-loopback address [default: {DEFAULT_MAX_CONNECTIONS_PER_IP}]
     --shutdown-grace-ms N       on SIGTERM, flush queued output this long
                                 [default: {DEFAULT_SHUTDOWN_GRACE_MS}]
+    --tls-cert FILE             TLS: PEM certificate chain (server first); with
+                                --tls-key, both listeners speak TLS (wss://,
+                                and TLS on the TCP port)
+    --tls-key FILE              TLS: the certificate's PEM private key
     --log-level LEVEL           error|warn|info|debug [default: info]
     --log-format FORMAT         text|json (one JSON object per line) [default: text]
     -h, --help                  print this help
@@ -253,6 +257,9 @@ pub fn parse(argv: Vec<OsString>) -> Result<Command, String> {
     if let Some(v) = opt::<LogFormat>(&mut args, "--log-format")? {
         c.log_format = v;
     }
+    let tls_cert = opt::<String>(&mut args, "--tls-cert")?;
+    let tls_key = opt::<String>(&mut args, "--tls-key")?;
+    c.tls = crate::tls::from_flags(tls_cert, tls_key)?;
     let rest = args.finish();
     if let Some(first) = rest.first() {
         return Err(format!("unexpected argument {:?}", first.to_string_lossy()));

@@ -16,6 +16,7 @@ pub use rosgate_core::StatusFilter;
 pub use rosgate_wire::MAX_JSON_DEPTH;
 
 pub use crate::inbox::{INBOX_BUDGET, INBOX_CAPACITY};
+pub use crate::tls::TLS_WRITE_CHUNK_BYTES;
 
 /// Default TCP listen address: the protocol fixes 127.0.0.1:9095.
 pub const DEFAULT_LISTEN: SocketAddr = SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::LOCALHOST, 9095));
@@ -139,6 +140,8 @@ pub struct Config {
     pub use_sim_time: bool,
     /// Start-up parameter overrides (`--params FILE`).
     pub param_overrides: rosgate_core::params::Overrides,
+    /// `--tls-cert`/`--tls-key`: both listeners speak TLS (`None`: plain).
+    pub tls: Option<crate::tls::TlsConfig>,
 }
 
 impl Default for Config {
@@ -156,6 +159,7 @@ impl Default for Config {
             strict_names: false,
             use_sim_time: false,
             param_overrides: Default::default(),
+            tls: None,
         }
     }
 }

@@ -10,6 +10,7 @@
 //! | [`config`] | `Config` and the server's own constants (re-exports the core's limits) |
 //! | [`args`] | flags -> `Config`; the `--help` text |
 //! | [`cli`] | `rosgate topic echo ...` and the other commands: the command-line client of a running gateway |
+//! | [`tls`] | `--tls-cert`/`--tls-key`: loading the certificate, one rustls session per connection (the loop drives it) |
 //! | [`assets`] | the dashboard's files, compiled in (served at `/` on the WebSocket port) |
 //!
 //! Clients speak newline-delimited JSON over TCP (`docs/protocol.md`) or
@@ -22,3 +23,4 @@ pub mod config;
 pub mod inbox;
 pub mod params_file;
 pub mod server;
+pub mod tls;

@@ -58,6 +58,7 @@ use crate::config::{
     WRITE_TURN_CALLS,
 };
 use crate::inbox::{Handle, Inbox};
+use crate::tls::{Session, TlsConfig, TLS_WRITE_CHUNK_BYTES};
 
 const LISTENER: Token = Token(usize::MAX - 1);
 const SIGNALS: Token = Token(usize::MAX - 2);
@@ -74,6 +75,10 @@ const TRIM_AFTER_FALL: usize = 2 * 1024 * 1024;
 /// Socket-side state of one connection; indexed by the hub's slab key.
 struct Io {
     stream: TcpStream,
+    /// On a TLS listener: the session between the socket's ciphertext and
+    /// the hub's plaintext (`tls.rs`). The plain path branches once on it
+    /// per read and per write.
+    tls: Option<Box<Session>>,
     readable: bool,
     writable: bool,
     /// Listed in `read_queue`.
@@ -101,6 +106,8 @@ pub struct Server {
     inbox_pending: bool,
     hub: Hub,
     io: Vec<Option<Io>>,
+    /// `--tls-cert`/`--tls-key`: both listeners speak TLS.
+    tls: Option<TlsConfig>,
     read_queue: VecDeque<u32>,
     read_buf: Vec<u8>,
     accept_paused_until: Option<Instant>,
@@ -186,6 +193,7 @@ impl Server {
             inbox_pending: false,
             hub,
             io: Vec::new(),
+            tls: config.tls.clone(),
             read_queue: VecDeque::new(),
             read_buf: vec![0; READ_BUDGET_BYTES],
             accept_paused_until: None,
@@ -211,6 +219,11 @@ impl Server {
     /// A handle other threads use to queue work for the loop or stop it.
     pub fn handle(&self) -> Handle {
         self.handle.clone()
+    }
+
+    /// Whether the listeners speak TLS (`--tls-cert`).
+    pub fn is_tls(&self) -> bool {
+        self.tls.is_some()
     }
 
     /// The WebSocket listener's address, if it is on.
@@ -361,7 +374,9 @@ impl Server {
         }
         if ev.is_writable() || ev.is_write_closed() {
             io.writable = true;
-            if self.hub.out(key).is_some_and(|o| !o.is_empty()) {
+            if self.hub.out(key).is_some_and(|o| !o.is_empty())
+                || io.tls.as_ref().is_some_and(|t| t.wants_write())
+            {
                 self.hub.mark_dirty(key);
             }
         }
@@ -447,9 +462,22 @@ impl Server {
         let r = match self.hub.open_from(transport, Some(addr), now) {
             Ok(r) => r,
             Err(refusal) => {
-                // Best effort: the socket is fresh, so the line fits its buffer.
-                let _ = stream.write(&refusal.frame);
+                // Best effort: the socket is fresh, so the line fits its
+                // buffer. A TLS client could not read it before a
+                // handshake: it is closed without.
+                if self.tls.is_none() {
+                    let _ = stream.write(&refusal.frame);
+                }
                 return;
+            }
+        };
+        let tls = match self.tls.as_ref().map(TlsConfig::session) {
+            None => None,
+            Some(Ok(session)) => Some(Box::new(session)),
+            Some(Err(e)) => {
+                log!(Warn, "tls session for {addr}: {e}");
+                self.hub.close(r.key, CloseReason::TlsError, now);
+                None
             }
         };
         let _ = stream.set_nodelay(true);
@@ -469,6 +497,7 @@ impl Server {
         }
         self.io[idx] = Some(Io {
             stream,
+            tls,
             readable: false,
             writable: true,
             queued: false,
@@ -526,7 +555,36 @@ impl Server {
                         io.read_at = self.turn;
                         budget -= n;
                         turn = turn.saturating_sub(n);
-                        self.hub.on_bytes(key, &self.read_buf[..n], now);
+                        match io.tls.as_mut() {
+                            None => self.hub.on_bytes(key, &self.read_buf[..n], now),
+                            Some(tls) => {
+                                let hub = &mut self.hub;
+                                match tls.receive(&self.read_buf[..n], |plain| {
+                                    hub.on_bytes(key, plain, now)
+                                }) {
+                                    Ok(got) => {
+                                        if got.handshake_done {
+                                            hub.count(Counter::TlsHandshakes);
+                                        }
+                                        if tls.wants_write() {
+                                            hub.mark_dirty(key);
+                                        }
+                                        if got.peer_closed {
+                                            outcome = ReadOutcome::Eof;
+                                            break;
+                                        }
+                                    }
+                                    Err(failure) => {
+                                        if failure.in_handshake {
+                                            hub.count(Counter::TlsHandshakeFailures);
+                                        }
+                                        log!(Debug, "tls conn={key}: {}", failure.reason);
+                                        outcome = ReadOutcome::TlsFailed;
+                                        break;
+                                    }
+                                }
+                            }
+                        }
                         let spent = hub_work(&self.hub) - before;
                         io.deficit = io.deficit.saturating_sub(spent);
                         // Per KiB of at least 256 bytes read: a 1-byte read
@@ -563,6 +621,10 @@ impl Server {
                 ReadOutcome::Failed => {
                     io.readable = false;
                     self.hub.close(key, CloseReason::Reset, now);
+                }
+                ReadOutcome::TlsFailed => {
+                    io.readable = false;
+                    self.hub.close(key, CloseReason::TlsError, now);
                 }
             }
         }
@@ -646,6 +708,9 @@ impl Server {
         if !io.writable {
             return WriteOutcome::Done;
         }
+        if io.tls.is_some() {
+            return self.write_some_tls(key, budget, now);
+        }
         let mut written = 0;
         loop {
             let Some(out) = self.hub.out(key) else {
@@ -685,6 +750,100 @@ impl Server {
         }
     }
 
+    /// [`Server::write_some`] on a TLS connection: ciphertext rustls holds
+    /// goes first; plaintext moves from the hub's queue into rustls, at
+    /// most [`TLS_WRITE_CHUNK_BYTES`] at a time, only once that is all
+    /// written, and counts as written (`Hub::wrote`) as it moves (see
+    /// `tls.rs`). Budgets count ciphertext and `write` calls.
+    fn write_some_tls(&mut self, key: u32, budget: &mut Budget, now: Instant) -> WriteOutcome {
+        let Some(Some(io)) = self.io.get_mut(key as usize) else {
+            return WriteOutcome::Done;
+        };
+        let Some(tls) = io.tls.as_mut() else {
+            return WriteOutcome::Done;
+        };
+        let mut written = 0;
+        loop {
+            if tls.wants_write() {
+                if written >= WRITE_BUDGET_BYTES || budget.spent() {
+                    return WriteOutcome::Budget;
+                }
+                budget.writes -= 1;
+                match tls.write_to(&mut io.stream) {
+                    Ok(0) => {
+                        self.hub.close(key, CloseReason::Reset, now);
+                        return WriteOutcome::Done;
+                    }
+                    Ok(w) => {
+                        written += w;
+                        budget.bytes = budget.bytes.saturating_sub(w);
+                    }
+                    Err(e) if e.kind() == ErrorKind::WouldBlock => {
+                        io.writable = false;
+                        return WriteOutcome::Done;
+                    }
+                    Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                    Err(e) => {
+                        log!(Debug, "write conn={key}: {e}");
+                        io.writable = false;
+                        self.hub.close(key, CloseReason::Reset, now);
+                        return WriteOutcome::Done;
+                    }
+                }
+                continue;
+            }
+            // Nothing of the hub's is sent before the handshake completes.
+            if tls.is_handshaking() {
+                return WriteOutcome::Done;
+            }
+            let Some(out) = self.hub.out(key) else {
+                return WriteOutcome::Done;
+            };
+            if out.is_empty() {
+                return WriteOutcome::Done;
+            }
+            if written >= WRITE_BUDGET_BYTES || budget.spent() {
+                return WriteOutcome::Budget;
+            }
+            let mut iov = [IoSlice::new(&[]); MAX_IOVECS];
+            let n = out.fill(&mut iov, TLS_WRITE_CHUNK_BYTES);
+            let moved = tls.encrypt(&iov[..n]);
+            if moved == 0 {
+                return WriteOutcome::Done;
+            }
+            self.hub.wrote(key, moved, now);
+        }
+    }
+
+    /// A closing TLS connection's last words: what the hub queued (up to
+    /// `WRITE_BUDGET_BYTES`, once the handshake completed), then
+    /// `close_notify`, after any ciphertext rustls already holds (an
+    /// alert), with one `write` call if the socket takes it now.
+    fn tls_last_words(&mut self, key: u32, now: Instant) {
+        let Some(Some(io)) = self.io.get_mut(key as usize) else {
+            return;
+        };
+        let Some(tls) = io.tls.as_mut() else {
+            return;
+        };
+        if !io.writable {
+            return;
+        }
+        if !tls.is_handshaking() {
+            if let Some(out) = self.hub.out(key).filter(|o| !o.is_empty()) {
+                tls.raise_limit(WRITE_BUDGET_BYTES + TLS_WRITE_CHUNK_BYTES);
+                let mut iov = [IoSlice::new(&[]); MAX_IOVECS];
+                let n = out.fill(&mut iov, WRITE_BUDGET_BYTES);
+                let moved = tls.encrypt(&iov[..n]);
+                if moved > 0 {
+                    self.hub.wrote(key, moved, now);
+                }
+            }
+        }
+        tls.close();
+        let _ = tls.write_to(&mut io.stream);
+    }
+
     /// Frees connections marked closed, oldest first, until `budget` work
     /// ([`Hub::free`]'s measure) is done; the rest wait in `free_backlog`
     /// for the next turn (their sockets are already deregistered, and the
@@ -696,7 +855,15 @@ impl Server {
             for &key in keys.iter() {
                 // Last words (an error status, a rejection) go out if the
                 // socket takes them right now; nobody waits for them.
-                let _ = self.write_some(key, &mut Budget::last_words(), now);
+                if self
+                    .io
+                    .get(key as usize)
+                    .is_some_and(|s| s.as_ref().is_some_and(|io| io.tls.is_some()))
+                {
+                    self.tls_last_words(key, now);
+                } else {
+                    let _ = self.write_some(key, &mut Budget::last_words(), now);
+                }
                 if let Some(slot) = self.io.get_mut(key as usize) {
                     if let Some(mut io) = slot.take() {
                         let _ = self.poll.registry().deregister(&mut io.stream);
@@ -750,6 +917,8 @@ enum ReadOutcome {
     Drained,
     Eof,
     Failed,
+    /// A TLS error (the alert is queued).
+    TlsFailed,
 }
 
 /// What is left of a write budget: bytes and `write` calls.
