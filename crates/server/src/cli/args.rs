@@ -23,8 +23,11 @@ pub const DEFAULT_TIMEOUT_SECS: f64 = 5.0;
 pub const COMMON_HELP: &str = "
 COMMON OPTIONS:
     --url URL           the gateway: tcp://HOST:PORT (NDJSON) or
-                        ws://HOST:PORT/PATH?QUERY (rosbridge v2)
+                        ws://HOST:PORT/PATH?QUERY (rosbridge v2); over TLS
+                        tls://HOST:PORT or wss://HOST:PORT/PATH?QUERY
                         [default: $ROSGATE_URL, else tcp://127.0.0.1:9095]
+    --ca-file FILE      TLS: trust the PEM certificate(s) in FILE (the
+                        gateway's own, or its CA) [default: $ROSGATE_CA_FILE]
     --timeout SECS      to connect and for each answer [default: 5]
     --domain N          work in domain N (0-232): over TCP the CLI declares a
                         hidden node `_rosgate_cli_<pid>` there; over
@@ -41,6 +44,8 @@ pub struct Common {
     pub url: Url,
     pub timeout: Duration,
     pub domain: Option<u8>,
+    /// `--ca-file` (or `$ROSGATE_CA_FILE`): certificates trusted for TLS.
+    pub ca_file: Option<String>,
 }
 
 /// One command's arguments, consumed flag by flag, then the positionals.
@@ -98,7 +103,7 @@ impl Args {
         Ok(values.into_iter().last())
     }
 
-    /// `--url`, `--timeout`, `--domain`.
+    /// `--url`, `--timeout`, `--domain`, `--ca-file`.
     pub fn common(&mut self) -> Result<Common, String> {
         let url_text = match self.opt::<String>(&["--url"]).map_err(usage_text)? {
             Some(u) => u,
@@ -126,10 +131,17 @@ impl Args {
                     .ok_or_else(|| format!("--domain: {d} is out of range (0-232)"))?,
             ),
         };
+        let ca_file = match self.opt::<String>(&["--ca-file"]).map_err(usage_text)? {
+            Some(f) => Some(f),
+            None => std::env::var("ROSGATE_CA_FILE")
+                .ok()
+                .filter(|f| !f.is_empty()),
+        };
         Ok(Common {
             url,
             timeout: Duration::from_secs_f64(secs),
             domain,
+            ca_file,
         })
     }
 
