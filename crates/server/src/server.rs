@@ -58,7 +58,7 @@ use crate::config::{
     WRITE_TURN_CALLS,
 };
 use crate::inbox::{Handle, Inbox};
-use crate::tls::{Session, TlsConfig, TLS_WRITE_CHUNK_BYTES};
+use crate::tls::{Input, Received, Session, TlsConfig, TLS_WRITE_CHUNK_BYTES};
 
 const LISTENER: Token = Token(usize::MAX - 1);
 const SIGNALS: Token = Token(usize::MAX - 2);
@@ -559,20 +559,18 @@ impl Server {
                             None => self.hub.on_bytes(key, &self.read_buf[..n], now),
                             Some(tls) => {
                                 let hub = &mut self.hub;
-                                match tls.receive(&self.read_buf[..n], |plain| {
-                                    hub.on_bytes(key, plain, now)
-                                }) {
-                                    Ok(got) => {
-                                        if got.handshake_done {
-                                            hub.count(Counter::TlsHandshakes);
-                                        }
-                                        if tls.wants_write() {
-                                            hub.mark_dirty(key);
-                                        }
-                                        if got.peer_closed {
-                                            outcome = ReadOutcome::Eof;
-                                            break;
-                                        }
+                                let got = tls.receive(&self.read_buf[..n], |input| match input {
+                                    Input::HandshakeDone => hub.count(Counter::TlsHandshakes),
+                                    Input::Plain(plain) => hub.on_bytes(key, plain, now),
+                                });
+                                if tls.wants_write() {
+                                    hub.mark_dirty(key);
+                                }
+                                match got {
+                                    Ok(Received::Open) => {}
+                                    Ok(Received::PeerClosed) => {
+                                        outcome = ReadOutcome::Eof;
+                                        break;
                                     }
                                     Err(failure) => {
                                         if failure.in_handshake {

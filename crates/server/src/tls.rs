@@ -138,13 +138,22 @@ fn pem_error(e: &pem::Error) -> String {
     }
 }
 
-/// What [`Session::receive`] saw besides plaintext.
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-pub struct Received {
-    /// The handshake completed with this input.
-    pub handshake_done: bool,
+/// What [`Session::receive`] hands on, in order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Input<'a> {
+    /// The handshake completed (before any plaintext of the peer's).
+    HandshakeDone,
+    /// Plaintext from the peer.
+    Plain(&'a [u8]),
+}
+
+/// How [`Session::receive`] ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Received {
+    /// Everything was consumed; more may come.
+    Open,
     /// The peer sent `close_notify`: nothing more will come.
-    pub peer_closed: bool,
+    PeerClosed,
 }
 
 /// A TLS error: the connection must close (after the alert, best effort).
@@ -168,18 +177,17 @@ impl Session {
         self.conn.is_handshaking()
     }
 
-    /// Feeds ciphertext read from the socket; `deliver` gets each run of
-    /// plaintext, in order, as soon as its record is complete. All of
-    /// `cipher` is consumed (rustls keeps a partial record), unless the peer
-    /// closed or an error ends the connection.
+    /// Feeds ciphertext read from the socket; `deliver` gets the end of the
+    /// handshake and each run of plaintext, in order, as soon as its record
+    /// is complete. All of `cipher` is consumed (rustls keeps a partial
+    /// record), unless the peer closed or an error ends the connection.
     pub fn receive(
         &mut self,
         mut cipher: &[u8],
-        mut deliver: impl FnMut(&[u8]),
+        mut deliver: impl FnMut(Input<'_>),
     ) -> Result<Received, Failure> {
-        let mut got = Received::default();
-        let was_handshaking = self.conn.is_handshaking();
         while !cipher.is_empty() {
+            let was_handshaking = self.conn.is_handshaking();
             match self.conn.read_tls(&mut cipher) {
                 // close_notify came: rustls reads nothing more.
                 Ok(0) => break,
@@ -190,11 +198,14 @@ impl Session {
                 Ok(state) => state,
                 Err(e) => return Err(self.fail(self.conn.is_handshaking(), e.to_string())),
             };
+            if was_handshaking && !self.conn.is_handshaking() {
+                deliver(Input::HandshakeDone);
+            }
             loop {
                 let mut reader = self.conn.reader();
                 let n = match reader.fill_buf() {
                     Ok(plain) if !plain.is_empty() => {
-                        deliver(plain);
+                        deliver(Input::Plain(plain));
                         plain.len()
                     }
                     _ => break,
@@ -202,12 +213,10 @@ impl Session {
                 reader.consume(n);
             }
             if state.peer_has_closed() {
-                got.peer_closed = true;
-                break;
+                return Ok(Received::PeerClosed);
             }
         }
-        got.handshake_done = was_handshaking && !self.conn.is_handshaking();
-        Ok(got)
+        Ok(Received::Open)
     }
 
     fn fail(&mut self, in_handshake: bool, reason: String) -> Failure {

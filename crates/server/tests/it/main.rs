@@ -20,5 +20,6 @@ mod params;
 mod qos;
 mod services;
 mod stats;
+mod tls;
 mod topics;
 mod websocket;
