@@ -475,9 +475,11 @@ impl Server {
             None => None,
             Some(Ok(session)) => Some(Box::new(session)),
             Some(Err(e)) => {
+                // Not expected (the configuration was checked at start-up);
+                // the socket is dropped unregistered, the slot freed.
                 log!(Warn, "tls session for {addr}: {e}");
                 self.hub.close(r.key, CloseReason::TlsError, now);
-                None
+                return;
             }
         };
         let _ = stream.set_nodelay(true);
@@ -790,8 +792,9 @@ impl Server {
                 }
                 continue;
             }
-            // Nothing of the hub's is sent before the handshake completes.
-            if tls.is_handshaking() {
+            // Nothing of the hub's is sent before the handshake completes,
+            // nor after a TLS error (its alert is the last thing sent).
+            if !tls.can_send() {
                 return WriteOutcome::Done;
             }
             let Some(out) = self.hub.out(key) else {
@@ -827,7 +830,7 @@ impl Server {
         if !io.writable {
             return;
         }
-        if !tls.is_handshaking() {
+        if tls.can_send() {
             if let Some(out) = self.hub.out(key).filter(|o| !o.is_empty()) {
                 tls.raise_limit(WRITE_BUDGET_BYTES + TLS_WRITE_CHUNK_BYTES);
                 let mut iov = [IoSlice::new(&[]); MAX_IOVECS];

@@ -172,9 +172,10 @@ pub struct Session {
 }
 
 impl Session {
-    /// Whether the handshake is still under way.
-    pub fn is_handshaking(&self) -> bool {
-        self.conn.is_handshaking()
+    /// Whether the hub's plaintext may be encrypted now: the handshake
+    /// completed and no TLS error happened.
+    pub fn can_send(&self) -> bool {
+        !self.failed && !self.conn.is_handshaking()
     }
 
     /// Feeds ciphertext read from the socket; `deliver` gets the end of the
@@ -255,7 +256,7 @@ impl Session {
     /// Queues `close_notify` after what is queued, unless the connection
     /// failed or never completed its handshake.
     pub fn close(&mut self) {
-        if !self.failed && !self.conn.is_handshaking() {
+        if self.can_send() {
             self.conn.send_close_notify();
         }
     }
