@@ -30,6 +30,8 @@
 //! gets a `close_notify` after its last words.
 
 use std::fmt;
+#[cfg(test)]
+use std::io::Read;
 use std::io::{self, BufRead, IoSlice, Write};
 use std::sync::Arc;
 
@@ -259,5 +261,151 @@ impl Session {
         if self.can_send() {
             self.conn.send_close_notify();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rustls::pki_types::ServerName;
+    use rustls::{ClientConfig, ClientConnection, RootCertStore};
+
+    /// A server config and a client trusting it, from a certificate made now.
+    fn pair() -> (TlsConfig, ClientConnection) {
+        let made = rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).unwrap();
+        let dir = std::env::temp_dir().join(format!(
+            "rosgate-tls-unit-{}-{:?}",
+            std::process::id(),
+            std::thread::current().id()
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        let (cert, key) = (dir.join("c.pem"), dir.join("k.pem"));
+        std::fs::write(&cert, made.cert.pem()).unwrap();
+        std::fs::write(&key, made.key_pair.serialize_pem()).unwrap();
+        let server = load(cert.to_str().unwrap(), key.to_str().unwrap()).unwrap();
+        let _ = std::fs::remove_dir_all(&dir);
+        let mut roots = RootCertStore::empty();
+        roots.add(made.cert.der().clone()).unwrap();
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let config = ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        let name = ServerName::try_from("localhost").unwrap();
+        (
+            server,
+            ClientConnection::new(Arc::new(config), name).unwrap(),
+        )
+    }
+
+    /// Everything the client has to send.
+    fn from_client(c: &mut ClientConnection) -> Vec<u8> {
+        let mut out = Vec::new();
+        while c.wants_write() {
+            c.write_tls(&mut out).unwrap();
+        }
+        out
+    }
+
+    /// Everything the server session holds for the client, fed to it.
+    fn to_client(s: &mut Session, c: &mut ClientConnection) -> usize {
+        let mut out = Vec::new();
+        while s.wants_write() {
+            s.write_to(&mut out).unwrap();
+        }
+        let mut rd = &out[..];
+        while !rd.is_empty() {
+            c.read_tls(&mut rd).unwrap();
+            c.process_new_packets().unwrap();
+        }
+        out.len()
+    }
+
+    #[test]
+    fn the_handshake_comes_before_plaintext_and_output_moves_a_chunk_at_a_time() {
+        let (config, mut client) = pair();
+        let mut server = config.session().unwrap();
+        let mut seen: Vec<String> = Vec::new();
+        let mut record = |i: Input<'_>| match i {
+            Input::HandshakeDone => seen.push("done".into()),
+            Input::Plain(p) => seen.push(String::from_utf8_lossy(p).into_owned()),
+        };
+        while client.is_handshaking() || server.wants_write() {
+            let hello = from_client(&mut client);
+            assert_eq!(server.receive(&hello, &mut record).unwrap(), Received::Open);
+            to_client(&mut server, &mut client);
+        }
+        // The client's Finished and its first line arrive together.
+        client.writer().write_all(b"{\"op\":\"x\"}\n").unwrap();
+        let bytes = from_client(&mut client);
+        // Fed a byte at a time, nothing is delivered before its record is whole.
+        for b in bytes.chunks(1) {
+            server.receive(b, &mut record).unwrap();
+        }
+        assert_eq!(seen, ["done", "{\"op\":\"x\"}\n"]);
+        assert!(server.can_send());
+        // Session tickets went out first (the loop writes before it encrypts).
+        to_client(&mut server, &mut client);
+
+        // Offered 64 KiB, rustls takes one chunk; more only once that is written.
+        let big = vec![b'a'; 64 * 1024];
+        assert_eq!(server.encrypt(&[IoSlice::new(&big)]), TLS_WRITE_CHUNK_BYTES);
+        assert_eq!(server.encrypt(&[IoSlice::new(&big)]), 0);
+        let wire = to_client(&mut server, &mut client);
+        assert!(wire > TLS_WRITE_CHUNK_BYTES && wire < TLS_WRITE_CHUNK_BYTES + 64);
+        assert_eq!(
+            server.encrypt(&[IoSlice::new(&big[..100]), IoSlice::new(&big[..28])]),
+            128
+        );
+        to_client(&mut server, &mut client);
+        let mut got = Vec::new();
+        let mut buf = vec![0; 128 * 1024];
+        while let Ok(n @ 1..) = client.reader().read(&mut buf) {
+            got.extend_from_slice(&buf[..n]);
+        }
+        assert_eq!(got.len(), TLS_WRITE_CHUNK_BYTES + 128);
+
+        // close_notify both ways.
+        server.close();
+        to_client(&mut server, &mut client);
+        assert!(client.process_new_packets().unwrap().peer_has_closed());
+        client.send_close_notify();
+        let bye = from_client(&mut client);
+        assert_eq!(server.receive(&bye, |_| {}).unwrap(), Received::PeerClosed);
+    }
+
+    #[test]
+    fn a_plaintext_client_is_a_handshake_failure_with_an_alert_and_no_close_notify() {
+        let (config, _) = pair();
+        let mut server = config.session().unwrap();
+        let err = server
+            .receive(
+                b"{\"op\":\"publish\",\"topic\":\"/a\",\"msg\":{}}\n",
+                |_| panic!("nothing reaches the hub"),
+            )
+            .unwrap_err();
+        assert!(err.in_handshake, "{err:?}");
+        assert!(server.wants_write(), "an alert is queued");
+        let mut alert = Vec::new();
+        server.write_to(&mut alert).unwrap();
+        assert_eq!(alert[0], 0x15, "an alert record: {alert:?}");
+        assert!(!server.can_send());
+        server.close();
+        assert!(!server.wants_write(), "no close_notify after a fatal alert");
+    }
+
+    #[test]
+    fn flags_come_in_pairs_and_errors_name_the_file() {
+        assert!(from_flags(None, None).unwrap().is_none());
+        let e = from_flags(Some("c.pem".into()), None).unwrap_err();
+        assert!(e.contains("c.pem") && e.contains("--tls-key"), "{e}");
+        let e = from_flags(None, Some("k.pem".into())).unwrap_err();
+        assert!(e.contains("k.pem") && e.contains("--tls-cert"), "{e}");
+        let e = load("/nonexistent/c.pem", "/nonexistent/k.pem").unwrap_err();
+        assert!(
+            e.starts_with("--tls-cert /nonexistent/c.pem: cannot read it"),
+            "{e}"
+        );
     }
 }
