@@ -31,6 +31,11 @@
 //!   within one turn (and a slot is reused only once the hub freed it);
 //! - no error from a socket or from accept ends the loop; only a signal (or
 //!   [`crate::inbox::Handle::stop`]) does.
+//! - under `--tls-cert` (`tls.rs`) the hub sees plaintext only: phase 4
+//!   decrypts each read before `Hub::on_bytes`, phase 7 writes what rustls
+//!   holds before moving the next `TLS_WRITE_CHUNK_BYTES` of the hub's
+//!   queue into it, phase 8 adds `close_notify` to the last words. A
+//!   connection without TLS pays one branch per read and per write.
 
 use std::collections::VecDeque;
 use std::io::{self, ErrorKind, IoSlice, Read, Write};
@@ -819,7 +824,9 @@ impl Server {
     /// A closing TLS connection's last words: what the hub queued (up to
     /// `WRITE_BUDGET_BYTES`, once the handshake completed), then
     /// `close_notify`, after any ciphertext rustls already holds (an
-    /// alert), with one `write` call if the socket takes it now.
+    /// alert), with one `write` call if the socket takes it now. As on a
+    /// plain connection, what the socket does not take is dropped with it:
+    /// for a reader that fell behind, up to one chunk more than plain.
     fn tls_last_words(&mut self, key: u32, now: Instant) {
         let Some(Some(io)) = self.io.get_mut(key as usize) else {
             return;
