@@ -4082,9 +4082,10 @@ def sc_tlsflood(r):
     """Crowds of ClientHellos at a gateway with --tls-cert, beside a TLS
     probe: each costs the gateway a key exchange and a signature (100-300
     µs), the attacker nothing (the same bytes on every connection, never
-    finished). The read phase charges TLS_HANDSHAKE_WORK per server flight,
-    so a burst is answered over many short turns (about 20 handshakes each)
-    instead of one long one."""
+    finished). At most TLS_HANDSHAKES_PER_TURN server flights per loop
+    turn, and connections still handshaking are passed over beyond that, so
+    a burst is answered over many short turns and the probe's requests are
+    read at once instead of behind the crowd."""
     import tempfile
     n = 500 if QUICK else 2000
     rounds = 2 if QUICK else 3

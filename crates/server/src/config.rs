@@ -16,7 +16,7 @@ pub use rosgate_core::StatusFilter;
 pub use rosgate_wire::MAX_JSON_DEPTH;
 
 pub use crate::inbox::{INBOX_BUDGET, INBOX_CAPACITY};
-pub use crate::tls::{TLS_HANDSHAKE_WORK, TLS_WRITE_CHUNK_BYTES};
+pub use crate::tls::{TLS_HANDSHAKES_PER_TURN, TLS_WRITE_CHUNK_BYTES};
 
 /// Default TCP listen address: the protocol fixes 127.0.0.1:9095.
 pub const DEFAULT_LISTEN: SocketAddr = SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::LOCALHOST, 9095));

@@ -63,7 +63,9 @@ use crate::config::{
     WRITE_TURN_CALLS,
 };
 use crate::inbox::{Handle, Inbox};
-use crate::tls::{Input, Received, Session, TlsConfig, TLS_HANDSHAKE_WORK, TLS_WRITE_CHUNK_BYTES};
+use crate::tls::{
+    Input, Received, Session, TlsConfig, TLS_HANDSHAKES_PER_TURN, TLS_WRITE_CHUNK_BYTES,
+};
 
 const LISTENER: Token = Token(usize::MAX - 1);
 const SIGNALS: Token = Token(usize::MAX - 2);
@@ -113,9 +115,6 @@ pub struct Server {
     io: Vec<Option<Io>>,
     /// `--tls-cert`/`--tls-key`: both listeners speak TLS.
     tls: Option<TlsConfig>,
-    /// Work charged for TLS handshakes so far (`TLS_HANDSHAKE_WORK` each),
-    /// counted with the hub's in the read phase's bounds.
-    tls_work: u64,
     read_queue: VecDeque<u32>,
     read_buf: Vec<u8>,
     accept_paused_until: Option<Instant>,
@@ -202,7 +201,6 @@ impl Server {
             hub,
             io: Vec::new(),
             tls: config.tls.clone(),
-            tls_work: 0,
             read_queue: VecDeque::new(),
             read_buf: vec![0; READ_BUDGET_BYTES],
             accept_paused_until: None,
@@ -530,9 +528,11 @@ impl Server {
         let mut turn = READ_TURN_BUDGET_BYTES;
         let queued = self.read_queue.len().max(1) as u64;
         let quantum = (READ_TURN_WORK / queued).max(READ_MIN_QUANTUM);
-        let ceiling = hub_work(&self.hub) + self.tls_work + READ_TURN_WORK_MAX;
+        let ceiling = hub_work(&self.hub) + READ_TURN_WORK_MAX;
+        // TLS server handshake flights this turn (`TLS_HANDSHAKES_PER_TURN`).
+        let mut handshakes = 0;
         for _ in 0..self.read_queue.len() {
-            if turn == 0 || hub_work(&self.hub) + self.tls_work >= ceiling {
+            if turn == 0 || hub_work(&self.hub) >= ceiling {
                 break;
             }
             let Some(key) = self.read_queue.pop_front() else {
@@ -546,6 +546,14 @@ impl Server {
                 io.deficit = 0;
                 continue;
             }
+            if handshakes >= TLS_HANDSHAKES_PER_TURN
+                && io.tls.as_ref().is_some_and(|t| t.is_handshaking())
+            {
+                // Enough key exchanges this turn: next turn, first.
+                io.queued = true;
+                self.read_queue.push_back(key);
+                continue;
+            }
             io.deficit = (io.deficit + quantum).min(READ_TURN_WORK);
             let mut budget = READ_BUDGET_BYTES;
             let mut outcome = ReadOutcome::Budget;
@@ -557,7 +565,6 @@ impl Server {
                 };
                 let n = n.min(budget).min(self.read_buf.len());
                 let before = hub_work(&self.hub);
-                let mut handshake_work = 0;
                 match io.stream.read(&mut self.read_buf[..n]) {
                     Ok(0) => {
                         outcome = ReadOutcome::Eof;
@@ -581,8 +588,7 @@ impl Server {
                                     // A server flight was made: a key
                                     // exchange and a signature (P20).
                                     if was_handshaking && tls.is_handshaking() {
-                                        handshake_work = TLS_HANDSHAKE_WORK;
-                                        self.tls_work += TLS_HANDSHAKE_WORK;
+                                        handshakes += 1;
                                     }
                                 }
                                 match got {
@@ -603,7 +609,7 @@ impl Server {
                             }
                         }
                         let spent = hub_work(&self.hub) - before;
-                        io.deficit = io.deficit.saturating_sub(spent + handshake_work);
+                        io.deficit = io.deficit.saturating_sub(spent);
                         // Per KiB of at least 256 bytes read: a 1-byte read
                         // that completes a line says little about the next.
                         let cost = spent * 1024 / n.max(256) as u64;

@@ -46,15 +46,16 @@ use rustls::{ServerConfig, ServerConnection};
 /// queue.
 pub const TLS_WRITE_CHUNK_BYTES: usize = 16 * 1024;
 
-/// Work units (about one delivery each, 60-100 ns) a server handshake
-/// flight is charged in the read phase's budget (P20): answering a
-/// ClientHello costs an ECDHE key exchange and a signature, 100-300 µs
-/// with ring (measured 277 µs on a loaded 2-core machine), where a
-/// delivery costs well under 1 µs. Charged to the turn and to the
-/// connection's deficit, not to its cost per byte, so a burst of
-/// handshakes is spread over turns (at most about 20 per turn) without
-/// slowing the connection's later requests.
-pub const TLS_HANDSHAKE_WORK: u64 = 2_000;
+/// Server handshake flights per loop turn, all connections together (P20):
+/// answering a ClientHello costs an ECDHE key exchange and a signature,
+/// 100-300 µs with ring (277 µs measured on a loaded 2-core machine), so
+/// a crowd handshaking at once would stall one turn for everyone (500
+/// ClientHellos: 150 ms). Past this many in a turn, connections still
+/// handshaking are passed over (kept queued, read first next turn) while
+/// everyone else is read as usual: a turn spends at most a few
+/// milliseconds on handshakes, and an established client's request is
+/// not queued behind the crowd.
+pub const TLS_HANDSHAKES_PER_TURN: usize = 8;
 
 /// The certificate and key of `--tls-cert`/`--tls-key`, loaded and checked
 /// at start-up, shared by every connection.
