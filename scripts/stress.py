@@ -134,8 +134,10 @@ class Gateway:
             if ws and self.ws_port is None:
                 self.ws_port = self._port_after(text, "websocket listening on ws://127.0.0.1:")
             if not ws or self.ws_port is not None:
-                # (the WebSocket line says "listening on ws://", not this)
-                self.port = self._port_after(text, "listening on 127.0.0.1:")
+                # (the WebSocket line says "listening on ws://", not this;
+                # under --tls-cert the TCP line says tls://)
+                self.port = (self._port_after(text, "listening on 127.0.0.1:")
+                             or self._port_after(text, "listening on tls://127.0.0.1:"))
                 if self.port is not None:
                     break
             if self.proc.poll() is not None:
@@ -1928,11 +1930,12 @@ def ms(x):
 class Probe:
     """The probe process (scripts/stress_probe.py)."""
 
-    def __init__(self, port, topic, max_secs=1800):
+    def __init__(self, port, topic, max_secs=1800, ca=None):
+        env = dict(os.environ, STRESS_PROBE_CA=ca) if ca else None
         self.proc = subprocess.Popen(
             [sys.executable, os.path.join(ROOT, "scripts", "stress_probe.py"), str(port),
              str(PROBE_PERIOD), str(max_secs), topic],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, preexec_fn=normal_priority)
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, preexec_fn=normal_priority, env=env)
         _children.append(self.proc)
         line = self.proc.stdout.readline() if readable(self.proc.stdout, 15) else b""
         if line.strip() != b"ready":
@@ -4011,6 +4014,133 @@ def sc_fanoutstart(r):
 
 
 
+def tls_cert(dirname):
+    """A self-signed certificate for localhost (openssl), made now: (cert, key)."""
+    cert, key = os.path.join(dirname, "cert.pem"), os.path.join(dirname, "key.pem")
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
+                    "-nodes", "-keyout", key, "-out", cert, "-days", "2", "-subj", "/CN=localhost",
+                    "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1",
+                    "-addext", "basicConstraints=critical,CA:FALSE"], check=True, capture_output=True)
+    return cert, key
+
+
+def client_hello(cert):
+    """The bytes of one TLS ClientHello for localhost (the same bytes may be
+    sent on any number of connections: each costs the gateway a key
+    exchange and a signature, the attacker nothing)."""
+    import ssl
+    inc, out = ssl.MemoryBIO(), ssl.MemoryBIO()
+    obj = ssl.create_default_context(cafile=cert).wrap_bio(inc, out, server_hostname="localhost")
+    try:
+        obj.do_handshake()
+    except ssl.SSLWantReadError:
+        pass
+    return out.read()
+
+
+def tls_stats(port, cert):
+    import ssl
+    s = ssl.create_default_context(cafile=cert).wrap_socket(
+        socket.create_connection((HOST, port), timeout=10), server_hostname="localhost")
+    try:
+        s.sendall(b'{"op":"call_service","service":"/rosgate/stats","id":"st","args":{}}\n')
+        buf = b""
+        while b"\n" not in buf:
+            d = s.recv(65536)
+            if not d:
+                raise EOFError("stats: closed")
+            buf += d
+        return json.loads(buf.split(b"\n")[0])["values"]
+    finally:
+        s.close()
+
+
+def answered(socks, timeout):
+    """Waits until every socket received something (the server's handshake
+    flight); returns how many did, and when the last one did."""
+    sel = selectors.DefaultSelector()
+    for s in socks:
+        sel.register(s, selectors.EVENT_READ)
+    got, last, deadline = 0, mono(), mono() + timeout
+    while got < len(socks) and mono() < deadline:
+        for key, _ in sel.select(timeout=0.5):
+            try:
+                d = key.fileobj.recv(65536)
+            except BlockingIOError:
+                continue
+            except OSError:
+                d = b""
+            sel.unregister(key.fileobj)
+            if d:
+                got += 1
+                last = mono()
+    sel.close()
+    return got, last
+
+
+def sc_tlsflood(r):
+    """Crowds of ClientHellos at a gateway with --tls-cert, beside a TLS
+    probe: each costs the gateway a key exchange and a signature (100-300
+    µs), the attacker nothing (the same bytes on every connection, never
+    finished). At most TLS_HANDSHAKES_PER_TURN server flights per loop
+    turn, and connections still handshaking are passed over beyond that, so
+    a burst is answered over many short turns and the probe's requests are
+    read at once instead of behind the crowd."""
+    import tempfile
+    n = 500 if QUICK else 2000
+    rounds = 2 if QUICK else 3
+    limit = raise_nofile(n + 600)
+    if limit < n + 300:
+        r.check(False, f"client fd limit {limit} < {n + 300}: raise `ulimit -n` (stress.sh does)")
+        return
+    d = tempfile.mkdtemp(prefix="rosgate-stress-tls-")
+    try:
+        cert, key = tls_cert(d)
+    except (OSError, subprocess.CalledProcessError) as e:
+        r.check(False, f"openssl could not make a certificate: {e}")
+        return
+    hello = client_hello(cert)
+    gw = Gateway("tlsflood", ["--tls-cert", cert, "--tls-key", key, "--handshake-timeout-ms", "5000"])
+    probe = Probe(gw.port, "/probe-tlsflood", ca=cert)
+    attacker_priority(True)
+    try:
+        time.sleep(0.5)
+        t0 = mono()
+        cpu0 = gw.cpu()
+        figs, all_ok = [], True
+        for i in range(rounds):
+            t = mono()
+            socks, failed = mass_connect(gw.port, n, hello=lambda _i: hello, window=n)
+            got, last = answered(socks, 60)
+            figs.append(f"{got}/{n} answered in {last - t:.2f} s ({failed} connect failures)")
+            all_ok = all_ok and got == n
+            close_all(socks)
+            time.sleep(0.3)
+        t1 = mono()
+        cpu = gw.cpu() - cpu0
+        time.sleep(0.3)
+        probe.stop()
+        rtts, fails = probe.window(t0, t1)
+        p50, p99, mx = pct(rtts, 0.5), pct(rtts, 0.99), max(rtts, default=0.0)
+        attacker_priority(False)
+        st = tls_stats(gw.port, cert)
+        r.fig(f"attack: {rounds} bursts of {n} ClientHellos sent at once: " + "; ".join(figs)
+              + f"; gateway CPU {cpu:.2f} s ({1e6 * cpu / (rounds * n):.0f} us per hello)")
+        r.fig(f"probe (TLS): {len(rtts)} round trips, p50 {ms(p50)} p99 {ms(p99)} max {ms(mx)}, "
+              f"failures {len(fails)} {fails[:2]}")
+        r.fig(counters(st, ["tls_handshakes", "tls_handshake_failures", "closes.tls_error",
+                            "closes.peer_closed", "closes.handshake_timeout"]))
+        r.check(all_ok, "every ClientHello answered")
+        r.check(not fails and rtts and p99 < PROBE_P99 and mx < PROBE_MAX,
+                f"probe p99 {ms(p99)} < 10 ms and max {ms(mx)} < 100 ms, no failure")
+    finally:
+        attacker_priority(False)
+        if probe.proc.poll() is None:
+            probe.stop()
+        finish_gateway(r, gw)
+        subprocess.run(["rm", "-rf", d])
+
+
 def finish_gateway(r, gw, prefix=""):
     alive = gw.alive()
     rc = gw.stop()
@@ -4040,6 +4170,7 @@ SCENARIOS = {
     "shutdown": (sc_shutdown, "SIGTERM with 30 000 messages queued, calls in flight, WebSocket clients", 300),
     "closecodes": (sc_closecodes, "WebSocket close codes 1005, 1006, 0, 999, 5000 answered with 1002", 300),
     "fanoutstart": (sc_fanoutstart, "10 publishers start streaming to 10 000 subscribers that never read", 600),
+    "tlsflood": (sc_tlsflood, "bursts of 2000 ClientHellos at a --tls-cert gateway beside a TLS probe", 300),
     "soak": (sc_soak, "all of the above, mixed, at a moderate rate", None),
 }
 

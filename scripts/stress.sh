@@ -26,6 +26,8 @@
 #   shutdown     SIGTERM with 30 000 messages queued, calls in flight, WebSocket clients
 #   closecodes   WebSocket close codes 1005, 1006, 0, 999, 5000 -> 1002
 #   fanoutstart  10 publishers start streaming to 10 000 subscribers that never read
+#   tlsflood     bursts of 2000 ClientHellos at a --tls-cert gateway (a key exchange
+#                and a signature each), beside a TLS probe
 # Loopback only; every scenario is bounded in
 # connections, bytes and time, starts its own gateway and kills it by PID.
 # Each prints its figures and PASS/FAIL; the run ends with `N passed, N failed`

@@ -17,12 +17,16 @@ latest, and then prints one JSON object on stdout:
 the machine, so the parent can cut the samples to its attack window). A
 round trip that takes longer than 5 s, or a connection the gateway closes,
 is a failure; the probe then reconnects and carries on. Python 3.11
-standard library only.
+standard library only. With STRESS_PROBE_CA=cert.pem in the environment it
+speaks TLS (a gateway with --tls-cert), trusting that certificate for
+localhost.
 """
 
 import json
+import os
 import select
 import socket
+import ssl
 import sys
 import time
 
@@ -34,6 +38,9 @@ class ProbeConn:
     def __init__(self, port, topic):
         self.s = socket.create_connection(("127.0.0.1", port), timeout=10)
         self.s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        ca = os.environ.get("STRESS_PROBE_CA")
+        if ca:
+            self.s = ssl.create_default_context(cafile=ca).wrap_socket(self.s, server_hostname="localhost")
         self.topic = json.dumps(topic).encode()
         self.buf = bytearray()
         self.s.sendall(b'{"op":"subscribe","topic":%s,"type":"probe/Seq","id":"probe-sub"}\n' % self.topic)

@@ -10,6 +10,9 @@ family! {
         PeerClosed => "peer_closed", "The client closed the connection.";
         /// A WebSocket client broke the framing protocol or its handshake.
         ProtocolError => "protocol_error", "The client broke the WebSocket protocol or handshake.";
+        /// A TLS error: a failed handshake (a plaintext client, no common
+        /// version or cipher) or a bad record, on a TLS listener.
+        TlsError => "tls_error", "A TLS error: a failed handshake (a plaintext client, no common version or cipher) or a bad record.";
         /// A read or write failed (reset, broken pipe, ...).
         Reset => "reset", "A read or write failed.";
         /// Control data queued beyond `--max-control-bytes` (P6).
@@ -59,6 +62,7 @@ impl CloseReason {
                 | CloseReason::WriteStall
                 | CloseReason::MaxConnections
                 | CloseReason::ProtocolError
+                | CloseReason::TlsError
                 | CloseReason::MemoryPressure
                 | CloseReason::HandshakeTimeout
                 | CloseReason::PartialTimeout

@@ -32,6 +32,8 @@ family! {
         CallsFailedShutdown => "calls_failed_shutdown", "Service calls failed because the gateway shut down.";
         ResponsesStale => "responses_stale", "Service responses that matched no outstanding call of their connection.";
         AcceptErrors => "accept_errors", "Errors returned by accept().";
+        TlsHandshakes => "tls_handshakes", "TLS handshakes completed (--tls-cert).";
+        TlsHandshakeFailures => "tls_handshake_failures", "TLS handshakes that ended in a TLS error: not TLS (a plaintext client), no common version or cipher, an alert from the client (it refused the certificate); also in closes.tls_error.";
         GoalsSent => "goals_sent", "Action goals forwarded to a server.";
         GoalsSucceeded => "goals_succeeded", "Goals ended by their server with status 4 (succeeded).";
         GoalsCanceled => "goals_canceled", "Goals ended by their server with status 5 (canceled).";

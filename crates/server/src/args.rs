@@ -91,6 +91,10 @@ OPTIONS:
                                 open a WebSocket besides loopback pages
     --allow-unauthenticated-network
                                 listen beyond loopback without --auth-tokens
+    --tls-cert FILE             TLS: PEM certificate chain (server first); with
+                                --tls-key, both listeners speak TLS (wss://,
+                                and TLS on the TCP port)
+    --tls-key FILE              TLS: the certificate's PEM private key
     --log-level LEVEL           error|warn|info|debug [default: info]
     --log-format FORMAT         text|json (one JSON object per line) [default: text]
     -h, --help                  print this help
@@ -316,6 +320,9 @@ pub fn parse(argv: Vec<OsString>) -> Result<Command, String> {
     if let Some(v) = opt::<LogFormat>(&mut args, "--log-format")? {
         c.log_format = v;
     }
+    let tls_cert = opt::<String>(&mut args, "--tls-cert")?;
+    let tls_key = opt::<String>(&mut args, "--tls-key")?;
+    c.tls = crate::tls::from_flags(tls_cert, tls_key)?;
     let rest = args.finish();
     if let Some(first) = rest.first() {
         return Err(format!("unexpected argument {:?}", first.to_string_lossy()));

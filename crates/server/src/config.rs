@@ -16,6 +16,7 @@ pub use rosgate_core::StatusFilter;
 pub use rosgate_wire::MAX_JSON_DEPTH;
 
 pub use crate::inbox::{INBOX_BUDGET, INBOX_CAPACITY};
+pub use crate::tls::{TLS_HANDSHAKES_PER_TURN, TLS_WRITE_CHUNK_BYTES};
 
 /// Default TCP listen address: the protocol fixes 127.0.0.1:9095.
 pub const DEFAULT_LISTEN: SocketAddr = SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::LOCALHOST, 9095));
@@ -145,6 +146,8 @@ pub struct Config {
     /// Listening beyond loopback without authentication was asked for
     /// (`--allow-unauthenticated-network`).
     pub allow_unauthenticated_network: bool,
+    /// `--tls-cert`/`--tls-key`: both listeners speak TLS (`None`: plain).
+    pub tls: Option<crate::tls::TlsConfig>,
 }
 
 impl Default for Config {
@@ -164,6 +167,7 @@ impl Default for Config {
             param_overrides: Default::default(),
             access: Default::default(),
             allow_unauthenticated_network: false,
+            tls: None,
         }
     }
 }

@@ -11,6 +11,7 @@
 //! | [`args`] | flags -> `Config`; the `--help` text |
 //! | [`cli`] | `rosgate topic echo ...` and the other commands: the command-line client of a running gateway |
 //! | [`access_file`] | `--auth-tokens` and `--auth-roles`: the token file and the roles file (YAML) |
+//! | [`tls`] | `--tls-cert`/`--tls-key`: loading the certificate, one rustls session per connection (the loop drives it) |
 //! | [`assets`] | the dashboard's files, compiled in (served at `/` on the WebSocket port) |
 //!
 //! Clients speak newline-delimited JSON over TCP (`docs/protocol.md`) or
@@ -24,3 +25,4 @@ pub mod config;
 pub mod inbox;
 pub mod params_file;
 pub mod server;
+pub mod tls;

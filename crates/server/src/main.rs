@@ -35,6 +35,7 @@ fn main() -> ExitCode {
     };
     log_access(&config);
     // Tests and scripts wait for these exact lines; the TCP one comes last.
+    // Under TLS they read `wss://ADDR` and `tls://ADDR`.
     if log::is_json() {
         announce_json(&server);
     } else {
@@ -73,6 +74,15 @@ fn log_access(config: &rosgate::config::Config) {
                 ),
             ],
         );
+        if !exposed.is_empty() && config.tls.is_none() {
+            // Tokens would cross the network in clear: anyone on the path
+            // can read one and replay it.
+            log::event(
+                LogLevel::Warn,
+                "tokens cross the network unencrypted: give --tls-cert and --tls-key (docs/security.md)",
+                &[("network", Val::Str(&exposed))],
+            );
+        }
     } else if !exposed.is_empty() {
         log::event(
             LogLevel::Warn,
@@ -91,14 +101,28 @@ fn fatal(what: &str, error: &str) {
     }
 }
 
+/// The URL schemes of the announcements: `ws://` and a bare address, or
+/// under TLS `wss://` and `tls://`.
+fn schemes(server: &Server) -> (&'static str, &'static str) {
+    if server.is_tls() {
+        ("wss://", "tls://")
+    } else {
+        ("ws://", "")
+    }
+}
+
 fn announce(server: &Server) {
+    let (ws, tcp) = schemes(server);
     match server.ws_local_addr() {
-        Some(Ok(addr)) => eprintln!("rosgate websocket listening on ws://{addr}"),
+        Some(Ok(addr)) => eprintln!("rosgate websocket listening on {ws}{addr}"),
         Some(Err(e)) => eprintln!("rosgate: websocket local_addr: {e}"),
         None => {}
     }
     match server.local_addr() {
-        Ok(addr) => eprintln!("rosgate {} listening on {addr}", env!("CARGO_PKG_VERSION")),
+        Ok(addr) => eprintln!(
+            "rosgate {} listening on {tcp}{addr}",
+            env!("CARGO_PKG_VERSION")
+        ),
         Err(e) => eprintln!("rosgate: local_addr: {e}"),
     }
 }
@@ -106,15 +130,16 @@ fn announce(server: &Server) {
 /// The same announcements as JSON lines, so a log shipper gets no text line.
 fn announce_json(server: &Server) {
     let version = env!("CARGO_PKG_VERSION");
+    let (ws, tcp) = schemes(server);
     if let Some(Ok(addr)) = server.ws_local_addr() {
-        let addr = format!("ws://{addr}");
+        let addr = format!("{ws}{addr}");
         log::notice(
             "listening",
             &[("transport", Val::Str("ws")), ("addr", Val::Str(&addr))],
         );
     }
     if let Ok(addr) = server.local_addr() {
-        let addr = addr.to_string();
+        let addr = format!("{tcp}{addr}");
         log::notice(
             "listening",
             &[

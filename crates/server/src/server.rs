@@ -31,6 +31,11 @@
 //!   within one turn (and a slot is reused only once the hub freed it);
 //! - no error from a socket or from accept ends the loop; only a signal (or
 //!   [`crate::inbox::Handle::stop`]) does.
+//! - under `--tls-cert` (`tls.rs`) the hub sees plaintext only: phase 4
+//!   decrypts each read before `Hub::on_bytes`, phase 7 writes what rustls
+//!   holds before moving the next `TLS_WRITE_CHUNK_BYTES` of the hub's
+//!   queue into it, phase 8 adds `close_notify` to the last words. A
+//!   connection without TLS pays one branch per read and per write.
 
 use std::collections::VecDeque;
 use std::io::{self, ErrorKind, IoSlice, Read, Write};
@@ -58,6 +63,9 @@ use crate::config::{
     WRITE_TURN_CALLS,
 };
 use crate::inbox::{Handle, Inbox};
+use crate::tls::{
+    Input, Received, Session, TlsConfig, TLS_HANDSHAKES_PER_TURN, TLS_WRITE_CHUNK_BYTES,
+};
 
 const LISTENER: Token = Token(usize::MAX - 1);
 const SIGNALS: Token = Token(usize::MAX - 2);
@@ -74,6 +82,10 @@ const TRIM_AFTER_FALL: usize = 2 * 1024 * 1024;
 /// Socket-side state of one connection; indexed by the hub's slab key.
 struct Io {
     stream: TcpStream,
+    /// On a TLS listener: the session between the socket's ciphertext and
+    /// the hub's plaintext (`tls.rs`). The plain path branches once on it
+    /// per read and per write.
+    tls: Option<Box<Session>>,
     readable: bool,
     writable: bool,
     /// Listed in `read_queue`.
@@ -101,6 +113,8 @@ pub struct Server {
     inbox_pending: bool,
     hub: Hub,
     io: Vec<Option<Io>>,
+    /// `--tls-cert`/`--tls-key`: both listeners speak TLS.
+    tls: Option<TlsConfig>,
     read_queue: VecDeque<u32>,
     read_buf: Vec<u8>,
     accept_paused_until: Option<Instant>,
@@ -187,6 +201,7 @@ impl Server {
             inbox_pending: false,
             hub,
             io: Vec::new(),
+            tls: config.tls.clone(),
             read_queue: VecDeque::new(),
             read_buf: vec![0; READ_BUDGET_BYTES],
             accept_paused_until: None,
@@ -212,6 +227,11 @@ impl Server {
     /// A handle other threads use to queue work for the loop or stop it.
     pub fn handle(&self) -> Handle {
         self.handle.clone()
+    }
+
+    /// Whether the listeners speak TLS (`--tls-cert`).
+    pub fn is_tls(&self) -> bool {
+        self.tls.is_some()
     }
 
     /// The WebSocket listener's address, if it is on.
@@ -362,7 +382,9 @@ impl Server {
         }
         if ev.is_writable() || ev.is_write_closed() {
             io.writable = true;
-            if self.hub.out(key).is_some_and(|o| !o.is_empty()) {
+            if self.hub.out(key).is_some_and(|o| !o.is_empty())
+                || io.tls.as_ref().is_some_and(|t| t.wants_write())
+            {
                 self.hub.mark_dirty(key);
             }
         }
@@ -448,8 +470,23 @@ impl Server {
         let r = match self.hub.open_from(transport, Some(addr), now) {
             Ok(r) => r,
             Err(refusal) => {
-                // Best effort: the socket is fresh, so the line fits its buffer.
-                let _ = stream.write(&refusal.frame);
+                // Best effort: the socket is fresh, so the line fits its
+                // buffer. A TLS client could not read it before a
+                // handshake: it is closed without.
+                if self.tls.is_none() {
+                    let _ = stream.write(&refusal.frame);
+                }
+                return;
+            }
+        };
+        let tls = match self.tls.as_ref().map(TlsConfig::session) {
+            None => None,
+            Some(Ok(session)) => Some(Box::new(session)),
+            Some(Err(e)) => {
+                // Not expected (the configuration was checked at start-up);
+                // the socket is dropped unregistered, the slot freed.
+                log!(Warn, "tls session for {addr}: {e}");
+                self.hub.close(r.key, CloseReason::TlsError, now);
                 return;
             }
         };
@@ -470,6 +507,7 @@ impl Server {
         }
         self.io[idx] = Some(Io {
             stream,
+            tls,
             readable: false,
             writable: true,
             queued: false,
@@ -492,6 +530,8 @@ impl Server {
         let queued = self.read_queue.len().max(1) as u64;
         let quantum = (READ_TURN_WORK / queued).max(READ_MIN_QUANTUM);
         let ceiling = hub_work(&self.hub) + READ_TURN_WORK_MAX;
+        // TLS server handshake flights this turn (`TLS_HANDSHAKES_PER_TURN`).
+        let mut handshakes = 0;
         for _ in 0..self.read_queue.len() {
             if turn == 0 || hub_work(&self.hub) >= ceiling {
                 break;
@@ -505,6 +545,14 @@ impl Server {
             io.queued = false;
             if !io.readable || self.hub.conn(key).is_none_or(|c| !c.is_open()) {
                 io.deficit = 0;
+                continue;
+            }
+            if handshakes >= TLS_HANDSHAKES_PER_TURN
+                && io.tls.as_ref().is_some_and(|t| t.is_handshaking())
+            {
+                // Enough key exchanges this turn: next turn, first.
+                io.queued = true;
+                self.read_queue.push_back(key);
                 continue;
             }
             io.deficit = (io.deficit + quantum).min(READ_TURN_WORK);
@@ -527,7 +575,40 @@ impl Server {
                         io.read_at = self.turn;
                         budget -= n;
                         turn = turn.saturating_sub(n);
-                        self.hub.on_bytes(key, &self.read_buf[..n], now);
+                        match io.tls.as_mut() {
+                            None => self.hub.on_bytes(key, &self.read_buf[..n], now),
+                            Some(tls) => {
+                                let was_handshaking = tls.is_handshaking();
+                                let hub = &mut self.hub;
+                                let got = tls.receive(&self.read_buf[..n], |input| match input {
+                                    Input::HandshakeDone => hub.count(Counter::TlsHandshakes),
+                                    Input::Plain(plain) => hub.on_bytes(key, plain, now),
+                                });
+                                if tls.wants_write() {
+                                    hub.mark_dirty(key);
+                                    // A server flight was made: a key
+                                    // exchange and a signature (P20).
+                                    if was_handshaking && tls.is_handshaking() {
+                                        handshakes += 1;
+                                    }
+                                }
+                                match got {
+                                    Ok(Received::Open) => {}
+                                    Ok(Received::PeerClosed) => {
+                                        outcome = ReadOutcome::Eof;
+                                        break;
+                                    }
+                                    Err(failure) => {
+                                        if failure.in_handshake {
+                                            hub.count(Counter::TlsHandshakeFailures);
+                                        }
+                                        log!(Debug, "tls conn={key}: {}", failure.reason);
+                                        outcome = ReadOutcome::TlsFailed;
+                                        break;
+                                    }
+                                }
+                            }
+                        }
                         let spent = hub_work(&self.hub) - before;
                         io.deficit = io.deficit.saturating_sub(spent);
                         // Per KiB of at least 256 bytes read: a 1-byte read
@@ -564,6 +645,10 @@ impl Server {
                 ReadOutcome::Failed => {
                     io.readable = false;
                     self.hub.close(key, CloseReason::Reset, now);
+                }
+                ReadOutcome::TlsFailed => {
+                    io.readable = false;
+                    self.hub.close(key, CloseReason::TlsError, now);
                 }
             }
         }
@@ -647,6 +732,9 @@ impl Server {
         if !io.writable {
             return WriteOutcome::Done;
         }
+        if io.tls.is_some() {
+            return self.write_some_tls(key, budget, now);
+        }
         let mut written = 0;
         loop {
             let Some(out) = self.hub.out(key) else {
@@ -686,6 +774,103 @@ impl Server {
         }
     }
 
+    /// [`Server::write_some`] on a TLS connection: ciphertext rustls holds
+    /// goes first; plaintext moves from the hub's queue into rustls, at
+    /// most [`TLS_WRITE_CHUNK_BYTES`] at a time, only once that is all
+    /// written, and counts as written (`Hub::wrote`) as it moves (see
+    /// `tls.rs`). Budgets count ciphertext and `write` calls.
+    fn write_some_tls(&mut self, key: u32, budget: &mut Budget, now: Instant) -> WriteOutcome {
+        let Some(Some(io)) = self.io.get_mut(key as usize) else {
+            return WriteOutcome::Done;
+        };
+        let Some(tls) = io.tls.as_mut() else {
+            return WriteOutcome::Done;
+        };
+        let mut written = 0;
+        loop {
+            if tls.wants_write() {
+                if written >= WRITE_BUDGET_BYTES || budget.spent() {
+                    return WriteOutcome::Budget;
+                }
+                budget.writes -= 1;
+                match tls.write_to(&mut io.stream) {
+                    Ok(0) => {
+                        self.hub.close(key, CloseReason::Reset, now);
+                        return WriteOutcome::Done;
+                    }
+                    Ok(w) => {
+                        written += w;
+                        budget.bytes = budget.bytes.saturating_sub(w);
+                    }
+                    Err(e) if e.kind() == ErrorKind::WouldBlock => {
+                        io.writable = false;
+                        return WriteOutcome::Done;
+                    }
+                    Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                    Err(e) => {
+                        log!(Debug, "write conn={key}: {e}");
+                        io.writable = false;
+                        self.hub.close(key, CloseReason::Reset, now);
+                        return WriteOutcome::Done;
+                    }
+                }
+                continue;
+            }
+            // Nothing of the hub's is sent before the handshake completes,
+            // nor after a TLS error (its alert is the last thing sent).
+            if !tls.can_send() {
+                return WriteOutcome::Done;
+            }
+            let Some(out) = self.hub.out(key) else {
+                return WriteOutcome::Done;
+            };
+            if out.is_empty() {
+                return WriteOutcome::Done;
+            }
+            if written >= WRITE_BUDGET_BYTES || budget.spent() {
+                return WriteOutcome::Budget;
+            }
+            let mut iov = [IoSlice::new(&[]); MAX_IOVECS];
+            let n = out.fill(&mut iov, TLS_WRITE_CHUNK_BYTES);
+            let moved = tls.encrypt(&iov[..n]);
+            if moved == 0 {
+                return WriteOutcome::Done;
+            }
+            self.hub.wrote(key, moved, now);
+        }
+    }
+
+    /// A closing TLS connection's last words: what the hub queued (up to
+    /// `WRITE_BUDGET_BYTES`, once the handshake completed), then
+    /// `close_notify`, after any ciphertext rustls already holds (an
+    /// alert), with one `write` call if the socket takes it now. As on a
+    /// plain connection, what the socket does not take is dropped with it:
+    /// for a reader that fell behind, up to one chunk more than plain.
+    fn tls_last_words(&mut self, key: u32, now: Instant) {
+        let Some(Some(io)) = self.io.get_mut(key as usize) else {
+            return;
+        };
+        let Some(tls) = io.tls.as_mut() else {
+            return;
+        };
+        if !io.writable {
+            return;
+        }
+        if tls.can_send() {
+            if let Some(out) = self.hub.out(key).filter(|o| !o.is_empty()) {
+                tls.raise_limit(WRITE_BUDGET_BYTES + TLS_WRITE_CHUNK_BYTES);
+                let mut iov = [IoSlice::new(&[]); MAX_IOVECS];
+                let n = out.fill(&mut iov, WRITE_BUDGET_BYTES);
+                let moved = tls.encrypt(&iov[..n]);
+                if moved > 0 {
+                    self.hub.wrote(key, moved, now);
+                }
+            }
+        }
+        tls.close();
+        let _ = tls.write_to(&mut io.stream);
+    }
+
     /// Frees connections marked closed, oldest first, until `budget` work
     /// ([`Hub::free`]'s measure) is done; the rest wait in `free_backlog`
     /// for the next turn (their sockets are already deregistered, and the
@@ -697,7 +882,15 @@ impl Server {
             for &key in keys.iter() {
                 // Last words (an error status, a rejection) go out if the
                 // socket takes them right now; nobody waits for them.
-                let _ = self.write_some(key, &mut Budget::last_words(), now);
+                if self
+                    .io
+                    .get(key as usize)
+                    .is_some_and(|s| s.as_ref().is_some_and(|io| io.tls.is_some()))
+                {
+                    self.tls_last_words(key, now);
+                } else {
+                    let _ = self.write_some(key, &mut Budget::last_words(), now);
+                }
                 if let Some(slot) = self.io.get_mut(key as usize) {
                     if let Some(mut io) = slot.take() {
                         let _ = self.poll.registry().deregister(&mut io.stream);
@@ -751,6 +944,8 @@ enum ReadOutcome {
     Drained,
     Eof,
     Failed,
+    /// A TLS error (the alert is queued).
+    TlsFailed,
 }
 
 /// What is left of a write budget: bytes and `write` calls.

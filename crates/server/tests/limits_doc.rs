@@ -20,7 +20,7 @@ fn doc_rows() -> Vec<Vec<String>> {
 #[test]
 fn every_default_constant_is_documented_with_its_value() {
     let rows = doc_rows();
-    let expected: [(&str, u128); 75] = [
+    let expected: [(&str, u128); 77] = [
         (
             "LATCH_BYTES_PER_PUBLISHER",
             rosgate_core::hub::LATCH_BYTES_PER_PUBLISHER as u128,
@@ -108,6 +108,8 @@ fn every_default_constant_is_documented_with_its_value() {
         ("READ_TURN_WORK", READ_TURN_WORK as u128),
         ("READ_CHUNK_BYTES", READ_CHUNK_BYTES as u128),
         ("UNSENT_LOWAT_BYTES", UNSENT_LOWAT_BYTES as u128),
+        ("TLS_WRITE_CHUNK_BYTES", TLS_WRITE_CHUNK_BYTES as u128),
+        ("TLS_HANDSHAKES_PER_TURN", TLS_HANDSHAKES_PER_TURN as u128),
         ("MMAP_THRESHOLD", MMAP_THRESHOLD as u128),
         ("WRITE_TURN_CALLS", WRITE_TURN_CALLS as u128),
         ("FREE_TURN_BUDGET", FREE_TURN_BUDGET as u128),

@@ -23,8 +23,11 @@ pub const DEFAULT_TIMEOUT_SECS: f64 = 5.0;
 pub const COMMON_HELP: &str = "
 COMMON OPTIONS:
     --url URL           the gateway: tcp://HOST:PORT (NDJSON) or
-                        ws://HOST:PORT/PATH?QUERY (rosbridge v2)
+                        ws://HOST:PORT/PATH?QUERY (rosbridge v2); over TLS
+                        tls://HOST:PORT or wss://HOST:PORT/PATH?QUERY
                         [default: $ROSGATE_URL, else tcp://127.0.0.1:9095]
+    --ca-file FILE      TLS: trust the PEM certificate(s) in FILE (the
+                        gateway's own, or its CA) [default: $ROSGATE_CA_FILE]
     --timeout SECS      to connect and for each answer [default: 5]
     --token TOKEN       authenticate with TOKEN [default: $ROSGATE_TOKEN]
     --domain N          work in domain N (0-232): over TCP the CLI declares a
@@ -45,6 +48,8 @@ pub struct Common {
     /// `--token` (or `$ROSGATE_TOKEN`): presented when the gateway requires
     /// authentication.
     pub token: Option<String>,
+    /// `--ca-file` (or `$ROSGATE_CA_FILE`): certificates trusted for TLS.
+    pub ca_file: Option<String>,
 }
 
 /// One command's arguments, consumed flag by flag, then the positionals.
@@ -102,7 +107,7 @@ impl Args {
         Ok(values.into_iter().last())
     }
 
-    /// `--url`, `--timeout`, `--domain`.
+    /// `--url`, `--timeout`, `--domain`, `--ca-file`.
     pub fn common(&mut self) -> Result<Common, String> {
         let url_text = match self.opt::<String>(&["--url"]).map_err(usage_text)? {
             Some(u) => u,
@@ -130,18 +135,24 @@ impl Args {
                     .ok_or_else(|| format!("--domain: {d} is out of range (0-232)"))?,
             ),
         };
-        let token = match self.opt::<String>(&["--token"]).map_err(usage_text)? {
-            Some(t) => Some(t),
-            None => std::env::var("ROSGATE_TOKEN")
-                .ok()
-                .filter(|t| !t.is_empty()),
-        };
+        let token = self.opt_or_env("--token", "ROSGATE_TOKEN")?;
+        let ca_file = self.opt_or_env("--ca-file", "ROSGATE_CA_FILE")?;
         Ok(Common {
             url,
             timeout: Duration::from_secs_f64(secs),
             domain,
             token,
+            ca_file,
         })
+    }
+
+    /// `flag`'s value, else the environment variable `var` when set and
+    /// not empty.
+    fn opt_or_env(&mut self, flag: &'static str, var: &str) -> Result<Option<String>, String> {
+        match self.opt::<String>(&[flag]).map_err(usage_text)? {
+            Some(v) => Ok(Some(v)),
+            None => Ok(std::env::var(var).ok().filter(|v| !v.is_empty())),
+        }
     }
 
     /// The positionals: `required` names (for the error message) then up to

@@ -17,7 +17,7 @@ use std::borrow::Cow;
 use std::collections::VecDeque;
 use std::fmt;
 use std::io::{ErrorKind, Read, Write};
-use std::net::{Shutdown, TcpStream, ToSocketAddrs};
+use std::net::{TcpStream, ToSocketAddrs};
 use std::ops::Range;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -30,6 +30,7 @@ use rosgate_wire::scan;
 use rosgate_wire::Raw;
 
 use super::args::Common;
+use super::stream::Stream;
 use super::url::Url;
 use super::ws::{self, WsIn, WsReader};
 use super::{Error, POLL};
@@ -169,7 +170,7 @@ enum Conn {
 
 /// A connection to the gateway; see the module docs.
 pub struct Client {
-    stream: TcpStream,
+    stream: Stream,
     conn: Conn,
     queue: VecDeque<Frame>,
     seq: u64,
@@ -185,8 +186,10 @@ impl Client {
         let timeout = common.timeout;
         let deadline = Instant::now() + timeout;
         let (authority, ws_target) = match &common.url {
-            Url::Tcp { authority } => (authority, None),
-            Url::Ws { authority, target } => {
+            Url::Tcp { authority, .. } => (authority, None),
+            Url::Ws {
+                authority, target, ..
+            } => {
                 let mut target = target.clone();
                 if let Some(d) = common.domain {
                     target.push(if target.contains('?') { '&' } else { '?' });
@@ -217,7 +220,7 @@ impl Client {
                 Err(e) => last = Some(e),
             }
         }
-        let Some(mut stream) = stream else {
+        let Some(stream) = stream else {
             return Err(match last {
                 Some(e) => unreachable(&e),
                 None => unreachable(&"no address"),
@@ -227,6 +230,20 @@ impl Client {
         stream
             .set_write_timeout(Some(timeout))
             .map_err(|e| unreachable(&e))?;
+        let mut stream = if common.url.is_tls() {
+            Stream::tls(
+                stream,
+                common.url.host(),
+                common.ca_file.as_deref(),
+                deadline,
+            )
+            .map_err(|e| match e {
+                Error::Unreachable(m) => unreachable(&m),
+                other => other,
+            })?
+        } else {
+            Stream::Plain(stream)
+        };
         let (conn, leftover) = match ws_target {
             None => (Conn::Tcp(LineReader::new()), Vec::new()),
             Some(target) => {
@@ -534,9 +551,7 @@ impl Client {
     /// reset.
     pub fn close(mut self) {
         match self.conn {
-            Conn::Tcp(_) => {
-                let _ = self.stream.shutdown(Shutdown::Write);
-            }
+            Conn::Tcp(_) => self.stream.shutdown_write(),
             Conn::Ws(_) => {
                 let _ = self
                     .stream
@@ -580,30 +595,52 @@ mod tests {
         assert_eq!(
             u("tcp://127.0.0.1:9095").unwrap(),
             Url::Tcp {
-                authority: "127.0.0.1:9095".into()
+                authority: "127.0.0.1:9095".into(),
+                tls: false
             }
         );
         assert_eq!(
             u("localhost").unwrap(),
             Url::Tcp {
-                authority: "localhost:9095".into()
+                authority: "localhost:9095".into(),
+                tls: false
             }
         );
         assert_eq!(
             u("ws://h:9090?domain=3").unwrap(),
             Url::Ws {
                 authority: "h:9090".into(),
-                target: "/?domain=3".into()
+                target: "/?domain=3".into(),
+                tls: false
             }
         );
         assert_eq!(
             u("ws://[::1]/x").unwrap(),
             Url::Ws {
                 authority: "[::1]:80".into(),
-                target: "/x".into()
+                target: "/x".into(),
+                tls: false
             }
         );
-        assert!(u("wss://h").is_err());
+        assert_eq!(
+            u("wss://h").unwrap(),
+            Url::Ws {
+                authority: "h:443".into(),
+                target: "/".into(),
+                tls: true
+            }
+        );
+        assert_eq!(
+            u("tls://[::1]").unwrap(),
+            Url::Tcp {
+                authority: "[::1]:9095".into(),
+                tls: true
+            }
+        );
+        assert_eq!(u("tls://[::1]:9").unwrap().host(), "::1");
+        assert_eq!(u("wss://robot.local:9090/x").unwrap().host(), "robot.local");
+        assert_eq!(u("tls://h:7").unwrap().to_string(), "tls://h:7");
+        assert_eq!(u("wss://h:7/?a=b").unwrap().to_string(), "wss://h:7/?a=b");
         assert!(u("http://h").is_err());
         assert!(u("tcp://h:1/x").is_err());
         assert_eq!(u("ws://h:1/a?b=c").unwrap().to_string(), "ws://h:1/a?b=c");

@@ -1,7 +1,7 @@
 //! `rosgate <group> <command>`: a command-line client of a running gateway,
 //! modelled on the `ros2` CLI (`rosgate topic echo /chatter`, `rosgate param
 //! dump /controller`, ...). It talks to the gateway like any other client,
-//! over the TCP NDJSON port or the WebSocket port (`--url`), and needs no
+//! over the TCP NDJSON port or the WebSocket port (`--url`), plain or TLS, and needs no
 //! ROS installation. `rosgate` without a group still runs the gateway.
 //!
 //! | module | owns |
@@ -10,6 +10,7 @@
 //! | `args` | flags and positionals (pico-args), the options every command shares |
 //! | `client` | the connection: URLs, request/reply by id, every read with a deadline |
 //! | `ws` | the blocking WebSocket client transport: handshake, masked frames |
+//! | `stream` | plain TCP or TLS (`tls://`, `wss://`, `--ca-file`) under either transport |
 //! | `input` | messages, requests, goals and values from the command line (JSON or YAML) -> JSON |
 //! | `output` | the YAML-style printer (`ros2 topic echo`'s layout) and other formatting |
 //! | `topic`, `service`, `action`, `param`, `node` | one command group each |
@@ -29,6 +30,7 @@ mod node;
 mod output;
 mod param;
 mod service;
+mod stream;
 mod topic;
 mod url;
 mod ws;

@@ -1,5 +1,6 @@
 //! `--url`: which gateway the CLI talks to and over which transport,
-//! `tcp://HOST:PORT` (NDJSON) or `ws://HOST:PORT/PATH?QUERY` (rosbridge v2).
+//! `tcp://HOST:PORT` (NDJSON) or `ws://HOST:PORT/PATH?QUERY` (rosbridge v2),
+//! or the same over TLS: `tls://HOST:PORT`, `wss://HOST:PORT/PATH?QUERY`.
 
 use std::fmt;
 use std::str::FromStr;
@@ -7,17 +8,53 @@ use std::str::FromStr;
 /// `--url`: the transport and where.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Url {
-    /// `tcp://host:port` (or `host:port`).
-    Tcp { authority: String },
-    /// `ws://host[:port][/path][?query]`.
-    Ws { authority: String, target: String },
+    /// `tcp://host:port` (or `host:port`); `tls://host:port` with `tls`.
+    Tcp { authority: String, tls: bool },
+    /// `ws://host[:port][/path][?query]`; `wss://...` with `tls`.
+    Ws {
+        authority: String,
+        target: String,
+        tls: bool,
+    },
+}
+
+impl Url {
+    /// `host:port` (or `[v6]:port`).
+    pub fn authority(&self) -> &str {
+        match self {
+            Url::Tcp { authority, .. } | Url::Ws { authority, .. } => authority,
+        }
+    }
+
+    /// Whether the URL asks for TLS (`tls://`, `wss://`).
+    pub fn is_tls(&self) -> bool {
+        match self {
+            Url::Tcp { tls, .. } | Url::Ws { tls, .. } => *tls,
+        }
+    }
+
+    /// The host part of the authority, without brackets: the name the
+    /// gateway's certificate must carry.
+    pub fn host(&self) -> &str {
+        let a = self.authority();
+        let host = match a.rsplit_once(':') {
+            Some((h, _)) if has_port(a) => h,
+            _ => a,
+        };
+        host.trim_start_matches('[').trim_end_matches(']')
+    }
 }
 
 impl FromStr for Url {
     type Err = String;
 
     fn from_str(s: &str) -> Result<Url, String> {
-        if let Some(rest) = s.strip_prefix("ws://") {
+        let ws = match (s.strip_prefix("ws://"), s.strip_prefix("wss://")) {
+            (Some(rest), _) => Some((rest, false)),
+            (_, Some(rest)) => Some((rest, true)),
+            _ => None,
+        };
+        if let Some((rest, tls)) = ws {
             let split = rest.find(['/', '?']).unwrap_or(rest.len());
             let (authority, target) = rest.split_at(split);
             if authority.is_empty() {
@@ -25,6 +62,8 @@ impl FromStr for Url {
             }
             let authority = if has_port(authority) {
                 authority.to_string()
+            } else if tls {
+                format!("{authority}:443")
             } else {
                 format!("{authority}:80")
             };
@@ -33,27 +72,32 @@ impl FromStr for Url {
                 Some(b'?') => format!("/{target}"),
                 _ => target.to_string(),
             };
-            return Ok(Url::Ws { authority, target });
+            return Ok(Url::Ws {
+                authority,
+                target,
+                tls,
+            });
         }
-        if s.starts_with("wss://") {
-            return Err("wss:// (TLS) is not supported; use ws:// or tcp://".into());
-        }
-        let rest = s.strip_prefix("tcp://").unwrap_or(s);
+        let (rest, tls) = match (s.strip_prefix("tcp://"), s.strip_prefix("tls://")) {
+            (Some(rest), _) => (rest, false),
+            (_, Some(rest)) => (rest, true),
+            _ => (s, false),
+        };
         if rest.contains("://") {
             return Err(format!(
-                "{s:?}: unknown scheme (tcp://HOST:PORT or ws://HOST:PORT/PATH)"
+                "{s:?}: unknown scheme (tcp://HOST:PORT, ws://HOST:PORT/PATH, or over TLS tls:// and wss://)"
             ));
         }
         let rest = rest.trim_end_matches('/');
         if rest.is_empty() || rest.contains('/') {
-            return Err(format!("{s:?} is not tcp://HOST:PORT"));
+            return Err(format!("{s:?} is not tcp://HOST:PORT (or tls://HOST:PORT)"));
         }
         let authority = if has_port(rest) {
             rest.to_string()
         } else {
             format!("{rest}:9095")
         };
-        Ok(Url::Tcp { authority })
+        Ok(Url::Tcp { authority, tls })
     }
 }
 
@@ -72,8 +116,18 @@ fn has_port(authority: &str) -> bool {
 impl fmt::Display for Url {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Url::Tcp { authority } => write!(f, "tcp://{authority}"),
-            Url::Ws { authority, target } => write!(f, "ws://{authority}{target}"),
+            Url::Tcp { authority, tls } => {
+                write!(f, "{}://{authority}", if *tls { "tls" } else { "tcp" })
+            }
+            Url::Ws {
+                authority,
+                target,
+                tls,
+            } => write!(
+                f,
+                "{}://{authority}{target}",
+                if *tls { "wss" } else { "ws" }
+            ),
         }
     }
 }

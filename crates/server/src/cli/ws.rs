@@ -6,7 +6,6 @@
 //! (masked), so the server-frame reader is here.
 
 use std::io::{ErrorKind, Read, Write};
-use std::net::TcpStream;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
@@ -15,6 +14,7 @@ use rosgate_wire::ws::handshake;
 use rosgate_wire::ws::frame::{OP_BINARY, OP_CONT, OP_PING};
 pub use rosgate_wire::ws::frame::{OP_CLOSE, OP_PONG, OP_TEXT};
 
+use super::stream::Stream;
 use super::{Error, POLL};
 
 /// Longest handshake response head read.
@@ -51,7 +51,7 @@ pub fn client_frame(opcode: u8, payload: &[u8]) -> Vec<u8> {
 /// frames). A refusal (`400` with the gateway's reason, `503`) is
 /// [`Error::Failed`]; no answer is [`Error::Unreachable`].
 pub fn handshake(
-    stream: &mut TcpStream,
+    stream: &mut Stream,
     authority: &str,
     target: &str,
     deadline: Instant,
@@ -124,7 +124,7 @@ pub fn handshake(
 
 /// One read into `buf` with a deadline; true at end of stream.
 fn read_until(
-    stream: &mut TcpStream,
+    stream: &mut Stream,
     buf: &mut Vec<u8>,
     chunk: &mut [u8],
     deadline: Instant,

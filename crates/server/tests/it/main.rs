@@ -21,5 +21,6 @@ mod qos;
 mod security;
 mod services;
 mod stats;
+mod tls;
 mod topics;
 mod websocket;

@@ -26,7 +26,7 @@ use crate::wsclient::*;
 
 /// Tokens of the built-in roles and of the roles files below. Distinct
 /// enough that finding one in a log or a reply cannot be a coincidence.
-const ADMIN: &str = "adm1n-T0ken-6f3c9a1e0d";
+pub(crate) const ADMIN: &str = "adm1n-T0ken-6f3c9a1e0d";
 const VIEWER: &str = "v1ewer-T0ken-2b7d4c8f1a";
 const OP: &str = "0perat0r-T0ken-9e1a5d3b7c";
 const RB: &str = "r0sbr1dge-T0ken-4c6e8a2f5b";
@@ -36,13 +36,13 @@ const LIMITED: &str = "l1m1ted-T0ken-3d5b7f9a1c";
 /// space, `&` and `=` split the query, `%` starts an escape).
 const SPECIAL: &str = "Sp3c!al+t0ken/=&%~*x";
 /// Configured nowhere.
-const WRONG: &str = "wr0ng-T0ken-0000000000";
+pub(crate) const WRONG: &str = "wr0ng-T0ken-0000000000";
 
 const STRING: &str = "std_msgs/msg/String";
 const FIB: &str = "example_interfaces/action/Fibonacci";
 
 /// `role token` lines for the built-in roles only.
-const BUILTIN_TOKENS: &[(&str, &str)] = &[("admin", ADMIN), ("viewer", VIEWER)];
+pub(crate) const BUILTIN_TOKENS: &[(&str, &str)] = &[("admin", ADMIN), ("viewer", VIEWER)];
 
 /// A roles file using every class by its own key (`op`), rosbridge's keys
 /// (`rb`: combined globs, one in rosbridge's string form; `rbs`: the split
@@ -106,7 +106,7 @@ fn pct(s: &str) -> String {
 // ---------------------------------------------------------------------------------------------
 
 /// A temporary file removed when dropped.
-struct TempFile(PathBuf);
+pub(crate) struct TempFile(PathBuf);
 
 impl TempFile {
     fn new(what: &str, text: &str) -> TempFile {
@@ -119,7 +119,7 @@ impl TempFile {
         TempFile(path)
     }
 
-    fn path(&self) -> &str {
+    pub(crate) fn path(&self) -> &str {
         self.0.to_str().expect("UTF-8 temp path")
     }
 }
@@ -130,7 +130,7 @@ impl Drop for TempFile {
     }
 }
 
-fn token_file(tokens: &[(&str, &str)]) -> TempFile {
+pub(crate) fn token_file(tokens: &[(&str, &str)]) -> TempFile {
     let mut text = String::from("# role token\n\n");
     for (role, token) in tokens {
         text.push_str(&format!("{role} {token}\n"));
@@ -2103,6 +2103,13 @@ fn listening_beyond_loopback_needs_tokens_or_an_explicit_opt_out() {
         "{logs:?}"
     );
     assert!(!logs.iter().any(|l| l.contains("WITHOUT")), "{logs:?}");
+    // ... and, without TLS, that the tokens cross the network in clear.
+    assert!(
+        logs.iter().any(|l| l.contains(" WARN ")
+            && l.contains("tokens cross the network unencrypted")
+            && l.contains("--tls-cert")),
+        "{logs:?}"
+    );
     // It is reachable (here through loopback) and asks for the token.
     let mut c = Client::connect_addr(format!("127.0.0.1:{}", gw.addr.port()).parse().unwrap());
     c.send_line(r#"{"op":"call_service","service":"/rosgate/stats","id":1,"args":{}}"#);
@@ -2113,6 +2120,11 @@ fn listening_beyond_loopback_needs_tokens_or_an_explicit_opt_out() {
         gw.logs()
             .iter()
             .any(|l| l.contains("authentication required") && l.contains("network=none")),
+        "{:?}",
+        gw.logs()
+    );
+    assert!(
+        !gw.logs().iter().any(|l| l.contains("unencrypted")),
         "{:?}",
         gw.logs()
     );

@@ -42,13 +42,14 @@ pub struct Gateway {
     logs: Arc<Mutex<Vec<String>>>,
 }
 
-/// Extracts the socket address that follows "listening on " in a log line.
+/// Extracts the socket address that follows "listening on " (and `tls://`) in a log line.
 pub fn parse_listen(line: &str) -> Option<SocketAddr> {
     let at = line.find("listening on ")?;
     let rest = &line[at + "listening on ".len()..];
     let token = rest.split_whitespace().next()?;
     let token = token.trim_matches(|c: char| matches!(c, '"' | '\'' | ',' | ';' | ')' | '('));
-    token.parse().ok()
+    // Under --tls-cert the TCP line says `tls://ADDR`.
+    token.strip_prefix("tls://").unwrap_or(token).parse().ok()
 }
 
 impl Gateway {
