@@ -382,6 +382,21 @@ fn check_decode(
                     same_span(v, "result", result.get());
                 }
                 Op::SetLevel { level } => same_name(v, "level", level),
+                Op::Auth { token } => {
+                    // `token`, else rosbridge's `mac`, carries the secret.
+                    let key = if obj.get("token").is_some() {
+                        "token"
+                    } else {
+                        "mac"
+                    };
+                    match token {
+                        Some(t) => same_name(v, key, t),
+                        None => assert!(
+                            obj.get("token").is_none() && obj.get("mac").is_none(),
+                            "token dropped"
+                        ),
+                    }
+                }
                 Op::Ignored(name) => {
                     assert!(!strict, "{name} accepted in the strict dialect");
                 }
