@@ -532,6 +532,10 @@ impl Sim {
                 CloseReason::ProtocolError => {
                     here && protocol && matches!(cause, Cause::Bytes { .. })
                 }
+                CloseReason::OriginRefused => {
+                    here && c.ws().is_some_and(|w| w.origin_refused)
+                        && matches!(cause, Cause::Bytes { .. })
+                }
                 CloseReason::ControlOverflow => control > max_control,
                 CloseReason::WriteStall
                 | CloseReason::SlowConsumer

@@ -629,6 +629,7 @@ impl Sim {
         let Some(w) = c.ws() else { return Ok(()) };
         let owed = match reason {
             CloseReason::ProtocolError => w.protocol_close,
+            CloseReason::OriginRefused => w.origin_refused,
             CloseReason::PeerClosed | CloseReason::Shutdown => w.close.is_some(),
             _ => false,
         };

@@ -87,7 +87,8 @@ impl Sim {
             }
             _ => {
                 // `set_level` changes which statuses this client receives
-                // from now on (no reply); `auth` is accepted and ignored.
+                // from now on (no reply); `auth` is ignored with an info
+                // status.
                 let text: &[u8] = if arg % 2 == 0 {
                     let (text, filter): (&[u8], StatusFilter) = match (arg / 2) % 4 {
                         0 => (
@@ -109,6 +110,8 @@ impl Sim {
                     }
                     text
                 } else {
+                    // Without --auth-tokens the gateway says it ignored it.
+                    self.model.expect_status(slot, None, false);
                     br#"{"op":"auth","mac":"00","client":"sim","dest":"gw","rand":"r","t":0,"level":"user","end":0}"#
                 };
                 self.counts.lines_sent += 1;

@@ -200,6 +200,8 @@ pub struct Counts {
     pub too_long: u64,
     pub ws_connections: u64,
     pub ws_handshakes_refused: u64,
+    /// Openings from a browser origin that is not allowed (403).
+    pub ws_origins_refused: u64,
     /// Publish frames WebSocket subscribers received.
     pub ws_publishes_received: u64,
     /// Calls a WebSocket provider answered (read the rosbridge way).
@@ -589,6 +591,7 @@ impl Sim {
             }
         }
         let refused = !matches!(answer, Answer::Accept(_));
+        let origin_refused = answer == Answer::Forbidden;
         let lazy = feed == HandshakeFeed::WithFirstFrame;
         let side = WsSide {
             status: self.model.ws_status,
@@ -598,7 +601,8 @@ impl Sim {
             open: false,
             close: None,
             done: false,
-            protocol_close: refused,
+            protocol_close: refused && !origin_refused,
+            origin_refused,
         };
         let mut c = Client::new(r, Link::Ws(side), at, seq);
         c.domain = self.model.ws_domain;
@@ -607,6 +611,9 @@ impl Sim {
         self.after_call(Cause::Open { victim }, pre)?;
         if refused {
             self.counts.ws_handshakes_refused += 1;
+        }
+        if origin_refused {
+            self.counts.ws_origins_refused += 1;
         }
         let n = request.len();
         let cuts = match feed {

@@ -197,6 +197,9 @@ pub(crate) struct WsSide {
     /// We broke the protocol (or the handshake): the hub must close the
     /// connection as a protocol error.
     pub protocol_close: bool,
+    /// Our opening named a browser origin that is not allowed: the hub
+    /// must answer 403 and close as `origin_refused`.
+    pub origin_refused: bool,
 }
 
 /// One unit of a client's write, for what a partial write leaves buffered

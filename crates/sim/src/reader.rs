@@ -96,7 +96,9 @@ impl Sim {
                 };
                 // A 400 for a bad query says why in its body: wait for it.
                 let body = match answer {
-                    Answer::BadQuery => ws::body_len(&c.inbuf[..end]).unwrap_or(0),
+                    Answer::BadQuery | Answer::Forbidden => {
+                        ws::body_len(&c.inbuf[..end]).unwrap_or(0)
+                    }
                     _ => 0,
                 };
                 if c.inbuf.len() < end + body {
@@ -108,7 +110,9 @@ impl Sim {
                 side.answer = None;
                 match answer {
                     Answer::Accept(_) => side.open = true,
-                    Answer::Refuse { .. } | Answer::BadQuery => side.done = true,
+                    Answer::Refuse { .. } | Answer::BadQuery | Answer::Forbidden => {
+                        side.done = true
+                    }
                 }
                 ws::check_response_head(&head, &answer)
                     .map_err(|e| self.violation(format!("slot {slot}: {e}")))?;

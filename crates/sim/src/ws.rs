@@ -36,6 +36,10 @@ pub(crate) enum Answer {
     /// `version_hint`: it must name the supported version (426 for a wrong
     /// `Sec-WebSocket-Version`).
     Refuse { code: u16, version_hint: bool },
+    /// `403 Forbidden` for a browser origin that is not allowed (neither a
+    /// loopback page nor listed with `--ws-allowed-origins`), the reason as
+    /// a plain-text body; the connection closes as `origin_refused`.
+    Forbidden,
     /// `400 Bad Request` for a URL whose query the gateway refuses (a bad
     /// domain or node), with the reason as a plain-text body, then the
     /// connection closes.
@@ -86,7 +90,7 @@ pub(crate) fn handshake(how: u8, query: Option<&str>) -> (Vec<u8>, Answer, Hands
         }
         // Optional whitespace around values, none after a colon.
         2 => format!(
-            "GET /a/b{q} HTTP/1.1\r\nUpgrade:websocket\r\nConnection:   upgrade  \r\nSec-WebSocket-Key:\t{key} \r\nSec-WebSocket-Version:13\r\nOrigin: http://example.invalid\r\n\r\n"
+            "GET /a/b{q} HTTP/1.1\r\nUpgrade:websocket\r\nConnection:   upgrade  \r\nSec-WebSocket-Key:\t{key} \r\nSec-WebSocket-Version:13\r\nOrigin: http://localhost:8080\r\n\r\n"
         ),
         _ => return refused(how >> 4),
     };
@@ -96,7 +100,12 @@ pub(crate) fn handshake(how: u8, query: Option<&str>) -> (Vec<u8>, Answer, Hands
 /// A request the server must refuse, always fed whole.
 fn refused(kind: u8) -> (Vec<u8>, Answer, HandshakeFeed) {
     let key = KEYS[0].0;
-    let (request, code, version_hint) = match kind % 5 {
+    if kind % 6 == 5 {
+        // A page of another site (cross-site WebSocket hijacking).
+        let r = format!("GET / HTTP/1.1\r\nHost: 127.0.0.1:9090\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\nOrigin: http://example.invalid\r\n\r\n");
+        return (r.into_bytes(), Answer::Forbidden, HandshakeFeed::Whole);
+    }
+    let (request, code, version_hint) = match kind % 6 {
         // An upgrade without `Connection: Upgrade` (a request with no
         // `Upgrade` at all is plain HTTP, answered by the hub's HTTP side).
         0 => (
@@ -302,6 +311,14 @@ pub(crate) fn check_response_head(head: &[u8], answer: &Answer) -> Result<(), St
             }
             if *version_hint && header("sec-websocket-version") != ["13"] {
                 return Err(format!("426 must name version 13: {text:?}"));
+            }
+        }
+        Answer::Forbidden => {
+            if status != "HTTP/1.1 403 Forbidden" || header("connection") != ["close"] {
+                return Err(format!("expected a 403 that closes: {text:?}"));
+            }
+            if body_len(head).is_none_or(|n| n == 0) {
+                return Err(format!("a 403 must say why in its body: {text:?}"));
             }
         }
         Answer::BadQuery => {

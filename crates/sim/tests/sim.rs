@@ -90,7 +90,8 @@ fn seeded_simulation() {
         total.ws_pongs > 0
             && total.ws_close_frames > 0
             && total.ws_protocol_errors > 0
-            && total.ws_handshakes_refused > 0,
+            && total.ws_handshakes_refused > 0
+            && total.ws_origins_refused > 0,
         "{total:?}"
     );
     // ... and the bounds on memory and work: an unfinished opening evicted
@@ -165,6 +166,7 @@ fn add(total: &mut rosgate_sim::Counts, c: &rosgate_sim::Counts) {
         too_long,
         ws_connections,
         ws_handshakes_refused,
+        ws_origins_refused,
         ws_publishes_received,
         ws_provided_answers,
         ws_responses_received,
@@ -213,6 +215,7 @@ fn add(total: &mut rosgate_sim::Counts, c: &rosgate_sim::Counts) {
     total.too_long += too_long;
     total.ws_connections += ws_connections;
     total.ws_handshakes_refused += ws_handshakes_refused;
+    total.ws_origins_refused += ws_origins_refused;
     total.ws_publishes_received += ws_publishes_received;
     total.ws_provided_answers += ws_provided_answers;
     total.ws_responses_received += ws_responses_received;

@@ -841,6 +841,11 @@ fn while_stopped(gw: &Gateway, f: impl FnOnce()) {
 #[test]
 fn a_crowd_arriving_at_once_makes_far_fewer_notifications_than_subscribers() {
     const CROWD: usize = 300;
+    // One notification per loop turn at most: the crowd's 300 changes are
+    // read in a few turns (each turn's reads are bounded, and on a loaded
+    // machine the kernel hands the closes over in more batches), never one
+    // per subscriber.
+    const MAX_NOTES: usize = 10;
     let gw = Gateway::start(&[]);
     let t = topic("crowd");
     let mut p = Peer::open(&gw, Tr::Tcp);
@@ -874,7 +879,10 @@ fn a_crowd_arriving_at_once_makes_far_fewer_notifications_than_subscribers() {
         }
     };
     let notes = count_until(&mut p, CROWD as u64);
-    assert!(notes <= 5, "{notes} notifications for {CROWD} subscribers");
+    assert!(
+        notes <= MAX_NOTES,
+        "{notes} notifications for {CROWD} subscribers"
+    );
     assert!(
         peer_counts(&p.barrier(), &t).is_empty(),
         "the count is final"
@@ -882,7 +890,10 @@ fn a_crowd_arriving_at_once_makes_far_fewer_notifications_than_subscribers() {
     // The crowd leaves at once.
     while_stopped(&gw, || crowd.clear());
     let notes = count_until(&mut p, 0);
-    assert!(notes <= 5, "{notes} notifications for {CROWD} leaving");
+    assert!(
+        notes <= MAX_NOTES,
+        "{notes} notifications for {CROWD} leaving"
+    );
     assert!(peer_counts(&p.barrier(), &t).is_empty());
 }
 
