@@ -26,7 +26,8 @@
 #               with openssl): roslibpy (Ros(host, port, is_secure=True),
 #               both transports; the asyncio one trusting the certificate
 #               through SSL_CERT_FILE) and roslib in node (NODE_EXTRA_CA_CERTS)
-#               publish, subscribe and call a service over wss://
+#               publish, subscribe and call a service over wss:// with a
+#               token in the URL (the gateway also has --auth-tokens)
 #               (tests/clients/*/tls_check.*); untrusted, they are refused
 #
 # Each suite gets its own gateway on ephemeral loopback ports, bounded in
@@ -529,24 +530,33 @@ run_tls() {
         -addext "subjectAltName=DNS:localhost,IP:127.0.0.1" \
         -addext "basicConstraints=critical,CA:FALSE" >"$WORK/tls-openssl.log" 2>&1 ||
         { cat "$WORK/tls-openssl.log" >&2; broken tls "openssl could not make a certificate"; return; }
-    start_gateway tls --tls-cert "$dir/cert.pem" --tls-key "$dir/key.pem" ||
-        { broken tls "gateway did not start"; return; }
+    # Tokens too, as a gateway exposed on a network runs (docs/security.md).
+    local token
+    token=$(python3 -c 'import secrets; print(secrets.token_hex(16))')
+    (umask 077 && printf 'admin %s\n' "$token" >"$dir/tokens.txt")
+    start_gateway tls --tls-cert "$dir/cert.pem" --tls-key "$dir/key.pem" \
+        --auth-tokens "$dir/tokens.txt" || { broken tls "gateway did not start"; return; }
     GATEWAY_CA=$dir/cert.pem
-    log "roslibpy and roslib over wss://localhost:$WS_PORT"
+    GATEWAY_TOKEN=$token
+    log "roslibpy and roslib over wss://localhost:$WS_PORT with a token in the URL"
     local transport
     for transport in $ROSLIBPY_TRANSPORTS; do
         tls_check "roslibpy-$transport" env SSL_CERT_FILE="$dir/cert.pem" \
-            "$py/.venv/bin/python" "$py/tls_check.py" "$WS_PORT" "$transport"
+            "$py/.venv/bin/python" "$py/tls_check.py" "$WS_PORT" "$transport" --token "$token"
     done
     # Only the asyncio transport checks certificates (twisted's takes any).
     tls_check roslibpy-untrusted env -u SSL_CERT_FILE \
         "$py/.venv/bin/python" "$py/tls_check.py" "$WS_PORT" asyncio --expect-refused
     tls_check roslib env NODE_EXTRA_CA_CERTS="$dir/cert.pem" \
-        node "$js/tls_check.mjs" "wss://localhost:$WS_PORT"
+        node "$js/tls_check.mjs" "wss://localhost:$WS_PORT/?token=$token"
     tls_check roslib-untrusted env -u NODE_EXTRA_CA_CERTS \
-        node "$js/tls_check.mjs" "wss://localhost:$WS_PORT" --expect-refused
+        node "$js/tls_check.mjs" "wss://localhost:$WS_PORT/?token=$token" --expect-refused
+    # Trusted, but without a token: the gateway closes it.
+    tls_check roslib-no-token env NODE_EXTRA_CA_CERTS="$dir/cert.pem" \
+        node "$js/tls_check.mjs" "wss://localhost:$WS_PORT/?node=x" --expect-refused
     stop_gateway tls || { f=$((f + 1)); note+="[gateway died] "; }
     GATEWAY_CA=
+    GATEWAY_TOKEN=
     record tls "$p" "$f" 0 0 0 "$note"
 }
 

@@ -1,10 +1,12 @@
 // roslib (node) over wss:// against a rosgate started with --tls-cert.
 //
 // Run by scripts/clients.sh (suite `tls`): `node tls_check.mjs WSS_URL
-// [--expect-refused]`. The certificate is trusted the way a node user
+// [--expect-refused]`; the URL carries `?token=` when the gateway runs with
+// --auth-tokens. The certificate is trusted the way a node user
 // would: NODE_EXTRA_CA_CERTS=cert.pem. Subscribes and publishes, advertises
 // and calls a service, prints what it heard; exits non-zero on failure.
-// With --expect-refused (no NODE_EXTRA_CA_CERTS) the connection must fail.
+// With --expect-refused (no NODE_EXTRA_CA_CERTS, or no token) the
+// connection must fail.
 
 import * as ROSLIB from "roslib";
 

@@ -1,8 +1,9 @@
 """roslibpy over wss:// against a rosgate started with --tls-cert.
 
 Run by scripts/clients.sh (suite `tls`): ``tls_check.py PORT TRANSPORT
-[--expect-refused]``. Connects with ``Ros('localhost', PORT,
-is_secure=True)``, subscribes and publishes, advertises and calls a
+[--token TOKEN] [--expect-refused]``. Connects with ``Ros('localhost', PORT,
+is_secure=True)``, or with a token ``Ros('wss://localhost:PORT/?token=TOKEN')``
+(the gateway runs with ``--auth-tokens``), subscribes and publishes, advertises and calls a
 service, and prints what it heard; exits non-zero on any failure. The
 certificate is trusted the way a user would: the asyncio transport uses
 Python's default SSL context, which reads ``SSL_CERT_FILE``. (roslibpy's
@@ -19,8 +20,12 @@ import roslibpy
 
 port, transport = int(sys.argv[1]), sys.argv[2]
 expect_refused = "--expect-refused" in sys.argv[3:]
+token = sys.argv[sys.argv.index("--token") + 1] if "--token" in sys.argv else None
 
-ros = roslibpy.Ros("localhost", port, is_secure=True, transport=transport)
+if token:
+    ros = roslibpy.Ros("wss://localhost:%d/?token=%s" % (port, token), transport=transport)
+else:
+    ros = roslibpy.Ros("localhost", port, is_secure=True, transport=transport)
 try:
     ros.run(timeout=2 if expect_refused else 10)
 except Exception as e:  # roslibpy raises on a connection that never opens
