@@ -576,6 +576,34 @@ mod tests {
     }
 
     #[test]
+    fn token_comparison_is_exact_and_touches_every_position() {
+        assert!(ct_eq(b"secret-token", b"secret-token"));
+        // A prefix, an extension, one byte off at either end, a case change.
+        for other in [
+            &b"secret-toke"[..],
+            b"secret-token!",
+            b"Secret-token",
+            b"secret-tokeN",
+            b"",
+        ] {
+            assert!(!ct_eq(b"secret-token", other), "{other:?}");
+        }
+        // Longer than any token may be: never equal, even to itself (and
+        // the loop still runs MAX_TOKEN_BYTES positions, not its length).
+        let long = vec![b'a'; MAX_TOKEN_BYTES + 1];
+        assert!(!ct_eq(&long, &long));
+        let max = vec![b'a'; MAX_TOKEN_BYTES];
+        assert!(ct_eq(&max, &max));
+        // Zero bytes past the end are not padding that matches: the
+        // lengths are folded in.
+        assert!(!ct_eq(b"abc", b"abc\0"));
+        // `authenticate` finds the first of several tokens and compares
+        // against all of them.
+        let a = access();
+        assert!(a.authenticate(b"").is_err());
+    }
+
+    #[test]
     fn origins_loopback_listed_absent() {
         let a = access();
         assert!(a.origin_allowed(None).is_ok());
