@@ -1040,7 +1040,7 @@
         const age = (Number(c.age_s) || 0) * 1000 + elapsed;
         const rate = c.rate ? `<div class="sub-rate">${fmtPerSec(c.rate)}</div>` : '';
         html.push(`<tr data-client="${esc(c.client)}" data-peer="${esc(c.peer)}" data-conn="${esc(c.id)}"${c.self ? ' class="self"' : ''}>
-          <td>${connWho(c, regs)}</td><td>${transportPill(c.transport)}</td><td class="mono">${esc(c.peer || '–')}</td>${dom(c)}
+          <td>${connWho(c, regs)}</td><td>${transportPill(c.transport)}${c.role ? ` <span class="pill neutral" title="the role its token gives it">${esc(c.role)}</span>` : ''}</td><td class="mono">${esc(c.peer || '–')}</td>${dom(c)}
           <td class="num" title="since ${esc(new Date(stampMs(c.opened) - S.clockOffsetMs).toLocaleString())}">${fmtDur(age)}</td>
           <td class="num${c.queued_bytes ? '' : ' zero'}">${fmtBytes(c.queued_bytes)}</td>
           <td class="num${c.delivered ? '' : ' zero'}" data-delivered="${esc(c.delivered)}">${fmtNum(c.delivered)}${rate}</td>

@@ -202,6 +202,13 @@ impl Hub {
                 .filter_map(|&k| self.nodes.get(NodeTag(k)))
                 .map(|n| n.full_name().to_string())
                 .collect();
+            // The role it authenticated as (`null` with authentication off
+            // or before it authenticated).
+            let role = self
+                .access
+                .required()
+                .then(|| self.viewer(me).map(|r| self.access.role_name(r)))
+                .flatten();
             let out = c.out();
             list.push(json!({
                 "id": gen,
@@ -212,6 +219,7 @@ impl Hub {
                 "transport": c.transport().label(),
                 "domain": c.domain(),
                 "established": c.is_established(),
+                "role": role,
                 "opened": wall_json(self.wall(c.opened_at())),
                 "age_s": now.saturating_duration_since(c.opened_at()).as_secs_f64(),
                 "queued_bytes": out.topic_bytes() + out.control_bytes(),

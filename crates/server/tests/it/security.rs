@@ -1456,7 +1456,18 @@ fn the_viewer_role_looks_but_does_not_touch() {
         v.values("/rosapi/topics", json!({}));
         v.values("/rosapi/nodes", json!({}));
         v.values("/rosgate/stats", json!({}));
-        v.values("/rosgate/connections", json!({}));
+        // Each connection shows the role it authenticated as.
+        let conns = v.values("/rosgate/connections", json!({}));
+        let roles: Vec<&str> = conns["connections"]
+            .as_array()
+            .expect("connections")
+            .iter()
+            .filter_map(|c| c["role"].as_str())
+            .collect();
+        assert!(
+            roles.contains(&"admin") && roles.contains(&"viewer"),
+            "{conns}"
+        );
         v.values("/rosgate/topic_stats", json!({}));
         let got = v.values("/rosapi/get_param", json!({"name": format!("{node}:gain")}));
         assert_eq!(got["value"], "3");
