@@ -1330,18 +1330,22 @@ impl Registries {
         self.bytes
     }
 
-    /// Counts one message of `bytes` published on topic `t` of `domain`
-    /// (no size change: the total is left alone).
+    /// Topic `name` of `domain` with one message of `bytes` counted as
+    /// published on it (no size change: the total is left alone); `None`
+    /// when nobody registered it. One look-up for the publish path.
     #[inline]
-    pub fn count_publish(&mut self, domain: u8, t: TopicId, bytes: usize) {
-        if let Some(e) = self
-            .regs
-            .get_mut(domain as usize)
-            .and_then(|r| r.topics.get_mut(t as usize))
-        {
-            e.published += 1;
-            e.published_bytes += bytes as u64;
-        }
+    pub fn publish_on(
+        &mut self,
+        domain: u8,
+        name: &str,
+        bytes: usize,
+    ) -> Option<(TopicId, &Topic)> {
+        let reg = self.regs.get_mut(domain as usize)?;
+        let t = *reg.by_name.get(name)?;
+        let e = reg.topics.get_mut(t as usize)?;
+        e.published += 1;
+        e.published_bytes += bytes as u64;
+        Some((t, e))
     }
 
     /// Every domain's registry, in domain order.

@@ -293,12 +293,13 @@ fn check_decode(
                         None => assert!(obj.get("status").is_none(), "status dropped"),
                     }
                 }
-                Op::DeclareNode {
-                    name,
-                    namespace,
-                    remap,
-                    domain,
-                } => {
+                Op::DeclareNode(d) => {
+                    let rosgate_wire::decode::NodeDeclaration {
+                        name,
+                        namespace,
+                        remap,
+                        domain,
+                    } = &**d;
                     same_name(v, "name", name);
                     same_opt_name(v, "namespace", namespace.as_deref(), false);
                     let rules: Vec<String> = obj
@@ -341,13 +342,14 @@ fn check_decode(
                 Op::UnadvertiseAction { action } | Op::CancelActionGoal { action } => {
                     same_name(v, "action", action)
                 }
-                Op::SendActionGoal {
-                    action,
-                    action_type,
-                    args,
-                    feedback,
-                    ..
-                } => {
+                Op::SendActionGoal(g) => {
+                    let rosgate_wire::decode::GoalRequest {
+                        action,
+                        action_type,
+                        args,
+                        feedback,
+                        ..
+                    } = &**g;
                     same_name(v, "action", action);
                     same_opt_name(v, "action_type", action_type.as_deref(), strict);
                     match args {

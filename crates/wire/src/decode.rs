@@ -107,14 +107,9 @@ pub enum Op<'a> {
         result: Raw<'a>,
         status: Option<Raw<'a>>,
     },
-    /// Declares a node on this connection: its name (one token), namespace,
-    /// remap rules (`from:=to`) and domain.
-    DeclareNode {
-        name: Cow<'a, str>,
-        namespace: Option<Cow<'a, str>>,
-        remap: Vec<String>,
-        domain: Option<u64>,
-    },
+    /// Declares a node on this connection (boxed: rare, and the biggest
+    /// op, it would make every request bigger).
+    DeclareNode(Box<NodeDeclaration<'a>>),
     /// Withdraws a declared node and everything it registered.
     DestroyNode {
         name: Cow<'a, str>,
@@ -133,20 +128,9 @@ pub enum Op<'a> {
     UnadvertiseAction {
         action: Cow<'a, str>,
     },
-    /// A goal for an action; the request's `id` (required) names it.
-    SendActionGoal {
-        action: Cow<'a, str>,
-        /// Always present in the strict dialect.
-        action_type: Option<Cow<'a, str>>,
-        /// In the strict dialect always present.
-        args: Option<Raw<'a>>,
-        /// Whether the caller wants feedback.
-        feedback: bool,
-        /// Seconds; absent or `null`: the gateway's default.
-        timeout: Option<f64>,
-        /// Wait (within the timeout) for a server to appear.
-        wait: bool,
-    },
+    /// A goal for an action; the request's `id` (required) names it
+    /// (boxed, as [`Op::DeclareNode`]).
+    SendActionGoal(Box<GoalRequest<'a>>),
     /// A cancel: from a caller, for its goal `id`.
     CancelActionGoal {
         action: Cow<'a, str>,
@@ -190,6 +174,32 @@ pub enum Op<'a> {
     Ignored(&'static str),
 }
 
+/// What `declare_node` asks for: the node's name (one token), namespace,
+/// remap rules (`from:=to`) and domain.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NodeDeclaration<'a> {
+    pub name: Cow<'a, str>,
+    pub namespace: Option<Cow<'a, str>>,
+    pub remap: Vec<String>,
+    pub domain: Option<u64>,
+}
+
+/// What `send_action_goal` asks for.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GoalRequest<'a> {
+    pub action: Cow<'a, str>,
+    /// Always present in the strict dialect.
+    pub action_type: Option<Cow<'a, str>>,
+    /// In the strict dialect always present.
+    pub args: Option<Raw<'a>>,
+    /// Whether the caller wants feedback.
+    pub feedback: bool,
+    /// Seconds; absent or `null`: the gateway's default.
+    pub timeout: Option<f64>,
+    /// Wait (within the timeout) for a server to appear.
+    pub wait: bool,
+}
+
 impl Op<'_> {
     /// Whether the op adds or withdraws a registration or a node (the
     /// costly kind of request, see the core's `REGISTRATION_WORK`).
@@ -202,7 +212,7 @@ impl Op<'_> {
                 | Op::Unsubscribe { .. }
                 | Op::AdvertiseService { .. }
                 | Op::UnadvertiseService { .. }
-                | Op::DeclareNode { .. }
+                | Op::DeclareNode(_)
                 | Op::DestroyNode { .. }
                 | Op::AdvertiseAction { .. }
                 | Op::UnadvertiseAction { .. }
@@ -223,12 +233,12 @@ impl Op<'_> {
             Op::UnadvertiseService { .. } => "unadvertise_service",
             Op::CallService { .. } => "call_service",
             Op::ServiceResponse { .. } => "service_response",
-            Op::DeclareNode { .. } => "declare_node",
+            Op::DeclareNode(_) => "declare_node",
             Op::DestroyNode { .. } => "destroy_node",
             Op::SetLevel { .. } => "set_level",
             Op::AdvertiseAction { .. } => "advertise_action",
             Op::UnadvertiseAction { .. } => "unadvertise_action",
-            Op::SendActionGoal { .. } => "send_action_goal",
+            Op::SendActionGoal(_) => "send_action_goal",
             Op::CancelActionGoal { .. } => "cancel_action_goal",
             Op::ActionFeedback { .. } => "action_feedback",
             Op::ActionResult { .. } => "action_result",
@@ -400,7 +410,7 @@ pub fn decode_as(line: &[u8], dialect: Dialect) -> Result<Request<'_>, DecodeErr
     };
     let needs_id = match op {
         Op::ServiceResponse { .. }
-        | Op::SendActionGoal { .. }
+        | Op::SendActionGoal(_)
         | Op::CancelActionGoal { .. }
         | Op::ActionFeedback { .. }
         | Op::ActionResult { .. } => true,
@@ -605,7 +615,7 @@ impl<'a> Fields<'a> {
             "unadvertise_service" => Op::UnadvertiseService {
                 service: name(self.service, "service")?,
             },
-            "declare_node" => Op::DeclareNode {
+            "declare_node" => Op::DeclareNode(Box::new(NodeDeclaration {
                 name: name(self.name, "name")?,
                 namespace: match self.namespace {
                     None => None,
@@ -620,7 +630,7 @@ impl<'a> Fields<'a> {
                             .map_err(|_| ErrorKind::WrongType("domain"))?,
                     ),
                 },
-            },
+            })),
             "destroy_node" => Op::DestroyNode {
                 name: name(self.name, "name")?,
             },
@@ -634,7 +644,7 @@ impl<'a> Fields<'a> {
             "unadvertise_action" => Op::UnadvertiseAction {
                 action: name(self.action, "action")?,
             },
-            "send_action_goal" => Op::SendActionGoal {
+            "send_action_goal" => Op::SendActionGoal(Box::new(GoalRequest {
                 action: name(self.action, "action")?,
                 action_type: match self.action_type {
                     None if strict => return Err(ErrorKind::MissingField("action_type")),
@@ -652,7 +662,7 @@ impl<'a> Fields<'a> {
                 },
                 timeout: timeout(self.timeout)?,
                 wait: flag(self.wait, "wait")?,
-            },
+            })),
             "cancel_action_goal" => Op::CancelActionGoal {
                 action: name(self.action, "action")?,
             },

@@ -48,7 +48,7 @@ use std::time::{Duration, Instant, UNIX_EPOCH};
 
 use slab::Slab;
 
-use rosgate_wire::decode::{self, DecodeError, Op, Request};
+use rosgate_wire::decode::{self, DecodeError, GoalRequest, NodeDeclaration, Op, Request};
 use rosgate_wire::encode::Level;
 use rosgate_wire::ws::handshake::Opening;
 use rosgate_wire::Raw;
@@ -724,6 +724,15 @@ impl Hub {
             line
         };
         match decode::decode_as(line, dialect) {
+            // The hot path: a plain publish (no node named, no names to
+            // resolve, no tokens to check) goes straight to its topic.
+            Ok(Request {
+                op: Op::Publish { ref topic, msg },
+                node: None,
+                ..
+            }) if !at.resolves && !self.access.required() => {
+                self.publish(at.domain, topic, Some(me), msg, now)
+            }
             Ok(req) => {
                 if !matches!(req.op, Op::Publish { .. }) {
                     // Anything else may be observed after the publishes
@@ -867,12 +876,15 @@ impl Hub {
                 status,
                 ..
             } => self.service_response(me, req.id, values, result, status, now),
-            Op::DeclareNode {
-                name,
-                namespace,
-                remap,
-                domain,
-            } => self.declare_node(me, &name, namespace.as_deref(), &remap, domain, id, now),
+            Op::DeclareNode(d) => {
+                let NodeDeclaration {
+                    name,
+                    namespace,
+                    remap,
+                    domain,
+                } = *d;
+                self.declare_node(me, &name, namespace.as_deref(), &remap, domain, id, now)
+            }
             Op::DestroyNode { name } => self.destroy_node(me, &name, id, now),
             Op::SetLevel { level } => self.set_level(me, &level, id, now),
             Op::AdvertiseAction { action, ty } => {
@@ -881,14 +893,15 @@ impl Hub {
             Op::UnadvertiseAction { action } => {
                 self.unadvertise_action(me, &action, node, req.id, now)
             }
-            Op::SendActionGoal {
-                action,
-                action_type,
-                args,
-                feedback,
-                timeout,
-                wait,
-            } => {
+            Op::SendActionGoal(g) => {
+                let GoalRequest {
+                    action,
+                    action_type,
+                    args,
+                    feedback,
+                    timeout,
+                    wait,
+                } = *g;
                 if let Some(id) = id {
                     self.send_action_goal(
                         me,

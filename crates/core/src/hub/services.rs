@@ -199,11 +199,25 @@ impl Hub {
         if self.calls.in_flight(me) + self.waiting.of(me) >= self.limits.max_calls_per_conn {
             return self.fail_now(me, &name, id, CallFailure::TooMany, now);
         }
-        let provider = match self.registries[domain as usize].service(&name) {
-            Some(s) if self.live(s.provider()) => Some(s.provider()),
+        let to = match timeout {
+            Some(secs) if secs.is_finite() && secs > 0.0 => {
+                Duration::from_secs_f64(secs.min(self.limits.max_call_timeout.as_secs_f64()))
+            }
+            _ => self.limits.call_timeout,
+        };
+        // One look-up of the name: the provider, and the call recorded
+        // with the service's name as JSON.
+        let forwarded = match self.registries[domain as usize].service(&name) {
+            Some(s) if self.live(s.provider()) => {
+                let provider = s.provider();
+                let seq = self
+                    .calls
+                    .insert(me, provider, s.name_json(), id, now, now + to);
+                Some((provider, seq))
+            }
             _ => None,
         };
-        let Some(provider) = provider else {
+        let Some((provider, seq)) = forwarded else {
             if self.cancel_goal_service(me, &name, id, now)
                 || self.node_param_service(me, domain, &name, args, id, now)
             {
@@ -227,18 +241,6 @@ impl Hub {
             }
             return self.fail_now(me, &name, id, CallFailure::NoProvider, now);
         };
-        let name_json = self.registries[domain as usize]
-            .service(&name)
-            .map_or(&b"\"\""[..], |s| s.name_json());
-        let to = match timeout {
-            Some(secs) if secs.is_finite() && secs > 0.0 => {
-                Duration::from_secs_f64(secs.min(self.limits.max_call_timeout.as_secs_f64()))
-            }
-            _ => self.limits.call_timeout,
-        };
-        let seq = self
-            .calls
-            .insert(me, provider, name_json, id, now, now + to);
         self.counters.inc(Counter::CallsForwarded);
         let mut out = std::mem::take(&mut self.scratch);
         out.clear();

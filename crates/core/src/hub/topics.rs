@@ -142,26 +142,27 @@ impl Hub {
         if self.sim_time_watch(domain, topic) {
             self.note_clock(domain, msg);
         }
-        let Some(t) = self.registries[domain as usize].topic_id(topic) else {
+        let payload = msg.get().as_bytes();
+        let Some((t, e)) = self.registries.publish_on(domain, topic, payload.len()) else {
             return;
         };
-        self.registries.count_publish(domain, t, msg.get().len());
-        let registry = &self.registries[domain as usize];
-        match registry.topic(t) {
-            // QoS stated by someone (latched publishers count even with no
-            // subscriber: their cache must fill).
-            Some(e) if e.has_qos() => return self.publish_qos(domain, t, from, msg, now),
-            Some(e) if !e.subscribers().is_empty() => {}
-            _ => return,
+        // QoS stated by someone (latched publishers count even with no
+        // subscriber: their cache must fill).
+        if e.has_qos() {
+            return self.publish_qos(domain, t, from, msg, now);
+        }
+        if e.subscribers().is_empty() {
+            return;
         }
         let key = (domain, t);
+        let mut entry = e;
         if self.batch.topic().is_some_and(|b| b != key) {
             self.flush_publishes(now);
+            match self.registries.get(domain).topic(t) {
+                Some(e) => entry = e,
+                None => return,
+            }
         }
-        let Some(entry) = self.registries[domain as usize].topic(t) else {
-            return;
-        };
-        let payload = msg.get().as_bytes();
         if self.batch.is_empty() && payload.len() >= BATCH_MAX_BYTES {
             let lines = encode::publish_shared(entry.prefix(), msg);
             return self.deliver(key, lines, 1, now);
