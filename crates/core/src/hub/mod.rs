@@ -1044,7 +1044,8 @@ impl Hub {
 
     /// Starts a graceful shutdown (P23): input is ignored from now on,
     /// every call in flight fails with `result:false` ("gateway shutting
-    /// down"), and every connection whose transport has a goodbye (a
+    /// down"), so does every request waiting for a provider (a waiting goal
+    /// with `status` 6, as one in flight), and every connection whose transport has a goodbye (a
     /// WebSocket close 1001, going away) gets it after its queued output.
     /// The shell then flushes until [`Hub::is_drained`] or its grace period
     /// ends.
@@ -1057,6 +1058,7 @@ impl Hub {
         for call in self.calls.take_every() {
             self.fail_call(call, CallFailure::Shutdown, now);
         }
+        self.fail_all_waiting(now);
         let goodbyes: Vec<(ConnRef, Vec<u8>)> = self
             .conns
             .iter()

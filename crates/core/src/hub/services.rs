@@ -14,6 +14,7 @@ use super::{Hub, RESERVED_PREFIX};
 use crate::calls::{Call, CallKind};
 use crate::conn::ConnRef;
 use crate::counters::{Counter, ErrorCode, Hist};
+use crate::nodes::Domain;
 use crate::registry::{Provided, TooMany, Unadvertised};
 
 /// Whether `name` (resolved) is one the gateway answers itself: nobody
@@ -176,17 +177,39 @@ impl Hub {
         let Some((domain, _, name)) = self.resolve_for(me, name, node, id, now) else {
             return;
         };
+        self.call_resolved(me, domain, &name, args, id, timeout, wait, now);
+    }
+
+    /// [`Hub::call_service`] of `name` in `domain`, already resolved (a
+    /// waiting call being released is not resolved again: its caller may
+    /// have declared a node since, whose namespace or remap rules would
+    /// send it elsewhere than to the provider that just appeared).
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn call_resolved(
+        &mut self,
+        me: ConnRef,
+        domain: Domain,
+        name: &str,
+        args: Option<Raw<'_>>,
+        id: Option<&[u8]>,
+        timeout: Option<f64>,
+        wait: bool,
+        now: Instant,
+    ) {
+        if !self.live(me) {
+            return;
+        }
         // Requests waiting for a provider count against the limit too.
         if self.calls.in_flight(me) + self.waiting.of(me) >= self.limits.max_calls_per_conn {
-            return self.fail_now(me, &name, id, CallFailure::TooMany, now);
+            return self.fail_now(me, name, id, CallFailure::TooMany, now);
         }
-        let provider = match self.registries[domain as usize].service(&name) {
+        let provider = match self.registries[domain as usize].service(name) {
             Some(s) if self.live(s.provider()) => Some(s.provider()),
             _ => None,
         };
         let Some(provider) = provider else {
-            if self.cancel_goal_service(me, &name, id, now)
-                || self.node_param_service(me, domain, &name, args, id, now)
+            if self.cancel_goal_service(me, name, id, now)
+                || self.node_param_service(me, domain, name, args, id, now)
             {
                 return;
             }
@@ -195,7 +218,7 @@ impl Hub {
                     me,
                     domain,
                     Provided::Service,
-                    &name,
+                    name,
                     id,
                     args,
                     timeout,
@@ -204,12 +227,12 @@ impl Hub {
                 ) {
                     return;
                 }
-                return self.fail_now(me, &name, id, CallFailure::TooMany, now);
+                return self.fail_now(me, name, id, CallFailure::TooMany, now);
             }
-            return self.fail_now(me, &name, id, CallFailure::NoProvider, now);
+            return self.fail_now(me, name, id, CallFailure::NoProvider, now);
         };
         let name_json = self.registries[domain as usize]
-            .service(&name)
+            .service(name)
             .map_or(&b"\"\""[..], |s| s.name_json());
         let to = match timeout {
             Some(secs) if secs.is_finite() && secs > 0.0 => {
@@ -332,7 +355,7 @@ impl Hub {
         });
     }
 
-    fn failure_text(&self, why: CallFailure, name: &str) -> String {
+    pub(super) fn failure_text(&self, why: CallFailure, name: &str) -> String {
         match why {
             CallFailure::NoProvider => format!("no provider for service {name}"),
             CallFailure::ProviderGone => format!("provider of service {name} disconnected"),
