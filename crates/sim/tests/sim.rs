@@ -56,7 +56,7 @@ fn seeded_simulation() {
     let mut total = rosgate_sim::Counts::default();
     for seed in 0..seeds {
         match one(seed, steps) {
-            Ok(c) => add(&mut total, &c),
+            Ok(c) => total.add(&c),
             Err(e) => {
                 eprintln!("{e}\n");
                 failures.push(seed);
@@ -144,104 +144,4 @@ fn seeded_simulation() {
             && total.ws_queries_refused > 0,
         "{total:?}"
     );
-}
-
-/// Adds one seed's counts to the total.
-fn add(total: &mut rosgate_sim::Counts, c: &rosgate_sim::Counts) {
-    let rosgate_sim::Counts {
-        steps,
-        lines_sent,
-        lines_received,
-        publishes_received,
-        topic_bytes_shed,
-        calls_forwarded,
-        responses_ok,
-        responses_failed,
-        stale_responses,
-        rejected_connections,
-        closes_overflow,
-        closes_stall,
-        closes_by_client,
-        too_long,
-        ws_connections,
-        ws_handshakes_refused,
-        ws_publishes_received,
-        ws_provided_answers,
-        ws_responses_received,
-        ws_pongs,
-        ws_close_frames,
-        ws_protocol_errors,
-        evictions,
-        closes_handshake,
-        closes_partial,
-        closes_idle,
-        closes_slow_consumer,
-        registrations_refused,
-        memory_shed_frames,
-        closes_memory,
-        cap_errors,
-        trickles,
-        shutdowns,
-        shutdown_failures_received,
-        goodbyes_received,
-        closes_drained,
-        nodes_declared,
-        nodes_destroyed,
-        duplicate_node_names,
-        warnings_received,
-        node_registrations,
-        names_expanded,
-        domain_changes,
-        domain_changes_refused,
-        isolated_by_domain,
-        ws_queries,
-        ws_queries_refused,
-    } = c;
-    total.steps += steps;
-    total.lines_sent += lines_sent;
-    total.lines_received += lines_received;
-    total.publishes_received += publishes_received;
-    total.topic_bytes_shed += topic_bytes_shed;
-    total.calls_forwarded += calls_forwarded;
-    total.responses_ok += responses_ok;
-    total.responses_failed += responses_failed;
-    total.stale_responses += stale_responses;
-    total.rejected_connections += rejected_connections;
-    total.closes_overflow += closes_overflow;
-    total.closes_stall += closes_stall;
-    total.closes_by_client += closes_by_client;
-    total.too_long += too_long;
-    total.ws_connections += ws_connections;
-    total.ws_handshakes_refused += ws_handshakes_refused;
-    total.ws_publishes_received += ws_publishes_received;
-    total.ws_provided_answers += ws_provided_answers;
-    total.ws_responses_received += ws_responses_received;
-    total.ws_pongs += ws_pongs;
-    total.ws_close_frames += ws_close_frames;
-    total.ws_protocol_errors += ws_protocol_errors;
-    total.evictions += evictions;
-    total.closes_handshake += closes_handshake;
-    total.closes_partial += closes_partial;
-    total.closes_idle += closes_idle;
-    total.closes_slow_consumer += closes_slow_consumer;
-    total.registrations_refused += registrations_refused;
-    total.memory_shed_frames += memory_shed_frames;
-    total.closes_memory += closes_memory;
-    total.cap_errors += cap_errors;
-    total.trickles += trickles;
-    total.shutdowns += shutdowns;
-    total.shutdown_failures_received += shutdown_failures_received;
-    total.goodbyes_received += goodbyes_received;
-    total.closes_drained += closes_drained;
-    total.nodes_declared += nodes_declared;
-    total.nodes_destroyed += nodes_destroyed;
-    total.duplicate_node_names += duplicate_node_names;
-    total.warnings_received += warnings_received;
-    total.node_registrations += node_registrations;
-    total.names_expanded += names_expanded;
-    total.domain_changes += domain_changes;
-    total.domain_changes_refused += domain_changes_refused;
-    total.isolated_by_domain += isolated_by_domain;
-    total.ws_queries += ws_queries;
-    total.ws_queries_refused += ws_queries_refused;
 }

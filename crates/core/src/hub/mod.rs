@@ -1015,11 +1015,19 @@ impl Hub {
     pub fn wrote(&mut self, key: u32, n: usize, now: Instant) {
         self.counters.add(Counter::BytesOut, n as u64);
         let soft = self.limits.control_soft_bytes;
+        let half = self.limits.max_queue_bytes / 2;
         if let Some(c) = self.conns.get_mut(key as usize) {
             let entries = c.out().entry_bytes();
             let (released, control) = c.wrote(n, now);
             self.mem.entries_changed(entries, c.out().entry_bytes());
             c.note_control(soft, now);
+            // A reliable backlog that fell back to half the limit is warned
+            // of again when it next passes it (checked only as reliable
+            // data is queued, this fall would go unseen when the next
+            // message finds the backlog over the limit again).
+            if c.reliable_warned() && c.out().reliable_bytes() <= half {
+                c.set_reliable_warned(false);
+            }
             self.mem.frames -= released;
             self.mem.control -= control;
             self.mem.queued -= n;
