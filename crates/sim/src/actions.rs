@@ -463,7 +463,7 @@ pub enum Req {
         payload: u16,
         id: u8,
     },
-    /// An action request of [`crate::goals::ACTIONS`]`[action]`, by
+    /// An action request of [`ACTIONS`](crate::ACTIONS)`[action]`, by
     /// `op % 8`: 0 `advertise_action`, 1 `unadvertise_action`, 2
     /// `send_action_goal` (`payload`: bit 0 feedback, bits 1-2 both set
     /// `wait`, bits 3-6 the `timeout` text, the rest the args; no id when

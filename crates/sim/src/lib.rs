@@ -115,9 +115,10 @@ pub mod fuzzing;
 pub mod scan_parity;
 
 pub use actions::{
-    actions_from_bytes, actions_to_bytes, Action, Req, SimConfig, ACTION_KINDS, MAX_CLIENTS,
-    SERVICES, TOPICS,
+    actions_from_bytes, actions_to_bytes, Action, Req, SimConfig, ACTION_KINDS, DOMAIN_FIELDS,
+    MAX_CLIENTS, NAMES, NAMESPACES, NODE_NAMES, REMAPS, SERVICES, TOPICS,
 };
 pub use checks::Violation;
 pub use driver::{run_seed, Counts, Sim};
+pub use goals::ACTIONS;
 pub use rng::{Bytes, Rng};
