@@ -2,8 +2,11 @@
 //! WebSocket connects, subscribes, publishes, calls, replies, pings, close
 //! frames, protocol violations, slow readers, trickled requests,
 //! disconnects, clock jumps and shutdowns, nodes declared (by op or URL)
-//! and destroyed, ROS names and domains, with the model's invariants
-//! checked after every hub call and every step.
+//! and destroyed, ROS names and domains, actions (goals, feedback,
+//! results, cancels, requests waiting for a provider) and QoS
+//! (compatibility, reliability, latching, throttling, depth, peer
+//! counts), with the model's invariants checked after every hub call and
+//! every step.
 //!
 //! `ROSGATE_SIM_SEED=<n>` replays one seed (and prints what it did);
 //! `ROSGATE_SIM_STEPS=<n>` changes the number of steps per seed;
@@ -142,6 +145,58 @@ fn seeded_simulation() {
             && total.isolated_by_domain > 0
             && total.ws_queries > 0
             && total.ws_queries_refused > 0,
+        "{total:?}"
+    );
+    // ... and actions: goals sent to servers and received, refused at
+    // once and for want of a server, results, refusals and aborts
+    // received, feedback, cancels (by op, by the cancel service, by the
+    // gateway) owed and received, orphans and their results, deadlines,
+    // messages naming no goal, servers displaced, and requests waiting for
+    // a provider released or timed out.
+    assert!(
+        total.goals_sent > 0
+            && total.goals_received > 0
+            && total.goals_refused > 0
+            && total.goals_no_server > 0
+            && total.goal_results_received > 0
+            && total.goal_refusals_received > 0
+            && total.goal_aborts_received > 0
+            && total.feedback_sent > 0,
+        "{total:?}"
+    );
+    assert!(
+        total.goal_cancels > 0
+            && total.cancels_received > 0
+            && total.goals_orphaned > 0
+            && total.goal_timeouts > 0
+            && total.orphan_results > 0
+            && total.stale_goal_messages > 0
+            && total.cancel_services > 0
+            && total.actions_replaced > 0,
+        "{total:?}"
+    );
+    assert!(
+        total.waited > 0 && total.released > 0 && total.wait_timeouts > 0,
+        "{total:?}"
+    );
+    // ... and QoS: incompatible pairs that exchanged nothing, reliable
+    // subscribers warned and closed, latched messages for late
+    // subscribers, throttles holding and flushing, depths dropping, peer
+    // counts owed and received.
+    assert!(
+        total.qos_incompatible > 0
+            && total.qos_skipped > 0
+            && total.reliable_warnings > 0
+            && total.reliable_overflows > 0
+            && total.latched_delivered > 0,
+        "{total:?}"
+    );
+    assert!(
+        total.throttle_held > 0
+            && total.throttle_flushes > 0
+            && total.depth_dropped > 0
+            && total.peer_notifications > 0
+            && total.peers_received > 0,
         "{total:?}"
     );
 }
