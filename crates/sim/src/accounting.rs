@@ -127,31 +127,31 @@ impl Sim {
             )));
         }
         // Which frames left which queue (nothing is written in a call; a
-        // freed queue went whole, with its client).
+        // freed queue went whole, with its client, which has left the
+        // model: the others may have been queued the events of its
+        // parameters going).
         let mut removed: Vec<Vec<TopicFrame>> = vec![Vec::new(); MAX_CLIENTS];
-        if !matches!(cause, Cause::Free) {
-            for (s, gone) in removed.iter_mut().enumerate() {
-                let Some(c) = &self.model.clients[s] else {
-                    continue;
-                };
-                let now = self.hub.out(c.conn.key).map_or(0, |q| q.topic_bytes());
-                let new: usize = deliveries.iter().filter(|d| d.0 == s).map(|d| d.2).sum();
-                let expect = pre.topic[s] + new;
-                if now > expect {
+        for (s, gone) in removed.iter_mut().enumerate() {
+            let Some(c) = &self.model.clients[s] else {
+                continue;
+            };
+            let now = self.hub.out(c.conn.key).map_or(0, |q| q.topic_bytes());
+            let new: usize = deliveries.iter().filter(|d| d.0 == s).map(|d| d.2).sum();
+            let expect = pre.topic[s] + new;
+            if now > expect {
+                return Err(self.violation(format!(
+                    "slot {s}: topic bytes {} -> {now} with {new} delivered",
+                    pre.topic[s]
+                )));
+            }
+            if now < expect {
+                *gone = self.shed_frames(s);
+                let n: usize = gone.iter().map(|f| f.wire.len()).sum();
+                if n != expect - now {
                     return Err(self.violation(format!(
-                        "slot {s}: topic bytes {} -> {now} with {new} delivered",
+                        "slot {s}: topic bytes {} -> {now} with {new} delivered, but the frames gone from its queue hold {n} bytes",
                         pre.topic[s]
                     )));
-                }
-                if now < expect {
-                    *gone = self.shed_frames(s);
-                    let n: usize = gone.iter().map(|f| f.wire.len()).sum();
-                    if n != expect - now {
-                        return Err(self.violation(format!(
-                            "slot {s}: topic bytes {} -> {now} with {new} delivered, but the frames gone from its queue hold {n} bytes",
-                            pre.topic[s]
-                        )));
-                    }
                 }
             }
         }

@@ -13,8 +13,9 @@
 //! [`ACTION_KINDS`]) followed by its fields. Action bytes 0-15 are the
 //! TCP-era actions, 16-18 the WebSocket ones, 19 [`Action::Trickle`], 20
 //! [`Action::Shutdown`], which ends the schedule (nothing after it is
-//! decoded), and 21-24 the nodes, names and domains ones (three requests
-//! and [`Action::ConnectWsAt`]). The selector grew from two bytes to four
+//! decoded), 21-24 the nodes, names and domains ones (three requests
+//! and [`Action::ConnectWsAt`]), 25 actions ([`Req::Goal`]), 26 QoS
+//! ([`Req::Qos`]) and 27 parameters ([`Req::Param`]). The selector grew from two bytes to four
 //! with the bounded memory limits, so the seed corpus was regenerated then.
 //!
 //! New kinds only ever go after the old ones, so that [`Action::encode`]'s
@@ -36,6 +37,7 @@ use rosgate_core::limits::{
 };
 use rosgate_core::StatusFilter;
 
+use crate::params::{VALID_PARAM_NAMES, VALID_VALUES};
 use crate::rng::{Bytes, Rng};
 
 /// Client slots the simulation drives (more than some `max_connections`).
@@ -129,11 +131,11 @@ pub const SIM_DOMAINS: [u8; 3] = [0, 3, 7];
 const MAX_ACTIONS: usize = 400;
 
 /// Action bytes are read modulo this.
-pub const ACTION_KINDS: u8 = 27;
+pub const ACTION_KINDS: u8 = 28;
 
 /// Requests a trickle carries: the twelve of the first simulation, the
-/// three of nodes, names and domains, then actions.
-const TRICKLE_KINDS: u8 = 17;
+/// three of nodes, names and domains, then actions, QoS and parameters.
+const TRICKLE_KINDS: u8 = 18;
 
 /// The status filters [`Action::WsStatus`] picks from.
 const FILTERS: [StatusFilter; 3] = [StatusFilter::Errors, StatusFilter::All, StatusFilter::None];
@@ -497,6 +499,23 @@ pub enum Req {
         payload: u16,
         id: u8,
     },
+    /// A parameter request (see `params.rs` and `param_access.rs`), by
+    /// `op % 16`: 0 `declare_parameter`, 1 `set_parameter`, 2
+    /// `undeclare_parameter` (by the owner, for the `"node"` `target`
+    /// picks), 3-5 rosapi's `set_param`, `get_param`, `has_param`,
+    /// `delete_param`, `get_param_names`, 6-8 a node's parameter services,
+    /// 9 an owner's answer to a validation (`extra` picks accept or refuse),
+    /// 10-15 a subscribe or unsubscribe of `/parameter_events`. `name`
+    /// picks the parameter name, `value` the value text, `extra` the
+    /// descriptor and variants.
+    Param {
+        op: u8,
+        target: u8,
+        name: u8,
+        value: u8,
+        extra: u8,
+        id: u8,
+    },
 }
 
 impl Action {
@@ -613,7 +632,7 @@ impl Action {
     /// A random action, weighted towards the interesting ones.
     pub fn random(rng: &mut Rng) -> Action {
         let slot = rng.u8();
-        match rng.below(165) {
+        match rng.below(200) {
             0..=2 => Action::Connect,
             6 => Action::ConnectWsAt {
                 how: rng.below(3) as u8 | (rng.u8() & !3),
@@ -660,7 +679,7 @@ impl Action {
                 let style = if rng.below(3) == 0 { rng.u8() } else { 0 };
                 let cut = rng.u8();
                 let roll = if rng.below(8) == 0 {
-                    111 + rng.below(54)
+                    111 + rng.below(89)
                 } else {
                     24 + rng.below(76)
                 };
@@ -717,6 +736,7 @@ impl Req {
             Req::Named { .. } => 23,
             Req::Goal { .. } => 25,
             Req::Qos { .. } => 26,
+            Req::Param { .. } => 27,
         }
     }
 
@@ -754,6 +774,14 @@ impl Req {
                 topic: b.u8(),
                 spec: b.u8(),
                 payload: b.u16(),
+                id: b.u8(),
+            },
+            27 => Req::Param {
+                op: b.u8(),
+                target: b.u8(),
+                name: b.u8(),
+                value: b.u8(),
+                extra: b.u8(),
                 id: b.u8(),
             },
             4 => Req::Subscribe {
@@ -890,10 +918,18 @@ impl Req {
                 out.extend_from_slice(&payload.to_le_bytes());
                 out.push(*id);
             }
+            Req::Param {
+                op,
+                target,
+                name,
+                value,
+                extra,
+                id,
+            } => out.extend_from_slice(&[*op, *target, *name, *value, *extra, *id]),
         }
     }
 
-    /// The request of a random `Send`, by `roll` (24 to 99, 111 to 124) of
+    /// The request of a random `Send`, by `roll` (24 to 99, 111 to 199) of
     /// [`Action::random`]'s weights.
     fn random(rng: &mut Rng, roll: u64) -> Req {
         // Ids: mostly present (style 1-6), sometimes absent.
@@ -1002,6 +1038,23 @@ impl Req {
                     topic: rng.u8(),
                     spec: rng.u8(),
                     payload: rng.u16(),
+                    id: id(rng),
+                }
+            }
+            165..=199 => {
+                // Owners declaring and setting, others setting and reading
+                // through rosapi and the node services, owners answering
+                // validations; fewer undeclares, listings and watches.
+                const OPS: [u8; 20] = [0, 0, 0, 0, 1, 1, 2, 3, 3, 3, 4, 5, 6, 6, 7, 8, 9, 9, 9, 10];
+                // The top bit of `target` (an owner's operation from any
+                // client, even one without a node) rarely.
+                let target = rng.u8() & if rng.below(8) == 0 { 0xff } else { 0x7f };
+                Req::Param {
+                    op: OPS[rng.below(OPS.len() as u64) as usize],
+                    target,
+                    name: valid_mostly(rng, VALID_PARAM_NAMES),
+                    value: valid_mostly(rng, VALID_VALUES),
+                    extra: rng.u8(),
                     id: id(rng),
                 }
             }

@@ -9,6 +9,10 @@
 //!   calls, registrations, per connection and in all) and the counters of
 //!   closes, refusals, name and node errors and drops agree with the
 //!   model's;
+//! - parameters, after every step too: every domain's store (values,
+//!   types, descriptors, holders) and the `parameters` gauge equal the
+//!   model's, validations in flight count as calls of their requesters,
+//!   and the parameters' bytes are in the ledger's registrations;
 //! - nodes, names and domains, after every step too: each connection is
 //!   in the domain the model says and resolves names when it should; the
 //!   node table holds exactly the model's nodes (per connection in
@@ -29,7 +33,8 @@
 //!   echoed, the 1002, or the 1001 of a shutdown);
 //! - at the end ([`Sim::finish`]): every call got its one response, and
 //!   every table (every domain's registry, the node table) and the whole
-//!   ledger are empty once everyone has left;
+//!   ledger are empty once everyone has left, but for the parameters the
+//!   gateway holds (nobody's);
 //!   after a shutdown, every connection left as soon as its output was
 //!   written and the requests sent meanwhile were ignored.
 
@@ -47,7 +52,7 @@ use rosgate_core::{CloseReason, ConnRef};
 use crate::actions::{Action, Req, MAX_CLIENTS, SIM_DOMAINS};
 use crate::driver::{Sim, COUNTED_ERRORS};
 use crate::goals::{Fate, GoalResp};
-use crate::model::{ReadMode, Resp, Services, ENTRY_BYTES};
+use crate::model::{ReadMode, Services, ENTRY_BYTES};
 
 /// An invariant broken at some step.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -94,6 +99,12 @@ const MODEL_COUNTERS: &[Counter] = &[
     Counter::ThrottleDropped,
     Counter::ReliableWarnings,
     Counter::PeerNotifications,
+    Counter::ParamsDeclared,
+    Counter::ParamSetsAccepted,
+    Counter::ParamSetsRejected,
+    Counter::ParamValidations,
+    Counter::ParamValidationsFailed,
+    Counter::ParamEvents,
 ];
 
 /// Subscribers and publishers of one topic.
@@ -147,6 +158,7 @@ impl Sim {
         self.check_nodes(&g)?;
         self.check_attribution()?;
         self.check_qos()?;
+        self.check_params(&g)?;
         self.check_ledger(&g)?;
         self.check_counters()
     }
@@ -689,20 +701,10 @@ impl Sim {
         if let Some(p) = c.exp.peers.front() {
             return Err(v(format!("slot {slot} never got peers {p:?}")));
         }
-        if let Some((id, r)) = c
-            .exp
-            .responses
-            .iter()
-            .find(|(_, r)| !matches!(r, Resp::Pending(_) | Resp::Waiting(_)))
-        {
+        if let Some((id, r)) = c.exp.responses.iter().find(|(_, r)| !r.unsettled()) {
             return Err(v(format!("slot {slot} never got response id={id}: {r:?}")));
         }
-        if let Some(r) = c
-            .exp
-            .anon_responses
-            .iter()
-            .find(|r| !matches!(r, Resp::Pending(_) | Resp::Waiting(_)))
-        {
+        if let Some(r) = c.exp.anon_responses.iter().find(|r| !r.unsettled()) {
             return Err(v(format!(
                 "slot {slot} never got response without id: {r:?}"
             )));
@@ -880,14 +882,23 @@ impl Sim {
         Ok(())
     }
 
-    /// Every gauge and table is zero once everyone left.
+    /// Every gauge and table is zero once everyone left, but for the
+    /// parameters the gateway holds (nobody's: they outlive every client)
+    /// and the bytes they count for.
     fn check_empty(&self) -> Result<(), Violation> {
         let g = self.hub.gauges();
+        let (held, held_bytes) = self.model.params.held();
         // Every gauge but the budget (a setting, not state) is back to zero.
         let mut all: Vec<u64> = Gauge::ALL
             .iter()
             .filter(|&&x| x != Gauge::MemoryBudgetBytes)
-            .map(|&x| g.get(x))
+            .map(|&x| match x {
+                Gauge::Parameters => g.get(x) - held.min(g.get(x) as usize) as u64,
+                Gauge::MemoryBytes | Gauge::MemoryRegistrationsBytes => {
+                    g.get(x) - held_bytes.min(g.get(x) as usize) as u64
+                }
+                _ => g.get(x),
+            })
             .collect();
         all.extend(
             [
@@ -916,7 +927,10 @@ impl Sim {
             }
         }
         let mem = self.hub.memory();
-        if mem.total() != 0 || self.model.frames_bytes != 0 || !self.model.frames.is_empty() {
+        let held_ok = mem.total() == held_bytes
+            && mem.registrations == held_bytes
+            && g.get(Gauge::Parameters) == held as u64;
+        if !held_ok || self.model.frames_bytes != 0 || !self.model.frames.is_empty() {
             return Err(self.violation(format!(
                 "memory held after everyone left: {mem:?} (model frames {})",
                 self.model.frames_bytes

@@ -43,7 +43,7 @@ pub(crate) const SHUTDOWN_REASON: &str = "gateway shutting down";
 pub(crate) const GOING_AWAY: [u8; 2] = [0x03, 0xE9];
 
 /// The error codes whose counters the model keeps.
-pub(crate) const COUNTED_ERRORS: [ErrorCode; 10] = [
+pub(crate) const COUNTED_ERRORS: [ErrorCode; 12] = [
     ErrorCode::TooDeep,
     ErrorCode::IdTooLong,
     ErrorCode::NameTooLong,
@@ -54,6 +54,8 @@ pub(crate) const COUNTED_ERRORS: [ErrorCode; 10] = [
     ErrorCode::InvalidDomain,
     ErrorCode::DuplicateNode,
     ErrorCode::UnknownNode,
+    ErrorCode::BadParameter,
+    ErrorCode::BadArgs,
 ];
 
 /// What a WebSocket URL's query declares, as the model reads it.
@@ -319,6 +321,53 @@ counts! {
     /// Peer counts owed to publishers, and received.
     peer_notifications,
     peers_received,
+    /// Parameters declared by owners, undeclared, set by their owners.
+    params_declared,
+    params_undeclared,
+    params_set_by_owner,
+    /// Changes applied for others: of owned parameters, and of parameters
+    /// the gateway holds (created or changed); held ones deleted.
+    param_sets_by_others,
+    held_params_set,
+    held_params_deleted,
+    /// Changes refused (by others' requests), and why (owners' refused
+    /// operations included).
+    param_sets_rejected,
+    param_undeclared_refusals,
+    param_read_only_refusals,
+    param_type_refusals,
+    param_range_refusals,
+    /// Declarations refused because another connection's node of that
+    /// name owns the table, and declarations that took a value the gateway
+    /// held.
+    param_owner_refusals,
+    held_overrides,
+    /// Reads (rosapi `get_param`, `get_parameters`), of them reads of a
+    /// parameter an owned node did not declare; node service calls;
+    /// atomic sets.
+    param_reads,
+    param_unset_reads,
+    param_node_service_calls,
+    atomic_sets,
+    /// Validations sent to owners, received by them, accepted, rejected,
+    /// timed out, failed as their owner left; sets refused because the
+    /// owner could not validate.
+    param_validations,
+    param_validations_received,
+    param_validations_accepted,
+    param_validations_rejected,
+    param_validation_timeouts,
+    param_validations_owner_gone,
+    param_cannot_validate,
+    /// Parameters that went with their node or owner.
+    params_dropped,
+    /// Parameter events published, and received by watchers.
+    param_events,
+    param_events_received,
+    /// Requests naming a node whose parameters are in another domain only;
+    /// node services called under no node while global parameters exist.
+    params_isolated,
+    global_not_a_node,
 }
 
 /// The simulation: a hub, a fake clock and the model. See the crate docs.
@@ -512,6 +561,16 @@ impl Sim {
                     Req::Goal { op, .. } if matches!(op % 8, 4 | 5) => self
                         .model
                         .goal_holder(*slot)
+                        .or_else(|| self.model.resolve(*slot)),
+                    // Validation answers from an owner that was sent one.
+                    Req::Param { op, .. } if op % 16 == 9 => self
+                        .validation_holder(*slot)
+                        .or_else(|| self.model.resolve(*slot)),
+                    // An owner's operations mostly from a client with a
+                    // node.
+                    Req::Param { op, target, .. } if op % 16 <= 2 && target & 0x80 == 0 => self
+                        .model
+                        .with_nodes(*slot)
                         .or_else(|| self.model.resolve(*slot)),
                     _ => self.model.resolve(*slot),
                 };
@@ -820,6 +879,7 @@ impl Sim {
         self.model
             .fail_calls_where_why(|_| true, Some(SHUTDOWN_REASON));
         self.shutdown_goals();
+        self.shutdown_params();
         self.model.draining = true;
         self.failed_shutdown += alive;
         self.counts.shutdowns += 1;
@@ -841,6 +901,7 @@ impl Sim {
         self.model.fail_calls_where(|c| c.due_tick <= tick_now);
         self.expire_goals(tick_now);
         self.expire_waiting(tick_now);
+        self.expire_validations(tick_now);
         if self.hub.has_backlog() {
             return Err(self.violation(format!(
                 "expire left timed-out calls for later with {} in flight",
@@ -987,6 +1048,7 @@ impl Sim {
                 if self.hub.conn_ref(key).is_some_and(|r| r.gen == gen) {
                     return Err(self.violation("free left the connection in place"));
                 }
+                self.params_leave(slot);
                 self.goals_leave(slot);
                 self.model.close(slot);
                 self.sync_topics();

@@ -46,7 +46,11 @@ const NO_VALUES_FAILURE: &str = "the provider reported a failure";
 /// an object `values` is a success whatever `result` says; other `values`
 /// keep their `result`; no `values` with `result: false` is a failure with
 /// a reason text; no `values` otherwise is `{}`.
-fn answer_as_read(rosbridge: bool, values: Option<Value>, result: &str) -> (Value, Value) {
+pub(crate) fn answer_as_read(
+    rosbridge: bool,
+    values: Option<Value>,
+    result: &str,
+) -> (Value, Value) {
     let parsed: Value = serde_json::from_str(result).expect("result JSON");
     match values {
         Some(v) if rosbridge && v.is_object() => (v, Value::Bool(true)),
@@ -132,6 +136,7 @@ impl Sim {
                 }
             }
             Effect::Goal(op) => self.apply_goal(slot, op)?,
+            Effect::Param(op) => self.apply_param(slot, op),
             Effect::Respond {
                 id,
                 values,
@@ -332,6 +337,7 @@ impl Sim {
                 self.after_leave(slot, sub, &t);
             }
         }
+        self.drop_node_params(slot, &node);
         let c = self.model.client_mut(slot);
         let me = c.conn;
         self.model
@@ -423,6 +429,9 @@ impl Sim {
             let outcome = Resp::Stats(self.model.gauges());
             return self.expect_response(slot, id, outcome);
         }
+        if self.rosapi_param_call(slot, &name, &args, id.clone()) {
+            return;
+        }
         let Some((_, name)) = self.resolved(slot, &name, node, id.as_ref()) else {
             return;
         };
@@ -490,6 +499,8 @@ impl Sim {
             Resp::Pending(k)
         } else if name.ends_with(CANCEL_GOAL_SUFFIX) {
             self.cancel_goal_service(slot, &name)
+        } else if let Some(r) = self.node_param_call(slot, domain, &name, &args_text, id.clone()) {
+            r
         } else if wait {
             let g = GoalSend {
                 name,
@@ -553,6 +564,12 @@ impl Sim {
     ) -> Result<(), Violation> {
         let me = self.model.client(slot).conn;
         let rosbridge = self.model.client(slot).rosbridge();
+        if let Some(&Fwd::Validation(v)) = id.and_then(|id| self.model.rg_map.get(&id.raw)) {
+            if self.validating_at(v, me) {
+                self.answer_validation(slot, v, values, result);
+                return Ok(());
+            }
+        }
         let call = match id.and_then(|id| self.model.rg_map.get(&id.raw)) {
             Some(&Fwd::Call(k))
                 if self.model.calls[k].alive && self.model.calls[k].provider == me =>

@@ -1,7 +1,10 @@
 //! The expected-state model, kept independently of the hub's tables: the
 //! live clients (their transport, what each registered, how it reads,
 //! every line it is owed), the services and their providers, and every
-//! call with its caller, provider, deadline and fate.
+//! call with its caller, provider, deadline and fate (goals, waiting
+//! requests and parameters, with the validations sent to their owners,
+//! are modelled in `goals.rs`, `params.rs` and `param_access.rs`;
+//! validations count among their requesters' calls here).
 //!
 //! Two kinds of client share the routing: NDJSON over TCP (the protocol
 //! file: registrations per connection, every status) and rosbridge over
@@ -41,6 +44,7 @@ use rosgate_wire::encode;
 use crate::actions::MAX_CLIENTS;
 use crate::goals::{Fate, GoalModel, GoalResp, WaitModel};
 use crate::names::NodeModel;
+use crate::params::ParamsModel;
 use crate::qos::{PubState, SubState, ThrottleTimer};
 use crate::requests::Effect;
 use crate::ws::Answer;
@@ -138,14 +142,33 @@ pub(crate) enum Resp {
     /// Answered by the gateway itself with exactly these `values` (and
     /// `result: true`).
     Builtin { service: String, values: Value },
+    /// Answered by the gateway with `result: true` and `values` that match
+    /// this pattern (see [`crate::param_access::matches`]).
+    Shape { service: String, values: Value },
+    /// A parameter change waiting for its owner's validation (model
+    /// validation index).
+    Validating(usize),
+}
+
+impl Resp {
+    /// Not settled yet: in flight, waiting for a provider, or for an
+    /// owner's validation.
+    pub fn unsettled(&self) -> bool {
+        matches!(
+            self,
+            Resp::Pending(_) | Resp::Waiting(_) | Resp::Validating(_)
+        )
+    }
 }
 
 /// Something forwarded to a provider or action server, in order: a call
-/// (model call index) or a goal (model goal index).
+/// (model call index), a goal (model goal index) or a parameter
+/// validation to the parameters' owner (model validation index).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Fwd {
     Call(usize),
     Goal(usize),
+    Validation(usize),
 }
 
 /// The level of a status.
@@ -325,6 +348,8 @@ pub(crate) struct Client {
     pub learned: Vec<String>,
     /// Raw gateway ids of the goals this client was sent.
     pub learned_goals: Vec<String>,
+    /// Raw provider-side ids of the validations this client was sent.
+    pub learned_validations: Vec<String>,
     /// Model of the hub's `out_since`: last write progress, or when output
     /// became pending (clock offset).
     pub out_since: Duration,
@@ -381,6 +406,7 @@ impl Client {
             exp: Expect::default(),
             learned: Vec::new(),
             learned_goals: Vec::new(),
+            learned_validations: Vec::new(),
             out_since: at,
             empty_at_start: true,
             wrote: false,
@@ -618,6 +644,8 @@ pub(crate) struct Model {
     pub goals: Vec<GoalModel>,
     /// Every request that waited for a provider, in arrival order.
     pub waiting: Vec<WaitModel>,
+    /// Parameters of every domain, and validations sent to their owners.
+    pub params: ParamsModel,
     /// What the hub's counters of actions, parameters and QoS must read.
     pub counted: [u64; Counter::COUNT],
     /// Topic entries held now (domain, name), and how many times each
@@ -666,6 +694,7 @@ impl Model {
             actions: BTreeMap::new(),
             goals: Vec::new(),
             waiting: Vec::new(),
+            params: ParamsModel::default(),
             counted: [0; Counter::COUNT],
             topics_held: BTreeSet::new(),
             epochs: BTreeMap::new(),
@@ -719,7 +748,7 @@ impl Model {
             .filter(|g| g.fate == Fate::Alive && g.caller == caller)
             .map(GoalModel::bytes)
             .sum();
-        calls + goals
+        calls + goals + self.params.validation_bytes(Some(caller))
     }
 
     /// Bytes every call, goal (orphans included) and waiting request
@@ -743,7 +772,7 @@ impl Model {
             .filter(|w| w.alive)
             .map(WaitModel::bytes)
             .sum();
-        calls + goals + waiting
+        calls + goals + waiting + self.params.validation_bytes(None)
     }
 
     /// Counts one event of `c` the hub must count too.
@@ -815,7 +844,7 @@ impl Model {
     }
 
     /// Bytes every registration counts for, topic entries (one per domain
-    /// and name) and declared nodes included.
+    /// and name), declared nodes and parameters included.
     pub fn reg_bytes(&self) -> usize {
         let mut topics = BTreeSet::new();
         let mut total = 0;
@@ -828,7 +857,7 @@ impl Model {
             .iter()
             .map(|(_, t)| TOPIC_BYTES + 2 * t.len() + encode::publish_prefix(t).len())
             .sum();
-        total + topic_bytes
+        total + topic_bytes + self.params.bytes()
     }
 
     /// Bytes the declared nodes count for.
@@ -870,6 +899,16 @@ impl Model {
             .find(|&i| self.clients[i].is_some())
     }
 
+    /// From `slot` on, the first live client that declared a node.
+    pub fn with_nodes(&self, slot: u8) -> Option<usize> {
+        let s = slot as usize % MAX_CLIENTS;
+        (0..MAX_CLIENTS).map(|i| (s + i) % MAX_CLIENTS).find(|&i| {
+            self.clients[i]
+                .as_ref()
+                .is_some_and(|c| !c.nodes.is_empty())
+        })
+    }
+
     /// From `slot` on, the first live WebSocket client.
     pub fn resolve_ws(&self, slot: u8) -> Option<usize> {
         let s = slot as usize % MAX_CLIENTS;
@@ -909,20 +948,25 @@ impl Model {
         })
     }
 
-    /// Calls in flight made by `conn`.
+    /// Calls in flight made by `conn` (validations it asked for
+    /// included: they are calls of the requester).
     pub fn calls_made(&self, conn: ConnRef) -> usize {
-        self.calls
+        let calls = self
+            .calls
             .iter()
             .filter(|x| x.alive && x.caller == conn)
-            .count()
+            .count();
+        calls + self.params.validations_where(|v| v.caller == conn)
     }
 
-    /// Calls in flight forwarded to `conn`.
+    /// Calls in flight forwarded to `conn` (validations included).
     pub fn calls_served(&self, conn: ConnRef) -> usize {
-        self.calls
+        let calls = self
+            .calls
             .iter()
             .filter(|x| x.alive && x.provider == conn)
-            .count()
+            .count();
+        calls + self.params.validations_where(|v| v.owner == conn)
     }
 
     /// `slot` is owed one status, matched by `id` if it has one, unless
@@ -1036,7 +1080,8 @@ impl Model {
         [
             self.live().count() as u64,
             (self.calls.iter().filter(|c| c.alive).count()
-                + self.goals.iter().filter(|g| g.in_table()).count()) as u64,
+                + self.goals.iter().filter(|g| g.in_table()).count()
+                + self.params.validations_where(|_| true)) as u64,
             topics.len() as u64,
             subs as u64,
             pubs as u64,

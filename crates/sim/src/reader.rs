@@ -9,7 +9,7 @@
 
 use serde_json::Value;
 
-use rosgate_core::hub::STATS_SERVICE;
+use rosgate_core::hub::{PARAMETER_EVENTS, STATS_SERVICE};
 
 use crate::checks::Violation;
 use crate::driver::Sim;
@@ -209,6 +209,9 @@ impl Sim {
         let publish = v["op"] == "publish";
         if publish {
             self.counts.publishes_received += 1;
+            if v["topic"] == PARAMETER_EVENTS {
+                self.counts.param_events_received += 1;
+            }
         }
         if self.model.client(slot).rosbridge() {
             self.counts.ws_publishes_received += 1;
@@ -290,11 +293,15 @@ impl Sim {
     /// A call forwarded to `slot` as provider: the next one owed, with the
     /// caller's service and args and a provider-side id never seen before.
     fn on_forwarded_call(&mut self, slot: usize, line: &[u8], v: &Value) -> Result<(), Violation> {
-        let Some(Fwd::Call(k)) = self.model.client_mut(slot).exp.forwards.pop_front() else {
-            return Err(self.violation(format!(
-                "slot {slot} got a call it was not the provider for: {}",
-                show(line)
-            )));
+        let k = match self.model.client_mut(slot).exp.forwards.pop_front() {
+            Some(Fwd::Call(k)) => k,
+            Some(Fwd::Validation(x)) => return self.on_forwarded_validation(slot, x, line, v),
+            _ => {
+                return Err(self.violation(format!(
+                    "slot {slot} got a call it was not the provider for: {}",
+                    show(line)
+                )))
+            }
         };
         let call = &self.model.calls[k];
         let id_raw = match v.get("id") {
@@ -340,7 +347,7 @@ impl Sim {
         let expected = match v.get("id") {
             Some(id) => e.responses.remove(&canon(id)),
             None => {
-                let settled = |r: &Resp| !matches!(r, Resp::Pending(_));
+                let settled = |r: &Resp| !r.unsettled();
                 let found = e
                     .anon_responses
                     .iter()
@@ -371,7 +378,12 @@ impl Sim {
             }
             Resp::Failure { .. } => self.counts.responses_failed += 1,
             Resp::Success { .. } => self.counts.responses_ok += 1,
-            Resp::Pending(_) | Resp::Stats(_) | Resp::Waiting(_) | Resp::Builtin { .. } => {}
+            Resp::Pending(_)
+            | Resp::Stats(_)
+            | Resp::Waiting(_)
+            | Resp::Builtin { .. }
+            | Resp::Shape { .. }
+            | Resp::Validating(_) => {}
         }
         Ok(())
     }
@@ -387,6 +399,17 @@ fn mismatch(r: &Resp, v: &Value) -> Option<String> {
         Resp::Waiting(w) => Some(format!(
             "response while request {w} still waits for a provider"
         )),
+        Resp::Validating(x) => Some(format!(
+            "response while validation {x} still waits for the parameters' owner"
+        )),
+        Resp::Shape { service: s, values } => {
+            let ok = service == Some(s.as_str())
+                && result == Some(&Value::Bool(true))
+                && v.get("values")
+                    .is_some_and(|x| crate::param_access::matches(values, x));
+            (!ok)
+                .then(|| format!("expected service {s:?} result true and values matching {values}"))
+        }
         Resp::Builtin { service: s, values } => {
             let ok = service == Some(s.as_str())
                 && result == Some(&Value::Bool(true))

@@ -172,6 +172,8 @@ pub(crate) enum Effect {
     },
     /// An action request (see `goals.rs`).
     Goal(crate::goals::GoalOp),
+    /// A parameter operation of a node's owner (see `params.rs`).
+    Param(crate::params::ParamOp),
     Respond {
         id: Option<Id>,
         /// `None`: the response has no `values` member.
@@ -590,6 +592,14 @@ impl Sim {
                 payload,
                 id,
             } => self.qos_request(slot, f, *op, *topic, *spec, *payload, *id),
+            Req::Param {
+                op,
+                target,
+                name,
+                value,
+                extra,
+                id,
+            } => self.param_request(slot, f, *op, *target, *name, *value, *extra, *id),
             Req::Malformed { kind, id } => {
                 let id = self.fresh_id(slot, *id);
                 if rosbridge && kind % 16 == 3 {
@@ -817,7 +827,7 @@ impl Sim {
 
     /// `declare_node` with the table entries `picks` selects (name,
     /// namespace, remap rules, domain field).
-    fn declare_request(
+    pub(crate) fn declare_request(
         &mut self,
         slot: usize,
         f: Form,

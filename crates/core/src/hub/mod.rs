@@ -244,6 +244,11 @@ impl Hub {
         self.registries.get(domain)
     }
 
+    /// The parameters of `domain` (owned and held by the gateway).
+    pub fn params_in(&self, domain: Domain) -> &crate::params::ParamStore {
+        self.params.store(domain)
+    }
+
     /// The declared nodes.
     pub fn nodes(&self) -> &Nodes {
         &self.nodes

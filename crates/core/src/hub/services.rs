@@ -282,15 +282,18 @@ impl Hub {
         self.counters.inc(Counter::CallsAnswered);
         let latency = now.saturating_duration_since(call.started()).as_secs_f64();
         self.counters.observe(Hist::CallLatency, latency);
-        if self.params_validation_answer(&call, values, result, now) {
-            return;
-        }
         let (values, result) = if rosbridge {
             rosbridge_outcome(values, result)
         } else {
             // The strict dialect always has `values`.
             (values.map_or(EMPTY_ARGS, Raw::get), result.get())
         };
+        // A validation is read like any answer of the owner's dialect (a
+        // rosbridge `values` object is a success whatever `result` says).
+        let read = (Raw::from_valid_json(values), Raw::from_valid_json(result));
+        if self.params_validation_answer(&call, Some(read.0), read.1, now) {
+            return;
+        }
         let mut out = std::mem::take(&mut self.scratch);
         out.clear();
         encode::service_response(
