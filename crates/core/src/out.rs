@@ -279,8 +279,10 @@ impl OutQueue {
         self.limits.as_ref().map_or(0, |l| l.reliable_bytes)
     }
 
-    /// Drops the oldest entries of `topic` until its depth holds (never
-    /// the partly written head).
+    /// Drops the oldest entries of `topic` until its depth holds. The
+    /// partly written head is being delivered, not waiting: it is never
+    /// dropped and does not count against the depth (counting it made a
+    /// depth of 1 drop the newest message, the only one left to drop).
     fn keep_last(&mut self, topic: u32) -> Dropped {
         let Some((depth, queued)) = self
             .limits
@@ -289,8 +291,12 @@ impl OutQueue {
         else {
             return Dropped::default();
         };
-        let mut excess = queued.saturating_sub(depth);
         let head_off = self.head_off;
+        let in_flight = match self.q.front() {
+            Some(e) if head_off > 0 && e.topic == topic => e.msgs,
+            _ => 0,
+        };
+        let mut excess = queued.saturating_sub(in_flight).saturating_sub(depth);
         let mut d = self.drop_where(
             |t, _| {
                 if t == topic && excess > 0 {
@@ -665,6 +671,31 @@ mod tests {
         let d = q.push_topic(frame(10), 1, 1, 1000);
         assert_eq!(d.frames, 1, "the 5000-byte frame goes");
         assert_eq!(q.topic_bytes(), 99 + 10);
+    }
+
+    #[test]
+    fn a_partly_written_message_does_not_count_against_the_depth() {
+        let mut q = OutQueue::new();
+        q.set_topic_qos(1, Some(1), false);
+        q.push_topic(frame(100), 1, 1, 10_000);
+        q.consume(1);
+        let d = q.push_topic(frame(50), 1, 1, 10_000);
+        assert_eq!(d, Dropped::default(), "the head is being written: 50 waits");
+        let d = q.push_topic(frame(60), 1, 1, 10_000);
+        assert_eq!(
+            (d.frames, d.by_depth, d.bytes),
+            (1, 1, 50),
+            "the older waiting one goes"
+        );
+        assert_eq!(q.topic_bytes(), 99 + 60);
+        q.consume(99);
+        let d = q.push_topic(frame(70), 1, 1, 10_000);
+        assert_eq!(
+            (d.by_depth, d.bytes),
+            (1, 60),
+            "depth 1 once the head is written"
+        );
+        assert_eq!(q.topic_bytes(), 70);
     }
 
     #[test]

@@ -65,6 +65,7 @@ pub(crate) struct Pre {
     dropped: u64,
     dropped_bytes: u64,
     for_memory: u64,
+    by_depth: u64,
     /// Topic bytes queued per slot.
     topic: [usize; MAX_CLIENTS],
 }
@@ -101,6 +102,7 @@ impl Sim {
             dropped: st.get(Counter::Dropped),
             dropped_bytes: st.get(Counter::DroppedBytes),
             for_memory: st.get(Counter::DroppedForMemory),
+            by_depth: st.get(Counter::DepthDropped),
             topic,
         }
     }
@@ -109,51 +111,67 @@ impl Sim {
     /// model up to date: frames shed leave it, closes are recorded.
     pub(crate) fn after_call(&mut self, cause: Cause, pre: Pre) -> Result<(), Violation> {
         let deliveries = std::mem::take(&mut self.deliveries);
+        let uncounted = std::mem::take(&mut self.uncounted);
+        let depth_drops = std::mem::take(&mut self.depth_drops);
+        let reliable_closes = std::mem::take(&mut self.reliable_closes);
         let st = self.hub.counters();
         let delivered = st.get(Counter::Delivered) - pre.delivered;
         let dropped = st.get(Counter::Dropped) - pre.dropped;
         let dropped_bytes = st.get(Counter::DroppedBytes) - pre.dropped_bytes;
         let for_memory = st.get(Counter::DroppedForMemory) - pre.for_memory;
-        if delivered != deliveries.len() as u64 {
+        let by_depth = st.get(Counter::DepthDropped) - pre.by_depth;
+        if delivered + uncounted != deliveries.len() as u64 {
             return Err(self.violation(format!(
-                "delivered grew by {delivered}, the model queued {} frames",
+                "delivered grew by {delivered}, the model queued {} frames, {uncounted} of them latched (counted apart)",
                 deliveries.len()
             )));
         }
         // Which frames left which queue (nothing is written in a call; a
-        // freed queue went whole, with its client).
+        // freed queue went whole, with its client, which has left the
+        // model: the others may have been queued the events of its
+        // parameters going).
         let mut removed: Vec<Vec<TopicFrame>> = vec![Vec::new(); MAX_CLIENTS];
-        if !matches!(cause, Cause::Free) {
-            for (s, gone) in removed.iter_mut().enumerate() {
-                let Some(c) = &self.model.clients[s] else {
-                    continue;
-                };
-                let now = self.hub.out(c.conn.key).map_or(0, |q| q.topic_bytes());
-                let new: usize = deliveries.iter().filter(|d| d.0 == s).map(|d| d.2).sum();
-                let expect = pre.topic[s] + new;
-                if now > expect {
+        for (s, gone) in removed.iter_mut().enumerate() {
+            let Some(c) = &self.model.clients[s] else {
+                continue;
+            };
+            let now = self.hub.out(c.conn.key).map_or(0, |q| q.topic_bytes());
+            let new: usize = deliveries.iter().filter(|d| d.0 == s).map(|d| d.2).sum();
+            let expect = pre.topic[s] + new;
+            if now > expect {
+                return Err(self.violation(format!(
+                    "slot {s}: topic bytes {} -> {now} with {new} delivered",
+                    pre.topic[s]
+                )));
+            }
+            if now < expect {
+                *gone = self.shed_frames(s);
+                let n: usize = gone.iter().map(|f| f.wire.len()).sum();
+                if n != expect - now {
                     return Err(self.violation(format!(
-                        "slot {s}: topic bytes {} -> {now} with {new} delivered",
+                        "slot {s}: topic bytes {} -> {now} with {new} delivered, but the frames gone from its queue hold {n} bytes",
                         pre.topic[s]
                     )));
-                }
-                if now < expect {
-                    *gone = self.shed_frames(s);
-                    let n: usize = gone.iter().map(|f| f.wire.len()).sum();
-                    if n != expect - now {
-                        return Err(self.violation(format!(
-                            "slot {s}: topic bytes {} -> {now} with {new} delivered, but the frames gone from its queue hold {n} bytes",
-                            pre.topic[s]
-                        )));
-                    }
                 }
             }
         }
         let n_removed: usize = removed.iter().map(Vec::len).sum();
         let bytes_removed: usize = removed.iter().flatten().map(|f| f.wire.len()).sum();
         if dropped != n_removed as u64 || dropped_bytes != bytes_removed as u64 {
+            let lost: Vec<(usize, String)> = removed
+                .iter()
+                .enumerate()
+                .flat_map(|(s, g)| {
+                    g.iter().map(move |f| {
+                        (
+                            s,
+                            String::from_utf8_lossy(&f.line[..f.line.len().min(60)]).into_owned(),
+                        )
+                    })
+                })
+                .collect();
             return Err(self.violation(format!(
-                "dropped grew by {dropped} ({dropped_bytes} bytes), {n_removed} frames ({bytes_removed} bytes) left the queues"
+                "dropped grew by {dropped} ({dropped_bytes} bytes), {n_removed} frames ({bytes_removed} bytes) left the queues: {lost:?}"
             )));
         }
         // The ledger counts each shared frame once, while any queue holds it.
@@ -166,18 +184,53 @@ impl Sim {
                 mem.frames
             )));
         }
+        // Frames dropped by their subscription's depth, as predicted when
+        // they were queued; the rest by the queue limit or the budget. When
+        // a slot got several frames in the call and also shed by its
+        // limit, the limit may have made some predicted drops unneeded.
+        let mut not_depth: Vec<Vec<TopicFrame>> = vec![Vec::new(); MAX_CLIENTS];
+        let (mut depth_min, mut depth_max) = (0, 0);
+        for (s, gone) in removed.iter().enumerate() {
+            let want: BTreeSet<u64> = depth_drops
+                .iter()
+                .filter(|d| d.0 == s)
+                .map(|d| d.1)
+                .collect();
+            let got: BTreeSet<u64> = gone.iter().map(|f| f.msg).collect();
+            not_depth[s] = gone
+                .iter()
+                .filter(|f| !want.contains(&f.msg))
+                .cloned()
+                .collect();
+            let several = deliveries.iter().filter(|d| d.0 == s).count() > 1;
+            let relaxed = several && !not_depth[s].is_empty();
+            if !relaxed && !want.is_subset(&got) {
+                return Err(self.violation(format!(
+                    "slot {s}: its subscriptions' depth drops frames {want:?}, it lost {got:?}"
+                )));
+            }
+            depth_max += want.len();
+            depth_min += if relaxed { 0 } else { want.len() };
+        }
+        if (by_depth as usize) < depth_min || by_depth as usize > depth_max {
+            return Err(self.violation(format!(
+                "depth_dropped grew by {by_depth}, the model's depths drop {depth_min} to {depth_max}"
+            )));
+        }
+        self.counts.depth_dropped += by_depth;
         let enforced = matches!(
             cause,
             Cause::Bytes { enforce: true, .. } | Cause::Expire { .. }
         );
         let verdict = if enforced {
-            self.predict_memory(&removed, released)
+            let released = self.released_at_enforce(&not_depth, &removed);
+            self.predict_memory(&not_depth, released)
         } else {
             Verdict::default()
         };
         // Each frame shed by the policy that may shed it.
         let mut shed_for_memory = 0;
-        for (s, gone) in removed.iter().enumerate() {
+        for (s, gone) in not_depth.iter().enumerate() {
             match verdict.shed.iter().find(|(x, _)| *x == s) {
                 Some((_, want)) => {
                     let got: BTreeSet<u64> = gone.iter().map(|f| f.msg).collect();
@@ -199,7 +252,8 @@ impl Sim {
             let c = self.model.client(s);
             let entries = c.exp.topic.len() - removed[s].len();
             let bytes = self.hub.out(c.conn.key).map_or(0, |q| q.topic_bytes());
-            let cost = bytes + ENTRY_BYTES * entries;
+            let cost =
+                (bytes + ENTRY_BYTES * entries).saturating_sub(self.protected_cost(s, &removed[s]));
             let cap = self.limits.max_queue_bytes;
             if cost > cap.max(len + self.max_frame + 2 * ENTRY_BYTES) {
                 return Err(self.violation(format!(
@@ -221,7 +275,51 @@ impl Sim {
             }
         }
         self.counts.memory_shed_frames += shed_for_memory as u64;
-        self.detect_closes(&cause, &verdict.close)
+        self.detect_closes(&cause, &verdict.close, &reliable_closes)
+    }
+
+    /// What reliable frames still queued to `slot` cost (bytes and
+    /// entries): never shed, they may hold it past its limit.
+    fn protected_cost(&self, slot: usize, gone: &[TopicFrame]) -> usize {
+        let c = self.model.client(slot);
+        c.exp
+            .topic
+            .iter()
+            .filter(|f| f.topic.as_ref().is_some_and(|b| c.reliable.contains(b)))
+            .filter(|f| !gone.iter().any(|g| g.msg == f.msg))
+            .map(|f| f.wire.len() + ENTRY_BYTES)
+            .sum()
+    }
+
+    /// Bytes of the shared frames the budget's enforcement freed: those
+    /// whose every holder at that moment (after the depth drops, made as
+    /// they were queued) lost them in `shed`.
+    fn released_at_enforce(&self, shed: &[Vec<TopicFrame>], removed: &[Vec<TopicFrame>]) -> usize {
+        let mut by_depth: HashMap<(u64, bool), u32> = HashMap::new();
+        for (s, gone) in removed.iter().enumerate() {
+            for f in gone {
+                if !shed[s].iter().any(|x| x.msg == f.msg) {
+                    *by_depth.entry(f.key()).or_default() += 1;
+                }
+            }
+        }
+        let mut lost: HashMap<(u64, bool), u32> = HashMap::new();
+        for f in shed.iter().flatten() {
+            *lost.entry(f.key()).or_default() += 1;
+        }
+        lost.iter()
+            .filter_map(|(k, &n)| {
+                let &(len, holders) = self.model.frames.get(k)?;
+                let left = holders - by_depth.get(k).copied().unwrap_or(0);
+                (left == n).then_some(len)
+            })
+            .sum()
+    }
+
+    /// The partly written head of `slot`'s hub queue, if it is one of the
+    /// model's topic frames.
+    pub(crate) fn peek_head_msg(&self, slot: usize) -> Option<u64> {
+        self.peek(slot).head
     }
 
     /// Frames that left `slot`'s queue without being written: the model's
@@ -324,7 +422,7 @@ impl Sim {
             .out(self.model.client(slot).conn.key)
             .map_or(0, |q| q.topic_bytes());
         let entries = self.model.client(slot).exp.topic.len() - gone.len();
-        let cost = after + ENTRY_BYTES * entries;
+        let cost = (after + ENTRY_BYTES * entries).saturating_sub(self.protected_cost(slot, gone));
         if cost > cap.max(len + self.max_frame + 2 * ENTRY_BYTES) {
             return Err(self.violation(format!(
                 "slot {slot}: {after} topic bytes in {entries} entries queued after shedding, limit {cap}"
@@ -408,8 +506,11 @@ impl Sim {
             let peek = self.peek(s);
             let keep = [peek.head, peek.last];
             let mut lose = BTreeSet::new();
-            for f in &self.model.client(s).exp.topic {
-                if keep.contains(&Some(f.msg)) {
+            let c = self.model.client(s);
+            for f in &c.exp.topic {
+                // Reliable frames are never shed.
+                let reliable = f.topic.as_ref().is_some_and(|b| c.reliable.contains(b));
+                if keep.contains(&Some(f.msg)) || reliable {
                     continue;
                 }
                 lose.insert(f.msg);
@@ -427,9 +528,14 @@ impl Sim {
             return v;
         }
         // 2. The biggest holders of the rest.
+        // What each holds now, after the shedding (the frames `removed` are
+        // out of its queue already, entries included).
         let mut big: Vec<(usize, u32, usize)> = (0..MAX_CLIENTS)
             .filter(|&s| open[s])
-            .map(|s| (self.held_by(s), self.model.client(s).conn.key, s))
+            .map(|s| {
+                let held = self.held_by(s) - ENTRY_BYTES * removed[s].len();
+                (held, self.model.client(s).conn.key, s)
+            })
             .filter(|&(held, _, _)| held > 0)
             .collect();
         big.sort_unstable_by(|a, b| b.cmp(a));
@@ -498,7 +604,12 @@ impl Sim {
     ///   at the limit;
     /// - `shutdown`: during a shutdown, exactly the connections whose
     ///   output is all written.
-    fn detect_closes(&mut self, cause: &Cause, mp: &[usize]) -> Result<(), Violation> {
+    fn detect_closes(
+        &mut self,
+        cause: &Cause,
+        mp: &[usize],
+        reliable: &[usize],
+    ) -> Result<(), Violation> {
         let max_control = self.limits.max_control_bytes;
         for s in 0..MAX_CLIENTS {
             let Some(c) = self.model.clients[s].as_ref().filter(|c| c.is_open()) else {
@@ -545,6 +656,7 @@ impl Sim {
                     matches!(cause, Cause::Expire { sweep: Some(p) } if p[s] == Some(r))
                 }
                 CloseReason::MemoryPressure => mp.contains(&s),
+                CloseReason::ReliableOverflow => reliable.contains(&s),
                 CloseReason::Evicted => matches!(cause, Cause::Open { victim: Some(v) } if *v == s),
                 CloseReason::Shutdown => matches!(cause, Cause::Drained) && empty,
                 _ => false,
@@ -591,6 +703,14 @@ impl Sim {
             }
             _ => {}
         }
+        for &s in reliable {
+            let got = closing(self, s);
+            if got.is_none() {
+                return Err(self.violation(format!(
+                    "slot {s}: its reliable backlog is past twice the queue limit, yet it stays open"
+                )));
+            }
+        }
         for &s in mp {
             if closing(self, s) != Some(CloseReason::MemoryPressure) {
                 return Err(self.violation(format!(
@@ -618,6 +738,7 @@ impl Sim {
             CloseReason::MemoryPressure => c.closes_memory += 1,
             CloseReason::Evicted => c.evictions += 1,
             CloseReason::Shutdown => c.closes_drained += 1,
+            CloseReason::ReliableOverflow => c.reliable_overflows += 1,
             _ => {}
         }
     }

@@ -13,8 +13,9 @@
 //! [`ACTION_KINDS`]) followed by its fields. Action bytes 0-15 are the
 //! TCP-era actions, 16-18 the WebSocket ones, 19 [`Action::Trickle`], 20
 //! [`Action::Shutdown`], which ends the schedule (nothing after it is
-//! decoded), and 21-24 the nodes, names and domains ones (three requests
-//! and [`Action::ConnectWsAt`]). The selector grew from two bytes to four
+//! decoded), 21-24 the nodes, names and domains ones (three requests
+//! and [`Action::ConnectWsAt`]), 25 actions ([`Req::Goal`]), 26 QoS
+//! ([`Req::Qos`]) and 27 parameters ([`Req::Param`]). The selector grew from two bytes to four
 //! with the bounded memory limits, so the seed corpus was regenerated then.
 //!
 //! New kinds only ever go after the old ones, so that [`Action::encode`]'s
@@ -30,11 +31,13 @@ use std::time::Duration;
 use rosgate_core::hub::STATS_SERVICE;
 use rosgate_core::limits::{
     Limits, DEFAULT_CONTROL_SOFT_BYTES, DEFAULT_CONTROL_SOFT_MS, DEFAULT_HANDSHAKE_TIMEOUT_MS,
-    DEFAULT_MAX_ADVERTISEMENTS_PER_CONN, DEFAULT_MAX_MEMORY_BYTES, DEFAULT_MAX_SERVICES_PER_CONN,
+    DEFAULT_MAX_ACTIONS_PER_CONN, DEFAULT_MAX_ADVERTISEMENTS_PER_CONN, DEFAULT_MAX_GOALS_PER_CONN,
+    DEFAULT_MAX_GOALS_PER_SERVER, DEFAULT_MAX_MEMORY_BYTES, DEFAULT_MAX_SERVICES_PER_CONN,
     DEFAULT_MAX_SUBSCRIPTIONS_PER_CONN, DEFAULT_PARTIAL_TIMEOUT_MS,
 };
 use rosgate_core::StatusFilter;
 
+use crate::params::{VALID_PARAM_NAMES, VALID_VALUES};
 use crate::rng::{Bytes, Rng};
 
 /// Client slots the simulation drives (more than some `max_connections`).
@@ -128,11 +131,11 @@ pub const SIM_DOMAINS: [u8; 3] = [0, 3, 7];
 const MAX_ACTIONS: usize = 400;
 
 /// Action bytes are read modulo this.
-pub const ACTION_KINDS: u8 = 25;
+pub const ACTION_KINDS: u8 = 28;
 
-/// Requests a trickle carries: the twelve of the first simulation, then
-/// the three of nodes, names and domains.
-const TRICKLE_KINDS: u8 = 15;
+/// Requests a trickle carries: the twelve of the first simulation, the
+/// three of nodes, names and domains, then actions, QoS and parameters.
+const TRICKLE_KINDS: u8 = 18;
 
 /// The status filters [`Action::WsStatus`] picks from.
 const FILTERS: [StatusFilter; 3] = [StatusFilter::Errors, StatusFilter::All, StatusFilter::None];
@@ -223,6 +226,10 @@ impl SimConfig {
                 (1, 1, 1),
             ],
         );
+        // The limits added with actions, parameters and QoS take their
+        // choices from a mix of all 32 bits: the selector keeps its four
+        // bytes (and the corpus its meaning).
+        let mix = sel.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32;
         let limits = Limits {
             max_line_bytes: pick(sel, 0, &[400, 700, 4096, 1500]),
             max_queue_bytes: queue,
@@ -259,6 +266,10 @@ impl SimConfig {
             max_subscriptions_per_conn: subs,
             max_advertisements_per_conn: advs,
             max_services_per_conn: services,
+            goal_timeout: pick(mix, 0, &[None, None, Some(ms(500)), Some(ms(2_000))]),
+            max_goals_per_conn: pick(mix, 2, &[DEFAULT_MAX_GOALS_PER_CONN, 2, 5, 64]),
+            max_goals_per_server: pick(mix, 4, &[DEFAULT_MAX_GOALS_PER_SERVER, 3, 64, 1]),
+            max_actions_per_conn: pick(mix, 6, &[DEFAULT_MAX_ACTIONS_PER_CONN, 1, 2, 64]),
             ..Limits::default()
         };
         let ws_status = pick(
@@ -454,6 +465,57 @@ pub enum Req {
         payload: u16,
         id: u8,
     },
+    /// An action request of [`ACTIONS`](crate::ACTIONS)`[action]`, by
+    /// `op % 8`: 0 `advertise_action`, 1 `unadvertise_action`, 2
+    /// `send_action_goal` (`payload`: bit 0 feedback, bits 1-2 both set
+    /// `wait`, bits 3-6 the `timeout` text, the rest the args; no id when
+    /// `id` is 0), 3 `cancel_action_goal` (`pick % 4`: 0-1 a goal of the
+    /// caller in flight, 2 any it sent, 3 a fresh id), 4
+    /// `action_feedback` and 5 `action_result` from a server holding a
+    /// goal (`pick % 8`: 0-4 a goal it was sent, in flight if it has any,
+    /// 5 any it was sent, 6 another server's, 7 a forged id or a call's;
+    /// a result's `status` by `pick / 8`, its `result` by `payload`, no
+    /// `values` when `payload & 3 == 1`), 6 a call of the action's
+    /// `_action/cancel_goal` service, 7 a goal under the id of one of the
+    /// caller's goals in flight.
+    Goal {
+        op: u8,
+        action: u8,
+        pick: u8,
+        payload: u16,
+        id: u8,
+    },
+    /// A QoS request on one of the first three [`TOPICS`] (`topic`), by
+    /// `op % 4`: 0 a subscribe stating the subscriber QoS `spec` picks
+    /// (`qos`, `queue_length`, `throttle_rate`; some refused), 1 an
+    /// advertise stating the publisher QoS it picks (`latch`, `qos`,
+    /// `peers`), 2 a call of [`SERVICES`]`[topic]` with `"wait": true`
+    /// (`payload` as a call's args, its top three bits the timeout), 3 a
+    /// publish (`payload` as for [`Req::Publish`], small).
+    Qos {
+        op: u8,
+        topic: u8,
+        spec: u8,
+        payload: u16,
+        id: u8,
+    },
+    /// A parameter request (see `params.rs` and `param_access.rs`), by
+    /// `op % 16`: 0 `declare_parameter`, 1 `set_parameter`, 2
+    /// `undeclare_parameter` (by the owner, for the `"node"` `target`
+    /// picks), 3-5 rosapi's `set_param`, `get_param`, `has_param`,
+    /// `delete_param`, `get_param_names`, 6-8 a node's parameter services,
+    /// 9 an owner's answer to a validation (`extra` picks accept or refuse),
+    /// 10-15 a subscribe or unsubscribe of `/parameter_events`. `name`
+    /// picks the parameter name, `value` the value text, `extra` the
+    /// descriptor and variants.
+    Param {
+        op: u8,
+        target: u8,
+        name: u8,
+        value: u8,
+        extra: u8,
+        id: u8,
+    },
 }
 
 impl Action {
@@ -496,7 +558,8 @@ impl Action {
                 let (slot, style, cut) = (b.u8(), b.u8(), b.u8());
                 let op = match b.u8() % TRICKLE_KINDS {
                     k @ 0..=11 => 4 + k,
-                    k => 21 + (k - 12),
+                    k @ 12..=14 => 21 + (k - 12),
+                    k => 25 + (k - 15),
                 };
                 Action::Trickle {
                     slot,
@@ -551,7 +614,8 @@ impl Action {
             } => {
                 let kind = match req.op() {
                     op @ 4..=15 => op - 4,
-                    op => 12 + (op - 21),
+                    op @ 21..=23 => 12 + (op - 21),
+                    op => 15 + (op - 25),
                 };
                 out.extend_from_slice(&[19, *slot, *style, *cut, kind]);
                 req.encode_fields(out);
@@ -568,7 +632,7 @@ impl Action {
     /// A random action, weighted towards the interesting ones.
     pub fn random(rng: &mut Rng) -> Action {
         let slot = rng.u8();
-        match rng.below(125) {
+        match rng.below(200) {
             0..=2 => Action::Connect,
             6 => Action::ConnectWsAt {
                 how: rng.below(3) as u8 | (rng.u8() & !3),
@@ -615,7 +679,7 @@ impl Action {
                 let style = if rng.below(3) == 0 { rng.u8() } else { 0 };
                 let cut = rng.u8();
                 let roll = if rng.below(8) == 0 {
-                    111 + rng.below(14)
+                    111 + rng.below(89)
                 } else {
                     24 + rng.below(76)
                 };
@@ -670,6 +734,9 @@ impl Req {
             Req::DeclareNode { .. } => 21,
             Req::DestroyNode { .. } => 22,
             Req::Named { .. } => 23,
+            Req::Goal { .. } => 25,
+            Req::Qos { .. } => 26,
+            Req::Param { .. } => 27,
         }
     }
 
@@ -693,6 +760,28 @@ impl Req {
                 name: b.u8(),
                 node: b.u8(),
                 payload: b.u16(),
+                id: b.u8(),
+            },
+            25 => Req::Goal {
+                op: b.u8(),
+                action: b.u8(),
+                pick: b.u8(),
+                payload: b.u16(),
+                id: b.u8(),
+            },
+            26 => Req::Qos {
+                op: b.u8(),
+                topic: b.u8(),
+                spec: b.u8(),
+                payload: b.u16(),
+                id: b.u8(),
+            },
+            27 => Req::Param {
+                op: b.u8(),
+                target: b.u8(),
+                name: b.u8(),
+                value: b.u8(),
+                extra: b.u8(),
                 id: b.u8(),
             },
             4 => Req::Subscribe {
@@ -807,10 +896,40 @@ impl Req {
                 out.extend_from_slice(&payload.to_le_bytes());
                 out.push(*id);
             }
+            Req::Goal {
+                op,
+                action,
+                pick,
+                payload,
+                id,
+            } => {
+                out.extend_from_slice(&[*op, *action, *pick]);
+                out.extend_from_slice(&payload.to_le_bytes());
+                out.push(*id);
+            }
+            Req::Qos {
+                op,
+                topic,
+                spec,
+                payload,
+                id,
+            } => {
+                out.extend_from_slice(&[*op, *topic, *spec]);
+                out.extend_from_slice(&payload.to_le_bytes());
+                out.push(*id);
+            }
+            Req::Param {
+                op,
+                target,
+                name,
+                value,
+                extra,
+                id,
+            } => out.extend_from_slice(&[*op, *target, *name, *value, *extra, *id]),
         }
     }
 
-    /// The request of a random `Send`, by `roll` (24 to 99, 111 to 124) of
+    /// The request of a random `Send`, by `roll` (24 to 99, 111 to 199) of
     /// [`Action::random`]'s weights.
     fn random(rng: &mut Rng, roll: u64) -> Req {
         // Ids: mostly present (style 1-6), sometimes absent.
@@ -892,6 +1011,53 @@ impl Req {
                 payload: rng.u16(),
                 id: id(rng),
             },
+            125..=144 => {
+                // Sends and results most, then advertisements and
+                // feedback; rarely an unadvertise, the cancel service or
+                // a duplicate id.
+                const OPS: [u8; 20] = [0, 0, 0, 1, 2, 2, 2, 2, 2, 2, 3, 3, 4, 4, 4, 5, 5, 5, 5, 6];
+                let op = if rng.below(20) == 0 {
+                    7
+                } else {
+                    OPS[rng.below(OPS.len() as u64) as usize]
+                };
+                Req::Goal {
+                    op,
+                    action: rng.below(8) as u8,
+                    pick: rng.u8(),
+                    payload: rng.u16(),
+                    id: 1 + rng.below(6) as u8,
+                }
+            }
+            145..=164 => {
+                // Subscribes and publishes most, then advertisements, few
+                // waiting calls.
+                const OPS: [u8; 10] = [0, 0, 0, 1, 1, 3, 3, 3, 3, 2];
+                Req::Qos {
+                    op: OPS[rng.below(OPS.len() as u64) as usize],
+                    topic: rng.u8(),
+                    spec: rng.u8(),
+                    payload: rng.u16(),
+                    id: id(rng),
+                }
+            }
+            165..=199 => {
+                // Owners declaring and setting, others setting and reading
+                // through rosapi and the node services, owners answering
+                // validations; fewer undeclares, listings and watches.
+                const OPS: [u8; 20] = [0, 0, 0, 0, 1, 1, 2, 3, 3, 3, 4, 5, 6, 6, 7, 8, 9, 9, 9, 10];
+                // The top bit of `target` (an owner's operation from any
+                // client, even one without a node) rarely.
+                let target = rng.u8() & if rng.below(8) == 0 { 0xff } else { 0x7f };
+                Req::Param {
+                    op: OPS[rng.below(OPS.len() as u64) as usize],
+                    target,
+                    name: valid_mostly(rng, VALID_PARAM_NAMES),
+                    value: valid_mostly(rng, VALID_VALUES),
+                    extra: rng.u8(),
+                    id: id(rng),
+                }
+            }
             _ => Req::Blank,
         }
     }

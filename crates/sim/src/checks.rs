@@ -9,6 +9,10 @@
 //!   calls, registrations, per connection and in all) and the counters of
 //!   closes, refusals, name and node errors and drops agree with the
 //!   model's;
+//! - parameters, after every step too: every domain's store (values,
+//!   types, descriptors, holders) and the `parameters` gauge equal the
+//!   model's, validations in flight count as calls of their requesters,
+//!   and the parameters' bytes are in the ledger's registrations;
 //! - nodes, names and domains, after every step too: each connection is
 //!   in the domain the model says and resolves names when it should; the
 //!   node table holds exactly the model's nodes (per connection in
@@ -29,7 +33,8 @@
 //!   echoed, the 1002, or the 1001 of a shutdown);
 //! - at the end ([`Sim::finish`]): every call got its one response, and
 //!   every table (every domain's registry, the node table) and the whole
-//!   ledger are empty once everyone has left;
+//!   ledger are empty once everyone has left, but for the parameters the
+//!   gateway holds (nobody's);
 //!   after a shutdown, every connection left as soon as its output was
 //!   written and the requests sent meanwhile were ignored.
 
@@ -41,12 +46,13 @@ use rosgate_core::codes::ErrorCode;
 use rosgate_core::counters::{Counter, Gauge, Gauges};
 use rosgate_core::limits::TIMER_TICK_MS;
 use rosgate_core::nodes::DOMAINS;
-use rosgate_core::registry::{NodeTag, Role};
+use rosgate_core::registry::{NodeTag, Provided, Role};
 use rosgate_core::{CloseReason, ConnRef};
 
 use crate::actions::{Action, Req, MAX_CLIENTS, SIM_DOMAINS};
 use crate::driver::{Sim, COUNTED_ERRORS};
-use crate::model::{ReadMode, Resp, ENTRY_BYTES};
+use crate::goals::{Fate, GoalResp};
+use crate::model::{ReadMode, Services, ENTRY_BYTES};
 
 /// An invariant broken at some step.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -66,6 +72,40 @@ impl std::error::Error for Violation {}
 fn conn_tuple(c: ConnRef) -> (u32, u32) {
     (c.key, c.gen)
 }
+
+/// The counters of actions, parameters and QoS the model keeps
+/// ([`crate::model::Model::count`]).
+const MODEL_COUNTERS: &[Counter] = &[
+    Counter::GoalsSent,
+    Counter::GoalsSucceeded,
+    Counter::GoalsCanceled,
+    Counter::GoalsAborted,
+    Counter::GoalsFailedNoServer,
+    Counter::GoalsFailedServerGone,
+    Counter::GoalsFailedRefused,
+    Counter::GoalsTimedOut,
+    Counter::GoalsFailedShutdown,
+    Counter::GoalsOrphaned,
+    Counter::GoalResultsOrphaned,
+    Counter::GoalCancels,
+    Counter::FeedbackForwarded,
+    Counter::FeedbackStale,
+    Counter::ActionMessagesStale,
+    Counter::CallsWaited,
+    Counter::QosIncompatible,
+    Counter::QosSkipped,
+    Counter::LatchedDelivered,
+    Counter::LatchEvicted,
+    Counter::ThrottleDropped,
+    Counter::ReliableWarnings,
+    Counter::PeerNotifications,
+    Counter::ParamsDeclared,
+    Counter::ParamSetsAccepted,
+    Counter::ParamSetsRejected,
+    Counter::ParamValidations,
+    Counter::ParamValidationsFailed,
+    Counter::ParamEvents,
+];
 
 /// Subscribers and publishers of one topic.
 type Members = (BTreeSet<(u32, u32)>, BTreeSet<(u32, u32)>);
@@ -117,6 +157,8 @@ impl Sim {
         // model's in declaration order.
         self.check_nodes(&g)?;
         self.check_attribution()?;
+        self.check_qos()?;
+        self.check_params(&g)?;
         self.check_ledger(&g)?;
         self.check_counters()
     }
@@ -239,6 +281,14 @@ impl Sim {
                 "gauges [conns, calls, topics, subs, pubs, services]: hub {h:?}, model {m:?}"
             )));
         }
+        let goals = self.model.goals.iter().filter(|x| x.in_table()).count();
+        let m = self.model.gauges_more();
+        let h = [Gauge::Actions, Gauge::GoalsPending, Gauge::CallsWaiting].map(|x| g.get(x));
+        if h != m || self.hub.calls().goal_count() != goals {
+            return Err(self.violation(format!(
+                "gauges [actions, goals, waiting]: hub {h:?}, model {m:?}"
+            )));
+        }
         let pending = self.model.live().filter(|c| !c.established).count() as u64;
         if g.get(Gauge::ConnectionsPending) != pending {
             return Err(self.violation(format!(
@@ -272,17 +322,26 @@ impl Sim {
     /// The services of every domain the simulation uses, their providers
     /// and the node each provider advertised it for.
     fn check_services(&self) -> Result<(), Violation> {
+        self.check_provided(Provided::Service, &self.model.services)?;
+        self.check_provided(Provided::Action, &self.model.actions)
+    }
+
+    /// The services (or actions) of every domain the simulation uses, their
+    /// providers and the node each provider advertised it for.
+    fn check_provided(&self, kind: Provided, table: &Services) -> Result<(), Violation> {
         type Entry = ((u32, u32), Option<String>);
         let mut hub: BTreeMap<(u8, &str), Entry> = BTreeMap::new();
         for d in SIM_DOMAINS {
-            for (n, s) in self.hub.registry_in(d).services() {
+            let r = self.hub.registry_in(d);
+            for n in r.provided_names(kind, true) {
+                let Some(s) = r.provided(kind, n) else {
+                    continue;
+                };
                 let node = self.hub_node_label(s.provider(), s.node());
                 hub.insert((d, n), (conn_tuple(s.provider()), node));
             }
         }
-        let model: BTreeMap<(u8, &str), Entry> = self
-            .model
-            .services
+        let model: BTreeMap<(u8, &str), Entry> = table
             .iter()
             .map(|((d, n), s)| {
                 let node = match self.model.slot_of(s.provider) {
@@ -294,7 +353,7 @@ impl Sim {
             .collect();
         if hub != model {
             return Err(self.violation(format!(
-                "services by (domain, name), (provider, node): hub {hub:?}, model {model:?}"
+                "{kind:?}s by (domain, name), (provider, node): hub {hub:?}, model {model:?}"
             )));
         }
         Ok(())
@@ -418,6 +477,32 @@ impl Sim {
                     "slot {s} indexes (subs, pubs, services, calls made, calls served, registrations, opened): hub {hub:?}, model {model:?}"
                 )));
             }
+            let goals = &self.model.goals;
+            let hub = (
+                held.actions,
+                self.hub.calls().goals_in_flight(c.conn),
+                self.hub.calls().serving_goals(c.conn),
+            );
+            let model = (
+                self.model
+                    .actions
+                    .values()
+                    .filter(|p| p.provider == c.conn)
+                    .count(),
+                goals
+                    .iter()
+                    .filter(|g| g.caller == c.conn && g.fate == Fate::Alive)
+                    .count(),
+                goals
+                    .iter()
+                    .filter(|g| g.server == c.conn && g.in_table())
+                    .count(),
+            );
+            if hub != model {
+                return Err(self.violation(format!(
+                    "slot {s} (actions, goals made, goals served): hub {hub:?}, model {model:?}"
+                )));
+            }
         }
         Ok(())
     }
@@ -501,7 +586,14 @@ impl Sim {
             self.model.reg_bytes(),
             queued,
         );
-        if hub != model || self.hub.calls().bytes() != mem.calls {
+        let waiting: usize = self
+            .model
+            .waiting
+            .iter()
+            .filter(|w| w.alive)
+            .map(crate::goals::WaitModel::bytes)
+            .sum();
+        if hub != model || self.hub.calls().bytes() + waiting != mem.calls {
             return Err(self.violation(format!(
                 "memory (frames, entries, control, input, calls, registrations, queued_bytes): hub {hub:?}, model {model:?}"
             )));
@@ -546,6 +638,16 @@ impl Sim {
                 self.errors[ErrorCode::InvalidName.index()],
             ),
         ];
+        for &c in MODEL_COUNTERS {
+            let want = self.model.counted[c.index()];
+            if st.get(c) != want {
+                return Err(self.violation(format!(
+                    "{} is {}, the model counts {want}",
+                    c.label(),
+                    st.get(c)
+                )));
+            }
+        }
         for (c, want) in pairs {
             if st.get(c) != want {
                 return Err(self.violation(format!(
@@ -581,22 +683,28 @@ impl Sim {
             )));
         }
         if let Some(k) = c.exp.forwards.front() {
-            return Err(v(format!("slot {slot} never got forwarded call {k}")));
+            return Err(v(format!("slot {slot} never got forwarded {k:?}")));
+        }
+        if let Some(g) = c.exp.cancels.first() {
+            return Err(v(format!("slot {slot} never got the cancel of goal {g}")));
         }
         if let Some((id, r)) = c
             .exp
-            .responses
+            .goal_results
             .iter()
-            .find(|(_, r)| !matches!(r, Resp::Pending(_)))
+            .find(|(_, r)| !matches!(r, GoalResp::Pending(_) | GoalResp::Waiting(_)))
         {
+            return Err(v(format!(
+                "slot {slot} never got goal result id={id}: {r:?}"
+            )));
+        }
+        if let Some(p) = c.exp.peers.front() {
+            return Err(v(format!("slot {slot} never got peers {p:?}")));
+        }
+        if let Some((id, r)) = c.exp.responses.iter().find(|(_, r)| !r.unsettled()) {
             return Err(v(format!("slot {slot} never got response id={id}: {r:?}")));
         }
-        if let Some(r) = c
-            .exp
-            .anon_responses
-            .iter()
-            .find(|r| !matches!(r, Resp::Pending(_)))
-        {
+        if let Some(r) = c.exp.anon_responses.iter().find(|r| !r.unsettled()) {
             return Err(v(format!(
                 "slot {slot} never got response without id: {r:?}"
             )));
@@ -746,6 +854,11 @@ impl Sim {
     /// After every deadline: no call in flight, no response owed, nothing
     /// half received.
     fn check_all_answered(&self) -> Result<(), Violation> {
+        if let Some(w) = self.model.waiting.iter().position(|w| w.alive) {
+            return Err(self.violation(format!(
+                "request {w} still waits for a provider after every deadline"
+            )));
+        }
         if let Some(k) = self.model.calls.iter().position(|c| c.alive) {
             return Err(self.violation(format!(
                 "model call {k} still in flight after every deadline"
@@ -770,14 +883,23 @@ impl Sim {
         Ok(())
     }
 
-    /// Every gauge and table is zero once everyone left.
+    /// Every gauge and table is zero once everyone left, but for the
+    /// parameters the gateway holds (nobody's: they outlive every client)
+    /// and the bytes they count for.
     fn check_empty(&self) -> Result<(), Violation> {
         let g = self.hub.gauges();
+        let (held, held_bytes) = self.model.params.held();
         // Every gauge but the budget (a setting, not state) is back to zero.
         let mut all: Vec<u64> = Gauge::ALL
             .iter()
             .filter(|&&x| x != Gauge::MemoryBudgetBytes)
-            .map(|&x| g.get(x))
+            .map(|&x| match x {
+                Gauge::Parameters => g.get(x) - held.min(g.get(x) as usize) as u64,
+                Gauge::MemoryBytes | Gauge::MemoryRegistrationsBytes => {
+                    g.get(x) - held_bytes.min(g.get(x) as usize) as u64
+                }
+                _ => g.get(x),
+            })
             .collect();
         all.extend(
             [
@@ -806,7 +928,10 @@ impl Sim {
             }
         }
         let mem = self.hub.memory();
-        if mem.total() != 0 || self.model.frames_bytes != 0 || !self.model.frames.is_empty() {
+        let held_ok = mem.total() == held_bytes
+            && mem.registrations == held_bytes
+            && g.get(Gauge::Parameters) == held as u64;
+        if !held_ok || self.model.frames_bytes != 0 || !self.model.frames.is_empty() {
             return Err(self.violation(format!(
                 "memory held after everyone left: {mem:?} (model frames {})",
                 self.model.frames_bytes

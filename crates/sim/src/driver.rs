@@ -43,7 +43,7 @@ pub(crate) const SHUTDOWN_REASON: &str = "gateway shutting down";
 pub(crate) const GOING_AWAY: [u8; 2] = [0x03, 0xE9];
 
 /// The error codes whose counters the model keeps.
-pub(crate) const COUNTED_ERRORS: [ErrorCode; 10] = [
+pub(crate) const COUNTED_ERRORS: [ErrorCode; 12] = [
     ErrorCode::TooDeep,
     ErrorCode::IdTooLong,
     ErrorCode::NameTooLong,
@@ -54,6 +54,8 @@ pub(crate) const COUNTED_ERRORS: [ErrorCode; 10] = [
     ErrorCode::InvalidDomain,
     ErrorCode::DuplicateNode,
     ErrorCode::UnknownNode,
+    ErrorCode::BadParameter,
+    ErrorCode::BadArgs,
 ];
 
 /// What a WebSocket URL's query declares, as the model reads it.
@@ -181,80 +183,193 @@ impl Outgoing {
     }
 }
 
-/// What happened during a simulation (for tuning and reports).
-#[derive(Debug, Default, Clone)]
-pub struct Counts {
-    pub steps: u64,
-    pub lines_sent: u64,
-    pub lines_received: u64,
-    pub publishes_received: u64,
-    pub topic_bytes_shed: u64,
-    pub calls_forwarded: u64,
-    pub responses_ok: u64,
-    pub responses_failed: u64,
-    pub stale_responses: u64,
-    pub rejected_connections: u64,
-    pub closes_overflow: u64,
-    pub closes_stall: u64,
-    pub closes_by_client: u64,
-    pub too_long: u64,
-    pub ws_connections: u64,
-    pub ws_handshakes_refused: u64,
+/// Declares [`Counts`] (every field a `u64`) and [`Counts::add`].
+macro_rules! counts {
+    ($($(#[$doc:meta])* $name:ident,)*) => {
+        /// What happened during a simulation (for tuning and reports).
+        #[derive(Debug, Default, Clone)]
+        pub struct Counts {
+            $($(#[$doc])* pub $name: u64,)*
+        }
+
+        impl Counts {
+            /// Adds another run's counts to these.
+            pub fn add(&mut self, other: &Counts) {
+                $(self.$name += other.$name;)*
+            }
+        }
+    };
+}
+
+counts! {
+    steps,
+    lines_sent,
+    lines_received,
+    publishes_received,
+    topic_bytes_shed,
+    calls_forwarded,
+    responses_ok,
+    responses_failed,
+    stale_responses,
+    rejected_connections,
+    closes_overflow,
+    closes_stall,
+    closes_by_client,
+    too_long,
+    ws_connections,
+    ws_handshakes_refused,
     /// Openings from a browser origin that is not allowed (403).
-    pub ws_origins_refused: u64,
+    ws_origins_refused,
     /// Publish frames WebSocket subscribers received.
-    pub ws_publishes_received: u64,
+    ws_publishes_received,
     /// Calls a WebSocket provider answered (read the rosbridge way).
-    pub ws_provided_answers: u64,
+    ws_provided_answers,
     /// Responses WebSocket callers received.
-    pub ws_responses_received: u64,
-    pub ws_pongs: u64,
+    ws_responses_received,
+    ws_pongs,
     /// Closes after a close frame (ours echoed) or a protocol error (1002).
-    pub ws_close_frames: u64,
-    pub ws_protocol_errors: u64,
+    ws_close_frames,
+    ws_protocol_errors,
     /// Unfinished openings closed to admit a newcomer.
-    pub evictions: u64,
-    pub closes_handshake: u64,
-    pub closes_partial: u64,
-    pub closes_idle: u64,
-    pub closes_slow_consumer: u64,
+    evictions,
+    closes_handshake,
+    closes_partial,
+    closes_idle,
+    closes_slow_consumer,
     /// Subscriptions, advertisements and services refused by a
     /// per-connection limit.
-    pub registrations_refused: u64,
+    registrations_refused,
     /// Topic frames shed to keep within the memory budget.
-    pub memory_shed_frames: u64,
-    pub closes_memory: u64,
+    memory_shed_frames,
+    closes_memory,
     /// Requests refused at a per-item cap (id, name, number, surrogate).
-    pub cap_errors: u64,
+    cap_errors,
     /// Requests sent in part (a trickling client).
-    pub trickles: u64,
-    pub shutdowns: u64,
+    trickles,
+    shutdowns,
     /// Calls failed by a shutdown, as callers received them.
-    pub shutdown_failures_received: u64,
+    shutdown_failures_received,
     /// WebSocket close 1001 frames received at a shutdown.
-    pub goodbyes_received: u64,
+    goodbyes_received,
     /// Connections closed once drained at a shutdown.
-    pub closes_drained: u64,
+    closes_drained,
     /// Nodes declared (by `declare_node` or a WebSocket URL).
-    pub nodes_declared: u64,
-    pub nodes_destroyed: u64,
+    nodes_declared,
+    nodes_destroyed,
     /// Declarations that gave a domain's full name a second owner.
-    pub duplicate_node_names: u64,
+    duplicate_node_names,
     /// Warning statuses received.
-    pub warnings_received: u64,
+    warnings_received,
     /// Registrations made for a declared node.
-    pub node_registrations: u64,
+    node_registrations,
     /// Names resolved to something else than written.
-    pub names_expanded: u64,
+    names_expanded,
     /// Clients that moved to another domain, and refused moves.
-    pub domain_changes: u64,
-    pub domain_changes_refused: u64,
+    domain_changes,
+    domain_changes_refused,
     /// Subscribers of a published name, and providers of a called one,
     /// that are in another domain (and so must not be reached).
-    pub isolated_by_domain: u64,
+    isolated_by_domain,
     /// WebSocket URLs with a query the gateway accepted, and refused.
-    pub ws_queries: u64,
-    pub ws_queries_refused: u64,
+    ws_queries,
+    ws_queries_refused,
+    /// Goals sent to a server, and received by it.
+    goals_sent,
+    goals_received,
+    /// Goals refused at once by a limit or a duplicate id, and for want of
+    /// a server.
+    goals_refused,
+    goals_no_server,
+    /// Results (the server's), `status` 0 failures and `status` 6
+    /// failures callers received.
+    goal_results_received,
+    goal_refusals_received,
+    goal_aborts_received,
+    /// Feedback lines queued to callers.
+    feedback_sent,
+    /// Cancels owed to servers, and received.
+    goal_cancels,
+    cancels_received,
+    /// Goals whose caller left, goals past their deadline, results of
+    /// orphans dropped.
+    goals_orphaned,
+    goal_timeouts,
+    orphan_results,
+    /// Feedback, results and cancels naming no goal of their sender.
+    stale_goal_messages,
+    /// Calls of an action's cancel service answered by the gateway.
+    cancel_services,
+    /// Action servers displaced by another.
+    actions_replaced,
+    /// Calls and goals that waited for a provider, were released to one,
+    /// failed at their deadline.
+    waited,
+    released,
+    wait_timeouts,
+    /// Incompatible QoS pairs formed, messages they did not exchange.
+    qos_incompatible,
+    qos_skipped,
+    /// Reliable subscribers warned, and closed.
+    reliable_warnings,
+    reliable_overflows,
+    /// Latched messages sent to late subscribers.
+    latched_delivered,
+    /// Messages a throttle held, and held messages flushed at an
+    /// interval's end.
+    throttle_held,
+    throttle_flushes,
+    /// Messages dropped by a subscription's depth.
+    depth_dropped,
+    /// Peer counts owed to publishers, and received.
+    peer_notifications,
+    peers_received,
+    /// Parameters declared by owners, undeclared, set by their owners.
+    params_declared,
+    params_undeclared,
+    params_set_by_owner,
+    /// Changes applied for others: of owned parameters, and of parameters
+    /// the gateway holds (created or changed); held ones deleted.
+    param_sets_by_others,
+    held_params_set,
+    held_params_deleted,
+    /// Changes refused (by others' requests), and why (owners' refused
+    /// operations included).
+    param_sets_rejected,
+    param_undeclared_refusals,
+    param_read_only_refusals,
+    param_type_refusals,
+    param_range_refusals,
+    /// Declarations refused because another connection's node of that
+    /// name owns the table, and declarations that took a value the gateway
+    /// held.
+    param_owner_refusals,
+    held_overrides,
+    /// Reads (rosapi `get_param`, `get_parameters`), of them reads of a
+    /// parameter an owned node did not declare; node service calls;
+    /// atomic sets.
+    param_reads,
+    param_unset_reads,
+    param_node_service_calls,
+    atomic_sets,
+    /// Validations sent to owners, received by them, accepted, rejected,
+    /// timed out, failed as their owner left; sets refused because the
+    /// owner could not validate.
+    param_validations,
+    param_validations_received,
+    param_validations_accepted,
+    param_validations_rejected,
+    param_validation_timeouts,
+    param_validations_owner_gone,
+    param_cannot_validate,
+    /// Parameters that went with their node or owner.
+    params_dropped,
+    /// Parameter events published, and received by watchers.
+    param_events,
+    param_events_received,
+    /// Requests naming a node whose parameters are in another domain only;
+    /// node services called under no node while global parameters exist.
+    params_isolated,
+    global_not_a_node,
 }
 
 /// The simulation: a hub, a fake clock and the model. See the crate docs.
@@ -285,6 +400,14 @@ pub struct Sim {
     pub(crate) errors: [u64; ErrorCode::COUNT],
     /// Calls the shutdown failed.
     pub(crate) failed_shutdown: u64,
+    /// Of `deliveries`, those not counted in `delivered` (latched ones).
+    pub(crate) uncounted: u64,
+    /// Frames the depth of their subscription drops in the hub call being
+    /// made: (slot, publish).
+    pub(crate) depth_drops: Vec<(usize, u64)>,
+    /// Connections the hub call being made closes for their reliable
+    /// backlog.
+    pub(crate) reliable_closes: Vec<usize>,
 }
 
 /// How often the hub sweeps: a quarter of the shortest per-connection
@@ -331,6 +454,9 @@ impl Sim {
             closes: [0; CloseReason::COUNT],
             errors: [0; ErrorCode::COUNT],
             failed_shutdown: 0,
+            uncounted: 0,
+            depth_drops: Vec::new(),
+            reliable_closes: Vec::new(),
         }
     }
 
@@ -432,6 +558,21 @@ impl Sim {
                     Req::Respond { kind, .. } if kind % 8 < 3 => self
                         .model
                         .holder(*slot)
+                        .or_else(|| self.model.resolve(*slot)),
+                    // Feedback and results go from a server holding a goal.
+                    Req::Goal { op, .. } if matches!(op % 8, 4 | 5) => self
+                        .model
+                        .goal_holder(*slot)
+                        .or_else(|| self.model.resolve(*slot)),
+                    // Validation answers from an owner that was sent one.
+                    Req::Param { op, .. } if op % 16 == 9 => self
+                        .validation_holder(*slot)
+                        .or_else(|| self.model.resolve(*slot)),
+                    // An owner's operations mostly from a client with a
+                    // node.
+                    Req::Param { op, target, .. } if op % 16 <= 2 && target & 0x80 == 0 => self
+                        .model
+                        .with_nodes(*slot)
                         .or_else(|| self.model.resolve(*slot)),
                     _ => self.model.resolve(*slot),
                 };
@@ -744,6 +885,8 @@ impl Sim {
         let alive = self.model.calls.iter().filter(|c| c.alive).count() as u64;
         self.model
             .fail_calls_where_why(|_| true, Some(SHUTDOWN_REASON));
+        self.shutdown_goals();
+        self.shutdown_params();
         self.model.draining = true;
         self.failed_shutdown += alive;
         self.counts.shutdowns += 1;
@@ -763,6 +906,9 @@ impl Sim {
         self.hub.expire(now);
         let tick_now = Self::tick_of(self.offset);
         self.model.fail_calls_where(|c| c.due_tick <= tick_now);
+        self.expire_goals(tick_now);
+        self.expire_waiting(tick_now);
+        self.expire_validations(tick_now);
         if self.hub.has_backlog() {
             return Err(self.violation(format!(
                 "expire left timed-out calls for later with {} in flight",
@@ -773,6 +919,20 @@ impl Sim {
             self.model.next_sweep = self.offset + self.sweep_interval;
             self.predict_sweep()
         });
+        // The QoS flushes come last in the turn: whoever the sweep (or a
+        // control overflow of the failures above) closed is gone by then.
+        let mut gone = [false; MAX_CLIENTS];
+        for (s, g) in gone.iter_mut().enumerate() {
+            let Some(c) = self.model.clients[s].as_ref() else {
+                continue;
+            };
+            let overflow = self
+                .hub
+                .conn(c.conn.key)
+                .is_some_and(|h| h.closing() == Some(CloseReason::ControlOverflow));
+            *g = overflow || sweep.as_ref().is_some_and(|p| p[s].is_some());
+        }
+        self.flush_qos(tick_now, gone);
         self.after_call(Cause::Expire { sweep }, pre)
     }
 
@@ -850,7 +1010,11 @@ impl Sim {
         if wrote {
             c.last_active = at;
         }
-        self.receive(slot, &got)
+        self.receive(slot, &got)?;
+        if wrote {
+            self.reliable_drained(slot);
+        }
+        Ok(())
     }
 
     pub(crate) fn free_phase(&mut self) -> Result<(), Violation> {
@@ -891,7 +1055,10 @@ impl Sim {
                 if self.hub.conn_ref(key).is_some_and(|r| r.gen == gen) {
                     return Err(self.violation("free left the connection in place"));
                 }
+                self.params_leave(slot);
+                self.goals_leave(slot);
                 self.model.close(slot);
+                self.sync_topics();
                 self.after_call(Cause::Free, pre)?;
             }
         }

@@ -18,23 +18,21 @@
 //! earns every owner a warning; destroying a node withdraws what it
 //! registered and nothing else.
 
-use std::rc::Rc;
 use std::time::Duration;
 
 use serde_json::Value;
 
 use rosgate_core::counters::ErrorCode;
 use rosgate_core::hub::{MAX_NODES_PER_CONN, RESERVED_PREFIX, ROSAPI_PREFIX, STATS_SERVICE};
-use rosgate_core::limits::TIMER_TICK_MS;
-use rosgate_wire::encode;
 
 use crate::actions::MAX_CLIENTS;
 use crate::checks::Violation;
 use crate::driver::Sim;
-use crate::model::{CallModel, Id, Lvl, Resp, ServiceModel, TopicFrame};
+use crate::goals::{tick_ceil, GoalSend, CANCEL_GOAL_SUFFIX};
+use crate::model::{CallModel, Fwd, Id, Lvl, Resp, ServiceModel};
 use crate::names::NodeModel;
+use crate::qos::Asked;
 use crate::requests::Effect;
-use crate::ws;
 
 /// The highest domain id (ROS_DOMAIN_ID's range).
 const MAX_DOMAIN: u64 = 232;
@@ -48,7 +46,11 @@ const NO_VALUES_FAILURE: &str = "the provider reported a failure";
 /// an object `values` is a success whatever `result` says; other `values`
 /// keep their `result`; no `values` with `result: false` is a failure with
 /// a reason text; no `values` otherwise is `{}`.
-fn answer_as_read(rosbridge: bool, values: Option<Value>, result: &str) -> (Value, Value) {
+pub(crate) fn answer_as_read(
+    rosbridge: bool,
+    values: Option<Value>,
+    result: &str,
+) -> (Value, Value) {
     let parsed: Value = serde_json::from_str(result).expect("result JSON");
     match values {
         Some(v) if rosbridge && v.is_object() => (v, Value::Bool(true)),
@@ -62,6 +64,12 @@ impl Sim {
     /// Applies `effect` of a request the hub is about to handle (its last
     /// byte goes next) to the model.
     pub(crate) fn apply_effect(&mut self, slot: usize, effect: Effect) -> Result<(), Violation> {
+        self.apply_one(slot, effect)?;
+        self.sync_topics();
+        Ok(())
+    }
+
+    fn apply_one(&mut self, slot: usize, effect: Effect) -> Result<(), Violation> {
         match effect {
             Effect::Nothing => {}
             Effect::Error { id, code } => {
@@ -70,9 +78,15 @@ impl Sim {
                     self.count_error(code);
                 }
             }
-            Effect::Topic { op, name, id, node } => {
+            Effect::Topic {
+                op,
+                name,
+                id,
+                node,
+                asked,
+            } => {
                 if let Some((uid, name)) = self.resolved(slot, &name, node, id.as_ref()) {
-                    self.apply_topic(slot, op, &name, uid, id.as_ref());
+                    self.apply_topic(slot, op, &name, uid, id.as_ref(), asked);
                 }
             }
             Effect::Publish {
@@ -83,7 +97,7 @@ impl Sim {
             } => {
                 if let Some((_, name)) = self.resolved(slot, &name, node, id.as_ref()) {
                     let domain = self.model.client(slot).domain;
-                    self.apply_publish(domain, &name, &msg);
+                    self.publish_to(domain, &name, &msg, Some(slot));
                 }
             }
             Effect::Service {
@@ -103,7 +117,8 @@ impl Sim {
                 timeout,
                 id,
                 node,
-            } => self.apply_call(slot, name, node, args, timeout, id),
+                wait,
+            } => self.apply_call(slot, name, node, args, timeout, id, wait),
             Effect::DeclareNode {
                 name,
                 namespace,
@@ -120,6 +135,8 @@ impl Sim {
                     self.add_node(slot, n, None);
                 }
             }
+            Effect::Goal(op) => self.apply_goal(slot, op)?,
+            Effect::Param(op) => self.apply_param(slot, op),
             Effect::Respond {
                 id,
                 values,
@@ -148,15 +165,23 @@ impl Sim {
         name: &str,
         node: Option<u64>,
         id: Option<&Id>,
+        asked: Asked,
     ) {
         let raw = id.map(|id| id.raw.as_str());
         let (sub, max) = match op {
             "subscribe" => (true, self.limits.max_subscriptions_per_conn),
             "advertise" => (false, self.limits.max_advertisements_per_conn),
             _ => {
+                let sub = op == "unsubscribe";
                 let c = self.model.client_mut(slot);
-                c.unregister(op == "unsubscribe", name, node, raw);
-                return self.model.expect_status(slot, id, false);
+                let was = if sub { &c.subs } else { &c.pubs }.contains_key(name);
+                c.unregister(sub, name, node, raw);
+                let is = if sub { &c.subs } else { &c.pubs }.contains_key(name);
+                self.model.expect_status(slot, id, false);
+                if was && !is {
+                    self.after_leave(slot, sub, name);
+                }
+                return;
             }
         };
         let c = self.model.client(slot);
@@ -171,14 +196,16 @@ impl Sim {
         if node.is_some() {
             self.counts.node_registrations += 1;
         }
+        let new_member = !regs.contains_key(name);
         self.model.client_mut(slot).register(sub, name, node, raw);
         self.model.expect_status(slot, id, false);
+        self.after_register(slot, sub, name, asked, new_member);
     }
 
     /// `raw` as `slot` resolves it for `node` (the node's uid and the name
     /// as registered), or `None` after expecting the error status the
     /// refusal earns.
-    fn resolved(
+    pub(crate) fn resolved(
         &mut self,
         slot: usize,
         raw: &str,
@@ -235,7 +262,7 @@ impl Sim {
             }
             Some(d) => d as u8,
         };
-        if domain != c.domain && c.holds_anything(&self.model.services) {
+        if domain != c.domain && c.holds_anything(&self.model.services, &self.model.actions) {
             self.count_error(ErrorCode::InvalidDomain);
             self.counts.domain_changes_refused += 1;
             return self.model.expect_status(slot, id, true);
@@ -297,51 +324,30 @@ impl Sim {
             return self.model.expect_status(slot, id, true);
         };
         let node = c.nodes.remove(k);
+        let before: Vec<(bool, String)> = c
+            .subs
+            .keys()
+            .map(|t| (true, t.clone()))
+            .chain(c.pubs.keys().map(|t| (false, t.clone())))
+            .collect();
         c.withdraw_node(node.uid);
+        for (sub, t) in before {
+            let c = self.model.client(slot);
+            if !if sub { &c.subs } else { &c.pubs }.contains_key(&t) {
+                self.after_leave(slot, sub, &t);
+            }
+        }
+        self.drop_node_params(slot, &node);
+        let c = self.model.client_mut(slot);
         let me = c.conn;
         self.model
             .services
             .retain(|_, s| s.provider != me || s.node != Some(node.uid));
+        self.model
+            .actions
+            .retain(|_, s| s.provider != me || s.node != Some(node.uid));
         self.counts.nodes_destroyed += 1;
         self.model.expect_status(slot, id, false);
-    }
-
-    /// A publish the hub is about to handle: its frame is queued, in each
-    /// subscriber's framing, for every open subscriber. What the hub then
-    /// queued, shed and counted is checked by the accounting of that read.
-    fn apply_publish(&mut self, domain: u8, name: &str, msg: &str) {
-        let mut line = encode::publish_prefix(name).into_vec();
-        line.extend_from_slice(msg.as_bytes());
-        line.push(b'}');
-        self.publishes += 1;
-        let n = self.publishes;
-        let mut tcp = line.clone();
-        tcp.push(b'\n');
-        let wires: [Rc<[u8]>; 2] = [tcp.into(), ws::server_text_frame(&line).into()];
-        let line: Rc<[u8]> = line.into();
-        for s in 0..MAX_CLIENTS {
-            let Some(c) = self.model.clients[s].as_ref() else {
-                continue;
-            };
-            if !c.is_open() || !c.subs.contains_key(name) {
-                continue;
-            }
-            if c.domain != domain {
-                self.counts.isolated_by_domain += 1;
-                continue;
-            }
-            let ws = c.rosbridge();
-            let wire = Rc::clone(&wires[usize::from(ws)]);
-            self.max_frame = self.max_frame.max(wire.len());
-            self.deliveries.push((s, n, wire.len()));
-            let f = TopicFrame {
-                msg: n,
-                line: Rc::clone(&line),
-                wire,
-                ws,
-            };
-            self.model.queue_frame(s, f);
-        }
     }
 
     /// advertise_service (`adv`, with type `ty`) or unadvertise_service.
@@ -389,8 +395,10 @@ impl Sim {
                 let s = self.model.slot_of(old).expect("providers are live");
                 self.model.expect_status(s, None, false);
             }
+            let (domain, name) = (key.0, key.1.clone());
             self.model.services.insert(key, new);
             self.model.expect_status(slot, id, false);
+            self.release_waiting(domain, false, &name);
         } else if provider == Some(me) {
             self.model.services.remove(&key);
             let name = key.1;
@@ -404,28 +412,53 @@ impl Sim {
 
     /// A call: answered at once (stats), failed at once (too many in
     /// flight, no provider) or forwarded with its deadline.
+    #[allow(clippy::too_many_arguments)]
     fn apply_call(
         &mut self,
         slot: usize,
         name: String,
         node: Option<String>,
-        args: Value,
+        args: String,
         timeout: Option<&'static str>,
         id: Option<Id>,
+        wait: bool,
     ) {
         // The gateway's own services are answered before any name is
         // resolved, whatever the `node` field says.
-        let name = if name == STATS_SERVICE {
-            name
-        } else {
-            match self.resolved(slot, &name, node, id.as_ref()) {
-                Some((_, name)) => name,
-                None => return,
-            }
+        if name == STATS_SERVICE {
+            let outcome = Resp::Stats(self.model.gauges());
+            return self.expect_response(slot, id, outcome);
+        }
+        if self.rosapi_param_call(slot, &name, &args, id.clone()) {
+            return;
+        }
+        let Some((_, name)) = self.resolved(slot, &name, node, id.as_ref()) else {
+            return;
         };
-        let me = self.model.client(slot).conn;
         let domain = self.model.client(slot).domain;
-        let in_flight = self.model.calls_made(me);
+        let secs = crate::goals::timeout_secs(timeout);
+        self.call_resolved(slot, domain, name, args, secs, id, wait);
+    }
+
+    /// A call of `name` (resolved) in `domain` from `slot`: failed at once
+    /// (too many in flight with those waiting, no provider), answered by
+    /// the gateway (an action's cancel service nobody provides), parked
+    /// (`wait`), or forwarded with its deadline (`secs`, else the call
+    /// timeout).
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn call_resolved(
+        &mut self,
+        slot: usize,
+        domain: u8,
+        name: String,
+        args_text: String,
+        secs: Option<f64>,
+        id: Option<Id>,
+        wait: bool,
+    ) {
+        let args: Value = serde_json::from_str(&args_text).expect("sim args are JSON");
+        let me = self.model.client(slot).conn;
+        let in_flight = self.model.calls_in_flight(me) + self.model.waiting_of(me);
         let provider = self
             .model
             .services
@@ -436,15 +469,14 @@ impl Sim {
                     .slot_of(p)
                     .is_some_and(|s| self.model.client(s).is_open())
             });
-        let outcome = if name == STATS_SERVICE {
-            Resp::Stats(self.model.gauges())
-        } else if in_flight >= self.limits.max_calls_per_conn {
-            Resp::Failure {
-                service: name,
-                why: None,
-            }
+        let failure = |name: String| Resp::Failure {
+            service: name,
+            why: None,
+        };
+        let outcome = if in_flight >= self.limits.max_calls_per_conn {
+            failure(name)
         } else if let Some(provider) = provider {
-            let due_tick = self.due_tick(timeout);
+            let due_tick = self.due_tick_secs(secs);
             let k = self.model.calls.len();
             self.model.calls.push(CallModel {
                 caller: me,
@@ -458,9 +490,28 @@ impl Sim {
                 id_raw: id.as_ref().map(|id| id.raw.clone()),
             });
             let ps = self.model.slot_of(provider).expect("providers are live");
-            self.model.client_mut(ps).exp.forwards.push_back(k);
+            self.model
+                .client_mut(ps)
+                .exp
+                .forwards
+                .push_back(Fwd::Call(k));
             self.counts.calls_forwarded += 1;
             Resp::Pending(k)
+        } else if name.ends_with(CANCEL_GOAL_SUFFIX) {
+            self.cancel_goal_service(slot, &name)
+        } else if let Some(r) = self.node_param_call(slot, domain, &name, &args_text, id.clone()) {
+            r
+        } else if wait {
+            let g = GoalSend {
+                name,
+                action_type: None,
+                args_text,
+                feedback: false,
+                timeout: None,
+                wait: true,
+                id: id.clone(),
+            };
+            Resp::Waiting(self.park(slot, domain, false, g, secs))
         } else {
             // A provider of that name in another domain must not be called.
             let elsewhere = self
@@ -471,11 +522,14 @@ impl Sim {
             if elsewhere {
                 self.counts.isolated_by_domain += 1;
             }
-            Resp::Failure {
-                service: name,
-                why: None,
-            }
+            failure(name)
         };
+        self.expect_response(slot, id, outcome);
+    }
+
+    /// `slot` is owed `outcome` for its call `id` (or, without an id, among
+    /// its id-less calls).
+    fn expect_response(&mut self, slot: usize, id: Option<Id>, outcome: Resp) {
         let e = &mut self.model.client_mut(slot).exp;
         match id {
             Some(id) => {
@@ -485,25 +539,17 @@ impl Sim {
         }
     }
 
-    /// The timer tick at which a call made now with `timeout` (the field's
-    /// text) times out: the timer wheel rounds deadlines up to a tick.
-    fn due_tick(&self, timeout: Option<&str>) -> u64 {
-        let secs = timeout.and_then(|t| {
-            if t == "null" {
-                None
-            } else {
-                t.parse::<f64>().ok()
-            }
-        });
+    /// The timer tick at which a call made now with a timeout of `secs`
+    /// (else the call timeout) times out: the timer wheel rounds deadlines
+    /// up to a tick.
+    fn due_tick_secs(&self, secs: Option<f64>) -> u64 {
         let to = match secs {
-            Some(secs) if secs.is_finite() && secs > 0.0 => {
+            Some(secs) => {
                 Duration::from_secs_f64(secs.min(self.limits.max_call_timeout.as_secs_f64()))
             }
-            _ => self.limits.call_timeout,
+            None => self.limits.call_timeout,
         };
-        let deadline = self.offset + to;
-        let tick = Duration::from_millis(TIMER_TICK_MS).as_nanos();
-        deadline.as_nanos().div_ceil(tick) as u64
+        tick_ceil(self.offset + to)
     }
 
     /// A provider's answer: completes the call `id` names if it is in
@@ -518,10 +564,20 @@ impl Sim {
     ) -> Result<(), Violation> {
         let me = self.model.client(slot).conn;
         let rosbridge = self.model.client(slot).rosbridge();
-        let call = id
-            .and_then(|id| self.model.rg_map.get(&id.raw))
-            .copied()
-            .filter(|&k| self.model.calls[k].alive && self.model.calls[k].provider == me);
+        if let Some(&Fwd::Validation(v)) = id.and_then(|id| self.model.rg_map.get(&id.raw)) {
+            if self.validating_at(v, me) {
+                self.answer_validation(slot, v, values, result);
+                return Ok(());
+            }
+        }
+        let call = match id.and_then(|id| self.model.rg_map.get(&id.raw)) {
+            Some(&Fwd::Call(k))
+                if self.model.calls[k].alive && self.model.calls[k].provider == me =>
+            {
+                Some(k)
+            }
+            _ => None,
+        };
         let Some(k) = call else {
             self.counts.stale_responses += 1;
             self.model.expect_status(slot, id, true);

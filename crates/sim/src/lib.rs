@@ -23,6 +23,10 @@
 //! | `effects` | what each accepted request does to the model as it is fed |
 //! | `controls` | WebSocket control traffic: pings, close frames, protocol violations |
 //! | `reader` | the clients' side: received lines and frames crossed off against the model |
+//! | `goals` | actions: servers, goals, feedback, results, cancels, orphans; requests waiting for a provider |
+//! | `qos` | QoS: latching, depth, throttling, reliability, compatibility, peer counts |
+//! | `params` | parameters: the store per domain and node, the rules, the owner's operations, `/parameter_events` |
+//! | `param_access` | everyone else's access to parameters (rosapi, the node services) and the owner's validation round trip |
 //! | `checks` | the invariants: tables, the memory ledger, counters, quiescence, last words, [`Sim::finish`] |
 //! | [`fuzzing`], [`scan_parity`] | the fuzz targets' checks |
 //!
@@ -80,6 +84,18 @@
 //!   client's output, input ignored and each connection closed once
 //!   drained.
 //!
+//! Clients also serve actions and send goals (`goals.rs`), state QoS on
+//! their registrations (`qos.rs`), and declare, set, read, validate and
+//! watch parameters (`params.rs`, `param_access.rs`): owners declare their
+//! nodes' parameters (types, descriptors with ranges, read-only, dynamic
+//! typing, validation) and change or withdraw them; others read and change
+//! them through rosapi and the node services, within the rules, held by
+//! the gateway for nodes nobody owns; validating owners accept, refuse or
+//! stay silent; a node's parameters go with it; every change is an event
+//! on `/parameter_events` of its domain. The model predicts every answer,
+//! validation call and event (exact bytes), and the hub's stores after
+//! every step.
+//!
 //! Every hub call is accounted for right after it (`accounting.rs`): each
 //! queue changed by the frames delivered less the frames shed, and the
 //! frames shed are identified (the queue is read back), so a client must
@@ -102,8 +118,12 @@ mod controls;
 mod driver;
 mod effects;
 mod feed;
+mod goals;
 mod model;
 mod names;
+mod param_access;
+mod params;
+mod qos;
 mod reader;
 mod requests;
 mod rng;
@@ -113,9 +133,10 @@ pub mod fuzzing;
 pub mod scan_parity;
 
 pub use actions::{
-    actions_from_bytes, actions_to_bytes, Action, Req, SimConfig, ACTION_KINDS, MAX_CLIENTS,
-    SERVICES, TOPICS,
+    actions_from_bytes, actions_to_bytes, Action, Req, SimConfig, ACTION_KINDS, DOMAIN_FIELDS,
+    MAX_CLIENTS, NAMES, NAMESPACES, NODE_NAMES, REMAPS, SERVICES, TOPICS,
 };
 pub use checks::Violation;
 pub use driver::{run_seed, Counts, Sim};
+pub use goals::ACTIONS;
 pub use rng::{Bytes, Rng};

@@ -1,7 +1,10 @@
 //! The expected-state model, kept independently of the hub's tables: the
 //! live clients (their transport, what each registered, how it reads,
 //! every line it is owed), the services and their providers, and every
-//! call with its caller, provider, deadline and fate.
+//! call with its caller, provider, deadline and fate (goals, waiting
+//! requests and parameters, with the validations sent to their owners,
+//! are modelled in `goals.rs`, `params.rs` and `param_access.rs`;
+//! validations count among their requesters' calls here).
 //!
 //! Two kinds of client share the routing: NDJSON over TCP (the protocol
 //! file: registrations per connection, every status) and rosbridge over
@@ -34,11 +37,15 @@ use std::time::Duration;
 use serde_json::Value;
 
 use rosgate_core::codes::ErrorCode;
+use rosgate_core::counters::Counter;
 use rosgate_core::{CloseReason, ConnRef, StatusFilter};
 use rosgate_wire::encode;
 
 use crate::actions::MAX_CLIENTS;
+use crate::goals::{Fate, GoalModel, GoalResp, WaitModel};
 use crate::names::NodeModel;
+use crate::params::ParamsModel;
+use crate::qos::{PubState, SubState, ThrottleTimer};
 use crate::requests::Effect;
 use crate::ws::Answer;
 
@@ -93,7 +100,15 @@ pub(crate) struct TopicFrame {
     pub wire: Rc<[u8]>,
     /// Framed for WebSocket.
     pub ws: bool,
+    /// The topic it was published on (its queue bucket, for depth and
+    /// reliability); `None` for goal feedback (a bucket of its own).
+    pub topic: Option<Bucket>,
 }
+
+/// A topic as the queues of one domain know it: its name and which
+/// incarnation of its entry (a topic nobody holds is removed, and a new
+/// entry of the same name is another topic for the queues).
+pub(crate) type Bucket = (String, u64);
 
 impl TopicFrame {
     /// The key of the shared frame in the ledger.
@@ -122,6 +137,38 @@ pub(crate) enum Resp {
     /// connections_open, calls_pending, topics, subscriptions, publishers,
     /// services.
     Stats([u64; 6]),
+    /// Waiting for a provider (model waiting index).
+    Waiting(usize),
+    /// Answered by the gateway itself with exactly these `values` (and
+    /// `result: true`).
+    Builtin { service: String, values: Value },
+    /// Answered by the gateway with `result: true` and `values` that match
+    /// this pattern (see [`crate::param_access::matches`]).
+    Shape { service: String, values: Value },
+    /// A parameter change waiting for its owner's validation (model
+    /// validation index).
+    Validating(usize),
+}
+
+impl Resp {
+    /// Not settled yet: in flight, waiting for a provider, or for an
+    /// owner's validation.
+    pub fn unsettled(&self) -> bool {
+        matches!(
+            self,
+            Resp::Pending(_) | Resp::Waiting(_) | Resp::Validating(_)
+        )
+    }
+}
+
+/// Something forwarded to a provider or action server, in order: a call
+/// (model call index), a goal (model goal index) or a parameter
+/// validation to the parameters' owner (model validation index).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Fwd {
+    Call(usize),
+    Goal(usize),
+    Validation(usize),
 }
 
 /// The level of a status.
@@ -151,8 +198,18 @@ pub(crate) struct Expect {
     pub anon_info: u32,
     pub anon_warning: u32,
     pub anon_error: u32,
-    /// Forwarded calls this provider must receive, in order.
-    pub forwards: VecDeque<usize>,
+    /// Forwarded calls and goals this provider (or action server) must
+    /// receive, in order.
+    pub forwards: VecDeque<Fwd>,
+    /// Cancels this action server must receive (model goal indexes), each
+    /// after its goal; in any order among themselves (the hub sends those
+    /// of one turn in timer order).
+    pub cancels: Vec<usize>,
+    /// Goal results by canonical caller id (several for an id reused while
+    /// in flight: the duplicate fails at once), told apart by content.
+    pub goal_results: Vec<(String, GoalResp)>,
+    /// `peers` notifications owed, per topic: the counts in order.
+    pub peers: VecDeque<(String, u64)>,
     /// Responses by canonical caller id.
     pub responses: HashMap<String, Resp>,
     /// Responses to calls made without an id (rosbridge dialect), which
@@ -292,6 +349,10 @@ pub(crate) struct Client {
     pub exp: Expect,
     /// Raw provider-side ids this client received in forwarded calls.
     pub learned: Vec<String>,
+    /// Raw gateway ids of the goals this client was sent.
+    pub learned_goals: Vec<String>,
+    /// Raw provider-side ids of the validations this client was sent.
+    pub learned_validations: Vec<String>,
     /// Model of the hub's `out_since`: last write progress, or when output
     /// became pending (clock offset).
     pub out_since: Duration,
@@ -316,6 +377,15 @@ pub(crate) struct Client {
     pub held: usize,
     /// A request it has sent part of.
     pub pending: Option<Pending>,
+    /// The QoS state of its subscriptions and advertisements that stated
+    /// any, by topic (as registered).
+    pub sub_qos: BTreeMap<String, SubState>,
+    pub pub_qos: BTreeMap<String, PubState>,
+    /// Its queue's depth per topic bucket, and the reliable buckets.
+    pub depth: BTreeMap<Bucket, u32>,
+    pub reliable: BTreeSet<Bucket>,
+    /// It was warned of its reliable backlog (until it falls to half).
+    pub reliable_warned: bool,
     /// Since when its control bytes have been above the soft limit.
     pub soft_since: Option<Duration>,
     /// A write this step brought its control bytes to the soft limit or
@@ -338,6 +408,8 @@ impl Client {
             inbuf: Vec::new(),
             exp: Expect::default(),
             learned: Vec::new(),
+            learned_goals: Vec::new(),
+            learned_validations: Vec::new(),
             out_since: at,
             empty_at_start: true,
             wrote: false,
@@ -350,6 +422,11 @@ impl Client {
             partial_since: None,
             held: 0,
             pending: None,
+            sub_qos: BTreeMap::new(),
+            pub_qos: BTreeMap::new(),
+            depth: BTreeMap::new(),
+            reliable: BTreeSet::new(),
+            reliable_warned: false,
             soft_since: None,
             soft_dipped: false,
         }
@@ -379,11 +456,12 @@ impl Client {
     }
 
     /// Holds a registration or a node: its domain is fixed.
-    pub fn holds_anything(&self, services: &Services) -> bool {
+    pub fn holds_anything(&self, services: &Services, actions: &Services) -> bool {
         !self.subs.is_empty()
             || !self.pubs.is_empty()
             || !self.nodes.is_empty()
             || services.values().any(|s| s.provider == self.conn)
+            || actions.values().any(|s| s.provider == self.conn)
     }
 
     /// Its node called `name` (its name or full name; the first declared
@@ -557,10 +635,30 @@ pub(crate) struct Model {
     pub services: Services,
     /// Every call ever forwarded, by model call index.
     pub calls: Vec<CallModel>,
-    /// Raw provider-side id -> model call index.
-    pub rg_map: HashMap<String, usize>,
-    /// Every raw provider-side id any client received.
+    /// Raw provider-side id -> the call or goal it names.
+    pub rg_map: HashMap<String, Fwd>,
+    /// Every raw provider-side id any client received in a call.
     pub all_learned: Vec<String>,
+    /// Every raw gateway id any server received in a goal.
+    pub all_learned_goals: Vec<String>,
+    /// (domain, action name) -> its server.
+    pub actions: Services,
+    /// Every goal ever sent to a server, by model goal index.
+    pub goals: Vec<GoalModel>,
+    /// Every request that waited for a provider, in arrival order.
+    pub waiting: Vec<WaitModel>,
+    /// Parameters of every domain, and validations sent to their owners.
+    pub params: ParamsModel,
+    /// What the hub's counters of actions, parameters and QoS must read.
+    pub counted: [u64; Counter::COUNT],
+    /// Topic entries held now (domain, name), and how many times each
+    /// went (see [`Bucket`]).
+    pub topics_held: BTreeSet<(u8, String)>,
+    pub epochs: BTreeMap<(u8, String), u64>,
+    /// Publishes through the QoS path so far (orders latched caches).
+    pub publish_seq: u64,
+    /// Throttle flushes scheduled.
+    pub throttle_timers: Vec<ThrottleTimer>,
     /// The status filter WebSocket connections opened now get.
     pub ws_status: StatusFilter,
     /// The domain WebSocket connections start in.
@@ -595,6 +693,16 @@ impl Model {
             calls: Vec::new(),
             rg_map: HashMap::new(),
             all_learned: Vec::new(),
+            all_learned_goals: Vec::new(),
+            actions: BTreeMap::new(),
+            goals: Vec::new(),
+            waiting: Vec::new(),
+            params: ParamsModel::default(),
+            counted: [0; Counter::COUNT],
+            topics_held: BTreeSet::new(),
+            epochs: BTreeMap::new(),
+            publish_seq: 0,
+            throttle_timers: Vec::new(),
             ws_status,
             ws_domain,
             strict,
@@ -628,22 +736,83 @@ impl Model {
         }
     }
 
-    /// Bytes the calls `caller` has in flight count for.
+    /// Bytes the calls and goals `caller` has in flight count for (its
+    /// orphans are nobody's, and waiting requests are not in the table).
     pub fn calls_bytes_of(&self, caller: ConnRef) -> usize {
-        self.calls
+        let calls: usize = self
+            .calls
             .iter()
             .filter(|c| c.alive && c.caller == caller)
             .map(CallModel::bytes)
-            .sum()
+            .sum();
+        let goals: usize = self
+            .goals
+            .iter()
+            .filter(|g| g.fate == Fate::Alive && g.caller == caller)
+            .map(GoalModel::bytes)
+            .sum();
+        calls + goals + self.params.validation_bytes(Some(caller))
     }
 
-    /// Bytes every call in flight counts for.
+    /// Bytes every call, goal (orphans included) and waiting request
+    /// counts for.
     pub fn calls_bytes(&self) -> usize {
-        self.calls
+        let calls: usize = self
+            .calls
             .iter()
             .filter(|c| c.alive)
             .map(CallModel::bytes)
-            .sum()
+            .sum();
+        let goals: usize = self
+            .goals
+            .iter()
+            .filter(|g| g.in_table())
+            .map(GoalModel::bytes)
+            .sum();
+        let waiting: usize = self
+            .waiting
+            .iter()
+            .filter(|w| w.alive)
+            .map(WaitModel::bytes)
+            .sum();
+        calls + goals + waiting + self.params.validation_bytes(None)
+    }
+
+    /// Counts one event of `c` the hub must count too.
+    pub fn count(&mut self, c: Counter) {
+        self.counted[c.index()] += 1;
+    }
+
+    /// Requests of `caller` waiting for a provider.
+    pub fn waiting_of(&self, caller: ConnRef) -> usize {
+        self.waiting
+            .iter()
+            .filter(|w| w.alive && w.caller == caller)
+            .count()
+    }
+
+    /// Service calls `caller` has in flight (what the per-connection call
+    /// limit counts with its waiting requests; its goals have their own).
+    pub fn calls_in_flight(&self, caller: ConnRef) -> usize {
+        self.calls_made(caller)
+    }
+
+    /// Replaces `slot`'s expectation for waiting call `w` by `r`.
+    pub fn settle_waiting(&mut self, slot: usize, w: usize, id: Option<&Id>, r: Resp) {
+        let e = &mut self.client_mut(slot).exp;
+        let waiting = |x: &Resp| matches!(x, Resp::Waiting(v) if *v == w);
+        match id {
+            Some(id) => {
+                if e.responses.get(&id.key).is_some_and(waiting) {
+                    e.responses.insert(id.key.clone(), r);
+                }
+            }
+            None => {
+                if let Some(x) = e.anon_responses.iter_mut().find(|x| waiting(x)) {
+                    *x = r;
+                }
+            }
+        }
     }
 
     /// Bytes one service entry counts for.
@@ -659,14 +828,26 @@ impl Model {
         let services: usize = self
             .services
             .iter()
+            .chain(self.actions.iter())
             .filter(|(_, s)| s.provider == c.conn)
             .map(|((_, n), s)| Self::service_bytes(n, s))
             .sum();
-        c.membership_bytes() + services
+        // Latched caches and held throttled messages (their own copies).
+        let caches: usize = c
+            .pub_qos
+            .values()
+            .flat_map(|q| q.cache.iter().map(|(_, f)| f.len()))
+            .sum();
+        let held: usize = c
+            .sub_qos
+            .values()
+            .filter_map(|q| q.throttle.as_ref()?.pending.as_ref().map(|f| f.len()))
+            .sum();
+        c.membership_bytes() + services + caches + held
     }
 
     /// Bytes every registration counts for, topic entries (one per domain
-    /// and name) and declared nodes included.
+    /// and name), declared nodes and parameters included.
     pub fn reg_bytes(&self) -> usize {
         let mut topics = BTreeSet::new();
         let mut total = 0;
@@ -679,7 +860,7 @@ impl Model {
             .iter()
             .map(|(_, t)| TOPIC_BYTES + 2 * t.len() + encode::publish_prefix(t).len())
             .sum();
-        total + topic_bytes
+        total + topic_bytes + self.params.bytes()
     }
 
     /// Bytes the declared nodes count for.
@@ -721,6 +902,16 @@ impl Model {
             .find(|&i| self.clients[i].is_some())
     }
 
+    /// From `slot` on, the first live client that declared a node.
+    pub fn with_nodes(&self, slot: u8) -> Option<usize> {
+        let s = slot as usize % MAX_CLIENTS;
+        (0..MAX_CLIENTS).map(|i| (s + i) % MAX_CLIENTS).find(|&i| {
+            self.clients[i]
+                .as_ref()
+                .is_some_and(|c| !c.nodes.is_empty())
+        })
+    }
+
     /// From `slot` on, the first live WebSocket client.
     pub fn resolve_ws(&self, slot: u8) -> Option<usize> {
         let s = slot as usize % MAX_CLIENTS;
@@ -732,9 +923,8 @@ impl Model {
     /// Whether provider-side id `raw` names a call in flight that was
     /// forwarded to `provider`.
     pub fn serving(&self, raw: &str, provider: ConnRef) -> bool {
-        self.rg_map
-            .get(raw)
-            .is_some_and(|&k| self.calls[k].alive && self.calls[k].provider == provider)
+        matches!(self.rg_map.get(raw), Some(&Fwd::Call(k))
+            if self.calls[k].alive && self.calls[k].provider == provider)
     }
 
     /// From `slot` on, the first client that received a call still in flight.
@@ -747,20 +937,39 @@ impl Model {
         })
     }
 
-    /// Calls in flight made by `conn`.
-    pub fn calls_made(&self, conn: ConnRef) -> usize {
-        self.calls
-            .iter()
-            .filter(|x| x.alive && x.caller == conn)
-            .count()
+    /// From `slot` on, the first client that was sent a goal still in the
+    /// table.
+    pub fn goal_holder(&self, slot: u8) -> Option<usize> {
+        let s = slot as usize % MAX_CLIENTS;
+        (0..MAX_CLIENTS).map(|i| (s + i) % MAX_CLIENTS).find(|&i| {
+            self.clients[i].as_ref().is_some_and(|c| {
+                c.learned_goals.iter().any(|raw| {
+                    matches!(self.rg_map.get(raw), Some(&Fwd::Goal(g))
+                        if self.goals[g].in_table() && self.goals[g].server == c.conn)
+                })
+            })
+        })
     }
 
-    /// Calls in flight forwarded to `conn`.
+    /// Calls in flight made by `conn` (validations it asked for
+    /// included: they are calls of the requester).
+    pub fn calls_made(&self, conn: ConnRef) -> usize {
+        let calls = self
+            .calls
+            .iter()
+            .filter(|x| x.alive && x.caller == conn)
+            .count();
+        calls + self.params.validations_where(|v| v.caller == conn)
+    }
+
+    /// Calls in flight forwarded to `conn` (validations included).
     pub fn calls_served(&self, conn: ConnRef) -> usize {
-        self.calls
+        let calls = self
+            .calls
             .iter()
             .filter(|x| x.alive && x.provider == conn)
-            .count()
+            .count();
+        calls + self.params.validations_where(|v| v.owner == conn)
     }
 
     /// `slot` is owed one status, matched by `id` if it has one, unless
@@ -873,11 +1082,22 @@ impl Model {
         }
         [
             self.live().count() as u64,
-            self.calls.iter().filter(|c| c.alive).count() as u64,
+            (self.calls.iter().filter(|c| c.alive).count()
+                + self.goals.iter().filter(|g| g.in_table()).count()
+                + self.params.validations_where(|_| true)) as u64,
             topics.len() as u64,
             subs as u64,
             pubs as u64,
             self.services.len() as u64,
+        ]
+    }
+
+    /// actions, goals (orphans included) and waiting requests now.
+    pub fn gauges_more(&self) -> [u64; 3] {
+        [
+            self.actions.len() as u64,
+            self.goals.iter().filter(|g| g.in_table()).count() as u64,
+            self.waiting.iter().filter(|w| w.alive).count() as u64,
         ]
     }
 
@@ -890,6 +1110,7 @@ impl Model {
             self.release_frame(f.key());
         }
         self.services.retain(|_, s| s.provider != me);
+        self.actions.retain(|_, s| s.provider != me);
         for call in self.calls.iter_mut().filter(|x| x.alive && x.caller == me) {
             call.alive = false;
         }

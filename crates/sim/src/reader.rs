@@ -9,11 +9,11 @@
 
 use serde_json::Value;
 
-use rosgate_core::hub::STATS_SERVICE;
+use rosgate_core::hub::{PARAMETER_EVENTS, STATS_SERVICE};
 
 use crate::checks::Violation;
 use crate::driver::Sim;
-use crate::model::{Link, Lvl, Resp};
+use crate::model::{Fwd, Link, Lvl, Resp};
 use crate::requests::{canon, json_string};
 use crate::ws::{self, Answer, ServerFrame, OP_CLOSE, OP_PONG, OP_TEXT};
 
@@ -194,18 +194,29 @@ impl Sim {
             );
         };
         match op {
-            "publish" => self.on_publish(slot, line, &v),
+            "publish" | "action_feedback" => self.on_publish(slot, line, &v),
             "status" => self.on_status(slot, line, &v),
             "call_service" => self.on_forwarded_call(slot, line, &v),
             "service_response" => self.on_response(slot, line, &v),
+            "send_action_goal" => self.on_forwarded_goal(slot, line, &v),
+            "cancel_action_goal" => self.on_cancel(slot, line, &v),
+            "action_result" => self.on_goal_result(slot, line, &v),
+            "peers" => self.on_peers(slot, line, &v),
             _ => Err(self.violation(format!("slot {slot} got unknown op: {}", show(line)))),
         }
     }
 
-    /// A publish frame: exactly the next one queued (frames shed were
-    /// taken out of the model's queue as they went).
+    /// A publish frame (or goal feedback, topic-like data): exactly the
+    /// next one queued (frames shed were taken out of the model's queue as
+    /// they went).
     fn on_publish(&mut self, slot: usize, line: &[u8], v: &Value) -> Result<(), Violation> {
-        self.counts.publishes_received += 1;
+        let publish = v["op"] == "publish";
+        if publish {
+            self.counts.publishes_received += 1;
+            if v["topic"] == PARAMETER_EVENTS {
+                self.counts.param_events_received += 1;
+            }
+        }
         if self.model.client(slot).rosbridge() {
             self.counts.ws_publishes_received += 1;
         }
@@ -221,7 +232,10 @@ impl Sim {
         if let Some(f) = c.exp.topic.pop_front() {
             self.model.release_frame(f.key());
         }
-        if v.get("topic").and_then(Value::as_str).is_none() || v.get("msg").is_none() {
+        let topic = v.get("topic").and_then(Value::as_str).is_some() && v.get("msg").is_some();
+        let feedback =
+            v.get("action").and_then(Value::as_str).is_some() && v.get("values").is_some();
+        if (publish && !topic) || (!publish && !feedback) {
             return Err(self.violation(format!("malformed publish frame {}", show(line))));
         }
         Ok(())
@@ -283,11 +297,15 @@ impl Sim {
     /// A call forwarded to `slot` as provider: the next one owed, with the
     /// caller's service and args and a provider-side id never seen before.
     fn on_forwarded_call(&mut self, slot: usize, line: &[u8], v: &Value) -> Result<(), Violation> {
-        let Some(k) = self.model.client_mut(slot).exp.forwards.pop_front() else {
-            return Err(self.violation(format!(
-                "slot {slot} got a call it was not the provider for: {}",
-                show(line)
-            )));
+        let k = match self.model.client_mut(slot).exp.forwards.pop_front() {
+            Some(Fwd::Call(k)) => k,
+            Some(Fwd::Validation(x)) => return self.on_forwarded_validation(slot, x, line, v),
+            _ => {
+                return Err(self.violation(format!(
+                    "slot {slot} got a call it was not the provider for: {}",
+                    show(line)
+                )))
+            }
         };
         let call = &self.model.calls[k];
         let id_raw = match v.get("id") {
@@ -308,7 +326,12 @@ impl Sim {
                 call.args
             )));
         }
-        if self.model.rg_map.insert(id_raw.clone(), k).is_some() {
+        if self
+            .model
+            .rg_map
+            .insert(id_raw.clone(), Fwd::Call(k))
+            .is_some()
+        {
             return Err(self.violation(format!("provider-side id {id_raw} issued twice")));
         }
         self.model.all_learned.push(id_raw.clone());
@@ -328,7 +351,7 @@ impl Sim {
         let expected = match v.get("id") {
             Some(id) => e.responses.remove(&canon(id)),
             None => {
-                let settled = |r: &Resp| !matches!(r, Resp::Pending(_));
+                let settled = |r: &Resp| !r.unsettled();
                 let found = e
                     .anon_responses
                     .iter()
@@ -359,7 +382,12 @@ impl Sim {
             }
             Resp::Failure { .. } => self.counts.responses_failed += 1,
             Resp::Success { .. } => self.counts.responses_ok += 1,
-            Resp::Pending(_) | Resp::Stats(_) => {}
+            Resp::Pending(_)
+            | Resp::Stats(_)
+            | Resp::Waiting(_)
+            | Resp::Builtin { .. }
+            | Resp::Shape { .. }
+            | Resp::Validating(_) => {}
         }
         Ok(())
     }
@@ -372,6 +400,26 @@ fn mismatch(r: &Resp, v: &Value) -> Option<String> {
     let result = v.get("result");
     match r {
         Resp::Pending(k) => Some(format!("response while model call {k} is still in flight")),
+        Resp::Waiting(w) => Some(format!(
+            "response while request {w} still waits for a provider"
+        )),
+        Resp::Validating(x) => Some(format!(
+            "response while validation {x} still waits for the parameters' owner"
+        )),
+        Resp::Shape { service: s, values } => {
+            let ok = service == Some(s.as_str())
+                && result == Some(&Value::Bool(true))
+                && v.get("values")
+                    .is_some_and(|x| crate::param_access::matches(values, x));
+            (!ok)
+                .then(|| format!("expected service {s:?} result true and values matching {values}"))
+        }
+        Resp::Builtin { service: s, values } => {
+            let ok = service == Some(s.as_str())
+                && result == Some(&Value::Bool(true))
+                && v.get("values") == Some(values);
+            (!ok).then(|| format!("expected service {s:?} values {values} result true"))
+        }
         Resp::Failure { service: s, why } => {
             let text = v.get("values").and_then(Value::as_str);
             let ok = service == Some(s.as_str())

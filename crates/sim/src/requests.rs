@@ -35,9 +35,10 @@ use crate::actions::{Req, DOMAIN_FIELDS, NAMES, NAMESPACES, NODE_NAMES, REMAPS, 
 use crate::driver::Sim;
 use crate::model::Id;
 use crate::names::NodeModel;
+use crate::qos::Asked;
 
 /// Per-call `timeout` field texts (`None`: field absent).
-const TIMEOUTS: [Option<&str>; 9] = [
+pub(crate) const TIMEOUTS: [Option<&str>; 9] = [
     None,
     Some("0.05"),
     Some("0.3"),
@@ -63,7 +64,7 @@ const STATUSES: [Option<&str>; 5] = [
 
 /// Provider-side ids no call ever had (or, for the numeric and structured
 /// ones, could have had).
-const FORGED_IDS: [&str; 10] = [
+pub(crate) const FORGED_IDS: [&str; 10] = [
     "\"rg-999999999999\"",
     "\"rg-18446744073709551616\"",
     "\"rg-\"",
@@ -96,7 +97,7 @@ const GHOST_NODE: &str = "ghost";
 
 /// Whitespace a request uses between and inside its members.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Spacing {
+pub(crate) enum Spacing {
     Compact,
     Spaces,
     /// Raw CR and LF (WebSocket only; a TCP line cannot hold a LF).
@@ -121,6 +122,8 @@ pub(crate) enum Effect {
         name: String,
         id: Option<Id>,
         node: Option<String>,
+        /// The QoS a subscribe or advertise states (nothing, for most).
+        asked: Asked,
     },
     Publish {
         name: String,
@@ -139,12 +142,15 @@ pub(crate) enum Effect {
     },
     Call {
         name: String,
-        /// The args as the provider must receive them.
-        args: Value,
+        /// The args as the gateway keeps and forwards them (raw CR/LF
+        /// blanked; `{}` when left out).
+        args: String,
         timeout: Option<&'static str>,
         /// Always present on TCP.
         id: Option<Id>,
         node: Option<String>,
+        /// `"wait": true`: wait for a provider within the timeout.
+        wait: bool,
     },
     /// `declare_node` as written; `domain`: the field's text.
     DeclareNode {
@@ -164,6 +170,10 @@ pub(crate) enum Effect {
         domain: Option<u8>,
         node: Option<NodeModel>,
     },
+    /// An action request (see `goals.rs`).
+    Goal(crate::goals::GoalOp),
+    /// A parameter operation of a node's owner (see `params.rs`).
+    Param(crate::params::ParamOp),
     Respond {
         id: Option<Id>,
         /// `None`: the response has no `values` member.
@@ -176,7 +186,7 @@ pub(crate) enum Effect {
 
 /// `s` with every raw CR and LF replaced by a space, as the hub does
 /// before decoding.
-fn blank_cr_lf(s: &str) -> String {
+pub(crate) fn blank_cr_lf(s: &str) -> String {
     s.replace(['\r', '\n'], " ")
 }
 
@@ -185,7 +195,7 @@ pub(crate) fn json_string(s: &str) -> String {
 }
 
 /// `s` as a JSON string; with `escape`, every ASCII character as `\u00XX`.
-fn jstr(s: &str, escape: bool) -> String {
+pub(crate) fn jstr(s: &str, escape: bool) -> String {
     if !escape {
         return json_string(s);
     }
@@ -207,7 +217,7 @@ pub(crate) fn canon(v: &Value) -> String {
 }
 
 /// An [`Id`] from its raw JSON text.
-fn parse_id(raw: String) -> Id {
+pub(crate) fn parse_id(raw: String) -> Id {
     let v: Value = serde_json::from_str(&raw).expect("sim id is JSON");
     Id {
         key: canon(&v),
@@ -216,23 +226,23 @@ fn parse_id(raw: String) -> Id {
 }
 
 /// The members of a request line, in order, as (key, raw JSON value).
-type Members<'a> = Vec<(&'a str, String)>;
+pub(crate) type Members<'a> = Vec<(&'a str, String)>;
 
 /// The `node` field, when the request names a node.
-fn push_node(m: &mut Members<'_>, node: Option<&str>, esc: bool) {
+pub(crate) fn push_node(m: &mut Members<'_>, node: Option<&str>, esc: bool) {
     if let Some(n) = node {
         m.push(("node", jstr(n, esc)));
     }
 }
 
-fn push_id(m: &mut Members<'_>, id: Option<&Id>) {
+pub(crate) fn push_id(m: &mut Members<'_>, id: Option<&Id>) {
     if let Some(id) = id {
         m.push(("id", id.raw.clone()));
     }
 }
 
 /// Builds the line for `members` in `style`, with `spacing`.
-fn assemble(members: &[(&str, String)], style: u8, spacing: Spacing) -> Vec<u8> {
+pub(crate) fn assemble(members: &[(&str, String)], style: u8, spacing: Spacing) -> Vec<u8> {
     let esc = style & 4 != 0;
     let mut m: Vec<(String, String)> = members
         .iter()
@@ -439,6 +449,7 @@ fn malformed(kind: u8, id: Option<Id>, style: u8, spacing: Spacing, n: u64) -> (
                 name,
                 id: Some(long),
                 node: None,
+                asked: Asked::default(),
             };
             return (assemble(&m, style & !4, spacing), effect);
         }
@@ -450,7 +461,7 @@ fn malformed(kind: u8, id: Option<Id>, style: u8, spacing: Spacing, n: u64) -> (
 impl Sim {
     /// A fresh id for `slot` in one of seven spellings (`style % 7`, 0: no
     /// id); unique among the client's ids.
-    fn fresh_id(&mut self, slot: usize, style: u8) -> Option<Id> {
+    pub(crate) fn fresh_id(&mut self, slot: usize, style: u8) -> Option<Id> {
         let c = self.model.client_mut(slot);
         c.next_id += 1;
         let n = c.next_id;
@@ -469,7 +480,7 @@ impl Sim {
     /// A JSON payload with a unique counter, with insignificant
     /// whitespace per `spacing` (kept byte for byte by the gateway, raw
     /// CR/LF turned into spaces).
-    fn payload(&mut self, shape: u16, spacing: Spacing) -> String {
+    pub(crate) fn payload(&mut self, shape: u16, spacing: Spacing) -> String {
         self.counter += 1;
         let n = self.counter;
         let fill = "x".repeat(((shape >> 2) % 700) as usize);
@@ -544,7 +555,7 @@ impl Sim {
                 id,
             } => {
                 let name = SERVICES[*service as usize % SERVICES.len()];
-                self.call_request(slot, f, name, None, *timeout, *args, *id)
+                self.call_request(slot, f, name, None, *timeout, *args, *id, false)
             }
             Req::DeclareNode {
                 name,
@@ -567,6 +578,28 @@ impl Sim {
                 result,
                 status,
             } => self.respond_request(slot, f, *pick, *kind, *result, *status),
+            Req::Goal {
+                op,
+                action,
+                pick,
+                payload,
+                id,
+            } => self.goal_request(slot, f, *op, *action, *pick, *payload, *id),
+            Req::Qos {
+                op,
+                topic,
+                spec,
+                payload,
+                id,
+            } => self.qos_request(slot, f, *op, *topic, *spec, *payload, *id),
+            Req::Param {
+                op,
+                target,
+                name,
+                value,
+                extra,
+                id,
+            } => self.param_request(slot, f, *op, *target, *name, *value, *extra, *id),
             Req::Malformed { kind, id } => {
                 let id = self.fresh_id(slot, *id);
                 if rosbridge && kind % 16 == 3 {
@@ -574,10 +607,11 @@ impl Sim {
                     let (line, _) = malformed(*kind, None, style, spacing, 0);
                     let effect = Effect::Call {
                         name: "/s1".into(),
-                        args: Value::Object(Default::default()),
+                        args: "{}".into(),
                         timeout: None,
                         id: None,
                         node: None,
+                        wait: false,
                     };
                     return (line, effect);
                 }
@@ -609,7 +643,7 @@ impl Sim {
 
     /// subscribe, unsubscribe, advertise or unadvertise of `name` (as
     /// written), for `node` if given.
-    fn topic_request(
+    pub(crate) fn topic_request(
         &mut self,
         slot: usize,
         f: Form,
@@ -636,11 +670,51 @@ impl Sim {
             name: name.to_string(),
             id,
             node,
+            asked: Asked::default(),
         };
         (assemble(&m, f.style, f.spacing), effect)
     }
 
-    fn publish_request(
+    /// A subscribe or advertise (`op`) of `name` with the QoS members
+    /// `extra`, which state `asked` (`None`: the decoder refuses them).
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn qos_topic_request(
+        &mut self,
+        slot: usize,
+        f: Form,
+        op: &'static str,
+        name: &str,
+        extra: &[(&'static str, &'static str)],
+        asked: Option<Asked>,
+        id: u8,
+    ) -> (Vec<u8>, Effect) {
+        let (line, effect) = self.topic_request(slot, f, op, name, None, id);
+        let Effect::Topic { id, node, .. } = effect else {
+            return (line, effect);
+        };
+        let esc = f.style & 4 != 0;
+        let mut m: Members<'_> = vec![("op", json_string(op)), ("topic", jstr(name, esc))];
+        if !f.lean {
+            m.push(("type", jstr("std_msgs/String", esc)));
+        }
+        for (k, v) in extra {
+            m.push((k, v.to_string()));
+        }
+        push_id(&mut m, id.as_ref());
+        let effect = match asked {
+            Some(asked) => Effect::Topic {
+                op,
+                name: name.to_string(),
+                id,
+                node,
+                asked,
+            },
+            None => Effect::Error { id, code: None },
+        };
+        (assemble(&m, f.style, f.spacing), effect)
+    }
+
+    pub(crate) fn publish_request(
         &mut self,
         slot: usize,
         f: Form,
@@ -703,7 +777,7 @@ impl Sim {
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn call_request(
+    pub(crate) fn call_request(
         &mut self,
         slot: usize,
         f: Form,
@@ -712,6 +786,7 @@ impl Sim {
         timeout: u8,
         args: u16,
         id: u8,
+        wait: bool,
     ) -> (Vec<u8>, Effect) {
         let esc = f.style & 4 != 0;
         let id = match self.fresh_id(slot, id) {
@@ -736,19 +811,23 @@ impl Sim {
         if let Some(t) = to {
             m.push(("timeout", t.to_string()));
         }
+        if wait {
+            m.push(("wait", "true".into()));
+        }
         let effect = Effect::Call {
             name: name.to_string(),
-            args: serde_json::from_str(args).expect("sim args are JSON"),
+            args: blank_cr_lf(args),
             timeout: to,
             id,
             node,
+            wait,
         };
         (assemble(&m, f.style, f.spacing), effect)
     }
 
     /// `declare_node` with the table entries `picks` selects (name,
     /// namespace, remap rules, domain field).
-    fn declare_request(
+    pub(crate) fn declare_request(
         &mut self,
         slot: usize,
         f: Form,
@@ -842,7 +921,7 @@ impl Sim {
             6 => self.service_request(slot, f, false, name, node, id),
             _ => {
                 let timeout = (payload >> 13) as u8;
-                self.call_request(slot, f, name, node, timeout, payload, id)
+                self.call_request(slot, f, name, node, timeout, payload, id, false)
             }
         }
     }
@@ -911,11 +990,10 @@ impl Sim {
         };
         let result_raw = RESULTS[result as usize % RESULTS.len()];
         let status_raw = STATUSES[status as usize % STATUSES.len()];
-        let service_name = id_raw
-            .as_ref()
-            .and_then(|r| self.model.rg_map.get(r))
-            .map_or("/s1", |&k| self.model.calls[k].service.as_str())
-            .to_string();
+        let service_name = match id_raw.as_ref().and_then(|r| self.model.rg_map.get(r)) {
+            Some(&crate::model::Fwd::Call(k)) => self.model.calls[k].service.clone(),
+            _ => "/s1".to_string(),
+        };
         let mut m: Members<'_> = vec![
             ("op", json_string("service_response")),
             ("service", jstr(&service_name, esc)),
@@ -945,9 +1023,9 @@ impl Sim {
 /// How one request is written: the action's style bits, the whitespace,
 /// whether optional fields are left out, and the dialect.
 #[derive(Debug, Clone, Copy)]
-struct Form {
-    style: u8,
-    spacing: Spacing,
-    lean: bool,
-    rosbridge: bool,
+pub(crate) struct Form {
+    pub style: u8,
+    pub spacing: Spacing,
+    pub lean: bool,
+    pub rosbridge: bool,
 }

@@ -31,6 +31,7 @@ use crate::access::Class;
 use crate::calls::{Call, CallKind, NotOutstanding, ORPHAN_TIMEOUT};
 use crate::conn::ConnRef;
 use crate::counters::{Counter, ErrorCode, Hist};
+use crate::nodes::Domain;
 use crate::registry::{Provided, TooMany, Unadvertised};
 
 /// Sent as a goal's `args` when a rosbridge client sends none.
@@ -156,18 +157,42 @@ impl Hub {
         let Some((domain, _, action)) = self.resolve_for(me, action, node, Some(id), now) else {
             return;
         };
-        let mut action_json = Vec::with_capacity(action.len() + 2);
-        encode::json_string(&mut action_json, &action);
         if !self.permit(me, Class::ActionSend, &action, Some(id), now) {
             // The caller also gets its goal's end, as for any refusal.
+            let mut action_json = Vec::with_capacity(action.len() + 2);
+            encode::json_string(&mut action_json, &action);
             let reason = format!("forbidden: may not send goals to {action}");
             let mut out = Vec::new();
             encode::action_failure(&mut out, &action_json, id, STATUS_UNKNOWN, &reason);
             return self.send_control(me, &out, now);
         }
+        let goal = (action_type, args, feedback, timeout, wait);
+        self.send_goal_resolved(me, domain, &action, goal, id, now);
+    }
+
+    /// [`Hub::send_action_goal`] of `action` in `domain`, already resolved
+    /// (a waiting goal being released is not resolved again, as for
+    /// calls: see [`Hub::call_resolved`]). `goal`: its `action_type`,
+    /// `args`, `feedback`, `timeout` and `wait`.
+    #[allow(clippy::type_complexity)]
+    pub(super) fn send_goal_resolved(
+        &mut self,
+        me: ConnRef,
+        domain: Domain,
+        action: &str,
+        goal: (Option<&str>, Option<Raw<'_>>, bool, Option<f64>, bool),
+        id: &[u8],
+        now: Instant,
+    ) {
+        let (action_type, args, feedback, timeout, wait) = goal;
+        if !self.live(me) {
+            return;
+        }
+        let mut action_json = Vec::with_capacity(action.len() + 2);
+        encode::json_string(&mut action_json, action);
         let fail = |hub: &mut Hub, why: CallFailure| {
             hub.count_goal_failure(why);
-            let reason = hub.goal_failure_text(why, &action);
+            let reason = hub.goal_failure_text(why, action);
             let mut out = Vec::new();
             encode::action_failure(&mut out, &action_json, id, STATUS_UNKNOWN, &reason);
             hub.send_control(me, &out, now);
@@ -178,7 +203,7 @@ impl Hub {
         if self.calls.goal_of(me, id).is_some() {
             return fail(self, CallFailure::DuplicateId);
         }
-        let server = match self.registries[domain as usize].provided(Provided::Action, &action) {
+        let server = match self.registries[domain as usize].provided(Provided::Action, action) {
             Some(s) if self.live(s.provider()) => s.provider(),
             _ if wait => {
                 let goal = Some((action_type, feedback));
@@ -186,7 +211,7 @@ impl Hub {
                     me,
                     domain,
                     Provided::Action,
-                    &action,
+                    action,
                     Some(id),
                     args,
                     timeout,
@@ -464,7 +489,7 @@ impl Hub {
         });
     }
 
-    fn goal_failure_text(&self, why: CallFailure, name: &str) -> String {
+    pub(super) fn goal_failure_text(&self, why: CallFailure, name: &str) -> String {
         match why {
             CallFailure::NoProvider => format!("no server for action {name}"),
             CallFailure::ProviderGone => format!("the server of action {name} disconnected"),

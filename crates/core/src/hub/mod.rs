@@ -250,6 +250,11 @@ impl Hub {
         self.registries.get(domain)
     }
 
+    /// The parameters of `domain` (owned and held by the gateway).
+    pub fn params_in(&self, domain: Domain) -> &crate::params::ParamStore {
+        self.params.store(domain)
+    }
+
     /// The declared nodes.
     pub fn nodes(&self) -> &Nodes {
         &self.nodes
@@ -1057,11 +1062,19 @@ impl Hub {
     pub fn wrote(&mut self, key: u32, n: usize, now: Instant) {
         self.counters.add(Counter::BytesOut, n as u64);
         let soft = self.limits.control_soft_bytes;
+        let half = self.limits.max_queue_bytes / 2;
         if let Some(c) = self.conns.get_mut(key as usize) {
             let entries = c.out().entry_bytes();
             let (released, control) = c.wrote(n, now);
             self.mem.entries_changed(entries, c.out().entry_bytes());
             c.note_control(soft, now);
+            // A reliable backlog that fell back to half the limit is warned
+            // of again when it next passes it (checked only as reliable
+            // data is queued, this fall would go unseen when the next
+            // message finds the backlog over the limit again).
+            if c.reliable_warned() && c.out().reliable_bytes() <= half {
+                c.set_reliable_warned(false);
+            }
             self.mem.frames -= released;
             self.mem.control -= control;
             self.mem.queued -= n;
@@ -1086,7 +1099,8 @@ impl Hub {
 
     /// Starts a graceful shutdown (P23): input is ignored from now on,
     /// every call in flight fails with `result:false` ("gateway shutting
-    /// down"), and every connection whose transport has a goodbye (a
+    /// down"), so does every request waiting for a provider (a waiting goal
+    /// with `status` 6, as one in flight), and every connection whose transport has a goodbye (a
     /// WebSocket close 1001, going away) gets it after its queued output.
     /// The shell then flushes until [`Hub::is_drained`] or its grace period
     /// ends.
@@ -1099,6 +1113,7 @@ impl Hub {
         for call in self.calls.take_every() {
             self.fail_call(call, CallFailure::Shutdown, now);
         }
+        self.fail_all_waiting(now);
         let goodbyes: Vec<(ConnRef, Vec<u8>)> = self
             .conns
             .iter()

@@ -463,16 +463,22 @@ impl Hub {
         let mut requested = Vec::with_capacity(changes.len());
         for (name, value) in changes {
             let key = param_key(node, &name);
-            let checked = if !self.visible(role, &[Class::ParamWrite], &key) {
+            // rosapi's `set_param` checked the name already; the node
+            // services did not, and a held table would take any name.
+            let checked = if let Err(why) = check_param_name(&name) {
+                Err(why)
+            } else if !self.visible(role, &[Class::ParamWrite], &key) {
                 forbidden += 1;
-                Err(Refusal::Forbidden(key))
+                Err(Refusal::Forbidden(key).reason(&name))
             } else if live_unowned {
-                Err(Refusal::Undeclared)
+                Err(Refusal::Undeclared.reason(&name))
             } else {
-                store.check(node, &name, &value)
+                store
+                    .check(node, &name, &value)
+                    .map_err(|r| r.reason(&name))
             };
             let outcome = match checked {
-                Err(r) => Outcome::Refused(r.reason(&name)),
+                Err(why) => Outcome::Refused(why),
                 Ok(()) => match store.validator(node, &name) {
                     Some(v) => {
                         validator = Some(v);
@@ -519,7 +525,10 @@ impl Hub {
         let Some((owner, owner_tag)) = validator else {
             return self.finish_set(me, p, id, now);
         };
-        if !self.live(owner) || self.calls.in_flight(me) >= self.limits.max_calls_per_conn {
+        // The validation is a call of the requester: it counts against
+        // its limit with the requests it has waiting for a provider.
+        let calls = self.calls.in_flight(me) + self.waiting.of(me);
+        if !self.live(owner) || calls >= self.limits.max_calls_per_conn {
             refuse_rest(
                 &mut p,
                 "its node cannot validate it now (owner gone, or too many calls in flight)",
@@ -791,6 +800,9 @@ impl Hub {
     ) -> Option<(&'n str, &'static str)> {
         let (node, short) = name.rsplit_once('/')?;
         let ty = NODE_PARAM_SERVICES.iter().find(|(s, _)| *s == short)?.1;
+        if node == GLOBAL {
+            return None;
+        }
         self.params
             .store(domain)
             .node(node)
@@ -928,7 +940,9 @@ impl Hub {
         let Some((node, short)) = name.rsplit_once('/') else {
             return false;
         };
+        // Global parameters belong to no node: `/get_parameters` is nobody's.
         if !NODE_PARAM_SERVICES.iter().any(|(s, _)| *s == short)
+            || node == GLOBAL
             || self.params.store(domain).node(node).is_none()
         {
             return false;

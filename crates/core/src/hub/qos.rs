@@ -358,6 +358,11 @@ impl Hub {
         // once in the ledger, as on the fast path (`deliver`).
         let mut framed = Framed::new(frame, 1);
         for sub in subs {
+            // A subscriber closing this turn gets nothing (and nothing is
+            // counted for it), as on the fast path (`deliver`).
+            if !self.live(sub) {
+                continue;
+            }
             let reg = &self.registries[domain as usize];
             let sq = reg.member_qos(sub, Role::Subscriber, t);
             if let Some(q) = sq {
@@ -500,7 +505,9 @@ impl Hub {
                 }
                 r.throttle_take(sub, t)
             });
-            if let Some(frame) = pending {
+            // Counted only when queued (a subscriber closing this turn
+            // gets nothing, as on the fast path).
+            if let (Some(frame), true) = (pending, self.live(sub)) {
                 self.counters.inc(Counter::Delivered);
                 self.queue_one(sub, t, frame, now);
             }

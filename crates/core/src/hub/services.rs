@@ -15,6 +15,7 @@ use crate::access::Class;
 use crate::calls::{Call, CallKind};
 use crate::conn::ConnRef;
 use crate::counters::{Counter, ErrorCode, Hist};
+use crate::nodes::Domain;
 use crate::registry::{Provided, TooMany, Unadvertised};
 
 /// Whether `name` (resolved) is one the gateway answers itself: nobody
@@ -195,9 +196,31 @@ impl Hub {
         if !self.permit(me, Class::Call, &name, id, now) {
             return self.fail_forbidden(me, &name, id, now);
         }
+        self.call_resolved(me, domain, &name, args, id, timeout, wait, now);
+    }
+
+    /// [`Hub::call_service`] of `name` in `domain`, already resolved (a
+    /// waiting call being released is not resolved again: its caller may
+    /// have declared a node since, whose namespace or remap rules would
+    /// send it elsewhere than to the provider that just appeared).
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn call_resolved(
+        &mut self,
+        me: ConnRef,
+        domain: Domain,
+        name: &str,
+        args: Option<Raw<'_>>,
+        id: Option<&[u8]>,
+        timeout: Option<f64>,
+        wait: bool,
+        now: Instant,
+    ) {
+        if !self.live(me) {
+            return;
+        }
         // Requests waiting for a provider count against the limit too.
         if self.calls.in_flight(me) + self.waiting.of(me) >= self.limits.max_calls_per_conn {
-            return self.fail_now(me, &name, id, CallFailure::TooMany, now);
+            return self.fail_now(me, name, id, CallFailure::TooMany, now);
         }
         let to = match timeout {
             Some(secs) if secs.is_finite() && secs > 0.0 => {
@@ -207,7 +230,7 @@ impl Hub {
         };
         // One look-up of the name: the provider, and the call recorded
         // with the service's name as JSON.
-        let forwarded = match self.registries[domain as usize].service(&name) {
+        let forwarded = match self.registries[domain as usize].service(name) {
             Some(s) if self.live(s.provider()) => {
                 let provider = s.provider();
                 let seq = self
@@ -218,8 +241,8 @@ impl Hub {
             _ => None,
         };
         let Some((provider, seq)) = forwarded else {
-            if self.cancel_goal_service(me, &name, id, now)
-                || self.node_param_service(me, domain, &name, args, id, now)
+            if self.cancel_goal_service(me, name, id, now)
+                || self.node_param_service(me, domain, name, args, id, now)
             {
                 return;
             }
@@ -228,7 +251,7 @@ impl Hub {
                     me,
                     domain,
                     Provided::Service,
-                    &name,
+                    name,
                     id,
                     args,
                     timeout,
@@ -237,9 +260,9 @@ impl Hub {
                 ) {
                     return;
                 }
-                return self.fail_now(me, &name, id, CallFailure::TooMany, now);
+                return self.fail_now(me, name, id, CallFailure::TooMany, now);
             }
-            return self.fail_now(me, &name, id, CallFailure::NoProvider, now);
+            return self.fail_now(me, name, id, CallFailure::NoProvider, now);
         };
         self.counters.inc(Counter::CallsForwarded);
         let mut out = std::mem::take(&mut self.scratch);
@@ -280,15 +303,18 @@ impl Hub {
         self.counters.inc(Counter::CallsAnswered);
         let latency = now.saturating_duration_since(call.started()).as_secs_f64();
         self.counters.observe(Hist::CallLatency, latency);
-        if self.params_validation_answer(&call, values, result, now) {
-            return;
-        }
         let (values, result) = if rosbridge {
             rosbridge_outcome(values, result)
         } else {
             // The strict dialect always has `values`.
             (values.map_or(EMPTY_ARGS, Raw::get), result.get())
         };
+        // A validation is read like any answer of the owner's dialect (a
+        // rosbridge `values` object is a success whatever `result` says).
+        let read = (Raw::from_valid_json(values), Raw::from_valid_json(result));
+        if self.params_validation_answer(&call, Some(read.0), read.1, now) {
+            return;
+        }
         let mut out = std::mem::take(&mut self.scratch);
         out.clear();
         encode::service_response(
@@ -364,7 +390,7 @@ impl Hub {
         });
     }
 
-    fn failure_text(&self, why: CallFailure, name: &str) -> String {
+    pub(super) fn failure_text(&self, why: CallFailure, name: &str) -> String {
         match why {
             CallFailure::NoProvider => format!("no provider for service {name}"),
             CallFailure::ProviderGone => format!("provider of service {name} disconnected"),

@@ -44,6 +44,8 @@ struct WaitingCall {
     feedback: bool,
     /// Goals: the deadline the goal keeps once sent (its own `timeout`).
     goal_timeout: Option<f64>,
+    /// Arrival order (slab keys are reused).
+    seq: u64,
 }
 
 impl WaitingCall {
@@ -64,6 +66,8 @@ pub(super) struct Waiting {
     by_caller: HashMap<ConnRef, Vec<usize>>,
     wheel: TimerWheel,
     bytes: usize,
+    /// Requests parked so far (orders them).
+    parked: u64,
 }
 
 impl Waiting {
@@ -74,6 +78,7 @@ impl Waiting {
             by_caller: HashMap::new(),
             wheel: TimerWheel::new(now, Duration::from_millis(TIMER_TICK_MS), TIMER_SLOTS),
             bytes: 0,
+            parked: 0,
         }
     }
 
@@ -93,7 +98,9 @@ impl Waiting {
         self.wheel.next_deadline()
     }
 
-    fn add(&mut self, w: WaitingCall) {
+    fn add(&mut self, mut w: WaitingCall) {
+        self.parked += 1;
+        w.seq = self.parked;
         let key = (w.domain, w.kind, w.name.clone());
         let (caller, deadline) = (w.caller, w.deadline);
         self.bytes += w.bytes();
@@ -163,13 +170,15 @@ impl Hub {
             action_type: goal.and_then(|g| g.0).map(Box::from),
             feedback: goal.is_some_and(|g| g.1),
             goal_timeout: timeout,
+            seq: 0,
         });
         self.counters.inc(crate::counters::Counter::CallsWaited);
         true
     }
 
     /// A provider of `name` appeared: its waiting requests go to it, in
-    /// order, with what is left of their timeout.
+    /// order, with what is left of their timeout (a goal keeps its own),
+    /// under the name they waited for (not resolved again).
     pub(super) fn release_waiting(
         &mut self,
         domain: Domain,
@@ -195,10 +204,10 @@ impl Hub {
                 .max(0.001);
             let args = Raw::from_valid_json(&w.args);
             match kind {
-                Provided::Service => self.call_service(
+                Provided::Service => self.call_resolved(
                     w.caller,
+                    w.domain,
                     &w.name,
-                    None,
                     Some(args),
                     w.id.as_deref(),
                     Some(left),
@@ -207,18 +216,14 @@ impl Hub {
                 ),
                 Provided::Action => {
                     if let Some(id) = w.id.as_deref() {
-                        self.send_action_goal(
-                            w.caller,
-                            &w.name,
-                            None,
+                        let goal = (
                             w.action_type.as_deref(),
                             Some(args),
                             w.feedback,
                             w.goal_timeout,
                             false,
-                            id,
-                            now,
-                        )
+                        );
+                        self.send_goal_resolved(w.caller, w.domain, &w.name, goal, id, now)
                     }
                 }
             }
@@ -260,6 +265,40 @@ impl Hub {
                     let reason = format!("no server for action {} appeared in time", w.name);
                     let id = w.id.as_deref().unwrap_or(b"null");
                     encode::action_failure(&mut out, &name_json, id, 0, &reason);
+                }
+            }
+            self.send_control(w.caller, &out, now);
+        }
+    }
+
+    /// Fails every waiting request, in the order they came (the gateway
+    /// is shutting down: like a call in flight, a request waiting for a
+    /// provider gets its one answer before its connection drains and
+    /// closes).
+    pub(super) fn fail_all_waiting(&mut self, now: Instant) {
+        let mut keys: Vec<usize> = self.waiting.entries.iter().map(|(k, _)| k).collect();
+        keys.sort_unstable_by_key(|&k| self.waiting.entries.get(k).map(|w| w.seq));
+        for k in keys {
+            let Some(w) = self.waiting.take(k) else {
+                continue;
+            };
+            let mut name_json = Vec::with_capacity(w.name.len() + 2);
+            encode::json_string(&mut name_json, &w.name);
+            let why = super::CallFailure::Shutdown;
+            let mut out = Vec::new();
+            match w.kind {
+                Provided::Service => {
+                    self.counters
+                        .inc(crate::counters::Counter::CallsFailedShutdown);
+                    let reason = self.failure_text(why, &w.name);
+                    encode::service_failure(&mut out, &name_json, w.id.as_deref(), &reason);
+                }
+                Provided::Action => {
+                    self.counters
+                        .inc(crate::counters::Counter::GoalsFailedShutdown);
+                    let reason = self.goal_failure_text(why, &w.name);
+                    let id = w.id.as_deref().unwrap_or(b"null");
+                    encode::action_failure(&mut out, &name_json, id, 6, &reason);
                 }
             }
             self.send_control(w.caller, &out, now);

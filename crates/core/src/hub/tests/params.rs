@@ -308,3 +308,205 @@ fn every_table_is_empty_once_everyone_has_left() {
     assert_eq!(t.hub.memory().registrations, 0);
     assert_eq!(t.hub.conn_count(), 0);
 }
+
+#[test]
+fn global_parameters_are_no_node_and_the_node_services_check_names() {
+    let mut t = T::new(Limits::default());
+    let c = t.open();
+    // A global parameter and one held for node /free (nobody declared it).
+    t.send(
+        c,
+        r#"{"op":"call_service","service":"/rosapi/set_param","id":1,"args":{"name":"g","value":"1"}}"#,
+    );
+    t.send(
+        c,
+        r#"{"op":"call_service","service":"/rosapi/set_param","id":2,"args":{"name":"free:x","value":"1"}}"#,
+    );
+    let got = t.recv(c);
+    assert!(got.iter().all(|v| v["result"] == true), "{got:?}");
+    // `/get_parameters` is no node's service: nobody provides it.
+    t.send(
+        c,
+        r#"{"op":"call_service","service":"/get_parameters","id":3,"args":{"names":["g"]}}"#,
+    );
+    t.send(
+        c,
+        r#"{"op":"call_service","service":"/set_parameters","id":4,"args":{"parameters":[{"name":"g","value":{"type":2,"integer_value":5}}]}}"#,
+    );
+    for v in t.recv(c) {
+        assert_eq!(v["result"], false, "{v}");
+        assert!(
+            v["values"]
+                .as_str()
+                .is_some_and(|s| s.contains("no provider")),
+            "{v}"
+        );
+    }
+    assert_eq!(value(&t, "", "g"), Some(ParamValue::Integer(1)));
+    // A held node's services refuse names no parameter may have, as
+    // rosapi's set_param does, and apply the rest.
+    t.send(
+        c,
+        r#"{"op":"call_service","service":"/free/set_parameters","id":5,"args":{"parameters":[{"name":"","value":{"type":2,"integer_value":5}},{"name":"a b","value":{"type":2,"integer_value":5}},{"name":"x:y","value":{"type":2,"integer_value":5}},{"name":"x","value":{"type":2,"integer_value":6}}]}}"#,
+    );
+    let v = t.one(c);
+    let ok: Vec<Option<bool>> = v["values"]["results"]
+        .as_array()
+        .expect("results")
+        .iter()
+        .map(|r| r["successful"].as_bool())
+        .collect();
+    assert_eq!(
+        ok,
+        [Some(false), Some(false), Some(false), Some(true)],
+        "{v}"
+    );
+    assert_eq!(value(&t, "/free", "x"), Some(ParamValue::Integer(6)));
+    let names: Vec<&str> = t.hub.params.store(0).all().map(|(_, p, _)| p).collect();
+    assert_eq!(names.len(), 2, "{names:?}");
+    assert_eq!(t.hub.counters().get(Counter::ParamSetsRejected), 3);
+}
+
+#[test]
+fn a_validation_counts_against_the_call_limit_with_waiting_requests() {
+    let mut t = T::new(Limits {
+        max_calls_per_conn: 2,
+        ..Limits::default()
+    });
+    let o = owner(&mut t);
+    let r = t.open();
+    // Two calls waiting for a provider fill the requester's limit.
+    for id in 1..=2 {
+        t.send(
+            r,
+            &format!(
+                r#"{{"op":"call_service","service":"/nobody","id":{id},"args":{{}},"wait":true,"timeout":30}}"#
+            ),
+        );
+    }
+    assert!(t.recv(r).is_empty(), "both calls wait");
+    set_gain(&mut t, r, 3, 2);
+    let v = t.one(r);
+    assert_eq!(
+        (v["id"].clone(), v["result"].clone()),
+        (3.into(), false.into()),
+        "{v}"
+    );
+    assert!(t.recv(o).is_empty(), "no validation was sent");
+    assert_eq!(t.hub.calls().len(), 0);
+    assert_eq!(t.hub.counters().get(Counter::ParamValidations), 0);
+    assert_eq!(value(&t, "/ctl", "gain"), Some(ParamValue::Integer(1)));
+    assert!(no_pending(&t));
+}
+
+/// A WebSocket connection with its upgrade done (the 101 read).
+fn open_ws(t: &mut T) -> u32 {
+    let key = t
+        .hub
+        .open_as(crate::Transport::WebSocket, t.now)
+        .expect("admitted")
+        .key;
+    let hs = b"GET / HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n";
+    t.hub.on_bytes(key, hs, t.now);
+    let head = ws_read(t, key);
+    assert!(head.starts_with(b"HTTP/1.1 101"), "{head:?}");
+    key
+}
+
+/// Everything queued for `key`, written out.
+fn ws_read(t: &mut T, key: u32) -> Vec<u8> {
+    let mut bytes = Vec::new();
+    while let Some(out) = t.hub.out(key).filter(|o| !o.is_empty()) {
+        let mut iov = [IoSlice::new(&[]); MAX_IOVECS];
+        let n = out.fill(&mut iov, usize::MAX);
+        let mut w = 0;
+        for s in &iov[..n] {
+            bytes.extend_from_slice(s);
+            w += s.len();
+        }
+        t.hub.wrote(key, w, t.now);
+    }
+    bytes
+}
+
+/// Sends `text` from WebSocket client `key` as one masked text frame.
+fn ws_send(t: &mut T, key: u32, text: &str) {
+    let mask = [3u8, 5, 7, 11];
+    let n = text.len();
+    let mut f = vec![0x81];
+    if n < 126 {
+        f.push(0x80 | n as u8);
+    } else {
+        f.push(0x80 | 126);
+        f.extend_from_slice(&(n as u16).to_be_bytes());
+    }
+    f.extend_from_slice(&mask);
+    f.extend(text.bytes().enumerate().map(|(i, b)| b ^ mask[i & 3]));
+    t.hub.on_bytes(key, &f, t.now);
+}
+
+/// The JSON messages of the server text frames queued for `key`.
+fn ws_recv(t: &mut T, key: u32) -> Vec<Value> {
+    let bytes = ws_read(t, key);
+    let mut out = Vec::new();
+    let mut at = 0;
+    while at < bytes.len() {
+        assert_eq!(bytes[at], 0x81, "a text frame");
+        let (n, head) = match bytes[at + 1] {
+            126 => (
+                u16::from_be_bytes([bytes[at + 2], bytes[at + 3]]) as usize,
+                4,
+            ),
+            n => (n as usize, 2),
+        };
+        let payload = &bytes[at + head..at + head + n];
+        out.push(serde_json::from_slice(payload).expect("JSON"));
+        at += head + n;
+    }
+    out
+}
+
+#[test]
+fn a_rosbridge_owner_validates_as_rosbridge_answers_read() {
+    let mut t = T::new(Limits::default());
+    let o = open_ws(&mut t);
+    ws_send(&mut t, o, r#"{"op":"set_level","level":"info"}"#);
+    ws_send(&mut t, o, r#"{"op":"declare_node","name":"ctl"}"#);
+    ws_send(
+        &mut t,
+        o,
+        r#"{"op":"declare_parameter","name":"gain","value":1,"validate":true}"#,
+    );
+    assert_eq!(ws_recv(&mut t, o).len(), 2, "node and parameter declared");
+    let r = t.open();
+    for (id, v) in [(1, 2), (2, 3)] {
+        set_gain(&mut t, r, id, v);
+    }
+    let calls = ws_recv(&mut t, o);
+    assert_eq!(calls.len(), 2, "{calls:?}");
+    // An object `values` is a success whatever `result` says (roslib's
+    // service handlers answer so); `successful` decides.
+    let answer = |call: &Value, ok: bool| {
+        format!(
+            r#"{{"op":"service_response","service":"/ctl/validate_parameters","id":{},"values":{{"successful":{ok}}},"result":false}}"#,
+            call["id"]
+        )
+    };
+    ws_send(&mut t, o, &answer(&calls[0], true));
+    let v = t.one(r);
+    assert_eq!(
+        (v["id"].clone(), v["result"].clone()),
+        (1.into(), true.into()),
+        "{v}"
+    );
+    assert_eq!(value(&t, "/ctl", "gain"), Some(ParamValue::Integer(2)));
+    ws_send(&mut t, o, &answer(&calls[1], false));
+    let v = t.one(r);
+    assert_eq!(
+        (v["id"].clone(), v["result"].clone()),
+        (2.into(), false.into()),
+        "{v}"
+    );
+    assert_eq!(value(&t, "/ctl", "gain"), Some(ParamValue::Integer(2)));
+    assert!(no_pending(&t));
+}

@@ -232,8 +232,12 @@ fn depth_drops_exactly_the_oldest_waiting_messages() {
         text.starts_with(r#":"publish","topic":"/d","msg":10}"#),
         "{text}"
     );
-    assert_eq!(tail, [18, 19], "the head counts among the 3 waiting");
-    assert_eq!(t.counter(Counter::DepthDropped), 7 + 7, "11..=17 dropped");
+    assert_eq!(
+        tail,
+        [17, 18, 19],
+        "the head is being delivered: it does not count among the 3 waiting"
+    );
+    assert_eq!(t.counter(Counter::DepthDropped), 7 + 6, "11..=16 dropped");
     // The qos object's depth wins over queue_length.
     let q = t.open();
     t.send(
@@ -970,4 +974,78 @@ fn a_message_after_the_interval_never_overtakes_a_held_older_one() {
     assert!(t.ints(sub).is_empty(), "199 ms");
     t.advance(1);
     assert_eq!(t.ints(sub), [3], "200 ms");
+}
+
+/// A waiting call or goal is answered when the gateway shuts down, as a
+/// call in flight is: its connection must not drain and close without it.
+#[test]
+fn waiting_requests_fail_at_a_shutdown() {
+    let mut t = T::new(Limits::default());
+    let c = t.open();
+    t.send(
+        c,
+        r#"{"op":"call_service","service":"/s","id":1,"args":{},"wait":true}"#,
+    );
+    t.send(
+        c,
+        r#"{"op":"send_action_goal","action":"/fib","action_type":"T","id":"g","args":{},"wait":true}"#,
+    );
+    assert!(t.recv(c).is_empty());
+    t.hub.begin_shutdown(t.now);
+    let got = t.recv(c);
+    assert_eq!(got.len(), 2, "{got:?}");
+    assert_eq!(
+        (&got[0]["id"], &got[0]["result"]),
+        (&json!(1), &json!(false))
+    );
+    assert!(got[0]["values"]
+        .as_str()
+        .is_some_and(|v| v.contains("shutting down")));
+    assert_eq!(
+        (&got[1]["op"], &got[1]["id"], &got[1]["status"]),
+        (&json!("action_result"), &json!("g"), &json!(6))
+    );
+    assert_eq!(t.hub.gauges().get(Gauge::CallsWaiting), 0);
+    assert_eq!(t.counter(Counter::CallsFailedShutdown), 1);
+    assert_eq!(t.counter(Counter::GoalsFailedShutdown), 1);
+    assert_eq!(t.hub.memory().calls, 0);
+}
+
+/// A waiting request goes to the provider of the name it waited for, even
+/// if its caller declared a node since (whose namespace would resolve the
+/// name elsewhere).
+#[test]
+fn a_released_request_is_not_resolved_again() {
+    let mut t = T::new(Limits::default());
+    let c = t.open();
+    t.send(
+        c,
+        r#"{"op":"call_service","service":"s","id":1,"args":{},"wait":true}"#,
+    );
+    t.send(
+        c,
+        r#"{"op":"send_action_goal","action":"fib","action_type":"T","id":"g","args":{},"wait":true}"#,
+    );
+    t.send(c, r#"{"op":"declare_node","name":"n","namespace":"/r2"}"#);
+    assert_eq!(t.one(c)["level"], "info");
+    let p = t.open();
+    t.send(p, r#"{"op":"advertise_service","service":"s","type":"T"}"#);
+    t.send(p, r#"{"op":"advertise_action","action":"fib","type":"T"}"#);
+    let got = t.recv(p);
+    let ops: Vec<&Value> = got.iter().map(|v| &v["op"]).collect();
+    assert_eq!(
+        ops,
+        [
+            &json!("status"),
+            &json!("call_service"),
+            &json!("status"),
+            &json!("send_action_goal")
+        ],
+        "{got:?}"
+    );
+    assert_eq!(
+        (&got[1]["service"], &got[3]["action"]),
+        (&json!("s"), &json!("fib"))
+    );
+    assert!(t.recv(c).is_empty(), "nothing failed");
 }
