@@ -16,7 +16,10 @@
 //! - an owned node's parameters exist only while its owner does;
 //! - at most [`MAX_PARAMS_PER_NODE`] per node and [`MAX_HELD_PARAMS`] held
 //!   in all (per domain), each value at most [`MAX_PARAM_VALUE_BYTES`];
-//!   `bytes()` is kept as entries change.
+//! - `bytes()` is the sum of every parameter's bytes, split exactly into
+//!   `held_bytes()` (nodes nobody owns) and `owned_bytes(c)` for each
+//!   owning connection, each kept as entries change (O(1) per change), so
+//!   the memory budget can charge a connection for its parameters.
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -496,6 +499,8 @@ pub enum Refusal {
     OutOfRange(String),
     TooBig,
     TooMany,
+    /// Another connection's node of the same full name owns the table.
+    OwnedElsewhere,
     /// The owner (validating) said no, or did not answer in time.
     Rejected(String),
     /// The requester's role may not set it (the allowlist key).
@@ -520,6 +525,9 @@ impl Refusal {
             Refusal::TooMany => format!(
                 "parameter {name}: the node holds {MAX_PARAMS_PER_NODE} parameters, or the gateway {MAX_HELD_PARAMS}, the limit"
             ),
+            Refusal::OwnedElsewhere => format!(
+                "parameter {name}: the parameters of its node belong to another connection's node of that name"
+            ),
             Refusal::Rejected(why) => format!("parameter {name}: rejected by its node: {why}"),
             Refusal::Forbidden(key) => format!("forbidden: may not set parameter {key}"),
         }
@@ -533,6 +541,7 @@ impl Refusal {
             Refusal::TypeChange { .. } => "type",
             Refusal::OutOfRange(_) => "range",
             Refusal::TooBig | Refusal::TooMany => "limit",
+            Refusal::OwnedElsewhere => "owned",
             Refusal::Rejected(_) => "rejected",
             Refusal::Forbidden(_) => "forbidden",
         }
@@ -554,8 +563,14 @@ pub const GLOBAL: &str = "";
 #[derive(Debug, Default)]
 pub struct ParamStore {
     nodes: HashMap<String, NodeParams>,
+    /// Parameters held by the gateway (nodes nobody owns).
     held: usize,
     bytes: usize,
+    /// Bytes of the parameters held by the gateway.
+    held_bytes: usize,
+    /// Bytes of the parameters each connection owns (all its nodes); no
+    /// entry at zero, so the map is as big as the set of owners.
+    owned: HashMap<ConnRef, usize>,
 }
 
 impl ParamStore {
@@ -588,6 +603,33 @@ impl ParamStore {
     /// Bytes held for clients.
     pub fn bytes(&self) -> usize {
         self.bytes
+    }
+
+    /// Bytes of the parameters the gateway holds (nodes nobody owns).
+    pub fn held_bytes(&self) -> usize {
+        self.held_bytes
+    }
+
+    /// Bytes of the parameters of the nodes `c` owns: they go when it
+    /// does, so the memory budget counts them among what it holds.
+    pub fn owned_bytes(&self, c: ConnRef) -> usize {
+        self.owned.get(&c).copied().unwrap_or(0)
+    }
+
+    /// A parameter of a table `holder` holds went from `before` to `after`
+    /// bytes (0: absent): the total and the holder's share follow.
+    fn account(&mut self, holder: Holder, before: usize, after: usize) {
+        self.bytes = self.bytes + after - before;
+        match holder {
+            Holder::Gateway => self.held_bytes = self.held_bytes + after - before,
+            Holder::Owner(c, _) => {
+                let mine = self.owned.entry(c).or_insert(0);
+                *mine = *mine + after - before;
+                if *mine == 0 {
+                    self.owned.remove(&c);
+                }
+            }
+        }
     }
 
     /// Parameters held in all (owned and held).
@@ -623,25 +665,32 @@ impl ParamStore {
         }
         let mut dropped = Vec::new();
         if let Some(n) = self.nodes.get(node) {
-            if n.holder == Holder::Gateway {
-                dropped = n.params.keys().cloned().collect();
-                for k in &dropped {
-                    self.remove(node, k);
+            match n.holder {
+                Holder::Gateway => {
+                    dropped = n.params.keys().cloned().collect();
+                    for k in &dropped {
+                        self.remove(node, k);
+                    }
                 }
+                // The hub refuses this first (with the other node named);
+                // taking the table over would also misplace its bytes.
+                Holder::Owner(c, _) if c != owner.0 => return Err(Refusal::OwnedElsewhere),
+                Holder::Owner(..) => {}
             }
         }
+        let holder = Holder::Owner(owner.0, owner.1);
         let entry = self.nodes.entry(node.to_string()).or_insert(NodeParams {
-            holder: Holder::Owner(owner.0, owner.1),
+            holder,
             params: BTreeMap::new(),
         });
-        entry.holder = Holder::Owner(owner.0, owner.1);
+        entry.holder = holder;
         let existed = entry.params.contains_key(name);
         if !existed && entry.params.len() >= MAX_PARAMS_PER_NODE {
             return Err(Refusal::TooMany);
         }
         let b = param.bytes(name);
         let old = entry.params.insert(name.to_string(), param);
-        self.bytes = self.bytes + b - old.map_or(0, |o| o.bytes(name));
+        self.account(holder, old.map_or(0, |o| o.bytes(name)), b);
         Ok((
             if existed {
                 Change::Changed
@@ -708,13 +757,13 @@ impl ParamStore {
             holder: Holder::Gateway,
             params: BTreeMap::new(),
         });
-        let held = entry.holder == Holder::Gateway;
+        let holder = entry.holder;
         match entry.params.get_mut(name) {
             Some(p) => {
                 let before = p.bytes(name);
                 p.value = value;
                 let after = p.bytes(name);
-                self.bytes = self.bytes + after - before;
+                self.account(holder, before, after);
                 Change::Changed
             }
             None => {
@@ -723,11 +772,12 @@ impl ParamStore {
                     descriptor: Descriptor::default(),
                     validate: false,
                 };
-                self.bytes += p.bytes(name);
+                let b = p.bytes(name);
                 entry.params.insert(name.to_string(), p);
-                if held {
+                if holder == Holder::Gateway {
                     self.held += 1;
                 }
+                self.account(holder, 0, b);
                 Change::New
             }
         }
@@ -741,13 +791,14 @@ impl ParamStore {
         let Some(p) = n.params.remove(name) else {
             return false;
         };
-        self.bytes -= p.bytes(name);
-        if n.holder == Holder::Gateway {
+        let holder = n.holder;
+        if holder == Holder::Gateway {
             self.held -= 1;
         }
         if n.params.is_empty() {
             self.nodes.remove(node);
         }
+        self.account(holder, p.bytes(name), 0);
         true
     }
 
@@ -762,7 +813,7 @@ impl ParamStore {
             return Vec::new();
         };
         for (k, p) in &n.params {
-            self.bytes -= p.bytes(k);
+            self.account(n.holder, p.bytes(k), 0);
         }
         n.params.into_keys().collect()
     }

@@ -513,6 +513,18 @@ impl ParamsModel {
         self.stores.values().map(|n| n.params.len()).sum()
     }
 
+    /// Bytes of the parameters the nodes of `c` (in `domain`) own: the
+    /// budget counts them among what `c` holds (`docs/limits.md`).
+    pub fn owned_bytes(&self, domain: u8, c: ConnRef) -> usize {
+        self.stores
+            .iter()
+            .filter(|((d, _), n)| {
+                *d == domain && matches!(n.holder, HolderM::Owner(o, _) if o == c)
+            })
+            .flat_map(|(_, n)| n.params.iter().map(|(k, p)| p.bytes(k)))
+            .sum()
+    }
+
     /// Parameters the gateway holds (nobody's) and their bytes.
     pub fn held(&self) -> (usize, usize) {
         let held = self

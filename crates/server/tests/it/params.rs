@@ -2007,3 +2007,64 @@ fn node_parameter_services_are_listed_and_a_client_provider_comes_first() {
         other.quiet();
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// Bounds: the memory budget, and the byte limits of parameters
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn a_connection_holding_big_parameters_is_the_one_the_memory_budget_closes() {
+    let gw = Gateway::start(&["--max-memory-bytes", "1000000"]);
+    // A bystander holding a few KiB in the gateway: a partial line.
+    let mut small = gw.client();
+    small
+        .send_raw(format!(r#"{{"op":"nope","id":"small","pad":"{}"#, "s".repeat(5_000)).as_bytes());
+    let base = gw.stats();
+    // The owner reads everything; all it holds is its node's parameters,
+    // each declared small, then set to 60 KB (a declaration's status would
+    // echo the value).
+    let mut owner = gw.client();
+    owner.send_line(r#"{"op":"declare_node","name":"hog","id":"n"}"#);
+    owner.expect_info("n");
+    let big = "x".repeat(60_000);
+    let mut closed = false;
+    for i in 0..40 {
+        // The close may come right after an answer: a write then fails.
+        let lines = format!(
+            "{{\"op\":\"declare_parameter\",\"name\":\"p{i}\",\"value\":\"\",\"id\":\"d{i}\"}}\n\
+             {{\"op\":\"set_parameter\",\"name\":\"p{i}\",\"value\":\"{big}\",\"id\":\"s{i}\"}}\n"
+        );
+        if owner.try_send_raw(lines.as_bytes()).is_err() {
+            closed = true;
+            break;
+        }
+        let dl = deadline(REPLY);
+        let mut answers = 0;
+        while answers < 2 {
+            match owner.try_recv_line(dl) {
+                Recv::Line(_) => answers += 1,
+                Recv::Eof(_) | Recv::Error(_) => {
+                    closed = true;
+                    break;
+                }
+                Recv::Timeout => panic!("no answer to parameter {i}"),
+            }
+        }
+        if closed {
+            break;
+        }
+    }
+    assert!(closed, "the owner of 2.4 MB of parameters was never closed");
+    let st = gw.wait_for_stats("the owner freed", |s| {
+        counter(s, "memory_bytes") < 1_000_000
+    });
+    assert_eq!(
+        counter(&st, "closes.memory_pressure"),
+        counter(&base, "closes.memory_pressure") + 1,
+        "only the owner was closed: {st}"
+    );
+    // The bystander is still there: its line completes and is answered.
+    small.send_raw(b"\"}\n");
+    small.expect_error("small");
+    small.assert_quiet();
+}
