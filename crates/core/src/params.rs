@@ -702,39 +702,59 @@ impl ParamStore {
     }
 
     /// Checks a change of `name` of `node` to `value` against the rules:
-    /// declared (owned nodes), read-only, type, range, size.
+    /// declared (owned nodes), read-only, type, range, size, and the room
+    /// left ([`ParamStore::room_for`]) as the store stands.
     pub fn check(&self, node: &str, name: &str, value: &ParamValue) -> Result<(), Refusal> {
         if value.bytes() > MAX_PARAM_VALUE_BYTES {
             return Err(Refusal::TooBig);
         }
-        let Some(n) = self.nodes.get(node) else {
-            return self.check_room(node);
-        };
-        let Some(p) = n.params.get(name) else {
-            return match n.holder {
-                Holder::Owner(..) => Err(Refusal::Undeclared),
-                Holder::Gateway => self.check_room(node),
-            };
-        };
-        if n.holder == Holder::Gateway {
-            return Ok(());
+        if let Some(n) = self.nodes.get(node) {
+            match (n.holder, n.params.get(name)) {
+                (Holder::Owner(..), None) => return Err(Refusal::Undeclared),
+                (Holder::Owner(..), Some(p)) => {
+                    if p.descriptor.read_only {
+                        return Err(Refusal::ReadOnly);
+                    }
+                    let (from, to) = (p.value.type_code(), value.type_code());
+                    if from != to && !p.descriptor.dynamic_typing && from != ptype::NOT_SET {
+                        return Err(Refusal::TypeChange { from, to });
+                    }
+                    p.descriptor
+                        .check_range(value)
+                        .map_err(Refusal::OutOfRange)?;
+                }
+                // Held by the gateway: anything goes, room permitting.
+                (Holder::Gateway, _) => {}
+            }
         }
-        if p.descriptor.read_only {
-            return Err(Refusal::ReadOnly);
-        }
-        let (from, to) = (p.value.type_code(), value.type_code());
-        if from != to && !p.descriptor.dynamic_typing && from != ptype::NOT_SET {
-            return Err(Refusal::TypeChange { from, to });
-        }
-        p.descriptor.check_range(value).map_err(Refusal::OutOfRange)
+        self.room_for(node, [(name, value)])
     }
 
-    fn check_room(&self, node: &str) -> Result<(), Refusal> {
-        let full = self
-            .nodes
-            .get(node)
-            .is_some_and(|n| n.params.len() >= MAX_PARAMS_PER_NODE);
-        if full || self.held >= MAX_HELD_PARAMS {
+    /// Whether `node` has room for `changes` applied together (in order; a
+    /// name may repeat, the last value wins): the parameters it would hold
+    /// against [`MAX_PARAMS_PER_NODE`], and those the gateway would hold
+    /// against [`MAX_HELD_PARAMS`]. The result is what counts, so a
+    /// request of many changes cannot pass a limit that each of them,
+    /// checked alone against the store as it was, would keep.
+    pub fn room_for<'a>(
+        &self,
+        node: &str,
+        changes: impl IntoIterator<Item = (&'a str, &'a ParamValue)>,
+    ) -> Result<(), Refusal> {
+        let n = self.nodes.get(node);
+        let holder = n.map_or(Holder::Gateway, |n| n.holder);
+        let exists = |name: &str| n.is_some_and(|n| n.params.contains_key(name));
+        let mut last: HashMap<&str, &ParamValue> = HashMap::new();
+        for (name, value) in changes {
+            last.insert(name, value);
+        }
+        let new = last.keys().filter(|k| !exists(k)).count();
+        if new == 0 {
+            return Ok(());
+        }
+        let count = n.map_or(0, |n| n.params.len());
+        let held_full = holder == Holder::Gateway && self.held + new > MAX_HELD_PARAMS;
+        if count + new > MAX_PARAMS_PER_NODE || held_full {
             return Err(Refusal::TooMany);
         }
         Ok(())

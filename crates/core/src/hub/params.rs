@@ -564,12 +564,45 @@ impl Hub {
         self.params.pending.insert(seq, p);
     }
 
-    /// Applies the changes of `p` that are ready.
+    /// Applies the changes of `p` that are ready. Each was checked alone
+    /// against the store as it stood; the room they take together is
+    /// checked here, where they are applied: one by one (each against what
+    /// the earlier ones left), or, for an atomic set, all together or none.
+    /// Without this, one request naming many new parameters would pass the
+    /// count limits (and one of big values the byte limits) by as much as
+    /// it names.
     fn apply_ready(&mut self, p: &mut PendingSet, now: Instant) {
         let (domain, node) = (p.domain, p.node.clone());
+        let ready = |c: &&mut Requested| c.outcome == Outcome::Ready;
+        if p.reply == Reply::Atomic {
+            let all = p
+                .changes
+                .iter()
+                .filter(|c| c.outcome == Outcome::Ready)
+                .map(|c| (c.name.as_str(), &c.value));
+            if let Err(r) = self.params.store(domain).room_for(&node, all) {
+                for c in p.changes.iter_mut().filter(ready) {
+                    c.outcome = Outcome::Refused(format!(
+                        "not set: the changes of this atomic request do not fit together: {}",
+                        r.reason(&c.name)
+                    ));
+                }
+                return;
+            }
+        }
         for c in p.changes.iter_mut() {
             if c.outcome != Outcome::Ready {
                 continue;
+            }
+            if p.reply != Reply::Atomic {
+                let room = self
+                    .params
+                    .store(domain)
+                    .room_for(&node, [(c.name.as_str(), &c.value)]);
+                if let Err(r) = room {
+                    c.outcome = Outcome::Refused(r.reason(&c.name));
+                    continue;
+                }
             }
             let value = std::mem::replace(&mut c.value, ParamValue::NotSet);
             let change = self.params.update(domain, |s| s.set(&node, &c.name, value));

@@ -2068,3 +2068,40 @@ fn a_connection_holding_big_parameters_is_the_one_the_memory_budget_closes() {
     small.expect_error("small");
     small.assert_quiet();
 }
+
+#[test]
+fn one_request_of_many_changes_keeps_to_the_limits() {
+    let gw = Gateway::start(&[]);
+    let mut p = Peer::tcp(&gw);
+    let node = format!("/{}", fresh("crowd"));
+    // A node nobody owns, with one held parameter: its services exist.
+    let r = set_param(&mut p, "/rosapi/", &format!("{node}:x"), json!(1));
+    assert_eq!(r["result"], true, "{r}");
+    let many: Vec<Value> = (0..1100)
+        .map(|i| json!({"name": format!("p{i}"), "value": integer(i)}))
+        .collect();
+    let base = gw.stats();
+    // Each change fits alone, not together: atomically, none is applied.
+    let v = p.values(
+        &format!("{node}/set_parameters_atomically"),
+        json!({ "parameters": many }),
+    );
+    assert_refused_with(&v["result"], "do not fit together");
+    let listed = |p: &mut Peer| {
+        let v = p.values(&format!("{node}/list_parameters"), json!({}));
+        strs(&v["result"]["names"]).len()
+    };
+    assert_eq!(listed(&mut p), 1);
+    // One by one: up to 1024 in the node, the rest refused.
+    let results = set_parameters(&mut p, &node, json!(many));
+    let ok = results.iter().filter(|r| r["successful"] == true).count();
+    assert_eq!(ok, 1023);
+    assert_refused_with(&results[1023], "1024");
+    assert_eq!(listed(&mut p), 1024);
+    let st = gw.stats();
+    assert_eq!(
+        counter(&st, "param_sets_rejected") - counter(&base, "param_sets_rejected"),
+        1100 + 77
+    );
+    p.quiet();
+}

@@ -510,3 +510,53 @@ fn a_rosbridge_owner_validates_as_rosbridge_answers_read() {
     assert_eq!(value(&t, "/ctl", "gain"), Some(ParamValue::Integer(2)));
     assert!(no_pending(&t));
 }
+
+#[test]
+fn one_request_naming_many_new_parameters_keeps_to_the_count_limits() {
+    use crate::params::MAX_PARAMS_PER_NODE;
+    let mut t = T::new(Limits::default());
+    let r = t.open();
+    // A node nobody owns, with one held parameter: its services exist.
+    t.send(
+        r,
+        r#"{"op":"call_service","service":"/rosapi/set_param","id":1,"args":{"name":"h:x","value":"1"}}"#,
+    );
+    assert_eq!(t.one(r)["result"], true);
+    let many: Vec<Value> = (0..MAX_PARAMS_PER_NODE + 76)
+        .map(|i| serde_json::json!({"name": format!("p{i}"), "value": i}))
+        .collect();
+    let call = |srv: &str, id: u32| {
+        serde_json::json!({"op":"call_service","service":format!("/h/{srv}"),"id":id,"args":{"parameters":many}})
+            .to_string()
+    };
+    let len = |t: &T| t.hub.params_in(0).node("/h").map_or(0, |n| n.params.len());
+    // Each change alone fits; together they do not: an atomic set is
+    // refused whole.
+    t.send(r, &call("set_parameters_atomically", 2));
+    let v = t.one(r);
+    let result = &v["values"]["result"];
+    assert_eq!(result["successful"], false, "{v}");
+    assert!(
+        result["reason"]
+            .as_str()
+            .is_some_and(|s| s.contains("do not fit together") && s.contains("1024")),
+        "{v}"
+    );
+    assert_eq!(len(&t), 1, "nothing applied");
+    // One by one, up to the limit; the rest refused with the reason.
+    t.send(r, &call("set_parameters", 3));
+    let v = t.one(r);
+    let results = v["values"]["results"].as_array().expect("results").clone();
+    assert_eq!(results.len(), MAX_PARAMS_PER_NODE + 76);
+    let ok = results.iter().filter(|x| x["successful"] == true).count();
+    assert_eq!(ok, MAX_PARAMS_PER_NODE - 1, "{:?}", &results[1020..1026]);
+    assert!(results[MAX_PARAMS_PER_NODE - 1]["reason"]
+        .as_str()
+        .is_some_and(|s| s.contains("limit")));
+    assert_eq!(len(&t), MAX_PARAMS_PER_NODE);
+    let c = t.hub.counters();
+    assert_eq!(
+        c.get(Counter::ParamSetsRejected),
+        (MAX_PARAMS_PER_NODE + 76 + 77) as u64
+    );
+}
