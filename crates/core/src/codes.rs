@@ -104,7 +104,7 @@ family! {
         DuplicateNode => "duplicate_node", "declare_node of a full name the connection already declared.";
         InvalidDomain => "invalid_domain", "A domain out of range, or a change of domain after registering.";
         UnknownGoal => "unknown_goal", "Feedback, results or cancels naming no goal of their connection.";
-        BadParameter => "bad_parameter", "Parameter operations refused (bad name, value or descriptor; not declared; rules).";
+        BadParameter => "bad_parameter", "Parameter operations refused (bad name, value or descriptor; not declared; rules; limits).";
         BadArgs => "bad_args", "Calls to a built-in service with arguments it cannot use.";
         Unauthenticated => "unauthenticated", "Requests before the connection authenticated.";
         Forbidden => "forbidden", "Operations the connection's role may not do.";

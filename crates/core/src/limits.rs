@@ -110,6 +110,23 @@ pub const DEFAULT_GOAL_TIMEOUT_MS: u64 = 0;
 /// Actions one connection may serve.
 pub const DEFAULT_MAX_ACTIONS_PER_CONN: usize = 1_000;
 
+/// Bytes. Parameters of the nodes one connection declared, together (as
+/// the memory ledger counts them: 128 bytes, the name, the value and the
+/// descriptor per parameter). The per-node and per-value limits alone let
+/// one client hold 64 nodes x 1024 parameters x 64 KiB = 4 GiB; a ROS 2
+/// node's whole configuration is kilobytes (a robot description of a few
+/// hundred KiB is the big case), so 16 MiB leaves room and keeps one
+/// client to 1/16 of the default memory budget.
+pub const DEFAULT_MAX_PARAM_BYTES_PER_CONN: usize = 16 * 1024 * 1024;
+
+/// Bytes. Parameters the gateway holds for nodes nobody owns (rosapi
+/// `set_param`, ROS 1 style), all domains together, counted as above.
+/// They belong to no connection, so the memory budget can close nobody to
+/// free them: this limit is their only bound. All domains share it, since
+/// a per-domain limit would multiply by the 233 domains a client may
+/// enter; 16 MiB is 1/16 of the default budget.
+pub const DEFAULT_MAX_HELD_PARAM_BYTES: usize = 16 * 1024 * 1024;
+
 /// Calls. Timed-out calls failed per loop turn; the rest fail on the next
 /// turn, so a mass time-out cannot stall the loop (P20).
 pub const EXPIRE_BUDGET: usize = 10_000;
@@ -171,6 +188,10 @@ pub struct Limits {
     /// `None`: goals have no deadline unless they name one.
     pub goal_timeout: Option<Duration>,
     pub max_actions_per_conn: usize,
+    /// Bytes of parameters one connection's nodes may hold together.
+    pub max_param_bytes_per_conn: usize,
+    /// Bytes of parameters the gateway may hold for nobody, all domains.
+    pub max_held_param_bytes: usize,
 }
 
 impl Default for Limits {
@@ -198,6 +219,8 @@ impl Default for Limits {
             max_goals_per_server: DEFAULT_MAX_GOALS_PER_SERVER,
             goal_timeout: None,
             max_actions_per_conn: DEFAULT_MAX_ACTIONS_PER_CONN,
+            max_param_bytes_per_conn: DEFAULT_MAX_PARAM_BYTES_PER_CONN,
+            max_held_param_bytes: DEFAULT_MAX_HELD_PARAM_BYTES,
         }
     }
 }

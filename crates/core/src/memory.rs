@@ -13,13 +13,15 @@
 //!       + calls          calls in flight: ids, names, table entries
 //!                        (`Calls::bytes`)
 //!       + registrations  topics, memberships, ids, services
-//!                        (`Registry::bytes`)
+//!                        (`Registry::bytes`), declared nodes
+//!                        (`Nodes::bytes`), parameters owned and held
+//!                        (`ParamStore::bytes`)
 //! ```
 //!
 //! Above the budget the hub sheds topic data first (queued frames of the
 //! connections holding the most topic bytes), then closes the connections
-//! holding the most of the rest (control, input, their calls and
-//! registrations), down to [`TARGET_NUM`]/[`TARGET_DEN`] of the budget so
+//! holding the most of the rest (control, input, their calls,
+//! registrations, nodes and the parameters they own), down to [`TARGET_NUM`]/[`TARGET_DEN`] of the budget so
 //! that enforcement does not run again at once.
 //!
 //! Invariants:

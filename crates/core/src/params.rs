@@ -16,7 +16,13 @@
 //! - an owned node's parameters exist only while its owner does;
 //! - at most [`MAX_PARAMS_PER_NODE`] per node and [`MAX_HELD_PARAMS`] held
 //!   in all (per domain), each value at most [`MAX_PARAM_VALUE_BYTES`];
-//!   `bytes()` is kept as entries change.
+//!   a change that would grow a connection's parameters past
+//!   [`ParamLimits::per_conn`] bytes, or the gateway's held ones past
+//!   [`ParamLimits::held`] (all domains together), is refused;
+//! - `bytes()` is the sum of every parameter's bytes, split exactly into
+//!   `held_bytes()` (nodes nobody owns) and `owned_bytes(c)` for each
+//!   owning connection, each kept as entries change (O(1) per change), so
+//!   the memory budget can charge a connection for its parameters.
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -37,6 +43,27 @@ pub const MAX_PARAM_VALUE_BYTES: usize = 64 * 1024;
 
 /// Bytes counted per parameter beyond its name and value.
 const PARAM_OVERHEAD: usize = 128;
+
+/// The byte limits a store enforces (the hub fills them from its
+/// `Limits`); bytes as the memory ledger counts them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ParamLimits {
+    /// The parameters of one connection's nodes, together.
+    pub per_conn: usize,
+    /// The parameters the gateway holds for nobody, all domains together.
+    pub held: usize,
+    /// What the other domains' stores hold of [`ParamLimits::held`].
+    pub held_elsewhere: usize,
+}
+
+impl ParamLimits {
+    /// No byte limit (unit tests of the rules).
+    pub const NONE: ParamLimits = ParamLimits {
+        per_conn: usize::MAX,
+        held: usize::MAX,
+        held_elsewhere: 0,
+    };
+}
 
 /// `rcl_interfaces/msg/ParameterType` values.
 pub mod ptype {
@@ -462,8 +489,18 @@ pub struct Param {
 
 impl Param {
     fn bytes(&self, name: &str) -> usize {
-        PARAM_OVERHEAD + name.len() + self.value.bytes() + self.descriptor.bytes()
+        self.bytes_with(name, &self.value)
     }
+
+    /// Its bytes if its value were `value`.
+    fn bytes_with(&self, name: &str, value: &ParamValue) -> usize {
+        PARAM_OVERHEAD + name.len() + value.bytes() + self.descriptor.bytes()
+    }
+}
+
+/// The bytes of a parameter a set creates (no descriptor).
+fn new_param_bytes(name: &str, value: &ParamValue) -> usize {
+    PARAM_OVERHEAD + name.len() + value.bytes() + Descriptor::default().bytes()
 }
 
 /// Who holds a node's parameters.
@@ -496,6 +533,14 @@ pub enum Refusal {
     OutOfRange(String),
     TooBig,
     TooMany,
+    /// The connection owning the node would hold more than this many
+    /// bytes of parameters.
+    ConnBytes(usize),
+    /// The gateway would hold more than this many bytes of parameters for
+    /// nobody (all domains).
+    HeldBytes(usize),
+    /// Another connection's node of the same full name owns the table.
+    OwnedElsewhere,
     /// The owner (validating) said no, or did not answer in time.
     Rejected(String),
     /// The requester's role may not set it (the allowlist key).
@@ -520,6 +565,15 @@ impl Refusal {
             Refusal::TooMany => format!(
                 "parameter {name}: the node holds {MAX_PARAMS_PER_NODE} parameters, or the gateway {MAX_HELD_PARAMS}, the limit"
             ),
+            Refusal::ConnBytes(limit) => format!(
+                "parameter {name}: the parameters of the connection that owns its node would take more than {limit} bytes (--max-param-bytes-per-conn)"
+            ),
+            Refusal::HeldBytes(limit) => format!(
+                "parameter {name}: the parameters the gateway holds for nodes nobody owns would take more than {limit} bytes (--max-held-param-bytes)"
+            ),
+            Refusal::OwnedElsewhere => format!(
+                "parameter {name}: the parameters of its node belong to another connection's node of that name"
+            ),
             Refusal::Rejected(why) => format!("parameter {name}: rejected by its node: {why}"),
             Refusal::Forbidden(key) => format!("forbidden: may not set parameter {key}"),
         }
@@ -532,7 +586,10 @@ impl Refusal {
             Refusal::ReadOnly => "read_only",
             Refusal::TypeChange { .. } => "type",
             Refusal::OutOfRange(_) => "range",
-            Refusal::TooBig | Refusal::TooMany => "limit",
+            Refusal::TooBig | Refusal::TooMany | Refusal::ConnBytes(_) | Refusal::HeldBytes(_) => {
+                "limit"
+            }
+            Refusal::OwnedElsewhere => "owned",
             Refusal::Rejected(_) => "rejected",
             Refusal::Forbidden(_) => "forbidden",
         }
@@ -554,8 +611,14 @@ pub const GLOBAL: &str = "";
 #[derive(Debug, Default)]
 pub struct ParamStore {
     nodes: HashMap<String, NodeParams>,
+    /// Parameters held by the gateway (nodes nobody owns).
     held: usize,
     bytes: usize,
+    /// Bytes of the parameters held by the gateway.
+    held_bytes: usize,
+    /// Bytes of the parameters each connection owns (all its nodes); no
+    /// entry at zero, so the map is as big as the set of owners.
+    owned: HashMap<ConnRef, usize>,
 }
 
 impl ParamStore {
@@ -590,6 +653,33 @@ impl ParamStore {
         self.bytes
     }
 
+    /// Bytes of the parameters the gateway holds (nodes nobody owns).
+    pub fn held_bytes(&self) -> usize {
+        self.held_bytes
+    }
+
+    /// Bytes of the parameters of the nodes `c` owns: they go when it
+    /// does, so the memory budget counts them among what it holds.
+    pub fn owned_bytes(&self, c: ConnRef) -> usize {
+        self.owned.get(&c).copied().unwrap_or(0)
+    }
+
+    /// A parameter of a table `holder` holds went from `before` to `after`
+    /// bytes (0: absent): the total and the holder's share follow.
+    fn account(&mut self, holder: Holder, before: usize, after: usize) {
+        self.bytes = self.bytes + after - before;
+        match holder {
+            Holder::Gateway => self.held_bytes = self.held_bytes + after - before,
+            Holder::Owner(c, _) => {
+                let mine = self.owned.entry(c).or_insert(0);
+                *mine = *mine + after - before;
+                if *mine == 0 {
+                    self.owned.remove(&c);
+                }
+            }
+        }
+    }
+
     /// Parameters held in all (owned and held).
     pub fn len(&self) -> usize {
         self.nodes.values().map(|n| n.params.len()).sum()
@@ -610,38 +700,52 @@ impl ParamStore {
     /// Declares parameter `name` of `node` for its owner, with `value`
     /// (the caller has applied overrides). A node held by the gateway
     /// becomes owned: its held values are dropped (returned as deleted),
-    /// except that the caller may use them as overrides first.
+    /// except that the caller may use them as overrides first. Everything
+    /// is checked before anything changes, so a refusal leaves the store
+    /// as it was.
     pub fn declare(
         &mut self,
         owner: (ConnRef, NodeTag),
         node: &str,
         name: &str,
         param: Param,
+        limits: ParamLimits,
     ) -> Result<(Change, Vec<String>), Refusal> {
         if param.value.bytes() > MAX_PARAM_VALUE_BYTES {
             return Err(Refusal::TooBig);
         }
-        let mut dropped = Vec::new();
-        if let Some(n) = self.nodes.get(node) {
-            if n.holder == Holder::Gateway {
-                dropped = n.params.keys().cloned().collect();
-                for k in &dropped {
-                    self.remove(node, k);
-                }
-            }
-        }
-        let entry = self.nodes.entry(node.to_string()).or_insert(NodeParams {
-            holder: Holder::Owner(owner.0, owner.1),
-            params: BTreeMap::new(),
-        });
-        entry.holder = Holder::Owner(owner.0, owner.1);
-        let existed = entry.params.contains_key(name);
-        if !existed && entry.params.len() >= MAX_PARAMS_PER_NODE {
+        let table = self.nodes.get(node);
+        let (held, mine) = match table.map(|n| n.holder) {
+            None => (false, None),
+            Some(Holder::Gateway) => (true, None),
+            // The hub refuses this first (with the other node named);
+            // taking the table over would also misplace its bytes.
+            Some(Holder::Owner(c, _)) if c != owner.0 => return Err(Refusal::OwnedElsewhere),
+            Some(Holder::Owner(..)) => (false, table),
+        };
+        let old = mine.and_then(|n| n.params.get(name));
+        if old.is_none() && mine.is_some_and(|n| n.params.len() >= MAX_PARAMS_PER_NODE) {
             return Err(Refusal::TooMany);
         }
-        let b = param.bytes(name);
-        let old = entry.params.insert(name.to_string(), param);
-        self.bytes = self.bytes + b - old.map_or(0, |o| o.bytes(name));
+        let (before, after) = (old.map_or(0, |o| o.bytes(name)), param.bytes(name));
+        if after > before && self.owned_bytes(owner.0) - before + after > limits.per_conn {
+            return Err(Refusal::ConnBytes(limits.per_conn));
+        }
+        let mut dropped = Vec::new();
+        if held {
+            dropped = table.map_or_else(Vec::new, |n| n.params.keys().cloned().collect());
+            for k in &dropped {
+                self.remove(node, k);
+            }
+        }
+        let holder = Holder::Owner(owner.0, owner.1);
+        let entry = self.nodes.entry(node.to_string()).or_insert(NodeParams {
+            holder,
+            params: BTreeMap::new(),
+        });
+        entry.holder = holder;
+        let existed = entry.params.insert(name.to_string(), param).is_some();
+        self.account(holder, before, after);
         Ok((
             if existed {
                 Change::Changed
@@ -653,42 +757,94 @@ impl ParamStore {
     }
 
     /// Checks a change of `name` of `node` to `value` against the rules:
-    /// declared (owned nodes), read-only, type, range, size.
-    pub fn check(&self, node: &str, name: &str, value: &ParamValue) -> Result<(), Refusal> {
+    /// declared (owned nodes), read-only, type, range, size, and the room
+    /// left ([`ParamStore::room_for`]) as the store stands.
+    pub fn check(
+        &self,
+        node: &str,
+        name: &str,
+        value: &ParamValue,
+        limits: ParamLimits,
+    ) -> Result<(), Refusal> {
         if value.bytes() > MAX_PARAM_VALUE_BYTES {
             return Err(Refusal::TooBig);
         }
-        let Some(n) = self.nodes.get(node) else {
-            return self.check_room(node);
-        };
-        let Some(p) = n.params.get(name) else {
-            return match n.holder {
-                Holder::Owner(..) => Err(Refusal::Undeclared),
-                Holder::Gateway => self.check_room(node),
-            };
-        };
-        if n.holder == Holder::Gateway {
-            return Ok(());
+        if let Some(n) = self.nodes.get(node) {
+            match (n.holder, n.params.get(name)) {
+                (Holder::Owner(..), None) => return Err(Refusal::Undeclared),
+                (Holder::Owner(..), Some(p)) => {
+                    if p.descriptor.read_only {
+                        return Err(Refusal::ReadOnly);
+                    }
+                    let (from, to) = (p.value.type_code(), value.type_code());
+                    if from != to && !p.descriptor.dynamic_typing && from != ptype::NOT_SET {
+                        return Err(Refusal::TypeChange { from, to });
+                    }
+                    p.descriptor
+                        .check_range(value)
+                        .map_err(Refusal::OutOfRange)?;
+                }
+                // Held by the gateway: anything goes, room permitting.
+                (Holder::Gateway, _) => {}
+            }
         }
-        if p.descriptor.read_only {
-            return Err(Refusal::ReadOnly);
-        }
-        let (from, to) = (p.value.type_code(), value.type_code());
-        if from != to && !p.descriptor.dynamic_typing && from != ptype::NOT_SET {
-            return Err(Refusal::TypeChange { from, to });
-        }
-        p.descriptor.check_range(value).map_err(Refusal::OutOfRange)
+        self.room_for(node, [(name, value)], limits)
     }
 
-    fn check_room(&self, node: &str) -> Result<(), Refusal> {
-        let full = self
-            .nodes
-            .get(node)
-            .is_some_and(|n| n.params.len() >= MAX_PARAMS_PER_NODE);
-        if full || self.held >= MAX_HELD_PARAMS {
-            return Err(Refusal::TooMany);
+    /// Whether `node` has room for `changes` applied together (in order; a
+    /// name may repeat, the last value wins): the parameters it would hold
+    /// against [`MAX_PARAMS_PER_NODE`], those the gateway would hold
+    /// against [`MAX_HELD_PARAMS`], and the bytes its holder (the owning
+    /// connection, or the gateway) would hold against `limits`. The result
+    /// is what counts, so a request of many changes cannot pass a limit
+    /// that each of them, checked alone against the store as it was, would
+    /// keep; a change that shrinks is never refused for room.
+    pub fn room_for<'a>(
+        &self,
+        node: &str,
+        changes: impl IntoIterator<Item = (&'a str, &'a ParamValue)>,
+        limits: ParamLimits,
+    ) -> Result<(), Refusal> {
+        let n = self.nodes.get(node);
+        let holder = n.map_or(Holder::Gateway, |n| n.holder);
+        let mut last: HashMap<&str, &ParamValue> = HashMap::new();
+        for (name, value) in changes {
+            last.insert(name, value);
         }
-        Ok(())
+        let (mut new, mut before, mut after) = (0, 0, 0);
+        for (name, value) in last {
+            match n.and_then(|n| n.params.get(name)) {
+                Some(p) => {
+                    before += p.bytes(name);
+                    after += p.bytes_with(name, value);
+                }
+                None => {
+                    new += 1;
+                    after += new_param_bytes(name, value);
+                }
+            }
+        }
+        if new > 0 {
+            let count = n.map_or(0, |n| n.params.len());
+            let held_full = holder == Holder::Gateway && self.held + new > MAX_HELD_PARAMS;
+            if count + new > MAX_PARAMS_PER_NODE || held_full {
+                return Err(Refusal::TooMany);
+            }
+        }
+        if after <= before {
+            return Ok(());
+        }
+        match holder {
+            Holder::Owner(c, _) if self.owned_bytes(c) - before + after > limits.per_conn => {
+                Err(Refusal::ConnBytes(limits.per_conn))
+            }
+            Holder::Gateway
+                if (self.held_bytes + limits.held_elsewhere) - before + after > limits.held =>
+            {
+                Err(Refusal::HeldBytes(limits.held))
+            }
+            _ => Ok(()),
+        }
     }
 
     /// Whether a change of `name` of `node` must be validated by its owner
@@ -708,13 +864,13 @@ impl ParamStore {
             holder: Holder::Gateway,
             params: BTreeMap::new(),
         });
-        let held = entry.holder == Holder::Gateway;
+        let holder = entry.holder;
         match entry.params.get_mut(name) {
             Some(p) => {
                 let before = p.bytes(name);
                 p.value = value;
                 let after = p.bytes(name);
-                self.bytes = self.bytes + after - before;
+                self.account(holder, before, after);
                 Change::Changed
             }
             None => {
@@ -723,11 +879,12 @@ impl ParamStore {
                     descriptor: Descriptor::default(),
                     validate: false,
                 };
-                self.bytes += p.bytes(name);
+                let b = p.bytes(name);
                 entry.params.insert(name.to_string(), p);
-                if held {
+                if holder == Holder::Gateway {
                     self.held += 1;
                 }
+                self.account(holder, 0, b);
                 Change::New
             }
         }
@@ -741,13 +898,14 @@ impl ParamStore {
         let Some(p) = n.params.remove(name) else {
             return false;
         };
-        self.bytes -= p.bytes(name);
-        if n.holder == Holder::Gateway {
+        let holder = n.holder;
+        if holder == Holder::Gateway {
             self.held -= 1;
         }
         if n.params.is_empty() {
             self.nodes.remove(node);
         }
+        self.account(holder, p.bytes(name), 0);
         true
     }
 
@@ -762,7 +920,7 @@ impl ParamStore {
             return Vec::new();
         };
         for (k, p) in &n.params {
-            self.bytes -= p.bytes(k);
+            self.account(n.holder, p.bytes(k), 0);
         }
         n.params.into_keys().collect()
     }
@@ -784,7 +942,9 @@ mod tests {
     use super::*;
 
     const A: ConnRef = ConnRef { key: 0, gen: 1 };
+    const B: ConnRef = ConnRef { key: 1, gen: 1 };
     const T: NodeTag = NodeTag(0);
+    const L: ParamLimits = ParamLimits::NONE;
 
     fn owned(v: ParamValue, d: Descriptor) -> Param {
         Param {
@@ -840,7 +1000,7 @@ mod tests {
             }),
             ..Descriptor::default()
         };
-        s.declare((A, T), "/n", "i", owned(ParamValue::Integer(2), range))
+        s.declare((A, T), "/n", "i", owned(ParamValue::Integer(2), range), L)
             .expect("declared");
         s.declare(
             (A, T),
@@ -853,34 +1013,35 @@ mod tests {
                     ..Descriptor::default()
                 },
             ),
+            L,
         )
         .expect("declared");
-        assert_eq!(s.check("/n", "i", &ParamValue::Integer(4)), Ok(()));
+        assert_eq!(s.check("/n", "i", &ParamValue::Integer(4), L), Ok(()));
         assert!(matches!(
-            s.check("/n", "i", &ParamValue::Integer(5)),
+            s.check("/n", "i", &ParamValue::Integer(5), L),
             Err(Refusal::OutOfRange(_))
         ));
         assert!(matches!(
-            s.check("/n", "i", &ParamValue::Integer(12)),
+            s.check("/n", "i", &ParamValue::Integer(12), L),
             Err(Refusal::OutOfRange(_))
         ));
         assert_eq!(
-            s.check("/n", "i", &ParamValue::Double(4.0)),
+            s.check("/n", "i", &ParamValue::Double(4.0), L),
             Err(Refusal::TypeChange {
                 from: ptype::INTEGER,
                 to: ptype::DOUBLE
             })
         );
         assert_eq!(
-            s.check("/n", "ro", &ParamValue::Bool(false)),
+            s.check("/n", "ro", &ParamValue::Bool(false), L),
             Err(Refusal::ReadOnly)
         );
         assert_eq!(
-            s.check("/n", "nope", &ParamValue::Bool(false)),
+            s.check("/n", "nope", &ParamValue::Bool(false), L),
             Err(Refusal::Undeclared)
         );
         // Held (nobody owns the node): anything goes, and it can be deleted.
-        assert_eq!(s.check("/free", "x", &ParamValue::Bool(true)), Ok(()));
+        assert_eq!(s.check("/free", "x", &ParamValue::Bool(true), L), Ok(()));
         assert_eq!(s.set("/free", "x", ParamValue::Bool(true)), Change::New);
         assert_eq!(
             s.set("/free", "x", ParamValue::String("s".into())),
@@ -890,6 +1051,85 @@ mod tests {
         assert!(s.node("/free").is_none());
         assert_eq!(s.drop_node("/n", (A, T)).len(), 2);
         assert_eq!((s.bytes(), s.len()), (0, 0));
+    }
+
+    #[test]
+    fn bytes_are_split_by_holder_and_limited_per_connection_and_for_the_gateway() {
+        let text = |n: usize| ParamValue::String("x".repeat(n));
+        // "a" with a 100-byte string and no description: 128 + 1 + 100 + 64.
+        let one = 293;
+        let lim = ParamLimits {
+            per_conn: 2 * one,
+            held: 2 * one + 10,
+            held_elsewhere: 10,
+        };
+        let mut s = ParamStore::default();
+        let p = |v| owned(v, Descriptor::default());
+        s.declare((A, T), "/n", "a", p(text(100)), lim)
+            .expect("fits");
+        s.declare((A, T), "/m", "b", p(text(100)), lim)
+            .expect("fits");
+        assert_eq!(
+            (s.owned_bytes(A), s.held_bytes(), s.bytes()),
+            (2 * one, 0, 2 * one)
+        );
+        // The connection's nodes together are full: neither a new parameter
+        // nor a bigger value fits, whoever asks; a smaller one does.
+        assert_eq!(
+            s.declare((A, T), "/n", "c", p(text(0)), lim).map(|_| ()),
+            Err(Refusal::ConnBytes(2 * one))
+        );
+        assert_eq!(
+            s.check("/n", "a", &text(101), lim),
+            Err(Refusal::ConnBytes(2 * one))
+        );
+        assert_eq!(s.check("/n", "a", &text(99), lim), Ok(()));
+        s.set("/n", "a", text(99));
+        assert_eq!(s.check("/n", "a", &text(100), lim), Ok(()));
+        // Another connection has its own room.
+        s.declare((B, T), "/o", "a", p(text(100)), lim)
+            .expect("fits");
+        assert_eq!(s.owned_bytes(B), one);
+        // Held: the other domains' bytes count too; the changes of one
+        // request count together, the last value of a name winning.
+        assert_eq!(s.check("/free", "a", &text(100), lim), Ok(()));
+        s.set("/free", "a", text(100));
+        assert_eq!(s.held_bytes(), one);
+        let (big, small, fits) = (text(101), text(0), text(99));
+        assert_eq!(
+            s.room_for("/free", [("a", &big), ("b", &big)], lim),
+            Err(Refusal::HeldBytes(2 * one + 10))
+        );
+        assert_eq!(
+            s.room_for("/free", [("a", &big), ("a", &small), ("b", &big)], lim),
+            Ok(())
+        );
+        assert_eq!(s.room_for("/free", [("b", &fits)], lim), Ok(()));
+        let crowded = ParamLimits {
+            held_elsewhere: 12,
+            ..lim
+        };
+        assert_eq!(
+            s.room_for("/free", [("b", &fits)], crowded),
+            Err(Refusal::HeldBytes(2 * one + 10))
+        );
+        // Declaring a held node's parameter makes the table its owner's:
+        // refused when the owner has no room, nothing is dropped.
+        assert_eq!(
+            s.declare((A, T), "/free", "a", p(text(100)), lim)
+                .map(|_| ()),
+            Err(Refusal::ConnBytes(2 * one))
+        );
+        assert_eq!(s.held_bytes(), one);
+        let (_, dropped) = s
+            .declare((B, T), "/free", "a", p(text(100)), lim)
+            .expect("fits");
+        assert_eq!(dropped, vec!["a".to_string()]);
+        assert_eq!((s.owned_bytes(B), s.held_bytes()), (2 * one, 0));
+        assert_eq!(s.drop_node("/o", (B, T)).len(), 1);
+        assert_eq!(s.drop_node("/free", (B, T)).len(), 1);
+        assert!(s.remove("/n", "a") && s.remove("/m", "b"));
+        assert_eq!((s.owned_bytes(A), s.owned_bytes(B), s.bytes()), (0, 0, 0));
     }
 
     #[test]

@@ -65,6 +65,11 @@ OPTIONS:
     --max-goals-per-conn N      action goals in flight per caller [default: {DEFAULT_MAX_GOALS_PER_CONN}]
     --max-goals-per-server N    action goals in flight per server [default: {DEFAULT_MAX_GOALS_PER_SERVER}]
     --max-actions-per-conn N    actions one connection serves [default: {DEFAULT_MAX_ACTIONS_PER_CONN}]
+    --max-param-bytes-per-conn N
+                                parameters of one connection's nodes, together,
+                                bytes [default: {DEFAULT_MAX_PARAM_BYTES_PER_CONN}]
+    --max-held-param-bytes N    parameters the gateway holds for nodes nobody
+                                owns, all domains, bytes [default: {DEFAULT_MAX_HELD_PARAM_BYTES}]
     --max-memory-bytes N        everything clients make the gateway hold, together;
                                 above it topic data is shed, then the biggest
                                 holders closed [default: {DEFAULT_MAX_MEMORY_BYTES}]
@@ -280,6 +285,12 @@ pub fn parse(argv: Vec<OsString>) -> Result<Command, String> {
     }
     if let Some(v) = opt(&mut args, "--max-actions-per-conn")? {
         l.max_actions_per_conn = positive("--max-actions-per-conn", v)?;
+    }
+    if let Some(v) = opt(&mut args, "--max-param-bytes-per-conn")? {
+        l.max_param_bytes_per_conn = positive("--max-param-bytes-per-conn", v)?;
+    }
+    if let Some(v) = opt(&mut args, "--max-held-param-bytes")? {
+        l.max_held_param_bytes = positive("--max-held-param-bytes", v)?;
     }
     if let Some(v) = opt(&mut args, "--max-memory-bytes")? {
         l.max_memory_bytes = positive("--max-memory-bytes", v)?;

@@ -20,7 +20,15 @@ fn doc_rows() -> Vec<Vec<String>> {
 #[test]
 fn every_default_constant_is_documented_with_its_value() {
     let rows = doc_rows();
-    let expected: [(&str, u128); 77] = [
+    let expected: [(&str, u128); 79] = [
+        (
+            "DEFAULT_MAX_PARAM_BYTES_PER_CONN",
+            DEFAULT_MAX_PARAM_BYTES_PER_CONN as u128,
+        ),
+        (
+            "DEFAULT_MAX_HELD_PARAM_BYTES",
+            DEFAULT_MAX_HELD_PARAM_BYTES as u128,
+        ),
         (
             "LATCH_BYTES_PER_PUBLISHER",
             rosgate_core::hub::LATCH_BYTES_PER_PUBLISHER as u128,

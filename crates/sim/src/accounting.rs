@@ -434,7 +434,8 @@ impl Sim {
     /// What `slot` counts for against the budget and gives back when freed:
     /// its queue (a shared frame counted whole, and each entry's cost), its
     /// partial input, the calls it made, its registrations (in its
-    /// domain's registry) and the nodes it declared.
+    /// domain's registry), the nodes it declared and the parameters they
+    /// own.
     fn held_by(&self, slot: usize) -> usize {
         let c = self.model.client(slot);
         let Some(conn) = self.hub.conn(c.conn.key) else {
@@ -447,6 +448,7 @@ impl Sim {
             + self.hub.calls().bytes_of(c.conn)
             + self.hub.registry_in(c.domain).held_by(c.conn).bytes
             + c.node_bytes()
+            + self.model.params.owned_bytes(c.domain, c.conn)
     }
 
     /// The budget's rule (P17) re-run on the state before this call's

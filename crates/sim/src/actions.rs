@@ -32,7 +32,8 @@ use rosgate_core::hub::STATS_SERVICE;
 use rosgate_core::limits::{
     Limits, DEFAULT_CONTROL_SOFT_BYTES, DEFAULT_CONTROL_SOFT_MS, DEFAULT_HANDSHAKE_TIMEOUT_MS,
     DEFAULT_MAX_ACTIONS_PER_CONN, DEFAULT_MAX_ADVERTISEMENTS_PER_CONN, DEFAULT_MAX_GOALS_PER_CONN,
-    DEFAULT_MAX_GOALS_PER_SERVER, DEFAULT_MAX_MEMORY_BYTES, DEFAULT_MAX_SERVICES_PER_CONN,
+    DEFAULT_MAX_GOALS_PER_SERVER, DEFAULT_MAX_HELD_PARAM_BYTES, DEFAULT_MAX_MEMORY_BYTES,
+    DEFAULT_MAX_PARAM_BYTES_PER_CONN, DEFAULT_MAX_SERVICES_PER_CONN,
     DEFAULT_MAX_SUBSCRIPTIONS_PER_CONN, DEFAULT_PARTIAL_TIMEOUT_MS,
 };
 use rosgate_core::StatusFilter;
@@ -172,6 +173,9 @@ impl SimConfig {
     /// limit and time, 25-26 memory budget, 27-28 registrations per
     /// connection, 29-31 the graph: 6 and 7 `--names strict`, 5 and 7
     /// WebSocket connections in domain 3 (TCP ones always start in 0).
+    /// Bits of the mix (see below): 0-1 goal deadline, 2-3 goals per
+    /// caller, 4-5 per server, 6-7 actions per connection, 8-9 parameter
+    /// bytes per connection, 10-11 parameter bytes held by the gateway.
     ///
     /// The first filter is the gateway's default (`--ws-status warning`);
     /// it used to be errors only, which is the same for runs without
@@ -270,6 +274,28 @@ impl SimConfig {
             max_goals_per_conn: pick(mix, 2, &[DEFAULT_MAX_GOALS_PER_CONN, 2, 5, 64]),
             max_goals_per_server: pick(mix, 4, &[DEFAULT_MAX_GOALS_PER_SERVER, 3, 64, 1]),
             max_actions_per_conn: pick(mix, 6, &[DEFAULT_MAX_ACTIONS_PER_CONN, 1, 2, 64]),
+            // A parameter of the simulation counts 200-260 bytes: room for
+            // two or four per connection, three or six held.
+            max_param_bytes_per_conn: pick(
+                mix,
+                8,
+                &[
+                    DEFAULT_MAX_PARAM_BYTES_PER_CONN,
+                    450,
+                    900,
+                    DEFAULT_MAX_PARAM_BYTES_PER_CONN,
+                ],
+            ),
+            max_held_param_bytes: pick(
+                mix,
+                10,
+                &[
+                    DEFAULT_MAX_HELD_PARAM_BYTES,
+                    700,
+                    DEFAULT_MAX_HELD_PARAM_BYTES,
+                    1400,
+                ],
+            ),
             ..Limits::default()
         };
         let ws_status = pick(

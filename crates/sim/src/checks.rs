@@ -12,7 +12,8 @@
 //! - parameters, after every step too: every domain's store (values,
 //!   types, descriptors, holders) and the `parameters` gauge equal the
 //!   model's, validations in flight count as calls of their requesters,
-//!   and the parameters' bytes are in the ledger's registrations;
+//!   and the parameters' bytes are in the ledger's registrations, those
+//!   of owned nodes charged to their owning connection;
 //! - nodes, names and domains, after every step too: each connection is
 //!   in the domain the model says and resolves names when it should; the
 //!   node table holds exactly the model's nodes (per connection in
@@ -556,15 +557,17 @@ impl Sim {
                 hc.input_held(),
                 self.hub.calls().bytes_of(c.conn),
                 self.hub.registry_in(c.domain).held_by(c.conn).bytes,
+                self.hub.params_in(c.domain).owned_bytes(c.conn),
             );
             let want = (
                 c.held,
                 self.model.calls_bytes_of(c.conn),
                 self.model.reg_bytes_of(s),
+                self.model.params.owned_bytes(c.domain, c.conn),
             );
             if mine != want {
                 return Err(self.violation(format!(
-                    "slot {s} holds (partial input, calls, registrations) {mine:?} bytes, the model says {want:?}"
+                    "slot {s} holds (partial input, calls, registrations, parameters) {mine:?} bytes, the model says {want:?}"
                 )));
             }
         }

@@ -339,6 +339,10 @@ counts! {
     param_read_only_refusals,
     param_type_refusals,
     param_range_refusals,
+    /// Declarations and changes refused by the byte limits: of one
+    /// connection's parameters, of those the gateway holds.
+    param_conn_byte_refusals,
+    param_held_byte_refusals,
     /// Declarations refused because another connection's node of that
     /// name owns the table, and declarations that took a value the gateway
     /// held.

@@ -89,7 +89,9 @@
 //! watch parameters (`params.rs`, `param_access.rs`): owners declare their
 //! nodes' parameters (types, descriptors with ranges, read-only, dynamic
 //! typing, validation) and change or withdraw them; others read and change
-//! them through rosapi and the node services, within the rules, held by
+//! them through rosapi and the node services, within the rules and the
+//! byte limits (a connection's parameters together, the gateway's held
+//! ones in all domains; the changes of one request together), held by
 //! the gateway for nodes nobody owns; validating owners accept, refuse or
 //! stay silent; a node's parameters go with it; every change is an event
 //! on `/parameter_events` of its domain. The model predicts every answer,
@@ -104,8 +106,9 @@
 //! every step the hub's tables (router topics and services of every
 //! domain in use, per connection indexes and domains, the node table,
 //! which node made each registration, gauges) and its memory ledger
-//! (distinct shared frames, control, partial input, calls, registrations
-//! and declared nodes, as `docs/limits.md` states them) must equal the
+//! (distinct shared frames, control, partial input, calls, registrations,
+//! declared nodes and parameters, each connection's own included, as
+//! `docs/limits.md` states them) must equal the
 //! model's, and the counters of closes, refusals, cap, name and node
 //! errors and drops must agree with it. Domains are isolated by
 //! construction: a publish is queued, and a call forwarded, only within

@@ -777,7 +777,7 @@ impl Sim {
             } else if unowned {
                 Err(Refusal::Undeclared)
             } else {
-                p.check(domain, node, &name, &value)
+                p.check(domain, node, &name, &value, &self.limits)
             };
             let outcome = match checked {
                 Err(r) => Outcome::Refused(r),
@@ -825,7 +825,7 @@ impl Sim {
             return self.finish_set(domain, node, reply, &service, &mut list, None);
         };
         if reply != Reply::Atomic {
-            self.apply_ready(domain, node, &mut list);
+            self.apply_ready(domain, node, reply, &mut list);
         }
         let v = self.model.params.validations.len();
         let mut x = ValidationM {
@@ -863,9 +863,38 @@ impl Sim {
     }
 
     /// Applies the changes of `list` that are ready: each set (held by
-    /// the gateway if the node has no owner), counted, an event.
-    fn apply_ready(&mut self, domain: u8, node: &str, list: &mut [ChangeM]) {
+    /// the gateway if the node has no owner), counted, an event. Where they
+    /// are applied they count together against the byte limits: one by
+    /// one, each against what the earlier ones left (refused if it does
+    /// not fit), or for an atomic set all together, else none.
+    fn apply_ready(&mut self, domain: u8, node: &str, reply: Reply, list: &mut [ChangeM]) {
+        if reply == Reply::Atomic {
+            let all: Vec<(&str, &PVal)> = list
+                .iter()
+                .filter(|c| c.outcome == Outcome::Ready)
+                .map(|c| (c.name.as_str(), &c.value))
+                .collect();
+            let room = self.model.params.room_for(domain, node, &all, &self.limits);
+            if let Err(r) = room {
+                for c in list.iter_mut().filter(|c| c.outcome == Outcome::Ready) {
+                    c.outcome = Outcome::Refused(r);
+                }
+                return;
+            }
+        }
         for c in list.iter_mut().filter(|c| c.outcome == Outcome::Ready) {
+            if reply != Reply::Atomic {
+                let room = self.model.params.room_for(
+                    domain,
+                    node,
+                    &[(c.name.as_str(), &c.value)],
+                    &self.limits,
+                );
+                if let Err(r) = room {
+                    c.outcome = Outcome::Refused(r);
+                    continue;
+                }
+            }
             if self.model.params.owner(domain, node).is_none() {
                 self.counts.held_params_set += 1;
             } else {
@@ -892,7 +921,7 @@ impl Sim {
         list: &mut [ChangeM],
         why: Option<&'static str>,
     ) -> Resp {
-        self.apply_ready(domain, node, list);
+        self.apply_ready(domain, node, reply, list);
         let mut first = None;
         for c in list.iter() {
             if let Outcome::Refused(r) = c.outcome {
@@ -946,10 +975,10 @@ impl Sim {
         let p = &self.model.params;
         let mut ok = ok && p.owner(domain, &node) == Some((x.owner, x.owner_uid));
         if ok {
-            ok = list
-                .iter()
-                .filter(|c| asking(c))
-                .all(|c| p.check(domain, &node, &c.name, &c.value).is_ok());
+            ok = list.iter().filter(|c| asking(c)).all(|c| {
+                p.check(domain, &node, &c.name, &c.value, &self.limits)
+                    .is_ok()
+            });
         }
         let decided: Vec<bool> = list.iter().map(&asking).collect();
         for (c, d) in list.iter_mut().zip(decided) {

@@ -26,6 +26,7 @@ use serde_json::{json, Value};
 
 use rosgate_core::counters::{Counter, ErrorCode, Gauge, Gauges};
 use rosgate_core::hub::PARAMETER_EVENTS;
+use rosgate_core::limits::Limits;
 use rosgate_core::params::{Holder, Param};
 use rosgate_core::ConnRef;
 
@@ -434,8 +435,18 @@ pub(crate) struct ParamM {
 
 impl ParamM {
     fn bytes(&self, name: &str) -> usize {
-        PARAM_BYTES + name.len() + self.value.bytes() + self.desc.bytes()
+        self.bytes_with(name, &self.value)
     }
+
+    /// Its bytes if its value were `value`.
+    fn bytes_with(&self, name: &str, value: &PVal) -> usize {
+        PARAM_BYTES + name.len() + value.bytes() + self.desc.bytes()
+    }
+}
+
+/// The bytes of parameter `name` with `value` and descriptor `desc`.
+fn param_bytes(name: &str, value: &PVal, desc: &DescM) -> usize {
+    PARAM_BYTES + name.len() + value.bytes() + desc.bytes()
 }
 
 /// Who holds a node's parameters.
@@ -468,6 +479,12 @@ pub(crate) enum Refusal {
     Cannot,
     /// Another change of the same atomic request was refused.
     Atomic,
+    /// The connection owning the node would hold more parameter bytes
+    /// than `--max-param-bytes-per-conn`.
+    ConnBytes,
+    /// The gateway would hold more parameter bytes for nobody (all
+    /// domains) than `--max-held-param-bytes`.
+    HeldBytes,
     /// The owner said no, or did not answer in time.
     Rejected,
 }
@@ -511,6 +528,18 @@ impl ParamsModel {
     /// Parameters held, all domains.
     pub fn count(&self) -> usize {
         self.stores.values().map(|n| n.params.len()).sum()
+    }
+
+    /// Bytes of the parameters the nodes of `c` (in `domain`) own: the
+    /// budget counts them among what `c` holds (`docs/limits.md`).
+    pub fn owned_bytes(&self, domain: u8, c: ConnRef) -> usize {
+        self.stores
+            .iter()
+            .filter(|((d, _), n)| {
+                *d == domain && matches!(n.holder, HolderM::Owner(o, _) if o == c)
+            })
+            .flat_map(|(_, n)| n.params.iter().map(|(k, p)| p.bytes(k)))
+            .sum()
     }
 
     /// Parameters the gateway holds (nobody's) and their bytes.
@@ -563,28 +592,79 @@ impl ParamsModel {
     /// The rules for a change of `name` of `node` to `value` by anyone but
     /// its owner: a node nobody owns takes anything; an owned one refuses
     /// what it did not declare, a read-only parameter, a change of type its
-    /// descriptor does not allow, a value outside its range.
-    pub fn check(&self, domain: u8, node: &str, name: &str, value: &PVal) -> Result<(), Refusal> {
-        let Some(n) = self.node(domain, node) else {
+    /// descriptor does not allow, a value outside its range; then the room
+    /// ([`ParamsModel::room_for`]).
+    pub fn check(
+        &self,
+        domain: u8,
+        node: &str,
+        name: &str,
+        value: &PVal,
+        limits: &Limits,
+    ) -> Result<(), Refusal> {
+        if let Some(n) = self.node(domain, node) {
+            match (n.holder, n.params.get(name)) {
+                (HolderM::Owner(..), None) => return Err(Refusal::Undeclared),
+                (HolderM::Owner(..), Some(p)) => {
+                    if p.desc.read_only {
+                        return Err(Refusal::ReadOnly);
+                    }
+                    if p.value.type_code() != value.type_code() && !p.desc.dynamic {
+                        return Err(Refusal::Type);
+                    }
+                    if !p.desc.in_range(value) {
+                        return Err(Refusal::Range);
+                    }
+                }
+                (HolderM::Gateway, _) => {}
+            }
+        }
+        self.room_for(domain, node, &[(name, value)], limits)
+    }
+
+    /// The byte limits (`docs/limits.md`) for `changes` of `node` applied
+    /// together (a name may repeat, the last value wins): what its holder
+    /// would hold after them, if more than before, must stay within
+    /// `--max-param-bytes-per-conn` (the owning connection's nodes of that
+    /// domain together) or `--max-held-param-bytes` (the gateway's, all
+    /// domains). (The count limits, 1024 per node and 10 000 held, are out
+    /// of the simulation's reach: it knows five names.)
+    pub fn room_for(
+        &self,
+        domain: u8,
+        node: &str,
+        changes: &[(&str, &PVal)],
+        limits: &Limits,
+    ) -> Result<(), Refusal> {
+        let n = self.node(domain, node);
+        let mut last: BTreeMap<&str, &PVal> = BTreeMap::new();
+        for &(name, value) in changes {
+            last.insert(name, value);
+        }
+        let (mut before, mut after) = (0, 0);
+        for (name, value) in last {
+            match n.and_then(|n| n.params.get(name)) {
+                Some(p) => {
+                    before += p.bytes(name);
+                    after += p.bytes_with(name, value);
+                }
+                None => after += param_bytes(name, value, &D0),
+            }
+        }
+        if after <= before {
             return Ok(());
-        };
-        let Some(p) = n.params.get(name) else {
-            return match n.holder {
-                HolderM::Owner(..) => Err(Refusal::Undeclared),
-                HolderM::Gateway => Ok(()),
-            };
-        };
-        if n.holder == HolderM::Gateway {
-            return Ok(());
         }
-        if p.desc.read_only {
-            return Err(Refusal::ReadOnly);
-        }
-        if p.value.type_code() != value.type_code() && !p.desc.dynamic {
-            return Err(Refusal::Type);
-        }
-        if !p.desc.in_range(value) {
-            return Err(Refusal::Range);
+        match n.map_or(HolderM::Gateway, |n| n.holder) {
+            HolderM::Owner(c, _) => {
+                if self.owned_bytes(domain, c) - before + after > limits.max_param_bytes_per_conn {
+                    return Err(Refusal::ConnBytes);
+                }
+            }
+            HolderM::Gateway => {
+                if self.held().1 - before + after > limits.max_held_param_bytes {
+                    return Err(Refusal::HeldBytes);
+                }
+            }
         }
         Ok(())
     }
@@ -883,6 +963,20 @@ impl Sim {
             self.counts.param_range_refusals += 1;
             return self.bad_parameter(slot, id);
         }
+        // The connection's nodes' parameters together, after this one
+        // (replacing its own of that name), within the limit.
+        let before = match &table {
+            Some(t) if t.holder != HolderM::Gateway => {
+                t.params.get(name).map_or(0, |p| p.bytes(name))
+            }
+            _ => 0,
+        };
+        let after = param_bytes(name, &value, &desc);
+        let mine = self.model.params.owned_bytes(domain, me);
+        if after > before && mine - before + after > self.limits.max_param_bytes_per_conn {
+            self.counts.param_conn_byte_refusals += 1;
+            return self.bad_parameter(slot, id);
+        }
         let key = (domain, full.clone());
         let mut dropped = Vec::new();
         if table.as_ref().is_some_and(|t| t.holder == HolderM::Gateway) {
@@ -935,7 +1029,9 @@ impl Sim {
         let (me, domain) = (c.conn, c.domain);
         let full = node.full.clone();
         let checked = if self.model.params.owner(domain, &full) == Some((me, node.uid)) {
-            self.model.params.check(domain, &full, name, &value)
+            self.model
+                .params
+                .check(domain, &full, name, &value, &self.limits)
         } else {
             Err(Refusal::Undeclared)
         };
@@ -977,6 +1073,8 @@ impl Sim {
             Refusal::ReadOnly => c.param_read_only_refusals += 1,
             Refusal::Type => c.param_type_refusals += 1,
             Refusal::Range => c.param_range_refusals += 1,
+            Refusal::ConnBytes => c.param_conn_byte_refusals += 1,
+            Refusal::HeldBytes => c.param_held_byte_refusals += 1,
             _ => {}
         }
     }

@@ -204,7 +204,8 @@ fn seeded_simulation() {
     // ... and parameters: owners declaring (over values the gateway
     // held), setting and withdrawing them; others setting them through
     // rosapi and the node services (one by one and atomically), creating
-    // and deleting held ones, refused by every rule; reads, of undeclared
+    // and deleting held ones, refused by every rule and by both byte
+    // limits (a connection's parameters, the gateway's); reads, of undeclared
     // ones too; validations sent, read, accepted, rejected, timed out and
     // failed as their owner left; parameters going with their node; events
     // published and received; requests kept to their domain; no node
@@ -229,6 +230,8 @@ fn seeded_simulation() {
             && total.param_read_only_refusals > 0
             && total.param_type_refusals > 0
             && total.param_range_refusals > 0
+            && total.param_conn_byte_refusals > 0
+            && total.param_held_byte_refusals > 0
             && total.param_reads > 0
             && total.param_unset_reads > 0
             && total.param_node_service_calls > 0,

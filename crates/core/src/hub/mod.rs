@@ -1229,10 +1229,12 @@ impl Hub {
 
     /// Bytes counted against the budget that `key` holds and that go when
     /// it is freed: its queue (a shared frame counted whole), partial
-    /// input, the calls it made, its registrations and its nodes (without
-    /// them, a connection holding only nodes with big remap rules would
-    /// never be the one closed, and a closing one would be credited with
-    /// less than it releases).
+    /// input, the calls it made, its registrations, its nodes and their
+    /// parameters (without them, a connection holding only nodes with big
+    /// remap rules or big parameters would never be the one closed, and a
+    /// closing one would be credited with less than it releases). A
+    /// connection's parameters are all in its domain: it cannot move while
+    /// it has nodes.
     fn held_by(&self, key: u32) -> usize {
         let Some(c) = self.conns.get(key as usize) else {
             return 0;
@@ -1244,6 +1246,7 @@ impl Hub {
             + self.calls.bytes_of(r)
             + self.registries.get(c.domain()).held_by(r).bytes
             + self.nodes.bytes_of(r)
+            + self.params.store(c.domain()).owned_bytes(r)
     }
 
     /// Keeps the memory ledger within `max_memory_bytes` (P17): sheds topic

@@ -33,7 +33,8 @@ use crate::conn::ConnRef;
 use crate::counters::{Counter, ErrorCode};
 use crate::nodes::{Domain, DOMAINS};
 use crate::params::{
-    override_for, Change, Descriptor, Overrides, Param, ParamStore, ParamValue, Refusal, GLOBAL,
+    override_for, Change, Descriptor, Overrides, Param, ParamLimits, ParamStore, ParamValue,
+    Refusal, GLOBAL,
 };
 use crate::registry::NodeTag;
 
@@ -70,6 +71,8 @@ pub const MAX_PARAM_NAME_CHARS: usize = 256;
 pub(super) struct Params {
     stores: Box<[ParamStore]>,
     bytes: usize,
+    /// Bytes held for nobody, all domains (their limit is shared).
+    held_bytes: usize,
     pub(super) overrides: Overrides,
     /// Sets waiting for an owner's validation, by call sequence.
     pending: HashMap<u64, PendingSet>,
@@ -80,6 +83,7 @@ impl Default for Params {
         Params {
             stores: (0..DOMAINS).map(|_| ParamStore::default()).collect(),
             bytes: 0,
+            held_bytes: 0,
             overrides: Overrides::new(),
             pending: HashMap::new(),
         }
@@ -93,10 +97,20 @@ impl Params {
 
     fn update<R>(&mut self, domain: Domain, f: impl FnOnce(&mut ParamStore) -> R) -> R {
         let s = &mut self.stores[domain as usize];
-        let before = s.bytes();
+        let (before, held_before) = (s.bytes(), s.held_bytes());
         let r = f(s);
         self.bytes = self.bytes + s.bytes() - before;
+        self.held_bytes = self.held_bytes + s.held_bytes() - held_before;
         r
+    }
+
+    /// The byte limits for a change in `domain`'s store.
+    fn limits(&self, domain: Domain, l: &crate::limits::Limits) -> ParamLimits {
+        ParamLimits {
+            per_conn: l.max_param_bytes_per_conn,
+            held: l.max_held_param_bytes,
+            held_elsewhere: self.held_bytes - self.stores[domain as usize].held_bytes(),
+        }
     }
 
     /// Bytes held for clients, all domains.
@@ -323,9 +337,10 @@ impl Hub {
             descriptor,
             validate,
         };
+        let limits = self.params.limits(domain, &self.limits);
         let declared = self
             .params
-            .update(domain, |s| s.declare((me, tag), &full, name, param));
+            .update(domain, |s| s.declare((me, tag), &full, name, param, limits));
         match declared {
             Ok((change, dropped)) => {
                 for d in dropped.iter().filter(|d| d.as_str() != name) {
@@ -399,8 +414,9 @@ impl Hub {
             }
         };
         let store = self.params.store(domain);
+        let limits = self.params.limits(domain, &self.limits);
         let checked = if store.owner(&full) == Some((me, tag)) {
-            store.check(&full, name, &value)
+            store.check(&full, name, &value, limits)
         } else {
             Err(Refusal::Undeclared)
         };
@@ -452,6 +468,7 @@ impl Hub {
         now: Instant,
     ) {
         let store = self.params.store(domain);
+        let limits = self.params.limits(domain, &self.limits);
         // A node a connection declared is owned even while the store knows
         // no owner for it (it declared no parameter yet, or undeclared its
         // last one): its undeclared parameters are refused, not created as
@@ -474,7 +491,7 @@ impl Hub {
                 Err(Refusal::Undeclared.reason(&name))
             } else {
                 store
-                    .check(node, &name, &value)
+                    .check(node, &name, &value, limits)
                     .map_err(|r| r.reason(&name))
             };
             let outcome = match checked {
@@ -564,12 +581,48 @@ impl Hub {
         self.params.pending.insert(seq, p);
     }
 
-    /// Applies the changes of `p` that are ready.
+    /// Applies the changes of `p` that are ready. Each was checked alone
+    /// against the store as it stood; the room they take together is
+    /// checked here, where they are applied: one by one (each against what
+    /// the earlier ones left), or, for an atomic set, all together or none.
+    /// Without this, one request naming many new parameters would pass the
+    /// count limits (and one of big values the byte limits) by as much as
+    /// it names.
     fn apply_ready(&mut self, p: &mut PendingSet, now: Instant) {
         let (domain, node) = (p.domain, p.node.clone());
+        let ready = |c: &&mut Requested| c.outcome == Outcome::Ready;
+        if p.reply == Reply::Atomic {
+            let all = p
+                .changes
+                .iter()
+                .filter(|c| c.outcome == Outcome::Ready)
+                .map(|c| (c.name.as_str(), &c.value));
+            let limits = self.params.limits(domain, &self.limits);
+            if let Err(r) = self.params.store(domain).room_for(&node, all, limits) {
+                for c in p.changes.iter_mut().filter(ready) {
+                    c.outcome = Outcome::Refused(format!(
+                        "not set: the changes of this atomic request do not fit together: {}",
+                        r.reason(&c.name)
+                    ));
+                }
+                return;
+            }
+        }
         for c in p.changes.iter_mut() {
             if c.outcome != Outcome::Ready {
                 continue;
+            }
+            if p.reply != Reply::Atomic {
+                let limits = self.params.limits(domain, &self.limits);
+                let room = self.params.store(domain).room_for(
+                    &node,
+                    [(c.name.as_str(), &c.value)],
+                    limits,
+                );
+                if let Err(r) = room {
+                    c.outcome = Outcome::Refused(r.reason(&c.name));
+                    continue;
+                }
             }
             let value = std::mem::replace(&mut c.value, ParamValue::NotSet);
             let change = self.params.update(domain, |s| s.set(&node, &c.name, value));
@@ -609,6 +662,7 @@ impl Hub {
         // "accepted" would pass the held-parameter rules and resurrect the
         // parameter as a held one (or bypass a new owner's validation).
         let store = self.params.store(p.domain);
+        let limits = self.params.limits(p.domain, &self.limits);
         if verdict.is_ok() && store.owner(&p.node) != p.validator {
             verdict = Err(format!(
                 "node {} was destroyed or changed owner during the validation",
@@ -622,7 +676,7 @@ impl Hub {
                 .filter(|c| waiting(&c.outcome))
                 .find_map(|c| {
                     store
-                        .check(&p.node, &c.name, &c.value)
+                        .check(&p.node, &c.name, &c.value, limits)
                         .err()
                         .map(|r| r.reason(&c.name))
                 })

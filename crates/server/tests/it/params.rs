@@ -2007,3 +2007,205 @@ fn node_parameter_services_are_listed_and_a_client_provider_comes_first() {
         other.quiet();
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// Bounds: the memory budget, and the byte limits of parameters
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn a_connection_holding_big_parameters_is_the_one_the_memory_budget_closes() {
+    let gw = Gateway::start(&["--max-memory-bytes", "1000000"]);
+    // A bystander holding a few KiB in the gateway: a partial line.
+    let mut small = gw.client();
+    small
+        .send_raw(format!(r#"{{"op":"nope","id":"small","pad":"{}"#, "s".repeat(5_000)).as_bytes());
+    let base = gw.stats();
+    // The owner reads everything; all it holds is its node's parameters,
+    // each declared small, then set to 60 KB (a declaration's status would
+    // echo the value).
+    let mut owner = gw.client();
+    owner.send_line(r#"{"op":"declare_node","name":"hog","id":"n"}"#);
+    owner.expect_info("n");
+    let big = "x".repeat(60_000);
+    let mut closed = false;
+    for i in 0..40 {
+        // The close may come right after an answer: a write then fails.
+        let lines = format!(
+            "{{\"op\":\"declare_parameter\",\"name\":\"p{i}\",\"value\":\"\",\"id\":\"d{i}\"}}\n\
+             {{\"op\":\"set_parameter\",\"name\":\"p{i}\",\"value\":\"{big}\",\"id\":\"s{i}\"}}\n"
+        );
+        if owner.try_send_raw(lines.as_bytes()).is_err() {
+            closed = true;
+            break;
+        }
+        let dl = deadline(REPLY);
+        let mut answers = 0;
+        while answers < 2 {
+            match owner.try_recv_line(dl) {
+                Recv::Line(_) => answers += 1,
+                Recv::Eof(_) | Recv::Error(_) => {
+                    closed = true;
+                    break;
+                }
+                Recv::Timeout => panic!("no answer to parameter {i}"),
+            }
+        }
+        if closed {
+            break;
+        }
+    }
+    assert!(closed, "the owner of 2.4 MB of parameters was never closed");
+    let st = gw.wait_for_stats("the owner freed", |s| {
+        counter(s, "memory_bytes") < 1_000_000
+    });
+    assert_eq!(
+        counter(&st, "closes.memory_pressure"),
+        counter(&base, "closes.memory_pressure") + 1,
+        "only the owner was closed: {st}"
+    );
+    // The bystander is still there: its line completes and is answered.
+    small.send_raw(b"\"}\n");
+    small.expect_error("small");
+    small.assert_quiet();
+}
+
+#[test]
+fn one_request_of_many_changes_keeps_to_the_limits() {
+    let gw = Gateway::start(&[]);
+    let mut p = Peer::tcp(&gw);
+    let node = format!("/{}", fresh("crowd"));
+    // A node nobody owns, with one held parameter: its services exist.
+    let r = set_param(&mut p, "/rosapi/", &format!("{node}:x"), json!(1));
+    assert_eq!(r["result"], true, "{r}");
+    let many: Vec<Value> = (0..1100)
+        .map(|i| json!({"name": format!("p{i}"), "value": integer(i)}))
+        .collect();
+    let base = gw.stats();
+    // Each change fits alone, not together: atomically, none is applied.
+    let v = p.values(
+        &format!("{node}/set_parameters_atomically"),
+        json!({ "parameters": many }),
+    );
+    assert_refused_with(&v["result"], "do not fit together");
+    let listed = |p: &mut Peer| {
+        let v = p.values(&format!("{node}/list_parameters"), json!({}));
+        strs(&v["result"]["names"]).len()
+    };
+    assert_eq!(listed(&mut p), 1);
+    // One by one: up to 1024 in the node, the rest refused.
+    let results = set_parameters(&mut p, &node, json!(many));
+    let ok = results.iter().filter(|r| r["successful"] == true).count();
+    assert_eq!(ok, 1023);
+    assert_refused_with(&results[1023], "1024");
+    assert_eq!(listed(&mut p), 1024);
+    let st = gw.stats();
+    assert_eq!(
+        counter(&st, "param_sets_rejected") - counter(&base, "param_sets_rejected"),
+        1100 + 77
+    );
+    p.quiet();
+}
+
+#[test]
+fn a_connections_parameters_are_limited_in_bytes() {
+    // A parameter of an 800-byte string counts 128 + 1 + 800 + 64 = 993
+    // bytes: two fit under 2000, a third does not, on whichever node.
+    let gw = Gateway::start(&["--max-param-bytes-per-conn", "2000"]);
+    for (owner_via, other_via) in PAIRS {
+        let mut owner = Peer::open(&gw, owner_via);
+        let n1 = owner.node(&fresh("b1"), json!({}));
+        let n2 = owner.node(&fresh("b2"), json!({}));
+        let v800 = json!("x".repeat(800));
+        owner.declare("a", v800.clone(), json!({ "node": n1 }));
+        owner.declare("b", v800.clone(), json!({ "node": n2 }));
+        let base = gw.stats();
+        let msg =
+            owner.refused(json!({"op":"declare_parameter","node":n2,"name":"c","value":v800}));
+        assert!(
+            msg.contains("2000 bytes") && msg.contains("--max-param-bytes-per-conn"),
+            "{msg}"
+        );
+        owner.refused(json!({"op":"set_parameter","node":n1,"name":"a","value":"x".repeat(820)}));
+        // Anyone else's change is the owner's bytes too.
+        let mut other = Peer::open(&gw, other_via);
+        let r = set_param(
+            &mut other,
+            "/rosapi/",
+            &format!("{n2}:b"),
+            json!("y".repeat(900)),
+        );
+        assert_failure(&r);
+        assert!(
+            r["values"]
+                .as_str()
+                .is_some_and(|m| m.contains("--max-param-bytes-per-conn")),
+            "{r}"
+        );
+        let results = set_parameters(
+            &mut other,
+            &n1,
+            json!([{"name":"a","value":pv(4, "string_value", json!("z".repeat(900)))}]),
+        );
+        assert_refused_with(&results[0], "--max-param-bytes-per-conn");
+        // Shrinking is always allowed; then a smaller third one fits.
+        owner.ok(json!({"op":"set_parameter","node":n1,"name":"a","value":"small"}));
+        owner.declare("c", json!("x".repeat(100)), json!({ "node": n2 }));
+        let st = gw.stats();
+        let grew = |k: &str| counter(&st, k) - counter(&base, k);
+        assert_eq!(grew("errors.bad_parameter"), 2, "{st}");
+        assert_eq!(grew("param_sets_rejected"), 3, "{st}");
+        owner.quiet();
+        other.quiet();
+    }
+}
+
+#[test]
+fn held_parameters_are_limited_in_bytes_in_all_domains() {
+    // 128 + 1 + 500 + 64 = 693 bytes per global parameter of a 500-byte
+    // string: one fits under 1200, not two, in any domain.
+    let gw = Gateway::start(&["--max-held-param-bytes", "1200"]);
+    let mut p = Peer::tcp(&gw);
+    let base = gw.stats();
+    let r = set_param(&mut p, "/rosapi/", "x", json!("x".repeat(500)));
+    assert_eq!(r["result"], true, "{r}");
+    let r = set_param(&mut p, "rosapi/", "y", json!("y".repeat(500)));
+    assert_failure(&r);
+    assert!(
+        r["values"]
+            .as_str()
+            .is_some_and(|m| m.contains("1200 bytes") && m.contains("--max-held-param-bytes")),
+        "{r}"
+    );
+    assert!(!has(&mut p, "/rosapi/", "y"));
+    // A client in domain 3 (whose store is empty) meets the same limit.
+    let mut far = Peer::ws_at(&gw, "/?domain=3");
+    let r = set_param(&mut far, "/rosapi/", "z", json!("z".repeat(500)));
+    assert_failure(&r);
+    // Held nodes' services: each change on its own.
+    let node = format!("/{}", fresh("held"));
+    let r = set_param(&mut far, "/rosapi/", &format!("{node}:small"), json!(1));
+    assert_eq!(r["result"], true, "{r}");
+    let results = set_parameters(
+        &mut far,
+        &node,
+        json!([
+            {"name":"big","value":pv(4, "string_value", json!("b".repeat(400)))},
+            {"name":"tiny","value":integer(2)},
+        ]),
+    );
+    assert_refused_with(&results[0], "--max-held-param-bytes");
+    assert_eq!(results[1]["successful"], true, "{results:?}");
+    // Deleting makes room again.
+    let d = p.values("/rosapi/delete_param", json!({"name": "x"}));
+    assert_eq!(d["successful"], true, "{d}");
+    let r = set_param(&mut far, "/rosapi/", "z", json!("z".repeat(500)));
+    assert_eq!(r["result"], true, "{r}");
+    let st = gw.stats();
+    assert_eq!(
+        counter(&st, "param_sets_rejected") - counter(&base, "param_sets_rejected"),
+        3,
+        "{st}"
+    );
+    p.quiet();
+    far.quiet();
+}

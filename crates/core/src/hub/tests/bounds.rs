@@ -199,6 +199,93 @@ fn over_budget_declared_nodes_count_for_their_owner() {
 }
 
 #[test]
+fn over_budget_parameters_count_for_their_owner() {
+    // A connection that reads everything and holds nothing but its node's
+    // big parameters is the biggest holder: before its parameters were
+    // charged to it, the small one beside it (a few unread statuses) was
+    // closed first, then the owner too.
+    let mut t = T::new(Limits {
+        max_memory_bytes: 300_000,
+        ..limits()
+    });
+    let small = t.open();
+    for _ in 0..5 {
+        t.send(small, r#"{"op":"nope"}"#);
+    }
+    let hog = t.open();
+    t.send(hog, r#"{"op":"declare_node","name":"big"}"#);
+    t.recv(hog);
+    let value = "x".repeat(60_000);
+    for i in 0..8 {
+        if t.gone(hog) {
+            break;
+        }
+        // Declared small, then set big: a declaration's status echoes the
+        // value, which would make the owner a big holder of control data.
+        t.send(
+            hog,
+            &format!(r#"{{"op":"declare_parameter","name":"p{i}","value":""}}"#),
+        );
+        t.recv(hog);
+        t.send(
+            hog,
+            &format!(r#"{{"op":"set_parameter","name":"p{i}","value":"{value}"}}"#),
+        );
+        if !t.gone(hog) {
+            t.recv(hog);
+        }
+        t.free_closed();
+    }
+    assert_eq!(t.closes(CloseReason::MemoryPressure), 1);
+    assert!(t.gone(hog), "the owner of the parameters went");
+    assert!(t.hub.conn(small).is_some(), "the small one stays");
+    assert_eq!(t.hub.params_in(0).len(), 0, "its parameters went with it");
+    assert!(t.hub.memory().total() < 300_000);
+}
+
+#[test]
+fn a_connections_parameters_are_charged_to_it_and_held_ones_to_nobody() {
+    let mut t = T::new(limits());
+    let owner = t.open();
+    t.send(owner, r#"{"op":"declare_node","name":"n"}"#);
+    let me = t.hub.conn_ref(owner).expect("open");
+    let store = |t: &T| {
+        let s = t.hub.params_in(0);
+        (s.owned_bytes(me), s.held_bytes(), s.bytes())
+    };
+    assert_eq!(store(&t), (0, 0, 0));
+    t.send(
+        owner,
+        r#"{"op":"declare_parameter","name":"a","value":"12345678"}"#,
+    );
+    let (mine, held, all) = store(&t);
+    assert!(mine > 8 && held == 0 && all == mine, "{:?}", store(&t));
+    // Others' changes of an owned parameter are the owner's bytes too.
+    let other = t.open();
+    t.send(
+        other,
+        r#"{"op":"call_service","service":"/rosapi/set_param","id":"s1","args":{"name":"n:a","value":"\"1234567890123456\""}}"#,
+    );
+    assert_eq!(store(&t).0, mine + 8, "{:?}", t.recv(other));
+    // A value nobody owns is the gateway's, in the ledger all the same.
+    let before = t.hub.memory().registrations;
+    t.send(
+        other,
+        r#"{"op":"call_service","service":"/rosapi/set_param","id":"s2","args":{"name":"free","value":"\"abcd\""}}"#,
+    );
+    let (mine, held, all) = store(&t);
+    assert!(held > 4 && all == mine + held, "{:?}", store(&t));
+    assert_eq!(t.hub.memory().registrations, before + held);
+    t.send(owner, r#"{"op":"undeclare_parameter","name":"a"}"#);
+    assert_eq!(store(&t), (0, held, held));
+    t.hub.close(other, CloseReason::PeerClosed, t.now);
+    t.hub.close(owner, CloseReason::PeerClosed, t.now);
+    t.free_closed();
+    assert_eq!(t.hub.params_in(0).held_bytes(), held, "held ones stay");
+    assert_eq!(t.hub.memory().total(), held);
+}
+
+#[test]
 fn an_opening_that_never_completes_is_closed_at_the_deadline() {
     let mut t = T::new(Limits {
         handshake_timeout: Duration::from_millis(1_000),

@@ -510,3 +510,191 @@ fn a_rosbridge_owner_validates_as_rosbridge_answers_read() {
     assert_eq!(value(&t, "/ctl", "gain"), Some(ParamValue::Integer(2)));
     assert!(no_pending(&t));
 }
+
+#[test]
+fn one_request_naming_many_new_parameters_keeps_to_the_count_limits() {
+    use crate::params::MAX_PARAMS_PER_NODE;
+    let mut t = T::new(Limits::default());
+    let r = t.open();
+    // A node nobody owns, with one held parameter: its services exist.
+    t.send(
+        r,
+        r#"{"op":"call_service","service":"/rosapi/set_param","id":1,"args":{"name":"h:x","value":"1"}}"#,
+    );
+    assert_eq!(t.one(r)["result"], true);
+    let many: Vec<Value> = (0..MAX_PARAMS_PER_NODE + 76)
+        .map(|i| serde_json::json!({"name": format!("p{i}"), "value": i}))
+        .collect();
+    let call = |srv: &str, id: u32| {
+        serde_json::json!({"op":"call_service","service":format!("/h/{srv}"),"id":id,"args":{"parameters":many}})
+            .to_string()
+    };
+    let len = |t: &T| t.hub.params_in(0).node("/h").map_or(0, |n| n.params.len());
+    // Each change alone fits; together they do not: an atomic set is
+    // refused whole.
+    t.send(r, &call("set_parameters_atomically", 2));
+    let v = t.one(r);
+    let result = &v["values"]["result"];
+    assert_eq!(result["successful"], false, "{v}");
+    assert!(
+        result["reason"]
+            .as_str()
+            .is_some_and(|s| s.contains("do not fit together") && s.contains("1024")),
+        "{v}"
+    );
+    assert_eq!(len(&t), 1, "nothing applied");
+    // One by one, up to the limit; the rest refused with the reason.
+    t.send(r, &call("set_parameters", 3));
+    let v = t.one(r);
+    let results = v["values"]["results"].as_array().expect("results").clone();
+    assert_eq!(results.len(), MAX_PARAMS_PER_NODE + 76);
+    let ok = results.iter().filter(|x| x["successful"] == true).count();
+    assert_eq!(ok, MAX_PARAMS_PER_NODE - 1, "{:?}", &results[1020..1026]);
+    assert!(results[MAX_PARAMS_PER_NODE - 1]["reason"]
+        .as_str()
+        .is_some_and(|s| s.contains("limit")));
+    assert_eq!(len(&t), MAX_PARAMS_PER_NODE);
+    let c = t.hub.counters();
+    assert_eq!(
+        c.get(Counter::ParamSetsRejected),
+        (MAX_PARAMS_PER_NODE + 76 + 77) as u64
+    );
+}
+
+/// rosapi `set_param` of `name` to the JSON text `text` by `who`, call `id`;
+/// the answer.
+fn rosapi_set(t: &mut T, who: u32, id: u32, name: &str, text: &str) -> Value {
+    let args = serde_json::json!({"name": name, "value": text});
+    t.send(
+        who,
+        &serde_json::json!({"op":"call_service","service":"/rosapi/set_param","id":id,"args":args})
+            .to_string(),
+    );
+    t.one(who)
+}
+
+/// A JSON string of `n` bytes, as text.
+fn text_of(n: usize) -> String {
+    format!("\"{}\"", "x".repeat(n))
+}
+
+#[test]
+fn a_connections_parameters_are_limited_in_bytes_together() {
+    // 128 + 1 + 800 + 64 = 993 bytes per parameter: two fit, not three,
+    // though each of the connection's two nodes holds only one or two.
+    let mut t = T::new(Limits {
+        max_param_bytes_per_conn: 2_000,
+        ..Limits::default()
+    });
+    let o = t.open();
+    t.send(o, r#"{"op":"declare_node","name":"n1"}"#);
+    t.send(o, r#"{"op":"declare_node","name":"n2"}"#);
+    let v800 = text_of(800);
+    t.send(
+        o,
+        &format!(r#"{{"op":"declare_parameter","name":"a","value":{v800}}}"#),
+    );
+    t.send(
+        o,
+        &format!(r#"{{"op":"declare_parameter","node":"n2","name":"b","value":{v800}}}"#),
+    );
+    let got = t.recv(o);
+    assert!(got.iter().all(|v| v["level"] == "info"), "{got:?}");
+    t.send(
+        o,
+        &format!(r#"{{"op":"declare_parameter","node":"n2","name":"c","value":{v800},"id":"d"}}"#),
+    );
+    let v = t.one(o);
+    assert_eq!(
+        (v["level"].as_str(), v["id"].as_str()),
+        (Some("error"), Some("d")),
+        "{v}"
+    );
+    assert!(
+        v["msg"]
+            .as_str()
+            .is_some_and(|m| m.contains("2000 bytes") && m.contains("--max-param-bytes-per-conn")),
+        "{v}"
+    );
+    // The owner's own growth is refused too; shrinking is not.
+    let v820 = text_of(820);
+    t.send(
+        o,
+        &format!(r#"{{"op":"set_parameter","name":"a","value":{v820},"id":"s"}}"#),
+    );
+    let v = t.one(o);
+    assert_eq!(
+        (v["level"].as_str(), v["id"].as_str()),
+        (Some("error"), Some("s")),
+        "{v}"
+    );
+    t.send(
+        o,
+        r#"{"op":"set_parameter","name":"a","value":"short","id":"s2"}"#,
+    );
+    assert_eq!(t.one(o)["level"], "info");
+    // Others' changes are the owner's bytes: refused past the limit.
+    let r = t.open();
+    let v = rosapi_set(&mut t, r, 1, "n2:b", &text_of(1_900));
+    assert_eq!(v["result"], false, "{v}");
+    assert!(
+        v["values"]
+            .as_str()
+            .is_some_and(|m| m.contains("--max-param-bytes-per-conn")),
+        "{v}"
+    );
+    let v = rosapi_set(&mut t, r, 2, "n2:b", &text_of(1_000));
+    assert_eq!(v["result"], true, "{v}");
+    let me = t.hub.conn_ref(o).expect("open");
+    assert!(t.hub.params_in(0).owned_bytes(me) <= 2_000);
+    let c = t.hub.counters();
+    assert_eq!(c.errors_of(ErrorCode::BadParameter), 2);
+    assert_eq!(c.get(Counter::ParamSetsRejected), 2);
+}
+
+#[test]
+fn parameters_nobody_owns_are_limited_in_bytes_in_all_domains() {
+    // 128 + 1 + 500 + 64 = 693 bytes: one fits, not two.
+    let mut t = T::new(Limits {
+        max_held_param_bytes: 1_200,
+        ..Limits::default()
+    });
+    let r = t.open();
+    let v = rosapi_set(&mut t, r, 1, "x", &text_of(500));
+    assert_eq!(v["result"], true, "{v}");
+    let v = rosapi_set(&mut t, r, 2, "y", &text_of(500));
+    assert_eq!(v["result"], false, "{v}");
+    assert!(
+        v["values"]
+            .as_str()
+            .is_some_and(|m| m.contains("1200 bytes") && m.contains("--max-held-param-bytes")),
+        "{v}"
+    );
+    assert!(t.hub.params_in(0).get("", "y").is_none());
+    // Through a held node's services too, each change on its own.
+    let v = rosapi_set(&mut t, r, 3, "h:p", "1");
+    assert_eq!(v["result"], true, "{v}");
+    let big = "y".repeat(200);
+    t.send(
+        r,
+        &format!(
+            r#"{{"op":"call_service","service":"/h/set_parameters","id":4,"args":{{"parameters":[{{"name":"q","value":"s"}},{{"name":"r","value":"{big}"}}]}}}}"#
+        ),
+    );
+    let v = t.one(r);
+    let results = &v["values"]["results"];
+    assert_eq!(results[0]["successful"], true, "{v}");
+    assert_eq!(results[1]["successful"], false, "{v}");
+    // Another domain shares the limit: 343 bytes more do not fit there,
+    // though its own store is empty.
+    let d = t.open();
+    t.send(d, r#"{"op":"declare_node","name":"w","domain":3}"#);
+    t.recv(d);
+    let v = rosapi_set(&mut t, d, 5, "z", &text_of(150));
+    assert_eq!(v["result"], false, "{v}");
+    assert!(t.hub.params_in(3).is_empty());
+    let held = t.hub.params_in(0).held_bytes();
+    assert!(held <= 1_200, "{held}");
+    assert_eq!(t.hub.memory().registrations - t.hub.nodes().bytes(), held);
+    assert_eq!(t.hub.counters().get(Counter::ParamSetsRejected), 3);
+}
