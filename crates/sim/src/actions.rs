@@ -38,7 +38,6 @@ use rosgate_core::limits::{
 };
 use rosgate_core::StatusFilter;
 
-use crate::params::{VALID_PARAM_NAMES, VALID_VALUES};
 use crate::rng::{Bytes, Rng};
 
 /// Client slots the simulation drives (more than some `max_connections`).
@@ -58,6 +57,10 @@ pub const SERVICES: [&str; 6] = [
     "/rosgate/x",
     "/s\\back",
 ];
+
+/// Action names a goal request picks from: absolute, relative and private
+/// ones (expanded for a client with a node), one that needs escaping.
+pub const ACTIONS: [&str; 5] = ["/fib", "/nav", "fib", "~/move", "/q\"act"];
 
 /// Names a node-aware request ([`Req::Named`]) writes: relative, private
 /// (`~/`), absolute (some shared with [`TOPICS`] and [`SERVICES`]) and
@@ -127,6 +130,14 @@ pub const DOMAIN_FIELDS: [Option<&str>; 10] = [
 /// The domains any client of the simulation can be in (the checks compare
 /// these registries one by one, and every domain's through the gauges).
 pub const SIM_DOMAINS: [u8; 3] = [0, 3, 7];
+
+/// How many of the parameter names requests pick from are valid (they come
+/// first in `model::params::PARAM_NAMES`).
+pub(crate) const VALID_PARAM_NAMES: u64 = 5;
+
+/// How many of the parameter value texts requests pick from are valid
+/// values (they come first, see `model::params::param_value`).
+pub(crate) const VALID_VALUES: u64 = 17;
 
 /// Most actions a fuzz input decodes to (see [`actions_from_bytes`]).
 const MAX_ACTIONS: usize = 400;
@@ -491,7 +502,7 @@ pub enum Req {
         payload: u16,
         id: u8,
     },
-    /// An action request of [`ACTIONS`](crate::ACTIONS)`[action]`, by
+    /// An action request of [`ACTIONS`]`[action]`, by
     /// `op % 8`: 0 `advertise_action`, 1 `unadvertise_action`, 2
     /// `send_action_goal` (`payload`: bit 0 feedback, bits 1-2 both set
     /// `wait`, bits 3-6 the `timeout` text, the rest the args; no id when

@@ -12,23 +12,28 @@
 //! | module | owns |
 //! |---|---|
 //! | `rng` | [`Rng`] (seeded schedules) and [`Bytes`] (fuzzer input fields) |
-//! | `actions` | [`SimConfig`], [`Action`], [`Req`]; drawing them, decoding them from bytes and back |
-//! | `requests` | the JSON text of each request in its style and dialect, and its model effect |
+//! | `violation` | [`Violation`], what every check returns (a leaf) |
+//! | `actions` | [`SimConfig`], [`Action`], [`Req`], the names requests pick from; drawing them, decoding them from bytes and back |
 //! | `ws` | the WebSocket client side: handshakes, masked frames, a strict server-frame parser |
-//! | `model` | the expected state: clients (TCP or WebSocket) with their domain and nodes, owed lines and frames, services, calls |
 //! | `names` | the model's ROS 2 names: node names, namespaces, remap rules, expansion, a node's bytes |
-//! | `driver` | [`Sim`]: one loop turn per action (act, expire, flush, close drained, free), admission, disconnects, the shutdown, [`run_seed`] |
-//! | `feed` | how bytes reach the hub: writes cut into reads, effects applied at the read that completes a request, half-sent requests |
-//! | `accounting` | every hub call checked right after it: queued and shed frames, the memory budget's rule, closes and their reasons |
-//! | `effects` | what each accepted request does to the model as it is fed |
-//! | `controls` | WebSocket control traffic: pings, close frames, protocol violations |
-//! | `reader` | the clients' side: received lines and frames crossed off against the model |
-//! | `goals` | actions: servers, goals, feedback, results, cancels, orphans; requests waiting for a provider |
-//! | `qos` | QoS: latching, depth, throttling, reliability, compatibility, peer counts |
-//! | `params` | parameters: the store per domain and node, the rules, the owner's operations, `/parameter_events` |
-//! | `param_access` | everyone else's access to parameters (rosapi, the node services) and the owner's validation round trip |
-//! | `checks` | the invariants: tables, the memory ledger, counters, quiescence, last words, [`Sim::finish`] |
+//! | `model` | the expected state (data only): clients (TCP or WebSocket) with their domain and nodes, owed lines and frames, services, calls; its children `model::goals`, `model::qos`, `model::params` hold those features' data, `model::requests` a request's model effect |
+//! | `driver` | [`Sim`]: one loop turn per action (act, expire, flush, close drained, free), admission, disconnects, the shutdown, [`run_seed`]; its children are the behaviour, each an `impl Sim` block: |
+//! | `driver::requests` | the JSON text of each request in its style and dialect, and its model effect |
+//! | `driver::feed` | how bytes reach the hub: writes cut into reads, effects applied at the read that completes a request, half-sent requests |
+//! | `driver::accounting` | every hub call checked right after it: queued and shed frames, the memory budget's rule, closes and their reasons |
+//! | `driver::effects` | what each accepted request does to the model as it is fed |
+//! | `driver::controls` | WebSocket control traffic: pings, close frames, protocol violations |
+//! | `driver::reader` | the clients' side: received lines and frames crossed off against the model |
+//! | `driver::goals` | actions: servers, goals, feedback, results, cancels, orphans; requests waiting for a provider |
+//! | `driver::qos` | QoS: latching, depth, throttling, reliability, compatibility, peer counts |
+//! | `driver::params` | parameters: the owner's operations, the hub's stores checked, `/parameter_events` |
+//! | `driver::param_access` | everyone else's access to parameters (rosapi, the node services) and the owner's validation round trip |
+//! | `driver::checks` | the invariants: tables, the memory ledger, counters, quiescence, last words, [`Sim::finish`] |
 //! | [`fuzzing`], [`scan_parity`] | the fuzz targets' checks |
+//!
+//! Layers depend downward only, with no import cycle between modules:
+//! `driver` (and its children) on `model` (and its children) on `actions`,
+//! `names`, `ws`, `rng`; `violation` is a leaf.
 //!
 //! Clients connect over TCP (NDJSON, the protocol file) or WebSocket
 //! (rosbridge v2), and both kinds subscribe to the same topics and call
@@ -84,24 +89,26 @@
 //!   client's output, input ignored and each connection closed once
 //!   drained.
 //!
-//! Clients also serve actions and send goals (`goals.rs`), state QoS on
-//! their registrations (`qos.rs`), and declare, set, read, validate and
-//! watch parameters (`params.rs`, `param_access.rs`): owners declare their
-//! nodes' parameters (types, descriptors with ranges, read-only, dynamic
-//! typing, validation) and change or withdraw them; others read and change
-//! them through rosapi and the node services, within the rules and the
-//! byte limits (a connection's parameters together, the gateway's held
-//! ones in all domains; the changes of one request together), held by
+//! Clients also serve actions and send goals (`driver/goals.rs`), state
+//! QoS on their registrations (`driver/qos.rs`), and declare, set, read,
+//! validate and watch parameters (`driver/params.rs`,
+//! `driver/param_access.rs`): owners declare their nodes' parameters
+//! (types, descriptors with ranges, read-only, dynamic typing, validation)
+//! and change or withdraw them; others read and change them through rosapi
+//! and the node services, within the rules and the byte limits (a
+//! connection's parameters together, the gateway's held ones in all
+//! domains; the changes of one request together), held by
 //! the gateway for nodes nobody owns; validating owners accept, refuse or
 //! stay silent; a node's parameters go with it; every change is an event
 //! on `/parameter_events` of its domain. The model predicts every answer,
 //! validation call and event (exact bytes), and the hub's stores after
 //! every step.
 //!
-//! Every hub call is accounted for right after it (`accounting.rs`): each
-//! queue changed by the frames delivered less the frames shed, and the
-//! frames shed are identified (the queue is read back), so a client must
-//! receive exactly the others; every close has a reason the model
+//! Every hub call is accounted for right after it
+//! (`driver/accounting.rs`): each queue changed by the frames delivered
+//! less the frames shed, and the frames shed are identified (the queue is
+//! read back), so a client must receive exactly the others; every close
+//! has a reason the model
 //! predicted or allows then, and every predicted close happens. After
 //! every step the hub's tables (router topics and services of every
 //! domain in use, per connection indexes and domains, the node table,
@@ -114,32 +121,21 @@
 //! construction: a publish is queued, and a call forwarded, only within
 //! its domain, and anything delivered elsewhere is a line nobody owes.
 
-mod accounting;
 mod actions;
-mod checks;
-mod controls;
 mod driver;
-mod effects;
-mod feed;
-mod goals;
 mod model;
 mod names;
-mod param_access;
-mod params;
-mod qos;
-mod reader;
-mod requests;
 mod rng;
+mod violation;
 mod ws;
 
 pub mod fuzzing;
 pub mod scan_parity;
 
 pub use actions::{
-    actions_from_bytes, actions_to_bytes, Action, Req, SimConfig, ACTION_KINDS, DOMAIN_FIELDS,
-    MAX_CLIENTS, NAMES, NAMESPACES, NODE_NAMES, REMAPS, SERVICES, TOPICS,
+    actions_from_bytes, actions_to_bytes, Action, Req, SimConfig, ACTIONS, ACTION_KINDS,
+    DOMAIN_FIELDS, MAX_CLIENTS, NAMES, NAMESPACES, NODE_NAMES, REMAPS, SERVICES, TOPICS,
 };
-pub use checks::Violation;
 pub use driver::{run_seed, Counts, Sim};
-pub use goals::ACTIONS;
 pub use rng::{Bytes, Rng};
+pub use violation::Violation;

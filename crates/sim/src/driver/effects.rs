@@ -25,14 +25,14 @@ use serde_json::Value;
 use rosgate_core::counters::ErrorCode;
 use rosgate_core::hub::{MAX_NODES_PER_CONN, RESERVED_PREFIX, ROSAPI_PREFIX, STATS_SERVICE};
 
+use super::Sim;
 use crate::actions::MAX_CLIENTS;
-use crate::checks::Violation;
-use crate::driver::Sim;
-use crate::goals::{tick_ceil, GoalSend, CANCEL_GOAL_SUFFIX};
-use crate::model::{CallModel, Fwd, Id, Lvl, Resp, ServiceModel};
+use crate::model::goals::{timeout_secs, GoalSend, CANCEL_GOAL_SUFFIX};
+use crate::model::qos::Asked;
+use crate::model::requests::Effect;
+use crate::model::{tick_ceil, CallModel, Fwd, Id, Lvl, Resp, ServiceModel};
 use crate::names::NodeModel;
-use crate::qos::Asked;
-use crate::requests::Effect;
+use crate::violation::Violation;
 
 /// The highest domain id (ROS_DOMAIN_ID's range).
 const MAX_DOMAIN: u64 = 232;
@@ -436,7 +436,7 @@ impl Sim {
             return;
         };
         let domain = self.model.client(slot).domain;
-        let secs = crate::goals::timeout_secs(timeout);
+        let secs = timeout_secs(timeout);
         self.call_resolved(slot, domain, name, args, secs, id, wait);
     }
 

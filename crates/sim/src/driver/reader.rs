@@ -11,10 +11,10 @@ use serde_json::Value;
 
 use rosgate_core::hub::{PARAMETER_EVENTS, STATS_SERVICE};
 
-use crate::checks::Violation;
-use crate::driver::Sim;
-use crate::model::{Fwd, Link, Lvl, Resp};
-use crate::requests::{canon, json_string};
+use super::requests::{canon, json_string};
+use super::Sim;
+use crate::model::{matches, Fwd, Link, Lvl, Resp};
+use crate::violation::Violation;
 use crate::ws::{self, Answer, ServerFrame, OP_CLOSE, OP_PONG, OP_TEXT};
 
 /// Longest response head a WebSocket client waits for.
@@ -164,7 +164,7 @@ impl Sim {
                     .expect("a WebSocket client");
                 side.done = true;
                 let owed = side.close.clone();
-                if frame.payload == crate::driver::GOING_AWAY && self.model.draining {
+                if frame.payload == super::GOING_AWAY && self.model.draining {
                     self.counts.goodbyes_received += 1;
                 }
                 if owed.as_deref() != Some(&frame.payload[..]) {
@@ -409,8 +409,7 @@ fn mismatch(r: &Resp, v: &Value) -> Option<String> {
         Resp::Shape { service: s, values } => {
             let ok = service == Some(s.as_str())
                 && result == Some(&Value::Bool(true))
-                && v.get("values")
-                    .is_some_and(|x| crate::param_access::matches(values, x));
+                && v.get("values").is_some_and(|x| matches(values, x));
             (!ok)
                 .then(|| format!("expected service {s:?} result true and values matching {values}"))
         }

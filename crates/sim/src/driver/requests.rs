@@ -1,7 +1,11 @@
 //! Request lines as a client writes them: the JSON text of each [`Req`] in
 //! the action's `style` (escapes, spacing, member order, unknown and decoy
 //! members), the ids and payloads the model can recognise later, and the
-//! model [`Effect`] the line has if the hub accepts it.
+//! model [`Effect`] the line has if the hub accepts it (the type is in
+//! `model/requests.rs`). The text helpers here (`assemble`, `json_string`,
+//! `jstr`, `canon`, ...) serve the other request writers (`goals.rs`,
+//! `qos.rs`, `params.rs`, `param_access.rs`) and the reader: this file
+//! imports no sibling module.
 //!
 //! A WebSocket client writes the same requests in the rosbridge dialect:
 //! optional fields may be left out (`type`, a call's `id` and `args`, a
@@ -31,11 +35,11 @@ use rosgate_core::counters::ErrorCode;
 use rosgate_wire::decode::{MAX_ID_BYTES, MAX_NAME_BYTES};
 use rosgate_wire::MAX_JSON_DEPTH;
 
+use super::Sim;
 use crate::actions::{Req, DOMAIN_FIELDS, NAMES, NAMESPACES, NODE_NAMES, REMAPS, SERVICES, TOPICS};
-use crate::driver::Sim;
+use crate::model::qos::Asked;
+use crate::model::requests::Effect;
 use crate::model::Id;
-use crate::names::NodeModel;
-use crate::qos::Asked;
 
 /// Per-call `timeout` field texts (`None`: field absent).
 pub(crate) const TIMEOUTS: [Option<&str>; 9] = [
@@ -102,86 +106,6 @@ pub(crate) enum Spacing {
     Spaces,
     /// Raw CR and LF (WebSocket only; a TCP line cannot hold a LF).
     Newlines,
-}
-
-/// The model effect of a request line that fits the line limit.
-#[derive(Debug)]
-pub(crate) enum Effect {
-    Nothing,
-    /// An error status (with `id`), counted under `code` when the model
-    /// keeps that count.
-    Error {
-        id: Option<Id>,
-        code: Option<ErrorCode>,
-    },
-    /// The `node` field of the next four, when sent: the name of one of
-    /// the client's nodes, or of one it never declared.
-    Topic {
-        op: &'static str,
-        /// As written (resolved when applied).
-        name: String,
-        id: Option<Id>,
-        node: Option<String>,
-        /// The QoS a subscribe or advertise states (nothing, for most).
-        asked: Asked,
-    },
-    Publish {
-        name: String,
-        /// The message as subscribers must receive it.
-        msg: String,
-        id: Option<Id>,
-        node: Option<String>,
-    },
-    Service {
-        adv: bool,
-        name: String,
-        /// The `type` as the hub stores it ("" when left out).
-        ty: &'static str,
-        id: Option<Id>,
-        node: Option<String>,
-    },
-    Call {
-        name: String,
-        /// The args as the gateway keeps and forwards them (raw CR/LF
-        /// blanked; `{}` when left out).
-        args: String,
-        timeout: Option<&'static str>,
-        /// Always present on TCP.
-        id: Option<Id>,
-        node: Option<String>,
-        /// `"wait": true`: wait for a provider within the timeout.
-        wait: bool,
-    },
-    /// `declare_node` as written; `domain`: the field's text.
-    DeclareNode {
-        name: &'static str,
-        namespace: Option<&'static str>,
-        remap: &'static [&'static str],
-        domain: Option<&'static str>,
-        id: Option<Id>,
-    },
-    DestroyNode {
-        name: String,
-        id: Option<Id>,
-    },
-    /// A WebSocket URL the hub accepts: the domain it names and the node
-    /// it declares (applied as the handshake completes).
-    Opening {
-        domain: Option<u8>,
-        node: Option<NodeModel>,
-    },
-    /// An action request (see `goals.rs`).
-    Goal(crate::goals::GoalOp),
-    /// A parameter operation of a node's owner (see `params.rs`).
-    Param(crate::params::ParamOp),
-    Respond {
-        id: Option<Id>,
-        /// `None`: the response has no `values` member.
-        values: Option<Value>,
-        /// The `result` member as sent.
-        result: &'static str,
-        status: Option<Value>,
-    },
 }
 
 /// `s` with every raw CR and LF replaced by a space, as the hub does

@@ -23,6 +23,11 @@
 //! Requests that wait for a provider (`"wait": true`, calls and goals) are
 //! here too ([`WaitModel`]): released in arrival order to the provider that
 //! appears, failed at their deadline, forgotten with their caller.
+//!
+//! This file is the behaviour (drawing goal requests, applying them,
+//! reading what callers and servers receive); the data it keeps in the
+//! model ([`GoalModel`], [`WaitModel`], [`GoalResp`], [`GoalOp`]) is in
+//! `model/goals.rs`.
 
 use std::rc::Rc;
 use std::time::Duration;
@@ -31,21 +36,21 @@ use serde_json::Value;
 
 use rosgate_core::calls::ORPHAN_TIMEOUT;
 use rosgate_core::counters::{Counter, ErrorCode};
-use rosgate_core::limits::TIMER_TICK_MS;
 use rosgate_core::ConnRef;
 
-use crate::checks::Violation;
-use crate::driver::Sim;
-use crate::model::{json_name, Fwd, Id, Resp, ServiceModel, TopicFrame};
-use crate::requests::{
-    assemble, blank_cr_lf, canon, json_string, jstr, parse_id, push_id, Effect, Form, Members,
-    FORGED_IDS, TIMEOUTS,
+use super::requests::{
+    assemble, blank_cr_lf, canon, json_string, jstr, parse_id, push_id, Form, Members, FORGED_IDS,
+    TIMEOUTS,
 };
+use super::Sim;
+use crate::actions::ACTIONS;
+use crate::model::goals::{
+    timeout_secs, Fate, GoalModel, GoalOp, GoalResp, GoalSend, WaitModel, CANCEL_GOAL_SUFFIX,
+};
+use crate::model::requests::Effect;
+use crate::model::{json_name, tick_ceil, Fwd, Id, Resp, ServiceModel, TopicFrame};
+use crate::violation::Violation;
 use crate::ws;
-
-/// Action names a goal request picks from: absolute, relative and private
-/// ones (expanded for a client with a node), one that needs escaping.
-pub const ACTIONS: [&str; 5] = ["/fib", "/nav", "fib", "~/move", "/q\"act"];
 
 /// The `type` of an action advertisement, and a goal's `action_type`.
 const ACTION_TYPE: &str = "example_interfaces/action/Fibonacci";
@@ -55,153 +60,6 @@ const GOAL_STATUSES: [&str; 6] = ["4", "5", "6", "2", "\"done\"", "null"];
 
 /// `result` field texts of a server's result.
 const GOAL_RESULTS: [&str; 3] = ["true", "false", "1"];
-
-/// ROS 2's cancel service of an action (`docs/protocol.md`: a call to it
-/// with no client providing it cancels the caller's goals of the action).
-pub(crate) const CANCEL_GOAL_SUFFIX: &str = "/_action/cancel_goal";
-
-/// Bytes counted per goal and per call beyond its names
-/// (`docs/limits.md`, calls: "160 bytes of table overhead").
-const CALL_BYTES: usize = 160;
-
-/// Bytes counted per waiting request beyond its id, name, arguments and
-/// action type (`docs/limits.md` counts waiting requests as calls).
-const WAITING_BYTES: usize = 160;
-
-/// What becomes of a goal.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Fate {
-    /// In flight: its caller waits for its result.
-    Alive,
-    /// Its caller left or it timed out: its server may still answer.
-    Orphan,
-    Ended,
-}
-
-/// One goal the model knows of, from the moment it was sent to a server.
-#[derive(Debug)]
-pub(crate) struct GoalModel {
-    pub caller: ConnRef,
-    pub caller_slot: usize,
-    pub id: Id,
-    /// The action as resolved.
-    pub action: String,
-    /// The `action_type` the server is sent ("" when the caller gave none).
-    pub action_type: &'static str,
-    /// The args as the server must receive them.
-    pub args: Value,
-    pub feedback: bool,
-    pub server: ConnRef,
-    /// Timer tick at which it times out (alive) or is forgotten (orphan).
-    pub due_tick: Option<u64>,
-    pub fate: Fate,
-}
-
-impl GoalModel {
-    /// Bytes it counts for while in the table (orphans too).
-    pub fn bytes(&self) -> usize {
-        CALL_BYTES + json_name(&self.action).len() + self.id.raw.len()
-    }
-
-    /// In the gateway's goal table (alive or orphaned).
-    pub fn in_table(&self) -> bool {
-        self.fate != Fate::Ended
-    }
-}
-
-/// What a caller expects for one goal id.
-#[derive(Debug, Clone)]
-pub(crate) enum GoalResp {
-    /// In flight (model goal index): receiving a result now is a bug.
-    Pending(usize),
-    /// Waiting for a server (model waiting index).
-    Waiting(usize),
-    /// Ended by the gateway: `values` a reason string, `result:false`.
-    Failure {
-        action: String,
-        status: u64,
-        /// Text the reason must contain, if fixed.
-        why: Option<&'static str>,
-    },
-    /// The server's result, as forwarded.
-    Result {
-        action: String,
-        /// `None`: a reason string (a failing server sent no `values`).
-        values: Option<Value>,
-        status: Value,
-        result: Value,
-    },
-}
-
-/// A call or goal waiting for a provider to appear.
-#[derive(Debug)]
-pub(crate) struct WaitModel {
-    pub caller: ConnRef,
-    pub caller_slot: usize,
-    pub domain: u8,
-    /// A goal (else a service call).
-    pub goal: bool,
-    /// As resolved.
-    pub name: String,
-    pub id: Option<Id>,
-    /// The args as the gateway keeps them ("{}" when none were sent).
-    pub args_text: String,
-    pub action_type: Option<&'static str>,
-    pub feedback: bool,
-    /// A goal's own `timeout` field (it keeps it once sent).
-    pub timeout: Option<&'static str>,
-    /// When its wait ends (clock offset) and the tick it fails at.
-    pub deadline: Duration,
-    pub due_tick: u64,
-    pub alive: bool,
-}
-
-impl WaitModel {
-    pub fn bytes(&self) -> usize {
-        WAITING_BYTES
-            + self.name.len()
-            + self.args_text.len()
-            + self.id.as_ref().map_or(0, |i| i.raw.len())
-            + self.action_type.map_or(0, str::len)
-    }
-}
-
-/// A goal request as written, for the model to apply.
-#[derive(Debug)]
-pub(crate) enum GoalOp {
-    Advertise {
-        name: String,
-        ty: &'static str,
-        id: Option<Id>,
-    },
-    Unadvertise {
-        name: String,
-        id: Option<Id>,
-    },
-    Send {
-        name: String,
-        action_type: Option<&'static str>,
-        /// The args as forwarded ("{}" when left out), blanked.
-        args_text: String,
-        feedback: bool,
-        timeout: Option<&'static str>,
-        wait: bool,
-        id: Id,
-    },
-    Cancel {
-        id: Id,
-    },
-    Feedback {
-        id: Id,
-        values: String,
-    },
-    Result {
-        id: Id,
-        values: Option<String>,
-        status: &'static str,
-        result: &'static str,
-    },
-}
 
 /// Whether `raw` is exactly the spelling of a gateway id, `"rg-<n>"`
 /// (no sign, no leading zero, fits 64 bits): the protocol's provider-side
@@ -214,20 +72,6 @@ fn is_gateway_id(raw: &str) -> bool {
         && digits.bytes().all(|b| b.is_ascii_digit())
         && (digits.len() == 1 || !digits.starts_with('0'))
         && digits.parse::<u64>().is_ok()
-}
-
-/// The tick a deadline `d` (clock offset) fires at: the timer wheel
-/// rounds deadlines up to a tick, counted from the hub's creation.
-pub(crate) fn tick_ceil(d: Duration) -> u64 {
-    let tick = Duration::from_millis(TIMER_TICK_MS).as_nanos();
-    d.as_nanos().div_ceil(tick) as u64
-}
-
-/// A `timeout` field's seconds, when it names a usable one (finite and
-/// positive); `null`, `0` and negative ones mean the default.
-pub(crate) fn timeout_secs(t: Option<&str>) -> Option<f64> {
-    let secs = t.filter(|t| *t != "null")?.parse::<f64>().ok()?;
-    (secs.is_finite() && secs > 0.0).then_some(secs)
 }
 
 impl Sim {
@@ -1105,7 +949,7 @@ impl Sim {
     /// a provider fails too (as a call in flight would: its caller must
     /// not be left without an answer when the gateway goes).
     pub(crate) fn shutdown_goals(&mut self) {
-        let why = Some(crate::driver::SHUTDOWN_REASON);
+        let why = Some(super::SHUTDOWN_REASON);
         for g in 0..self.model.goals.len() {
             if self.model.goals[g].in_table() {
                 self.end_goal_by_gateway(g, 6, Counter::GoalsFailedShutdown, why);
@@ -1364,19 +1208,6 @@ fn goal_mismatch(r: &GoalResp, v: &Value) -> Option<String> {
             (!ok).then(|| format!("the result of {a:?}"))
         }
     }
-}
-
-/// A goal request as the model applies it (resolved name).
-#[derive(Debug)]
-pub(crate) struct GoalSend {
-    pub name: String,
-    pub action_type: Option<&'static str>,
-    pub args_text: String,
-    pub feedback: bool,
-    pub timeout: Option<&'static str>,
-    pub wait: bool,
-    /// Always present for a goal (a call may have none).
-    pub id: Option<Id>,
 }
 
 /// A goal op sent without the id it needs: refused (no id to echo).

@@ -10,6 +10,16 @@
 //! queued, shed and closed is checked right after it, against the model.
 //! How bytes reach the hub (lines, handshakes, masked frames cut into
 //! reads, half-sent requests) is in `feed.rs`.
+//!
+//! The behaviour is split over this module's children, each an `impl Sim`
+//! block for one concern: `accounting`, `feed`, `effects`, `controls`,
+//! `reader`, `requests`, `goals`, `qos`, `params`, `param_access` and
+//! `checks`. They call one another through `self` methods; the data they
+//! share is in `crate::model` (and [`Violation`] in `crate::violation`),
+//! so that a child imports from a sibling only a lower helper: the request
+//! text of `requests.rs` (which imports no sibling), the accounting's
+//! `Cause`, and `effects.rs`'s `answer_as_read`. Layers depend downward
+//! only: `driver` on `model` on `actions`, `names`, `ws`, `rng`.
 
 use std::collections::VecDeque;
 use std::fmt::Write as _;
@@ -26,14 +36,26 @@ use rosgate_core::log::LogLevel;
 use rosgate_core::out::MAX_IOVECS;
 use rosgate_core::{CloseReason, Transport};
 
-use crate::accounting::Cause;
 use crate::actions::{Action, Req, SimConfig, MAX_CLIENTS};
-use crate::checks::Violation;
+use crate::model::requests::Effect;
 use crate::model::{Client, Link, Model, ReadMode, Unit, WsSide};
 use crate::names::NodeModel;
-use crate::requests::Effect;
 use crate::rng::Rng;
+use crate::violation::Violation;
 use crate::ws::{self, Answer, HandshakeFeed, OP_TEXT};
+use accounting::Cause;
+
+mod accounting;
+mod checks;
+mod controls;
+mod effects;
+mod feed;
+mod goals;
+mod param_access;
+mod params;
+mod qos;
+mod reader;
+mod requests;
 
 /// The reason text of every call failed by a shutdown.
 pub(crate) const SHUTDOWN_REASON: &str = "gateway shutting down";
@@ -767,7 +789,7 @@ impl Sim {
             HandshakeFeed::ByteByByte => (1..=n).collect(),
             HandshakeFeed::Halves => vec![n / 2, n],
         };
-        let w = crate::feed::Write {
+        let w = feed::Write {
             bytes: request,
             units: vec![Unit::Handshake(n)],
             cuts,

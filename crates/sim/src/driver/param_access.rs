@@ -10,12 +10,13 @@
 //! is an ordinary call), subscribers of `/parameter_events`, and the
 //! owner's validation round trip.
 //!
-//! A change by anyone but the owner passes the rules (`params.rs`); a
+//! A change by anyone but the owner passes the rules (`model/params.rs`); a
 //! node that was declared but owns no parameters refuses it; a node nobody
 //! declared takes it, held by the gateway. A change of a parameter
 //! declared with `"validate": true` is first sent to its owner as a call
-//! of `<node>/validate_parameters` ([`ValidationM`], forwarded in order
-//! with the calls to the owner, counted among the requester's calls): the
+//! of `<node>/validate_parameters` ([`ValidationM`], in `model/params.rs`,
+//! forwarded in order with the calls to the owner, counted among the
+//! requester's calls): the
 //! owner's answer, read as its dialect reads any answer, applies it if it
 //! says `"successful": true` and the rules still hold (the node still the
 //! same owner's), and refuses it otherwise; a silent owner (past
@@ -38,25 +39,17 @@ use rosgate_core::counters::{Counter, ErrorCode};
 use rosgate_core::hub::PARAMETER_EVENTS;
 use rosgate_core::ConnRef;
 
-use crate::checks::Violation;
-use crate::driver::Sim;
-use crate::effects::answer_as_read;
-use crate::goals::tick_ceil;
-use crate::model::{json_name, Fwd, Id, Resp};
-use crate::params::{
-    param_value, parameter_value, short_parameter_value, valid_name, Change, PVal, Refusal,
-    PARAM_NAMES, VALID_VALUES,
+use super::effects::answer_as_read;
+use super::requests::{assemble, blank_cr_lf, json_string, jstr, parse_id, push_id, Form, Members};
+use super::Sim;
+use crate::actions::VALID_VALUES;
+use crate::model::params::{
+    param_value, parameter_value, short_parameter_value, valid_name, Change, ChangeM, DescM,
+    HolderM, Outcome, PVal, Refusal, Reply, ValidationM, PARAM_NAMES,
 };
-use crate::requests::{
-    assemble, blank_cr_lf, json_string, jstr, parse_id, push_id, Effect, Form, Members,
-};
-
-/// Bytes counted per validation in flight beyond its service name and the
-/// requester's id (`docs/limits.md`, calls).
-const CALL_BYTES: usize = 160;
-
-/// In a [`Resp::Shape`] pattern: any string.
-pub(crate) const ANY: &str = "\u{0}any string";
+use crate::model::requests::Effect;
+use crate::model::{tick_ceil, Fwd, Id, Resp, ANY};
+use crate::violation::Violation;
 
 /// rosapi's parameter services.
 const ROSAPI_PARAMS: [&str; 5] = [
@@ -89,22 +82,6 @@ fn node_service(node: &str, srv: &str) -> String {
     }
 }
 
-/// Whether `actual` matches `pattern`: every member of a pattern object is
-/// in the actual object and matches (others may follow), lists match
-/// element by element, [`ANY`] matches any string, anything else is equal.
-pub(crate) fn matches(pattern: &Value, actual: &Value) -> bool {
-    match (pattern, actual) {
-        (Value::String(p), Value::String(_)) if p == ANY => true,
-        (Value::Object(p), Value::Object(a)) => p
-            .iter()
-            .all(|(k, v)| a.get(k).is_some_and(|x| matches(v, x))),
-        (Value::Array(p), Value::Array(a)) => {
-            p.len() == a.len() && p.iter().zip(a).all(|(x, y)| matches(x, y))
-        }
-        _ => pattern == actual,
-    }
-}
-
 /// `node:param` (ROS 2 rosapi's form; `/` prefixed when missing) or a
 /// plain name (a global parameter, node `""`).
 fn split_name(name: &str) -> (String, &str) {
@@ -118,72 +95,6 @@ fn split_name(name: &str) -> (String, &str) {
             (node, param)
         }
         _ => (String::new(), name),
-    }
-}
-
-/// How a set's requester is answered.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Reply {
-    /// rosapi `set_param`: `{"successful":true}`, or `result:false` with
-    /// the reason.
-    Rosapi,
-    /// `set_parameters`: one result per change.
-    PerParameter,
-    /// `set_parameters_atomically`: one result for all.
-    Atomic,
-}
-
-/// Where one requested change stands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Outcome {
-    Waiting,
-    Ready,
-    Applied,
-    Refused(Refusal),
-}
-
-#[derive(Debug, Clone)]
-pub(crate) struct ChangeM {
-    pub name: String,
-    pub value: PVal,
-    pub outcome: Outcome,
-}
-
-/// A set waiting for its owner's validation, from the moment the call is
-/// sent.
-#[derive(Debug)]
-pub(crate) struct ValidationM {
-    pub caller: ConnRef,
-    pub caller_slot: usize,
-    pub id: Option<Id>,
-    /// The owner asked, and its node (model uid).
-    pub owner: ConnRef,
-    pub owner_uid: u64,
-    pub domain: u8,
-    pub node: String,
-    /// `<node>/validate_parameters`.
-    pub service: String,
-    pub reply: Reply,
-    /// The service the requester called (its answer names it).
-    pub reply_service: String,
-    pub changes: Vec<ChangeM>,
-    /// The `args` the owner must receive.
-    pub args: Value,
-    pub due_tick: u64,
-    pub alive: bool,
-}
-
-impl ValidationM {
-    /// Bytes it counts for in flight, as a call of the requester.
-    pub fn bytes(&self) -> usize {
-        CALL_BYTES + json_name(&self.service).len() + self.id.as_ref().map_or(0, |i| i.raw.len())
-    }
-
-    /// The changes the owner decides on: those waiting for it (for an
-    /// atomic set, every change not refused).
-    fn asked(&self, c: &ChangeM) -> bool {
-        c.outcome == Outcome::Waiting
-            || (self.reply == Reply::Atomic && c.outcome == Outcome::Ready)
     }
 }
 
@@ -356,7 +267,7 @@ impl Sim {
             .params
             .stores
             .iter()
-            .filter(|((d, _), t)| *d == domain && t.holder != crate::params::HolderM::Gateway)
+            .filter(|((d, _), t)| *d == domain && t.holder != HolderM::Gateway)
             .map(|((_, n), _)| n)
             .collect();
         match target % 8 {
@@ -698,7 +609,7 @@ impl Sim {
                     .iter()
                     .map(|n| match t.params.get(*n) {
                         Some(p) => p.desc.to_json(n, p.value.type_code()),
-                        None => crate::params::DescM::default().to_json(n, 0),
+                        None => DescM::default().to_json(n, 0),
                     })
                     .collect();
                 shape(json!({ "descriptors": d }))
@@ -1068,7 +979,7 @@ impl Sim {
         for v in 0..self.model.params.validations.len() {
             if self.model.params.validations[v].alive {
                 self.model.count(Counter::ParamValidationsFailed);
-                self.finish_validation(v, false, Some(crate::driver::SHUTDOWN_REASON));
+                self.finish_validation(v, false, Some(super::SHUTDOWN_REASON));
             }
         }
     }

@@ -40,7 +40,6 @@
 //!   written and the requests sent meanwhile were ignored.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::fmt;
 use std::time::Duration;
 
 use rosgate_core::codes::ErrorCode;
@@ -50,25 +49,11 @@ use rosgate_core::nodes::DOMAINS;
 use rosgate_core::registry::{NodeTag, Provided, Role};
 use rosgate_core::{CloseReason, ConnRef};
 
+use super::{Sim, COUNTED_ERRORS};
 use crate::actions::{Action, Req, MAX_CLIENTS, SIM_DOMAINS};
-use crate::driver::{Sim, COUNTED_ERRORS};
-use crate::goals::{Fate, GoalResp};
+use crate::model::goals::{Fate, GoalResp, WaitModel};
 use crate::model::{ReadMode, Services, ENTRY_BYTES};
-
-/// An invariant broken at some step.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Violation {
-    pub step: u64,
-    pub what: String,
-}
-
-impl fmt::Display for Violation {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "step {}: {}", self.step, self.what)
-    }
-}
-
-impl std::error::Error for Violation {}
+use crate::violation::Violation;
 
 fn conn_tuple(c: ConnRef) -> (u32, u32) {
     (c.key, c.gen)
@@ -594,7 +579,7 @@ impl Sim {
             .waiting
             .iter()
             .filter(|w| w.alive)
-            .map(crate::goals::WaitModel::bytes)
+            .map(WaitModel::bytes)
             .sum();
         if hub != model || self.hub.calls().bytes() + waiting != mem.calls {
             return Err(self.violation(format!(
@@ -782,7 +767,7 @@ impl Sim {
             let key = c.conn.key;
             let pre = self.pre();
             self.hub.on_eof(key, now);
-            self.after_call(crate::accounting::Cause::Gone { slot: s }, pre)?;
+            self.after_call(super::accounting::Cause::Gone { slot: s }, pre)?;
         }
         self.free_phase()?;
         self.check_tables()?;

@@ -6,9 +6,9 @@
 
 use rosgate_core::StatusFilter;
 
-use crate::checks::Violation;
-use crate::driver::Sim;
+use super::Sim;
 use crate::model::Unit;
+use crate::violation::Violation;
 use crate::ws::{self, OP_BINARY, OP_CLOSE, OP_CONT, OP_PING, OP_PONG, OP_TEXT};
 
 /// Close codes a client may send (RFC 6455 §7.4), echoed by the hub.

@@ -33,10 +33,10 @@ use std::io::IoSlice;
 use rosgate_core::counters::Counter;
 use rosgate_core::CloseReason;
 
+use super::Sim;
 use crate::actions::MAX_CLIENTS;
-use crate::checks::Violation;
-use crate::driver::Sim;
 use crate::model::{TopicFrame, ENTRY_BYTES};
+use crate::violation::Violation;
 
 /// Which hub call is being accounted for.
 pub(crate) enum Cause {

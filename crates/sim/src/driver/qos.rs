@@ -38,6 +38,10 @@
 //! effects come at the end of a turn, after the budget's enforcement, and
 //! the accounting's re-run of the budget's rule sees a turn's state only
 //! as a whole.
+//!
+//! This file is the behaviour; what a registration states and the QoS
+//! state the model keeps ([`QosM`], [`Asked`], [`SubState`], [`PubState`])
+//! are in `model/qos.rs`.
 
 use std::collections::VecDeque;
 use std::rc::Rc;
@@ -47,102 +51,19 @@ use rosgate_core::counters::Counter;
 use rosgate_core::hub::MIN_THROTTLE_MS;
 use rosgate_core::limits::DEFAULT_MAX_MEMORY_BYTES;
 use rosgate_core::registry::Role;
-use rosgate_core::ConnRef;
 use rosgate_wire::encode;
 
+use super::requests::Form;
+use super::Sim;
 use crate::actions::{MAX_CLIENTS, SERVICES, TOPICS};
-use crate::checks::Violation;
-use crate::driver::Sim;
-use crate::goals::tick_ceil;
-use crate::model::{Bucket, Lvl, TopicFrame};
-use crate::requests::{Effect, Form};
+use crate::model::qos::{compatible, Asked, PubState, QosM, SubState, ThrottleM};
+use crate::model::requests::Effect;
+use crate::model::{tick_ceil, Bucket, Lvl, TopicFrame};
+use crate::violation::Violation;
 use crate::ws;
 
 /// How many of [`TOPICS`] QoS requests use (plain requests use them too).
 const QOS_TOPICS: usize = 3;
-
-/// What a registration states, as the model reads it.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub(crate) struct QosM {
-    /// `Some(true)`: reliable; `Some(false)`: best effort.
-    pub reliable: Option<bool>,
-    /// `Some(true)`: transient local; `Some(false)`: volatile.
-    pub transient: Option<bool>,
-    pub depth: Option<u32>,
-}
-
-impl QosM {
-    fn stated(&self) -> bool {
-        self.reliable.is_some() || self.transient.is_some() || self.depth.is_some()
-    }
-}
-
-/// The seed's rule: a best-effort offer does not meet a reliable request,
-/// a volatile offer does not meet a transient-local request; anything
-/// unstated matches.
-pub(crate) fn compatible(offer: &QosM, request: &QosM) -> bool {
-    let unreliable = offer.reliable == Some(false) && request.reliable == Some(true);
-    let volatile = offer.transient == Some(false) && request.transient == Some(true);
-    !unreliable && !volatile
-}
-
-/// What a subscribe or advertise asks for beside its name.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub(crate) struct Asked {
-    pub qos: QosM,
-    /// `throttle_rate`, ms (0: none).
-    pub throttle_ms: u64,
-    pub peers: bool,
-}
-
-impl Asked {
-    fn anything(&self) -> bool {
-        self.qos.stated() || self.throttle_ms > 0 || self.peers
-    }
-}
-
-/// A subscription's QoS state (present while it stated something).
-#[derive(Debug, Clone)]
-pub(crate) struct SubState {
-    pub qos: QosM,
-    pub throttle: Option<ThrottleM>,
-}
-
-/// A throttled subscription.
-#[derive(Debug, Clone)]
-pub(crate) struct ThrottleM {
-    pub interval: Duration,
-    /// When it was last sent a message (clock offset).
-    pub last: Option<Duration>,
-    /// The newest message of the interval, held (a TCP line with its
-    /// newline: the bytes counted in the registrations).
-    pub pending: Option<Rc<[u8]>>,
-    /// A flush is scheduled.
-    pub scheduled: bool,
-}
-
-/// An advertisement's QoS state (present while it stated something).
-#[derive(Debug, Clone)]
-pub(crate) struct PubState {
-    pub qos: QosM,
-    /// Asked for peer counts: the count it was last told.
-    pub peers: Option<Option<u64>>,
-    /// Transient local: its last messages (publish sequence, line with
-    /// newline).
-    pub cache: VecDeque<(u64, Rc<[u8]>)>,
-}
-
-impl PubState {
-    fn latched(&self) -> bool {
-        self.qos.transient == Some(true)
-    }
-}
-
-/// A throttle flush scheduled on the QoS timer wheel: (domain, topic,
-/// subscriber, tick). Timers are never cancelled: one of an earlier
-/// subscription fires on the current one, which then waits for its own
-/// interval's end.
-pub(crate) type ThrottleTimer = (u8, String, ConnRef, u64);
 
 /// One spec: the members a request adds and what they state (`None`: the
 /// decoder refuses the request).

@@ -1,10 +1,11 @@
 //! The expected-state model, kept independently of the hub's tables: the
 //! live clients (their transport, what each registered, how it reads,
 //! every line it is owed), the services and their providers, and every
-//! call with its caller, provider, deadline and fate (goals, waiting
-//! requests and parameters, with the validations sent to their owners,
-//! are modelled in `goals.rs`, `params.rs` and `param_access.rs`;
-//! validations count among their requesters' calls here).
+//! call with its caller, provider, deadline and fate. The data of goals
+//! and waiting requests, of QoS and of parameters (with the validations
+//! sent to their owners) are in the children `goals.rs`, `qos.rs` and
+//! `params.rs`, and a request's model [`Effect`] in `requests.rs`;
+//! validations count among their requesters' calls here.
 //!
 //! Two kinds of client share the routing: NDJSON over TCP (the protocol
 //! file: registrations per connection, every status) and rosbridge over
@@ -24,11 +25,15 @@
 //! frames alive), and the bytes its calls and registrations count for, as
 //! `docs/limits.md` states them.
 //!
-//! Nothing here looks at the hub. The driver (`driver.rs`, `feed.rs`,
-//! `effects.rs`) updates the model as it feeds requests in; the reader
-//! (`reader.rs`) crosses off each line a client receives; `accounting.rs`
-//! and `checks.rs` compare the model with the hub after every hub call and
-//! every step.
+//! Nothing here looks at the hub. The driver (`driver/mod.rs`,
+//! `driver/feed.rs`, `driver/effects.rs`) updates the model as it feeds
+//! requests in; the reader (`driver/reader.rs`) crosses off each line a
+//! client receives; `driver/accounting.rs` and `driver/checks.rs` compare
+//! the model with the hub after every hub call and every step.
+//!
+//! Layering: this module and its children are the data layer. They depend
+//! on `actions`, `names`, `ws` and `rng` only, never on `driver` (the
+//! behaviour, `impl Sim`, sits on top of them).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::rc::Rc;
@@ -38,16 +43,22 @@ use serde_json::Value;
 
 use rosgate_core::codes::ErrorCode;
 use rosgate_core::counters::Counter;
+use rosgate_core::limits::TIMER_TICK_MS;
 use rosgate_core::{CloseReason, ConnRef, StatusFilter};
 use rosgate_wire::encode;
 
 use crate::actions::MAX_CLIENTS;
-use crate::goals::{Fate, GoalModel, GoalResp, WaitModel};
 use crate::names::NodeModel;
-use crate::params::ParamsModel;
-use crate::qos::{PubState, SubState, ThrottleTimer};
-use crate::requests::Effect;
 use crate::ws::Answer;
+use goals::{Fate, GoalModel, GoalResp, WaitModel};
+use params::ParamsModel;
+use qos::{PubState, SubState, ThrottleTimer};
+use requests::Effect;
+
+pub(crate) mod goals;
+pub(crate) mod params;
+pub(crate) mod qos;
+pub(crate) mod requests;
 
 /// Bytes counted per topic entry beyond its names (`docs/limits.md`: "per
 /// topic its name twice, its publish prefix and 480 bytes").
@@ -68,6 +79,13 @@ pub(crate) fn json_name(s: &str) -> Vec<u8> {
     let mut out = Vec::new();
     encode::json_string(&mut out, s);
     out
+}
+
+/// The tick a deadline `d` (clock offset) fires at: the timer wheel
+/// rounds deadlines up to a tick, counted from the hub's creation.
+pub(crate) fn tick_ceil(d: Duration) -> u64 {
+    let tick = Duration::from_millis(TIMER_TICK_MS).as_nanos();
+    d.as_nanos().div_ceil(tick) as u64
 }
 
 /// How a client reads its output.
@@ -143,7 +161,7 @@ pub(crate) enum Resp {
     /// `result: true`).
     Builtin { service: String, values: Value },
     /// Answered by the gateway with `result: true` and `values` that match
-    /// this pattern (see [`crate::param_access::matches`]).
+    /// this pattern (see [`matches()`]).
     Shape { service: String, values: Value },
     /// A parameter change waiting for its owner's validation (model
     /// validation index).
@@ -158,6 +176,25 @@ impl Resp {
             self,
             Resp::Pending(_) | Resp::Waiting(_) | Resp::Validating(_)
         )
+    }
+}
+
+/// In a [`Resp::Shape`] pattern: any string.
+pub(crate) const ANY: &str = "\u{0}any string";
+
+/// Whether `actual` matches `pattern`: every member of a pattern object is
+/// in the actual object and matches (others may follow), lists match
+/// element by element, [`ANY`] matches any string, anything else is equal.
+pub(crate) fn matches(pattern: &Value, actual: &Value) -> bool {
+    match (pattern, actual) {
+        (Value::String(p), Value::String(_)) if p == ANY => true,
+        (Value::Object(p), Value::Object(a)) => p
+            .iter()
+            .all(|(k, v)| a.get(k).is_some_and(|x| matches(v, x))),
+        (Value::Array(p), Value::Array(a)) => {
+            p.len() == a.len() && p.iter().zip(a).all(|(x, y)| matches(x, y))
+        }
+        _ => pattern == actual,
     }
 }
 

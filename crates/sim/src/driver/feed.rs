@@ -20,11 +20,11 @@
 
 use rosgate_core::counters::ErrorCode;
 
-use crate::accounting::Cause;
-use crate::checks::Violation;
-use crate::driver::{Outgoing, Sim};
+use super::accounting::Cause;
+use super::{Outgoing, Sim};
+use crate::model::requests::Effect;
 use crate::model::{held_after, Pending, Unit};
-use crate::requests::Effect;
+use crate::violation::Violation;
 use crate::ws::{self, Answer, OP_CONT, OP_TEXT};
 
 /// How the bytes of a WebSocket write are cut into reads, `split >> 2`:
