@@ -521,6 +521,10 @@ pub struct Registry {
     conns: HashMap<ConnRef, ConnRegs>,
     subscriptions: usize,
     publishers: usize,
+    /// Publishers that want peer counts, over every topic: while 0, a
+    /// leaving subscriber owes nobody a count and its topics are not
+    /// looked at.
+    peer_watchers: usize,
     bytes: usize,
     /// Topics created so far: each topic's `epoch` (a topic that goes and
     /// comes back gets a new one, so a reader of its counters sees it).
@@ -637,6 +641,7 @@ impl Registry {
         if let Some(old) = m.qos.take() {
             topic.qos_members -= 1;
             topic.peer_watchers -= u32::from(old.peers.is_some());
+            self.peer_watchers -= usize::from(old.peers.is_some());
             topic.latched -= u32::from(old.latched());
             regs.bytes -= old.held_bytes();
             self.bytes -= old.held_bytes();
@@ -645,6 +650,7 @@ impl Registry {
         if let Some(q) = qos {
             topic.qos_members += 1;
             topic.peer_watchers += u32::from(q.peers.is_some());
+            self.peer_watchers += usize::from(q.peers.is_some());
             topic.latched += u32::from(q.latched());
             m.qos = Some(Box::new(q));
         }
@@ -970,6 +976,7 @@ impl Registry {
         if let Some(q) = &m.qos {
             topic.qos_members -= 1;
             topic.peer_watchers -= u32::from(q.peers.is_some());
+            self.peer_watchers -= usize::from(q.peers.is_some());
             topic.latched -= u32::from(q.latched());
         }
         let list = topic.members(role);
@@ -1252,6 +1259,26 @@ impl Registry {
             .collect()
     }
 
+    /// The topics `who` subscribes to whose publishers want peer counts:
+    /// nothing looked at while no publisher anywhere wants them, else one
+    /// pass over `who`'s subscriptions (at most its subscription limit).
+    pub fn watched_subscriptions(&self, who: ConnRef) -> Vec<TopicId> {
+        if self.peer_watchers == 0 {
+            return Vec::new();
+        }
+        self.conns.get(&who).map_or_else(Vec::new, |r| {
+            r.subs
+                .keys()
+                .copied()
+                .filter(|&t| {
+                    self.topics
+                        .get(t as usize)
+                        .is_some_and(|e| e.peer_watchers > 0)
+                })
+                .collect()
+        })
+    }
+
     /// Gives back capacity of tables that emptied out.
     pub fn shrink(&mut self) {
         if self.conns.capacity() > 4 * self.conns.len() + 64 {
@@ -1393,6 +1420,31 @@ mod tests {
     const B: ConnRef = ConnRef { key: 1, gen: 2 };
     const C: ConnRef = ConnRef { key: 2, gen: 3 };
     const MAX: usize = 100;
+
+    #[test]
+    fn only_topics_with_peer_watchers_are_looked_at_when_a_subscriber_leaves() {
+        let mut r = Registry::new();
+        let reg = |r: &mut Registry, who, role, name: &str| {
+            r.register(who, role, name, NodeTag::CONN, None, false, MAX, None)
+                .expect("under the limit")
+                .topic
+        };
+        let t1 = reg(&mut r, A, Role::Subscriber, "/a");
+        reg(&mut r, A, Role::Subscriber, "/b");
+        assert!(r.watched_subscriptions(A).is_empty(), "nobody watches");
+        let p = reg(&mut r, B, Role::Publisher, "/a");
+        assert_eq!(p, t1);
+        let watching = MemberQos {
+            peers: Some(None),
+            ..MemberQos::default()
+        };
+        r.set_member_qos(B, Role::Publisher, t1, Some(watching));
+        assert_eq!(r.watched_subscriptions(A), vec![t1]);
+        // The watcher leaving takes the count back to 0.
+        r.unregister(B, Role::Publisher, "/a", NodeTag::CONN, None, false);
+        assert!(r.watched_subscriptions(A).is_empty());
+        assert_eq!(r.peer_watchers, 0);
+    }
 
     #[test]
     fn topics_vanish_when_empty() {

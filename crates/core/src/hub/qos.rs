@@ -531,13 +531,7 @@ impl Hub {
     /// Marks the peer counts of every topic `who` subscribes to in
     /// `domain` (it is leaving).
     pub(super) fn peers_leaving(&mut self, domain: Domain, who: ConnRef) {
-        let reg = &self.registries[domain as usize];
-        let topics: Vec<TopicId> = reg
-            .topics_of(who, None, Role::Subscriber)
-            .into_iter()
-            .filter_map(|n| reg.topic_id(n))
-            .filter(|&t| reg.topic(t).is_some_and(|e| e.peer_watchers() > 0))
-            .collect();
+        let topics = self.registries[domain as usize].watched_subscriptions(who);
         for t in topics {
             self.peers_changed(domain, t);
         }
