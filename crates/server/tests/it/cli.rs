@@ -1,35 +1,7 @@
 //! Command line, startup and shutdown.
 
 use crate::support::*;
-use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
-
-/// Runs the binary to completion (killing it after 10 s).
-fn run(args: &[&str]) -> Output {
-    let mut child = Command::new(BIN)
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn");
-    let dl = Instant::now() + Duration::from_secs(10);
-    loop {
-        if child.try_wait().expect("try_wait").is_some() {
-            return child.wait_with_output().expect("output");
-        }
-        if Instant::now() >= dl {
-            let _ = child.kill();
-            let out = child.wait_with_output().expect("output");
-            panic!(
-                "`rosgate {}` did not exit within 10 s; stderr: {}",
-                args.join(" "),
-                String::from_utf8_lossy(&out.stderr)
-            );
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-}
 
 const FLAGS: &[&str] = &[
     "--listen",

@@ -10,7 +10,6 @@
 //! that both transports answer alike.
 
 use std::path::PathBuf;
-use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::{json, Value};
@@ -469,33 +468,6 @@ impl TempFile {
 impl Drop for TempFile {
     fn drop(&mut self) {
         let _ = std::fs::remove_file(&self.0);
-    }
-}
-
-/// Runs the binary to completion (killing it after 10 s).
-fn run(args: &[&str]) -> Output {
-    let mut child = Command::new(BIN)
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn");
-    let dl = deadline(Duration::from_secs(10));
-    loop {
-        if child.try_wait().expect("try_wait").is_some() {
-            return child.wait_with_output().expect("output");
-        }
-        if Instant::now() >= dl {
-            let _ = child.kill();
-            let out = child.wait_with_output().expect("output");
-            panic!(
-                "`rosgate {}` did not exit within 10 s; stderr: {}",
-                args.join(" "),
-                String::from_utf8_lossy(&out.stderr)
-            );
-        }
-        std::thread::sleep(ms(10));
     }
 }
 

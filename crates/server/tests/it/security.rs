@@ -11,7 +11,7 @@
 //! `unsubscribe`, which no allowlist restricts.
 
 use std::path::PathBuf;
-use std::process::{Command, Output, Stdio};
+use std::process::Output;
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
@@ -2007,34 +2007,10 @@ fn metrics_need_a_token_while_health_and_the_dashboard_stay_public() {
 // Start-up
 // =============================================================================================
 
-/// Runs the binary to completion (killing it after 10 s).
+/// Runs the binary to completion with `env` added (20 s: start-up
+/// refusals read files before they exit).
 fn run(args: &[&str], env: &[(&str, &str)]) -> Output {
-    let mut child = Command::new(BIN)
-        .args(args)
-        .env_remove("ROSGATE_URL")
-        .env_remove("ROSGATE_TOKEN")
-        .envs(env.iter().copied())
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn");
-    let dl = deadline(Duration::from_secs(20));
-    loop {
-        if child.try_wait().expect("try_wait").is_some() {
-            return child.wait_with_output().expect("output");
-        }
-        if Instant::now() >= dl {
-            let _ = child.kill();
-            let out = child.wait_with_output().expect("output");
-            panic!(
-                "`rosgate {}` did not exit within 20 s; stderr: {}",
-                args.join(" "),
-                String::from_utf8_lossy(&out.stderr)
-            );
-        }
-        std::thread::sleep(ms(10));
-    }
+    run_to_exit(args, env, Duration::from_secs(20))
 }
 
 /// `args` must stop start-up with exit status 2 and a message on stderr

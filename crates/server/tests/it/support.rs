@@ -6,7 +6,7 @@
 use serde_json::Value;
 use std::io::{BufRead, BufReader, ErrorKind, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpStream};
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::{Child, Command, ExitStatus, Output, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use std::thread;
@@ -23,6 +23,48 @@ pub fn deadline(d: Duration) -> Instant {
 
 pub fn ms(n: u64) -> Duration {
     Duration::from_millis(n)
+}
+
+/// How long a run of the binary that must exit by itself may take.
+pub const EXIT_WITHIN: Duration = Duration::from_secs(10);
+
+/// Runs the binary to completion with `args` (killed after [`EXIT_WITHIN`]).
+pub fn run(args: &[&str]) -> Output {
+    run_to_exit(args, &[], EXIT_WITHIN)
+}
+
+/// Runs the binary to completion with `args` and `env` added (the caller's
+/// own `$ROSGATE_URL`, `$ROSGATE_TOKEN` and `$ROSGATE_CA_FILE` removed, so
+/// a developer's shell cannot change the outcome); kills it and fails the
+/// test if it has not exited within `within`.
+pub fn run_to_exit(args: &[&str], env: &[(&str, &str)], within: Duration) -> Output {
+    let mut child = Command::new(BIN)
+        .args(args)
+        .env_remove("ROSGATE_URL")
+        .env_remove("ROSGATE_TOKEN")
+        .env_remove("ROSGATE_CA_FILE")
+        .envs(env.iter().copied())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let dl = deadline(within);
+    loop {
+        if child.try_wait().expect("try_wait").is_some() {
+            return child.wait_with_output().expect("output");
+        }
+        if Instant::now() >= dl {
+            let _ = child.kill();
+            let out = child.wait_with_output().expect("output");
+            panic!(
+                "`rosgate {}` did not exit within {within:?}; stderr: {}",
+                args.join(" "),
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        thread::sleep(ms(10));
+    }
 }
 
 static SEQ: AtomicU64 = AtomicU64::new(1);

@@ -735,35 +735,9 @@ fn a_slow_tls_reader_is_held_to_the_queue_limits_and_the_write_stall() {
 // Start-up
 // ---------------------------------------------------------------------------------------------
 
-/// Runs the binary to completion (killed after 10 s) with `env` added.
+/// Runs the binary to completion with `env` added.
 fn run(args: &[&str], env: &[(&str, &str)]) -> Output {
-    let mut cmd = Command::new(BIN);
-    cmd.args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .env_remove("ROSGATE_CA_FILE")
-        .env_remove("ROSGATE_URL");
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-    let mut child = cmd.spawn().expect("spawn");
-    let dl = deadline(Duration::from_secs(10));
-    loop {
-        if child.try_wait().expect("try_wait").is_some() {
-            return child.wait_with_output().expect("output");
-        }
-        if Instant::now() >= dl {
-            let _ = child.kill();
-            let out = child.wait_with_output().expect("output");
-            panic!(
-                "`rosgate {}` did not exit within 10 s: {}",
-                args.join(" "),
-                String::from_utf8_lossy(&out.stderr)
-            );
-        }
-        std::thread::sleep(ms(10));
-    }
+    run_to_exit(args, env, EXIT_WITHIN)
 }
 
 /// Start-up with these TLS flags must fail with exit status 2 and a message
