@@ -920,25 +920,37 @@ impl Sim {
                 Counter::CallsFailedNoProvider
             });
             self.counts.wait_timeouts += 1;
-            let open = self.model.clients[cs]
-                .as_ref()
-                .is_some_and(|c| c.conn == caller && c.is_open());
-            if !open {
-                continue;
-            }
-            let why = Some("appeared in time");
-            if goal {
-                let id = id.expect("goals have ids");
-                let r = GoalResp::Failure {
-                    action: name,
-                    status: 0,
-                    why,
-                };
-                self.set_goal_resp(cs, &id.key, Some(&GoalResp::Waiting(w)), r);
-            } else {
-                let r = Resp::Failure { service: name, why };
-                self.model.settle_waiting(cs, w, id.as_ref(), r);
-            }
+            let x = (w, caller, cs, goal, name, id);
+            self.waiting_failed(x, 0, Some("appeared in time"));
+        }
+    }
+
+    /// Waiting request `w` (of `caller` in slot `cs`, a goal or a call,
+    /// named `name` with request `id`) failed: its caller, if still open,
+    /// is owed the failure (a goal's with `status`) in place of its wait.
+    fn waiting_failed(
+        &mut self,
+        (w, caller, cs, goal, name, id): (usize, ConnRef, usize, bool, String, Option<Id>),
+        status: u64,
+        why: Option<&'static str>,
+    ) {
+        let open = self.model.clients[cs]
+            .as_ref()
+            .is_some_and(|c| c.conn == caller && c.is_open());
+        if !open {
+            return;
+        }
+        if goal {
+            let id = id.expect("goals have ids");
+            let r = GoalResp::Failure {
+                action: name,
+                status,
+                why,
+            };
+            self.set_goal_resp(cs, &id.key, Some(&GoalResp::Waiting(w)), r);
+        } else {
+            let r = Resp::Failure { service: name, why };
+            self.model.settle_waiting(cs, w, id.as_ref(), r);
         }
     }
 
@@ -973,24 +985,7 @@ impl Sim {
             } else {
                 self.failed_shutdown += 1;
             }
-            let open = self.model.clients[cs]
-                .as_ref()
-                .is_some_and(|c| c.conn == caller && c.is_open());
-            if !open {
-                continue;
-            }
-            if goal {
-                let id = id.expect("goals have ids");
-                let r = GoalResp::Failure {
-                    action: name,
-                    status: 6,
-                    why,
-                };
-                self.set_goal_resp(cs, &id.key, Some(&GoalResp::Waiting(w)), r);
-            } else {
-                let r = Resp::Failure { service: name, why };
-                self.model.settle_waiting(cs, w, id.as_ref(), r);
-            }
+            self.waiting_failed((w, caller, cs, goal, name, id), 6, why);
         }
     }
 
