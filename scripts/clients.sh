@@ -396,16 +396,30 @@ run_example() {
     return 1
 }
 
+# Installs roslib (npm) and roslibpy (a venv) for a suite that uses both,
+# once (cached afterwards, shared with the roslib and roslibpy suites); on
+# failure the suite is marked broken and the install log printed.
+install_clients() {
+    local suite=$1 log=$WORK/$1-install.log js=$CLIENTS/roslib py=$CLIENTS/roslibpy
+    if [[ ! -d $js/node_modules/roslib ]] &&
+        ! (cd "$js" && timeout 300 npm ci --no-audit --no-fund --loglevel=error) >"$log" 2>&1; then
+        cat "$log" >&2
+        broken "$suite" "npm ci failed"
+        return 1
+    fi
+    if [[ ! -x $py/.venv/bin/python ]] && ! {
+        python3 -m venv "$py/.venv" && timeout 300 "$py/.venv/bin/python" -m pip install -q \
+            --disable-pip-version-check -r "$py/requirements.txt"
+    } >>"$log" 2>&1; then
+        cat "$log" >&2
+        broken "$suite" "pip install failed"
+        return 1
+    fi
+}
+
 run_readme() {
     local js=$CLIENTS/roslib py=$CLIENTS/roslibpy p=0 f=0 note=
-    [[ -d $js/node_modules/roslib ]] ||
-        (cd "$js" && timeout 300 npm ci --no-audit --no-fund --loglevel=error) >"$WORK/readme-install.log" 2>&1 ||
-        { broken readme "npm ci failed"; return; }
-    if [[ ! -x $py/.venv/bin/python ]]; then
-        python3 -m venv "$py/.venv" && timeout 300 "$py/.venv/bin/python" -m pip install -q \
-            --disable-pip-version-check -r "$py/requirements.txt" >>"$WORK/readme-install.log" 2>&1 ||
-            { broken readme "pip install failed"; return; }
-    fi
+    install_clients readme || return
     # The README shows the example files verbatim.
     local file
     for file in examples/add_two_ints.mjs examples/add_two_ints.py; do
@@ -434,15 +448,7 @@ run_readme() {
 
 run_security() {
     local py=$CLIENTS/roslibpy js=$CLIENTS/roslib p=0 f=0 xf=0 xp=0 s=0 note= transport out rc
-    # The installs of the roslibpy and roslib suites (cached afterwards).
-    [[ -d $js/node_modules/roslib ]] ||
-        (cd "$js" && timeout 300 npm ci --no-audit --no-fund --loglevel=error) >"$WORK/security-install.log" 2>&1 ||
-        { cat "$WORK/security-install.log" >&2; broken security "npm ci failed"; return; }
-    if [[ ! -x $py/.venv/bin/python ]]; then
-        python3 -m venv "$py/.venv" && timeout 300 "$py/.venv/bin/python" -m pip install -q \
-            --disable-pip-version-check -r "$py/requirements.txt" >>"$WORK/security-install.log" 2>&1 ||
-            { cat "$WORK/security-install.log" >&2; broken security "pip install failed"; return; }
-    fi
+    install_clients security || return
     # Fresh tokens for this run, in a file only we can read.
     local tokens=$WORK/security-tokens.txt admin viewer
     admin=$(python3 -c 'import secrets; print(secrets.token_hex(16))')
@@ -515,14 +521,7 @@ tls_check() {
 run_tls() {
     local js=$CLIENTS/roslib py=$CLIENTS/roslibpy dir=$WORK/tls p=0 f=0 note=
     command -v openssl >/dev/null || { broken tls "openssl not found"; return; }
-    [[ -d $js/node_modules/roslib ]] ||
-        (cd "$js" && timeout 300 npm ci --no-audit --no-fund --loglevel=error) >"$WORK/tls-install.log" 2>&1 ||
-        { broken tls "npm ci failed"; return; }
-    if [[ ! -x $py/.venv/bin/python ]]; then
-        python3 -m venv "$py/.venv" && timeout 300 "$py/.venv/bin/python" -m pip install -q \
-            --disable-pip-version-check -r "$py/requirements.txt" >>"$WORK/tls-install.log" 2>&1 ||
-            { broken tls "pip install failed"; return; }
-    fi
+    install_clients tls || return
     # A fresh self-signed certificate for localhost, never committed.
     rm -rf "$dir" && mkdir -p "$dir"
     openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes \
