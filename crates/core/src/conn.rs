@@ -64,6 +64,9 @@ pub struct Conn {
     role: RoleId,
     /// It presented a valid token (always true with authentication off).
     authed: bool,
+    /// A federation link, not a client (`hub/federation.rs`): no socket,
+    /// no deadlines, never counted or listed as a client.
+    bridge: bool,
 }
 
 impl Conn {
@@ -98,7 +101,21 @@ impl Conn {
             reliable_warned: false,
             role: 0,
             authed: false,
+            bridge: false,
         }
+    }
+
+    /// Whether it is a federation link rather than a client.
+    pub fn is_bridge(&self) -> bool {
+        self.bridge
+    }
+
+    /// Turns a fresh connection into a federation link: established and
+    /// authorised from the start, exempt from the client deadlines.
+    pub(crate) fn make_bridge(&mut self, role: RoleId) {
+        self.bridge = true;
+        self.established = true;
+        self.authorize(role);
     }
 
     pub fn role(&self) -> RoleId {

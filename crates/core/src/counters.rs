@@ -70,6 +70,10 @@ family! {
         IntrospectionItems => "introspection_items", "Names and entries listed by built-in introspection replies (work they cost).";
         Authenticated => "authenticated", "Connections that presented a valid token.";
         BuiltinCalls => "builtin_calls", "Calls answered by the gateway itself (rosapi, /rosgate/stats).";
+        FederationIn => "federation_in", "Topic messages received from other gateways and delivered here (--zenoh-*).";
+        FederationOut => "federation_out", "Topic messages sent to other gateways: one per publish, however many gateways want it.";
+        FederationInDropped => "federation_in_dropped", "Messages from other gateways dropped before delivery: the loop's inbox was full, or the payload or topic was invalid.";
+        FederationOutDropped => "federation_out_dropped", "Messages not sent to other gateways: Zenoh refused them (congestion or a closed session).";
     }
 }
 

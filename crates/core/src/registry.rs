@@ -1279,6 +1279,14 @@ impl Registry {
         })
     }
 
+    /// Every topic `who` subscribes to (at most its subscription limit):
+    /// what a federated gateway looks at when a subscriber leaves.
+    pub fn subscriptions(&self, who: ConnRef) -> Vec<TopicId> {
+        self.conns
+            .get(&who)
+            .map_or_else(Vec::new, |r| r.subs.keys().copied().collect())
+    }
+
     /// Gives back capacity of tables that emptied out.
     pub fn shrink(&mut self) {
         if self.conns.capacity() > 4 * self.conns.len() + 64 {

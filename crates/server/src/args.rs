@@ -100,6 +100,14 @@ OPTIONS:
                                 --tls-key, both listeners speak TLS (wss://,
                                 and TLS on the TCP port)
     --tls-key FILE              TLS: the certificate's PEM private key
+    --zenoh-connect ENDPOINT    federation: a Zenoh endpoint of another gateway or
+                                a router to connect to (tcp/HOST:PORT; repeatable)
+    --zenoh-listen ENDPOINT     federation: a Zenoh endpoint to listen on
+                                (tcp/HOST:PORT; repeatable)
+    --zenoh-mode MODE           peer|client|router [default: peer]
+    --zenoh-config FILE         Zenoh JSON5 configuration for the rest (TLS,
+                                access control); the flags above override it
+    --zenoh-scouting            allow Zenoh's multicast scouting (off otherwise)
     --log-level LEVEL           error|warn|info|debug [default: info]
     --log-format FORMAT         text|json (one JSON object per line) [default: text]
     -h, --help                  print this help
@@ -330,6 +338,20 @@ pub fn parse(argv: Vec<OsString>) -> Result<Command, String> {
     }
     if let Some(v) = opt::<LogFormat>(&mut args, "--log-format")? {
         c.log_format = v;
+    }
+    c.zenoh.connect = args
+        .values_from_str("--zenoh-connect")
+        .map_err(|e| format!("--zenoh-connect: {e}"))?;
+    c.zenoh.listen = args
+        .values_from_str("--zenoh-listen")
+        .map_err(|e| format!("--zenoh-listen: {e}"))?;
+    c.zenoh.mode = opt::<String>(&mut args, "--zenoh-mode")?;
+    c.zenoh.config_file = opt::<String>(&mut args, "--zenoh-config")?.map(Into::into);
+    c.zenoh.scouting = args.contains("--zenoh-scouting");
+    if c.zenoh.given() && !cfg!(feature = "federation") {
+        return Err(
+            "--zenoh-*: this rosgate was built without federation; build it with `cargo build --release --features federation`".into(),
+        );
     }
     let tls_cert = opt::<String>(&mut args, "--tls-cert")?;
     let tls_key = opt::<String>(&mut args, "--tls-key")?;

@@ -148,6 +148,30 @@ pub struct Config {
     pub allow_unauthenticated_network: bool,
     /// `--tls-cert`/`--tls-key`: both listeners speak TLS (`None`: plain).
     pub tls: Option<crate::tls::TlsConfig>,
+    /// `--zenoh-*`: federation with other gateways (docs/federation.md).
+    pub zenoh: ZenohFlags,
+}
+
+/// The `--zenoh-*` flags. Federation is on when any is given (and the
+/// gateway was built with the `federation` feature).
+#[derive(Debug, Clone, Default)]
+pub struct ZenohFlags {
+    pub connect: Vec<String>,
+    pub listen: Vec<String>,
+    pub mode: Option<String>,
+    pub config_file: Option<std::path::PathBuf>,
+    pub scouting: bool,
+}
+
+impl ZenohFlags {
+    /// Whether any flag asked for federation.
+    pub fn given(&self) -> bool {
+        !self.connect.is_empty()
+            || !self.listen.is_empty()
+            || self.mode.is_some()
+            || self.config_file.is_some()
+            || self.scouting
+    }
 }
 
 impl Default for Config {
@@ -168,6 +192,7 @@ impl Default for Config {
             access: Default::default(),
             allow_unauthenticated_network: false,
             tls: None,
+            zenoh: ZenohFlags::default(),
         }
     }
 }

@@ -12,6 +12,7 @@
 //! | [`cli`] | `rosgate topic echo ...` and the other commands: the command-line client of a running gateway |
 //! | [`access_file`] | `--auth-tokens` and `--auth-roles`: the token file and the roles file (YAML) |
 //! | [`tls`] | `--tls-cert`/`--tls-key`: loading the certificate, one rustls session per connection (the loop drives it) |
+//! | `federation` | `--zenoh-*` (feature `federation`): starts `rosgate-federation` and gives it the inbox |
 //! | [`assets`] | the dashboard's files, compiled in (served at `/` on the WebSocket port) |
 //!
 //! Clients speak newline-delimited JSON over TCP (`docs/protocol.md`) or
@@ -22,6 +23,8 @@ pub mod args;
 pub mod assets;
 pub mod cli;
 pub mod config;
+#[cfg(feature = "federation")]
+pub mod federation;
 pub mod inbox;
 pub mod params_file;
 pub mod server;

@@ -109,6 +109,9 @@ pub struct Server {
     signals: Signals,
     inbox: Inbox,
     handle: Handle,
+    /// Zenoh, when `--zenoh-*` federates this gateway with others.
+    #[cfg(feature = "federation")]
+    federation: Option<rosgate_federation::Federation>,
     /// The inbox may hold jobs beyond the last turn's budget.
     inbox_pending: bool,
     hub: Hub,
@@ -191,7 +194,11 @@ impl Server {
         hub.set_param_overrides(config.param_overrides.clone());
         hub.set_access(config.access.clone());
         hub.set_http_settings(crate::assets::http_settings());
+        #[cfg(feature = "federation")]
+        let federation = crate::federation::start(&config.zenoh, &handle, &mut hub)?;
         Ok(Server {
+            #[cfg(feature = "federation")]
+            federation,
             poll,
             listener,
             ws_listener,
@@ -278,6 +285,10 @@ impl Server {
             }
             self.read_ready(now);
             self.run_inbox(now);
+            #[cfg(feature = "federation")]
+            if let Some(f) = self.federation.as_mut() {
+                f.turn(&mut self.hub, now);
+            }
             self.hub.expire(now);
             self.flush(now, &mut keys);
             if self.drain_until.is_some() {
@@ -932,6 +943,10 @@ impl Server {
         }
         let mut scratch = Vec::new();
         self.free_closed(now, &mut scratch, usize::MAX);
+        #[cfg(feature = "federation")]
+        if let Some(f) = self.federation.take() {
+            f.close();
+        }
         if log::enabled(LogLevel::Info) {
             log::counters("stopped", &self.hub.stats_json());
         }

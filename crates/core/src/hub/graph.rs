@@ -287,12 +287,16 @@ impl Hub {
     }
 
     /// The node name that stands for a connection itself:
-    /// `/rosgate_<transport>_<connection id>`.
+    /// `/rosgate_<transport>_<connection id>` (`/rosgate_federation_<id>`
+    /// for the link that subscribes on behalf of other gateways).
     pub(crate) fn conn_node_name(&self, who: ConnRef) -> String {
-        let transport = self
-            .conns
-            .get(who.key as usize)
-            .map_or("gone", |c| c.transport().label());
+        let transport = self.conns.get(who.key as usize).map_or("gone", |c| {
+            if c.is_bridge() {
+                "federation"
+            } else {
+                c.transport().label()
+            }
+        });
         format!("/rosgate_{transport}_{}", who.gen)
     }
 
@@ -869,7 +873,7 @@ impl Hub {
     fn client_list_msg(&mut self, domain: Domain, _now: Instant) -> String {
         let mut clients = Vec::new();
         for (_, c) in self.conns.iter() {
-            if c.domain() != domain || !c.is_established() || !c.is_open() {
+            if c.domain() != domain || !c.is_established() || !c.is_open() || c.is_bridge() {
                 continue;
             }
             let (sec, nanosec) = self.wall(c.opened_at());

@@ -33,6 +33,7 @@ mod actions;
 mod auth;
 mod batch;
 mod clients;
+mod federation;
 mod graph;
 mod http;
 mod params;
@@ -53,6 +54,7 @@ use rosgate_wire::encode::Level;
 use rosgate_wire::ws::handshake::Opening;
 use rosgate_wire::Raw;
 
+pub use federation::InterestChange;
 pub use graph::{
     GraphSettings, CLIENT_COUNT, CLOCK, CONNECTED_CLIENTS, CONNECTED_CLIENTS_INTERVAL,
     GATEWAY_NODE, GATEWAY_TOPICS, GRAPH_TOPIC, MAX_GRAPH_EVENTS, MAX_NODES_PER_CONN, ROSOUT,
@@ -62,8 +64,8 @@ pub use http::{Asset, HttpSettings};
 pub use params::{MAX_PARAM_NAME_CHARS, NODE_PARAM_SERVICES, PARAMETER_EVENTS, VALIDATE_SERVICE};
 pub use qos::{LATCH_BYTES_PER_PUBLISHER, LATCH_BYTES_TOTAL, MIN_THROTTLE_MS};
 pub use rosapi::{
-    CONNECTIONS_SERVICE, MAX_LIST_ITEMS, MAX_LIST_SCAN, ROSAPI_PREFIX, ROSAPI_SERVICES,
-    STATS_SERVICE, TOPIC_INFO_SERVICE, TOPIC_STATS_SERVICE,
+    CONNECTIONS_SERVICE, FEDERATION_SERVICE, MAX_LIST_ITEMS, MAX_LIST_SCAN, ROSAPI_PREFIX,
+    ROSAPI_SERVICES, STATS_SERVICE, TOPIC_INFO_SERVICE, TOPIC_STATS_SERVICE,
 };
 pub use services::CallFailure;
 
@@ -135,6 +137,8 @@ pub struct Hub {
     qos_timers: qos::QosTimers,
     /// Calls and goals waiting for a provider.
     waiting: waiting::Waiting,
+    /// Bridges to other gateways and the interest announced to them.
+    fed: federation::Federation,
     /// What the HTTP side serves (dashboard files, version).
     http: http::HttpSettings,
     /// When the hub was made (the gateway's start).
@@ -181,6 +185,7 @@ impl Hub {
             params: params::Params::default(),
             qos_timers: qos::QosTimers::new(now),
             waiting: waiting::Waiting::new(now),
+            fed: federation::Federation::default(),
             http: http::HttpSettings::default(),
             started: now,
             access: Access::default(),
@@ -233,6 +238,11 @@ impl Hub {
     /// Counts one registration change's work (see [`Hub::work`]).
     pub(crate) fn charge_registration(&mut self) {
         self.registration_work += REGISTRATION_WORK;
+    }
+
+    /// Counts `n` events the shell observed (federation traffic).
+    pub fn count_n(&mut self, c: Counter, n: u64) {
+        self.counters.add(c, n);
     }
 
     /// Counts an event the shell observed (accept errors).
@@ -465,9 +475,10 @@ impl Hub {
         if !c.mark_closing(reason) {
             return;
         }
+        // A federation link is established but was never a client.
         let (me, established, domain) = (
             ConnRef { key, gen: c.gen() },
-            c.is_established(),
+            c.is_established() && !c.is_bridge(),
             c.domain(),
         );
         self.closing_count += 1;
@@ -477,6 +488,7 @@ impl Hub {
         // The graph loses it now: nothing reaches a closing connection.
         self.note_withdrawal(domain, me, None);
         self.peers_leaving(domain, me);
+        self.interest_leaving(domain, me);
         let nodes: Vec<String> = self
             .nodes
             .of(me)
@@ -1195,7 +1207,9 @@ impl Hub {
                 // a busy one regrows it only once per sweep at most.
                 c.out_mut(now).trim();
             }
-            if !c.is_open() {
+            // A federation link has no socket and no client deadlines: its
+            // queue is drained every turn and shed like any other.
+            if !c.is_open() || c.is_bridge() {
                 continue;
             }
             let since = |t: Instant| now.saturating_duration_since(t);
@@ -1323,7 +1337,10 @@ impl Hub {
     /// Whether `expire` has work left over from its last turn (the shell
     /// then polls without sleeping).
     pub fn has_backlog(&self) -> bool {
-        self.calls.has_overdue() || self.graph.has_immediate() || self.qos_timers.has_immediate()
+        self.calls.has_overdue()
+            || self.graph.has_immediate()
+            || self.qos_timers.has_immediate()
+            || self.fed.has_changes()
     }
 
     /// The earliest instant at which `expire` has work to do.

@@ -179,6 +179,7 @@ impl Hub {
             c.out_settings_mut().set_topic_qos(t, None, false);
         }
         self.peers_changed(domain, t);
+        self.interest_changed(domain, t);
     }
 
     /// Warns both sides of every incompatible pair `me`'s registration on
@@ -360,7 +361,7 @@ impl Hub {
         for sub in subs {
             // A subscriber closing this turn gets nothing (and nothing is
             // counted for it), as on the fast path (`deliver`).
-            if !self.live(sub) {
+            if !self.live(sub) || self.skips(sub) {
                 continue;
             }
             let reg = &self.registries[domain as usize];

@@ -94,6 +94,10 @@ const TOPIC_INFO_TYPE: &str = "rosgate_msgs/srv/TopicInfo";
 pub const CONNECTIONS_SERVICE: &str = "/rosgate/connections";
 /// Per-topic publish counters.
 pub const TOPIC_STATS_SERVICE: &str = "/rosgate/topic_stats";
+/// The federation's state: this gateway's Zenoh id, the gateways it sees,
+/// the topics wanted across, its counters (`docs/federation.md`).
+pub const FEDERATION_SERVICE: &str = "/rosgate/federation";
+const FEDERATION_TYPE: &str = "rosgate_msgs/srv/Federation";
 /// Type of the topic counters service (informational).
 const TOPIC_STATS_TYPE: &str = "rosgate_msgs/srv/TopicStats";
 /// Type of the connection list service (informational).
@@ -109,6 +113,7 @@ fn builtin_services() -> impl Iterator<Item = (String, &'static str)> {
             (TOPIC_INFO_SERVICE.to_string(), TOPIC_INFO_TYPE),
             (CONNECTIONS_SERVICE.to_string(), CONNECTIONS_TYPE),
             (TOPIC_STATS_SERVICE.to_string(), TOPIC_STATS_TYPE),
+            (FEDERATION_SERVICE.to_string(), FEDERATION_TYPE),
         ])
 }
 
@@ -125,6 +130,9 @@ fn builtin_type(name: &str) -> Option<&'static str> {
     }
     if name == TOPIC_STATS_SERVICE {
         return Some(TOPIC_STATS_TYPE);
+    }
+    if name == FEDERATION_SERVICE {
+        return Some(FEDERATION_TYPE);
     }
     let short = name.strip_prefix(ROSAPI_PREFIX)?;
     ROSAPI_SERVICES
@@ -192,6 +200,12 @@ impl Hub {
         if plain == "rosgate/connections" {
             self.counters.inc(Counter::BuiltinCalls);
             let values = self.connections_json(now).to_string();
+            self.reply(me, name, id, values.as_bytes(), now);
+            return true;
+        }
+        if plain == "rosgate/federation" {
+            self.counters.inc(Counter::BuiltinCalls);
+            let values = self.federation_json(me);
             self.reply(me, name, id, values.as_bytes(), now);
             return true;
         }

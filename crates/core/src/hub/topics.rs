@@ -89,6 +89,9 @@ impl Hub {
         self.send_status(me, Level::Info, &msg, id, now);
         if role == Role::Subscriber && registered.new_member {
             self.greet_subscriber(domain, me, &topic, now);
+            if let Some(t) = self.registries[domain as usize].topic_id(&topic) {
+                self.interest_changed(domain, t);
+            }
         }
         self.apply_qos(domain, me, role, &topic, registered, asked, now);
     }
@@ -227,7 +230,7 @@ impl Hub {
             let Some(c) = self.conns.get_mut(sub.key as usize) else {
                 continue;
             };
-            if c.gen() != sub.gen || !c.is_open() {
+            if c.gen() != sub.gen || !c.is_open() || (self.fed.injecting && c.is_bridge()) {
                 continue;
             }
             let sink = Sink {

@@ -1,0 +1,289 @@
+//! The federation seam: how another gateway's traffic (Zenoh, in the
+//! `rosgate-federation` crate) joins the hub without the core knowing the
+//! network it came over.
+//!
+//! Owns, per domain, one *bridge*: a connection without a socket that
+//! subscribes on behalf of the remote gateways interested in a topic and
+//! whose queued output the shell drains into the network instead of a
+//! socket, so a bridge gets fan-out, latched greetings, shedding and the
+//! memory ledger exactly as a client does. Owns too the record of which
+//! topics have local subscribers, announced to the shell as changes (it
+//! declares interest upstream only while somebody here listens, seed 004).
+//!
+//! Invariants:
+//! - with federation off nothing here runs: one branch where a subscriber
+//!   comes or goes, none on the publish path;
+//! - a sample from a remote gateway reaches local clients only, never a
+//!   bridge: nothing is echoed back and nothing loops between gateways;
+//! - a bridge's subscriptions are never local interest (else two gateways
+//!   would keep each other interested forever);
+//! - interest changes are reported at most once per topic per turn, as
+//!   the state after the turn;
+//! - the tables hold one entry per topic that remote gateways want or
+//!   local clients subscribe to: bounded by the registries' limits.
+
+use std::collections::{HashMap, HashSet};
+use std::rc::Rc;
+use std::time::Instant;
+
+use rosgate_wire::Raw;
+
+use super::qos::Asked;
+use super::Hub;
+use crate::access::Class;
+use crate::conn::{Conn, ConnRef};
+use crate::counters::Counter;
+use crate::nodes::{Domain, DOMAINS};
+use crate::registry::{Role, TopicId};
+use crate::transport::{StatusFilter, Transport};
+
+/// A change of local interest in a topic, for the shell to announce.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InterestChange {
+    pub domain: Domain,
+    pub topic: Rc<str>,
+    /// Some local client subscribes now (else the last one left).
+    pub wanted: bool,
+}
+
+type TopicKey = (Domain, Rc<str>);
+
+/// See the module docs.
+#[derive(Debug, Default)]
+pub(super) struct Federation {
+    enabled: bool,
+    bridges: HashMap<Domain, ConnRef>,
+    /// Topics remote gateways want, which the domain's bridge subscribes.
+    remote: HashSet<TopicKey>,
+    /// Topics announced to the shell as wanted here.
+    announced: HashSet<TopicKey>,
+    /// Topics whose local subscribers changed this turn.
+    dirty: HashSet<TopicKey>,
+    /// A remote sample is being delivered: bridges are skipped.
+    pub(super) injecting: bool,
+    /// What the shell last said of the network side (JSON object).
+    status: Option<String>,
+}
+
+impl Federation {
+    /// Interest changes wait to be taken: the shell must not sleep.
+    pub(super) fn has_changes(&self) -> bool {
+        !self.dirty.is_empty()
+    }
+}
+
+impl Hub {
+    /// Turns the federation seam on (the shell, at start, when Zenoh is
+    /// configured).
+    pub fn enable_federation(&mut self) {
+        self.fed.enabled = true;
+    }
+
+    /// Whether federation is on.
+    pub fn federation_enabled(&self) -> bool {
+        self.fed.enabled
+    }
+
+    /// Sets what `/rosgate/federation` answers about the network side: a
+    /// JSON object (gateways, counters), which the hub completes with the
+    /// topics it holds for other gateways.
+    pub fn set_federation_status(&mut self, status: String) {
+        self.fed.status = Some(status);
+    }
+
+    /// The `/rosgate/federation` reply: the shell's status plus, for
+    /// `me`'s domain and what its role may see, the topics wanted here and
+    /// by other gateways.
+    pub(super) fn federation_json(&self, me: ConnRef) -> String {
+        let Some(status) = &self.fed.status else {
+            return r#"{"enabled":false}"#.to_string();
+        };
+        let domain = self.conn(me.key).map_or(0, |c| c.domain());
+        let role = self.viewer(me);
+        let list = |set: &HashSet<TopicKey>| {
+            let mut v: Vec<String> = set
+                .iter()
+                .filter(|(d, t)| {
+                    *d == domain && self.visible(role, &[Class::Publish, Class::Subscribe], t)
+                })
+                .map(|(_, t)| t.to_string())
+                .collect();
+            v.sort_unstable();
+            v
+        };
+        let mut v: serde_json::Value =
+            serde_json::from_str(status).unwrap_or_else(|_| serde_json::json!({}));
+        v["enabled"] = true.into();
+        v["domain"] = domain.into();
+        v["wanted_here"] = serde_json::json!(list(&self.fed.announced));
+        v["wanted_remotely"] = serde_json::json!(list(&self.fed.remote));
+        v.to_string()
+    }
+
+    /// Remote gateways now want `topic` of `domain` (or none does any
+    /// more): the domain's bridge subscribes or unsubscribes.
+    pub fn remote_interest(&mut self, domain: Domain, topic: &str, wanted: bool, now: Instant) {
+        if !self.fed.enabled || (domain as usize) >= DOMAINS {
+            return;
+        }
+        let key = (domain, Rc::<str>::from(topic));
+        if wanted == self.fed.remote.contains(&key) {
+            return;
+        }
+        let Some(bridge) = self.bridge(domain, now) else {
+            return;
+        };
+        if wanted {
+            self.fed.remote.insert(key);
+            self.register(
+                bridge,
+                Role::Subscriber,
+                topic,
+                None,
+                None,
+                Asked::default(),
+                None,
+                now,
+            );
+        } else {
+            self.fed.remote.remove(&key);
+            self.unregister(bridge, Role::Subscriber, topic, None, None, now);
+        }
+    }
+
+    /// Delivers a message a remote gateway published on `topic` of
+    /// `domain` to the local subscribers (never to a bridge). `msg` must be
+    /// valid JSON: the shell validates what arrives from the network.
+    pub fn remote_publish(&mut self, domain: Domain, topic: &str, msg: Raw<'_>, now: Instant) {
+        if !self.fed.enabled || (domain as usize) >= DOMAINS {
+            return;
+        }
+        self.counters.inc(Counter::FederationIn);
+        self.fed.injecting = true;
+        self.inject_publish(domain, topic, msg, now);
+        self.fed.injecting = false;
+    }
+
+    /// The bridges, by domain, whose output the shell drains into the
+    /// network.
+    pub fn federation_links(&self) -> impl Iterator<Item = (Domain, u32)> + '_ {
+        self.fed.bridges.iter().map(|(&d, r)| (d, r.key))
+    }
+
+    /// The changes of local interest since the last call.
+    pub fn take_interest_changes(&mut self, into: &mut Vec<InterestChange>) {
+        if self.fed.dirty.is_empty() {
+            return;
+        }
+        let dirty: Vec<TopicKey> = self.fed.dirty.drain().collect();
+        for (domain, topic) in dirty {
+            let wanted = self.locally_wanted(domain, &topic);
+            let key = (domain, topic);
+            if wanted == self.fed.announced.contains(&key) {
+                continue;
+            }
+            if wanted {
+                self.fed.announced.insert(key.clone());
+            } else {
+                self.fed.announced.remove(&key);
+            }
+            into.push(InterestChange {
+                domain: key.0,
+                topic: key.1,
+                wanted,
+            });
+        }
+    }
+
+    /// Every topic wanted here now, for a federation link that starts over
+    /// (Zenoh reconnected).
+    pub fn local_interest(&self) -> Vec<(Domain, Rc<str>)> {
+        self.fed.announced.iter().cloned().collect()
+    }
+
+    /// `t` of `domain` may have gained its first or lost its last local
+    /// subscriber.
+    pub(super) fn interest_changed(&mut self, domain: Domain, t: TopicId) {
+        if !self.fed.enabled {
+            return;
+        }
+        if let Some(e) = self.registries[domain as usize].topic(t) {
+            self.fed.dirty.insert((domain, Rc::from(e.name())));
+        }
+    }
+
+    /// `who` is leaving: each topic it subscribes to may lose its interest.
+    pub(super) fn interest_leaving(&mut self, domain: Domain, who: ConnRef) {
+        if !self.fed.enabled {
+            return;
+        }
+        for t in self.registries[domain as usize].subscriptions(who) {
+            self.interest_changed(domain, t);
+        }
+    }
+
+    /// Whether a delivery to `to` is skipped: a remote sample never goes
+    /// to a bridge.
+    pub(super) fn skips(&self, to: ConnRef) -> bool {
+        self.fed.injecting && self.is_bridge(to)
+    }
+
+    /// Whether `who` is a federation link (its requests are the gateway's
+    /// own: access rules are for clients).
+    pub(super) fn is_bridge(&self, who: ConnRef) -> bool {
+        self.conns
+            .get(who.key as usize)
+            .is_some_and(|c| c.gen() == who.gen && c.is_bridge())
+    }
+
+    fn locally_wanted(&self, domain: Domain, topic: &str) -> bool {
+        let reg = &self.registries[domain as usize];
+        let Some(e) = reg.topic_id(topic).and_then(|t| reg.topic(t)) else {
+            return false;
+        };
+        e.subscribers().iter().any(|s| {
+            self.conns
+                .get(s.key as usize)
+                .is_some_and(|c| c.gen() == s.gen && c.is_open() && !c.is_bridge())
+        })
+    }
+
+    /// The bridge of `domain`, opened on first use or again after the
+    /// memory budget closed it (then it subscribes to every topic remote
+    /// gateways want there again).
+    fn bridge(&mut self, domain: Domain, now: Instant) -> Option<ConnRef> {
+        if let Some(&b) = self.fed.bridges.get(&domain) {
+            if self.live(b) {
+                return Some(b);
+            }
+        }
+        self.next_gen = self.next_gen.wrapping_add(1);
+        let gen = self.next_gen;
+        let mut conn = Conn::new(gen, now, Transport::Tcp, StatusFilter::None, None, None);
+        conn.set_domain(domain);
+        conn.make_bridge(self.access.open_role());
+        let key = self.conns.insert(conn) as u32;
+        let me = ConnRef { key, gen };
+        self.fed.bridges.insert(domain, me);
+        let again: Vec<Rc<str>> = self
+            .fed
+            .remote
+            .iter()
+            .filter(|(d, _)| *d == domain)
+            .map(|(_, t)| t.clone())
+            .collect();
+        for topic in again {
+            self.register(
+                me,
+                Role::Subscriber,
+                &topic,
+                None,
+                None,
+                Asked::default(),
+                None,
+                now,
+            );
+        }
+        Some(me)
+    }
+}

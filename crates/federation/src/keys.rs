@@ -1,0 +1,163 @@
+//! Zenoh key expressions of the federation: where a topic's samples go,
+//! and the liveliness tokens that say which gateway is up and which topics
+//! it listens to.
+//!
+//! ```text
+//! rosgate/<domain>/t/<ros name without its leading slash>   samples (ROS-valid names)
+//! rosgate/<domain>/x/_<percent-encoded name>                samples (any other exact string)
+//! rosgate/gw/<zenoh id>                                     a gateway is up
+//! rosgate/i/<domain>/<zenoh id>/t/... or /x/...             that gateway has local subscribers
+//! ```
+//!
+//! Invariants: every key produced is a valid Zenoh key expression with no
+//! wildcard (a topic name cannot become a pattern), and [`topic_of`] gives
+//! back exactly the name [`topic_key`] was made from.
+
+use rosgate_core::nodes::Domain;
+
+/// The prefix of everything the federation puts into Zenoh.
+pub const ROOT: &str = "rosgate";
+
+/// Where samples of `topic` in `domain` are put.
+pub fn topic_key(domain: Domain, topic: &str) -> String {
+    format!("{ROOT}/{domain}/{}", tail(topic))
+}
+
+/// The liveliness token saying gateway `gw` has local subscribers of
+/// `topic` in `domain`.
+pub fn interest_key(domain: Domain, gw: &str, topic: &str) -> String {
+    format!("{ROOT}/i/{domain}/{gw}/{}", tail(topic))
+}
+
+/// The liveliness token of a gateway that is up.
+pub fn gateway_key(gw: &str) -> String {
+    format!("{ROOT}/gw/{gw}")
+}
+
+/// What a liveliness subscriber for interest tokens listens to.
+pub const INTEREST_ALL: &str = "rosgate/i/**";
+/// What a liveliness subscriber for gateways listens to.
+pub const GATEWAYS_ALL: &str = "rosgate/gw/*";
+
+/// `(domain, topic)` of a sample key.
+pub fn topic_of(key: &str) -> Option<(Domain, String)> {
+    let rest = key.strip_prefix(ROOT)?.strip_prefix('/')?;
+    let (domain, rest) = rest.split_once('/')?;
+    Some((domain.parse().ok()?, untail(rest)?))
+}
+
+/// `(domain, gateway, topic)` of an interest token's key.
+pub fn interest_of(key: &str) -> Option<(Domain, String, String)> {
+    let rest = key.strip_prefix(ROOT)?.strip_prefix("/i/")?;
+    let (domain, rest) = rest.split_once('/')?;
+    let (gw, rest) = rest.split_once('/')?;
+    Some((domain.parse().ok()?, gw.to_string(), untail(rest)?))
+}
+
+/// The gateway of a gateway token's key.
+pub fn gateway_of(key: &str) -> Option<&str> {
+    key.strip_prefix(ROOT)?.strip_prefix("/gw/")
+}
+
+/// A ROS 2 name (`/a/b_1`) keeps its shape, so Zenoh tools show it
+/// readably; any other exact string becomes one percent-encoded chunk.
+fn tail(topic: &str) -> String {
+    if is_plain(topic) {
+        format!("t{topic}")
+    } else {
+        let mut out = String::with_capacity(3 + topic.len() * 3);
+        out.push_str("x/_");
+        for &b in topic.as_bytes() {
+            if b.is_ascii_alphanumeric() || b == b'_' || b == b'-' || b == b'.' {
+                out.push(b as char);
+            } else {
+                out.push_str(&format!("%{b:02X}"));
+            }
+        }
+        out
+    }
+}
+
+fn untail(rest: &str) -> Option<String> {
+    if let Some(name) = rest.strip_prefix('t') {
+        return is_plain(name).then(|| name.to_string());
+    }
+    let enc = rest.strip_prefix("x/_")?;
+    let mut bytes = Vec::with_capacity(enc.len());
+    let mut it = enc.bytes();
+    while let Some(b) = it.next() {
+        if b == b'%' {
+            let hi = (it.next()? as char).to_digit(16)?;
+            let lo = (it.next()? as char).to_digit(16)?;
+            bytes.push((hi * 16 + lo) as u8);
+        } else if b.is_ascii_alphanumeric() || b == b'_' || b == b'-' || b == b'.' {
+            bytes.push(b);
+        } else {
+            return None;
+        }
+    }
+    String::from_utf8(bytes).ok()
+}
+
+/// `/` then tokens of `[A-Za-z0-9_]` separated by single slashes.
+fn is_plain(name: &str) -> bool {
+    let Some(rest) = name.strip_prefix('/') else {
+        return false;
+    };
+    !rest.is_empty()
+        && rest
+            .split('/')
+            .all(|c| !c.is_empty() && c.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_'))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ros_names_stay_readable_and_round_trip() {
+        assert_eq!(topic_key(0, "/chatter"), "rosgate/0/t/chatter");
+        assert_eq!(topic_key(7, "/a/b_1"), "rosgate/7/t/a/b_1");
+        assert_eq!(topic_of("rosgate/7/t/a/b_1"), Some((7, "/a/b_1".into())));
+        assert_eq!(
+            interest_key(3, "abc", "/x"),
+            "rosgate/i/3/abc/t/x".to_string()
+        );
+        assert_eq!(
+            interest_of("rosgate/i/3/abc/t/x"),
+            Some((3, "abc".into(), "/x".into()))
+        );
+        assert_eq!(gateway_of(&gateway_key("z1")), Some("z1"));
+    }
+
+    #[test]
+    fn any_exact_string_becomes_one_wildcard_free_chunk() {
+        for name in [
+            "", "a", "/a//b", "/a/", "*", "/**/x", "$*", "é/ü", "a b?#%", "/1x",
+        ] {
+            let key = topic_key(0, name);
+            let tail = key.strip_prefix("rosgate/0/").unwrap();
+            assert!(tail.starts_with("x/_"), "{key}");
+            assert!(!tail[2..].contains('/'), "{key}");
+            for bad in ['*', '$', '?', '#'] {
+                assert!(!key.contains(bad), "{key}");
+            }
+            assert_eq!(topic_of(&key), Some((0, name.to_string())), "{key}");
+        }
+    }
+
+    #[test]
+    fn foreign_keys_are_refused() {
+        for key in [
+            "rosgate/0/t/a//b",
+            "rosgate/0/t",
+            "rosgate/x/t/a",
+            "rosgate/0/x/_%zz",
+            "rosgate/0/x/_%C3",
+            "other/0/t/a",
+            "rosgate/256/t/a",
+        ] {
+            assert_eq!(topic_of(key), None, "{key}");
+        }
+    }
+}

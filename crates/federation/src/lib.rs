@@ -1,0 +1,354 @@
+//! Gateways federated over Zenoh (issue 16): the network side of the
+//! federation seam in `rosgate_core::hub` (`hub/federation.rs`).
+//!
+//! Zenoh runs its own threads. What they receive reaches the mio loop only
+//! as jobs through the loop's bounded inbox ([`ToLoop`]); a full inbox
+//! drops topic samples (counted) and never blocks Zenoh. What the loop
+//! sends goes out from the loop thread itself in [`Federation::turn`]:
+//! puts with congestion control `Drop`, so a slow network sheds rather
+//! than stalling the loop.
+//!
+//! The rules, after seed 004 (subscribe upstream only while somebody
+//! downstream listens, once per topic however many listen):
+//! - a gateway declares a Zenoh subscriber and an *interest* liveliness
+//!   token for a topic only while it has local subscribers of it;
+//! - a gateway puts a topic's messages into Zenoh only while some other
+//!   gateway's interest token for it is alive: its bridge subscribes then,
+//!   and the bridge's queue is what [`Federation::turn`] drains;
+//! - one sample per publish, whatever the number of interested gateways
+//!   or of their subscribers: fan-out stays local.
+//!
+//! Invariants:
+//! - no Zenoh callback blocks or takes a lock the loop holds for long: the
+//!   shared tables ([`remote::Shared`]) are locked for a few map operations;
+//! - the bytes of samples waiting in the inbox are bounded by
+//!   [`INBOX_BYTES`]; the remote tables by [`remote::MAX_GATEWAYS`] and
+//!   [`remote::MAX_REMOTE_INTEREST`];
+//! - a payload from the network is delivered only if it is one JSON value
+//!   the wire decoder accepts, with raw line breaks blanked (it is framed
+//!   into NDJSON lines for clients).
+
+pub mod keys;
+mod remote;
+
+use std::collections::HashMap;
+use std::io::IoSlice;
+use std::path::PathBuf;
+use std::rc::Rc;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Instant;
+
+use rosgate_core::counters::Counter;
+use rosgate_core::hub::InterestChange;
+use rosgate_core::nodes::Domain;
+use rosgate_core::out::MAX_IOVECS;
+use rosgate_core::Hub;
+use rosgate_wire::decode::{self, Op, Request};
+use zenoh::liveliness::LivelinessToken;
+use zenoh::pubsub::Subscriber;
+use zenoh::qos::CongestionControl;
+use zenoh::sample::{Locality, Sample};
+use zenoh::{Session, Wait};
+
+use remote::Shared;
+pub use remote::{MAX_GATEWAYS, MAX_REMOTE_INTEREST};
+
+/// Work for the loop thread.
+pub type Job = Box<dyn FnOnce(&mut Hub, Instant) + Send>;
+
+/// Queues a job for the loop thread without blocking; false when refused
+/// (the inbox is full or the loop has stopped).
+pub type ToLoop = Arc<dyn Fn(Job) -> bool + Send + Sync>;
+
+/// Bytes. Samples from other gateways waiting in the loop's inbox; past
+/// it, further samples are dropped and counted (`federation_in_dropped`).
+pub const INBOX_BYTES: usize = 64 << 20;
+
+/// Bytes. Taken from the bridges' queues per loop turn; the rest waits
+/// for the next turn (so one busy topic cannot hold the loop).
+pub const DRAIN_BYTES_PER_TURN: usize = 4 << 20;
+
+/// Milliseconds. Zenoh's link lease when no `--zenoh-config` says
+/// otherwise: a gateway cut off (not closed) is lost by the others
+/// within it (Zenoh's own default is 10 s).
+pub const DEFAULT_LEASE_MS: u64 = 3000;
+
+/// Milliseconds. The longest wait between attempts to reach a
+/// `--zenoh-connect` endpoint that is down (Zenoh's default is 4 s).
+pub const DEFAULT_RETRY_MAX_MS: u64 = 1000;
+
+/// How the gateway joins Zenoh (the `--zenoh-*` flags).
+#[derive(Debug, Clone, Default)]
+pub struct Settings {
+    /// Endpoints to connect to (`tcp/host:port`).
+    pub connect: Vec<String>,
+    /// Endpoints to listen on.
+    pub listen: Vec<String>,
+    /// `peer` (default), `client` or `router`.
+    pub mode: Option<String>,
+    /// A Zenoh configuration file (JSON5) for everything else: TLS, access
+    /// control, routing. The flags above override its fields.
+    pub config_file: Option<PathBuf>,
+    /// Multicast scouting on (off unless asked for).
+    pub scouting: bool,
+}
+
+impl Settings {
+    /// The Zenoh configuration these settings make.
+    pub fn zenoh_config(&self) -> Result<zenoh::Config, String> {
+        let mut c = match &self.config_file {
+            Some(p) => zenoh::Config::from_file(p)
+                .map_err(|e| format!("--zenoh-config {}: {e}", p.display()))?,
+            None => zenoh::Config::default(),
+        };
+        let mut set = |key: &str, value: String| {
+            c.insert_json5(key, &value)
+                .map_err(|e| format!("zenoh setting {key} = {value}: {e}"))
+        };
+        if let Some(m) = &self.mode {
+            if !matches!(m.as_str(), "peer" | "client" | "router") {
+                return Err(format!(
+                    "--zenoh-mode {m:?}: expected peer, client or router"
+                ));
+            }
+            set("mode", format!("{m:?}"))?;
+        }
+        if !self.connect.is_empty() {
+            set("connect/endpoints", json_list(&self.connect))?;
+        }
+        if !self.listen.is_empty() {
+            set("listen/endpoints", json_list(&self.listen))?;
+        }
+        // Off unless the flag: a gateway talks only to what it is given.
+        set("scouting/multicast/enabled", self.scouting.to_string())?;
+        if self.config_file.is_none() {
+            set("transport/link/tx/lease", DEFAULT_LEASE_MS.to_string())?;
+            set(
+                "connect/retry",
+                format!(
+                    "{{period_init_ms: 250, period_max_ms: {DEFAULT_RETRY_MAX_MS}, period_increase_factor: 2}}"
+                ),
+            )?;
+        }
+        Ok(c)
+    }
+}
+
+fn json_list(items: &[String]) -> String {
+    let quoted: Vec<String> = items.iter().map(|s| format!("{s:?}")).collect();
+    format!("[{}]", quoted.join(","))
+}
+
+/// What this gateway declared for a topic its clients subscribe to.
+struct Wanted {
+    _data: Subscriber<()>,
+    _token: LivelinessToken,
+}
+
+/// The loop thread's side of the federation. See the module docs.
+pub struct Federation {
+    session: Session,
+    zid: String,
+    shared: Arc<Shared>,
+    _presence: LivelinessToken,
+    _gateways: Subscriber<()>,
+    _interest: Subscriber<()>,
+    wanted: HashMap<(Domain, Rc<str>), Wanted>,
+    changes: Vec<InterestChange>,
+    buf: Vec<u8>,
+    last_status: Option<Instant>,
+}
+
+impl std::fmt::Debug for Federation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Federation")
+            .field("zid", &self.zid)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Federation {
+    /// Opens the Zenoh session, announces this gateway and starts
+    /// watching the others and their interest.
+    pub fn start(settings: &Settings, to_loop: ToLoop) -> Result<Federation, String> {
+        let config = settings.zenoh_config()?;
+        let session = zenoh::open(config)
+            .wait()
+            .map_err(|e| format!("zenoh: cannot open a session: {e}"))?;
+        let zid = session.zid().to_string();
+        let shared = Arc::new(Shared::new(zid.clone(), to_loop));
+        let fail = |what: &str, e: zenoh::Error| format!("zenoh: cannot declare {what}: {e}");
+        let presence = session
+            .liveliness()
+            .declare_token(keys::gateway_key(&zid))
+            .wait()
+            .map_err(|e| fail("this gateway's token", e))?;
+        let sh = shared.clone();
+        let gateways = session
+            .liveliness()
+            .declare_subscriber(keys::GATEWAYS_ALL)
+            .history(true)
+            .callback(move |s: Sample| sh.on_gateway(&s))
+            .wait()
+            .map_err(|e| fail("the gateway watcher", e))?;
+        let sh = shared.clone();
+        let interest = session
+            .liveliness()
+            .declare_subscriber(keys::INTEREST_ALL)
+            .history(true)
+            .callback(move |s: Sample| sh.on_interest(&s))
+            .wait()
+            .map_err(|e| fail("the interest watcher", e))?;
+        Ok(Federation {
+            session,
+            zid,
+            shared,
+            _presence: presence,
+            _gateways: gateways,
+            _interest: interest,
+            wanted: HashMap::new(),
+            changes: Vec::new(),
+            buf: Vec::new(),
+            last_status: None,
+        })
+    }
+
+    /// This gateway's Zenoh id.
+    pub fn zid(&self) -> &str {
+        &self.zid
+    }
+
+    /// One loop turn's work: remote interest into the hub, local interest
+    /// into Zenoh, the bridges' queued messages into Zenoh, counters and
+    /// the status into the hub.
+    pub fn turn(&mut self, hub: &mut Hub, now: Instant) {
+        for (domain, topic, wanted) in self.shared.take_changes() {
+            hub.remote_interest(domain, &topic, wanted, now);
+        }
+        hub.take_interest_changes(&mut self.changes);
+        let changes = std::mem::take(&mut self.changes);
+        for c in &changes {
+            if c.wanted {
+                self.want(c.domain, c.topic.clone());
+            } else {
+                self.wanted.remove(&(c.domain, c.topic.clone()));
+            }
+        }
+        self.changes = changes;
+        self.changes.clear();
+        let links: Vec<(Domain, u32)> = hub.federation_links().collect();
+        for (domain, key) in links {
+            self.drain(hub, domain, key, now);
+        }
+        let dropped = self.shared.take_dropped();
+        if dropped > 0 {
+            hub.count_n(Counter::FederationInDropped, dropped);
+        }
+        if self
+            .last_status
+            .is_none_or(|t| now.saturating_duration_since(t).as_millis() >= 200)
+        {
+            self.last_status = Some(now);
+            hub.set_federation_status(self.shared.status_json(self.wanted.len()));
+        }
+    }
+
+    /// Declares the subscriber and the interest token for a topic local
+    /// clients subscribe to.
+    fn want(&mut self, domain: Domain, topic: Rc<str>) {
+        let key = keys::topic_key(domain, &topic);
+        let name: Arc<str> = Arc::from(&*topic);
+        let sh = self.shared.clone();
+        let data = self
+            .session
+            .declare_subscriber(key)
+            // This gateway's own puts were delivered locally already.
+            .allowed_origin(Locality::Remote)
+            .callback(move |s: Sample| sh.on_sample(domain, &name, &s))
+            .wait();
+        let token = self
+            .session
+            .liveliness()
+            .declare_token(keys::interest_key(domain, &self.zid, &topic))
+            .wait();
+        match (data, token) {
+            (Ok(d), Ok(t)) => {
+                self.wanted.insert(
+                    (domain, topic),
+                    Wanted {
+                        _data: d,
+                        _token: t,
+                    },
+                );
+            }
+            (d, t) => {
+                let e = d.err().or(t.err()).map(|e| e.to_string());
+                rosgate_core::log!(
+                    Warn,
+                    "federation: cannot subscribe to {topic} across gateways: {}",
+                    e.unwrap_or_default()
+                );
+            }
+        }
+    }
+
+    /// Sends what the bridge of `domain` has queued: one put per message.
+    fn drain(&mut self, hub: &mut Hub, domain: Domain, key: u32, now: Instant) {
+        let Some(out) = hub.out(key) else {
+            return;
+        };
+        if out.is_empty() {
+            return;
+        }
+        let mut iov = [IoSlice::new(&[]); MAX_IOVECS];
+        let n = out.fill(&mut iov, DRAIN_BYTES_PER_TURN);
+        let mut buf = std::mem::take(&mut self.buf);
+        buf.clear();
+        for s in &iov[..n] {
+            buf.extend_from_slice(s);
+        }
+        hub.wrote(key, buf.len(), now);
+        let (mut sent, mut dropped) = (0u64, 0u64);
+        for line in buf.split(|&b| b == b'\n') {
+            // Statuses answering the bridge's own subscribes are skipped.
+            let Ok(Request {
+                op: Op::Publish { topic, msg },
+                ..
+            }) = decode::decode(line)
+            else {
+                continue;
+            };
+            let put = self
+                .session
+                .put(keys::topic_key(domain, &topic), msg.get().as_bytes())
+                .congestion_control(CongestionControl::Drop)
+                .allowed_destination(Locality::Remote)
+                .wait();
+            match put {
+                Ok(()) => sent += 1,
+                Err(_) => dropped += 1,
+            }
+        }
+        self.buf = buf;
+        hub.count_n(Counter::FederationOut, sent);
+        hub.count_n(Counter::FederationOutDropped, dropped);
+    }
+
+    /// Topics this gateway declared interest in.
+    pub fn wanted_count(&self) -> usize {
+        self.wanted.len()
+    }
+
+    /// Samples waiting in the loop's inbox, in bytes.
+    pub fn inbox_bytes(&self) -> usize {
+        self.shared.pending_bytes.load(Ordering::Relaxed)
+    }
+
+    /// Withdraws this gateway from the federation (its tokens go at once,
+    /// so the others need not wait for the lease).
+    pub fn close(self) {
+        let Federation { session, .. } = self;
+        let _ = session.close().wait();
+    }
+}

@@ -1,0 +1,41 @@
+//! `--zenoh-*`: starts the federation (`rosgate-federation`) with the
+//! loop's inbox as its way in; the loop then calls its `turn` every
+//! iteration (`server.rs`).
+
+use std::io;
+use std::sync::Arc;
+
+use rosgate_core::log;
+use rosgate_core::Hub;
+use rosgate_federation::{Federation, Settings, ToLoop};
+
+use crate::config::ZenohFlags;
+use crate::inbox::Handle;
+
+/// Opens the Zenoh session when any `--zenoh-*` flag was given.
+pub fn start(flags: &ZenohFlags, handle: &Handle, hub: &mut Hub) -> io::Result<Option<Federation>> {
+    if !flags.given() {
+        return Ok(None);
+    }
+    let settings = Settings {
+        connect: flags.connect.clone(),
+        listen: flags.listen.clone(),
+        mode: flags.mode.clone(),
+        config_file: flags.config_file.clone(),
+        scouting: flags.scouting,
+    };
+    let h = handle.clone();
+    let to_loop: ToLoop = Arc::new(move |job| h.send(job).is_ok());
+    let f = Federation::start(&settings, to_loop).map_err(io::Error::other)?;
+    hub.enable_federation();
+    log!(
+        Info,
+        "federation: zenoh id {} ({}), connect {:?}, listen {:?}, multicast scouting {}",
+        f.zid(),
+        settings.mode.as_deref().unwrap_or("peer"),
+        settings.connect,
+        settings.listen,
+        if settings.scouting { "on" } else { "off" }
+    );
+    Ok(Some(f))
+}

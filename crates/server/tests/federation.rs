@@ -1,0 +1,424 @@
+//! Gateways federated over Zenoh (docs/federation.md): three real gateway
+//! processes on loopback, joined by explicit Zenoh endpoints (no scouting),
+//! talked to with raw bytes. Built only with the `federation` feature,
+//! which `cargo test --workspace` turns on (rosgate-federation's
+//! dev-dependency).
+
+#[allow(dead_code)]
+#[path = "it/support.rs"]
+mod support;
+#[allow(dead_code)]
+#[path = "it/wsclient.rs"]
+mod wsclient;
+
+use std::net::TcpListener;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use support::*;
+
+/// How long a change takes to cross at most (interest, presence): Zenoh
+/// declarations travel in milliseconds on loopback; this is the bound a
+/// test waits before it fails, not a sleep.
+const CROSS: Duration = Duration::from_secs(10);
+
+/// A free loopback port for a Zenoh listener (bound, then released).
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port")
+}
+
+fn endpoint(port: u16) -> String {
+    format!("tcp/127.0.0.1:{port}")
+}
+
+/// A gateway listening for Zenoh on `port` and connecting to `peers`.
+fn gateway(port: u16, peers: &[u16], extra: &[&str]) -> Gateway {
+    let listen = endpoint(port);
+    let mut args: Vec<String> = vec!["--zenoh-listen".into(), listen];
+    for p in peers {
+        args.push("--zenoh-connect".into());
+        args.push(endpoint(*p));
+    }
+    args.extend(extra.iter().map(|s| s.to_string()));
+    let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+    Gateway::start(&refs)
+}
+
+/// `/rosgate/federation` of `gw` (as a client of its default domain).
+fn federation(gw: &Gateway) -> Value {
+    let mut c = gw.client();
+    let id = format!("fed-{}", uniq());
+    c.call("/rosgate/federation", &format!("{id:?}"), "{}");
+    let (v, _) = c.recv_until(|v| v["id"] == id.as_str(), deadline(REPLY));
+    assert_eq!(v["result"], true, "{v}");
+    v["values"].clone()
+}
+
+/// Polls `gw`'s federation state until `pred` holds.
+fn wait_federation(gw: &Gateway, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
+    let dl = deadline(CROSS);
+    loop {
+        let v = federation(gw);
+        if pred(&v) {
+            return v;
+        }
+        assert!(Instant::now() < dl, "never `{what}` within {CROSS:?}: {v}");
+        thread::sleep(ms(20));
+    }
+}
+
+fn lists(v: &Value, field: &str, topic: &str) -> bool {
+    v[field]
+        .as_array()
+        .is_some_and(|a| a.iter().any(|t| t == topic))
+}
+
+fn gateways(v: &Value) -> usize {
+    v["gateways"].as_array().map_or(0, Vec::len)
+}
+
+/// Three gateways: A listens, B and C connect to A (and find each other
+/// through Zenoh's gossip over those links).
+fn trio(extra: &[&str]) -> (Gateway, Gateway, Gateway) {
+    let (pa, pb, pc) = (free_port(), free_port(), free_port());
+    let a = gateway(pa, &[], extra);
+    let b = gateway(pb, &[pa], extra);
+    let c = gateway(pc, &[pa], extra);
+    for g in [&a, &b, &c] {
+        wait_federation(g, "sees both others", |v| gateways(v) == 2);
+    }
+    (a, b, c)
+}
+
+fn subscribe(c: &mut Client, topic: &str) {
+    let id = format!("s{}", uniq());
+    c.send_line(&format!(
+        r#"{{"op":"subscribe","topic":"{topic}","type":"std_msgs/msg/String","id":"{id}"}}"#
+    ));
+    c.expect_info(id.as_str());
+}
+
+fn publish_line(topic: &str, msg: &str) -> String {
+    format!(r#"{{"op":"publish","topic":"{topic}","msg":{msg}}}"#)
+}
+
+/// The `msg` span of a delivered line, byte for byte.
+fn msg_span(line: &str) -> &str {
+    let at = line.find(r#""msg":"#).expect("a msg field") + 6;
+    &line[at..line.len() - 1]
+}
+
+#[test]
+fn topics_cross_byte_exact_in_order_to_every_interested_gateway() {
+    let (a, b, c) = trio(&[]);
+    let mut sub_b = b.client();
+    let mut sub_c = c.client();
+    subscribe(&mut sub_b, "/fed/chat");
+    subscribe(&mut sub_c, "/fed/chat");
+    wait_federation(&a, "B and C want /fed/chat", |v| {
+        lists(v, "wanted_remotely", "/fed/chat")
+    });
+    // Both gateways' interest must be in before A publishes: wait until A
+    // has told both (its bridge subscribed once; Zenoh matched twice) by
+    // probing until each side hears a probe.
+    let mut pubr = a.client();
+    for sub in [&mut sub_b, &mut sub_c] {
+        let dl = deadline(CROSS);
+        loop {
+            pubr.send_line(&publish_line("/fed/chat", r#"{"probe":true}"#));
+            if let Recv::Line(_) = sub.try_recv_line(deadline(ms(100))) {
+                break;
+            }
+            assert!(Instant::now() < dl, "no probe crossed within {CROSS:?}");
+        }
+    }
+    // Drain probes still in flight: a barrier on each subscriber.
+    thread::sleep(ms(300));
+    for sub in [&mut sub_b, &mut sub_c] {
+        while let Recv::Line(_) = sub.try_recv_line(deadline(ms(50))) {}
+    }
+    let msgs: Vec<String> = (0..200)
+        .map(|i| format!(r#"{{ "n" : {i}, "s":"\u00e9\t\"x\"", "f": 1.50e3 , "a":[ ] }}"#))
+        .collect();
+    for m in &msgs {
+        pubr.send_line(&publish_line("/fed/chat", m));
+    }
+    for sub in [&mut sub_b, &mut sub_c] {
+        for m in &msgs {
+            let line = sub.recv_raw(deadline(REPLY));
+            assert_eq!(msg_span(&line), m, "byte for byte, in order");
+        }
+        sub.assert_quiet();
+    }
+}
+
+#[test]
+fn nothing_crosses_unless_another_gateway_listens_and_interest_follows_the_last_subscriber() {
+    let (a, b, _c) = trio(&[]);
+    let mut pubr = a.client();
+    // Nobody anywhere listens: A publishes, nothing goes into Zenoh.
+    for i in 0..50 {
+        pubr.send_line(&publish_line("/fed/lazy", &format!(r#"{{"n":{i}}}"#)));
+    }
+    pubr.barrier();
+    let before = counter(&a.stats(), "federation_out");
+    assert_eq!(before, 0, "no samples without remote interest");
+    // A local subscriber on A alone does not make A send anything either.
+    let mut local = a.client();
+    subscribe(&mut local, "/fed/lazy");
+    pubr.send_line(&publish_line("/fed/lazy", r#"{"n":1}"#));
+    local.recv_until(|v| v["op"] == "publish", deadline(REPLY));
+    assert_eq!(counter(&a.stats(), "federation_out"), 0);
+    // Two subscribers on B: one interest, one sample per publish.
+    let mut s1 = b.client();
+    let mut s2 = b.client();
+    subscribe(&mut s1, "/fed/lazy");
+    subscribe(&mut s2, "/fed/lazy");
+    wait_federation(&a, "B wants /fed/lazy", |v| {
+        lists(v, "wanted_remotely", "/fed/lazy")
+    });
+    wait_federation(&b, "B announced /fed/lazy", |v| {
+        lists(v, "wanted_here", "/fed/lazy")
+    });
+    let dl = deadline(CROSS);
+    loop {
+        pubr.send_line(&publish_line("/fed/lazy", r#"{"probe":1}"#));
+        if let Recv::Line(_) = s1.try_recv_line(deadline(ms(100))) {
+            break;
+        }
+        assert!(Instant::now() < dl, "nothing crossed within {CROSS:?}");
+    }
+    thread::sleep(ms(300));
+    for s in [&mut s1, &mut s2] {
+        while let Recv::Line(_) = s.try_recv_line(deadline(ms(50))) {}
+    }
+    let out0 = counter(&a.stats(), "federation_out");
+    let in0 = counter(&b.stats(), "federation_in");
+    for i in 0..100 {
+        pubr.send_line(&publish_line("/fed/lazy", &format!(r#"{{"n":{i}}}"#)));
+    }
+    for s in [&mut s1, &mut s2] {
+        for i in 0..100 {
+            let (v, _) = s.recv_until(|v| v["op"] == "publish", deadline(REPLY));
+            assert_eq!(v["msg"]["n"], i);
+        }
+    }
+    a.wait_for_stats("100 samples out, one per publish", |s| {
+        counter(s, "federation_out") == out0 + 100
+    });
+    b.wait_for_stats("100 samples in", |s| {
+        counter(s, "federation_in") == in0 + 100
+    });
+    // The last subscriber on B leaves: B withdraws, A stops sending.
+    s1.send_line(r#"{"op":"unsubscribe","topic":"/fed/lazy","id":"u1"}"#);
+    s1.expect_info("u1");
+    wait_federation(&b, "still wanted while s2 listens", |v| {
+        lists(v, "wanted_here", "/fed/lazy")
+    });
+    drop(s2);
+    wait_federation(&b, "B withdrew /fed/lazy", |v| {
+        !lists(v, "wanted_here", "/fed/lazy")
+    });
+    wait_federation(&a, "A saw the withdrawal", |v| {
+        !lists(v, "wanted_remotely", "/fed/lazy")
+    });
+    let out1 = counter(&a.stats(), "federation_out");
+    for i in 0..50 {
+        pubr.send_line(&publish_line("/fed/lazy", &format!(r#"{{"n":{i}}}"#)));
+    }
+    local.recv_until(|v| v["msg"]["n"] == 49, deadline(REPLY));
+    assert_eq!(
+        counter(&a.stats(), "federation_out"),
+        out1,
+        "withdrawn: nothing sent"
+    );
+}
+
+#[test]
+fn a_message_reaches_each_subscriber_once_with_publishers_and_subscribers_everywhere() {
+    let (a, b, c) = trio(&[]);
+    let gws = [&a, &b, &c];
+    let mut subs: Vec<Client> = gws.iter().map(|g| g.client()).collect();
+    for s in subs.iter_mut() {
+        subscribe(s, "/fed/mesh");
+    }
+    for g in gws {
+        wait_federation(g, "both others want /fed/mesh", |v| {
+            lists(v, "wanted_remotely", "/fed/mesh") && v["remote_interest_entries"] == 2
+        });
+    }
+    let mut pubs: Vec<Client> = gws.iter().map(|g| g.client()).collect();
+    // Warm up until every subscriber hears every gateway.
+    let dl = deadline(CROSS);
+    'warm: loop {
+        for (i, p) in pubs.iter_mut().enumerate() {
+            p.send_line(&publish_line("/fed/mesh", &format!(r#"{{"warm":{i}}}"#)));
+        }
+        thread::sleep(ms(100));
+        let mut heard = [[false; 3]; 3];
+        for (si, s) in subs.iter_mut().enumerate() {
+            while let Recv::Line(l) = s.try_recv_line(deadline(ms(50))) {
+                let v: Value = serde_json::from_slice(&l).expect("JSON");
+                if let Some(w) = v["msg"]["warm"].as_u64() {
+                    heard[si][w as usize] = true;
+                }
+            }
+        }
+        if heard.iter().all(|h| h.iter().all(|&x| x)) {
+            break 'warm;
+        }
+        assert!(Instant::now() < dl, "the mesh never formed: {heard:?}");
+    }
+    thread::sleep(ms(300));
+    for s in subs.iter_mut() {
+        while let Recv::Line(_) = s.try_recv_line(deadline(ms(50))) {}
+    }
+    for (i, p) in pubs.iter_mut().enumerate() {
+        for n in 0..20 {
+            p.send_line(&publish_line(
+                "/fed/mesh",
+                &format!(r#"{{"from":{i},"n":{n}}}"#),
+            ));
+        }
+    }
+    for s in subs.iter_mut() {
+        let mut next = [0u64; 3];
+        for _ in 0..60 {
+            let (v, _) = s.recv_until(|v| v["op"] == "publish", deadline(REPLY));
+            let from = v["msg"]["from"].as_u64().expect("from") as usize;
+            assert_eq!(
+                v["msg"]["n"], next[from],
+                "per-publisher order, no duplicate"
+            );
+            next[from] += 1;
+        }
+        assert_eq!(next, [20, 20, 20]);
+        s.assert_quiet();
+    }
+}
+
+#[test]
+fn websocket_clients_and_domains_cross_as_tcp_ones_do() {
+    let (pa, pb) = (free_port(), free_port());
+    let a = gateway(pa, &[], &[]);
+    let b = gateway(pb, &[pa], &["--tcp-domain", "3"]);
+    wait_federation(&a, "sees B", |v| gateways(v) == 1);
+    // A WebSocket subscriber on A (domain 0); a TCP publisher on B in
+    // domain 3: different key spaces, nothing crosses.
+    let mut ws = wsclient::Ws::connect(&a);
+    ws.send_text(r#"{"op":"subscribe","topic":"/fed/ws","type":"std_msgs/msg/String"}"#);
+    wait_federation(&a, "A announced /fed/ws", |v| {
+        lists(v, "wanted_here", "/fed/ws")
+    });
+    let mut p3 = b.client();
+    for i in 0..20 {
+        p3.send_line(&publish_line("/fed/ws", &format!(r#"{{"d3":{i}}}"#)));
+    }
+    p3.barrier();
+    assert_eq!(
+        counter(&b.stats(), "federation_out"),
+        0,
+        "domain 3 is not domain 0"
+    );
+    // A WebSocket publisher on B in domain 0 (the URL's domain) reaches it.
+    let mut ws_pub = wsclient::Ws::raw(&b);
+    let head = ws_pub.handshake(&format!(
+        "GET /?domain=0 HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"
+    ));
+    assert!(head.starts_with("HTTP/1.1 101"), "{head}");
+    let dl = deadline(CROSS);
+    loop {
+        ws_pub.send_text(&publish_line("/fed/ws", r#"{"data":"over"}"#));
+        if let Some((0x1, payload)) = ws.try_frame(deadline(ms(100))) {
+            let v: Value = serde_json::from_slice(&payload).expect("JSON");
+            assert_eq!(v["msg"]["data"], "over", "{v}");
+            assert_eq!(v["topic"], "/fed/ws");
+            break;
+        }
+        assert!(Instant::now() < dl, "nothing crossed within {CROSS:?}");
+    }
+}
+
+#[test]
+fn latched_messages_reach_a_late_subscriber_on_another_gateway() {
+    let (pa, pb) = (free_port(), free_port());
+    let a = gateway(pa, &[], &[]);
+    let b = gateway(pb, &[pa], &[]);
+    wait_federation(&a, "sees B", |v| gateways(v) == 1);
+    let mut p = a.client();
+    p.send_line(r#"{"op":"advertise","topic":"/fed/map","type":"std_msgs/msg/String","latch":true,"id":"adv"}"#);
+    p.expect_info("adv");
+    p.send_line(&publish_line("/fed/map", r#"{"data":"the map"}"#));
+    p.barrier();
+    let mut late = b.client();
+    subscribe(&mut late, "/fed/map");
+    let (v, _) = late.recv_until(|v| v["op"] == "publish", deadline(CROSS));
+    assert_eq!(v["msg"]["data"], "the map");
+}
+
+#[test]
+fn a_killed_gateway_is_noticed_and_its_restart_resumes_the_flow() {
+    let (pa, pb) = (free_port(), free_port());
+    let a = gateway(pa, &[], &[]);
+    let mut b = gateway(pb, &[pa], &[]);
+    wait_federation(&a, "sees B", |v| gateways(v) == 1);
+    let mut sub = b.client();
+    subscribe(&mut sub, "/fed/alive");
+    wait_federation(&a, "B wants /fed/alive", |v| {
+        lists(v, "wanted_remotely", "/fed/alive")
+    });
+    b.signal(9);
+    assert!(b.wait_exit(Duration::from_secs(5)).is_some(), "B died");
+    let killed = Instant::now();
+    wait_federation(&a, "B is gone, and so is its interest", |v| {
+        gateways(v) == 0 && !lists(v, "wanted_remotely", "/fed/alive")
+    });
+    let noticed = killed.elapsed();
+    assert!(
+        noticed < Duration::from_millis(u64::from(3000u32) + 2000),
+        "lost within the lease: {noticed:?}"
+    );
+    // B comes back on the same Zenoh port; A is not restarted.
+    let b2 = gateway(pb, &[pa], &[]);
+    wait_federation(&a, "sees B again", |v| gateways(v) == 1);
+    let mut sub = b2.client();
+    subscribe(&mut sub, "/fed/alive");
+    let mut p = a.client();
+    let dl = deadline(CROSS);
+    loop {
+        p.send_line(&publish_line("/fed/alive", r#"{"data":"again"}"#));
+        if let Recv::Line(l) = sub.try_recv_line(deadline(ms(100))) {
+            let v: Value = serde_json::from_slice(&l).expect("JSON");
+            assert_eq!(v["msg"]["data"], "again");
+            break;
+        }
+        assert!(
+            Instant::now() < dl,
+            "the flow never resumed within {CROSS:?}"
+        );
+    }
+}
+
+#[test]
+fn bad_flags_stop_start_up_with_a_message() {
+    let out = run(&["--zenoh-mode", "mesh", "--listen", "127.0.0.1:0"]);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("--zenoh-mode") && err.contains("mesh"),
+        "{err}"
+    );
+    let out = run(&[
+        "--zenoh-config",
+        "/nonexistent/zenoh.json5",
+        "--listen",
+        "127.0.0.1:0",
+    ]);
+    assert_ne!(out.status.code(), Some(0), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("/nonexistent/zenoh.json5"), "{err}");
+}
