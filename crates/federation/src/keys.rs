@@ -128,13 +128,13 @@ mod tests {
             Some((3, "abc".into(), "/x".into()))
         );
         assert_eq!(gateway_of(&gateway_key("z1")), Some("z1"));
+        // Not a ROS name (a token starts with a digit), but a plain key.
+        assert_eq!(topic_of(&topic_key(0, "/1x")), Some((0, "/1x".into())));
     }
 
     #[test]
     fn any_exact_string_becomes_one_wildcard_free_chunk() {
-        for name in [
-            "", "a", "/a//b", "/a/", "*", "/**/x", "$*", "é/ü", "a b?#%", "/1x",
-        ] {
+        for name in ["", "a", "/a//b", "/a/", "*", "/**/x", "$*", "é/ü", "a b?#%"] {
             let key = topic_key(0, name);
             let tail = key.strip_prefix("rosgate/0/").unwrap();
             assert!(tail.starts_with("x/_"), "{key}");

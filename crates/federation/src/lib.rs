@@ -20,7 +20,7 @@
 //!
 //! Invariants:
 //! - no Zenoh callback blocks or takes a lock the loop holds for long: the
-//!   shared tables ([`remote::Shared`]) are locked for a few map operations;
+//!   shared tables (`remote::Shared`) are locked for a few map operations;
 //! - the bytes of samples waiting in the inbox are bounded by
 //!   [`INBOX_BYTES`]; the remote tables by [`remote::MAX_GATEWAYS`] and
 //!   [`remote::MAX_REMOTE_INTEREST`];
@@ -226,7 +226,7 @@ impl Federation {
         for (domain, topic, wanted) in self.shared.take_changes() {
             hub.remote_interest(domain, &topic, wanted, now);
         }
-        hub.take_interest_changes(&mut self.changes);
+        hub.take_interest_changes(&mut self.changes, now);
         let changes = std::mem::take(&mut self.changes);
         for c in &changes {
             if c.wanted {

@@ -166,12 +166,37 @@ impl Hub {
 
     /// The bridges, by domain, whose output the shell drains into the
     /// network.
+    /// (A bridge that was closed is not listed: its slot may be a
+    /// client's by now.)
     pub fn federation_links(&self) -> impl Iterator<Item = (Domain, u32)> + '_ {
-        self.fed.bridges.iter().map(|(&d, r)| (d, r.key))
+        self.fed
+            .bridges
+            .iter()
+            .filter(|(_, &r)| self.is_bridge(r) && self.live(r))
+            .map(|(&d, r)| (d, r.key))
     }
 
-    /// The changes of local interest since the last call.
-    pub fn take_interest_changes(&mut self, into: &mut Vec<InterestChange>) {
+    /// The changes of local interest since the last call. Reopens a bridge
+    /// the gateway closed (the memory budget) while other gateways still
+    /// want topics of its domain.
+    pub fn take_interest_changes(&mut self, into: &mut Vec<InterestChange>, now: Instant) {
+        if !self.fed.enabled {
+            return;
+        }
+        let gone: Vec<Domain> = self
+            .fed
+            .bridges
+            .iter()
+            .filter(|(_, &r)| !self.live(r))
+            .map(|(&d, _)| d)
+            .collect();
+        for d in gone {
+            if self.fed.remote.iter().any(|(x, _)| *x == d) {
+                self.bridge(d, now);
+            } else {
+                self.fed.bridges.remove(&d);
+            }
+        }
         if self.fed.dirty.is_empty() {
             return;
         }

@@ -1275,6 +1275,7 @@ fn rosapi_answers_every_service_with_rosapi_msgs_shapes() {
     let mut want: Vec<String> = ROSAPI.iter().map(|s| format!("/rosapi/{s}")).collect();
     want.push("/robot/reset".into());
     want.push("/rosgate/connections".into());
+    want.push("/rosgate/federation".into());
     want.push("/rosgate/topic_stats".into());
     want.push("/rosgate/stats".into());
     want.push("/rosgate/topic_info".into());

@@ -11,6 +11,7 @@ use crate::out::MAX_IOVECS;
 
 mod actions;
 mod bounds;
+mod federation;
 mod params;
 mod qos;
 
