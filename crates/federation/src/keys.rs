@@ -7,6 +7,8 @@
 //! rosgate/<domain>/x/_<percent-encoded name>                samples (any other exact string)
 //! rosgate/gw/<zenoh id>                                     a gateway is up
 //! rosgate/i/<domain>/<zenoh id>/t/... or /x/...             that gateway has local subscribers
+//! rosgate/<domain>/s/<name>  or  .../sx/_<percent-encoded>   a service's queryable
+//! rosgate/p/<domain>/<zenoh id>/_<type>/t/... or /x/...      that gateway has a provider (type percent-encoded)
 //! ```
 //!
 //! Invariants: every key produced is a valid Zenoh key expression with no
@@ -28,6 +30,30 @@ pub fn topic_key(domain: Domain, topic: &str) -> String {
 pub fn interest_key(domain: Domain, gw: &str, topic: &str) -> String {
     format!("{ROOT}/i/{domain}/{gw}/{}", tail(topic))
 }
+
+/// Where calls of `service` in `domain` are queried.
+pub fn service_key(domain: Domain, service: &str) -> String {
+    format!("{ROOT}/{domain}/s{}", tail(service))
+}
+
+/// The liveliness token saying gateway `gw` provides `service` (of type
+/// `ty`) in `domain`.
+pub fn provider_key(domain: Domain, gw: &str, ty: &str, service: &str) -> String {
+    format!("{ROOT}/p/{domain}/{gw}/_{}/{}", pct(ty), tail(service))
+}
+
+/// `(domain, gateway, type, service)` of a provider token's key.
+pub fn provider_of(key: &str) -> Option<(Domain, String, String, String)> {
+    let rest = key.strip_prefix(ROOT)?.strip_prefix("/p/")?;
+    let (domain, rest) = rest.split_once('/')?;
+    let (gw, rest) = rest.split_once('/')?;
+    let (ty, rest) = rest.split_once('/')?;
+    let ty = unpct(ty.strip_prefix('_')?)?;
+    Some((domain.parse().ok()?, gw.to_string(), ty, untail(rest)?))
+}
+
+/// What a liveliness subscriber for provider tokens listens to.
+pub const PROVIDERS_ALL: &str = "rosgate/p/**";
 
 /// The liveliness token of a gateway that is up.
 pub fn gateway_key(gw: &str) -> String {
@@ -65,24 +91,32 @@ fn tail(topic: &str) -> String {
     if is_plain(topic) {
         format!("t{topic}")
     } else {
-        let mut out = String::with_capacity(3 + topic.len() * 3);
-        out.push_str("x/_");
-        for &b in topic.as_bytes() {
-            if b.is_ascii_alphanumeric() || b == b'_' || b == b'-' || b == b'.' {
-                out.push(b as char);
-            } else {
-                out.push_str(&format!("%{b:02X}"));
-            }
-        }
-        out
+        format!("x/_{}", pct(topic))
     }
+}
+
+/// Percent-encodes every byte but `[A-Za-z0-9_.-]`: one key chunk, never
+/// a wildcard.
+fn pct(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() * 3);
+    for &b in s.as_bytes() {
+        if b.is_ascii_alphanumeric() || b == b'_' || b == b'-' || b == b'.' {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
 }
 
 fn untail(rest: &str) -> Option<String> {
     if let Some(name) = rest.strip_prefix('t') {
         return is_plain(name).then(|| name.to_string());
     }
-    let enc = rest.strip_prefix("x/_")?;
+    unpct(rest.strip_prefix("x/_")?)
+}
+
+fn unpct(enc: &str) -> Option<String> {
     let mut bytes = Vec::with_capacity(enc.len());
     let mut it = enc.bytes();
     while let Some(b) = it.next() {
@@ -144,6 +178,32 @@ mod tests {
             }
             assert_eq!(topic_of(&key), Some((0, name.to_string())), "{key}");
         }
+    }
+
+    #[test]
+    fn services_and_their_providers_round_trip() {
+        assert_eq!(service_key(0, "/add"), "rosgate/0/st/add");
+        assert_eq!(service_key(0, "a b"), "rosgate/0/sx/_a%20b");
+        let k = provider_key(2, "gw", "example_interfaces/srv/AddTwoInts", "/add");
+        assert_eq!(
+            k,
+            "rosgate/p/2/gw/_example_interfaces%2Fsrv%2FAddTwoInts/t/add"
+        );
+        assert_eq!(
+            provider_of(&k),
+            Some((
+                2,
+                "gw".into(),
+                "example_interfaces/srv/AddTwoInts".into(),
+                "/add".into()
+            ))
+        );
+        let k = provider_key(0, "gw", "", "*");
+        assert!(!k.contains('*'), "{k}");
+        assert_eq!(
+            provider_of(&k),
+            Some((0, "gw".into(), String::new(), "*".into()))
+        );
     }
 
     #[test]

@@ -40,7 +40,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use rosgate_core::counters::Counter;
-use rosgate_core::hub::InterestChange;
+use rosgate_core::hub::{InterestChange, Offer};
 use rosgate_core::nodes::Domain;
 use rosgate_core::out::MAX_IOVECS;
 use rosgate_core::Hub;
@@ -48,11 +48,12 @@ use rosgate_wire::decode::{self, Op, Request};
 use zenoh::liveliness::LivelinessToken;
 use zenoh::pubsub::Subscriber;
 use zenoh::qos::CongestionControl;
+use zenoh::query::{Query, QueryTarget, Queryable, Reply};
 use zenoh::sample::{Locality, Sample};
 use zenoh::{Session, Wait};
 
-use remote::Shared;
-pub use remote::{MAX_GATEWAYS, MAX_REMOTE_INTEREST};
+use remote::{Change, Shared};
+pub use remote::{MAX_GATEWAYS, MAX_REMOTE_CALLS, MAX_REMOTE_INTEREST};
 
 /// Work for the loop thread.
 pub type Job = Box<dyn FnOnce(&mut Hub, Instant) + Send>;
@@ -140,10 +141,49 @@ fn json_list(items: &[String]) -> String {
     format!("[{}]", quoted.join(","))
 }
 
+/// Seconds. The longest a call forwarded to another gateway waits for its
+/// reply in Zenoh (the default `--max-call-timeout-ms`); the caller's own
+/// deadline on its gateway is usually shorter and fails it first.
+pub const QUERY_TIMEOUT_SECS: u64 = 300;
+
 /// What this gateway declared for a topic its clients subscribe to.
 struct Wanted {
     _data: Subscriber<()>,
     _token: LivelinessToken,
+}
+
+/// What this gateway declared for a service a local client provides.
+struct Provided {
+    _queryable: Queryable<()>,
+    _token: LivelinessToken,
+}
+
+/// Sends the caller's failure when a query ends without any reply (the
+/// callback holding it is dropped when Zenoh finalises the query).
+struct ReplyGuard {
+    shared: Arc<Shared>,
+    domain: Domain,
+    service: String,
+    id: String,
+    answered: std::sync::atomic::AtomicBool,
+}
+
+impl ReplyGuard {
+    fn on(&self, reply: &Reply) {
+        if !self.answered.swap(true, Ordering::AcqRel) {
+            self.shared
+                .on_reply(self.domain, &self.service, &self.id, Some(reply));
+        }
+    }
+}
+
+impl Drop for ReplyGuard {
+    fn drop(&mut self) {
+        if !self.answered.swap(true, Ordering::AcqRel) {
+            self.shared
+                .on_reply(self.domain, &self.service, &self.id, None);
+        }
+    }
 }
 
 /// The loop thread's side of the federation. See the module docs.
@@ -154,7 +194,9 @@ pub struct Federation {
     _presence: LivelinessToken,
     _gateways: Subscriber<()>,
     _interest: Subscriber<()>,
+    _providers: Subscriber<()>,
     wanted: HashMap<(Domain, Rc<str>), Wanted>,
+    provided: HashMap<(Domain, Rc<str>), Provided>,
     changes: Vec<InterestChange>,
     buf: Vec<u8>,
     last_status: Option<Instant>,
@@ -200,6 +242,14 @@ impl Federation {
             .callback(move |s: Sample| sh.on_interest(&s))
             .wait()
             .map_err(|e| fail("the interest watcher", e))?;
+        let sh = shared.clone();
+        let providers = session
+            .liveliness()
+            .declare_subscriber(keys::PROVIDERS_ALL)
+            .history(true)
+            .callback(move |s: Sample| sh.on_provider(&s))
+            .wait()
+            .map_err(|e| fail("the provider watcher", e))?;
         Ok(Federation {
             session,
             zid,
@@ -207,7 +257,9 @@ impl Federation {
             _presence: presence,
             _gateways: gateways,
             _interest: interest,
+            _providers: providers,
             wanted: HashMap::new(),
+            provided: HashMap::new(),
             changes: Vec::new(),
             buf: Vec::new(),
             last_status: None,
@@ -223,16 +275,29 @@ impl Federation {
     /// into Zenoh, the bridges' queued messages into Zenoh, counters and
     /// the status into the hub.
     pub fn turn(&mut self, hub: &mut Hub, now: Instant) {
-        for (domain, topic, wanted) in self.shared.take_changes() {
-            hub.remote_interest(domain, &topic, wanted, now);
+        for c in self.shared.take_changes() {
+            match c {
+                Change::Interest(domain, topic, wanted) => {
+                    hub.remote_interest(domain, &topic, wanted, now)
+                }
+                Change::Service(domain, name, ty) => {
+                    hub.remote_service(domain, &name, ty.as_deref())
+                }
+            }
         }
         hub.take_interest_changes(&mut self.changes, now);
         let changes = std::mem::take(&mut self.changes);
         for c in &changes {
-            if c.wanted {
-                self.want(c.domain, c.topic.clone());
-            } else {
-                self.wanted.remove(&(c.domain, c.topic.clone()));
+            let key = (c.domain, c.name.clone());
+            match (c.kind, c.wanted) {
+                (Offer::Topic, true) => self.want(c.domain, c.name.clone()),
+                (Offer::Topic, false) => {
+                    self.wanted.remove(&key);
+                }
+                (Offer::Service, true) => self.provide(c.domain, c.name.clone(), &c.ty),
+                (Offer::Service, false) => {
+                    self.provided.remove(&key);
+                }
             }
         }
         self.changes = changes;
@@ -293,6 +358,68 @@ impl Federation {
         }
     }
 
+    /// Declares the queryable and the provider token for a service a local
+    /// client provides.
+    fn provide(&mut self, domain: Domain, name: Rc<str>, ty: &str) {
+        let sh = self.shared.clone();
+        let service: Arc<str> = Arc::from(&*name);
+        let queryable = self
+            .session
+            .declare_queryable(keys::service_key(domain, &name))
+            .allowed_origin(Locality::Remote)
+            .callback(move |q: Query| sh.on_query(domain, &service, q))
+            .wait();
+        let token = self
+            .session
+            .liveliness()
+            .declare_token(keys::provider_key(domain, &self.zid, ty, &name))
+            .wait();
+        match (queryable, token) {
+            (Ok(q), Ok(t)) => {
+                self.provided.insert(
+                    (domain, name),
+                    Provided {
+                        _queryable: q,
+                        _token: t,
+                    },
+                );
+            }
+            (q, t) => {
+                let e = q.err().or(t.err()).map(|e| e.to_string());
+                rosgate_core::log!(
+                    Warn,
+                    "federation: cannot offer service {name} to other gateways: {}",
+                    e.unwrap_or_default()
+                );
+            }
+        }
+    }
+
+    /// Forwards a call the bridge received (as the provider of another
+    /// gateway's service) as a Zenoh query; its reply, or its absence,
+    /// comes back as the bridge's `service_response`.
+    fn forward_call(&self, domain: Domain, service: &str, id: &str, args: &[u8]) {
+        let guard = ReplyGuard {
+            shared: self.shared.clone(),
+            domain,
+            service: service.to_string(),
+            id: id.to_string(),
+            answered: std::sync::atomic::AtomicBool::new(false),
+        };
+        let sent = self
+            .session
+            .get(keys::service_key(domain, service))
+            .payload(args.to_vec())
+            .target(QueryTarget::BestMatching)
+            .allowed_destination(Locality::Remote)
+            .timeout(std::time::Duration::from_secs(QUERY_TIMEOUT_SECS))
+            .callback(move |r: Reply| guard.on(&r))
+            .wait();
+        if let Err(e) = sent {
+            rosgate_core::log!(Debug, "federation: call of {service} not sent: {e}");
+        }
+    }
+
     /// Sends what the bridge of `domain` has queued: one put per message.
     fn drain(&mut self, hub: &mut Hub, domain: Domain, key: u32, now: Instant) {
         let Some(out) = hub.out(key) else {
@@ -311,13 +438,31 @@ impl Federation {
         hub.wrote(key, buf.len(), now);
         let (mut sent, mut dropped) = (0u64, 0u64);
         for line in buf.split(|&b| b == b'\n') {
-            // Statuses answering the bridge's own subscribes are skipped.
-            let Ok(Request {
-                op: Op::Publish { topic, msg },
-                ..
-            }) = decode::decode(line)
-            else {
-                continue;
+            // Statuses answering the bridge's own requests are skipped.
+            let (topic, msg) = match decode::decode(line) {
+                Ok(Request {
+                    op: Op::Publish { topic, msg },
+                    ..
+                }) => (topic, msg),
+                Ok(Request {
+                    op: Op::CallService { service, args, .. },
+                    id: Some(id),
+                    ..
+                }) => {
+                    let args = args.map_or("{}", |a| a.get());
+                    self.forward_call(domain, &service, id.get(), args.as_bytes());
+                    continue;
+                }
+                Ok(Request {
+                    op: Op::ServiceResponse { values, result, .. },
+                    id: Some(id),
+                    ..
+                }) => {
+                    let values = values.map_or("null", |v| v.get());
+                    self.shared.answer(id.get(), values, result.get());
+                    continue;
+                }
+                _ => continue,
             };
             let put = self
                 .session

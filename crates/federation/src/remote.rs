@@ -18,7 +18,9 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use rosgate_core::nodes::Domain;
 use rosgate_wire::decode::{self, Op, Request};
 use rosgate_wire::Raw;
+use zenoh::query::{Query, Reply};
 use zenoh::sample::{Sample, SampleKind};
+use zenoh::Wait;
 
 use crate::{keys, Job, ToLoop, INBOX_BYTES};
 
@@ -26,8 +28,22 @@ use crate::{keys, Job, ToLoop, INBOX_BYTES};
 pub const MAX_GATEWAYS: usize = 1024;
 
 /// (domain, topic, gateway) interest entries remembered; more are ignored
-/// (and counted).
+/// (and counted). Provider entries count against the same limit.
 pub const MAX_REMOTE_INTEREST: usize = 65536;
+
+/// Calls from other gateways waiting for an answer here; more are
+/// answered at once with an error.
+pub const MAX_REMOTE_CALLS: usize = 4096;
+
+/// What the loop learns from the other gateways.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Change {
+    /// Some other gateway wants the topic (or none any more).
+    Interest(Domain, String, bool),
+    /// Some other gateway provides the service, of this type (or none any
+    /// more).
+    Service(Domain, String, Option<String>),
+}
 
 #[derive(Debug, Default)]
 struct Tables {
@@ -35,9 +51,11 @@ struct Tables {
     gateways: BTreeMap<String, u64>,
     /// Topics other gateways want, and which gateways.
     interest: HashMap<(Domain, String), BTreeSet<String>>,
+    /// Services other gateways provide: which gateways, with which type.
+    providers: HashMap<(Domain, String), BTreeMap<String, String>>,
     entries: usize,
     /// Transitions the loop has not taken yet.
-    changes: Vec<(Domain, String, bool)>,
+    changes: Vec<Change>,
     /// Gateways that came or went, ever.
     joined: u64,
     left: u64,
@@ -49,6 +67,10 @@ pub(crate) struct Shared {
     zid: String,
     to_loop: ToLoop,
     tables: Mutex<Tables>,
+    /// Calls from other gateways in progress here, by the id the bridge
+    /// calls with.
+    queries: Mutex<HashMap<u64, Query>>,
+    next_query: AtomicU64,
     changed: AtomicBool,
     pub(crate) pending_bytes: AtomicUsize,
     dropped: AtomicU64,
@@ -62,6 +84,8 @@ impl Shared {
             zid,
             to_loop,
             tables: Mutex::new(Tables::default()),
+            queries: Mutex::new(HashMap::new()),
+            next_query: AtomicU64::new(1),
             changed: AtomicBool::new(false),
             pending_bytes: AtomicUsize::new(0),
             dropped: AtomicU64::new(0),
@@ -149,9 +173,144 @@ impl Shared {
         };
         if change {
             let wanted = s.kind() == SampleKind::Put;
-            t.changes.push((key.0, key.1, wanted));
+            t.changes.push(Change::Interest(key.0, key.1, wanted));
             drop(t);
             self.wake();
+        }
+    }
+
+    /// Another gateway's provider token for a service came or went.
+    pub(crate) fn on_provider(&self, s: &Sample) {
+        let Some((domain, gw, ty, name)) = keys::provider_of(s.key_expr().as_str()) else {
+            return;
+        };
+        if gw == self.zid {
+            return;
+        }
+        let mut t = self.tables();
+        let key = (domain, name);
+        let change = match s.kind() {
+            SampleKind::Put => {
+                if t.entries >= MAX_REMOTE_INTEREST {
+                    t.ignored += 1;
+                    return;
+                }
+                let map = t.providers.entry(key.clone()).or_default();
+                let first = map.is_empty();
+                let added = map.insert(gw, ty.clone()).is_none();
+                t.entries += usize::from(added);
+                first.then_some(Some(ty))
+            }
+            SampleKind::Delete => {
+                let Some(map) = t.providers.get_mut(&key) else {
+                    return;
+                };
+                let removed = map.remove(&gw).is_some();
+                let last = removed && map.is_empty();
+                if last {
+                    t.providers.remove(&key);
+                }
+                t.entries -= usize::from(removed);
+                last.then_some(None)
+            }
+        };
+        if let Some(ty) = change {
+            t.changes.push(Change::Service(key.0, key.1, ty));
+            drop(t);
+            self.wake();
+        }
+    }
+
+    /// A call from another gateway of a service provided here: kept until
+    /// the bridge's answer comes back ([`Shared::answer`]), handed to the
+    /// loop as a call of the bridge.
+    pub(crate) fn on_query(self: &std::sync::Arc<Self>, domain: Domain, service: &str, q: Query) {
+        let args = q
+            .payload()
+            .map(|p| p.to_bytes().into_owned())
+            .unwrap_or_else(|| b"{}".to_vec());
+        let Some(args) = valid_msg(&args) else {
+            let _ = q.reply_err("arguments are not one valid JSON value").wait();
+            return;
+        };
+        let n = self.next_query.fetch_add(1, Ordering::Relaxed);
+        {
+            let mut qs = self.queries.lock().unwrap_or_else(|p| p.into_inner());
+            if qs.len() >= MAX_REMOTE_CALLS {
+                drop(qs);
+                let _ = q
+                    .reply_err(
+                        "the provider's gateway has too many calls from other gateways in progress",
+                    )
+                    .wait();
+                return;
+            }
+            qs.insert(n, q);
+        }
+        let service = service.to_string();
+        let job: Job = Box::new(move |hub, now| {
+            hub.remote_call(
+                domain,
+                &service,
+                &query_id(n),
+                Raw::from_valid_json(&args),
+                now,
+            );
+        });
+        if !(self.to_loop)(job) {
+            if let Some(q) = self.take_query(n) {
+                let _ = q.reply_err("the provider's gateway is too busy").wait();
+            }
+        }
+    }
+
+    fn take_query(&self, n: u64) -> Option<Query> {
+        self.queries
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&n)
+    }
+
+    /// The bridge's answer to call `id` (the JSON id it called with):
+    /// replied to the waiting query, `{"values":..,"result":..}`.
+    pub(crate) fn answer(&self, id: &str, values: &str, result: &str) -> bool {
+        let Some(n) = parse_query_id(id) else {
+            return false;
+        };
+        let Some(q) = self.take_query(n) else {
+            return false;
+        };
+        let payload = format!("{{\"values\":{values},\"result\":{result}}}");
+        q.reply(q.key_expr().clone(), payload).wait().is_ok()
+    }
+
+    /// A reply (or the end of the query) for a call forwarded to this
+    /// gateway's bridge: handed to the loop as the bridge's
+    /// `service_response` with the call's id.
+    pub(crate) fn on_reply(&self, domain: Domain, service: &str, id: &str, reply: Option<&Reply>) {
+        let line = match reply.map(Reply::result) {
+            Some(Ok(sample)) => response_line(service, id, &sample.payload().to_bytes())
+                .unwrap_or_else(|| {
+                    failure_line(service, id, "the provider's gateway sent an invalid answer")
+                }),
+            Some(Err(e)) => {
+                let why = String::from_utf8_lossy(&e.payload().to_bytes()).into_owned();
+                failure_line(
+                    service,
+                    id,
+                    &format!("the provider's gateway refused the call: {why}"),
+                )
+            }
+            None => failure_line(
+                service,
+                id,
+                "the provider's gateway did not answer (it left, or the call timed out there)",
+            ),
+        };
+        let job: Job = Box::new(move |hub, now| hub.remote_reply(domain, line.as_bytes(), now));
+        if !(self.to_loop)(job) {
+            // The caller's own deadline on its gateway still fails it.
+            self.drop_one();
         }
     }
 
@@ -188,8 +347,8 @@ impl Shared {
         self.dropped_total.fetch_add(1, Ordering::Relaxed);
     }
 
-    /// Interest transitions since the last call, in the order they came.
-    pub(crate) fn take_changes(&self) -> Vec<(Domain, String, bool)> {
+    /// Transitions since the last call, in the order they came.
+    pub(crate) fn take_changes(&self) -> Vec<Change> {
         if !self.changed.swap(false, Ordering::AcqRel) {
             return Vec::new();
         }
@@ -214,6 +373,8 @@ impl Shared {
             "gateways": gateways,
             "topics_wanted_here": wanted,
             "remote_interest_entries": t.entries,
+            "remote_services": t.providers.len(),
+            "remote_calls_in_progress": self.queries.lock().map_or(0, |q| q.len()),
             "gateways_joined": t.joined,
             "gateways_left": t.left,
             "announcements_ignored": t.ignored,
@@ -242,6 +403,47 @@ fn valid_msg(payload: &[u8]) -> Option<String> {
         }) if msg.get() == text => Some(text),
         _ => None,
     }
+}
+
+/// The id the bridge calls with for query `n`: a JSON string.
+fn query_id(n: u64) -> String {
+    format!("fq{n}")
+}
+
+fn parse_query_id(id: &str) -> Option<u64> {
+    id.strip_prefix("\"fq")?.strip_suffix('"')?.parse().ok()
+}
+
+/// `{"op":"service_response",...}` for call `id` (raw JSON) of `service`
+/// from another gateway's reply `{"values":..,"result":..}`, if it is one
+/// valid object (the id goes last, so a reply cannot name another call).
+fn response_line(service: &str, id: &str, payload: &[u8]) -> Option<String> {
+    let text = valid_msg(payload)?;
+    let inner = text.trim().strip_prefix('{')?.strip_suffix('}')?.trim();
+    if inner.is_empty() {
+        return None;
+    }
+    let line = format!(
+        "{{\"op\":\"service_response\",\"service\":{},{inner},\"id\":{id}}}",
+        serde_json::Value::from(service)
+    );
+    match decode::decode(line.as_bytes()) {
+        Ok(Request {
+            op: Op::ServiceResponse { .. },
+            id: Some(got),
+            ..
+        }) if got.get() == id => Some(line),
+        _ => None,
+    }
+}
+
+/// A failed `service_response` for call `id` with `why`.
+fn failure_line(service: &str, id: &str, why: &str) -> String {
+    format!(
+        "{{\"op\":\"service_response\",\"service\":{},\"values\":{},\"result\":false,\"id\":{id}}}",
+        serde_json::Value::from(service),
+        serde_json::Value::from(why)
+    )
 }
 
 fn unix_ms() -> u64 {

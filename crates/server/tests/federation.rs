@@ -422,3 +422,182 @@ fn bad_flags_stop_start_up_with_a_message() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("/nonexistent/zenoh.json5"), "{err}");
 }
+
+fn advertise_service(c: &mut Client, service: &str) {
+    let id = format!("as{}", uniq());
+    c.send_line(&format!(
+        r#"{{"op":"advertise_service","service":"{service}","type":"example_interfaces/srv/AddTwoInts","id":"{id}"}}"#
+    ));
+    c.expect_info(id.as_str());
+}
+
+/// Waits until `gw` sees `service` provided (by a gateway of the
+/// federation or locally): it is in rosapi's service list.
+fn wait_service(gw: &Gateway, service: &str) {
+    let dl = deadline(CROSS);
+    let mut c = gw.client();
+    loop {
+        let id = format!("sv{}", uniq());
+        c.call("/rosapi/services", &format!("{id:?}"), "{}");
+        let (v, _) = c.recv_until(|v| v["id"] == id.as_str(), deadline(REPLY));
+        if v["values"]["services"]
+            .as_array()
+            .is_some_and(|a| a.iter().any(|s| s == service))
+        {
+            return;
+        }
+        assert!(Instant::now() < dl, "{service} never provided: {v}");
+        thread::sleep(ms(20));
+    }
+}
+
+/// Answers every forwarded call of `provider` with `{"sum":a+b,"by":tag}`
+/// until `n` were answered.
+fn answer_calls(provider: &mut Client, n: usize, tag: &str) {
+    for _ in 0..n {
+        let (req, _) = provider.recv_until(|v| v["op"] == "call_service", deadline(REPLY));
+        let sum = req["args"]["a"].as_i64().unwrap_or(0) + req["args"]["b"].as_i64().unwrap_or(0);
+        provider.send_line(&format!(
+            r#"{{"op":"service_response","service":{},"id":{},"values":{{"sum":{sum},"by":"{tag}"}},"result":true}}"#,
+            req["service"], req["id"]
+        ));
+    }
+}
+
+#[test]
+fn services_cross_each_call_answered_once_with_the_callers_own_id() {
+    let (a, b, c) = trio(&[]);
+    let mut provider = a.client();
+    advertise_service(&mut provider, "/fed/add");
+    wait_service(&b, "/fed/add");
+    wait_service(&c, "/fed/add");
+    let mut on_b = b.client();
+    let mut on_c = c.client();
+    // Ids of any JSON shape come back byte for byte.
+    let ids_b: Vec<String> = (0..25).map(|i| format!(r#"{{"k":[{i},"b"]}}"#)).collect();
+    let ids_c: Vec<String> = (0..25).map(|i| format!(r#""c-{i}""#)).collect();
+    for (i, id) in ids_b.iter().enumerate() {
+        on_b.call("/fed/add", id, &format!(r#"{{"a":{i},"b":1}}"#));
+    }
+    for (i, id) in ids_c.iter().enumerate() {
+        on_c.call("/fed/add", id, &format!(r#"{{"a":{i},"b":2}}"#));
+    }
+    answer_calls(&mut provider, 50, "a");
+    for (caller, ids, plus) in [(&mut on_b, &ids_b, 1), (&mut on_c, &ids_c, 2)] {
+        let mut seen = std::collections::BTreeSet::new();
+        for _ in 0..25 {
+            let line = caller.recv_raw(deadline(REPLY));
+            let v: Value = serde_json::from_str(&line).expect("JSON");
+            assert_eq!(v["op"], "service_response", "{v}");
+            assert_eq!(v["result"], true, "{v}");
+            let i = ids
+                .iter()
+                .position(|id| line.contains(&format!(r#""id":{id}"#)));
+            let i = i.unwrap_or_else(|| panic!("an id of this caller, byte for byte: {line}"));
+            assert_eq!(v["values"]["sum"], i as i64 + plus, "{v}");
+            assert!(seen.insert(i), "one answer per call: {line}");
+        }
+        caller.assert_quiet();
+    }
+    // Over WebSocket too.
+    let mut ws = wsclient::Ws::connect(&b);
+    ws.send_text(r#"{"op":"call_service","service":"/fed/add","id":"w1","args":{"a":40,"b":2}}"#);
+    answer_calls(&mut provider, 1, "a");
+    let v = ws.json();
+    assert_eq!(v["id"], "w1", "{v}");
+    assert_eq!(v["values"]["sum"], 42, "{v}");
+}
+
+#[test]
+fn calls_fail_at_once_when_the_provider_or_its_whole_gateway_goes() {
+    let (pa, pb) = (free_port(), free_port());
+    let a = gateway(pa, &[], &[]);
+    // A long call timeout on B: a failure within the test's bound is the
+    // loss noticed, not the deadline.
+    let b = gateway(pb, &[pa], &["--call-timeout-ms", "60000"]);
+    wait_federation(&b, "sees A", |v| gateways(v) == 1);
+    let mut provider = a.client();
+    advertise_service(&mut provider, "/fed/slow");
+    wait_service(&b, "/fed/slow");
+    let mut caller = b.client();
+    // The provider disconnects while holding the call.
+    caller.call("/fed/slow", r#""p1""#, "{}");
+    provider.recv_until(|v| v["op"] == "call_service", deadline(REPLY));
+    let t = Instant::now();
+    drop(provider);
+    let (v, _) = caller.recv_until(|v| v["id"] == "p1", deadline(REPLY));
+    assert_eq!(v["result"], false, "{v}");
+    assert!(
+        t.elapsed() < Duration::from_secs(3),
+        "at once: {:?}",
+        t.elapsed()
+    );
+    // A new provider; then its whole gateway is killed mid-call.
+    let mut provider = a.client();
+    advertise_service(&mut provider, "/fed/slow");
+    wait_service(&b, "/fed/slow");
+    caller.call("/fed/slow", r#""p2""#, "{}");
+    provider.recv_until(|v| v["op"] == "call_service", deadline(REPLY));
+    let t = Instant::now();
+    a.signal(9);
+    let (v, _) = caller.recv_until(|v| v["id"] == "p2", deadline(REPLY));
+    assert_eq!(v["result"], false, "{v}");
+    assert!(
+        t.elapsed() < Duration::from_secs(5),
+        "at once: {:?}",
+        t.elapsed()
+    );
+    // And the service is gone from B's graph: a new call fails at once.
+    caller.call("/fed/slow", r#""p3""#, "{}");
+    let (v, _) = caller.recv_until(|v| v["id"] == "p3", deadline(REPLY));
+    assert_eq!(v["result"], false, "{v}");
+}
+
+#[test]
+fn a_local_provider_wins_and_another_gateways_takes_over_when_it_leaves() {
+    let (pa, pb) = (free_port(), free_port());
+    let a = gateway(pa, &[], &[]);
+    let b = gateway(pb, &[pa], &[]);
+    wait_federation(&b, "sees A", |v| gateways(v) == 1);
+    let mut remote = a.client();
+    advertise_service(&mut remote, "/fed/both");
+    wait_service(&b, "/fed/both");
+    let mut local = b.client();
+    advertise_service(&mut local, "/fed/both");
+    let mut caller = b.client();
+    caller.call("/fed/both", r#""l1""#, r#"{"a":1,"b":1}"#);
+    answer_calls(&mut local, 1, "b");
+    let (v, _) = caller.recv_until(|v| v["id"] == "l1", deadline(REPLY));
+    assert_eq!(v["values"]["by"], "b", "the local provider: {v}");
+    // A's gateway does not send B's callers elsewhere, and B's provider
+    // is offered to A too: A's callers reach their own provider.
+    let mut caller_a = a.client();
+    caller_a.call("/fed/both", r#""r1""#, r#"{"a":1,"b":1}"#);
+    answer_calls(&mut remote, 1, "a");
+    let (v, _) = caller_a.recv_until(|v| v["id"] == "r1", deadline(REPLY));
+    assert_eq!(v["values"]["by"], "a", "{v}");
+    // B's provider leaves: B's callers go to A's.
+    drop(local);
+    let dl = deadline(CROSS);
+    loop {
+        let tok = format!("t{}", uniq());
+        let id = format!("{tok:?}");
+        caller.call("/fed/both", &id, r#"{"a":2,"b":2}"#);
+        // Answered by A's provider once the call reaches it.
+        if let Recv::Line(l) = remote.try_recv_line(deadline(ms(500))) {
+            let req: Value = serde_json::from_slice(&l).expect("JSON");
+            assert_eq!(req["op"], "call_service", "{req}");
+            remote.send_line(&format!(
+                r#"{{"op":"service_response","service":"/fed/both","id":{},"values":{{"sum":4,"by":"a"}},"result":true}}"#,
+                req["id"]
+            ));
+        }
+        let (v, _) = caller.recv_until(|v| v["id"] == tok.as_str(), deadline(REPLY));
+        if v["result"] == true {
+            assert_eq!(v["values"]["by"], "a", "{v}");
+            break;
+        }
+        assert!(Instant::now() < dl, "A's provider never took over: {v}");
+        thread::sleep(ms(20));
+    }
+}

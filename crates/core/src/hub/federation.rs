@@ -37,12 +37,25 @@ use crate::nodes::{Domain, DOMAINS};
 use crate::registry::{Role, TopicId};
 use crate::transport::{StatusFilter, Transport};
 
-/// A change of local interest in a topic, for the shell to announce.
+/// What an [`InterestChange`] is about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Offer {
+    /// Local clients subscribe to the topic (or none does any more).
+    Topic,
+    /// A local client provides the service (or none does any more).
+    Service,
+}
+
+/// A change for the shell to announce to other gateways.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct InterestChange {
     pub domain: Domain,
-    pub topic: Rc<str>,
-    /// Some local client subscribes now (else the last one left).
+    pub kind: Offer,
+    /// The topic or service name.
+    pub name: Rc<str>,
+    /// The service's type (empty for topics).
+    pub ty: Rc<str>,
+    /// On (a local subscriber or provider now exists) or off.
     pub wanted: bool,
 }
 
@@ -59,6 +72,13 @@ pub(super) struct Federation {
     announced: HashSet<TopicKey>,
     /// Topics whose local subscribers changed this turn.
     dirty: HashSet<TopicKey>,
+    /// Services other gateways provide, with their type: the domain's
+    /// bridge provides them here while no local client does.
+    remote_services: HashMap<TopicKey, Rc<str>>,
+    /// Services announced to the shell as provided here.
+    provided: HashSet<TopicKey>,
+    /// Services whose provider changed this turn.
+    dirty_services: HashSet<TopicKey>,
     /// A remote sample is being delivered: bridges are skipped.
     pub(super) injecting: bool,
     /// What the shell last said of the network side (JSON object).
@@ -68,7 +88,7 @@ pub(super) struct Federation {
 impl Federation {
     /// Interest changes wait to be taken: the shell must not sleep.
     pub(super) fn has_changes(&self) -> bool {
-        !self.dirty.is_empty()
+        !self.dirty.is_empty() || !self.dirty_services.is_empty()
     }
 }
 
@@ -197,6 +217,7 @@ impl Hub {
                 self.fed.bridges.remove(&d);
             }
         }
+        self.reconcile_services(into, now);
         if self.fed.dirty.is_empty() {
             return;
         }
@@ -214,16 +235,154 @@ impl Hub {
             }
             into.push(InterestChange {
                 domain: key.0,
-                topic: key.1,
+                kind: Offer::Topic,
+                name: key.1,
+                ty: Rc::from(""),
                 wanted,
             });
         }
     }
 
-    /// Every topic wanted here now, for a federation link that starts over
-    /// (Zenoh reconnected).
-    pub fn local_interest(&self) -> Vec<(Domain, Rc<str>)> {
-        self.fed.announced.iter().cloned().collect()
+    /// Another gateway provides `service` of `domain` with type `ty`, or
+    /// (`None`) no other gateway does any more.
+    pub fn remote_service(&mut self, domain: Domain, service: &str, ty: Option<&str>) {
+        if !self.fed.enabled || (domain as usize) >= DOMAINS {
+            return;
+        }
+        let key = (domain, Rc::<str>::from(service));
+        match ty {
+            Some(t) => {
+                self.fed.remote_services.insert(key.clone(), Rc::from(t));
+            }
+            None => {
+                if self.fed.remote_services.remove(&key).is_none() {
+                    return;
+                }
+            }
+        }
+        // Settled by the shell's next `take_interest_changes`, this turn.
+        self.fed.dirty_services.insert(key);
+    }
+
+    /// A caller on another gateway calls `service` of `domain`: the
+    /// domain's bridge calls it here, with `id` (a JSON string the shell
+    /// chose) and `args` (valid JSON, the shell checked); the answer comes
+    /// back in the bridge's queue as a `service_response` with that id.
+    pub fn remote_call(
+        &mut self,
+        domain: Domain,
+        service: &str,
+        id: &str,
+        args: Raw<'_>,
+        now: Instant,
+    ) {
+        if !self.fed.enabled || (domain as usize) >= DOMAINS {
+            return;
+        }
+        let Some(bridge) = self.bridge(domain, now) else {
+            return;
+        };
+        let mut line = Vec::with_capacity(64 + service.len() + args.get().len());
+        line.extend_from_slice(br#"{"op":"call_service","service":"#);
+        rosgate_wire::encode::json_string(&mut line, service);
+        line.extend_from_slice(br#","id":"#);
+        rosgate_wire::encode::json_string(&mut line, id);
+        line.extend_from_slice(br#","args":"#);
+        line.extend_from_slice(args.get().as_bytes());
+        line.push(b'}');
+        self.on_message(bridge, &line, now);
+    }
+
+    /// The answer from another gateway to a call forwarded to the bridge
+    /// of `domain` (which provides that gateway's service here): a whole
+    /// `service_response` line, as a provider sends it.
+    pub fn remote_reply(&mut self, domain: Domain, line: &[u8], now: Instant) {
+        if !self.fed.enabled || (domain as usize) >= DOMAINS {
+            return;
+        }
+        if let Some(&b) = self.fed.bridges.get(&domain) {
+            if self.live(b) {
+                self.on_message(b, line, now);
+            }
+        }
+    }
+
+    /// A provider of `service` in `domain` came, went or was replaced.
+    pub(super) fn service_changed(&mut self, domain: Domain, service: &str) {
+        if self.fed.enabled {
+            self.fed.dirty_services.insert((domain, Rc::from(service)));
+        }
+    }
+
+    /// `who` is leaving: each service it provides may change hands.
+    pub(super) fn services_leaving(&mut self, domain: Domain, who: ConnRef) {
+        if !self.fed.enabled {
+            return;
+        }
+        let names: Vec<String> = self.registries[domain as usize]
+            .services_of(who, None)
+            .into_iter()
+            .map(str::to_string)
+            .collect();
+        for n in names {
+            self.service_changed(domain, &n);
+        }
+    }
+
+    /// Whether a call from `caller` may go to `provider`: a bridge never
+    /// calls a bridge (a call from another gateway is for a provider here,
+    /// not for a third gateway: no call travels in circles).
+    pub(super) fn may_forward(&self, caller: ConnRef, provider: ConnRef) -> bool {
+        !(self.fed.enabled && self.is_bridge(caller) && self.is_bridge(provider))
+    }
+
+    /// For each service whose provider changed: announce a local provider
+    /// (or its end), and let the bridge provide another gateway's service
+    /// exactly while no local client does (a local provider always wins).
+    fn reconcile_services(&mut self, into: &mut Vec<InterestChange>, now: Instant) {
+        if self.fed.dirty_services.is_empty() {
+            return;
+        }
+        let dirty: Vec<TopicKey> = self.fed.dirty_services.drain().collect();
+        for (domain, name) in dirty {
+            let current = self.registries[domain as usize]
+                .service(&name)
+                .filter(|s| self.live(s.provider()))
+                .map(|s| (s.provider(), Rc::<str>::from(s.ty())));
+            let local = current.as_ref().filter(|(p, _)| !self.is_bridge(*p));
+            let key = (domain, name.clone());
+            let was = self.fed.provided.contains(&key);
+            if local.is_some() != was {
+                let ty = local.map_or_else(|| Rc::from(""), |(_, t)| t.clone());
+                if local.is_some() {
+                    self.fed.provided.insert(key.clone());
+                } else {
+                    self.fed.provided.remove(&key);
+                }
+                into.push(InterestChange {
+                    domain,
+                    kind: Offer::Service,
+                    name: name.clone(),
+                    ty,
+                    wanted: local.is_some(),
+                });
+            }
+            let by_bridge = current.as_ref().is_some_and(|(p, _)| self.is_bridge(*p));
+            let remote = self.fed.remote_services.get(&key).cloned();
+            match (local.is_some(), by_bridge, remote) {
+                (false, false, Some(ty)) => {
+                    if let Some(b) = self.bridge(domain, now) {
+                        self.advertise_service(b, &name, None, &ty, None, now);
+                    }
+                }
+                (false, true, None) => {
+                    if let Some(b) = self.fed.bridges.get(&domain).copied() {
+                        self.unadvertise_service(b, &name, None, None, now);
+                    }
+                }
+                _ => {}
+            }
+        }
     }
 
     /// `t` of `domain` may have gained its first or lost its last local

@@ -431,7 +431,15 @@ impl Hub {
                 .filter_map(|n| reg.topic_id(n))
                 .collect()
         };
+        let services: Vec<String> = self.registries[domain as usize]
+            .services_of(me, Some(tag))
+            .into_iter()
+            .map(str::to_string)
+            .collect();
         self.registries.update(domain, |r| r.withdraw_node(me, tag));
+        for s in services {
+            self.service_changed(domain, &s);
+        }
         // As after an unsubscribe: a subscription the connection no longer
         // holds leaves its queue's QoS (depth, reliable) and the peer
         // counts of its topic.

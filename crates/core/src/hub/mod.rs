@@ -54,7 +54,7 @@ use rosgate_wire::encode::Level;
 use rosgate_wire::ws::handshake::Opening;
 use rosgate_wire::Raw;
 
-pub use federation::InterestChange;
+pub use federation::{InterestChange, Offer};
 pub use graph::{
     GraphSettings, CLIENT_COUNT, CLOCK, CONNECTED_CLIENTS, CONNECTED_CLIENTS_INTERVAL,
     GATEWAY_NODE, GATEWAY_TOPICS, GRAPH_TOPIC, MAX_GRAPH_EVENTS, MAX_NODES_PER_CONN, ROSOUT,
@@ -489,6 +489,7 @@ impl Hub {
         self.note_withdrawal(domain, me, None);
         self.peers_leaving(domain, me);
         self.interest_leaving(domain, me);
+        self.services_leaving(domain, me);
         let nodes: Vec<String> = self
             .nodes
             .of(me)

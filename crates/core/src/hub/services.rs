@@ -123,6 +123,7 @@ impl Hub {
         }
         let msg = format!("advertised service {name}");
         self.send_status(me, Level::Info, &msg, id_bytes, now);
+        self.service_changed(domain, &name);
         self.release_waiting(domain, Provided::Service, &name, now);
     }
 
@@ -159,6 +160,7 @@ impl Hub {
                 }
                 let msg = format!("unadvertised service {name}");
                 self.send_status(me, Level::Info, &msg, id_bytes, now);
+                self.service_changed(domain, &name);
             }
             Unadvertised::NotProvider | Unadvertised::Unknown => {
                 let msg = format!("not the current provider of service {name}; nothing changed");
@@ -231,7 +233,7 @@ impl Hub {
         // One look-up of the name: the provider, and the call recorded
         // with the service's name as JSON.
         let forwarded = match self.registries[domain as usize].service(name) {
-            Some(s) if self.live(s.provider()) => {
+            Some(s) if self.live(s.provider()) && self.may_forward(me, s.provider()) => {
                 let provider = s.provider();
                 let seq = self
                     .calls

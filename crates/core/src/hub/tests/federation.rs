@@ -14,7 +14,8 @@ fn changes(t: &mut T) -> Vec<(String, bool)> {
     let now = t.now;
     t.hub.take_interest_changes(&mut v, now);
     v.into_iter()
-        .map(|c| (c.topic.to_string(), c.wanted))
+        .filter(|c| c.kind == Offer::Topic)
+        .map(|c| (c.name.to_string(), c.wanted))
         .collect()
 }
 
@@ -126,4 +127,110 @@ fn a_bridge_closed_by_the_gateway_comes_back_with_every_remote_interest() {
         );
     }
     assert_eq!(publishes(&t.recv(br2)).len(), 2);
+}
+
+fn service_changes(t: &mut T) -> Vec<(String, String, bool)> {
+    let mut v = Vec::new();
+    let now = t.now;
+    t.hub.take_interest_changes(&mut v, now);
+    v.into_iter()
+        .filter(|c| c.kind == Offer::Service)
+        .map(|c| (c.name.to_string(), c.ty.to_string(), c.wanted))
+        .collect()
+}
+
+#[test]
+fn a_local_provider_is_announced_and_wins_over_another_gateways() {
+    let mut t = fed();
+    let (p, caller) = (t.open(), t.open());
+    t.hub.remote_service(0, "/add", Some("pkg/srv/Add"));
+    assert!(
+        service_changes(&mut t).is_empty(),
+        "nothing local to announce"
+    );
+    let br = bridge(&t);
+    t.recv(br);
+    // Calls go to the bridge (the other gateway's provider).
+    t.send(
+        caller,
+        r#"{"op":"call_service","service":"/add","id":"c1","args":{}}"#,
+    );
+    let fwd: Vec<Value> = t
+        .recv(br)
+        .into_iter()
+        .filter(|v| v["op"] == "call_service")
+        .collect();
+    assert_eq!(fwd.len(), 1, "{fwd:?}");
+    // A local provider takes over and is announced with its type.
+    t.send(
+        p,
+        r#"{"op":"advertise_service","service":"/add","type":"pkg/srv/Add"}"#,
+    );
+    assert_eq!(
+        service_changes(&mut t),
+        vec![("/add".to_string(), "pkg/srv/Add".to_string(), true)]
+    );
+    t.send(
+        caller,
+        r#"{"op":"call_service","service":"/add","id":"c2","args":{}}"#,
+    );
+    assert!(t.recv(p).iter().any(|v| v["op"] == "call_service"));
+    // It leaves: withdrawn, and the bridge provides the remote one again.
+    t.hub.close(p, CloseReason::PeerClosed, t.now);
+    t.free_closed();
+    assert_eq!(
+        service_changes(&mut t),
+        vec![("/add".to_string(), String::new(), false)]
+    );
+    t.recv(br);
+    t.send(
+        caller,
+        r#"{"op":"call_service","service":"/add","id":"c3","args":{}}"#,
+    );
+    assert!(t.recv(br).iter().any(|v| v["op"] == "call_service"));
+    // The other gateway's provider goes: the bridge's calls fail at once.
+    t.send(
+        caller,
+        r#"{"op":"call_service","service":"/add","id":"c4","args":{}}"#,
+    );
+    t.recv(caller);
+    t.hub.remote_service(0, "/add", None);
+    service_changes(&mut t);
+    let failed: Vec<Value> = t
+        .recv(caller)
+        .into_iter()
+        .filter(|v| v["op"] == "service_response")
+        .collect();
+    assert!(
+        failed
+            .iter()
+            .any(|v| v["id"] == "c4" && v["result"] == false),
+        "{failed:?}"
+    );
+}
+
+#[test]
+fn a_call_from_another_gateway_never_goes_to_a_third() {
+    let mut t = fed();
+    t.hub.remote_service(0, "/add", Some("pkg/srv/Add"));
+    service_changes(&mut t);
+    let br = bridge(&t);
+    t.recv(br);
+    // The bridge provides /add (for gateway X); a call from gateway Y
+    // arrives through the same bridge: it must not be sent back out.
+    t.hub.remote_call(
+        0,
+        "/add",
+        "fq1",
+        rosgate_wire::Raw::from_valid_json("{}"),
+        t.now,
+    );
+    let out = t.recv(br);
+    assert!(!out.iter().any(|v| v["op"] == "call_service"), "{out:?}");
+    let answer = out
+        .iter()
+        .find(|v| v["op"] == "service_response")
+        .expect("answered at once");
+    assert_eq!(answer["id"], "fq1");
+    assert_eq!(answer["result"], false);
 }
