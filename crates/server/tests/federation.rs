@@ -601,3 +601,89 @@ fn a_local_provider_wins_and_another_gateways_takes_over_when_it_leaves() {
         thread::sleep(ms(20));
     }
 }
+
+/// Calls `service` on `c` with `args` and returns the answer.
+fn call_values(c: &mut Client, service: &str, args: &str) -> Value {
+    let tok = format!("pc{}", uniq());
+    c.call(service, &format!("{tok:?}"), args);
+    let (v, _) = c.recv_until(|v| v["id"] == tok.as_str(), deadline(REPLY));
+    v
+}
+
+#[test]
+fn parameters_of_a_node_on_another_gateway_are_read_and_set_with_its_owners_validation() {
+    let (pa, pb) = (free_port(), free_port());
+    let a = gateway(pa, &[], &[]);
+    let b = gateway(pb, &[pa], &[]);
+    wait_federation(&b, "sees A", |v| gateways(v) == 1);
+    let mut owner = a.client();
+    owner.send_line(r#"{"op":"declare_node","name":"controller","id":"n"}"#);
+    owner.recv_until(|v| v["id"] == "n", deadline(REPLY));
+    owner.send_line(
+        r#"{"op":"declare_parameter","name":"max_vel","value":0.5,"validate":true,"id":"p1"}"#,
+    );
+    owner.expect_info("p1");
+    wait_service(&b, "/controller/get_parameters");
+    wait_service(&b, "/controller/set_parameters");
+    let mut remote = b.client();
+    let v = call_values(
+        &mut remote,
+        "/controller/get_parameters",
+        r#"{"names":["max_vel"]}"#,
+    );
+    assert_eq!(v["result"], true, "{v}");
+    assert_eq!(v["values"]["values"][0]["double_value"], 0.5, "{v}");
+    // A change from B goes to the owner on A for validation: rejected.
+    let tok = format!("ps{}", uniq());
+    remote.call(
+        "/controller/set_parameters",
+        &format!("{tok:?}"),
+        r#"{"parameters":[{"name":"max_vel","value":{"type":3,"double_value":1.9}}]}"#,
+    );
+    let (req, _) = owner.recv_until(|v| v["op"] == "call_service", deadline(REPLY));
+    assert_eq!(req["service"], "/controller/validate_parameters", "{req}");
+    owner.send_line(&format!(
+        r#"{{"op":"service_response","service":"/controller/validate_parameters","id":{},"values":{{"successful":false,"reason":"too fast"}},"result":true}}"#,
+        req["id"]
+    ));
+    let (v, _) = remote.recv_until(|v| v["id"] == tok.as_str(), deadline(REPLY));
+    assert_eq!(v["values"]["results"][0]["successful"], false, "{v}");
+    assert!(
+        v["values"]["results"][0]["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("too fast")),
+        "{v}"
+    );
+    // Accepted: the value changes on A.
+    let tok = format!("ps{}", uniq());
+    remote.call(
+        "/controller/set_parameters",
+        &format!("{tok:?}"),
+        r#"{"parameters":[{"name":"max_vel","value":{"type":3,"double_value":1.2}}]}"#,
+    );
+    let (req, _) = owner.recv_until(|v| v["op"] == "call_service", deadline(REPLY));
+    owner.send_line(&format!(
+        r#"{{"op":"service_response","service":"/controller/validate_parameters","id":{},"values":{{"successful":true,"reason":""}},"result":true}}"#,
+        req["id"]
+    ));
+    let (v, _) = remote.recv_until(|v| v["id"] == tok.as_str(), deadline(REPLY));
+    assert_eq!(v["values"]["results"][0]["successful"], true, "{v}");
+    let mut local = a.client();
+    let v = call_values(
+        &mut local,
+        "/controller/get_parameters",
+        r#"{"names":["max_vel"]}"#,
+    );
+    assert_eq!(v["values"]["values"][0]["double_value"], 1.2, "{v}");
+    // The node goes: its services leave B's graph and calls fail at once.
+    drop(owner);
+    let dl = deadline(CROSS);
+    loop {
+        let v = call_values(&mut remote, "/controller/get_parameters", r#"{"names":[]}"#);
+        if v["result"] == false {
+            break;
+        }
+        assert!(Instant::now() < dl, "the node's services never left B: {v}");
+        thread::sleep(ms(20));
+    }
+}

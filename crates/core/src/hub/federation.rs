@@ -28,6 +28,7 @@ use std::time::Instant;
 
 use rosgate_wire::Raw;
 
+use super::params::NODE_PARAM_SERVICES;
 use super::qos::Asked;
 use super::Hub;
 use crate::access::Class;
@@ -79,6 +80,9 @@ pub(super) struct Federation {
     provided: HashSet<TopicKey>,
     /// Services whose provider changed this turn.
     dirty_services: HashSet<TopicKey>,
+    /// Services the hub answers itself for local nodes (their parameter
+    /// services), with how many local nodes of that name there are.
+    builtin: HashMap<TopicKey, u32>,
     /// A remote sample is being delivered: bridges are skipped.
     pub(super) injecting: bool,
     /// What the shell last said of the network side (JSON object).
@@ -314,6 +318,28 @@ impl Hub {
         }
     }
 
+    /// A local node of `full_name` was declared or went: its parameter
+    /// services, which the hub answers itself, are offered to other
+    /// gateways while one exists.
+    pub(super) fn node_services_changed(&mut self, domain: Domain, full_name: &str, added: bool) {
+        if !self.fed.enabled {
+            return;
+        }
+        for (short, _) in NODE_PARAM_SERVICES {
+            let name: Rc<str> = Rc::from(format!("{full_name}/{short}"));
+            let key = (domain, name.clone());
+            if added {
+                *self.fed.builtin.entry(key.clone()).or_default() += 1;
+            } else if let Some(n) = self.fed.builtin.get_mut(&key) {
+                *n -= 1;
+                if *n == 0 {
+                    self.fed.builtin.remove(&key);
+                }
+            }
+            self.fed.dirty_services.insert(key);
+        }
+    }
+
     /// `who` is leaving: each service it provides may change hands.
     pub(super) fn services_leaving(&mut self, domain: Domain, who: ConnRef) {
         if !self.fed.enabled {
@@ -349,11 +375,25 @@ impl Hub {
                 .service(&name)
                 .filter(|s| self.live(s.provider()))
                 .map(|s| (s.provider(), Rc::<str>::from(s.ty())));
-            let local = current.as_ref().filter(|(p, _)| !self.is_bridge(*p));
             let key = (domain, name.clone());
+            // The type a local provider offers it with: a client's, or the
+            // hub's own for a local node's parameter services.
+            let local: Option<Rc<str>> = current
+                .as_ref()
+                .filter(|(p, _)| !self.is_bridge(*p))
+                .map(|(_, t)| t.clone())
+                .or_else(|| {
+                    self.fed.builtin.contains_key(&key).then(|| {
+                        let short = name.rsplit_once('/').map_or("", |(_, s)| s);
+                        let ty = NODE_PARAM_SERVICES
+                            .iter()
+                            .find(|(s, _)| *s == short)
+                            .map_or("", |(_, t)| *t);
+                        Rc::from(ty)
+                    })
+                });
             let was = self.fed.provided.contains(&key);
             if local.is_some() != was {
-                let ty = local.map_or_else(|| Rc::from(""), |(_, t)| t.clone());
                 if local.is_some() {
                     self.fed.provided.insert(key.clone());
                 } else {
@@ -363,7 +403,7 @@ impl Hub {
                     domain,
                     kind: Offer::Service,
                     name: name.clone(),
-                    ty,
+                    ty: local.clone().unwrap_or_else(|| Rc::from("")),
                     wanted: local.is_some(),
                 });
             }
@@ -375,7 +415,7 @@ impl Hub {
                         self.advertise_service(b, &name, None, &ty, None, now);
                     }
                 }
-                (false, true, None) => {
+                (true, true, _) | (false, true, None) => {
                     if let Some(b) = self.fed.bridges.get(&domain).copied() {
                         self.unadvertise_service(b, &name, None, None, now);
                     }

@@ -648,6 +648,7 @@ impl Hub {
     /// A node of connection `who` appeared or went; `client` names the
     /// connection as `client_connected` did, so a viewer links the two.
     pub(super) fn note_node(&mut self, domain: Domain, who: ConnRef, full_name: &str, added: bool) {
+        self.node_services_changed(domain, full_name, added);
         if !self.listens(domain, GRAPH_TOPIC) {
             return;
         }
