@@ -7,8 +7,10 @@
 //! rosgate/<domain>/x/_<percent-encoded name>                samples (any other exact string)
 //! rosgate/gw/<zenoh id>                                     a gateway is up
 //! rosgate/i/<domain>/<zenoh id>/t/... or /x/...             that gateway has local subscribers
-//! rosgate/<domain>/s/<name>  or  .../sx/_<percent-encoded>   a service's queryable
-//! rosgate/p/<domain>/<zenoh id>/_<type>/t/... or /x/...      that gateway has a provider (type percent-encoded)
+//! rosgate/<domain>/st/<name>  or  .../sx/_<percent-encoded>  a service's queryable
+//! rosgate/<domain>/gt/<name>  (gx/_...)                      an action's goals (queryable)
+//! rosgate/<domain>/ct/<name>  (cx/_...)                      an action's cancels (subscriber)
+//! rosgate/p/<domain>/<zenoh id>/<s|a>_<type>/t/... or /x/... that gateway provides a service (s) or serves an action (a)
 //! ```
 //!
 //! Invariants: every key produced is a valid Zenoh key expression with no
@@ -16,6 +18,7 @@
 //! back exactly the name [`topic_key`] was made from.
 
 use rosgate_core::nodes::Domain;
+use rosgate_core::registry::Provided;
 
 /// The prefix of everything the federation puts into Zenoh.
 pub const ROOT: &str = "rosgate";
@@ -36,20 +39,45 @@ pub fn service_key(domain: Domain, service: &str) -> String {
     format!("{ROOT}/{domain}/s{}", tail(service))
 }
 
-/// The liveliness token saying gateway `gw` provides `service` (of type
-/// `ty`) in `domain`.
-pub fn provider_key(domain: Domain, gw: &str, ty: &str, service: &str) -> String {
-    format!("{ROOT}/p/{domain}/{gw}/_{}/{}", pct(ty), tail(service))
+/// Where goals of `action` in `domain` are queried.
+pub fn goal_key(domain: Domain, action: &str) -> String {
+    format!("{ROOT}/{domain}/g{}", tail(action))
 }
 
-/// `(domain, gateway, type, service)` of a provider token's key.
-pub fn provider_of(key: &str) -> Option<(Domain, String, String, String)> {
+/// Where cancels of `action`'s goals in `domain` are put.
+pub fn cancel_key(domain: Domain, action: &str) -> String {
+    format!("{ROOT}/{domain}/c{}", tail(action))
+}
+
+/// The liveliness token saying gateway `gw` provides the service or
+/// serves the action `name` (`kind`, of type `ty`) in `domain`.
+pub fn provider_key(kind: Provided, domain: Domain, gw: &str, ty: &str, name: &str) -> String {
+    let k = match kind {
+        Provided::Service => 's',
+        Provided::Action => 'a',
+    };
+    format!("{ROOT}/p/{domain}/{gw}/{k}_{}/{}", pct(ty), tail(name))
+}
+
+/// `(kind, domain, gateway, type, name)` of a provider token's key.
+pub fn provider_of(key: &str) -> Option<(Provided, Domain, String, String, String)> {
     let rest = key.strip_prefix(ROOT)?.strip_prefix("/p/")?;
     let (domain, rest) = rest.split_once('/')?;
     let (gw, rest) = rest.split_once('/')?;
     let (ty, rest) = rest.split_once('/')?;
-    let ty = unpct(ty.strip_prefix('_')?)?;
-    Some((domain.parse().ok()?, gw.to_string(), ty, untail(rest)?))
+    let (kind, ty) = if let Some(t) = ty.strip_prefix("s_") {
+        (Provided::Service, t)
+    } else {
+        (Provided::Action, ty.strip_prefix("a_")?)
+    };
+    let ty = unpct(ty)?;
+    Some((
+        kind,
+        domain.parse().ok()?,
+        gw.to_string(),
+        ty,
+        untail(rest)?,
+    ))
 }
 
 /// What a liveliness subscriber for provider tokens listens to.
@@ -181,29 +209,23 @@ mod tests {
     }
 
     #[test]
-    fn services_and_their_providers_round_trip() {
+    fn services_actions_and_their_providers_round_trip() {
         assert_eq!(service_key(0, "/add"), "rosgate/0/st/add");
         assert_eq!(service_key(0, "a b"), "rosgate/0/sx/_a%20b");
-        let k = provider_key(2, "gw", "example_interfaces/srv/AddTwoInts", "/add");
+        assert_eq!(goal_key(0, "/fib"), "rosgate/0/gt/fib");
+        assert_eq!(cancel_key(0, "/fib"), "rosgate/0/ct/fib");
+        let ty = "example_interfaces/srv/AddTwoInts";
+        let k = provider_key(Provided::Service, 2, "gw", ty, "/add");
         assert_eq!(
             k,
-            "rosgate/p/2/gw/_example_interfaces%2Fsrv%2FAddTwoInts/t/add"
+            "rosgate/p/2/gw/s_example_interfaces%2Fsrv%2FAddTwoInts/t/add"
         );
-        assert_eq!(
-            provider_of(&k),
-            Some((
-                2,
-                "gw".into(),
-                "example_interfaces/srv/AddTwoInts".into(),
-                "/add".into()
-            ))
-        );
-        let k = provider_key(0, "gw", "", "*");
+        let want = (Provided::Service, 2, "gw".into(), ty.into(), "/add".into());
+        assert_eq!(provider_of(&k), Some(want));
+        let k = provider_key(Provided::Action, 0, "gw", "", "*");
         assert!(!k.contains('*'), "{k}");
-        assert_eq!(
-            provider_of(&k),
-            Some((0, "gw".into(), String::new(), "*".into()))
-        );
+        let want = (Provided::Action, 0, "gw".into(), String::new(), "*".into());
+        assert_eq!(provider_of(&k), Some(want));
     }
 
     #[test]

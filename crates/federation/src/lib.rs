@@ -48,7 +48,7 @@ use rosgate_wire::decode::{self, Op, Request};
 use zenoh::liveliness::LivelinessToken;
 use zenoh::pubsub::Subscriber;
 use zenoh::qos::CongestionControl;
-use zenoh::query::{Query, QueryTarget, Queryable, Reply};
+use zenoh::query::{ConsolidationMode, Query, QueryTarget, Queryable, Reply};
 use zenoh::sample::{Locality, Sample};
 use zenoh::{Session, Wait};
 
@@ -152,10 +152,47 @@ struct Wanted {
     _token: LivelinessToken,
 }
 
-/// What this gateway declared for a service a local client provides.
+/// What this gateway declared for a service a local client provides, or
+/// an action a local client serves (then also the cancels' subscriber).
 struct Provided {
     _queryable: Queryable<()>,
+    _cancels: Option<Subscriber<()>>,
     _token: LivelinessToken,
+}
+
+/// Hours. The longest a goal sent to another gateway waits in Zenoh for
+/// its result: goals may run for long; the caller's own `timeout` (and
+/// `--goal-timeout-ms`) on its gateway apply as for a local server.
+pub const GOAL_QUERY_TIMEOUT_HOURS: u64 = 24;
+
+/// Sends an aborted result when a goal's query ends without one.
+struct GoalGuard {
+    shared: Arc<Shared>,
+    domain: Domain,
+    action: String,
+    id: String,
+    done: std::sync::atomic::AtomicBool,
+}
+
+impl GoalGuard {
+    fn on(&self, reply: &Reply) {
+        if !self.done.load(Ordering::Acquire)
+            && self
+                .shared
+                .on_goal_reply(self.domain, &self.action, &self.id, Some(reply))
+        {
+            self.done.store(true, Ordering::Release);
+        }
+    }
+}
+
+impl Drop for GoalGuard {
+    fn drop(&mut self) {
+        if !self.done.swap(true, Ordering::AcqRel) {
+            self.shared
+                .on_goal_reply(self.domain, &self.action, &self.id, None);
+        }
+    }
 }
 
 /// Sends the caller's failure when a query ends without any reply (the
@@ -196,7 +233,7 @@ pub struct Federation {
     _interest: Subscriber<()>,
     _providers: Subscriber<()>,
     wanted: HashMap<(Domain, Rc<str>), Wanted>,
-    provided: HashMap<(Domain, Rc<str>), Provided>,
+    provided: HashMap<(Offer, Domain, Rc<str>), Provided>,
     changes: Vec<InterestChange>,
     buf: Vec<u8>,
     last_status: Option<Instant>,
@@ -280,8 +317,8 @@ impl Federation {
                 Change::Interest(domain, topic, wanted) => {
                     hub.remote_interest(domain, &topic, wanted, now)
                 }
-                Change::Service(domain, name, ty) => {
-                    hub.remote_service(domain, &name, ty.as_deref())
+                Change::Provider(kind, domain, name, ty) => {
+                    hub.remote_provider(kind, domain, &name, ty.as_deref())
                 }
             }
         }
@@ -295,8 +332,9 @@ impl Federation {
                     self.wanted.remove(&key);
                 }
                 (Offer::Service, true) => self.provide(c.domain, c.name.clone(), &c.ty),
-                (Offer::Service, false) => {
-                    self.provided.remove(&key);
+                (Offer::Action, true) => self.serve(c.domain, c.name.clone(), &c.ty),
+                (Offer::Service | Offer::Action, false) => {
+                    self.provided.remove(&(c.kind, c.domain, c.name.clone()));
                 }
             }
         }
@@ -372,14 +410,21 @@ impl Federation {
         let token = self
             .session
             .liveliness()
-            .declare_token(keys::provider_key(domain, &self.zid, ty, &name))
+            .declare_token(keys::provider_key(
+                rosgate_core::registry::Provided::Service,
+                domain,
+                &self.zid,
+                ty,
+                &name,
+            ))
             .wait();
         match (queryable, token) {
             (Ok(q), Ok(t)) => {
                 self.provided.insert(
-                    (domain, name),
+                    (Offer::Service, domain, name),
                     Provided {
                         _queryable: q,
+                        _cancels: None,
                         _token: t,
                     },
                 );
@@ -393,6 +438,103 @@ impl Federation {
                 );
             }
         }
+    }
+
+    /// Declares the goal queryable, the cancel subscriber and the provider
+    /// token for an action a local client serves.
+    fn serve(&mut self, domain: Domain, name: Rc<str>, ty: &str) {
+        let action: Arc<str> = Arc::from(&*name);
+        let (sh, a) = (self.shared.clone(), action.clone());
+        let queryable = self
+            .session
+            .declare_queryable(keys::goal_key(domain, &name))
+            .allowed_origin(Locality::Remote)
+            .callback(move |q: Query| sh.on_goal(domain, &a, q))
+            .wait();
+        let sh = self.shared.clone();
+        let cancels = self
+            .session
+            .declare_subscriber(keys::cancel_key(domain, &name))
+            .allowed_origin(Locality::Remote)
+            .callback(move |s: Sample| sh.on_cancel(domain, &action, &s))
+            .wait();
+        let token = self
+            .session
+            .liveliness()
+            .declare_token(keys::provider_key(
+                rosgate_core::registry::Provided::Action,
+                domain,
+                &self.zid,
+                ty,
+                &name,
+            ))
+            .wait();
+        match (queryable, cancels, token) {
+            (Ok(q), Ok(c), Ok(t)) => {
+                self.provided.insert(
+                    (Offer::Action, domain, name),
+                    Provided {
+                        _queryable: q,
+                        _cancels: Some(c),
+                        _token: t,
+                    },
+                );
+            }
+            (q, c, t) => {
+                let e = q.err().or(c.err()).or(t.err()).map(|e| e.to_string());
+                rosgate_core::log!(
+                    Warn,
+                    "federation: cannot offer action {name} to other gateways: {}",
+                    e.unwrap_or_default()
+                );
+            }
+        }
+    }
+
+    /// Forwards a goal the bridge received (as the server of another
+    /// gateway's action) as a Zenoh query whose replies are its feedback
+    /// and result; their absence ends the goal as aborted.
+    fn forward_goal(&self, domain: Domain, action: &str, id: &str, ty: &str, args: &str) {
+        let origin = format!("{}/{id}", self.zid);
+        let payload = format!(
+            "{{\"args\":{args},\"action_type\":{},\"origin\":{}}}",
+            serde_json::Value::from(ty),
+            serde_json::Value::from(origin)
+        );
+        let guard = GoalGuard {
+            shared: self.shared.clone(),
+            domain,
+            action: action.to_string(),
+            id: id.to_string(),
+            done: std::sync::atomic::AtomicBool::new(false),
+        };
+        let sent = self
+            .session
+            .get(keys::goal_key(domain, action))
+            .payload(payload)
+            .target(QueryTarget::BestMatching)
+            // Every reply as it comes (feedback streams; Zenoh's default
+            // would hold replies back to consolidate them).
+            .consolidation(ConsolidationMode::None)
+            .allowed_destination(Locality::Remote)
+            .timeout(std::time::Duration::from_secs(
+                GOAL_QUERY_TIMEOUT_HOURS * 3600,
+            ))
+            .callback(move |r: Reply| guard.on(&r))
+            .wait();
+        if let Err(e) = sent {
+            rosgate_core::log!(Debug, "federation: goal for {action} not sent: {e}");
+        }
+    }
+
+    /// Forwards a cancel the bridge received for a goal it forwarded.
+    fn forward_cancel(&self, domain: Domain, action: &str, id: &str) {
+        let origin = format!("{}/{id}", self.zid);
+        let _ = self
+            .session
+            .put(keys::cancel_key(domain, action), origin)
+            .allowed_destination(Locality::Remote)
+            .wait();
     }
 
     /// Forwards a call the bridge received (as the provider of another
@@ -411,6 +553,9 @@ impl Federation {
             .get(keys::service_key(domain, service))
             .payload(args.to_vec())
             .target(QueryTarget::BestMatching)
+            // Every reply as it comes (feedback streams; Zenoh's default
+            // would hold replies back to consolidate them).
+            .consolidation(ConsolidationMode::None)
             .allowed_destination(Locality::Remote)
             .timeout(std::time::Duration::from_secs(QUERY_TIMEOUT_SECS))
             .callback(move |r: Reply| guard.on(&r))
@@ -460,6 +605,48 @@ impl Federation {
                 }) => {
                     let values = values.map_or("null", |v| v.get());
                     self.shared.answer(id.get(), values, result.get());
+                    continue;
+                }
+                Ok(Request {
+                    op: Op::SendActionGoal(g),
+                    id: Some(id),
+                    ..
+                }) => {
+                    let ty = g.action_type.as_deref().unwrap_or("");
+                    let args = g.args.map_or("{}", |a| a.get());
+                    self.forward_goal(domain, &g.action, id.get(), ty, args);
+                    continue;
+                }
+                Ok(Request {
+                    op: Op::CancelActionGoal { action },
+                    id: Some(id),
+                    ..
+                }) => {
+                    self.forward_cancel(domain, &action, id.get());
+                    continue;
+                }
+                Ok(Request {
+                    op: Op::ActionFeedback { values, .. },
+                    id: Some(id),
+                    ..
+                }) => {
+                    self.shared.goal_update(id.get(), values.get(), None);
+                    continue;
+                }
+                Ok(Request {
+                    op:
+                        Op::ActionResult {
+                            values,
+                            status,
+                            result,
+                            ..
+                        },
+                    id: Some(id),
+                    ..
+                }) => {
+                    let values = values.map_or("null", |v| v.get());
+                    let end = Some((status.get(), result.get()));
+                    self.shared.goal_update(id.get(), values, end);
                     continue;
                 }
                 _ => continue,

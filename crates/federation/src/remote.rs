@@ -16,6 +16,7 @@ use std::sync::{Mutex, MutexGuard};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use rosgate_core::nodes::Domain;
+use rosgate_core::registry::Provided;
 use rosgate_wire::decode::{self, Op, Request};
 use rosgate_wire::Raw;
 use zenoh::query::{Query, Reply};
@@ -40,9 +41,9 @@ pub const MAX_REMOTE_CALLS: usize = 4096;
 pub(crate) enum Change {
     /// Some other gateway wants the topic (or none any more).
     Interest(Domain, String, bool),
-    /// Some other gateway provides the service, of this type (or none any
-    /// more).
-    Service(Domain, String, Option<String>),
+    /// Some other gateway provides the service or serves the action, of
+    /// this type (or none any more).
+    Provider(Provided, Domain, String, Option<String>),
 }
 
 #[derive(Debug, Default)]
@@ -52,7 +53,7 @@ struct Tables {
     /// Topics other gateways want, and which gateways.
     interest: HashMap<(Domain, String), BTreeSet<String>>,
     /// Services other gateways provide: which gateways, with which type.
-    providers: HashMap<(Domain, String), BTreeMap<String, String>>,
+    providers: HashMap<(Provided, Domain, String), BTreeMap<String, String>>,
     entries: usize,
     /// Transitions the loop has not taken yet.
     changes: Vec<Change>,
@@ -70,6 +71,9 @@ pub(crate) struct Shared {
     /// Calls from other gateways in progress here, by the id the bridge
     /// calls with.
     queries: Mutex<HashMap<u64, Query>>,
+    /// Goals from other gateways in progress here: their caller's gateway
+    /// and goal id (what a cancel names) to the query.
+    origins: Mutex<HashMap<String, u64>>,
     next_query: AtomicU64,
     changed: AtomicBool,
     pub(crate) pending_bytes: AtomicUsize,
@@ -85,6 +89,7 @@ impl Shared {
             to_loop,
             tables: Mutex::new(Tables::default()),
             queries: Mutex::new(HashMap::new()),
+            origins: Mutex::new(HashMap::new()),
             next_query: AtomicU64::new(1),
             changed: AtomicBool::new(false),
             pending_bytes: AtomicUsize::new(0),
@@ -181,14 +186,14 @@ impl Shared {
 
     /// Another gateway's provider token for a service came or went.
     pub(crate) fn on_provider(&self, s: &Sample) {
-        let Some((domain, gw, ty, name)) = keys::provider_of(s.key_expr().as_str()) else {
+        let Some((kind, domain, gw, ty, name)) = keys::provider_of(s.key_expr().as_str()) else {
             return;
         };
         if gw == self.zid {
             return;
         }
         let mut t = self.tables();
-        let key = (domain, name);
+        let key = (kind, domain, name);
         let change = match s.kind() {
             SampleKind::Put => {
                 if t.entries >= MAX_REMOTE_INTEREST {
@@ -215,7 +220,7 @@ impl Shared {
             }
         };
         if let Some(ty) = change {
-            t.changes.push(Change::Service(key.0, key.1, ty));
+            t.changes.push(Change::Provider(key.0, key.1, key.2, ty));
             drop(t);
             self.wake();
         }
@@ -233,20 +238,9 @@ impl Shared {
             let _ = q.reply_err("arguments are not one valid JSON value").wait();
             return;
         };
-        let n = self.next_query.fetch_add(1, Ordering::Relaxed);
-        {
-            let mut qs = self.queries.lock().unwrap_or_else(|p| p.into_inner());
-            if qs.len() >= MAX_REMOTE_CALLS {
-                drop(qs);
-                let _ = q
-                    .reply_err(
-                        "the provider's gateway has too many calls from other gateways in progress",
-                    )
-                    .wait();
-                return;
-            }
-            qs.insert(n, q);
-        }
+        let Some(n) = self.keep_query(q) else {
+            return;
+        };
         let service = service.to_string();
         let job: Job = Box::new(move |hub, now| {
             hub.remote_call(
@@ -262,6 +256,166 @@ impl Shared {
                 let _ = q.reply_err("the provider's gateway is too busy").wait();
             }
         }
+    }
+
+    /// A goal from another gateway for an action served here: kept until
+    /// its result comes back ([`Shared::goal_update`]), handed to the loop
+    /// as a goal of the bridge. The payload is
+    /// `{"args":..,"action_type":"..","origin":"<gateway>/<goal id>"}`.
+    pub(crate) fn on_goal(self: &std::sync::Arc<Self>, domain: Domain, action: &str, q: Query) {
+        #[derive(serde::Deserialize)]
+        struct Goal<'a> {
+            #[serde(borrow)]
+            args: &'a serde_json::value::RawValue,
+            action_type: String,
+            origin: String,
+        }
+        let payload = q
+            .payload()
+            .map(|p| p.to_bytes().into_owned())
+            .unwrap_or_default();
+        let parsed = serde_json::from_slice::<Goal<'_>>(&payload)
+            .ok()
+            .and_then(|g| Some((valid_msg(g.args.get().as_bytes())?, g.action_type, g.origin)));
+        let Some((args, ty, origin)) = parsed else {
+            let _ = q.reply_err("not a goal of a rosgate gateway").wait();
+            return;
+        };
+        let Some(n) = self.keep_query(q) else {
+            return;
+        };
+        self.origins
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(origin, n);
+        let action = action.to_string();
+        let job: Job = Box::new(move |hub, now| {
+            let args = Raw::from_valid_json(&args);
+            hub.remote_goal(domain, &action, &goal_id(n), &ty, args, now);
+        });
+        if !(self.to_loop)(job) {
+            if let Some(q) = self.take_query(n) {
+                let _ = q
+                    .reply_err("the action server's gateway is too busy")
+                    .wait();
+            }
+        }
+    }
+
+    /// A cancel from another gateway for a goal it sent here (`origin`).
+    pub(crate) fn on_cancel(&self, domain: Domain, action: &str, s: &Sample) {
+        let origin = String::from_utf8_lossy(&s.payload().to_bytes()).into_owned();
+        let n = self
+            .origins
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&origin)
+            .copied();
+        if let Some(n) = n {
+            let action = action.to_string();
+            let job: Job =
+                Box::new(move |hub, now| hub.remote_cancel(domain, &action, &goal_id(n), now));
+            if !(self.to_loop)(job) {
+                self.drop_one();
+            }
+        }
+    }
+
+    /// Feedback (`result` None) or the result of the goal the bridge sent
+    /// as `id`: replied to the goal's query; the result ends it.
+    pub(crate) fn goal_update(&self, id: &str, values: &str, result: Option<(&str, &str)>) {
+        let Some(n) = id
+            .strip_prefix("\"fg")
+            .and_then(|r| r.strip_suffix('"'))
+            .and_then(|r| r.parse::<u64>().ok())
+        else {
+            return;
+        };
+        let payload = match result {
+            None => format!("{{\"feedback\":{values}}}"),
+            Some((status, ok)) => {
+                format!(
+                    "{{\"result\":{{\"values\":{values},\"status\":{status},\"result\":{ok}}}}}"
+                )
+            }
+        };
+        let q = if result.is_some() {
+            self.origins
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .retain(|_, &mut v| v != n);
+            self.take_query(n)
+        } else {
+            None
+        };
+        match q {
+            Some(q) => {
+                let _ = q.reply(q.key_expr().clone(), payload).wait();
+            }
+            None => {
+                let qs = self.queries.lock().unwrap_or_else(|p| p.into_inner());
+                if let Some(q) = qs.get(&n) {
+                    let _ = q.reply(q.key_expr().clone(), payload).wait();
+                }
+            }
+        }
+    }
+
+    /// A reply to a goal this gateway's bridge forwarded (feedback or the
+    /// result), or (`None`) the end of its query: handed to the loop as the
+    /// bridge's `action_feedback` / `action_result` for goal `id`. Returns
+    /// whether the goal ended.
+    pub(crate) fn on_goal_reply(
+        &self,
+        domain: Domain,
+        action: &str,
+        id: &str,
+        reply: Option<&Reply>,
+    ) -> bool {
+        let (line, ended) = match reply.map(Reply::result) {
+            Some(Ok(sample)) => match goal_line(action, id, &sample.payload().to_bytes()) {
+                Some(x) => x,
+                None => (
+                    aborted_line(action, id, "the action server's gateway sent an invalid reply"),
+                    true,
+                ),
+            },
+            Some(Err(e)) => {
+                let why = String::from_utf8_lossy(&e.payload().to_bytes()).into_owned();
+                let why = format!("the action server's gateway refused the goal: {why}");
+                (aborted_line(action, id, &why), true)
+            }
+            None => (
+                aborted_line(
+                    action,
+                    id,
+                    "the action server's gateway did not answer (it left, or the goal ended there without a result)",
+                ),
+                true,
+            ),
+        };
+        let job: Job = Box::new(move |hub, now| hub.remote_reply(domain, line.as_bytes(), now));
+        if !(self.to_loop)(job) {
+            self.drop_one();
+        }
+        ended
+    }
+
+    /// Keeps `q` under a fresh number, or refuses it (too many).
+    fn keep_query(&self, q: Query) -> Option<u64> {
+        let n = self.next_query.fetch_add(1, Ordering::Relaxed);
+        let mut qs = self.queries.lock().unwrap_or_else(|p| p.into_inner());
+        if qs.len() >= MAX_REMOTE_CALLS {
+            drop(qs);
+            let _ = q
+                .reply_err(
+                    "the gateway has too many calls and goals from other gateways in progress",
+                )
+                .wait();
+            return None;
+        }
+        qs.insert(n, q);
+        Some(n)
     }
 
     fn take_query(&self, n: u64) -> Option<Query> {
@@ -412,6 +566,74 @@ fn query_id(n: u64) -> String {
 
 fn parse_query_id(id: &str) -> Option<u64> {
     id.strip_prefix("\"fq")?.strip_suffix('"')?.parse().ok()
+}
+
+/// The id the bridge sends goal `n` with: a JSON string.
+fn goal_id(n: u64) -> String {
+    format!("fg{n}")
+}
+
+/// The bridge's `action_feedback` or `action_result` for goal `id` (raw
+/// JSON) of `action` from another gateway's reply `{"feedback":..}` or
+/// `{"result":{"values":..,"status":..,"result":..}}`; whether it ends the
+/// goal. The id goes last, so a reply cannot name another goal.
+fn goal_line(action: &str, id: &str, payload: &[u8]) -> Option<(String, bool)> {
+    use serde_json::value::RawValue;
+    #[derive(serde::Deserialize)]
+    struct GoalReply<'a> {
+        #[serde(borrow)]
+        feedback: Option<&'a RawValue>,
+        #[serde(borrow)]
+        result: Option<&'a RawValue>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Ended<'a> {
+        #[serde(borrow)]
+        values: &'a RawValue,
+        #[serde(borrow)]
+        status: &'a RawValue,
+        #[serde(borrow)]
+        result: &'a RawValue,
+    }
+    let text = valid_msg(payload)?;
+    let reply: GoalReply<'_> = serde_json::from_str(&text).ok()?;
+    let name = serde_json::Value::from(action);
+    // Values travel as the server wrote them (raw spans, not re-encoded).
+    let (line, ended) = match (reply.feedback, reply.result) {
+        (Some(f), None) => (
+            format!(
+                "{{\"op\":\"action_feedback\",\"action\":{name},\"values\":{},\"id\":{id}}}",
+                f.get()
+            ),
+            false,
+        ),
+        (None, Some(r)) => {
+            let r: Ended<'_> = serde_json::from_str(r.get()).ok()?;
+            (
+                format!(
+                    "{{\"op\":\"action_result\",\"action\":{name},\"values\":{},\"status\":{},\"result\":{},\"id\":{id}}}",
+                    r.values.get(),
+                    r.status.get(),
+                    r.result.get()
+                ),
+                true,
+            )
+        }
+        _ => return None,
+    };
+    match decode::decode(line.as_bytes()) {
+        Ok(Request { id: Some(got), .. }) if got.get() == id => Some((line, ended)),
+        _ => None,
+    }
+}
+
+/// An aborted `action_result` (status 6) for goal `id` with `why`.
+fn aborted_line(action: &str, id: &str, why: &str) -> String {
+    format!(
+        "{{\"op\":\"action_result\",\"action\":{},\"values\":{},\"status\":6,\"result\":false,\"id\":{id}}}",
+        serde_json::Value::from(action),
+        serde_json::Value::from(why)
+    )
 }
 
 /// `{"op":"service_response",...}` for call `id` (raw JSON) of `service`

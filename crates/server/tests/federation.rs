@@ -687,3 +687,90 @@ fn parameters_of_a_node_on_another_gateway_are_read_and_set_with_its_owners_vali
         thread::sleep(ms(20));
     }
 }
+
+/// Waits until `gw` lists `action` among its action servers.
+fn wait_action(gw: &Gateway, action: &str) {
+    let dl = deadline(CROSS);
+    let mut c = gw.client();
+    loop {
+        let v = call_values(&mut c, "/rosapi/action_servers", "{}");
+        if v["values"]["action_servers"]
+            .as_array()
+            .is_some_and(|a| a.iter().any(|s| s == action))
+        {
+            return;
+        }
+        assert!(Instant::now() < dl, "{action} never served: {v}");
+        thread::sleep(ms(20));
+    }
+}
+
+#[test]
+fn action_goals_feedback_results_and_cancels_cross_gateways() {
+    let (pa, pb) = (free_port(), free_port());
+    let a = gateway(pa, &[], &[]);
+    let b = gateway(pb, &[pa], &[]);
+    wait_federation(&b, "sees A", |v| gateways(v) == 1);
+    let mut server = a.client();
+    server.send_line(r#"{"op":"advertise_action","action":"/fed/fib","type":"example_interfaces/action/Fibonacci","id":"aa"}"#);
+    server.expect_info("aa");
+    wait_action(&b, "/fed/fib");
+    let mut caller = b.client();
+    // A goal with feedback, then its result, under the caller's id.
+    caller.send_line(r#"{"op":"send_action_goal","id":"g1","action":"/fed/fib","action_type":"example_interfaces/action/Fibonacci","args":{"order":3},"feedback":true}"#);
+    let (goal, _) = server.recv_until(|v| v["op"] == "send_action_goal", deadline(REPLY));
+    assert_eq!(goal["args"], serde_json::json!({"order":3}), "{goal}");
+    let gid = goal["id"].clone();
+    for fb in [r#"{"sequence":[0, 1]}"#, r#"{"sequence":[0, 1, 1]}"#] {
+        server.send_line(&format!(
+            r#"{{"op":"action_feedback","id":{gid},"action":"/fed/fib","values":{fb}}}"#
+        ));
+        let line = caller.recv_raw(deadline(REPLY));
+        let v: Value = serde_json::from_str(&line).expect("JSON");
+        assert_eq!(v["op"], "action_feedback", "{v}");
+        assert_eq!(v["id"], "g1", "{v}");
+        assert!(
+            line.contains(&format!(r#""values":{fb}"#)),
+            "byte for byte: {line}"
+        );
+    }
+    server.send_line(&format!(
+        r#"{{"op":"action_result","id":{gid},"action":"/fed/fib","values":{{"sequence":[0,1,1,2]}},"status":4,"result":true}}"#
+    ));
+    let (v, _) = caller.recv_until(|v| v["op"] == "action_result", deadline(REPLY));
+    assert_eq!(v["id"], "g1", "{v}");
+    assert_eq!(v["status"], 4, "{v}");
+    assert_eq!(v["result"], true, "{v}");
+    assert_eq!(v["values"]["sequence"], serde_json::json!([0, 1, 1, 2]));
+    caller.assert_quiet();
+    // A cancel from the caller reaches the server; its answer ends the goal.
+    caller.send_line(r#"{"op":"send_action_goal","id":"g2","action":"/fed/fib","action_type":"example_interfaces/action/Fibonacci","args":{"order":9},"feedback":true}"#);
+    let (goal, _) = server.recv_until(|v| v["op"] == "send_action_goal", deadline(REPLY));
+    let gid = goal["id"].clone();
+    caller.send_line(r#"{"op":"cancel_action_goal","id":"g2","action":"/fed/fib"}"#);
+    let (cancel, _) = server.recv_until(|v| v["op"] == "cancel_action_goal", deadline(REPLY));
+    assert_eq!(cancel["id"], gid, "{cancel}");
+    server.send_line(&format!(
+        r#"{{"op":"action_result","id":{gid},"action":"/fed/fib","values":{{"sequence":[]}},"status":5,"result":true}}"#
+    ));
+    let (v, _) = caller.recv_until(|v| v["op"] == "action_result", deadline(REPLY));
+    assert_eq!(
+        (v["id"].clone(), v["status"].clone()),
+        (serde_json::json!("g2"), serde_json::json!(5)),
+        "{v}"
+    );
+    // The server leaves mid-goal: the goal ends at once, aborted.
+    caller.send_line(r#"{"op":"send_action_goal","id":"g3","action":"/fed/fib","action_type":"example_interfaces/action/Fibonacci","args":{"order":9},"feedback":true}"#);
+    server.recv_until(|v| v["op"] == "send_action_goal", deadline(REPLY));
+    let t = Instant::now();
+    drop(server);
+    let (v, _) = caller.recv_until(|v| v["op"] == "action_result", deadline(REPLY));
+    assert_eq!(v["id"], "g3", "{v}");
+    assert_eq!(v["status"], 6, "{v}");
+    assert_eq!(v["result"], false, "{v}");
+    assert!(
+        t.elapsed() < Duration::from_secs(3),
+        "at once: {:?}",
+        t.elapsed()
+    );
+}

@@ -93,6 +93,7 @@ impl Hub {
         }
         let msg = format!("advertised action {name}");
         self.send_status(me, Level::Info, &msg, id_bytes, now);
+        self.provided_changed(Provided::Action, domain, &name);
         self.release_waiting(domain, Provided::Action, &name, now);
     }
 
@@ -127,6 +128,7 @@ impl Hub {
                 }
                 let msg = format!("unadvertised action {name}");
                 self.send_status(me, Level::Info, &msg, id_bytes, now);
+                self.provided_changed(Provided::Action, domain, &name);
             }
             Unadvertised::NotProvider | Unadvertised::Unknown => {
                 let msg = format!("not the current server of action {name}; nothing changed");
@@ -204,7 +206,9 @@ impl Hub {
             return fail(self, CallFailure::DuplicateId);
         }
         let server = match self.registries[domain as usize].provided(Provided::Action, action) {
-            Some(s) if self.live(s.provider()) => s.provider(),
+            Some(s) if self.live(s.provider()) && self.may_forward(me, s.provider()) => {
+                s.provider()
+            }
             _ if wait => {
                 let goal = Some((action_type, feedback));
                 if self.wait_for_provider(

@@ -35,16 +35,27 @@ use crate::access::Class;
 use crate::conn::{Conn, ConnRef};
 use crate::counters::Counter;
 use crate::nodes::{Domain, DOMAINS};
-use crate::registry::{Role, TopicId};
+use crate::registry::{Provided, Role, TopicId};
 use crate::transport::{StatusFilter, Transport};
 
 /// What an [`InterestChange`] is about.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Offer {
     /// Local clients subscribe to the topic (or none does any more).
     Topic,
     /// A local client provides the service (or none does any more).
     Service,
+    /// A local client serves the action (or none does any more).
+    Action,
+}
+
+impl From<Provided> for Offer {
+    fn from(kind: Provided) -> Offer {
+        match kind {
+            Provided::Service => Offer::Service,
+            Provided::Action => Offer::Action,
+        }
+    }
 }
 
 /// A change for the shell to announce to other gateways.
@@ -61,6 +72,8 @@ pub struct InterestChange {
 }
 
 type TopicKey = (Domain, Rc<str>);
+/// A service or an action of a domain.
+type ProvKey = (Provided, Domain, Rc<str>);
 
 /// See the module docs.
 #[derive(Debug, Default)]
@@ -73,13 +86,13 @@ pub(super) struct Federation {
     announced: HashSet<TopicKey>,
     /// Topics whose local subscribers changed this turn.
     dirty: HashSet<TopicKey>,
-    /// Services other gateways provide, with their type: the domain's
-    /// bridge provides them here while no local client does.
-    remote_services: HashMap<TopicKey, Rc<str>>,
-    /// Services announced to the shell as provided here.
-    provided: HashSet<TopicKey>,
-    /// Services whose provider changed this turn.
-    dirty_services: HashSet<TopicKey>,
+    /// Services and actions other gateways provide, with their type: the
+    /// domain's bridge provides them here while no local client does.
+    remote_services: HashMap<ProvKey, Rc<str>>,
+    /// Services and actions announced to the shell as provided here.
+    provided: HashSet<ProvKey>,
+    /// Services and actions whose provider changed this turn.
+    dirty_services: HashSet<ProvKey>,
     /// Services the hub answers itself for local nodes (their parameter
     /// services), with how many local nodes of that name there are.
     builtin: HashMap<TopicKey, u32>,
@@ -247,13 +260,19 @@ impl Hub {
         }
     }
 
-    /// Another gateway provides `service` of `domain` with type `ty`, or
-    /// (`None`) no other gateway does any more.
-    pub fn remote_service(&mut self, domain: Domain, service: &str, ty: Option<&str>) {
+    /// Another gateway provides the service or action `name` (`kind`) of
+    /// `domain` with type `ty`, or (`None`) no other gateway does any more.
+    pub fn remote_provider(
+        &mut self,
+        kind: Provided,
+        domain: Domain,
+        name: &str,
+        ty: Option<&str>,
+    ) {
         if !self.fed.enabled || (domain as usize) >= DOMAINS {
             return;
         }
-        let key = (domain, Rc::<str>::from(service));
+        let key = (kind, domain, Rc::<str>::from(name));
         match ty {
             Some(t) => {
                 self.fed.remote_services.insert(key.clone(), Rc::from(t));
@@ -283,9 +302,6 @@ impl Hub {
         if !self.fed.enabled || (domain as usize) >= DOMAINS {
             return;
         }
-        let Some(bridge) = self.bridge(domain, now) else {
-            return;
-        };
         let mut line = Vec::with_capacity(64 + service.len() + args.get().len());
         line.extend_from_slice(br#"{"op":"call_service","service":"#);
         rosgate_wire::encode::json_string(&mut line, service);
@@ -294,12 +310,64 @@ impl Hub {
         line.extend_from_slice(br#","args":"#);
         line.extend_from_slice(args.get().as_bytes());
         line.push(b'}');
-        self.on_message(bridge, &line, now);
+        self.bridge_says(domain, &line, now);
     }
 
-    /// The answer from another gateway to a call forwarded to the bridge
-    /// of `domain` (which provides that gateway's service here): a whole
-    /// `service_response` line, as a provider sends it.
+    /// A caller on another gateway sends a goal to `action` of `domain`:
+    /// the domain's bridge sends it here as a client asking for feedback,
+    /// with `id` (a JSON string the shell chose); feedback and the result
+    /// come back in the bridge's queue under that id.
+    pub fn remote_goal(
+        &mut self,
+        domain: Domain,
+        action: &str,
+        id: &str,
+        ty: &str,
+        args: Raw<'_>,
+        now: Instant,
+    ) {
+        if !self.fed.enabled || (domain as usize) >= DOMAINS {
+            return;
+        }
+        let mut line = Vec::with_capacity(96 + action.len() + ty.len() + args.get().len());
+        line.extend_from_slice(br#"{"op":"send_action_goal","action":"#);
+        rosgate_wire::encode::json_string(&mut line, action);
+        line.extend_from_slice(br#","action_type":"#);
+        rosgate_wire::encode::json_string(&mut line, ty);
+        line.extend_from_slice(br#","id":"#);
+        rosgate_wire::encode::json_string(&mut line, id);
+        line.extend_from_slice(br#","args":"#);
+        line.extend_from_slice(args.get().as_bytes());
+        line.extend_from_slice(br#","feedback":true}"#);
+        self.bridge_says(domain, &line, now);
+    }
+
+    /// The caller on another gateway cancels the goal the bridge sent as
+    /// `id` ([`Hub::remote_goal`]).
+    pub fn remote_cancel(&mut self, domain: Domain, action: &str, id: &str, now: Instant) {
+        if !self.fed.enabled || (domain as usize) >= DOMAINS {
+            return;
+        }
+        let mut line = Vec::with_capacity(64 + action.len());
+        line.extend_from_slice(br#"{"op":"cancel_action_goal","action":"#);
+        rosgate_wire::encode::json_string(&mut line, action);
+        line.extend_from_slice(br#","id":"#);
+        rosgate_wire::encode::json_string(&mut line, id);
+        line.push(b'}');
+        self.bridge_says(domain, &line, now);
+    }
+
+    /// `line` as a request of the domain's bridge (opened if need be).
+    fn bridge_says(&mut self, domain: Domain, line: &[u8], now: Instant) {
+        if let Some(bridge) = self.bridge(domain, now) {
+            self.on_message(bridge, line, now);
+        }
+    }
+
+    /// What another gateway answers to a call or goal forwarded to the
+    /// bridge of `domain` (which provides that gateway's service or action
+    /// here): a whole `service_response`, `action_feedback` or
+    /// `action_result` line, as a provider sends it.
     pub fn remote_reply(&mut self, domain: Domain, line: &[u8], now: Instant) {
         if !self.fed.enabled || (domain as usize) >= DOMAINS {
             return;
@@ -313,8 +381,16 @@ impl Hub {
 
     /// A provider of `service` in `domain` came, went or was replaced.
     pub(super) fn service_changed(&mut self, domain: Domain, service: &str) {
+        self.provided_changed(Provided::Service, domain, service);
+    }
+
+    /// A provider of the service or action `name` came, went or was
+    /// replaced.
+    pub(super) fn provided_changed(&mut self, kind: Provided, domain: Domain, name: &str) {
         if self.fed.enabled {
-            self.fed.dirty_services.insert((domain, Rc::from(service)));
+            self.fed
+                .dirty_services
+                .insert((kind, domain, Rc::from(name)));
         }
     }
 
@@ -336,7 +412,9 @@ impl Hub {
                     self.fed.builtin.remove(&key);
                 }
             }
-            self.fed.dirty_services.insert(key);
+            self.fed
+                .dirty_services
+                .insert((Provided::Service, key.0, key.1));
         }
     }
 
@@ -345,13 +423,15 @@ impl Hub {
         if !self.fed.enabled {
             return;
         }
-        let names: Vec<String> = self.registries[domain as usize]
-            .services_of(who, None)
-            .into_iter()
-            .map(str::to_string)
-            .collect();
-        for n in names {
-            self.service_changed(domain, &n);
+        for kind in [Provided::Service, Provided::Action] {
+            let names: Vec<String> = self.registries[domain as usize]
+                .provided_of(kind, who, None)
+                .into_iter()
+                .map(str::to_string)
+                .collect();
+            for n in names {
+                self.provided_changed(kind, domain, &n);
+            }
         }
     }
 
@@ -369,13 +449,13 @@ impl Hub {
         if self.fed.dirty_services.is_empty() {
             return;
         }
-        let dirty: Vec<TopicKey> = self.fed.dirty_services.drain().collect();
-        for (domain, name) in dirty {
+        let dirty: Vec<ProvKey> = self.fed.dirty_services.drain().collect();
+        for (kind, domain, name) in dirty {
             let current = self.registries[domain as usize]
-                .service(&name)
+                .provided(kind, &name)
                 .filter(|s| self.live(s.provider()))
                 .map(|s| (s.provider(), Rc::<str>::from(s.ty())));
-            let key = (domain, name.clone());
+            let key = (kind, domain, name.clone());
             // The type a local provider offers it with: a client's, or the
             // hub's own for a local node's parameter services.
             let local: Option<Rc<str>> = current
@@ -383,7 +463,9 @@ impl Hub {
                 .filter(|(p, _)| !self.is_bridge(*p))
                 .map(|(_, t)| t.clone())
                 .or_else(|| {
-                    self.fed.builtin.contains_key(&key).then(|| {
+                    let builtin = kind == Provided::Service
+                        && self.fed.builtin.contains_key(&(domain, name.clone()));
+                    builtin.then(|| {
                         let short = name.rsplit_once('/').map_or("", |(_, s)| s);
                         let ty = NODE_PARAM_SERVICES
                             .iter()
@@ -401,7 +483,7 @@ impl Hub {
                 }
                 into.push(InterestChange {
                     domain,
-                    kind: Offer::Service,
+                    kind: kind.into(),
                     name: name.clone(),
                     ty: local.clone().unwrap_or_else(|| Rc::from("")),
                     wanted: local.is_some(),
@@ -412,12 +494,24 @@ impl Hub {
             match (local.is_some(), by_bridge, remote) {
                 (false, false, Some(ty)) => {
                     if let Some(b) = self.bridge(domain, now) {
-                        self.advertise_service(b, &name, None, &ty, None, now);
+                        match kind {
+                            Provided::Service => {
+                                self.advertise_service(b, &name, None, &ty, None, now)
+                            }
+                            Provided::Action => {
+                                self.advertise_action(b, &name, None, &ty, None, now)
+                            }
+                        }
                     }
                 }
                 (true, true, _) | (false, true, None) => {
                     if let Some(b) = self.fed.bridges.get(&domain).copied() {
-                        self.unadvertise_service(b, &name, None, None, now);
+                        match kind {
+                            Provided::Service => {
+                                self.unadvertise_service(b, &name, None, None, now)
+                            }
+                            Provided::Action => self.unadvertise_action(b, &name, None, None, now),
+                        }
                     }
                 }
                 _ => {}

@@ -431,14 +431,18 @@ impl Hub {
                 .filter_map(|n| reg.topic_id(n))
                 .collect()
         };
-        let services: Vec<String> = self.registries[domain as usize]
-            .services_of(me, Some(tag))
+        let provided: Vec<(Provided, String)> = [Provided::Service, Provided::Action]
             .into_iter()
-            .map(str::to_string)
+            .flat_map(|kind| {
+                self.registries[domain as usize]
+                    .provided_of(kind, me, Some(tag))
+                    .into_iter()
+                    .map(move |s| (kind, s.to_string()))
+            })
             .collect();
         self.registries.update(domain, |r| r.withdraw_node(me, tag));
-        for s in services {
-            self.service_changed(domain, &s);
+        for (kind, name) in provided {
+            self.provided_changed(kind, domain, &name);
         }
         // As after an unsubscribe: a subscription the connection no longer
         // holds leaves its queue's QoS (depth, reliable) and the peer

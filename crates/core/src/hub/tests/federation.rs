@@ -2,6 +2,7 @@
 //! interest changes, and no echo of remote samples.
 
 use super::*;
+use crate::registry::Provided;
 
 fn fed() -> T {
     let mut t = T::new(Limits::default());
@@ -143,7 +144,8 @@ fn service_changes(t: &mut T) -> Vec<(String, String, bool)> {
 fn a_local_provider_is_announced_and_wins_over_another_gateways() {
     let mut t = fed();
     let (p, caller) = (t.open(), t.open());
-    t.hub.remote_service(0, "/add", Some("pkg/srv/Add"));
+    t.hub
+        .remote_provider(Provided::Service, 0, "/add", Some("pkg/srv/Add"));
     assert!(
         service_changes(&mut t).is_empty(),
         "nothing local to announce"
@@ -194,7 +196,7 @@ fn a_local_provider_is_announced_and_wins_over_another_gateways() {
         r#"{"op":"call_service","service":"/add","id":"c4","args":{}}"#,
     );
     t.recv(caller);
-    t.hub.remote_service(0, "/add", None);
+    t.hub.remote_provider(Provided::Service, 0, "/add", None);
     service_changes(&mut t);
     let failed: Vec<Value> = t
         .recv(caller)
@@ -212,7 +214,8 @@ fn a_local_provider_is_announced_and_wins_over_another_gateways() {
 #[test]
 fn a_call_from_another_gateway_never_goes_to_a_third() {
     let mut t = fed();
-    t.hub.remote_service(0, "/add", Some("pkg/srv/Add"));
+    t.hub
+        .remote_provider(Provided::Service, 0, "/add", Some("pkg/srv/Add"));
     service_changes(&mut t);
     let br = bridge(&t);
     t.recv(br);
