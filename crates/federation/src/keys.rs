@@ -11,6 +11,7 @@
 //! rosgate/<domain>/gt/<name>  (gx/_...)                      an action's goals (queryable)
 //! rosgate/<domain>/ct/<name>  (cx/_...)                      an action's cancels (subscriber)
 //! rosgate/p/<domain>/<zenoh id>/<s|a>_<type>/t/... or /x/... that gateway provides a service (s) or serves an action (a)
+//! rosgate/g/<domain>/<zenoh id>                              that gateway's nodes and topics (JSON, put on change)
 //! ```
 //!
 //! Invariants: every key produced is a valid Zenoh key expression with no
@@ -79,6 +80,21 @@ pub fn provider_of(key: &str) -> Option<(Provided, Domain, String, String, Strin
         untail(rest)?,
     ))
 }
+
+/// Where gateway `gw` puts its graph of `domain` (nodes, topics).
+pub fn graph_key(domain: Domain, gw: &str) -> String {
+    format!("{ROOT}/g/{domain}/{gw}")
+}
+
+/// `(domain, gateway)` of a graph key.
+pub fn graph_of(key: &str) -> Option<(Domain, &str)> {
+    let rest = key.strip_prefix(ROOT)?.strip_prefix("/g/")?;
+    let (domain, gw) = rest.split_once('/')?;
+    Some((domain.parse().ok()?, gw))
+}
+
+/// What the graph subscriber listens to.
+pub const GRAPHS_ALL: &str = "rosgate/g/**";
 
 /// What a liveliness subscriber for provider tokens listens to.
 pub const PROVIDERS_ALL: &str = "rosgate/p/**";

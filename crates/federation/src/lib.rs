@@ -160,6 +160,10 @@ struct Provided {
     _token: LivelinessToken,
 }
 
+/// Milliseconds. This gateway's graph is put at most this often (when it
+/// changed), so other gateways' introspection lags by at most about this.
+pub const GRAPH_INTERVAL_MS: u128 = 250;
+
 /// Hours. The longest a goal sent to another gateway waits in Zenoh for
 /// its result: goals may run for long; the caller's own `timeout` (and
 /// `--goal-timeout-ms`) on its gateway apply as for a local server.
@@ -235,6 +239,12 @@ pub struct Federation {
     wanted: HashMap<(Domain, Rc<str>), Wanted>,
     provided: HashMap<(Offer, Domain, Rc<str>), Provided>,
     changes: Vec<InterestChange>,
+    _graphs: Subscriber<()>,
+    /// When this gateway last put its graph, the registrations' epoch
+    /// then, and the domains it covered.
+    last_graph: Option<Instant>,
+    graph_epoch: u64,
+    graph_domains: Vec<Domain>,
     buf: Vec<u8>,
     last_status: Option<Instant>,
 }
@@ -287,6 +297,13 @@ impl Federation {
             .callback(move |s: Sample| sh.on_provider(&s))
             .wait()
             .map_err(|e| fail("the provider watcher", e))?;
+        let sh = shared.clone();
+        let graphs = session
+            .declare_subscriber(keys::GRAPHS_ALL)
+            .allowed_origin(Locality::Remote)
+            .callback(move |s: Sample| sh.on_graph(&s))
+            .wait()
+            .map_err(|e| fail("the graph watcher", e))?;
         Ok(Federation {
             session,
             zid,
@@ -298,6 +315,10 @@ impl Federation {
             wanted: HashMap::new(),
             provided: HashMap::new(),
             changes: Vec::new(),
+            _graphs: graphs,
+            last_graph: None,
+            graph_epoch: u64::MAX,
+            graph_domains: Vec::new(),
             buf: Vec::new(),
             last_status: None,
         })
@@ -320,6 +341,8 @@ impl Federation {
                 Change::Provider(kind, domain, name, ty) => {
                     hub.remote_provider(kind, domain, &name, ty.as_deref())
                 }
+                Change::Graph(domain, gw, json) => hub.set_remote_graph(&gw, domain, &json),
+                Change::Left(gw) => hub.forget_gateway(&gw),
             }
         }
         hub.take_interest_changes(&mut self.changes, now);
@@ -340,6 +363,7 @@ impl Federation {
         }
         self.changes = changes;
         self.changes.clear();
+        self.announce_graph(hub, now);
         let links: Vec<(Domain, u32)> = hub.federation_links().collect();
         for (domain, key) in links {
             self.drain(hub, domain, key, now);
@@ -355,6 +379,40 @@ impl Federation {
             self.last_status = Some(now);
             hub.set_federation_status(self.shared.status_json(self.wanted.len()));
         }
+    }
+
+    /// Puts this gateway's graph of each domain it has anything in, at
+    /// most every [`GRAPH_INTERVAL_MS`], when it may have changed or a
+    /// gateway joined; a domain emptied gets an empty graph once.
+    fn announce_graph(&mut self, hub: &Hub, now: Instant) {
+        if self
+            .last_graph
+            .is_some_and(|t| now.saturating_duration_since(t).as_millis() < GRAPH_INTERVAL_MS)
+        {
+            return;
+        }
+        let (domains, epoch) = hub.graph_state();
+        let joined = self.shared.republish.swap(false, Ordering::AcqRel);
+        if !joined && epoch == self.graph_epoch && domains == self.graph_domains {
+            return;
+        }
+        self.last_graph = Some(now);
+        self.graph_epoch = epoch;
+        for &d in &domains {
+            let _ = self
+                .session
+                .put(keys::graph_key(d, &self.zid), hub.local_graph(d))
+                .allowed_destination(Locality::Remote)
+                .wait();
+        }
+        for &d in self.graph_domains.iter().filter(|d| !domains.contains(d)) {
+            let _ = self
+                .session
+                .put(keys::graph_key(d, &self.zid), "{}")
+                .allowed_destination(Locality::Remote)
+                .wait();
+        }
+        self.graph_domains = domains;
     }
 
     /// Declares the subscriber and the interest token for a topic local

@@ -44,7 +44,18 @@ pub(crate) enum Change {
     /// Some other gateway provides the service or serves the action, of
     /// this type (or none any more).
     Provider(Provided, Domain, String, Option<String>),
+    /// A gateway's graph of a domain (JSON).
+    Graph(Domain, String, String),
+    /// A gateway left: its graphs go.
+    Left(String),
 }
+
+/// Changes waiting for the loop; beyond, graph announcements are ignored
+/// (and counted) until it catches up.
+pub const MAX_PENDING_CHANGES: usize = 65536;
+
+/// Bytes. The largest graph announcement taken from another gateway.
+pub const MAX_GRAPH_BYTES: usize = 4 << 20;
 
 #[derive(Debug, Default)]
 struct Tables {
@@ -76,6 +87,8 @@ pub(crate) struct Shared {
     origins: Mutex<HashMap<String, u64>>,
     next_query: AtomicU64,
     changed: AtomicBool,
+    /// A gateway joined: everyone's graph must be announced again.
+    pub(crate) republish: AtomicBool,
     pub(crate) pending_bytes: AtomicUsize,
     dropped: AtomicU64,
     received: AtomicU64,
@@ -92,6 +105,7 @@ impl Shared {
             origins: Mutex::new(HashMap::new()),
             next_query: AtomicU64::new(1),
             changed: AtomicBool::new(false),
+            republish: AtomicBool::new(false),
             pending_bytes: AtomicUsize::new(0),
             dropped: AtomicU64::new(0),
             received: AtomicU64::new(0),
@@ -130,15 +144,44 @@ impl Shared {
                     t.gateways.insert(gw.to_string(), unix_ms());
                     t.joined += 1;
                     rosgate_core::log!(Info, "federation: gateway {gw} joined");
+                    drop(t);
+                    self.republish.store(true, Ordering::Release);
+                    self.wake();
                 }
             }
             SampleKind::Delete => {
                 if t.gateways.remove(gw).is_some() {
                     t.left += 1;
                     rosgate_core::log!(Info, "federation: gateway {gw} left");
+                    t.changes.push(Change::Left(gw.to_string()));
+                    drop(t);
+                    self.wake();
                 }
             }
         }
+    }
+
+    /// Another gateway announced its graph of a domain.
+    pub(crate) fn on_graph(&self, s: &Sample) {
+        let Some((domain, gw)) = keys::graph_of(s.key_expr().as_str()) else {
+            return;
+        };
+        if gw == self.zid {
+            return;
+        }
+        let bytes = s.payload().to_bytes();
+        let mut t = self.tables();
+        if bytes.len() > MAX_GRAPH_BYTES || t.changes.len() >= MAX_PENDING_CHANGES {
+            t.ignored += 1;
+            return;
+        }
+        let Ok(json) = String::from_utf8(bytes.into_owned()) else {
+            t.ignored += 1;
+            return;
+        };
+        t.changes.push(Change::Graph(domain, gw.to_string(), json));
+        drop(t);
+        self.wake();
     }
 
     /// Another gateway's interest token for a topic came or went.

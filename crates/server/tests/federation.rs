@@ -774,3 +774,102 @@ fn action_goals_feedback_results_and_cancels_cross_gateways() {
         t.elapsed()
     );
 }
+
+fn rosapi_list(gw: &Gateway, service: &str, field: &str) -> Vec<String> {
+    let mut c = gw.client();
+    let v = call_values(&mut c, &format!("/rosapi/{service}"), "{}");
+    v["values"][field]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|s| s.as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[test]
+fn introspection_on_any_gateway_shows_the_federations_graph_marked_by_gateway() {
+    let (a, b, c) = trio(&[]);
+    let mut talker = a.client();
+    talker.send_line(r#"{"op":"declare_node","name":"talker","namespace":"/robot_a","id":"n"}"#);
+    talker.recv_until(|v| v["id"] == "n", deadline(REPLY));
+    talker
+        .send_line(r#"{"op":"advertise","topic":"odom","type":"nav_msgs/msg/Odometry","id":"ad"}"#);
+    talker.expect_info("ad");
+    let zid_a = federation(&a)["gateway"]
+        .as_str()
+        .expect("A's id")
+        .to_string();
+    // Both other gateways list A's node and topic, with its type.
+    for g in [&b, &c] {
+        let dl = deadline(CROSS);
+        loop {
+            let topics = rosapi_list(g, "topics", "topics");
+            let nodes = rosapi_list(g, "nodes", "nodes");
+            if topics.iter().any(|t| t == "/robot_a/odom")
+                && nodes.iter().any(|n| n == "/robot_a/talker")
+            {
+                break;
+            }
+            assert!(
+                Instant::now() < dl,
+                "A's graph never reached: {topics:?} {nodes:?}"
+            );
+            thread::sleep(ms(20));
+        }
+        let mut cl = g.client();
+        let v = call_values(
+            &mut cl,
+            "/rosapi/topic_type",
+            r#"{"topic":"/robot_a/odom"}"#,
+        );
+        assert_eq!(v["values"]["type"], "nav_msgs/msg/Odometry", "{v}");
+        let f = federation(g);
+        let graph = f["graphs"]
+            .as_array()
+            .and_then(|gs| gs.iter().find(|x| x["gateway"] == zid_a.as_str()))
+            .unwrap_or_else(|| panic!("A's graph, marked with A's id: {f}"));
+        assert!(
+            graph["nodes"]
+                .as_array()
+                .is_some_and(|n| n.iter().any(|x| x == "/robot_a/talker")),
+            "{graph}"
+        );
+    }
+    // The node goes: it leaves the others' graphs.
+    drop(talker);
+    let dl = deadline(CROSS);
+    while rosapi_list(&c, "nodes", "nodes")
+        .iter()
+        .any(|n| n == "/robot_a/talker")
+    {
+        assert!(Instant::now() < dl, "A's node never left C's graph");
+        thread::sleep(ms(20));
+    }
+    // A gateway that dies takes its whole graph with it.
+    let mut again = a.client();
+    again.send_line(r#"{"op":"declare_node","name":"talker2","namespace":"/robot_a","id":"n2"}"#);
+    again.recv_until(|v| v["id"] == "n2", deadline(REPLY));
+    let dl = deadline(CROSS);
+    while !rosapi_list(&c, "nodes", "nodes")
+        .iter()
+        .any(|n| n == "/robot_a/talker2")
+    {
+        assert!(Instant::now() < dl, "talker2 never reached C");
+        thread::sleep(ms(20));
+    }
+    a.signal(9);
+    let dl = deadline(CROSS);
+    while rosapi_list(&c, "nodes", "nodes")
+        .iter()
+        .any(|n| n == "/robot_a/talker2")
+    {
+        assert!(
+            Instant::now() < dl,
+            "a dead gateway's nodes never left C's graph"
+        );
+        thread::sleep(ms(20));
+    }
+    let _ = b;
+}

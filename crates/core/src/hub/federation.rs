@@ -22,7 +22,7 @@
 //! - the tables hold one entry per topic that remote gateways want or
 //!   local clients subscribe to: bounded by the registries' limits.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::rc::Rc;
 use std::time::Instant;
 
@@ -96,10 +96,28 @@ pub(super) struct Federation {
     /// Services the hub answers itself for local nodes (their parameter
     /// services), with how many local nodes of that name there are.
     builtin: HashMap<TopicKey, u32>,
+    /// What other gateways said their graph is, per domain and gateway.
+    graphs: BTreeMap<(Domain, String), RemoteGraph>,
+    /// Connections that left (their registrations went with them): part
+    /// of the graph's epoch.
+    left: u64,
     /// A remote sample is being delivered: bridges are skipped.
     pub(super) injecting: bool,
     /// What the shell last said of the network side (JSON object).
     status: Option<String>,
+}
+
+/// Items. Nodes, and topics, kept of one other gateway's graph per domain
+/// (beyond: ignored, and its graph is marked truncated).
+pub const MAX_REMOTE_GRAPH_ITEMS: usize = 10_000;
+
+/// Another gateway's nodes and topics (with types) in one domain: what it
+/// last announced (`Hub::set_remote_graph`).
+#[derive(Debug, Default, Clone)]
+pub(super) struct RemoteGraph {
+    pub(super) nodes: Vec<String>,
+    pub(super) topics: Vec<(String, String)>,
+    pub(super) truncated: bool,
 }
 
 impl Federation {
@@ -154,7 +172,143 @@ impl Hub {
         v["domain"] = domain.into();
         v["wanted_here"] = serde_json::json!(list(&self.fed.announced));
         v["wanted_remotely"] = serde_json::json!(list(&self.fed.remote));
+        // The other gateways' graphs of this domain, each marked with its
+        // gateway (what the role may see of them).
+        let graphs: Vec<serde_json::Value> = self
+            .fed
+            .graphs
+            .range((domain, String::new())..)
+            .take_while(|((d, _), _)| *d == domain)
+            .map(|((_, gw), g)| {
+                let topics: Vec<&(String, String)> = g
+                    .topics
+                    .iter()
+                    .filter(|(n, _)| self.visible(role, &[Class::Publish, Class::Subscribe], n))
+                    .collect();
+                serde_json::json!({
+                    "gateway": gw,
+                    "nodes": g.nodes,
+                    "topics": topics,
+                    "truncated": g.truncated,
+                })
+            })
+            .collect();
+        v["graphs"] = serde_json::json!(graphs);
         v.to_string()
+    }
+
+    /// Another gateway's graph of `domain`: `{"nodes":[..],"topics":[[name,
+    /// type],..]}` (anything else is ignored). Replaces what it said
+    /// before; introspection lists these beside the local graph.
+    pub fn set_remote_graph(&mut self, gw: &str, domain: Domain, json: &str) {
+        if !self.fed.enabled || (domain as usize) >= DOMAINS {
+            return;
+        }
+        let v: serde_json::Value = serde_json::from_str(json).unwrap_or_default();
+        let mut g = RemoteGraph::default();
+        let short = |s: &str| s.len() <= rosgate_wire::decode::MAX_NAME_BYTES;
+        for n in v["nodes"].as_array().into_iter().flatten() {
+            match n.as_str() {
+                Some(n) if short(n) && g.nodes.len() < MAX_REMOTE_GRAPH_ITEMS => {
+                    g.nodes.push(n.to_string())
+                }
+                Some(_) => g.truncated = true,
+                None => {}
+            }
+        }
+        for t in v["topics"].as_array().into_iter().flatten() {
+            let (Some(n), Some(ty)) = (t[0].as_str(), t[1].as_str()) else {
+                continue;
+            };
+            if short(n) && short(ty) && g.topics.len() < MAX_REMOTE_GRAPH_ITEMS {
+                g.topics.push((n.to_string(), ty.to_string()));
+            } else {
+                g.truncated = true;
+            }
+        }
+        let key = (domain, gw.to_string());
+        if g.nodes.is_empty() && g.topics.is_empty() {
+            self.fed.graphs.remove(&key);
+        } else {
+            self.fed.graphs.insert(key, g);
+        }
+    }
+
+    /// Another gateway left: its graphs go.
+    pub fn forget_gateway(&mut self, gw: &str) {
+        self.fed.graphs.retain(|(_, g), _| g != gw);
+    }
+
+    /// This gateway's own graph of `domain`, for the others: its nodes and
+    /// its topics with a local (not bridge) endpoint, at most
+    /// [`MAX_REMOTE_GRAPH_ITEMS`] of each.
+    pub fn local_graph(&self, domain: Domain) -> String {
+        let reg = &self.registries[domain as usize];
+        let mut nodes: Vec<String> = self
+            .nodes
+            .in_domain(domain)
+            .map(|(n, _)| n.to_string())
+            .take(MAX_REMOTE_GRAPH_ITEMS)
+            .collect();
+        for who in reg.members().take(MAX_REMOTE_GRAPH_ITEMS) {
+            if !self.is_bridge(who) && self.nodes.of(who).is_empty() && reg.has_any(who) {
+                nodes.push(self.conn_node_name(who));
+            }
+        }
+        nodes.sort();
+        nodes.dedup();
+        nodes.truncate(MAX_REMOTE_GRAPH_ITEMS);
+        let mut topics: Vec<(String, String)> = Vec::new();
+        for name in reg.topic_names(true) {
+            if topics.len() >= MAX_REMOTE_GRAPH_ITEMS {
+                break;
+            }
+            let Some(t) = reg.topic_id(name) else {
+                continue;
+            };
+            let local = [Role::Publisher, Role::Subscriber].into_iter().any(|role| {
+                reg.topic_nodes(t, role)
+                    .into_iter()
+                    .any(|(who, _)| !self.is_bridge(who))
+            });
+            if local {
+                let ty = reg.topic_named(name).map_or("", |e| e.ty());
+                topics.push((name.to_string(), ty.to_string()));
+            }
+        }
+        serde_json::json!({"nodes": nodes, "topics": topics}).to_string()
+    }
+
+    /// Domains this gateway has anything in, and a number that changes
+    /// whenever its registrations may have (for the shell to re-announce
+    /// its graph only then).
+    pub fn graph_state(&self) -> (Vec<Domain>, u64) {
+        let domains = (0..DOMAINS)
+            .filter(|&d| {
+                self.registries[d].members().next().is_some()
+                    || self.nodes.in_domain(d as Domain).next().is_some()
+            })
+            .map(|d| d as Domain)
+            .collect();
+        (domains, self.registration_work + self.fed.left)
+    }
+
+    /// Other gateways' nodes of `domain` (for introspection).
+    pub(super) fn remote_nodes(&self, domain: Domain) -> impl Iterator<Item = &str> {
+        self.fed
+            .graphs
+            .range((domain, String::new())..)
+            .take_while(move |((d, _), _)| *d == domain)
+            .flat_map(|(_, g)| g.nodes.iter().map(String::as_str))
+    }
+
+    /// Other gateways' topics of `domain` with their types.
+    pub(super) fn remote_topics(&self, domain: Domain) -> impl Iterator<Item = (&str, &str)> {
+        self.fed
+            .graphs
+            .range((domain, String::new())..)
+            .take_while(move |((d, _), _)| *d == domain)
+            .flat_map(|(_, g)| g.topics.iter().map(|(n, t)| (n.as_str(), t.as_str())))
     }
 
     /// Remote gateways now want `topic` of `domain` (or none does any
@@ -535,6 +689,7 @@ impl Hub {
         if !self.fed.enabled {
             return;
         }
+        self.fed.left += 1;
         for t in self.registries[domain as usize].subscriptions(who) {
             self.interest_changed(domain, t);
         }

@@ -400,6 +400,11 @@ impl Hub {
                 let ty = gateway_topic_type(topic)
                     .map(str::to_string)
                     .or_else(|| reg.topic_named(topic).map(|t| t.ty().to_string()))
+                    .or_else(|| {
+                        self.remote_topics(domain)
+                            .find(|(n, _)| *n == topic)
+                            .map(|(_, t)| t.to_string())
+                    })
                     .unwrap_or_default();
                 json!({ "type": ty })
             }
@@ -569,6 +574,17 @@ impl Hub {
                 map.insert(n.to_string(), t.to_string());
             }
         }
+        // Topics of the other gateways of a federation: one graph.
+        let mut cut = cut;
+        for (n, t) in self.remote_topics(domain) {
+            if map.len() >= MAX_LIST_ITEMS {
+                cut = true;
+                break;
+            }
+            if hidden || !rosgate_wire::names::is_hidden(n) {
+                map.entry(n.to_string()).or_insert_with(|| t.to_string());
+            }
+        }
         map.retain(|n, _| self.visible(role, TOPIC_CLASSES, n));
         (map, cut)
     }
@@ -626,6 +642,14 @@ impl Hub {
             }
         }
         cut |= reg.members().nth(MAX_LIST_ITEMS).is_some();
+        // Nodes of the other gateways of a federation: one graph.
+        for n in self.remote_nodes(domain) {
+            if names.len() >= MAX_LIST_ITEMS {
+                cut = true;
+                break;
+            }
+            names.push(n.to_string());
+        }
         names.sort();
         (names, cut)
     }
