@@ -69,6 +69,11 @@ SCENARIOS (--scenario):
 
 OPTIONS:
     --addr ADDR          gateway address, loopback only [default: 127.0.0.1:9095]
+    --source-addr ADDR   publishers, service providers and action servers
+                         connect here instead (another gateway of a
+                         federation: measures the way across) [default: --addr]
+    --settle SECS        wait after setup before the run, for a federation
+                         to carry interest and providers across [default: 0]
     --scenario NAME      see above [default: fanout]
     --transport NAME     wire protocol adapter [default: rosgate]:
                            rosgate  rosbridge-style JSON lines
@@ -260,6 +265,8 @@ fn parse_args() -> Result<Option<(String, Params, bool)>, String> {
     let warmup = dur("--warmup", 0.5)?;
     let drain = dur("--drain", 3.0)?;
     let setup_timeout = dur("--setup-timeout", 30.0)?;
+    let settle = dur("--settle", 0.0)?;
+    let source_addr: Option<SocketAddr> = args.opt_value_from_str("--source-addr").map_err(u)?;
     let server_pid: Option<u32> = args.opt_value_from_str("--server-pid").map_err(u)?;
     let topic: String = args
         .opt_value_from_str("--topic")
@@ -282,7 +289,7 @@ fn parse_args() -> Result<Option<(String, Params, bool)>, String> {
             return Err(format!("--server-pid {pid}: no such process"));
         }
     }
-    let params = Params::resolve(
+    let mut params = Params::resolve(
         scenario,
         addr,
         o,
@@ -295,5 +302,12 @@ fn parse_args() -> Result<Option<(String, Params, bool)>, String> {
         service,
         action,
     )?;
+    if let Some(a) = source_addr {
+        if !a.ip().is_loopback() {
+            return Err(format!("--source-addr {a} is not a loopback address"));
+        }
+    }
+    params.source_addr = source_addr;
+    params.settle = settle;
     Ok(Some((transport, params, raw_source)))
 }

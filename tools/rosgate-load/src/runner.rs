@@ -683,6 +683,9 @@ impl<C: Codec> Runner<C> {
         }
         let mut stats_rtt = None;
         let setup = setup_start.elapsed();
+        // A federation carries interest and providers across in its own
+        // time; nothing on this side can see when it is done.
+        std::thread::sleep(self.p.settle);
 
         // Measure.
         let now = Instant::now();
@@ -985,8 +988,14 @@ impl<C: Codec> Runner<C> {
             let Some(role) = self.to_connect.pop_front() else {
                 break;
             };
-            let mut stream = TcpStream::connect(self.p.addr)
-                .map_err(|e| RunError::Io(format!("connect {}", self.p.addr), e))?;
+            let addr = match role {
+                Role::Pub(_) | Role::Provider | Role::ActionServer => {
+                    self.p.source_addr.unwrap_or(self.p.addr)
+                }
+                _ => self.p.addr,
+            };
+            let mut stream = TcpStream::connect(addr)
+                .map_err(|e| RunError::Io(format!("connect {addr}"), e))?;
             let entry = self.peers.vacant_entry();
             let k = entry.key();
             self.poll

@@ -103,6 +103,12 @@ impl fmt::Display for Scenario {
 pub struct Params {
     pub scenario: Scenario,
     pub addr: SocketAddr,
+    /// Where publishers, service providers and action servers connect
+    /// (`--source-addr`; another gateway of a federation), if not `addr`.
+    pub source_addr: Option<SocketAddr>,
+    /// Waited after setup before the run (`--settle`): the time a
+    /// federation needs to carry the subscribers' interest across.
+    pub settle: Duration,
     pub pubs: usize,
     pub subs: usize,
     pub callers: usize,
@@ -193,6 +199,8 @@ impl Params {
         let p = Params {
             scenario,
             addr,
+            source_addr: None,
+            settle: Duration::ZERO,
             pubs,
             subs,
             callers,
