@@ -873,3 +873,161 @@ fn introspection_on_any_gateway_shows_the_federations_graph_marked_by_gateway() 
     }
     let _ = b;
 }
+
+/// Two hosts: a network namespace joined to this one by a veth pair,
+/// removed (with the pair) when dropped.
+struct Netns {
+    name: String,
+    host_if: String,
+}
+
+impl Netns {
+    /// `None` (with the reason) where namespaces cannot be made: not root,
+    /// no `ip`, or a sandbox that forbids them.
+    fn create(tag: u32) -> Result<Netns, String> {
+        let name = format!("rgfed{tag}");
+        let (host_if, ns_if) = (format!("rga{tag}"), format!("rgb{tag}"));
+        let net = format!("10.{}.{}", 100 + tag / 250 % 100, tag % 250);
+        let run = |args: &[&str]| -> Result<(), String> {
+            let out = std::process::Command::new("ip")
+                .args(args)
+                .output()
+                .map_err(|e| format!("ip {args:?}: {e}"))?;
+            if out.status.success() {
+                Ok(())
+            } else {
+                Err(format!(
+                    "ip {args:?}: {}",
+                    String::from_utf8_lossy(&out.stderr).trim()
+                ))
+            }
+        };
+        run(&["netns", "add", &name])?;
+        let ns = Netns {
+            name: name.clone(),
+            host_if: host_if.clone(),
+        };
+        run(&[
+            "link", "add", &host_if, "type", "veth", "peer", "name", &ns_if,
+        ])?;
+        run(&["link", "set", &ns_if, "netns", &name])?;
+        run(&["addr", "add", &format!("{net}.1/24"), "dev", &host_if])?;
+        run(&["link", "set", &host_if, "up"])?;
+        let exec = |args: &[&str]| {
+            let mut all = vec!["netns", "exec", &name, "ip"];
+            all.extend_from_slice(args);
+            run(&all)
+        };
+        exec(&["addr", "add", &format!("{net}.2/24"), "dev", &ns_if])?;
+        exec(&["link", "set", &ns_if, "up"])?;
+        exec(&["link", "set", "lo", "up"])?;
+        Ok(ns)
+    }
+
+    fn host_ip(&self, tag: u32) -> String {
+        format!("10.{}.{}.1", 100 + tag / 250 % 100, tag % 250)
+    }
+
+    fn ns_ip(&self, tag: u32) -> String {
+        format!("10.{}.{}.2", 100 + tag / 250 % 100, tag % 250)
+    }
+
+    /// Cuts (`false`) or restores the link between the two hosts.
+    fn link(&self, up: bool) {
+        let state = if up { "up" } else { "down" };
+        let ok = std::process::Command::new("ip")
+            .args(["link", "set", &self.host_if, state])
+            .status()
+            .is_ok_and(|s| s.success());
+        assert!(ok, "ip link set {} {state}", self.host_if);
+    }
+}
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        // Deleting the namespace deletes the pair's end in it, and so the pair.
+        let _ = std::process::Command::new("ip")
+            .args(["netns", "del", &self.name])
+            .status();
+        let _ = std::process::Command::new("ip")
+            .args(["link", "del", &self.host_if])
+            .status();
+    }
+}
+
+#[test]
+fn gateways_on_two_hosts_survive_a_partition_and_heal_by_themselves() {
+    let tag = std::process::id() % 20_000;
+    let net = match Netns::create(tag) {
+        Ok(n) => n,
+        Err(why) => {
+            eprintln!("skipped: network namespaces are not available here ({why})");
+            return;
+        }
+    };
+    let (zport, port_b) = (free_port(), free_port());
+    let a = Gateway::start(&[
+        "--zenoh-listen",
+        &format!("tcp/{}:{zport}", net.host_ip(tag)),
+    ]);
+    let b = Gateway::spawn_in_netns(
+        &net.name,
+        &[
+            "--listen",
+            &format!("{}:{port_b}", net.ns_ip(tag)),
+            "--ws-listen",
+            "off",
+            "--allow-unauthenticated-network",
+            "--zenoh-connect",
+            &format!("tcp/{}:{zport}", net.host_ip(tag)),
+        ],
+    )
+    .unwrap_or_else(|e| panic!("gateway B in {}: {e}", net.name));
+    wait_federation(&a, "sees B across the link", |v| gateways(v) == 1);
+    let mut sub = Client::connect_addr(b.addr);
+    subscribe(&mut sub, "/part/x");
+    let mut p = a.client();
+    let flows = |p: &mut Client, sub: &mut Client| {
+        let dl = deadline(CROSS);
+        loop {
+            p.send_line(&publish_line("/part/x", r#"{"data":1}"#));
+            if let Recv::Line(_) = sub.try_recv_line(deadline(ms(100))) {
+                return;
+            }
+            assert!(Instant::now() < dl, "nothing crossed within {CROSS:?}");
+        }
+    };
+    flows(&mut p, &mut sub);
+    // Partition: A loses B within the lease (3 s), and with it B's
+    // interest: A stops sending.
+    net.link(false);
+    let cut = Instant::now();
+    wait_federation(&a, "lost B", |v| {
+        gateways(v) == 0 && !lists(v, "wanted_remotely", "/part/x")
+    });
+    let lost_after = cut.elapsed();
+    assert!(
+        lost_after < Duration::from_millis(3000 + 3000),
+        "lost within the lease: {lost_after:?}"
+    );
+    eprintln!("partition noticed after {lost_after:?}");
+    let out = counter(&a.stats(), "federation_out");
+    for _ in 0..20 {
+        p.send_line(&publish_line("/part/x", r#"{"data":2}"#));
+    }
+    p.barrier();
+    assert_eq!(
+        counter(&a.stats(), "federation_out"),
+        out,
+        "nothing sent into a cut link"
+    );
+    // Heal: B reconnects by itself, its interest comes back, the flow resumes.
+    net.link(true);
+    let healed = Instant::now();
+    wait_federation(&a, "sees B again", |v| {
+        gateways(v) == 1 && lists(v, "wanted_remotely", "/part/x")
+    });
+    eprintln!("heal noticed after {:?}", healed.elapsed());
+    while let Recv::Line(_) = sub.try_recv_line(deadline(ms(50))) {}
+    flows(&mut p, &mut sub);
+}

@@ -994,8 +994,8 @@ impl<C: Codec> Runner<C> {
                 }
                 _ => self.p.addr,
             };
-            let mut stream = TcpStream::connect(addr)
-                .map_err(|e| RunError::Io(format!("connect {addr}"), e))?;
+            let mut stream =
+                TcpStream::connect(addr).map_err(|e| RunError::Io(format!("connect {addr}"), e))?;
             let entry = self.peers.vacant_entry();
             let k = entry.key();
             self.poll

@@ -106,7 +106,19 @@ impl Gateway {
 
     /// Starts the binary with exactly these arguments and waits for the "listening on" line.
     pub fn spawn_args(args: &[&str]) -> Result<Gateway, String> {
-        let mut child = Command::new(BIN)
+        Gateway::spawn_with(Command::new(BIN), args)
+    }
+
+    /// As [`Gateway::spawn_args`], in network namespace `ns`
+    /// (`ip netns exec`, which execs the gateway: its pid is the gateway's).
+    pub fn spawn_in_netns(ns: &str, args: &[&str]) -> Result<Gateway, String> {
+        let mut cmd = Command::new("ip");
+        cmd.args(["netns", "exec", ns, BIN]);
+        Gateway::spawn_with(cmd, args)
+    }
+
+    fn spawn_with(mut cmd: Command, args: &[&str]) -> Result<Gateway, String> {
+        let mut child = cmd
             .args(args)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
