@@ -164,6 +164,10 @@ struct Provided {
 /// changed), so other gateways' introspection lags by at most about this.
 pub const GRAPH_INTERVAL_MS: u128 = 250;
 
+/// A sample's attachment saying it comes from a latched (transient local)
+/// publisher keeping that many messages: `latched=<depth>`.
+pub const LATCHED_ATTACHMENT: &str = "latched=";
+
 /// Hours. The longest a goal sent to another gateway waits in Zenoh for
 /// its result: goals may run for long; the caller's own `timeout` (and
 /// `--goal-timeout-ms`) on its gateway apply as for a local server.
@@ -342,7 +346,7 @@ impl Federation {
                     hub.remote_provider(kind, domain, &name, ty.as_deref())
                 }
                 Change::Graph(domain, gw, json) => hub.set_remote_graph(&gw, domain, &json),
-                Change::Left(gw) => hub.forget_gateway(&gw),
+                Change::Left(gw) => hub.forget_gateway(&gw, now),
             }
         }
         hub.take_interest_changes(&mut self.changes, now);
@@ -640,6 +644,9 @@ impl Federation {
         }
         hub.wrote(key, buf.len(), now);
         let (mut sent, mut dropped) = (0u64, 0u64);
+        // Whether the topic's messages cross marked as latched, asked once
+        // per topic per drain.
+        let mut latched: Option<(String, Option<u32>)> = None;
         for line in buf.split(|&b| b == b'\n') {
             // Statuses answering the bridge's own requests are skipped.
             let (topic, msg) = match decode::decode(line) {
@@ -709,11 +716,20 @@ impl Federation {
                 }
                 _ => continue,
             };
+            let depth = match &latched {
+                Some((t, d)) if *t == *topic => *d,
+                _ => {
+                    let d = hub.latched_depth(domain, &topic);
+                    latched = Some((topic.to_string(), d));
+                    d
+                }
+            };
             let put = self
                 .session
                 .put(keys::topic_key(domain, &topic), msg.get().as_bytes())
                 .congestion_control(CongestionControl::Drop)
                 .allowed_destination(Locality::Remote)
+                .attachment(depth.map(|d| format!("{LATCHED_ATTACHMENT}{d}")))
                 .wait();
             match put {
                 Ok(()) => sent += 1,

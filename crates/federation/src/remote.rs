@@ -525,11 +525,20 @@ impl Shared {
             self.drop_one();
             return;
         }
+        let latched = s.attachment().and_then(|a| {
+            let a = a.to_bytes();
+            let depth = std::str::from_utf8(&a)
+                .ok()?
+                .strip_prefix(crate::LATCHED_ATTACHMENT)?
+                .parse::<u32>()
+                .ok()?;
+            Some(depth.clamp(1, rosgate_wire::qos::MAX_QOS_DEPTH))
+        });
         let me = self.clone();
         let topic = topic.to_string();
         let job: Job = Box::new(move |hub, now| {
             me.pending_bytes.fetch_sub(n, Ordering::AcqRel);
-            hub.remote_publish(domain, &topic, Raw::from_valid_json(&msg), now);
+            hub.remote_publish(domain, &topic, Raw::from_valid_json(&msg), latched, now);
         });
         if (self.to_loop)(job) {
             self.received.fetch_add(1, Ordering::Relaxed);

@@ -358,6 +358,24 @@ fn latched_messages_reach_a_late_subscriber_on_another_gateway() {
     subscribe(&mut late, "/fed/map");
     let (v, _) = late.recv_until(|v| v["op"] == "publish", deadline(CROSS));
     assert_eq!(v["msg"]["data"], "the map");
+    // A later subscriber on the same gateway gets it too (B keeps it), and
+    // the first one gets no second copy.
+    let mut later = b.client();
+    subscribe(&mut later, "/fed/map");
+    let (v, _) = later.recv_until(|v| v["op"] == "publish", deadline(REPLY));
+    assert_eq!(v["msg"]["data"], "the map");
+    late.assert_quiet();
+    // A new latched message replaces it for everyone who comes next.
+    p.send_line(&publish_line("/fed/map", r#"{"data":"map v2"}"#));
+    for s in [&mut late, &mut later] {
+        let (v, _) = s.recv_until(|v| v["op"] == "publish", deadline(REPLY));
+        assert_eq!(v["msg"]["data"], "map v2");
+    }
+    let mut last = b.client();
+    subscribe(&mut last, "/fed/map");
+    let (v, _) = last.recv_until(|v| v["op"] == "publish", deadline(REPLY));
+    assert_eq!(v["msg"]["data"], "map v2", "depth 1: only the newest");
+    last.assert_quiet();
 }
 
 #[test]

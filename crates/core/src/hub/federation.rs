@@ -101,6 +101,10 @@ pub(super) struct Federation {
     /// Connections that left (their registrations went with them): part
     /// of the graph's epoch.
     left: u64,
+    /// Topics whose latched messages from other gateways the bridge keeps
+    /// here (it publishes them as a latched publisher), so local
+    /// subscribers that come later receive them too.
+    latched_here: HashSet<TopicKey>,
     /// A remote sample is being delivered: bridges are skipped.
     pub(super) injecting: bool,
     /// What the shell last said of the network side (JSON object).
@@ -234,9 +238,15 @@ impl Hub {
         }
     }
 
-    /// Another gateway left: its graphs go.
-    pub fn forget_gateway(&mut self, gw: &str) {
+    /// Another gateway left: its graphs go, and (as the bridge does not
+    /// know whose they were) the latched messages kept for other gateways'
+    /// publishers: their caches belonged to their publishers.
+    pub fn forget_gateway(&mut self, gw: &str, now: Instant) {
         self.fed.graphs.retain(|(_, g), _| g != gw);
+        let kept: Vec<TopicKey> = self.fed.latched_here.iter().cloned().collect();
+        for (d, t) in kept {
+            self.bridge_unlatches(d, &t, now);
+        }
     }
 
     /// This gateway's own graph of `domain`, for the others: its nodes and
@@ -345,14 +355,94 @@ impl Hub {
     /// Delivers a message a remote gateway published on `topic` of
     /// `domain` to the local subscribers (never to a bridge). `msg` must be
     /// valid JSON: the shell validates what arrives from the network.
-    pub fn remote_publish(&mut self, domain: Domain, topic: &str, msg: Raw<'_>, now: Instant) {
+    /// `latched`: it came from a latched (transient local) publisher that
+    /// keeps that many messages; the bridge then keeps them here too, as a
+    /// latched publisher of the topic, for local subscribers that come
+    /// later.
+    pub fn remote_publish(
+        &mut self,
+        domain: Domain,
+        topic: &str,
+        msg: Raw<'_>,
+        latched: Option<u32>,
+        now: Instant,
+    ) {
         if !self.fed.enabled || (domain as usize) >= DOMAINS {
             return;
         }
         self.counters.inc(Counter::FederationIn);
+        let from = match latched {
+            Some(depth) => self.bridge_latches(domain, topic, depth, now),
+            None => None,
+        };
         self.fed.injecting = true;
-        self.inject_publish(domain, topic, msg, now);
+        self.flush_publishes(now);
+        self.publish(domain, topic, from, msg, now);
+        self.flush_publishes(now);
         self.fed.injecting = false;
+    }
+
+    /// The deepest latched (transient local) cache of a local, non-bridge
+    /// publisher of `topic`: its messages cross marked as latched.
+    pub fn latched_depth(&self, domain: Domain, topic: &str) -> Option<u32> {
+        if (domain as usize) >= DOMAINS {
+            return None;
+        }
+        let reg = self.registries.get(domain);
+        let t = reg.topic_id(topic)?;
+        let e = reg.topic(t)?;
+        if e.latched() == 0 {
+            return None;
+        }
+        e.publishers()
+            .iter()
+            .filter(|&&p| self.live(p) && !self.is_bridge(p))
+            .filter_map(|&p| reg.member_qos(p, Role::Publisher, t))
+            .filter(|q| q.latched())
+            .map(|q| q.qos.depth.unwrap_or(1))
+            .max()
+    }
+
+    /// Makes the domain's bridge a latched publisher of `topic` keeping
+    /// `depth` messages (once); returns it.
+    fn bridge_latches(
+        &mut self,
+        domain: Domain,
+        topic: &str,
+        depth: u32,
+        now: Instant,
+    ) -> Option<ConnRef> {
+        let bridge = self.bridge(domain, now)?;
+        let reg = &self.registries[domain as usize];
+        let kept = reg
+            .topic_id(topic)
+            .and_then(|t| reg.member_qos(bridge, Role::Publisher, t))
+            .is_some_and(|q| q.latched() && q.qos.depth == Some(depth));
+        if !kept {
+            let qos = rosgate_wire::qos::Qos {
+                durability: Some(rosgate_wire::qos::Durability::TransientLocal),
+                depth: Some(depth.clamp(1, rosgate_wire::qos::MAX_QOS_DEPTH)),
+                reliability: None,
+            };
+            let asked = Asked {
+                qos,
+                ..Asked::default()
+            };
+            self.register(bridge, Role::Publisher, topic, None, None, asked, None, now);
+            self.fed.latched_here.insert((domain, Rc::from(topic)));
+        }
+        Some(bridge)
+    }
+
+    /// Drops what the bridge keeps of `topic`'s latched messages (nobody
+    /// here listens any more, or the gateways changed).
+    fn bridge_unlatches(&mut self, domain: Domain, topic: &str, now: Instant) {
+        if !self.fed.latched_here.remove(&(domain, Rc::from(topic))) {
+            return;
+        }
+        if let Some(&b) = self.fed.bridges.get(&domain) {
+            self.unregister(b, Role::Publisher, topic, None, None, now);
+        }
     }
 
     /// The bridges, by domain, whose output the shell drains into the
@@ -403,6 +493,7 @@ impl Hub {
                 self.fed.announced.insert(key.clone());
             } else {
                 self.fed.announced.remove(&key);
+                self.bridge_unlatches(key.0, &key.1.clone(), now);
             }
             into.push(InterestChange {
                 domain: key.0,

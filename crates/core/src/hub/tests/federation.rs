@@ -82,6 +82,7 @@ fn remote_samples_reach_local_subscribers_and_never_a_bridge() {
         0,
         "/x",
         rosgate_wire::Raw::from_valid_json(r#"{"r":1}"#),
+        None,
         t.now,
     );
     assert_eq!(publishes(&t.recv(s)), vec![serde_json::json!({"r":1})]);
@@ -236,4 +237,32 @@ fn a_call_from_another_gateway_never_goes_to_a_third() {
         .expect("answered at once");
     assert_eq!(answer["id"], "fq1");
     assert_eq!(answer["result"], false);
+}
+
+#[test]
+fn latched_messages_from_another_gateway_are_kept_for_later_local_subscribers() {
+    let mut t = fed();
+    let first = t.open();
+    t.send(first, r#"{"op":"subscribe","topic":"/map","type":"t"}"#);
+    changes(&mut t);
+    t.recv(first);
+    let msg = rosgate_wire::Raw::from_valid_json(r#"{"v":1}"#);
+    t.hub.remote_publish(0, "/map", msg, Some(1), t.now);
+    assert_eq!(publishes(&t.recv(first)), vec![serde_json::json!({"v":1})]);
+    let later = t.open();
+    t.send(later, r#"{"op":"subscribe","topic":"/map","type":"t"}"#);
+    assert_eq!(publishes(&t.recv(later)), vec![serde_json::json!({"v":1})]);
+    assert!(publishes(&t.recv(first)).is_empty(), "no second copy");
+    // Nobody listens here any more: what was kept goes.
+    for c in [first, later] {
+        t.hub.close(c, CloseReason::PeerClosed, t.now);
+    }
+    t.free_closed();
+    changes(&mut t);
+    let again = t.open();
+    t.send(again, r#"{"op":"subscribe","topic":"/map","type":"t"}"#);
+    assert!(
+        publishes(&t.recv(again)).is_empty(),
+        "the cache went with the interest"
+    );
 }
