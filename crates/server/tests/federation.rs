@@ -1049,3 +1049,37 @@ fn gateways_on_two_hosts_survive_a_partition_and_heal_by_themselves() {
     while let Recv::Line(_) = sub.try_recv_line(deadline(ms(50))) {}
     flows(&mut p, &mut sub);
 }
+
+#[test]
+fn a_publishers_peer_count_counts_every_remote_subscriber() {
+    let (a, b, c) = trio(&[]);
+    let mut cam = a.client();
+    cam.send_line(r#"{"op":"advertise","topic":"/fed/cam","type":"sensor_msgs/msg/Image","peers":true,"id":"adv"}"#);
+    // Waits until the publisher is told `n`.
+    let told = |cam: &mut Client, n: u64| {
+        let dl = deadline(CROSS);
+        loop {
+            let (v, _) = cam.recv_until(|v| v["op"] == "peers", dl);
+            if v["subscribers"] == n {
+                return;
+            }
+        }
+    };
+    told(&mut cam, 0);
+    let mut on_b: Vec<Client> = (0..2).map(|_| b.client()).collect();
+    let mut on_c = c.client();
+    for s in on_b.iter_mut() {
+        subscribe(s, "/fed/cam");
+    }
+    subscribe(&mut on_c, "/fed/cam");
+    let mut local = a.client();
+    subscribe(&mut local, "/fed/cam");
+    told(&mut cam, 4);
+    drop(on_b.pop());
+    told(&mut cam, 3);
+    drop(on_b);
+    drop(on_c);
+    told(&mut cam, 1);
+    drop(local);
+    told(&mut cam, 0);
+}

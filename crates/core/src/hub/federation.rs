@@ -120,7 +120,8 @@ pub const MAX_REMOTE_GRAPH_ITEMS: usize = 10_000;
 #[derive(Debug, Default, Clone)]
 pub(super) struct RemoteGraph {
     pub(super) nodes: Vec<String>,
-    pub(super) topics: Vec<(String, String)>,
+    /// Name, type, and how many subscribers the topic has there.
+    pub(super) topics: Vec<(String, String, u32)>,
     pub(super) truncated: bool,
 }
 
@@ -184,10 +185,10 @@ impl Hub {
             .range((domain, String::new())..)
             .take_while(|((d, _), _)| *d == domain)
             .map(|((_, gw), g)| {
-                let topics: Vec<&(String, String)> = g
+                let topics: Vec<&(String, String, u32)> = g
                     .topics
                     .iter()
-                    .filter(|(n, _)| self.visible(role, &[Class::Publish, Class::Subscribe], n))
+                    .filter(|(n, _, _)| self.visible(role, &[Class::Publish, Class::Subscribe], n))
                     .collect();
                 serde_json::json!({
                     "gateway": gw,
@@ -224,17 +225,32 @@ impl Hub {
             let (Some(n), Some(ty)) = (t[0].as_str(), t[1].as_str()) else {
                 continue;
             };
+            let subs = t[2]
+                .as_u64()
+                .map_or(0, |s| s.min(u64::from(u32::MAX)) as u32);
             if short(n) && short(ty) && g.topics.len() < MAX_REMOTE_GRAPH_ITEMS {
-                g.topics.push((n.to_string(), ty.to_string()));
+                g.topics.push((n.to_string(), ty.to_string(), subs));
             } else {
                 g.truncated = true;
             }
         }
         let key = (domain, gw.to_string());
-        if g.nodes.is_empty() && g.topics.is_empty() {
-            self.fed.graphs.remove(&key);
+        // Publishers that want peer counts learn the new remote counts.
+        let old = if g.nodes.is_empty() && g.topics.is_empty() {
+            self.fed.graphs.remove(&key)
         } else {
-            self.fed.graphs.insert(key, g);
+            self.fed.graphs.insert(key, g.clone())
+        };
+        let touched: Vec<String> = old
+            .into_iter()
+            .flat_map(|o| o.topics.into_iter())
+            .chain(g.topics)
+            .map(|(n, _, _)| n)
+            .collect();
+        for n in touched {
+            if let Some(t) = self.registries[domain as usize].topic_id(&n) {
+                self.peers_changed(domain, t);
+            }
         }
     }
 
@@ -268,7 +284,7 @@ impl Hub {
         nodes.sort();
         nodes.dedup();
         nodes.truncate(MAX_REMOTE_GRAPH_ITEMS);
-        let mut topics: Vec<(String, String)> = Vec::new();
+        let mut topics: Vec<(String, String, u32)> = Vec::new();
         for name in reg.topic_names(true) {
             if topics.len() >= MAX_REMOTE_GRAPH_ITEMS {
                 break;
@@ -282,8 +298,15 @@ impl Hub {
                     .any(|(who, _)| !self.is_bridge(who))
             });
             if local {
-                let ty = reg.topic_named(name).map_or("", |e| e.ty());
-                topics.push((name.to_string(), ty.to_string()));
+                let e = reg.topic(t);
+                let ty = e.map_or("", |e| e.ty());
+                let subs = e.map_or(0, |e| {
+                    e.subscribers()
+                        .iter()
+                        .filter(|&&s| self.live(s) && !self.is_bridge(s))
+                        .count()
+                });
+                topics.push((name.to_string(), ty.to_string(), subs as u32));
             }
         }
         serde_json::json!({"nodes": nodes, "topics": topics}).to_string()
@@ -318,7 +341,26 @@ impl Hub {
             .graphs
             .range((domain, String::new())..)
             .take_while(move |((d, _), _)| *d == domain)
-            .flat_map(|(_, g)| g.topics.iter().map(|(n, t)| (n.as_str(), t.as_str())))
+            .flat_map(|(_, g)| g.topics.iter().map(|(n, t, _)| (n.as_str(), t.as_str())))
+    }
+
+    /// How many subscribers `sub` stands for in a peer count of `topic`:
+    /// a bridge, the subscribers the other gateways said they have (at
+    /// least one: it subscribes because one of them wants the topic).
+    pub(super) fn peer_weight(&self, domain: Domain, sub: ConnRef, topic: &str) -> u32 {
+        if !self.fed.enabled || !self.is_bridge(sub) {
+            return 1;
+        }
+        let remote: u32 = self
+            .fed
+            .graphs
+            .range((domain, String::new())..)
+            .take_while(|((d, _), _)| *d == domain)
+            .flat_map(|(_, g)| g.topics.iter())
+            .filter(|(n, _, _)| n == topic)
+            .map(|(_, _, s)| *s)
+            .sum();
+        remote.max(1)
     }
 
     /// Remote gateways now want `topic` of `domain` (or none does any

@@ -54,7 +54,7 @@ use rosgate_wire::encode::Level;
 use rosgate_wire::ws::handshake::Opening;
 use rosgate_wire::Raw;
 
-pub use federation::{InterestChange, Offer};
+pub use federation::{InterestChange, Offer, MAX_REMOTE_GRAPH_ITEMS};
 pub use graph::{
     GraphSettings, CLIENT_COUNT, CLOCK, CONNECTED_CLIENTS, CONNECTED_CLIENTS_INTERVAL,
     GATEWAY_NODE, GATEWAY_TOPICS, GRAPH_TOPIC, MAX_GRAPH_EVENTS, MAX_NODES_PER_CONN, ROSOUT,

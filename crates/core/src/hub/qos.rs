@@ -570,10 +570,13 @@ impl Hub {
                 })
                 .collect();
             for (p, offer, last) in watchers {
-                let n = subs
+                // A federation's bridge stands for the other gateways'
+                // subscribers of the topic.
+                let n: u32 = subs
                     .iter()
                     .filter(|(_, request)| qos::check(&offer, request).is_ok())
-                    .count() as u32;
+                    .map(|(s, _)| self.peer_weight(domain, *s, &name))
+                    .sum();
                 if last == Some(n) {
                     continue;
                 }
