@@ -15,7 +15,8 @@
 //! [`Action::Shutdown`], which ends the schedule (nothing after it is
 //! decoded), 21-24 the nodes, names and domains ones (three requests
 //! and [`Action::ConnectWsAt`]), 25 actions ([`Req::Goal`]), 26 QoS
-//! ([`Req::Qos`]) and 27 parameters ([`Req::Param`]). The selector grew from two bytes to four
+//! ([`Req::Qos`]), 27 parameters ([`Req::Param`]) and 28 federation
+//! ([`Action::Remote`]). The selector grew from two bytes to four
 //! with the bounded memory limits, so the seed corpus was regenerated then.
 //!
 //! New kinds only ever go after the old ones, so that [`Action::encode`]'s
@@ -143,7 +144,7 @@ pub(crate) const VALID_VALUES: u64 = 17;
 const MAX_ACTIONS: usize = 400;
 
 /// Action bytes are read modulo this.
-pub const ACTION_KINDS: u8 = 28;
+pub const ACTION_KINDS: u8 = 29;
 
 /// Requests a trickle carries: the twelve of the first simulation, the
 /// three of nodes, names and domains, then actions, QoS and parameters.
@@ -366,6 +367,12 @@ pub enum Action {
     Read { slot: u8, mode: u8 },
     /// Advances the clock; see [`Action::clock_micros`].
     Clock { v: u16 },
+    /// Another gateway of a federation publishes message `msg` (modulo the
+    /// driver's few) on `TOPICS[topic]` in the domain of the client in
+    /// `slot` (0 without one): `Hub::remote_publish`. Decoded from fuzz
+    /// input only: seeded schedules do not draw it yet (see
+    /// `driver::federation`).
+    Remote { slot: u8, topic: u8, msg: u8 },
     /// Sends one request line (a text message on WebSocket). `style` bits:
     /// 0 CRLF (on WebSocket: trailing CRLF whitespace), 1 spaces (on
     /// WebSocket: raw CR/LF whitespace, which the hub blanks), 2 escaped
@@ -606,6 +613,11 @@ impl Action {
                 }
             }
             20 => Action::Shutdown,
+            28 => Action::Remote {
+                slot: b.u8(),
+                topic: b.u8(),
+                msg: b.u8(),
+            },
             _ => {
                 let (slot, style, split) = (b.u8(), b.u8(), b.u8());
                 Action::Send {
@@ -658,6 +670,9 @@ impl Action {
                 req.encode_fields(out);
             }
             Action::Shutdown => out.push(20),
+            Action::Remote { slot, topic, msg } => {
+                out.extend_from_slice(&[28, *slot, *topic, *msg])
+            }
         }
     }
 

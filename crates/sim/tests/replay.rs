@@ -888,3 +888,65 @@ fn node_scenarios_exercise_nodes() {
         );
     }
 }
+
+/// Messages from another gateway reach every local subscriber of their
+/// topic and domain, over TCP and WebSocket, as the gateway's own
+/// publishes do, and the hub's reported interest follows the
+/// subscribers (checked every step).
+#[test]
+fn remote_messages_reach_local_subscribers_only() {
+    use rosgate_sim::{Action, Req, Sim, SimConfig};
+
+    let send = |slot: u8, req: Req| Action::Send {
+        slot,
+        style: 0,
+        split: 0,
+        req,
+    };
+    let actions = vec![
+        Action::Connect,
+        Action::ConnectWs { how: 0 },
+        Action::Connect,
+        // Topic 2 is /chatter; both clients subscribe.
+        send(0, Req::Subscribe { topic: 2, id: 1 }),
+        send(1, Req::Subscribe { topic: 2, id: 1 }),
+        Action::Remote {
+            slot: 0,
+            topic: 2,
+            msg: 0,
+        },
+        Action::Remote {
+            slot: 0,
+            topic: 2,
+            msg: 1,
+        },
+        // Nobody listens to /a: delivered to no one.
+        Action::Remote {
+            slot: 2,
+            topic: 0,
+            msg: 2,
+        },
+        send(0, Req::Unsubscribe { topic: 2, id: 1 }),
+        Action::Remote {
+            slot: 0,
+            topic: 2,
+            msg: 0,
+        },
+        Action::Read { slot: 0, mode: 0 },
+        Action::Clock { v: 100 },
+    ];
+    let mut sim = Sim::new(SimConfig::from_selector(0));
+    for a in &actions {
+        sim.step(a).unwrap_or_else(|v| panic!("{v}"));
+    }
+    sim.finish().unwrap_or_else(|v| panic!("{v} (in finish)"));
+    let c = sim.counts();
+    assert_eq!(c.remote_publishes, 4, "{c:?}");
+    assert!(c.publishes_received >= 3, "{c:?}");
+    assert_eq!(
+        sim.hub()
+            .counters()
+            .get(rosgate_core::counters::Counter::FederationIn),
+        4
+    );
+}

@@ -35,7 +35,7 @@ use crate::access::Class;
 use crate::conn::{Conn, ConnRef};
 use crate::counters::Counter;
 use crate::nodes::{Domain, DOMAINS};
-use crate::registry::{Provided, Role, TopicId};
+use crate::registry::{Provided, Role};
 use crate::transport::{StatusFilter, Transport};
 
 /// What an [`InterestChange`] is about.
@@ -806,14 +806,11 @@ impl Hub {
         }
     }
 
-    /// `t` of `domain` may have gained its first or lost its last local
-    /// subscriber.
-    pub(super) fn interest_changed(&mut self, domain: Domain, t: TopicId) {
-        if !self.fed.enabled {
-            return;
-        }
-        if let Some(e) = self.registries[domain as usize].topic(t) {
-            self.fed.dirty.insert((domain, Rc::from(e.name())));
+    /// `topic` of `domain` may have gained its first or lost its last
+    /// local subscriber (by name: it may have left the registry).
+    pub(super) fn interest_changed(&mut self, domain: Domain, topic: &str) {
+        if self.fed.enabled {
+            self.fed.dirty.insert((domain, Rc::from(topic)));
         }
     }
 
@@ -823,8 +820,14 @@ impl Hub {
             return;
         }
         self.fed.left += 1;
-        for t in self.registries[domain as usize].subscriptions(who) {
-            self.interest_changed(domain, t);
+        let reg = &self.registries[domain as usize];
+        let names: Vec<Rc<str>> = reg
+            .subscriptions(who)
+            .into_iter()
+            .filter_map(|t| reg.topic(t).map(|e| Rc::from(e.name())))
+            .collect();
+        for n in names {
+            self.fed.dirty.insert((domain, n));
         }
     }
 

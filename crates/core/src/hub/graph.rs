@@ -424,11 +424,11 @@ impl Hub {
         };
         let domain = self.conns.get(me.key as usize).map_or(0, |c| c.domain());
         self.note_withdrawal(domain, me, Some(tag));
-        let subs: Vec<crate::registry::TopicId> = {
+        let subs: Vec<(crate::registry::TopicId, String)> = {
             let reg = &self.registries[domain as usize];
             reg.topics_of(me, Some(tag), Role::Subscriber)
                 .into_iter()
-                .filter_map(|n| reg.topic_id(n))
+                .filter_map(|n| Some((reg.topic_id(n)?, n.to_string())))
                 .collect()
         };
         let provided: Vec<(Provided, String)> = [Provided::Service, Provided::Action]
@@ -447,9 +447,10 @@ impl Hub {
         // As after an unsubscribe: a subscription the connection no longer
         // holds leaves its queue's QoS (depth, reliable) and the peer
         // counts of its topic.
-        for t in subs {
+        for (t, name) in subs {
             if !self.registries[domain as usize].is_member(me, Role::Subscriber, t) {
                 self.after_unsubscribe(domain, me, t);
+                self.interest_changed(domain, &name);
             }
         }
         if let Some(full) = self.nodes.get(tag).map(|n| n.full_name().to_string()) {

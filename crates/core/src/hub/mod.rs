@@ -1335,13 +1335,16 @@ impl Hub {
         }
     }
 
-    /// Whether `expire` has work left over from its last turn (the shell
-    /// then polls without sleeping).
+    /// Whether the hub has work for the shell's next turn (it then polls
+    /// without sleeping): `expire`'s leftovers, or federation changes to
+    /// take.
     pub fn has_backlog(&self) -> bool {
-        self.calls.has_overdue()
-            || self.graph.has_immediate()
-            || self.qos_timers.has_immediate()
-            || self.fed.has_changes()
+        self.has_expire_backlog() || self.fed.has_changes()
+    }
+
+    /// Whether `expire` has work left over from its last turn.
+    pub fn has_expire_backlog(&self) -> bool {
+        self.calls.has_overdue() || self.graph.has_immediate() || self.qos_timers.has_immediate()
     }
 
     /// The earliest instant at which `expire` has work to do.

@@ -179,7 +179,6 @@ impl Hub {
             c.out_settings_mut().set_topic_qos(t, None, false);
         }
         self.peers_changed(domain, t);
-        self.interest_changed(domain, t);
     }
 
     /// Warns both sides of every incompatible pair `me`'s registration on

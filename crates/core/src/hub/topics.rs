@@ -89,9 +89,7 @@ impl Hub {
         self.send_status(me, Level::Info, &msg, id, now);
         if role == Role::Subscriber && registered.new_member {
             self.greet_subscriber(domain, me, &topic, now);
-            if let Some(t) = self.registries[domain as usize].topic_id(&topic) {
-                self.interest_changed(domain, t);
-            }
+            self.interest_changed(domain, &topic);
         }
         self.apply_qos(domain, me, role, &topic, registered, asked, now);
     }
@@ -119,6 +117,8 @@ impl Hub {
             .update(domain, |r| r.unregister(me, role, &topic, tag, id, per_id));
         if let (Some(t), Role::Subscriber, true) = (t, role, gone.left) {
             self.after_unsubscribe(domain, me, t);
+            // By name: the topic may have gone from the registry with it.
+            self.interest_changed(domain, &topic);
         }
         if gone.node_left {
             self.note_endpoint(domain, me, tag, role, &topic, false);

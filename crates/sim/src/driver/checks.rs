@@ -62,6 +62,7 @@ fn conn_tuple(c: ConnRef) -> (u32, u32) {
 /// The counters of actions, parameters and QoS the model keeps
 /// ([`crate::model::Model::count`]).
 const MODEL_COUNTERS: &[Counter] = &[
+    Counter::FederationIn,
     Counter::GoalsSent,
     Counter::GoalsSucceeded,
     Counter::GoalsCanceled,
@@ -128,6 +129,7 @@ impl Sim {
                 )));
             }
         }
+        self.check_interest()?;
         self.check_tables()
     }
 

@@ -21,7 +21,7 @@
 //! `Cause`, and `effects.rs`'s `answer_as_read`. Layers depend downward
 //! only: `driver` on `model` on `actions`, `names`, `ws`, `rng`.
 
-use std::collections::VecDeque;
+use std::collections::{BTreeSet, VecDeque};
 use std::fmt::Write as _;
 use std::io::IoSlice;
 use std::time::{Duration, Instant, UNIX_EPOCH};
@@ -49,6 +49,7 @@ mod accounting;
 mod checks;
 mod controls;
 mod effects;
+mod federation;
 mod feed;
 mod goals;
 mod param_access;
@@ -225,6 +226,8 @@ macro_rules! counts {
 
 counts! {
     steps,
+    /// Messages from another gateway delivered (`Action::Remote`).
+    remote_publishes,
     lines_sent,
     lines_received,
     publishes_received,
@@ -401,6 +404,8 @@ counts! {
 /// The simulation: a hub, a fake clock and the model. See the crate docs.
 pub struct Sim {
     pub(crate) hub: Hub,
+    /// The topics the hub has said local clients want (federation).
+    pub(crate) interest: BTreeSet<(u8, String)>,
     pub(crate) limits: Limits,
     base: Instant,
     pub(crate) offset: Duration,
@@ -456,6 +461,9 @@ impl Sim {
         let base = Instant::now();
         let mut hub = Hub::new(cfg.limits.clone(), base);
         hub.set_ws_status(cfg.ws_status);
+        // As a federated gateway: remote samples come in (`Action::Remote`)
+        // and the interest the hub reports is checked every step.
+        hub.enable_federation();
         hub.set_graph_settings(GraphSettings {
             tcp_domain: 0,
             ws_domain: cfg.ws_domain,
@@ -483,6 +491,7 @@ impl Sim {
             uncounted: 0,
             depth_drops: Vec::new(),
             reliable_closes: Vec::new(),
+            interest: BTreeSet::new(),
         }
     }
 
@@ -619,6 +628,7 @@ impl Sim {
                 None => Ok(()),
             },
             Action::Shutdown => self.shutdown(),
+            Action::Remote { slot, topic, msg } => self.remote_publish(*slot, *topic, *msg),
         }
     }
 
@@ -630,6 +640,7 @@ impl Sim {
             Action::Connect
             | Action::ConnectWs { .. }
             | Action::ConnectWsAt { .. }
+            | Action::Remote { .. }
             | Action::Shutdown => Ok(()),
             Action::WsControl { slot, .. } => match self.model.resolve_ws(*slot) {
                 Some(s) => self.ignored_input(s),
@@ -935,7 +946,7 @@ impl Sim {
         self.expire_goals(tick_now);
         self.expire_waiting(tick_now);
         self.expire_validations(tick_now);
-        if self.hub.has_backlog() {
+        if self.hub.has_expire_backlog() {
             return Err(self.violation(format!(
                 "expire left timed-out calls for later with {} in flight",
                 self.hub.calls().len()
