@@ -35,6 +35,7 @@ GROUPS (`rosgate GROUP --help` lists the commands):
     action      list, send_goal
     param       list, get, set, dump
     node        list, info
+    gateway     list (a federation's gateways)
 
 OPTIONS:
     --listen ADDR               TCP address to serve [default: {DEFAULT_LISTEN}]

@@ -1083,3 +1083,41 @@ fn a_publishers_peer_count_counts_every_remote_subscriber() {
     drop(local);
     told(&mut cam, 0);
 }
+
+#[test]
+fn the_cli_lists_the_gateways_of_a_federation() {
+    let (pa, pb) = (free_port(), free_port());
+    let a = gateway(pa, &[], &[]);
+    let b = gateway(pb, &[pa], &[]);
+    wait_federation(&a, "sees B", |v| gateways(v) == 1);
+    let mut talker = b.client();
+    talker.send_line(r#"{"op":"declare_node","name":"cam","id":"n"}"#);
+    talker.recv_until(|v| v["id"] == "n", deadline(REPLY));
+    let zid_a = federation(&a)["gateway"].as_str().expect("id").to_string();
+    let zid_b = federation(&b)["gateway"].as_str().expect("id").to_string();
+    let url = format!("tcp://{}", a.addr);
+    let dl = deadline(CROSS);
+    loop {
+        let out = run(&["gateway", "list", "-v", "--url", &url]);
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert_eq!(out.status.code(), Some(0), "{text} {out:?}");
+        let first = text.lines().next().unwrap_or_default();
+        assert!(
+            first.starts_with(&zid_a) && first.contains("this gateway"),
+            "{text}"
+        );
+        if text.contains(&zid_b) && text.contains("node  /cam") {
+            break;
+        }
+        assert!(Instant::now() < dl, "B and its node never listed: {text}");
+        thread::sleep(ms(50));
+    }
+    // Without federation: says so, exit 1.
+    let plain = Gateway::start(&[]);
+    let out = run(&["gateway", "list", "--url", &format!("tcp://{}", plain.addr)]);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("not federated"),
+        "{out:?}"
+    );
+}

@@ -13,7 +13,7 @@
 //! | `stream` | plain TCP or TLS (`tls://`, `wss://`, `--ca-file`) under either transport |
 //! | `input` | messages, requests, goals and values from the command line (JSON or YAML) -> JSON |
 //! | `output` | the YAML-style printer (`ros2 topic echo`'s layout) and other formatting |
-//! | `topic`, `service`, `action`, `param`, `node` | one command group each |
+//! | `topic`, `service`, `action`, `param`, `node`, `gateway` | one command group each |
 //!
 //! Exit statuses: 0 success; 1 the gateway answered with a failure (the
 //! reason on stderr); 2 usage error; 3 the gateway could not be reached or
@@ -25,6 +25,7 @@
 mod action;
 mod args;
 mod client;
+mod gateway;
 mod input;
 mod node;
 mod output;
@@ -48,7 +49,7 @@ use client::Client;
 /// Longest read timeout: how often a wait looks at the stop flag.
 pub const POLL: std::time::Duration = std::time::Duration::from_millis(100);
 
-pub const GROUPS: &[&str] = &["topic", "service", "action", "param", "node"];
+pub const GROUPS: &[&str] = &["topic", "service", "action", "param", "node", "gateway"];
 
 /// True when `argv` (without the program name) is a CLI command rather than
 /// the gateway's own flags.
@@ -165,6 +166,7 @@ pub fn run(argv: Vec<OsString>) -> ExitCode {
         "action" => action::run(&cmd, args, &ctx),
         "param" => param::run(&cmd, args, &ctx),
         "node" => node::run(&cmd, args, &ctx),
+        "gateway" => gateway::run(&cmd, args, &ctx),
         _ => Err(Error::Usage(format!("unknown group {group:?}"))),
     };
     match result {
@@ -203,6 +205,7 @@ fn group_help(group: &str) -> String {
         "service" => ("Services of a running gateway", service::COMMANDS),
         "action" => ("Actions of a running gateway", action::COMMANDS),
         "param" => ("Parameters of a running gateway's nodes", param::COMMANDS),
+        "gateway" => ("The gateways of a federation", gateway::COMMANDS),
         _ => ("Nodes of a running gateway", node::COMMANDS),
     };
     let mut s = format!("rosgate {group} - {about}\n\nUSAGE:\n    rosgate {group} COMMAND [ARGS] [OPTIONS]\n\nCOMMANDS:\n");
@@ -223,6 +226,7 @@ fn command_help(group: &str, cmd: &str) -> Option<&'static str> {
         "action" => action::help(cmd),
         "param" => param::help(cmd),
         "node" => node::help(cmd),
+        "gateway" => gateway::help(cmd),
         _ => None,
     }
 }
