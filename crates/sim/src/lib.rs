@@ -28,6 +28,7 @@
 //! | `driver::qos` | QoS: latching, depth, throttling, reliability, compatibility, peer counts |
 //! | `driver::params` | parameters: the owner's operations, the hub's stores checked, `/parameter_events` |
 //! | `driver::param_access` | everyone else's access to parameters (rosapi, the node services) and the owner's validation round trip |
+//! | `driver::federation` | the hub as a federated gateway: other gateways' messages (`Action::Remote`, from fuzz input) and the interest it reports, checked every step against the model's subscribers |
 //! | `driver::checks` | the invariants: tables, the memory ledger, counters, quiescence, last words, [`Sim::finish`] |
 //! | [`fuzzing`], [`scan_parity`] | the fuzz targets' checks |
 //!
