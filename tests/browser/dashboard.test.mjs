@@ -48,9 +48,9 @@ const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 // ------------------------------------------------------------ gateway
 
-async function startGateway() {
+async function startGateway(extra = []) {
   assert.ok(BIN && fs.existsSync(BIN), `no gateway binary (build with cargo, or set ROSGATE_BIN): ${BIN}`);
-  const child = spawn(BIN, ['--listen', '127.0.0.1:0', '--ws-listen', '127.0.0.1:0'], { stdio: ['ignore', 'ignore', 'pipe'] });
+  const child = spawn(BIN, ['--listen', '127.0.0.1:0', '--ws-listen', '127.0.0.1:0', ...extra], { stdio: ['ignore', 'ignore', 'pipe'] });
   notePid(child.pid, 'rosgate');
   let stderr = '';
   const exited = new Promise((r) => child.once('exit', r));
@@ -451,4 +451,52 @@ test('the dashboard shows every topic\'s rate, the connections and the recent cl
   shot = true;
 
   assert.deepEqual(errors, [], 'no script errors in the page');
+});
+
+// A free loopback port (bound, then released) for a Zenoh listener.
+async function freePort() {
+  const srv = net.createServer();
+  await new Promise((r) => srv.listen(0, '127.0.0.1', r));
+  const { port } = srv.address();
+  await new Promise((r) => srv.close(r));
+  return port;
+}
+
+test('a federated gateway\'s dashboard lists the other gateways and their nodes', { timeout: 90000 }, async () => {
+  // The gateway the test runs is built with federation by `cargo test
+  // --workspace`; a build without it refuses the flag: skip then.
+  const zport = await freePort();
+  let a;
+  try {
+    a = await startGateway(['--zenoh-listen', `tcp/127.0.0.1:${zport}`]);
+  } catch (e) {
+    if (String(e).includes('built without federation')) return;
+    throw e;
+  }
+  const b = await startGateway(['--zenoh-connect', `tcp/127.0.0.1:${zport}`]);
+  const onB = await Client.connect(b.tcp);
+  onB.send({ op: 'declare_node', name: 'rover', namespace: '/far', id: 'n' });
+  await onB.wait((m) => m.op === 'status' && m.id === 'n', 'declare_node status');
+  onB.send({ op: 'advertise', topic: 'odom', type: 'nav_msgs/msg/Odometry', id: 'a' });
+  await onB.wait((m) => m.op === 'status' && m.id === 'a', 'advertise status');
+  const idB = (await onB.call('/rosgate/federation', {})).gateway;
+
+  const context = await launchBrowser();
+  const page = await context.newPage();
+  const resp = await page.goto(`http://127.0.0.1:${a.ws}/`);
+  assert.equal(resp.status(), 200);
+  await page.waitForSelector('#status[data-state="live"]', { timeout: 10000 });
+  // The card appears with B, counting its node and topic.
+  const row = page.locator(`#gateways tr[data-gateway="${idB}"]`);
+  await row.waitFor({ timeout: 20000 });
+  await page.waitForFunction((id) => {
+    const cells = document.querySelectorAll(`#gateways tr[data-gateway="${id}"] td.num`);
+    return cells.length === 2 && Number(cells[0].textContent) >= 1 && Number(cells[1].textContent) >= 1;
+  }, idB, { timeout: 20000 });
+  assert.ok(await page.locator('#gateways').isVisible(), 'the Gateways card is shown');
+  // B's node is in the page's node list (rosapi lists the federation).
+  await page.waitForSelector('#nodes tr[data-node="/far/rover"]', { timeout: 20000 });
+  fs.mkdirSync(SHOT_DIR, { recursive: true });
+  await page.screenshot({ path: path.join(SHOT_DIR, 'dashboard-federation.png'), fullPage: true, timeout: 5000 });
+  await onB.close();
 });

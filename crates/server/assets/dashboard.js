@@ -165,6 +165,8 @@
     flow: new Map(),          // topic -> {samples:[[t, msgs, bytes]], hz, bps, hist, total}
     flowAt: 0,
     conns: null,              // the last /rosgate/connections reply (+ derived fields)
+    fed: null,                // the last /rosgate/federation reply
+    fedSig: null,             // its graphs, to notice a change
     connRates: new Map(),     // connection key -> {t, delivered, rate}
     clockOffsetMs: 0,         // gateway wall clock - browser wall clock
     startedAt: null,          // gateway start, epoch ms (its clock)
@@ -569,15 +571,29 @@
     pollBusy = true;
     const epoch = S.epoch;
     const stamped = (p) => p.then((v) => [v, now()]);
-    const [st, ts] = await Promise.allSettled([
+    const [st, ts, , fed] = await Promise.allSettled([
       stamped(bridge.call('/rosgate/stats')),
       stamped(bridge.call('/rosgate/topic_stats')),
       refreshConns(true),
+      bridge.call('/rosgate/federation'),
     ]);
     pollBusy = false;
     if (epoch !== S.epoch) return;
     if (st.status === 'fulfilled') onStats(...st.value);
     if (ts.status === 'fulfilled') onTopicStats(...ts.value);
+    if (fed.status === 'fulfilled') onFederation(fed.value);
+  }
+
+  // /rosgate/federation: the other gateways and their graphs. Their nodes
+  // and topics reach rosapi's lists, not this page's graph events: a change
+  // in them asks for a resync.
+  function onFederation(r) {
+    const sig = JSON.stringify((r.graphs || []).map((g) => [g.gateway, g.nodes, g.topics]));
+    const changed = S.fed && S.fedSig !== sig;
+    S.fed = r;
+    S.fedSig = sig;
+    if (changed) resync();
+    scheduleRender('gateways');
   }
 
   function onStats(st, t) {
@@ -770,6 +786,7 @@
     if (want('log')) renderLog();
     if (all) { renderServices(); renderFeed(); }
     if (want('nodes')) renderNodes();
+    if (want('gateways')) renderGateways();
     if (want('params')) renderParams();
     if (want('health')) renderHealth();
   }
@@ -1131,6 +1148,24 @@
     }
     html.push('</tbody></table>');
     $('nodes-body').innerHTML = html.join('');
+  }
+
+  function renderGateways() {
+    const f = S.fed;
+    $('gateways').hidden = !f || !f.enabled;
+    if (!f || !f.enabled) return;
+    const others = f.gateways || [];
+    $('gateways-count').textContent = others.length + 1;
+    const graphOf = (id) => (f.graphs || []).find((g) => g.gateway === id) || { nodes: [], topics: [] };
+    const html = ['<table class="tbl"><thead><tr><th>Gateway</th><th>Since</th><th class="num">Nodes</th><th class="num">Topics</th></tr></thead><tbody>'];
+    html.push(`<tr data-gateway="${esc(f.gateway)}"><td class="mono" title="${esc(f.gateway)}">${esc(f.gateway.slice(0, 12))} <span class="pill neutral">this gateway</span></td><td>–</td><td class="num">–</td><td class="num">–</td></tr>`);
+    for (const g of others) {
+      const graph = graphOf(g.id);
+      const nodes = graph.nodes || [];
+      html.push(`<tr data-gateway="${esc(g.id)}" title="${esc(nodes.join('\n'))}"><td class="mono" title="${esc(g.id)}">${esc(g.id.slice(0, 12))}</td><td>${esc(fmtClock(g.since_ms))}</td><td class="num">${nodes.length}</td><td class="num">${(graph.topics || []).length}</td></tr>`);
+    }
+    html.push('</tbody></table>');
+    $('gateways-body').innerHTML = html.join('');
   }
 
   function renderParams() {

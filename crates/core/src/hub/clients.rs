@@ -216,7 +216,8 @@ impl Hub {
                 "client": self.client_label(me),
                 "nodes": nodes,
                 "peer": peer_of(c),
-                "transport": c.transport().label(),
+                // A federation link stands for the other gateways.
+                "transport": if c.is_bridge() { "federation" } else { c.transport().label() },
                 "domain": c.domain(),
                 "established": c.is_established(),
                 "role": role,

@@ -115,6 +115,6 @@ mod tests {
     #[test]
     fn since_prints_utc() {
         assert_eq!(super::since(0), "1970-01-01T00:00:00Z");
-        assert_eq!(super::since(1_796_260_643_116), "2026-12-02T23:57:23Z");
+        assert_eq!(super::since(1_796_260_643_116), "2026-12-03T01:17:23Z");
     }
 }
