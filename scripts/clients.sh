@@ -270,11 +270,12 @@ run_roslibpy() {
             --junitxml="$WORK/roslibpy-$transport.xml" tests) >"$out" 2>&1
         roslibpy_tally "$out" $? "roslibpy[$transport]"
         # rosgate's own roslibpy tests (tests/clients/roslibpy/test_*.py:
-        # QoS options), same gateway and transport, with no expected failures.
+        # QoS options, and federation across two gateways of its own when
+        # the binary has it), same transport, with no expected failures.
         out=$WORK/roslibpy-rosgate-$transport.log
         log "rosgate's roslibpy tests, $transport transport -> ws://127.0.0.1:$WS_PORT"
         (cd "$dir" && ROSGATE_WS_PORT=$WS_PORT ROSLIBPY_TRANSPORT=$transport ROSGATE_FORCE_EXIT=1 \
-            ROSGATE_EXPECTED_FAILURES=/dev/null PYTHONPATH=$dir timeout -k 10 300 "$venv/bin/python" \
+            ROSGATE_BIN=$BIN ROSGATE_EXPECTED_FAILURES=/dev/null PYTHONPATH=$dir timeout -k 10 300 "$venv/bin/python" \
             -m pytest -p rosgate_plugin -p no:cacheprovider --timeout=60 --timeout-method=signal -q -rfEX \
             --junitxml="$WORK/roslibpy-rosgate-$transport.xml" test_*.py) >"$out" 2>&1
         roslibpy_tally "$out" $? "roslibpy-rosgate[$transport]"
