@@ -1121,3 +1121,79 @@ fn the_cli_lists_the_gateways_of_a_federation() {
         "{out:?}"
     );
 }
+
+/// A self-signed certificate for `localhost` (it is its own CA), as PEM
+/// files in a fresh temp dir: (dir, cert, key).
+fn localhost_cert(tag: &str) -> (std::path::PathBuf, String, String) {
+    let dir = std::env::temp_dir().join(format!("rosgate-fed-tls-{tag}-{}", uniq()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let made = rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).expect("rcgen");
+    let (cert, key) = (dir.join("cert.pem"), dir.join("key.pem"));
+    std::fs::write(&cert, made.cert.pem()).expect("write cert");
+    std::fs::write(&key, made.key_pair.serialize_pem()).expect("write key");
+    (dir, cert.display().to_string(), key.display().to_string())
+}
+
+/// A Zenoh config file in `dir` with this TLS section.
+fn zenoh_tls_config(dir: &std::path::Path, name: &str, tls: &str) -> String {
+    let path = dir.join(name);
+    std::fs::write(
+        &path,
+        format!("{{ transport: {{ link: {{ tls: {{ {tls} }} }} }} }}"),
+    )
+    .expect("write config");
+    path.display().to_string()
+}
+
+#[test]
+fn gateways_link_over_zenoh_tls_and_refuse_an_untrusted_certificate() {
+    let (dir, cert, key) = localhost_cert("server");
+    let listen_cfg = zenoh_tls_config(
+        &dir,
+        "a.json5",
+        &format!("listen_certificate: {cert:?}, listen_private_key: {key:?}"),
+    );
+    let trust_cfg = zenoh_tls_config(&dir, "b.json5", &format!("root_ca_certificate: {cert:?}"));
+    let zport = free_port();
+    let endpoint = format!("tls/localhost:{zport}");
+    let a = Gateway::start(&["--zenoh-config", &listen_cfg, "--zenoh-listen", &endpoint]);
+    let b = Gateway::start(&["--zenoh-config", &trust_cfg, "--zenoh-connect", &endpoint]);
+    wait_federation(&a, "B joined over TLS", |v| gateways(v) == 1);
+    let mut sub = b.client();
+    subscribe(&mut sub, "/fed/tls");
+    let mut p = a.client();
+    let dl = deadline(CROSS);
+    loop {
+        p.send_line(&publish_line("/fed/tls", r#"{"data":"sealed"}"#));
+        if let Recv::Line(l) = sub.try_recv_line(deadline(ms(100))) {
+            let v: Value = serde_json::from_slice(&l).expect("JSON");
+            assert_eq!(v["msg"]["data"], "sealed");
+            break;
+        }
+        assert!(
+            Instant::now() < dl,
+            "nothing crossed the TLS link within {CROSS:?}"
+        );
+    }
+    // A gateway that trusts another CA is refused by its own TLS check:
+    // it never joins (A keeps seeing only B).
+    let (other_dir, other_cert, _) = localhost_cert("other");
+    let wrong_cfg = zenoh_tls_config(
+        &other_dir,
+        "c.json5",
+        &format!("root_ca_certificate: {other_cert:?}"),
+    );
+    let c = Gateway::start(&["--zenoh-config", &wrong_cfg, "--zenoh-connect", &endpoint]);
+    let dl = deadline(Duration::from_secs(3));
+    while Instant::now() < dl {
+        assert_eq!(gateways(&federation(&a)), 1, "an untrusted gateway joined");
+        assert_eq!(
+            gateways(&federation(&c)),
+            0,
+            "C saw a gateway it cannot trust"
+        );
+        thread::sleep(ms(200));
+    }
+    let _ = std::fs::remove_dir_all(dir);
+    let _ = std::fs::remove_dir_all(other_dir);
+}
