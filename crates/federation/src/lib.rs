@@ -30,6 +30,7 @@
 
 pub mod keys;
 mod remote;
+mod ros2;
 
 use std::collections::HashMap;
 use std::io::IoSlice;
@@ -54,6 +55,7 @@ use zenoh::{Session, Wait};
 
 use remote::{Change, Shared};
 pub use remote::{MAX_GATEWAYS, MAX_REMOTE_CALLS, MAX_REMOTE_INTEREST};
+pub use ros2::{RosSettings, MAX_ROS_ENTITIES, ROS_GRAPH};
 
 /// Work for the loop thread.
 pub type Job = Box<dyn FnOnce(&mut Hub, Instant) + Send>;
@@ -93,7 +95,13 @@ pub struct Settings {
     pub config_file: Option<PathBuf>,
     /// Multicast scouting on (off unless asked for).
     pub scouting: bool,
+    /// The ROS 2 graphs (rmw_zenoh) joined, and the types known.
+    pub ros: RosSettings,
 }
+
+/// Where a gateway that joins a ROS 2 graph connects when no endpoint is
+/// given: where rmw_zenoh's nodes look for their router.
+pub const ROS_DEFAULT_ROUTER: &str = "tcp/localhost:7447";
 
 impl Settings {
     /// The Zenoh configuration these settings make.
@@ -117,6 +125,11 @@ impl Settings {
         }
         if !self.connect.is_empty() {
             set("connect/endpoints", json_list(&self.connect))?;
+        } else if !self.ros.domains.is_empty()
+            && self.listen.is_empty()
+            && self.config_file.is_none()
+        {
+            set("connect/endpoints", json_list(&[ROS_DEFAULT_ROUTER.into()]))?;
         }
         if !self.listen.is_empty() {
             set("listen/endpoints", json_list(&self.listen))?;
@@ -251,6 +264,8 @@ pub struct Federation {
     graph_domains: Vec<Domain>,
     buf: Vec<u8>,
     last_status: Option<Instant>,
+    /// The ROS 2 graphs joined (`--ros-domain`), if any.
+    ros: Option<ros2::RosLink>,
 }
 
 impl std::fmt::Debug for Federation {
@@ -308,6 +323,15 @@ impl Federation {
             .callback(move |s: Sample| sh.on_graph(&s))
             .wait()
             .map_err(|e| fail("the graph watcher", e))?;
+        let ros = if settings.ros.domains.is_empty() {
+            None
+        } else {
+            Some(ros2::RosLink::start(
+                &session,
+                &settings.ros,
+                shared.clone(),
+            )?)
+        };
         Ok(Federation {
             session,
             zid,
@@ -325,6 +349,7 @@ impl Federation {
             graph_domains: Vec::new(),
             buf: Vec::new(),
             last_status: None,
+            ros,
         })
     }
 
@@ -354,20 +379,39 @@ impl Federation {
         for c in &changes {
             let key = (c.domain, c.name.clone());
             match (c.kind, c.wanted) {
-                (Offer::Topic, true) => self.want(c.domain, c.name.clone()),
+                (Offer::Topic, true) => {
+                    self.want(c.domain, c.name.clone());
+                    if let Some(r) = &mut self.ros {
+                        r.want(&self.session, hub, c.domain, c.name.clone());
+                    }
+                }
                 (Offer::Topic, false) => {
                     self.wanted.remove(&key);
+                    if let Some(r) = &mut self.ros {
+                        r.unwant(c.domain, &c.name);
+                    }
                 }
-                (Offer::Service, true) => self.provide(c.domain, c.name.clone(), &c.ty),
+                (Offer::Service, true) => {
+                    self.provide(c.domain, c.name.clone(), &c.ty);
+                    if let Some(r) = &mut self.ros {
+                        r.provide(&self.session, c.domain, c.name.clone(), &c.ty);
+                    }
+                }
                 (Offer::Action, true) => self.serve(c.domain, c.name.clone(), &c.ty),
                 (Offer::Service | Offer::Action, false) => {
                     self.provided.remove(&(c.kind, c.domain, c.name.clone()));
+                    if let Some(r) = &mut self.ros {
+                        r.unprovide(c.domain, &c.name);
+                    }
                 }
             }
         }
         self.changes = changes;
         self.changes.clear();
         self.announce_graph(hub, now);
+        if let Some(r) = &mut self.ros {
+            r.turn(hub);
+        }
         let links: Vec<(Domain, u32)> = hub.federation_links().collect();
         for (domain, key) in links {
             self.drain(hub, domain, key, now);
@@ -381,7 +425,14 @@ impl Federation {
             .is_none_or(|t| now.saturating_duration_since(t).as_millis() >= 200)
         {
             self.last_status = Some(now);
-            hub.set_federation_status(self.shared.status_json(self.wanted.len()));
+            let mut status = self.shared.status_json(self.wanted.len());
+            if let Some(r) = &self.ros {
+                if let Ok(mut v) = serde_json::from_str::<serde_json::Value>(&status) {
+                    v["ros2"] = r.status_json();
+                    status = v.to_string();
+                }
+            }
+            hub.set_federation_status(status);
         }
     }
 
@@ -660,7 +711,13 @@ impl Federation {
                     ..
                 }) => {
                     let args = args.map_or("{}", |a| a.get());
-                    self.forward_call(domain, &service, id.get(), args.as_bytes());
+                    let to_ros = self
+                        .ros
+                        .as_mut()
+                        .is_some_and(|r| r.call(&self.session, domain, &service, id.get(), args));
+                    if !to_ros {
+                        self.forward_call(domain, &service, id.get(), args.as_bytes());
+                    }
                     continue;
                 }
                 Ok(Request {
@@ -669,7 +726,13 @@ impl Federation {
                     ..
                 }) => {
                     let values = values.map_or("null", |v| v.get());
-                    self.shared.answer(id.get(), values, result.get());
+                    let ros = self
+                        .ros
+                        .as_ref()
+                        .is_some_and(|r| r.answer(id.get(), values, result.get()));
+                    if !ros {
+                        self.shared.answer(id.get(), values, result.get());
+                    }
                     continue;
                 }
                 Ok(Request {
@@ -734,6 +797,11 @@ impl Federation {
             match put {
                 Ok(()) => sent += 1,
                 Err(_) => dropped += 1,
+            }
+            if let Some(r) = &mut self.ros {
+                if !r.publish(&self.session, domain, &topic, msg.get()) {
+                    dropped += 1;
+                }
             }
         }
         self.buf = buf;

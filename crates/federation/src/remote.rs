@@ -120,7 +120,7 @@ impl Shared {
 
     /// Wakes the loop for a change it takes in its next turn; a refused
     /// wake means the loop is busy (a full inbox) and will turn anyway.
-    fn wake(&self) {
+    pub(crate) fn wake(&self) {
         self.changed.store(true, Ordering::Release);
         let _ = (self.to_loop)(Box::new(|_, _| {}));
     }
@@ -161,6 +161,11 @@ impl Shared {
         }
     }
 
+    /// Whether `zid` is another rosgate gateway of this federation.
+    pub(crate) fn is_gateway(&self, zid: &str) -> bool {
+        self.tables().gateways.contains_key(zid)
+    }
+
     /// Another gateway announced its graph of a domain.
     pub(crate) fn on_graph(&self, s: &Sample) {
         let Some((domain, gw)) = keys::graph_of(s.key_expr().as_str()) else {
@@ -192,36 +197,39 @@ impl Shared {
         if gw == self.zid {
             return;
         }
+        self.interest(domain, topic, gw, s.kind() == SampleKind::Put);
+    }
+
+    /// `who` (another gateway, or a ROS 2 subscription) wants `topic` of
+    /// `domain`, or no longer does: the hub hears of it when the first
+    /// comes and when the last goes.
+    pub(crate) fn interest(&self, domain: Domain, topic: String, who: String, on: bool) {
         let mut t = self.tables();
         let key = (domain, topic);
-        let change = match s.kind() {
-            SampleKind::Put => {
-                if t.entries >= MAX_REMOTE_INTEREST {
-                    t.ignored += 1;
-                    return;
-                }
-                let set = t.interest.entry(key.clone()).or_default();
-                let first = set.is_empty();
-                let added = set.insert(gw);
-                t.entries += usize::from(added);
-                first && added
+        let change = if on {
+            if t.entries >= MAX_REMOTE_INTEREST {
+                t.ignored += 1;
+                return;
             }
-            SampleKind::Delete => {
-                let Some(set) = t.interest.get_mut(&key) else {
-                    return;
-                };
-                let removed = set.remove(&gw);
-                let last = removed && set.is_empty();
-                if last {
-                    t.interest.remove(&key);
-                }
-                t.entries -= usize::from(removed);
-                last
+            let set = t.interest.entry(key.clone()).or_default();
+            let first = set.is_empty();
+            let added = set.insert(who);
+            t.entries += usize::from(added);
+            first && added
+        } else {
+            let Some(set) = t.interest.get_mut(&key) else {
+                return;
+            };
+            let removed = set.remove(&who);
+            let last = removed && set.is_empty();
+            if last {
+                t.interest.remove(&key);
             }
+            t.entries -= usize::from(removed);
+            last
         };
         if change {
-            let wanted = s.kind() == SampleKind::Put;
-            t.changes.push(Change::Interest(key.0, key.1, wanted));
+            t.changes.push(Change::Interest(key.0, key.1, on));
             drop(t);
             self.wake();
         }
@@ -235,25 +243,40 @@ impl Shared {
         if gw == self.zid {
             return;
         }
+        let on = (s.kind() == SampleKind::Put).then_some(ty);
+        self.provider(kind, domain, name, gw, on);
+    }
+
+    /// `who` (another gateway, or a ROS 2 service server) provides `name`
+    /// of `domain` with type `on`, or (`None`) no longer does: the hub
+    /// hears of it when the first comes and when the last goes.
+    pub(crate) fn provider(
+        &self,
+        kind: Provided,
+        domain: Domain,
+        name: String,
+        who: String,
+        on: Option<String>,
+    ) {
         let mut t = self.tables();
         let key = (kind, domain, name);
-        let change = match s.kind() {
-            SampleKind::Put => {
+        let change = match on {
+            Some(ty) => {
                 if t.entries >= MAX_REMOTE_INTEREST {
                     t.ignored += 1;
                     return;
                 }
                 let map = t.providers.entry(key.clone()).or_default();
                 let first = map.is_empty();
-                let added = map.insert(gw, ty.clone()).is_none();
+                let added = map.insert(who, ty.clone()).is_none();
                 t.entries += usize::from(added);
                 first.then_some(Some(ty))
             }
-            SampleKind::Delete => {
+            None => {
                 let Some(map) = t.providers.get_mut(&key) else {
                     return;
                 };
-                let removed = map.remove(&gw).is_some();
+                let removed = map.remove(&who).is_some();
                 let last = removed && map.is_empty();
                 if last {
                     t.providers.remove(&key);
@@ -504,11 +527,7 @@ impl Shared {
                 "the provider's gateway did not answer (it left, or the call timed out there)",
             ),
         };
-        let job: Job = Box::new(move |hub, now| hub.remote_reply(domain, line.as_bytes(), now));
-        if !(self.to_loop)(job) {
-            // The caller's own deadline on its gateway still fails it.
-            self.drop_one();
-        }
+        self.reply_line(domain, line);
     }
 
     /// A sample of a topic this gateway wants: validated here, on Zenoh's
@@ -519,12 +538,6 @@ impl Shared {
             self.drop_one();
             return;
         };
-        let n = msg.len();
-        if self.pending_bytes.fetch_add(n, Ordering::AcqRel) + n > INBOX_BYTES {
-            self.pending_bytes.fetch_sub(n, Ordering::AcqRel);
-            self.drop_one();
-            return;
-        }
         let latched = s.attachment().and_then(|a| {
             let a = a.to_bytes();
             let depth = std::str::from_utf8(&a)
@@ -534,6 +547,24 @@ impl Shared {
                 .ok()?;
             Some(depth.clamp(1, rosgate_wire::qos::MAX_QOS_DEPTH))
         });
+        self.deliver(domain, topic, msg, latched);
+    }
+
+    /// Hands a message for `topic` (one valid JSON value) to the loop
+    /// through the bounded inbox, or drops it (counted) when it is full.
+    pub(crate) fn deliver(
+        self: &std::sync::Arc<Self>,
+        domain: Domain,
+        topic: &str,
+        msg: String,
+        latched: Option<u32>,
+    ) {
+        let n = msg.len();
+        if self.pending_bytes.fetch_add(n, Ordering::AcqRel) + n > INBOX_BYTES {
+            self.pending_bytes.fetch_sub(n, Ordering::AcqRel);
+            self.drop_one();
+            return;
+        }
         let me = self.clone();
         let topic = topic.to_string();
         let job: Job = Box::new(move |hub, now| {
@@ -548,7 +579,22 @@ impl Shared {
         }
     }
 
-    fn drop_one(&self) {
+    /// Hands a finished `service_response` line to the loop (as the
+    /// bridge's answer to the call it names).
+    pub(crate) fn reply_line(&self, domain: Domain, line: String) {
+        let job: Job = Box::new(move |hub, now| hub.remote_reply(domain, line.as_bytes(), now));
+        if !(self.to_loop)(job) {
+            // The caller's own deadline on its gateway still fails it.
+            self.drop_one();
+        }
+    }
+
+    /// Queues work for the loop; false when the inbox refused it.
+    pub(crate) fn send(&self, job: Job) -> bool {
+        (self.to_loop)(job)
+    }
+
+    pub(crate) fn drop_one(&self) {
         self.dropped.fetch_add(1, Ordering::Relaxed);
         self.dropped_total.fetch_add(1, Ordering::Relaxed);
     }
@@ -712,7 +758,7 @@ fn response_line(service: &str, id: &str, payload: &[u8]) -> Option<String> {
 }
 
 /// A failed `service_response` for call `id` with `why`.
-fn failure_line(service: &str, id: &str, why: &str) -> String {
+pub(crate) fn failure_line(service: &str, id: &str, why: &str) -> String {
     format!(
         "{{\"op\":\"service_response\",\"service\":{},\"values\":{},\"result\":false,\"id\":{id}}}",
         serde_json::Value::from(service),

@@ -109,6 +109,13 @@ OPTIONS:
     --zenoh-config FILE         Zenoh JSON5 configuration for the rest (TLS,
                                 access control); the flags above override it
     --zenoh-scouting            allow Zenoh's multicast scouting (off otherwise)
+    --ros-domain N              join the ROS 2 graph of domain N that runs
+                                rmw_zenoh (repeatable; bridged with rosgate
+                                domain N); without --zenoh-connect/--zenoh-listen
+                                connects to rmw_zenoh's router at
+                                tcp/localhost:7447 (docs/ros2.md)
+    --interfaces DIR            more .msg/.srv/.action types for --ros-domain
+                                (DIR/<pkg>/msg/*.msg ...; repeatable)
     --log-level LEVEL           error|warn|info|debug [default: info]
     --log-format FORMAT         text|json (one JSON object per line) [default: text]
     -h, --help                  print this help
@@ -349,9 +356,32 @@ pub fn parse(argv: Vec<OsString>) -> Result<Command, String> {
     c.zenoh.mode = opt::<String>(&mut args, "--zenoh-mode")?;
     c.zenoh.config_file = opt::<String>(&mut args, "--zenoh-config")?.map(Into::into);
     c.zenoh.scouting = args.contains("--zenoh-scouting");
+    c.zenoh.ros_domains = args
+        .values_from_str::<_, u8>("--ros-domain")
+        .map_err(|e| format!("--ros-domain: {e}"))?;
+    if let Some(d) = c
+        .zenoh
+        .ros_domains
+        .iter()
+        .find(|&&d| d > rosgate_core::nodes::MAX_DOMAIN)
+    {
+        return Err(format!(
+            "--ros-domain {d}: ROS domain ids go up to {}",
+            rosgate_core::nodes::MAX_DOMAIN
+        ));
+    }
+    c.zenoh.interfaces = args
+        .values_from_str::<_, String>("--interfaces")
+        .map_err(|e| format!("--interfaces: {e}"))?
+        .into_iter()
+        .map(Into::into)
+        .collect();
+    if !c.zenoh.interfaces.is_empty() && c.zenoh.ros_domains.is_empty() {
+        return Err("--interfaces: only used with --ros-domain".into());
+    }
     if c.zenoh.given() && !cfg!(feature = "federation") {
         return Err(
-            "--zenoh-*: this rosgate was built without federation; build it with `cargo build --release --features federation`".into(),
+            "--zenoh-* and --ros-domain: this rosgate was built without Zenoh; build it with `cargo build --release --features federation`".into(),
         );
     }
     let tls_cert = opt::<String>(&mut args, "--tls-cert")?;

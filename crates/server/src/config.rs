@@ -161,6 +161,10 @@ pub struct ZenohFlags {
     pub mode: Option<String>,
     pub config_file: Option<std::path::PathBuf>,
     pub scouting: bool,
+    /// `--ros-domain`: ROS 2 graphs (rmw_zenoh) joined (docs/ros2.md).
+    pub ros_domains: Vec<u8>,
+    /// `--interfaces`: more `.msg`/`.srv`/`.action` directories.
+    pub interfaces: Vec<std::path::PathBuf>,
 }
 
 impl ZenohFlags {
@@ -171,6 +175,7 @@ impl ZenohFlags {
             || self.mode.is_some()
             || self.config_file.is_some()
             || self.scouting
+            || !self.ros_domains.is_empty()
     }
 }
 

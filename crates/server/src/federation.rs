@@ -23,6 +23,10 @@ pub fn start(flags: &ZenohFlags, handle: &Handle, hub: &mut Hub) -> io::Result<O
         mode: flags.mode.clone(),
         config_file: flags.config_file.clone(),
         scouting: flags.scouting,
+        ros: rosgate_federation::RosSettings {
+            domains: flags.ros_domains.clone(),
+            interfaces: flags.interfaces.clone(),
+        },
     };
     let h = handle.clone();
     let to_loop: ToLoop = Arc::new(move |job| h.send(job).is_ok());
@@ -37,5 +41,12 @@ pub fn start(flags: &ZenohFlags, handle: &Handle, hub: &mut Hub) -> io::Result<O
         settings.listen,
         if settings.scouting { "on" } else { "off" }
     );
+    if !settings.ros.domains.is_empty() {
+        log!(
+            Info,
+            "ros2: joined the ROS 2 graph (rmw_zenoh) of domain(s) {:?}",
+            settings.ros.domains
+        );
+    }
     Ok(Some(f))
 }

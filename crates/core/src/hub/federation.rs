@@ -312,6 +312,17 @@ impl Hub {
         serde_json::json!({"nodes": nodes, "topics": topics}).to_string()
     }
 
+    /// The type a topic of `domain` is registered with here (as its
+    /// clients named it), if it is known.
+    pub fn topic_type(&self, domain: Domain, topic: &str) -> Option<&str> {
+        if (domain as usize) >= DOMAINS {
+            return None;
+        }
+        let reg = &self.registries[domain as usize];
+        let t = reg.topic_id(topic)?;
+        reg.topic(t).map(|e| e.ty()).filter(|ty| !ty.is_empty())
+    }
+
     /// Domains this gateway has anything in, and a number that changes
     /// whenever its registrations may have (for the shell to re-announce
     /// its graph only then).

@@ -1,0 +1,987 @@
+//! rosgate inside a ROS 2 graph that runs rmw_zenoh (issue 17): the same
+//! Zenoh session as the federation, speaking rmw_zenoh's format for the
+//! domains given with `--ros-domain`.
+//!
+//! What crosses, in both directions, converted between rosbridge JSON and
+//! CDR by the types of `rosgate-ros2`:
+//! - topics: a ROS 2 subscription (an `MS` token) is interest like another
+//!   gateway's, so the domain's bridge subscribes here and what it drains
+//!   is also put, as CDR with rmw_zenoh's attachment, on the topic's data
+//!   key; a local subscriber makes this gateway subscribe to the topic's
+//!   data keys (any type), and samples are decoded on Zenoh's thread;
+//! - services: a ROS 2 server (an `SS` token) is a provider like another
+//!   gateway's, so local callers reach it through the bridge; a local
+//!   provider of a known service type is offered to ROS 2 as a complete
+//!   queryable with its `SS` token;
+//! - the graph: ROS 2 nodes and topics are listed by introspection as the
+//!   graph of a gateway named [`ROS_GRAPH`].
+//!
+//! Invariants:
+//! - nothing ROS 2 publishes reaches clients unless it decodes against a
+//!   known type, and what a client publishes reaches ROS 2 only as CDR of
+//!   the type the ROS 2 subscription declared;
+//! - a message that came from another rosgate gateway through ROS 2 is
+//!   dropped here (it crosses the federation already): rosgate's own
+//!   publishers are recognised by the GID in the attachment;
+//! - every call from ROS 2 gets exactly one reply or error; every call to
+//!   ROS 2 ends in exactly one `service_response` (the reply, a refusal,
+//!   or the end of the query without one);
+//! - the tables are bounded: [`MAX_ROS_ENTITIES`] tokens,
+//!   [`crate::MAX_REMOTE_CALLS`] calls from ROS 2 waiting.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::path::PathBuf;
+use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use rosgate_core::nodes::{Domain, MAX_DOMAIN};
+use rosgate_core::registry::Provided;
+use rosgate_core::Hub;
+use rosgate_ros2::cdr;
+use rosgate_ros2::registry::Registry;
+use rosgate_ros2::rmw::{self, Attachment, Endpoint, EntityKind, Qos, Token};
+use rosgate_wire::Raw;
+use zenoh::liveliness::LivelinessToken;
+use zenoh::pubsub::Subscriber;
+use zenoh::qos::CongestionControl;
+use zenoh::query::{ConsolidationMode, Query, QueryTarget, Queryable, Reply};
+use zenoh::sample::{Locality, Sample, SampleKind};
+use zenoh::{Session, Wait};
+
+use crate::remote::{failure_line, Shared};
+use crate::{Job, MAX_REMOTE_CALLS, QUERY_TIMEOUT_SECS};
+
+/// The name introspection gives the ROS 2 graph's part of a domain (where
+/// another gateway's id would be).
+pub const ROS_GRAPH: &str = "ros2";
+
+/// ROS 2 entities (liveliness tokens) remembered per gateway; more are
+/// ignored (and counted).
+pub const MAX_ROS_ENTITIES: usize = 65536;
+
+/// What `--ros-domain` and `--interfaces` ask for.
+#[derive(Debug, Clone, Default)]
+pub struct RosSettings {
+    /// ROS domain ids joined; each is bridged with the rosgate domain of
+    /// the same number.
+    pub domains: Vec<Domain>,
+    /// Directories of `.msg`/`.srv`/`.action` files (`<pkg>/msg/...`)
+    /// added to the bundled interfaces.
+    pub interfaces: Vec<PathBuf>,
+}
+
+impl RosSettings {
+    /// The types: the bundled interfaces plus every `--interfaces` dir.
+    pub fn registry(&self) -> Result<Registry, String> {
+        let mut r = Registry::bundled();
+        for dir in &self.interfaces {
+            r.load_dir(dir)
+                .map_err(|e| format!("--interfaces {}: {e}", dir.display()))?;
+        }
+        r.check().map_err(|e| format!("--interfaces: {e}"))?;
+        Ok(r)
+    }
+
+    /// Checks the domain ids.
+    pub fn check(&self) -> Result<(), String> {
+        match self.domains.iter().find(|&&d| d > MAX_DOMAIN) {
+            Some(d) => Err(format!(
+                "--ros-domain {d}: ROS domain ids go up to {MAX_DOMAIN}"
+            )),
+            None => Ok(()),
+        }
+    }
+}
+
+/// A ROS 2 entity's data key and type, as its token gave them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Typed {
+    dds_type: String,
+    hash: String,
+}
+
+#[derive(Debug, Default)]
+struct Tables {
+    /// ROS 2 entities seen, by token key.
+    entities: HashMap<String, Token>,
+    /// ROS 2 subscriptions per topic: token key -> type.
+    subs: HashMap<(Domain, String), BTreeMap<String, Typed>>,
+    /// ROS 2 service servers per service: token key -> type.
+    servers: HashMap<(Domain, String), BTreeMap<String, Typed>>,
+    /// GIDs of ROS 2 publishers that live in another rosgate gateway's
+    /// session, with that session's id.
+    publisher_zids: HashMap<[u8; 16], String>,
+    ignored: u64,
+}
+
+/// A call from ROS 2 waiting for the local provider's answer.
+struct Waiting {
+    query: Query,
+    response_type: String,
+    seq: i64,
+    gid: [u8; 16],
+}
+
+/// What Zenoh's threads share with the loop for the ROS 2 side.
+pub(crate) struct RosShared {
+    zid: String,
+    fed: Arc<Shared>,
+    types: Arc<Registry>,
+    tables: Mutex<Tables>,
+    queries: Mutex<HashMap<u64, Waiting>>,
+    next_query: AtomicU64,
+    graph_dirty: AtomicBool,
+    undecodable: AtomicU64,
+}
+
+fn unix_ns() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX))
+}
+
+/// The id a call from ROS 2 goes to the bridge with (`rq<n>`).
+fn call_id(n: u64) -> String {
+    format!("rq{n}")
+}
+
+fn parse_call_id(raw_id: &str) -> Option<u64> {
+    raw_id.strip_prefix("\"rq")?.strip_suffix('"')?.parse().ok()
+}
+
+impl RosShared {
+    fn tables(&self) -> MutexGuard<'_, Tables> {
+        self.tables.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// A ROS 2 liveliness token came or went.
+    fn on_token(&self, s: &Sample) {
+        let key = s.key_expr().as_str();
+        let Some(tok) = Token::parse(key) else {
+            return;
+        };
+        if tok.zid == self.zid {
+            return;
+        }
+        let Ok(domain) = Domain::try_from(tok.domain) else {
+            return;
+        };
+        let put = s.kind() == SampleKind::Put;
+        let mut t = self.tables();
+        if put {
+            if t.entities.len() >= MAX_ROS_ENTITIES {
+                t.ignored += 1;
+                return;
+            }
+            if t.entities.insert(key.to_string(), tok.clone()).is_some() {
+                return;
+            }
+        } else if t.entities.remove(key).is_none() {
+            return;
+        }
+        self.graph_dirty.store(true, Ordering::Release);
+        let Some(ep) = &tok.endpoint else {
+            drop(t);
+            self.fed.wake();
+            return;
+        };
+        let typed = Typed {
+            dds_type: ep.dds_type.clone(),
+            hash: ep.hash.clone(),
+        };
+        let who = format!("{ROS_GRAPH}:{key}");
+        let table = match tok.kind {
+            EntityKind::Subscription => Some(&mut t.subs),
+            EntityKind::ServiceServer => Some(&mut t.servers),
+            _ => None,
+        };
+        if let Some(table) = table {
+            let k = (domain, ep.name.clone());
+            if put {
+                table.entry(k).or_default().insert(key.to_string(), typed);
+            } else if let Some(m) = table.get_mut(&k) {
+                m.remove(key);
+                if m.is_empty() {
+                    table.remove(&k);
+                }
+            }
+        }
+        if tok.kind == EntityKind::Publisher {
+            let gid = rmw::gid(key);
+            if put && self.fed.is_gateway(&tok.zid) {
+                t.publisher_zids.insert(gid, tok.zid.clone());
+            } else if !put {
+                t.publisher_zids.remove(&gid);
+            }
+        }
+        drop(t);
+        match tok.kind {
+            EntityKind::Subscription => self.fed.interest(domain, ep.name.clone(), who, put),
+            EntityKind::ServiceServer => {
+                let ty = put.then(|| rmw::ros_type_name(&ep.dds_type)).flatten();
+                if put && ty.is_none() {
+                    return;
+                }
+                self.fed
+                    .provider(Provided::Service, domain, ep.name.clone(), who, ty)
+            }
+            _ => self.fed.wake(),
+        }
+    }
+
+    /// A sample of a topic local clients subscribe to, from ROS 2:
+    /// decoded here, on Zenoh's thread, then handed to the loop.
+    fn on_data(&self, domain: Domain, topic: &str, s: &Sample) {
+        if let Some(a) = s.attachment() {
+            if let Some(a) = Attachment::decode(&a.to_bytes()) {
+                // Another gateway's publish: it crossed the federation.
+                if self.tables().publisher_zids.contains_key(&a.gid) {
+                    return;
+                }
+            }
+        }
+        let Some((_, _, dds, _)) = rmw::parse_data_key(s.key_expr().as_str()) else {
+            return;
+        };
+        let Some(ty) = rmw::ros_type_name(&dds) else {
+            self.undecodable();
+            return;
+        };
+        let mut json = Vec::new();
+        let payload = s.payload().to_bytes();
+        if let Err(e) = cdr::decode_json(&*self.types, &ty, &payload, &mut json) {
+            self.undecodable();
+            rosgate_core::log!(Debug, "ros2: a sample of {topic} ({ty}) dropped: {e}");
+            return;
+        }
+        let Ok(json) = String::from_utf8(json) else {
+            self.undecodable();
+            return;
+        };
+        self.fed.deliver(domain, topic, json, None);
+    }
+
+    fn undecodable(&self) {
+        self.undecodable.fetch_add(1, Ordering::Relaxed);
+        self.fed.drop_one();
+    }
+
+    /// A call from a ROS 2 client of a service a local client provides:
+    /// kept until the provider answers ([`RosShared::answer`]).
+    fn on_query(&self, domain: Domain, service: &str, srv: &str, q: Query) {
+        let Some(att) = q
+            .attachment()
+            .and_then(|a| Attachment::decode(&a.to_bytes()))
+        else {
+            let _ = q
+                .reply_err("a request without rmw_zenoh's attachment")
+                .wait();
+            return;
+        };
+        let Some(def) = self.types.srv(srv) else {
+            let _ = q.reply_err(format!("unknown service type {srv}")).wait();
+            return;
+        };
+        let (request, response) = (def.request.clone(), def.response.clone());
+        let payload = q
+            .payload()
+            .map(|p| p.to_bytes().into_owned())
+            .unwrap_or_default();
+        let mut args = Vec::new();
+        if let Err(e) = cdr::decode_json(&*self.types, &request, &payload, &mut args) {
+            let _ = q
+                .reply_err(format!("a request that is not {request}: {e}"))
+                .wait();
+            return;
+        }
+        let Ok(args) = String::from_utf8(args) else {
+            return;
+        };
+        let n = self.next_query.fetch_add(1, Ordering::Relaxed);
+        {
+            let mut qs = self.queries.lock().unwrap_or_else(|p| p.into_inner());
+            if qs.len() >= MAX_REMOTE_CALLS {
+                drop(qs);
+                let _ = q
+                    .reply_err("the gateway has too many calls from ROS 2 in progress")
+                    .wait();
+                return;
+            }
+            qs.insert(
+                n,
+                Waiting {
+                    query: q,
+                    response_type: response,
+                    seq: att.seq,
+                    gid: att.gid,
+                },
+            );
+        }
+        let service = service.to_string();
+        let job: Job = Box::new(move |hub, now| {
+            hub.remote_call(
+                domain,
+                &service,
+                &call_id(n),
+                Raw::from_valid_json(&args),
+                now,
+            );
+        });
+        if !self.fed.send(job) {
+            let w = self
+                .queries
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .remove(&n);
+            if let Some(w) = w {
+                let _ = w.query.reply_err("the gateway is too busy").wait();
+            }
+        }
+    }
+
+    /// The local provider's answer to call `id` from ROS 2, if it is one:
+    /// replied as CDR with the request's sequence number and client GID.
+    fn answer(&self, id: &str, values: &str, result: &str) -> bool {
+        let Some(n) = parse_call_id(id) else {
+            return false;
+        };
+        let w = self
+            .queries
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&n);
+        let Some(w) = w else {
+            return true;
+        };
+        if result != "true" {
+            let why = serde_json::from_str::<serde_json::Value>(values)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_string))
+                .unwrap_or_else(|| values.to_string());
+            let _ = w.query.reply_err(why).wait();
+            return true;
+        }
+        let v: serde_json::Value = serde_json::from_str(values).unwrap_or_default();
+        match cdr::encode(&*self.types, &w.response_type, &v) {
+            Ok(bytes) => {
+                let att = Attachment {
+                    seq: w.seq,
+                    timestamp_ns: unix_ns(),
+                    gid: w.gid,
+                };
+                let _ = w
+                    .query
+                    .reply(w.query.key_expr().clone(), bytes)
+                    .attachment(att.encode().to_vec())
+                    .wait();
+            }
+            Err(e) => {
+                let why = format!("the provider's answer is not {}: {e}", w.response_type);
+                rosgate_core::log!(Warn, "ros2: {why}");
+                let _ = w.query.reply_err(why).wait();
+            }
+        }
+        true
+    }
+
+    /// The type of the ROS 2 subscriptions of `topic` (the first, by
+    /// token), if any.
+    fn subscribed(&self, domain: Domain, topic: &str) -> Option<Typed> {
+        let t = self.tables();
+        let m = t.subs.get(&(domain, topic.to_string()))?;
+        m.values().next().cloned()
+    }
+
+    /// The type of a ROS 2 server of `service`, if any.
+    fn served(&self, domain: Domain, service: &str) -> Option<Typed> {
+        let t = self.tables();
+        let m = t.servers.get(&(domain, service.to_string()))?;
+        m.values().next().cloned()
+    }
+
+    /// The ROS 2 graph of `domain` in the form of another gateway's graph:
+    /// `{"nodes":[..],"topics":[[name,type,subscribers],..]}`.
+    fn graph_json(&self, domain: Domain) -> String {
+        let t = self.tables();
+        let mut nodes = BTreeSet::new();
+        let mut topics: BTreeMap<(String, String), u32> = BTreeMap::new();
+        for tok in t
+            .entities
+            .values()
+            .filter(|tok| u64::from(domain) == u64::from(tok.domain))
+        {
+            nodes.insert(tok.node_fqn());
+            if let Some(ep) = &tok.endpoint {
+                let ty = rmw::ros_type_name(&ep.dds_type).unwrap_or_default();
+                match tok.kind {
+                    EntityKind::Publisher => {
+                        topics.entry((ep.name.clone(), ty)).or_insert(0);
+                    }
+                    EntityKind::Subscription => {
+                        *topics.entry((ep.name.clone(), ty)).or_insert(0) += 1;
+                    }
+                    _ => {}
+                }
+            }
+        }
+        let topics: Vec<(String, String, u32)> =
+            topics.into_iter().map(|((n, t), s)| (n, t, s)).collect();
+        serde_json::json!({"nodes": nodes, "topics": topics}).to_string()
+    }
+
+    pub(crate) fn status_json(&self) -> serde_json::Value {
+        let t = self.tables();
+        serde_json::json!({
+            "entities": t.entities.len(),
+            "subscriptions": t.subs.len(),
+            "servers": t.servers.len(),
+            "ignored": t.ignored,
+            "undecodable": self.undecodable.load(Ordering::Relaxed),
+        })
+    }
+}
+
+/// Sends the caller's answer when a call to ROS 2 ends (the callback
+/// holding it is dropped when Zenoh finalises the query).
+struct ReplyGuard {
+    shared: Arc<RosShared>,
+    domain: Domain,
+    service: String,
+    response_type: String,
+    id: String,
+    answered: AtomicBool,
+}
+
+impl ReplyGuard {
+    fn on(&self, reply: &Reply) {
+        if self.answered.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let line = match reply.result() {
+            Ok(sample) => {
+                let mut json = Vec::new();
+                let payload = sample.payload().to_bytes();
+                match cdr::decode_json(&*self.shared.types, &self.response_type, &payload, &mut json)
+                {
+                    Ok(()) => format!(
+                        "{{\"op\":\"service_response\",\"service\":{},\"values\":{},\"result\":true,\"id\":{}}}",
+                        serde_json::Value::from(self.service.as_str()),
+                        String::from_utf8_lossy(&json),
+                        self.id
+                    ),
+                    Err(e) => failure_line(
+                        &self.service,
+                        &self.id,
+                        &format!("the ROS 2 server's reply is not {}: {e}", self.response_type),
+                    ),
+                }
+            }
+            Err(e) => failure_line(
+                &self.service,
+                &self.id,
+                &format!(
+                    "the ROS 2 server refused the call: {}",
+                    String::from_utf8_lossy(&e.payload().to_bytes())
+                ),
+            ),
+        };
+        self.shared.fed.reply_line(self.domain, line);
+    }
+}
+
+impl Drop for ReplyGuard {
+    fn drop(&mut self) {
+        if !self.answered.swap(true, Ordering::AcqRel) {
+            let line = failure_line(
+                &self.service,
+                &self.id,
+                "the ROS 2 server did not answer (it left, or the call timed out)",
+            );
+            self.shared.fed.reply_line(self.domain, line);
+        }
+    }
+}
+
+/// This gateway's ROS 2 node in one domain.
+struct Node {
+    nid: u64,
+    key: String,
+    gid: [u8; 16],
+    _token: LivelinessToken,
+}
+
+/// What this gateway declared for a topic local clients subscribe to.
+struct Sub {
+    _data: Subscriber<()>,
+    _token: Option<LivelinessToken>,
+}
+
+/// What this gateway publishes a topic to ROS 2 as.
+struct Pub {
+    typed: Typed,
+    ros_type: String,
+    key: String,
+    gid: [u8; 16],
+    seq: i64,
+    _token: LivelinessToken,
+}
+
+/// A local provider offered to ROS 2.
+struct Server {
+    _queryable: Queryable<()>,
+    _token: LivelinessToken,
+}
+
+/// The loop thread's side of the ROS 2 link. See the module docs.
+pub(crate) struct RosLink {
+    zid: String,
+    pub(crate) shared: Arc<RosShared>,
+    domains: Vec<Domain>,
+    nodes: HashMap<Domain, Node>,
+    next_id: u64,
+    call_seq: i64,
+    _watch: Vec<Subscriber<()>>,
+    subs: HashMap<(Domain, Rc<str>), Sub>,
+    pubs: HashMap<(Domain, Rc<str>), Pub>,
+    servers: HashMap<(Domain, Rc<str>), Server>,
+}
+
+impl RosLink {
+    /// Joins the ROS 2 graph of each domain: this gateway's node token,
+    /// and a watcher of everyone's tokens.
+    pub(crate) fn start(
+        session: &Session,
+        settings: &RosSettings,
+        fed: Arc<Shared>,
+    ) -> Result<RosLink, String> {
+        settings.check()?;
+        let types = Arc::new(settings.registry()?);
+        let zid = session.zid().to_string();
+        let shared = Arc::new(RosShared {
+            zid: zid.clone(),
+            fed,
+            types,
+            tables: Mutex::new(Tables::default()),
+            queries: Mutex::new(HashMap::new()),
+            next_query: AtomicU64::new(1),
+            graph_dirty: AtomicBool::new(true),
+            undecodable: AtomicU64::new(0),
+        });
+        let mut link = RosLink {
+            zid,
+            shared,
+            domains: settings.domains.clone(),
+            nodes: HashMap::new(),
+            next_id: 0,
+            call_seq: 0,
+            _watch: Vec::new(),
+            subs: HashMap::new(),
+            pubs: HashMap::new(),
+            servers: HashMap::new(),
+        };
+        for &d in &settings.domains {
+            let nid = link.next_id();
+            let tok = Token {
+                domain: u32::from(d),
+                zid: link.zid.clone(),
+                nid,
+                id: nid,
+                kind: EntityKind::Node,
+                enclave: "/".into(),
+                namespace: "/".into(),
+                node: node_name(&link.zid),
+                endpoint: None,
+            };
+            let key = tok.to_key();
+            let token = session
+                .liveliness()
+                .declare_token(key.clone())
+                .wait()
+                .map_err(|e| format!("ros2: cannot declare this gateway's node: {e}"))?;
+            let gid = rmw::gid(&key);
+            link.nodes.insert(
+                d,
+                Node {
+                    nid,
+                    key,
+                    gid,
+                    _token: token,
+                },
+            );
+            let sh = link.shared.clone();
+            let watch = session
+                .liveliness()
+                .declare_subscriber(rmw::liveliness_selector(u32::from(d)))
+                .history(true)
+                .callback(move |s: Sample| sh.on_token(&s))
+                .wait()
+                .map_err(|e| format!("ros2: cannot watch the ROS 2 graph: {e}"))?;
+            link._watch.push(watch);
+        }
+        Ok(link)
+    }
+
+    fn next_id(&mut self) -> u64 {
+        self.next_id += 1;
+        self.next_id
+    }
+
+    fn bridged(&self, domain: Domain) -> bool {
+        self.domains.contains(&domain)
+    }
+
+    /// Declares an endpoint token of this gateway's node in `domain`.
+    fn declare(
+        &mut self,
+        session: &Session,
+        domain: Domain,
+        kind: EntityKind,
+        name: &str,
+        typed: &Typed,
+    ) -> Option<(String, LivelinessToken)> {
+        let nid = self.nodes.get(&domain)?.nid;
+        let id = self.next_id();
+        let tok = Token {
+            domain: u32::from(domain),
+            zid: self.zid.clone(),
+            nid,
+            id,
+            kind,
+            enclave: "/".into(),
+            namespace: "/".into(),
+            node: node_name(&self.zid),
+            endpoint: Some(Endpoint {
+                name: name.to_string(),
+                dds_type: typed.dds_type.clone(),
+                hash: typed.hash.clone(),
+                qos: Qos::keep_last(10),
+            }),
+        };
+        let key = tok.to_key();
+        match session.liveliness().declare_token(key.clone()).wait() {
+            Ok(t) => Some((key, t)),
+            Err(e) => {
+                rosgate_core::log!(Warn, "ros2: cannot declare {name} in the ROS 2 graph: {e}");
+                None
+            }
+        }
+    }
+
+    /// The data-key type of a type local clients named (`std_msgs/String`
+    /// or `std_msgs/msg/String`), if the type is known.
+    fn typed_msg(&self, ty: &str) -> Option<Typed> {
+        let types = &self.shared.types;
+        let full = types.msg(ty)?.name.clone();
+        Some(Typed {
+            dds_type: rmw::dds_type_name(&full)?,
+            hash: types.hash(&full)?.to_string(),
+        })
+    }
+
+    /// Local clients subscribe to `topic`: take it from ROS 2 publishers
+    /// of any type (each sample is decoded by the type its key names).
+    pub(crate) fn want(&mut self, session: &Session, hub: &Hub, domain: Domain, topic: Rc<str>) {
+        if !self.bridged(domain) || self.subs.contains_key(&(domain, topic.clone())) {
+            return;
+        }
+        let sh = self.shared.clone();
+        let name: Arc<str> = Arc::from(&*topic);
+        let data = session
+            .declare_subscriber(rmw::data_key_any_type(u32::from(domain), &topic))
+            .allowed_origin(Locality::Remote)
+            .callback(move |s: Sample| sh.on_data(domain, &name, &s))
+            .wait();
+        let data = match data {
+            Ok(d) => d,
+            Err(e) => {
+                rosgate_core::log!(Warn, "ros2: cannot subscribe to {topic}: {e}");
+                return;
+            }
+        };
+        let typed = hub
+            .topic_type(domain, &topic)
+            .and_then(|t| self.typed_msg(t));
+        let token = typed.and_then(|t| {
+            self.declare(session, domain, EntityKind::Subscription, &topic, &t)
+                .map(|(_, tok)| tok)
+        });
+        self.subs.insert(
+            (domain, topic),
+            Sub {
+                _data: data,
+                _token: token,
+            },
+        );
+    }
+
+    pub(crate) fn unwant(&mut self, domain: Domain, topic: &Rc<str>) {
+        self.subs.remove(&(domain, topic.clone()));
+    }
+
+    /// A local client provides `service` of type `ty`: offered to ROS 2
+    /// when the type is known.
+    pub(crate) fn provide(&mut self, session: &Session, domain: Domain, name: Rc<str>, ty: &str) {
+        if !self.bridged(domain) {
+            return;
+        }
+        let types = self.shared.types.clone();
+        let Some(def) = types.srv(ty) else {
+            rosgate_core::log!(
+                Info,
+                "ros2: service {name} not offered to ROS 2: its type {ty:?} is unknown (--interfaces)"
+            );
+            return;
+        };
+        let srv = def.name.clone();
+        let (Some(dds_type), Some(hash)) = (rmw::dds_type_name(&srv), types.hash(&srv)) else {
+            return;
+        };
+        let typed = Typed {
+            dds_type,
+            hash: hash.to_string(),
+        };
+        let key = rmw::data_key(u32::from(domain), &name, &typed.dds_type, &typed.hash);
+        let (sh, service, s) = (self.shared.clone(), name.to_string(), srv.clone());
+        let queryable = session
+            .declare_queryable(key)
+            // rmw_zenoh's clients ask complete queryables only.
+            .complete(true)
+            .allowed_origin(Locality::Remote)
+            .callback(move |q: Query| sh.on_query(domain, &service, &s, q))
+            .wait();
+        let queryable = match queryable {
+            Ok(q) => q,
+            Err(e) => {
+                rosgate_core::log!(Warn, "ros2: cannot offer {name} to ROS 2: {e}");
+                return;
+            }
+        };
+        if let Some((_, token)) =
+            self.declare(session, domain, EntityKind::ServiceServer, &name, &typed)
+        {
+            self.servers.insert(
+                (domain, name),
+                Server {
+                    _queryable: queryable,
+                    _token: token,
+                },
+            );
+        }
+    }
+
+    pub(crate) fn unprovide(&mut self, domain: Domain, name: &Rc<str>) {
+        self.servers.remove(&(domain, name.clone()));
+    }
+
+    /// A message the bridge of `domain` drained for `topic`: put to ROS 2
+    /// as CDR when ROS 2 subscribes to it. Returns false when it had to be
+    /// dropped (it does not fit the subscriptions' type).
+    pub(crate) fn publish(
+        &mut self,
+        session: &Session,
+        domain: Domain,
+        topic: &str,
+        msg: &str,
+    ) -> bool {
+        if !self.bridged(domain) {
+            return true;
+        }
+        let Some(typed) = self.shared.subscribed(domain, topic) else {
+            self.pubs.remove(&(domain, Rc::from(topic)));
+            return true;
+        };
+        let k = (domain, Rc::<str>::from(topic));
+        if self.pubs.get(&k).is_none_or(|p| p.typed != typed) {
+            let Some(ros_type) = rmw::ros_type_name(&typed.dds_type) else {
+                return false;
+            };
+            let Some((key, token)) =
+                self.declare(session, domain, EntityKind::Publisher, topic, &typed)
+            else {
+                return false;
+            };
+            let p = Pub {
+                gid: rmw::gid(&key),
+                key: rmw::data_key(u32::from(domain), topic, &typed.dds_type, &typed.hash),
+                typed,
+                ros_type,
+                seq: 0,
+                _token: token,
+            };
+            self.pubs.insert(k.clone(), p);
+        }
+        let Some(p) = self.pubs.get_mut(&k) else {
+            return false;
+        };
+        let v: serde_json::Value = match serde_json::from_str(msg) {
+            Ok(v) => v,
+            Err(_) => return false,
+        };
+        let bytes = match cdr::encode(&*self.shared.types, &p.ros_type, &v) {
+            Ok(b) => b,
+            Err(e) => {
+                rosgate_core::log!(
+                    Debug,
+                    "ros2: a message on {topic} not sent to ROS 2: it is not {}: {e}",
+                    p.ros_type
+                );
+                return false;
+            }
+        };
+        p.seq += 1;
+        let att = Attachment {
+            seq: p.seq,
+            timestamp_ns: unix_ns(),
+            gid: p.gid,
+        };
+        session
+            .put(p.key.as_str(), bytes)
+            .attachment(att.encode().to_vec())
+            .congestion_control(CongestionControl::Drop)
+            .allowed_destination(Locality::Remote)
+            .wait()
+            .is_ok()
+    }
+
+    /// A call the bridge of `domain` received for `service`: sent to a
+    /// ROS 2 server if one serves it (false otherwise: not ours).
+    pub(crate) fn call(
+        &mut self,
+        session: &Session,
+        domain: Domain,
+        service: &str,
+        id: &str,
+        args: &str,
+    ) -> bool {
+        if !self.bridged(domain) {
+            return false;
+        }
+        let Some(typed) = self.shared.served(domain, service) else {
+            return false;
+        };
+        let types = self.shared.types.clone();
+        let srv = rmw::ros_type_name(&typed.dds_type).and_then(|t| types.srv(&t));
+        let Some(srv) = srv else {
+            let line = failure_line(
+                service,
+                id,
+                &format!(
+                    "the ROS 2 service's type {} is unknown here (--interfaces)",
+                    typed.dds_type
+                ),
+            );
+            self.shared.fed.reply_line(domain, line);
+            return true;
+        };
+        let v: serde_json::Value = serde_json::from_str(args).unwrap_or_default();
+        let bytes = match cdr::encode(&*types, &srv.request, &v) {
+            Ok(b) => b,
+            Err(e) => {
+                let line = failure_line(
+                    service,
+                    id,
+                    &format!("the arguments are not {}: {e}", srv.request),
+                );
+                self.shared.fed.reply_line(domain, line);
+                return true;
+            }
+        };
+        let Some(gid) = self.nodes.get(&domain).map(|n| n.gid) else {
+            return false;
+        };
+        self.call_seq += 1;
+        let att = Attachment {
+            seq: self.call_seq,
+            timestamp_ns: unix_ns(),
+            gid,
+        };
+        let guard = ReplyGuard {
+            shared: self.shared.clone(),
+            domain,
+            service: service.to_string(),
+            response_type: srv.response.clone(),
+            id: id.to_string(),
+            answered: AtomicBool::new(false),
+        };
+        let key = rmw::data_key(u32::from(domain), service, &typed.dds_type, &typed.hash);
+        let sent = session
+            .get(key)
+            .payload(bytes)
+            .attachment(att.encode().to_vec())
+            .target(QueryTarget::AllComplete)
+            .consolidation(ConsolidationMode::None)
+            .allowed_destination(Locality::Remote)
+            .timeout(Duration::from_secs(QUERY_TIMEOUT_SECS))
+            .callback(move |r: Reply| guard.on(&r))
+            .wait();
+        if let Err(e) = sent {
+            rosgate_core::log!(Debug, "ros2: call of {service} not sent: {e}");
+        }
+        true
+    }
+
+    /// A local provider's answer the bridge drained: true when it answers
+    /// a call from ROS 2.
+    pub(crate) fn answer(&self, id: &str, values: &str, result: &str) -> bool {
+        self.shared.answer(id, values, result)
+    }
+
+    /// The ROS 2 graph into introspection, when it changed.
+    pub(crate) fn turn(&mut self, hub: &mut Hub) {
+        if !self.shared.graph_dirty.swap(false, Ordering::AcqRel) {
+            return;
+        }
+        for &d in &self.domains {
+            hub.set_remote_graph(ROS_GRAPH, d, &self.shared.graph_json(d));
+        }
+        // Publishers to ROS 2 whose subscriptions all went.
+        let sh = self.shared.clone();
+        self.pubs.retain(|(d, t), _| sh.subscribed(*d, t).is_some());
+    }
+
+    /// This gateway's node names, per domain (for the status).
+    pub(crate) fn status_json(&self) -> serde_json::Value {
+        let mut v = self.shared.status_json();
+        v["domains"] = serde_json::json!(self.domains);
+        v["node"] = serde_json::Value::from(node_name(&self.zid));
+        v["node_tokens"] = serde_json::json!(self
+            .nodes
+            .values()
+            .map(|n| n.key.as_str())
+            .collect::<Vec<_>>());
+        v["publishing"] = serde_json::Value::from(self.pubs.len());
+        v["subscribed"] = serde_json::Value::from(self.subs.len());
+        v["serving"] = serde_json::Value::from(self.servers.len());
+        v
+    }
+}
+
+/// This gateway's node name in the ROS 2 graph: `rosgate_<first 8 hex
+/// digits of its Zenoh id>`, so two gateways in one graph differ.
+fn node_name(zid: &str) -> String {
+    let short: String = zid.chars().take(8).collect();
+    format!("rosgate_{short}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn call_ids_round_trip_and_foreign_ids_are_not_ours() {
+        assert_eq!(parse_call_id(&format!("\"{}\"", call_id(42))), Some(42));
+        assert_eq!(parse_call_id("\"fq42\""), None);
+        assert_eq!(parse_call_id("42"), None);
+    }
+
+    #[test]
+    fn node_names_are_short_and_distinct_per_gateway() {
+        assert_eq!(
+            node_name("8b20917502ee955ac4476e0266340d5c"),
+            "rosgate_8b209175"
+        );
+        assert_ne!(node_name("aa"), node_name("ab"));
+    }
+}
