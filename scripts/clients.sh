@@ -29,6 +29,12 @@
 #               publish, subscribe and call a service over wss:// with a
 #               token in the URL (the gateway also has --auth-tokens)
 #               (tests/clients/*/tls_check.*); untrusted, they are refused
+#   ros2        rosgate in a ROS 2 graph that runs rmw_zenoh (docs/ros2.md):
+#               tests/clients/ros2/test_ros2_peer.py with zenoh-ros2-sdk
+#               (PyPI, a pure-Python rmw_zenoh node) as the ROS 2 side and
+#               roslibpy plus a plain TCP client as rosgate's; once with the
+#               current eclipse-zenoh and once with the one Jazzy's
+#               rmw_zenoh 0.2.9 vendored (ROS2_ZENOH_VERSIONS)
 #
 # Each suite gets its own gateway on ephemeral loopback ports, bounded in
 # time. Prints per-suite counts and exits non-zero if anything unexpected
@@ -49,7 +55,10 @@ set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 CLIENTS=$ROOT/tests/clients
 WORK=$CLIENTS/.work
-SUITES=${CLIENT_SUITES:-roslibpy roslib roslibrust readme security tls}
+SUITES=${CLIENT_SUITES:-roslibpy roslib roslibrust readme security tls ros2}
+# 1.10.2: current; 1.6.2: what Jazzy's rmw_zenoh 0.2.9 vendored (0.2.10's
+# 1.8.0 has no binary wheel, and building it needs Rust 1.93).
+ROS2_ZENOH_VERSIONS=${ROS2_ZENOH_VERSIONS:-1.10.2 1.6.2}
 ROSLIBPY_TRANSPORTS=${ROSLIBPY_TRANSPORTS:-twisted asyncio}
 ROSLIBPY_VERSION=2.1.0
 RLR_TARGET=$CLIENTS/roslibrust/target
@@ -560,7 +569,38 @@ run_tls() {
     record tls "$p" "$f" 0 0 0 "$note"
 }
 
-for suite in roslibpy roslib roslibrust readme security tls; do
+# ------------------------------------------------------------------ ros2
+
+run_ros2() {
+    local dir=$CLIENTS/ros2 share=${ROSGATE_ROS_SHARE:-$ROOT/target/ros-interfaces/share}
+    local p=0 f=0 xf=0 xp=0 s=0 note="" v venv out rc
+    # The definitions the gateway bundles (a no-op when the build fetched them).
+    if ! timeout 300 python3 "$ROOT/scripts/ros-interfaces.py" "$(dirname "$share")" >"$WORK/ros2-interfaces.log" 2>&1; then
+        broken ros2 "cannot fetch the ROS 2 interfaces (see $WORK/ros2-interfaces.log)"
+        return
+    fi
+    for v in $ROS2_ZENOH_VERSIONS; do
+        venv=$dir/.venv-$v
+        if [[ ! -x $venv/bin/python ]]; then
+            python3 -m venv "$venv" || { f=$((f + 1)); note+="[zenoh $v: no venv] "; continue; }
+        fi
+        if ! timeout 300 "$venv/bin/python" -m pip install -q --disable-pip-version-check \
+            -r "$dir/requirements.txt" "eclipse-zenoh==$v" >"$WORK/ros2-pip-$v.log" 2>&1; then
+            f=$((f + 1))
+            note+="[zenoh $v: pip install failed, see $WORK/ros2-pip-$v.log] "
+            continue
+        fi
+        out=$WORK/ros2-$v.log
+        log "ROS 2 peer (zenoh-ros2-sdk, eclipse-zenoh $v) <-> rosgate ($BIN)"
+        ROSGATE_BIN=$BIN ROSGATE_ROS_SHARE=$share timeout -k 10 300 "$venv/bin/python" \
+            -m pytest -q -p no:cacheprovider --timeout 120 "$dir/test_ros2_peer.py" >"$out" 2>&1
+        rc=$?
+        roslibpy_tally "$out" "$rc" "ros2[zenoh $v]"
+    done
+    record ros2 "$p" "$f" "$xf" "$xp" "$s" "$note"
+}
+
+for suite in roslibpy roslib roslibrust readme security tls ros2; do
     want "$suite" || continue
     t0=$SECONDS
     "run_$suite"
@@ -571,7 +611,7 @@ echo
 echo "Real-client suites against rosgate ($((SECONDS - STARTED)) s):"
 printf '  %-11s %7s %7s %17s %16s %8s\n' suite passed failed expected-failures unexpected-pass skipped
 TP=0 TF=0 TX=0 TS=0 STATUS=0
-for suite in roslibpy roslib roslibrust readme security tls; do
+for suite in roslibpy roslib roslibrust readme security tls ros2; do
     want "$suite" || continue
     printf '  %-11s %7s %7s %17s %16s %8s  %s\n' "$suite" "${PASS[$suite]}" "${FAIL[$suite]}" \
         "${XFAIL[$suite]}" "${XPASS[$suite]}" "${SKIP[$suite]}" "${NOTE[$suite]}"

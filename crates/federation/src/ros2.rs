@@ -394,6 +394,19 @@ impl RosShared {
         m.values().next().cloned()
     }
 
+    /// Each topic ROS 2 subscribes to, with the ROS type of (the first
+    /// of) its subscriptions.
+    fn subscribed_types(&self) -> HashMap<(Domain, String), String> {
+        let t = self.tables();
+        t.subs
+            .iter()
+            .filter_map(|(k, m)| {
+                let ty = rmw::ros_type_name(&m.values().next()?.dds_type)?;
+                Some((k.clone(), ty))
+            })
+            .collect()
+    }
+
     /// The type of a ROS 2 server of `service`, if any.
     fn served(&self, domain: Domain, service: &str) -> Option<Typed> {
         let t = self.tables();
@@ -546,6 +559,22 @@ pub(crate) struct RosLink {
     subs: HashMap<(Domain, Rc<str>), Sub>,
     pubs: HashMap<(Domain, Rc<str>), Pub>,
     servers: HashMap<(Domain, Rc<str>), Server>,
+    /// Topics the hub checks messages of (ROS 2 subscribes to them).
+    checked: HashMap<(Domain, String), String>,
+    checker_installed: bool,
+}
+
+/// The hub's check of client messages against the ROS 2 type of a topic
+/// that ROS 2 subscribes to: the message must encode.
+struct Check(Arc<Registry>);
+
+impl rosgate_core::hub::TypeCheck for Check {
+    fn check(&self, ty: &str, msg: &str) -> Result<(), String> {
+        let v: serde_json::Value = serde_json::from_str(msg).map_err(|e| e.to_string())?;
+        cdr::encode(&*self.0, ty, &v)
+            .map(drop)
+            .map_err(|e| e.to_string())
+    }
 }
 
 impl RosLink {
@@ -580,6 +609,8 @@ impl RosLink {
             subs: HashMap::new(),
             pubs: HashMap::new(),
             servers: HashMap::new(),
+            checked: HashMap::new(),
+            checker_installed: false,
         };
         for &d in &settings.domains {
             let nid = link.next_id();
@@ -930,12 +961,27 @@ impl RosLink {
 
     /// The ROS 2 graph into introspection, when it changed.
     pub(crate) fn turn(&mut self, hub: &mut Hub) {
+        if !self.checker_installed {
+            self.checker_installed = true;
+            hub.set_type_checker(Box::new(Check(self.shared.types.clone())));
+        }
         if !self.shared.graph_dirty.swap(false, Ordering::AcqRel) {
             return;
         }
         for &d in &self.domains {
             hub.set_remote_graph(ROS_GRAPH, d, &self.shared.graph_json(d));
         }
+        // Client messages on topics ROS 2 subscribes to must fit its type.
+        let now: HashMap<(Domain, String), String> = self.shared.subscribed_types();
+        for (k, ty) in &now {
+            if self.checked.get(k) != Some(ty) {
+                hub.set_topic_check(k.0, &k.1, Some(ty));
+            }
+        }
+        for k in self.checked.keys().filter(|k| !now.contains_key(*k)) {
+            hub.set_topic_check(k.0, &k.1, None);
+        }
+        self.checked = now;
         // Publishers to ROS 2 whose subscriptions all went.
         let sh = self.shared.clone();
         self.pubs.retain(|(d, t), _| sh.subscribed(*d, t).is_some());

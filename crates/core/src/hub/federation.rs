@@ -32,11 +32,30 @@ use super::params::NODE_PARAM_SERVICES;
 use super::qos::Asked;
 use super::Hub;
 use crate::access::Class;
+use crate::codes::ErrorCode;
 use crate::conn::{Conn, ConnRef};
 use crate::counters::Counter;
 use crate::nodes::{Domain, DOMAINS};
 use crate::registry::{Provided, Role};
 use crate::transport::{StatusFilter, Transport};
+
+/// Checks a message against a ROS 2 type before it reaches a topic that
+/// ROS 2 nodes subscribe to (the shell installs one when it joins a ROS 2
+/// graph; the core knows no types).
+pub trait TypeCheck {
+    /// `Err(why)`, naming the field, when `msg` (valid JSON) does not fit
+    /// `ty`.
+    fn check(&self, ty: &str, msg: &str) -> Result<(), String>;
+}
+
+/// The installed [`TypeCheck`].
+pub(super) struct Checker(Box<dyn TypeCheck>);
+
+impl std::fmt::Debug for Checker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Checker")
+    }
+}
 
 /// What an [`InterestChange`] is about.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -109,6 +128,10 @@ pub(super) struct Federation {
     pub(super) injecting: bool,
     /// What the shell last said of the network side (JSON object).
     status: Option<String>,
+    /// Topics whose messages must fit a type (ROS 2 subscribes to them),
+    /// and the check.
+    checked: HashMap<TopicKey, Rc<str>>,
+    checker: Option<Checker>,
 }
 
 /// Items. Nodes, and topics, kept of one other gateway's graph per domain
@@ -310,6 +333,66 @@ impl Hub {
             }
         }
         serde_json::json!({"nodes": nodes, "topics": topics}).to_string()
+    }
+
+    /// Installs the check of messages against ROS 2 types.
+    pub fn set_type_checker(&mut self, c: Box<dyn TypeCheck>) {
+        self.fed.checker = Some(Checker(c));
+    }
+
+    /// Messages published on `topic` of `domain` must fit `ty` from now
+    /// on (ROS 2 subscribes to it), or (`None`) need not any more.
+    pub fn set_topic_check(&mut self, domain: Domain, topic: &str, ty: Option<&str>) {
+        let key = (domain, Rc::<str>::from(topic));
+        match ty {
+            Some(ty) => {
+                self.fed.checked.insert(key, Rc::from(ty));
+            }
+            None => {
+                self.fed.checked.remove(&key);
+            }
+        }
+    }
+
+    /// Topics whose messages are checked, with their types.
+    pub fn checked_topics(&self) -> impl Iterator<Item = (Domain, &str, &str)> {
+        self.fed
+            .checked
+            .iter()
+            .map(|((d, t), ty)| (*d, &**t, &**ty))
+    }
+
+    /// A client's publish: refused with an error status naming the field
+    /// when the topic's messages must fit a ROS 2 type and this one does
+    /// not; else routed as any publish. One branch when nothing is
+    /// checked.
+    pub(super) fn publish_from(
+        &mut self,
+        domain: Domain,
+        topic: &str,
+        me: ConnRef,
+        msg: Raw<'_>,
+        id: Option<&[u8]>,
+        now: Instant,
+    ) {
+        if !self.fed.checked.is_empty() {
+            if let Some(why) = self.type_mismatch(domain, topic, msg) {
+                self.flush_publishes(now);
+                let text = format!("publish on {topic}: {why}");
+                return self.error_with_id(me, ErrorCode::TypeMismatch, &text, id, now);
+            }
+        }
+        self.publish(domain, topic, Some(me), msg, now)
+    }
+
+    fn type_mismatch(&self, domain: Domain, topic: &str, msg: Raw<'_>) -> Option<String> {
+        let ty = self.fed.checked.get(&(domain, Rc::<str>::from(topic)))?;
+        let checker = self.fed.checker.as_ref()?;
+        checker
+            .0
+            .check(ty, msg.get())
+            .err()
+            .map(|why| format!("not {ty}: {why}"))
     }
 
     /// The type a topic of `domain` is registered with here (as its

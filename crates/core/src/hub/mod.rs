@@ -54,7 +54,7 @@ use rosgate_wire::encode::Level;
 use rosgate_wire::ws::handshake::Opening;
 use rosgate_wire::Raw;
 
-pub use federation::{InterestChange, Offer, MAX_REMOTE_GRAPH_ITEMS};
+pub use federation::{InterestChange, Offer, TypeCheck, MAX_REMOTE_GRAPH_ITEMS};
 pub use graph::{
     GraphSettings, CLIENT_COUNT, CLOCK, CONNECTED_CLIENTS, CONNECTED_CLIENTS_INTERVAL,
     GATEWAY_NODE, GATEWAY_TOPICS, GRAPH_TOPIC, MAX_GRAPH_EVENTS, MAX_NODES_PER_CONN, ROSOUT,
@@ -747,9 +747,11 @@ impl Hub {
             Ok(Request {
                 op: Op::Publish { ref topic, msg },
                 node: None,
+                id,
                 ..
             }) if !at.resolves && !self.access.required() => {
-                self.publish(at.domain, topic, Some(me), msg, now)
+                let id = id.map(|r| r.get().as_bytes());
+                self.publish_from(at.domain, topic, me, msg, id, now)
             }
             Ok(req) => {
                 if !matches!(req.op, Op::Publish { .. }) {
@@ -817,12 +819,12 @@ impl Hub {
                 if self.access.required() && !self.permit(me, Class::Publish, &topic, id, now) {
                     return;
                 }
-                self.publish(at.domain, &topic, Some(me), msg, now)
+                self.publish_from(at.domain, &topic, me, msg, id, now)
             }
             Op::Publish { topic, msg } => {
                 if let Some((domain, _, topic)) = self.resolve_for(me, &topic, node, id, now) {
                     if self.permit(me, Class::Publish, &topic, id, now) {
-                        self.publish(domain, &topic, Some(me), msg, now)
+                        self.publish_from(domain, &topic, me, msg, id, now)
                     }
                 }
             }
