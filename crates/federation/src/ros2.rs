@@ -110,8 +110,8 @@ struct Tables {
     subs: HashMap<(Domain, String), BTreeMap<String, Typed>>,
     /// ROS 2 service servers per service: token key -> type.
     servers: HashMap<(Domain, String), BTreeMap<String, Typed>>,
-    /// GIDs of ROS 2 publishers that live in another rosgate gateway's
-    /// session, with that session's id.
+    /// GIDs of ROS 2 publishers, with the Zenoh session they live in (a
+    /// sample from another rosgate gateway's is dropped).
     publisher_zids: HashMap<[u8; 16], String>,
     ignored: u64,
 }
@@ -160,6 +160,8 @@ impl RosShared {
     fn on_token(&self, s: &Sample) {
         let key = s.key_expr().as_str();
         let Some(tok) = Token::parse(key) else {
+            // Not a token rmw_zenoh would accept either.
+            self.tables().ignored += 1;
             return;
         };
         if tok.zid == self.zid {
@@ -210,9 +212,9 @@ impl RosShared {
         }
         if tok.kind == EntityKind::Publisher {
             let gid = rmw::gid(key);
-            if put && self.fed.is_gateway(&tok.zid) {
+            if put {
                 t.publisher_zids.insert(gid, tok.zid.clone());
-            } else if !put {
+            } else {
                 t.publisher_zids.remove(&gid);
             }
         }
@@ -237,7 +239,8 @@ impl RosShared {
         if let Some(a) = s.attachment() {
             if let Some(a) = Attachment::decode(&a.to_bytes()) {
                 // Another gateway's publish: it crossed the federation.
-                if self.tables().publisher_zids.contains_key(&a.gid) {
+                let zid = self.tables().publisher_zids.get(&a.gid).cloned();
+                if zid.is_some_and(|z| self.fed.is_gateway(&z)) {
                     return;
                 }
             }
