@@ -22,6 +22,7 @@ USAGE:
 
 One line per gateway: its Zenoh id, since when this one sees it, and how
 many nodes and topics it has in the caller's domain; this gateway first.
+A ROS 2 graph joined with --ros-domain is one more line, `ros2`.
 Without federation (`--zenoh-*`), says so and exits 1.
 
 OPTIONS:
@@ -60,14 +61,26 @@ fn list(ctx: &Ctx, verbose: bool) -> Result<(), Error> {
     let mut out = format!("{me}  (this gateway, domain {domain})\n");
     let graphs = v["graphs"].as_array().cloned().unwrap_or_default();
     let graph_of = |id: &str| graphs.iter().find(|g| g["gateway"] == id).cloned();
-    for g in v["gateways"].as_array().into_iter().flatten() {
-        let id = g["id"].as_str().unwrap_or_default();
-        let graph = graph_of(id).unwrap_or(Value::Null);
+    let mut rows: Vec<(String, String)> = v["gateways"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|g| {
+            let id = g["id"].as_str().unwrap_or_default().to_string();
+            let when = format!("since {}", since(g["since_ms"].as_u64().unwrap_or(0)));
+            (id, when)
+        })
+        .collect();
+    // A joined ROS 2 graph (--ros-domain) is listed as one more "gateway".
+    if graph_of("ros2").is_some() {
+        rows.push(("ros2".into(), "ROS 2 graph over rmw_zenoh".into()));
+    }
+    for (id, when) in rows {
+        let graph = graph_of(&id).unwrap_or(Value::Null);
         let nodes = graph["nodes"].as_array().cloned().unwrap_or_default();
         let topics = graph["topics"].as_array().cloned().unwrap_or_default();
         out.push_str(&format!(
-            "{id}  since {}  nodes: {}  topics: {}\n",
-            since(g["since_ms"].as_u64().unwrap_or(0)),
+            "{id}  {when}  nodes: {}  topics: {}\n",
             nodes.len(),
             topics.len()
         ));
