@@ -524,7 +524,6 @@ impl Drop for ReplyGuard {
 struct Node {
     nid: u64,
     key: String,
-    gid: [u8; 16],
     _token: LivelinessToken,
 }
 
@@ -562,6 +561,9 @@ pub(crate) struct RosLink {
     subs: HashMap<(Domain, Rc<str>), Sub>,
     pubs: HashMap<(Domain, Rc<str>), Pub>,
     servers: HashMap<(Domain, Rc<str>), Server>,
+    /// This gateway as a client of ROS 2 services it called: the `SC`
+    /// token, and its GID (what requests carry).
+    clients: HashMap<(Domain, Rc<str>), (LivelinessToken, [u8; 16])>,
     /// Topics the hub checks messages of (ROS 2 subscribes to them).
     checked: HashMap<(Domain, String), String>,
     checker_installed: bool,
@@ -612,6 +614,7 @@ impl RosLink {
             subs: HashMap::new(),
             pubs: HashMap::new(),
             servers: HashMap::new(),
+            clients: HashMap::new(),
             checked: HashMap::new(),
             checker_installed: false,
         };
@@ -634,13 +637,11 @@ impl RosLink {
                 .declare_token(key.clone())
                 .wait()
                 .map_err(|e| format!("ros2: cannot declare this gateway's node: {e}"))?;
-            let gid = rmw::gid(&key);
             link.nodes.insert(
                 d,
                 Node {
                     nid,
                     key,
-                    gid,
                     _token: token,
                 },
             );
@@ -922,8 +923,21 @@ impl RosLink {
                 return true;
             }
         };
-        let Some(gid) = self.nodes.get(&domain).map(|n| n.gid) else {
-            return false;
+        // rmw_zenoh's requests carry the client entity's GID: the first
+        // call of a service declares this gateway a client of it.
+        let k = (domain, Rc::<str>::from(service));
+        let gid = match self.clients.get(&k) {
+            Some((_, gid)) => *gid,
+            None => {
+                let declared =
+                    self.declare(session, domain, EntityKind::ServiceClient, service, &typed);
+                let Some((key, token)) = declared else {
+                    return false;
+                };
+                let gid = rmw::gid(&key);
+                self.clients.insert(k, (token, gid));
+                gid
+            }
         };
         self.call_seq += 1;
         let att = Attachment {
@@ -988,6 +1002,8 @@ impl RosLink {
         // Publishers to ROS 2 whose subscriptions all went.
         let sh = self.shared.clone();
         self.pubs.retain(|(d, t), _| sh.subscribed(*d, t).is_some());
+        // Clients of services whose servers all went.
+        self.clients.retain(|(d, s), _| sh.served(*d, s).is_some());
     }
 
     /// This gateway's node names, per domain (for the status).

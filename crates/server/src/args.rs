@@ -356,19 +356,15 @@ pub fn parse(argv: Vec<OsString>) -> Result<Command, String> {
     c.zenoh.mode = opt::<String>(&mut args, "--zenoh-mode")?;
     c.zenoh.config_file = opt::<String>(&mut args, "--zenoh-config")?.map(Into::into);
     c.zenoh.scouting = args.contains("--zenoh-scouting");
-    c.zenoh.ros_domains = args
-        .values_from_str::<_, u8>("--ros-domain")
-        .map_err(|e| format!("--ros-domain: {e}"))?;
-    if let Some(d) = c
-        .zenoh
-        .ros_domains
-        .iter()
-        .find(|&&d| d > rosgate_core::nodes::MAX_DOMAIN)
+    for d in args
+        .values_from_str::<_, u64>("--ros-domain")
+        .map_err(|e| format!("--ros-domain: {e}"))?
     {
-        return Err(format!(
-            "--ros-domain {d}: ROS domain ids go up to {}",
-            rosgate_core::nodes::MAX_DOMAIN
-        ));
+        let max = rosgate_core::nodes::MAX_DOMAIN;
+        match u8::try_from(d) {
+            Ok(d) if d <= max => c.zenoh.ros_domains.push(d),
+            _ => return Err(format!("--ros-domain {d}: ROS domain ids go up to {max}")),
+        }
     }
     c.zenoh.interfaces = args
         .values_from_str::<_, String>("--interfaces")
