@@ -366,6 +366,7 @@ impl Hub {
     /// when the topic's messages must fit a ROS 2 type and this one does
     /// not; else routed as any publish. One branch when nothing is
     /// checked.
+    #[inline]
     pub(super) fn publish_from(
         &mut self,
         domain: Domain,
@@ -375,14 +376,31 @@ impl Hub {
         id: Option<&[u8]>,
         now: Instant,
     ) {
-        if !self.fed.checked.is_empty() {
-            if let Some(why) = self.type_mismatch(domain, topic, msg) {
-                self.flush_publishes(now);
-                let text = format!("publish on {topic}: {why}");
-                return self.error_with_id(me, ErrorCode::TypeMismatch, &text, id, now);
-            }
+        if !self.fed.checked.is_empty() && self.refused_by_type(domain, topic, me, msg, id, now) {
+            return;
         }
         self.publish(domain, topic, Some(me), msg, now)
+    }
+
+    /// Whether the type check refused the publish (and said so).
+    #[cold]
+    #[inline(never)]
+    fn refused_by_type(
+        &mut self,
+        domain: Domain,
+        topic: &str,
+        me: ConnRef,
+        msg: Raw<'_>,
+        id: Option<&[u8]>,
+        now: Instant,
+    ) -> bool {
+        let Some(why) = self.type_mismatch(domain, topic, msg) else {
+            return false;
+        };
+        self.flush_publishes(now);
+        let text = format!("publish on {topic}: {why}");
+        self.error_with_id(me, ErrorCode::TypeMismatch, &text, id, now);
+        true
     }
 
     fn type_mismatch(&self, domain: Domain, topic: &str, msg: Raw<'_>) -> Option<String> {
