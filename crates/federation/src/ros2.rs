@@ -14,7 +14,11 @@
 //!   provider of a known service type is offered to ROS 2 as a complete
 //!   queryable with its `SS` token;
 //! - the graph: ROS 2 nodes and topics are listed by introspection as the
-//!   graph of a gateway named [`ROS_GRAPH`].
+//!   graph of a gateway named [`ROS_GRAPH`];
+//! - types: one the gateway lacks is asked of the node that has it
+//!   (`~/get_type_description`), once, and used when it hashes to what the
+//!   node advertised; the registry is then replaced whole, so a reader's
+//!   snapshot never changes under it.
 //!
 //! Invariants:
 //! - nothing ROS 2 publishes reaches clients unless it decodes against a
@@ -27,13 +31,14 @@
 //!   ROS 2 ends in exactly one `service_response` (the reply, a refusal,
 //!   or the end of the query without one);
 //! - the tables are bounded: [`MAX_ROS_ENTITIES`] tokens,
-//!   [`crate::MAX_REMOTE_CALLS`] calls from ROS 2 waiting.
+//!   [`crate::MAX_REMOTE_CALLS`] calls from ROS 2 waiting, [`MAX_FETCHES`]
+//!   types asked.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::path::PathBuf;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use rosgate_core::nodes::{Domain, MAX_DOMAIN};
@@ -114,6 +119,28 @@ struct Tables {
     /// sample from another rosgate gateway's is dropped).
     publisher_zids: HashMap<[u8; 16], String>,
     ignored: u64,
+    /// Types asked of a node (`~/get_type_description`), ever; at most
+    /// [`MAX_FETCHES`], each once.
+    fetching: HashSet<String>,
+    /// Asks the loop has not sent yet.
+    to_fetch: Vec<Fetch>,
+    learned: u64,
+}
+
+/// Types asked of nodes, in all (each type once).
+pub const MAX_FETCHES: usize = 1024;
+
+/// Seconds. The longest a node may take to describe a type.
+pub const FETCH_TIMEOUT_SECS: u64 = 10;
+
+/// A type to ask a node for: the node that has an entity of it, the type
+/// and the hash the node advertised.
+#[derive(Debug)]
+struct Fetch {
+    domain: Domain,
+    node: String,
+    ty: String,
+    hash: String,
 }
 
 /// A call from ROS 2 waiting for the local provider's answer.
@@ -128,7 +155,9 @@ struct Waiting {
 pub(crate) struct RosShared {
     zid: String,
     fed: Arc<Shared>,
-    types: Arc<Registry>,
+    /// The types known: replaced whole (never edited in place) when a
+    /// node's description adds one, so a reader's snapshot stays valid.
+    types: RwLock<Arc<Registry>>,
     tables: Mutex<Tables>,
     queries: Mutex<HashMap<u64, Waiting>>,
     next_query: AtomicU64,
@@ -152,6 +181,11 @@ fn parse_call_id(raw_id: &str) -> Option<u64> {
 }
 
 impl RosShared {
+    /// The types known now (a snapshot).
+    fn types(&self) -> Arc<Registry> {
+        self.types.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
     fn tables(&self) -> MutexGuard<'_, Tables> {
         self.tables.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -189,6 +223,9 @@ impl RosShared {
             self.fed.wake();
             return;
         };
+        if put {
+            self.want_type(&mut t, domain, &tok, ep);
+        }
         let typed = Typed {
             dds_type: ep.dds_type.clone(),
             hash: ep.hash.clone(),
@@ -233,6 +270,72 @@ impl RosShared {
         }
     }
 
+    /// Queues asking the entity's node for its type when it is not known
+    /// here (once per type).
+    fn want_type(&self, t: &mut Tables, domain: Domain, tok: &Token, ep: &Endpoint) {
+        let Some(ty) = rmw::ros_type_name(&ep.dds_type) else {
+            return;
+        };
+        let types = self.types();
+        let known = if tok.kind.is_service() {
+            types.srv(&ty).is_some()
+        } else {
+            types.msg(&ty).is_some()
+        };
+        if known || t.fetching.len() >= MAX_FETCHES || !t.fetching.insert(ty.clone()) {
+            return;
+        }
+        t.to_fetch.push(Fetch {
+            domain,
+            node: tok.node_fqn(),
+            ty,
+            hash: ep.hash.clone(),
+        });
+    }
+
+    /// A node's answer to `~/get_type_description` for `ty`: its types are
+    /// added when they hash to what the node advertised.
+    fn on_description(&self, node: &str, ty: &str, hash: &str, response: &str, reply: &Reply) {
+        let Ok(sample) = reply.result() else {
+            rosgate_core::log!(Info, "ros2: {node} refused to describe {ty}");
+            return;
+        };
+        let mut json = Vec::new();
+        let payload = sample.payload().to_bytes();
+        if cdr::decode_json(&*self.types(), response, &payload, &mut json).is_err() {
+            rosgate_core::log!(Info, "ros2: {node}'s description of {ty} does not decode");
+            return;
+        }
+        let v: serde_json::Value = serde_json::from_slice(&json).unwrap_or_default();
+        if v["successful"] != true {
+            rosgate_core::log!(
+                Info,
+                "ros2: {node} cannot describe {ty}: {}",
+                v["failure_reason"].as_str().unwrap_or_default()
+            );
+            return;
+        }
+        let mut types = self.types.write().unwrap_or_else(|p| p.into_inner());
+        let mut next = (**types).clone();
+        match next.add_description(&v["type_description"]) {
+            Ok(added) if next.hash(ty).as_deref() == Some(hash) => {
+                *types = Arc::new(next);
+                drop(types);
+                self.tables().learned += added.len() as u64;
+                rosgate_core::log!(
+                    Info,
+                    "ros2: learned {ty} from {node} ({} types)",
+                    added.len()
+                );
+            }
+            Ok(_) => rosgate_core::log!(
+                Warn,
+                "ros2: {node}'s description of {ty} does not hash to {hash}: not used"
+            ),
+            Err(e) => rosgate_core::log!(Warn, "ros2: {node}'s description of {ty}: {e}"),
+        }
+    }
+
     /// A sample of a topic local clients subscribe to, from ROS 2:
     /// decoded here, on Zenoh's thread, then handed to the loop.
     fn on_data(&self, domain: Domain, topic: &str, s: &Sample) {
@@ -254,7 +357,7 @@ impl RosShared {
         };
         let mut json = Vec::new();
         let payload = s.payload().to_bytes();
-        if let Err(e) = cdr::decode_json(&*self.types, &ty, &payload, &mut json) {
+        if let Err(e) = cdr::decode_json(&*self.types(), &ty, &payload, &mut json) {
             self.undecodable();
             rosgate_core::log!(Debug, "ros2: a sample of {topic} ({ty}) dropped: {e}");
             return;
@@ -283,7 +386,8 @@ impl RosShared {
                 .wait();
             return;
         };
-        let Some(def) = self.types.srv(srv) else {
+        let types = self.types();
+        let Some(def) = types.srv(srv) else {
             let _ = q.reply_err(format!("unknown service type {srv}")).wait();
             return;
         };
@@ -293,7 +397,7 @@ impl RosShared {
             .map(|p| p.to_bytes().into_owned())
             .unwrap_or_default();
         let mut args = Vec::new();
-        if let Err(e) = cdr::decode_json(&*self.types, &request, &payload, &mut args) {
+        if let Err(e) = cdr::decode_json(&*self.types(), &request, &payload, &mut args) {
             let _ = q
                 .reply_err(format!("a request that is not {request}: {e}"))
                 .wait();
@@ -367,7 +471,7 @@ impl RosShared {
             return true;
         }
         let v: serde_json::Value = serde_json::from_str(values).unwrap_or_default();
-        match cdr::encode(&*self.types, &w.response_type, &v) {
+        match cdr::encode(&*self.types(), &w.response_type, &v) {
             Ok(bytes) => {
                 let att = Attachment {
                     seq: w.seq,
@@ -454,6 +558,9 @@ impl RosShared {
             "subscriptions": t.subs.len(),
             "servers": t.servers.len(),
             "ignored": t.ignored,
+            "types_asked": t.fetching.len(),
+            "types_learned": t.learned,
+            "types_known": self.types().msgs().count(),
             "undecodable": self.undecodable.load(Ordering::Relaxed),
         })
     }
@@ -479,7 +586,7 @@ impl ReplyGuard {
             Ok(sample) => {
                 let mut json = Vec::new();
                 let payload = sample.payload().to_bytes();
-                match cdr::decode_json(&*self.shared.types, &self.response_type, &payload, &mut json)
+                match cdr::decode_json(&*self.shared.types(), &self.response_type, &payload, &mut json)
                 {
                     Ok(()) => format!(
                         "{{\"op\":\"service_response\",\"service\":{},\"values\":{},\"result\":true,\"id\":{}}}",
@@ -571,12 +678,12 @@ pub(crate) struct RosLink {
 
 /// The hub's check of client messages against the ROS 2 type of a topic
 /// that ROS 2 subscribes to: the message must encode.
-struct Check(Arc<Registry>);
+struct Check(Arc<RosShared>);
 
 impl rosgate_core::hub::TypeCheck for Check {
     fn check(&self, ty: &str, msg: &str) -> Result<(), String> {
         let v: serde_json::Value = serde_json::from_str(msg).map_err(|e| e.to_string())?;
-        cdr::encode(&*self.0, ty, &v)
+        cdr::encode(&*self.0.types(), ty, &v)
             .map(drop)
             .map_err(|e| e.to_string())
     }
@@ -596,7 +703,7 @@ impl RosLink {
         let shared = Arc::new(RosShared {
             zid: zid.clone(),
             fed,
-            types,
+            types: RwLock::new(types),
             tables: Mutex::new(Tables::default()),
             queries: Mutex::new(HashMap::new()),
             next_query: AtomicU64::new(1),
@@ -707,7 +814,7 @@ impl RosLink {
     /// The data-key type of a type local clients named (`std_msgs/String`
     /// or `std_msgs/msg/String`), if the type is known.
     fn typed_msg(&self, ty: &str) -> Option<Typed> {
-        let types = &self.shared.types;
+        let types = self.shared.types();
         let full = types.msg(ty)?.name.clone();
         Some(Typed {
             dds_type: rmw::dds_type_name(&full)?,
@@ -761,7 +868,7 @@ impl RosLink {
         if !self.bridged(domain) {
             return;
         }
-        let types = self.shared.types.clone();
+        let types = self.shared.types();
         let Some(def) = types.srv(ty) else {
             rosgate_core::log!(
                 Info,
@@ -854,7 +961,7 @@ impl RosLink {
             Ok(v) => v,
             Err(_) => return false,
         };
-        let bytes = match cdr::encode(&*self.shared.types, &p.ros_type, &v) {
+        let bytes = match cdr::encode(&*self.shared.types(), &p.ros_type, &v) {
             Ok(b) => b,
             Err(e) => {
                 rosgate_core::log!(
@@ -896,7 +1003,7 @@ impl RosLink {
         let Some(typed) = self.shared.served(domain, service) else {
             return false;
         };
-        let types = self.shared.types.clone();
+        let types = self.shared.types();
         let srv = rmw::ros_type_name(&typed.dds_type).and_then(|t| types.srv(&t));
         let Some(srv) = srv else {
             let line = failure_line(
@@ -977,10 +1084,14 @@ impl RosLink {
     }
 
     /// The ROS 2 graph into introspection, when it changed.
-    pub(crate) fn turn(&mut self, hub: &mut Hub) {
+    pub(crate) fn turn(&mut self, session: &Session, hub: &mut Hub) {
+        let fetches = std::mem::take(&mut self.shared.tables().to_fetch);
+        for f in fetches {
+            self.fetch(session, f);
+        }
         if !self.checker_installed {
             self.checker_installed = true;
-            hub.set_type_checker(Box::new(Check(self.shared.types.clone())));
+            hub.set_type_checker(Box::new(Check(self.shared.clone())));
         }
         if !self.shared.graph_dirty.swap(false, Ordering::AcqRel) {
             return;
@@ -1004,6 +1115,50 @@ impl RosLink {
         self.pubs.retain(|(d, t), _| sh.subscribed(*d, t).is_some());
         // Clients of services whose servers all went.
         self.clients.retain(|(d, s), _| sh.served(*d, s).is_some());
+    }
+
+    /// Asks a node for a type's description (`~/get_type_description`,
+    /// rmw_zenoh's service of every Jazzy node); the answer is taken on
+    /// Zenoh's thread ([`RosShared::on_description`]).
+    fn fetch(&mut self, session: &Session, f: Fetch) {
+        let types = self.shared.types();
+        let service = rosgate_ros2::describe::SERVICE_TYPE;
+        let (Some(def), Some(dds), Some(hash)) = (
+            types.srv(service),
+            rmw::dds_type_name(service),
+            types.hash(service),
+        ) else {
+            return;
+        };
+        let request = rosgate_ros2::describe::request(&f.ty, &f.hash);
+        let Ok(bytes) = cdr::encode(&*types, &def.request, &request) else {
+            return;
+        };
+        let Some(node) = self.nodes.get(&f.domain) else {
+            return;
+        };
+        self.call_seq += 1;
+        let att = Attachment {
+            seq: self.call_seq,
+            timestamp_ns: unix_ns(),
+            gid: rmw::gid(&node.key),
+        };
+        let name = format!("{}/get_type_description", f.node.trim_end_matches('/'));
+        let key = rmw::data_key(u32::from(f.domain), &name, &dds, &hash);
+        let (sh, response) = (self.shared.clone(), def.response.clone());
+        let sent = session
+            .get(key)
+            .payload(bytes)
+            .attachment(att.encode().to_vec())
+            .target(QueryTarget::AllComplete)
+            .consolidation(ConsolidationMode::None)
+            .allowed_destination(Locality::Remote)
+            .timeout(Duration::from_secs(FETCH_TIMEOUT_SECS))
+            .callback(move |r: Reply| sh.on_description(&f.node, &f.ty, &f.hash, &response, &r))
+            .wait();
+        if let Err(e) = sent {
+            rosgate_core::log!(Debug, "ros2: asking {name} failed: {e}");
+        }
     }
 
     /// This gateway's node names, per domain (for the status).

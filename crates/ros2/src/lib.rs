@@ -8,6 +8,7 @@
 //!   `--interfaces DIR`), looked up by any of the names clients use;
 //! - [`rihs`]: RIHS01 type hashes (REP 2011), as real nodes advertise them;
 //! - [`cdr`]: JSON (rosbridge's shape) <-> CDR, checked against the type;
+//! - [`describe`]: types learned from a node's `~/get_type_description`;
 //! - [`fuzzing`]: the fuzz target `ros2`'s check (CDR, tokens, keys, attachments);
 //! - [`rmw`]: rmw_zenoh's key expressions, liveliness tokens, QoS text,
 //!   attachments and GIDs.
@@ -20,6 +21,7 @@
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 
 pub mod cdr;
+pub mod describe;
 pub mod fuzzing;
 pub mod model;
 pub mod parse;

@@ -36,7 +36,7 @@ pub const MAX_FILES: usize = 10_000;
 /// Largest definition file [`Registry::load_dir`] reads.
 pub const MAX_FILE_BYTES: u64 = parse::MAX_DEFINITION_BYTES as u64;
 
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub struct Registry {
     msgs: BTreeMap<String, MsgDef>,
     srvs: BTreeMap<String, SrvDef>,
@@ -180,6 +180,36 @@ impl Registry {
         let parsed = parse::parse(pkg, kind, name, text)?;
         self.insert(parsed);
         Ok(())
+    }
+
+    /// Adds the types of a `TypeDescription` a node sent (JSON, as the
+    /// codec decodes `~/get_type_description`'s answer): the ones not
+    /// known yet (a known type is never replaced). Returns the full names
+    /// of the types added. Nothing is added when any part is refused, or
+    /// when the result would not pass [`Registry::check`].
+    pub fn add_description(
+        &mut self,
+        description: &serde_json::Value,
+    ) -> Result<Vec<String>, String> {
+        let (msgs, srv) = crate::describe::types(description)?;
+        let mut next = self.clone();
+        let mut added = Vec::new();
+        for m in msgs {
+            if !next.msgs.contains_key(&m.name) {
+                added.push(m.name.clone());
+                next.msgs.insert(m.name.clone(), m);
+            }
+        }
+        if let Some(s) = srv {
+            if !next.srvs.contains_key(&s.name) {
+                added.push(s.name.clone());
+                next.srvs.insert(s.name.clone(), s);
+            }
+        }
+        next.hashes = OnceLock::new();
+        next.check().map_err(|e| e.to_string())?;
+        *self = next;
+        Ok(added)
     }
 
     fn insert(&mut self, parsed: Parsed) {

@@ -857,3 +857,106 @@ fn bad_ros_flags_stop_start_up_with_a_message() {
         );
     }
 }
+
+/// `custom_msgs/msg/Blip`, which the gateway does not bundle: the text a
+/// node was built from, which only the test's own registry sees.
+const BLIP: &str = "int32 a\nstring<=8 tag\ngeometry_msgs/Point[] pts\n";
+
+#[test]
+fn a_type_the_gateway_lacks_is_learned_from_the_nodes_type_description_service() {
+    use rosgate_ros2::registry::Registry;
+    let mut types = Registry::bundled();
+    types
+        .add("custom_msgs", rosgate_ros2::model::Kind::Msg, "Blip", BLIP)
+        .expect("Blip parses");
+    let blip_hash = types.hash("custom_msgs/msg/Blip").expect("hash");
+    let blip_dds = "custom_msgs::msg::dds_::Blip_";
+    let (gw, ep) = ros_gateway(&[]);
+    let mut node = RosNode::join(&ep, "blipper");
+
+    // The node's ~/get_type_description, as rclcpp serves it: the
+    // description of the asked type with its references (sources empty).
+    let describe = "type_description_interfaces/srv/GetTypeDescription";
+    let srv = types.srv(describe).expect("bundled").clone();
+    let desc_key = rmw::data_key(
+        0,
+        "/blipper/get_type_description",
+        &rmw::dds_type_name(describe).unwrap(),
+        &types.hash(describe).unwrap(),
+    );
+    let asked: Seen = Arc::default();
+    let asked2 = asked.clone();
+    let (reg, hash2) = (Arc::new(types), blip_hash.clone());
+    let reg2 = reg.clone();
+    let _describer = node
+        .session
+        .declare_queryable(desc_key)
+        .complete(true)
+        .callback(move |q: Query| {
+            let req = q.payload().map(|p| p.to_bytes().to_vec()).unwrap_or_default();
+            let mut json = Vec::new();
+            rosgate_ros2::cdr::decode_json(&*reg2, &srv.request, &req, &mut json).expect("request");
+            let r: Value = serde_json::from_slice(&json).unwrap();
+            asked2.lock().unwrap().push(json.clone());
+            let point = |n: &str| serde_json::json!({"name": n, "type": {"type_id": 11, "capacity": 0, "string_capacity": 0, "nested_type_name": ""}, "default_value": ""});
+            let description = serde_json::json!({
+                "type_description": {"type_name": "custom_msgs/msg/Blip", "fields": [
+                    {"name": "a", "type": {"type_id": 6, "capacity": 0, "string_capacity": 0, "nested_type_name": ""}, "default_value": ""},
+                    {"name": "tag", "type": {"type_id": 21, "capacity": 0, "string_capacity": 8, "nested_type_name": ""}, "default_value": ""},
+                    {"name": "pts", "type": {"type_id": 145, "capacity": 0, "string_capacity": 0, "nested_type_name": "geometry_msgs/msg/Point"}, "default_value": ""}
+                ]},
+                "referenced_type_descriptions": [
+                    {"type_name": "geometry_msgs/msg/Point", "fields": [point("x"), point("y"), point("z")]}
+                ]
+            });
+            let ok = r["type_name"] == "custom_msgs/msg/Blip" && r["type_hash"] == hash2.as_str();
+            let resp = serde_json::json!({
+                "successful": ok,
+                "failure_reason": if ok { "" } else { "unknown type" },
+                "type_description": description,
+            });
+            let bytes = rosgate_ros2::cdr::encode(&*reg2, &srv.response, &resp).expect("response");
+            let att = q.attachment().map(|a| a.to_bytes().to_vec()).unwrap_or_default();
+            let (seq, gid) = check_attachment(&att);
+            let _ = q
+                .reply(q.key_expr().clone(), bytes)
+                .attachment(attachment(seq, unix_ns(), &gid))
+                .wait();
+        })
+        .wait()
+        .expect("describer");
+    let (mp_key, _mp) = node.declare(EntityKind::Publisher, "/blips", blip_dds, &blip_hash, 10);
+    let gid = rmw::gid(&mp_key);
+
+    let mut tcp = gw.client();
+    tcp.send_line(r#"{"op":"subscribe","topic":"/blips","type":"custom_msgs/msg/Blip","id":"s"}"#);
+    tcp.expect_info("s");
+    let msg =
+        serde_json::json!({"a": -5, "tag": "bl\u{e9}p", "pts": [{"x": 1.5, "y": 2.0, "z": -3.0}]});
+    let cdr = reg
+        .msg("custom_msgs/msg/Blip")
+        .map(|_| rosgate_ros2::cdr::encode(&*reg, "custom_msgs/msg/Blip", &msg).expect("encode"));
+    let cdr = cdr.expect("Blip");
+    let key = rmw::data_key(0, "/blips", blip_dds, &blip_hash);
+    let dl = deadline(CROSS);
+    let mut seq = 0;
+    let got = loop {
+        assert!(Instant::now() < dl, "no Blip crossed within {CROSS:?}");
+        seq += 1;
+        node.session
+            .put(key.as_str(), cdr.clone())
+            .attachment(attachment(seq, unix_ns(), &gid))
+            .wait()
+            .expect("put");
+        if let Recv::Line(l) = tcp.try_recv_line(deadline(ms(100))) {
+            break parse_line(&String::from_utf8_lossy(&l));
+        }
+    };
+    assert_eq!(got["msg"], msg, "{got}");
+    // Asked once, for the type and hash the node advertised.
+    let asked = asked.lock().unwrap();
+    assert_eq!(asked.len(), 1, "asked {} times", asked.len());
+    let r: Value = serde_json::from_slice(&asked[0]).unwrap();
+    assert_eq!(r["type_name"], "custom_msgs/msg/Blip");
+    assert_eq!(r["type_hash"], blip_hash.as_str());
+}
