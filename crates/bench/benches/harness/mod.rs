@@ -15,6 +15,7 @@ pub struct Timer {
 /// Median, fastest round and relative spread of the per-operation times, in ns.
 pub struct Sample {
     pub ns: f64,
+    #[allow(dead_code)] // not every bench prints the fastest round
     pub min: f64,
     pub spread: f64,
 }
@@ -69,7 +70,7 @@ impl Timer {
 }
 
 /// Bytes per second in MB/s (10^6 bytes).
-#[allow(dead_code)] // used by the decode bench only
+#[allow(dead_code)] // used by the decode and cdr benches only
 pub fn mb_per_s(bytes: usize, ns: f64) -> f64 {
     bytes as f64 / ns * 1e3
 }
