@@ -931,7 +931,10 @@ impl RosLink {
             return true;
         }
         let Some(typed) = self.shared.subscribed(domain, topic) else {
-            self.pubs.remove(&(domain, Rc::from(topic)));
+            // Most drained topics never had ROS 2 subscribers: no work.
+            if !self.pubs.is_empty() {
+                self.pubs.remove(&(domain, Rc::from(topic)));
+            }
             return true;
         };
         let k = (domain, Rc::<str>::from(topic));

@@ -11,7 +11,6 @@ mod support;
 #[path = "it/wsclient.rs"]
 mod wsclient;
 
-use std::net::TcpListener;
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -25,10 +24,7 @@ const CROSS: Duration = Duration::from_secs(10);
 
 /// A free loopback port for a Zenoh listener (bound, then released).
 fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free port")
+    free_zenoh_port()
 }
 
 fn endpoint(port: u16) -> String {

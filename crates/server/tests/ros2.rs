@@ -18,7 +18,6 @@ mod support;
 #[path = "it/wsclient.rs"]
 mod wsclient;
 
-use std::net::TcpListener;
 use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -49,10 +48,7 @@ const ADD_KEY: &str = "0/add_two_ints/example_interfaces::srv::dds_::AddTwoInts_
 const MUL_KEY: &str = "0/mul/example_interfaces::srv::dds_::AddTwoInts_/RIHS01_e118de6bf5eeb66a2491b5bda11202e7b68f198d6f67922cf30364858239c81a";
 
 fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free port")
+    free_zenoh_port()
 }
 
 /// A gateway in ROS domain 0, listening for Zenoh on a fresh loopback

@@ -738,3 +738,23 @@ pub fn is_compact(raw: &str) -> bool {
 pub fn spawn<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> thread::JoinHandle<T> {
     thread::spawn(f)
 }
+
+/// A free loopback port for a Zenoh listener that the test must name up
+/// front (another gateway connects to it). Taken below Linux's ephemeral
+/// range (32768 and up), from a per-process sequence offset by the pid:
+/// a port found free and released there is not handed to the many
+/// sockets that bind port 0 meanwhile (Zenoh's own listeners among them),
+/// which is how "bind 0, release, reuse" lost its port under load.
+#[allow(dead_code)] // used by the Zenoh tests only
+pub fn free_zenoh_port() -> u16 {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let base = 20_000 + u64::from(std::process::id()) % 500 * 20;
+    for _ in 0..10_000 {
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let port = (base + n % 12_000) as u16;
+        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
+    panic!("no free loopback port in 20000-32767");
+}
