@@ -77,12 +77,6 @@ pub trait Types {
     fn msg(&self, full_name: &str) -> Option<&MsgDef>;
 }
 
-impl Types for crate::registry::Registry {
-    fn msg(&self, full_name: &str) -> Option<&MsgDef> {
-        crate::registry::Registry::msg(self, full_name)
-    }
-}
-
 impl<S: BuildHasher> Types for HashMap<String, MsgDef, S> {
     fn msg(&self, full_name: &str) -> Option<&MsgDef> {
         self.get(full_name)

@@ -46,6 +46,13 @@ pub struct Registry {
     hashes: OnceLock<BTreeMap<String, String>>,
 }
 
+/// The codec looks nested types up through this.
+impl crate::cdr::Types for Registry {
+    fn msg(&self, full_name: &str) -> Option<&MsgDef> {
+        Registry::msg(self, full_name)
+    }
+}
+
 /// Why [`Registry::load_dir`] failed; the registry is then unchanged.
 #[derive(Debug)]
 pub enum LoadError {
@@ -853,5 +860,31 @@ mod tests {
         let h1 = r.hash("p/msg/A").unwrap();
         r.add("p", Kind::Msg, "A", "int64 x\n").unwrap();
         assert_ne!(r.hash("p/msg/A").unwrap(), h1);
+    }
+
+    #[test]
+    fn a_description_gives_the_same_type_and_hash_as_its_definition() {
+        let mut from_text = Registry::bundled();
+        from_text
+            .add(
+                "custom_msgs",
+                crate::model::Kind::Msg,
+                "Blip",
+                "int32 a\nstring<=8 tag\ngeometry_msgs/Point[] pts\nfloat64[9] m\n",
+            )
+            .expect("parse");
+        let mut learned = Registry::bundled();
+        let added = learned
+            .add_description(&crate::describe::tests::blip())
+            .expect("description");
+        assert_eq!(added, vec!["custom_msgs/msg/Blip".to_string()]);
+        assert_eq!(
+            learned.msg("custom_msgs/msg/Blip"),
+            from_text.msg("custom_msgs/msg/Blip")
+        );
+        assert_eq!(
+            learned.hash("custom_msgs/msg/Blip"),
+            from_text.hash("custom_msgs/msg/Blip")
+        );
     }
 }
