@@ -48,6 +48,8 @@ use base64::engine::DecodePaddingMode;
 use base64::Engine as _;
 use serde_json::{Map, Value};
 
+use rosgate_wire::encode::json_string;
+
 use crate::model::{Base, Field, MsgDef, Prim, Shape, EMPTY_STRUCT_MEMBER};
 
 /// Deepest nesting of structs inside one message (the top level is 1).
@@ -765,7 +767,7 @@ impl<'t, 'b, T: Types + ?Sized> Dec<'t, 'b, '_, T> {
                 self.out.push(b',');
             }
             first = false;
-            write_json_str(self.out, &f.name);
+            json_string(self.out, &f.name);
             self.out.push(b':');
             self.field(f, depth).map_err(|e| e.in_field(&f.name))?;
         }
@@ -854,7 +856,7 @@ impl<'t, 'b, T: Types + ?Sized> Dec<'t, 'b, '_, T> {
                 let bytes = self.take(len)?;
                 let text = bytes.strip_suffix(&[0]).unwrap_or(bytes);
                 check_bound(bound, text.len())?;
-                write_json_str(self.out, &String::from_utf8_lossy(text));
+                json_string(self.out, &String::from_utf8_lossy(text));
             }
             Prim::WString(bound) => {
                 let n = self.u32()? as usize;
@@ -872,7 +874,7 @@ impl<'t, 'b, T: Types + ?Sized> Dec<'t, 'b, '_, T> {
                 let text: String = char::decode_utf16(units)
                     .map(|c| c.unwrap_or(char::REPLACEMENT_CHARACTER))
                     .collect();
-                write_json_str(self.out, &text);
+                json_string(self.out, &text);
             }
             fixed => {
                 let size = fixed_size(fixed).unwrap_or(1);
@@ -965,40 +967,6 @@ fn write_base64(out: &mut Vec<u8>, bytes: &[u8]) -> Res {
     out.truncate(start + written);
     out.push(b'"');
     Ok(())
-}
-
-/// A JSON string literal: `"` and `\` escaped, every control character
-/// escaped (short forms where JSON has them), everything else as is.
-fn write_json_str(out: &mut Vec<u8>, s: &str) {
-    const HEX: &[u8; 16] = b"0123456789abcdef";
-    let bytes = s.as_bytes();
-    out.push(b'"');
-    let mut run = 0;
-    for (i, &b) in bytes.iter().enumerate() {
-        let short: &[u8] = match b {
-            b'"' => b"\\\"",
-            b'\\' => b"\\\\",
-            b'\n' => b"\\n",
-            b'\r' => b"\\r",
-            b'\t' => b"\\t",
-            0x08 => b"\\b",
-            0x0c => b"\\f",
-            0x00..=0x1f => &[
-                b'\\',
-                b'u',
-                b'0',
-                b'0',
-                HEX[(b >> 4) as usize],
-                HEX[(b & 0x0f) as usize],
-            ],
-            _ => continue,
-        };
-        out.extend_from_slice(&bytes[run..i]);
-        out.extend_from_slice(short);
-        run = i + 1;
-    }
-    out.extend_from_slice(&bytes[run..]);
-    out.push(b'"');
 }
 
 // ---------------------------------------------------------------- defaults
