@@ -1049,12 +1049,6 @@ impl RosLink {
                 gid
             }
         };
-        self.call_seq += 1;
-        let att = Attachment {
-            seq: self.call_seq,
-            timestamp_ns: unix_ns(),
-            gid,
-        };
         let guard = ReplyGuard {
             shared: self.shared.clone(),
             domain,
@@ -1064,19 +1058,8 @@ impl RosLink {
             answered: AtomicBool::new(false),
         };
         let key = rmw::data_key(u32::from(domain), service, &typed.dds_type, &typed.hash);
-        let sent = session
-            .get(key)
-            .payload(bytes)
-            .attachment(att.encode().to_vec())
-            .target(QueryTarget::AllComplete)
-            .consolidation(ConsolidationMode::None)
-            .allowed_destination(Locality::Remote)
-            .timeout(Duration::from_secs(QUERY_TIMEOUT_SECS))
-            .callback(move |r: Reply| guard.on(&r))
-            .wait();
-        if let Err(e) = sent {
-            rosgate_core::log!(Debug, "ros2: call of {service} not sent: {e}");
-        }
+        let timeout = Duration::from_secs(QUERY_TIMEOUT_SECS);
+        self.request(session, key, bytes, gid, timeout, move |r| guard.on(r));
         true
     }
 
@@ -1140,27 +1123,47 @@ impl RosLink {
         let Some(node) = self.nodes.get(&f.domain) else {
             return;
         };
+        let gid = rmw::gid(&node.key);
+        let name = format!("{}/get_type_description", f.node.trim_end_matches('/'));
+        let key = rmw::data_key(u32::from(f.domain), &name, &dds, &hash);
+        let (sh, response) = (self.shared.clone(), def.response.clone());
+        let timeout = Duration::from_secs(FETCH_TIMEOUT_SECS);
+        self.request(session, key, bytes, gid, timeout, move |r| {
+            sh.on_description(&f.node, &f.ty, &f.hash, &response, r)
+        });
+    }
+
+    /// Sends one rmw_zenoh service request: the next sequence number and
+    /// `gid` in the attachment, to every complete queryable of `key`,
+    /// replies as they come; `on_reply` sees each, and is dropped when
+    /// the query ends.
+    fn request(
+        &mut self,
+        session: &Session,
+        key: String,
+        payload: Vec<u8>,
+        gid: [u8; 16],
+        timeout: Duration,
+        on_reply: impl Fn(&Reply) + Send + Sync + 'static,
+    ) {
         self.call_seq += 1;
         let att = Attachment {
             seq: self.call_seq,
             timestamp_ns: unix_ns(),
-            gid: rmw::gid(&node.key),
+            gid,
         };
-        let name = format!("{}/get_type_description", f.node.trim_end_matches('/'));
-        let key = rmw::data_key(u32::from(f.domain), &name, &dds, &hash);
-        let (sh, response) = (self.shared.clone(), def.response.clone());
         let sent = session
-            .get(key)
-            .payload(bytes)
+            .get(key.as_str())
+            .payload(payload)
             .attachment(att.encode().to_vec())
             .target(QueryTarget::AllComplete)
             .consolidation(ConsolidationMode::None)
             .allowed_destination(Locality::Remote)
-            .timeout(Duration::from_secs(FETCH_TIMEOUT_SECS))
-            .callback(move |r: Reply| sh.on_description(&f.node, &f.ty, &f.hash, &response, &r))
+            .timeout(timeout)
+            .callback(move |r: Reply| on_reply(&r))
             .wait();
         if let Err(e) = sent {
-            rosgate_core::log!(Debug, "ros2: asking {name} failed: {e}");
+            rosgate_core::log!(Debug, "ros2: request to {key} not sent: {e}");
         }
     }
 

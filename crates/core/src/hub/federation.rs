@@ -354,14 +354,6 @@ impl Hub {
         }
     }
 
-    /// Topics whose messages are checked, with their types.
-    pub fn checked_topics(&self) -> impl Iterator<Item = (Domain, &str, &str)> {
-        self.fed
-            .checked
-            .iter()
-            .map(|((d, t), ty)| (*d, &**t, &**ty))
-    }
-
     /// A client's publish: refused with an error status naming the field
     /// when the topic's messages must fit a ROS 2 type and this one does
     /// not; else routed as any publish. One branch when nothing is
