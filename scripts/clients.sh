@@ -366,7 +366,8 @@ run_roslibrust() {
     (cd "$dir" && ROSGATE_WS_URL=ws://127.0.0.1:$WS_PORT CARGO_TARGET_DIR=$RLR_TARGET \
         timeout -k 10 300 cargo test --locked -q -- --test-threads=1) >"$out" 2>&1
     rc=$?
-    grep -E '^test .* \.\.\. (FAILED|ignored)|panicked' "$out" | sed 's/^/  /'
+    # A panic's message is the line after "panicked at": show both.
+    awk '/^test .* \.\.\. (FAILED|ignored)/ { print } /panicked/ { print; if (getline > 0) print }' "$out" | sed 's/^/  /'
     local p=0 f=0 i=0 line
     while read -r line; do
         p=$((p + $(sed -E 's/.* ([0-9]+) passed.*/\1/' <<<"$line")))
