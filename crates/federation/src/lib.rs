@@ -410,7 +410,7 @@ impl Federation {
         self.changes.clear();
         self.announce_graph(hub, now);
         if let Some(r) = &mut self.ros {
-            r.turn(&self.session, hub);
+            r.turn(hub);
         }
         let links: Vec<(Domain, u32)> = hub.federation_links().collect();
         for (domain, key) in links {
@@ -700,85 +700,95 @@ impl Federation {
         let mut latched: Option<(String, Option<u32>)> = None;
         for line in buf.split(|&b| b == b'\n') {
             // Statuses answering the bridge's own requests are skipped.
-            let (topic, msg) = match decode::decode(line) {
-                Ok(Request {
-                    op: Op::Publish { topic, msg },
-                    ..
-                }) => (topic, msg),
-                Ok(Request {
-                    op: Op::CallService { service, args, .. },
-                    id: Some(id),
-                    ..
-                }) => {
-                    let args = args.map_or("{}", |a| a.get());
-                    let to_ros = self
-                        .ros
-                        .as_mut()
-                        .is_some_and(|r| r.call(&self.session, domain, &service, id.get(), args));
-                    if !to_ros {
-                        self.forward_call(domain, &service, id.get(), args.as_bytes());
+            let (topic, msg) =
+                match decode::decode(line) {
+                    Ok(Request {
+                        op: Op::Publish { topic, msg },
+                        ..
+                    }) => (topic, msg),
+                    Ok(Request {
+                        op: Op::CallService { service, args, .. },
+                        id: Some(id),
+                        ..
+                    }) => {
+                        let args = args.map_or("{}", |a| a.get());
+                        let to_ros = self.ros.as_mut().is_some_and(|r| {
+                            r.call(&self.session, domain, &service, id.get(), args)
+                        });
+                        if !to_ros {
+                            self.forward_call(domain, &service, id.get(), args.as_bytes());
+                        }
+                        continue;
                     }
-                    continue;
-                }
-                Ok(Request {
-                    op: Op::ServiceResponse { values, result, .. },
-                    id: Some(id),
-                    ..
-                }) => {
-                    let values = values.map_or("null", |v| v.get());
-                    let ros = self
-                        .ros
-                        .as_ref()
-                        .is_some_and(|r| r.answer(id.get(), values, result.get()));
-                    if !ros {
-                        self.shared.answer(id.get(), values, result.get());
+                    Ok(Request {
+                        op: Op::ServiceResponse { values, result, .. },
+                        id: Some(id),
+                        ..
+                    }) => {
+                        let values = values.map_or("null", |v| v.get());
+                        let ros = self
+                            .ros
+                            .as_ref()
+                            .is_some_and(|r| r.answer(id.get(), values, result.get()));
+                        if !ros {
+                            self.shared.answer(id.get(), values, result.get());
+                        }
+                        continue;
                     }
-                    continue;
-                }
-                Ok(Request {
-                    op: Op::SendActionGoal(g),
-                    id: Some(id),
-                    ..
-                }) => {
-                    let ty = g.action_type.as_deref().unwrap_or("");
-                    let args = g.args.map_or("{}", |a| a.get());
-                    self.forward_goal(domain, &g.action, id.get(), ty, args);
-                    continue;
-                }
-                Ok(Request {
-                    op: Op::CancelActionGoal { action },
-                    id: Some(id),
-                    ..
-                }) => {
-                    self.forward_cancel(domain, &action, id.get());
-                    continue;
-                }
-                Ok(Request {
-                    op: Op::ActionFeedback { values, .. },
-                    id: Some(id),
-                    ..
-                }) => {
-                    self.shared.goal_update(id.get(), values.get(), None);
-                    continue;
-                }
-                Ok(Request {
-                    op:
-                        Op::ActionResult {
-                            values,
-                            status,
-                            result,
-                            ..
-                        },
-                    id: Some(id),
-                    ..
-                }) => {
-                    let values = values.map_or("null", |v| v.get());
-                    let end = Some((status.get(), result.get()));
-                    self.shared.goal_update(id.get(), values, end);
-                    continue;
-                }
-                _ => continue,
-            };
+                    Ok(Request {
+                        op: Op::SendActionGoal(g),
+                        id: Some(id),
+                        ..
+                    }) => {
+                        let ty = g.action_type.as_deref().unwrap_or("");
+                        let args = g.args.map_or("{}", |a| a.get());
+                        let to_ros = self.ros.as_mut().is_some_and(|r| {
+                            r.send_goal(&self.session, domain, &g.action, id.get(), args)
+                        });
+                        if !to_ros {
+                            self.forward_goal(domain, &g.action, id.get(), ty, args);
+                        }
+                        continue;
+                    }
+                    Ok(Request {
+                        op: Op::CancelActionGoal { action },
+                        id: Some(id),
+                        ..
+                    }) => {
+                        let to_ros = self.ros.as_mut().is_some_and(|r| {
+                            r.cancel_goal(&self.session, domain, &action, id.get())
+                        });
+                        if !to_ros {
+                            self.forward_cancel(domain, &action, id.get());
+                        }
+                        continue;
+                    }
+                    Ok(Request {
+                        op: Op::ActionFeedback { values, .. },
+                        id: Some(id),
+                        ..
+                    }) => {
+                        self.shared.goal_update(id.get(), values.get(), None);
+                        continue;
+                    }
+                    Ok(Request {
+                        op:
+                            Op::ActionResult {
+                                values,
+                                status,
+                                result,
+                                ..
+                            },
+                        id: Some(id),
+                        ..
+                    }) => {
+                        let values = values.map_or("null", |v| v.get());
+                        let end = Some((status.get(), result.get()));
+                        self.shared.goal_update(id.get(), values, end);
+                        continue;
+                    }
+                    _ => continue,
+                };
             let depth = match &latched {
                 Some((t, d)) if *t == *topic => *d,
                 _ => {

@@ -726,7 +726,7 @@ fn goal_line(action: &str, id: &str, payload: &[u8]) -> Option<(String, bool)> {
 }
 
 /// An aborted `action_result` (status 6) for goal `id` with `why`.
-fn aborted_line(action: &str, id: &str, why: &str) -> String {
+pub(crate) fn aborted_line(action: &str, id: &str, why: &str) -> String {
     format!(
         "{{\"op\":\"action_result\",\"action\":{},\"values\":{},\"status\":6,\"result\":false,\"id\":{id}}}",
         serde_json::Value::from(action),

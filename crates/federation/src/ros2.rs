@@ -37,16 +37,16 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::path::PathBuf;
 use std::rc::Rc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use rosgate_core::nodes::{Domain, MAX_DOMAIN};
 use rosgate_core::registry::Provided;
 use rosgate_core::Hub;
-use rosgate_ros2::cdr;
 use rosgate_ros2::registry::Registry;
 use rosgate_ros2::rmw::{self, Attachment, Endpoint, EntityKind, Qos, Token};
+use rosgate_ros2::{action, cdr};
 use rosgate_wire::Raw;
 use zenoh::liveliness::LivelinessToken;
 use zenoh::pubsub::Subscriber;
@@ -56,6 +56,8 @@ use zenoh::sample::{Locality, Sample, SampleKind};
 use zenoh::{Session, Wait};
 
 use crate::remote::{failure_line, Shared};
+
+mod goals;
 use crate::{Job, MAX_REMOTE_CALLS, QUERY_TIMEOUT_SECS};
 
 /// The name introspection gives the ROS 2 graph's part of a domain (where
@@ -163,6 +165,13 @@ pub(crate) struct RosShared {
     next_query: AtomicU64,
     graph_dirty: AtomicBool,
     undecodable: AtomicU64,
+    /// The session requests go out on (from the loop, and from Zenoh's
+    /// threads when one answer leads to the next request).
+    session: Session,
+    /// The sequence number of this gateway's last rmw_zenoh request.
+    call_seq: AtomicI64,
+    /// Goals local clients sent to ROS 2 action servers.
+    goals: Mutex<goals::GoalsOut>,
 }
 
 fn unix_ns() -> i64 {
@@ -262,6 +271,18 @@ impl RosShared {
                 let ty = put.then(|| rmw::ros_type_name(&ep.dds_type)).flatten();
                 if put && ty.is_none() {
                     return;
+                }
+                // An action server is its goal service: goals for the
+                // action go to the bridge, which sends them here.
+                if let Some(a) = action::action_of_send_goal(&ep.name) {
+                    let action_type = ty
+                        .as_deref()
+                        .map(|t| action::action_type_of_send_goal(t).map(str::to_string));
+                    if let Some(at) = action_type.unwrap_or(Some(String::new())) {
+                        let at = put.then_some(at);
+                        self.fed
+                            .provider(Provided::Action, domain, a.to_string(), who.clone(), at);
+                    }
                 }
                 self.fed
                     .provider(Provided::Service, domain, ep.name.clone(), who, ty)
@@ -551,6 +572,40 @@ impl RosShared {
         serde_json::json!({"nodes": nodes, "topics": topics}).to_string()
     }
 
+    /// Sends one rmw_zenoh service request: the next sequence number and
+    /// `gid` in the attachment, to every complete queryable of `key`,
+    /// replies as they come; `on_reply` sees each, and is dropped when
+    /// the query ends.
+    fn request(
+        &self,
+        key: String,
+        payload: Vec<u8>,
+        gid: [u8; 16],
+        timeout: Duration,
+        on_reply: impl Fn(&Reply) + Send + Sync + 'static,
+    ) {
+        let seq = self.call_seq.fetch_add(1, Ordering::Relaxed) + 1;
+        let att = Attachment {
+            seq,
+            timestamp_ns: unix_ns(),
+            gid,
+        };
+        let sent = self
+            .session
+            .get(key.as_str())
+            .payload(payload)
+            .attachment(att.encode().to_vec())
+            .target(QueryTarget::AllComplete)
+            .consolidation(ConsolidationMode::None)
+            .allowed_destination(Locality::Remote)
+            .timeout(timeout)
+            .callback(move |r: Reply| on_reply(&r))
+            .wait();
+        if let Err(e) = sent {
+            rosgate_core::log!(Debug, "ros2: request to {key} not sent: {e}");
+        }
+    }
+
     pub(crate) fn status_json(&self) -> serde_json::Value {
         let t = self.tables();
         serde_json::json!({
@@ -663,7 +718,7 @@ pub(crate) struct RosLink {
     domains: Vec<Domain>,
     nodes: HashMap<Domain, Node>,
     next_id: u64,
-    call_seq: i64,
+    goal_seq: u64,
     _watch: Vec<Subscriber<()>>,
     subs: HashMap<(Domain, Rc<str>), Sub>,
     pubs: HashMap<(Domain, Rc<str>), Pub>,
@@ -671,6 +726,8 @@ pub(crate) struct RosLink {
     /// This gateway as a client of ROS 2 services it called: the `SC`
     /// token, and its GID (what requests carry).
     clients: HashMap<(Domain, Rc<str>), (LivelinessToken, [u8; 16])>,
+    /// Feedback topics of actions goals are in flight to.
+    feedback: HashMap<(Domain, Rc<str>), goals::Feedback>,
     /// Topics the hub checks messages of (ROS 2 subscribes to them).
     checked: HashMap<(Domain, String), String>,
     checker_installed: bool,
@@ -709,6 +766,9 @@ impl RosLink {
             next_query: AtomicU64::new(1),
             graph_dirty: AtomicBool::new(true),
             undecodable: AtomicU64::new(0),
+            session: session.clone(),
+            call_seq: AtomicI64::new(0),
+            goals: Mutex::new(goals::GoalsOut::default()),
         });
         let mut link = RosLink {
             zid,
@@ -716,12 +776,13 @@ impl RosLink {
             domains: settings.domains.clone(),
             nodes: HashMap::new(),
             next_id: 0,
-            call_seq: 0,
+            goal_seq: 0,
             _watch: Vec::new(),
             subs: HashMap::new(),
             pubs: HashMap::new(),
             servers: HashMap::new(),
             clients: HashMap::new(),
+            feedback: HashMap::new(),
             checked: HashMap::new(),
             checker_installed: false,
         };
@@ -1033,21 +1094,8 @@ impl RosLink {
                 return true;
             }
         };
-        // rmw_zenoh's requests carry the client entity's GID: the first
-        // call of a service declares this gateway a client of it.
-        let k = (domain, Rc::<str>::from(service));
-        let gid = match self.clients.get(&k) {
-            Some((_, gid)) => *gid,
-            None => {
-                let declared =
-                    self.declare(session, domain, EntityKind::ServiceClient, service, &typed);
-                let Some((key, token)) = declared else {
-                    return false;
-                };
-                let gid = rmw::gid(&key);
-                self.clients.insert(k, (token, gid));
-                gid
-            }
+        let Some(gid) = self.client_gid(session, domain, service, &typed) else {
+            return false;
         };
         let guard = ReplyGuard {
             shared: self.shared.clone(),
@@ -1059,8 +1107,30 @@ impl RosLink {
         };
         let key = rmw::data_key(u32::from(domain), service, &typed.dds_type, &typed.hash);
         let timeout = Duration::from_secs(QUERY_TIMEOUT_SECS);
-        self.request(session, key, bytes, gid, timeout, move |r| guard.on(r));
+        self.shared
+            .request(key, bytes, gid, timeout, move |r| guard.on(r));
         true
+    }
+
+    /// The GID this gateway's requests to `service` carry: rmw_zenoh's
+    /// requests name the client entity, so the first call of a service
+    /// declares this gateway a client of it (an `SC` token).
+    fn client_gid(
+        &mut self,
+        session: &Session,
+        domain: Domain,
+        service: &str,
+        typed: &Typed,
+    ) -> Option<[u8; 16]> {
+        let k = (domain, Rc::<str>::from(service));
+        if let Some((_, gid)) = self.clients.get(&k) {
+            return Some(*gid);
+        }
+        let (key, token) =
+            self.declare(session, domain, EntityKind::ServiceClient, service, typed)?;
+        let gid = rmw::gid(&key);
+        self.clients.insert(k, (token, gid));
+        Some(gid)
     }
 
     /// A local provider's answer the bridge drained: true when it answers
@@ -1070,11 +1140,12 @@ impl RosLink {
     }
 
     /// The ROS 2 graph into introspection, when it changed.
-    pub(crate) fn turn(&mut self, session: &Session, hub: &mut Hub) {
+    pub(crate) fn turn(&mut self, hub: &mut Hub) {
         let fetches = std::mem::take(&mut self.shared.tables().to_fetch);
         for f in fetches {
-            self.fetch(session, f);
+            self.fetch(f);
         }
+        self.turn_goals();
         if !self.checker_installed {
             self.checker_installed = true;
             hub.set_type_checker(Box::new(Check(self.shared.clone())));
@@ -1106,7 +1177,7 @@ impl RosLink {
     /// Asks a node for a type's description (`~/get_type_description`,
     /// rmw_zenoh's service of every Jazzy node); the answer is taken on
     /// Zenoh's thread ([`RosShared::on_description`]).
-    fn fetch(&mut self, session: &Session, f: Fetch) {
+    fn fetch(&mut self, f: Fetch) {
         let types = self.shared.types();
         let service = rosgate_ros2::describe::SERVICE_TYPE;
         let (Some(def), Some(dds), Some(hash)) = (
@@ -1128,43 +1199,9 @@ impl RosLink {
         let key = rmw::data_key(u32::from(f.domain), &name, &dds, &hash);
         let (sh, response) = (self.shared.clone(), def.response.clone());
         let timeout = Duration::from_secs(FETCH_TIMEOUT_SECS);
-        self.request(session, key, bytes, gid, timeout, move |r| {
+        self.shared.request(key, bytes, gid, timeout, move |r| {
             sh.on_description(&f.node, &f.ty, &f.hash, &response, r)
         });
-    }
-
-    /// Sends one rmw_zenoh service request: the next sequence number and
-    /// `gid` in the attachment, to every complete queryable of `key`,
-    /// replies as they come; `on_reply` sees each, and is dropped when
-    /// the query ends.
-    fn request(
-        &mut self,
-        session: &Session,
-        key: String,
-        payload: Vec<u8>,
-        gid: [u8; 16],
-        timeout: Duration,
-        on_reply: impl Fn(&Reply) + Send + Sync + 'static,
-    ) {
-        self.call_seq += 1;
-        let att = Attachment {
-            seq: self.call_seq,
-            timestamp_ns: unix_ns(),
-            gid,
-        };
-        let sent = session
-            .get(key.as_str())
-            .payload(payload)
-            .attachment(att.encode().to_vec())
-            .target(QueryTarget::AllComplete)
-            .consolidation(ConsolidationMode::None)
-            .allowed_destination(Locality::Remote)
-            .timeout(timeout)
-            .callback(move |r: Reply| on_reply(&r))
-            .wait();
-        if let Err(e) = sent {
-            rosgate_core::log!(Debug, "ros2: request to {key} not sent: {e}");
-        }
     }
 
     /// This gateway's node names, per domain (for the status).
@@ -1180,6 +1217,7 @@ impl RosLink {
         v["publishing"] = serde_json::Value::from(self.pubs.len());
         v["subscribed"] = serde_json::Value::from(self.subs.len());
         v["serving"] = serde_json::Value::from(self.servers.len());
+        v["goals_in_flight"] = serde_json::Value::from(goals::in_flight(&self.shared));
         v
     }
 }

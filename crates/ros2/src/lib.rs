@@ -2,6 +2,8 @@
 //! everything here takes bytes or text and returns values; nothing touches
 //! a socket, a clock or Zenoh.
 //!
+//! - [`action`]: an action's services and topics under `/_action/`, and
+//!   the JSON of their requests and goal ids;
 //! - [`model`]: what a message type is (fields, arrays, bounds, defaults);
 //! - [`parse`]: `.msg`, `.srv` and `.action` text into that model;
 //! - [`registry`]: the types known to a gateway (bundled plus
@@ -20,6 +22,7 @@
 //!   bytes left is an error before anything is allocated for it.
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 
+pub mod action;
 pub mod cdr;
 pub mod describe;
 pub mod fuzzing;

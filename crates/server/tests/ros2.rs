@@ -956,3 +956,363 @@ fn a_type_the_gateway_lacks_is_learned_from_the_nodes_type_description_service()
     assert_eq!(r["type_name"], "custom_msgs/msg/Blip");
     assert_eq!(r["type_hash"], blip_hash.as_str());
 }
+
+// ------------------------------------------------------------- actions
+
+const FIB: &str = "example_interfaces/action/Fibonacci";
+
+/// An action entity's data-key type and hash: the DDS name by rmw_zenoh's
+/// rule, the hash as rosidl computes it (checked against rosidl's own in
+/// rosgate-ros2's tests).
+fn action_entity(ros_type: &str) -> (String, String) {
+    let r = rosgate_ros2::registry::Registry::bundled();
+    (
+        rmw::dds_type_name(ros_type).expect("a DDS name"),
+        r.hash(ros_type).expect("a bundled type"),
+    )
+}
+
+/// The goal id in a request's CDR (right after the header).
+fn goal_uuid(req: &[u8]) -> [u8; 16] {
+    req[4..20].try_into().expect("16 bytes of goal id")
+}
+
+/// CDR of `Fibonacci_FeedbackMessage` / the tail of `_GetResult_Response`:
+/// an int32 sequence.
+fn cdr_i32_seq(out: &mut Vec<u8>, v: &[i32]) {
+    out.extend_from_slice(&(v.len() as u32).to_le_bytes());
+    for x in v {
+        out.extend_from_slice(&x.to_le_bytes());
+    }
+}
+
+/// What the fake action server was asked.
+#[derive(Default)]
+struct FibLog {
+    goals: Vec<([u8; 16], i32)>,
+    cancels: Vec<[u8; 16]>,
+    /// `get_result` queries of goals not yet ended (order 99 runs until
+    /// cancelled).
+    held: Vec<(Query, [u8; 16])>,
+    /// The request attachments' GIDs, by service.
+    gids: Vec<(String, [u8; 16])>,
+}
+
+/// `/fibonacci` served as an rclcpp action server is on rmw_zenoh: three
+/// complete queryables with `SS` tokens and a feedback publisher (`MP`).
+/// A goal of order `n` is accepted when `n >= 0` and gets one feedback
+/// message, `[0, 1]`; its result is the first `n` Fibonacci numbers,
+/// except order 99, which runs until cancelled (then status 5).
+fn serve_fibonacci(
+    node: &mut RosNode,
+) -> (
+    Vec<zenoh::query::Queryable<()>>,
+    Vec<LivelinessToken>,
+    Arc<Mutex<FibLog>>,
+) {
+    let log: Arc<Mutex<FibLog>> = Arc::default();
+    let mut tokens = Vec::new();
+    let mut queryables = Vec::new();
+    let (fb_dds, fb_hash) = action_entity(&format!("{FIB}_FeedbackMessage"));
+    let (fb_key, fb_token) = node.declare(
+        EntityKind::Publisher,
+        "/fibonacci/_action/feedback",
+        &fb_dds,
+        &fb_hash,
+        10,
+    );
+    tokens.push(fb_token);
+    let fb_data = rmw::data_key(0, "/fibonacci/_action/feedback", &fb_dds, &fb_hash);
+    let fb_gid = rmw::gid(&fb_key);
+    let publisher = Arc::new(
+        node.session
+            .declare_publisher(fb_data)
+            .wait()
+            .expect("publisher"),
+    );
+    for (service, ros_type) in [
+        ("send_goal", format!("{FIB}_SendGoal")),
+        ("get_result", format!("{FIB}_GetResult")),
+        ("cancel_goal", "action_msgs/srv/CancelGoal".to_string()),
+    ] {
+        let name = format!("/fibonacci/_action/{service}");
+        let (dds, hash) = action_entity(&ros_type);
+        let (_, token) = node.declare(EntityKind::ServiceServer, &name, &dds, &hash, 10);
+        tokens.push(token);
+        let (log, publisher) = (log.clone(), publisher.clone());
+        let q = node
+            .session
+            .declare_queryable(rmw::data_key(0, &name, &dds, &hash))
+            .complete(true)
+            .callback(move |q: Query| {
+                let att = q
+                    .attachment()
+                    .map(|a| a.to_bytes().to_vec())
+                    .unwrap_or_default();
+                let req = q
+                    .payload()
+                    .map(|p| p.to_bytes().to_vec())
+                    .unwrap_or_default();
+                let (seq, gid) = check_attachment(&att);
+                let mut log = log.lock().unwrap();
+                log.gids.push((service.to_string(), gid));
+                let reply = |q: &Query, body: Vec<u8>| {
+                    let _ = q
+                        .reply(q.key_expr().clone(), body)
+                        .attachment(attachment(seq, unix_ns(), &gid))
+                        .wait();
+                };
+                match service {
+                    "send_goal" => {
+                        let (uuid, order) = (
+                            goal_uuid(&req),
+                            i32::from_le_bytes(req[20..24].try_into().unwrap()),
+                        );
+                        log.goals.push((uuid, order));
+                        // {bool accepted, Time stamp}: 1 byte, 3 of padding, sec, nanosec.
+                        let mut body = vec![0, 1, 0, 0, u8::from(order >= 0), 0, 0, 0];
+                        body.extend_from_slice(&7i32.to_le_bytes());
+                        body.extend_from_slice(&0u32.to_le_bytes());
+                        reply(&q, body);
+                        if order >= 0 {
+                            let mut fb = vec![0, 1, 0, 0];
+                            fb.extend_from_slice(&uuid);
+                            cdr_i32_seq(&mut fb, &[0, 1]);
+                            publisher
+                                .put(fb)
+                                .attachment(attachment(1, unix_ns(), &fb_gid))
+                                .wait()
+                                .expect("feedback put");
+                        }
+                    }
+                    "get_result" => {
+                        let uuid = goal_uuid(&req);
+                        let order = log.goals.iter().find(|g| g.0 == uuid).map(|g| g.1);
+                        match order {
+                            Some(99) => log.held.push((q, uuid)),
+                            Some(n) => {
+                                let mut fib = vec![0i32, 1];
+                                while fib.len() < n as usize {
+                                    fib.push(fib[fib.len() - 1] + fib[fib.len() - 2]);
+                                }
+                                fib.truncate(n as usize);
+                                // {int8 status, Result {int32[] sequence}}
+                                let mut body = vec![0, 1, 0, 0, 4, 0, 0, 0];
+                                cdr_i32_seq(&mut body, &fib);
+                                reply(&q, body);
+                            }
+                            None => {
+                                reply(&q, vec![0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
+                            }
+                        }
+                    }
+                    _ => {
+                        // CancelGoal: {GoalInfo goal_info}: the goal id, then a stamp.
+                        let uuid = goal_uuid(&req);
+                        log.cancels.push(uuid);
+                        let held = std::mem::take(&mut log.held);
+                        let mut code = 2; // UNKNOWN_GOAL_ID
+                        for (hq, hu) in held {
+                            if hu == uuid {
+                                code = 0;
+                                let mut body = vec![0, 1, 0, 0, 5, 0, 0, 0];
+                                cdr_i32_seq(&mut body, &[0, 1, 1]);
+                                let _ = hq.reply(hq.key_expr().clone(), body).wait();
+                            } else {
+                                log.held.push((hq, hu));
+                            }
+                        }
+                        // {int8 return_code, GoalInfo[] goals_canceling}
+                        let mut body = vec![0, 1, 0, 0, code, 0, 0, 0];
+                        body.extend_from_slice(&u32::from(code == 0).to_le_bytes());
+                        if code == 0 {
+                            body.extend_from_slice(&uuid);
+                            body.extend_from_slice(&[0; 8]);
+                        }
+                        reply(&q, body);
+                    }
+                }
+            })
+            .wait()
+            .expect("queryable");
+        queryables.push(q);
+    }
+    (queryables, tokens, log)
+}
+
+/// Sends `send_action_goal` for `/fibonacci` until the gateway routes it
+/// to the ROS 2 server (before it knows the server, a goal fails at once
+/// with status 0, "no server"): the routed goal's id and the first message
+/// for it.
+fn first_routed_goal(ws: &mut Ws, order: i32) -> (String, Value) {
+    let dl = deadline(CROSS);
+    loop {
+        let id = format!("g-{}", uniq());
+        ws.send_text(&format!(
+            r#"{{"op":"send_action_goal","id":"{id}","action":"/fibonacci","action_type":"{FIB}","args":{{"order":{order}}},"feedback":true}}"#
+        ));
+        let v = ws_until(ws, |v| v["id"] == id.as_str(), deadline(REPLY));
+        let no_server = v["op"] == "action_result"
+            && v["status"] == 0
+            && v["values"].as_str().is_some_and(|s| s.starts_with("no "));
+        if !no_server {
+            return (id, v);
+        }
+        assert!(
+            Instant::now() < dl,
+            "the gateway never routed a goal to the ROS 2 server: {v}"
+        );
+        thread::sleep(ms(50));
+    }
+}
+
+#[test]
+fn websocket_and_tcp_goals_reach_a_ros2_action_server_with_feedback_results_and_cancels() {
+    let (gw, ep) = ros_gateway(&["--goal-timeout-ms", "30000"]);
+    let mut node = RosNode::join(&ep, "fibonacci_server");
+    let (_queryables, _tokens, log) = serve_fibonacci(&mut node);
+    let mut ws = Ws::connect(&gw);
+
+    // A goal over WebSocket: one feedback, then the result, status 4.
+    let (id, first) = first_routed_goal(&mut ws, 6);
+    assert_eq!(
+        first["op"], "action_feedback",
+        "feedback before the result: {first}"
+    );
+    assert_eq!(first["action"], "/fibonacci", "{first}");
+    assert_eq!(
+        first["values"],
+        serde_json::json!({"sequence": [0, 1]}),
+        "{first}"
+    );
+    let result = ws_until(&mut ws, |v| v["id"] == id.as_str(), deadline(REPLY));
+    assert_eq!(result["op"], "action_result", "{result}");
+    assert_eq!(result["status"], 4, "{result}");
+    assert_eq!(result["result"], true, "{result}");
+    assert_eq!(
+        result["values"],
+        serde_json::json!({"sequence": [0, 1, 1, 2, 3, 5]}),
+        "{result}"
+    );
+
+    // The server saw the goal with a version 4 UUID, and the requests
+    // named the gateway's client entities (SC tokens), one per service.
+    {
+        let log = log.lock().unwrap();
+        let (uuid, order) = *log.goals.last().expect("a goal");
+        assert_eq!(order, 6);
+        assert_eq!(uuid[6] >> 4, 4, "a version 4 UUID: {uuid:02x?}");
+        let sc: Vec<(String, [u8; 16])> = node
+            .graph()
+            .iter()
+            .filter_map(|k| {
+                let t = Token::parse(k)?;
+                let name = t.endpoint.as_ref()?.name.clone();
+                (t.zid != node.zid && t.kind == EntityKind::ServiceClient)
+                    .then(|| (name, rmw::gid(k)))
+            })
+            .collect();
+        for (service, gid) in &log.gids {
+            let name = format!("/fibonacci/_action/{service}");
+            assert!(
+                sc.iter().any(|(n, g)| *n == name && g == gid),
+                "{service}'s request GID is not the gateway's SC token's: {sc:?}"
+            );
+        }
+    }
+
+    // A goal over TCP that runs until cancelled: the cancel reaches the
+    // server with the goal's UUID and the result says canceled (5).
+    let mut tcp = gw.client();
+    tcp.send_line(&format!(
+        r#"{{"op":"send_action_goal","id":"long","action":"/fibonacci","action_type":"{FIB}","args":{{"order":99}},"feedback":true}}"#
+    ));
+    let (fb, _) = tcp.recv_until(|v| v["id"] == "long", deadline(REPLY));
+    assert_eq!(fb["op"], "action_feedback", "{fb}");
+    let dl = deadline(REPLY);
+    while log.lock().unwrap().held.is_empty() {
+        assert!(Instant::now() < dl, "get_result never reached the server");
+        thread::sleep(ms(10));
+    }
+    tcp.send_line(r#"{"op":"cancel_action_goal","id":"long","action":"/fibonacci"}"#);
+    let (end, _) = tcp.recv_until(
+        |v| v["op"] == "action_result" && v["id"] == "long",
+        deadline(REPLY),
+    );
+    assert_eq!(end["status"], 5, "{end}");
+    assert_eq!(end["result"], true, "{end}");
+    assert_eq!(
+        end["values"],
+        serde_json::json!({"sequence": [0, 1, 1]}),
+        "{end}"
+    );
+    {
+        let log = log.lock().unwrap();
+        let long = log
+            .goals
+            .iter()
+            .find(|g| g.1 == 99)
+            .expect("the long goal")
+            .0;
+        assert_eq!(log.cancels, vec![long], "one cancel, for the long goal");
+    }
+
+    // A goal the server rejects ends at once: status 0, result false.
+    tcp.send_line(&format!(
+        r#"{{"op":"send_action_goal","id":"neg","action":"/fibonacci","action_type":"{FIB}","args":{{"order":-1}}}}"#
+    ));
+    let (rej, _) = tcp.recv_until(|v| v["id"] == "neg", deadline(REPLY));
+    assert_eq!(rej["op"], "action_result", "{rej}");
+    assert_eq!(rej["status"], 0, "{rej}");
+    assert_eq!(rej["result"], false, "{rej}");
+    assert!(
+        rej["values"]
+            .as_str()
+            .is_some_and(|s| s.contains("rejected")),
+        "{rej}"
+    );
+
+    // A goal that does not fit the type is refused by field, never sent.
+    let sent = log.lock().unwrap().goals.len();
+    tcp.send_line(&format!(
+        r#"{{"op":"send_action_goal","id":"bad","action":"/fibonacci","action_type":"{FIB}","args":{{"order":"six"}}}}"#
+    ));
+    let (bad, _) = tcp.recv_until(|v| v["id"] == "bad", deadline(REPLY));
+    assert_eq!(bad["op"], "action_result", "{bad}");
+    assert_eq!(bad["result"], false, "{bad}");
+    assert!(
+        bad["values"].as_str().is_some_and(|s| s.contains("order")),
+        "{bad}"
+    );
+    assert_eq!(
+        log.lock().unwrap().goals.len(),
+        sent,
+        "the bad goal reached the server"
+    );
+
+    // A goal in flight when the server's session closes ends at once,
+    // aborted.
+    tcp.send_line(&format!(
+        r#"{{"op":"send_action_goal","id":"orphan","action":"/fibonacci","action_type":"{FIB}","args":{{"order":99}}}}"#
+    ));
+    let dl = deadline(REPLY);
+    while log.lock().unwrap().held.is_empty() {
+        assert!(Instant::now() < dl, "get_result never reached the server");
+        thread::sleep(ms(10));
+    }
+    let t = Instant::now();
+    node.session.close().wait().expect("close");
+    let (end, _) = tcp.recv_until(
+        |v| v["id"] == "orphan" && v["op"] == "action_result",
+        deadline(REPLY),
+    );
+    assert_eq!(end["status"], 6, "{end}");
+    assert_eq!(end["result"], false, "{end}");
+    assert!(
+        t.elapsed() < Duration::from_secs(4),
+        "at once: {:?}",
+        t.elapsed()
+    );
+    let v = call_values(&mut tcp, "/rosgate/federation", "{}");
+    assert_eq!(v["values"]["ros2"]["goals_in_flight"], 0, "{v}");
+}
