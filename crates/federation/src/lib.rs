@@ -397,11 +397,22 @@ impl Federation {
                         r.provide(&self.session, c.domain, c.name.clone(), &c.ty);
                     }
                 }
-                (Offer::Action, true) => self.serve(c.domain, c.name.clone(), &c.ty),
-                (Offer::Service | Offer::Action, false) => {
+                (Offer::Action, true) => {
+                    self.serve(c.domain, c.name.clone(), &c.ty);
+                    if let Some(r) = &mut self.ros {
+                        r.serve_action(&self.session, c.domain, c.name.clone(), &c.ty);
+                    }
+                }
+                (Offer::Service, false) => {
                     self.provided.remove(&(c.kind, c.domain, c.name.clone()));
                     if let Some(r) = &mut self.ros {
                         r.unprovide(c.domain, &c.name);
+                    }
+                }
+                (Offer::Action, false) => {
+                    self.provided.remove(&(c.kind, c.domain, c.name.clone()));
+                    if let Some(r) = &mut self.ros {
+                        r.unserve_action(c.domain, &c.name);
                     }
                 }
             }
@@ -768,7 +779,13 @@ impl Federation {
                         id: Some(id),
                         ..
                     }) => {
-                        self.shared.goal_update(id.get(), values.get(), None);
+                        let ros = self
+                            .ros
+                            .as_ref()
+                            .is_some_and(|r| r.goal_update(id.get(), values.get(), None));
+                        if !ros {
+                            self.shared.goal_update(id.get(), values.get(), None);
+                        }
                         continue;
                     }
                     Ok(Request {
@@ -784,7 +801,13 @@ impl Federation {
                     }) => {
                         let values = values.map_or("null", |v| v.get());
                         let end = Some((status.get(), result.get()));
-                        self.shared.goal_update(id.get(), values, end);
+                        let ros = self
+                            .ros
+                            .as_ref()
+                            .is_some_and(|r| r.goal_update(id.get(), values, end));
+                        if !ros {
+                            self.shared.goal_update(id.get(), values, end);
+                        }
                         continue;
                     }
                     _ => continue,

@@ -57,7 +57,8 @@ use zenoh::{Session, Wait};
 
 use crate::remote::{failure_line, Shared};
 
-mod goals;
+mod goals_in;
+mod goals_out;
 use crate::{Job, MAX_REMOTE_CALLS, QUERY_TIMEOUT_SECS};
 
 /// The name introspection gives the ROS 2 graph's part of a domain (where
@@ -171,7 +172,9 @@ pub(crate) struct RosShared {
     /// The sequence number of this gateway's last rmw_zenoh request.
     call_seq: AtomicI64,
     /// Goals local clients sent to ROS 2 action servers.
-    goals: Mutex<goals::GoalsOut>,
+    goals: Mutex<goals_out::GoalsOut>,
+    /// Actions local clients serve to ROS 2, and ROS 2 clients' goals.
+    goals_in: Mutex<goals_in::GoalsIn>,
 }
 
 fn unix_ns() -> i64 {
@@ -727,7 +730,10 @@ pub(crate) struct RosLink {
     /// token, and its GID (what requests carry).
     clients: HashMap<(Domain, Rc<str>), (LivelinessToken, [u8; 16])>,
     /// Feedback topics of actions goals are in flight to.
-    feedback: HashMap<(Domain, Rc<str>), goals::Feedback>,
+    feedback: HashMap<(Domain, Rc<str>), goals_out::Feedback>,
+    /// Actions local clients serve, offered to ROS 2: the queryables of
+    /// the goal services, and the tokens of all five entities.
+    actions: HashMap<(Domain, Rc<str>), goals_in::Offered>,
     /// Topics the hub checks messages of (ROS 2 subscribes to them).
     checked: HashMap<(Domain, String), String>,
     checker_installed: bool,
@@ -768,7 +774,8 @@ impl RosLink {
             undecodable: AtomicU64::new(0),
             session: session.clone(),
             call_seq: AtomicI64::new(0),
-            goals: Mutex::new(goals::GoalsOut::default()),
+            goals: Mutex::new(goals_out::GoalsOut::default()),
+            goals_in: Mutex::new(goals_in::GoalsIn::default()),
         });
         let mut link = RosLink {
             zid,
@@ -783,6 +790,7 @@ impl RosLink {
             servers: HashMap::new(),
             clients: HashMap::new(),
             feedback: HashMap::new(),
+            actions: HashMap::new(),
             checked: HashMap::new(),
             checker_installed: false,
         };
@@ -1139,6 +1147,12 @@ impl RosLink {
         self.shared.answer(id, values, result)
     }
 
+    /// Feedback or the end (`end`) of bridge goal `id` from a local
+    /// server: true when the goal came from ROS 2.
+    pub(crate) fn goal_update(&self, id: &str, values: &str, end: Option<(&str, &str)>) -> bool {
+        self.shared.goal_in_update(id, values, end)
+    }
+
     /// The ROS 2 graph into introspection, when it changed.
     pub(crate) fn turn(&mut self, hub: &mut Hub) {
         let fetches = std::mem::take(&mut self.shared.tables().to_fetch);
@@ -1217,7 +1231,11 @@ impl RosLink {
         v["publishing"] = serde_json::Value::from(self.pubs.len());
         v["subscribed"] = serde_json::Value::from(self.subs.len());
         v["serving"] = serde_json::Value::from(self.servers.len());
-        v["goals_in_flight"] = serde_json::Value::from(goals::in_flight(&self.shared));
+        v["goals_in_flight"] = serde_json::Value::from(goals_out::in_flight(&self.shared));
+        let (kept, waiting) = goals_in::counts(&self.shared);
+        v["goals_from_ros2"] = serde_json::Value::from(kept);
+        v["results_waiting"] = serde_json::Value::from(waiting);
+        v["actions_served"] = serde_json::Value::from(self.actions.len());
         v
     }
 }

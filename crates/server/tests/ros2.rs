@@ -18,6 +18,7 @@ mod support;
 #[path = "it/wsclient.rs"]
 mod wsclient;
 
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -1313,6 +1314,337 @@ fn websocket_and_tcp_goals_reach_a_ros2_action_server_with_feedback_results_and_
         "at once: {:?}",
         t.elapsed()
     );
-    let v = call_values(&mut tcp, "/rosgate/federation", "{}");
-    assert_eq!(v["values"]["ros2"]["goals_in_flight"], 0, "{v}");
+    // The hub may end the goal first (its server's tokens went); the
+    // gateway forgets it when the query ends.
+    let dl = deadline(CROSS);
+    loop {
+        let v = call_values(&mut tcp, "/rosgate/federation", "{}");
+        if v["values"]["ros2"]["goals_in_flight"] == 0 {
+            break;
+        }
+        assert!(Instant::now() < dl, "a goal stayed in flight: {v}");
+        thread::sleep(ms(20));
+    }
+}
+
+/// Samples a subscriber heard: (topic, payload).
+type Heard = Arc<Mutex<Vec<(String, Vec<u8>)>>>;
+
+/// One rmw_zenoh request from the fake node: the first reply's payload
+/// (None when the query ends without one, or with an error).
+fn ros_request(
+    node: &RosNode,
+    key: &str,
+    payload: Vec<u8>,
+    seq: i64,
+    gid: &[u8; 16],
+) -> Option<Vec<u8>> {
+    let replies = node
+        .session
+        .get(key)
+        .payload(payload)
+        .attachment(attachment(seq, unix_ns(), gid))
+        .target(QueryTarget::AllComplete)
+        .consolidation(ConsolidationMode::None)
+        .timeout(CROSS)
+        .wait()
+        .expect("get");
+    let reply = replies.recv_timeout(CROSS).ok().flatten()?;
+    let sample = match reply.result() {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!(
+                "{key}: an error reply: {}",
+                String::from_utf8_lossy(&e.payload().to_bytes())
+            );
+            return None;
+        }
+    };
+    let a = sample.attachment().expect("replies carry the attachment");
+    let (echo, echoed_gid) = check_attachment(&a.to_bytes());
+    assert_eq!(
+        (echo, echoed_gid),
+        (seq, *gid),
+        "the request's seq and GID echoed"
+    );
+    Some(sample.payload().to_bytes().to_vec())
+}
+
+/// A request body: the CDR header, then `parts`.
+fn cdr(parts: &[&[u8]]) -> Vec<u8> {
+    let mut b = vec![0, 1, 0, 0];
+    for p in parts {
+        b.extend_from_slice(p);
+    }
+    b
+}
+
+/// The int32 sequence after `skip` bytes of a body.
+fn i32_seq_at(body: &[u8], skip: usize) -> Vec<i32> {
+    let n = u32::from_le_bytes(body[skip..skip + 4].try_into().unwrap()) as usize;
+    (0..n)
+        .map(|i| {
+            let at = skip + 4 + 4 * i;
+            i32::from_le_bytes(body[at..at + 4].try_into().unwrap())
+        })
+        .collect()
+}
+
+#[test]
+fn a_ros2_action_client_sends_goals_to_an_action_a_tcp_client_serves() {
+    let (gw, ep) = ros_gateway(&[]);
+    let mut node = RosNode::join(&ep, "fibonacci_client");
+    let mut server = gw.client();
+    server.send_line(&format!(
+        r#"{{"op":"advertise_action","action":"/fib2","type":"{FIB}","id":"adv"}}"#
+    ));
+    server.expect_info("adv");
+    // The gateway appears as an rclcpp action server: three SS tokens and
+    // two MP tokens under /fib2/_action/, with rosidl's types and hashes.
+    let mut keys = HashMap::new();
+    for (entity, kind, ros_type) in [
+        (
+            "send_goal",
+            EntityKind::ServiceServer,
+            format!("{FIB}_SendGoal"),
+        ),
+        (
+            "get_result",
+            EntityKind::ServiceServer,
+            format!("{FIB}_GetResult"),
+        ),
+        (
+            "cancel_goal",
+            EntityKind::ServiceServer,
+            "action_msgs/srv/CancelGoal".to_string(),
+        ),
+        (
+            "feedback",
+            EntityKind::Publisher,
+            format!("{FIB}_FeedbackMessage"),
+        ),
+        (
+            "status",
+            EntityKind::Publisher,
+            "action_msgs/msg/GoalStatusArray".to_string(),
+        ),
+    ] {
+        let name = format!("/fib2/_action/{entity}");
+        let (_, tok) = node.wait_graph(&name, |t| {
+            t.kind == kind && t.endpoint.as_ref().is_some_and(|e| e.name == name)
+        });
+        let (dds, hash) = action_entity(&ros_type);
+        let ep = tok.endpoint.expect("an endpoint token");
+        assert_eq!(
+            (ep.dds_type.as_str(), ep.hash.as_str()),
+            (dds.as_str(), hash.as_str()),
+            "{name}"
+        );
+        keys.insert(entity, rmw::data_key(0, &name, &dds, &hash));
+    }
+    // The node listens to feedback and status as an rclcpp client does.
+    let heard: Heard = Arc::default();
+    let mut subs = Vec::new();
+    for topic in ["feedback", "status"] {
+        let h = heard.clone();
+        subs.push(
+            node.session
+                .declare_subscriber(keys[topic].as_str())
+                .callback(move |s: zenoh::sample::Sample| {
+                    h.lock()
+                        .unwrap()
+                        .push((topic.to_string(), s.payload().to_bytes().to_vec()))
+                })
+                .wait()
+                .expect("subscriber"),
+        );
+    }
+    let (sc_key, _sc) = node.declare(
+        EntityKind::ServiceClient,
+        "/fib2/_action/send_goal",
+        &action_entity(&format!("{FIB}_SendGoal")).0,
+        &action_entity(&format!("{FIB}_SendGoal")).1,
+        10,
+    );
+    let gid = rmw::gid(&sc_key);
+    let u: [u8; 16] = *b"goal-one-uuid-16";
+
+    // send_goal: accepted at once; the TCP server gets the goal.
+    let body = ros_request(
+        &node,
+        &keys["send_goal"],
+        cdr(&[&u, &5i32.to_le_bytes()]),
+        1,
+        &gid,
+    )
+    .expect("a send_goal reply");
+    assert_eq!(body.len(), 4 + 4 + 8, "{{accepted, stamp}}: {body:02x?}");
+    assert_eq!(body[4], 1, "accepted");
+    let (goal, _) = server.recv_until(|v| v["op"] == "send_action_goal", deadline(REPLY));
+    assert_eq!(goal["action"], "/fib2", "{goal}");
+    assert_eq!(goal["action_type"], FIB, "{goal}");
+    assert_eq!(goal["args"], serde_json::json!({"order": 5}), "{goal}");
+    let gid_json = goal["id"].to_string();
+
+    // Feedback reaches the feedback topic with the goal's id.
+    server.send_line(&format!(
+        r#"{{"op":"action_feedback","id":{gid_json},"action":"/fib2","values":{{"sequence":[0,1]}}}}"#
+    ));
+    let dl = deadline(CROSS);
+    let fb = loop {
+        let got = heard
+            .lock()
+            .unwrap()
+            .iter()
+            .find(|(t, _)| t == "feedback")
+            .cloned();
+        if let Some((_, b)) = got {
+            break b;
+        }
+        assert!(Instant::now() < dl, "no feedback reached ROS 2");
+        thread::sleep(ms(10));
+    };
+    assert_eq!(&fb[4..20], &u, "the feedback names the goal");
+    assert_eq!(i32_seq_at(&fb, 20), vec![0, 1]);
+
+    // get_result waits for the result, then answers status 4 with it.
+    let node = Arc::new(node);
+    let (n2, k2) = (node.clone(), keys["get_result"].clone());
+    let waiter = thread::spawn(move || ros_request(&n2, &k2, cdr(&[&u]), 2, &gid));
+    let dl = deadline(REPLY);
+    while !waiter.is_finished() && Instant::now() < dl {
+        thread::sleep(ms(20));
+        if Instant::now() + Duration::from_secs(4) > dl {
+            break;
+        }
+    }
+    assert!(
+        !waiter.is_finished(),
+        "get_result answered before the goal ended"
+    );
+    server.send_line(&format!(
+        r#"{{"op":"action_result","id":{gid_json},"action":"/fib2","values":{{"sequence":[0,1,1,2,3]}},"status":4,"result":true}}"#
+    ));
+    let body = waiter.join().unwrap().expect("a get_result reply");
+    assert_eq!(body[4], 4, "SUCCEEDED: {body:02x?}");
+    assert_eq!(i32_seq_at(&body, 8), vec![0, 1, 1, 2, 3]);
+    // ... and the status topic said so: the goal, status 4.
+    let dl = deadline(CROSS);
+    loop {
+        let last = heard
+            .lock()
+            .unwrap()
+            .iter()
+            .rev()
+            .find(|(t, _)| t == "status")
+            .cloned();
+        // GoalStatusArray: count, then {uuid, sec, nanosec, int8 status}.
+        if let Some((_, b)) = last {
+            if b.len() > 32 && b[8..24] == u && b[32] == 4 {
+                break;
+            }
+        }
+        assert!(Instant::now() < dl, "the status topic never said SUCCEEDED");
+        thread::sleep(ms(10));
+    }
+    // A late get_result gets the kept result; an unknown goal, status 0.
+    let body = ros_request(&node, &keys["get_result"], cdr(&[&u]), 3, &gid).expect("reply");
+    assert_eq!(body[4], 4);
+    let body = ros_request(
+        &node,
+        &keys["get_result"],
+        cdr(&[b"no-such-goal-id!"]),
+        4,
+        &gid,
+    )
+    .expect("reply");
+    assert_eq!(body[4], 0, "UNKNOWN for an unknown goal");
+
+    // A cancel reaches the TCP server; its result (5) ends the goal.
+    let v: [u8; 16] = *b"goal-two-uuid-16";
+    let body = ros_request(
+        &node,
+        &keys["send_goal"],
+        cdr(&[&v, &99i32.to_le_bytes()]),
+        5,
+        &gid,
+    )
+    .expect("a send_goal reply");
+    assert_eq!(body[4], 1, "accepted");
+    let (goal2, _) = server.recv_until(|x| x["op"] == "send_action_goal", deadline(REPLY));
+    let body = ros_request(&node, &keys["cancel_goal"], cdr(&[&v, &[0; 8]]), 6, &gid)
+        .expect("a cancel reply");
+    assert_eq!(body[4], 0, "ERROR_NONE: {body:02x?}");
+    assert_eq!(
+        u32::from_le_bytes(body[8..12].try_into().unwrap()),
+        1,
+        "one goal canceling"
+    );
+    assert_eq!(&body[12..28], &v);
+    let (cancel, _) = server.recv_until(|x| x["op"] == "cancel_action_goal", deadline(REPLY));
+    assert_eq!(cancel["id"], goal2["id"], "{cancel}");
+    server.send_line(&format!(
+        r#"{{"op":"action_result","id":{},"action":"/fib2","values":{{"sequence":[0]}},"status":5,"result":true}}"#,
+        goal2["id"]
+    ));
+    let body = ros_request(&node, &keys["get_result"], cdr(&[&v]), 7, &gid).expect("reply");
+    assert_eq!(body[4], 5, "CANCELED");
+
+    // The server's connection closes with a goal in flight: the goal
+    // ends aborted (6), at once.
+    let w: [u8; 16] = *b"goal-three-uuid!";
+    let body = ros_request(
+        &node,
+        &keys["send_goal"],
+        cdr(&[&w, &1i32.to_le_bytes()]),
+        8,
+        &gid,
+    )
+    .expect("a send_goal reply");
+    assert_eq!(body[4], 1);
+    server.recv_until(|x| x["op"] == "send_action_goal", deadline(REPLY));
+    let (n3, k3) = (node.clone(), keys["get_result"].clone());
+    let waiter = thread::spawn(move || ros_request(&n3, &k3, cdr(&[&w]), 9, &gid));
+    let mut probe = gw.client();
+    let dl = deadline(CROSS);
+    while call_values(&mut probe, "/rosgate/federation", "{}")["values"]["ros2"]["results_waiting"]
+        != 1
+    {
+        assert!(
+            Instant::now() < dl,
+            "the get_result never waited at the gateway"
+        );
+        thread::sleep(ms(20));
+    }
+    let t = Instant::now();
+    drop(server);
+    let body = waiter.join().unwrap().expect("a get_result reply");
+    assert_eq!(body[4], 6, "ABORTED: {body:02x?}");
+    assert_eq!(
+        i32_seq_at(&body, 8),
+        Vec::<i32>::new(),
+        "the result type's defaults"
+    );
+    assert!(
+        t.elapsed() < Duration::from_secs(4),
+        "at once: {:?}",
+        t.elapsed()
+    );
+    // ROS 2 sees the action server go.
+    let dl = deadline(CROSS);
+    let gateway_entity = |k: &String| {
+        Token::parse(k).is_some_and(|t| {
+            t.zid != node.zid
+                && t.endpoint
+                    .is_some_and(|e| e.name.starts_with("/fib2/_action/"))
+        })
+    };
+    while node.graph().iter().any(gateway_entity) {
+        assert!(
+            Instant::now() < dl,
+            "the action's tokens outlived its server"
+        );
+        thread::sleep(ms(20));
+    }
+    drop(subs);
 }
