@@ -5,12 +5,13 @@
 //! The first byte picks a message type; the rest is, at once, a CDR
 //! payload of that type, an attachment, and (when it is UTF-8) a
 //! liveliness token, a data key and a QoS chunk. Nothing may panic; what
-//! decodes must be valid JSON that encodes back; a token that parses must
+//! decodes must be valid JSON that encodes back (and a goal id in it reads
+//! back as its 16 bytes); a token that parses must
 //! render to a key that parses to the same token.
 
 use std::sync::OnceLock;
 
-use crate::cdr;
+use crate::{action, cdr};
 use crate::registry::Registry;
 use crate::rmw::{self, Attachment, Qos, Token};
 
@@ -31,6 +32,10 @@ pub const TYPES: &[&str] = &[
     "nav_msgs/msg/OccupancyGrid",
     "action_msgs/msg/GoalStatusArray",
     "std_msgs/msg/Empty",
+    "example_interfaces/action/Fibonacci_SendGoal_Request",
+    "example_interfaces/action/Fibonacci_FeedbackMessage",
+    "example_interfaces/action/Fibonacci_GetResult_Response",
+    "action_msgs/srv/CancelGoal_Request",
 ];
 
 fn types() -> &'static Registry {
@@ -61,6 +66,11 @@ pub fn check(data: &[u8]) {
         let v: serde_json::Value =
             serde_json::from_slice(&out).expect("decode_json wrote invalid JSON");
         cdr::encode(types(), ty, &v).expect("a decoded message does not encode again");
+        // A decoded goal id (uint8[16], base64) reads back as 16 bytes.
+        if v.get("goal_id").is_some() {
+            let id = action::goal_id_of(&v).expect("a decoded goal id does not read back");
+            assert_eq!(v["goal_id"]["uuid"], action::uuid_text(&id));
+        }
     }
 }
 
