@@ -109,6 +109,9 @@ pub struct Nodes {
     by_conn: HashMap<ConnRef, Vec<u32>>,
     sorted: BTreeSet<(Domain, Rc<str>, u32)>,
     bytes: usize,
+    /// Counts declarations and removals: a reader that saw the same
+    /// generation saw the same nodes.
+    generation: u64,
 }
 
 impl Nodes {
@@ -148,6 +151,7 @@ impl Nodes {
         self.bytes += bytes;
         self.by_conn.entry(owner).or_default().push(key);
         self.sorted.insert((domain, Rc::clone(&full_name), key));
+        self.generation += 1;
         let same = self.named(domain, &full_name).count();
         Ok((NodeTag(key), same))
     }
@@ -205,6 +209,7 @@ impl Nodes {
     /// Removes one node (its registrations must be withdrawn first).
     pub fn remove(&mut self, tag: NodeTag) -> Option<Node> {
         let node = self.slab.try_remove(tag.0 as usize)?;
+        self.generation += 1;
         self.bytes -= node.bytes;
         self.sorted
             .remove(&(node.domain, Rc::clone(&node.full_name), tag.0));
@@ -224,12 +229,19 @@ impl Nodes {
         keys.into_iter()
             .filter_map(|k| {
                 let node = self.slab.try_remove(k as usize)?;
+                self.generation += 1;
                 self.bytes -= node.bytes;
                 self.sorted
                     .remove(&(node.domain, Rc::clone(&node.full_name), k));
                 Some((NodeTag(k), node))
             })
             .collect()
+    }
+
+    /// Changes so far (declarations and removals): equal generations mean
+    /// the same nodes.
+    pub fn generation(&self) -> u64 {
+        self.generation
     }
 
     /// Declared nodes, all domains.

@@ -375,6 +375,9 @@ impl Federation {
             }
         }
         hub.take_interest_changes(&mut self.changes, now);
+        if let Some(r) = &mut self.ros {
+            r.sync_nodes(&self.session, hub);
+        }
         let changes = std::mem::take(&mut self.changes);
         for c in &changes {
             let key = (c.domain, c.name.clone());

@@ -692,6 +692,15 @@ struct Node {
     _token: LivelinessToken,
 }
 
+/// A node local clients declared, in the ROS 2 graph: its own node token,
+/// under which its parameter services and `~/` names are declared.
+struct ClientNode {
+    nid: u64,
+    namespace: String,
+    name: String,
+    _token: LivelinessToken,
+}
+
 /// What this gateway declared for a topic local clients subscribe to.
 struct Sub {
     _data: Subscriber<()>,
@@ -734,6 +743,10 @@ pub(crate) struct RosLink {
     /// Actions local clients serve, offered to ROS 2: the queryables of
     /// the goal services, and the tokens of all five entities.
     actions: HashMap<(Domain, Rc<str>), goals_in::Offered>,
+    /// Nodes local clients declared in bridged domains, by full name.
+    client_nodes: HashMap<(Domain, String), ClientNode>,
+    /// The hub's node generation `client_nodes` was last synced with.
+    nodes_generation: Option<u64>,
     /// Topics the hub checks messages of (ROS 2 subscribes to them).
     checked: HashMap<(Domain, String), String>,
     checker_installed: bool,
@@ -791,6 +804,8 @@ impl RosLink {
             clients: HashMap::new(),
             feedback: HashMap::new(),
             actions: HashMap::new(),
+            client_nodes: HashMap::new(),
+            nodes_generation: None,
             checked: HashMap::new(),
             checker_installed: false,
         };
@@ -843,6 +858,87 @@ impl RosLink {
         self.domains.contains(&domain)
     }
 
+    /// The node an entity named `name` is declared under: the client node
+    /// whose full name is the longest prefix of it (its parameter services,
+    /// its `~/` names), else the gateway's own node. (nid, namespace, name)
+    fn owner_of(&self, domain: Domain, name: &str) -> Option<(u64, String, String)> {
+        let client = self
+            .client_nodes
+            .iter()
+            .filter(|((d, fqn), _)| {
+                *d == domain
+                    && name.len() > fqn.len()
+                    && name.starts_with(fqn.as_str())
+                    && name.as_bytes()[fqn.len()] == b'/'
+            })
+            .max_by_key(|((_, fqn), _)| fqn.len());
+        match client {
+            Some((_, n)) => Some((n.nid, n.namespace.clone(), n.name.clone())),
+            None => {
+                let nid = self.nodes.get(&domain)?.nid;
+                Some((nid, "/".into(), node_name(&self.zid)))
+            }
+        }
+    }
+
+    /// Mirrors the nodes local clients declared in bridged domains as
+    /// ROS 2 nodes (node tokens), when the hub's nodes changed. Runs before
+    /// the turn's offers, so a node's parameter services are declared
+    /// under it.
+    pub(crate) fn sync_nodes(&mut self, session: &Session, hub: &Hub) {
+        let generation = hub.nodes().generation();
+        if self.nodes_generation == Some(generation) {
+            return;
+        }
+        self.nodes_generation = Some(generation);
+        let mut now: Vec<(Domain, String, String, String)> = Vec::new();
+        for &d in &self.domains {
+            for (fqn, tag) in hub.nodes().in_domain(d) {
+                if let Some(n) = hub.nodes().get(tag) {
+                    now.push((
+                        d,
+                        fqn.to_string(),
+                        n.namespace().to_string(),
+                        n.name().to_string(),
+                    ));
+                }
+            }
+        }
+        self.client_nodes
+            .retain(|(d, fqn), _| now.iter().any(|(nd, nf, ..)| nd == d && nf == fqn));
+        for (d, fqn, namespace, name) in now {
+            if self.client_nodes.contains_key(&(d, fqn.clone())) {
+                continue;
+            }
+            let nid = self.next_id();
+            let tok = Token {
+                domain: u32::from(d),
+                zid: self.zid.clone(),
+                nid,
+                id: nid,
+                kind: EntityKind::Node,
+                enclave: "/".into(),
+                namespace: namespace.clone(),
+                node: name.clone(),
+                endpoint: None,
+            };
+            match session.liveliness().declare_token(tok.to_key()).wait() {
+                Ok(token) => {
+                    self.client_nodes.insert(
+                        (d, fqn),
+                        ClientNode {
+                            nid,
+                            namespace,
+                            name,
+                            _token: token,
+                        },
+                    );
+                }
+                Err(e) => rosgate_core::log!(Warn, "ros2: cannot declare node {fqn}: {e}"),
+            }
+        }
+    }
+
     /// Declares an endpoint token of this gateway's node in `domain`.
     fn declare(
         &mut self,
@@ -852,7 +948,7 @@ impl RosLink {
         name: &str,
         typed: &Typed,
     ) -> Option<(String, LivelinessToken)> {
-        let nid = self.nodes.get(&domain)?.nid;
+        let (nid, namespace, node) = self.owner_of(domain, name)?;
         let id = self.next_id();
         let tok = Token {
             domain: u32::from(domain),
@@ -861,8 +957,8 @@ impl RosLink {
             id,
             kind,
             enclave: "/".into(),
-            namespace: "/".into(),
-            node: node_name(&self.zid),
+            namespace,
+            node,
             endpoint: Some(Endpoint {
                 name: name.to_string(),
                 dds_type: typed.dds_type.clone(),
@@ -1236,6 +1332,7 @@ impl RosLink {
         v["goals_from_ros2"] = serde_json::Value::from(kept);
         v["results_waiting"] = serde_json::Value::from(waiting);
         v["actions_served"] = serde_json::Value::from(self.actions.len());
+        v["client_nodes"] = serde_json::Value::from(self.client_nodes.len());
         v
     }
 }

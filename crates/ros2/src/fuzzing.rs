@@ -11,9 +11,9 @@
 
 use std::sync::OnceLock;
 
-use crate::{action, cdr};
 use crate::registry::Registry;
 use crate::rmw::{self, Attachment, Qos, Token};
+use crate::{action, cdr};
 
 /// Types the fuzzer decodes as: nested, arrays of structs, base64 fields,
 /// strings, no bounded strings (U+FFFD for bad UTF-8 may lengthen a

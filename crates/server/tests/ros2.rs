@@ -1648,3 +1648,135 @@ fn a_ros2_action_client_sends_goals_to_an_action_a_tcp_client_serves() {
     }
     drop(subs);
 }
+
+// ---------------------------------------------------------- parameters
+
+/// Decodes `bytes` as `ty` with the bundled types (the codec is checked
+/// byte for byte in rosgate-ros2's own tests).
+fn decode_as(ty: &str, bytes: &[u8]) -> Value {
+    let r = rosgate_ros2::registry::Registry::bundled();
+    let mut out = Vec::new();
+    rosgate_ros2::cdr::decode_json(&r, ty, bytes, &mut out).expect("decodes");
+    serde_json::from_slice(&out).expect("JSON")
+}
+
+fn encode_as(ty: &str, v: Value) -> Vec<u8> {
+    let r = rosgate_ros2::registry::Registry::bundled();
+    rosgate_ros2::cdr::encode(&r, ty, &v).expect("encodes")
+}
+
+#[test]
+fn ros2_reads_and_sets_a_client_nodes_parameters_with_its_owners_validation() {
+    let (gw, ep) = ros_gateway(&[]);
+    let mut node = RosNode::join(&ep, "param_client");
+    let mut owner = gw.client();
+    owner.send_line(r#"{"op":"declare_node","name":"controller","id":"n"}"#);
+    owner.recv_until(|v| v["id"] == "n", deadline(REPLY));
+    owner.send_line(
+        r#"{"op":"declare_parameter","name":"max_vel","value":0.5,"validate":true,"id":"p1"}"#,
+    );
+    owner.expect_info("p1");
+    // The node is in the ROS 2 graph, with its parameter services.
+    node.wait_graph("the node /controller", |t| {
+        t.kind == EntityKind::Node && t.node == "controller" && t.namespace == "/"
+    });
+    let mut keys = HashMap::new();
+    for (service, ty) in [
+        ("get_parameters", "rcl_interfaces/srv/GetParameters"),
+        ("set_parameters", "rcl_interfaces/srv/SetParameters"),
+        ("list_parameters", "rcl_interfaces/srv/ListParameters"),
+    ] {
+        let name = format!("/controller/{service}");
+        let (_, tok) = node.wait_graph(&name, |t| {
+            t.kind == EntityKind::ServiceServer
+                && t.endpoint.as_ref().is_some_and(|e| e.name == name)
+        });
+        assert_eq!(tok.node, "controller", "served by the node itself: {tok:?}");
+        let (dds, hash) = action_entity(ty);
+        keys.insert(service, rmw::data_key(0, &name, &dds, &hash));
+    }
+    let (sc_key, _sc) = node.declare(
+        EntityKind::ServiceClient,
+        "/controller/get_parameters",
+        &action_entity("rcl_interfaces/srv/GetParameters").0,
+        &action_entity("rcl_interfaces/srv/GetParameters").1,
+        10,
+    );
+    let gid = rmw::gid(&sc_key);
+    // ros2 param get /controller max_vel
+    let req = encode_as(
+        "rcl_interfaces/srv/GetParameters_Request",
+        serde_json::json!({"names": ["max_vel"]}),
+    );
+    let body = ros_request(&node, &keys["get_parameters"], req, 1, &gid).expect("a reply");
+    let v = decode_as("rcl_interfaces/srv/GetParameters_Response", &body);
+    assert_eq!(v["values"][0]["type"], 3, "{v}");
+    assert_eq!(v["values"][0]["double_value"], 0.5, "{v}");
+    // ros2 param list /controller
+    let req = encode_as(
+        "rcl_interfaces/srv/ListParameters_Request",
+        serde_json::json!({}),
+    );
+    let body = ros_request(&node, &keys["list_parameters"], req, 2, &gid).expect("a reply");
+    let v = decode_as("rcl_interfaces/srv/ListParameters_Response", &body);
+    assert!(
+        v["result"]["names"]
+            .as_array()
+            .is_some_and(|n| n.iter().any(|x| x == "max_vel")),
+        "{v}"
+    );
+    // ros2 param set /controller max_vel 1.9: the owner refuses it.
+    let set = |value: f64| {
+        encode_as(
+            "rcl_interfaces/srv/SetParameters_Request",
+            serde_json::json!({"parameters": [{"name": "max_vel", "value": {"type": 3, "double_value": value}}]}),
+        )
+    };
+    let node = Arc::new(node);
+    let (n2, k2, r2) = (node.clone(), keys["set_parameters"].clone(), set(1.9));
+    let setter = thread::spawn(move || ros_request(&n2, &k2, r2, 3, &gid));
+    let (req, _) = owner.recv_until(|v| v["op"] == "call_service", deadline(REPLY));
+    assert_eq!(req["service"], "/controller/validate_parameters", "{req}");
+    owner.send_line(&format!(
+        r#"{{"op":"service_response","service":"/controller/validate_parameters","id":{},"values":{{"successful":false,"reason":"too fast"}},"result":true}}"#,
+        req["id"]
+    ));
+    let body = setter.join().unwrap().expect("a reply");
+    let v = decode_as("rcl_interfaces/srv/SetParameters_Response", &body);
+    assert_eq!(v["results"][0]["successful"], false, "{v}");
+    assert!(
+        v["results"][0]["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("too fast")),
+        "{v}"
+    );
+    // Accepted: the value changes for the gateway's clients too.
+    let (n2, k2, r2) = (node.clone(), keys["set_parameters"].clone(), set(1.2));
+    let setter = thread::spawn(move || ros_request(&n2, &k2, r2, 4, &gid));
+    let (req, _) = owner.recv_until(|v| v["op"] == "call_service", deadline(REPLY));
+    owner.send_line(&format!(
+        r#"{{"op":"service_response","service":"/controller/validate_parameters","id":{},"values":{{"successful":true,"reason":""}},"result":true}}"#,
+        req["id"]
+    ));
+    let body = setter.join().unwrap().expect("a reply");
+    let v = decode_as("rcl_interfaces/srv/SetParameters_Response", &body);
+    assert_eq!(v["results"][0]["successful"], true, "{v}");
+    let mut local = gw.client();
+    let v = call_values(
+        &mut local,
+        "/controller/get_parameters",
+        r#"{"names":["max_vel"]}"#,
+    );
+    assert_eq!(v["values"]["values"][0]["double_value"], 1.2, "{v}");
+    // The node goes: so do its node token and services.
+    drop(owner);
+    let dl = deadline(CROSS);
+    while node
+        .graph()
+        .iter()
+        .any(|k| Token::parse(k).is_some_and(|t| t.zid != node.zid && t.node == "controller"))
+    {
+        assert!(Instant::now() < dl, "the node outlived its owner");
+        thread::sleep(ms(20));
+    }
+}
