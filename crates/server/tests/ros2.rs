@@ -1196,6 +1196,22 @@ fn websocket_and_tcp_goals_reach_a_ros2_action_server_with_feedback_results_and_
         "{result}"
     );
 
+    // rosapi lists the ROS 2 action server, with its type.
+    let mut tcp = gw.client();
+    let v = call_values(&mut tcp, "/rosapi/action_servers", "{}");
+    assert!(
+        v["values"]["action_servers"]
+            .as_array()
+            .is_some_and(|a| a.iter().any(|x| x == "/fibonacci")),
+        "{v}"
+    );
+    let v = call_values(
+        &mut tcp,
+        "/rosapi/action_type",
+        r#"{"action":"/fibonacci"}"#,
+    );
+    assert_eq!(v["values"]["type"], FIB, "{v}");
+
     // The server saw the goal with a version 4 UUID, and the requests
     // named the gateway's client entities (SC tokens), one per service.
     {
@@ -1224,7 +1240,6 @@ fn websocket_and_tcp_goals_reach_a_ros2_action_server_with_feedback_results_and_
 
     // A goal over TCP that runs until cancelled: the cancel reaches the
     // server with the goal's UUID and the result says canceled (5).
-    let mut tcp = gw.client();
     tcp.send_line(&format!(
         r#"{{"op":"send_action_goal","id":"long","action":"/fibonacci","action_type":"{FIB}","args":{{"order":99}},"feedback":true}}"#
     ));
