@@ -12,8 +12,9 @@ bundles (ROSGATE_ROS_SHARE), so it never fetches any.
 
 Both directions, for std_msgs/msg/String, geometry_msgs/msg/Twist and
 sensor_msgs/msg/Image, with a roslibpy client (WebSocket) and a plain TCP
-client (NDJSON); example_interfaces/srv/AddTwoInts called both ways; rosapi
-lists the ROS 2 peer's topics with their types; a message that does not fit
+client (NDJSON); example_interfaces/srv/AddTwoInts called both ways; roslibpy's and a TCP
+client's goals to a ROS 2 action server (built from the SDK's services and
+publisher); rosapi lists the ROS 2 peer's topics with their types; a message that does not fit
 its type gets an error status naming the field.
 """
 
@@ -403,6 +404,113 @@ def test_a_ros2_client_calls_a_service_a_rosgate_client_provides(graph, ros, tcp
         svc.unadvertise()
         client.close()
         mul.close()
+
+
+# ------------------------------------------------------------- actions
+
+FIB = "example_interfaces/action/Fibonacci"
+# rosidl's RIHS01 hashes of the action's entities (what rmw_zenoh puts in
+# their keys; rosgate computes the same).
+FIB_HASHES = {
+    "send_goal": "RIHS01_d1a57fb2a4afe8c21e34fb10db206f16ce6729b28531141472df92277c55b557",
+    "get_result": "RIHS01_1b0de0d5d29dc955d92f546706568428632771db13ec84c15ec1c1a59f424a57",
+    "feedback": "RIHS01_c1de71afd52e49a89c53d8262366884185bc0a02f78ce051c4e46b0a7fe59bb2",
+}
+
+
+class PyFibonacciServer(object):
+    """/py_fib as an rmw_zenoh action server, built from the SDK's service
+    servers and publisher (the SDK has no actions): send_goal, get_result
+    and the feedback topic under /py_fib/_action/, with rosidl's type names
+    and hashes. The definitions are flattened: XCDR1 gives a nested struct
+    no framing of its own, so {UUID goal_id; Fibonacci_Goal goal} is byte
+    for byte {uint8[16] goal_id; int32 order}. A goal of order n >= 0 is
+    accepted, gets feedback [0, 1] and the first n Fibonacci numbers."""
+
+    def __init__(self, peer):
+        import numpy
+
+        self.goals = {}
+        self.feedback = ROS2Publisher(
+            topic="/py_fib/_action/feedback", msg_type=FIB + "_FeedbackMessage",
+            msg_definition="uint8[16] goal_id\nint32[] sequence", type_hash=FIB_HASHES["feedback"], **peer)
+
+        def send_goal(req):
+            uuid = bytes(bytearray(req.goal_id))
+            self.goals[uuid] = req.order
+            accepted = req.order >= 0
+            if accepted:
+                self.feedback.publish(goal_id=numpy.frombuffer(uuid, dtype=numpy.uint8),
+                                      sequence=numpy.array([0, 1], dtype=numpy.int32))
+            return self.send.response_msg_class(accepted=accepted, sec=1, nanosec=0)
+
+        def get_result(req):
+            n = self.goals.get(bytes(bytearray(req.goal_id)))
+            fib = [0, 1]
+            while n is not None and len(fib) < n:
+                fib.append(fib[-1] + fib[-2])
+            status = 0 if n is None else 4
+            return self.get.response_msg_class(
+                status=status, sequence=numpy.array(fib[: n or 0], dtype=numpy.int32))
+
+        self.send = ROS2ServiceServer(
+            service_name="/py_fib/_action/send_goal", srv_type=FIB + "_SendGoal", callback=send_goal,
+            request_definition="uint8[16] goal_id\nint32 order",
+            response_definition="bool accepted\nint32 sec\nuint32 nanosec",
+            type_hash=FIB_HASHES["send_goal"], **peer)
+        self.get = ROS2ServiceServer(
+            service_name="/py_fib/_action/get_result", srv_type=FIB + "_GetResult", callback=get_result,
+            request_definition="uint8[16] goal_id",
+            response_definition="int8 status\nint32[] sequence",
+            type_hash=FIB_HASHES["get_result"], **peer)
+
+    def close(self):
+        for x in (self.send, self.get, self.feedback):
+            x.close()
+
+
+def test_roslibpy_and_tcp_goals_reach_a_ros2_action_server(graph, ros, tcp):
+    _, peer = graph
+    server = PyFibonacciServer(peer)
+    try:
+        client = roslibpy.ActionClient(ros, "/py_fib", FIB)
+        got = {"feedback": [], "result": None, "error": None}
+
+        def sent():
+            done = threading.Event()
+
+            def on_result(r):
+                got["result"] = r
+                done.set()
+
+            def on_error(e):
+                got["error"] = e
+                done.set()
+
+            got.update(feedback=[], result=None, error=None)
+            client.send_goal(roslibpy.Goal({"order": 6}), on_result, got["feedback"].append, on_error)
+            done.wait(CROSS)
+            return got["result"] is not None  # no server yet: the error says so; try again
+
+        until(sent, "roslibpy's goal answered by the ROS 2 server", every=0.2)
+        assert got["result"]["status"] == roslibpy.GoalStatus.SUCCEEDED, got
+        assert got["result"]["values"] == {"sequence": [0, 1, 1, 2, 3, 5]}, got
+        assert got["feedback"] == [{"sequence": [0, 1]}], got
+        # The goal carried a UUID the server kept, one per goal.
+        assert len(server.goals) >= 1 and all(len(u) == 16 for u in server.goals)
+        # Over TCP: a rejected goal ends at once, status 0, result false.
+        tcp.send({"op": "send_action_goal", "id": "neg", "action": "/py_fib", "action_type": FIB,
+                  "args": {"order": -1}})
+        m = tcp.wait(lambda m: m.get("id") == "neg", "the rejected goal's end")
+        assert m["op"] == "action_result" and m["status"] == 0 and m["result"] is False, m
+        tcp.send({"op": "send_action_goal", "id": "ok", "action": "/py_fib", "action_type": FIB,
+                  "args": {"order": 3}, "feedback": True})
+        fb = tcp.wait(lambda m: m.get("id") == "ok", "the TCP goal's feedback")
+        assert fb["op"] == "action_feedback" and fb["values"] == {"sequence": [0, 1]}, fb
+        m = tcp.wait(lambda m: m.get("id") == "ok" and m.get("op") == "action_result", "the TCP goal's result")
+        assert m["status"] == 4 and m["values"] == {"sequence": [0, 1, 1]}, m
+    finally:
+        server.close()
 
 
 # ------------------------------------------------------------- the graph
