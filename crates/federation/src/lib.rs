@@ -835,7 +835,7 @@ impl Federation {
                 Err(_) => dropped += 1,
             }
             if let Some(r) = &mut self.ros {
-                if !r.publish(&self.session, domain, &topic, msg.get()) {
+                if !r.publish(&self.session, domain, &topic, msg.get(), depth) {
                     dropped += 1;
                 }
             }

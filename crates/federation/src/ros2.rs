@@ -54,6 +54,10 @@ use zenoh::qos::CongestionControl;
 use zenoh::query::{ConsolidationMode, Query, QueryTarget, Queryable, Reply};
 use zenoh::sample::{Locality, Sample, SampleKind};
 use zenoh::{Session, Wait};
+use zenoh_ext::{
+    AdvancedPublisher, AdvancedPublisherBuilderExt, AdvancedSubscriber,
+    AdvancedSubscriberBuilderExt, CacheConfig, HistoryConfig, MissDetectionConfig,
+};
 
 use crate::remote::{failure_line, Shared};
 
@@ -118,9 +122,10 @@ struct Tables {
     subs: HashMap<(Domain, String), BTreeMap<String, Typed>>,
     /// ROS 2 service servers per service: token key -> type.
     servers: HashMap<(Domain, String), BTreeMap<String, Typed>>,
-    /// GIDs of ROS 2 publishers, with the Zenoh session they live in (a
-    /// sample from another rosgate gateway's is dropped).
-    publisher_zids: HashMap<[u8; 16], String>,
+    /// ROS 2 publishers by GID: the Zenoh session they live in (a sample
+    /// from another rosgate gateway's is dropped), and for a transient
+    /// local one its depth (its samples are latched for late clients).
+    publishers: HashMap<[u8; 16], (String, Option<u32>)>,
     ignored: u64,
     /// Types asked of a node (`~/get_type_description`), ever; at most
     /// [`MAX_FETCHES`], each once.
@@ -175,6 +180,9 @@ pub(crate) struct RosShared {
     goals: Mutex<goals_out::GoalsOut>,
     /// Actions local clients serve to ROS 2, and ROS 2 clients' goals.
     goals_in: Mutex<goals_in::GoalsIn>,
+    /// GIDs of this gateway's publishers to ROS 2: a history query reads
+    /// this gateway's own caches too, and what it finds there is not news.
+    own_gids: Mutex<HashSet<[u8; 16]>>,
 }
 
 fn unix_ns() -> i64 {
@@ -196,6 +204,10 @@ impl RosShared {
     /// The types known now (a snapshot).
     fn types(&self) -> Arc<Registry> {
         self.types.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    fn own_gids(&self) -> MutexGuard<'_, HashSet<[u8; 16]>> {
+        self.own_gids.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     fn tables(&self) -> MutexGuard<'_, Tables> {
@@ -262,9 +274,11 @@ impl RosShared {
         if tok.kind == EntityKind::Publisher {
             let gid = rmw::gid(key);
             if put {
-                t.publisher_zids.insert(gid, tok.zid.clone());
+                let latched = (ep.qos.durability == rmw::Durability::TransientLocal)
+                    .then_some(ep.qos.depth.max(1));
+                t.publishers.insert(gid, (tok.zid.clone(), latched));
             } else {
-                t.publisher_zids.remove(&gid);
+                t.publishers.remove(&gid);
             }
         }
         drop(t);
@@ -363,12 +377,19 @@ impl RosShared {
     /// A sample of a topic local clients subscribe to, from ROS 2:
     /// decoded here, on Zenoh's thread, then handed to the loop.
     fn on_data(&self, domain: Domain, topic: &str, s: &Sample) {
+        let mut latched = None;
         if let Some(a) = s.attachment() {
             if let Some(a) = Attachment::decode(&a.to_bytes()) {
-                // Another gateway's publish: it crossed the federation.
-                let zid = self.tables().publisher_zids.get(&a.gid).cloned();
-                if zid.is_some_and(|z| self.fed.is_gateway(&z)) {
+                if self.own_gids().contains(&a.gid) {
                     return;
+                }
+                let publisher = self.tables().publishers.get(&a.gid).cloned();
+                if let Some((zid, depth)) = publisher {
+                    // Another gateway's publish: it crossed the federation.
+                    if self.fed.is_gateway(&zid) {
+                        return;
+                    }
+                    latched = depth;
                 }
             }
         }
@@ -390,7 +411,9 @@ impl RosShared {
             self.undecodable();
             return;
         };
-        self.fed.deliver(domain, topic, json, None);
+        // A transient local publisher's samples are latched in the hub, so
+        // clients that subscribe later get them as from a local one.
+        self.fed.deliver(domain, topic, json, latched);
     }
 
     fn undecodable(&self) {
@@ -703,7 +726,7 @@ struct ClientNode {
 
 /// What this gateway declared for a topic local clients subscribe to.
 struct Sub {
-    _data: Subscriber<()>,
+    _data: AdvancedSubscriber<()>,
     _token: Option<LivelinessToken>,
 }
 
@@ -714,6 +737,10 @@ struct Pub {
     key: String,
     gid: [u8; 16],
     seq: i64,
+    /// For a topic a local client publishes latched (transient local):
+    /// the depth, and the publisher whose cache late ROS 2 subscribers
+    /// query (rmw_zenoh's transient local).
+    latched: Option<(u32, AdvancedPublisher<'static>)>,
     _token: LivelinessToken,
 }
 
@@ -789,6 +816,7 @@ impl RosLink {
             call_seq: AtomicI64::new(0),
             goals: Mutex::new(goals_out::GoalsOut::default()),
             goals_in: Mutex::new(goals_in::GoalsIn::default()),
+            own_gids: Mutex::new(HashSet::new()),
         });
         let mut link = RosLink {
             zid,
@@ -948,6 +976,19 @@ impl RosLink {
         name: &str,
         typed: &Typed,
     ) -> Option<(String, LivelinessToken)> {
+        self.declare_qos(session, domain, kind, name, typed, Qos::keep_last(10))
+    }
+
+    /// [`RosLink::declare`] with the QoS the token states.
+    fn declare_qos(
+        &mut self,
+        session: &Session,
+        domain: Domain,
+        kind: EntityKind,
+        name: &str,
+        typed: &Typed,
+        qos: Qos,
+    ) -> Option<(String, LivelinessToken)> {
         let (nid, namespace, node) = self.owner_of(domain, name)?;
         let id = self.next_id();
         let tok = Token {
@@ -963,7 +1004,7 @@ impl RosLink {
                 name: name.to_string(),
                 dds_type: typed.dds_type.clone(),
                 hash: typed.hash.clone(),
-                qos: Qos::keep_last(10),
+                qos,
             }),
         };
         let key = tok.to_key();
@@ -995,8 +1036,12 @@ impl RosLink {
         }
         let sh = self.shared.clone();
         let name: Arc<str> = Arc::from(&*topic);
+        // As rmw_zenoh's transient local subscriptions do: ask the caches
+        // of transient local publishers (now, and of those that come
+        // later) for what they keep.
         let data = session
             .declare_subscriber(rmw::data_key_any_type(u32::from(domain), &topic))
+            .history(HistoryConfig::default().detect_late_publishers())
             .allowed_origin(Locality::Remote)
             .callback(move |s: Sample| sh.on_data(domain, &name, &s))
             .wait();
@@ -1091,6 +1136,7 @@ impl RosLink {
         domain: Domain,
         topic: &str,
         msg: &str,
+        latched: Option<u32>,
     ) -> bool {
         if !self.bridged(domain) {
             return true;
@@ -1098,26 +1144,61 @@ impl RosLink {
         let Some(typed) = self.shared.subscribed(domain, topic) else {
             // Most drained topics never had ROS 2 subscribers: no work.
             if !self.pubs.is_empty() {
-                self.pubs.remove(&(domain, Rc::from(topic)));
+                self.drop_pub(domain, topic);
             }
             return true;
         };
         let k = (domain, Rc::<str>::from(topic));
-        if self.pubs.get(&k).is_none_or(|p| p.typed != typed) {
+        let stale = |p: &Pub| p.typed != typed || p.latched.as_ref().map(|l| l.0) != latched;
+        if self.pubs.get(&k).is_none_or(stale) {
+            self.drop_pub(domain, topic);
             let Some(ros_type) = rmw::ros_type_name(&typed.dds_type) else {
                 return false;
             };
-            let Some((key, token)) =
-                self.declare(session, domain, EntityKind::Publisher, topic, &typed)
+            // A latched topic is a transient local publisher in ROS 2, as
+            // rmw_zenoh makes one: a cache of `depth` samples that late
+            // subscribers' history queries read, and sample numbers so a
+            // subscriber that gets one twice (live and from the cache)
+            // keeps one.
+            let qos = match latched {
+                Some(depth) => Qos {
+                    durability: rmw::Durability::TransientLocal,
+                    ..Qos::keep_last(depth)
+                },
+                None => Qos::keep_last(10),
+            };
+            let Some((token_key, token)) =
+                self.declare_qos(session, domain, EntityKind::Publisher, topic, &typed, qos)
             else {
                 return false;
             };
+            let key = rmw::data_key(u32::from(domain), topic, &typed.dds_type, &typed.hash);
+            let cache = latched.and_then(|depth| {
+                let declared = session
+                    .declare_publisher(key.clone())
+                    .congestion_control(CongestionControl::Drop)
+                    .allowed_destination(Locality::Remote)
+                    .cache(CacheConfig::default().max_samples(depth as usize))
+                    .sample_miss_detection(MissDetectionConfig::default())
+                    .publisher_detection()
+                    .wait();
+                match declared {
+                    Ok(p) => Some((depth, p)),
+                    Err(e) => {
+                        rosgate_core::log!(Warn, "ros2: no transient local cache for {topic}: {e}");
+                        None
+                    }
+                }
+            });
+            let gid = rmw::gid(&token_key);
+            self.shared.own_gids().insert(gid);
             let p = Pub {
-                gid: rmw::gid(&key),
-                key: rmw::data_key(u32::from(domain), topic, &typed.dds_type, &typed.hash),
+                gid,
+                key,
                 typed,
                 ros_type,
                 seq: 0,
+                latched: cache,
                 _token: token,
             };
             self.pubs.insert(k.clone(), p);
@@ -1146,13 +1227,27 @@ impl RosLink {
             timestamp_ns: unix_ns(),
             gid: p.gid,
         };
-        session
-            .put(p.key.as_str(), bytes)
-            .attachment(att.encode().to_vec())
-            .congestion_control(CongestionControl::Drop)
-            .allowed_destination(Locality::Remote)
-            .wait()
-            .is_ok()
+        match &p.latched {
+            Some((_, cache)) => cache
+                .put(bytes)
+                .attachment(att.encode().to_vec())
+                .wait()
+                .is_ok(),
+            None => session
+                .put(p.key.as_str(), bytes)
+                .attachment(att.encode().to_vec())
+                .congestion_control(CongestionControl::Drop)
+                .allowed_destination(Locality::Remote)
+                .wait()
+                .is_ok(),
+        }
+    }
+
+    /// Withdraws this gateway's publisher of `topic` to ROS 2, if any.
+    fn drop_pub(&mut self, domain: Domain, topic: &str) {
+        if let Some(p) = self.pubs.remove(&(domain, Rc::from(topic))) {
+            self.shared.own_gids().remove(&p.gid);
+        }
     }
 
     /// A call the bridge of `domain` received for `service`: sent to a
@@ -1279,7 +1374,13 @@ impl RosLink {
         self.checked = now;
         // Publishers to ROS 2 whose subscriptions all went.
         let sh = self.shared.clone();
-        self.pubs.retain(|(d, t), _| sh.subscribed(*d, t).is_some());
+        self.pubs.retain(|(d, t), p| {
+            let keep = sh.subscribed(*d, t).is_some();
+            if !keep {
+                sh.own_gids().remove(&p.gid);
+            }
+            keep
+        });
         // Clients of services whose servers all went.
         self.clients.retain(|(d, s), _| sh.served(*d, s).is_some());
     }

@@ -1795,3 +1795,214 @@ fn ros2_reads_and_sets_a_client_nodes_parameters_with_its_owners_validation() {
         thread::sleep(ms(20));
     }
 }
+
+// ----------------------------------------------------- transient local
+
+/// A token of the fake node's with the QoS given (rmw_zenoh's text).
+fn declare_qos(
+    node: &mut RosNode,
+    kind: EntityKind,
+    name: &str,
+    dds: &str,
+    hash: &str,
+    qos: Qos,
+) -> (String, LivelinessToken) {
+    let id = node.next_id;
+    node.next_id += 1;
+    let key = Token {
+        domain: 0,
+        zid: node.zid.clone(),
+        nid: 0,
+        id,
+        kind,
+        enclave: "/".into(),
+        namespace: "/".into(),
+        node: node.name.clone(),
+        endpoint: Some(Endpoint {
+            name: name.into(),
+            dds_type: dds.into(),
+            hash: hash.into(),
+            qos,
+        }),
+    }
+    .to_key();
+    let token = node
+        .session
+        .liveliness()
+        .declare_token(key.clone())
+        .wait()
+        .expect("token");
+    (key, token)
+}
+
+/// A sample's payload and attachment.
+type Sampled = (Vec<u8>, Vec<u8>);
+
+fn transient_local(depth: u32) -> Qos {
+    Qos {
+        durability: rmw::Durability::TransientLocal,
+        ..Qos::keep_last(depth)
+    }
+}
+
+const DESCRIPTION_KEY: &str = "0/robot_description/std_msgs::msg::dds_::String_/RIHS01_df668c740482bbd48fb39d76a70dfd4bd59db1288021743503259e948f6b1a18";
+
+#[test]
+fn a_ros2_transient_local_publishers_message_reaches_clients_that_subscribe_later() {
+    use zenoh_ext::{AdvancedPublisherBuilderExt, CacheConfig};
+    let (gw, ep) = ros_gateway(&[]);
+    let mut node = RosNode::join(&ep, "robot_state_publisher");
+    // As rmw_zenoh declares a transient local publisher: its token says
+    // so, and an advanced publisher keeps `depth` samples for late
+    // subscribers.
+    let (key, _tok) = declare_qos(
+        &mut node,
+        EntityKind::Publisher,
+        "/robot_description",
+        STRING_DDS,
+        STRING_HASH,
+        transient_local(1),
+    );
+    let gid = rmw::gid(&key);
+    let publisher = node
+        .session
+        .declare_publisher(DESCRIPTION_KEY)
+        .cache(CacheConfig::default().max_samples(1))
+        .publisher_detection()
+        .wait()
+        .expect("advanced publisher");
+    // Published before anyone on the gateway listens.
+    for (seq, text) in [(1, "<robot name='old'/>"), (2, "<robot name='r1'/>")] {
+        publisher
+            .put(cdr_string(text))
+            .attachment(attachment(seq, unix_ns(), &gid))
+            .wait()
+            .expect("put");
+    }
+    // The gateway must know the publisher (its token) to know it latches.
+    let mut tcp = gw.client();
+    let dl = deadline(CROSS);
+    loop {
+        let v = call_values(&mut tcp, "/rosapi/topics", "{}");
+        if v["values"]["topics"]
+            .as_array()
+            .is_some_and(|t| t.iter().any(|x| x == "/robot_description"))
+        {
+            break;
+        }
+        assert!(
+            Instant::now() < dl,
+            "the gateway never saw the publisher: {v}"
+        );
+        thread::sleep(ms(20));
+    }
+    // A late TCP subscriber gets the cached sample (the last one: depth 1).
+    tcp.send_line(
+        r#"{"op":"subscribe","topic":"/robot_description","type":"std_msgs/msg/String","id":"s1"}"#,
+    );
+    let (m, _) = tcp.recv_until(|v| v["op"] == "publish", deadline(CROSS));
+    assert_eq!(
+        m["msg"],
+        serde_json::json!({"data": "<robot name='r1'/>"}),
+        "{m}"
+    );
+    // A later WebSocket subscriber gets it from the gateway's latch.
+    let mut ws = Ws::connect(&gw);
+    ws.send_text(r#"{"op":"subscribe","topic":"/robot_description"}"#);
+    let m = ws_until(&mut ws, |v| v["op"] == "publish", deadline(REPLY));
+    assert_eq!(
+        m["msg"],
+        serde_json::json!({"data": "<robot name='r1'/>"}),
+        "{m}"
+    );
+    // Live samples still arrive once each.
+    publisher
+        .put(cdr_string("<robot name='r2'/>"))
+        .attachment(attachment(3, unix_ns(), &gid))
+        .wait()
+        .expect("put");
+    let (m, _) = tcp.recv_until(|v| v["op"] == "publish", deadline(REPLY));
+    assert_eq!(m["msg"]["data"], "<robot name='r2'/>", "{m}");
+    let m = ws_until(&mut ws, |v| v["op"] == "publish", deadline(REPLY));
+    assert_eq!(m["msg"]["data"], "<robot name='r2'/>", "{m}");
+    assert!(tcp.barrier().is_empty(), "one copy of each sample");
+    assert!(ws.barrier().is_empty(), "one copy of each sample");
+}
+
+#[test]
+fn a_latched_client_publish_reaches_ros2_subscribers_that_come_later() {
+    use zenoh_ext::{AdvancedSubscriberBuilderExt, HistoryConfig};
+    let (gw, ep) = ros_gateway(&[]);
+    let mut node = RosNode::join(&ep, "late_listener");
+    let mut tcp = gw.client();
+    tcp.send_line(r#"{"op":"advertise","topic":"/map_name","type":"std_msgs/msg/String","latch":true,"id":"a"}"#);
+    tcp.expect_info("a");
+    tcp.send_line(r#"{"op":"publish","topic":"/map_name","msg":{"data":"floor-1"}}"#);
+    let _ = tcp.barrier();
+    // A transient local ROS 2 subscription appears after the publish, as
+    // rmw_zenoh makes one: history from late-detected publishers.
+    // (payload, attachment) of each sample.
+    let got: Arc<Mutex<Vec<Sampled>>> = Arc::default();
+    let g = got.clone();
+    let key = "0/map_name/std_msgs::msg::dds_::String_/RIHS01_df668c740482bbd48fb39d76a70dfd4bd59db1288021743503259e948f6b1a18";
+    let _sub = node
+        .session
+        .declare_subscriber(key)
+        .history(HistoryConfig::default().detect_late_publishers())
+        .callback(move |s: zenoh::sample::Sample| {
+            let att = s
+                .attachment()
+                .map(|a| a.to_bytes().to_vec())
+                .unwrap_or_default();
+            g.lock()
+                .unwrap()
+                .push((s.payload().to_bytes().to_vec(), att));
+        })
+        .wait()
+        .expect("advanced subscriber");
+    let _ms = declare_qos(
+        &mut node,
+        EntityKind::Subscription,
+        "/map_name",
+        STRING_DDS,
+        STRING_HASH,
+        transient_local(1),
+    );
+    let dl = deadline(CROSS);
+    while got.lock().unwrap().is_empty() {
+        assert!(
+            Instant::now() < dl,
+            "the latched message never reached the late ROS 2 subscriber"
+        );
+        thread::sleep(ms(20));
+    }
+    // The gateway's publisher token says transient local, depth 1.
+    let (_, tok) = node.wait_graph("the gateway's MP token for /map_name", |t| {
+        t.kind == EntityKind::Publisher
+            && t.endpoint.as_ref().is_some_and(|e| e.name == "/map_name")
+    });
+    let qos = tok.endpoint.expect("endpoint").qos;
+    assert_eq!(
+        (qos.durability, qos.depth),
+        (rmw::Durability::TransientLocal, 1),
+        "{qos:?}"
+    );
+    // Exactly once, as CDR with the gateway's attachment: a live message
+    // after it comes next (a second copy from the cache would come first).
+    tcp.send_line(r#"{"op":"publish","topic":"/map_name","msg":{"data":"floor-2"}}"#);
+    let dl = deadline(CROSS);
+    while got.lock().unwrap().len() < 2 {
+        assert!(Instant::now() < dl, "the live message never arrived");
+        thread::sleep(ms(20));
+    }
+    let got = got.lock().unwrap();
+    let payloads: Vec<&Vec<u8>> = got.iter().map(|(p, _)| p).collect();
+    assert_eq!(
+        payloads,
+        vec![&cdr_string("floor-1"), &cdr_string("floor-2")],
+        "one copy each"
+    );
+    let (s1, g1) = check_attachment(&got[0].1);
+    let (s2, g2) = check_attachment(&got[1].1);
+    assert_eq!((s2, g2), (s1 + 1, g1), "one publisher, numbered in order");
+}
