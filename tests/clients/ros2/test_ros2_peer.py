@@ -24,11 +24,15 @@ import os
 import re
 import socket
 import subprocess
+import sys
 import threading
 import time
 
 import pytest
 import roslibpy
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+from rosgate_testing import free_zenoh_port, until as shared_until  # noqa: E402
 
 BIN = os.environ.get("ROSGATE_BIN", "")
 SHARE = os.environ.get("ROSGATE_ROS_SHARE", "")
@@ -52,19 +56,9 @@ from zenoh_ros2_sdk import (  # noqa: E402
 )
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
 
 def until(pred, what, timeout=CROSS, every=0.05):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if pred():
-            return
-        time.sleep(every)
-    raise AssertionError("never %s within %.0f s" % (what, timeout))
+    shared_until(pred, what, timeout, every)
 
 
 class Gateway(object):
@@ -147,7 +141,7 @@ class Tcp(object):
 def graph():
     """The gateway, and keyword arguments that put a peer entity in its graph."""
     assert SHARE and os.path.isdir(SHARE), "ROSGATE_ROS_SHARE must name rosgate's interface share dir"
-    zport = free_port()
+    zport = free_zenoh_port()
     gw = Gateway("--zenoh-listen", "tcp/127.0.0.1:%d" % zport, "--ros-domain", "0")
     try:
         yield gw, dict(router_ip="127.0.0.1", router_port=zport, domain_id=0)

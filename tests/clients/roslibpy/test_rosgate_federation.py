@@ -18,13 +18,16 @@ the ``federation`` feature.
 
 import os
 import re
-import socket
 import subprocess
+import sys
 import threading
 import time
 
 import pytest
 import roslibpy
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+from rosgate_testing import free_zenoh_port, until as shared_until  # noqa: E402
 
 BIN = os.environ.get("ROSGATE_BIN", "")
 TRANSPORT = os.environ.get("ROSLIBPY_TRANSPORT", "twisted")
@@ -32,11 +35,6 @@ CROSS = 15.0  # seconds: the longest a change may take to cross (a bound, not a 
 
 pytestmark = pytest.mark.skipif(not BIN, reason="ROSGATE_BIN is not set (run via scripts/clients.sh)")
 
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Gateway(object):
@@ -78,7 +76,7 @@ class Gateway(object):
 
 @pytest.fixture
 def federation():
-    zport = free_port()
+    zport = free_zenoh_port()
     started = []
     try:
         a = Gateway("--zenoh-listen", "tcp/127.0.0.1:%d" % zport)
@@ -103,12 +101,7 @@ def federation():
 
 
 def until(pred, what, timeout=CROSS, every=0.1):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if pred():
-            return
-        time.sleep(every)
-    raise AssertionError("never %s within %.0f s" % (what, timeout))
+    shared_until(pred, what, timeout, every)
 
 
 def test_a_subscriber_on_one_gateway_hears_a_publisher_on_another(federation):
