@@ -424,7 +424,7 @@ impl Federation {
         self.changes.clear();
         self.announce_graph(hub, now);
         if let Some(r) = &mut self.ros {
-            r.turn(hub);
+            r.turn(&self.session, hub, now);
         }
         let links: Vec<(Domain, u32)> = hub.federation_links().collect();
         for (domain, key) in links {

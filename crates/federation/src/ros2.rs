@@ -716,7 +716,7 @@ struct Node {
 }
 
 /// A node local clients declared, in the ROS 2 graph: its own node token,
-/// under which its parameter services and `~/` names are declared.
+/// under which its parameter services are declared.
 struct ClientNode {
     nid: u64,
     namespace: String,
@@ -741,6 +741,9 @@ struct Pub {
     /// the depth, and the publisher whose cache late ROS 2 subscribers
     /// query (rmw_zenoh's transient local).
     latched: Option<(u32, AdvancedPublisher<'static>)>,
+    /// The latched depth it was made for (whether or not the cache could
+    /// be declared: it is not made again for every message).
+    made_for: Option<u32>,
     _token: LivelinessToken,
 }
 
@@ -886,22 +889,25 @@ impl RosLink {
         self.domains.contains(&domain)
     }
 
-    /// The node an entity named `name` is declared under: the client node
-    /// whose full name is the longest prefix of it (its parameter services,
-    /// its `~/` names), else the gateway's own node. (nid, namespace, name)
+    /// The node an entity named `name` is declared under: a client node's
+    /// own parameter services (`<node>/get_parameters` ...) under that
+    /// node, everything else under the gateway's node. Only those: the
+    /// hub withdraws them with their node, so no live token is left under
+    /// a node token that went (rmw_zenoh drops a node's entities with
+    /// it), while topics and services under a node's name may belong to
+    /// other clients and outlive it. (nid, namespace, name)
     fn owner_of(&self, domain: Domain, name: &str) -> Option<(u64, String, String)> {
-        let client = self
-            .client_nodes
-            .iter()
-            .filter(|((d, fqn), _)| {
-                *d == domain
-                    && name.len() > fqn.len()
-                    && name.starts_with(fqn.as_str())
-                    && name.as_bytes()[fqn.len()] == b'/'
-            })
-            .max_by_key(|((_, fqn), _)| fqn.len());
+        let client = name.rsplit_once('/').and_then(|(fqn, service)| {
+            let fqn = if fqn.is_empty() { "/" } else { fqn };
+            let is_param_service = rosgate_core::hub::NODE_PARAM_SERVICES
+                .iter()
+                .any(|(s, _)| *s == service);
+            is_param_service
+                .then(|| self.client_nodes.get(&(domain, fqn.to_string())))
+                .flatten()
+        });
         match client {
-            Some((_, n)) => Some((n.nid, n.namespace.clone(), n.name.clone())),
+            Some(n) => Some((n.nid, n.namespace.clone(), n.name.clone())),
             None => {
                 let nid = self.nodes.get(&domain)?.nid;
                 Some((nid, "/".into(), node_name(&self.zid)))
@@ -1149,7 +1155,7 @@ impl RosLink {
             return true;
         };
         let k = (domain, Rc::<str>::from(topic));
-        let stale = |p: &Pub| p.typed != typed || p.latched.as_ref().map(|l| l.0) != latched;
+        let stale = |p: &Pub| p.typed != typed || p.made_for != latched;
         if self.pubs.get(&k).is_none_or(stale) {
             self.drop_pub(domain, topic);
             let Some(ros_type) = rmw::ros_type_name(&typed.dds_type) else {
@@ -1199,6 +1205,7 @@ impl RosLink {
                 ros_type,
                 seq: 0,
                 latched: cache,
+                made_for: latched,
                 _token: token,
             };
             self.pubs.insert(k.clone(), p);
@@ -1345,12 +1352,12 @@ impl RosLink {
     }
 
     /// The ROS 2 graph into introspection, when it changed.
-    pub(crate) fn turn(&mut self, hub: &mut Hub) {
+    pub(crate) fn turn(&mut self, session: &Session, hub: &mut Hub, now: std::time::Instant) {
         let fetches = std::mem::take(&mut self.shared.tables().to_fetch);
         for f in fetches {
             self.fetch(f);
         }
-        self.turn_goals();
+        self.turn_goals(session, hub, now);
         if !self.checker_installed {
             self.checker_installed = true;
             hub.set_type_checker(Box::new(Check(self.shared.clone())));

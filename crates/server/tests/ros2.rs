@@ -1455,6 +1455,11 @@ fn a_ros2_action_client_sends_goals_to_an_action_a_tcp_client_serves() {
             (dds.as_str(), hash.as_str()),
             "{name}"
         );
+        if entity == "status" {
+            // As rcl declares it: transient local, depth 1.
+            let q = (ep.qos.durability, ep.qos.depth);
+            assert_eq!(q, (rmw::Durability::TransientLocal, 1), "{name}");
+        }
         keys.insert(entity, rmw::data_key(0, &name, &dds, &hash));
     }
     // The node listens to feedback and status as an rclcpp client does.

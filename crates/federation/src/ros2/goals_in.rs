@@ -27,7 +27,7 @@ use std::sync::MutexGuard;
 use rosgate_core::nodes::Domain;
 use rosgate_ros2::action::{self, cancel_code, status};
 use rosgate_ros2::cdr;
-use rosgate_ros2::rmw::{self, Attachment, EntityKind};
+use rosgate_ros2::rmw::{self, Attachment, EntityKind, Qos};
 use rosgate_wire::Raw;
 use serde_json::{json, Value};
 use zenoh::liveliness::LivelinessToken;
@@ -35,6 +35,7 @@ use zenoh::qos::CongestionControl;
 use zenoh::query::{Query, Queryable};
 use zenoh::sample::Locality;
 use zenoh::{Session, Wait};
+use zenoh_ext::{AdvancedPublisher, AdvancedPublisherBuilderExt, CacheConfig, MissDetectionConfig};
 
 use super::{unix_ns, RosLink, RosShared, Typed};
 use crate::Job;
@@ -53,6 +54,11 @@ struct Put {
     gid: [u8; 16],
     /// The sequence number of its last put.
     seq: i64,
+    /// The status topic's publisher: transient local, depth 1, as rcl
+    /// declares it (`rcl_action_qos_profile_status_default`), so a late
+    /// client gets the goals' statuses and rmw_zenoh counts this
+    /// publisher as matching its transient local subscription.
+    cache: Option<AdvancedPublisher<'static>>,
 }
 
 /// An action a local client serves, as the Zenoh side needs it.
@@ -175,13 +181,16 @@ impl RosShared {
             timestamp_ns: unix_ns(),
             gid: p.gid,
         };
-        let _ = self
-            .session
-            .put(p.key.as_str(), bytes)
-            .attachment(att.encode().to_vec())
-            .congestion_control(CongestionControl::Drop)
-            .allowed_destination(Locality::Remote)
-            .wait();
+        let _ = match &p.cache {
+            Some(cache) => cache.put(bytes).attachment(att.encode().to_vec()).wait(),
+            None => self
+                .session
+                .put(p.key.as_str(), bytes)
+                .attachment(att.encode().to_vec())
+                .congestion_control(CongestionControl::Drop)
+                .allowed_destination(Locality::Remote)
+                .wait(),
+        };
     }
 
     /// Puts the status of every goal of an action (what rclcpp's status
@@ -293,7 +302,10 @@ impl RosShared {
         };
         let mut g = self.goals_in();
         let n = action::goal_id_of(&v).and_then(|u| g.by_uuid.get(&u).copied());
-        let Some(goal) = n.and_then(|n| g.goals.get_mut(&n)) else {
+        let goal = n
+            .and_then(|n| g.goals.get_mut(&n))
+            .filter(|x| x.domain == domain && x.action == name);
+        let Some(goal) = goal else {
             drop(g);
             let result = cdr::default_json(&*self.types(), &resp_ty)
                 .map(|d| d["result"].clone())
@@ -360,7 +372,6 @@ impl RosShared {
                 terminated = true;
                 continue;
             }
-            x.status = status::CANCELING;
             canceling.push((n, x.uuid, x.stamp));
         }
         let code = match (canceling.is_empty(), terminated) {
@@ -369,12 +380,16 @@ impl RosShared {
             (true, false) if uuid == [0; 16] => cancel_code::NONE,
             (true, false) => cancel_code::UNKNOWN_GOAL_ID,
         };
-        for (n, ..) in &canceling {
+        // Only the cancels handed to the loop are canceling.
+        canceling.retain(|(n, ..)| {
             let (action_name, id) = (name.to_string(), goal_id(*n));
             let job: Job =
                 Box::new(move |hub, now| hub.remote_cancel(domain, &action_name, &id, now));
-            if !self.fed.send(job) {
-                self.drop_one_job();
+            self.fed.send(job)
+        });
+        for (n, ..) in &canceling {
+            if let Some(x) = g.goals.get_mut(n) {
+                x.status = status::CANCELING;
             }
         }
         if !canceling.is_empty() {
@@ -387,10 +402,6 @@ impl RosShared {
             .collect();
         let v = json!({"return_code": code, "goals_canceling": infos});
         reply(self, &q, &resp_ty, &v, att.seq, att.gid);
-    }
-
-    fn drop_one_job(&self) {
-        self.fed.drop_one();
     }
 
     /// Feedback (`end` None) or the end of goal `id` from the local server,
@@ -532,15 +543,48 @@ impl RosLink {
             } else {
                 EntityKind::ServiceServer
             };
-            let Some((token_key, token)) = self.declare(session, domain, kind, &entity, t) else {
+            let status = *suffix == action::STATUS;
+            let qos = if status {
+                Qos {
+                    durability: rmw::Durability::TransientLocal,
+                    ..Qos::keep_last(1)
+                }
+            } else {
+                Qos::keep_last(10)
+            };
+            let Some((token_key, token)) = self.declare_qos(session, domain, kind, &entity, t, qos)
+            else {
                 return;
             };
             tokens.push(token);
             if is_topic {
+                let cache = if status {
+                    let declared = session
+                        .declare_publisher(key.clone())
+                        .allowed_destination(Locality::Remote)
+                        .cache(CacheConfig::default().max_samples(1))
+                        // Sequence numbers: a cache needs them or
+                        // timestamping, which the session may not have.
+                        .sample_miss_detection(MissDetectionConfig::default())
+                        .publisher_detection()
+                        .wait();
+                    match declared {
+                        Ok(p) => Some(p),
+                        Err(e) => {
+                            rosgate_core::log!(Warn, "ros2: cannot offer {entity} to ROS 2: {e}");
+                            return;
+                        }
+                    }
+                } else {
+                    None
+                };
+                let gid = rmw::gid(&token_key);
+                self.shared.own_gids().insert(gid);
                 puts.push(Put {
                     key,
-                    gid: rmw::gid(&token_key),
+                    gid,
                     seq: 0,
+                    cache,
                 });
                 continue;
             }
@@ -611,7 +655,11 @@ impl RosLink {
                 .end(&mut g, n, status::ABORTED, result.clone(), ty.as_deref());
         }
         self.shared.put_status(&mut g, &k);
-        g.served.remove(&k);
+        if let Some(served) = g.served.remove(&k) {
+            let mut own = self.shared.own_gids();
+            own.remove(&served.feedback.gid);
+            own.remove(&served.status.gid);
+        }
     }
 }
 

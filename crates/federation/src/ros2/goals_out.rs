@@ -9,7 +9,10 @@
 //! Invariants:
 //! - every goal sent ends in exactly one `action_result` to the bridge:
 //!   the server's result, a rejection (status 0), or an abort (status 6)
-//!   when the server refuses, leaves or never answers;
+//!   when the server refuses, leaves or never answers; that line goes to
+//!   the hub from the loop's turn, never through the inbox, which may drop;
+//! - a cancel the hub sends before the server accepted the goal is sent
+//!   when it does;
 //! - at most [`MAX_ROS_GOALS`] goals are in flight to ROS 2; past that a
 //!   goal is aborted at once;
 //! - the feedback topic of an action is subscribed only while goals to it
@@ -18,9 +21,10 @@
 use std::collections::HashMap;
 use std::rc::Rc;
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use rosgate_core::nodes::Domain;
+use rosgate_core::Hub;
 use rosgate_ros2::action::{self, status};
 use rosgate_ros2::cdr;
 use rosgate_ros2::rmw::{self, EntityKind};
@@ -55,6 +59,11 @@ struct GoalOut {
     id: String,
     send_response: String,
     get_result: Route,
+    /// The server accepted it (a cancel can be sent).
+    accepted: bool,
+    /// The hub cancelled it before the server accepted it: the cancel is
+    /// sent on acceptance (sent earlier, the server would not know the id).
+    cancel_requested: bool,
 }
 
 /// Goals in flight, by goal id, with the bridge's ids and a count per
@@ -66,6 +75,12 @@ pub(super) struct GoalsOut {
     per_action: HashMap<(Domain, String), usize>,
     /// Accepted goals whose `get_result` the loop has not sent yet.
     to_ask: Vec<[u8; 16]>,
+    /// Accepted goals the hub cancelled before: their cancels, not sent yet.
+    to_cancel: Vec<[u8; 16]>,
+    /// Goals' last lines (`action_result`) for the loop to hand to the
+    /// hub itself: never dropped like feedback when the inbox is full, so
+    /// every goal ends. At most one per goal.
+    ended: Vec<(Domain, String)>,
 }
 
 impl GoalsOut {
@@ -164,10 +179,13 @@ impl RosShared {
     /// Ends goal `uuid` with `line(action, id)` to the bridge, if it is
     /// still in flight.
     fn end_goal(&self, uuid: &[u8; 16], line: impl FnOnce(&str, &str) -> String) {
-        let Some(g) = self.goals().remove(uuid) else {
+        let mut goals = self.goals();
+        let Some(g) = goals.remove(uuid) else {
             return;
         };
-        self.fed.reply_line(g.domain, line(&g.action, &g.id));
+        goals.ended.push((g.domain, line(&g.action, &g.id)));
+        drop(goals);
+        self.fed.wake();
     }
 
     /// The server's answer to `send_goal`: accepted goals wait for their
@@ -179,7 +197,19 @@ impl RosShared {
         };
         match decode(self, &ty, reply) {
             Ok(v) if v["accepted"] == true => {
-                self.goals().to_ask.push(uuid);
+                let mut goals = self.goals();
+                let cancel = match goals.by_uuid.get_mut(&uuid) {
+                    Some(g) => {
+                        g.accepted = true;
+                        g.cancel_requested
+                    }
+                    None => false,
+                };
+                goals.to_ask.push(uuid);
+                if cancel {
+                    goals.to_cancel.push(uuid);
+                }
+                drop(goals);
                 self.fed.wake();
             }
             Ok(_) => self.end_goal(&uuid, |action, id| {
@@ -321,6 +351,8 @@ impl RosLink {
                 request: gr.request.clone(),
                 response: gr.response.clone(),
             },
+            accepted: false,
+            cancel_requested: false,
         };
         if !self.shared.goals().insert(uuid, goal) {
             return fail(format!(
@@ -339,8 +371,9 @@ impl RosLink {
     }
 
     /// A cancel the bridge of `domain` received for goal `id`: sent to
-    /// the ROS 2 action server if the goal went to one (false otherwise).
-    /// The goal ends when the server says so, through its result.
+    /// the ROS 2 action server if the goal went to one (false otherwise),
+    /// now if the server accepted the goal, else once it does. The goal
+    /// ends when the server says so, through its result.
     pub(crate) fn cancel_goal(
         &mut self,
         session: &Session,
@@ -348,15 +381,31 @@ impl RosLink {
         action_name: &str,
         id: &str,
     ) -> bool {
-        let Some(uuid) = self
-            .shared
-            .goals()
-            .by_id
-            .get(&(domain, id.to_string()))
-            .copied()
-        else {
-            return false;
+        let uuid = {
+            let mut goals = self.shared.goals();
+            let Some(uuid) = goals.by_id.get(&(domain, id.to_string())).copied() else {
+                return false;
+            };
+            match goals.by_uuid.get_mut(&uuid) {
+                Some(g) if !g.accepted => {
+                    g.cancel_requested = true;
+                    return true;
+                }
+                _ => uuid,
+            }
         };
+        self.send_cancel(session, domain, action_name, uuid);
+        true
+    }
+
+    /// Sends `cancel_goal` for goal `uuid` of `action_name`.
+    fn send_cancel(
+        &mut self,
+        session: &Session,
+        domain: Domain,
+        action_name: &str,
+        uuid: [u8; 16],
+    ) {
         let cancel_name = format!("{action_name}{}", action::CANCEL_GOAL);
         let types = self.shared.types();
         let (Some(typed), Some(srv)) = (
@@ -367,13 +416,13 @@ impl RosLink {
                 Info,
                 "ros2: cannot cancel a goal of {action_name}: its server has no cancel_goal service"
             );
-            return true;
+            return;
         };
         let Ok(bytes) = cdr::encode(&*types, &srv.request, &action::cancel_request(&uuid)) else {
-            return true;
+            return;
         };
         let Some(gid) = self.client_gid(session, domain, &cancel_name, &typed) else {
-            return true;
+            return;
         };
         let key = rmw::data_key(
             u32::from(domain),
@@ -398,7 +447,6 @@ impl RosLink {
         let timeout = Duration::from_secs(QUERY_TIMEOUT_SECS);
         self.shared
             .request(key, bytes, gid, timeout, move |r| first.on(r));
-        true
     }
 
     /// Subscribes to `action`'s feedback topic (any type: each sample is
@@ -442,17 +490,29 @@ impl RosLink {
         );
     }
 
-    /// Sends the `get_result` of each goal a server accepted, and stops
-    /// watching the feedback of actions no goal is in flight to.
-    pub(super) fn turn_goals(&mut self) {
-        let (asks, idle): (Vec<([u8; 16], Route)>, bool) = {
+    /// Hands ended goals' results to the hub, sends the `get_result` of
+    /// each goal a server accepted (and the cancels that waited for it),
+    /// and stops watching the feedback of actions no goal is in flight to.
+    pub(super) fn turn_goals(&mut self, session: &Session, hub: &mut Hub, now: Instant) {
+        let (ended, asks, cancels) = {
             let mut g = self.shared.goals();
-            let asks = std::mem::take(&mut g.to_ask)
+            let ended = std::mem::take(&mut g.ended);
+            let asks: Vec<([u8; 16], Route)> = std::mem::take(&mut g.to_ask)
                 .into_iter()
                 .filter_map(|u| Some((u, g.by_uuid.get(&u)?.get_result.clone())))
                 .collect();
-            (asks, g.per_action.len() < self.feedback.len())
+            let cancels: Vec<([u8; 16], Domain, String)> = std::mem::take(&mut g.to_cancel)
+                .into_iter()
+                .filter_map(|u| {
+                    let x = g.by_uuid.get(&u)?;
+                    Some((u, x.domain, x.action.clone()))
+                })
+                .collect();
+            (ended, asks, cancels)
         };
+        for (domain, line) in ended {
+            hub.remote_reply(domain, line.as_bytes(), now);
+        }
         for (uuid, route) in asks {
             let types = self.shared.types();
             let request = action::get_result_request(&uuid);
@@ -470,7 +530,10 @@ impl RosLink {
             self.shared
                 .request(route.key, bytes, route.gid, timeout, move |r| first.on(r));
         }
-        if idle {
+        for (uuid, domain, action_name) in cancels {
+            self.send_cancel(session, domain, &action_name, uuid);
+        }
+        if !self.feedback.is_empty() {
             let g = self.shared.goals();
             self.feedback
                 .retain(|(d, a), _| g.per_action.contains_key(&(*d, a.to_string())));
