@@ -997,13 +997,17 @@ struct FibLog {
     held: Vec<(Query, [u8; 16])>,
     /// The request attachments' GIDs, by service.
     gids: Vec<(String, [u8; 16])>,
+    /// `send_goal` queries not answered yet (order 77: the test answers
+    /// them), with the request's seq and GID.
+    unanswered: Vec<(Query, i64, [u8; 16])>,
 }
 
 /// `/fibonacci` served as an rclcpp action server is on rmw_zenoh: three
 /// complete queryables with `SS` tokens and a feedback publisher (`MP`).
 /// A goal of order `n` is accepted when `n >= 0` and gets one feedback
 /// message, `[0, 1]`; its result is the first `n` Fibonacci numbers,
-/// except order 99, which runs until cancelled (then status 5).
+/// except order 99, which runs until cancelled (then status 5), and order
+/// 77, which is the same but whose acceptance the test sends.
 fn serve_fibonacci(
     node: &mut RosNode,
 ) -> (
@@ -1070,6 +1074,10 @@ fn serve_fibonacci(
                             i32::from_le_bytes(req[20..24].try_into().unwrap()),
                         );
                         log.goals.push((uuid, order));
+                        if order == 77 {
+                            log.unanswered.push((q, seq, gid));
+                            return;
+                        }
                         // {bool accepted, Time stamp}: 1 byte, 3 of padding, sec, nanosec.
                         let mut body = vec![0, 1, 0, 0, u8::from(order >= 0), 0, 0, 0];
                         body.extend_from_slice(&7i32.to_le_bytes());
@@ -1090,7 +1098,7 @@ fn serve_fibonacci(
                         let uuid = goal_uuid(&req);
                         let order = log.goals.iter().find(|g| g.0 == uuid).map(|g| g.1);
                         match order {
-                            Some(99) => log.held.push((q, uuid)),
+                            Some(99 | 77) => log.held.push((q, uuid)),
                             Some(n) => {
                                 let mut fib = vec![0i32, 1];
                                 while fib.len() < n as usize {
@@ -1272,6 +1280,55 @@ fn websocket_and_tcp_goals_reach_a_ros2_action_server_with_feedback_results_and_
             .0;
         assert_eq!(log.cancels, vec![long], "one cancel, for the long goal");
     }
+
+    // A cancel before the server accepted the goal is sent once it does
+    // (sent earlier, the server would not know the goal).
+    tcp.send_line(&format!(
+        r#"{{"op":"send_action_goal","id":"early","action":"/fibonacci","action_type":"{FIB}","args":{{"order":77}}}}"#
+    ));
+    let dl = deadline(REPLY);
+    while log.lock().unwrap().unanswered.is_empty() {
+        assert!(Instant::now() < dl, "the goal never reached the server");
+        thread::sleep(ms(10));
+    }
+    tcp.send_line(r#"{"op":"cancel_action_goal","id":"early","action":"/fibonacci"}"#);
+    // The cancel is taken before the acceptance is sent: a round trip on
+    // the same connection.
+    let _ = call_values(&mut tcp, "/rosgate/federation", "{}");
+    let early = log
+        .lock()
+        .unwrap()
+        .goals
+        .iter()
+        .find(|g| g.1 == 77)
+        .expect("the early goal")
+        .0;
+    assert!(
+        !log.lock().unwrap().cancels.contains(&early),
+        "cancelled before acceptance"
+    );
+    let (q, seq, gid) = log
+        .lock()
+        .unwrap()
+        .unanswered
+        .pop()
+        .expect("held send_goal");
+    let mut body = vec![0, 1, 0, 0, 1, 0, 0, 0];
+    body.extend_from_slice(&[0; 8]);
+    q.reply(q.key_expr().clone(), body)
+        .attachment(attachment(seq, unix_ns(), &gid))
+        .wait()
+        .expect("accept");
+    drop(q);
+    let (end, _) = tcp.recv_until(
+        |v| v["op"] == "action_result" && v["id"] == "early",
+        deadline(REPLY),
+    );
+    assert_eq!(end["status"], 5, "{end}");
+    assert!(
+        log.lock().unwrap().cancels.contains(&early),
+        "the cancel reached the server"
+    );
 
     // A goal the server rejects ends at once: status 0, result false.
     tcp.send_line(&format!(

@@ -447,31 +447,26 @@ impl RosShared {
             }
             None => values,
         };
-        self.end(&mut g, n, status, result, result_ty.as_deref());
+        let answers = self.end(&mut g, n, status, result);
         self.put_status(&mut g, &k);
+        drop(g);
+        if let (Some(a), Some(ty)) = (answers, result_ty) {
+            self.answer_results(vec![a], &ty);
+        }
         true
     }
 
     /// Ends goal `n`: its result answers the `get_result`s waiting, and
     /// the oldest ended goals past [`MAX_ENDED_GOALS`] are forgotten.
-    fn end(&self, g: &mut GoalsIn, n: u64, status: i64, result: Value, ty: Option<&str>) {
-        let Some(goal) = g.goals.get_mut(&n) else {
-            return;
-        };
+    fn end(&self, g: &mut GoalsIn, n: u64, status: i64, result: Value) -> Option<Answers> {
+        let goal = g.goals.get_mut(&n)?;
         if goal.result.is_some() {
-            return;
+            return None;
         }
         goal.status = status;
-        let v = json!({"status": status, "result": result});
+        let answer = json!({"status": status, "result": result});
         goal.result = Some(result);
-        for (q, seq, gid) in std::mem::take(&mut goal.waiting) {
-            match ty {
-                Some(ty) => reply(self, &q, ty, &v, seq, gid),
-                None => {
-                    let _ = q.reply_err("the action is no longer served here").wait();
-                }
-            }
-        }
+        let waiting = std::mem::take(&mut goal.waiting);
         g.ended.push_back(n);
         while g.ended.len() > MAX_ENDED_GOALS {
             if let Some(old) = g.ended.pop_front() {
@@ -480,7 +475,24 @@ impl RosShared {
                 }
             }
         }
+        Some(Answers { waiting, answer })
     }
+
+    /// Answers the `get_result`s a goal's end released, as CDR of `ty`:
+    /// called with no lock held (a reply may wait on the network).
+    fn answer_results(&self, answers: Vec<Answers>, ty: &str) {
+        for a in answers {
+            for (q, seq, gid) in a.waiting {
+                reply(self, &q, ty, &a.answer, seq, gid);
+            }
+        }
+    }
+}
+
+/// The `get_result` queries a goal's end released, and their answer.
+struct Answers {
+    waiting: Vec<(Query, i64, [u8; 16])>,
+    answer: Value,
 }
 
 impl RosLink {
@@ -650,15 +662,19 @@ impl RosLink {
             .filter(|(_, x)| x.domain == domain && *x.action == **name && x.result.is_none())
             .map(|(&n, _)| n)
             .collect();
-        for n in open {
-            self.shared
-                .end(&mut g, n, status::ABORTED, result.clone(), ty.as_deref());
-        }
+        let answers: Vec<Answers> = open
+            .into_iter()
+            .filter_map(|n| self.shared.end(&mut g, n, status::ABORTED, result.clone()))
+            .collect();
         self.shared.put_status(&mut g, &k);
         if let Some(served) = g.served.remove(&k) {
             let mut own = self.shared.own_gids();
             own.remove(&served.feedback.gid);
             own.remove(&served.status.gid);
+        }
+        drop(g);
+        if let Some(ty) = ty {
+            self.shared.answer_results(answers, &ty);
         }
     }
 }
