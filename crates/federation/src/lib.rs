@@ -28,6 +28,7 @@
 //!   the wire decoder accepts, with raw line breaks blanked (it is framed
 //!   into NDJSON lines for clients).
 
+mod first_reply;
 pub mod keys;
 mod remote;
 mod ros2;
@@ -53,6 +54,7 @@ use zenoh::query::{ConsolidationMode, Query, QueryTarget, Queryable, Reply};
 use zenoh::sample::{Locality, Sample};
 use zenoh::{Session, Wait};
 
+use first_reply::FirstReply;
 use remote::{Change, Shared};
 pub use remote::{MAX_GATEWAYS, MAX_REMOTE_CALLS, MAX_REMOTE_INTEREST};
 pub use ros2::{RosSettings, MAX_ROS_ENTITIES, ROS_GRAPH};
@@ -212,34 +214,6 @@ impl Drop for GoalGuard {
         if !self.done.swap(true, Ordering::AcqRel) {
             self.shared
                 .on_goal_reply(self.domain, &self.action, &self.id, None);
-        }
-    }
-}
-
-/// Sends the caller's failure when a query ends without any reply (the
-/// callback holding it is dropped when Zenoh finalises the query).
-struct ReplyGuard {
-    shared: Arc<Shared>,
-    domain: Domain,
-    service: String,
-    id: String,
-    answered: std::sync::atomic::AtomicBool,
-}
-
-impl ReplyGuard {
-    fn on(&self, reply: &Reply) {
-        if !self.answered.swap(true, Ordering::AcqRel) {
-            self.shared
-                .on_reply(self.domain, &self.service, &self.id, Some(reply));
-        }
-    }
-}
-
-impl Drop for ReplyGuard {
-    fn drop(&mut self) {
-        if !self.answered.swap(true, Ordering::AcqRel) {
-            self.shared
-                .on_reply(self.domain, &self.service, &self.id, None);
         }
     }
 }
@@ -668,13 +642,13 @@ impl Federation {
     /// gateway's service) as a Zenoh query; its reply, or its absence,
     /// comes back as the bridge's `service_response`.
     fn forward_call(&self, domain: Domain, service: &str, id: &str, args: &[u8]) {
-        let guard = ReplyGuard {
-            shared: self.shared.clone(),
-            domain,
-            service: service.to_string(),
-            id: id.to_string(),
-            answered: std::sync::atomic::AtomicBool::new(false),
-        };
+        // The first reply, or the query's end without one, answers the
+        // caller.
+        let (sh, service_name, call_id) =
+            (self.shared.clone(), service.to_string(), id.to_string());
+        let first = FirstReply::new(move |r: Option<&Reply>| {
+            sh.on_reply(domain, &service_name, &call_id, r)
+        });
         let sent = self
             .session
             .get(keys::service_key(domain, service))
@@ -685,7 +659,7 @@ impl Federation {
             .consolidation(ConsolidationMode::None)
             .allowed_destination(Locality::Remote)
             .timeout(std::time::Duration::from_secs(QUERY_TIMEOUT_SECS))
-            .callback(move |r: Reply| guard.on(&r))
+            .callback(move |r: Reply| first.on(&r))
             .wait();
         if let Err(e) = sent {
             rosgate_core::log!(Debug, "federation: call of {service} not sent: {e}");

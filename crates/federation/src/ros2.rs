@@ -59,6 +59,7 @@ use zenoh_ext::{
     AdvancedSubscriberBuilderExt, CacheConfig, HistoryConfig, MissDetectionConfig,
 };
 
+use crate::first_reply::FirstReply;
 use crate::remote::{failure_line, Shared};
 
 mod goals_in;
@@ -393,27 +394,35 @@ impl RosShared {
                 }
             }
         }
-        let Some((_, _, dds, _)) = rmw::parse_data_key(s.key_expr().as_str()) else {
-            return;
-        };
-        let Some(ty) = rmw::ros_type_name(&dds) else {
-            self.undecodable();
-            return;
-        };
-        let mut json = Vec::new();
-        let payload = s.payload().to_bytes();
-        if let Err(e) = cdr::decode_json(&*self.types(), &ty, &payload, &mut json) {
-            self.undecodable();
-            rosgate_core::log!(Debug, "ros2: a sample of {topic} ({ty}) dropped: {e}");
-            return;
-        }
-        let Ok(json) = String::from_utf8(json) else {
-            self.undecodable();
+        let Some(json) = self.sample_json(s) else {
             return;
         };
         // A transient local publisher's samples are latched in the hub, so
         // clients that subscribe later get them as from a local one.
         self.fed.deliver(domain, topic, json, latched);
+    }
+
+    /// A ROS 2 sample as rosbridge JSON, decoded by the type its key
+    /// names; `None` (counted as undecodable) when it does not decode.
+    fn sample_json(&self, s: &Sample) -> Option<String> {
+        let key = s.key_expr().as_str();
+        let (_, _, dds, _) = rmw::parse_data_key(key)?;
+        let Some(ty) = rmw::ros_type_name(&dds) else {
+            self.undecodable();
+            return None;
+        };
+        let mut json = Vec::new();
+        let payload = s.payload().to_bytes();
+        if let Err(e) = cdr::decode_json(&*self.types(), &ty, &payload, &mut json) {
+            self.undecodable();
+            rosgate_core::log!(Debug, "ros2: a sample of {key} ({ty}) dropped: {e}");
+            return None;
+        }
+        let json = String::from_utf8(json).ok();
+        if json.is_none() {
+            self.undecodable();
+        }
+        json
     }
 
     fn undecodable(&self) {
@@ -540,6 +549,52 @@ impl RosShared {
         true
     }
 
+    /// The end of call `id` to a ROS 2 server of `service`: its reply
+    /// (`response_type` CDR) or, `None`, the query's end without one, as
+    /// the bridge's `service_response` for the caller.
+    fn on_call_reply(
+        &self,
+        domain: Domain,
+        service: &str,
+        response_type: &str,
+        id: &str,
+        reply: Option<&Reply>,
+    ) {
+        let line = match reply.map(Reply::result) {
+            Some(Ok(sample)) => {
+                let mut json = Vec::new();
+                let payload = sample.payload().to_bytes();
+                match cdr::decode_json(&*self.types(), response_type, &payload, &mut json) {
+                    Ok(()) => format!(
+                        "{{\"op\":\"service_response\",\"service\":{},\"values\":{},\"result\":true,\"id\":{}}}",
+                        serde_json::Value::from(service),
+                        String::from_utf8_lossy(&json),
+                        id
+                    ),
+                    Err(e) => failure_line(
+                        service,
+                        id,
+                        &format!("the ROS 2 server's reply is not {response_type}: {e}"),
+                    ),
+                }
+            }
+            Some(Err(e)) => failure_line(
+                service,
+                id,
+                &format!(
+                    "the ROS 2 server refused the call: {}",
+                    String::from_utf8_lossy(&e.payload().to_bytes())
+                ),
+            ),
+            None => failure_line(
+                service,
+                id,
+                "the ROS 2 server did not answer (it left, or the call timed out)",
+            ),
+        };
+        self.fed.reply_line(domain, line);
+    }
+
     /// The type of the ROS 2 subscriptions of `topic` (the first, by
     /// token), if any.
     fn subscribed(&self, domain: Domain, topic: &str) -> Option<Typed> {
@@ -644,67 +699,6 @@ impl RosShared {
             "types_known": self.types().msgs().count(),
             "undecodable": self.undecodable.load(Ordering::Relaxed),
         })
-    }
-}
-
-/// Sends the caller's answer when a call to ROS 2 ends (the callback
-/// holding it is dropped when Zenoh finalises the query).
-struct ReplyGuard {
-    shared: Arc<RosShared>,
-    domain: Domain,
-    service: String,
-    response_type: String,
-    id: String,
-    answered: AtomicBool,
-}
-
-impl ReplyGuard {
-    fn on(&self, reply: &Reply) {
-        if self.answered.swap(true, Ordering::AcqRel) {
-            return;
-        }
-        let line = match reply.result() {
-            Ok(sample) => {
-                let mut json = Vec::new();
-                let payload = sample.payload().to_bytes();
-                match cdr::decode_json(&*self.shared.types(), &self.response_type, &payload, &mut json)
-                {
-                    Ok(()) => format!(
-                        "{{\"op\":\"service_response\",\"service\":{},\"values\":{},\"result\":true,\"id\":{}}}",
-                        serde_json::Value::from(self.service.as_str()),
-                        String::from_utf8_lossy(&json),
-                        self.id
-                    ),
-                    Err(e) => failure_line(
-                        &self.service,
-                        &self.id,
-                        &format!("the ROS 2 server's reply is not {}: {e}", self.response_type),
-                    ),
-                }
-            }
-            Err(e) => failure_line(
-                &self.service,
-                &self.id,
-                &format!(
-                    "the ROS 2 server refused the call: {}",
-                    String::from_utf8_lossy(&e.payload().to_bytes())
-                ),
-            ),
-        };
-        self.shared.fed.reply_line(self.domain, line);
-    }
-}
-
-impl Drop for ReplyGuard {
-    fn drop(&mut self) {
-        if !self.answered.swap(true, Ordering::AcqRel) {
-            let line = failure_line(
-                &self.service,
-                &self.id,
-                "the ROS 2 server did not answer (it left, or the call timed out)",
-            );
-            self.shared.fed.reply_line(self.domain, line);
-        }
     }
 }
 
@@ -842,17 +836,7 @@ impl RosLink {
         };
         for &d in &settings.domains {
             let nid = link.next_id();
-            let tok = Token {
-                domain: u32::from(d),
-                zid: link.zid.clone(),
-                nid,
-                id: nid,
-                kind: EntityKind::Node,
-                enclave: "/".into(),
-                namespace: "/".into(),
-                node: node_name(&link.zid),
-                endpoint: None,
-            };
+            let tok = Token::node(u32::from(d), &link.zid, nid, "/", &node_name(&link.zid));
             let key = tok.to_key();
             let token = session
                 .liveliness()
@@ -945,17 +929,7 @@ impl RosLink {
                 continue;
             }
             let nid = self.next_id();
-            let tok = Token {
-                domain: u32::from(d),
-                zid: self.zid.clone(),
-                nid,
-                id: nid,
-                kind: EntityKind::Node,
-                enclave: "/".into(),
-                namespace: namespace.clone(),
-                node: name.clone(),
-                endpoint: None,
-            };
+            let tok = Token::node(u32::from(d), &self.zid, nid, &namespace, &name);
             match session.liveliness().declare_token(tok.to_key()).wait() {
                 Ok(token) => {
                     self.client_nodes.insert(
@@ -1303,18 +1277,19 @@ impl RosLink {
         let Some(gid) = self.client_gid(session, domain, service, &typed) else {
             return false;
         };
-        let guard = ReplyGuard {
-            shared: self.shared.clone(),
-            domain,
-            service: service.to_string(),
-            response_type: srv.response.clone(),
-            id: id.to_string(),
-            answered: AtomicBool::new(false),
-        };
+        let (sh, name, response, call) = (
+            self.shared.clone(),
+            service.to_string(),
+            srv.response.clone(),
+            id.to_string(),
+        );
+        let first = FirstReply::new(move |r: Option<&Reply>| {
+            sh.on_call_reply(domain, &name, &response, &call, r)
+        });
         let key = rmw::data_key(u32::from(domain), service, &typed.dds_type, &typed.hash);
         let timeout = Duration::from_secs(QUERY_TIMEOUT_SECS);
         self.shared
-            .request(key, bytes, gid, timeout, move |r| guard.on(r));
+            .request(key, bytes, gid, timeout, move |r| first.on(r));
         true
     }
 

@@ -588,6 +588,22 @@ pub struct Token {
 }
 
 impl Token {
+    /// A node's own token (`NN`) in the default enclave: its entity id is
+    /// its node id.
+    pub fn node(domain: u32, zid: &str, nid: u64, namespace: &str, node: &str) -> Token {
+        Token {
+            domain,
+            zid: zid.to_string(),
+            nid,
+            id: nid,
+            kind: EntityKind::Node,
+            enclave: "/".into(),
+            namespace: namespace.to_string(),
+            node: node.to_string(),
+            endpoint: None,
+        }
+    }
+
     /// The token's key expression, e.g.
     /// `@ros2_lv/0/<zid>/0/10/MP/%/%/talker/%chatter/std_msgs::msg::dds_::String_/RIHS01_…/::,7:,:,:,,`.
     /// Node tokens end after the node name; the endpoint is written for
@@ -1316,6 +1332,14 @@ mod tests {
         assert_eq!(
             back.node_token().to_key(),
             "@ros2_lv/5/1f/3/3/NN/%/%robot1%arm/listener"
+        );
+        assert_eq!(
+            Token::node(5, "1f", 3, "/robot1/arm", "listener"),
+            back.node_token()
+        );
+        assert_eq!(
+            Token::node(0, ZID, 0, "/", "talker").to_key(),
+            talker_node_key()
         );
     }
 

@@ -214,25 +214,38 @@ impl RosShared {
         self.put(g, k, true, &msg);
     }
 
+    /// A query to one of the goal services of action `k` this gateway
+    /// serves: `pick` gives the request's type and what the handler needs
+    /// of the action; with the request's attachment and decoded payload.
+    /// `None` when the action is no longer served or the request does not
+    /// decode: the query then has its error reply.
+    fn served_request<T>(
+        &self,
+        k: &(Domain, String),
+        q: &Query,
+        pick: impl FnOnce(&Served) -> (String, T),
+    ) -> Option<(T, Attachment, Value)> {
+        let Some((req_ty, picked)) = self.goals_in().served.get(k).map(pick) else {
+            let _ = q.reply_err("the action is no longer served here").wait();
+            return None;
+        };
+        match request(self, &req_ty, q) {
+            Ok((att, v)) => Some((picked, att, v)),
+            Err(why) => {
+                let _ = q.reply_err(why).wait();
+                None
+            }
+        }
+    }
+
     /// A ROS 2 client's `send_goal`: accepted, and handed to the local
     /// server through the bridge.
     fn on_send_goal(&self, domain: Domain, name: &str, q: Query) {
         let k = (domain, name.to_string());
-        let Some((ty, req_ty, resp_ty)) = self
-            .goals_in()
-            .served
-            .get(&k)
-            .map(|s| (s.ty.clone(), s.send_goal.0.clone(), s.send_goal.1.clone()))
-        else {
-            let _ = q.reply_err("the action is no longer served here").wait();
+        let Some(((ty, resp_ty), att, v)) = self.served_request(&k, &q, |s| {
+            (s.send_goal.0.clone(), (s.ty.clone(), s.send_goal.1.clone()))
+        }) else {
             return;
-        };
-        let (att, v) = match request(self, &req_ty, &q) {
-            Ok(x) => x,
-            Err(why) => {
-                let _ = q.reply_err(why).wait();
-                return;
-            }
         };
         let Some(uuid) = action::goal_id_of(&v) else {
             let _ = q.reply_err("a goal without a goal id").wait();
@@ -288,17 +301,8 @@ impl RosShared {
     /// is unknown), else when it ends.
     fn on_get_result(&self, domain: Domain, name: &str, q: Query) {
         let k = (domain, name.to_string());
-        let Some((req_ty, resp_ty)) = self.goals_in().served.get(&k).map(|s| s.get_result.clone())
-        else {
-            let _ = q.reply_err("the action is no longer served here").wait();
+        let Some((resp_ty, att, v)) = self.served_request(&k, &q, |s| s.get_result.clone()) else {
             return;
-        };
-        let (att, v) = match request(self, &req_ty, &q) {
-            Ok(x) => x,
-            Err(why) => {
-                let _ = q.reply_err(why).wait();
-                return;
-            }
         };
         let mut g = self.goals_in();
         let n = action::goal_id_of(&v).and_then(|u| g.by_uuid.get(&u).copied());
@@ -334,21 +338,9 @@ impl RosShared {
     /// every goal of the action accepted up to the stamp (all, for a zero
     /// stamp), as rclcpp does.
     fn on_cancel_goal(&self, domain: Domain, name: &str, q: Query) {
-        let served = self
-            .goals_in()
-            .served
-            .get(&(domain, name.to_string()))
-            .map(|s| s.cancel.clone());
-        let Some((req_ty, resp_ty)) = served else {
-            let _ = q.reply_err("the action is no longer served here").wait();
+        let k = (domain, name.to_string());
+        let Some((resp_ty, att, v)) = self.served_request(&k, &q, |s| s.cancel.clone()) else {
             return;
-        };
-        let (att, v) = match request(self, &req_ty, &q) {
-            Ok(x) => x,
-            Err(why) => {
-                let _ = q.reply_err(why).wait();
-                return;
-            }
         };
         let info = &v["goal_info"];
         let uuid = action::goal_id_of(info).unwrap_or_default();
@@ -393,7 +385,7 @@ impl RosShared {
             }
         }
         if !canceling.is_empty() {
-            self.put_status(&mut g, &(domain, name.to_string()));
+            self.put_status(&mut g, &k);
         }
         drop(g);
         let infos: Vec<Value> = canceling

@@ -20,7 +20,7 @@
 
 use std::collections::HashMap;
 use std::rc::Rc;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, MutexGuard};
 use std::time::{Duration, Instant};
 
 use rosgate_core::nodes::Domain;
@@ -36,6 +36,7 @@ use zenoh::sample::{Locality, Sample};
 use zenoh::{Session, Wait};
 
 use super::{unix_ns, RosLink, RosShared, Typed};
+use crate::first_reply::FirstReply;
 use crate::remote::aborted_line;
 use crate::{GOAL_QUERY_TIMEOUT_HOURS, QUERY_TIMEOUT_SECS};
 
@@ -112,33 +113,6 @@ impl GoalsOut {
 
     pub(super) fn len(&self) -> usize {
         self.by_uuid.len()
-    }
-}
-
-/// Calls its function once: with the first reply of a query, or with
-/// `None` when the query ends without one (Zenoh drops the callback that
-/// holds this).
-struct FirstReply<F: FnOnce(Option<&Reply>)>(Mutex<Option<F>>);
-
-impl<F: FnOnce(Option<&Reply>)> FirstReply<F> {
-    fn new(f: F) -> Self {
-        FirstReply(Mutex::new(Some(f)))
-    }
-
-    fn on(&self, r: &Reply) {
-        let f = self.0.lock().unwrap_or_else(|p| p.into_inner()).take();
-        if let Some(f) = f {
-            f(Some(r));
-        }
-    }
-}
-
-impl<F: FnOnce(Option<&Reply>)> Drop for FirstReply<F> {
-    fn drop(&mut self) {
-        let f = self.0.get_mut().unwrap_or_else(|p| p.into_inner()).take();
-        if let Some(f) = f {
-            f(None);
-        }
     }
 }
 
@@ -252,18 +226,10 @@ impl RosShared {
     /// A sample of an action's feedback topic: the caller of the goal it
     /// names gets its `feedback` (others' goals are not ours).
     fn on_feedback(&self, domain: Domain, action: &str, s: &Sample) {
-        let Some((_, _, dds, _)) = rmw::parse_data_key(s.key_expr().as_str()) else {
+        let Some(json) = self.sample_json(s) else {
             return;
         };
-        let Some(ty) = rmw::ros_type_name(&dds) else {
-            return;
-        };
-        let mut json = Vec::new();
-        if cdr::decode_json(&*self.types(), &ty, &s.payload().to_bytes(), &mut json).is_err() {
-            self.undecodable();
-            return;
-        }
-        let Ok(v) = serde_json::from_slice::<Value>(&json) else {
+        let Ok(v) = serde_json::from_str::<Value>(&json) else {
             return;
         };
         let Some(uuid) = action::goal_id_of(&v) else {
