@@ -46,6 +46,7 @@ use rosgate_core::hub::{InterestChange, Offer};
 use rosgate_core::nodes::Domain;
 use rosgate_core::out::MAX_IOVECS;
 use rosgate_core::Hub;
+use rosgate_ros2::registry::Registry;
 use rosgate_wire::decode::{self, Op, Request};
 use zenoh::liveliness::LivelinessToken;
 use zenoh::pubsub::Subscriber;
@@ -250,11 +251,34 @@ impl std::fmt::Debug for Federation {
     }
 }
 
+/// Settings checked and every file they name read (`--zenoh-config`,
+/// `--interfaces`), before anything is bound or opened: start-up reports a
+/// bad flag or file first, whatever else would fail later (a busy port).
+pub struct Prepared {
+    config: zenoh::Config,
+    ros: Option<(RosSettings, Registry)>,
+}
+
+impl Settings {
+    /// Checks every flag and reads every file: what [`Federation::start`]
+    /// needs, with nothing opened yet.
+    pub fn prepare(&self) -> Result<Prepared, String> {
+        let config = self.zenoh_config()?;
+        let ros = if self.ros.domains.is_empty() {
+            None
+        } else {
+            self.ros.check()?;
+            Some((self.ros.clone(), self.ros.registry()?))
+        };
+        Ok(Prepared { config, ros })
+    }
+}
+
 impl Federation {
     /// Opens the Zenoh session, announces this gateway and starts
     /// watching the others and their interest.
-    pub fn start(settings: &Settings, to_loop: ToLoop) -> Result<Federation, String> {
-        let config = settings.zenoh_config()?;
+    pub fn start(prepared: Prepared, to_loop: ToLoop) -> Result<Federation, String> {
+        let Prepared { config, ros } = prepared;
         let session = zenoh::open(config)
             .wait()
             .map_err(|e| format!("zenoh: cannot open a session: {e}"))?;
@@ -297,14 +321,14 @@ impl Federation {
             .callback(move |s: Sample| sh.on_graph(&s))
             .wait()
             .map_err(|e| fail("the graph watcher", e))?;
-        let ros = if settings.ros.domains.is_empty() {
-            None
-        } else {
-            Some(ros2::RosLink::start(
+        let ros = match ros {
+            None => None,
+            Some((settings, types)) => Some(ros2::RosLink::start(
                 &session,
-                &settings.ros,
+                &settings,
+                types,
                 shared.clone(),
-            )?)
+            )?),
         };
         Ok(Federation {
             session,

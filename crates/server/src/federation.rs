@@ -12,12 +12,26 @@ use rosgate_federation::{Federation, Settings, ToLoop};
 use crate::config::ZenohFlags;
 use crate::inbox::Handle;
 
-/// Opens the Zenoh session when any `--zenoh-*` flag was given.
-pub fn start(flags: &ZenohFlags, handle: &Handle, hub: &mut Hub) -> io::Result<Option<Federation>> {
+/// Checks the `--zenoh-*` flags and reads the files they name, before the
+/// server binds anything: a bad flag or file is reported first, whatever
+/// else would fail later. `None` when no `--zenoh-*` flag was given.
+pub fn prepare(flags: &ZenohFlags) -> io::Result<Option<Prepared>> {
     if !flags.given() {
         return Ok(None);
     }
-    let settings = Settings {
+    let settings = settings(flags);
+    let prepared = settings.prepare().map_err(io::Error::other)?;
+    Ok(Some(Prepared { settings, prepared }))
+}
+
+/// What [`prepare`] checked, for [`start`].
+pub struct Prepared {
+    settings: Settings,
+    prepared: rosgate_federation::Prepared,
+}
+
+fn settings(flags: &ZenohFlags) -> Settings {
+    Settings {
         connect: flags.connect.clone(),
         listen: flags.listen.clone(),
         mode: flags.mode.clone(),
@@ -27,10 +41,21 @@ pub fn start(flags: &ZenohFlags, handle: &Handle, hub: &mut Hub) -> io::Result<O
             domains: flags.ros_domains.clone(),
             interfaces: flags.interfaces.clone(),
         },
+    }
+}
+
+/// Opens the Zenoh session that [`prepare`] checked.
+pub fn start(
+    prepared: Option<Prepared>,
+    handle: &Handle,
+    hub: &mut Hub,
+) -> io::Result<Option<Federation>> {
+    let Some(Prepared { settings, prepared }) = prepared else {
+        return Ok(None);
     };
     let h = handle.clone();
     let to_loop: ToLoop = Arc::new(move |job| h.send(job).is_ok());
-    let f = Federation::start(&settings, to_loop).map_err(io::Error::other)?;
+    let f = Federation::start(prepared, to_loop).map_err(io::Error::other)?;
     hub.enable_federation();
     log!(
         Info,

@@ -158,6 +158,10 @@ impl Server {
             );
             limits.max_connections = cap;
         }
+        // Every flag and file is checked before anything is bound, so a
+        // bad one is reported whatever else would fail (a busy port).
+        #[cfg(feature = "federation")]
+        let zenoh = crate::federation::prepare(&config.zenoh)?;
         let poll = Poll::new()?;
         let mut listener =
             bind(config.listen).map_err(|e| in_context(e, "listen", config.listen))?;
@@ -195,7 +199,7 @@ impl Server {
         hub.set_access(config.access.clone());
         hub.set_http_settings(crate::assets::http_settings());
         #[cfg(feature = "federation")]
-        let federation = crate::federation::start(&config.zenoh, &handle, &mut hub)?;
+        let federation = crate::federation::start(zenoh, &handle, &mut hub)?;
         Ok(Server {
             #[cfg(feature = "federation")]
             federation,

@@ -419,7 +419,14 @@ fn a_killed_gateway_is_noticed_and_its_restart_resumes_the_flow() {
 
 #[test]
 fn bad_flags_stop_start_up_with_a_message() {
-    let out = run(&["--zenoh-mode", "mesh", "--listen", "127.0.0.1:0"]);
+    let out = run(&[
+        "--zenoh-mode",
+        "mesh",
+        "--listen",
+        "127.0.0.1:0",
+        "--ws-listen",
+        "127.0.0.1:0",
+    ]);
     assert_eq!(out.status.code(), Some(1), "{out:?}");
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
@@ -431,10 +438,43 @@ fn bad_flags_stop_start_up_with_a_message() {
         "/nonexistent/zenoh.json5",
         "--listen",
         "127.0.0.1:0",
+        "--ws-listen",
+        "127.0.0.1:0",
     ]);
     assert_ne!(out.status.code(), Some(0), "{out:?}");
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("/nonexistent/zenoh.json5"), "{err}");
+}
+
+/// Flags and files are checked before anything is bound: with both
+/// listening ports taken, a bad `--zenoh-config` or `--interfaces` is
+/// still what start-up reports, not the busy port.
+#[test]
+fn bad_flags_are_reported_before_a_busy_port() {
+    let tcp = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let ws = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let (tcp, ws) = (
+        tcp.local_addr().expect("addr").to_string(),
+        ws.local_addr().expect("addr").to_string(),
+    );
+    for bad in [
+        &["--zenoh-config", "/nonexistent/zenoh.json5"][..],
+        &["--zenoh-mode", "mesh"],
+        &[
+            "--ros-domain",
+            "0",
+            "--interfaces",
+            "/nonexistent/interfaces",
+        ],
+    ] {
+        let mut args = bad.to_vec();
+        args.extend(["--listen", &tcp, "--ws-listen", &ws]);
+        let out = run(&args);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {out:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(bad[bad.len() - 1]), "{args:?}: {err}");
+        assert!(!err.contains("in use"), "{args:?}: {err}");
+    }
 }
 
 fn advertise_service(c: &mut Client, service: &str) {
@@ -700,6 +740,73 @@ fn parameters_of_a_node_on_another_gateway_are_read_and_set_with_its_owners_vali
         assert!(Instant::now() < dl, "the node's services never left B: {v}");
         thread::sleep(ms(20));
     }
+}
+
+/// rosapi `get_param`/`set_param` and `rosgate param set` on gateway B,
+/// for a node whose parameters a client of gateway A owns: every request
+/// reaches the owner and its rules (B keeps no copy of its own), a refusal
+/// is a failure with the owner's reason (the CLI exits 1), and both
+/// gateways read the same value afterwards.
+#[test]
+fn rosapi_and_the_cli_reach_the_owner_of_a_node_on_another_gateway() {
+    let (pa, pb) = (free_port(), free_port());
+    let a = gateway(pa, &[], &[]);
+    let b = gateway(pb, &[pa], &[]);
+    wait_federation(&b, "sees A", |v| gateways(v) == 1);
+    let mut owner = a.client();
+    owner.send_line(r#"{"op":"declare_node","name":"arm","id":"n"}"#);
+    owner.recv_until(|v| v["id"] == "n", deadline(REPLY));
+    owner.send_line(r#"{"op":"declare_parameter","name":"gain","value":1.5,"id":"p1"}"#);
+    owner.expect_info("p1");
+    wait_service(&b, "/arm/set_parameters");
+    wait_service(&b, "/arm/get_parameters");
+    let get = |gw: &Gateway| {
+        let mut c = gw.client();
+        call_values(&mut c, "/rosapi/get_param", r#"{"name":"/arm:gain"}"#)
+    };
+    let v = get(&b);
+    assert_eq!(v["result"], true, "{v}");
+    assert_eq!(v["values"]["value"], "1.5", "{v}");
+    // A set through B reaches A.
+    let mut remote = b.client();
+    let v = call_values(
+        &mut remote,
+        "/rosapi/set_param",
+        r#"{"name":"/arm:gain","value":"2.5"}"#,
+    );
+    assert_eq!(v["result"], true, "{v}");
+    assert_eq!(get(&a)["values"]["value"], "2.5");
+    assert_eq!(get(&b)["values"]["value"], "2.5");
+    // A value of the wrong type is refused by A's rules, with the reason,
+    // and changes nothing on either gateway.
+    let v = call_values(
+        &mut remote,
+        "/rosapi/set_param",
+        r#"{"name":"/arm:gain","value":"\"fast\""}"#,
+    );
+    assert_eq!(v["result"], false, "{v}");
+    assert!(v["values"].as_str().is_some_and(|r| !r.is_empty()), "{v}");
+    assert_eq!(get(&a)["values"]["value"], "2.5");
+    assert_eq!(get(&b)["values"]["value"], "2.5");
+    // The CLI through B: the owner's answer, exit 0 or 1.
+    let url = format!("tcp://{}", b.addr);
+    let out = run(&["param", "set", "/arm", "gain", "3.0", "--url", &url]);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stdout).contains("Set parameter successful"));
+    assert_eq!(get(&a)["values"]["value"], "3.0");
+    let out = run(&["param", "set", "/arm", "gain", "fast", "--url", &url]);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("Setting parameter failed"),
+        "{out:?}"
+    );
+    assert_eq!(get(&a)["values"]["value"], "3.0");
+    let out = run(&["param", "get", "/arm", "gain", "--url", &url]);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("Double value is: 3.0"),
+        "{out:?}"
+    );
 }
 
 /// Waits until `gw` lists `action` among its action servers.
