@@ -37,6 +37,7 @@ mod federation;
 mod graph;
 mod http;
 mod params;
+mod params_remote;
 mod qos;
 mod rosapi;
 mod services;
@@ -133,6 +134,8 @@ pub struct Hub {
     registration_work: u64,
     /// Parameters of every domain, and validations in progress.
     params: params::Params,
+    /// rosapi parameter requests forwarded to the node that owns them.
+    remote_params: params_remote::RemoteParams,
     /// Throttle flushes and peer counts waiting for their time.
     qos_timers: qos::QosTimers,
     /// Calls and goals waiting for a provider.
@@ -183,6 +186,7 @@ impl Hub {
             rosout_limit: RateLimit::new(graph::ROSOUT_PER_SEC),
             registration_work: 0,
             params: params::Params::default(),
+            remote_params: params_remote::RemoteParams::default(),
             qos_timers: qos::QosTimers::new(now),
             waiting: waiting::Waiting::new(now),
             fed: federation::Federation::default(),
@@ -593,6 +597,7 @@ impl Hub {
         }
         let asked = self.calls.made_seqs(me);
         self.forget_validations(&asked);
+        self.forget_remote_params(&asked);
         self.drop_waiting(me);
         let calls_before = self.calls.len();
         // Calls it made are forgotten (the providers' late answers are

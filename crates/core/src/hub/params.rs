@@ -223,7 +223,7 @@ impl Hub {
 
     /// Whether some connection declared node `node` in `domain` (owned,
     /// whether or not it declared parameters yet).
-    fn node_declared(&self, domain: Domain, node: &str) -> bool {
+    pub(super) fn node_declared(&self, domain: Domain, node: &str) -> bool {
         node != GLOBAL && self.nodes.named(domain, node).next().is_some()
     }
 
@@ -906,18 +906,34 @@ impl Hub {
                     .or_else(|| args.get("default"))
                     .and_then(Value::as_str)
                     .unwrap_or("");
+                let default_json = if default.is_empty() {
+                    "null".to_string()
+                } else if serde_json::from_str::<Value>(default).is_ok() {
+                    default.to_string()
+                } else {
+                    json!(default).to_string()
+                };
+                if store.get(&node, param).is_none()
+                    && self.forward_get_param(
+                        me,
+                        domain,
+                        &node,
+                        param,
+                        &default_json,
+                        service,
+                        id,
+                        now,
+                    )
+                {
+                    return Some(Ok(Value::Null));
+                }
+                let store = self.params.store(domain);
                 match store.get(&node, param) {
                     Some(p) => Ok(
                         json!({"value": p.value.to_json().to_string(), "successful": true, "reason": ""}),
                     ),
                     None => {
-                        let value = if default.is_empty() {
-                            "null".to_string()
-                        } else if serde_json::from_str::<Value>(default).is_ok() {
-                            default.to_string()
-                        } else {
-                            json!(default).to_string()
-                        };
+                        let value = default_json;
                         let owned =
                             store.owner(&node).is_some() || self.node_declared(domain, &node);
                         let reason = if owned {
@@ -960,16 +976,18 @@ impl Hub {
                 match value.and_then(|v| checked.map(|()| v)) {
                     Err(e) => Err(e),
                     Ok(v) => {
-                        self.request_set(
-                            me,
-                            domain,
-                            &node,
-                            vec![(param.to_string(), v)],
-                            Reply::Rosapi,
-                            service,
-                            id,
-                            now,
-                        );
+                        if !self.forward_set_param(me, domain, &node, param, &v, service, id, now) {
+                            self.request_set(
+                                me,
+                                domain,
+                                &node,
+                                vec![(param.to_string(), v)],
+                                Reply::Rosapi,
+                                service,
+                                id,
+                                now,
+                            );
+                        }
                         return Some(Ok(Value::Null));
                     }
                 }

@@ -314,7 +314,9 @@ impl Hub {
         // A validation is read like any answer of the owner's dialect (a
         // rosbridge `values` object is a success whatever `result` says).
         let read = (Raw::from_valid_json(values), Raw::from_valid_json(result));
-        if self.params_validation_answer(&call, Some(read.0), read.1, now) {
+        if self.params_validation_answer(&call, Some(read.0), read.1, now)
+            || self.finish_remote_param(&call, Ok((Some(read.0), read.1)), now)
+        {
             return;
         }
         let mut out = std::mem::take(&mut self.scratch);
@@ -367,7 +369,9 @@ impl Hub {
         }
         let name: String = serde_json::from_slice(call.service_json()).unwrap_or_default();
         let reason = self.failure_text(why, &name);
-        if self.finish_validation(&call, Err(reason), now) {
+        if self.finish_validation(&call, Err(reason.clone()), now)
+            || self.finish_remote_param(&call, Err(reason), now)
+        {
             return;
         }
         self.count_failure(why);

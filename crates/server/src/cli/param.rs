@@ -2,6 +2,7 @@
 //! (`<node>/list_parameters`, `<node>/get_parameters`) and rosapi
 //! (`get_param_names`, `get_param`, `set_param`).
 
+use rosgate_core::params::ParamValue;
 use serde_json::value::RawValue;
 
 use super::args::{absolute, Args};
@@ -45,16 +46,19 @@ OPTIONS:
         }
         "set" => {
             "\
-rosgate param set - set a parameter (rosapi set_param)
+rosgate param set - set a parameter (<node>/set_parameters)
 
 USAGE:
     rosgate param set NODE NAME VALUE
 
 VALUE is YAML or JSON, typed as ROS 2 types it: `1` integer, `1.0` double,
 `true` bool, `hello` string, `[1, 2]` integer array, `'[1.5, 2]'` double
-array. The owner's rules (read-only, type, range) and validation apply; a
-refusal prints the reason and exits 1. A node nobody owns gets the value
-held by the gateway.
+array. As `ros2 param set`, it calls the node's own set_parameters service,
+wherever the node is (a client of this gateway, another gateway's node, a
+ROS 2 node): the owner's rules (read-only, type, range) and validation
+apply; a refusal prints the node's reason and exits 1. A node without
+parameter services (nobody owns it) gets the value held by the gateway
+(rosapi set_param).
 "
         }
         "dump" => {
@@ -263,8 +267,51 @@ fn get(ctx: &Ctx, node: &str, name: &str, hide: bool) -> Result<(), Error> {
     }
 }
 
+/// As `ros2 param set` does: the node's own `set_parameters` service,
+/// wherever the node is (a client of this gateway, another gateway's, a
+/// ROS 2 node), so its owner's rules and validation decide; the node's
+/// answer is printed and a refusal exits 1. A node without parameter
+/// services (nobody owns it) gets the value held by the gateway, through
+/// rosapi `set_param`.
 fn set(ctx: &Ctx, node: &str, name: &str, value: &str) -> Result<(), Error> {
+    let pv = serde_json::from_str::<serde_json::Value>(value)
+        .map_err(|e| e.to_string())
+        .and_then(|v| ParamValue::from_json(&v))
+        .map_err(|e| Error::Usage(format!("VALUE: {e}")))?;
     let mut c = ctx.connect()?;
+    let args = format!(
+        "{{\"parameters\":[{{\"name\":{},\"value\":{}}}]}}",
+        json_quote(name),
+        pv.to_parameter_value()
+    );
+    let answer = match c.call(&format!("{node}/set_parameters"), &args) {
+        Err(Error::Failed(why)) if why.starts_with("no provider for service") => {
+            return set_held(c, node, name, value);
+        }
+        other => other,
+    };
+    c.close();
+    let v = answer.map_err(|e| match e {
+        Error::Failed(why) => Error::Failed(format!("Setting parameter failed: {why}")),
+        other => other,
+    })?;
+    let results: serde_json::Value = serde_json::from_str(&v).unwrap_or_default();
+    let first = &results["results"][0];
+    match first["successful"].as_bool() {
+        Some(true) => print("Set parameter successful\n"),
+        Some(false) => Err(Error::Failed(format!(
+            "Setting parameter failed: {}",
+            first["reason"].as_str().unwrap_or("")
+        ))),
+        None => Err(Error::Failed(format!(
+            "Setting parameter failed: the node answered without a result: {v}"
+        ))),
+    }
+}
+
+/// rosapi `set_param`: the gateway's own rules (a parameter of a node
+/// nobody owns is held by the gateway).
+fn set_held(mut c: Client, node: &str, name: &str, value: &str) -> Result<(), Error> {
     let args = format!(
         "{{\"name\":{},\"value\":{}}}",
         json_quote(&format!("{node}:{name}")),
