@@ -727,6 +727,9 @@ fn goal_line(action: &str, id: &str, payload: &[u8]) -> Option<(String, bool)> {
 
 /// An aborted `action_result` (status 6) for goal `id` with `why`.
 pub(crate) fn aborted_line(action: &str, id: &str, why: &str) -> String {
+    // Whoever aborts a goal says why where an operator looks (`--log-level
+    // debug`), not only in the result the client may not print.
+    rosgate_core::log!(Debug, "goal {id} of {action} aborted: {why}");
     format!(
         "{{\"op\":\"action_result\",\"action\":{},\"values\":{},\"status\":6,\"result\":false,\"id\":{id}}}",
         serde_json::Value::from(action),

@@ -127,6 +127,15 @@ struct Tables {
     /// from another rosgate gateway's is dropped), and for a transient
     /// local one its depth (its samples are latched for late clients).
     publishers: HashMap<[u8; 16], (String, Option<u32>)>,
+    /// How many ROS 2 publishers each topic has (an action's feedback and
+    /// status topics are looked up here).
+    publisher_counts: HashMap<(Domain, String), u32>,
+    /// Actions offered to the hub as served by ROS 2: those whose five
+    /// entities (goal, cancel and result services, feedback and status
+    /// publishers) are all known. rclpy declares them one after another,
+    /// and a goal sent when only `send_goal` is known would find no
+    /// `get_result` to ask.
+    actions_offered: HashSet<(Domain, String)>,
     ignored: u64,
     /// Types asked of a node (`~/get_type_description`), ever; at most
     /// [`MAX_FETCHES`], each once.
@@ -134,6 +143,43 @@ struct Tables {
     /// Asks the loop has not sent yet.
     to_fetch: Vec<Fetch>,
     learned: u64,
+}
+
+/// Whether the entity named `name` changed what the hub is told of its
+/// action: `Some((action, Some(type)))` when the action's five entities
+/// are now all known, `Some((action, None))` when one of them went,
+/// `None` when nothing changed (or `name` is no action's).
+fn action_offer(t: &mut Tables, domain: Domain, name: &str) -> Option<(String, Option<String>)> {
+    let (a, _) = action::action_part(name)?;
+    let server = |part: &str| t.servers.get(&(domain, format!("{a}{part}")));
+    let publishes = |part: &str| {
+        t.publisher_counts
+            .contains_key(&(domain, format!("{a}{part}")))
+    };
+    let send_goal = server(action::SEND_GOAL);
+    let complete = send_goal.is_some()
+        && server(action::CANCEL_GOAL).is_some()
+        && server(action::GET_RESULT).is_some()
+        && publishes(action::FEEDBACK)
+        && publishes(action::STATUS);
+    // The action's type, from its goal service's (`pkg/action/A_SendGoal`);
+    // a server whose goal service has another type is no action server.
+    let ty = send_goal
+        .and_then(|m| m.values().next())
+        .and_then(|typed| rmw::ros_type_name(&typed.dds_type))
+        .map(|t| action::action_type_of_send_goal(&t).map(str::to_string));
+    let complete = complete && !matches!(ty, Some(None));
+    let key = (domain, a.to_string());
+    if complete == t.actions_offered.contains(&key) {
+        return None;
+    }
+    if complete {
+        t.actions_offered.insert(key);
+        Some((a.to_string(), Some(ty.flatten().unwrap_or_default())))
+    } else {
+        t.actions_offered.remove(&key);
+        Some((a.to_string(), None))
+    }
 }
 
 /// Types asked of nodes, in all (each type once).
@@ -274,33 +320,41 @@ impl RosShared {
         }
         if tok.kind == EntityKind::Publisher {
             let gid = rmw::gid(key);
+            let k = (domain, ep.name.clone());
             if put {
                 let latched = (ep.qos.durability == rmw::Durability::TransientLocal)
                     .then_some(ep.qos.depth.max(1));
                 t.publishers.insert(gid, (tok.zid.clone(), latched));
+                *t.publisher_counts.entry(k).or_default() += 1;
             } else {
                 t.publishers.remove(&gid);
+                if let Some(n) = t.publisher_counts.get_mut(&k) {
+                    *n -= 1;
+                    if *n == 0 {
+                        t.publisher_counts.remove(&k);
+                    }
+                }
             }
         }
+        let offer = match tok.kind {
+            EntityKind::Publisher | EntityKind::ServiceServer => {
+                action_offer(&mut t, domain, &ep.name)
+            }
+            _ => None,
+        };
         drop(t);
+        if let Some((a, ty)) = offer {
+            // One provider entry per action, whichever nodes serve it:
+            // goals go to the bridge, which picks a server.
+            let who = format!("{ROS_GRAPH}:action");
+            self.fed.provider(Provided::Action, domain, a, who, ty);
+        }
         match tok.kind {
             EntityKind::Subscription => self.fed.interest(domain, ep.name.clone(), who, put),
             EntityKind::ServiceServer => {
                 let ty = put.then(|| rmw::ros_type_name(&ep.dds_type)).flatten();
                 if put && ty.is_none() {
                     return;
-                }
-                // An action server is its goal service: goals for the
-                // action go to the bridge, which sends them here.
-                if let Some(a) = action::action_of_send_goal(&ep.name) {
-                    let action_type = ty
-                        .as_deref()
-                        .map(|t| action::action_type_of_send_goal(t).map(str::to_string));
-                    if let Some(at) = action_type.unwrap_or(Some(String::new())) {
-                        let at = put.then_some(at);
-                        self.fed
-                            .provider(Provided::Action, domain, a.to_string(), who.clone(), at);
-                    }
                 }
                 self.fed
                     .provider(Provided::Service, domain, ep.name.clone(), who, ty)
@@ -795,10 +849,10 @@ impl RosLink {
     pub(crate) fn start(
         session: &Session,
         settings: &RosSettings,
+        types: Registry,
         fed: Arc<Shared>,
     ) -> Result<RosLink, String> {
-        settings.check()?;
-        let types = Arc::new(settings.registry()?);
+        let types = Arc::new(types);
         let zid = session.zid().to_string();
         let shared = Arc::new(RosShared {
             zid: zid.clone(),

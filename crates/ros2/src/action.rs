@@ -53,6 +53,17 @@ pub mod cancel_code {
     pub const GOAL_TERMINATED: i64 = 3;
 }
 
+/// The action an entity belongs to and its part: (`/a`, `/_action/status`)
+/// for `/a/_action/status`; `None` for a name that is none of the five.
+pub fn action_part(name: &str) -> Option<(&str, &'static str)> {
+    [SEND_GOAL, CANCEL_GOAL, GET_RESULT, FEEDBACK, STATUS]
+        .into_iter()
+        .find_map(|part| {
+            let a = name.strip_suffix(part)?;
+            (!a.is_empty() && !a.ends_with('/')).then_some((a, part))
+        })
+}
+
 /// The action a service is the goal service of: `/a` for
 /// `/a/_action/send_goal`.
 pub fn action_of_send_goal(service: &str) -> Option<&str> {

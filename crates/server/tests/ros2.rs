@@ -1003,7 +1003,9 @@ struct FibLog {
 }
 
 /// `/fibonacci` served as an rclcpp action server is on rmw_zenoh: three
-/// complete queryables with `SS` tokens and a feedback publisher (`MP`).
+/// complete queryables with `SS` tokens and feedback and status
+/// publishers (`MP`), declared in rcl_action's order (goal, cancel and
+/// result services, then the two publishers).
 /// A goal of order `n` is accepted when `n >= 0` and gets one feedback
 /// message, `[0, 1]`; its result is the first `n` Fibonacci numbers,
 /// except order 99, which runs until cancelled (then status 5), and order
@@ -1015,18 +1017,44 @@ fn serve_fibonacci(
     Vec<LivelinessToken>,
     Arc<Mutex<FibLog>>,
 ) {
+    serve_fibonacci_declaring(node, Duration::ZERO)
+}
+
+/// [`serve_fibonacci`], with `pause` between one entity's token and the
+/// next (rclpy's declarations are that far apart on a loaded machine).
+fn serve_fibonacci_declaring(
+    node: &mut RosNode,
+    pause: Duration,
+) -> (
+    Vec<zenoh::query::Queryable<()>>,
+    Vec<LivelinessToken>,
+    Arc<Mutex<FibLog>>,
+) {
     let log: Arc<Mutex<FibLog>> = Arc::default();
     let mut tokens = Vec::new();
     let mut queryables = Vec::new();
     let (fb_dds, fb_hash) = action_entity(&format!("{FIB}_FeedbackMessage"));
-    let (fb_key, fb_token) = node.declare(
-        EntityKind::Publisher,
-        "/fibonacci/_action/feedback",
-        &fb_dds,
-        &fb_hash,
-        10,
-    );
-    tokens.push(fb_token);
+    // The feedback publisher's token is declared last; its key (its GID)
+    // is needed by the goal service's callback first.
+    let fb_id = node.next_id;
+    node.next_id += 1;
+    let fb_key = Token {
+        domain: 0,
+        zid: node.zid.clone(),
+        nid: 0,
+        id: fb_id,
+        kind: EntityKind::Publisher,
+        enclave: "/".into(),
+        namespace: "/".into(),
+        node: node.name.clone(),
+        endpoint: Some(Endpoint {
+            name: "/fibonacci/_action/feedback".into(),
+            dds_type: fb_dds.clone(),
+            hash: fb_hash.clone(),
+            qos: Qos::keep_last(10),
+        }),
+    }
+    .to_key();
     let fb_data = rmw::data_key(0, "/fibonacci/_action/feedback", &fb_dds, &fb_hash);
     let fb_gid = rmw::gid(&fb_key);
     let publisher = Arc::new(
@@ -1037,13 +1065,11 @@ fn serve_fibonacci(
     );
     for (service, ros_type) in [
         ("send_goal", format!("{FIB}_SendGoal")),
-        ("get_result", format!("{FIB}_GetResult")),
         ("cancel_goal", "action_msgs/srv/CancelGoal".to_string()),
+        ("get_result", format!("{FIB}_GetResult")),
     ] {
         let name = format!("/fibonacci/_action/{service}");
         let (dds, hash) = action_entity(&ros_type);
-        let (_, token) = node.declare(EntityKind::ServiceServer, &name, &dds, &hash, 10);
-        tokens.push(token);
         let (log, publisher) = (log.clone(), publisher.clone());
         let q = node
             .session
@@ -1145,8 +1171,59 @@ fn serve_fibonacci(
             .wait()
             .expect("queryable");
         queryables.push(q);
+        let (_, token) = node.declare(EntityKind::ServiceServer, &name, &dds, &hash, 10);
+        tokens.push(token);
+        thread::sleep(pause);
     }
+    let fb_token = node
+        .session
+        .liveliness()
+        .declare_token(fb_key.clone())
+        .wait()
+        .expect("feedback token");
+    tokens.push(fb_token);
+    thread::sleep(pause);
+    let (st_dds, st_hash) = action_entity("action_msgs/msg/GoalStatusArray");
+    let (_, st_token) = node.declare(
+        EntityKind::Publisher,
+        "/fibonacci/_action/status",
+        &st_dds,
+        &st_hash,
+        1,
+    );
+    tokens.push(st_token);
     (queryables, tokens, log)
+}
+
+/// A goal sent with `"wait": true` before the server exists, and one sent
+/// as soon as its goal service is seen, reach the server once all its
+/// entities are declared (rclpy declares them one after another; a goal
+/// acted on at the first would find no `get_result` and be aborted).
+#[test]
+fn goals_wait_until_a_ros2_action_server_has_declared_all_its_entities() {
+    let (gw, ep) = ros_gateway(&["--goal-timeout-ms", "30000"]);
+    let mut ws = Ws::connect(&gw);
+    ws.send_text(&format!(
+        r#"{{"op":"send_action_goal","id":"early","action":"/fibonacci","action_type":"{FIB}","args":{{"order":4}},"wait":true,"timeout":20}}"#
+    ));
+    let mut node = RosNode::join(&ep, "fibonacci_server");
+    let server = thread::spawn(move || {
+        let served = serve_fibonacci_declaring(&mut node, ms(400));
+        (node, served)
+    });
+    let result = ws_until(
+        &mut ws,
+        |v| v["id"] == "early" && v["op"] == "action_result",
+        deadline(CROSS),
+    );
+    assert_eq!(result["status"], 4, "{result}");
+    assert_eq!(
+        result["values"],
+        serde_json::json!({"sequence": [0, 1, 1, 2]}),
+        "{result}"
+    );
+    let (_node, (_q, _t, log)) = server.join().expect("server thread");
+    assert_eq!(log.lock().unwrap().goals.len(), 1);
 }
 
 /// Sends `send_action_goal` for `/fibonacci` until the gateway routes it
@@ -2067,4 +2144,143 @@ fn a_latched_client_publish_reaches_ros2_subscribers_that_come_later() {
     let (s1, g1) = check_attachment(&got[0].1);
     let (s2, g2) = check_attachment(&got[1].1);
     assert_eq!((s2, g2), (s1 + 1, g1), "one publisher, numbered in order");
+}
+
+/// A ROS 2 node's parameter services as rclpy serves them: `gain`, a
+/// double, whose set callback refuses anything else (with rclpy's reason
+/// text); the value lives in the returned cell.
+fn serve_node_parameters(
+    node: &mut RosNode,
+) -> (
+    Vec<zenoh::query::Queryable<()>>,
+    Vec<LivelinessToken>,
+    Arc<Mutex<f64>>,
+) {
+    let gain = Arc::new(Mutex::new(1.5));
+    let (mut queryables, mut tokens) = (Vec::new(), Vec::new());
+    let fqn = format!("/{}", node.name);
+    for short in ["get_parameters", "set_parameters"] {
+        let ty = match short {
+            "get_parameters" => "rcl_interfaces/srv/GetParameters",
+            _ => "rcl_interfaces/srv/SetParameters",
+        };
+        let name = format!("{fqn}/{short}");
+        let (dds, hash) = action_entity(ty);
+        let gain = gain.clone();
+        let q = node
+            .session
+            .declare_queryable(rmw::data_key(0, &name, &dds, &hash))
+            .complete(true)
+            .callback(move |q: Query| {
+                let att = q
+                    .attachment()
+                    .map(|a| a.to_bytes().to_vec())
+                    .unwrap_or_default();
+                let req = q
+                    .payload()
+                    .map(|p| p.to_bytes().to_vec())
+                    .unwrap_or_default();
+                let (seq, gid) = check_attachment(&att);
+                let req = decode_as(&format!("{ty}_Request"), &req);
+                let mut gain = gain.lock().unwrap();
+                let response = if short == "get_parameters" {
+                    let values: Vec<Value> = req["names"]
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                        .map(|n| {
+                            if n == "gain" {
+                                serde_json::json!({"type": 3, "double_value": *gain})
+                            } else {
+                                serde_json::json!({"type": 0})
+                            }
+                        })
+                        .collect();
+                    serde_json::json!({ "values": values })
+                } else {
+                    let p = &req["parameters"][0];
+                    let result = if p["name"] == "gain" && p["value"]["type"] == 3 {
+                        *gain = p["value"]["double_value"].as_f64().unwrap_or(f64::NAN);
+                        serde_json::json!({"successful": true, "reason": ""})
+                    } else {
+                        serde_json::json!({"successful": false, "reason": "Wrong parameter type, expected 'Type.DOUBLE'"})
+                    };
+                    serde_json::json!({ "results": [result] })
+                };
+                let body = encode_as(&format!("{ty}_Response"), response);
+                let _ = q
+                    .reply(q.key_expr().clone(), body)
+                    .attachment(attachment(seq, unix_ns(), &gid))
+                    .wait();
+            })
+            .wait()
+            .expect("queryable");
+        queryables.push(q);
+        let (_, token) = node.declare(EntityKind::ServiceServer, &name, &dds, &hash, 10);
+        tokens.push(token);
+    }
+    (queryables, tokens, gain)
+}
+
+/// rosapi `get_param`/`set_param` and `rosgate param set` of a ROS 2
+/// node's parameter reach the node's own services, as `ros2 param` does:
+/// the node's value is read, a set changes it, and the node's refusal is
+/// a failure with its reason (the CLI exits 1), the value unchanged.
+#[test]
+fn rosapi_and_the_cli_read_and_set_a_ros2_nodes_parameters_through_its_services() {
+    let (gw, ep) = ros_gateway(&[]);
+    let mut node = RosNode::join(&ep, "rclpy_node");
+    let (_q, _t, gain) = serve_node_parameters(&mut node);
+    let mut c = gw.client();
+    let dl = deadline(CROSS);
+    let v = loop {
+        let v = call_values(
+            &mut c,
+            "/rosapi/get_param",
+            r#"{"name":"/rclpy_node:gain"}"#,
+        );
+        if v["values"]["value"] == "1.5" {
+            break v;
+        }
+        assert!(Instant::now() < dl, "the node's parameter never read: {v}");
+        thread::sleep(ms(50));
+    };
+    assert_eq!(v["values"]["successful"], true, "{v}");
+    let v = call_values(
+        &mut c,
+        "/rosapi/set_param",
+        r#"{"name":"/rclpy_node:gain","value":"2.5"}"#,
+    );
+    assert_eq!(v["result"], true, "{v}");
+    assert_eq!(*gain.lock().unwrap(), 2.5);
+    let v = call_values(
+        &mut c,
+        "/rosapi/set_param",
+        r#"{"name":"/rclpy_node:gain","value":"\"fast\""}"#,
+    );
+    assert_eq!(v["result"], false, "{v}");
+    assert!(
+        v["values"]
+            .as_str()
+            .is_some_and(|r| r.contains("Type.DOUBLE")),
+        "{v}"
+    );
+    assert_eq!(*gain.lock().unwrap(), 2.5);
+    let url = format!("tcp://{}", gw.addr);
+    let out = run(&["param", "set", "/rclpy_node", "gain", "3.0", "--url", &url]);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    assert_eq!(*gain.lock().unwrap(), 3.0);
+    let out = run(&["param", "set", "/rclpy_node", "gain", "fast", "--url", &url]);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("Setting parameter failed") && err.contains("Type.DOUBLE"),
+        "{err}"
+    );
+    assert_eq!(*gain.lock().unwrap(), 3.0);
+    let out = run(&["param", "get", "/rclpy_node", "gain", "--url", &url]);
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("Double value is: 3.0"),
+        "{out:?}"
+    );
 }
