@@ -395,9 +395,137 @@ fn topic_pub_without_subscribers_gives_up_after_max_wait() {
     );
     assert_exit(&o, 1, "topic pub --once with nobody listening");
     assert!(
-        stderr(&o).contains("matching subscriptions"),
+        stderr(&o).contains("timed out waiting for subscribers"),
         "{}",
         stderr(&o)
+    );
+}
+
+#[test]
+fn topic_pub_once_without_subscribers_gives_up_after_the_default_wait() {
+    let gw = Gateway::start(&[]);
+    let t0 = Instant::now();
+    let o = run(
+        &gw,
+        &[
+            "topic",
+            "pub",
+            "/cli/nobody",
+            "std_msgs/msg/String",
+            "{}",
+            "--once",
+        ],
+    );
+    let took = t0.elapsed();
+    assert_exit(
+        &o,
+        1,
+        "topic pub --once with nobody listening, default wait",
+    );
+    assert!(
+        stderr(&o).contains("expected 1 matching subscription, found 0 within 10 s"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(!stdout(&o).contains("publishing #"), "{}", stdout(&o));
+    // DEFAULT_MAX_WAIT_SECS, and not much more.
+    assert!(
+        (Duration::from_secs(10)..Duration::from_secs(14)).contains(&took),
+        "{took:?}"
+    );
+}
+
+#[test]
+fn topic_pub_once_waits_for_a_subscriber_that_comes_then_exits_0() {
+    let gw = Gateway::start(&[]);
+    // Already there.
+    let mut sub = gw.client();
+    sub.subscribe("/cli/once");
+    let o = run(
+        &gw,
+        &[
+            "topic",
+            "pub",
+            "/cli/once",
+            "std_msgs/msg/String",
+            "{data: a}",
+            "--once",
+        ],
+    );
+    assert_exit(&o, 0, "topic pub --once with a subscriber");
+    let (m, _) = sub.recv_until(|v| v["op"] == "publish", deadline(REPLY));
+    assert_eq!(m["msg"], json!({"data":"a"}));
+
+    // Arriving while it waits.
+    let mut pubr = Running::start(
+        &tcp_url(&gw),
+        &[
+            "topic",
+            "pub",
+            "/cli/later",
+            "std_msgs/msg/String",
+            "{data: b}",
+            "--once",
+        ],
+    );
+    pubr.wait_lines(1, Duration::from_secs(10), |l| {
+        l.starts_with("Waiting for at least 1 matching subscription")
+    });
+    let mut late = gw.client();
+    late.subscribe("/cli/later");
+    let (code, lines) = pubr.finish();
+    assert_eq!(code, Some(0), "{lines:?}");
+    let (m, _) = late.recv_until(|v| v["op"] == "publish", deadline(REPLY));
+    assert_eq!(m["msg"], json!({"data":"b"}));
+}
+
+#[test]
+fn topic_pub_exits_1_when_the_gateway_refuses_the_message() {
+    // A publish carries no id: the gateway's refusal (here: longer than
+    // --max-line-bytes) is an error status without one.
+    let gw = Gateway::start(&["--max-line-bytes", "1024"]);
+    let big = format!("{{data: {}}}", "x".repeat(2000));
+    for url in [tcp_url(&gw), ws_url(&gw)] {
+        let o = run_at(
+            &url,
+            &[
+                "topic",
+                "pub",
+                "/cli/refused",
+                "std_msgs/msg/String",
+                &big,
+                "--times",
+                "2",
+                "-w",
+                "0",
+            ],
+        );
+        assert_exit(&o, 1, &format!("topic pub --times 2 refused ({url})"));
+        assert!(
+            stderr(&o).contains("the gateway refused a request: "),
+            "{url}: {}",
+            stderr(&o)
+        );
+    }
+    // Publishing until Ctrl-C ends at the first refusal too.
+    let o = run(
+        &gw,
+        &[
+            "topic",
+            "pub",
+            "/cli/refused",
+            "std_msgs/msg/String",
+            &big,
+            "--rate",
+            "20",
+        ],
+    );
+    assert_exit(&o, 1, "topic pub refused, no --times");
+    assert_eq!(
+        stdout(&o).matches("publishing #").count(),
+        1,
+        "{}",
+        stdout(&o)
     );
 }
 
@@ -994,3 +1122,4 @@ fn every_command_has_help() {
         stdout(&o)
     );
 }
+

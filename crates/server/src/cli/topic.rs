@@ -87,6 +87,7 @@ OPTIONS:
     -w, --wait-matching-subscriptions N wait for N subscribers first
                                         [default: 1 with --once/--times, else 0]
     --max-wait-time-secs S              give up waiting after S seconds (exit 1)
+                                        [default: 10]
     --qos-reliability R                 reliable|best_effort
     --qos-durability D                  volatile|transient_local (latched)
     --qos-depth N                       messages kept for late subscribers
@@ -164,7 +165,7 @@ pub fn run(cmd: &str, mut a: Args, ctx: &Ctx) -> Result<(), Error> {
                 rate: rate.unwrap_or(1.0),
                 times,
                 wait: wait.unwrap_or(if times.is_some() { 1 } else { 0 }),
-                max_wait: max_wait.map(Duration::from_secs_f64),
+                max_wait: Duration::from_secs_f64(max_wait.unwrap_or(DEFAULT_MAX_WAIT_SECS)),
                 qos,
             };
             publish(ctx, &p[0], &p[1], &msg, &opts)
@@ -447,11 +448,19 @@ fn echo(
     Ok(())
 }
 
+/// How long `topic pub` waits for its matching subscribers unless
+/// `--max-wait-time-secs` says. `ros2 topic pub` waits forever by default;
+/// a bounded wait tells a script (or a newcomer) that nobody listens
+/// instead of hanging, and 10 s covers a subscriber started alongside.
+pub const DEFAULT_MAX_WAIT_SECS: f64 = 10.0;
+
 struct PubOpts {
     rate: f64,
     times: Option<u64>,
+    /// Matching subscribers to wait for before the first message (0: none).
     wait: u64,
-    max_wait: Option<Duration>,
+    /// The longest that wait may take.
+    max_wait: Duration,
     qos: Option<String>,
 }
 
@@ -476,9 +485,10 @@ fn publish(ctx: &Ctx, topic: &str, ty: &str, msg: &str, o: &PubOpts) -> Result<(
             "Waiting for at least {} matching subscription{s}...\n",
             o.wait
         ))?;
-        let until = o.max_wait.map(|d| Instant::now() + d);
+        let until = Instant::now() + o.max_wait;
+        let mut seen = 0;
         loop {
-            match c.next(until)? {
+            match c.next(Some(until))? {
                 Event::Stop => {
                     c.close();
                     return Ok(());
@@ -486,16 +496,18 @@ fn publish(ctx: &Ctx, topic: &str, ty: &str, msg: &str, o: &PubOpts) -> Result<(
                 Event::Timeout => {
                     c.close();
                     return Err(Error::Failed(format!(
-                        "fewer than {} matching subscriptions appeared in time",
-                        o.wait
+                        "timed out waiting for subscribers: expected {} matching subscription{s}, \
+                         found {seen} within {} s (--max-wait-time-secs); nothing was published",
+                        o.wait,
+                        o.max_wait.as_secs_f64()
                     )));
                 }
                 Event::Frame(f) if f.op() == "peers" => {
-                    let n = f
+                    seen = f
                         .raw("subscribers")
                         .and_then(|n| n.parse::<u64>().ok())
                         .unwrap_or(0);
-                    if n >= o.wait {
+                    if seen >= o.wait {
                         break;
                     }
                 }
