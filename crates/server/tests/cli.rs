@@ -1208,6 +1208,30 @@ fn demo_serves_the_readme_robot_and_withdraws_it_on_ctrl_c() {
         .collect();
     assert_eq!(seq, ["0", "1", "1", "2", "3"], "{out}");
 
+    // At most MAX_GOALS (16) at once: the 17th is aborted with the reason.
+    let mut caller = gw.client();
+    for i in 0..17 {
+        caller.send_json(
+            &json!({"op":"send_action_goal","id":format!("g{i}"),"action":"/fibonacci",
+            "action_type":"example_interfaces/action/Fibonacci","args":{"order":46}}),
+        );
+    }
+    let (r, _) = caller.recv_until(|v| v["op"] == "action_result", deadline(REPLY));
+    assert_eq!(r["id"], "g16", "{r}");
+    assert_eq!(
+        (r["status"].clone(), r["result"].clone()),
+        (json!(6), json!(false)),
+        "{r}"
+    );
+    assert!(
+        r["values"]
+            .as_str()
+            .is_some_and(|v| v.contains("at most 16 goals")),
+        "{r}"
+    );
+    // Leaving cancels the other 16 at the demo, which keeps serving.
+    drop(caller);
+
     // The parameters, with the owner's rules.
     let o = run(&gw, &["param", "list", "/demo/talker"]);
     assert_exit(&o, 0, "param list");
