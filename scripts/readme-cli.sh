@@ -140,7 +140,10 @@ for cmd in "${COMMANDS[@]}"; do
     USED[$key]=1
     out=$WORK/out.log
     if [[ $cmd == *Ctrl-C* ]]; then
-        timeout --preserve-status -s INT -k 5 "$RUN_SECS" bash -c "$cmd" >"$out" 2>&1
+        # --foreground: one SIGINT to the command, as a terminal's Ctrl-C
+        # sends (without it timeout signals its process group as well, and
+        # the CLI reads a second Ctrl-C as "exit now", status 130).
+        timeout --foreground --preserve-status -s INT -k 5 "$RUN_SECS" bash -c "$cmd" >"$out" 2>&1
     else
         timeout -k 5 "$CMD_SECS" bash -c "$cmd" >"$out" 2>&1
     fi
