@@ -1040,6 +1040,17 @@ fn usage_errors_exit_2() {
             "-1",
         ],
         &["topic", "echo", "/x", "--qos-reliability", "maybe"],
+        // Durations the clock cannot hold are refused, not a panic.
+        &[
+            "topic",
+            "pub",
+            "/x",
+            "T",
+            "--once",
+            "--max-wait-time-secs",
+            "1e300",
+        ],
+        &["topic", "pub", "/x", "T", "-w", "0", "--rate", "1e-320"],
         &["service", "call"],
         &["param", "get", "/node"],
         &["param", "set", "/node", "x", "{a: 1"],

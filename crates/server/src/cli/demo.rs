@@ -191,7 +191,7 @@ pub fn run(a: Args, ctx: &Ctx) -> Result<(), Error> {
     };
     set_up(&mut c, domain)?;
     print(&format!(
-        "rosgate demo: serving through {}; Ctrl-C withdraws everything\n\
+        "rosgate demo: serving through {}{}; Ctrl-C withdraws everything\n\
          \x20 {talker:<32}publishes {CHATTER} [{STRING_TYPE}] at publish_rate Hz\n\
          \x20 {:<32}parameters publish_rate (double), greeting (string), enabled (bool)\n\
          \x20 {listener:<32}subscribes {CHATTER}, prints what others publish\n\
@@ -200,6 +200,9 @@ pub fn run(a: Args, ctx: &Ctx) -> Result<(), Error> {
          \x20 {rsp:<32}latches {ROBOT_DESCRIPTION} [{STRING_TYPE}]\n\
          Ready. Try: rosgate topic echo {CHATTER}\n",
         ctx.common.url,
+        ctx.common
+            .domain
+            .map_or(String::new(), |d| format!(" in domain {d}")),
         "",
         talker = full(TALKER),
         listener = full(LISTENER),

@@ -162,10 +162,12 @@ pub fn run(cmd: &str, mut a: Args, ctx: &Ctx) -> Result<(), Error> {
                 .map_err(|e| Error::Usage(format!("MSG: {e}")))?;
             let times = if once { Some(1) } else { times };
             let opts = PubOpts {
-                rate: rate.unwrap_or(1.0),
+                period: Duration::try_from_secs_f64(1.0 / rate.unwrap_or(1.0))
+                    .map_err(|e| Error::Usage(format!("--rate: {e}")))?,
                 times,
                 wait: wait.unwrap_or(if times.is_some() { 1 } else { 0 }),
-                max_wait: Duration::from_secs_f64(max_wait.unwrap_or(DEFAULT_MAX_WAIT_SECS)),
+                max_wait: Duration::try_from_secs_f64(max_wait.unwrap_or(DEFAULT_MAX_WAIT_SECS))
+                    .map_err(|e| Error::Usage(format!("--max-wait-time-secs: {e}")))?,
                 qos,
             };
             publish(ctx, &p[0], &p[1], &msg, &opts)
@@ -455,7 +457,8 @@ fn echo(
 pub const DEFAULT_MAX_WAIT_SECS: f64 = 10.0;
 
 struct PubOpts {
-    rate: f64,
+    /// 1 / `--rate`.
+    period: Duration,
     times: Option<u64>,
     /// Matching subscribers to wait for before the first message (0: none).
     wait: u64,
@@ -485,10 +488,11 @@ fn publish(ctx: &Ctx, topic: &str, ty: &str, msg: &str, o: &PubOpts) -> Result<(
             "Waiting for at least {} matching subscription{s}...\n",
             o.wait
         ))?;
-        let until = Instant::now() + o.max_wait;
+        // A wait too long for the clock is no deadline at all.
+        let until = Instant::now().checked_add(o.max_wait);
         let mut seen = 0;
         loop {
-            match c.next(Some(until))? {
+            match c.next(until)? {
                 Event::Stop => {
                     c.close();
                     return Ok(());
@@ -521,7 +525,7 @@ fn publish(ctx: &Ctx, topic: &str, ty: &str, msg: &str, o: &PubOpts) -> Result<(
     while frame.last() == Some(&b'\n') {
         frame.pop();
     }
-    let period = Duration::from_secs_f64(1.0 / o.rate);
+    let period = o.period;
     print("publisher: beginning loop\n")?;
     let mut next = Instant::now();
     let mut n = 0u64;
