@@ -524,7 +524,10 @@ fn parameter_event(msg: &str, t: &mut Talker) -> Result<(), Error> {
             let v = &p["value"];
             match p["name"].as_str() {
                 Some("publish_rate") => {
-                    if let Some(r) = v["double_value"].as_f64().filter(|r| *r > 0.0) {
+                    // The gateway holds it to the declared range; the
+                    // check keeps a bad event from making a bad period.
+                    let in_range = |r: &f64| (RATE_RANGE_HZ.0..=RATE_RANGE_HZ.1).contains(r);
+                    if let Some(r) = v["double_value"].as_f64().filter(in_range) {
                         if r != t.rate {
                             t.rate = r;
                             t.next = t.next.min(Instant::now() + t.period());
