@@ -15,7 +15,10 @@
 #   roslibrust  tests/clients/roslibrust, a standalone cargo crate
 #   readme      the README's client examples (examples/add_two_ints.mjs and
 #               .py, which the README shows verbatim) run as a newcomer would,
-#               against a gateway, and must print their answers
+#               against a gateway, and must print their answers; then the
+#               README's CLI block against that gateway plus `rosgate demo`
+#               (scripts/readme-cli.sh: each command, its exit status and
+#               output)
 #   security    roslibpy (each transport) and roslib against a gateway started
 #               with --auth-tokens (fresh random tokens for an admin and a
 #               viewer): tests/clients/roslibpy/security and
@@ -451,6 +454,16 @@ run_readme() {
     if run_example roslibjs '^1 + 2 = 3$' node "$js/.readme-example.mjs"; then p=$((p + 1)); else f=$((f + 1)); fi
     if run_example roslibpy '^1 + 2 = 3$' "$py/.venv/bin/python" "$WORK/readme-example.py"; then p=$((p + 1)); else f=$((f + 1)); fi
     rm -f "$js/.readme-example.mjs"
+    if ROSGATE_BIN=$BIN timeout -k 5 300 "$ROOT/scripts/readme-cli.sh" --url "tcp://127.0.0.1:$TCP_PORT" \
+            >"$WORK/readme-cli.log" 2>&1; then
+        echo "  readme[cli]: ok ($(tail -n 1 "$WORK/readme-cli.log"))"
+        p=$((p + 1))
+    else
+        echo "  readme[cli]: FAILED, output:"
+        sed 's/^/  | /' "$WORK/readme-cli.log"
+        f=$((f + 1))
+        note+="[README CLI block] "
+    fi
     stop_gateway readme || { f=$((f + 1)); note+="[gateway died] "; }
     record readme "$p" "$f" 0 0 0 "$note"
 }

@@ -28,6 +28,7 @@ rosgate - low-latency rosbridge-style TCP/JSON gateway
 USAGE:
     rosgate [OPTIONS]                 run the gateway
     rosgate GROUP COMMAND [ARGS]      talk to a running gateway (docs/cli.md)
+    rosgate demo                      serve a demo robot through a running gateway
 
 GROUPS (`rosgate GROUP --help` lists the commands):
     topic       list, info, echo, pub, hz, bw
@@ -36,6 +37,7 @@ GROUPS (`rosgate GROUP --help` lists the commands):
     param       list, get, set, dump
     node        list, info
     gateway     list (a federation's gateways)
+    demo        serve a small demo robot (/chatter, /add_two_ints, /fibonacci, ...)
 
 OPTIONS:
     --listen ADDR               TCP address to serve [default: {DEFAULT_LISTEN}]

@@ -395,9 +395,137 @@ fn topic_pub_without_subscribers_gives_up_after_max_wait() {
     );
     assert_exit(&o, 1, "topic pub --once with nobody listening");
     assert!(
-        stderr(&o).contains("matching subscriptions"),
+        stderr(&o).contains("timed out waiting for subscribers"),
         "{}",
         stderr(&o)
+    );
+}
+
+#[test]
+fn topic_pub_once_without_subscribers_gives_up_after_the_default_wait() {
+    let gw = Gateway::start(&[]);
+    let t0 = Instant::now();
+    let o = run(
+        &gw,
+        &[
+            "topic",
+            "pub",
+            "/cli/nobody",
+            "std_msgs/msg/String",
+            "{}",
+            "--once",
+        ],
+    );
+    let took = t0.elapsed();
+    assert_exit(
+        &o,
+        1,
+        "topic pub --once with nobody listening, default wait",
+    );
+    assert!(
+        stderr(&o).contains("expected 1 matching subscription, found 0 within 10 s"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(!stdout(&o).contains("publishing #"), "{}", stdout(&o));
+    // DEFAULT_MAX_WAIT_SECS, and not much more.
+    assert!(
+        (Duration::from_secs(10)..Duration::from_secs(14)).contains(&took),
+        "{took:?}"
+    );
+}
+
+#[test]
+fn topic_pub_once_waits_for_a_subscriber_that_comes_then_exits_0() {
+    let gw = Gateway::start(&[]);
+    // Already there.
+    let mut sub = gw.client();
+    sub.subscribe("/cli/once");
+    let o = run(
+        &gw,
+        &[
+            "topic",
+            "pub",
+            "/cli/once",
+            "std_msgs/msg/String",
+            "{data: a}",
+            "--once",
+        ],
+    );
+    assert_exit(&o, 0, "topic pub --once with a subscriber");
+    let (m, _) = sub.recv_until(|v| v["op"] == "publish", deadline(REPLY));
+    assert_eq!(m["msg"], json!({"data":"a"}));
+
+    // Arriving while it waits.
+    let mut pubr = Running::start(
+        &tcp_url(&gw),
+        &[
+            "topic",
+            "pub",
+            "/cli/later",
+            "std_msgs/msg/String",
+            "{data: b}",
+            "--once",
+        ],
+    );
+    pubr.wait_lines(1, Duration::from_secs(10), |l| {
+        l.starts_with("Waiting for at least 1 matching subscription")
+    });
+    let mut late = gw.client();
+    late.subscribe("/cli/later");
+    let (code, lines) = pubr.finish();
+    assert_eq!(code, Some(0), "{lines:?}");
+    let (m, _) = late.recv_until(|v| v["op"] == "publish", deadline(REPLY));
+    assert_eq!(m["msg"], json!({"data":"b"}));
+}
+
+#[test]
+fn topic_pub_exits_1_when_the_gateway_refuses_the_message() {
+    // A publish carries no id: the gateway's refusal (here: longer than
+    // --max-line-bytes) is an error status without one.
+    let gw = Gateway::start(&["--max-line-bytes", "1024"]);
+    let big = format!("{{data: {}}}", "x".repeat(2000));
+    for url in [tcp_url(&gw), ws_url(&gw)] {
+        let o = run_at(
+            &url,
+            &[
+                "topic",
+                "pub",
+                "/cli/refused",
+                "std_msgs/msg/String",
+                &big,
+                "--times",
+                "2",
+                "-w",
+                "0",
+            ],
+        );
+        assert_exit(&o, 1, &format!("topic pub --times 2 refused ({url})"));
+        assert!(
+            stderr(&o).contains("the gateway refused a request: "),
+            "{url}: {}",
+            stderr(&o)
+        );
+    }
+    // Publishing until Ctrl-C ends at the first refusal too.
+    let o = run(
+        &gw,
+        &[
+            "topic",
+            "pub",
+            "/cli/refused",
+            "std_msgs/msg/String",
+            &big,
+            "--rate",
+            "20",
+        ],
+    );
+    assert_exit(&o, 1, "topic pub refused, no --times");
+    assert_eq!(
+        stdout(&o).matches("publishing #").count(),
+        1,
+        "{}",
+        stdout(&o)
     );
 }
 
@@ -912,6 +1040,17 @@ fn usage_errors_exit_2() {
             "-1",
         ],
         &["topic", "echo", "/x", "--qos-reliability", "maybe"],
+        // Durations the clock cannot hold are refused, not a panic.
+        &[
+            "topic",
+            "pub",
+            "/x",
+            "T",
+            "--once",
+            "--max-wait-time-secs",
+            "1e300",
+        ],
+        &["topic", "pub", "/x", "T", "-w", "0", "--rate", "1e-320"],
         &["service", "call"],
         &["param", "get", "/node"],
         &["param", "set", "/node", "x", "{a: 1"],
@@ -993,4 +1132,315 @@ fn every_command_has_help() {
         "{}",
         stdout(&o)
     );
+}
+
+// ---------------------------------------------------------------------------------------------
+// demo
+// ---------------------------------------------------------------------------------------------
+
+/// `rosgate demo` against `url`, once it said it is ready.
+fn demo(url: &str, extra: &[&str]) -> Running {
+    let mut args = vec!["demo"];
+    args.extend_from_slice(extra);
+    let mut d = Running::start(url, &args);
+    d.wait_lines(1, Duration::from_secs(10), |l| l.starts_with("Ready."));
+    d
+}
+
+fn lines_of(o: &Output) -> Vec<String> {
+    stdout(o).lines().map(str::to_string).collect()
+}
+
+#[test]
+fn demo_serves_the_readme_robot_and_withdraws_it_on_ctrl_c() {
+    let gw = Gateway::start(&[]);
+    let url = tcp_url(&gw);
+    let mut d = demo(&url, &[]);
+
+    // The talker, at 10 Hz.
+    let o = run(&gw, &["topic", "echo", "/chatter", "--once"]);
+    assert_exit(&o, 0, "echo /chatter");
+    assert!(stdout(&o).contains("Hello World: "), "{}", stdout(&o));
+    let mut hz = Running::start(&url, &["topic", "hz", "/chatter"]);
+    hz.wait_lines(2, Duration::from_secs(10), |l| {
+        l.starts_with("average rate: ")
+    });
+    hz.interrupt();
+    let (_, lines) = hz.finish();
+    let rate: f64 = lines
+        .iter()
+        .rfind(|l| l.starts_with("average rate: "))
+        .and_then(|l| l["average rate: ".len()..].parse().ok())
+        .expect("a rate");
+    assert!((8.0..=12.0).contains(&rate), "{rate}: {lines:?}");
+
+    // The latched URDF, for a subscriber that comes later.
+    let o = run(&gw, &["topic", "echo", "/robot_description", "--once"]);
+    assert_exit(&o, 0, "echo /robot_description");
+    assert!(stdout(&o).contains("<robot name="), "{}", stdout(&o));
+
+    // The service.
+    let o = run(
+        &gw,
+        &[
+            "service",
+            "call",
+            "/add_two_ints",
+            "example_interfaces/srv/AddTwoInts",
+            "{a: 2, b: 3}",
+        ],
+    );
+    assert_exit(&o, 0, "call /add_two_ints");
+    assert!(stdout(&o).contains("sum: 5"), "{}", stdout(&o));
+
+    // The action, one feedback per step.
+    let o = run(
+        &gw,
+        &[
+            "action",
+            "send_goal",
+            "/fibonacci",
+            "example_interfaces/action/Fibonacci",
+            "{order: 4}",
+            "--feedback",
+        ],
+    );
+    assert_exit(&o, 0, "send_goal /fibonacci");
+    let out = stdout(&o);
+    assert_eq!(out.matches("Feedback:").count(), 3, "{out}");
+    assert!(
+        out.contains("Goal finished with status: SUCCEEDED"),
+        "{out}"
+    );
+    let result = &out[out.find("Result:").expect("a result")..];
+    let seq: Vec<&str> = result
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("- "))
+        .collect();
+    assert_eq!(seq, ["0", "1", "1", "2", "3"], "{out}");
+
+    // At most MAX_GOALS (16) at once: the 17th is aborted with the reason.
+    let mut caller = gw.client();
+    for i in 0..17 {
+        caller.send_json(
+            &json!({"op":"send_action_goal","id":format!("g{i}"),"action":"/fibonacci",
+            "action_type":"example_interfaces/action/Fibonacci","args":{"order":46}}),
+        );
+    }
+    let (r, _) = caller.recv_until(|v| v["op"] == "action_result", deadline(REPLY));
+    assert_eq!(r["id"], "g16", "{r}");
+    assert_eq!(
+        (r["status"].clone(), r["result"].clone()),
+        (json!(6), json!(false)),
+        "{r}"
+    );
+    assert!(
+        r["values"]
+            .as_str()
+            .is_some_and(|v| v.contains("at most 16 goals")),
+        "{r}"
+    );
+    // Leaving cancels the other 16 at the demo, which keeps serving.
+    drop(caller);
+
+    // The parameters, with the owner's rules.
+    let o = run(&gw, &["param", "list", "/demo/talker"]);
+    assert_exit(&o, 0, "param list");
+    let names: Vec<String> = lines_of(&o).iter().map(|l| l.trim().to_string()).collect();
+    assert_eq!(
+        names,
+        ["enabled", "greeting", "publish_rate"],
+        "{}",
+        stdout(&o)
+    );
+    let o = run(&gw, &["param", "get", "/demo/talker", "publish_rate"]);
+    assert_exit(&o, 0, "param get");
+    assert!(
+        stdout(&o).starts_with("Double value is: 10"),
+        "{}",
+        stdout(&o)
+    );
+    let o = run(
+        &gw,
+        &["param", "set", "/demo/talker", "publish_rate", "500.0"],
+    );
+    assert_exit(&o, 1, "param set out of range");
+    let o = run(&gw, &["param", "set", "/demo/talker", "greeting", "Hi"]);
+    assert_exit(&o, 0, "param set greeting");
+    // The talker follows it.
+    let dl = Instant::now() + Duration::from_secs(10);
+    loop {
+        let o = run(&gw, &["topic", "echo", "/chatter", "--once", "--json"]);
+        if stdout(&o).contains("\"Hi: ") {
+            break;
+        }
+        assert!(
+            Instant::now() < dl,
+            "the talker kept its greeting: {}",
+            stdout(&o)
+        );
+    }
+
+    // The listener is a subscriber `topic pub --once` finds, and it hears.
+    let o = run(
+        &gw,
+        &[
+            "topic",
+            "pub",
+            "/chatter",
+            "std_msgs/msg/String",
+            "{data: hello}",
+            "--once",
+        ],
+    );
+    assert_exit(&o, 0, "pub --once to the listener");
+    d.wait_lines(1, Duration::from_secs(10), |l| {
+        l == "[INFO] [/demo/listener]: I heard: [hello]"
+    });
+
+    // What the graph shows.
+    let shown = |args: &[&str]| stdout(&run(&gw, args));
+    let topics = shown(&["topic", "list"]);
+    let services = shown(&["service", "list"]);
+    let actions = shown(&["action", "list"]);
+    let nodes = shown(&["node", "list"]);
+    for t in ["/chatter", "/robot_description"] {
+        assert!(topics.lines().any(|l| l == t), "{t}: {topics}");
+    }
+    for s in ["/add_two_ints", "/demo/talker/get_parameters"] {
+        assert!(services.lines().any(|l| l == s), "{s}: {services}");
+    }
+    assert!(actions.lines().any(|l| l == "/fibonacci"), "{actions}");
+    for n in [
+        "/demo/talker",
+        "/demo/listener",
+        "/demo/add_two_ints_server",
+        "/demo/fibonacci_action_server",
+        "/demo/robot_state_publisher",
+    ] {
+        assert!(nodes.lines().any(|l| l == n), "{n}: {nodes}");
+    }
+
+    // Ctrl-C withdraws everything.
+    d.interrupt();
+    let (code, lines) = d.finish();
+    assert_eq!(code, Some(0), "{lines:?}");
+    assert!(lines.iter().any(|l| l.contains("withdrawn")), "{lines:?}");
+    let topics = shown(&["topic", "list"]);
+    let services = shown(&["service", "list"]);
+    let actions = shown(&["action", "list"]);
+    let nodes = shown(&["node", "list"]);
+    assert!(
+        !topics
+            .lines()
+            .any(|l| l == "/chatter" || l == "/robot_description"),
+        "{topics}"
+    );
+    assert!(
+        !services.contains("/add_two_ints") && !services.contains("/demo/"),
+        "{services}"
+    );
+    assert!(!actions.contains("/fibonacci"), "{actions}");
+    assert!(!nodes.contains("/demo/"), "{nodes}");
+}
+
+#[test]
+fn demo_cancels_aborts_and_serves_over_websocket_in_a_domain() {
+    let gw = Gateway::start(&[]);
+    let ws = format!("{}?domain=3", ws_url(&gw));
+    let mut d = demo(&ws, &[]);
+    // Not in domain 0.
+    let o = run(&gw, &["topic", "list"]);
+    assert!(
+        !stdout(&o).lines().any(|l| l == "/chatter"),
+        "{}",
+        stdout(&o)
+    );
+    let o = run(
+        &gw,
+        &["topic", "echo", "/chatter", "--once", "--domain", "3"],
+    );
+    assert_exit(&o, 0, "echo /chatter in domain 3");
+    assert!(stdout(&o).contains("Hello World: "), "{}", stdout(&o));
+
+    // A goal cancelled with Ctrl-C ends CANCELED with the partial sequence.
+    let mut goal = Running::start(
+        &tcp_url(&gw),
+        &[
+            "action",
+            "send_goal",
+            "/fibonacci",
+            "example_interfaces/action/Fibonacci",
+            "{order: 40}",
+            "--feedback",
+            "--domain",
+            "3",
+        ],
+    );
+    goal.wait_lines(1, Duration::from_secs(10), |l| l == "Feedback:");
+    goal.interrupt();
+    let (code, lines) = goal.finish();
+    assert_eq!(code, Some(130), "{lines:?}");
+    assert!(
+        lines
+            .iter()
+            .any(|l| l == "Goal finished with status: CANCELED"),
+        "{lines:?}"
+    );
+    // An order the demo does not serve is aborted with the reason.
+    let o = run(
+        &gw,
+        &[
+            "action",
+            "send_goal",
+            "/fibonacci",
+            "example_interfaces/action/Fibonacci",
+            "{order: 47}",
+            "--domain",
+            "3",
+        ],
+    );
+    assert_exit(&o, 1, "order 47");
+    assert!(stderr(&o).contains("0..=46"), "{}", stderr(&o));
+
+    // SIGTERM ends it as Ctrl-C does.
+    let rc = unsafe { libc::kill(d.child.id() as libc::pid_t, libc::SIGTERM) };
+    assert_eq!(rc, 0);
+    d.seen.clear();
+    let (code, lines) = d.finish();
+    assert_eq!(code, Some(0), "{lines:?}");
+    let o = run(&gw, &["node", "list", "--domain", "3"]);
+    assert!(!stdout(&o).contains("/demo/"), "{}", stdout(&o));
+}
+
+#[test]
+fn demo_without_a_gateway_exits_3_and_refused_set_up_exits_1() {
+    let port = {
+        let l = TcpListener::bind("127.0.0.1:0").expect("bind");
+        l.local_addr().expect("addr").port()
+    };
+    let o = run_at(&format!("tcp://127.0.0.1:{port}"), &["demo"]);
+    assert_exit(&o, 3, "demo, nobody listening");
+    assert!(
+        stderr(&o).contains("rosgate demo: cannot reach"),
+        "{}",
+        stderr(&o)
+    );
+
+    // A gateway that refuses part of the set-up (the demo subscribes to two
+    // topics): exit 1 with the reason.
+    let gw = Gateway::start(&["--max-subscriptions-per-conn", "1"]);
+    let o = run(&gw, &["demo"]);
+    assert_exit(&o, 1, "demo refused");
+    assert!(
+        stderr(&o).contains("rosgate demo: the gateway refused the demo's set-up: "),
+        "{}",
+        stderr(&o)
+    );
+
+    let o = run_bare(&["demo", "--bogus"]);
+    assert_exit(&o, 2, "demo --bogus");
+    let o = run_bare(&["demo", "--help"]);
+    assert_exit(&o, 0, "demo --help");
+    assert!(stdout(&o).starts_with("rosgate demo - "), "{}", stdout(&o));
 }

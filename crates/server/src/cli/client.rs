@@ -10,8 +10,13 @@
 //!   and their top-level members read with its scanner ([`scan`]); the
 //!   requests are written with its encoder ([`encode`]).
 //! - Frames nobody waited for yet are queued in order; a reply is matched by
-//!   its `id` (ours are `"rosgate-cli-<n>"`). Warning and error statuses that
-//!   carry none of our ids go to stderr; info statuses are dropped.
+//!   its `id` (ours are `"rosgate-cli-<n>"`). Info statuses are dropped;
+//!   warnings go to stderr.
+//! - An error status that carries none of our ids is still a refusal of
+//!   something this connection sent (a `publish` carries no id, and a line
+//!   refused at the door may have lost it): the next wait fails with it, so
+//!   the command exits 1 (`docs/cli.md`, "Exit statuses"), unless the
+//!   command lives with refusals ([`Client::refusals_fatal`]).
 
 use std::borrow::Cow;
 use std::collections::VecDeque;
@@ -178,6 +183,12 @@ pub struct Client {
     pub timeout: Duration,
     stop: Arc<AtomicBool>,
     buf: Vec<u8>,
+    /// The first error status that answered none of our ids and was not
+    /// reported yet.
+    refused: Option<String>,
+    /// Whether such a refusal fails the next wait (true for every command
+    /// but `demo`, which reports it and keeps serving).
+    pub refusals_fatal: bool,
 }
 
 impl Client {
@@ -259,6 +270,8 @@ impl Client {
             timeout,
             stop,
             buf: vec![0; 64 * 1024],
+            refused: None,
+            refusals_fatal: true,
         };
         if !leftover.is_empty() {
             client.ingest(&leftover)?;
@@ -328,9 +341,21 @@ impl Client {
         })
     }
 
+    /// A refusal that arrived since the last wait, as the error that ends
+    /// the command.
+    fn refusal(&mut self) -> Result<(), Error> {
+        match self.refused.take() {
+            Some(msg) => Err(Error::Failed(format!(
+                "the gateway refused a request: {msg}"
+            ))),
+            None => Ok(()),
+        }
+    }
+
     /// The next frame, waiting until `until` (forever if `None`).
     pub fn next(&mut self, until: Option<Instant>) -> Result<Event, Error> {
         loop {
+            self.refusal()?;
             if let Some(f) = self.queue.pop_front() {
                 return Ok(Event::Frame(f));
             }
@@ -352,6 +377,7 @@ impl Client {
     ) -> Result<Frame, Error> {
         let mut checked = 0;
         loop {
+            self.refusal()?;
             if let Some(i) = self.queue.iter().skip(checked).position(&mut pred) {
                 return Ok(self.queue.remove(checked + i).expect("index in queue"));
             }
@@ -441,22 +467,31 @@ impl Client {
         }
     }
 
-    /// Queues a frame, except statuses that are nobody's answer.
+    /// Queues a frame. Of statuses, only errors answering one of our ids
+    /// are queued; other errors are refusals (see the module docs),
+    /// warnings go to stderr, info statuses are dropped.
     fn admit(&mut self, frame: Frame) {
-        if frame.op() == "status" {
-            let ours = frame
-                .raw("id")
-                .is_some_and(|id| id.starts_with(&format!("\"{ID_PREFIX}")));
-            let level = frame.str("level").unwrap_or_default().into_owned();
-            if ours && level != "info" {
-                self.queue.push_back(frame);
-            } else if level != "info" {
+        if frame.op() != "status" {
+            self.queue.push_back(frame);
+            return;
+        }
+        let ours = frame
+            .raw("id")
+            .is_some_and(|id| id.starts_with(&format!("\"{ID_PREFIX}")));
+        let level = frame.str("level").unwrap_or_default().into_owned();
+        match level.as_str() {
+            "info" => {}
+            "error" if ours => self.queue.push_back(frame),
+            "error" if self.refusals_fatal => {
+                if self.refused.is_none() {
+                    self.refused = Some(frame.str("msg").unwrap_or_default().into_owned());
+                }
+            }
+            _ => {
                 let msg = frame.str("msg").unwrap_or_default();
                 eprintln!("rosgate: gateway {level}: {msg}");
             }
-            return;
         }
-        self.queue.push_back(frame);
     }
 
     /// The error status for request `id`, if one is queued (it is removed).

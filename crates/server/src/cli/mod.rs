@@ -14,6 +14,7 @@
 //! | `input` | messages, requests, goals and values from the command line (JSON or YAML) -> JSON |
 //! | `output` | the YAML-style printer (`ros2 topic echo`'s layout) and other formatting |
 //! | `topic`, `service`, `action`, `param`, `node`, `gateway` | one command group each |
+//! | `demo` | `rosgate demo`: a small robot served through the gateway, for the README's commands |
 //!
 //! Exit statuses: 0 success; 1 the gateway answered with a failure (the
 //! reason on stderr); 2 usage error; 3 the gateway could not be reached or
@@ -25,6 +26,7 @@
 mod action;
 mod args;
 mod client;
+mod demo;
 mod gateway;
 mod input;
 mod node;
@@ -45,11 +47,17 @@ use std::sync::Arc;
 use args::{Args, Common};
 use client::Client;
 
-/// The command groups, the first argument that selects the CLI.
 /// Longest read timeout: how often a wait looks at the stop flag.
 pub const POLL: std::time::Duration = std::time::Duration::from_millis(100);
 
-pub const GROUPS: &[&str] = &["topic", "service", "action", "param", "node", "gateway"];
+/// The command groups, the first argument that selects the CLI (`demo` is
+/// a command on its own).
+pub const GROUPS: &[&str] = &[
+    "topic", "service", "action", "param", "node", "gateway", DEMO,
+];
+
+/// `rosgate demo`, a command without subcommands.
+const DEMO: &str = "demo";
 
 /// True when `argv` (without the program name) is a CLI command rather than
 /// the gateway's own flags.
@@ -119,6 +127,9 @@ pub fn run(argv: Vec<OsString>) -> ExitCode {
         .and_then(|g| g.into_string().ok())
         .unwrap_or_default();
     let mut args = Args::new(argv.collect());
+    if group == DEMO {
+        return run_demo(args);
+    }
     let cmd = match args.subcommand() {
         Ok(c) => c,
         Err(e) => return usage_error(&group, None, &e),
@@ -148,18 +159,10 @@ pub fn run(argv: Vec<OsString>) -> ExitCode {
         Ok(c) => c,
         Err(e) => return usage_error(&group, Some(&cmd), &e),
     };
-    let stop = Arc::new(AtomicBool::new(false));
-    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        // A second Ctrl-C while the first is being handled (a cancel that
-        // is not answered) exits at once.
-        let _ = signal_hook::flag::register_conditional_shutdown(
-            sig,
-            i32::from(EXIT_INTERRUPTED),
-            stop.clone(),
-        );
-        let _ = signal_hook::flag::register(sig, stop.clone());
-    }
-    let ctx = Ctx { common, stop };
+    let ctx = Ctx {
+        common,
+        stop: stop_flag(),
+    };
     let result = match group.as_str() {
         "topic" => topic::run(&cmd, args, &ctx),
         "service" => service::run(&cmd, args, &ctx),
@@ -169,21 +172,64 @@ pub fn run(argv: Vec<OsString>) -> ExitCode {
         "gateway" => gateway::run(&cmd, args, &ctx),
         _ => Err(Error::Usage(format!("unknown group {group:?}"))),
     };
+    exit_status(&group, Some(&cmd), result)
+}
+
+/// `rosgate demo [OPTIONS]`.
+fn run_demo(mut args: Args) -> ExitCode {
+    if args.help() {
+        let _ = print(&format!("{}{}", demo::help(), args::COMMON_HELP));
+        return ExitCode::SUCCESS;
+    }
+    let common = match args.common() {
+        Ok(c) => c,
+        Err(e) => return usage_error(DEMO, None, &e),
+    };
+    let ctx = Ctx {
+        common,
+        stop: stop_flag(),
+    };
+    let result = demo::run(args, &ctx);
+    exit_status(DEMO, None, result)
+}
+
+/// The flag SIGINT and SIGTERM raise. A second one while the first is
+/// being handled (a cancel that is not answered, the demo withdrawing)
+/// exits at once.
+fn stop_flag() -> Arc<AtomicBool> {
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        let _ = signal_hook::flag::register_conditional_shutdown(
+            sig,
+            i32::from(EXIT_INTERRUPTED),
+            stop.clone(),
+        );
+        let _ = signal_hook::flag::register(sig, stop.clone());
+    }
+    stop
+}
+
+/// A command's outcome as its exit status, the reason on stderr.
+fn exit_status(group: &str, cmd: Option<&str>, result: Result<(), Error>) -> ExitCode {
+    let path = match cmd {
+        Some(c) => format!("{group} {c}"),
+        None => group.to_string(),
+    };
     match result {
         Ok(()) => ExitCode::SUCCESS,
-        Err(Error::Usage(msg)) => usage_error(&group, Some(&cmd), &msg),
+        Err(Error::Usage(msg)) => usage_error(group, cmd, &msg),
         Err(Error::Failed(msg)) => {
-            eprintln!("rosgate {group} {cmd}: {msg}");
+            eprintln!("rosgate {path}: {msg}");
             ExitCode::from(1)
         }
         Err(Error::Unreachable(msg)) => {
-            eprintln!("rosgate {group} {cmd}: {msg}");
+            eprintln!("rosgate {path}: {msg}");
             ExitCode::from(EXIT_UNREACHABLE)
         }
         Err(Error::Interrupted) => ExitCode::from(EXIT_INTERRUPTED),
         Err(Error::Output(e)) if e.kind() == io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
         Err(Error::Output(e)) => {
-            eprintln!("rosgate {group} {cmd}: writing the output: {e}");
+            eprintln!("rosgate {path}: writing the output: {e}");
             ExitCode::from(1)
         }
     }

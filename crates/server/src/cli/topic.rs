@@ -87,6 +87,7 @@ OPTIONS:
     -w, --wait-matching-subscriptions N wait for N subscribers first
                                         [default: 1 with --once/--times, else 0]
     --max-wait-time-secs S              give up waiting after S seconds (exit 1)
+                                        [default: 10]
     --qos-reliability R                 reliable|best_effort
     --qos-durability D                  volatile|transient_local (latched)
     --qos-depth N                       messages kept for late subscribers
@@ -161,10 +162,12 @@ pub fn run(cmd: &str, mut a: Args, ctx: &Ctx) -> Result<(), Error> {
                 .map_err(|e| Error::Usage(format!("MSG: {e}")))?;
             let times = if once { Some(1) } else { times };
             let opts = PubOpts {
-                rate: rate.unwrap_or(1.0),
+                period: Duration::try_from_secs_f64(1.0 / rate.unwrap_or(1.0))
+                    .map_err(|e| Error::Usage(format!("--rate: {e}")))?,
                 times,
                 wait: wait.unwrap_or(if times.is_some() { 1 } else { 0 }),
-                max_wait: max_wait.map(Duration::from_secs_f64),
+                max_wait: Duration::try_from_secs_f64(max_wait.unwrap_or(DEFAULT_MAX_WAIT_SECS))
+                    .map_err(|e| Error::Usage(format!("--max-wait-time-secs: {e}")))?,
                 qos,
             };
             publish(ctx, &p[0], &p[1], &msg, &opts)
@@ -447,11 +450,20 @@ fn echo(
     Ok(())
 }
 
+/// How long `topic pub` waits for its matching subscribers unless
+/// `--max-wait-time-secs` says. `ros2 topic pub` waits forever by default;
+/// a bounded wait tells a script (or a newcomer) that nobody listens
+/// instead of hanging, and 10 s covers a subscriber started alongside.
+pub const DEFAULT_MAX_WAIT_SECS: f64 = 10.0;
+
 struct PubOpts {
-    rate: f64,
+    /// 1 / `--rate`.
+    period: Duration,
     times: Option<u64>,
+    /// Matching subscribers to wait for before the first message (0: none).
     wait: u64,
-    max_wait: Option<Duration>,
+    /// The longest that wait may take.
+    max_wait: Duration,
     qos: Option<String>,
 }
 
@@ -476,7 +488,9 @@ fn publish(ctx: &Ctx, topic: &str, ty: &str, msg: &str, o: &PubOpts) -> Result<(
             "Waiting for at least {} matching subscription{s}...\n",
             o.wait
         ))?;
-        let until = o.max_wait.map(|d| Instant::now() + d);
+        // A wait too long for the clock is no deadline at all.
+        let until = Instant::now().checked_add(o.max_wait);
+        let mut seen = 0;
         loop {
             match c.next(until)? {
                 Event::Stop => {
@@ -486,16 +500,18 @@ fn publish(ctx: &Ctx, topic: &str, ty: &str, msg: &str, o: &PubOpts) -> Result<(
                 Event::Timeout => {
                     c.close();
                     return Err(Error::Failed(format!(
-                        "fewer than {} matching subscriptions appeared in time",
-                        o.wait
+                        "timed out waiting for subscribers: expected {} matching subscription{s}, \
+                         found {seen} within {} s (--max-wait-time-secs); nothing was published",
+                        o.wait,
+                        o.max_wait.as_secs_f64()
                     )));
                 }
                 Event::Frame(f) if f.op() == "peers" => {
-                    let n = f
+                    seen = f
                         .raw("subscribers")
                         .and_then(|n| n.parse::<u64>().ok())
                         .unwrap_or(0);
-                    if n >= o.wait {
+                    if seen >= o.wait {
                         break;
                     }
                 }
@@ -509,7 +525,7 @@ fn publish(ctx: &Ctx, topic: &str, ty: &str, msg: &str, o: &PubOpts) -> Result<(
     while frame.last() == Some(&b'\n') {
         frame.pop();
     }
-    let period = Duration::from_secs_f64(1.0 / o.rate);
+    let period = o.period;
     print("publisher: beginning loop\n")?;
     let mut next = Instant::now();
     let mut n = 0u64;
