@@ -487,11 +487,12 @@
       const appServices = [...services.values()].filter((s) => !isSystemService(s.name));
       await pool(appServices, CFG.concurrency, async (s) => { s.type = (await call('/rosapi/service_type', { service: s.name })).type || ''; });
       const actions = new Map();
-      const actionNames = ac.action_servers || [];
-      await pool(actionNames, CFG.concurrency, async (a) => {
+      // The gateway names each action's server in `nodes` (same order),
+      // as action_added events do; plain rosapi names none.
+      const actionNodes = ac.nodes || [];
+      await pool(ac.action_servers || [], CFG.concurrency, async (a, i) => {
         const ty = (await call('/rosapi/action_type', { action: a })).type || '';
-        // rosapi names no action server's node: keep what events told us.
-        actions.set(a, { name: a, type: ty, node: S.actions.get(a)?.node || '' });
+        actions.set(a, { name: a, type: ty, node: actionNodes[i] || '' });
       });
       const names = pn.names || [];
       const params = new Map();
@@ -499,10 +500,7 @@
       await pool(names.slice(0, CFG.maxParamValues), CFG.concurrency, async (full) => {
         const r = await call('/rosapi/get_param', { name: full });
         const { node, name } = splitParam(full);
-        let value = r.value;
-        let type = '';
-        try { const v = JSON.parse(r.value); type = jsonType(v); value = JSON.stringify(v); } catch (e) { /* keep text */ }
-        params.set(full, { key: full, node, name, type, value, changedAt: 0 });
+        params.set(full, { key: full, node, name, ...paramText(r.value), changedAt: 0 });
       });
       if (epoch !== S.epoch) return;
       S.topics = topics;
@@ -529,17 +527,37 @@
     const i = full.indexOf(':');
     return i < 0 ? { node: '', name: full } : { node: full.slice(0, i), name: full.slice(i + 1) };
   }
+  // A value as rosapi's get_param gives it: JSON text. The gateway types a
+  // number written with a fraction or an exponent as a double and writes
+  // doubles so (docs/protocol.md, "Values"), but JSON.parse reads `1.0` as
+  // 1: the type comes from the text. The text of a number or of a list of
+  // numbers holds nothing else a `.` or an `e` could belong to.
+  function paramText(text) {
+    let v;
+    try { v = JSON.parse(text); } catch (e) { return { type: '', value: String(text) }; }
+    const numbers = typeof v === 'number' || (Array.isArray(v) && v.length > 0 && v.every((x) => typeof x === 'number'));
+    const type = numbers && /[.eE]/.test(text) ? (Array.isArray(v) ? 'double[]' : 'double') : jsonType(v);
+    return { type, value: showParam(type, v) };
+  }
   function jsonType(v) {
     if (typeof v === 'boolean') return 'bool';
-    if (typeof v === 'number') return Number.isInteger(v) ? 'integer' : 'double';
+    if (typeof v === 'number') return 'integer';
     if (typeof v === 'string') return 'string';
     if (Array.isArray(v)) return v.length ? jsonType(v[0]) + '[]' : '[]';
     return v === null ? 'unset' : 'object';
   }
+  // A double keeps its decimal point (JSON.stringify(1.0) is "1").
+  function showParam(type, v) {
+    const dbl = (x) => (Number.isInteger(x) && Math.abs(x) < 1e21 ? x.toFixed(1) : JSON.stringify(x));
+    if (type === 'double' && typeof v === 'number') return dbl(v);
+    if (type === 'double[]' && Array.isArray(v)) return `[${v.map(dbl).join(',')}]`;
+    return JSON.stringify(v);
+  }
   function paramValue(pv) {
     const type = Number(pv?.type) || 0;
     const f = PARAM_FIELDS[type];
-    return { type: PARAM_TYPES[type] || String(type), value: f ? JSON.stringify(pv[f]) : '' };
+    const name = PARAM_TYPES[type] || String(type);
+    return { type: name, value: f ? showParam(name, pv[f]) : '' };
   }
   function onParameterEvent(ev) {
     const node = ev?.node || '';
@@ -1116,7 +1134,7 @@
     $('actions-count').textContent = actions.length || '';
     $('actions-body').innerHTML = actions.length
       ? `<table class="tbl"><thead><tr><th>Action</th><th>Server</th></tr></thead><tbody>${actions.slice(0, CFG.maxRows).map((a) =>
-        `<tr><td><div class="name">${esc(a.name)}</div><div class="type">${esc(a.type || '—')}</div></td><td>${a.node ? nodeChip(a.node) : '<span class="muted" title="rosapi does not name an action server\'s node; known only for actions advertised while this page was open">unknown</span>'}</td></tr>`).join('')}</tbody></table>`
+        `<tr><td><div class="name">${esc(a.name)}</div><div class="type">${esc(a.type || '—')}</div></td><td>${a.node ? nodeChip(a.node) : '<span class="muted">?</span>'}</td></tr>`).join('')}</tbody></table>`
       : '<div class="empty">No actions.</div>';
   }
 

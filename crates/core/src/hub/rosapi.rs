@@ -479,13 +479,17 @@ impl Hub {
             }
             "action_servers" => {
                 let (names, cut) = capped(reg.provided_names(Provided::Action, hidden));
-                let names: Vec<String> = names
+                // Each server's node too, in the same order (as `topics`
+                // gives `types`): rosapi names no action server's node, and
+                // a page opened after `action_added` could not learn it.
+                let (names, nodes): (Vec<String>, Vec<String>) = names
                     .into_iter()
                     .filter(|n| self.visible(role, ACTION_CLASSES, n))
-                    .map(str::to_string)
-                    .collect();
+                    .filter_map(|n| reg.provided(Provided::Action, n).map(|s| (n, s)))
+                    .map(|(n, s)| (n.to_string(), self.node_label(s.provider(), s.node())))
+                    .unzip();
                 items += names.len();
-                with_cut(json!({ "action_servers": names }), cut)
+                with_cut(json!({ "action_servers": names, "nodes": nodes }), cut)
             }
             "action_type" => {
                 let ty = reg

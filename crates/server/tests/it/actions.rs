@@ -205,13 +205,15 @@ impl Peer {
     }
 
     /// Moves this (fresh) connection to `domain` by declaring a node there.
-    fn join_domain(&mut self, domain: u32) {
+    /// Declares a node in `domain`; returns its full name.
+    fn join_domain(&mut self, domain: u32) -> String {
         let id = format!("node-{}", uniq());
+        let name = format!("n{}", uniq());
         self.send(&format!(
-            r#"{{"op":"declare_node","name":"n{}","domain":{domain},"id":"{id}"}}"#,
-            uniq()
+            r#"{{"op":"declare_node","name":"{name}","domain":{domain},"id":"{id}"}}"#
         ));
         self.expect_ok(&id);
+        format!("/{name}")
     }
 
     /// Sends a goal; `id`, `args` and `extra` (`,"feedback":true`, ...) are
@@ -1157,7 +1159,7 @@ fn rosapi_lists_actions_per_domain(tr: Tr) {
     let mut srv0 = Peer::new(&gw, tr);
     let mut cli0 = Peer::new(&gw, tr);
     let mut srv3 = Peer::new(&gw, tr);
-    srv3.join_domain(3);
+    let srv3_node = srv3.join_domain(3);
     let mut cli3 = Peer::new(&gw, tr);
     cli3.join_domain(3);
     srv0.advertise_action("/fib", FIB);
@@ -1171,11 +1173,37 @@ fn rosapi_lists_actions_per_domain(tr: Tr) {
     let v = servers(&mut cli0);
     assert_eq!(v["action_servers"], json!(["/fib", "/nav"]), "{v}");
     assert!(v.get("truncated").is_none(), "only a cut list says so: {v}");
-    assert_eq!(servers(&mut cli3)["action_servers"], json!(["/fib"]));
+    // Each server's node, in the same order: srv0 declared none, so its
+    // connection's own name, which rosapi `nodes` lists.
+    let srv0_name = v["nodes"][0].as_str().unwrap_or_default().to_string();
+    assert!(
+        srv0_name.starts_with(match tr {
+            Tr::Tcp => "/rosgate_tcp_",
+            Tr::Ws => "/rosgate_ws_",
+        }),
+        "{v}"
+    );
+    assert_eq!(v["nodes"], json!([srv0_name, srv0_name]), "{v}");
+    let nodes = cli0.rosapi("/rosapi/nodes", "{}");
+    assert!(
+        nodes["nodes"]
+            .as_array()
+            .is_some_and(|n| n.contains(&json!(srv0_name))),
+        "{nodes}"
+    );
+    let v3 = servers(&mut cli3);
+    assert_eq!(v3["action_servers"], json!(["/fib"]));
+    // srv3 declared a node (to join domain 3): that node serves it.
+    assert_eq!(v3["nodes"], json!([srv3_node]), "{v3}");
     let all = cli0.rosapi("/rosapi/action_servers", r#"{"include_hidden":true}"#);
     assert_eq!(
         all["action_servers"],
         json!(["/_hidden", "/fib", "/nav"]),
+        "{all}"
+    );
+    assert_eq!(
+        all["nodes"],
+        json!([srv0_name, srv0_name, srv0_name]),
         "{all}"
     );
     assert_eq!(ty(&mut cli0, "/fib"), FIB);
@@ -1197,7 +1225,10 @@ fn rosapi_lists_actions_per_domain(tr: Tr) {
     assert_eq!(servers(&mut cli0)["action_servers"], json!(["/fib"]));
     drop(srv3);
     cli3.expect_goal_failure("/fib", &json!("f3"), 6);
-    assert_eq!(servers(&mut cli3)["action_servers"], json!([]));
+    assert_eq!(
+        servers(&mut cli3),
+        json!({"action_servers": [], "nodes": []})
+    );
     assert_eq!(servers(&mut cli0)["action_servers"], json!(["/fib"]));
 }
 

@@ -1420,7 +1420,7 @@ fn rosapi_answers_every_service_with_rosapi_msgs_shapes() {
     }
     assert_eq!(
         rosapi(&mut plain, "action_servers", json!({})),
-        json!({"action_servers":[]})
+        json!({"action_servers":[],"nodes":[]})
     );
     assert_eq!(
         rosapi(&mut plain, "action_type", json!({"action":"/x"})),
