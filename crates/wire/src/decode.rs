@@ -264,7 +264,8 @@ pub enum ErrorKind {
     MissingField(&'static str),
     WrongType(&'static str),
     MissingId,
-    /// A number beyond the f64 range (see [`crate::scan::MAX_NUMBER_MAGNITUDE`]).
+    /// A number that is not a finite f64 for every standard parser (see
+    /// [`crate::scan::portable_number`]).
     NumberOutOfRange,
     /// A `\uXXXX` escape of an unpaired surrogate.
     LoneSurrogate,
@@ -882,6 +883,74 @@ mod tests {
         // An id that is itself refused is never echoed.
         let (kind, id) = err(br#"{"op":"publish","id":"\ud800","topic":"/t","msg":1}"#);
         assert_eq!((kind, id), (ErrorKind::LoneSurrogate, None));
+    }
+
+    /// Python's `json.loads`, JavaScript's `JSON.parse` and serde_json all
+    /// read these as finite f64s: forwarded byte for byte.
+    #[test]
+    fn numbers_up_to_the_largest_finite_f64_are_accepted() {
+        let max_309_digits = format!("17976931348623157{}", "0".repeat(292));
+        for n in [
+            "1.7976931348623157e308",
+            "1.7976931348623157e+308",
+            "1.7976931348623157E+308",
+            "-1.7976931348623157e308",
+            "1.79769313486231580e308",
+            "179.76931348623157e306",
+            "0.00017976931348623157e312",
+            "5e-324",
+            "4.9406564584124654e-324",
+            "-5e-324",
+            "1e-400",
+            "-1e-99999999999999999999",
+            "0e99999999999999999999",
+            "1e308",
+            max_309_digits.as_str(),
+        ] {
+            let line = format!(r#"{{"op":"publish","topic":"/t","msg":[{n}]}}"#);
+            // The 309-digit spelling rounds to f64::MAX, but serde_json's
+            // default parser reads it as out of range (see below).
+            if n.len() > 300 {
+                assert_eq!(err(line.as_bytes()).0, ErrorKind::NumberOutOfRange);
+                continue;
+            }
+            match decode(line.as_bytes()).map(|r| r.op) {
+                Ok(Op::Publish { msg, .. }) => assert_eq!(msg.get(), format!("[{n}]")),
+                other => panic!("{n}: {other:?}"),
+            }
+        }
+    }
+
+    /// Each of these is infinite for one of those parsers: refused.
+    #[test]
+    fn numbers_past_the_largest_finite_f64_are_refused() {
+        let max_309_digits = format!("17976931348623157{}", "0".repeat(292));
+        let ten_309 = format!("1{}", "0".repeat(309));
+        for n in [
+            // Rounds to infinity everywhere.
+            "1.7976931348623159e308",
+            "1e309",
+            "-1e309",
+            "1.8e308",
+            ten_309.as_str(),
+            "1e99999999999999999999",
+            // serde_json (default features) computes these as infinity,
+            // although they round to f64::MAX ...
+            "1.7976931348623158e308",
+            "1.797693134862315807e308",
+            max_309_digits.as_str(),
+            // ... and reads this as f64::MAX, though it rounds to infinity
+            // (Python and JavaScript read inf and Infinity).
+            "1.79769313486231589e308",
+        ] {
+            let line = format!(r#"{{"op":"publish","id":1,"topic":"/t","msg":{{"v":{n}}}}}"#);
+            assert_eq!(
+                err(line.as_bytes()),
+                (ErrorKind::NumberOutOfRange, Some("1".into())),
+                "{:.40}",
+                n
+            );
+        }
     }
 
     #[test]

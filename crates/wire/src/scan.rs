@@ -22,10 +22,8 @@
 //!   client. It is `Syntax` iff serde_json's grammar (`&RawValue`) rejects
 //!   the text; two kinds of grammatical JSON are refused on top, because
 //!   some of those parsers refuse them: a `\uXXXX` escape of a lone
-//!   surrogate (`"\ud800"`: serde_json) and a number whose magnitude does
-//!   not fit an f64 (`1e400`: serde_json; a 4301-digit integer: Python).
-//!   The f64 bound is taken a hair inside `f64::MAX`
-//!   ([`MAX_NUMBER_MAGNITUDE`]) so that no parser's rounding can disagree;
+//!   surrogate (`"\ud800"`: serde_json) and a number that one of them does
+//!   not read as a finite f64 (see [`portable_number`]);
 //! - never panics and never recurses, whatever the input;
 //! - allocates nothing unless the nesting is deeper than 256 levels (the
 //!   container kinds of deeper levels go to a bit vector on the heap, so that
@@ -52,17 +50,13 @@ pub struct Member<'a> {
     pub value: &'a str,
 }
 
-/// The largest number magnitude accepted: a hair inside `f64::MAX`
-/// (1.7976931348623157e308), so that a parser that rounds a few ulps off
-/// near the top of the range still gets a finite value.
-pub const MAX_NUMBER_MAGNITUDE: f64 = 1.797_693_134_862_31e308;
-
 /// Why a text was refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ScanError {
     /// Not exactly one valid JSON value.
     Syntax,
-    /// Grammatical JSON with a number beyond [`MAX_NUMBER_MAGNITUDE`].
+    /// Grammatical JSON with a number that is not a finite f64 for every
+    /// standard parser (see [`portable_number`]).
     /// Members reported before it are complete and valid.
     NumberOutOfRange,
     /// Grammatical JSON with a `\uXXXX` escape of an unpaired surrogate.
@@ -290,18 +284,37 @@ fn number(b: &[u8], i: usize) -> Result<usize, ScanError> {
     }
 }
 
-/// Checks the magnitude of the number `b[start..end]`; the slow path for
-/// numbers that may be near or past the f64 range.
+/// Checks that the number `b[start..end]`, which may be near or past the
+/// top of the f64 range (the slow path), is [`portable_number`].
 #[cold]
 fn in_range(b: &[u8], start: usize, end: usize) -> Result<usize, ScanError> {
-    let text = b
-        .get(start..end)
-        .and_then(|t| std::str::from_utf8(t).ok())
-        .ok_or(ScanError::Syntax)?;
-    match text.parse::<f64>() {
-        Ok(x) if x.abs() <= MAX_NUMBER_MAGNITUDE => Ok(end),
-        _ => Err(ScanError::NumberOutOfRange),
+    // A number's bytes are ASCII, so the conversion cannot fail.
+    let text = b.get(start..end).and_then(|t| std::str::from_utf8(t).ok());
+    if text.is_some_and(portable_number) {
+        Ok(end)
+    } else {
+        Err(ScanError::NumberOutOfRange)
     }
+}
+
+/// Whether every standard parser reads the JSON number `text` as a finite
+/// f64. Python's `float`, JavaScript's `Number` and Rust's `str::parse` round
+/// correctly: finite iff the exact value is below `f64::MAX` plus half an
+/// ulp (2^1024 - 2^970). serde_json by default (without its
+/// `float_roundtrip` feature) does not: it rounds the first 19 or 20 digits
+/// to an f64 and multiplies by a power of ten, so within an ulp of
+/// `f64::MAX` it can refuse what rounds to `f64::MAX`
+/// (`1.7976931348623158e308`) or accept what rounds to infinity
+/// (`1.79769313486231589e308`). The number must be finite for both.
+///
+/// An integer of more than 309 digits is infinite for all, which also keeps
+/// out what Python refuses outright (integers past 4300 digits).
+///
+/// The rule is the serde_json we link, asked directly: the gateway's own
+/// parses and Rust clients (roslibrust) use the same parser with the same
+/// defaults (serde_json's `f64_from_parts`, src/de.rs).
+pub fn portable_number(text: &str) -> bool {
+    text.parse::<f64>().is_ok_and(f64::is_finite) && serde_json::from_str::<f64>(text).is_ok()
 }
 
 /// The rest of a number that starts at `start` with `int_digits` integer
