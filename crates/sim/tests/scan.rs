@@ -557,6 +557,11 @@ fn numbers_at_the_top_of_the_range_against_serde_json() {
         let verdict = scan_object(&line, usize::MAX, |_| {});
         if exact_inf || serde_inf {
             assert_eq!(verdict, Err(ScanError::NumberOutOfRange), "{n}");
+            // The id after the refused number is still reported.
+            assert_eq!(members(&line).err(), Some(ScanError::NumberOutOfRange));
+            let mut ids = Vec::new();
+            let _ = scan_object(&line, usize::MAX, |m| ids.push(m.key));
+            assert_eq!(ids, ["id"], "{n}");
         } else {
             assert_eq!(verdict, OK, "{n}");
             accepted += 1;

@@ -194,6 +194,63 @@ fn numbers_past_the_largest_finite_f64_are_refused() {
     sub.assert_quiet();
 }
 
+/// A request refused at the door for a value in it keeps its `id` even when
+/// the id comes after that value (the protocol: "Include the ID when the
+/// triggering request supplied one"), on both transports; a line that is not
+/// grammatical JSON has no id to give.
+#[test]
+fn a_refused_request_keeps_an_id_that_comes_after_the_refused_value() {
+    let gw = Gateway::start(&[]);
+    let mut sub = gw.client();
+    sub.subscribe("/r");
+    let mut c = gw.client();
+    let mut ws = Ws::connect(&gw);
+    let deep = nested(127);
+    let cases = [
+        ("number_out_of_range", "[1,1e400]"),
+        ("number_out_of_range", r#"{"v":1.7976931348623159e308}"#),
+        ("lone_surrogate", r#""\ud800""#),
+        ("lone_surrogate", r#"{"\udc00":1}"#),
+        ("too_deep", deep.as_str()),
+    ];
+    for (n, (code, msg)) in cases.iter().enumerate() {
+        let id = format!("after-{n}");
+        // Even the op comes after the refused value.
+        let line = format!(r#"{{"topic":"/r","msg":{msg},"op":"publish","id":"{id}"}}"#);
+        let before = counter(&gw.stats(), &format!("errors.{code}"));
+        c.send_line(&line);
+        c.expect_error(id.as_str());
+        ws.send_text(&line);
+        let e = ws.json();
+        assert_eq!(
+            (e["level"].as_str(), e["id"].as_str()),
+            (Some("error"), Some(id.as_str())),
+            "{code}: {e}"
+        );
+        assert_eq!(
+            counter(&gw.stats(), &format!("errors.{code}")),
+            before + 2,
+            "{code}"
+        );
+        // Not grammatical: no id.
+        let broken = format!(r#"{{"topic":"/r","msg":{msg},"op":"publish","id":"{id}",}}"#);
+        c.send_line(&broken);
+        c.expect_error_no_id();
+    }
+    // An id that is itself refused is never echoed, before or after.
+    c.send_line(r#"{"op":"publish","topic":"/r","msg":1,"id":"\ud800"}"#);
+    c.expect_error_no_id();
+    ws.send_text(r#"{"op":"publish","topic":"/r","msg":1,"id":[1e400]}"#);
+    let e = ws.json();
+    assert_eq!(
+        (e["level"].as_str(), e.get("id")),
+        (Some("error"), None),
+        "{e}"
+    );
+    sub.assert_quiet();
+    assert!(ws.barrier().is_empty());
+}
+
 #[test]
 fn invalid_websocket_close_codes_are_answered_with_1002() {
     let gw = Gateway::start(&[]);
