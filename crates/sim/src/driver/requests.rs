@@ -23,8 +23,8 @@
 //!
 //! Some refused requests probe the per-item caps (P18, P22): an `id` over
 //! 1024 bytes (refused without its id), a name over 1024 bytes, a number
-//! beyond f64 and a lone surrogate escape (with the id when it was read
-//! before the refused value), nesting one level past 127; and two accepted
+//! beyond f64 and a lone surrogate escape (with the id, before or after
+//! the refused value), nesting one level past 127; and two accepted
 //! ones sit exactly at them (127 levels, a 1024-byte id and name).
 
 use std::fmt::Write as _;
