@@ -9,7 +9,7 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::Value;
 
-use rosgate_wire::scan::{scan_object, Member, ScanError, MAX_NUMBER_MAGNITUDE};
+use rosgate_wire::scan::{scan_object, Member, ScanError};
 
 /// Fuzz entry point: checks `data` if it is UTF-8.
 pub fn scan(data: &[u8]) {
@@ -35,9 +35,17 @@ pub fn check(text: &str) {
     match verdict {
         Err(ScanError::Syntax) => assert!(grammar.is_err(), "Syntax for grammatical {text:?}"),
         Err(ScanError::NumberOutOfRange | ScanError::LoneSurrogate) => {
-            // Found before any syntax error there may be further on.
+            // Only a grammatical text gets a refusal other than Syntax.
+            if let Err(e) = &grammar {
+                panic!("{verdict:?} for ungrammatical {text:?}: {e}");
+            }
+            // serde_json refuses it, or a correctly rounding parser (Python,
+            // JavaScript) reads an infinity in it.
             if let Some(Ok(v)) = &portable {
-                panic!("{verdict:?} for {text:?}, which serde_json reads as {v}");
+                assert!(
+                    has_infinite_number(text),
+                    "{verdict:?} for {text:?}, which serde_json reads as {v}"
+                );
             }
         }
         Ok(()) | Err(ScanError::NotObject) => {
@@ -52,10 +60,10 @@ pub fn check(text: &str) {
         }
         Err(ScanError::TooDeep) => panic!("TooDeep without a depth limit for {text:?}"),
     }
-    // The converse: what serde_json reads must be accepted, except a number
-    // in the hair between our bound and f64::MAX.
+    // The converse: what serde_json reads must be accepted, unless a
+    // correctly rounding parser reads an infinity in it.
     match (&portable, &grammar) {
-        (Some(Ok(v)), _) if !has_number_beyond(v, MAX_NUMBER_MAGNITUDE) => {
+        (Some(Ok(v)), _) if !has_infinite_number(text) => {
             assert!(
                 matches!(verdict, Ok(()) | Err(ScanError::NotObject)),
                 "refused {text:?} ({verdict:?}), which serde_json reads as {v}"
@@ -67,11 +75,33 @@ pub fn check(text: &str) {
         ),
         _ => {}
     }
-    if verdict.is_err() {
-        if verdict == Err(ScanError::NotObject) {
-            assert!(got.is_empty(), "members of a non-object {text:?}");
+    match verdict {
+        Ok(()) => {}
+        Err(ScanError::NumberOutOfRange | ScanError::LoneSurrogate) => {
+            // Grammatical: every member is reported but those holding a
+            // refused value (so that e.g. an `id` after it can be echoed).
+            if let Some(Ok(serde_json::Value::Object(_))) | Some(Err(_)) = &portable {
+                let members = match serde_json::from_str::<Members<'_>>(text) {
+                    Ok(m) => m.0,
+                    Err(_) => return, // not an object
+                };
+                let clean: Vec<_> = members
+                    .iter()
+                    .filter(|(k, v)| portable_member(k.get(), v.get()))
+                    .collect();
+                assert_eq!(got.len(), clean.len(), "clean member count in {text:?}");
+                for (m, (key, value)) in got.iter().zip(clean) {
+                    check_member(text, m, key.get(), value.get());
+                }
+            }
+            return;
         }
-        return;
+        Err(_) => {
+            if verdict == Err(ScanError::NotObject) {
+                assert!(got.is_empty(), "members of a non-object {text:?}");
+            }
+            return;
+        }
     }
     let members = match serde_json::from_str::<Members<'_>>(text) {
         Ok(m) => m.0,
@@ -124,14 +154,47 @@ fn check_member(text: &str, m: &Member<'_>, raw_key: &str, raw_value: &str) {
     }
 }
 
-/// Whether `v` holds a number of magnitude above `bound`.
-fn has_number_beyond(v: &Value, bound: f64) -> bool {
-    match v {
-        Value::Number(n) => n.as_f64().is_some_and(|x| x.abs() > bound),
-        Value::Array(a) => a.iter().any(|x| has_number_beyond(x, bound)),
-        Value::Object(o) => o.values().any(|x| has_number_beyond(x, bound)),
-        _ => false,
+/// Whether a member (raw key and value, within serde_json's recursion
+/// limit) is read by every standard parser.
+fn portable_member(key: &str, value: &str) -> bool {
+    serde_json::from_str::<String>(key).is_ok()
+        && serde_json::from_str::<Value>(value).is_ok()
+        && !has_infinite_number(value)
+}
+
+/// Whether grammatical JSON `text` holds a number that a correctly rounding
+/// parser (Python's `float`, JavaScript's `Number`, Rust's `str::parse`)
+/// reads as an infinity. Read token by token, independently of the scanner.
+fn has_infinite_number(text: &str) -> bool {
+    let b = text.as_bytes();
+    let (mut i, mut in_str) = (0, false);
+    while let Some(&c) = b.get(i) {
+        if in_str {
+            match c {
+                b'\\' => i += 1,
+                b'"' => in_str = false,
+                _ => {}
+            }
+            i += 1;
+            continue;
+        }
+        match c {
+            b'"' => in_str = true,
+            b'-' | b'0'..=b'9' => {
+                let start = i;
+                while let Some(b'-' | b'+' | b'.' | b'e' | b'E' | b'0'..=b'9') = b.get(i) {
+                    i += 1;
+                }
+                if text[start..i].parse::<f64>().is_ok_and(f64::is_infinite) {
+                    return true;
+                }
+                continue;
+            }
+            _ => {}
+        }
+        i += 1;
     }
+    false
 }
 
 /// Nesting depth of valid JSON, counted bracket by bracket.

@@ -81,7 +81,22 @@ fn numbers() {
         "12345678901234567890123456789012345678901234567890",
         "1.79769313486231e308",
         "-1.7976931348623e308",
+        // f64::MAX in several spellings, as Python's json.dumps and
+        // JavaScript's JSON.stringify write it and otherwise.
+        "1.7976931348623157e308",
+        "1.7976931348623157e+308",
+        "1.7976931348623157E+308",
+        "-1.7976931348623157e308",
+        "1.79769313486231580e308",
+        "179.76931348623157e306",
+        "0.00017976931348623157e312",
+        // The smallest subnormal, and values that underflow to 0.
+        "5e-324",
+        "4.9406564584124654e-324",
+        "-5e-324",
         "1e-400",
+        "-1e-99999999999999999999",
+        "0e99999999999999999999",
         "0e99999",
         "0.0000001e314",
         "1000e-10000",
@@ -95,15 +110,27 @@ fn numbers() {
     // past 4300 digits, Python) refuses it.
     let fine_int = "9".repeat(308);
     assert_eq!(verdict(&format!("{{\"n\":{fine_int}}}")), OK);
+    // f64::MAX written as a 309-digit integer: Python and JavaScript read
+    // it, serde_json's default parser computes an infinity.
+    let max_int = format!("17976931348623157{}", "0".repeat(292));
     for n in [
         "1e400",
+        "1e309",
         "-1e309",
         "1.8e308",
-        "1.7976931348623158e308",
+        "1.7976931348623159e308",
         "123.4e307",
         "1e99999999999999999999",
         big_int.as_str(),
         huge_int.as_str(),
+        // Below f64::MAX plus half an ulp (so f64::MAX in Python and
+        // JavaScript), but infinite for serde_json's default parser ...
+        "1.7976931348623158e308",
+        "1.797693134862315807e308",
+        max_int.as_str(),
+        // ... and above it (infinite in Python and JavaScript), but
+        // f64::MAX for serde_json.
+        "1.79769313486231589e308",
     ] {
         assert_eq!(
             verdict(&format!("{{\"n\":{n}}}")),
@@ -492,6 +519,56 @@ fn mutate(rng: &mut Rng, text: &mut String) {
             }
         }
     }
+}
+
+/// Numbers within a few ulps of `f64::MAX` in many spellings, where
+/// serde_json's default parser and correct rounding disagree both ways: the
+/// parity check holds for each, and both kinds of disagreement are met.
+#[test]
+fn numbers_at_the_top_of_the_range_against_serde_json() {
+    let mut rng = Rng(0x7f7f_ffff);
+    let (mut serde_only_inf, mut exact_only_inf, mut accepted) = (0, 0, 0);
+    for _ in 0..20_000 {
+        let mut digits = String::from("1797693134862315");
+        for _ in 0..1 + rng.below(8) {
+            digits.push(char::from(b'0' + rng.below(10) as u8));
+        }
+        let n = match rng.below(3) {
+            // As an integer: 309 digits.
+            0 => format!("{digits}{}", "0".repeat(309 - digits.len())),
+            // d.ddd...e308, or the point moved with the exponent to match.
+            _ => {
+                let point = 1 + rng.below(digits.len() - 1);
+                let e = rng.pick(&["e", "E", "e+"]);
+                format!(
+                    "{}.{}{e}{}",
+                    &digits[..point],
+                    &digits[point..],
+                    309 - point
+                )
+            }
+        };
+        let exact_inf = n.parse::<f64>().is_ok_and(f64::is_infinite);
+        let serde_inf = serde_json::from_str::<f64>(&n).is_err();
+        serde_only_inf += usize::from(serde_inf && !exact_inf);
+        exact_only_inf += usize::from(exact_inf && !serde_inf);
+        let line = format!(r#"{{"msg":{{"v":[{n}]}},"id":1}}"#);
+        check(&line);
+        let verdict = scan_object(&line, usize::MAX, |_| {});
+        if exact_inf || serde_inf {
+            assert_eq!(verdict, Err(ScanError::NumberOutOfRange), "{n}");
+            // The id after the refused number is still reported.
+            assert_eq!(members(&line).err(), Some(ScanError::NumberOutOfRange));
+            let mut ids = Vec::new();
+            let _ = scan_object(&line, usize::MAX, |m| ids.push(m.key));
+            assert_eq!(ids, ["id"], "{n}");
+        } else {
+            assert_eq!(verdict, OK, "{n}");
+            accepted += 1;
+        }
+    }
+    eprintln!("top of range: {accepted} accepted, {serde_only_inf} infinite for serde_json only, {exact_only_inf} infinite when rounded correctly only");
+    assert!(accepted > 1000 && serde_only_inf > 100 && exact_only_inf > 100);
 }
 
 #[test]

@@ -3,7 +3,9 @@
 //! Invariants:
 //! - never panics, whatever the bytes (fuzzed by `fuzz/fuzz_targets/decode.rs`);
 //! - on error the request's `id` is returned whenever the line was a JSON
-//!   object with an `id` member, so the error status can carry it;
+//!   object with an `id` member (before or after a refused value), so the
+//!   error status can carry it; an `id` the gateway refuses (too long, or
+//!   holding a refused number or escape) is never returned;
 //! - names are decoded with escapes; they borrow from the line unless they
 //!   contain an escape;
 //! - payload spans borrow from the line and re-parse as the same JSON value;
@@ -264,7 +266,8 @@ pub enum ErrorKind {
     MissingField(&'static str),
     WrongType(&'static str),
     MissingId,
-    /// A number beyond the f64 range (see [`crate::scan::MAX_NUMBER_MAGNITUDE`]).
+    /// A number that is not a finite f64 for every standard parser (see
+    /// [`crate::scan::portable_number`]).
     NumberOutOfRange,
     /// A `\uXXXX` escape of an unpaired surrogate.
     LoneSurrogate,
@@ -373,7 +376,8 @@ pub fn decode_as(line: &[u8], dialect: Dialect) -> Result<Request<'_>, DecodeErr
     match scanned {
         Ok(()) => {}
         Err(ScanError::TooDeep) => return Err(fields.checked_error(ErrorKind::TooDeep)),
-        // Grammatical JSON: the members before the refused value are valid.
+        // Grammatical JSON: every member that does not hold the refused
+        // value has been read, wherever it lies, so the id is echoed.
         Err(ScanError::NumberOutOfRange) => {
             return Err(fields.checked_error(ErrorKind::NumberOutOfRange))
         }
@@ -868,20 +872,119 @@ mod tests {
     }
 
     #[test]
-    fn unportable_values_are_refused_with_the_id_seen_before_them() {
-        let (kind, id) = err(br#"{"id":7,"op":"publish","topic":"/t","msg":[1e400]}"#);
-        assert_eq!(
-            (kind, id.as_deref()),
-            (ErrorKind::NumberOutOfRange, Some("7"))
-        );
-        let (kind, id) = err(br#"{"op":"publish","id":"a","topic":"/t","msg":"\udc00"}"#);
-        assert_eq!(
-            (kind, id.as_deref()),
-            (ErrorKind::LoneSurrogate, Some("\"a\""))
-        );
-        // An id that is itself refused is never echoed.
-        let (kind, id) = err(br#"{"op":"publish","id":"\ud800","topic":"/t","msg":1}"#);
-        assert_eq!((kind, id), (ErrorKind::LoneSurrogate, None));
+    fn refusals_of_grammatical_lines_keep_the_id_wherever_it_is() {
+        let deep = format!("{}{}", "[".repeat(127), "]".repeat(127));
+        let cases = [
+            ("[1e400]", ErrorKind::NumberOutOfRange),
+            ("-1e309", ErrorKind::NumberOutOfRange),
+            (r#""\udc00""#, ErrorKind::LoneSurrogate),
+            (r#"{"\ud800":1}"#, ErrorKind::LoneSurrogate),
+            (deep.as_str(), ErrorKind::TooDeep),
+        ];
+        for (bad, kind) in cases {
+            let before = format!(r#"{{"id":7,"op":"publish","topic":"/t","msg":{bad}}}"#);
+            let after = format!(r#"{{"op":"publish","topic":"/t","msg":{bad},"id":"a"}}"#);
+            assert_eq!(err(before.as_bytes()), (kind, Some("7".into())), "{bad}");
+            assert_eq!(err(after.as_bytes()), (kind, Some("\"a\"".into())), "{bad}");
+            // The op after the refused value is read too.
+            let op_after = format!(r#"{{"msg":{bad},"topic":"/t","op":"publish","id":1}}"#);
+            let e = decode(op_after.as_bytes()).map(|r| r.op.name());
+            assert!(
+                matches!(&e, Err(DecodeError { kind: k, op: Some(op), .. }) if *k == kind && op == "publish"),
+                "{bad}: {e:?}"
+            );
+            // A line that is not grammatical keeps no id.
+            let broken = format!(r#"{{"op":"publish","topic":"/t","msg":{bad},"id":2,}}"#);
+            assert_eq!(err(broken.as_bytes()), (ErrorKind::BadJson, None), "{bad}");
+        }
+        // The first refusal names the error.
+        let both = br#"{"msg":["\ud800",1e999],"op":"publish","topic":"/t","id":3}"#;
+        assert_eq!(err(both), (ErrorKind::LoneSurrogate, Some("3".into())));
+    }
+
+    #[test]
+    fn an_id_that_is_itself_refused_is_never_echoed() {
+        for line in [
+            &br#"{"op":"publish","id":"\ud800","topic":"/t","msg":1}"#[..],
+            br#"{"op":"publish","topic":"/t","msg":1,"id":"\ud800"}"#,
+            br#"{"op":"publish","topic":"/t","msg":1,"id":[1e400]}"#,
+            br#"{"op":"publish","topic":"/t","msg":1,"\udfff":2,"id":[1e400]}"#,
+            br#"{"op":"publish","topic":"/t","msg":1,"\udfff":2,"i\u0064":{"a":1e400}}"#,
+        ] {
+            let (_, id) = err(line);
+            assert_eq!(id, None, "{}", String::from_utf8_lossy(line));
+        }
+        // A member whose key is refused is not read, even if it is `id`.
+        let (kind, id) = err(br#"{"op":"publish","topic":"/t","msg":1,"id":5,"\ud800":6}"#);
+        assert_eq!((kind, id.as_deref()), (ErrorKind::LoneSurrogate, Some("5")));
+    }
+
+    /// Python's `json.loads`, JavaScript's `JSON.parse` and serde_json all
+    /// read these as finite f64s: forwarded byte for byte.
+    #[test]
+    fn numbers_up_to_the_largest_finite_f64_are_accepted() {
+        let max_309_digits = format!("17976931348623157{}", "0".repeat(292));
+        for n in [
+            "1.7976931348623157e308",
+            "1.7976931348623157e+308",
+            "1.7976931348623157E+308",
+            "-1.7976931348623157e308",
+            "1.79769313486231580e308",
+            "179.76931348623157e306",
+            "0.00017976931348623157e312",
+            "5e-324",
+            "4.9406564584124654e-324",
+            "-5e-324",
+            "1e-400",
+            "-1e-99999999999999999999",
+            "0e99999999999999999999",
+            "1e308",
+            max_309_digits.as_str(),
+        ] {
+            let line = format!(r#"{{"op":"publish","topic":"/t","msg":[{n}]}}"#);
+            // The 309-digit spelling rounds to f64::MAX, but serde_json's
+            // default parser reads it as out of range (see below).
+            if n.len() > 300 {
+                assert_eq!(err(line.as_bytes()).0, ErrorKind::NumberOutOfRange);
+                continue;
+            }
+            match decode(line.as_bytes()).map(|r| r.op) {
+                Ok(Op::Publish { msg, .. }) => assert_eq!(msg.get(), format!("[{n}]")),
+                other => panic!("{n}: {other:?}"),
+            }
+        }
+    }
+
+    /// Each of these is infinite for one of those parsers: refused.
+    #[test]
+    fn numbers_past_the_largest_finite_f64_are_refused() {
+        let max_309_digits = format!("17976931348623157{}", "0".repeat(292));
+        let ten_309 = format!("1{}", "0".repeat(309));
+        for n in [
+            // Rounds to infinity everywhere.
+            "1.7976931348623159e308",
+            "1e309",
+            "-1e309",
+            "1.8e308",
+            ten_309.as_str(),
+            "1e99999999999999999999",
+            // serde_json (default features) computes these as infinity,
+            // although they round to f64::MAX ...
+            "1.7976931348623158e308",
+            "1.797693134862315807e308",
+            max_309_digits.as_str(),
+            // ... and reads this as f64::MAX, though it rounds to infinity
+            // (Python and JavaScript read inf and Infinity).
+            "1.79769313486231589e308",
+        ] {
+            let line = format!(r#"{{"op":"publish","id":1,"topic":"/t","msg":{{"v":{n}}}}}"#);
+            assert_eq!(
+                err(line.as_bytes()),
+                (ErrorKind::NumberOutOfRange, Some("1".into())),
+                "{:.40}",
+                n
+            );
+        }
     }
 
     #[test]

@@ -22,10 +22,8 @@
 //!   client. It is `Syntax` iff serde_json's grammar (`&RawValue`) rejects
 //!   the text; two kinds of grammatical JSON are refused on top, because
 //!   some of those parsers refuse them: a `\uXXXX` escape of a lone
-//!   surrogate (`"\ud800"`: serde_json) and a number whose magnitude does
-//!   not fit an f64 (`1e400`: serde_json; a 4301-digit integer: Python).
-//!   The f64 bound is taken a hair inside `f64::MAX`
-//!   ([`MAX_NUMBER_MAGNITUDE`]) so that no parser's rounding can disagree;
+//!   surrogate (`"\ud800"`: serde_json) and a number that one of them does
+//!   not read as a finite f64 (see [`portable_number`]);
 //! - never panics and never recurses, whatever the input;
 //! - allocates nothing unless the nesting is deeper than 256 levels (the
 //!   container kinds of deeper levels go to a bit vector on the heap, so that
@@ -34,13 +32,16 @@
 //!   escapes left as written, values exactly as written (no surrounding
 //!   whitespace), in document order, duplicates included.
 //!
-//! `Syntax`, `NumberOutOfRange` and `LoneSurrogate` stop the scan where they
-//! are found (the first one wins); then `NotObject` > `TooDeep`: a too-deep
-//! object is still validated to the end and all its members are reported
-//! before `TooDeep` is returned, so a caller can still read e.g. the
-//! request's `id`. Members are reported as they are found, so on `Syntax`
-//! the caller has already seen the members before the error and must discard
-//! them; on the two others they are valid (the text is grammatical).
+//! Errors rank `Syntax` > the first `NumberOutOfRange` or `LoneSurrogate` >
+//! `NotObject` > `TooDeep`. Only `Syntax` stops the scan where it is found:
+//! after a refused number or escape, or past `max_depth`, the text is still
+//! validated to the end, so that a caller can still read e.g. the request's
+//! `id` wherever it lies in the line (the protocol asks for the id on every
+//! error status the request supplied one for). Members are reported as they
+//! are found, so on `Syntax` the caller has already seen the members before
+//! the error and must discard them; on the other errors the text is
+//! grammatical and every member is reported except those whose key or value
+//! holds the refused number or escape (so a refused `id` is never echoed).
 
 /// One top-level member of an object: the key's raw contents between its
 /// quotes (escapes NOT decoded) and the exact span of its value.
@@ -52,21 +53,18 @@ pub struct Member<'a> {
     pub value: &'a str,
 }
 
-/// The largest number magnitude accepted: a hair inside `f64::MAX`
-/// (1.7976931348623157e308), so that a parser that rounds a few ulps off
-/// near the top of the range still gets a finite value.
-pub const MAX_NUMBER_MAGNITUDE: f64 = 1.797_693_134_862_31e308;
-
 /// Why a text was refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ScanError {
     /// Not exactly one valid JSON value.
     Syntax,
-    /// Grammatical JSON with a number beyond [`MAX_NUMBER_MAGNITUDE`].
-    /// Members reported before it are complete and valid.
+    /// Grammatical JSON with a number that is not a finite f64 for every
+    /// standard parser (see [`portable_number`]). Every member that does not
+    /// hold such a number or escape has been reported.
     NumberOutOfRange,
     /// Grammatical JSON with a `\uXXXX` escape of an unpaired surrogate.
-    /// Members reported before it are complete and valid.
+    /// Every member that does not hold such an escape or number has been
+    /// reported.
     LoneSurrogate,
     /// Valid JSON, but not an object.
     NotObject,
@@ -101,19 +99,20 @@ pub fn scan_object<'a>(
     // The top-level member being read (meaningful while `depth == 1`).
     let mut key = Key::default();
     let mut value_start = 0usize;
+    let mut refused = Refusals::default();
 
     'value: loop {
         // `i` is where a value is expected, possibly after whitespace.
         let c = *b.get(i).ok_or(Syntax)?;
         match c {
-            b'"' => i = string(b, i + 1)?.0,
+            b'"' => i = string(b, i + 1, &mut refused)?.0,
             b'-' | b'0'..=b'9' => {
-                i = number(b, i)?;
+                i = number(b, i, &mut refused)?;
                 // Arrays of numbers (common in messages) stay in this loop.
                 if !in_obj && depth > 0 {
                     while b.get(i) == Some(&b',') {
                         match b.get(i + 1) {
-                            Some(b'-' | b'0'..=b'9') => i = number(b, i + 1)?,
+                            Some(b'-' | b'0'..=b'9') => i = number(b, i + 1, &mut refused)?,
                             _ => break,
                         }
                     }
@@ -126,7 +125,7 @@ pub fn scan_object<'a>(
                 in_obj = true;
                 i = skip_ws(b, i + 1);
                 if b.get(i) != Some(&b'}') {
-                    let (k, next) = member_key(b, i)?;
+                    let (k, next) = member_key(b, i, &mut refused)?;
                     if depth == 1 {
                         (key, value_start) = (k, next);
                     }
@@ -172,10 +171,10 @@ pub fn scan_object<'a>(
                 Some(b',') if depth > 0 => {
                     i += 1;
                     if in_obj {
-                        if depth == 1 {
+                        if depth == 1 && refused.member_done() {
                             member(key.member(text, value_start, end)?);
                         }
-                        let (k, next) = member_key(b, skip_ws(b, i))?;
+                        let (k, next) = member_key(b, skip_ws(b, i), &mut refused)?;
                         if depth == 1 {
                             (key, value_start) = (k, next);
                         }
@@ -185,12 +184,14 @@ pub fn scan_object<'a>(
                 }
                 Some(b']') if depth > 0 && !in_obj => {}
                 Some(b'}') if depth > 0 && in_obj => {
-                    if depth == 1 {
+                    if depth == 1 && refused.member_done() {
                         member(key.member(text, value_start, end)?);
                     }
                 }
                 None if depth == 0 => {
-                    return if !is_object {
+                    return if let Some(e) = refused.first {
+                        Err(e)
+                    } else if !is_object {
                         Err(ScanError::NotObject)
                     } else if deepest > max_depth {
                         Err(ScanError::TooDeep)
@@ -204,6 +205,29 @@ pub fn scan_object<'a>(
             depth -= 1;
             in_obj = depth > 0 && kinds.get(depth - 1);
         }
+    }
+}
+
+/// The grammatical JSON refused so far: the first refusal (the scan's
+/// verdict if the text turns out grammatical), and whether the top-level
+/// member being read holds one (then it is not reported).
+#[derive(Default)]
+struct Refusals {
+    first: Option<ScanError>,
+    in_member: bool,
+}
+
+impl Refusals {
+    #[cold]
+    fn record(&mut self, e: ScanError) {
+        self.first.get_or_insert(e);
+        self.in_member = true;
+    }
+
+    /// Ends a top-level member: whether it is clean and may be reported.
+    #[inline(always)]
+    fn member_done(&mut self) -> bool {
+        !std::mem::take(&mut self.in_member)
     }
 }
 
@@ -231,11 +255,11 @@ impl Key {
 /// Reads `"key" :` at `i`; returns the key and the index of the value
 /// (the first byte after the colon that is not whitespace).
 #[inline(always)]
-fn member_key(b: &[u8], i: usize) -> Result<(Key, usize), ScanError> {
+fn member_key(b: &[u8], i: usize, refused: &mut Refusals) -> Result<(Key, usize), ScanError> {
     if b.get(i) != Some(&b'"') {
         return Err(ScanError::Syntax);
     }
-    let (after, escaped) = string(b, i + 1)?;
+    let (after, escaped) = string(b, i + 1, refused)?;
     let key = Key {
         start: i + 1,
         end: after - 1,
@@ -272,7 +296,7 @@ fn literal(b: &[u8], i: usize, word: &[u8]) -> Result<usize, ScanError> {
 /// Reads a number at `i` (its first byte is `-` or a digit); returns the
 /// index after it. RFC 8259: `-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?`.
 #[inline(always)]
-fn number(b: &[u8], i: usize) -> Result<usize, ScanError> {
+fn number(b: &[u8], i: usize, refused: &mut Refusals) -> Result<usize, ScanError> {
     let int = i + usize::from(b.get(i) == Some(&b'-'));
     let end = digits(b, int);
     // At least one digit, and no leading zero unless it is the only one.
@@ -283,25 +307,44 @@ fn number(b: &[u8], i: usize) -> Result<usize, ScanError> {
         _ => {}
     }
     match b.get(end) {
-        Some(b'.' | b'e' | b'E') => fraction_exponent(b, i, end - int, end),
+        Some(b'.' | b'e' | b'E') => fraction_exponent(b, i, end - int, end, refused),
         // Up to 308 digits an integer is below 1e308: always in range.
-        _ if end - int > 308 => in_range(b, i, end),
+        _ if end - int > 308 => Ok(in_range(b, i, end, refused)),
         _ => Ok(end),
     }
 }
 
-/// Checks the magnitude of the number `b[start..end]`; the slow path for
-/// numbers that may be near or past the f64 range.
+/// Checks the number `b[start..end]`, which may be near or past the top of
+/// the f64 range (the slow path), recording a refusal if it is not
+/// [`portable_number`]; returns `end`.
 #[cold]
-fn in_range(b: &[u8], start: usize, end: usize) -> Result<usize, ScanError> {
-    let text = b
-        .get(start..end)
-        .and_then(|t| std::str::from_utf8(t).ok())
-        .ok_or(ScanError::Syntax)?;
-    match text.parse::<f64>() {
-        Ok(x) if x.abs() <= MAX_NUMBER_MAGNITUDE => Ok(end),
-        _ => Err(ScanError::NumberOutOfRange),
+fn in_range(b: &[u8], start: usize, end: usize, refused: &mut Refusals) -> usize {
+    // A number's bytes are ASCII, so the conversion cannot fail.
+    let text = b.get(start..end).and_then(|t| std::str::from_utf8(t).ok());
+    if !text.is_some_and(portable_number) {
+        refused.record(ScanError::NumberOutOfRange);
     }
+    end
+}
+
+/// Whether every standard parser reads the JSON number `text` as a finite
+/// f64. Python's `float`, JavaScript's `Number` and Rust's `str::parse` round
+/// correctly: finite iff the exact value is below `f64::MAX` plus half an
+/// ulp (2^1024 - 2^970). serde_json by default (without its
+/// `float_roundtrip` feature) does not: it rounds the first 19 or 20 digits
+/// to an f64 and multiplies by a power of ten, so within an ulp of
+/// `f64::MAX` it can refuse what rounds to `f64::MAX`
+/// (`1.7976931348623158e308`) or accept what rounds to infinity
+/// (`1.79769313486231589e308`). The number must be finite for both.
+///
+/// An integer of more than 309 digits is infinite for all, which also keeps
+/// out what Python refuses outright (integers past 4300 digits).
+///
+/// The rule is the serde_json we link, asked directly: the gateway's own
+/// parses and Rust clients (roslibrust) use the same parser with the same
+/// defaults (serde_json's `f64_from_parts`, src/de.rs).
+pub fn portable_number(text: &str) -> bool {
+    text.parse::<f64>().is_ok_and(f64::is_finite) && serde_json::from_str::<f64>(text).is_ok()
 }
 
 /// The rest of a number that starts at `start` with `int_digits` integer
@@ -312,6 +355,7 @@ fn fraction_exponent(
     start: usize,
     int_digits: usize,
     mut i: usize,
+    refused: &mut Refusals,
 ) -> Result<usize, ScanError> {
     if b.get(i) == Some(&b'.') {
         let frac = i + 1;
@@ -340,11 +384,11 @@ fn fraction_exponent(
             }) + int_digits
                 < 308;
         if positive && !small {
-            return in_range(b, start, i);
+            return Ok(in_range(b, start, i, refused));
         }
     }
     if int_digits > 308 {
-        return in_range(b, start, i);
+        return Ok(in_range(b, start, i, refused));
     }
     Ok(i)
 }
@@ -368,7 +412,7 @@ fn digits(b: &[u8], mut i: usize) -> usize {
 /// Reads a string body from `i` (just after the opening quote); returns the
 /// index after the closing quote and whether the body has an escape.
 #[inline(always)]
-fn string(b: &[u8], mut i: usize) -> Result<(usize, bool), ScanError> {
+fn string(b: &[u8], mut i: usize, refused: &mut Refusals) -> Result<(usize, bool), ScanError> {
     let mut escaped = false;
     loop {
         i = find_special(b, i);
@@ -376,7 +420,7 @@ fn string(b: &[u8], mut i: usize) -> Result<(usize, bool), ScanError> {
             Some(b'"') => return Ok((i + 1, escaped)),
             Some(b'\\') => {
                 escaped = true;
-                i = escape(b, i + 1)?;
+                i = escape(b, i + 1, refused)?;
             }
             // A control character or the end of the text.
             _ => return Err(ScanError::Syntax),
@@ -386,26 +430,29 @@ fn string(b: &[u8], mut i: usize) -> Result<(usize, bool), ScanError> {
 
 /// Checks the escape whose `\` is just before `i`; returns the index after
 /// it. `\uXXXX` needs four hex digits; a high surrogate must be followed by
-/// an escaped low one, and a low one must follow a high one.
+/// an escaped low one, and a low one must follow a high one: otherwise the
+/// surrogate is recorded as refused and the scan goes on after its escape.
 #[cold]
-fn escape(b: &[u8], i: usize) -> Result<usize, ScanError> {
+fn escape(b: &[u8], i: usize, refused: &mut Refusals) -> Result<usize, ScanError> {
     match b.get(i) {
         Some(b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't') => Ok(i + 1),
-        Some(b'u') => match hex4(b, i + 1)? {
-            0xD800..=0xDBFF => {
-                // The grammar is checked first: `\u` + 4 hex digits must
-                // follow as a syntax matter only if a `\u` is there at all.
-                if b.get(i + 5..i + 7) != Some(b"\\u") {
-                    return Err(ScanError::LoneSurrogate);
+        Some(b'u') => {
+            match hex4(b, i + 1)? {
+                0xD800..=0xDBFF => {
+                    // A pair only if an escaped low surrogate follows; what
+                    // follows otherwise is read on its own.
+                    if b.get(i + 5..i + 7) == Some(b"\\u")
+                        && matches!(hex4(b, i + 7), Ok(0xDC00..=0xDFFF))
+                    {
+                        return Ok(i + 11);
+                    }
+                    refused.record(ScanError::LoneSurrogate);
                 }
-                match hex4(b, i + 7)? {
-                    0xDC00..=0xDFFF => Ok(i + 11),
-                    _ => Err(ScanError::LoneSurrogate),
-                }
+                0xDC00..=0xDFFF => refused.record(ScanError::LoneSurrogate),
+                _ => {}
             }
-            0xDC00..=0xDFFF => Err(ScanError::LoneSurrogate),
-            _ => Ok(i + 5),
-        },
+            Ok(i + 5)
+        }
         _ => Err(ScanError::Syntax),
     }
 }

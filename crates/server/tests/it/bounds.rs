@@ -104,6 +104,153 @@ fn payloads_a_standard_parser_refuses_are_refused_at_the_door() {
     assert!(ws_sub.barrier().is_empty());
 }
 
+/// f64::MAX as Python's `json.dumps(sys.float_info.max)` and JavaScript's
+/// `JSON.stringify(Number.MAX_VALUE)` write it, and other numbers that
+/// Python, JavaScript and serde_json all read as finite f64s (the largest,
+/// the smallest subnormal, underflows to 0), published on both transports:
+/// forwarded byte for byte to subscribers on both transports.
+#[test]
+fn numbers_every_standard_parser_reads_as_finite_are_forwarded_byte_for_byte() {
+    let gw = Gateway::start(&[]);
+    let mut sub = gw.client();
+    sub.subscribe("/f");
+    let mut ws_sub = Ws::connect(&gw);
+    ws_sub.send_text(r#"{"op":"subscribe","topic":"/f","type":"T"}"#);
+    ws_sub.barrier();
+    let mut p = gw.client();
+    let mut ws_p = Ws::connect(&gw);
+    let numbers = [
+        "1.7976931348623157e+308",
+        "1.7976931348623157e308",
+        "1.7976931348623157E+308",
+        "-1.7976931348623157e308",
+        "1.79769313486231580e308",
+        "179.76931348623157e306",
+        "5e-324",
+        "4.9406564584124654e-324",
+        "1e-400",
+    ];
+    for n in numbers {
+        let msg = format!(r#"{{"v":{n}}}"#);
+        for on_ws in [false, true] {
+            let line = format!(r#"{{"op":"publish","topic":"/f","msg":{msg}}}"#);
+            if on_ws {
+                ws_p.send_text(&line);
+            } else {
+                p.send_line(&line);
+            }
+            let raw = sub.recv_raw(deadline(REPLY));
+            assert!(raw.contains(&format!(r#""msg":{msg}"#)), "{raw}");
+            let (_, frame) = ws_sub.frame();
+            let frame = String::from_utf8_lossy(&frame);
+            assert!(frame.contains(&format!(r#""msg":{msg}"#)), "{frame}");
+        }
+    }
+    p.assert_quiet();
+    assert!(ws_p.barrier().is_empty(), "no error status");
+    assert_eq!(counter(&gw.stats(), "errors.number_out_of_range"), 0);
+}
+
+/// The first numbers past the top of the range are refused with the
+/// existing error, on both transports, and nothing is delivered.
+#[test]
+fn numbers_past_the_largest_finite_f64_are_refused() {
+    let gw = Gateway::start(&[]);
+    let mut sub = gw.client();
+    sub.subscribe("/f");
+    let mut p = gw.client();
+    let mut ws_p = Ws::connect(&gw);
+    let max_as_integer = format!("17976931348623157{}", "0".repeat(292));
+    let numbers = [
+        "1.7976931348623159e308",
+        "1e309",
+        "-1e309",
+        // Rounds to f64::MAX, but serde_json's default parser (roslibrust,
+        // any Rust client) computes infinity: it would refuse the frame.
+        "1.7976931348623158e308",
+        max_as_integer.as_str(),
+    ];
+    let mut refused = 0;
+    for (i, n) in numbers.iter().enumerate() {
+        let line = format!(r#"{{"op":"publish","id":{i},"topic":"/f","msg":{{"v":{n}}}}}"#);
+        p.send_line(&line);
+        let e = p.expect_error(i);
+        assert!(
+            e["msg"]
+                .as_str()
+                .is_some_and(|m| m.contains("out of range")),
+            "{e}"
+        );
+        ws_p.send_text(&line);
+        let e = ws_p.json();
+        assert_eq!(
+            (e["level"].as_str(), &e["id"]),
+            (Some("error"), &json!(i)),
+            "{e}"
+        );
+        refused += 2;
+    }
+    assert_eq!(counter(&gw.stats(), "errors.number_out_of_range"), refused);
+    sub.assert_quiet();
+}
+
+/// A request refused at the door for a value in it keeps its `id` even when
+/// the id comes after that value (the protocol: "Include the ID when the
+/// triggering request supplied one"), on both transports; a line that is not
+/// grammatical JSON has no id to give.
+#[test]
+fn a_refused_request_keeps_an_id_that_comes_after_the_refused_value() {
+    let gw = Gateway::start(&[]);
+    let mut sub = gw.client();
+    sub.subscribe("/r");
+    let mut c = gw.client();
+    let mut ws = Ws::connect(&gw);
+    let deep = nested(127);
+    let cases = [
+        ("number_out_of_range", "[1,1e400]"),
+        ("number_out_of_range", r#"{"v":1.7976931348623159e308}"#),
+        ("lone_surrogate", r#""\ud800""#),
+        ("lone_surrogate", r#"{"\udc00":1}"#),
+        ("too_deep", deep.as_str()),
+    ];
+    for (n, (code, msg)) in cases.iter().enumerate() {
+        let id = format!("after-{n}");
+        // Even the op comes after the refused value.
+        let line = format!(r#"{{"topic":"/r","msg":{msg},"op":"publish","id":"{id}"}}"#);
+        let before = counter(&gw.stats(), &format!("errors.{code}"));
+        c.send_line(&line);
+        c.expect_error(id.as_str());
+        ws.send_text(&line);
+        let e = ws.json();
+        assert_eq!(
+            (e["level"].as_str(), e["id"].as_str()),
+            (Some("error"), Some(id.as_str())),
+            "{code}: {e}"
+        );
+        assert_eq!(
+            counter(&gw.stats(), &format!("errors.{code}")),
+            before + 2,
+            "{code}"
+        );
+        // Not grammatical: no id.
+        let broken = format!(r#"{{"topic":"/r","msg":{msg},"op":"publish","id":"{id}",}}"#);
+        c.send_line(&broken);
+        c.expect_error_no_id();
+    }
+    // An id that is itself refused is never echoed, before or after.
+    c.send_line(r#"{"op":"publish","topic":"/r","msg":1,"id":"\ud800"}"#);
+    c.expect_error_no_id();
+    ws.send_text(r#"{"op":"publish","topic":"/r","msg":1,"id":[1e400]}"#);
+    let e = ws.json();
+    assert_eq!(
+        (e["level"].as_str(), e.get("id")),
+        (Some("error"), None),
+        "{e}"
+    );
+    sub.assert_quiet();
+    assert!(ws.barrier().is_empty());
+}
+
 #[test]
 fn invalid_websocket_close_codes_are_answered_with_1002() {
     let gw = Gateway::start(&[]);

@@ -23,8 +23,8 @@
 //!
 //! Some refused requests probe the per-item caps (P18, P22): an `id` over
 //! 1024 bytes (refused without its id), a name over 1024 bytes, a number
-//! beyond f64 and a lone surrogate escape (with the id when it was read
-//! before the refused value), nesting one level past 127; and two accepted
+//! beyond f64 and a lone surrogate escape (with the id, before or after
+//! the refused value), nesting one level past 127; and two accepted
 //! ones sit exactly at them (127 levels, a 1024-byte id and name).
 
 use std::fmt::Write as _;
@@ -321,7 +321,7 @@ fn malformed(kind: u8, id: Option<Id>, style: u8, spacing: Spacing, n: u64) -> (
         }
         12 | 13 => {
             // Grammatical JSON a standard parser refuses; the id is echoed
-            // when it comes before the refused value.
+            // whether it comes before or after the refused value.
             let (bad, code) = if kind % 16 == 12 {
                 ("[1,-1e400]", ErrorCode::NumberOutOfRange)
             } else {
@@ -337,8 +337,7 @@ fn malformed(kind: u8, id: Option<Id>, style: u8, spacing: Spacing, n: u64) -> (
             if !id_first {
                 push_id(&mut m, id.as_ref());
             }
-            let echoed = id.filter(|_| id_first);
-            return (assemble(&m, ordered, spacing), refused(echoed, Some(code)));
+            return (assemble(&m, ordered, spacing), refused(id, Some(code)));
         }
         14 => {
             // Nesting exactly at the limit: an ordinary publish.
