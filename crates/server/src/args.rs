@@ -355,6 +355,13 @@ pub fn parse(argv: Vec<OsString>) -> Result<Command, String> {
         .map_err(|e| format!("--zenoh-listen: {e}"))?;
     c.zenoh.mode = opt::<String>(&mut args, "--zenoh-mode")?;
     c.zenoh.config_file = opt::<String>(&mut args, "--zenoh-config")?.map(Into::into);
+    if let Some(f) = &c.zenoh.config_file {
+        // Zenoh reads the file again itself (`zenoh::Config::from_file`,
+        // which reads it whole); this read refuses one past the size cap
+        // first. JSON5 has no aliases, and Zenoh's YAML reader (serde_yaml)
+        // stops alias expansion at its own repetition limit.
+        crate::files::read("--zenoh-config", &f.to_string_lossy())?;
+    }
     c.zenoh.scouting = args.contains("--zenoh-scouting");
     for d in args
         .values_from_str::<_, u64>("--ros-domain")
