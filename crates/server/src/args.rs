@@ -93,6 +93,10 @@ OPTIONS:
                                 (one `ROLE TOKEN` per line; docs/security.md)
     --auth-roles FILE           what each role may do: globs per class of
                                 operation (YAML); built in: admin, viewer
+    --auth-failure-budget N     wrong tokens one address may present within a
+                                minute; past it its tokens are not checked and
+                                each attempt is held, then refused
+                                (docs/security.md) [default: {DEFAULT_AUTH_FAILURE_BUDGET}]
     --ws-allowed-origins LIST   browser origins (comma-separated, or *) that may
                                 open a WebSocket besides loopback pages
     --allow-unauthenticated-network
@@ -337,6 +341,11 @@ pub fn parse(argv: Vec<OsString>) -> Result<Command, String> {
     }
     if let Some(v) = opt(&mut args, "--max-connections-per-ip")? {
         l.max_connections_per_ip = positive("--max-connections-per-ip", v)?;
+    }
+    if let Some(v) = opt(&mut args, "--auth-failure-budget")? {
+        let v = positive("--auth-failure-budget", v)?;
+        l.auth_failure_budget = u32::try_from(v)
+            .map_err(|_| format!("--auth-failure-budget: at most {} (got {v})", u32::MAX))?;
     }
     if let Some(v) = opt::<usize>(&mut args, "--shutdown-grace-ms")? {
         c.shutdown_grace = millis(v);
