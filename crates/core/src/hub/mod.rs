@@ -54,6 +54,7 @@ use rosgate_wire::encode::Level;
 use rosgate_wire::ws::handshake::Opening;
 use rosgate_wire::Raw;
 
+pub use auth::{AUTH_RELEASES_PER_TURN, MAX_AUTH_HELD};
 pub use federation::{InterestChange, Offer, TypeCheck, MAX_REMOTE_GRAPH_ITEMS};
 pub use graph::{
     GraphSettings, CLIENT_COUNT, CLOCK, CONNECTED_CLIENTS, CONNECTED_CLIENTS_INTERVAL,
