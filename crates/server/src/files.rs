@@ -2,7 +2,8 @@
 //! `--auth-roles`, `--tls-cert`, `--tls-key`, `--zenoh-config`) goes through
 //! [`read`], which stops one byte past [`MAX_CONFIG_FILE_BYTES`]; YAML ones
 //! then through [`yaml`], which measures what the document would expand to
-//! before it is loaded. (`--interfaces` directories are bounded where they
+//! before it is loaded. The CLI reads its `--ca-file` and its YAML
+//! arguments through the same two. (`--interfaces` directories are bounded where they
 //! are read, `rosgate_ros2::registry`: file count and size per file.)
 //!
 //! Why the YAML check: yaml-rust2's loader expands every alias by cloning
@@ -76,18 +77,23 @@ fn read_capped(flag: &str, path: &str, limit: u64) -> Result<String, String> {
 /// would expand past [`MAX_YAML_NODES`] or [`MAX_YAML_TEXT_BYTES`]; syntax
 /// errors name the line and column.
 pub fn yaml(text: &str) -> Result<Vec<Yaml>, String> {
-    let syntax = |e: yaml_rust2::ScanError| {
+    yaml_fits(text)?;
+    YamlLoader::load_from_str(text).map_err(|e| {
         let m = e.marker();
         format!("line {}, column {}: {}", m.line(), m.col() + 1, e.info())
-    };
+    })
+}
+
+/// Whether YAML `text` may be handed to yaml-rust2's loader: `Err` names
+/// the limit it passes. A syntax error is not reported here (the loader
+/// reports it, having expanded no more than was counted before it).
+pub fn yaml_fits(text: &str) -> Result<(), String> {
     let mut census = Census::default();
-    Parser::new_from_str(text)
-        .load(&mut census, true)
-        .map_err(syntax)?;
-    if let Some(refused) = census.refused {
-        return Err(refused);
+    let _syntax_error_is_the_loaders_to_report = Parser::new_from_str(text).load(&mut census, true);
+    match census.refused {
+        Some(refused) => Err(refused),
+        None => Ok(()),
     }
-    YamlLoader::load_from_str(text).map_err(syntax)
 }
 
 /// What a subtree expands to.
