@@ -53,7 +53,9 @@ fn presented_token(authorization: Option<&str>, target: &str) -> Option<String> 
 
 /// Connections held at once for the token-guessing delay. Past it, a
 /// locked address's attempt is refused at once (its token is not checked
-/// either way, so an early refusal tells a guesser nothing).
+/// either way, so an early refusal tells a guesser nothing). An entry keeps
+/// its request's id (at most `MAX_ID_BYTES`) or a `401` of ~150 bytes:
+/// about 4 MiB at most, outside the memory ledger.
 pub const MAX_AUTH_HELD: usize = 4096;
 
 /// Held attempts refused per loop turn (P20); the rest next turn, which
