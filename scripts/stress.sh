@@ -28,6 +28,8 @@
 #   fanoutstart  10 publishers start streaming to 10 000 subscribers that never read
 #   tlsflood     bursts of 2000 ClientHellos at a --tls-cert gateway (a key exchange
 #                and a signature each), beside a TLS probe
+#   authguess    32 token guessers on 127.0.0.1 beside a probe authenticated from
+#                127.0.0.2: without the budget of wrong tokens, then with it
 # Loopback only; every scenario is bounded in
 # connections, bytes and time, starts its own gateway and kills it by PID.
 # Each prints its figures and PASS/FAIL; the run ends with `N passed, N failed`

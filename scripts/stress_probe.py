@@ -36,13 +36,21 @@ RTT_TIMEOUT = 5.0
 
 class ProbeConn:
     def __init__(self, port, topic):
-        self.s = socket.create_connection(("127.0.0.1", port), timeout=10)
+        # STRESS_PROBE_SOURCE: the loopback address to connect from (an
+        # attack from 127.0.0.1 must not be the probe's own address).
+        src = os.environ.get("STRESS_PROBE_SOURCE")
+        self.s = socket.create_connection(
+            ("127.0.0.1", port), timeout=10, source_address=(src, 0) if src else None)
         self.s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         ca = os.environ.get("STRESS_PROBE_CA")
         if ca:
             self.s = ssl.create_default_context(cafile=ca).wrap_socket(self.s, server_hostname="localhost")
         self.topic = json.dumps(topic).encode()
         self.buf = bytearray()
+        token = os.environ.get("STRESS_PROBE_TOKEN")
+        if token:
+            self.s.sendall(b'{"op":"auth","token":%s,"id":"probe-auth"}\n' % json.dumps(token).encode())
+            self.wait(b'"id":"probe-auth"', mono() + 10)
         self.s.sendall(b'{"op":"subscribe","topic":%s,"type":"probe/Seq","id":"probe-sub"}\n' % self.topic)
         self.wait(b'"id":"probe-sub"', mono() + 10)
 

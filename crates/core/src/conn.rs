@@ -64,6 +64,9 @@ pub struct Conn {
     role: RoleId,
     /// It presented a valid token (always true with authentication off).
     authed: bool,
+    /// Held for the token-guessing delay (`hub/auth.rs`): its input is
+    /// ignored until it is refused and closed.
+    held: bool,
     /// A federation link, not a client (`hub/federation.rs`): no socket,
     /// no deadlines, never counted or listed as a client.
     bridge: bool,
@@ -101,6 +104,7 @@ impl Conn {
             reliable_warned: false,
             role: 0,
             authed: false,
+            held: false,
             bridge: false,
         }
     }
@@ -124,6 +128,15 @@ impl Conn {
 
     pub fn is_authed(&self) -> bool {
         self.authed
+    }
+
+    /// Whether it is held for the token-guessing delay.
+    pub fn is_held(&self) -> bool {
+        self.held
+    }
+
+    pub(crate) fn hold(&mut self) {
+        self.held = true;
     }
 
     /// Admits it with `role` (a valid token, or authentication off).

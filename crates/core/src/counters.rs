@@ -69,6 +69,7 @@ family! {
         NamesRejected => "names_rejected", "Names refused by the ROS 2 name rules (also counted in errors.invalid_name).";
         IntrospectionItems => "introspection_items", "Names and entries listed by built-in introspection replies (work they cost).";
         Authenticated => "authenticated", "Connections that presented a valid token.";
+        AuthHeld => "auth_held", "Token attempts from an address past its budget of wrong tokens: not checked, held for a growing delay, then refused (also in closes.auth_failed).";
         BuiltinCalls => "builtin_calls", "Calls answered by the gateway itself (rosapi, /rosgate/stats).";
         FederationIn => "federation_in", "Topic messages received from other gateways and delivered here (--zenoh-*).";
         FederationOut => "federation_out", "Topic messages sent to other gateways: one per publish, however many gateways want it.";

@@ -6,6 +6,7 @@
 //!
 //! | module | owns |
 //! |---|---|
+//! | [`auth_budget`] | `AuthBudget`: wrong tokens per address, the lock past the budget and its growing hold |
 //! | [`access`] | `Access`: tokens and their roles, each role's allowlists (globs per class of operation), allowed browser origins |
 //! | [`hub`] | `Hub`: the connection slab, dispatch of each op, publish batches, the life of a call, deferred close and cleanup, the stall sweep |
 //! | [`registry`] | `Registry`: topics (subscribers, publishers), services (provider), and each connection's reverse index; `withdraw(conn)` |
@@ -28,6 +29,7 @@
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 
 pub mod access;
+pub mod auth_budget;
 pub mod calls;
 pub mod codes;
 pub mod conn;

@@ -160,6 +160,13 @@ pub const CONN_LOGS_PER_SEC: u32 = 20;
 /// dashboard.
 pub const RECENT_CLOSES: usize = 64;
 
+/// Wrong tokens. One address may present this many wrong tokens within a
+/// minute, each refused at once; past it the address is locked: its tokens
+/// are not checked, and each attempt is held for a growing delay, then
+/// refused (`crate::auth_budget`). A person mistyping, or a client
+/// restarting with an old token a few times, stays within it.
+pub const DEFAULT_AUTH_FAILURE_BUDGET: u32 = 10;
+
 /// The limits the core enforces. Built by the server from flags; unit tests,
 /// the simulation and the fuzz targets build one without an address.
 #[derive(Debug, Clone)]
@@ -192,6 +199,8 @@ pub struct Limits {
     pub max_param_bytes_per_conn: usize,
     /// Bytes of parameters the gateway may hold for nobody, all domains.
     pub max_held_param_bytes: usize,
+    /// Wrong tokens per address before it is locked (`auth_budget`).
+    pub auth_failure_budget: u32,
 }
 
 impl Default for Limits {
@@ -221,6 +230,7 @@ impl Default for Limits {
             max_actions_per_conn: DEFAULT_MAX_ACTIONS_PER_CONN,
             max_param_bytes_per_conn: DEFAULT_MAX_PARAM_BYTES_PER_CONN,
             max_held_param_bytes: DEFAULT_MAX_HELD_PARAM_BYTES,
+            auth_failure_budget: DEFAULT_AUTH_FAILURE_BUDGET,
         }
     }
 }

@@ -8,13 +8,14 @@
 //! `topics_glob`, `topics_pub_glob`, `topics_sub_glob`, `services_glob`,
 //! `params_glob`, and `actions_glob`) to a list of globs. A class a role does not name allows
 //! nothing. Errors name the file and the line or the role, never a token.
+//! Both files are read within the bounds of [`crate::files`].
 
 use rosgate_core::access::{Class, RoleDef, TokenLine};
-use yaml_rust2::{Yaml, YamlLoader};
+use yaml_rust2::Yaml;
 
 /// Reads the token file, in file order.
 pub fn load_tokens(path: &str) -> Result<Vec<TokenLine>, String> {
-    let text = std::fs::read_to_string(path).map_err(|e| format!("--auth-tokens {path}: {e}"))?;
+    let text = crate::files::read("--auth-tokens", path)?;
     parse_tokens(&text).map_err(|e| format!("--auth-tokens {path}: {e}"))
 }
 
@@ -49,16 +50,13 @@ pub fn parse_tokens(text: &str) -> Result<Vec<TokenLine>, String> {
 
 /// Reads the roles file.
 pub fn load_roles(path: &str) -> Result<Vec<RoleDef>, String> {
-    let text = std::fs::read_to_string(path).map_err(|e| format!("--auth-roles {path}: {e}"))?;
+    let text = crate::files::read("--auth-roles", path)?;
     parse_roles(&text).map_err(|e| format!("--auth-roles {path}: {e}"))
 }
 
 /// Parses a roles file's YAML text.
 pub fn parse_roles(text: &str) -> Result<Vec<RoleDef>, String> {
-    let docs = YamlLoader::load_from_str(text).map_err(|e| {
-        let m = e.marker();
-        format!("line {}, column {}: {}", m.line(), m.col() + 1, e.info())
-    })?;
+    let docs = crate::files::yaml(text)?;
     let mut roles = Vec::new();
     for doc in &docs {
         let map = match doc {

@@ -95,6 +95,10 @@ OPTIONS:
                                 (one `ROLE TOKEN` per line; docs/security.md)
     --auth-roles FILE           what each role may do: globs per class of
                                 operation (YAML); built in: admin, viewer
+    --auth-failure-budget N     wrong tokens one address may present within a
+                                minute; past it its tokens are not checked and
+                                each attempt is held, then refused
+                                (docs/security.md) [default: {DEFAULT_AUTH_FAILURE_BUDGET}]
     --ws-allowed-origins LIST   browser origins (comma-separated, or *) that may
                                 open a WebSocket besides loopback pages
     --allow-unauthenticated-network
@@ -340,6 +344,11 @@ pub fn parse(argv: Vec<OsString>) -> Result<Command, String> {
     if let Some(v) = opt(&mut args, "--max-connections-per-ip")? {
         l.max_connections_per_ip = positive("--max-connections-per-ip", v)?;
     }
+    if let Some(v) = opt(&mut args, "--auth-failure-budget")? {
+        let v = positive("--auth-failure-budget", v)?;
+        l.auth_failure_budget = u32::try_from(v)
+            .map_err(|_| format!("--auth-failure-budget: at most {} (got {v})", u32::MAX))?;
+    }
     if let Some(v) = opt::<usize>(&mut args, "--shutdown-grace-ms")? {
         c.shutdown_grace = millis(v);
     }
@@ -357,6 +366,13 @@ pub fn parse(argv: Vec<OsString>) -> Result<Command, String> {
         .map_err(|e| format!("--zenoh-listen: {e}"))?;
     c.zenoh.mode = opt::<String>(&mut args, "--zenoh-mode")?;
     c.zenoh.config_file = opt::<String>(&mut args, "--zenoh-config")?.map(Into::into);
+    if let Some(f) = &c.zenoh.config_file {
+        // Zenoh reads the file again itself (`zenoh::Config::from_file`,
+        // which reads it whole); this read refuses one past the size cap
+        // first. JSON5 has no aliases, and Zenoh's YAML reader (serde_yaml)
+        // stops alias expansion at its own repetition limit.
+        crate::files::read("--zenoh-config", &f.to_string_lossy())?;
+    }
     c.zenoh.scouting = args.contains("--zenoh-scouting");
     for d in args
         .values_from_str::<_, u64>("--ros-domain")

@@ -10,6 +10,7 @@
 //! | [`config`] | `Config` and the server's own constants (re-exports the core's limits) |
 //! | [`args`] | flags -> `Config`; the `--help` text |
 //! | [`cli`] | `rosgate topic echo ...` and the other commands: the command-line client of a running gateway |
+//! | [`files`] | reading every start-up file within a size cap; YAML loaded only if its expansion fits (aliases, nodes, text, depth) |
 //! | [`access_file`] | `--auth-tokens` and `--auth-roles`: the token file and the roles file (YAML) |
 //! | [`tls`] | `--tls-cert`/`--tls-key`: loading the certificate, one rustls session per connection (the loop drives it) |
 //! | `federation` | `--zenoh-*` (feature `federation`): starts `rosgate-federation` and gives it the inbox |
@@ -25,6 +26,7 @@ pub mod cli;
 pub mod config;
 #[cfg(feature = "federation")]
 pub mod federation;
+pub mod files;
 pub mod inbox;
 pub mod params_file;
 pub mod server;

@@ -11,11 +11,13 @@
 //!   double list.
 //! - A malformed file is an error naming the line (syntax) or the node and
 //!   parameter (a value of no parameter type); the gateway does not start.
+//! - The file is read and loaded within the bounds of [`crate::files`]
+//!   (size, aliases, expansion, depth).
 
 use std::collections::BTreeMap;
 
 use rosgate_core::params::{Overrides, ParamValue};
-use yaml_rust2::{Yaml, YamlLoader};
+use yaml_rust2::Yaml;
 
 /// The key under which a node's parameters sit.
 const PARAMS_KEY: &str = "ros__parameters";
@@ -23,16 +25,13 @@ const PARAMS_KEY: &str = "ros__parameters";
 /// Reads `path` into overrides; an error names the file and the line or
 /// the parameter.
 pub fn load(path: &str) -> Result<Overrides, String> {
-    let text = std::fs::read_to_string(path).map_err(|e| format!("--params {path}: {e}"))?;
+    let text = crate::files::read("--params", path)?;
     parse(&text).map_err(|e| format!("--params {path}: {e}"))
 }
 
 /// Parses the YAML text of a parameter file.
 pub fn parse(text: &str) -> Result<Overrides, String> {
-    let docs = YamlLoader::load_from_str(text).map_err(|e| {
-        let m = e.marker();
-        format!("line {}, column {}: {}", m.line(), m.col() + 1, e.info())
-    })?;
+    let docs = crate::files::yaml(text)?;
     let mut out = Overrides::new();
     for doc in &docs {
         match doc {

@@ -106,17 +106,21 @@ pub fn from_flags(cert: Option<String>, key: Option<String>) -> Result<Option<Tl
 
 /// Loads a PEM certificate chain (the server's certificate first) and its
 /// PEM private key (PKCS#8, PKCS#1 or SEC1), and checks that they belong
-/// together. Every error names the file it is about.
+/// together. Every error names the file it is about; each file is read
+/// within `MAX_CONFIG_FILE_BYTES` (`crate::files`).
 pub fn load(cert: &str, key: &str) -> Result<TlsConfig, String> {
-    let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(cert)
-        .and_then(|it| it.collect::<Result<Vec<_>, _>>())
+    // Read through the size cap of every start-up file (`crate::files`).
+    let cert_pem = crate::files::read("--tls-cert", cert)?;
+    let key_pem = crate::files::read("--tls-key", key)?;
+    let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(cert_pem.as_bytes())
+        .collect::<Result<Vec<_>, _>>()
         .map_err(|e| format!("--tls-cert {cert}: {}", pem_error(&e)))?;
     if certs.is_empty() {
         return Err(format!(
             "--tls-cert {cert}: no certificate in it (expected PEM, -----BEGIN CERTIFICATE-----)"
         ));
     }
-    let key_der = PrivateKeyDer::from_pem_file(key).map_err(|e| match e {
+    let key_der = PrivateKeyDer::from_pem_slice(key_pem.as_bytes()).map_err(|e| match e {
         pem::Error::NoItemsFound => format!(
             "--tls-key {key}: no private key in it (expected PEM, -----BEGIN PRIVATE KEY-----)"
         ),

@@ -1,4 +1,19 @@
-//! `docs/limits.md` must state the defaults the code uses.
+//! `docs/limits.md` must list every limit in the code, with the default the
+//! code uses.
+//!
+//! - [`every_limit_constant_in_the_source_is_documented`] scans
+//!   `crates/*/src` for `const NAME: ... =` items whose name says they
+//!   bound something ([`looks_like_a_limit`]) and requires each to be named
+//!   in the `constant` column of a row, unless [`NOT_LIMITS`] says why it
+//!   is not a limit; where that row names only this constant and its
+//!   default is an integer, the default must be the constant's value when
+//!   its expression is plain arithmetic (`64 * 1024`, `4 << 20`).
+//! - [`every_default_constant_is_documented_with_its_value`] checks the
+//!   values of the constants the scan cannot evaluate (durations, re-exports,
+//!   computed ones) through the crates' public items.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
 
 use rosgate::config::*;
 
@@ -20,7 +35,43 @@ fn doc_rows() -> Vec<Vec<String>> {
 #[test]
 fn every_default_constant_is_documented_with_its_value() {
     let rows = doc_rows();
-    let expected: [(&str, u128); 79] = [
+    let expected: [(&str, u128); 91] = [
+        (
+            "DEFAULT_AUTH_FAILURE_BUDGET",
+            DEFAULT_AUTH_FAILURE_BUDGET as u128,
+        ),
+        (
+            "AUTH_QUIET_MS",
+            rosgate_core::auth_budget::AUTH_QUIET_MS as u128,
+        ),
+        (
+            "AUTH_DELAY_FIRST_MS",
+            rosgate_core::auth_budget::AUTH_DELAY_FIRST_MS as u128,
+        ),
+        (
+            "AUTH_DELAY_MAX_MS",
+            rosgate_core::auth_budget::AUTH_DELAY_MAX_MS as u128,
+        ),
+        (
+            "MAX_AUTH_ADDRESSES",
+            rosgate_core::auth_budget::MAX_AUTH_ADDRESSES as u128,
+        ),
+        ("MAX_AUTH_HELD", rosgate_core::hub::MAX_AUTH_HELD as u128),
+        (
+            "AUTH_RELEASES_PER_TURN",
+            rosgate_core::hub::AUTH_RELEASES_PER_TURN as u128,
+        ),
+        (
+            "MAX_CONFIG_FILE_BYTES",
+            rosgate::files::MAX_CONFIG_FILE_BYTES as u128,
+        ),
+        ("MAX_YAML_ALIASES", rosgate::files::MAX_YAML_ALIASES as u128),
+        ("MAX_YAML_NODES", rosgate::files::MAX_YAML_NODES as u128),
+        (
+            "MAX_YAML_TEXT_BYTES",
+            rosgate::files::MAX_YAML_TEXT_BYTES as u128,
+        ),
+        ("MAX_YAML_DEPTH", rosgate::files::MAX_YAML_DEPTH as u128),
         (
             "DEFAULT_MAX_PARAM_BYTES_PER_CONN",
             DEFAULT_MAX_PARAM_BYTES_PER_CONN as u128,
@@ -258,4 +309,278 @@ fn every_flag_in_the_table_exists_in_the_usage_text() {
             );
         }
     }
+}
+
+/// Constants whose names look like limits but that bound nothing a client
+/// or an operator meets, each with the reason. A name here must exist in
+/// the source and must not be documented (else it belongs in the table).
+const NOT_LIMITS: &[(&str, &str)] = &[
+    // Bytes the memory ledger counts per table entry: accounting of what
+    // is held, not a bound on it (docs/limits.md gives them in prose under
+    // "The memory budget, in numbers"; `ENTRY_COST`, which the queue limit
+    // also counts, has a row).
+    ("CALL_OVERHEAD", "ledger cost per call"),
+    ("WAITING_OVERHEAD", "ledger cost per waiting call"),
+    ("NODE_OVERHEAD", "ledger cost per node"),
+    ("PARAM_OVERHEAD", "ledger cost per parameter"),
+    ("TOPIC_OVERHEAD", "ledger cost per topic"),
+    ("MEMBER_OVERHEAD", "ledger cost per registration key"),
+    ("SERVICE_OVERHEAD", "ledger cost per service"),
+    // Sizes fixed by a wire format, not chosen by rosgate.
+    ("HEADER_LEN", "the CDR encapsulation header (4 bytes)"),
+    ("ATTACHMENT_LEN", "rmw_zenoh's attachment layout"),
+    (
+        "LEGACY_ATTACHMENT_LEN",
+        "rmw_zenoh's older attachment layout",
+    ),
+    (
+        "DEFAULT_DEPTH",
+        "the depth rmw_zenoh substitutes for 0 (keep all)",
+    ),
+    // Addresses, not limits.
+    ("DEFAULT_LISTEN", "the TCP listen address"),
+    ("DEFAULT_WS_LISTEN", "the WebSocket listen address"),
+    ("DEFAULT_URL", "where the CLI connects by default"),
+    // Tuning of a data structure, invisible from outside.
+    (
+        "COALESCE_BYTES",
+        "size at which a new control buffer is started",
+    ),
+    (
+        "EXACT_SCAN_MAX",
+        "timer entries up to which the earliest deadline is recomputed exactly",
+    ),
+];
+
+/// Crates whose constants bound nothing in the gateway: the seeded
+/// simulation's model mirrors the core's costs to check them, and the
+/// benchmarks size their inputs.
+const DEV_ONLY_CRATES: &[&str] = &["sim", "bench"];
+
+/// Whether a constant's name says it bounds something.
+fn looks_like_a_limit(name: &str) -> bool {
+    const PREFIXES: &[&str] = &["MAX_", "MIN_", "DEFAULT_"];
+    const SUFFIXES: &[&str] = &[
+        "_MAX",
+        "_MIN",
+        "_LIMIT",
+        "_BYTES",
+        "_MS",
+        "_SECS",
+        "_HOURS",
+        "_TIMEOUT",
+        "_CAPACITY",
+        "_BUDGET",
+        "_SLOTS",
+        "_DEPTH",
+        "_LEN",
+        "_CHARS",
+        "_ITEMS",
+        "_INTERVAL",
+        "_OVERHEAD",
+        "_COST",
+        "_THRESHOLD",
+        "_SCAN",
+        "_QUANTUM",
+        "_BACKLOG",
+        "_WORK",
+        "_TURN",
+        "_PASS",
+        "_SEC",
+    ];
+    PREFIXES.iter().any(|p| name.starts_with(p))
+        || SUFFIXES.iter().any(|s| name.ends_with(s))
+        || name.contains("_PER_")
+        || name.contains("TIMEOUT")
+}
+
+/// A `const` item of the source: its name, its expression's text, and
+/// where it is.
+struct Item {
+    name: String,
+    expr: String,
+    at: String,
+}
+
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            // Unit tests live in `tests/` directories (`hub/tests/`).
+            if p.file_name().is_some_and(|n| n != "tests") {
+                rust_files(&p, out);
+            }
+        } else if p.extension().is_some_and(|x| x == "rs") {
+            out.push(p);
+        }
+    }
+}
+
+/// The `const` items of one file, up to its `#[cfg(test)] mod`.
+fn const_items(path: &Path, text: &str) -> Vec<Item> {
+    let lines: Vec<&str> = text.lines().collect();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < lines.len() {
+        let t = lines[i].trim_start();
+        if t == "#[cfg(test)]"
+            && lines[i + 1..]
+                .iter()
+                .find(|l| !l.trim().is_empty())
+                .is_some_and(|l| l.trim_start().starts_with("mod "))
+        {
+            break;
+        }
+        let rest = t
+            .strip_prefix("pub ")
+            .or_else(|| t.strip_prefix("pub(crate) "))
+            .or_else(|| t.strip_prefix("pub(super) "))
+            .unwrap_or(t);
+        if let Some(decl) = rest.strip_prefix("const ") {
+            let name: String = decl
+                .chars()
+                .take_while(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || *c == '_')
+                .collect();
+            if !name.is_empty() && decl[name.len()..].trim_start().starts_with(':') {
+                // The expression may continue on the next lines.
+                let mut whole = decl.to_string();
+                let mut j = i;
+                while !whole.contains(';') && j + 1 < lines.len() {
+                    j += 1;
+                    whole.push(' ');
+                    whole.push_str(lines[j].trim());
+                }
+                let expr = whole
+                    .split_once('=')
+                    .map(|(_, e)| e.split(';').next().unwrap_or("").trim().to_string())
+                    .unwrap_or_default();
+                out.push(Item {
+                    name,
+                    expr,
+                    at: format!("{}:{}", path.display(), i + 1),
+                });
+            }
+        }
+        i += 1;
+    }
+    out
+}
+
+/// The value of plain integer arithmetic (`64 * 1024`, `4 << 20`,
+/// `10_000`), or `None`.
+fn eval(expr: &str) -> Option<u128> {
+    let product = |p: &str| -> Option<u128> {
+        p.split('*').try_fold(1u128, |acc, f| {
+            let f = f.trim().replace('_', "");
+            acc.checked_mul(f.parse::<u128>().ok()?)
+        })
+    };
+    let mut parts = expr.split("<<");
+    let mut v = product(parts.next()?)?;
+    for shift in parts {
+        v = v.checked_shl(u32::try_from(product(shift)?).ok()?)?;
+    }
+    Some(v)
+}
+
+/// Backquoted constant names in a cell.
+fn names_in(cell: &str) -> Vec<&str> {
+    cell.split('`')
+        .skip(1)
+        .step_by(2)
+        .filter(|n| {
+            !n.is_empty()
+                && n.chars()
+                    .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_')
+        })
+        .collect()
+}
+
+#[test]
+fn every_limit_constant_in_the_source_is_documented() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let mut files = Vec::new();
+    for e in std::fs::read_dir(root.join("crates"))
+        .expect("crates/")
+        .flatten()
+    {
+        let name = e.file_name();
+        if DEV_ONLY_CRATES.iter().any(|d| name == *d) {
+            continue;
+        }
+        rust_files(&e.path().join("src"), &mut files);
+    }
+    files.sort();
+    let mut items = Vec::new();
+    for f in &files {
+        let text = std::fs::read_to_string(f).expect("read source");
+        items.extend(const_items(f.strip_prefix(&root).unwrap_or(f), &text));
+    }
+    assert!(
+        items.iter().any(|i| i.name == "MAX_HEADERS"),
+        "the scan finds constants"
+    );
+    // Rows by the constants their `constant` column names.
+    let rows = doc_rows();
+    let mut documented: BTreeMap<&str, Vec<&Vec<String>>> = BTreeMap::new();
+    for r in &rows {
+        for n in r.get(4).map_or(vec![], |c| names_in(c)) {
+            documented.entry(n).or_default().push(r);
+        }
+    }
+    let mut missing = Vec::new();
+    let mut wrong = Vec::new();
+    for item in items.iter().filter(|i| looks_like_a_limit(&i.name)) {
+        if NOT_LIMITS.iter().any(|(n, _)| *n == item.name) {
+            continue;
+        }
+        let Some(rows) = documented.get(item.name.as_str()) else {
+            missing.push(format!("{} ({})", item.name, item.at));
+            continue;
+        };
+        let (Some(value), [row]) = (eval(&item.expr), rows.as_slice()) else {
+            continue;
+        };
+        if names_in(&row[4]).len() == 1 {
+            if let Ok(doc) = row[1].parse::<u128>() {
+                if doc != value {
+                    wrong.push(format!(
+                        "{} = {value} ({}), docs/limits.md says {doc}",
+                        item.name, item.at
+                    ));
+                }
+            }
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "limits in the code that docs/limits.md does not name in its constant column \
+         (add a row, or add them to NOT_LIMITS with the reason):\n{}",
+        missing.join("\n")
+    );
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+    // The allow-list stays true: every name exists and is not a limit row.
+    for (name, why) in NOT_LIMITS {
+        assert!(
+            items.iter().any(|i| i.name == *name),
+            "NOT_LIMITS names {name} ({why}), which is no longer in the source"
+        );
+        assert!(
+            !documented.contains_key(name),
+            "{name} is documented as a limit: remove it from NOT_LIMITS"
+        );
+    }
+}
+
+#[test]
+fn the_expression_evaluator_reads_plain_arithmetic_only() {
+    assert_eq!(eval("64 * 1024"), Some(65536));
+    assert_eq!(eval("4 << 20"), Some(4 << 20));
+    assert_eq!(eval("10_000"), Some(10_000));
+    assert_eq!(eval("16 * 1024 * 1024"), Some(16 << 20));
+    assert_eq!(eval("Duration::from_secs(1)"), None);
+    assert_eq!(eval("parse::MAX_DEFINITION_BYTES as u64"), None);
 }

@@ -12,15 +12,25 @@
 //! - a refused operation gets an error status `forbidden` with its id, and
 //!   a refused call or goal also its failure, so no caller waits for a
 //!   timeout;
-//! - introspection shows a role only the names it may use.
+//! - introspection shows a role only the names it may use;
+//! - an address past its budget of wrong tokens (`crate::auth_budget`) has
+//!   its tokens left unchecked: the connection is held (its input ignored,
+//!   nothing sent) for the address's delay, then refused and closed. The
+//!   loop never sleeps for it: held attempts wait in [`HeldAttempts`], a
+//!   heap ordered by their time, released by `expire`, at most
+//!   [`AUTH_RELEASES_PER_TURN`] per turn and [`MAX_AUTH_HELD`] at once.
 
-use std::time::Instant;
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::net::IpAddr;
+use std::time::{Duration, Instant};
 
 use rosgate_wire::query;
 use rosgate_wire::ws::handshake::{self, HttpRequest, Opening};
 
 use super::Hub;
 use crate::access::{Access, Class, Denied, RoleId};
+use crate::auth_budget::Gate;
 use crate::codes::{CloseReason, ErrorCode};
 use crate::conn::ConnRef;
 use crate::counters::Counter;
@@ -39,6 +49,70 @@ fn presented_token(authorization: Option<&str>, target: &str) -> Option<String> 
         .into_iter()
         .find(|(k, _)| k == "token")
         .map(|(_, v)| v)
+}
+
+/// Connections held at once for the token-guessing delay. Past it, a
+/// locked address's attempt is refused at once (its token is not checked
+/// either way, so an early refusal tells a guesser nothing). An entry keeps
+/// its request's id (at most `MAX_ID_BYTES`) or a `401` of ~150 bytes:
+/// about 4 MiB at most, outside the memory ledger.
+pub const MAX_AUTH_HELD: usize = 4096;
+
+/// Held attempts refused per loop turn (P20); the rest next turn, which
+/// then does not sleep.
+pub const AUTH_RELEASES_PER_TURN: usize = 256;
+
+/// What a held connection is sent when its delay ends, before it is closed.
+#[derive(Debug, PartialEq, Eq)]
+enum Answer {
+    /// An error status (the `auth` op's refusal) with the request's id.
+    Status {
+        msg: &'static str,
+        id: Option<Box<[u8]>>,
+    },
+    /// Bytes as they are (the WebSocket opening's `401`).
+    Raw(Vec<u8>),
+}
+
+#[derive(Debug, PartialEq, Eq)]
+struct Held {
+    at: Instant,
+    /// Order among attempts of the same instant.
+    seq: u64,
+    who: ConnRef,
+    answer: Answer,
+}
+
+impl Ord for Held {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        (self.at, self.seq).cmp(&(other.at, other.seq))
+    }
+}
+
+impl PartialOrd for Held {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+/// Attempts from locked addresses waiting for their refusal, earliest
+/// first. An entry whose connection left meanwhile is dropped when due.
+#[derive(Debug, Default)]
+pub(super) struct HeldAttempts {
+    heap: BinaryHeap<Reverse<Held>>,
+    seq: u64,
+    /// Due entries were left for the next turn.
+    overdue: bool,
+}
+
+impl HeldAttempts {
+    pub(super) fn next_deadline(&self) -> Option<Instant> {
+        self.heap.peek().map(|Reverse(h)| h.at)
+    }
+
+    pub(super) fn has_overdue(&self) -> bool {
+        self.overdue
+    }
 }
 
 impl Hub {
@@ -129,6 +203,18 @@ impl Hub {
             let msg = "auth: already authenticated; ignored";
             return self.send_status(me, Level::Info, msg, id, now);
         }
+        if self.is_held(me) {
+            return;
+        }
+        if token.is_some() {
+            if let Gate::Hold(delay) = self.auth_gate(me, now) {
+                let answer = Answer::Status {
+                    msg: "auth: authentication failed; closing",
+                    id: id.map(Box::from),
+                };
+                return self.hold(me, delay, answer, now);
+            }
+        }
         match token.map(|t| self.access.authenticate(t.as_bytes())) {
             Some(Ok(role)) => {
                 self.authorize(me, role, now);
@@ -139,6 +225,7 @@ impl Hub {
                 let msg = if token.is_none() {
                     "auth: no token (send {\"op\":\"auth\",\"token\":\"...\"}); closing"
                 } else {
+                    self.auth_failed(me, now);
                     "auth: authentication failed; closing"
                 };
                 self.send_status(me, Level::Error, msg, id, now);
@@ -149,6 +236,10 @@ impl Hub {
 
     /// A request from a connection that has not authenticated.
     pub(super) fn unauthenticated(&mut self, me: ConnRef, id: Option<&[u8]>, now: Instant) {
+        // Requests read with a held `auth` (same read) get nothing either.
+        if self.is_held(me) {
+            return;
+        }
         self.counters.error(ErrorCode::Unauthenticated);
         let msg = "authenticate first: {\"op\":\"auth\",\"token\":\"...\"} (or the WebSocket URL's ?token=)";
         self.send_status(me, Level::Error, msg, id, now);
@@ -162,19 +253,20 @@ impl Hub {
         self.establish(me, now);
     }
 
-    /// Checks a WebSocket opening's origin and token. `Err` holds the HTTP
-    /// refusal to send and the close reason.
+    /// Checks a WebSocket opening's origin and token: `Err` holds the HTTP
+    /// refusal to send and the close reason, or says that the connection is
+    /// held (a locked address: the refusal is sent when its delay ends).
     pub(super) fn check_opening(
         &mut self,
         me: ConnRef,
         opening: &Opening,
         now: Instant,
-    ) -> Result<(), (Vec<u8>, CloseReason)> {
+    ) -> Result<(), OpeningRefused> {
         if let Err(Denied::Origin(o)) = self.access.origin_allowed(opening.origin.as_deref()) {
             let msg = format!(
                 "origin {o:?} may not open a WebSocket here (loopback pages and non-browser clients may; others are listed with --ws-allowed-origins)"
             );
-            return Err((
+            return Err(OpeningRefused::Now(
                 handshake::refusal(403, "Forbidden", &msg),
                 CloseReason::OriginRefused,
             ));
@@ -190,7 +282,7 @@ impl Hub {
                 .iter()
                 .any(|(k, _)| matches!(k.as_str(), "node" | "namespace" | "ns" | "remap" | "domain")) =>
             {
-                Err((
+                Err(OpeningRefused::Now(
                     handshake::refusal(
                         401,
                         "Unauthorized",
@@ -200,32 +292,144 @@ impl Hub {
                 ))
             }
             None => Ok(()),
-            Some(t) => match self.access.authenticate(t.as_bytes()) {
-                Ok(role) => {
-                    if let Some(c) = self.live_mut(me) {
-                        c.authorize(role);
-                    }
-                    self.counters.inc(Counter::Authenticated);
-                    let _ = now;
-                    Ok(())
+            Some(t) => {
+                let refusal = || handshake::refusal(401, "Unauthorized", "authentication failed");
+                if let Gate::Hold(delay) = self.auth_gate(me, now) {
+                    self.hold(me, delay, Answer::Raw(refusal()), now);
+                    return Err(OpeningRefused::Held);
                 }
-                Err(_) => Err((
-                    handshake::refusal(401, "Unauthorized", "authentication failed"),
-                    CloseReason::AuthFailed,
-                )),
-            },
+                match self.access.authenticate(t.as_bytes()) {
+                    Ok(role) => {
+                        if let Some(c) = self.live_mut(me) {
+                            c.authorize(role);
+                        }
+                        self.counters.inc(Counter::Authenticated);
+                        Ok(())
+                    }
+                    Err(_) => {
+                        self.auth_failed(me, now);
+                        Err(OpeningRefused::Now(refusal(), CloseReason::AuthFailed))
+                    }
+                }
+            }
         }
     }
 
     /// Whether a plain HTTP request may read `/metrics`: always with
     /// authentication off, else with a valid token (header or `?token=`).
-    pub(super) fn http_authorized(&self, req: &HttpRequest) -> bool {
+    /// A wrong token counts against the address's budget; a locked
+    /// address's token is not checked (refused at once: a scrape is one
+    /// request, there is no connection worth holding).
+    pub(super) fn http_authorized(&mut self, me: ConnRef, req: &HttpRequest, now: Instant) -> bool {
         if !self.access.required() {
             return true;
         }
-        presented_token(req.authorization.as_deref(), &req.target)
-            .is_some_and(|t| self.access.authenticate(t.as_bytes()).is_ok())
+        let Some(t) = presented_token(req.authorization.as_deref(), &req.target) else {
+            return false;
+        };
+        if self.auth_gate(me, now) != Gate::Check {
+            return false;
+        }
+        let ok = self.access.authenticate(t.as_bytes()).is_ok();
+        if !ok {
+            self.auth_failed(me, now);
+        }
+        ok
     }
+
+    fn peer_ip(&self, me: ConnRef) -> Option<IpAddr> {
+        self.conns
+            .get(me.key as usize)
+            .filter(|c| c.gen() == me.gen)
+            .and_then(|c| c.peer())
+            .map(|p| p.ip())
+    }
+
+    /// Whether `me`'s address may have its token checked now (see
+    /// `crate::auth_budget`); a connection without a known address always
+    /// may (in-process links, tests).
+    fn auth_gate(&mut self, me: ConnRef, now: Instant) -> Gate {
+        match self.peer_ip(me) {
+            Some(ip) => self.auth_budget.gate(ip, now),
+            None => Gate::Check,
+        }
+    }
+
+    /// `me` presented a wrong token.
+    fn auth_failed(&mut self, me: ConnRef, now: Instant) {
+        if let Some(ip) = self.peer_ip(me) {
+            self.auth_budget.failed(ip, now);
+        }
+    }
+
+    fn is_held(&self, me: ConnRef) -> bool {
+        self.conns
+            .get(me.key as usize)
+            .is_some_and(|c| c.gen() == me.gen && c.is_held())
+    }
+
+    /// Holds `me` for `delay`: its input is ignored, then it is sent
+    /// `answer` and closed (at once past [`MAX_AUTH_HELD`]).
+    fn hold(&mut self, me: ConnRef, delay: Duration, answer: Answer, now: Instant) {
+        self.counters.inc(Counter::AuthHeld);
+        if self.held.heap.len() >= MAX_AUTH_HELD {
+            return self.refuse_held(me, answer, now);
+        }
+        let Some(c) = self.live_mut(me) else {
+            return;
+        };
+        c.hold();
+        self.held.seq += 1;
+        let seq = self.held.seq;
+        self.held.heap.push(Reverse(Held {
+            at: now + delay,
+            seq,
+            who: me,
+            answer,
+        }));
+    }
+
+    fn refuse_held(&mut self, me: ConnRef, answer: Answer, now: Instant) {
+        if !self.live(me) {
+            return;
+        }
+        match answer {
+            Answer::Status { msg, id } => {
+                self.send_status(me, Level::Error, msg, id.as_deref(), now)
+            }
+            Answer::Raw(bytes) => self.send_raw(me, &bytes, now),
+        }
+        self.close(me.key, CloseReason::AuthFailed, now);
+    }
+
+    /// Refuses the held attempts whose delay has passed (part of `expire`).
+    pub(super) fn release_held(&mut self, now: Instant) {
+        self.held.overdue = false;
+        for _ in 0..AUTH_RELEASES_PER_TURN {
+            match self.held.heap.peek() {
+                Some(Reverse(h)) if h.at <= now => {}
+                _ => return,
+            }
+            if let Some(Reverse(h)) = self.held.heap.pop() {
+                self.refuse_held(h.who, h.answer, now);
+            }
+        }
+        self.held.overdue = self.held.heap.peek().is_some_and(|Reverse(h)| h.at <= now);
+    }
+
+    /// Addresses whose wrong tokens are remembered now.
+    pub fn auth_addresses(&self) -> usize {
+        self.auth_budget.len()
+    }
+}
+
+/// Why a WebSocket opening is not upgraded.
+#[derive(Debug)]
+pub(super) enum OpeningRefused {
+    /// Send this refusal now and close for this reason.
+    Now(Vec<u8>, CloseReason),
+    /// Held: the refusal is sent when the address's delay ends.
+    Held,
 }
 
 #[cfg(test)]

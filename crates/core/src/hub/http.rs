@@ -65,7 +65,7 @@ impl Hub {
             )
         } else {
             match path {
-                "/metrics" if !self.http_authorized(&req) => handshake::response(
+                "/metrics" if !self.http_authorized(me, &req, now) => handshake::response(
                     401,
                     "Unauthorized",
                     "text/plain; charset=utf-8",

@@ -55,6 +55,7 @@ use rosgate_wire::encode::Level;
 use rosgate_wire::ws::handshake::Opening;
 use rosgate_wire::Raw;
 
+pub use auth::{AUTH_RELEASES_PER_TURN, MAX_AUTH_HELD};
 pub use federation::{InterestChange, Offer, TypeCheck, MAX_REMOTE_GRAPH_ITEMS};
 pub use graph::{
     GraphSettings, CLIENT_COUNT, CLOCK, CONNECTED_CLIENTS, CONNECTED_CLIENTS_INTERVAL,
@@ -148,6 +149,10 @@ pub struct Hub {
     started: Instant,
     /// Tokens, roles and their allowlists, allowed origins.
     access: Access,
+    /// Wrong tokens per address (token guessing).
+    auth_budget: crate::auth_budget::AuthBudget,
+    /// Token attempts from locked addresses, held until their refusal.
+    held: auth::HeldAttempts,
 }
 
 /// Why a connection was not admitted: what to send it, and the reason.
@@ -160,6 +165,7 @@ pub struct Refusal {
 
 impl Hub {
     pub fn new(limits: Limits, now: Instant) -> Self {
+        let limits_budget = limits.auth_failure_budget;
         Hub {
             calls: Calls::new(now),
             next_sweep: now + sweep_interval(&limits),
@@ -193,6 +199,8 @@ impl Hub {
             http: http::HttpSettings::default(),
             started: now,
             access: Access::default(),
+            auth_budget: crate::auth_budget::AuthBudget::new(limits_budget),
+            held: auth::HeldAttempts::default(),
         }
     }
 
@@ -624,7 +632,8 @@ impl Hub {
         let Some(conn) = self.conns.get_mut(key as usize) else {
             return;
         };
-        if !conn.is_open() {
+        // A held connection's input is ignored until its refusal.
+        if !conn.is_open() || conn.is_held() {
             return;
         }
         let me = ConnRef {
@@ -684,7 +693,8 @@ impl Hub {
     /// asks for; the upgrade response, or a refusal and the close.
     fn on_opened(&mut self, me: ConnRef, response: &[u8], opening: &Opening, now: Instant) {
         let (refusal, reason) = match self.check_opening(me, opening, now) {
-            Err(refused) => refused,
+            Err(auth::OpeningRefused::Now(refusal, reason)) => (refusal, reason),
+            Err(auth::OpeningRefused::Held) => return,
             Ok(()) => match self.apply_opening(me, opening, now) {
                 Ok(node) => {
                     self.send_raw(me, response, now);
@@ -1197,6 +1207,7 @@ impl Hub {
         }
         self.enforce_memory(now);
         self.expire_waiting(now);
+        self.release_held(now);
         // Last: the closes above are in the graph's news and peer counts.
         self.flush_qos(now);
         self.flush_graph(now);
@@ -1351,7 +1362,10 @@ impl Hub {
 
     /// Whether `expire` has work left over from its last turn.
     pub fn has_expire_backlog(&self) -> bool {
-        self.calls.has_overdue() || self.graph.has_immediate() || self.qos_timers.has_immediate()
+        self.calls.has_overdue()
+            || self.graph.has_immediate()
+            || self.qos_timers.has_immediate()
+            || self.held.has_overdue()
     }
 
     /// The earliest instant at which `expire` has work to do.
@@ -1366,6 +1380,10 @@ impl Hub {
         };
         let t = match self.qos_timers.next_deadline() {
             Some(q) => t.min(q),
+            None => t,
+        };
+        let t = match self.held.next_deadline() {
+            Some(h) => t.min(h),
             None => t,
         };
         match self.waiting.next_deadline() {

@@ -37,6 +37,8 @@ pub fn to_json(text: &str) -> Result<String, String> {
 
 /// One YAML document (an empty one is `{}`).
 pub fn parse_yaml(text: &str) -> Result<Yaml, String> {
+    // Aliases are expanded by cloning: bounded first (`crate::files`).
+    crate::files::yaml_fits(text)?;
     let mut docs = YamlLoader::load_from_str(text).map_err(|e| {
         let m = e.marker();
         format!(
@@ -152,6 +154,18 @@ mod tests {
         assert!(to_json(r#"{"s":"\ud800"}"#)
             .unwrap_err()
             .contains("surrogate"));
+    }
+
+    #[test]
+    fn yaml_aliases_are_bounded_before_they_expand() {
+        let mut t = String::from("a0: &a0 lol\n");
+        for i in 1..10 {
+            let refs = vec![format!("*a{}", i - 1); 10].join(", ");
+            t.push_str(&format!("a{i}: &a{i} [{refs}]\n"));
+        }
+        let e = to_json(&t).expect_err("a billion laughs");
+        assert!(e.contains("MAX_YAML_NODES"), "{e}");
+        assert_eq!(to_json("{a: &x 1, b: *x}").unwrap(), r#"{"a":1,"b":1}"#);
     }
 
     #[test]

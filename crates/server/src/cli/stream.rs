@@ -103,8 +103,9 @@ fn handshake_error(e: io::Error, ca_file: Option<&str>) -> Error {
 fn client_config(ca_file: Option<&str>) -> Result<Arc<ClientConfig>, Error> {
     let mut roots = RootCertStore::empty();
     if let Some(file) = ca_file {
-        let certs = CertificateDer::pem_file_iter(file)
-            .and_then(|it| it.collect::<Result<Vec<_>, _>>())
+        let pem = crate::files::read("--ca-file", file).map_err(Error::Usage)?;
+        let certs = CertificateDer::pem_slice_iter(pem.as_bytes())
+            .collect::<Result<Vec<_>, _>>()
             .map_err(|e| Error::Usage(format!("--ca-file {file}: {e}")))?;
         if certs.is_empty() {
             return Err(Error::Usage(format!(

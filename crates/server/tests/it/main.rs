@@ -11,6 +11,7 @@ mod actions;
 mod bounds;
 mod cli;
 mod errors;
+mod files;
 mod framing;
 mod graph;
 mod http;

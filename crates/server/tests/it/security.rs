@@ -177,6 +177,10 @@ fn secure(tokens: &[(&str, &str)], roles: Option<&str>, extra: &[&str]) -> Secur
         args.push(rf.path().into());
         files.push(rf);
     }
+    // These tests present many wrong tokens from 127.0.0.1 on purpose;
+    // the per-address budget of wrong tokens has its own test
+    // (`token_guessing_from_one_address_is_held_past_its_budget`).
+    args.extend(["--auth-failure-budget".into(), "1000000".into()]);
     args.extend(extra.iter().map(|s| s.to_string()));
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     Secure {
@@ -2514,4 +2518,114 @@ fn without_tokens_auth_is_off_and_the_auth_op_is_ignored() {
     let s = gw.stats();
     assert_eq!(counter(&s, "authenticated"), 0, "{s}");
     assert_eq!(counter(&s, "closes.auth_failed"), 0, "{s}");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Token guessing: the per-address budget of wrong tokens
+// ---------------------------------------------------------------------------------------------
+
+/// A TCP connection to `to` from the local address `from` (any of
+/// 127.0.0.0/8 is this machine's loopback on Linux).
+fn connect_from(from: [u8; 4], to: std::net::SocketAddr) -> std::net::TcpStream {
+    use socket2::{Domain, Socket, Type};
+    let s = Socket::new(Domain::IPV4, Type::STREAM, None).expect("socket");
+    let src = std::net::SocketAddr::from((from, 0));
+    s.bind(&src.into()).expect("bind a loopback source address");
+    s.connect(&to.into()).expect("connect");
+    let s: std::net::TcpStream = s.into();
+    s.set_read_timeout(Some(Duration::from_secs(15)))
+        .expect("read timeout");
+    s
+}
+
+/// Sends `request` from `from`, reads until the gateway closes; returns
+/// how long that took and what came.
+fn attempt(from: [u8; 4], to: std::net::SocketAddr, request: &[u8]) -> (Duration, String) {
+    use std::io::{Read, Write};
+    let started = Instant::now();
+    let mut s = connect_from(from, to);
+    s.write_all(request).expect("write");
+    let mut got = Vec::new();
+    let _ = s.read_to_end(&mut got);
+    (
+        started.elapsed(),
+        String::from_utf8_lossy(&got).into_owned(),
+    )
+}
+
+fn auth_line(token: &str) -> Vec<u8> {
+    format!("{}\n", json!({"op":"auth","token":token,"id":"g"})).into_bytes()
+}
+
+#[test]
+fn token_guessing_from_one_address_is_held_past_its_budget() {
+    // The default budget (10 wrong tokens a minute per address).
+    let tf = token_file(&[("admin", ADMIN)]);
+    let gw = Gateway::start(&["--auth-tokens", tf.path()]);
+    let (tcp, ws) = (gw.addr, ws_addr(&gw));
+    let guesser = [127, 0, 0, 1];
+    let other = [127, 0, 0, 2];
+    let ms_of = |d: Duration| d.as_millis();
+
+    // TCP: ten wrong tokens are refused at once.
+    for i in 0..10 {
+        let (took, got) = attempt(guesser, tcp, &auth_line(WRONG));
+        assert!(got.contains("authentication failed"), "attempt {i}: {got}");
+        assert!(took < Duration::from_secs(2), "attempt {i} took {took:?}");
+    }
+    // The 11th waits 250 ms before its refusal, the 12th (a right token:
+    // not checked from a locked address) 500 ms.
+    let (took, got) = attempt(guesser, tcp, &auth_line(WRONG));
+    assert!(got.contains("authentication failed"), "{got}");
+    assert!(ms_of(took) >= 250, "the 11th was refused after {took:?}");
+    let (took, got) = attempt(guesser, tcp, &auth_line(ADMIN));
+    assert!(got.contains("authentication failed"), "{got}");
+    assert!(ms_of(took) >= 500, "the 12th was refused after {took:?}");
+    // While the 13th is held (1 s), a right token from another address is
+    // admitted at once.
+    let held = std::thread::spawn(move || attempt(guesser, tcp, &auth_line(WRONG)));
+    std::thread::sleep(ms(100));
+    let mut good = Client::from_stream(connect_from(other, tcp));
+    let started = Instant::now();
+    good.send_json(&json!({"op":"auth","token":ADMIN,"id":"ok"}));
+    assert_eq!(good.expect_info("ok")["msg"], "authenticated as role admin");
+    let took_good = started.elapsed();
+    let (took, got) = held.join().expect("held attempt");
+    assert!(got.contains("authentication failed"), "{got}");
+    assert!(ms_of(took) >= 1000, "the 13th was refused after {took:?}");
+    assert!(
+        took_good < Duration::from_millis(500),
+        "the other address waited {took_good:?}"
+    );
+
+    // WebSocket, from a third address (its own budget): ten 401s at once,
+    // then the 11th after 250 ms; the other address opens at once.
+    let third = [127, 0, 0, 3];
+    let wrong = upgrade(&format!("/?token={WRONG}"), "");
+    for i in 0..10 {
+        let (took, got) = attempt(third, ws, wrong.as_bytes());
+        assert!(got.starts_with("HTTP/1.1 401 "), "attempt {i}: {got}");
+        assert!(took < Duration::from_secs(2), "attempt {i} took {took:?}");
+    }
+    let (took, got) = attempt(third, ws, wrong.as_bytes());
+    assert!(got.starts_with("HTTP/1.1 401 "), "{got}");
+    assert!(ms_of(took) >= 250, "the 11th was refused after {took:?}");
+    let started = Instant::now();
+    let mut s = connect_from(other, ws);
+    {
+        use std::io::{Read, Write};
+        s.write_all(upgrade(&format!("/?token={}", pct(ADMIN)), "").as_bytes())
+            .expect("write");
+        let mut head = [0u8; 12];
+        s.read_exact(&mut head).expect("response");
+        assert_eq!(&head, b"HTTP/1.1 101");
+    }
+    assert!(started.elapsed() < Duration::from_millis(500));
+
+    // Counted: four attempts held, all fourteen wrong or unchecked tokens
+    // and the ten WebSocket refusals closed as auth_failed.
+    let s = good.stats();
+    assert_eq!(counter(&s, "auth_held"), 4, "{s}");
+    assert_eq!(counter(&s, "closes.auth_failed"), 24, "{s}");
+    assert_eq!(counter(&s, "authenticated"), 2, "{s}");
 }

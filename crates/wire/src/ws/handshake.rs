@@ -55,8 +55,9 @@ pub enum Outcome {
     Reject(Vec<u8>),
 }
 
-/// Headers kept from one request head (more are refused with 431).
-const MAX_HEADERS: usize = 64;
+/// Headers. Kept from one request head; more are refused with 431 (a
+/// browser sends about 15; the array lives on the stack while parsing).
+pub const MAX_HEADERS: usize = 64;
 
 /// Looks for a complete request head in `buf` (parsed by `httparse`).
 /// Returns the outcome and the head's length, `None` if more bytes are
@@ -336,5 +337,26 @@ mod tests {
         whole.extend_from_slice(b"\r\n\r\n");
         let (out, _) = parse(&whole).expect("complete");
         assert!(matches!(out, Outcome::Reject(r) if r.starts_with(b"HTTP/1.1 431")));
+    }
+
+    #[test]
+    fn header_count_is_bounded() {
+        let head = |n: usize| {
+            let mut h = b"GET /healthz HTTP/1.1\r\n".to_vec();
+            for i in 0..n {
+                h.extend_from_slice(format!("X-{i}: y\r\n").as_bytes());
+            }
+            h.extend_from_slice(b"\r\n");
+            h
+        };
+        let (out, _) = parse(&head(MAX_HEADERS)).expect("complete");
+        assert!(matches!(out, Outcome::Http(_)), "{MAX_HEADERS} headers");
+        for n in [MAX_HEADERS + 1, 1500] {
+            let (out, _) = parse(&head(n)).expect("complete");
+            assert!(
+                matches!(out, Outcome::Reject(r) if r.starts_with(b"HTTP/1.1 431")),
+                "{n} headers"
+            );
+        }
     }
 }

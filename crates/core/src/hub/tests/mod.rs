@@ -10,6 +10,7 @@ use super::*;
 use crate::out::MAX_IOVECS;
 
 mod actions;
+mod auth;
 mod bounds;
 mod federation;
 mod params;
