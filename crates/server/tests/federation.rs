@@ -470,7 +470,12 @@ fn bad_flags_are_reported_before_a_busy_port() {
         let mut args = bad.to_vec();
         args.extend(["--listen", &tcp, "--ws-listen", &ws]);
         let out = run(&args);
-        assert_eq!(out.status.code(), Some(1), "{args:?}: {out:?}");
+        // 2 for a file the flags name that cannot be read (a usage error),
+        // 1 for one Zenoh refuses.
+        assert!(
+            matches!(out.status.code(), Some(1 | 2)),
+            "{args:?}: {out:?}"
+        );
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(err.contains(bad[bad.len() - 1]), "{args:?}: {err}");
         assert!(!err.contains("in use"), "{args:?}: {err}");

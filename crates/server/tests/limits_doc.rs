@@ -326,6 +326,10 @@ const NOT_LIMITS: &[(&str, &str)] = &[
     ("TOPIC_OVERHEAD", "ledger cost per topic"),
     ("MEMBER_OVERHEAD", "ledger cost per registration key"),
     ("SERVICE_OVERHEAD", "ledger cost per service"),
+    // `rosgate demo`'s starting parameter values, which any client may
+    // change: content, not bounds.
+    ("DEFAULT_RATE_HZ", "the demo talker's initial publish_rate"),
+    ("DEFAULT_GREETING", "the demo talker's initial greeting"),
     // Sizes fixed by a wire format, not chosen by rosgate.
     ("HEADER_LEN", "the CDR encapsulation header (4 bytes)"),
     ("ATTACHMENT_LEN", "rmw_zenoh's attachment layout"),
