@@ -140,6 +140,10 @@ fn a_server_leaving_with_thousands_of_goals_fails_them_a_batch_per_turn() {
         assert!(turns < 100, "failures stopped at {}", ids.len());
         t.advance(0);
     }
+    assert!(
+        turns >= GOALS / GONE_FAILS_PER_TURN && turns > 1,
+        "spread over turns, not sent at once ({turns} more turns)"
+    );
     ids.sort_unstable();
     ids.dedup();
     assert_eq!(ids.len(), GOALS, "each goal ended exactly once");
