@@ -517,7 +517,12 @@ impl Hub {
             }
             "interfaces" => {
                 let (topics, _) = self.topic_types(domain, role, true);
-                let topics: Vec<String> = topics.into_iter().map(|(_, t)| t.to_string()).collect();
+                // Few distinct types among many topics: deduplicated
+                // before anything is copied.
+                let mut topic_types: Vec<&str> = topics.into_iter().map(|(_, t)| t).collect();
+                topic_types.sort_unstable();
+                topic_types.dedup();
+                let topics: Vec<String> = topic_types.into_iter().map(str::to_string).collect();
                 let (services, _) = self.service_types(domain, role, true);
                 let actions: Vec<String> = reg
                     .provided_names(Provided::Action, true)
@@ -561,7 +566,7 @@ impl Hub {
         let (mut listed, mut scanned) = (0usize, 0usize);
         let mut last: Option<&str> = None;
         let mut more = false;
-        for n in reg.topic_names_after(true, page.after) {
+        for (n, t) in reg.topics_sorted_after(true, page.after) {
             if listed == page.limit || scanned == MAX_LIST_SCAN {
                 more = true;
                 break;
@@ -570,9 +575,6 @@ impl Hub {
             if !self.visible(role, TOPIC_CLASSES, n) {
                 continue;
             }
-            let Some(t) = reg.topic_named(n) else {
-                continue;
-            };
             last = Some(n);
             if listed > 0 {
                 out.push(b',');
@@ -618,16 +620,12 @@ impl Hub {
         hidden: bool,
     ) -> (Vec<(&str, &str)>, bool) {
         let reg = &self.registries[domain as usize];
-        let (names, mut cut) = capped(reg.topic_names(hidden));
+        let (names, mut cut) = capped(reg.topics_sorted(hidden));
         // (name, type, precedence): the gateway's own topic types win over
         // a client's, a client's over another gateway's (one graph).
         let mut rows: Vec<(&str, &str, u8)> =
             Vec::with_capacity(names.len() + GATEWAY_TOPICS.len());
-        rows.extend(
-            names
-                .into_iter()
-                .map(|n| (n, reg.topic_named(n).map_or("", |t| t.ty()), 1)),
-        );
+        rows.extend(names.into_iter().map(|(n, t)| (n, t.ty(), 1)));
         for (n, t) in GATEWAY_TOPICS {
             if hidden || !rosgate_wire::names::is_hidden(n) {
                 rows.push((n, t, 0));
