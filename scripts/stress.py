@@ -13,7 +13,8 @@ own gateway (so the figures are independent) and stops it by PID at the end.
 Scenarios: conns10k churn slowsub longline fdlimit providerchurn soak, and
 the bounded-memory-and-work attacks: partial bigids trickle nonreaders
 statsburst wsids services subpairs unadvertise idleflood bignum shutdown
-closecodes fanoutstart (each run beside a probe process and judged against
+closecodes fanoutstart, and the answers that walk a table: topicstats
+rosapiwalk nodechurn metrics goalsleave (each run beside a probe process and judged against
 the bounds described above `class Bounded`; `scripts/stress.sh partial` etc.).
 Each prints its figures and PASS/FAIL; the run ends with `N passed, N failed`
 and exits non-zero when anything failed.
@@ -4148,6 +4149,21 @@ def sc_tlsflood(r):
 STALL_MAX = 0.050
 
 
+def sc_idle(r):
+    """No attack: the probe alone, for the machine's noise floor (a busy
+    machine delays the probe however idle the gateway is)."""
+    b = Bounded(r, "idle", [])
+    try:
+        b.begin()
+        time.sleep(ATTACK_MIN)
+        b.quiet()
+        b.leave()
+        b.end(conns=5, opened=0)
+        stall_check(r, b)
+    finally:
+        b.close()
+
+
 def hold_topics(port, n, prefix):
     """Connections holding n subscriptions (10 000 each) on distinct topics."""
     per = 10_000
@@ -4429,6 +4445,7 @@ SCENARIOS = {
     "closecodes": (sc_closecodes, "WebSocket close codes 1005, 1006, 0, 999, 5000 answered with 1002", 300),
     "fanoutstart": (sc_fanoutstart, "10 publishers start streaming to 10 000 subscribers that never read", 600),
     "tlsflood": (sc_tlsflood, "bursts of 2000 ClientHellos at a --tls-cert gateway beside a TLS probe", 300),
+    "idle": (sc_idle, "no attack: the probe alone (the machine's noise floor)", 120),
     "topicstats": (sc_topicstats, "/rosgate/topic_stats walked over 100 000 topics", 300),
     "rosapiwalk": (sc_rosapiwalk, "2000 pipelined rosapi calls that list or scan, 10 000 topics", 300),
     "nodechurn": (sc_nodechurn, "10 000 declare_node/destroy_node pairs with a /rosgate/graph subscriber", 300),
@@ -4440,7 +4457,7 @@ SCENARIOS = {
 
 BOUNDED_SCENARIOS = ("partial", "bigids", "trickle", "nonreaders", "statsburst", "wsids", "services", "subpairs",
                      "unadvertise", "idleflood", "bignum", "shutdown", "closecodes", "fanoutstart",
-                      "topicstats", "rosapiwalk", "nodechurn", "metrics", "goalsleave")
+                      "idle", "topicstats", "rosapiwalk", "nodechurn", "metrics", "goalsleave")
 
 
 def watchdog(budget, name):
