@@ -30,6 +30,13 @@
 #                and a signature each), beside a TLS probe
 #   authguess    32 token guessers on 127.0.0.1 beside a probe authenticated from
 #                127.0.0.2: without the budget of wrong tokens, then with it
+#   idle         no attack: the probe alone, the machine's noise floor
+#   topicstats   /rosgate/topic_stats walked page by page over 100 000 topics
+#   rosapiwalk   2000 pipelined rosapi calls that list or scan 10 000 topics
+#   nodechurn    10 000 declare_node/destroy_node pairs with a /rosgate/graph subscriber
+#   metrics      64 concurrent /metrics scrapers beside 200 idle clients
+#   goalsleave   an action server leaving with 4096 goals in flight
+#                (these five also judge the probe's max against 50 ms)
 # Loopback only; every scenario is bounded in
 # connections, bytes and time, starts its own gateway and kills it by PID.
 # Each prints its figures and PASS/FAIL; the run ends with `N passed, N failed`

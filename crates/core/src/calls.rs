@@ -121,6 +121,11 @@ impl Call {
     }
 
     /// The caller's id exactly as it sent it.
+    /// Bytes counted for this call in the memory budget.
+    pub fn bytes_held(&self) -> usize {
+        CALL_OVERHEAD + self.names.len()
+    }
+
     pub fn caller_id(&self) -> Option<&[u8]> {
         self.has_id.then(|| &self.names[self.split..])
     }

@@ -131,6 +131,13 @@ pub const DEFAULT_MAX_HELD_PARAM_BYTES: usize = 16 * 1024 * 1024;
 /// turn, so a mass time-out cannot stall the loop (P20).
 pub const EXPIRE_BUDGET: usize = 10_000;
 
+/// Calls and goals. Failures sent per loop turn for calls whose provider
+/// left or withdrew the service or action they were forwarded to (P13,
+/// P20); the rest wait in order for the next turns. An action server
+/// leaving with 4099 goals in flight failed them all in one turn and held
+/// the loop for 92-270 ms (stress `goalsleave`).
+pub const GONE_FAILS_PER_TURN: usize = 512;
+
 /// Work units one registration change (subscribe, advertise, their undo,
 /// a service or node declared or withdrawn) counts for in
 /// [`crate::Hub::work`]: it costs 2-5 µs (names indexed, sorted, hashed),

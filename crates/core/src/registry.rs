@@ -33,7 +33,8 @@
 //!   (`names::is_hidden`), so a listing of the first N names costs O(N),
 //!   whatever the table size.
 
-use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::ops::Bound;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
@@ -443,15 +444,17 @@ pub struct Unregistered {
     pub node_left: bool,
 }
 
-/// Sorted names, visible and hidden apart: see the module docs.
+/// Sorted names, visible and hidden apart, each with the id of its entry
+/// (a topic's [`TopicId`]; 0 for services and actions, found by name):
+/// see the module docs.
 #[derive(Debug, Default)]
 struct SortedNames {
-    visible: BTreeSet<Rc<str>>,
-    hidden: BTreeSet<Rc<str>>,
+    visible: BTreeMap<Rc<str>, TopicId>,
+    hidden: BTreeMap<Rc<str>, TopicId>,
 }
 
 impl SortedNames {
-    fn set(&mut self, name: &str) -> &mut BTreeSet<Rc<str>> {
+    fn set(&mut self, name: &str) -> &mut BTreeMap<Rc<str>, TopicId> {
         if is_hidden(name) {
             &mut self.hidden
         } else {
@@ -459,8 +462,8 @@ impl SortedNames {
         }
     }
 
-    fn insert(&mut self, name: Rc<str>) {
-        self.set(&name.clone()).insert(name);
+    fn insert(&mut self, name: Rc<str>, id: TopicId) {
+        self.set(&name.clone()).insert(name, id);
     }
 
     fn remove(&mut self, name: &str) {
@@ -469,9 +472,30 @@ impl SortedNames {
 
     /// Names in order, hidden ones too when asked.
     fn iter(&self, include_hidden: bool) -> impl Iterator<Item = &str> {
+        self.entries(include_hidden).map(|(n, _)| n)
+    }
+
+    /// Names with their ids in order, hidden ones too when asked.
+    fn entries(&self, include_hidden: bool) -> impl Iterator<Item = (&str, TopicId)> {
         let hidden = include_hidden.then_some(&self.hidden);
         Merged {
             a: self.visible.iter().peekable(),
+            b: hidden.into_iter().flatten().peekable(),
+        }
+    }
+
+    /// Names with their ids after `after` (exclusive) in order, hidden
+    /// ones too when asked: O(log n) to start, O(1) per name (a page's
+    /// cursor).
+    fn entries_after(
+        &self,
+        include_hidden: bool,
+        after: &str,
+    ) -> impl Iterator<Item = (&str, TopicId)> {
+        let from = (Bound::Excluded(after), Bound::Unbounded);
+        let hidden = include_hidden.then(|| self.hidden.range::<str, _>(from));
+        Merged {
+            a: self.visible.range::<str, _>(from).peekable(),
             b: hidden.into_iter().flatten().peekable(),
         }
     }
@@ -485,19 +509,19 @@ struct Merged<A: Iterator, B: Iterator> {
 
 impl<'a, A, B> Iterator for Merged<A, B>
 where
-    A: Iterator<Item = &'a Rc<str>>,
-    B: Iterator<Item = &'a Rc<str>>,
+    A: Iterator<Item = (&'a Rc<str>, &'a TopicId)>,
+    B: Iterator<Item = (&'a Rc<str>, &'a TopicId)>,
 {
-    type Item = &'a str;
-    fn next(&mut self) -> Option<&'a str> {
+    type Item = (&'a str, TopicId);
+    fn next(&mut self) -> Option<(&'a str, TopicId)> {
         let take_a = match (self.a.peek(), self.b.peek()) {
-            (Some(x), Some(y)) => x <= y,
+            (Some(x), Some(y)) => x.0 <= y.0,
             (Some(_), None) => true,
             (None, Some(_)) => false,
             (None, None) => return None,
         };
         let next = if take_a { self.a.next() } else { self.b.next() };
-        next.map(|n| &**n)
+        next.map(|(n, id)| (&**n, *id))
     }
 }
 
@@ -558,6 +582,26 @@ impl Registry {
     /// Topic names in order (hidden ones only when asked): O(1) per name.
     pub fn topic_names(&self, include_hidden: bool) -> impl Iterator<Item = &str> {
         self.topic_names.iter(include_hidden)
+    }
+
+    /// Topics in name order with their entries (hidden ones only when
+    /// asked): O(1) per topic, no lookup by name.
+    pub fn topics_sorted(&self, include_hidden: bool) -> impl Iterator<Item = (&str, &Topic)> {
+        self.topic_names
+            .entries(include_hidden)
+            .filter_map(|(n, id)| Some((n, self.topics.get(id as usize)?)))
+    }
+
+    /// Topics after the name `after` (exclusive) in name order with their
+    /// entries: where a page that ended at `after` goes on.
+    pub fn topics_sorted_after(
+        &self,
+        include_hidden: bool,
+        after: &str,
+    ) -> impl Iterator<Item = (&str, &Topic)> {
+        self.topic_names
+            .entries_after(include_hidden, after)
+            .filter_map(|(n, id)| Some((n, self.topics.get(id as usize)?)))
     }
 
     /// Service names in order (hidden ones only when asked).
@@ -792,7 +836,7 @@ impl Registry {
         self.topics_created += 1;
         self.bytes += topic_bytes(&topic);
         let id = self.topics.insert(topic) as TopicId;
-        self.topic_names.insert(Rc::clone(&name));
+        self.topic_names.insert(Rc::clone(&name), id);
         self.by_name.insert(name, id);
         id
     }
@@ -1050,7 +1094,7 @@ impl Registry {
             Some((key, _)) => Rc::clone(key),
             None => {
                 let key: Rc<str> = Rc::from(name);
-                table.names.insert(Rc::clone(&key));
+                table.names.insert(Rc::clone(&key), 0);
                 key
             }
         };

@@ -591,7 +591,7 @@
     const stamped = (p) => p.then((v) => [v, now()]);
     const [st, ts, , fed] = await Promise.allSettled([
       stamped(bridge.call('/rosgate/stats')),
-      stamped(bridge.call('/rosgate/topic_stats')),
+      stamped(topicStatsWalk()),
       refreshConns(true),
       bridge.call('/rosgate/federation'),
     ]);
@@ -600,6 +600,20 @@
     if (st.status === 'fulfilled') onStats(...st.value);
     if (ts.status === 'fulfilled') onTopicStats(...ts.value);
     if (fed.status === 'fulfilled') onFederation(fed.value);
+  }
+
+  // /rosgate/topic_stats answers a page (1000 topics) at a time: follow
+  // `next` for up to 10 pages, as one reply.
+  async function topicStatsWalk() {
+    const topics = [];
+    let args = {};
+    for (let page = 0; page < 10; page++) {
+      const r = await bridge.call('/rosgate/topic_stats', args);
+      topics.push(...(r?.topics || []));
+      if (!r?.next) return { topics, truncated: !!r?.truncated };
+      args = { after: r.next };
+    }
+    return { topics, truncated: true };
   }
 
   // /rosgate/federation: the other gateways and their graphs. Their nodes

@@ -120,9 +120,8 @@ impl Hub {
                 let mut name_json = Vec::new();
                 encode::json_string(&mut name_json, &name);
                 let goal = CallKind::Goal { feedback: false };
-                for call in self.calls.fail_provided(goal, me, &name_json) {
-                    self.fail_call(call, CallFailure::Unadvertised, now);
-                }
+                let calls = self.calls.fail_provided(goal, me, &name_json);
+                self.fail_soon(calls, CallFailure::Unadvertised, now);
                 if let Some(tag) = tag {
                     self.note_provided(Provided::Action, domain, me, tag, &name, "", false);
                 }

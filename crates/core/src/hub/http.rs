@@ -11,10 +11,12 @@
 //! Invariants:
 //! - a request costs O(1) plus the size of its answer; `/metrics` walks the
 //!   connections once (the queued-bytes histogram), bounded by the
-//!   connection limit;
+//!   connection limit, and is rendered at most once per loop turn (the
+//!   scrapes of a turn share it);
 //! - the head is parsed by `httparse` with the WebSocket handshake's limits
 //!   (8 KiB, the opening deadline); anything but `GET`/`HEAD` gets 405.
 
+use std::rc::Rc;
 use std::time::Instant;
 
 use rosgate_wire::query;
@@ -72,16 +74,7 @@ impl Hub {
                     b"a token is required: Authorization: Bearer <token> (or ?token=)\n",
                     &[("WWW-Authenticate", "Bearer realm=\"rosgate\"")],
                 ),
-                "/metrics" => {
-                    let body = self.metrics_text();
-                    handshake::response(
-                        200,
-                        "OK",
-                        "text/plain; version=0.0.4; charset=utf-8",
-                        body.as_bytes(),
-                        &[],
-                    )
-                }
+                "/metrics" => self.metrics_response().to_vec(),
                 "/healthz" => {
                     handshake::response(200, "OK", "text/plain; charset=utf-8", b"ok\n", &[])
                 }
@@ -116,6 +109,27 @@ impl Hub {
         }
         self.send_raw(me, &resp, now);
         self.close(me.key, CloseReason::HttpServed, now);
+    }
+
+    /// The `/metrics` answer, rendered at most once per loop turn: the
+    /// scrapes of one turn share it (64 scrapers arriving together cost one
+    /// rendering, not 64); the next turn renders afresh, so a scrape never
+    /// shows figures older than the turn it is answered in.
+    fn metrics_response(&mut self) -> Rc<[u8]> {
+        if let Some(r) = &self.metrics_turn {
+            return r.clone();
+        }
+        let body = self.metrics_text();
+        let r: Rc<[u8]> = handshake::response(
+            200,
+            "OK",
+            "text/plain; version=0.0.4; charset=utf-8",
+            body.as_bytes(),
+            &[],
+        )
+        .into();
+        self.metrics_turn = Some(r.clone());
+        r
     }
 
     /// The Prometheus exposition: counters, gauges, and histograms, with

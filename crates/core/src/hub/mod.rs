@@ -72,10 +72,13 @@ pub use rosapi::{
 pub use services::CallFailure;
 
 use crate::access::{Access, Class};
+use crate::calls::Call;
 use crate::calls::{CallKind, Calls};
 use crate::conn::{CloseReason, Conn, ConnRef};
 use crate::counters::{Counter, Counters, ErrorCode, Gauge, Gauges};
-use crate::limits::{Limits, EXPIRE_BUDGET, REGISTRATION_WORK, SHED_ENTRIES_PER_PASS};
+use crate::limits::{
+    Limits, EXPIRE_BUDGET, GONE_FAILS_PER_TURN, REGISTRATION_WORK, SHED_ENTRIES_PER_PASS,
+};
 use crate::log::{self, LogLevel};
 use crate::memory::{Ledger, MemoryUse, TARGET_DEN, TARGET_NUM};
 use crate::nodes::{Domain, Nodes, DOMAINS};
@@ -153,6 +156,15 @@ pub struct Hub {
     auth_budget: crate::auth_budget::AuthBudget,
     /// Token attempts from locked addresses, held until their refusal.
     held: auth::HeldAttempts,
+    /// Calls taken from a provider that left or withdrew them, failed to
+    /// their callers at most [`GONE_FAILS_PER_TURN`] a turn, in order.
+    gone: VecDeque<(Call, CallFailure)>,
+    /// Bytes of the calls in `gone` (in the memory budget's calls).
+    gone_bytes: usize,
+    /// Failures sent from `gone` this turn.
+    gone_sent: usize,
+    /// This turn's `/metrics` answer, shared by its scrapes (`hub/http.rs`).
+    metrics_turn: Option<std::rc::Rc<[u8]>>,
 }
 
 /// Why a connection was not admitted: what to send it, and the reason.
@@ -201,6 +213,10 @@ impl Hub {
             access: Access::default(),
             auth_budget: crate::auth_budget::AuthBudget::new(limits_budget),
             held: auth::HeldAttempts::default(),
+            gone: VecDeque::new(),
+            gone_bytes: 0,
+            gone_sent: 0,
+            metrics_turn: None,
         }
     }
 
@@ -217,7 +233,7 @@ impl Hub {
             entries: self.mem.entries,
             control: self.mem.control,
             input: self.mem.input,
-            calls: self.calls.bytes() + self.waiting.bytes(),
+            calls: self.calls.bytes() + self.waiting.bytes() + self.gone_bytes,
             registrations: self.registries.bytes() + self.nodes.bytes() + self.params.bytes(),
         }
     }
@@ -612,9 +628,7 @@ impl Hub {
         // stale), its goals' servers are told to cancel; calls and goals
         // waiting on it fail now (P13).
         let (served, orphaned) = self.calls.drop_conn(me, now + crate::calls::ORPHAN_TIMEOUT);
-        for call in served {
-            self.fail_call(call, CallFailure::ProviderGone, now);
-        }
+        self.fail_soon(served, CallFailure::ProviderGone, now);
         self.cancel_orphans(orphaned, now);
         self.conns.remove(key as usize);
         1 + calls_before.saturating_sub(self.calls.len())
@@ -1140,6 +1154,10 @@ impl Hub {
         }
         self.flush_publishes(now);
         self.draining = true;
+        while let Some((call, why)) = self.gone.pop_front() {
+            self.gone_bytes -= call.bytes_held();
+            self.fail_call(call, why, now);
+        }
         for call in self.calls.take_every() {
             self.fail_call(call, CallFailure::Shutdown, now);
         }
@@ -1191,8 +1209,13 @@ impl Hub {
 
     /// Expires due calls, enforces every per-connection deadline (write
     /// stall, opening, partial request, idle, slow drain) and the memory
-    /// budget.
+    /// budget. Called once per loop turn: it also ends the turn's shared
+    /// `/metrics` rendering and sends this turn's share of the failures of
+    /// departed providers' calls.
     pub fn expire(&mut self, now: Instant) {
+        self.metrics_turn = None;
+        self.gone_sent = 0;
+        self.fail_gone(now);
         for call in self.calls.expire(now, EXPIRE_BUDGET) {
             match call.kind() {
                 CallKind::Service => self.fail_call(call, CallFailure::Timeout, now),
@@ -1211,6 +1234,36 @@ impl Hub {
         // Last: the closes above are in the graph's news and peer counts.
         self.flush_qos(now);
         self.flush_graph(now);
+    }
+
+    /// Fails `calls` (taken from a provider that left or withdrew them)
+    /// to their callers: as many as this turn's share allows now, the rest
+    /// in order over the next turns (see [`GONE_FAILS_PER_TURN`]). They
+    /// are out of the call table already, so each still ends exactly once
+    /// and a late answer is stale.
+    pub(super) fn fail_soon(&mut self, calls: Vec<Call>, why: CallFailure, now: Instant) {
+        for call in calls {
+            self.gone_bytes += call.bytes_held();
+            self.gone.push_back((call, why));
+        }
+        self.fail_gone(now);
+    }
+
+    /// Sends what is left of this turn's share of `gone`'s failures.
+    fn fail_gone(&mut self, now: Instant) {
+        while self.gone_sent < GONE_FAILS_PER_TURN {
+            let Some((call, why)) = self.gone.pop_front() else {
+                return;
+            };
+            self.gone_sent += 1;
+            self.gone_bytes -= call.bytes_held();
+            self.fail_call(call, why, now);
+        }
+    }
+
+    /// Calls of departed providers whose failure is not sent yet.
+    pub fn failing(&self) -> usize {
+        self.gone.len()
     }
 
     /// The periodic pass over every connection: O(connections), at most
@@ -1363,6 +1416,7 @@ impl Hub {
     /// Whether `expire` has work left over from its last turn.
     pub fn has_expire_backlog(&self) -> bool {
         self.calls.has_overdue()
+            || !self.gone.is_empty()
             || self.graph.has_immediate()
             || self.qos_timers.has_immediate()
             || self.held.has_overdue()

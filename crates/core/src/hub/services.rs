@@ -152,9 +152,8 @@ impl Hub {
             Unadvertised::Removed => {
                 let mut name_json = Vec::new();
                 encode::json_string(&mut name_json, &name);
-                for call in self.calls.fail_service(me, &name_json) {
-                    self.fail_call(call, CallFailure::Unadvertised, now);
-                }
+                let calls = self.calls.fail_service(me, &name_json);
+                self.fail_soon(calls, CallFailure::Unadvertised, now);
                 if let Some(tag) = tag {
                     self.note_service(domain, me, tag, &name, "", false);
                 }

@@ -360,6 +360,7 @@ on_both_transports!(
     cancel_before_the_first_feedback,
     cancelling_an_unknown_goal_is_harmless,
     server_gone_mid_goal_aborts_its_goals_at_once,
+    server_gone_with_thousands_of_goals_fails_each_once,
     unadvertise_mid_goal_aborts_only_that_actions_goals,
     caller_gone_mid_goal_cancels_at_the_server_and_drops_the_rest,
     goal_timeout_flag_aborts_and_drops_the_late_result,
@@ -696,6 +697,46 @@ fn server_gone_mid_goal_aborts_its_goals_at_once(tr: Tr) {
     assert_eq!(counter(&s, "goals_failed_no_server"), 1, "{s}");
     assert_eq!(counter(&s, "actions"), 0, "{s}");
     assert_eq!(counter(&s, "calls_pending"), 0, "{s}");
+}
+
+/// More goals than the gateway fails in one loop turn
+/// (`GONE_FAILS_PER_TURN`, 512): the rest follow in the next turns, each
+/// goal still ends exactly once.
+fn server_gone_with_thousands_of_goals_fails_each_once(tr: Tr) {
+    const PER_CALLER: usize = 1000; // under the 1024 per caller
+    let gw = Gateway::start(&[]);
+    let mut srv = Peer::new(&gw, tr);
+    srv.advertise_action("/many", FIB);
+    let mut callers = [Peer::new(&gw, tr), Peer::new(&gw, tr)];
+    for (c, cli) in callers.iter_mut().enumerate() {
+        for k in 0..PER_CALLER {
+            cli.goal("/many", &format!(r#""g{c}-{k}""#), false);
+        }
+    }
+    for _ in 0..2 * PER_CALLER {
+        srv.expect_goal("/many");
+    }
+    drop(srv);
+    for (c, cli) in callers.iter_mut().enumerate() {
+        let mut ids = std::collections::BTreeSet::new();
+        for _ in 0..PER_CALLER {
+            let v = cli.recv();
+            assert_goal_failure(&v, 6);
+            ids.insert(v["id"].as_str().unwrap_or_default().to_string());
+        }
+        let want: std::collections::BTreeSet<String> =
+            (0..PER_CALLER).map(|k| format!("g{c}-{k}")).collect();
+        assert_eq!(ids, want, "each goal ended once, under its own id");
+        cli.assert_quiet();
+    }
+    let s = gw.stats();
+    assert_eq!(
+        counter(&s, "goals_failed_server_gone"),
+        2 * PER_CALLER as u64,
+        "{s}"
+    );
+    assert_eq!(counter(&s, "calls_pending"), 0, "{s}");
+    assert_eq!(counter(&s, "memory_calls_bytes"), 0, "{s}");
 }
 
 fn unadvertise_mid_goal_aborts_only_that_actions_goals(tr: Tr) {

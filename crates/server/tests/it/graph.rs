@@ -2146,6 +2146,83 @@ fn topic_stats_count_publishes_per_topic_and_domain() {
     assert!(topic_entry(&elsewhere, "/stats_a").is_none(), "{elsewhere}");
 }
 
+/// Walks `/rosgate/topic_stats` page by page through `call` (one
+/// transport's request); returns the pages' topic names.
+fn topic_stats_walk(mut call: impl FnMut(Value) -> Value) -> Vec<Vec<String>> {
+    let mut pages = Vec::new();
+    let mut args = json!({});
+    loop {
+        let v = call(args);
+        let names: Vec<String> = v["topics"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{v}"))
+            .iter()
+            .map(|t| t["topic"].as_str().unwrap_or_default().to_string())
+            .collect();
+        let next = v.get("next").cloned();
+        pages.push(names);
+        match next {
+            Some(n) => {
+                assert_eq!(
+                    Some(&n),
+                    pages
+                        .last()
+                        .and_then(|p| p.last())
+                        .map(|l| json!(l))
+                        .as_ref()
+                );
+                args = json!({ "after": n });
+            }
+            None => return pages,
+        }
+        assert!(pages.len() < 10, "the walk never ended");
+    }
+}
+
+#[test]
+fn topic_stats_answers_a_page_at_a_time_on_both_transports() {
+    const N: usize = 1500;
+    let gw = Gateway::start(&[]);
+    let mut holder = gw.client();
+    let mut blob = String::new();
+    for k in 0..N {
+        blob.push_str(&format!(
+            "{{\"op\":\"advertise\",\"topic\":\"/page/{k:04}\",\"type\":\"std_msgs/msg/Empty\"}}\n"
+        ));
+    }
+    holder.send_raw(blob.as_bytes());
+    // Requests are handled in order: the answer comes after every advertise.
+    builtin(&mut holder, "/rosgate/stats");
+    let want: Vec<String> = (0..N).map(|k| format!("/page/{k:04}")).collect();
+
+    let mut tcp = gw.client();
+    let mut ws = ws_at(&gw, "/");
+    let tcp_pages = topic_stats_walk(|args| {
+        let v = request(
+            &mut tcp,
+            json!({"op":"call_service","service":"/rosgate/topic_stats","args":args}),
+        );
+        assert_eq!(v["result"], true, "{v}");
+        v["values"].clone()
+    });
+    let ws_pages = topic_stats_walk(|args| ws_rosapi(&mut ws, "/rosgate/topic_stats", args));
+    for pages in [&tcp_pages, &ws_pages] {
+        assert_eq!(
+            pages.iter().map(Vec::len).collect::<Vec<_>>(),
+            vec![1000, 500],
+            "a page holds at most 1000 topics"
+        );
+        assert_eq!(pages.concat(), want, "every topic once, sorted");
+    }
+    // A smaller page on request.
+    let v = request(
+        &mut tcp,
+        json!({"op":"call_service","service":"/rosgate/topic_stats","args":{"limit":2,"after":"/page/0007"}}),
+    );
+    assert_eq!(v["values"]["topics"][0]["topic"], "/page/0008", "{v}");
+    assert_eq!(v["values"]["next"], "/page/0009", "{v}");
+}
+
 #[test]
 fn node_events_name_the_connection_that_declared_the_node() {
     let gw = Gateway::start(&[]);

@@ -15,6 +15,7 @@ mod bounds;
 mod federation;
 mod params;
 mod qos;
+mod stalls;
 
 /// A hub on a fake clock with perfect (or absent) readers.
 struct T {
