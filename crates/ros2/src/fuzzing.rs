@@ -108,6 +108,8 @@ mod tests {
             f32::NAN,
             f32::INFINITY,
             f32::NEG_INFINITY,
+            // Its shortest text reads back as the next float32 up.
+            f32::from_bits(0x15ae_43fd),
         ];
         let mut v = cdr::default_json(types(), ty).expect("default");
         let mut uv: Vec<serde_json::Value> = (0..13)
@@ -121,10 +123,14 @@ mod tests {
         // Each edge in every float32 of the message: the colors, and the
         // UV coordinates. Patched into the CDR, since NaN and the
         // infinities are not JSON numbers.
-        let at = bytes.len() - 4;
+        let max = f32::MAX.to_le_bytes();
+        let at = bytes
+            .windows(4)
+            .position(|w| w == max)
+            .expect("uv_coordinates[13].v");
         for x in edges {
             let mut b = bytes.clone();
-            b[at..].copy_from_slice(&x.to_le_bytes());
+            b[at..at + 4].copy_from_slice(&x.to_le_bytes());
             check(&b);
         }
     }
