@@ -68,9 +68,9 @@ pub fn check(data: &[u8]) {
             serde_json::from_slice(&out).expect("decode_json wrote invalid JSON");
         let again = cdr::encode(types(), ty, &v).expect("a decoded message does not encode again");
         // And it encodes to the same values: decoded again, the same text.
-        // Floats are written shortest-first, so equal text is equal bits
-        // for every float but NaN, which is `null` both times (its payload
-        // is not kept: compared by being NaN).
+        // A float's text reads back as one value, so equal text is equal
+        // bits for every float but NaN, which is `null` both times (its
+        // payload is not kept: compared by being NaN).
         let mut twice = Vec::new();
         cdr::decode_json(types(), ty, &again, &mut twice)
             .expect("a re-encoded message does not decode");
