@@ -5,8 +5,9 @@
 //! The first byte picks a message type; the rest is, at once, a CDR
 //! payload of that type, an attachment, and (when it is UTF-8) a
 //! liveliness token, a data key and a QoS chunk. Nothing may panic; what
-//! decodes must be valid JSON that encodes back (and a goal id in it reads
-//! back as its 16 bytes); a token that parses must
+//! decodes must be valid JSON that encodes back to the same values (floats
+//! bit for bit, NaN as NaN), and a goal id in it reads back as its 16
+//! bytes; a token that parses must
 //! render to a key that parses to the same token.
 
 use std::sync::OnceLock;
@@ -65,7 +66,19 @@ pub fn check(data: &[u8]) {
     if cdr::decode_json(types(), ty, rest, &mut out).is_ok() {
         let v: serde_json::Value =
             serde_json::from_slice(&out).expect("decode_json wrote invalid JSON");
-        cdr::encode(types(), ty, &v).expect("a decoded message does not encode again");
+        let again = cdr::encode(types(), ty, &v).expect("a decoded message does not encode again");
+        // And it encodes to the same values: decoded again, the same text.
+        // A float's text reads back as one value, so equal text is equal
+        // bits for every float but NaN, which is `null` both times (its
+        // payload is not kept: compared by being NaN).
+        let mut twice = Vec::new();
+        cdr::decode_json(types(), ty, &again, &mut twice)
+            .expect("a re-encoded message does not decode");
+        assert_eq!(
+            String::from_utf8_lossy(&twice),
+            String::from_utf8_lossy(&out),
+            "a decoded message changes through JSON and back"
+        );
         // A decoded goal id (uint8[16], base64) reads back as 16 bytes.
         if v.get("goal_id").is_some() {
             let id = action::goal_id_of(&v).expect("a decoded goal id does not read back");
@@ -77,6 +90,50 @@ pub fn check(data: &[u8]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The fuzzer's first find: a Marker whose `uv_coordinates[13].v` is
+    /// `f32::MAX` decoded to `3.4028235e38`, which the encoder refused as
+    /// beyond float32 (as a double it is a little above `f32::MAX`). With
+    /// the other edges of float32 beside it.
+    #[test]
+    fn a_marker_with_float32_edges_in_its_arrays_passes_the_check() {
+        let ty = "visualization_msgs/msg/Marker";
+        let pick = TYPES.iter().position(|t| *t == ty).expect("Marker") as u8;
+        let edges = [
+            f32::MAX,
+            f32::MIN,
+            f32::MIN_POSITIVE,
+            f32::from_bits(1),
+            -0.0,
+            f32::NAN,
+            f32::INFINITY,
+            f32::NEG_INFINITY,
+            // Its shortest text reads back as the next float32 up.
+            f32::from_bits(0x15ae_43fd),
+        ];
+        let mut v = cdr::default_json(types(), ty).expect("default");
+        let mut uv: Vec<serde_json::Value> = (0..13)
+            .map(|_| serde_json::json!({"u": 0.0, "v": 0.0}))
+            .collect();
+        uv.push(serde_json::json!({"u": 0.5, "v": f64::from(f32::MAX)}));
+        v["uv_coordinates"] = uv.into();
+        let mut bytes = vec![pick];
+        bytes.extend(cdr::encode(types(), ty, &v).expect("encode"));
+        check(&bytes);
+        // Each edge in every float32 of the message: the colors, and the
+        // UV coordinates. Patched into the CDR, since NaN and the
+        // infinities are not JSON numbers.
+        let max = f32::MAX.to_le_bytes();
+        let at = bytes
+            .windows(4)
+            .position(|w| w == max)
+            .expect("uv_coordinates[13].v");
+        for x in edges {
+            let mut b = bytes.clone();
+            b[at..at + 4].copy_from_slice(&x.to_le_bytes());
+            check(&b);
+        }
+    }
 
     #[test]
     fn random_inputs_and_valid_messages_pass_the_check() {

@@ -550,6 +550,166 @@ fn client_messages_reach_a_ros2_subscription_as_cdr_with_rmw_attachments() {
     );
 }
 
+const POINT32_DDS: &str = "geometry_msgs::msg::dds_::Point32_";
+/// From rosidl's `geometry_msgs/msg/Point32.json` (Jazzy).
+const POINT32_HASH: &str =
+    "RIHS01_2fc4db7cae16a4582c79a56b66173a8d48d52c7dc520ddc55a0d4bcf2a4bfdbc";
+
+/// CDR of `geometry_msgs/msg/Point32` (three float32) from bit patterns.
+fn cdr_point32(bits: [u32; 3]) -> Vec<u8> {
+    let mut b = vec![0x00, 0x01, 0x00, 0x00];
+    for x in bits {
+        b.extend_from_slice(&x.to_le_bytes());
+    }
+    b
+}
+
+/// float32 edges from ROS 2 reach TCP and WebSocket subscribers as the
+/// JSON docs/ros2.md ("Floats") gives, and each client's publish of the
+/// message it received reaches ROS 2 as the same bits: f32::MAX written
+/// shortest (`3.4028235e+38`, above f32::MAX as a double) was refused as
+/// out of range, and the infinities arrived as `null`, then as NaN.
+#[test]
+fn float32_edges_cross_from_ros2_to_clients_and_back_bit_for_bit() {
+    let (gw, ep) = ros_gateway(&[]);
+    let mut node = RosNode::join(&ep, "floats");
+    let out_key = format!("0/floats_out/{POINT32_DDS}/{POINT32_HASH}");
+    let back_key = format!("0/floats_back/{POINT32_DDS}/{POINT32_HASH}");
+    let (mp_key, _mp) = node.declare(
+        EntityKind::Publisher,
+        "/floats_out",
+        POINT32_DDS,
+        POINT32_HASH,
+        10,
+    );
+    let gid = rmw::gid(&mp_key);
+    let back = node
+        .session
+        .declare_subscriber(back_key.as_str())
+        .wait()
+        .expect("subscriber");
+    let _ms = node.declare(
+        EntityKind::Subscription,
+        "/floats_back",
+        POINT32_DDS,
+        POINT32_HASH,
+        10,
+    );
+
+    let sub = |id: &str| {
+        format!(
+            r#"{{"op":"subscribe","topic":"/floats_out","type":"geometry_msgs/msg/Point32","id":"{id}"}}"#
+        )
+    };
+    let adv = |id: &str| {
+        format!(
+            r#"{{"op":"advertise","topic":"/floats_back","type":"geometry_msgs/msg/Point32","id":"{id}"}}"#
+        )
+    };
+    let mut tcp = gw.client();
+    tcp.send_line(&sub("tsub"));
+    tcp.expect_info("tsub");
+    tcp.send_line(&adv("tadv"));
+    tcp.expect_info("tadv");
+    let mut ws = Ws::connect(&gw);
+    ws.send_text(&sub("wsub"));
+    ws.send_text(&adv("wadv"));
+    assert!(ws.barrier().is_empty(), "no error for the subscribe");
+
+    let mut seq = 0i64;
+    let mut put = |bits: [u32; 3]| {
+        seq += 1;
+        node.session
+            .put(out_key.as_str(), cdr_point32(bits))
+            .attachment(attachment(seq, unix_ns(), &gid))
+            .wait()
+            .expect("put");
+    };
+    // Probes (all zeros) until both subscribers hear one.
+    let (mut tcp_heard, mut ws_heard) = (false, false);
+    let dl = deadline(CROSS);
+    while !(tcp_heard && ws_heard) {
+        assert!(
+            Instant::now() < dl,
+            "no probe crossed within {CROSS:?} (tcp {tcp_heard}, ws {ws_heard})"
+        );
+        put([0; 3]);
+        if !tcp_heard {
+            tcp_heard = matches!(tcp.try_recv_line(deadline(ms(50))), Recv::Line(_));
+        }
+        if !ws_heard {
+            ws_heard = matches!(ws.try_frame(deadline(ms(50))), Some((0x1, _)));
+        }
+    }
+    // And the other way: probes until ROS 2 hears one.
+    let zeros = cdr_point32([0; 3]);
+    let dl = deadline(CROSS);
+    loop {
+        assert!(
+            Instant::now() < dl,
+            "nothing reached ROS 2 within {CROSS:?}"
+        );
+        tcp.publish("/floats_back", r#"{"x":0,"y":0,"z":0}"#);
+        if let Ok(Some(s)) = back.recv_timeout(ms(100)) {
+            assert_eq!(&*s.payload().to_bytes(), &zeros[..]);
+            break;
+        }
+    }
+    let cases: [([u32; 3], &str); 3] = [
+        (
+            [
+                f32::MAX.to_bits(),
+                f32::NAN.to_bits(),
+                f32::NEG_INFINITY.to_bits(),
+            ],
+            r#"{"x":3.4028235e+38,"y":null,"z":"-Infinity"}"#,
+        ),
+        (
+            [f32::INFINITY.to_bits(), (-0.0f32).to_bits(), 1],
+            r#"{"x":"Infinity","y":-0.0,"z":1e-45}"#,
+        ),
+        (
+            [
+                f32::MIN.to_bits(),
+                f32::MIN_POSITIVE.to_bits(),
+                0.1f32.to_bits(),
+            ],
+            r#"{"x":-3.4028235e+38,"y":1.1754944e-38,"z":0.1}"#,
+        ),
+    ];
+    let not_probe = |v: &Value| v["msg"] != serde_json::json!({"x": 0.0, "y": 0.0, "z": 0.0});
+    for (bits, want) in cases {
+        put(bits);
+        let line = tcp.recv_raw_until(not_probe, deadline(REPLY));
+        let msg_at = line.find(r#""msg":"#).expect("a msg") + 6;
+        assert!(line[msg_at..].starts_with(want), "TCP: {line}, want {want}");
+        let w = ws_until(&mut ws, not_probe, deadline(REPLY));
+        let want_v: Value = serde_json::from_str(want).expect("JSON");
+        assert_eq!(w["msg"], want_v, "WebSocket");
+        // Each client sends back what it received; ROS 2 gets the bits.
+        tcp.publish("/floats_back", want);
+        ws.send_text(&format!(
+            r#"{{"op":"publish","topic":"/floats_back","msg":{}}}"#,
+            w["msg"]
+        ));
+        // Both clients' messages, in either order, after any late probe.
+        let mut heard = 0;
+        while heard < 2 {
+            let s = back
+                .recv_deadline(deadline(REPLY))
+                .expect("subscriber open")
+                .unwrap_or_else(|| panic!("{want}: {heard} of 2 reached ROS 2"));
+            let got = s.payload().to_bytes();
+            if *got != zeros[..] {
+                assert_eq!(&*got, &cdr_point32(bits)[..], "{want}");
+                heard += 1;
+            }
+        }
+    }
+    tcp.assert_quiet();
+    assert!(ws.barrier().is_empty(), "no error on the WebSocket");
+}
+
 /// Queries a server holds unanswered.
 type Held = Arc<Mutex<Vec<Query>>>;
 /// The attachments of the requests a server received.
