@@ -580,7 +580,7 @@ impl RosShared {
             let _ = w.query.reply_err(why).wait();
             return true;
         }
-        let v: serde_json::Value = serde_json::from_str(values).unwrap_or_default();
+        let v: serde_json::Value = rosgate_ros2::json::from_str(values).unwrap_or_default();
         match cdr::encode(&*self.types(), &w.response_type, &v) {
             Ok(bytes) => {
                 let att = Attachment {
@@ -836,7 +836,7 @@ struct Check(Arc<RosShared>);
 
 impl rosgate_core::hub::TypeCheck for Check {
     fn check(&self, ty: &str, msg: &str) -> Result<(), String> {
-        let v: serde_json::Value = serde_json::from_str(msg).map_err(|e| e.to_string())?;
+        let v: serde_json::Value = rosgate_ros2::json::from_str(msg).map_err(|e| e.to_string())?;
         cdr::encode(&*self.0.types(), ty, &v)
             .map(drop)
             .map_err(|e| e.to_string())
@@ -1241,7 +1241,7 @@ impl RosLink {
         let Some(p) = self.pubs.get_mut(&k) else {
             return false;
         };
-        let v: serde_json::Value = match serde_json::from_str(msg) {
+        let v: serde_json::Value = match rosgate_ros2::json::from_str(msg) {
             Ok(v) => v,
             Err(_) => return false,
         };
@@ -1315,7 +1315,7 @@ impl RosLink {
             self.shared.fed.reply_line(domain, line);
             return true;
         };
-        let v: serde_json::Value = serde_json::from_str(args).unwrap_or_default();
+        let v: serde_json::Value = rosgate_ros2::json::from_str(args).unwrap_or_default();
         let bytes = match cdr::encode(&*types, &srv.request, &v) {
             Ok(b) => b,
             Err(e) => {

@@ -1805,7 +1805,7 @@ mod tests {
     /// parse a client's message) -> CDR.
     fn through_json(t: &HashMap<String, MsgDef>, ty: &str, cdr: &[u8]) -> (String, Vec<u8>) {
         let text = dec(t, ty, cdr).unwrap();
-        let v: Value = serde_json::from_str(&text).unwrap();
+        let v: Value = crate::json::from_str(&text).unwrap();
         (text, encode(t, ty, &v).unwrap())
     }
 
@@ -2150,7 +2150,7 @@ mod exhaustive {
     use super::*;
 
     /// Float32 bit patterns a step apart (every one with a step of 1):
-    /// each one's JSON text, parsed by serde_json as a double and narrowed,
+    /// each one's JSON text, parsed as a double (correctly rounded) and narrowed,
     /// is the same float32. The narrowing rounds twice (text -> double ->
     /// float32); this checks that it never lands elsewhere.
     fn float32_text_round_trips(step: usize) -> usize {
@@ -2160,11 +2160,8 @@ mod exhaustive {
             let x = f32::from_bits(bits);
             out.clear();
             write_f32(&mut out, x);
-            // serde_json's number parser, without building a Value.
-            let y = match serde_json::from_slice::<f64>(&out) {
-                Ok(d) => f32_of(&Value::from(d)).unwrap(),
-                Err(_) => f32_of(&serde_json::from_slice(&out).unwrap()).unwrap(),
-            };
+            // Read as the gateway reads a client's message.
+            let y = f32_of(&crate::json::from_slice(&out).unwrap()).unwrap();
             if x.is_nan() {
                 assert_eq!(y.to_bits(), CANONICAL_NAN_F32.to_bits());
             } else {

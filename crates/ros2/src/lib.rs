@@ -10,6 +10,7 @@
 //!   `--interfaces DIR`), looked up by any of the names clients use;
 //! - [`rihs`]: RIHS01 type hashes (REP 2011), as real nodes advertise them;
 //! - [`cdr`]: JSON (rosbridge's shape) <-> CDR, checked against the type;
+//! - [`json`]: JSON text into values with exact floats, for [`cdr`]'s encoder;
 //! - [`describe`]: types learned from a node's `~/get_type_description`;
 //! - [`fuzzing`]: the fuzz target `ros2`'s check (CDR, tokens, keys, attachments);
 //! - [`rmw`]: rmw_zenoh's key expressions, liveliness tokens, QoS text,
@@ -26,6 +27,7 @@ pub mod action;
 pub mod cdr;
 pub mod describe;
 pub mod fuzzing;
+pub mod json;
 pub mod model;
 pub mod parse;
 pub mod registry;

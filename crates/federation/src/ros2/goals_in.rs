@@ -123,7 +123,7 @@ fn request(shared: &RosShared, ty: &str, q: &Query) -> Result<(Attachment, Value
     let mut json = Vec::new();
     cdr::decode_json(&*shared.types(), ty, &payload, &mut json)
         .map_err(|e| format!("a request that is not {ty}: {e}"))?;
-    let v = serde_json::from_slice(&json).map_err(|e| e.to_string())?;
+    let v = rosgate_ros2::json::from_slice(&json).map_err(|e| e.to_string())?;
     Ok((att, v))
 }
 
@@ -408,7 +408,7 @@ impl RosShared {
         };
         let k = (goal.domain, goal.action.clone());
         let uuid = goal.uuid;
-        let values: Value = serde_json::from_str(values).unwrap_or_default();
+        let values: Value = rosgate_ros2::json::from_str(values).unwrap_or_default();
         let Some((st, ok)) = end else {
             let msg = json!({"goal_id": {"uuid": uuid.to_vec()}, "feedback": values});
             self.put(&mut g, &k, false, &msg);

@@ -294,7 +294,7 @@ impl RosLink {
         };
         self.goal_seq += 1;
         let uuid = action::uuid(&format!("{}/{}/{}", self.zid, self.goal_seq, unix_ns()));
-        let goal: Value = serde_json::from_str(args).unwrap_or_default();
+        let goal: Value = rosgate_ros2::json::from_str(args).unwrap_or_default();
         let request = action::send_goal_request(&uuid, goal);
         let bytes = match cdr::encode(&*types, &sg.request, &request) {
             Ok(b) => b,
