@@ -409,14 +409,21 @@ FIB_HASHES = {
     "send_goal": "RIHS01_d1a57fb2a4afe8c21e34fb10db206f16ce6729b28531141472df92277c55b557",
     "get_result": "RIHS01_1b0de0d5d29dc955d92f546706568428632771db13ec84c15ec1c1a59f424a57",
     "feedback": "RIHS01_c1de71afd52e49a89c53d8262366884185bc0a02f78ce051c4e46b0a7fe59bb2",
+    "cancel_goal": "RIHS01_573d8b0a534451d7bc2ac8c5ffde8ac14b8593b7001175d0cd6516dcbeb8689a",
+    "status": "RIHS01_6c1684b00f177d37438febe6e709fc4e2b0d4248dca4854946f9ed8b30cda83e",
 }
 
 
 class PyFibonacciServer(object):
     """/py_fib as an rmw_zenoh action server, built from the SDK's service
-    servers and publisher (the SDK has no actions): send_goal, get_result
-    and the feedback topic under /py_fib/_action/, with rosidl's type names
-    and hashes. The definitions are flattened: XCDR1 gives a nested struct
+    servers and publishers (the SDK has no actions): the five entities
+    rcl_action declares under /py_fib/_action/ (send_goal, cancel_goal and
+    get_result services, feedback and status topics), with rosidl's type
+    names and hashes; rosgate offers the action once all five are known.
+    Cancels are refused (return code 1, no goal canceling: an empty
+    sequence is its count alone, whatever its element type, so the flat
+    definition below is byte for byte the real one) and no status is
+    published (the status topic is declared, as a server's is). The definitions are flattened: XCDR1 gives a nested struct
     no framing of its own, so {UUID goal_id; Fibonacci_Goal goal} is byte
     for byte {uint8[16] goal_id; int32 order}. A goal of order n >= 0 is
     accepted, gets feedback [0, 1] and the first n Fibonacci numbers."""
@@ -457,9 +464,19 @@ class PyFibonacciServer(object):
             request_definition="uint8[16] goal_id",
             response_definition="int8 status\nint32[] sequence",
             type_hash=FIB_HASHES["get_result"], **peer)
+        self.cancel = ROS2ServiceServer(
+            service_name="/py_fib/_action/cancel_goal", srv_type="action_msgs/srv/CancelGoal",
+            callback=lambda req: self.cancel.response_msg_class(
+                return_code=1, goals_canceling=numpy.array([], dtype=numpy.uint32)),
+            request_definition="uint8[16] goal_id\nint32 sec\nuint32 nanosec",
+            response_definition="int8 return_code\nuint32[] goals_canceling",
+            type_hash=FIB_HASHES["cancel_goal"], **peer)
+        self.status = ROS2Publisher(
+            topic="/py_fib/_action/status", msg_type="action_msgs/msg/GoalStatusArray",
+            msg_definition="uint32[] status_list", type_hash=FIB_HASHES["status"], **peer)
 
     def close(self):
-        for x in (self.send, self.get, self.feedback):
+        for x in (self.send, self.get, self.cancel, self.feedback, self.status):
             x.close()
 
 
