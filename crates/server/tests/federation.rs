@@ -812,6 +812,35 @@ fn rosapi_and_the_cli_reach_the_owner_of_a_node_on_another_gateway() {
         String::from_utf8_lossy(&out.stdout).contains("Double value is: 3.0"),
         "{out:?}"
     );
+    // get_param_names on B lists A's node's parameter (from A's graph),
+    // once, beside B's own held one.
+    let v = call_values(
+        &mut remote,
+        "/rosapi/set_param",
+        r#"{"name":"/loose:x","value":"1"}"#,
+    );
+    assert_eq!(v["result"], true, "{v}");
+    let dl = deadline(CROSS);
+    loop {
+        let v = call_values(&mut remote, "/rosapi/get_param_names", "{}");
+        let names: Vec<&str> = v["values"]["names"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .collect();
+        if names.contains(&"/arm:gain") {
+            assert_eq!(
+                names.iter().filter(|n| **n == "/arm:gain").count(),
+                1,
+                "{v}"
+            );
+            assert!(names.contains(&"/loose:x"), "{v}");
+            break;
+        }
+        assert!(Instant::now() < dl, "B never listed A's parameter: {v}");
+        thread::sleep(ms(50));
+    }
 }
 
 /// Waits until `gw` lists `action` among its action servers.

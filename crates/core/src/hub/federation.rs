@@ -145,6 +145,9 @@ pub(super) struct RemoteGraph {
     pub(super) nodes: Vec<String>,
     /// Name, type, and how many subscribers the topic has there.
     pub(super) topics: Vec<(String, String, u32)>,
+    /// The parameters its nodes own, as rosapi names them (`/node:name`),
+    /// so `get_param_names` lists them on every gateway.
+    pub(super) params: Vec<String>,
     pub(super) truncated: bool,
 }
 
@@ -226,7 +229,8 @@ impl Hub {
     }
 
     /// Another gateway's graph of `domain`: `{"nodes":[..],"topics":[[name,
-    /// type],..]}` (anything else is ignored). Replaces what it said
+    /// type,subscribers],..],"params":["/node:name",..]}` (anything else is
+    /// ignored). Replaces what it said
     /// before; introspection lists these beside the local graph.
     pub fn set_remote_graph(&mut self, gw: &str, domain: Domain, json: &str) {
         if !self.fed.enabled || (domain as usize) >= DOMAINS {
@@ -257,9 +261,18 @@ impl Hub {
                 g.truncated = true;
             }
         }
+        for p in v["params"].as_array().into_iter().flatten() {
+            match p.as_str() {
+                Some(p) if short(p) && g.params.len() < MAX_REMOTE_GRAPH_ITEMS => {
+                    g.params.push(p.to_string())
+                }
+                Some(_) => g.truncated = true,
+                None => {}
+            }
+        }
         let key = (domain, gw.to_string());
         // Publishers that want peer counts learn the new remote counts.
-        let old = if g.nodes.is_empty() && g.topics.is_empty() {
+        let old = if g.nodes.is_empty() && g.topics.is_empty() && g.params.is_empty() {
             self.fed.graphs.remove(&key)
         } else {
             self.fed.graphs.insert(key, g.clone())
@@ -332,7 +345,25 @@ impl Hub {
                 topics.push((name.to_string(), ty.to_string(), subs as u32));
             }
         }
-        serde_json::json!({"nodes": nodes, "topics": topics}).to_string()
+        // Owned parameters only: held ones (a node nobody owns) are each
+        // gateway's own.
+        let store = self.params.store(domain);
+        let params: Vec<String> = store
+            .all()
+            .filter(|(n, _, _)| store.owner(n).is_some())
+            .map(|(n, p, _)| super::params::param_key(n, p))
+            .take(MAX_REMOTE_GRAPH_ITEMS)
+            .collect();
+        serde_json::json!({"nodes": nodes, "topics": topics, "params": params}).to_string()
+    }
+
+    /// Other gateways' nodes' parameters of `domain`, as rosapi names them.
+    pub(super) fn remote_params(&self, domain: Domain) -> impl Iterator<Item = &str> {
+        self.fed
+            .graphs
+            .range((domain, String::new())..)
+            .take_while(move |((d, _), _)| *d == domain)
+            .flat_map(|(_, g)| g.params.iter().map(String::as_str))
     }
 
     /// Installs the check of messages against ROS 2 types.

@@ -203,7 +203,7 @@ fn check_param_name(name: &str) -> Result<(), String> {
 
 /// What an allowlist matches for a parameter: `<node>:<name>`, or the
 /// bare name of a global one.
-fn param_key(node: &str, name: &str) -> String {
+pub(super) fn param_key(node: &str, name: &str) -> String {
     if node == GLOBAL {
         name.to_string()
     } else {
@@ -947,12 +947,17 @@ impl Hub {
             }
             "has_param" => Ok(json!({ "exists": store.get(&node, param).is_some() })),
             "get_param_names" => {
+                // With the parameters other gateways' nodes own (their
+                // graphs), so every gateway lists the same names.
+                let remote = self.remote_params(domain).map(str::to_string);
                 let mut names: Vec<String> = store
                     .all()
                     .map(|(n, p, _)| param_key(n, p))
+                    .chain(remote)
                     .filter(|k| self.visible(role, &[Class::ParamRead], k))
                     .collect();
                 names.sort();
+                names.dedup();
                 Ok(json!({ "names": names }))
             }
             "delete_param" => {
