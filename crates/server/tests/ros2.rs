@@ -112,6 +112,21 @@ fn check_attachment(a: &[u8]) -> (i64, [u8; 16]) {
 }
 
 /// CDR of `std_msgs/msg/String`, by hand (spec §6).
+/// A query a fake server received: its payload, and the sequence number
+/// and GID of its attachment (checked as rmw_zenoh writes it).
+fn served_request(q: &Query) -> (Vec<u8>, i64, [u8; 16]) {
+    let att = q
+        .attachment()
+        .map(|a| a.to_bytes().to_vec())
+        .unwrap_or_default();
+    let req = q
+        .payload()
+        .map(|p| p.to_bytes().to_vec())
+        .unwrap_or_default();
+    let (seq, gid) = check_attachment(&att);
+    (req, seq, gid)
+}
+
 fn cdr_string(s: &str) -> Vec<u8> {
     let mut b = vec![0x00, 0x01, 0x00, 0x00];
     b.extend_from_slice(&(s.len() as u32 + 1).to_le_bytes());
@@ -1236,15 +1251,7 @@ fn serve_fibonacci_declaring(
             .declare_queryable(rmw::data_key(0, &name, &dds, &hash))
             .complete(true)
             .callback(move |q: Query| {
-                let att = q
-                    .attachment()
-                    .map(|a| a.to_bytes().to_vec())
-                    .unwrap_or_default();
-                let req = q
-                    .payload()
-                    .map(|p| p.to_bytes().to_vec())
-                    .unwrap_or_default();
-                let (seq, gid) = check_attachment(&att);
+                let (req, seq, gid) = served_request(&q);
                 let mut log = log.lock().unwrap();
                 log.gids.push((service.to_string(), gid));
                 let reply = |q: &Query, body: Vec<u8>| {
@@ -2332,15 +2339,7 @@ fn serve_node_parameters(
             .declare_queryable(rmw::data_key(0, &name, &dds, &hash))
             .complete(true)
             .callback(move |q: Query| {
-                let att = q
-                    .attachment()
-                    .map(|a| a.to_bytes().to_vec())
-                    .unwrap_or_default();
-                let req = q
-                    .payload()
-                    .map(|p| p.to_bytes().to_vec())
-                    .unwrap_or_default();
-                let (seq, gid) = check_attachment(&att);
+                let (req, seq, gid) = served_request(&q);
                 let req = decode_as(&format!("{ty}_Request"), &req);
                 let mut gain = gain.lock().unwrap();
                 let response = if short == "get_parameters" {

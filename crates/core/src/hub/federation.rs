@@ -239,15 +239,20 @@ impl Hub {
         let v: serde_json::Value = serde_json::from_str(json).unwrap_or_default();
         let mut g = RemoteGraph::default();
         let short = |s: &str| s.len() <= rosgate_wire::decode::MAX_NAME_BYTES;
-        for n in v["nodes"].as_array().into_iter().flatten() {
-            match n.as_str() {
-                Some(n) if short(n) && g.nodes.len() < MAX_REMOTE_GRAPH_ITEMS => {
-                    g.nodes.push(n.to_string())
+        // A list of names: each kept while short enough and room is left.
+        let names = |field: &str, into: &mut Vec<String>, truncated: &mut bool| {
+            for n in v[field].as_array().into_iter().flatten() {
+                match n.as_str() {
+                    Some(n) if short(n) && into.len() < MAX_REMOTE_GRAPH_ITEMS => {
+                        into.push(n.to_string())
+                    }
+                    Some(_) => *truncated = true,
+                    None => {}
                 }
-                Some(_) => g.truncated = true,
-                None => {}
             }
-        }
+        };
+        names("nodes", &mut g.nodes, &mut g.truncated);
+        names("params", &mut g.params, &mut g.truncated);
         for t in v["topics"].as_array().into_iter().flatten() {
             let (Some(n), Some(ty)) = (t[0].as_str(), t[1].as_str()) else {
                 continue;
@@ -259,15 +264,6 @@ impl Hub {
                 g.topics.push((n.to_string(), ty.to_string(), subs));
             } else {
                 g.truncated = true;
-            }
-        }
-        for p in v["params"].as_array().into_iter().flatten() {
-            match p.as_str() {
-                Some(p) if short(p) && g.params.len() < MAX_REMOTE_GRAPH_ITEMS => {
-                    g.params.push(p.to_string())
-                }
-                Some(_) => g.truncated = true,
-                None => {}
             }
         }
         let key = (domain, gw.to_string());
