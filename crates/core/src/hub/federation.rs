@@ -116,7 +116,10 @@ pub(super) struct Federation {
     /// services), with how many local nodes of that name there are.
     builtin: HashMap<TopicKey, u32>,
     /// What other gateways said their graph is, per domain and gateway.
-    graphs: BTreeMap<(Domain, String), RemoteGraph>,
+    pub(super) graphs: BTreeMap<(Domain, String), RemoteGraph>,
+    /// Items in `graphs`, all together (at most
+    /// [`MAX_REMOTE_GRAPH_ITEMS_TOTAL`]).
+    pub(super) graph_items: usize,
     /// Connections that left (their registrations went with them): part
     /// of the graph's epoch.
     left: u64,
@@ -134,9 +137,15 @@ pub(super) struct Federation {
     checker: Option<Checker>,
 }
 
-/// Items. Nodes, and topics, kept of one other gateway's graph per domain
-/// (beyond: ignored, and its graph is marked truncated).
+/// Items. Nodes, topics, and parameters, kept of one other gateway's
+/// graph per domain (beyond: ignored, and its graph is marked truncated).
 pub const MAX_REMOTE_GRAPH_ITEMS: usize = 10_000;
+
+/// Items. Nodes, topics and parameters kept of all other gateways' graphs
+/// together: however many gateways (or peers posing as gateways) announce
+/// one, what they make this gateway hold is bounded (beyond: the graph
+/// that would pass it is cut, parameters first, and marked truncated).
+pub const MAX_REMOTE_GRAPH_ITEMS_TOTAL: usize = 100_000;
 
 /// Another gateway's nodes and topics (with types) in one domain: what it
 /// last announced (`Hub::set_remote_graph`).
@@ -149,6 +158,28 @@ pub(super) struct RemoteGraph {
     /// so `get_param_names` lists them on every gateway.
     pub(super) params: Vec<String>,
     pub(super) truncated: bool,
+}
+
+impl RemoteGraph {
+    pub(super) fn items(&self) -> usize {
+        self.nodes.len() + self.topics.len() + self.params.len()
+    }
+
+    /// Cuts it to `room` items: parameters first, then topics, then nodes.
+    fn cut_to(&mut self, room: usize) {
+        let mut over = self.items().saturating_sub(room);
+        if over == 0 {
+            return;
+        }
+        self.truncated = true;
+        let cut = over.min(self.params.len());
+        self.params.truncate(self.params.len() - cut);
+        over -= cut;
+        let cut = over.min(self.topics.len());
+        self.topics.truncate(self.topics.len() - cut);
+        over -= cut;
+        self.nodes.truncate(self.nodes.len().saturating_sub(over));
+    }
 }
 
 impl Federation {
@@ -267,8 +298,12 @@ impl Hub {
             }
         }
         let key = (domain, gw.to_string());
+        let before = self.fed.graphs.get(&key).map_or(0, RemoteGraph::items);
+        let elsewhere = self.fed.graph_items - before;
+        g.cut_to(MAX_REMOTE_GRAPH_ITEMS_TOTAL.saturating_sub(elsewhere));
+        self.fed.graph_items = elsewhere + g.items();
         // Publishers that want peer counts learn the new remote counts.
-        let old = if g.nodes.is_empty() && g.topics.is_empty() && g.params.is_empty() {
+        let old = if g.items() == 0 {
             self.fed.graphs.remove(&key)
         } else {
             self.fed.graphs.insert(key, g.clone())
@@ -291,6 +326,7 @@ impl Hub {
     /// publishers: their caches belonged to their publishers.
     pub fn forget_gateway(&mut self, gw: &str, now: Instant) {
         self.fed.graphs.retain(|(_, g), _| g != gw);
+        self.fed.graph_items = self.fed.graphs.values().map(RemoteGraph::items).sum();
         let kept: Vec<TopicKey> = self.fed.latched_here.iter().cloned().collect();
         for (d, t) in kept {
             self.bridge_unlatches(d, &t, now);

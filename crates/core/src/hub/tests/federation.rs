@@ -266,3 +266,55 @@ fn latched_messages_from_another_gateway_are_kept_for_later_local_subscribers() 
         "the cache went with the interest"
     );
 }
+
+/// What other gateways' graphs make this gateway hold is bounded in all,
+/// however many gateways (or peers posing as them) announce one: a graph
+/// past the total is cut and marked truncated, and a gateway that leaves
+/// gives its room back.
+#[test]
+fn remote_graphs_are_bounded_together_whatever_the_number_of_gateways() {
+    use crate::hub::federation::{MAX_REMOTE_GRAPH_ITEMS, MAX_REMOTE_GRAPH_ITEMS_TOTAL};
+    // Graphs of 17 000 items: the total is not a multiple, so one is cut.
+    const PARAMS: usize = 7_000;
+    let mut t = fed();
+    let graph = |gw: usize| {
+        let nodes: Vec<String> = (0..MAX_REMOTE_GRAPH_ITEMS)
+            .map(|i| format!("/g{gw}/n{i}"))
+            .collect();
+        let params: Vec<String> = (0..PARAMS).map(|i| format!("/g{gw}/n{i}:p")).collect();
+        serde_json::json!({"nodes": nodes, "params": params}).to_string()
+    };
+    let gateways = MAX_REMOTE_GRAPH_ITEMS_TOTAL / (MAX_REMOTE_GRAPH_ITEMS + PARAMS) + 3;
+    for gw in 0..gateways {
+        t.hub.set_remote_graph(&format!("gw{gw}"), 0, &graph(gw));
+        assert!(t.hub.fed.graph_items <= MAX_REMOTE_GRAPH_ITEMS_TOTAL);
+    }
+    let held: usize = t.hub.fed.graphs.values().map(|g| g.items()).sum();
+    assert_eq!(held, t.hub.fed.graph_items);
+    assert_eq!(held, MAX_REMOTE_GRAPH_ITEMS_TOTAL);
+    // The last announcements found no room left: nothing of them is kept.
+    assert!(!t
+        .hub
+        .fed
+        .graphs
+        .contains_key(&(0, format!("gw{}", gateways - 1))));
+    // Parameters are cut before nodes: the first cut graph kept its nodes.
+    let cut = t
+        .hub
+        .fed
+        .graphs
+        .values()
+        .find(|g| g.truncated && g.items() > 0)
+        .expect("a graph cut on the way");
+    assert_eq!(cut.nodes.len(), MAX_REMOTE_GRAPH_ITEMS);
+    assert!(cut.params.len() < PARAMS);
+    // A gateway that leaves gives its room back to the next announcement.
+    t.hub.forget_gateway("gw0", t.now);
+    assert_eq!(
+        t.hub.fed.graph_items,
+        MAX_REMOTE_GRAPH_ITEMS_TOTAL - (MAX_REMOTE_GRAPH_ITEMS + PARAMS)
+    );
+    t.hub.set_remote_graph("late", 0, &graph(999));
+    assert_eq!(t.hub.fed.graph_items, MAX_REMOTE_GRAPH_ITEMS_TOTAL);
+    assert!(!t.hub.fed.graphs[&(0, "late".to_string())].truncated);
+}
