@@ -102,6 +102,22 @@ pub struct Settings {
     pub ros: RosSettings,
 }
 
+/// Where the gateway listens for Zenoh when neither `--zenoh-listen` nor
+/// `--zenoh-config` says: loopback, a port of the system's choosing (other
+/// gateways on this host can still reach it through Zenoh's gossip).
+pub const DEFAULT_LISTEN: &str = "tcp/127.0.0.1:0";
+
+impl Settings {
+    /// The endpoints it listens on, as the log names them.
+    pub fn listen_shown(&self) -> Vec<String> {
+        match (self.listen.is_empty(), &self.config_file) {
+            (false, _) => self.listen.clone(),
+            (true, None) => vec![DEFAULT_LISTEN.to_string()],
+            (true, Some(f)) => vec![format!("as {} says", f.display())],
+        }
+    }
+}
+
 /// Where a gateway that joins a ROS 2 graph connects when no endpoint is
 /// given: where rmw_zenoh's nodes look for their router.
 pub const ROS_DEFAULT_ROUTER: &str = "tcp/localhost:7447";
@@ -136,6 +152,10 @@ impl Settings {
         }
         if !self.listen.is_empty() {
             set("listen/endpoints", json_list(&self.listen))?;
+        } else if self.config_file.is_none() {
+            // Zenoh's own default for a peer is every interface, without
+            // authentication: nothing listens beyond loopback unless asked.
+            set("listen/endpoints", json_list(&[DEFAULT_LISTEN.into()]))?;
         }
         // Off unless the flag: a gateway talks only to what it is given.
         set("scouting/multicast/enabled", self.scouting.to_string())?;

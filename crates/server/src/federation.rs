@@ -63,7 +63,7 @@ pub fn start(
         f.zid(),
         settings.mode.as_deref().unwrap_or("peer"),
         settings.connect,
-        settings.listen,
+        settings.listen_shown(),
         if settings.scouting { "on" } else { "off" }
     );
     if !settings.ros.domains.is_empty() {

@@ -482,6 +482,58 @@ fn bad_flags_are_reported_before_a_busy_port() {
     }
 }
 
+/// The addresses `pid` listens on (TCP, v4 and v6), read from /proc: its
+/// socket inodes matched against the kernel's tables of listening sockets.
+fn listening(pid: u32) -> Vec<String> {
+    let inodes: Vec<String> = std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .map(|d| {
+            d.filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+                .filter_map(|l| {
+                    let l = l.to_string_lossy().into_owned();
+                    Some(l.strip_prefix("socket:[")?.strip_suffix(']')?.to_string())
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let mut out = Vec::new();
+    for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
+        let text = std::fs::read_to_string(table).unwrap_or_default();
+        for line in text.lines().skip(1) {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            // local_address, st (0A = LISTEN), inode
+            if f.len() > 9 && f[3] == "0A" && inodes.iter().any(|i| i == f[9]) {
+                out.push(f[1].to_string());
+            }
+        }
+    }
+    out
+}
+
+/// A gateway given only `--zenoh-connect` listens for Zenoh on loopback
+/// alone (Zenoh's own default for a peer is every interface), and its log
+/// says where.
+#[test]
+fn zenoh_listens_on_loopback_only_unless_asked() {
+    let gw = Gateway::start(&["--zenoh-connect", &endpoint(free_port())]);
+    wait_federation(&gw, "is federated", |v| v["enabled"] == true);
+    let addrs = listening(gw.pid());
+    // The TCP and WebSocket listeners, and Zenoh's.
+    assert!(addrs.len() >= 3, "{addrs:?}");
+    // /proc writes IPv4 127.0.0.1 as 0100007F, IPv6 ::1 as 0...01000000.
+    let loopback = |a: &str| {
+        let host = a.split(':').next().unwrap_or_default();
+        host == "0100007F" || host == "00000000000000000000000001000000"
+    };
+    assert!(addrs.iter().all(|a| loopback(a)), "{addrs:?}");
+    assert!(
+        gw.logs()
+            .join("\n")
+            .contains("listen [\"tcp/127.0.0.1:0\"]"),
+        "{}",
+        gw.logs().join("\n")
+    );
+}
+
 fn advertise_service(c: &mut Client, service: &str) {
     let id = format!("as{}", uniq());
     c.send_line(&format!(
