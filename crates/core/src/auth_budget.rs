@@ -29,7 +29,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::net::IpAddr;
 use std::time::{Duration, Instant};
 
-pub use crate::limits::DEFAULT_AUTH_FAILURE_BUDGET;
+use crate::limits::DEFAULT_AUTH_FAILURE_BUDGET;
 
 /// Milliseconds. An address with no wrong token for this long starts again
 /// with a full budget.

@@ -170,7 +170,7 @@ pub const RECENT_CLOSES: usize = 64;
 /// Wrong tokens. One address may present this many wrong tokens within a
 /// minute, each refused at once; past it the address is locked: its tokens
 /// are not checked, and each attempt is held for a growing delay, then
-/// refused (`crate::auth_budget`). A person mistyping, or a client
+/// refused (`auth_budget.rs`). A person mistyping, or a client
 /// restarting with an old token a few times, stays within it.
 pub const DEFAULT_AUTH_FAILURE_BUDGET: u32 = 10;
 

@@ -290,6 +290,38 @@ impl RosNode {
 }
 
 /// Reads WebSocket frames until a JSON one satisfies `pred`.
+/// Calls `put` until a TCP and a WebSocket subscriber have each received
+/// a message (the gateway's data subscription is in), each checked by
+/// `check`.
+fn probe_until_both_hear(
+    tcp: &mut Client,
+    ws: &mut Ws,
+    mut put: impl FnMut(),
+    check: impl Fn(&Value),
+) {
+    let (mut tcp_heard, mut ws_heard) = (false, false);
+    let dl = deadline(CROSS);
+    while !(tcp_heard && ws_heard) {
+        assert!(
+            Instant::now() < dl,
+            "no probe crossed within {CROSS:?} (tcp {tcp_heard}, ws {ws_heard})"
+        );
+        put();
+        if !tcp_heard {
+            if let Recv::Line(l) = tcp.try_recv_line(deadline(ms(50))) {
+                check(&parse_line(&String::from_utf8_lossy(&l)));
+                tcp_heard = true;
+            }
+        }
+        if !ws_heard {
+            if let Some((0x1, p)) = ws.try_frame(deadline(ms(50))) {
+                check(&serde_json::from_slice(&p).expect("JSON"));
+                ws_heard = true;
+            }
+        }
+    }
+}
+
 fn ws_until(ws: &mut Ws, pred: impl Fn(&Value) -> bool, dl: Instant) -> Value {
     loop {
         let Some((op, payload)) = ws.try_frame(dl) else {
@@ -411,29 +443,14 @@ fn ros2_messages_reach_tcp_and_websocket_subscribers_in_order() {
     };
     // Probes until both subscribers hear one: the gateway's data
     // subscription is in.
-    let (mut tcp_heard, mut ws_heard) = (false, false);
-    let dl = deadline(CROSS);
-    while !(tcp_heard && ws_heard) {
-        assert!(
-            Instant::now() < dl,
-            "no probe crossed within {CROSS:?} (tcp {tcp_heard}, ws {ws_heard})"
-        );
-        put("probe");
-        if !tcp_heard {
-            if let Recv::Line(l) = tcp.try_recv_line(deadline(ms(50))) {
-                let v = parse_line(&String::from_utf8_lossy(&l));
-                assert_eq!(v["msg"], serde_json::json!({"data":"probe"}), "{v}");
-                tcp_heard = true;
-            }
-        }
-        if !ws_heard {
-            if let Some((0x1, p)) = ws.try_frame(deadline(ms(50))) {
-                let v: Value = serde_json::from_slice(&p).expect("JSON");
-                assert_eq!(v["msg"], serde_json::json!({"data":"probe"}), "{v}");
-                ws_heard = true;
-            }
-        }
-    }
+    probe_until_both_hear(
+        &mut tcp,
+        &mut ws,
+        || put("probe"),
+        |v| {
+            assert_eq!(v["msg"], serde_json::json!({"data":"probe"}), "{v}");
+        },
+    );
     let texts: Vec<String> = (0..20)
         .map(|i| format!("hello {i}: na\u{ef}ve \"quoted\"\t\\ {}", "x".repeat(i * 7)))
         .collect();
@@ -641,21 +658,7 @@ fn float32_edges_cross_from_ros2_to_clients_and_back_bit_for_bit() {
             .expect("put");
     };
     // Probes (all zeros) until both subscribers hear one.
-    let (mut tcp_heard, mut ws_heard) = (false, false);
-    let dl = deadline(CROSS);
-    while !(tcp_heard && ws_heard) {
-        assert!(
-            Instant::now() < dl,
-            "no probe crossed within {CROSS:?} (tcp {tcp_heard}, ws {ws_heard})"
-        );
-        put([0; 3]);
-        if !tcp_heard {
-            tcp_heard = matches!(tcp.try_recv_line(deadline(ms(50))), Recv::Line(_));
-        }
-        if !ws_heard {
-            ws_heard = matches!(ws.try_frame(deadline(ms(50))), Some((0x1, _)));
-        }
-    }
+    probe_until_both_hear(&mut tcp, &mut ws, || put([0; 3]), |_| {});
     // And the other way: probes until ROS 2 hears one.
     let zeros = cdr_point32([0; 3]);
     let dl = deadline(CROSS);

@@ -6,7 +6,7 @@ use std::net::SocketAddr;
 
 use super::*;
 use crate::access::{Access, TokenLine};
-use crate::auth_budget::DEFAULT_AUTH_FAILURE_BUDGET;
+use crate::limits::DEFAULT_AUTH_FAILURE_BUDGET;
 
 const TOKEN: &str = "0123456789abcdef-right";
 const WRONG: &str = "0123456789abcdef-wrong";
