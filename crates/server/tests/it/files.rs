@@ -3,34 +3,9 @@
 //! expand past its limits stops start-up at once, with a message naming
 //! the file and the limit, before anything is bound.
 
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use crate::support::*;
-
-struct TempFile(PathBuf);
-
-impl TempFile {
-    fn new(what: &str, bytes: &[u8]) -> TempFile {
-        let path = std::env::temp_dir().join(format!(
-            "rosgate_files_{}_{}_{what}",
-            std::process::id(),
-            uniq()
-        ));
-        std::fs::write(&path, bytes).expect("write temp file");
-        TempFile(path)
-    }
-
-    fn path(&self) -> &str {
-        self.0.to_str().expect("UTF-8 temp path")
-    }
-}
-
-impl Drop for TempFile {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
-    }
-}
 
 /// Nine levels of ten aliases each under a node's parameters: 700 bytes
 /// that yaml-rust2's loader would expand into 10^9 strings (it took 2 GiB
@@ -76,7 +51,7 @@ fn a_billion_laughs_params_file_is_refused_at_once_naming_the_file_and_the_limit
         "params.yaml",
         billion_laughs("talker:\n  ros__parameters:").as_bytes(),
     );
-    assert!(std::fs::metadata(&f.0).expect("stat").len() < 800);
+    assert!(std::fs::metadata(f.path()).expect("stat").len() < 800);
     refused(
         &["--params", f.path()],
         &["--params", f.path(), "1048576 nodes", "MAX_YAML_NODES"],

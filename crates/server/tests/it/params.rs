@@ -9,7 +9,6 @@
 //! transports. WebSocket peers ask for every status (`set_level info`) so
 //! that both transports answer alike.
 
-use std::path::PathBuf;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::{json, Value};
@@ -443,31 +442,6 @@ fn assert_event(ev: &Value, node: &str, kind: &str, name: &str, value: &Value) {
             json!([])
         };
         assert_eq!(ev[list], want, "{list} of {ev}");
-    }
-}
-
-/// A temporary file removed when dropped.
-struct TempFile(PathBuf);
-
-impl TempFile {
-    fn new(text: &str) -> TempFile {
-        let path = std::env::temp_dir().join(format!(
-            "rosgate_params_{}_{}.yaml",
-            std::process::id(),
-            uniq()
-        ));
-        std::fs::write(&path, text).expect("write temp file");
-        TempFile(path)
-    }
-
-    fn path(&self) -> &str {
-        self.0.to_str().expect("UTF-8 temp path")
-    }
-}
-
-impl Drop for TempFile {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
     }
 }
 
@@ -1523,6 +1497,7 @@ fn owner_disconnect_or_destroy_node_removes_its_parameters_with_events() {
 #[test]
 fn yaml_overrides_beat_declared_defaults() {
     let first = TempFile::new(
+        "params.yaml",
         "# start-up overrides\n\
          ctl:\n\
         \x20 ros__parameters:\n\
@@ -1542,7 +1517,10 @@ fn yaml_overrides_beat_declared_defaults() {
         \x20 ros__parameters:\n\
         \x20   use_sim_time: true\n",
     );
-    let second = TempFile::new("/ctl:\n  ros__parameters:\n    name: from_second\n");
+    let second = TempFile::new(
+        "params.yaml",
+        "/ctl:\n  ros__parameters:\n    name: from_second\n",
+    );
     let gw = Gateway::start(&["--params", first.path(), "--params", second.path()]);
     for via in VIAS {
         let mut owner = match via {
@@ -1633,7 +1611,7 @@ fn a_malformed_params_file_stops_start_up_naming_the_line() {
         // A parameter without a value.
         ("ctl:\n  ros__parameters:\n    a:\n", &["parameter a"][..]),
     ] {
-        let file = TempFile::new(text);
+        let file = TempFile::new("params.yaml", text);
         let out = run(&[
             "--listen",
             "127.0.0.1:0",

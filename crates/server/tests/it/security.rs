@@ -10,7 +10,6 @@
 //! both transports answer alike; the barrier ([`Peer::pending`]) is an
 //! `unsubscribe`, which no allowlist restricts.
 
-use std::path::PathBuf;
 use std::process::Output;
 use std::time::{Duration, Instant};
 
@@ -104,31 +103,6 @@ fn pct(s: &str) -> String {
 // ---------------------------------------------------------------------------------------------
 // Files and gateways
 // ---------------------------------------------------------------------------------------------
-
-/// A temporary file removed when dropped.
-pub(crate) struct TempFile(PathBuf);
-
-impl TempFile {
-    fn new(what: &str, text: &str) -> TempFile {
-        let path = std::env::temp_dir().join(format!(
-            "rosgate_security_{}_{}_{what}",
-            std::process::id(),
-            uniq()
-        ));
-        std::fs::write(&path, text).expect("write temp file");
-        TempFile(path)
-    }
-
-    pub(crate) fn path(&self) -> &str {
-        self.0.to_str().expect("UTF-8 temp path")
-    }
-}
-
-impl Drop for TempFile {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
-    }
-}
 
 pub(crate) fn token_file(tokens: &[(&str, &str)]) -> TempFile {
     let mut text = String::from("# role token\n\n");

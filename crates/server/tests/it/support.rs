@@ -758,3 +758,29 @@ pub fn free_zenoh_port() -> u16 {
     }
     panic!("no free loopback port in 20000-32767");
 }
+
+/// A temporary file, named after what it holds (`what`), removed when
+/// dropped.
+pub struct TempFile(std::path::PathBuf);
+
+impl TempFile {
+    pub fn new(what: &str, bytes: impl AsRef<[u8]>) -> TempFile {
+        let path = std::env::temp_dir().join(format!(
+            "rosgate_test_{}_{}_{what}",
+            std::process::id(),
+            uniq()
+        ));
+        std::fs::write(&path, bytes).expect("write temp file");
+        TempFile(path)
+    }
+
+    pub fn path(&self) -> &str {
+        self.0.to_str().expect("UTF-8 temp path")
+    }
+}
+
+impl Drop for TempFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
