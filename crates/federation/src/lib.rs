@@ -8,7 +8,7 @@
 //! puts with congestion control `Drop`, so a slow network sheds rather
 //! than stalling the loop.
 //!
-//! The rules, after seed 004 (subscribe upstream only while somebody
+//! The rules (docs/federation.md: subscribe upstream only while somebody
 //! downstream listens, once per topic however many listen):
 //! - a gateway declares a Zenoh subscriber and an *interest* liveliness
 //!   token for a topic only while it has local subscribers of it;

@@ -1,5 +1,7 @@
 //! rmw_zenoh's names and small binary formats (ROS 2 Jazzy, rmw_zenoh_cpp
-//! 0.2.4+; Kilted identical), as researched in `notes/rmw_zenoh_spec.md`:
+//! 0.2.4+; Kilted identical), as rmw_zenoh's design document
+//! (docs/design.md in github.com/ros2/rmw_zenoh, jazzy branch) and its
+//! sources give them:
 //! data key expressions for topics and services, liveliness tokens (the
 //! ROS graph), the QoS text inside them, entity GIDs and the 33-byte
 //! attachment every sample, query and reply carries.

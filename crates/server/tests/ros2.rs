@@ -7,7 +7,8 @@
 //! gateway's TCP (NDJSON) and WebSocket ports.
 //!
 //! Not circular: token keys, attachments and CDR are checked against the
-//! literals of notes/rmw_zenoh_spec.md (from rmw_zenoh's docs and sources),
+//! literals of rmw_zenoh's design document (docs/design.md in
+//! github.com/ros2/rmw_zenoh, jazzy branch) and its sources,
 //! and the attachments and CDR the fake node sends are built by hand here.
 //! Built only with the `federation` feature.
 

@@ -85,8 +85,8 @@ pub(crate) const FORGED_IDS: [&str; 10] = [
 /// modulo the table): few enough to repeat, all different as JSON values
 /// and as bytes. No two spell one value differently (`"sub-a"` and
 /// `"\u0073ub-a"`): the hub keys registrations by the id's bytes,
-/// rosbridge by its value, and which is right is not settled (see
-/// `/work/notes/sim-findings.md`), so the simulation pins neither.
+/// rosbridge by its value, and which is right is not settled, so the
+/// simulation pins neither.
 const WS_TOPIC_IDS: [&str; 4] = ["\"sub-a\"", "\"sub-b\"", "7", "[\"r\",1]"];
 
 /// The `type` of a service advertisement (the hub keeps it, and counts
