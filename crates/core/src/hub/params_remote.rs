@@ -22,6 +22,7 @@ use serde_json::{json, Value};
 use rosgate_wire::encode;
 use rosgate_wire::Raw;
 
+use super::services::CallFailure;
 use super::Hub;
 use crate::calls::Call;
 use crate::conn::ConnRef;
@@ -164,10 +165,7 @@ impl Hub {
         let mut rosapi_json = Vec::new();
         encode::json_string(&mut rosapi_json, rosapi);
         if self.calls.in_flight(me) + self.waiting.of(me) >= self.limits.max_calls_per_conn {
-            let reason = format!(
-                "too many calls in flight on this connection (limit {})",
-                self.limits.max_calls_per_conn
-            );
+            let reason = self.failure_text(CallFailure::TooMany, rosapi);
             let mut out = Vec::new();
             encode::service_failure(&mut out, &rosapi_json, id, &reason);
             return self.send_control(me, &out, now);

@@ -369,13 +369,11 @@ impl Hub {
         let name: String = serde_json::from_slice(call.service_json()).unwrap_or_default();
         let reason = self.failure_text(why, &name);
         if self.finish_validation(&call, Err(reason.clone()), now)
-            || self.finish_remote_param(&call, Err(reason), now)
+            || self.finish_remote_param(&call, Err(reason.clone()), now)
         {
             return;
         }
         self.count_failure(why);
-        let name: String = serde_json::from_slice(call.service_json()).unwrap_or_default();
-        let reason = self.failure_text(why, &name);
         let mut out = Vec::new();
         encode::service_failure(&mut out, call.service_json(), call.caller_id(), &reason);
         self.send_control(call.caller(), &out, now);
