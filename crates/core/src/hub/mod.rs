@@ -803,18 +803,28 @@ impl Hub {
     /// Handles one decoded request. A publish goes to the router; anything
     /// else may be observed after the publishes read before it, so the
     /// batch is delivered first.
+    ///
+    /// Inlined into its one caller: the hot path (a plain publish: no node
+    /// named, no names to resolve, no tokens to check) goes straight to its
+    /// topic without moving the request into the general case.
+    #[inline(always)]
     fn apply(&mut self, me: ConnRef, at: Sender, req: Request<'_>, now: Instant) {
-        let id = req.id.map(|r| r.get().as_bytes());
-        // The hot path: a plain publish (no node named, no names to
-        // resolve, no tokens to check) goes straight to its topic.
         if let Op::Publish { ref topic, msg } = req.op {
             if !at.resolves && req.node.is_none() && !self.access.required() {
+                let id = req.id.map(|r| r.get().as_bytes());
                 let conn = Origin::Client { conn: me, id };
                 return self.route(conn, at.domain, topic, msg, now);
             }
         } else {
             self.flush_publishes(now);
         }
+        self.apply_request(me, at, req, now)
+    }
+
+    /// [`Hub::apply`] past the hot path.
+    #[inline(never)]
+    fn apply_request(&mut self, me: ConnRef, at: Sender, req: Request<'_>, now: Instant) {
+        let id = req.id.map(|r| r.get().as_bytes());
         if req.op.changes_registrations() {
             self.charge_registration();
         }
