@@ -27,6 +27,7 @@
 //! - a payload from the network is delivered only if it is one JSON value
 //!   the wire decoder accepts, with raw line breaks blanked (it is framed
 //!   into NDJSON lines for clients).
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 
 mod first_reply;
 pub mod keys;

@@ -18,6 +18,7 @@
 //!
 //! Clients speak newline-delimited JSON over TCP (`docs/protocol.md`) or
 //! rosbridge v2 over WebSocket.
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 
 pub mod access_file;
 pub mod args;

@@ -1,6 +1,7 @@
 //! `rosgate` binary: argv -> [`rosgate::args`] -> [`rosgate::server::Server`],
 //! or, when the first argument names a command group (`rosgate topic echo
 //! /chatter`), the command-line client in [`rosgate::cli`].
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 
 use std::process::ExitCode;
 

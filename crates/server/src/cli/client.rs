@@ -379,7 +379,9 @@ impl Client {
         loop {
             self.refusal()?;
             if let Some(i) = self.queue.iter().skip(checked).position(&mut pred) {
-                return Ok(self.queue.remove(checked + i).expect("index in queue"));
+                if let Some(frame) = self.queue.remove(checked + i) {
+                    return Ok(frame);
+                }
             }
             checked = self.queue.len();
             if self.stopped() {
