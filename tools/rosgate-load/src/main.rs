@@ -21,6 +21,7 @@
 //! | `histogram` | HDR-style latency histogram |
 //! | `procfs` | CPU and RSS of the tool and the server |
 //! | `report` | the human line and `RESULT {json}` |
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 
 mod histogram;
 mod nats;
