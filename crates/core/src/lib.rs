@@ -11,18 +11,24 @@
 //! | [`hub`] | `Hub`: the connection slab, dispatch of each op, publish batches, the life of a call, deferred close and cleanup, the stall sweep |
 //! | [`registry`] | `Registry`: topics (subscribers, publishers), services (provider), and each connection's reverse index; `withdraw(conn)` |
 //! | [`calls`] | `Calls`: calls in flight, their deadlines (timer wheel) and the per-connection indexes; `drop_conn(conn)` |
-//! | [`transport`] | the seam between kinds of connection: input framing, output framing, dialect policy |
-//! | [`conn`] | `Conn`: one connection's transport and output state (a slab entry) |
-//! | [`conn_ref`] | `ConnRef` (key + generation): the handle other tables keep |
+//! | `transport` | the seam between kinds of connection: input framing, output framing, dialect policy |
+//! | `conn` | `Conn`: one connection's transport and output state (a slab entry) |
+//! | `conn_ref` | `ConnRef` (key + generation): the handle other tables keep |
 //! | [`codes`] | `CloseReason` and `ErrorCode`: why connections close and requests are refused |
-//! | [`family`] | the `family!` macro behind every counted enum |
+//! | `family` | the `family!` macro behind every counted enum |
 //! | [`out`] | `OutQueue`: shared frames, byte accounting, the fair drop policy |
-//! | [`timer`] | `TimerWheel`: hashed wheel of `u64` keys |
+//! | `timer` | `TimerWheel`: hashed wheel of `u64` keys |
 //! | [`counters`] | typed counters, gauges, and the one visitor every rendering uses |
 //! | [`limits`] | `Limits` and every `DEFAULT_*` the core enforces |
-//! | [`memory`] | the memory ledger and the arithmetic of the global budget |
-//! | [`ratelimit`] | `RateLimit`: N events per second |
+//! | `memory` | the memory ledger and the arithmetic of the global budget |
+//! | `ratelimit` | `RateLimit`: N events per second |
 //! | [`log`](mod@log) | one-line stderr logging with a process-wide level |
+//!
+//! The modules in plain type are the core's own (crate-private): what the
+//! shell needs of them is re-exported here (`ConnRef`, `CloseReason`,
+//! `Transport`, `StatusFilter`). The shell's contract is [`Hub`]'s public
+//! methods; the others' (the Zenoh side, the simulation's inspection) are
+//! the public modules above.
 //!
 //! Dependencies point down: `rosgate-wire` (the wire format) below, the
 //! `rosgate` server (the mio shell) above.
@@ -32,22 +38,22 @@ pub mod access;
 pub mod auth_budget;
 pub mod calls;
 pub mod codes;
-pub mod conn;
-pub mod conn_ref;
+pub(crate) mod conn;
+pub(crate) mod conn_ref;
 pub mod counters;
-pub mod family;
-pub mod hash;
+pub(crate) mod family;
+pub(crate) mod hash;
 pub mod hub;
 pub mod limits;
 pub mod log;
-pub mod memory;
+pub(crate) mod memory;
 pub mod nodes;
 pub mod out;
 pub mod params;
-pub mod ratelimit;
+pub(crate) mod ratelimit;
 pub mod registry;
-pub mod timer;
-pub mod transport;
+pub(crate) mod timer;
+pub(crate) mod transport;
 
 pub use conn::{CloseReason, ConnRef};
 pub use hub::Hub;

@@ -31,7 +31,7 @@
 //! never cut a message, and are counted in messages.
 //!
 //! Control data is queued as JSON lines (`...\n`). A WebSocket queue
-//! ([`Framing::WebSocket`]) turns each control line into one text frame as it
+//! (`Framing::WebSocket`) turns each control line into one text frame as it
 //! is appended; topic entries arrive already framed for the queue's framing.
 
 use std::collections::{HashMap, HashSet, VecDeque};
@@ -199,7 +199,7 @@ impl OutQueue {
     }
 
     /// Queues `msgs` whole messages of `topic`, already framed for this
-    /// queue's [`Framing`], and enforces `max_topic_bytes`.
+    /// queue's `Framing`, and enforces `max_topic_bytes`.
     pub fn push_topic(
         &mut self,
         frames: Rc<[u8]>,

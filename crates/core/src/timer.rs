@@ -53,6 +53,7 @@ impl TimerWheel {
         self.len
     }
 
+    #[cfg(test)]
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }

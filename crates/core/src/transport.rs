@@ -326,12 +326,6 @@ impl Link {
         }
     }
 
-    /// Whether the transport has an opening to complete before messages
-    /// (the WebSocket upgrade); for NDJSON the first line is the opening.
-    pub fn has_handshake(&self) -> bool {
-        matches!(self.input, Input::WebSocket(_))
-    }
-
     /// What to send when the gateway goes away: a WebSocket close 1001;
     /// nothing for NDJSON (its end of stream says it).
     pub fn goodbye(&self) -> Option<Vec<u8>> {

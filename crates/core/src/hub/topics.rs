@@ -208,7 +208,7 @@ impl Hub {
     /// The one way a message reaches a topic's subscribers, whoever sent
     /// it (see [`Origin`]). A client's publish is checked against the
     /// topic's ROS 2 type when it has one, then appended to the current
-    /// batch (delivered by [`Hub::flush_publishes`]) or, when large,
+    /// batch (delivered by `Hub::flush_publishes`) or, when large,
     /// delivered at once from its own shared allocation. The gateway's own
     /// messages and remote ones are delivered at once, after the batch. A
     /// remote message never goes to a bridge: nothing is echoed to the
