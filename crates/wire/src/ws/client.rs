@@ -6,9 +6,10 @@
 //! and where masking keys come from stay with each caller.
 //!
 //! It shares nothing with the server side ([`super::frame`],
-//! [`super::handshake`]) but [`super::handshake::accept_key`] (pinned to the
-//! RFC's example) and the opcode constants, so a test written with it is
-//! not the server's code agreeing with itself.
+//! [`super::handshake`]) but the opcodes, the list of valid close codes and
+//! the accept-key arithmetic (SHA-1 and base64, pinned to the RFC's
+//! example), so a test written with it is not the server's frame code
+//! agreeing with itself.
 //!
 //! Invariants:
 //! - a frame is masked with the key the caller gives (RFC 6455 §5.3), so
@@ -137,11 +138,12 @@ impl Response {
     }
 
     /// Every value of header `name` (matched case-insensitively), in order.
-    pub fn all<'a>(&'a self, name: &'a str) -> impl Iterator<Item = &'a str> + 'a {
+    pub fn all(&self, name: &str) -> Vec<&str> {
         self.headers
             .iter()
-            .filter(move |(n, _)| n.eq_ignore_ascii_case(name))
+            .filter(|(n, _)| n.eq_ignore_ascii_case(name))
             .map(|(_, v)| v.as_str())
+            .collect()
     }
 
     /// The first value of header `name`.
@@ -174,6 +176,7 @@ impl Response {
         }
         let has = |name: &str, token: &str| {
             self.all(name)
+                .iter()
                 .any(|v| v.split(',').any(|t| t.trim().eq_ignore_ascii_case(token)))
         };
         if !has("upgrade", "websocket") || !has("connection", "upgrade") {
