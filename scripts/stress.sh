@@ -5,11 +5,13 @@
 #   scripts/stress.sh conns10k churn       only these
 #   QUICK=1 scripts/stress.sh              everything shortened (soak 30 s)
 #   SOAK_SECS=1200 scripts/stress.sh soak  a longer soak (default 600 s)
+#   ROSGATE_BIN=target/debug/rosgate scripts/stress.sh idle   another binary, no build
 #
 # Scenarios: conns10k churn slowsub longline fdlimit providerchurn soak
-# (details in scripts/stress.py), and one per bounded-memory/bounded-work
+# (details in scripts/stress/, one file per scenario under
+# scripts/stress/scenarios/), and one per bounded-memory/bounded-work
 # attack, each beside a probe doing a publish round trip every 20 ms
-# (scripts/stress_probe.py, its own process) and judged on probe p99 < 10 ms
+# (scripts/stress/probe.py, its own process) and judged on probe p99 < 10 ms
 # and max < 100 ms, peak RSS <= budget + allowance, newcomers in within 3 s,
 # RSS back within 5 s, and the attack's own counter:
 #   partial      unfinished lines of up to 16 MiB on many connections
@@ -59,10 +61,14 @@ if [ "$(ulimit -n)" -lt 10200 ]; then
 fi
 
 command -v prlimit >/dev/null || { echo "stress.sh: prlimit (util-linux) is required" >&2; exit 2; }
-cargo build --release --quiet --bin rosgate || exit 2
+# ROSGATE_BIN=path runs that binary instead (a debug build, another
+# checkout's), without building.
+if [ -z "${ROSGATE_BIN:-}" ]; then
+    cargo build --release --quiet --bin rosgate || exit 2
+fi
 
-# stress.py writes the running gateway's PID here; the trap kills it if the
-# script is interrupted (stress.py itself stops each gateway it starts).
+# The harness writes the running gateway's PID here; the trap kills it if
+# the script is interrupted (the harness itself stops each gateway it starts).
 export STRESS_PIDFILE
 STRESS_PIDFILE=$(mktemp "${TMPDIR:-/tmp}/rosgate-stress.XXXXXX")
 py=
@@ -86,7 +92,7 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-python3 scripts/stress.py "$@" &
+PYTHONPATH="scripts${PYTHONPATH:+:$PYTHONPATH}" python3 -m stress "$@" &
 py=$!
 wait "$py"
 rc=$?

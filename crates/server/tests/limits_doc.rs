@@ -332,6 +332,10 @@ const NOT_LIMITS: &[(&str, &str)] = &[
     ("DEFAULT_GREETING", "the demo talker's initial greeting"),
     // Sizes fixed by a wire format, not chosen by rosgate.
     ("HEADER_LEN", "the CDR encapsulation header (4 bytes)"),
+    (
+        "MAX_FRAME_HEADER",
+        "the longest WebSocket frame header (RFC 6455 §5.2)",
+    ),
     ("ATTACHMENT_LEN", "rmw_zenoh's attachment layout"),
     (
         "LEGACY_ATTACHMENT_LEN",

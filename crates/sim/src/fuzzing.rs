@@ -7,17 +7,19 @@ use serde_json::Value;
 use super::{actions_from_bytes, Sim};
 use rosgate_wire::decode::{self, Dialect, ErrorKind, Op};
 use rosgate_wire::line::{Frame, LineReader};
+use rosgate_wire::ws::client;
 use rosgate_wire::ws::{WsEvent, WsReader};
 
 /// A fuzz target's check: panics on a violation.
 pub type Check = fn(&[u8]);
 
 /// Target names and their check functions.
-pub const TARGETS: [(&str, Check); 5] = [
+pub const TARGETS: [(&str, Check); 6] = [
     ("line_reader", line_reader),
     ("decode", decode),
     ("core", core),
     ("ws_reader", ws_reader),
+    ("ws_client", ws_client),
     ("scan", crate::scan_parity::scan),
 ];
 
@@ -547,4 +549,77 @@ pub fn ws_reader(data: &[u8]) {
         ),
         "buffered {peak} > {bound}"
     );
+}
+
+/// What the client's reader reported, owned.
+#[derive(Debug, PartialEq, Eq)]
+enum WsIn {
+    Text(Vec<u8>),
+    Binary(Vec<u8>),
+    Ping(Vec<u8>),
+    Pong(Vec<u8>),
+    Close(Option<u16>),
+    TooLong,
+    Protocol(&'static str),
+}
+
+fn ws_client_feed(chunks: &[&[u8]], max: usize) -> (Vec<WsIn>, usize) {
+    let mut r = client::Reader::new();
+    let mut out = Vec::new();
+    let mut peak = 0;
+    for c in chunks {
+        r.feed(c, max, |e| {
+            out.push(match e {
+                client::Event::Text(t) => WsIn::Text(t.to_vec()),
+                client::Event::Binary(b) => WsIn::Binary(b.to_vec()),
+                client::Event::Ping(p) => WsIn::Ping(p.to_vec()),
+                client::Event::Pong(p) => WsIn::Pong(p.to_vec()),
+                client::Event::Close(c) => WsIn::Close(c),
+                client::Event::TooLong => WsIn::TooLong,
+                client::Event::Protocol(why) => WsIn::Protocol(why),
+            })
+        });
+        peak = peak.max(r.buffered());
+    }
+    (out, peak)
+}
+
+/// `ws_client`: server frames into the client's reader
+/// (`rosgate_wire::ws::client::Reader`); the first byte picks the message
+/// limit and the split point. Whole, byte-by-byte and two-halves feeding
+/// must give the same events; nothing follows a close, a refusal or a
+/// protocol error; no message exceeds the limit; a control frame is at
+/// most 125 bytes; buffered bytes stay within one frame and one message.
+pub fn ws_client(data: &[u8]) {
+    let Some((&sel, input)) = data.split_first() else {
+        return;
+    };
+    let max = 1 + (sel as usize & 0x7f) * 4;
+    let (whole, peak) = ws_client_feed(&[input], max);
+    let bytes: Vec<&[u8]> = input.chunks(1).collect();
+    let (bytewise, _) = ws_client_feed(&bytes, max);
+    assert_eq!(whole, bytewise, "byte-by-byte feeding changed the events");
+    let cut = input.len() * (1 + usize::from(sel >> 7)) / 3;
+    let (a, b) = input.split_at(cut.min(input.len()));
+    let (halves, _) = ws_client_feed(&[a, b], max);
+    assert_eq!(whole, halves, "split at {cut} changed the events");
+    for (i, e) in whole.iter().enumerate() {
+        match e {
+            WsIn::Text(m) | WsIn::Binary(m) => {
+                assert!(m.len() <= max, "a {}-byte message over {max}", m.len())
+            }
+            WsIn::Ping(p) | WsIn::Pong(p) => {
+                assert!(p.len() <= 125, "a {}-byte control frame", p.len())
+            }
+            WsIn::Close(_) | WsIn::TooLong | WsIn::Protocol(_) => {
+                assert_eq!(i + 1, whole.len(), "events after the last: {whole:?}")
+            }
+        }
+    }
+    // One frame (header and payload) and one message at most, beyond the
+    // chunk being fed.
+    let bound = input
+        .len()
+        .min(client::MAX_FRAME_HEADER + max.max(125) + max);
+    assert!(peak <= bound, "buffered {peak} > {bound}");
 }

@@ -1,18 +1,16 @@
-//! The WebSocket client the simulation plays (RFC 6455), written from the
-//! RFC rather than from `rosgate_wire::ws`, so the two can disagree:
-//! opening-handshake requests (valid in several spellings, or refused) with
-//! the `Sec-WebSocket-Accept` each valid key must get, masked client frames
-//! (any key, any fragmentation), and a strict parser for what a server may
-//! send (FIN set, no mask, no reserved bits, shortest length form, text,
-//! pong or close only).
+//! The WebSocket client the simulation plays (RFC 6455): opening-handshake
+//! requests (valid in several spellings, or refused) with the
+//! `Sec-WebSocket-Accept` each valid key must get, and the checks of what
+//! rosgate answers. Frames both ways are [`rosgate_wire::ws::client`]'s,
+//! which shares no code with the server side it tests but the opcodes and
+//! the accept computation; the accepts here are computed outside this
+//! code, so the two can still disagree. On top of the client's checks
+//! (what any server may send), this module holds rosgate to what it does
+//! send: final frames only, text, pong or close, a single upgrade with no
+//! extension or subprotocol.
 
-/// Client frame opcodes (RFC 6455 §5.2).
-pub(crate) const OP_CONT: u8 = 0x0;
-pub(crate) const OP_TEXT: u8 = 0x1;
-pub(crate) const OP_BINARY: u8 = 0x2;
-pub(crate) const OP_CLOSE: u8 = 0x8;
-pub(crate) const OP_PING: u8 = 0x9;
-pub(crate) const OP_PONG: u8 = 0xA;
+use rosgate_wire::ws::client::{self, Response};
+pub(crate) use rosgate_wire::ws::frame::{OP_BINARY, OP_CLOSE, OP_CONT, OP_PING, OP_PONG, OP_TEXT};
 
 /// Status code of a close for a protocol error (RFC 6455 §7.4.1).
 pub(crate) const CLOSE_PROTOCOL_ERROR: u16 = 1002;
@@ -143,53 +141,11 @@ fn refused(kind: u8) -> (Vec<u8>, Answer, HandshakeFeed) {
     (request, answer, HandshakeFeed::Whole)
 }
 
-/// Appends one client frame: `fin`, `opcode`, the payload masked with
-/// `mask` (RFC 6455 §5.3), the length in its shortest form.
-pub(crate) fn client_frame(
-    out: &mut Vec<u8>,
-    fin: bool,
-    opcode: u8,
-    payload: &[u8],
-    mask: [u8; 4],
-) {
-    out.push(if fin { 0x80 } else { 0 } | opcode);
-    push_len(out, 0x80, payload.len() as u64);
-    out.extend_from_slice(&mask);
-    out.extend(payload.iter().enumerate().map(|(i, b)| b ^ mask[i % 4]));
-}
-
-/// The second header byte (`mask_bit` | 7-bit length) and any extended
-/// length, shortest form.
-pub(crate) fn push_len(out: &mut Vec<u8>, mask_bit: u8, len: u64) {
-    if len < 126 {
-        out.push(mask_bit | len as u8);
-    } else if len <= u64::from(u16::MAX) {
-        out.push(mask_bit | 126);
-        out.extend_from_slice(&(len as u16).to_be_bytes());
-    } else {
-        out.push(mask_bit | 127);
-        out.extend_from_slice(&len.to_be_bytes());
-    }
-}
-
-/// The bytes a server text frame carrying `len` payload bytes takes on the
-/// wire.
-#[cfg(test)]
-fn server_frame_len(len: usize) -> usize {
-    let header = match len {
-        0..=125 => 2,
-        126..=65535 => 4,
-        _ => 10,
-    };
-    header + len
-}
-
 /// The server text frame carrying `line`: what a WebSocket subscriber's
 /// queue holds for one publish.
 pub(crate) fn server_text_frame(line: &[u8]) -> Vec<u8> {
-    let mut f = vec![0x80 | OP_TEXT];
-    push_len(&mut f, 0, line.len() as u64);
-    f.extend_from_slice(line);
+    let mut f = Vec::with_capacity(client::MAX_FRAME_HEADER + line.len());
+    client::push_frame(&mut f, true, OP_TEXT, line, None);
     f
 }
 
@@ -202,160 +158,99 @@ pub(crate) struct ServerFrame {
 
 /// Parses the server frame at the start of `buf`: `Ok(None)` if it is not
 /// complete yet, else the frame and its length. Anything a server must not
-/// send is an error.
+/// send ([`client::parse_frame`]) is an error, and so is what rosgate in
+/// particular never sends: a fragment, or an opcode but text, pong and
+/// close.
 pub(crate) fn parse_server_frame(buf: &[u8]) -> Result<Option<(ServerFrame, usize)>, String> {
-    let [b0, b1, ..] = *buf else {
-        return Ok(None);
+    let (frame, used) = match client::parse_frame(buf, usize::MAX) {
+        Ok(Some(f)) => f,
+        Ok(None) => return Ok(None),
+        Err(e) => return Err(format!("a server frame the RFC forbids: {e}")),
     };
-    if b0 & 0x80 == 0 {
+    if !frame.fin {
         return Err("a server frame without FIN (we never fragment)".into());
     }
-    if b0 & 0x70 != 0 {
-        return Err("a server frame with reserved bits set".into());
-    }
-    if b1 & 0x80 != 0 {
-        return Err("a masked server frame".into());
-    }
-    let opcode = b0 & 0x0F;
-    if !matches!(opcode, OP_TEXT | OP_CLOSE | OP_PONG) {
-        return Err(format!("a server frame with opcode {opcode:#x}"));
-    }
-    let (len, header) = match b1 & 0x7F {
-        126 => match buf.get(2..4) {
-            None => return Ok(None),
-            Some(b) => (u64::from(u16::from_be_bytes([b[0], b[1]])), 4),
-        },
-        127 => match buf.get(2..10) {
-            None => return Ok(None),
-            Some(b) => {
-                let mut a = [0u8; 8];
-                a.copy_from_slice(b);
-                (u64::from_be_bytes(a), 10)
-            }
-        },
-        n => (u64::from(n), 2),
-    };
-    let shortest = match len {
-        0..=125 => 2,
-        126..=65535 => 4,
-        _ => 10,
-    };
-    if header != shortest {
-        return Err(format!("length {len} not in its shortest form"));
-    }
-    if opcode != OP_TEXT && len > 125 {
-        return Err(format!("a {len}-byte control frame"));
-    }
-    let end = header + usize::try_from(len).map_err(|_| "frame too long".to_string())?;
-    if buf.len() < end {
-        return Ok(None);
+    if !matches!(frame.opcode, OP_TEXT | OP_CLOSE | OP_PONG) {
+        return Err(format!("a server frame with opcode {:#x}", frame.opcode));
     }
     let frame = ServerFrame {
-        opcode,
-        payload: buf[header..end].to_vec(),
+        opcode: frame.opcode,
+        payload: frame.payload.to_vec(),
     };
-    Ok(Some((frame, end)))
+    Ok(Some((frame, used)))
 }
 
-/// Checks a complete HTTP response head (through its blank line) against
-/// `answer`.
-pub(crate) fn check_response_head(head: &[u8], answer: &Answer) -> Result<(), String> {
-    let text = std::str::from_utf8(head).map_err(|_| "response head is not UTF-8".to_string())?;
-    let text = text
-        .strip_suffix("\r\n\r\n")
-        .ok_or_else(|| format!("response head does not end with a blank line: {text:?}"))?;
-    let mut lines = text.split("\r\n");
-    let status = lines.next().unwrap_or("");
-    let headers: Vec<(String, &str)> = lines
-        .map(|l| match l.split_once(':') {
-            Some((n, v)) => Ok((n.to_ascii_lowercase(), v.trim())),
-            None => Err(format!("malformed header line {l:?}")),
-        })
-        .collect::<Result<_, _>>()?;
-    let header = |name: &str| {
-        headers
-            .iter()
-            .filter(|(n, _)| n == name)
-            .map(|(_, v)| *v)
-            .collect::<Vec<_>>()
-    };
+/// Checks a complete HTTP response head against `answer`.
+pub(crate) fn check_response(resp: &Response, answer: &Answer) -> Result<(), String> {
+    let header = |name: &str| resp.all(name);
+    let status = (resp.version, resp.status, resp.reason.as_str());
     match answer {
         Answer::Accept(accept) => {
-            if status != "HTTP/1.1 101 Switching Protocols" {
+            if status != (1, 101, "Switching Protocols") {
                 return Err(format!("expected 101, got {status:?}"));
             }
-            let upgrade = header("upgrade");
-            let connection = header("connection");
-            let ok = upgrade.len() == 1
-                && upgrade[0].eq_ignore_ascii_case("websocket")
-                && connection.len() == 1
-                && connection[0]
-                    .split(',')
-                    .any(|t| t.trim().eq_ignore_ascii_case("upgrade"))
-                && header("sec-websocket-accept") == [*accept]
+            // The client's check, with the accept value computed outside
+            // this code, then what a client may not agree to.
+            resp.check_accept_value(accept)
+                .map_err(|e| format!("101 response: {e}: {resp:?}"))?;
+            let ok = header("upgrade").len() == 1
+                && header("connection").len() == 1
+                && header("sec-websocket-accept").len() == 1
                 && header("sec-websocket-extensions").is_empty()
                 && header("sec-websocket-protocol").is_empty();
             if !ok {
                 return Err(format!(
-                    "101 response should upgrade with accept {accept} and no extension or subprotocol: {text:?}"
+                    "101 response should upgrade once, with no extension or subprotocol: {resp:?}"
                 ));
             }
         }
         Answer::Refuse { code, version_hint } => {
-            let want = format!("HTTP/1.1 {code} ");
-            if !status.starts_with(&want) {
+            if (status.0, status.1) != (1, *code) {
                 return Err(format!("expected {code}, got {status:?}"));
             }
             if header("content-length") != ["0"] || header("connection") != ["close"] {
-                return Err(format!("refusal must be empty and close: {text:?}"));
+                return Err(format!("refusal must be empty and close: {resp:?}"));
             }
             if *version_hint && header("sec-websocket-version") != ["13"] {
-                return Err(format!("426 must name version 13: {text:?}"));
+                return Err(format!("426 must name version 13: {resp:?}"));
             }
         }
         Answer::Forbidden => {
-            if status != "HTTP/1.1 403 Forbidden" || header("connection") != ["close"] {
-                return Err(format!("expected a 403 that closes: {text:?}"));
+            if status != (1, 403, "Forbidden") || header("connection") != ["close"] {
+                return Err(format!("expected a 403 that closes: {resp:?}"));
             }
-            if body_len(head).is_none_or(|n| n == 0) {
-                return Err(format!("a 403 must say why in its body: {text:?}"));
+            if resp.content_length().is_none_or(|n| n == 0) {
+                return Err(format!("a 403 must say why in its body: {resp:?}"));
             }
         }
         Answer::BadQuery => {
-            if status != "HTTP/1.1 400 Bad Request" || header("connection") != ["close"] {
-                return Err(format!("expected a 400 that closes: {text:?}"));
+            if status != (1, 400, "Bad Request") || header("connection") != ["close"] {
+                return Err(format!("expected a 400 that closes: {resp:?}"));
             }
-            if body_len(head).is_none_or(|n| n == 0) {
-                return Err(format!("a 400 must say why in its body: {text:?}"));
+            if resp.content_length().is_none_or(|n| n == 0) {
+                return Err(format!("a 400 must say why in its body: {resp:?}"));
             }
         }
     }
     Ok(())
 }
 
-/// The `Content-Length` of a complete response head, if it has one.
-pub(crate) fn body_len(head: &[u8]) -> Option<usize> {
-    let text = std::str::from_utf8(head).ok()?;
-    text.split("\r\n").find_map(|l| {
-        let (n, v) = l.split_once(':')?;
-        n.eq_ignore_ascii_case("content-length")
-            .then(|| v.trim().parse().ok())?
-    })
-}
-
 /// Checks the HTTP error a WebSocket client refused at the connection
 /// limit is sent: `503`, its body the reason, then close.
 pub(crate) fn check_rejection(frame: &[u8]) -> Result<(), String> {
-    let text = std::str::from_utf8(frame).map_err(|_| "rejection is not UTF-8".to_string())?;
-    let bad = || format!("bad WebSocket rejection {text:?}");
-    let (head, body) = text.split_once("\r\n\r\n").ok_or_else(bad)?;
-    let mut lines = head.split("\r\n");
-    let ok = lines.next() == Some("HTTP/1.1 503 Service Unavailable")
+    let bad = || {
+        format!(
+            "bad WebSocket rejection {:?}",
+            String::from_utf8_lossy(frame)
+        )
+    };
+    let resp = Response::parse(frame).map_err(|_| bad())?.ok_or_else(bad)?;
+    let body = &frame[resp.len..];
+    let ok = (resp.version, resp.status, resp.reason.as_str()) == (1, 503, "Service Unavailable")
         && !body.is_empty()
-        && lines
-            .clone()
-            .any(|l| l == format!("Content-Length: {}", body.len()))
-        && lines.any(|l| l == "Connection: close");
+        && std::str::from_utf8(body).is_ok()
+        && resp.content_length() == Some(body.len())
+        && resp.all("connection") == ["close"];
     if ok {
         Ok(())
     } else {
@@ -368,14 +263,10 @@ mod tests {
     use super::*;
 
     #[test]
-    fn frames_round_trip_through_the_parser_when_unmasked() {
+    fn server_frames_are_held_to_what_rosgate_sends() {
         for len in [0usize, 1, 125, 126, 65535, 65536] {
             let payload = vec![b'x'; len];
-            let mut out = vec![0x81];
-            push_len(&mut out, 0, len as u64);
-            out.extend_from_slice(&payload);
-            assert_eq!(out.len(), server_frame_len(len));
-            assert_eq!(out, server_text_frame(&payload));
+            let out = server_text_frame(&payload);
             let (f, used) = parse_server_frame(&out).expect("valid").expect("complete");
             assert_eq!((f.opcode, f.payload.len(), used), (OP_TEXT, len, out.len()));
             assert_eq!(parse_server_frame(&out[..out.len() - 1]), Ok(None));
@@ -386,13 +277,9 @@ mod tests {
     }
 
     #[test]
-    fn masking_follows_the_rfc_example() {
-        // RFC 6455 §5.7: a masked "Hello".
-        let mut out = Vec::new();
-        client_frame(&mut out, true, OP_TEXT, b"Hello", [0x37, 0xfa, 0x21, 0x3d]);
-        assert_eq!(
-            out,
-            [0x81, 0x85, 0x37, 0xfa, 0x21, 0x3d, 0x7f, 0x9f, 0x4d, 0x51, 0x58]
-        );
+    fn the_accepts_here_are_the_rfc_computation() {
+        for (key, accept) in KEYS {
+            assert_eq!(rosgate_wire::ws::handshake::accept_key(key), accept);
+        }
     }
 }

@@ -32,6 +32,7 @@ use rosgate_wire::decode::json_str;
 use rosgate_wire::encode;
 use rosgate_wire::line::{Frame as Line, LineReader};
 use rosgate_wire::scan;
+use rosgate_wire::ws::client::close_payload;
 use rosgate_wire::Raw;
 
 use super::args::Common;
@@ -441,10 +442,14 @@ impl Client {
                 }
             }),
             Conn::Ws(reader) => reader.feed(bytes, MAX_FRAME, |e| match e {
-                WsIn::Text(t) => frames.push(t.to_vec()),
+                WsIn::Text(t) | WsIn::Binary(t) => frames.push(t.to_vec()),
                 WsIn::Ping(p) => reply.extend_from_slice(&ws::client_frame(ws::OP_PONG, p)),
+                WsIn::Pong(_) => {}
                 WsIn::Close(code) => {
-                    reply.extend_from_slice(&ws::client_frame(ws::OP_CLOSE, &code_bytes(code)));
+                    reply.extend_from_slice(&ws::client_frame(
+                        ws::OP_CLOSE,
+                        &close_payload(code, ""),
+                    ));
                     closed = Some(match code {
                         Some(c) => format!("the gateway closed the WebSocket (code {c})"),
                         None => "the gateway closed the WebSocket".into(),
@@ -452,6 +457,10 @@ impl Client {
                 }
                 WsIn::Protocol(why) => {
                     closed = Some(format!("WebSocket protocol error from the gateway: {why}"));
+                }
+                WsIn::TooLong => {
+                    closed =
+                        Some("WebSocket protocol error from the gateway: message too long".into());
                 }
             }),
         }
@@ -590,9 +599,10 @@ impl Client {
         match self.conn {
             Conn::Tcp(_) => self.stream.shutdown_write(),
             Conn::Ws(_) => {
-                let _ = self
-                    .stream
-                    .write_all(&ws::client_frame(ws::OP_CLOSE, &1000u16.to_be_bytes()));
+                let _ = self.stream.write_all(&ws::client_frame(
+                    ws::OP_CLOSE,
+                    &close_payload(Some(1000), ""),
+                ));
             }
         }
         let until = Instant::now() + Duration::from_millis(500);
@@ -609,10 +619,6 @@ impl Client {
             }
         }
     }
-}
-
-fn code_bytes(code: Option<u16>) -> Vec<u8> {
-    code.map(|c| c.to_be_bytes().to_vec()).unwrap_or_default()
 }
 
 /// The reason of a failed call: the `values` string, or its JSON.

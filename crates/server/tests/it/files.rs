@@ -74,20 +74,20 @@ fn a_billion_laughs_roles_file_is_refused_too() {
 #[test]
 fn oversize_start_up_files_are_refused_naming_the_file_and_the_limit() {
     let limit = "larger than 1048576 bytes (MAX_CONFIG_FILE_BYTES)";
-    let tokens = TempFile::new("tokens.txt", &oversize("# a comment line\n"));
+    let tokens = TempFile::new("tokens.txt", oversize("# a comment line\n"));
     refused(
         &["--auth-tokens", tokens.path()],
         &["--auth-tokens", tokens.path(), limit],
     );
-    let params = TempFile::new("params.yaml", &oversize("# a comment line\n"));
+    let params = TempFile::new("params.yaml", oversize("# a comment line\n"));
     refused(&["--params", params.path()], &[params.path(), limit]);
-    let cert = TempFile::new("cert.pem", &oversize("# not pem\n"));
+    let cert = TempFile::new("cert.pem", oversize("# not pem\n"));
     let key = TempFile::new("key.pem", b"");
     refused(
         &["--tls-cert", cert.path(), "--tls-key", key.path()],
         &["--tls-cert", cert.path(), limit],
     );
-    let zenoh = TempFile::new("zenoh.json5", &oversize("// a comment line\n"));
+    let zenoh = TempFile::new("zenoh.json5", oversize("// a comment line\n"));
     refused(
         &["--zenoh-config", zenoh.path()],
         &["--zenoh-config", zenoh.path(), limit],

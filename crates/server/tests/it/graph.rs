@@ -224,9 +224,7 @@ fn assert_recent(t: &Value, what: &str) {
 /// the response head.
 fn ws_open(gw: &Gateway, target: &str) -> (Ws, String) {
     let mut ws = Ws::raw(gw);
-    let head = ws.handshake(&format!(
-        "GET {target} HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: {KEY}\r\nSec-WebSocket-Version: 13\r\n\r\n"
-    ));
+    let head = ws.handshake(&upgrade_request(target, ""));
     (ws, head)
 }
 

@@ -746,12 +746,7 @@ fn json_logs_are_one_object_per_line_from_listening_to_stopped() {
 
     // A WebSocket client forced out: a warning, still one object.
     let s = std::net::TcpStream::connect(gw.ws).expect("connect ws");
-    s.set_read_timeout(Some(ms(200))).expect("timeout");
-    let mut ws = Ws { s, buf: Vec::new() };
-    let head = ws.handshake(&format!(
-        "GET / HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: {KEY}\r\nSec-WebSocket-Version: 13\r\n\r\n"
-    ));
-    assert!(head.starts_with("HTTP/1.1 101"), "{head}");
+    let mut ws = Ws::over(s).upgrade("/", "");
     let ws_peer = ws_local(&ws).to_string();
     break_ws(&mut ws);
     let forced = wait_line(&logs, parse_json, "json forced close", |l| {

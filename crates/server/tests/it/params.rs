@@ -3,18 +3,18 @@
 //! and the six ROS 2 node services, `--params` overrides, domains and
 //! `/parameter_events`, over TCP and WebSocket.
 //!
-//! A connection that declared a node resolves names, so `Client::barrier`
-//! (an unsubscribe from the invalid name `/__barrier__`) cannot be used on
-//! it: `Peer::pending` uses a rosapi call as the barrier instead, on both
-//! transports. WebSocket peers ask for every status (`set_level info`) so
-//! that both transports answer alike.
+//! Peers are `crate::peer`'s: its default barrier, a rosapi call, works on a
+//! connection that declared a node (`Client::barrier`, an unsubscribe from
+//! the invalid name `/__barrier__`, does not: names resolve there).
+//! WebSocket peers ask for every status (`set_level info`) so that both
+//! transports answer alike.
 
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::{json, Value};
 
+use crate::peer::*;
 use crate::support::*;
-use crate::wsclient::*;
 
 /// The six ROS 2 parameter services served for a node with parameters.
 const NODE_SERVICES: [(&str, &str); 6] = [
@@ -42,14 +42,6 @@ const PREFIXES: [&str; 2] = ["/rosapi/", "rosapi/"];
 // A peer on either transport
 // ---------------------------------------------------------------------------------------------
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Via {
-    Tcp,
-    Ws,
-}
-
-const VIAS: [Via; 2] = [Via::Tcp, Via::Ws];
-
 /// Every (owner, other) pairing of transports.
 const PAIRS: [(Via, Via); 4] = [
     (Via::Tcp, Via::Tcp),
@@ -58,189 +50,8 @@ const PAIRS: [(Via, Via); 4] = [
     (Via::Ws, Via::Ws),
 ];
 
-enum Link {
-    Tcp(Client),
-    Ws(Ws),
-}
-
-/// A client on TCP or WebSocket, with the same request/answer helpers.
-struct Peer {
-    link: Link,
-    name: String,
-}
-
+/// The parameter ops on a [`Peer`].
 impl Peer {
-    fn open(gw: &Gateway, via: Via) -> Peer {
-        match via {
-            Via::Tcp => Peer::tcp(gw),
-            Via::Ws => Peer::ws_at(gw, "/"),
-        }
-    }
-
-    fn tcp(gw: &Gateway) -> Peer {
-        let c = gw.client();
-        let name = c.name.clone();
-        Peer {
-            link: Link::Tcp(c),
-            name: format!("tcp {name}"),
-        }
-    }
-
-    /// A WebSocket opened at `target` (`/?node=x&domain=3`), asking for
-    /// every status.
-    fn ws_at(gw: &Gateway, target: &str) -> Peer {
-        let mut ws = Ws::raw(gw);
-        let head = ws.handshake(&format!(
-            "GET {target} HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: {KEY}\r\nSec-WebSocket-Version: 13\r\n\r\n"
-        ));
-        assert!(
-            head.starts_with("HTTP/1.1 101 "),
-            "upgrade at {target}: {head}"
-        );
-        ws.send_text(r#"{"op":"set_level","level":"info"}"#);
-        Peer {
-            link: Link::Ws(ws),
-            name: format!("ws {target} #{}", uniq()),
-        }
-    }
-
-    fn send(&mut self, v: &Value) {
-        match &mut self.link {
-            Link::Tcp(c) => c.send_json(v),
-            Link::Ws(w) => w.send_text(&v.to_string()),
-        }
-    }
-
-    /// The next message before `dl`; None at the deadline or at EOF.
-    fn try_next(&mut self, dl: Instant) -> Option<Value> {
-        match &mut self.link {
-            Link::Tcp(c) => match c.try_recv_line(dl) {
-                Recv::Line(l) => Some(parse_line(&String::from_utf8_lossy(&l))),
-                _ => None,
-            },
-            Link::Ws(w) => {
-                let (op, payload) = w.try_frame(dl)?;
-                if op == 0x8 {
-                    return None;
-                }
-                assert_eq!(op, 0x1, "{}: text frame expected, got {op}", self.name);
-                Some(serde_json::from_slice(&payload).expect("frame holds JSON"))
-            }
-        }
-    }
-
-    /// Reads until a message matches `pred`; returns it and those skipped.
-    fn until(&mut self, pred: impl Fn(&Value) -> bool) -> (Value, Vec<Value>) {
-        let dl = deadline(REPLY);
-        let mut skipped = Vec::new();
-        loop {
-            match self.try_next(dl) {
-                Some(v) if pred(&v) => return (v, skipped),
-                Some(v) => skipped.push(v),
-                None => panic!(
-                    "{}: no matching message before the deadline; skipped {skipped:?}",
-                    self.name
-                ),
-            }
-        }
-    }
-
-    /// Sends `req` with a fresh id; returns the first message carrying it.
-    fn request(&mut self, mut req: Value) -> Value {
-        let id = format!("r{}", uniq());
-        req["id"] = json!(id);
-        self.send(&req);
-        let want = json!(id);
-        self.until(|v| v["id"] == want).0
-    }
-
-    /// `req` must succeed with an info status; returns its text.
-    fn ok(&mut self, req: Value) -> String {
-        let v = self.request(req.clone());
-        assert_eq!(
-            (v["op"].as_str(), v["level"].as_str()),
-            (Some("status"), Some("info")),
-            "{}: {req} -> {v}",
-            self.name
-        );
-        v["msg"].as_str().unwrap_or_default().to_string()
-    }
-
-    /// `req` must be refused with an error status; returns its text.
-    fn refused(&mut self, req: Value) -> String {
-        let v = self.request(req.clone());
-        assert_eq!(
-            (v["op"].as_str(), v["level"].as_str()),
-            (Some("status"), Some("error")),
-            "{}: {req} -> {v}",
-            self.name
-        );
-        let msg = v["msg"].as_str().unwrap_or_default().to_string();
-        assert!(!msg.is_empty(), "{v}");
-        msg
-    }
-
-    /// Calls `service`; returns the whole response (checked to be one for
-    /// this service).
-    fn call(&mut self, service: &str, args: Value) -> Value {
-        let v = self.request(json!({"op":"call_service","service":service,"args":args}));
-        assert_eq!(v["op"], "service_response", "{}: {service}: {v}", self.name);
-        assert_eq!(v["service"], service, "{v}");
-        v
-    }
-
-    /// Calls `service`; it must succeed; returns `values`.
-    fn values(&mut self, service: &str, args: Value) -> Value {
-        let v = self.call(service, args.clone());
-        assert_eq!(v["result"], true, "{}: {service} {args} -> {v}", self.name);
-        v["values"].clone()
-    }
-
-    /// Calls `service`; it must fail (`result:false`, reason string);
-    /// returns the reason.
-    fn fails(&mut self, service: &str, args: Value) -> String {
-        let v = self.call(service, args.clone());
-        assert_failure(&v);
-        v["values"].as_str().unwrap_or_default().to_string()
-    }
-
-    /// Messages received before the answer to a rosapi round trip.
-    fn pending(&mut self) -> Vec<Value> {
-        let id = format!("q{}", uniq());
-        self.send(
-            &json!({"op":"call_service","service":"/rosapi/get_ros_version","id":id,"args":{}}),
-        );
-        let want = json!(id);
-        self.until(|v| v["id"] == want).1
-    }
-
-    fn quiet(&mut self) {
-        let extra = self.pending();
-        assert!(
-            extra.is_empty(),
-            "{}: unexpected messages: {extra:?}",
-            self.name
-        );
-    }
-
-    /// Declares node `name` (`extra` may add namespace or domain); returns
-    /// its full name.
-    fn node(&mut self, name: &str, extra: Value) -> String {
-        let mut req = json!({"op":"declare_node","name":name});
-        if let Some(o) = extra.as_object() {
-            for (k, v) in o {
-                req[k] = v.clone();
-            }
-        }
-        let msg = self.ok(req);
-        let full = msg
-            .strip_prefix("declared node ")
-            .and_then(|m| m.split(' ').next())
-            .unwrap_or_else(|| panic!("declare_node answer: {msg}"))
-            .to_string();
-        full
-    }
-
     /// Declares parameter `name` = `value` of the default node; `extra`
     /// adds `descriptor`, `validate` or `node`. Returns the status text.
     fn declare(&mut self, name: &str, value: Value, extra: Value) -> String {
@@ -1525,7 +1336,7 @@ fn yaml_overrides_beat_declared_defaults() {
     for via in VIAS {
         let mut owner = match via {
             Via::Tcp => Peer::tcp(&gw),
-            Via::Ws => Peer::ws_at(&gw, "/?node=ctl"),
+            Via::Ws => Peer::ws_at(&gw, "/?node=ctl", ""),
         };
         let mut reader = Peer::open(&gw, via);
         if via == Via::Tcp {
@@ -1653,7 +1464,7 @@ fn domains_isolate_parameters_and_their_events() {
                 p.node(&fresh("reader"), json!({"domain":3}));
                 p
             }
-            Via::Ws => Peer::ws_at(&gw, "/?domain=3"),
+            Via::Ws => Peer::ws_at(&gw, "/?domain=3", ""),
         };
         let (mut reader3, mut watch3) = (in3(), in3());
         let (mut reader0, mut watch0) = (Peer::open(&gw, via), Peer::open(&gw, via));
@@ -1748,7 +1559,7 @@ fn parameter_events_for_declare_set_undeclare_delete_and_owner_gone() {
     for (owner_via, other_via) in PAIRS {
         let mut owner = Peer::open(&gw, owner_via);
         let mut other = Peer::open(&gw, other_via);
-        let mut watchers = [Peer::tcp(&gw), Peer::ws_at(&gw, "/")];
+        let mut watchers = [Peer::tcp(&gw), Peer::ws_at(&gw, "/", "")];
         for w in watchers.iter_mut() {
             w.watch();
         }
@@ -2128,7 +1939,7 @@ fn held_parameters_are_limited_in_bytes_in_all_domains() {
     );
     assert!(!has(&mut p, "/rosapi/", "y"));
     // A client in domain 3 (whose store is empty) meets the same limit.
-    let mut far = Peer::ws_at(&gw, "/?domain=3");
+    let mut far = Peer::ws_at(&gw, "/?domain=3", "");
     let r = set_param(&mut far, "/rosapi/", "z", json!("z".repeat(500)));
     assert_failure(&r);
     // Held nodes' services: each change on its own.

@@ -48,22 +48,7 @@ impl Peer {
     fn slow(gw: &Gateway, tr: Tr) -> Peer {
         match tr {
             Tr::Tcp => Peer::Tcp(Client::connect_small_rcvbuf(gw, 4096)),
-            Tr::Ws => {
-                use socket2::{Domain, Socket, Type};
-                let s = Socket::new(Domain::IPV4, Type::STREAM, None).expect("socket");
-                s.set_recv_buffer_size(4096).expect("SO_RCVBUF");
-                s.connect_timeout(&ws_addr(gw).into(), Duration::from_secs(5))
-                    .expect("connect");
-                let s: std::net::TcpStream = s.into();
-                s.set_read_timeout(Some(ms(200))).expect("timeout");
-                s.set_nodelay(true).expect("nodelay");
-                let mut ws = Ws { s, buf: Vec::new() };
-                let head = ws.handshake(&format!(
-                    "GET / HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: {KEY}\r\nSec-WebSocket-Version: 13\r\n\r\n"
-                ));
-                assert!(head.starts_with("HTTP/1.1 101"), "{head}");
-                Peer::Ws(ws)
-            }
+            Tr::Ws => Peer::Ws(Ws::connect_small_rcvbuf(gw, 4096)),
         }
     }
 

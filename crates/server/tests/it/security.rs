@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 
 use crate::http::{exchange, Reply};
+use crate::peer::*;
 use crate::support::*;
 use crate::wsclient::*;
 
@@ -177,35 +178,17 @@ fn roles_gateway() -> Secure {
 // WebSocket openings
 // ---------------------------------------------------------------------------------------------
 
-/// An upgrade request for `target` with extra header lines (each ending
-/// in `\r\n`).
-fn upgrade(target: &str, headers: &str) -> String {
-    format!(
-        "GET {target} HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: {KEY}\r\nSec-WebSocket-Version: 13\r\n{headers}\r\n"
-    )
-}
-
 /// Opens a WebSocket; returns the response head and the socket.
 fn ws_open(gw: &Gateway, target: &str, headers: &str) -> (String, Ws) {
     let mut ws = Ws::raw(gw);
-    let head = ws.handshake(&upgrade(target, headers));
+    let head = ws.handshake(&upgrade_request(target, headers));
     (head, ws)
-}
-
-/// An opening that must be admitted (101).
-fn ws_admitted(gw: &Gateway, target: &str, headers: &str) -> Ws {
-    let (head, ws) = ws_open(gw, target, headers);
-    assert!(
-        head.starts_with("HTTP/1.1 101 "),
-        "opening {target} with {headers:?}: {head}"
-    );
-    ws
 }
 
 /// An opening that must be refused: the whole HTTP answer, after which the
 /// gateway closed the connection.
 fn ws_refused(gw: &Gateway, target: &str, headers: &str) -> Reply {
-    exchange(ws_addr(gw), upgrade(target, headers).as_bytes())
+    exchange(ws_addr(gw), upgrade_request(target, headers).as_bytes())
 }
 
 fn assert_status_code(r: &Reply, status: u16, what: &str) {
@@ -218,159 +201,40 @@ fn assert_status_code(r: &Reply, status: u16, what: &str) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// A peer on either transport
+// A peer on either transport (crate::peer), authenticated
 // ---------------------------------------------------------------------------------------------
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Via {
-    Tcp,
-    Ws,
-}
-
-const VIAS: [Via; 2] = [Via::Tcp, Via::Ws];
-
-impl Via {
-    fn tag(self) -> &'static str {
-        match self {
-            Via::Tcp => "tcp",
-            Via::Ws => "ws",
-        }
-    }
-}
-
-enum Link {
-    Tcp(Client),
-    Ws(Ws),
-}
-
-/// An admitted client on TCP or WebSocket.
-struct Peer {
-    link: Link,
-    name: String,
-    /// How the connection ended, once it did (for failure messages).
-    ended: Option<String>,
+/// The barrier of security's peers: an `unsubscribe`, which no allowlist
+/// restricts (a rosapi call, the default, may be refused to a role).
+fn barrier() -> Value {
+    json!({"op":"unsubscribe","topic":"/security_barrier"})
 }
 
 impl Peer {
     /// TCP, authenticated with `token` by the `auth` op.
-    fn tcp(gw: &Gateway, token: &str) -> Peer {
-        let c = gw.client();
-        let mut p = Peer {
-            name: format!("tcp {}", c.name),
-            link: Link::Tcp(c),
-            ended: None,
-        };
+    fn tcp_as(gw: &Gateway, token: &str) -> Peer {
+        let mut p = Peer::tcp(gw).with_barrier(barrier());
         let msg = p.ok(json!({"op":"auth","token":token}));
         assert!(msg.starts_with("authenticated as role "), "{msg}");
         p
     }
 
     /// WebSocket with `?token=`, asking for every status.
-    fn ws(gw: &Gateway, token: &str) -> Peer {
-        Peer::ws_at(gw, &format!("/?token={}", pct(token)), "")
+    fn ws_as(gw: &Gateway, token: &str) -> Peer {
+        Peer::admitted(gw, &format!("/?token={}", pct(token)), "")
     }
 
     /// A WebSocket admitted at `target` with `headers`, asking for every
     /// status.
-    fn ws_at(gw: &Gateway, target: &str, headers: &str) -> Peer {
-        let mut ws = ws_admitted(gw, target, headers);
-        ws.send_text(r#"{"op":"set_level","level":"info"}"#);
-        Peer {
-            link: Link::Ws(ws),
-            name: format!("ws {target} #{}", uniq()),
-            ended: None,
-        }
+    fn admitted(gw: &Gateway, target: &str, headers: &str) -> Peer {
+        Peer::ws_at(gw, target, headers).with_barrier(barrier())
     }
 
-    fn open(gw: &Gateway, via: Via, token: &str) -> Peer {
+    fn open_as(gw: &Gateway, via: Via, token: &str) -> Peer {
         match via {
-            Via::Tcp => Peer::tcp(gw, token),
-            Via::Ws => Peer::ws(gw, token),
+            Via::Tcp => Peer::tcp_as(gw, token),
+            Via::Ws => Peer::ws_as(gw, token),
         }
-    }
-
-    fn send(&mut self, v: &Value) {
-        match &mut self.link {
-            Link::Tcp(c) => c.send_json(v),
-            Link::Ws(w) => w.send_text(&v.to_string()),
-        }
-    }
-
-    /// The next message before `dl`; None at the deadline or when the
-    /// connection ends.
-    fn try_next(&mut self, dl: Instant) -> Option<Value> {
-        match &mut self.link {
-            Link::Tcp(c) => match c.try_recv_line(dl) {
-                Recv::Line(l) => Some(parse_line(&String::from_utf8_lossy(&l))),
-                Recv::Timeout => None,
-                other => {
-                    self.ended = Some(format!("{other:?}"));
-                    None
-                }
-            },
-            Link::Ws(w) => {
-                let Some((op, payload)) = w.try_frame(dl) else {
-                    if Instant::now() < dl {
-                        // Ended before the deadline: say how.
-                        use std::io::Read;
-                        let mut one = [0u8; 1];
-                        self.ended = Some(format!(
-                            "the connection ended: read again {:?}, SO_ERROR {:?}",
-                            w.s.read(&mut one),
-                            w.s.take_error()
-                        ));
-                    }
-                    return None;
-                };
-                if op == 0x8 {
-                    self.ended = Some(format!(
-                        "close frame {:?}",
-                        String::from_utf8_lossy(&payload)
-                    ));
-                    return None;
-                }
-                assert_eq!(op, 0x1, "{}: text frame expected, got {op}", self.name);
-                Some(serde_json::from_slice(&payload).expect("frame holds JSON"))
-            }
-        }
-    }
-
-    /// Reads until a message matches `pred`; returns it and those skipped.
-    fn until(&mut self, pred: impl Fn(&Value) -> bool) -> (Value, Vec<Value>) {
-        let dl = deadline(REPLY);
-        let mut skipped = Vec::new();
-        loop {
-            match self.try_next(dl) {
-                Some(v) if pred(&v) => return (v, skipped),
-                Some(v) => skipped.push(v),
-                None => panic!(
-                    "{}: no matching message ({}); skipped {skipped:?}",
-                    self.name,
-                    self.ended.as_deref().unwrap_or("deadline passed")
-                ),
-            }
-        }
-    }
-
-    /// Sends `req` with a fresh id; returns the first message carrying it.
-    fn request(&mut self, mut req: Value) -> Value {
-        let id = format!("r{}", uniq());
-        req["id"] = json!(id);
-        self.send(&req);
-        let want = json!(id);
-        self.until(|v| v["id"] == want).0
-    }
-
-    /// `req` must succeed with an info status; returns its text.
-    fn ok(&mut self, req: Value) -> String {
-        let v = self.request(req.clone());
-        assert_eq!(
-            (v["op"].as_str(), v["level"].as_str()),
-            (Some("status"), Some("info")),
-            "{}: {req} -> {v}",
-            self.name
-        );
-        v["msg"].as_str().unwrap_or_default().to_string()
     }
 
     /// `req` must be refused with exactly `forbidden: role ROLE may not
@@ -432,60 +296,6 @@ impl Peer {
         );
     }
 
-    /// Calls `service`; returns the whole response.
-    fn call(&mut self, service: &str, args: Value) -> Value {
-        let v = self.request(json!({"op":"call_service","service":service,"args":args}));
-        assert_eq!(v["op"], "service_response", "{}: {service}: {v}", self.name);
-        assert_eq!(v["service"], service, "{v}");
-        v
-    }
-
-    /// Calls `service`; it must succeed; returns `values`.
-    fn values(&mut self, service: &str, args: Value) -> Value {
-        let v = self.call(service, args.clone());
-        assert_eq!(v["result"], true, "{}: {service} {args} -> {v}", self.name);
-        v["values"].clone()
-    }
-
-    /// Calls `service`; it must fail; returns the reason.
-    fn fails(&mut self, service: &str, args: Value) -> String {
-        let v = self.call(service, args.clone());
-        assert_failure(&v);
-        v["values"].as_str().unwrap_or_default().to_string()
-    }
-
-    /// Messages received before the answer to an `unsubscribe` round trip.
-    fn pending(&mut self) -> Vec<Value> {
-        let id = format!("q{}", uniq());
-        self.send(&json!({"op":"unsubscribe","topic":"/security_barrier","id":id}));
-        let want = json!(id);
-        self.until(|v| v["id"] == want).1
-    }
-
-    fn quiet(&mut self) {
-        let extra = self.pending();
-        assert!(
-            extra.is_empty(),
-            "{}: unexpected messages: {extra:?}",
-            self.name
-        );
-    }
-
-    /// Declares node `name`; returns its full name.
-    fn node(&mut self, name: &str, extra: Value) -> String {
-        let mut req = json!({"op":"declare_node","name":name});
-        if let Some(o) = extra.as_object() {
-            for (k, v) in o {
-                req[k] = v.clone();
-            }
-        }
-        let msg = self.ok(req);
-        msg.strip_prefix("declared node ")
-            .and_then(|m| m.split(' ').next())
-            .unwrap_or_else(|| panic!("declare_node answer: {msg}"))
-            .to_string()
-    }
-
     /// The next forwarded call (`call_service` with an `rg-` id).
     fn forwarded_call(&mut self, service: &str) -> Value {
         let (v, skipped) = self.until(|v| v["op"] == "call_service");
@@ -514,7 +324,7 @@ impl Peer {
 /// `/rosgate/stats` through a fresh admin connection (counted in
 /// `authenticated`).
 fn stats(gw: &Gateway) -> Value {
-    Peer::tcp(gw, ADMIN).values("/rosgate/stats", json!({}))
+    Peer::tcp_as(gw, ADMIN).values("/rosgate/stats", json!({}))
 }
 
 /// Polls `/rosgate/stats` on `obs` until `pred` holds.
@@ -576,7 +386,7 @@ const AUTH_FIRST: &str =
 #[test]
 fn tcp_clients_authenticate_with_the_auth_op_before_anything_else() {
     let gw = builtin_gateway(&[]);
-    let mut obs = Peer::tcp(&gw, ADMIN);
+    let mut obs = Peer::tcp_as(&gw, ADMIN);
     let base = obs.values("/rosgate/stats", json!({}));
 
     // No token yet: every request is refused with its id (string, number,
@@ -666,7 +476,7 @@ fn websocket_clients_authenticate_by_header_query_or_auth_op() {
         None,
         &[],
     );
-    let mut obs = Peer::tcp(&gw, ADMIN);
+    let mut obs = Peer::tcp_as(&gw, ADMIN);
     let base = obs.values("/rosgate/stats", json!({}));
     let stats_req = r#"{"op":"call_service","service":"/rosgate/stats","id":"st","args":{}}"#;
 
@@ -688,7 +498,7 @@ fn websocket_clients_authenticate_by_header_query_or_auth_op() {
         ),
     ];
     for (target, headers) in &admitted {
-        let mut ws = ws_admitted(&gw, target, headers);
+        let mut ws = Ws::connect_at(&gw, target, headers);
         ws.send_text(stats_req);
         let v = ws.json();
         assert_eq!(
@@ -698,7 +508,7 @@ fn websocket_clients_authenticate_by_header_query_or_auth_op() {
         );
     }
     // The token's role applies.
-    let mut ws = ws_admitted(&gw, &format!("/?token={VIEWER}"), "");
+    let mut ws = Ws::connect_at(&gw, &format!("/?token={VIEWER}"), "");
     ws.send_text(r#"{"op":"advertise","topic":"/w","type":"std_msgs/msg/String","id":"adv"}"#);
     let v = ws.json();
     assert_eq!(
@@ -724,7 +534,7 @@ fn websocket_clients_authenticate_by_header_query_or_auth_op() {
     // No token (another scheme is none): upgraded, but nothing works
     // before the auth op; errors reach it (the default status level).
     for headers in ["", "Authorization: Basic YWxhZGRpbjpvcGVuc2VzYW1l\r\n"] {
-        let mut ws = ws_admitted(&gw, "/", headers);
+        let mut ws = Ws::connect_at(&gw, "/", headers);
         ws.send_text(r#"{"op":"subscribe","topic":"/a","type":"std_msgs/msg/String","id":"s"}"#);
         let v = ws.json();
         assert_eq!(
@@ -748,7 +558,7 @@ fn websocket_clients_authenticate_by_header_query_or_auth_op() {
         );
     }
     // A wrong auth op after a tokenless upgrade: the error, then the close.
-    let mut ws = ws_admitted(&gw, "/", "");
+    let mut ws = Ws::connect_at(&gw, "/", "");
     ws.send_text(&json!({"op":"auth","mac":WRONG,"id":"bad"}).to_string());
     let v = ws.json();
     assert_eq!(
@@ -774,10 +584,10 @@ fn websocket_clients_authenticate_by_header_query_or_auth_op() {
 fn a_client_that_never_authenticates_is_closed_at_the_opening_deadline() {
     let gw = builtin_gateway(&["--handshake-timeout-ms", "500"]);
     let t0 = Instant::now();
-    let mut admitted = Peer::tcp(&gw, VIEWER);
+    let mut admitted = Peer::tcp_as(&gw, VIEWER);
     let mut silent = gw.client();
     let mut chatty = gw.client();
-    let mut ws = ws_admitted(&gw, "/", "");
+    let mut ws = Ws::connect_at(&gw, "/", "");
     // Requests do not count as an opening.
     chatty.send_line(r#"{"op":"call_service","service":"/rosgate/stats","id":1,"args":{}}"#);
     assert_eq!(chatty.expect_error(1)["msg"], AUTH_FIRST);
@@ -805,16 +615,16 @@ fn a_client_that_never_authenticates_is_closed_at_the_opening_deadline() {
 #[test]
 fn unauthenticated_connections_make_room_at_the_connection_limit() {
     let gw = builtin_gateway(&["--max-connections", "3"]);
-    let mut admitted = Peer::tcp(&gw, ADMIN);
+    let mut admitted = Peer::tcp_as(&gw, ADMIN);
     let mut waiting = gw.client();
-    let mut ws = ws_admitted(&gw, "/", "");
+    let mut ws = Ws::connect_at(&gw, "/", "");
     // Both are open (each answered), and the limit is reached.
     waiting.send_line(r#"{"op":"call_service","service":"/rosgate/stats","id":1,"args":{}}"#);
     assert_eq!(waiting.expect_error(1)["msg"], AUTH_FIRST);
     ws.send_text(r#"{"op":"call_service","service":"/rosgate/stats","id":2,"args":{}}"#);
     assert_eq!(ws.json()["msg"], AUTH_FIRST);
     // A newcomer gets in: the oldest unfinished opening goes.
-    let mut newcomer = Peer::tcp(&gw, VIEWER);
+    let mut newcomer = Peer::tcp_as(&gw, VIEWER);
     waiting.expect_closed(REPLY);
     let s = newcomer.values("/rosgate/stats", json!({}));
     assert_eq!(counter(&s, "closes.evicted"), 1, "{s}");
@@ -830,7 +640,7 @@ fn unauthenticated_connections_make_room_at_the_connection_limit() {
 #[test]
 fn a_tokenless_opening_declares_no_node_before_authenticating() {
     let gw = builtin_gateway(&[]);
-    let mut admin = Peer::tcp(&gw, ADMIN);
+    let mut admin = Peer::tcp_as(&gw, ADMIN);
     let (head, _squatter) = ws_open(&gw, "/?node=controller", "");
     // Refusing the opening would do as well; admitting it must not
     // declare the node.
@@ -839,7 +649,7 @@ fn a_tokenless_opening_declares_no_node_before_authenticating() {
         assert!(!nodes.contains(&"/controller".to_string()), "{nodes:?}");
     }
     // The real controller, with a token, gets its name.
-    let mut real = Peer::tcp(&gw, ADMIN);
+    let mut real = Peer::tcp_as(&gw, ADMIN);
     assert_eq!(real.node("controller", json!({})), "/controller");
 }
 
@@ -849,7 +659,7 @@ fn no_token_is_ever_echoed_in_statuses_logs_or_metrics() {
     let mut seen = String::new();
     // TCP: right, wrong, mac, and lines that fail to decode around a
     // token.
-    let mut a = Peer::tcp(&gw, OP);
+    let mut a = Peer::tcp_as(&gw, OP);
     a.forbidden(
         json!({"op":"advertise","topic":"/nope","type":STRING}),
         "op",
@@ -887,13 +697,13 @@ fn no_token_is_ever_echoed_in_statuses_logs_or_metrics() {
         let r = ws_refused(&gw, &target, &headers);
         seen += &String::from_utf8_lossy(&r.raw);
     }
-    let mut ws = Peer::ws(&gw, VIEWER);
+    let mut ws = Peer::ws_as(&gw, VIEWER);
     seen += &ws.call("/rosgate/connections", json!({})).to_string();
-    let mut ws = Peer::ws_at(&gw, "/", &format!("Authorization: Bearer {RB}\r\n"));
+    let mut ws = Peer::admitted(&gw, "/", &format!("Authorization: Bearer {RB}\r\n"));
     seen += &ws
         .request(json!({"op":"advertise","topic":"/x","type":STRING}))
         .to_string();
-    let mut ws = ws_admitted(&gw, "/", "");
+    let mut ws = Ws::connect_at(&gw, "/", "");
     ws.send_text(&json!({"op":"auth","mac":WRONG,"id":"w"}).to_string());
     while let Some((_, payload)) = ws.try_frame(deadline(REPLY)) {
         seen += &String::from_utf8_lossy(&payload);
@@ -950,13 +760,13 @@ fn no_token_is_ever_echoed_in_statuses_logs_or_metrics() {
 #[test]
 fn every_class_is_allowed_by_its_globs_and_refused_outside_them() {
     let gw = roles_gateway();
-    let mut obs = Peer::tcp(&gw, ADMIN);
+    let mut obs = Peer::tcp_as(&gw, ADMIN);
     let base = obs.values("/rosgate/stats", json!({}));
     let mut refusals = 0u64;
     for via in VIAS {
         let tag = via.tag();
-        let mut admin = Peer::tcp(&gw, ADMIN);
-        let mut op = Peer::open(&gw, via, OP);
+        let mut admin = Peer::tcp_as(&gw, ADMIN);
+        let mut op = Peer::open_as(&gw, via, OP);
 
         // publish: advertise, and publish without advertising.
         let pubt = format!("/op/pub/{tag}_adv");
@@ -1101,18 +911,18 @@ fn every_class_is_allowed_by_its_globs_and_refused_outside_them() {
 #[test]
 fn parameters_are_read_and_written_by_their_node_and_name() {
     let gw = roles_gateway();
-    let mut obs = Peer::tcp(&gw, ADMIN);
+    let mut obs = Peer::tcp_as(&gw, ADMIN);
     let base = obs.values("/rosgate/stats", json!({}));
     let mut refusals = 0u64;
     for via in VIAS {
         let tag = via.tag();
-        let mut owner = Peer::tcp(&gw, ADMIN);
+        let mut owner = Peer::tcp_as(&gw, ADMIN);
         let node = owner.node(&format!("op_node_{tag}"), json!({}));
         for (name, value) in [("read_a", 1), ("write_b", 2), ("secret", 3)] {
             owner.ok(json!({"op":"declare_parameter","name":name,"value":value}));
         }
-        let mut admin = Peer::tcp(&gw, ADMIN);
-        let mut op = Peer::open(&gw, via, OP);
+        let mut admin = Peer::tcp_as(&gw, ADMIN);
+        let mut op = Peer::open_as(&gw, via, OP);
 
         // param_read through rosapi.
         let v = op.values(
@@ -1239,7 +1049,7 @@ fn parameters_are_read_and_written_by_their_node_and_name() {
         refusals += 1;
 
         // The owner's own ops on a node of its own.
-        let mut own = Peer::open(&gw, via, OP);
+        let mut own = Peer::open_as(&gw, via, OP);
         let onode = own.node(&format!("op_owner_{tag}"), json!({}));
         own.ok(json!({"op":"declare_parameter","name":"own_x","value":1}));
         own.ok(json!({"op":"set_parameter","name":"own_x","value":2}));
@@ -1271,7 +1081,7 @@ fn parameters_are_read_and_written_by_their_node_and_name() {
 fn names_are_checked_after_namespace_and_remaps() {
     let gw = roles_gateway();
     for via in VIAS {
-        let mut op = Peer::open(&gw, via, OP);
+        let mut op = Peer::open_as(&gw, via, OP);
         op.node(
             &format!("planner_{}", via.tag()),
             json!({"namespace":"/r1","remap":["cmd:=/r1/plan"]}),
@@ -1308,8 +1118,8 @@ fn rosbridge_glob_keys_grant_both_classes_they_name() {
     let gw = roles_gateway();
     for via in VIAS {
         let tag = via.tag();
-        let mut admin = Peer::tcp(&gw, ADMIN);
-        let mut rb = Peer::open(&gw, via, RB);
+        let mut admin = Peer::tcp_as(&gw, ADMIN);
+        let mut rb = Peer::open_as(&gw, via, RB);
         // topics_glob: publish and subscribe.
         let t = format!("/rb/t/{tag}");
         rb.ok(json!({"op":"advertise","topic":t,"type":STRING}));
@@ -1377,7 +1187,7 @@ fn rosbridge_glob_keys_grant_both_classes_they_name() {
         assert_eq!(why, "forbidden: may not read parameter /else:p");
 
         // topics_pub_glob / topics_sub_glob: one class each.
-        let mut rbs = Peer::open(&gw, via, RBS);
+        let mut rbs = Peer::open_as(&gw, via, RBS);
         rbs.ok(json!({"op":"advertise","topic":"/rbs/pub","type":STRING}));
         rbs.ok(json!({"op":"subscribe","topic":"/rbs/sub","type":STRING}));
         rbs.forbidden(
@@ -1419,14 +1229,14 @@ fn the_viewer_role_looks_but_does_not_touch() {
     let gw = builtin_gateway(&[]);
     for via in VIAS {
         let tag = via.tag();
-        let mut admin = Peer::tcp(&gw, ADMIN);
+        let mut admin = Peer::tcp_as(&gw, ADMIN);
         let node = admin.node(&format!("viewed_{tag}"), json!({}));
         admin.ok(json!({"op":"declare_parameter","name":"gain","value":3}));
         let srv = format!("/robot/reset_{tag}");
         admin.ok(json!({"op":"advertise_service","service":srv,"type":"std_srvs/srv/Trigger"}));
         let act = format!("/navigate_{tag}");
         admin.ok(json!({"op":"advertise_action","action":act,"type":FIB}));
-        let mut v = Peer::open(&gw, via, VIEWER);
+        let mut v = Peer::open_as(&gw, via, VIEWER);
         // Allowed.
         for t in ["/cmd_vel", "/rosout", "/parameter_events", "/rosgate/graph"] {
             v.ok(json!({"op":"subscribe","topic":t,"type":STRING}));
@@ -1506,10 +1316,10 @@ fn a_refused_publish_reaches_no_subscriber() {
     let gw = roles_gateway();
     for via in VIAS {
         let topic = format!("/guarded_{}", via.tag());
-        let mut sub = Peer::open(&gw, via, ADMIN);
+        let mut sub = Peer::open_as(&gw, via, ADMIN);
         sub.ok(json!({"op":"subscribe","topic":topic,"type":STRING}));
         for (role, token) in [("viewer", VIEWER), ("op", OP), ("rbs", RBS)] {
-            let mut p = Peer::open(&gw, via, token);
+            let mut p = Peer::open_as(&gw, via, token);
             p.forbidden(
                 json!({"op":"advertise","topic":topic,"type":STRING}),
                 role,
@@ -1533,7 +1343,7 @@ fn a_refused_publish_reaches_no_subscriber() {
             );
             assert!(v.get("id").is_none(), "{v}");
         }
-        let mut admin = Peer::open(&gw, via, ADMIN);
+        let mut admin = Peer::open_as(&gw, via, ADMIN);
         admin.send(&json!({"op":"publish","topic":topic,"msg":{"data":"marker"}}));
         assert_eq!(sub.message(&topic), json!({"data":"marker"}));
         sub.quiet();
@@ -1558,7 +1368,7 @@ fn introspection_shows_a_role_only_what_it_may_use() {
     // The graph, built by an admin: a node publishing, subscribing and
     // providing visible and hidden names (hidden ones with their own types,
     // so that type lists tell too), and two nodes with parameters.
-    let mut admin = Peer::tcp(&gw, ADMIN);
+    let mut admin = Peer::tcp_as(&gw, ADMIN);
     let node = admin.node("intro", json!({}));
     for (t, ty) in [
         ("/vis/pub", STRING),
@@ -1584,7 +1394,7 @@ fn introspection_shows_a_role_only_what_it_may_use() {
     }
     admin.send(&json!({"op":"publish","topic":"/hidden/t","msg":{"x":1}}));
     admin.send(&json!({"op":"publish","topic":"/vis/pub","msg":{"data":"x"}}));
-    let mut params = Peer::tcp(&gw, ADMIN);
+    let mut params = Peer::tcp_as(&gw, ADMIN);
     params.node("vis_node", json!({}));
     params.ok(json!({"op":"declare_parameter","name":"p1","value":1}));
     params.node("hid_node", json!({}));
@@ -1592,8 +1402,8 @@ fn introspection_shows_a_role_only_what_it_may_use() {
     admin.quiet();
 
     for via in VIAS {
-        let mut lim = Peer::open(&gw, via, LIMITED);
-        let mut adm = Peer::open(&gw, via, ADMIN);
+        let mut lim = Peer::open_as(&gw, via, LIMITED);
+        let mut adm = Peer::open_as(&gw, via, ADMIN);
         let mut both = |service: &str, args: Value| -> (Value, Value) {
             (lim.values(service, args.clone()), adm.values(service, args))
         };
@@ -1772,7 +1582,7 @@ fn introspection_shows_a_role_only_what_it_may_use() {
 #[test]
 fn service_providers_by_type_hides_what_the_role_may_not_use() {
     let gw = roles_gateway();
-    let mut admin = Peer::tcp(&gw, ADMIN);
+    let mut admin = Peer::tcp_as(&gw, ADMIN);
     let node = admin.node("typed", json!({}));
     admin.ok(
         json!({"op":"advertise_service","service":"/hidden/srv","type":"secret_srvs/srv/Hidden"}),
@@ -1780,7 +1590,7 @@ fn service_providers_by_type_hides_what_the_role_may_not_use() {
     let ty = json!({"service":"secret_srvs/srv/Hidden"});
     let a = admin.values("/rosapi/service_providers", ty.clone());
     assert_eq!(a["providers"], json!([node]), "{a}");
-    let mut lim = Peer::tcp(&gw, LIMITED);
+    let mut lim = Peer::tcp_as(&gw, LIMITED);
     let l = lim.values("/rosapi/service_providers", ty);
     assert_eq!(l["providers"], json!([]), "{l}");
 }
@@ -1841,14 +1651,14 @@ fn websocket_openings_from_foreign_browser_pages_are_refused() {
             .copied()
             .chain(["https://OPS.example.com/"])
         {
-            let mut ws = ws_admitted(&gw, &target, &format!("Origin: {origin}\r\n"));
+            let mut ws = Ws::connect_at(&gw, &target, &format!("Origin: {origin}\r\n"));
             ws.send_text(
                 r#"{"op":"call_service","service":"/rosapi/get_ros_version","id":"v","args":{}}"#,
             );
             assert_eq!(ws.json()["id"], "v", "{origin}");
             admitted += 1;
         }
-        ws_admitted(&gw, &target, "");
+        Ws::connect_at(&gw, &target, "");
         admitted += 1;
         for origin in foreign.iter().chain(&not_quite) {
             let r = ws_refused(&gw, &target, &format!("Origin: {origin}\r\n"));
@@ -1879,7 +1689,7 @@ fn websocket_openings_from_foreign_browser_pages_are_refused() {
     // `*` allows every origin.
     let gw = builtin_gateway(&["--ws-allowed-origins", "*"]);
     for origin in foreign {
-        ws_admitted(
+        Ws::connect_at(
             &gw,
             &format!("/?token={VIEWER}"),
             &format!("Origin: {origin}\r\n"),
@@ -1887,7 +1697,7 @@ fn websocket_openings_from_foreign_browser_pages_are_refused() {
     }
     // And a tokenless opening from an allowed page still has to
     // authenticate.
-    let mut ws = ws_admitted(&gw, "/", "Origin: http://localhost:5173\r\n");
+    let mut ws = Ws::connect_at(&gw, "/", "Origin: http://localhost:5173\r\n");
     ws.send_text(r#"{"op":"call_service","service":"/rosapi/get_ros_version","id":"v","args":{}}"#);
     assert_eq!(ws.json()["msg"], AUTH_FIRST);
 }
@@ -1931,7 +1741,7 @@ fn metrics_need_a_token_while_health_and_the_dashboard_stay_public() {
         );
     }
     // Produce each counter once, then read them with either kind of token.
-    let mut v = Peer::tcp(&gw, VIEWER);
+    let mut v = Peer::tcp_as(&gw, VIEWER);
     v.forbidden(
         json!({"op":"advertise","topic":"/m","type":STRING}),
         "viewer",
@@ -2114,12 +1924,12 @@ fn malformed_token_and_roles_files_stop_start_up() {
 
     // A line that is not `ROLE TOKEN`: the file and the line (comments and
     // blank lines count).
-    let f = TempFile::new("tokens.txt", &format!("# ops\n\nadmin {ADMIN}\nviewer\n"));
+    let f = TempFile::new("tokens.txt", format!("# ops\n\nadmin {ADMIN}\nviewer\n"));
     check(
         &[("--auth-tokens", &f)],
         &[f.path(), "line 4", "ROLE TOKEN"],
     );
-    let f = TempFile::new("tokens.txt", &format!("admin {ADMIN} {VIEWER}\n"));
+    let f = TempFile::new("tokens.txt", format!("admin {ADMIN} {VIEWER}\n"));
     check(&[("--auth-tokens", &f)], &[f.path(), "line 1"]);
     // A file with no token at all.
     let f = TempFile::new("tokens.txt", "# nobody\n\n");
@@ -2137,34 +1947,34 @@ fn malformed_token_and_roles_files_stop_start_up() {
     // Too short, unknown role, duplicate: what is wrong, never the token.
     let f = TempFile::new(
         "tokens.txt",
-        &format!("admin {ADMIN}\nviewer short-tok-15ch\n"),
+        format!("admin {ADMIN}\nviewer short-tok-15ch\n"),
     );
     check(&[("--auth-tokens", &f)], &["16-256 bytes"]);
     let f = TempFile::new(
         "tokens.txt",
-        &format!("admin {ADMIN}\nviewer {}\n", "t".repeat(257)),
+        format!("admin {ADMIN}\nviewer {}\n", "t".repeat(257)),
     );
     check(&[("--auth-tokens", &f)], &["16-256 bytes"]);
-    let f = TempFile::new("tokens.txt", &format!("admin {ADMIN}\noperater {VIEWER}\n"));
+    let f = TempFile::new("tokens.txt", format!("admin {ADMIN}\noperater {VIEWER}\n"));
     check(
         &[("--auth-tokens", &f), ("--auth-roles", &roles_ok)],
         &["unknown role \"operater\""],
     );
     let f = TempFile::new(
         "tokens.txt",
-        &format!("admin {ADMIN}\nviewer {OP}\noperator {ADMIN}\n"),
+        format!("admin {ADMIN}\nviewer {OP}\noperator {ADMIN}\n"),
     );
     check(
         &[("--auth-tokens", &f), ("--auth-roles", &roles_ok)],
         &["duplicate token"],
     );
     // The same token under the same role twice is a duplicate too.
-    let f = TempFile::new("tokens.txt", &format!("viewer {VIEWER}\nviewer {VIEWER}\n"));
+    let f = TempFile::new("tokens.txt", format!("viewer {VIEWER}\nviewer {VIEWER}\n"));
     check(&[("--auth-tokens", &f)], &["duplicate token"]);
 
     let f = TempFile::new(
         "tokens.txt",
-        &format!("admin {ADMIN}\nviewer t\u{f6}ken-long-enough-123\n"),
+        format!("admin {ADMIN}\nviewer t\u{f6}ken-long-enough-123\n"),
     );
     check(&[("--auth-tokens", &f)], &["printable ASCII"]);
     // The bounds: 1 024 tokens, 64 roles (the two built-in ones count),
@@ -2191,7 +2001,7 @@ fn malformed_token_and_roles_files_stop_start_up() {
     let globs: Vec<String> = (0..257).map(|i| format!("'/g{i}'")).collect();
     let f = TempFile::new(
         "roles.yaml",
-        &format!("op:\n  call: [{}]\n", globs.join(", ")),
+        format!("op:\n  call: [{}]\n", globs.join(", ")),
     );
     check(
         &[("--auth-tokens", &t), ("--auth-roles", &f)],
@@ -2199,7 +2009,7 @@ fn malformed_token_and_roles_files_stop_start_up() {
     );
     let f = TempFile::new(
         "roles.yaml",
-        &format!("op:\n  call: ['/{}']\n", "g".repeat(512)),
+        format!("op:\n  call: ['/{}']\n", "g".repeat(512)),
     );
     check(
         &[("--auth-tokens", &t), ("--auth-roles", &f)],
@@ -2238,16 +2048,16 @@ fn malformed_token_and_roles_files_stop_start_up() {
     // A file that parses starts: classes it does not name allow nothing,
     // a role with no body at all too.
     let f = TempFile::new("roles.yaml", "operator:\n  publish: ['/a']\nguest:\n");
-    let t = TempFile::new("tokens.txt", &format!("operator {OP}\nguest {RB}\n"));
+    let t = TempFile::new("tokens.txt", format!("operator {OP}\nguest {RB}\n"));
     let gw = Gateway::start(&["--auth-tokens", t.path(), "--auth-roles", f.path()]);
-    let mut g = Peer::tcp(&gw, RB);
+    let mut g = Peer::tcp_as(&gw, RB);
     g.forbidden(
         json!({"op":"subscribe","topic":"/a","type":STRING}),
         "guest",
         "subscribe to",
         "/a",
     );
-    let mut o = Peer::tcp(&gw, OP);
+    let mut o = Peer::tcp_as(&gw, OP);
     o.ok(json!({"op":"advertise","topic":"/a","type":STRING}));
     o.forbidden(
         json!({"op":"subscribe","topic":"/a","type":STRING}),
@@ -2285,7 +2095,7 @@ fn every_token_file_error_names_the_file_and_the_line() {
 #[test]
 fn the_cli_presents_its_token_over_tcp_and_websocket() {
     let gw = builtin_gateway(&[]);
-    let mut admin = Peer::tcp(&gw, ADMIN);
+    let mut admin = Peer::tcp_as(&gw, ADMIN);
     admin.ok(json!({"op":"advertise","topic":"/cli_visible","type":STRING}));
     let urls = [
         format!("tcp://{}", gw.addr),
@@ -2381,7 +2191,7 @@ fn a_roles_file_may_redefine_the_builtin_roles() {
         Some("viewer:\n  subscribe: ['/only']\nadmin:\n  publish: ['*']\n"),
         &[],
     );
-    let mut v = Peer::tcp(&gw, VIEWER);
+    let mut v = Peer::tcp_as(&gw, VIEWER);
     v.ok(json!({"op":"subscribe","topic":"/only","type":STRING}));
     v.forbidden(
         json!({"op":"subscribe","topic":"/rosout","type":STRING}),
@@ -2390,7 +2200,7 @@ fn a_roles_file_may_redefine_the_builtin_roles() {
         "/rosout",
     );
     v.call_forbidden("viewer", "/rosapi/topics");
-    let mut a = Peer::tcp(&gw, ADMIN);
+    let mut a = Peer::tcp_as(&gw, ADMIN);
     a.ok(json!({"op":"advertise","topic":"/anything","type":STRING}));
     a.forbidden(
         json!({"op":"subscribe","topic":"/only","type":STRING}),
@@ -2407,10 +2217,10 @@ fn a_roles_file_may_redefine_the_builtin_roles() {
 #[test]
 fn decisions_stay_right_past_the_decision_cache() {
     let gw = roles_gateway();
-    let mut sub = Peer::tcp(&gw, ADMIN);
+    let mut sub = Peer::tcp_as(&gw, ADMIN);
     sub.ok(json!({"op":"subscribe","topic":"/op/pub/last","type":STRING}));
-    let mut op = Peer::tcp(&gw, OP);
-    let mut viewer = Peer::tcp(&gw, VIEWER);
+    let mut op = Peer::tcp_as(&gw, OP);
+    let mut viewer = Peer::tcp_as(&gw, VIEWER);
     let Link::Tcp(c) = &mut op.link else {
         unreachable!()
     };
@@ -2575,7 +2385,7 @@ fn token_guessing_from_one_address_is_held_past_its_budget() {
     // WebSocket, from a third address (its own budget): ten 401s at once,
     // then the 11th after 250 ms; the other address opens at once.
     let third = [127, 0, 0, 3];
-    let wrong = upgrade(&format!("/?token={WRONG}"), "");
+    let wrong = upgrade_request(&format!("/?token={WRONG}"), "");
     for i in 0..10 {
         let (took, got) = attempt(third, ws, wrong.as_bytes());
         assert!(got.starts_with("HTTP/1.1 401 "), "attempt {i}: {got}");
@@ -2588,7 +2398,7 @@ fn token_guessing_from_one_address_is_held_past_its_budget() {
     let mut s = connect_from(other, ws);
     {
         use std::io::{Read, Write};
-        s.write_all(upgrade(&format!("/?token={}", pct(ADMIN)), "").as_bytes())
+        s.write_all(upgrade_request(&format!("/?token={}", pct(ADMIN)), "").as_bytes())
             .expect("write");
         let mut head = [0u8; 12];
         s.read_exact(&mut head).expect("response");

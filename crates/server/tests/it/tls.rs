@@ -19,6 +19,7 @@ use std::process::{Command, Output, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use rosgate_wire::ws::client;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, ServerName};
 use rustls::{ClientConfig, ClientConnection, RootCertStore, StreamOwned};
@@ -26,7 +27,7 @@ use serde_json::{json, Value};
 
 use crate::http::{parse_reply, Exposition, Reply};
 use crate::support::*;
-use crate::wsclient::{masked, ACCEPT, KEY};
+use crate::wsclient::{masked, response_head, take_frame, upgrade_request, KEY};
 
 // ---------------------------------------------------------------------------------------------
 // Certificates and the gateway
@@ -251,20 +252,16 @@ impl Tls {
     // ----- WebSocket -----
 
     fn upgrade(&mut self) {
-        self.send(format!(
-            "GET / HTTP/1.1\r\nHost: localhost\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: {KEY}\r\nSec-WebSocket-Version: 13\r\n\r\n"
-        ).as_bytes());
+        self.send(client::request("localhost", "/", KEY, &[]).as_bytes());
         let dl = deadline(REPLY);
-        let end = loop {
-            if let Some(i) = self.buf.windows(4).position(|w| w == b"\r\n\r\n") {
-                break i + 4;
+        let head = loop {
+            if let Some(head) = response_head(&self.buf) {
+                break head;
             }
             assert!(matches!(self.fill(dl), Fill::Data), "no upgrade response");
         };
-        let head = String::from_utf8_lossy(&self.buf[..end]).to_string();
-        self.buf.drain(..end);
-        assert!(head.starts_with("HTTP/1.1 101"), "{head}");
-        assert!(head.contains(ACCEPT), "{head}");
+        self.buf.drain(..head.len);
+        assert_eq!(head.check_accept(KEY), Ok(()), "{head:?}");
     }
 
     fn send_text(&mut self, text: &str) {
@@ -275,24 +272,8 @@ impl Tls {
     fn frame(&mut self) -> (u8, Vec<u8>) {
         let dl = deadline(REPLY);
         loop {
-            if self.buf.len() >= 2 {
-                let (len, hdr) = match self.buf[1] & 0x7f {
-                    126 if self.buf.len() >= 4 => {
-                        (u16::from_be_bytes([self.buf[2], self.buf[3]]) as usize, 4)
-                    }
-                    127 if self.buf.len() >= 10 => {
-                        let mut b = [0u8; 8];
-                        b.copy_from_slice(&self.buf[2..10]);
-                        (u64::from_be_bytes(b) as usize, 10)
-                    }
-                    126 | 127 => (usize::MAX, 0),
-                    n => (n as usize, 2),
-                };
-                if len != usize::MAX && self.buf.len() >= hdr + len {
-                    let f = (self.buf[0] & 0x0f, self.buf[hdr..hdr + len].to_vec());
-                    self.buf.drain(..hdr + len);
-                    return f;
-                }
+            if let Some(f) = take_frame(&mut self.buf) {
+                return f;
             }
             assert!(
                 matches!(self.fill(dl), Fill::Data),
@@ -568,7 +549,7 @@ fn a_plaintext_client_on_a_tls_port_fails_cleanly_and_others_are_served() {
 
     let mut plain_ws = TcpStream::connect(wss_addr(&gw)).expect("connect");
     plain_ws
-        .write_all(format!("GET / HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: {KEY}\r\nSec-WebSocket-Version: 13\r\n\r\n").as_bytes())
+        .write_all(upgrade_request("/", "").as_bytes())
         .expect("send");
     let got = read_until_closed(&mut plain_ws, REPLY);
     assert_eq!(got.first(), Some(&0x15), "{got:?}");

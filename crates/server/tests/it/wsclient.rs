@@ -1,16 +1,24 @@
-//! A raw WebSocket client for the wire tests: masked client frames out,
-//! server frames parsed by hand, every read with a deadline.
+//! The WebSocket test client: [`rosgate_wire::ws::client`] (the opening
+//! request, the check of its `101`, masked frames, the strict parse of the
+//! server's frames) over a blocking socket, every read with a deadline.
+//! Raw bytes stay reachable (`Ws::s`, `Ws::handshake`, [`masked`]) for the
+//! tests that break the protocol on purpose.
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
+use rosgate_wire::ws::client::{self, Response};
 use serde_json::Value;
 
 use crate::support::*;
 
+/// The key of every opening here (RFC 6455's example) and its accept.
 pub const KEY: &str = "dGhlIHNhbXBsZSBub25jZQ==";
 pub const ACCEPT: &str = "s3pPLMBiTxaQ9kYGzzhZRbK+xOo=";
+
+/// The masking key of every frame here (RFC 6455 §5.7's example).
+const MASK: [u8; 4] = [0x37, 0xfa, 0x21, 0x3d];
 
 pub fn ws_addr(gw: &Gateway) -> SocketAddr {
     gw.logs()
@@ -25,47 +33,98 @@ pub fn ws_addr(gw: &Gateway) -> SocketAddr {
         .expect("websocket listening line")
 }
 
+/// The opening request for `target` with [`KEY`], and `headers` (raw
+/// lines, each ending in CRLF) appended as they are.
+pub fn upgrade_request(target: &str, headers: &str) -> String {
+    let mut req = client::request("x", target, KEY, &[]);
+    req.truncate(req.len() - 2); // the blank line, which now follows `headers`
+    req.push_str(headers);
+    req.push_str("\r\n");
+    req
+}
+
 /// A server frame: (opcode, payload).
 pub type Frame = (u8, Vec<u8>);
 
 pub struct Ws {
     pub s: TcpStream,
+    /// Bytes read and not yet taken as a response head or a frame.
     pub buf: Vec<u8>,
 }
 
+/// A client frame masked with [`MASK`].
 pub fn masked(op: u8, fin: bool, payload: &[u8]) -> Vec<u8> {
-    let mask = [0x37u8, 0xfa, 0x21, 0x3d];
-    let mut out = vec![(if fin { 0x80 } else { 0 }) | op];
-    let n = payload.len();
-    if n < 126 {
-        out.push(0x80 | n as u8);
-    } else if n < 65536 {
-        out.push(0x80 | 126);
-        out.extend_from_slice(&(n as u16).to_be_bytes());
-    } else {
-        out.push(0x80 | 127);
-        out.extend_from_slice(&(n as u64).to_be_bytes());
-    }
-    out.extend_from_slice(&mask);
-    out.extend(payload.iter().enumerate().map(|(i, b)| b ^ mask[i % 4]));
+    let mut out = Vec::with_capacity(client::MAX_FRAME_HEADER + payload.len());
+    client::push_frame(&mut out, fin, op, payload, Some(MASK));
     out
+}
+
+/// The server frame at the start of `buf`, taken out of it. A frame no
+/// server may send, or a fragment (the gateway never fragments), fails
+/// the test.
+pub fn take_frame(buf: &mut Vec<u8>) -> Option<Frame> {
+    let (f, used) = match client::parse_frame(buf, usize::MAX) {
+        Ok(Some(f)) => f,
+        Ok(None) => return None,
+        Err(e) => panic!("a server frame no server may send ({e}): {buf:?}"),
+    };
+    assert!(f.fin, "server frames are final");
+    let frame = (f.opcode, f.payload.to_vec());
+    buf.drain(..used);
+    Some(frame)
+}
+
+/// The response head at the start of `buf` (through its blank line), if
+/// complete.
+pub fn response_head(buf: &[u8]) -> Option<Response> {
+    Response::parse(buf).unwrap_or_else(|e| panic!("{e}: {:?}", String::from_utf8_lossy(buf)))
 }
 
 impl Ws {
     pub fn raw(gw: &Gateway) -> Ws {
-        let s = TcpStream::connect(ws_addr(gw)).expect("connect ws port");
+        Ws::over(TcpStream::connect(ws_addr(gw)).expect("connect ws port"))
+    }
+
+    /// Wraps a connected socket (reads time out every 200 ms).
+    pub fn over(s: TcpStream) -> Ws {
         s.set_read_timeout(Some(Duration::from_millis(200)))
             .expect("timeout");
         Ws { s, buf: Vec::new() }
     }
 
     pub fn connect(gw: &Gateway) -> Ws {
-        let mut ws = Ws::raw(gw);
-        let head = ws.handshake(&format!(
-            "GET / HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: {KEY}\r\nSec-WebSocket-Version: 13\r\n\r\n"
-        ));
-        assert!(head.starts_with("HTTP/1.1 101"), "{head}");
-        ws
+        Ws::connect_at(gw, "/", "")
+    }
+
+    /// An opening at `target` with `headers` that must be admitted.
+    pub fn connect_at(gw: &Gateway, target: &str, headers: &str) -> Ws {
+        Ws::raw(gw).upgrade(target, headers)
+    }
+
+    /// A WebSocket whose socket has a tiny receive buffer (set before
+    /// connecting): a slow reader.
+    pub fn connect_small_rcvbuf(gw: &Gateway, rcvbuf: usize) -> Ws {
+        use socket2::{Domain, Socket, Type};
+        let s = Socket::new(Domain::IPV4, Type::STREAM, None).expect("socket");
+        s.set_recv_buffer_size(rcvbuf).expect("SO_RCVBUF");
+        s.connect_timeout(&ws_addr(gw).into(), Duration::from_secs(5))
+            .expect("connect ws port");
+        let s: TcpStream = s.into();
+        s.set_nodelay(true).expect("nodelay");
+        Ws::over(s).upgrade("/", "")
+    }
+
+    /// Sends the opening for `target`; the answer must be a `101` that
+    /// accepts [`KEY`].
+    pub fn upgrade(mut self, target: &str, headers: &str) -> Ws {
+        let head = self.handshake(&upgrade_request(target, headers));
+        let resp = response_head(head.as_bytes()).expect("a complete head");
+        assert_eq!(
+            resp.check_accept(KEY),
+            Ok(()),
+            "opening {target} with {headers:?}: {head}"
+        );
+        self
     }
 
     /// Sends a request head, returns the response head.
@@ -73,9 +132,9 @@ impl Ws {
         self.s.write_all(req.as_bytes()).expect("send handshake");
         let dl = deadline(REPLY);
         loop {
-            if let Some(end) = self.buf.windows(4).position(|w| w == b"\r\n\r\n") {
-                let head = String::from_utf8_lossy(&self.buf[..end + 4]).to_string();
-                self.buf.drain(..end + 4);
+            if let Some(resp) = response_head(&self.buf) {
+                let head = String::from_utf8_lossy(&self.buf[..resp.len]).to_string();
+                self.buf.drain(..resp.len);
                 return head;
             }
             assert!(Instant::now() < dl, "no handshake response");
@@ -117,26 +176,8 @@ impl Ws {
     /// The next server frame, or `None` at EOF / deadline.
     pub fn try_frame(&mut self, dl: Instant) -> Option<Frame> {
         loop {
-            if self.buf.len() >= 2 {
-                assert_eq!(self.buf[1] & 0x80, 0, "server frames are unmasked");
-                let (len, hdr) = match self.buf[1] & 0x7f {
-                    126 if self.buf.len() >= 4 => {
-                        (u16::from_be_bytes([self.buf[2], self.buf[3]]) as usize, 4)
-                    }
-                    127 if self.buf.len() >= 10 => {
-                        let mut b = [0u8; 8];
-                        b.copy_from_slice(&self.buf[2..10]);
-                        (u64::from_be_bytes(b) as usize, 10)
-                    }
-                    126 | 127 => (usize::MAX, 0),
-                    n => (n as usize, 2),
-                };
-                if len != usize::MAX && self.buf.len() >= hdr + len {
-                    assert_eq!(self.buf[0] & 0x80, 0x80, "server frames are final");
-                    let f = (self.buf[0] & 0x0f, self.buf[hdr..hdr + len].to_vec());
-                    self.buf.drain(..hdr + len);
-                    return Some(f);
-                }
+            if let Some(f) = take_frame(&mut self.buf) {
+                return Some(f);
             }
             if Instant::now() >= dl {
                 return None;

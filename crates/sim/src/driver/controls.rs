@@ -5,6 +5,7 @@
 //! 1002 close and a protocol-error close).
 
 use rosgate_core::StatusFilter;
+use rosgate_wire::ws::client;
 
 use super::Sim;
 use crate::model::Unit;
@@ -135,7 +136,7 @@ impl Sim {
     /// A masked client frame.
     fn frame(&mut self, fin: bool, opcode: u8, payload: &[u8]) -> Vec<u8> {
         let mut f = Vec::new();
-        ws::client_frame(&mut f, fin, opcode, payload, self.mask());
+        client::push_frame(&mut f, fin, opcode, payload, Some(self.mask()));
         f
     }
 
@@ -156,9 +157,8 @@ impl Sim {
         match arg % 12 {
             0 => {
                 // Unmasked.
-                let mut f = vec![0x80 | OP_TEXT];
-                ws::push_len(&mut f, 0, text.len() as u64);
-                f.extend_from_slice(text);
+                let mut f = Vec::new();
+                client::push_frame(&mut f, true, OP_TEXT, text, None);
                 vec![f]
             }
             1 => {

@@ -19,6 +19,7 @@
 //! (`model::held_after`) and since when.
 
 use rosgate_core::counters::ErrorCode;
+use rosgate_wire::ws::client;
 
 use super::accounting::Cause;
 use super::{Outgoing, Sim};
@@ -181,7 +182,7 @@ impl Sim {
             let mut f = Vec::new();
             let op = if i == 0 { OP_TEXT } else { OP_CONT };
             let fin = i + 1 == n;
-            ws::client_frame(&mut f, fin, op, p, self.mask());
+            client::push_frame(&mut f, fin, op, p, Some(self.mask()));
             let unit = Unit::Data {
                 len: f.len(),
                 payload: p.len(),
@@ -270,7 +271,7 @@ impl Sim {
     /// A ping frame from `slot`; the model then owes it the pong.
     pub(crate) fn ping(&mut self, slot: usize, payload: &[u8]) -> Vec<u8> {
         let mut f = Vec::new();
-        ws::client_frame(&mut f, true, ws::OP_PING, payload, self.mask());
+        client::push_frame(&mut f, true, ws::OP_PING, payload, Some(self.mask()));
         self.model
             .client_mut(slot)
             .exp
@@ -367,7 +368,7 @@ impl Sim {
         let text = br#"{"op":"call_service","service":"/s1","id":"late","args":{}}"#;
         let bytes = if self.model.client(slot).rosbridge() {
             let mut f = Vec::new();
-            ws::client_frame(&mut f, true, OP_TEXT, text, self.mask());
+            client::push_frame(&mut f, true, OP_TEXT, text, Some(self.mask()));
             f
         } else {
             let mut l = text.to_vec();

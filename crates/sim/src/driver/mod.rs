@@ -35,6 +35,7 @@ use rosgate_core::limits::{Limits, TIMER_TICK_MS};
 use rosgate_core::log::LogLevel;
 use rosgate_core::out::MAX_IOVECS;
 use rosgate_core::{CloseReason, Transport};
+use rosgate_wire::ws::client;
 
 use crate::actions::{Action, Req, SimConfig, MAX_CLIENTS};
 use crate::model::requests::Effect;
@@ -856,7 +857,7 @@ impl Sim {
             _ if self.model.client(s).rosbridge() => {
                 // Half a text frame: ignored at EOF.
                 let mut frame = Vec::new();
-                ws::client_frame(&mut frame, true, OP_TEXT, partial, self.mask());
+                client::push_frame(&mut frame, true, OP_TEXT, partial, Some(self.mask()));
                 let unit = Unit::Data {
                     len: frame.len(),
                     payload: partial.len(),

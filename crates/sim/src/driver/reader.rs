@@ -16,9 +16,7 @@ use super::Sim;
 use crate::model::{matches, Fwd, Link, Lvl, Resp};
 use crate::violation::Violation;
 use crate::ws::{self, Answer, ServerFrame, OP_CLOSE, OP_PONG, OP_TEXT};
-
-/// Longest response head a WebSocket client waits for.
-const MAX_HEAD: usize = 16 * 1024;
+use rosgate_wire::ws::client::Response;
 
 /// The stats gauges the model predicts, in [`crate::model::Model::gauges`]
 /// order.
@@ -85,26 +83,25 @@ impl Sim {
                 )));
             }
             if let Some(answer) = side.answer.clone() {
-                let Some(end) = head_len(&c.inbuf) else {
-                    let n = c.inbuf.len();
-                    if n > MAX_HEAD {
+                let resp = match Response::parse(&c.inbuf) {
+                    Ok(Some(resp)) => resp,
+                    Ok(None) => return Ok(()),
+                    Err(e) => {
+                        let n = c.inbuf.len();
                         return Err(self.violation(format!(
-                            "slot {slot}: no end to the response head in {n} bytes"
+                            "slot {slot}: a bad response head ({e}) in {n} bytes"
                         )));
                     }
-                    return Ok(());
                 };
                 // A 400 for a bad query says why in its body: wait for it.
                 let body = match answer {
-                    Answer::BadQuery | Answer::Forbidden => {
-                        ws::body_len(&c.inbuf[..end]).unwrap_or(0)
-                    }
+                    Answer::BadQuery | Answer::Forbidden => resp.content_length().unwrap_or(0),
                     _ => 0,
                 };
-                if c.inbuf.len() < end + body {
+                if c.inbuf.len() < resp.len + body {
                     return Ok(());
                 }
-                let head: Vec<u8> = c.inbuf.drain(..end).collect();
+                c.inbuf.drain(..resp.len);
                 let text: Vec<u8> = c.inbuf.drain(..body).collect();
                 let side = c.ws_mut().expect("a WebSocket client");
                 side.answer = None;
@@ -114,7 +111,7 @@ impl Sim {
                         side.done = true
                     }
                 }
-                ws::check_response_head(&head, &answer)
+                ws::check_response(&resp, &answer)
                     .map_err(|e| self.violation(format!("slot {slot}: {e}")))?;
                 if std::str::from_utf8(&text).is_err() {
                     return Err(self.violation(format!("slot {slot}: a 400 body that is not text")));
@@ -451,10 +448,4 @@ fn mismatch(r: &Resp, v: &Value) -> Option<String> {
             (!ok).then(|| format!("stats gauges {STATS_GAUGES:?} should be {g:?}"))
         }
     }
-}
-
-/// The length of the HTTP head at the start of `buf`, through its blank
-/// line, if complete.
-fn head_len(buf: &[u8]) -> Option<usize> {
-    buf.windows(4).position(|w| w == b"\r\n\r\n").map(|p| p + 4)
 }

@@ -9,36 +9,6 @@ fn limits() -> Limits {
 }
 
 impl T {
-    /// Opens a WebSocket connection and completes its handshake.
-    fn open_ws(&mut self) -> u32 {
-        let key = self
-            .hub
-            .open_as(Transport::WebSocket, self.now)
-            .expect("admitted")
-            .key;
-        let hs = b"GET / HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n";
-        self.hub.on_bytes(key, hs, self.now);
-        let raw = self.raw(key);
-        assert!(raw.starts_with(b"HTTP/1.1 101"), "{raw:?}");
-        key
-    }
-
-    /// Everything queued for `key`, as raw bytes (a perfect writer).
-    fn raw(&mut self, key: u32) -> Vec<u8> {
-        let mut bytes = Vec::new();
-        while let Some(out) = self.hub.out(key).filter(|o| !o.is_empty()) {
-            let mut iov = [IoSlice::new(&[]); MAX_IOVECS];
-            let n = out.fill(&mut iov, usize::MAX);
-            let mut w = 0;
-            for s in &iov[..n] {
-                bytes.extend_from_slice(s);
-                w += s.len();
-            }
-            self.hub.wrote(key, w, self.now);
-        }
-        bytes
-    }
-
     fn closes(&self, r: CloseReason) -> u64 {
         self.hub.counters().closes_of(r)
     }
@@ -46,22 +16,6 @@ impl T {
     fn gone(&self, key: u32) -> bool {
         self.hub.conn(key).is_none()
     }
-}
-
-/// A masked client text frame.
-fn ws_text(payload: &[u8]) -> Vec<u8> {
-    let mask = [7u8, 1, 3, 9];
-    let mut out = vec![0x81];
-    let n = payload.len();
-    if n < 126 {
-        out.push(0x80 | n as u8);
-    } else {
-        out.push(0x80 | 126);
-        out.extend_from_slice(&(n as u16).to_be_bytes());
-    }
-    out.extend_from_slice(&mask);
-    out.extend(payload.iter().enumerate().map(|(i, b)| b ^ mask[i & 3]));
-    out
 }
 
 #[test]

@@ -4,6 +4,8 @@
 use std::io::IoSlice;
 use std::time::{Duration, Instant};
 
+use rosgate_wire::ws::client;
+use rosgate_wire::ws::frame::OP_TEXT;
 use serde_json::Value;
 
 use super::*;
@@ -63,8 +65,8 @@ impl T {
         }
     }
 
-    /// Everything queued for `key`, as parsed lines (a perfect writer).
-    fn recv(&mut self, key: u32) -> Vec<Value> {
+    /// Everything queued for `key`, as raw bytes (a perfect writer).
+    fn raw(&mut self, key: u32) -> Vec<u8> {
         let mut bytes = Vec::new();
         while let Some(out) = self.hub.out(key).filter(|o| !o.is_empty()) {
             let mut iov = [IoSlice::new(&[]); MAX_IOVECS];
@@ -76,6 +78,12 @@ impl T {
             }
             self.hub.wrote(key, w, self.now);
         }
+        bytes
+    }
+
+    /// Everything queued for `key`, as parsed lines (a perfect writer).
+    fn recv(&mut self, key: u32) -> Vec<Value> {
+        let bytes = self.raw(key);
         let mut dirty = Vec::new();
         self.hub.take_dirty(&mut dirty);
         bytes
@@ -83,6 +91,39 @@ impl T {
             .filter(|l| !l.is_empty())
             .map(|l| serde_json::from_slice(l).expect("gateway output is JSON"))
             .collect()
+    }
+
+    /// A WebSocket connection with its upgrade done and the `101` read.
+    fn open_ws(&mut self) -> u32 {
+        let key = self
+            .hub
+            .open_as(Transport::WebSocket, self.now)
+            .expect("admitted")
+            .key;
+        let hs = client::request("x", "/", WS_KEY, &[]);
+        self.hub.on_bytes(key, hs.as_bytes(), self.now);
+        let raw = self.raw(key);
+        let head = client::Response::parse(&raw)
+            .expect("an HTTP response")
+            .expect("a complete head");
+        assert_eq!(head.check_accept(WS_KEY), Ok(()), "{head:?}");
+        key
+    }
+
+    /// Sends `text` from WebSocket client `key` as one masked text frame.
+    fn ws_send(&mut self, key: u32, text: &str) {
+        self.hub.on_bytes(key, &ws_text(text.as_bytes()), self.now);
+    }
+
+    /// The JSON messages of the server text frames queued for `key`.
+    fn ws_recv(&mut self, key: u32) -> Vec<Value> {
+        let bytes = self.raw(key);
+        let mut out = Vec::new();
+        client::Reader::new().feed(&bytes, usize::MAX, |e| match e {
+            client::Event::Text(t) => out.push(serde_json::from_slice(t).expect("JSON")),
+            other => panic!("a text frame expected, got {other:?}"),
+        });
+        out
     }
 
     fn one(&mut self, key: u32) -> Value {
@@ -107,6 +148,14 @@ impl T {
             &format!(r#"{{"op":"call_service","service":"{name}","id":{id},"args":{{}}}}"#),
         );
     }
+}
+
+/// The key of the WebSocket openings here (RFC 6455's example).
+const WS_KEY: &str = "dGhlIHNhbXBsZSBub25jZQ==";
+
+/// A masked client text frame.
+fn ws_text(payload: &[u8]) -> Vec<u8> {
+    client::frame(OP_TEXT, payload, [3, 5, 7, 11])
 }
 
 #[test]

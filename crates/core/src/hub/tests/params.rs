@@ -399,90 +399,22 @@ fn a_validation_counts_against_the_call_limit_with_waiting_requests() {
     assert!(no_pending(&t));
 }
 
-/// A WebSocket connection with its upgrade done (the 101 read).
-fn open_ws(t: &mut T) -> u32 {
-    let key = t
-        .hub
-        .open_as(crate::Transport::WebSocket, t.now)
-        .expect("admitted")
-        .key;
-    let hs = b"GET / HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n";
-    t.hub.on_bytes(key, hs, t.now);
-    let head = ws_read(t, key);
-    assert!(head.starts_with(b"HTTP/1.1 101"), "{head:?}");
-    key
-}
-
-/// Everything queued for `key`, written out.
-fn ws_read(t: &mut T, key: u32) -> Vec<u8> {
-    let mut bytes = Vec::new();
-    while let Some(out) = t.hub.out(key).filter(|o| !o.is_empty()) {
-        let mut iov = [IoSlice::new(&[]); MAX_IOVECS];
-        let n = out.fill(&mut iov, usize::MAX);
-        let mut w = 0;
-        for s in &iov[..n] {
-            bytes.extend_from_slice(s);
-            w += s.len();
-        }
-        t.hub.wrote(key, w, t.now);
-    }
-    bytes
-}
-
-/// Sends `text` from WebSocket client `key` as one masked text frame.
-fn ws_send(t: &mut T, key: u32, text: &str) {
-    let mask = [3u8, 5, 7, 11];
-    let n = text.len();
-    let mut f = vec![0x81];
-    if n < 126 {
-        f.push(0x80 | n as u8);
-    } else {
-        f.push(0x80 | 126);
-        f.extend_from_slice(&(n as u16).to_be_bytes());
-    }
-    f.extend_from_slice(&mask);
-    f.extend(text.bytes().enumerate().map(|(i, b)| b ^ mask[i & 3]));
-    t.hub.on_bytes(key, &f, t.now);
-}
-
-/// The JSON messages of the server text frames queued for `key`.
-fn ws_recv(t: &mut T, key: u32) -> Vec<Value> {
-    let bytes = ws_read(t, key);
-    let mut out = Vec::new();
-    let mut at = 0;
-    while at < bytes.len() {
-        assert_eq!(bytes[at], 0x81, "a text frame");
-        let (n, head) = match bytes[at + 1] {
-            126 => (
-                u16::from_be_bytes([bytes[at + 2], bytes[at + 3]]) as usize,
-                4,
-            ),
-            n => (n as usize, 2),
-        };
-        let payload = &bytes[at + head..at + head + n];
-        out.push(serde_json::from_slice(payload).expect("JSON"));
-        at += head + n;
-    }
-    out
-}
-
 #[test]
 fn a_rosbridge_owner_validates_as_rosbridge_answers_read() {
     let mut t = T::new(Limits::default());
-    let o = open_ws(&mut t);
-    ws_send(&mut t, o, r#"{"op":"set_level","level":"info"}"#);
-    ws_send(&mut t, o, r#"{"op":"declare_node","name":"ctl"}"#);
-    ws_send(
-        &mut t,
+    let o = t.open_ws();
+    t.ws_send(o, r#"{"op":"set_level","level":"info"}"#);
+    t.ws_send(o, r#"{"op":"declare_node","name":"ctl"}"#);
+    t.ws_send(
         o,
         r#"{"op":"declare_parameter","name":"gain","value":1,"validate":true}"#,
     );
-    assert_eq!(ws_recv(&mut t, o).len(), 2, "node and parameter declared");
+    assert_eq!(t.ws_recv(o).len(), 2, "node and parameter declared");
     let r = t.open();
     for (id, v) in [(1, 2), (2, 3)] {
         set_gain(&mut t, r, id, v);
     }
-    let calls = ws_recv(&mut t, o);
+    let calls = t.ws_recv(o);
     assert_eq!(calls.len(), 2, "{calls:?}");
     // An object `values` is a success whatever `result` says (roslib's
     // service handlers answer so); `successful` decides.
@@ -492,7 +424,7 @@ fn a_rosbridge_owner_validates_as_rosbridge_answers_read() {
             call["id"]
         )
     };
-    ws_send(&mut t, o, &answer(&calls[0], true));
+    t.ws_send(o, &answer(&calls[0], true));
     let v = t.one(r);
     assert_eq!(
         (v["id"].clone(), v["result"].clone()),
@@ -500,7 +432,7 @@ fn a_rosbridge_owner_validates_as_rosbridge_answers_read() {
         "{v}"
     );
     assert_eq!(value(&t, "/ctl", "gain"), Some(ParamValue::Integer(2)));
-    ws_send(&mut t, o, &answer(&calls[1], false));
+    t.ws_send(o, &answer(&calls[1], false));
     let v = t.one(r);
     assert_eq!(
         (v["id"].clone(), v["result"].clone()),

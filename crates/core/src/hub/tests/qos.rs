@@ -776,7 +776,7 @@ fn everything_is_released_when_everyone_leaves() {
     let throttled = t.open();
     let reliable = t.open();
     let caller = t.open();
-    let ws = t.open_ws_qos();
+    let ws = t.open_ws();
     t.send(
         latched,
         r#"{"op":"advertise","topic":"/a","type":"T","qos":{"durability":"transient_local","depth":5}}"#,
@@ -799,7 +799,7 @@ fn everything_is_released_when_everyone_leaves() {
     );
     t.hub.on_bytes(
         ws,
-        &ws_frame(br#"{"op":"subscribe","topic":"/a","throttle_rate":500}"#),
+        &ws_text(br#"{"op":"subscribe","topic":"/a","throttle_rate":500}"#),
         t.now,
     );
     t.send(
@@ -866,32 +866,6 @@ fn latched_and_throttled_frames_leave_the_ledger_when_written() {
         t.close_now(k);
     }
     t.assert_empty();
-}
-
-impl T {
-    /// A WebSocket connection with its handshake done.
-    fn open_ws_qos(&mut self) -> u32 {
-        let key = self
-            .hub
-            .open_as(Transport::WebSocket, self.now)
-            .expect("admitted")
-            .key;
-        let hs = b"GET / HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n";
-        self.hub.on_bytes(key, hs, self.now);
-        key
-    }
-}
-
-/// A masked client text frame.
-fn ws_frame(payload: &[u8]) -> Vec<u8> {
-    let mask = [3u8, 5, 7, 11];
-    let mut out = vec![0x81];
-    let n = payload.len();
-    assert!(n < 126);
-    out.push(0x80 | n as u8);
-    out.extend_from_slice(&mask);
-    out.extend(payload.iter().enumerate().map(|(i, b)| b ^ mask[i & 3]));
-    out
 }
 
 #[test]

@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
-"""The probe of scripts/stress.py's bounded-memory scenarios, run as its own
-process so that the attackers' Python threads (and the GIL) never delay it:
-what it measures is the gateway, not the test harness.
+"""The probe of the bounded-memory scenarios (bounded.py's `Probe`), run as
+its own process so that the attackers' Python threads (and the GIL) never
+delay it: what it measures is the gateway, not the test harness. Standalone
+(no import from the package), started by path:
 
-    python3 scripts/stress_probe.py PORT PERIOD_S MAX_S TOPIC
+    python3 scripts/stress/probe.py PORT PERIOD_S MAX_S TOPIC
 
 Connects to the gateway on 127.0.0.1:PORT, subscribes to TOPIC and, every
 PERIOD_S seconds, publishes a numbered message to TOPIC and waits for it to
