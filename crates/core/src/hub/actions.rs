@@ -20,12 +20,13 @@
 
 use std::time::{Duration, Instant};
 
+use rosgate_wire::decode::GoalRequest;
 use rosgate_wire::encode::{self, Level};
 use rosgate_wire::ids::parse_call_id;
 use rosgate_wire::Raw;
 
 use super::graph::RosoutLevel;
-use super::services::CallFailure;
+use super::services::{CallArgs, CallFailure, GoalOptions};
 use super::Hub;
 use crate::access::Class;
 use crate::calls::{Call, CallKind, NotOutstanding, ORPHAN_TIMEOUT};
@@ -89,7 +90,7 @@ impl Hub {
                     self.rosout(domain, RosoutLevel::Warn, &log, now);
                 }
             }
-            None => self.note_provided(Provided::Action, domain, me, tag, &name, ty, true),
+            None => self.note_provided(Provided::Action, domain, me, tag, &name, Some(ty)),
         }
         let msg = format!("advertised action {name}");
         self.send_status(me, Level::Info, &msg, id_bytes, now);
@@ -123,7 +124,7 @@ impl Hub {
                 let calls = self.calls.fail_provided(goal, me, &name_json);
                 self.fail_soon(calls, CallFailure::Unadvertised, now);
                 if let Some(tag) = tag {
-                    self.note_provided(Provided::Action, domain, me, tag, &name, "", false);
+                    self.note_provided(Provided::Action, domain, me, tag, &name, None);
                 }
                 let msg = format!("unadvertised action {name}");
                 self.send_status(me, Level::Info, &msg, id_bytes, now);
@@ -138,24 +139,18 @@ impl Hub {
 
     /// A caller's goal: forwarded to the action's server with a fresh id,
     /// or failed at once (`status` 0).
-    #[allow(clippy::too_many_arguments)]
     pub(super) fn send_action_goal(
         &mut self,
         me: ConnRef,
-        action: &str,
+        g: &GoalRequest<'_>,
         node: Option<&str>,
-        action_type: Option<&str>,
-        args: Option<Raw<'_>>,
-        feedback: bool,
-        timeout: Option<f64>,
-        wait: bool,
         id: &[u8],
         now: Instant,
     ) {
         if !self.live(me) {
             return;
         }
-        let Some((domain, _, action)) = self.resolve_for(me, action, node, Some(id), now) else {
+        let Some((domain, _, action)) = self.resolve_for(me, &g.action, node, Some(id), now) else {
             return;
         };
         if !self.permit(me, Class::ActionSend, &action, Some(id), now) {
@@ -167,25 +162,39 @@ impl Hub {
             encode::action_failure(&mut out, &action_json, id, STATUS_UNKNOWN, &reason);
             return self.send_control(me, &out, now);
         }
-        let goal = (action_type, args, feedback, timeout, wait);
+        let goal = CallArgs {
+            args: g.args,
+            timeout: g.timeout,
+            wait: g.wait,
+            goal: Some(GoalOptions {
+                action_type: g.action_type.as_deref(),
+                feedback: g.feedback,
+            }),
+        };
         self.send_goal_resolved(me, domain, &action, goal, id, now);
     }
 
     /// [`Hub::send_action_goal`] of `action` in `domain`, already resolved
     /// (a waiting goal being released is not resolved again, as for
-    /// calls: see [`Hub::call_resolved`]). `goal`: its `action_type`,
-    /// `args`, `feedback`, `timeout` and `wait`.
-    #[allow(clippy::type_complexity)]
+    /// calls: see [`Hub::call_resolved`]). `goal` carries its
+    /// [`GoalOptions`].
     pub(super) fn send_goal_resolved(
         &mut self,
         me: ConnRef,
         domain: Domain,
         action: &str,
-        goal: (Option<&str>, Option<Raw<'_>>, bool, Option<f64>, bool),
+        goal: CallArgs<'_>,
         id: &[u8],
         now: Instant,
     ) {
-        let (action_type, args, feedback, timeout, wait) = goal;
+        let CallArgs {
+            args,
+            timeout,
+            wait,
+            goal: options,
+        } = goal;
+        let (action_type, feedback) =
+            options.map_or((None, false), |o| (o.action_type, o.feedback));
         if !self.live(me) {
             return;
         }
@@ -209,18 +218,7 @@ impl Hub {
                 s.provider()
             }
             _ if wait => {
-                let goal = Some((action_type, feedback));
-                if self.wait_for_provider(
-                    me,
-                    domain,
-                    Provided::Action,
-                    action,
-                    Some(id),
-                    args,
-                    timeout,
-                    goal,
-                    now,
-                ) {
+                if self.wait_for_provider(me, domain, action, goal, Some(id), now) {
                     return;
                 }
                 return fail(self, CallFailure::TooMany);

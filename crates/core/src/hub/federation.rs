@@ -31,6 +31,7 @@ use rosgate_wire::Raw;
 
 use super::params::NODE_PARAM_SERVICES;
 use super::qos::Asked;
+use super::topics::Registering;
 use super::Hub;
 use crate::access::Class;
 use crate::conn::{Conn, ConnRef};
@@ -450,16 +451,7 @@ impl Hub {
         };
         if wanted {
             self.fed.remote.insert(key);
-            self.register(
-                bridge,
-                Role::Subscriber,
-                topic,
-                None,
-                None,
-                Asked::default(),
-                None,
-                now,
-            );
+            self.register(bridge, Registering::subscriber(topic), None, None, now);
         } else {
             self.fed.remote.remove(&key);
             self.unregister(bridge, Role::Subscriber, topic, None, None, now);
@@ -512,7 +504,13 @@ impl Hub {
                 qos,
                 ..Asked::default()
             };
-            self.register(bridge, Role::Publisher, topic, None, None, asked, None, now);
+            let r = Registering {
+                role: Role::Publisher,
+                topic,
+                ty: None,
+                asked,
+            };
+            self.register(bridge, r, None, None, now);
             self.fed.latched_here.insert((domain, Rc::from(topic)));
         }
         Some(bridge)
@@ -918,16 +916,7 @@ impl Hub {
             .map(|(_, t)| t.clone())
             .collect();
         for topic in again {
-            self.register(
-                me,
-                Role::Subscriber,
-                &topic,
-                None,
-                None,
-                Asked::default(),
-                None,
-                now,
-            );
+            self.register(me, Registering::subscriber(&topic), None, None, now);
         }
         Some(me)
     }

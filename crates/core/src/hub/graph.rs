@@ -26,6 +26,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::{json, Value};
 
+use rosgate_wire::decode::NodeDeclaration;
 use rosgate_wire::encode::{self, Level};
 use rosgate_wire::names::{NodeName, Remap, Resolver};
 use rosgate_wire::query;
@@ -311,18 +312,14 @@ impl Hub {
     // ----- nodes -------------------------------------------------------------
 
     /// `declare_node`: see docs/protocol.md, "Nodes, names and domains".
-    #[allow(clippy::too_many_arguments)]
     pub(super) fn declare_node(
         &mut self,
         me: ConnRef,
-        name: &str,
-        namespace: Option<&str>,
-        remap: &[String],
-        domain: Option<u64>,
+        d: &NodeDeclaration<'_>,
         id: Option<&[u8]>,
         now: Instant,
     ) {
-        if let Err((code, msg)) = self.try_declare(me, name, namespace, remap, domain, id, now) {
+        if let Err((code, msg)) = self.try_declare(me, d, id, now) {
             if code == ErrorCode::InvalidName {
                 self.counters.inc(Counter::NamesRejected);
             }
@@ -330,18 +327,15 @@ impl Hub {
         }
     }
 
-    #[allow(clippy::too_many_arguments)]
     fn try_declare(
         &mut self,
         me: ConnRef,
-        name: &str,
-        namespace: Option<&str>,
-        remap: &[String],
-        domain: Option<u64>,
+        d: &NodeDeclaration<'_>,
         id: Option<&[u8]>,
         now: Instant,
     ) -> Result<(), Refused> {
-        let resolver = node_resolver(name, namespace, remap)?;
+        let (name, domain) = (&*d.name, d.domain);
+        let resolver = node_resolver(name, d.namespace.as_deref(), &d.remap)?;
         let Some(conn) = self.conns.get(me.key as usize) else {
             return Ok(());
         };
@@ -542,8 +536,13 @@ impl Hub {
     /// Declares the node a WebSocket URL asked for (see
     /// [`Hub::apply_opening`]), after the upgrade response.
     pub(super) fn declare_opened(&mut self, me: ConnRef, node: OpeningNode, now: Instant) {
-        let namespace = node.namespace.as_deref();
-        self.declare_node(me, &node.name, namespace, &node.remap, None, None, now);
+        let d = NodeDeclaration {
+            name: Cow::Owned(node.name),
+            namespace: node.namespace.map(Cow::Owned),
+            remap: node.remap,
+            domain: None,
+        };
+        self.declare_node(me, &d, None, now);
     }
 
     /// Puts `me` (holding nothing yet) in `domain`, moving its client count
@@ -705,11 +704,12 @@ impl Hub {
         ty: &str,
         added: bool,
     ) {
-        self.note_provided(Provided::Service, domain, who, tag, service, ty, added);
+        let added = added.then_some(ty);
+        self.note_provided(Provided::Service, domain, who, tag, service, added);
     }
 
-    /// A node started or stopped providing `name` (a service or action).
-    #[allow(clippy::too_many_arguments)]
+    /// A node started (`added`: `Some` of the type) or stopped (`None`)
+    /// providing `name` (a service or action).
     pub(super) fn note_provided(
         &mut self,
         kind: Provided,
@@ -717,18 +717,16 @@ impl Hub {
         who: ConnRef,
         tag: NodeTag,
         name: &str,
-        ty: &str,
-        added: bool,
+        added: Option<&str>,
     ) {
         if !self.listens(domain, GRAPH_TOPIC) {
             return;
         }
         let node = self.node_label(who, tag);
         let what = kind.label();
-        let event = if added {
-            json!({"event":format!("{what}_added"),what:name,"node":node,"type":ty})
-        } else {
-            json!({"event":format!("{what}_removed"),what:name,"node":node})
+        let event = match added {
+            Some(ty) => json!({"event":format!("{what}_added"),what:name,"node":node,"type":ty}),
+            None => json!({"event":format!("{what}_removed"),what:name,"node":node}),
         };
         self.note(domain, event);
     }
@@ -802,7 +800,7 @@ impl Hub {
             self.note_endpoint(domain, who, tag, role, &topic, false);
         }
         for (kind, name, tag) in provided {
-            self.note_provided(kind, domain, who, tag, &name, "", false);
+            self.note_provided(kind, domain, who, tag, &name, None);
         }
     }
 

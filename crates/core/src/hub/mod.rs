@@ -50,7 +50,7 @@ use std::time::{Duration, Instant, UNIX_EPOCH};
 
 use slab::Slab;
 
-use rosgate_wire::decode::{self, DecodeError, GoalRequest, NodeDeclaration, Op, Request};
+use rosgate_wire::decode::{self, DecodeError, Op, Request};
 use rosgate_wire::encode::Level;
 use rosgate_wire::ws::handshake::Opening;
 use rosgate_wire::Raw;
@@ -860,16 +860,13 @@ impl Hub {
                     peers: false,
                     throttle_ms,
                 };
-                self.register(
-                    me,
-                    Role::Subscriber,
-                    &topic,
-                    node,
-                    ty.as_deref(),
+                let r = topics::Registering {
+                    role: Role::Subscriber,
+                    topic: &topic,
+                    ty: ty.as_deref(),
                     asked,
-                    id,
-                    now,
-                )
+                };
+                self.register(me, r, node, id, now)
             }
             Op::Unsubscribe { topic } => {
                 self.unregister(me, Role::Subscriber, &topic, node, id, now)
@@ -885,16 +882,13 @@ impl Hub {
                     peers,
                     throttle_ms: 0,
                 };
-                self.register(
-                    me,
-                    Role::Publisher,
-                    &topic,
-                    node,
-                    ty.as_deref(),
+                let r = topics::Registering {
+                    role: Role::Publisher,
+                    topic: &topic,
+                    ty: ty.as_deref(),
                     asked,
-                    id,
-                    now,
-                )
+                };
+                self.register(me, r, node, id, now)
             }
             Op::Unadvertise { topic } => {
                 self.unregister(me, Role::Publisher, &topic, node, id, now)
@@ -910,22 +904,22 @@ impl Hub {
                 args,
                 timeout,
                 wait,
-            } => self.call_service(me, &service, node, args, id, timeout, wait, now),
+            } => {
+                let call = services::CallArgs {
+                    args,
+                    timeout,
+                    wait,
+                    goal: None,
+                };
+                self.call_service(me, &service, node, call, id, now)
+            }
             Op::ServiceResponse {
                 values,
                 result,
                 status,
                 ..
             } => self.service_response(me, req.id, values, result, status, now),
-            Op::DeclareNode(d) => {
-                let NodeDeclaration {
-                    name,
-                    namespace,
-                    remap,
-                    domain,
-                } = *d;
-                self.declare_node(me, &name, namespace.as_deref(), &remap, domain, id, now)
-            }
+            Op::DeclareNode(d) => self.declare_node(me, &d, id, now),
             Op::DestroyNode { name } => self.destroy_node(me, &name, id, now),
             Op::SetLevel { level } => self.set_level(me, &level, id, now),
             Op::AdvertiseAction { action, ty } => {
@@ -935,27 +929,8 @@ impl Hub {
                 self.unadvertise_action(me, &action, node, req.id, now)
             }
             Op::SendActionGoal(g) => {
-                let GoalRequest {
-                    action,
-                    action_type,
-                    args,
-                    feedback,
-                    timeout,
-                    wait,
-                } = *g;
                 if let Some(id) = id {
-                    self.send_action_goal(
-                        me,
-                        &action,
-                        node,
-                        action_type.as_deref(),
-                        args,
-                        feedback,
-                        timeout,
-                        wait,
-                        id,
-                        now,
-                    )
+                    self.send_action_goal(me, &g, node, id, now)
                 }
             }
             Op::CancelActionGoal { action } => {
@@ -983,7 +958,15 @@ impl Hub {
                 value,
                 descriptor,
                 validate,
-            } => self.declare_parameter(me, node, &name, value, descriptor, validate, id, now),
+            } => {
+                let decl = params::Declaration {
+                    name: &name,
+                    value,
+                    descriptor,
+                    validate,
+                };
+                self.declare_parameter(me, node, decl, id, now)
+            }
             Op::UndeclareParameter { name } => self.undeclare_parameter(me, node, &name, id, now),
             Op::SetParameter { name, value } => {
                 self.set_own_parameter(me, node, &name, value, id, now)

@@ -215,6 +215,26 @@ fn parse_json(raw: Raw<'_>) -> Value {
     serde_json::from_str(raw.get()).unwrap_or(Value::Null)
 }
 
+/// A `declare_parameter` request's fields, as decoded.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Declaration<'a> {
+    pub(super) name: &'a str,
+    pub(super) value: Raw<'a>,
+    pub(super) descriptor: Option<Raw<'a>>,
+    /// Changes by others go to the owner for validation first.
+    pub(super) validate: bool,
+}
+
+/// A service call the hub answers itself (rosapi's parameter services, a
+/// node's parameter services): who called, the service's name (its answer
+/// names it) and the caller's id.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Answering<'a> {
+    pub(super) me: ConnRef,
+    pub(super) service: &'a str,
+    pub(super) id: Option<&'a [u8]>,
+}
+
 impl Hub {
     /// Sets the start-up overrides (`--params FILE`).
     pub fn set_param_overrides(&mut self, overrides: Overrides) {
@@ -251,18 +271,20 @@ impl Hub {
     }
 
     /// `declare_parameter`: see docs/protocol.md, "Parameters".
-    #[allow(clippy::too_many_arguments)]
     pub(super) fn declare_parameter(
         &mut self,
         me: ConnRef,
         node: Option<&str>,
-        name: &str,
-        value: Raw<'_>,
-        descriptor: Option<Raw<'_>>,
-        validate: bool,
+        decl: Declaration<'_>,
         id: Option<&[u8]>,
         now: Instant,
     ) {
+        let Declaration {
+            name,
+            value,
+            descriptor,
+            validate,
+        } = decl;
         let Some((domain, tag, full)) = self.param_owner(me, node, id, now) else {
             return;
         };
@@ -455,18 +477,16 @@ impl Hub {
     /// allow and no validation is needed, sent to the owner for validation
     /// otherwise; `me` is answered (now or when the owner answers) in the
     /// `reply` shape. An atomic set is applied all or nothing.
-    #[allow(clippy::too_many_arguments)]
     fn request_set(
         &mut self,
-        me: ConnRef,
+        at: Answering<'_>,
         domain: Domain,
         node: &str,
         changes: Vec<(String, ParamValue)>,
         reply: Reply,
-        service: &str,
-        id: Option<&[u8]>,
         now: Instant,
     ) {
+        let Answering { me, service, id } = at;
         let store = self.params.store(domain);
         let limits = self.params.limits(domain, &self.limits);
         // A node a connection declared is owned even while the store knows
@@ -860,17 +880,15 @@ impl Hub {
     // ----- rosapi ---------------------------------------------------------------------
 
     /// rosapi's parameter services; `None` if `short` is not one of them.
-    #[allow(clippy::too_many_arguments)]
     pub(super) fn rosapi_params(
         &mut self,
-        me: ConnRef,
+        at: Answering<'_>,
         domain: Domain,
         short: &str,
         args: &Value,
-        service: &str,
-        id: Option<&[u8]>,
         now: Instant,
     ) -> Option<Result<Value, String>> {
+        let me = at.me;
         let name = args.get("name").and_then(Value::as_str).unwrap_or("");
         let (node, param) = split_name(name);
         let role = self.viewer(me);
@@ -907,16 +925,7 @@ impl Hub {
                     json!(default).to_string()
                 };
                 if store.get(&node, param).is_none()
-                    && self.forward_get_param(
-                        me,
-                        domain,
-                        &node,
-                        param,
-                        &default_json,
-                        service,
-                        id,
-                        now,
-                    )
+                    && self.forward_get_param(at, domain, &node, param, &default_json, now)
                 {
                     return Some(Ok(Value::Null));
                 }
@@ -974,17 +983,9 @@ impl Hub {
                 match value.and_then(|v| checked.map(|()| v)) {
                     Err(e) => Err(e),
                     Ok(v) => {
-                        if !self.forward_set_param(me, domain, &node, param, &v, service, id, now) {
-                            self.request_set(
-                                me,
-                                domain,
-                                &node,
-                                vec![(param.to_string(), v)],
-                                Reply::Rosapi,
-                                service,
-                                id,
-                                now,
-                            );
+                        if !self.forward_set_param(at, domain, &node, param, &v, now) {
+                            let changes = vec![(param.to_string(), v)];
+                            self.request_set(at, domain, &node, changes, Reply::Rosapi, now);
                         }
                         return Some(Ok(Value::Null));
                     }
@@ -1137,7 +1138,12 @@ impl Hub {
                     Reply::Atomic
                 };
                 let node = node.to_string();
-                self.request_set(me, domain, &node, changes, reply, name, id, now);
+                let at = Answering {
+                    me,
+                    service: name,
+                    id,
+                };
+                self.request_set(at, domain, &node, changes, reply, now);
                 return true;
             }
             _ => return false,

@@ -22,6 +22,7 @@ use serde_json::{json, Value};
 use rosgate_wire::encode;
 use rosgate_wire::Raw;
 
+use super::params::Answering;
 use super::services::CallFailure;
 use super::Hub;
 use crate::calls::Call;
@@ -78,18 +79,16 @@ impl Hub {
     /// Forwards rosapi `get_param` of `node:param` to the node's
     /// `get_parameters` when another provider serves it; false when the
     /// hub answers it itself.
-    #[allow(clippy::too_many_arguments)]
     pub(super) fn forward_get_param(
         &mut self,
-        me: ConnRef,
+        at: Answering<'_>,
         domain: Domain,
         node: &str,
         param: &str,
         default: &str,
-        rosapi: &str,
-        id: Option<&[u8]>,
         now: Instant,
     ) -> bool {
+        let me = at.me;
         let Some(owner) = self.param_owner_elsewhere(me, domain, node, "get_parameters") else {
             return false;
         };
@@ -99,35 +98,24 @@ impl Hub {
             param: param.to_string(),
             default: default.to_string(),
         };
-        self.forward_param(
-            me,
-            owner,
-            node,
-            "get_parameters",
-            &args,
-            kind,
-            rosapi,
-            id,
-            now,
-        );
+        let service = format!("{node}/get_parameters");
+        self.forward_param(at, owner, &service, &args, kind, now);
         true
     }
 
     /// Forwards rosapi `set_param` of `node:param` to the node's
     /// `set_parameters` when another provider serves it; false when the
     /// hub answers it itself.
-    #[allow(clippy::too_many_arguments)]
     pub(super) fn forward_set_param(
         &mut self,
-        me: ConnRef,
+        at: Answering<'_>,
         domain: Domain,
         node: &str,
         param: &str,
         value: &ParamValue,
-        rosapi: &str,
-        id: Option<&[u8]>,
         now: Instant,
     ) -> bool {
+        let me = at.me;
         let Some(owner) = self.param_owner_elsewhere(me, domain, node, "set_parameters") else {
             return false;
         };
@@ -135,33 +123,27 @@ impl Hub {
             "parameters": [{ "name": param, "value": value.to_parameter_value() }]
         })
         .to_string();
-        self.forward_param(
-            me,
-            owner,
-            node,
-            "set_parameters",
-            &args,
-            Kind::Set,
-            rosapi,
-            id,
-            now,
-        );
+        let service = format!("{node}/set_parameters");
+        self.forward_param(at, owner, &service, &args, Kind::Set, now);
         true
     }
 
-    #[allow(clippy::too_many_arguments)]
+    /// Calls `service` (the node's parameter service) of `owner` with
+    /// `args` for the rosapi request `at`, answered when the call ends.
     fn forward_param(
         &mut self,
-        me: ConnRef,
+        at: Answering<'_>,
         owner: ConnRef,
-        node: &str,
-        short: &str,
+        service: &str,
         args: &str,
         kind: Kind,
-        rosapi: &str,
-        id: Option<&[u8]>,
         now: Instant,
     ) {
+        let Answering {
+            me,
+            service: rosapi,
+            id,
+        } = at;
         let mut rosapi_json = Vec::new();
         encode::json_string(&mut rosapi_json, rosapi);
         if self.calls.in_flight(me) + self.waiting.of(me) >= self.limits.max_calls_per_conn {
@@ -171,7 +153,7 @@ impl Hub {
             return self.send_control(me, &out, now);
         }
         let mut service_json = Vec::new();
-        encode::json_string(&mut service_json, &format!("{node}/{short}"));
+        encode::json_string(&mut service_json, service);
         let deadline = now + self.limits.call_timeout;
         let seq = self
             .calls

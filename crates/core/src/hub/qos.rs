@@ -36,6 +36,7 @@ use rosgate_wire::encode::{self, Level};
 use rosgate_wire::qos::{self, Durability, Qos, Reliability};
 use rosgate_wire::Raw;
 
+use super::topics::Registering;
 use super::Hub;
 use crate::conn::{CloseReason, ConnRef};
 use crate::counters::Counter;
@@ -109,20 +110,23 @@ fn shown(q: Option<&MemberQos>) -> String {
 }
 
 impl Hub {
-    /// After a registration of `me` on topic `t` (`name`) as `role`: its
-    /// QoS state, the compatibility check, the latched messages for a new
-    /// subscriber, the peer count for a publisher that asked.
-    #[allow(clippy::too_many_arguments)]
+    /// After registration `r` of `me` (its topic resolved, `reg.topic`):
+    /// its QoS state, the compatibility check, the latched messages for a
+    /// new subscriber, the peer count for a publisher that asked.
     pub(super) fn apply_qos(
         &mut self,
         domain: Domain,
         me: ConnRef,
-        role: Role,
-        name: &str,
+        r: Registering<'_>,
         reg: Registered,
-        asked: Asked,
         now: Instant,
     ) {
+        let Registering {
+            role,
+            topic: name,
+            asked,
+            ..
+        } = r;
         let t = reg.topic;
         let had = self.registries[domain as usize]
             .member_qos(me, role, t)

@@ -293,7 +293,12 @@ impl Hub {
             },
         };
         let domain = self.conn(me.key).map_or(0, |c| c.domain());
-        match self.rosapi_params(me, domain, short, &args, name, id, now) {
+        let at = super::params::Answering {
+            me,
+            service: name,
+            id,
+        };
+        match self.rosapi_params(at, domain, short, &args, now) {
             // Answered already (a set goes through validation).
             Some(Ok(Value::Null)) => return true,
             Some(Ok(values)) => {

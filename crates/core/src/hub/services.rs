@@ -54,6 +54,28 @@ fn builtin_name(name: &str) -> Option<String> {
     (plain.starts_with("rosapi/") || plain.starts_with("rosgate/")).then(|| format!("/{plain}"))
 }
 
+/// What a caller asks of a provider beside the name: a service call's or
+/// a goal's arguments and options, as decoded (and kept by a request
+/// waiting for its provider).
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct CallArgs<'a> {
+    pub(super) args: Option<Raw<'a>>,
+    /// Seconds, as the caller gave them (the limits apply).
+    pub(super) timeout: Option<f64>,
+    /// Wait for a provider that is not there yet (within `timeout`).
+    pub(super) wait: bool,
+    /// A goal's (a call has none): its `action_type` and whether the
+    /// caller wants feedback.
+    pub(super) goal: Option<GoalOptions<'a>>,
+}
+
+/// What a goal asks beside a call's arguments.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct GoalOptions<'a> {
+    pub(super) action_type: Option<&'a str>,
+    pub(super) feedback: bool,
+}
+
 /// Why a call failed; each has a reason text and a counter.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CallFailure {
@@ -168,18 +190,17 @@ impl Hub {
         }
     }
 
-    #[allow(clippy::too_many_arguments)]
+    /// A client's `call_service` of `name` (as it wrote it, for `node`).
     pub(super) fn call_service(
         &mut self,
         me: ConnRef,
         name: &str,
         node: Option<&str>,
-        args: Option<Raw<'_>>,
+        call: CallArgs<'_>,
         id: Option<&[u8]>,
-        timeout: Option<f64>,
-        wait: bool,
         now: Instant,
     ) {
+        let args = call.args;
         if !self.live(me) {
             return;
         }
@@ -197,25 +218,28 @@ impl Hub {
         if !self.permit(me, Class::Call, &name, id, now) {
             return self.fail_forbidden(me, &name, id, now);
         }
-        self.call_resolved(me, domain, &name, args, id, timeout, wait, now);
+        self.call_resolved(me, domain, &name, call, id, now);
     }
 
     /// [`Hub::call_service`] of `name` in `domain`, already resolved (a
     /// waiting call being released is not resolved again: its caller may
     /// have declared a node since, whose namespace or remap rules would
     /// send it elsewhere than to the provider that just appeared).
-    #[allow(clippy::too_many_arguments)]
     pub(super) fn call_resolved(
         &mut self,
         me: ConnRef,
         domain: Domain,
         name: &str,
-        args: Option<Raw<'_>>,
+        call: CallArgs<'_>,
         id: Option<&[u8]>,
-        timeout: Option<f64>,
-        wait: bool,
         now: Instant,
     ) {
+        let CallArgs {
+            args,
+            timeout,
+            wait,
+            ..
+        } = call;
         if !self.live(me) {
             return;
         }
@@ -248,17 +272,7 @@ impl Hub {
                 return;
             }
             if wait {
-                if self.wait_for_provider(
-                    me,
-                    domain,
-                    Provided::Service,
-                    name,
-                    id,
-                    args,
-                    timeout,
-                    None,
-                    now,
-                ) {
+                if self.wait_for_provider(me, domain, name, call, id, now) {
                     return;
                 }
                 return self.fail_now(me, name, id, CallFailure::TooMany, now);

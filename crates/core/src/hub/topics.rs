@@ -55,6 +55,29 @@ pub enum Origin<'a> {
     Remote { latched: Option<u32> },
 }
 
+/// A `subscribe` or an `advertise` as decoded: the role, the topic (as the
+/// client wrote it, until resolved), its type if given, and the QoS,
+/// peer counts or throttle it asked for.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Registering<'a> {
+    pub(super) role: Role,
+    pub(super) topic: &'a str,
+    pub(super) ty: Option<&'a str>,
+    pub(super) asked: Asked,
+}
+
+impl<'a> Registering<'a> {
+    /// A plain subscription (no type, nothing asked): the bridge's.
+    pub(super) fn subscriber(topic: &'a str) -> Self {
+        Registering {
+            role: Role::Subscriber,
+            topic,
+            ty: None,
+            asked: Asked::default(),
+        }
+    }
+}
+
 /// Checks a message against a ROS 2 type before it reaches a topic that
 /// ROS 2 nodes subscribe to (the shell installs one when it joins a ROS 2
 /// graph; the core knows no types).
@@ -107,20 +130,19 @@ impl Hub {
             .is_some_and(|c| c.policy().registrations_per_id())
     }
 
-    /// `subscribe` or `advertise` of `topic` (as the client wrote it) for
-    /// `node` (or the connection's default node).
-    #[allow(clippy::too_many_arguments)]
+    /// `subscribe` or `advertise` (`r`) for `node` (or the connection's
+    /// default node).
     pub(super) fn register(
         &mut self,
         me: ConnRef,
-        role: Role,
-        topic: &str,
+        r: Registering<'_>,
         node: Option<&str>,
-        ty: Option<&str>,
-        asked: Asked,
         id: Option<&[u8]>,
         now: Instant,
     ) {
+        let Registering {
+            role, topic, ty, ..
+        } = r;
         if !self.live(me) {
             return;
         }
@@ -166,7 +188,8 @@ impl Hub {
             self.greet_subscriber(domain, me, &topic, now);
             self.interest_changed(domain, &topic);
         }
-        self.apply_qos(domain, me, role, &topic, registered, asked, now);
+        let r = Registering { topic: &topic, ..r };
+        self.apply_qos(domain, me, r, registered, now);
     }
 
     /// `unsubscribe` or `unadvertise`; always safe to repeat.

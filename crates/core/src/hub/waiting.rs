@@ -19,6 +19,7 @@ use slab::Slab;
 use rosgate_wire::encode;
 use rosgate_wire::Raw;
 
+use super::services::{CallArgs, GoalOptions};
 use super::Hub;
 use crate::conn::ConnRef;
 use crate::limits::{TIMER_SLOTS, TIMER_TICK_MS};
@@ -135,19 +136,25 @@ impl Hub {
     /// Parks a call (or goal) for `name` until a provider appears or its
     /// deadline; false (the caller fails it at once) when the caller has
     /// too many requests waiting.
-    #[allow(clippy::too_many_arguments)]
     pub(super) fn wait_for_provider(
         &mut self,
         me: ConnRef,
         domain: Domain,
-        kind: Provided,
         name: &str,
+        call: CallArgs<'_>,
         id: Option<&[u8]>,
-        args: Option<Raw<'_>>,
-        timeout: Option<f64>,
-        goal: Option<(Option<&str>, bool)>,
         now: Instant,
     ) -> bool {
+        let CallArgs {
+            args,
+            timeout,
+            goal,
+            ..
+        } = call;
+        let kind = match goal {
+            Some(_) => Provided::Action,
+            None => Provided::Service,
+        };
         // Waiting requests count against the caller's call limit together
         // with its calls in flight (a waiting call becomes one of them).
         if self.waiting.of(me) + self.calls.in_flight(me) >= self.limits.max_calls_per_conn {
@@ -167,8 +174,8 @@ impl Hub {
             id: id.map(Box::from),
             args: args.map_or("{}", |a| a.get()).into(),
             deadline: now + wait,
-            action_type: goal.and_then(|g| g.0).map(Box::from),
-            feedback: goal.is_some_and(|g| g.1),
+            action_type: goal.and_then(|g| g.action_type).map(Box::from),
+            feedback: goal.is_some_and(|g| g.feedback),
             goal_timeout: timeout,
             seq: 0,
         });
@@ -202,27 +209,27 @@ impl Hub {
                 .saturating_duration_since(now)
                 .as_secs_f64()
                 .max(0.001);
-            let args = Raw::from_valid_json(&w.args);
+            let args = Some(Raw::from_valid_json(&w.args));
             match kind {
-                Provided::Service => self.call_resolved(
-                    w.caller,
-                    w.domain,
-                    &w.name,
-                    Some(args),
-                    w.id.as_deref(),
-                    Some(left),
-                    false,
-                    now,
-                ),
+                Provided::Service => {
+                    let call = CallArgs {
+                        args,
+                        timeout: Some(left),
+                        ..CallArgs::default()
+                    };
+                    self.call_resolved(w.caller, w.domain, &w.name, call, w.id.as_deref(), now)
+                }
                 Provided::Action => {
                     if let Some(id) = w.id.as_deref() {
-                        let goal = (
-                            w.action_type.as_deref(),
-                            Some(args),
-                            w.feedback,
-                            w.goal_timeout,
-                            false,
-                        );
+                        let goal = CallArgs {
+                            args,
+                            timeout: w.goal_timeout,
+                            wait: false,
+                            goal: Some(GoalOptions {
+                                action_type: w.action_type.as_deref(),
+                                feedback: w.feedback,
+                            }),
+                        };
                         self.send_goal_resolved(w.caller, w.domain, &w.name, goal, id, now)
                     }
                 }
