@@ -22,6 +22,9 @@ use std::path::{Path, PathBuf};
 
 use rosgate::config::*;
 
+/// The rows of the page's limit tables (eight columns: limit, default,
+/// unit, flag, constant, behaviour, counter, test); other tables, such as
+/// the policy labels, are not limits.
 fn doc_rows() -> Vec<Vec<String>> {
     let text =
         std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/limits.md"))
@@ -32,8 +35,9 @@ fn doc_rows() -> Vec<Vec<String>> {
             l.trim_matches('|')
                 .split('|')
                 .map(|c| c.trim().to_string())
-                .collect()
+                .collect::<Vec<String>>()
         })
+        .filter(|r| r.len() >= 8)
         .collect()
 }
 
