@@ -39,6 +39,13 @@ USE_RE = re.compile(r"\b(pub(?:\s*\([^)]*\))?\s+)?use\s+([^;]*);")
 VIS_IN_RE = re.compile(r"pub\s*\(\s*in\s+[^)]*\)")
 
 
+def raw_start(text, i):
+    """Whether the `r` at `i` starts a raw string (`r"`, `r#"`, `br"`), not
+    the end of an identifier (`bar"` cannot occur, `for"` neither)."""
+    j = i - 1 if i > 0 and text[i - 1] == "b" else i
+    return j == 0 or not (text[j - 1].isalnum() or text[j - 1] == "_")
+
+
 def strip_code(text):
     """The text with comments, string and char literals blanked (newlines kept,
     so line numbers stay right)."""
@@ -61,7 +68,7 @@ def strip_code(text):
                     j += 1
             out.append("\n" * text.count("\n", i, j))
             i = j
-        elif c == "r" and re.match(r'r#*"', text[i:i + 300]) and (i == 0 or not (text[i - 1].isalnum() or text[i - 1] == "_")):
+        elif c == "r" and re.match(r'r#*"', text[i:i + 300]) and raw_start(text, i):
             m = re.match(r'r(#*)"', text[i:])
             end = '"' + m.group(1)
             j = text.find(end, i + len(m.group(0)))
