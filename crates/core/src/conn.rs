@@ -52,7 +52,8 @@ pub struct Conn {
     /// The peer's address and port, when the shell knows it.
     peer: Option<SocketAddr>,
     transport: Transport,
-    /// The graph its registrations belong to (seed 001 §8.2).
+    /// The graph its registrations belong to (`docs/protocol.md`,
+    /// "Domains").
     domain: Domain,
     /// Names it uses are resolved (it declared a node, or `--names
     /// strict`); otherwise they are opaque exact strings.

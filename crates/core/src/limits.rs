@@ -1,9 +1,10 @@
 //! The limits the sans-io core enforces, and their defaults.
 //!
 //! Each `DEFAULT_*` constant carries its unit and the reason for its value;
-//! `docs/limits.md` mirrors these and a test keeps the two in sync. The
-//! server's own constants (addresses, socket budgets, back-offs) live in the
-//! `rosgate` crate's `config.rs`.
+//! `docs/limits.md` mirrors these and a test keeps the two in sync; the
+//! labels in parentheses, `(P5)`, are the policies its "Policy labels"
+//! table defines. The server's own constants (addresses, socket budgets,
+//! back-offs) live in the `rosgate` crate's `config.rs`.
 
 use std::time::Duration;
 

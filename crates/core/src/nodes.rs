@@ -1,4 +1,5 @@
-//! `Nodes`: the ROS 2 nodes connections declared (seed 001 §2): each a
+//! `Nodes`: the ROS 2 nodes connections declared (`docs/protocol.md`,
+//! "Declaring a node"): each a
 //! name and namespace with its remap rules, in one domain, owned by one
 //! connection. Registrations made for a node carry its [`NodeTag`] (the
 //! registry attributes them); the hub withdraws them before a node goes.
@@ -40,7 +41,8 @@ impl NodeTag {
     pub const CONN: NodeTag = NodeTag(u32::MAX);
 }
 
-/// A ROS domain id (seed 001 §8.2: 0-232).
+/// A ROS domain id, 0-232 as `ROS_DOMAIN_ID` (docs.ros.org, "The
+/// ROS_DOMAIN_ID").
 pub type Domain = u8;
 
 /// The highest domain id (ROS_DOMAIN_ID's range is 0-232).

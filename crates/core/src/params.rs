@@ -1,6 +1,7 @@
-//! Parameters (seed 001 §3.4): typed values held per node full name, per
-//! domain. A node's parameters are either **owned** (declared by the
-//! connection that declared the node, with descriptors, optionally
+//! Parameters (design.ros2.org/articles/ros_parameters.html;
+//! `docs/protocol.md`, "Parameters"): typed values held per node full
+//! name, per domain. A node's parameters are either **owned** (declared by
+//! the connection that declared the node, with descriptors, optionally
 //! validated by the owner) or **held** by the gateway for a node nobody
 //! owns (the ROS 1 parameter-server behaviour rosapi clients expect).
 //! Plain names (no `node:` part) are held in a global table.

@@ -35,7 +35,8 @@ const WS_CLOSE_GOING_AWAY: u16 = 1001;
 /// Which listener a connection came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Transport {
-    /// Newline-delimited JSON over TCP: the protocol file, strictly.
+    /// Newline-delimited JSON over TCP: the base protocol
+    /// (`docs/protocol.md`), strictly.
     Tcp,
     /// rosbridge v2 over WebSocket: one JSON object per text frame.
     WebSocket,
@@ -139,7 +140,7 @@ impl Policy {
 
     /// rosbridge keys subscriptions and advertisements by request id within
     /// a connection (`unsubscribe` with an id removes only that one); the
-    /// protocol file keys them by connection.
+    /// base protocol keys them by connection.
     pub fn registrations_per_id(self) -> bool {
         self.dialect == Dialect::Rosbridge
     }

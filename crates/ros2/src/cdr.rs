@@ -4,8 +4,8 @@
 //! Owns the wire layout of every field type, rosbridge's JSON conventions
 //! for them, and the bounds on both directions.
 //!
-//! Wire (rmw_zenoh's design document, "Serialization"; OMG DDS-XTypes
-//! 1.3, XCDR1): plain CDR. A 4-byte
+//! Wire (`docs/rmw_zenoh.md`, "CDR payloads"; OMG DDS-XTypes 1.3,
+//! XCDR1): plain CDR. A 4-byte
 //! encapsulation header (`00 01 00 00` little-endian, which is what we
 //! write; `00 00 00 00` big-endian is read too), then the members in
 //! declaration order. Alignment is relative to the byte after the header;

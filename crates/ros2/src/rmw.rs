@@ -1,7 +1,7 @@
 //! rmw_zenoh's names and small binary formats (ROS 2 Jazzy, rmw_zenoh_cpp
 //! 0.2.4+; Kilted identical), as rmw_zenoh's design document
-//! (docs/design.md in github.com/ros2/rmw_zenoh, jazzy branch) and its
-//! sources give them:
+//! (docs/design.md in github.com/ros2/rmw_zenoh) and its sources give
+//! them; `docs/rmw_zenoh.md` describes each layout with examples:
 //! data key expressions for topics and services, liveliness tokens (the
 //! ROS graph), the QoS text inside them, entity GIDs and the 33-byte
 //! attachment every sample, query and reply carries.
@@ -887,7 +887,8 @@ mod tests {
         )
     }
 
-    /// Every token of the spec (§2.3, design.md), full hashes restored.
+    /// Every token of `docs/rmw_zenoh.md` ("Liveliness tokens"), full
+    /// hashes restored.
     fn spec_tokens() -> Vec<String> {
         vec![
             talker_node_key(),
@@ -1093,7 +1094,7 @@ mod tests {
 
     // --- QoS --------------------------------------------------------------
 
-    /// The table of spec §2.2: (profile, chunk).
+    /// The table of `docs/rmw_zenoh.md` ("QoS chunk"): (profile, chunk).
     fn qos_table() -> Vec<(Qos, &'static str)> {
         let d = Qos::default();
         vec![
@@ -1400,7 +1401,7 @@ mod tests {
 
     #[test]
     fn rmw_parsers_never_panic_on_garbage() {
-        // Every prefix and every single-byte corruption of the spec tokens,
+        // Every prefix and every single-byte corruption of the documented tokens,
         // plus pseudo-random strings over the tokens' alphabet.
         let alphabet = b"@/%:,_01239abNMPSCxz\xc3\xa9";
         let mut inputs: Vec<Vec<u8>> = Vec::new();

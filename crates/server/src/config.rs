@@ -4,8 +4,9 @@
 //! one `use rosgate::config::*` sees every default).
 //!
 //! Each constant carries its unit and the reason for its value;
-//! `docs/limits.md` mirrors them and a test keeps the two in sync. Nothing
-//! here reads argv or the environment: that is `args.rs`'s job.
+//! `docs/limits.md` mirrors them and a test keeps the two in sync (labels
+//! such as `(P20)` are its "Policy labels"). Nothing here reads argv or the
+//! environment: that is `args.rs`'s job.
 
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::time::Duration;

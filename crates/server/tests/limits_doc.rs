@@ -1,13 +1,18 @@
 //! `docs/limits.md` must list every limit in the code, with the default the
 //! code uses.
 //!
-//! - [`every_limit_constant_in_the_source_is_documented`] scans
-//!   `crates/*/src` for `const NAME: ... =` items whose name says they
-//!   bound something ([`looks_like_a_limit`]) and requires each to be named
-//!   in the `constant` column of a row, unless [`NOT_LIMITS`] says why it
-//!   is not a limit; where that row names only this constant and its
-//!   default is an integer, the default must be the constant's value when
-//!   its expression is plain arithmetic (`64 * 1024`, `4 << 20`).
+//! - [`every_limit_constant_in_the_source_is_documented`] scans the `src/`
+//!   of every crate under `crates/` and `tools/` (directories, not a list
+//!   of files, so a crate or module that moves is still scanned) for
+//!   `const NAME: ... =` items whose name says they bound something
+//!   ([`looks_like_a_limit`]) and requires each to be named in the
+//!   `constant` column of a row, unless [`NOT_LIMITS`] says why it is not a
+//!   limit (or, in a dev-only crate, [`DEV_ONLY_CONSTANTS`]); where a row
+//!   names only this constant and its default is an integer, the default
+//!   must be the constant's value when its expression is integer arithmetic
+//!   over literals and other constants (`64 * 1024`, `4 << 20`,
+//!   `parse::MAX_DEFINITION_BYTES as u64`). Every constant the table names
+//!   must exist, in the file its row names.
 //! - [`every_default_constant_is_documented_with_its_value`] checks the
 //!   values of the constants the scan cannot evaluate (durations, re-exports,
 //!   computed ones) through the crates' public items.
@@ -17,6 +22,9 @@ use std::path::{Path, PathBuf};
 
 use rosgate::config::*;
 
+/// The rows of the page's limit tables (eight columns: limit, default,
+/// unit, flag, constant, behaviour, counter, test); other tables, such as
+/// the policy labels, are not limits.
 fn doc_rows() -> Vec<Vec<String>> {
     let text =
         std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/limits.md"))
@@ -27,8 +35,9 @@ fn doc_rows() -> Vec<Vec<String>> {
             l.trim_matches('|')
                 .split('|')
                 .map(|c| c.trim().to_string())
-                .collect()
+                .collect::<Vec<String>>()
         })
+        .filter(|r| r.len() >= 8)
         .collect()
 }
 
@@ -345,6 +354,10 @@ const NOT_LIMITS: &[(&str, &str)] = &[
         "DEFAULT_DEPTH",
         "the depth rmw_zenoh substitutes for 0 (keep all)",
     ),
+    (
+        "FRAMING_BYTES",
+        "the load generator's bytes around a payload's digits",
+    ),
     // Addresses, not limits.
     ("DEFAULT_LISTEN", "the TCP listen address"),
     ("DEFAULT_WS_LISTEN", "the WebSocket listen address"),
@@ -360,10 +373,66 @@ const NOT_LIMITS: &[(&str, &str)] = &[
     ),
 ];
 
-/// Crates whose constants bound nothing in the gateway: the seeded
-/// simulation's model mirrors the core's costs to check them, and the
-/// benchmarks size their inputs.
-const DEV_ONLY_CRATES: &[&str] = &["sim", "bench"];
+/// Crates whose constants bound nothing in the gateway or in a tool a user
+/// runs: the seeded simulation's model keeps its own copies of documented
+/// numbers (the simulation checks the hub against them), and the
+/// benchmarks size their inputs. Their limit-like constants are listed in
+/// [`DEV_ONLY_CONSTANTS`] instead of the table.
+const DEV_ONLY_CRATES: &[&str] = &["crates/sim", "crates/bench"];
+
+/// Limit-like constants of the dev-only crates, each with what it is. A
+/// name here must exist in a dev-only crate.
+const DEV_ONLY_CONSTANTS: &[(&str, &str)] = &[
+    ("MAX_CLIENTS", "client slots the simulation drives"),
+    ("MAX_ACTIONS", "actions one fuzz input decodes to"),
+    ("MAX_CHARS", "the model's copy of MAX_NAME_CHARS"),
+    ("NODE_BYTES", "the model's copy of the ledger cost per node"),
+    (
+        "RULE_BYTES",
+        "the model's copy of the ledger cost per remap rule",
+    ),
+    (
+        "VALUE_MAX_DEPTH",
+        "serde_json's recursion limit, for the scanner parity check",
+    ),
+    ("CALL_BYTES", "the model's copy of the ledger cost per call"),
+    (
+        "WAITING_BYTES",
+        "the model's copy of the ledger cost per waiting call",
+    ),
+    (
+        "TOPIC_BYTES",
+        "the model's copy of the ledger cost per topic",
+    ),
+    (
+        "MEMBER_BYTES",
+        "the model's copy of the ledger cost per registration key",
+    ),
+    (
+        "SERVICE_BYTES",
+        "the model's copy of the ledger cost per service",
+    ),
+    ("ENTRY_BYTES", "the model's copy of ENTRY_COST"),
+    (
+        "PARAM_BYTES",
+        "the model's copy of the ledger cost per parameter",
+    ),
+    (
+        "DESCRIPTOR_BYTES",
+        "the model's copy of the ledger cost per descriptor",
+    ),
+    ("MAX_NAME_CHARS", "the model's copy of MAX_PARAM_NAME_CHARS"),
+    ("MAX_DOMAIN", "the model's copy of MAX_DOMAIN"),
+    (
+        "MAX_HEAD",
+        "longest response head the simulated WebSocket client waits for",
+    ),
+    ("SHOW_CHARS", "how much of a line a violation quotes"),
+    ("TIMEOUTS", "per-call `timeout` texts the simulation sends"),
+];
+
+/// Names in the table's `constant` column that are not constants of ours.
+const NOT_OURS: &[&str] = &["TCP_NOTSENT_LOWAT"];
 
 /// Whether a constant's name says it bounds something.
 fn looks_like_a_limit(name: &str) -> bool {
@@ -407,7 +476,20 @@ fn looks_like_a_limit(name: &str) -> bool {
 struct Item {
     name: String,
     expr: String,
+    /// `crates/core/src/limits.rs:12`.
     at: String,
+    /// `crates/core`.
+    krate: String,
+}
+
+impl Item {
+    fn file(&self) -> &str {
+        self.at.rsplit_once(':').map_or(&self.at, |(f, _)| f)
+    }
+
+    fn dev_only(&self) -> bool {
+        DEV_ONLY_CRATES.contains(&self.krate.as_str())
+    }
 }
 
 fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
@@ -427,8 +509,9 @@ fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
-/// The `const` items of one file, up to its `#[cfg(test)] mod`.
-fn const_items(path: &Path, text: &str) -> Vec<Item> {
+/// The `const` items of one file of crate `krate`, up to its
+/// `#[cfg(test)] mod`.
+fn const_items(krate: &str, path: &Path, text: &str) -> Vec<Item> {
     let lines: Vec<&str> = text.lines().collect();
     let mut out = Vec::new();
     let mut i = 0;
@@ -469,6 +552,7 @@ fn const_items(path: &Path, text: &str) -> Vec<Item> {
                     name,
                     expr,
                     at: format!("{}:{}", path.display(), i + 1),
+                    krate: krate.to_string(),
                 });
             }
         }
@@ -477,21 +561,76 @@ fn const_items(path: &Path, text: &str) -> Vec<Item> {
     out
 }
 
-/// The value of plain integer arithmetic (`64 * 1024`, `4 << 20`,
-/// `10_000`), or `None`.
-fn eval(expr: &str) -> Option<u128> {
+/// The value of integer arithmetic (`64 * 1024`, `4 << 20`, `10_000`,
+/// `224 + MAX_TOPIC_TYPE_BYTES`, `parse::MAX_DEFINITION_BYTES as u64`),
+/// with Rust's precedence (`*` before `+` before `<<`), other constants
+/// read from `env` by their last path segment; `None` for anything else.
+fn eval(expr: &str, env: &BTreeMap<String, u128>) -> Option<u128> {
+    const CASTS: &[&str] = &[
+        " as usize",
+        " as u128",
+        " as u64",
+        " as u32",
+        " as u16",
+        " as u8",
+    ];
+    let mut expr = expr.to_string();
+    for cast in CASTS {
+        expr = expr.replace(cast, "");
+    }
+    let factor = |f: &str| -> Option<u128> {
+        let f = f.trim();
+        if f.starts_with(|c: char| c.is_ascii_digit()) {
+            // `10_000`, `64u64`.
+            let digits = f.replace('_', "");
+            let digits = ["usize", "u128", "u64", "u32", "u16", "u8"]
+                .iter()
+                .find_map(|t| digits.strip_suffix(t))
+                .unwrap_or(&digits);
+            digits.parse().ok()
+        } else {
+            let name = f.rsplit("::").next()?;
+            env.get(name).copied()
+        }
+    };
     let product = |p: &str| -> Option<u128> {
-        p.split('*').try_fold(1u128, |acc, f| {
-            let f = f.trim().replace('_', "");
-            acc.checked_mul(f.parse::<u128>().ok()?)
-        })
+        p.split('*')
+            .try_fold(1u128, |acc, f| acc.checked_mul(factor(f)?))
+    };
+    let sum = |p: &str| -> Option<u128> {
+        p.split('+')
+            .try_fold(0u128, |acc, t| acc.checked_add(product(t)?))
     };
     let mut parts = expr.split("<<");
-    let mut v = product(parts.next()?)?;
+    let mut v = sum(parts.next()?)?;
     for shift in parts {
-        v = v.checked_shl(u32::try_from(product(shift)?).ok()?)?;
+        v = v.checked_shl(u32::try_from(sum(shift)?).ok()?)?;
     }
     Some(v)
+}
+
+/// The values of the constants `eval` can read, each through the others;
+/// a name defined twice (in different crates or modules) is left out, so
+/// that a reference to it is never read as the wrong one.
+fn values(items: &[Item]) -> BTreeMap<String, u128> {
+    let mut count: BTreeMap<&str, usize> = BTreeMap::new();
+    for i in items {
+        *count.entry(i.name.as_str()).or_default() += 1;
+    }
+    let mut env = BTreeMap::new();
+    loop {
+        let before = env.len();
+        for i in items {
+            if count[i.name.as_str()] == 1 && !env.contains_key(&i.name) {
+                if let Some(v) = eval(&i.expr, &env) {
+                    env.insert(i.name.clone(), v);
+                }
+            }
+        }
+        if env.len() == before {
+            return env;
+        }
+    }
 }
 
 /// Backquoted constant names in a cell.
@@ -507,30 +646,62 @@ fn names_in(cell: &str) -> Vec<&str> {
         .collect()
 }
 
+/// The source files of every crate under `crates/` and `tools/`, each with
+/// its crate's directory (`crates/core`), sorted.
+fn crate_sources(root: &Path) -> Vec<(String, PathBuf)> {
+    let mut out = Vec::new();
+    for parent in ["crates", "tools"] {
+        let Ok(entries) = std::fs::read_dir(root.join(parent)) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            let src = e.path().join("src");
+            if !src.is_dir() {
+                continue;
+            }
+            let krate = format!("{parent}/{}", e.file_name().to_string_lossy());
+            let mut files = Vec::new();
+            rust_files(&src, &mut files);
+            out.extend(files.into_iter().map(|f| (krate.clone(), f)));
+        }
+    }
+    out.sort();
+    out
+}
+
 #[test]
 fn every_limit_constant_in_the_source_is_documented() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let mut files = Vec::new();
-    for e in std::fs::read_dir(root.join("crates"))
-        .expect("crates/")
-        .flatten()
-    {
-        let name = e.file_name();
-        if DEV_ONLY_CRATES.iter().any(|d| name == *d) {
-            continue;
-        }
-        rust_files(&e.path().join("src"), &mut files);
-    }
-    files.sort();
+    let files = crate_sources(&root);
     let mut items = Vec::new();
-    for f in &files {
+    for (krate, f) in &files {
         let text = std::fs::read_to_string(f).expect("read source");
-        items.extend(const_items(f.strip_prefix(&root).unwrap_or(f), &text));
+        items.extend(const_items(
+            krate,
+            f.strip_prefix(&root).unwrap_or(f),
+            &text,
+        ));
     }
-    assert!(
-        items.iter().any(|i| i.name == "MAX_HEADERS"),
-        "the scan finds constants"
-    );
+    // The scan reaches every layer, the ROS 2 and Zenoh crates and the
+    // tools included.
+    for (name, krate) in [
+        ("MAX_HEADERS", "crates/wire"),
+        ("DEFAULT_MAX_LINE_BYTES", "crates/core"),
+        ("READ_BUDGET_BYTES", "crates/server"),
+        ("MAX_KEY_LEN", "crates/ros2"),
+        ("MAX_ENCODED_BYTES", "crates/ros2"),
+        ("INBOX_BYTES", ""),
+        ("MAX_ROS_ENTITIES", ""),
+        ("MAX_CONNECTING", "tools/rosgate-load"),
+    ] {
+        assert!(
+            items
+                .iter()
+                .any(|i| i.name == name && i.krate.starts_with(krate)),
+            "the scan finds {name} in {krate}"
+        );
+    }
+    let env = values(&items);
     // Rows by the constants their `constant` column names.
     let rows = doc_rows();
     let mut documented: BTreeMap<&str, Vec<&Vec<String>>> = BTreeMap::new();
@@ -542,6 +713,15 @@ fn every_limit_constant_in_the_source_is_documented() {
     let mut missing = Vec::new();
     let mut wrong = Vec::new();
     for item in items.iter().filter(|i| looks_like_a_limit(&i.name)) {
+        if item.dev_only() {
+            if !DEV_ONLY_CONSTANTS.iter().any(|(n, _)| *n == item.name) {
+                missing.push(format!(
+                    "{} ({}): a dev-only crate's; add it to DEV_ONLY_CONSTANTS",
+                    item.name, item.at
+                ));
+            }
+            continue;
+        }
         if NOT_LIMITS.iter().any(|(n, _)| *n == item.name) {
             continue;
         }
@@ -549,10 +729,10 @@ fn every_limit_constant_in_the_source_is_documented() {
             missing.push(format!("{} ({})", item.name, item.at));
             continue;
         };
-        let (Some(value), [row]) = (eval(&item.expr), rows.as_slice()) else {
+        let Some(value) = eval(&item.expr, &env) else {
             continue;
         };
-        if names_in(&row[4]).len() == 1 {
+        for row in rows.iter().filter(|r| names_in(&r[4]).len() == 1) {
             if let Ok(doc) = row[1].parse::<u128>() {
                 if doc != value {
                     wrong.push(format!(
@@ -570,10 +750,33 @@ fn every_limit_constant_in_the_source_is_documented() {
         missing.join("\n")
     );
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
-    // The allow-list stays true: every name exists and is not a limit row.
+    // The table names only what exists, where it says: a row that names
+    // one constant and a file, `NAME` (crates/x/src/y.rs), must find it
+    // there (a moved constant or file moves its row's path too).
+    let mut stale = Vec::new();
+    for r in &rows {
+        let names = names_in(&r[4]);
+        for n in &names {
+            if !NOT_OURS.contains(n) && !items.iter().any(|i| i.name == *n) {
+                stale.push(format!("{n}: no such constant in the source"));
+            }
+        }
+        if let ([n], Some((_, rest))) = (names.as_slice(), r[4].split_once("` (")) {
+            let file = rest.split([')', ',', ';']).next().unwrap_or("").trim();
+            if file.ends_with(".rs") && !items.iter().any(|i| i.name == *n && i.file() == file) {
+                stale.push(format!("{n}: not defined in {file}"));
+            }
+        }
+    }
+    assert!(
+        stale.is_empty(),
+        "docs/limits.md names constants that are not where it says:\n{}",
+        stale.join("\n")
+    );
+    // The allow-lists stay true: every name exists and is not a limit row.
     for (name, why) in NOT_LIMITS {
         assert!(
-            items.iter().any(|i| i.name == *name),
+            items.iter().any(|i| i.name == *name && !i.dev_only()),
             "NOT_LIMITS names {name} ({why}), which is no longer in the source"
         );
         assert!(
@@ -581,14 +784,30 @@ fn every_limit_constant_in_the_source_is_documented() {
             "{name} is documented as a limit: remove it from NOT_LIMITS"
         );
     }
+    for (name, why) in DEV_ONLY_CONSTANTS {
+        assert!(
+            items.iter().any(|i| i.name == *name && i.dev_only()),
+            "DEV_ONLY_CONSTANTS names {name} ({why}), which no dev-only crate has"
+        );
+    }
 }
 
 #[test]
-fn the_expression_evaluator_reads_plain_arithmetic_only() {
-    assert_eq!(eval("64 * 1024"), Some(65536));
-    assert_eq!(eval("4 << 20"), Some(4 << 20));
-    assert_eq!(eval("10_000"), Some(10_000));
-    assert_eq!(eval("16 * 1024 * 1024"), Some(16 << 20));
-    assert_eq!(eval("Duration::from_secs(1)"), None);
-    assert_eq!(eval("parse::MAX_DEFINITION_BYTES as u64"), None);
+fn the_expression_evaluator_reads_integer_arithmetic_only() {
+    let env = BTreeMap::from([("MAX_TOPIC_TYPE_BYTES".to_string(), 256)]);
+    assert_eq!(eval("64 * 1024", &env), Some(65536));
+    assert_eq!(eval("4 << 20", &env), Some(4 << 20));
+    assert_eq!(eval("10_000", &env), Some(10_000));
+    assert_eq!(eval("16 * 1024 * 1024", &env), Some(16 << 20));
+    assert_eq!(eval("5 + 5 + 5 + 6 + 2", &env), Some(23));
+    assert_eq!(eval("1 + 1 << 4", &env), Some(32), "`+` binds tighter");
+    assert_eq!(eval("224 + MAX_TOPIC_TYPE_BYTES", &env), Some(480));
+    assert_eq!(
+        eval("registry::MAX_TOPIC_TYPE_BYTES as u64", &env),
+        Some(256)
+    );
+    assert_eq!(eval("64u64", &env), Some(64));
+    assert_eq!(eval("Duration::from_secs(1)", &env), None);
+    assert_eq!(eval("parse::MAX_DEFINITION_BYTES as u64", &env), None);
+    assert_eq!(eval("UNKNOWN + 1", &env), None);
 }

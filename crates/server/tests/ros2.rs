@@ -7,9 +7,9 @@
 //! gateway's TCP (NDJSON) and WebSocket ports.
 //!
 //! Not circular: token keys, attachments and CDR are checked against the
-//! literals of rmw_zenoh's design document (docs/design.md in
-//! github.com/ros2/rmw_zenoh, jazzy branch) and its sources,
-//! and the attachments and CDR the fake node sends are built by hand here.
+//! literals of `docs/rmw_zenoh.md` (from rmw_zenoh's design document,
+//! docs/design.md in github.com/ros2/rmw_zenoh, and its sources), and the
+//! attachments and CDR the fake node sends are built by hand here.
 //! Built only with the `federation` feature.
 
 #[allow(dead_code)]
@@ -87,7 +87,8 @@ fn unix_ns() -> i64 {
         .expect("clock after 1970")
 }
 
-/// rmw_zenoh's attachment, built by hand (spec §3): i64 LE sequence
+/// rmw_zenoh's attachment, built by hand (`docs/rmw_zenoh.md`,
+/// "Attachment"): i64 LE sequence
 /// number, i64 LE timestamp, varint 16, the GID.
 fn attachment(seq: i64, ts: i64, gid: &[u8; 16]) -> Vec<u8> {
     let mut a = Vec::with_capacity(33);
@@ -112,7 +113,8 @@ fn check_attachment(a: &[u8]) -> (i64, [u8; 16]) {
     (seq, a[17..].try_into().expect("16 bytes"))
 }
 
-/// CDR of `std_msgs/msg/String`, by hand (spec §6).
+/// CDR of `std_msgs/msg/String`, by hand (`docs/rmw_zenoh.md`, "CDR
+/// payloads").
 /// A query a fake server received: its payload, and the sequence number
 /// and GID of its attachment (checked as rmw_zenoh writes it).
 fn served_request(q: &Query) -> (Vec<u8>, i64, [u8; 16]) {
@@ -344,7 +346,7 @@ fn call_values(c: &mut Client, service: &str, args: &str) -> Value {
 }
 
 #[test]
-fn the_spec_literals_are_what_the_node_here_declares_and_sends() {
+fn the_documented_literals_are_what_the_node_here_declares_and_sends() {
     // design.md's talker: a token rendered from its parts, byte for byte.
     let talker = Token {
         domain: 0,
@@ -372,13 +374,13 @@ fn the_spec_literals_are_what_the_node_here_declares_and_sends() {
         0xeb, 0x85, 0xfa, 0x88, 0x3b, 0x78, 0x46, 0xdc, 0x44, 0x8a, 0x45, 0x01, 0x89, 0x0a, 0xd0,
         0x62,
     ];
-    assert_eq!(rmw::gid(key), gid, "the spec's GID test vector");
+    assert_eq!(rmw::gid(key), gid, "docs/rmw_zenoh.md's GID");
     assert_eq!(
         talker.data_key().as_deref(),
         Some(CHATTER_KEY),
         "design.md's data key"
     );
-    // The spec's attachment example, and the hand-built one here.
+    // docs/rmw_zenoh.md's attachment example, and the hand-built one here.
     let spec: [u8; 33] = [
         0x01, 0, 0, 0, 0, 0, 0, 0, 0x15, 0xcd, 0x85, 0x3d, 0xfe, 0x9c, 0x97, 0x17, 0x10, 0xeb,
         0x85, 0xfa, 0x88, 0x3b, 0x78, 0x46, 0xdc, 0x44, 0x8a, 0x45, 0x01, 0x89, 0x0a, 0xd0, 0x62,
@@ -390,7 +392,7 @@ fn the_spec_literals_are_what_the_node_here_declares_and_sends() {
         gid,
     };
     assert_eq!(a.encode(), spec);
-    // The spec's CDR examples.
+    // docs/rmw_zenoh.md's CDR examples.
     assert_eq!(
         cdr_string("Hello World: 1"),
         [

@@ -36,7 +36,7 @@
 //! `driver` (and its children) on `model` (and its children) on `actions`,
 //! `names`, `ws`, `rng`; `violation` is a leaf.
 //!
-//! Clients connect over TCP (NDJSON, the protocol file) or WebSocket
+//! Clients connect over TCP (NDJSON, the base protocol) or WebSocket
 //! (rosbridge v2), and both kinds subscribe to the same topics and call
 //! each other's services. Either kind may declare ROS 2 nodes (by
 //! `declare_node`, or on WebSocket in the URL it connects to) and then

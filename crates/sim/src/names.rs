@@ -1,4 +1,4 @@
-//! The model's ROS 2 names (seed 001 §1.1, `docs/protocol.md` "Names"),
+//! The model's ROS 2 names (`docs/protocol.md`, "Names"),
 //! written from the documented rules rather than from
 //! `rosgate_wire::names`, so the two can disagree: which node names,
 //! namespaces, remap rules and names are valid, how a name a node uses

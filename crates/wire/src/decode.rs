@@ -29,7 +29,8 @@ use crate::MAX_JSON_DEPTH;
 /// Which rules a connection's requests follow.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub enum Dialect {
-    /// The protocol file, strictly: `type` on subscribe/advertise and
+    /// The base protocol (`docs/protocol.md`), strictly: `type` on
+    /// subscribe/advertise and
     /// advertise_service, `args` and `id` on call_service are required.
     #[default]
     Strict,

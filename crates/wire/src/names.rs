@@ -1,7 +1,9 @@
-//! ROS 2 names (seed 001 §1.1): validation, expansion and remapping, as
-//! pure functions. Used for connections that declared a node, and for
-//! everyone under `--names strict`; other names stay opaque exact strings,
-//! as the protocol file allows.
+//! ROS 2 names (design.ros2.org/articles/topic_and_service_names.html and
+//! static_remapping.html; `docs/protocol.md`, "Names"): validation,
+//! expansion and remapping, as pure functions. Used for connections that
+//! declared a node, and for everyone under `--names strict`; other names
+//! stay opaque exact strings, as the base protocol (`docs/protocol.md`)
+//! allows.
 //!
 //! Rules, on the expanded (fully qualified) name:
 //! - tokens separated by `/`, each of ASCII letters, digits and `_`, not
@@ -313,7 +315,7 @@ mod tests {
     }
 
     #[test]
-    fn the_seed_table_expands_as_written() {
+    fn relative_absolute_and_private_names_expand_as_in_ros2() {
         let n = node("my_node", "/my_ns");
         assert_eq!(
             n.expand("camera/image_raw").as_deref(),
@@ -384,7 +386,8 @@ mod tests {
         let rules = |rs: &[&str]| -> Vec<Remap> {
             rs.iter().map(|r| Remap::parse(r).expect("rule")).collect()
         };
-        // The seed's example: `scan:=/lidar_front/scan` in /robot_1.
+        // A relative name remapped to an absolute one: `scan:=/lidar_front/scan`
+        // in /robot_1.
         let r = Resolver::new("nav", "/robot_1", &rules(&["scan:=/lidar_front/scan"])).expect("ok");
         assert_eq!(r.resolve("scan").as_deref(), Ok("/lidar_front/scan"));
         assert_eq!(

@@ -1,10 +1,11 @@
-//! Quality of service as clients ask for it (seed 001 §6): rosbridge's
+//! Quality of service as clients ask for it (ROS 2's QoS policies,
+//! design.ros2.org/articles/qos.html; `docs/protocol.md`, "QoS"): rosbridge's
 //! `latch` on advertise and `throttle_rate`/`queue_length` on subscribe,
 //! or a ROS 2-like `qos` object on either, and the compatibility rule
 //! "a subscriber's request must be met by the publisher's offer".
 //!
 //! A policy a registration does not state is unset and matches anything,
-//! so clients that state nothing (the protocol file's, roslib's) see no
+//! so clients that state nothing (the base protocol's, roslib's) see no
 //! change.
 
 use std::fmt;
@@ -121,8 +122,9 @@ impl Incompatible {
     }
 }
 
-/// The seed's compatibility rule: a subscriber's request must be met by
-/// the publisher's offer. Unset policies match anything.
+/// ROS 2's compatibility rule (docs.ros.org, "Quality of Service
+/// settings", "QoS compatibilities"): a subscriber's request must be met
+/// by the publisher's offer. Unset policies match anything.
 pub fn check(offer: &Qos, request: &Qos) -> Result<(), Incompatible> {
     if offer.reliability == Some(Reliability::BestEffort)
         && request.reliability == Some(Reliability::Reliable)
@@ -146,7 +148,7 @@ mod tests {
     }
 
     #[test]
-    fn the_seed_matrix() {
+    fn the_ros2_compatibility_matrix() {
         let be = q(r#"{"reliability":"best_effort"}"#);
         let rel = q(r#"{"reliability":"reliable"}"#);
         let vol = q(r#"{"durability":"volatile"}"#);

@@ -4,10 +4,9 @@
 // setCanceled, setFailed, unadvertise) on another connection, through
 // rosgate, on both transports.
 //
-// roslib's Action.advertise: the research notes (rosapi_research.md §4.3)
-// found that in roslibjs's sources read then, advertise's goal handler only
-// evaluated `this.#executeAction.bind(this)` without calling it, so the
-// action callback never fired. That is fixed in the roslib 2.1.0 these
+// roslib's Action.advertise: in earlier roslibjs sources,
+// advertise's goal handler only evaluated `this.#executeAction.bind(this)`
+// without calling it, so the action callback never fired. That is fixed in the roslib 2.1.0 these
 // tests install (dist/RosLib.js calls the handler), and the first test
 // checks that the server's callback does receive the goal and its id.
 //

@@ -1,6 +1,6 @@
-//! ROS 2 actions (seed 001 §3.3) with rosbridge v2's ops: a client serves
-//! an action (`advertise_action`), others send it goals, receive feedback
-//! and one result, and cancel. Goals live in the [`crate::calls::Calls`]
+//! ROS 2 actions (design.ros2.org/articles/actions.html) with rosbridge
+//! v2's ops: a client serves an action (`advertise_action`), others send
+//! it goals, receive feedback and one result, and cancel. Goals live in the [`crate::calls::Calls`]
 //! table beside service calls, so they share its guarantees.
 //!
 //! Invariants:

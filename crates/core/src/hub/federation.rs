@@ -8,7 +8,8 @@
 //! socket, so a bridge gets fan-out, latched greetings, shedding and the
 //! memory ledger exactly as a client does. Owns too the record of which
 //! topics have local subscribers, announced to the shell as changes (it
-//! declares interest upstream only while somebody here listens, seed 004).
+//! declares interest upstream only while somebody here listens:
+//! `docs/federation.md`, "What crosses, and how").
 //!
 //! Invariants:
 //! - with federation off nothing here runs: one branch where a subscriber

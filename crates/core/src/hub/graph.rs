@@ -1,11 +1,11 @@
-//! Nodes, names and domains as the hub applies them (seed 001 §1, §2,
-//! §8), and what the gateway publishes about its own graph: `/rosout`,
+//! Nodes, names and domains as the hub applies them (`docs/protocol.md`,
+//! "Nodes, names and domains"), and what the gateway publishes about its own graph: `/rosout`,
 //! `/client_count`, `/connected_clients` and graph events on
 //! `/rosgate/graph`.
 //!
 //! Invariants:
 //! - a connection that neither declared a node nor runs under `--names
-//!   strict` uses names exactly as written (the protocol file's opaque
+//!   strict` uses names exactly as written (the base protocol's opaque
 //!   names); nothing here runs for it on the publish path;
 //! - a refused name changes nothing and earns an `invalid_name` error
 //!   status with the request's id;

@@ -1,4 +1,5 @@
-//! QoS that users can see (seed 001 §6, seed 004): latching (transient
+//! QoS that users can see (`docs/protocol.md`, "QoS: latching, depth,
+//! throttling, reliability, peers"): latching (transient
 //! local), depth, throttling, reliability, the compatibility rule with its
 //! warnings, and publishers told how many subscribers they have.
 //!
@@ -186,7 +187,7 @@ impl Hub {
     }
 
     /// Warns both sides of every incompatible pair `me`'s registration on
-    /// `t` forms (the seed: QoS mismatch must not be silent).
+    /// `t` forms: an incompatible pair is never silent.
     fn check_pairs(
         &mut self,
         domain: Domain,

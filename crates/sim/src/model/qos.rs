@@ -1,6 +1,6 @@
 //! The model's data for QoS (the behaviour is in `driver/qos.rs`): what a
-//! registration states ([`QosM`], [`Asked`]) and the seed's compatibility
-//! rule ([`compatible`]), a subscription's and an advertisement's QoS
+//! registration states ([`QosM`], [`Asked`]) and ROS 2's compatibility
+//! rule ([`compatible`], `docs/protocol.md` "QoS"), a subscription's and an advertisement's QoS
 //! state ([`SubState`], [`ThrottleM`], [`PubState`]) and the throttle
 //! timers ([`ThrottleTimer`]).
 
@@ -26,9 +26,9 @@ impl QosM {
     }
 }
 
-/// The seed's rule: a best-effort offer does not meet a reliable request,
-/// a volatile offer does not meet a transient-local request; anything
-/// unstated matches.
+/// ROS 2's rule (`docs/protocol.md`, "QoS"): a best-effort offer does not
+/// meet a reliable request, a volatile offer does not meet a
+/// transient-local request; anything unstated matches.
 pub(crate) fn compatible(offer: &QosM, request: &QosM) -> bool {
     let unreliable = offer.reliable == Some(false) && request.reliable == Some(true);
     let volatile = offer.transient == Some(false) && request.transient == Some(true);
