@@ -423,10 +423,6 @@ const DEV_ONLY_CONSTANTS: &[(&str, &str)] = &[
     ),
     ("MAX_NAME_CHARS", "the model's copy of MAX_PARAM_NAME_CHARS"),
     ("MAX_DOMAIN", "the model's copy of MAX_DOMAIN"),
-    (
-        "MAX_HEAD",
-        "longest response head the simulated WebSocket client waits for",
-    ),
     ("SHOW_CHARS", "how much of a line a violation quotes"),
     ("TIMEOUTS", "per-call `timeout` texts the simulation sends"),
 ];

@@ -31,8 +31,7 @@ use std::time::Instant;
 use rosgate_wire::Raw;
 
 use super::params::NODE_PARAM_SERVICES;
-use super::qos::Asked;
-use super::topics::Registering;
+use super::qos::{Asked, Registering};
 use super::Hub;
 use crate::access::Class;
 use crate::conn::{Conn, ConnRef};

@@ -860,7 +860,7 @@ impl Hub {
                     peers: false,
                     throttle_ms,
                 };
-                let r = topics::Registering {
+                let r = qos::Registering {
                     role: Role::Subscriber,
                     topic: &topic,
                     ty: ty.as_deref(),
@@ -882,7 +882,7 @@ impl Hub {
                     peers,
                     throttle_ms: 0,
                 };
-                let r = topics::Registering {
+                let r = qos::Registering {
                     role: Role::Publisher,
                     topic: &topic,
                     ty: ty.as_deref(),

@@ -37,7 +37,6 @@ use rosgate_wire::encode::{self, Level};
 use rosgate_wire::qos::{self, Durability, Qos, Reliability};
 use rosgate_wire::Raw;
 
-use super::topics::Registering;
 use super::Hub;
 use crate::conn::{CloseReason, ConnRef};
 use crate::counters::Counter;
@@ -67,6 +66,29 @@ pub(super) struct Asked {
     pub peers: bool,
     /// A subscriber's `throttle_rate`, ms (0: none).
     pub throttle_ms: u64,
+}
+
+/// A `subscribe` or an `advertise` as decoded: the role, the topic (as the
+/// client wrote it, until resolved), its type if given, and the QoS,
+/// peer counts or throttle it asked for.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Registering<'a> {
+    pub(super) role: Role,
+    pub(super) topic: &'a str,
+    pub(super) ty: Option<&'a str>,
+    pub(super) asked: Asked,
+}
+
+impl<'a> Registering<'a> {
+    /// A plain subscription (no type, nothing asked): the bridge's.
+    pub(super) fn subscriber(topic: &'a str) -> Self {
+        Registering {
+            role: Role::Subscriber,
+            topic,
+            ty: None,
+            asked: Asked::default(),
+        }
+    }
 }
 
 impl Asked {

@@ -28,7 +28,7 @@ use rosgate_wire::encode::{self, Level};
 use rosgate_wire::Raw;
 
 use super::batch::{TopicKey, BATCH_MAX_BYTES};
-use super::qos::Asked;
+use super::qos::Registering;
 use super::Hub;
 use crate::access::Class;
 use crate::conn::{Conn, ConnRef};
@@ -53,29 +53,6 @@ pub enum Origin<'a> {
     /// bridge keeps them here too, as a latched publisher of the topic, for
     /// local subscribers that come later. Ignored with federation off.
     Remote { latched: Option<u32> },
-}
-
-/// A `subscribe` or an `advertise` as decoded: the role, the topic (as the
-/// client wrote it, until resolved), its type if given, and the QoS,
-/// peer counts or throttle it asked for.
-#[derive(Debug, Clone, Copy)]
-pub(super) struct Registering<'a> {
-    pub(super) role: Role,
-    pub(super) topic: &'a str,
-    pub(super) ty: Option<&'a str>,
-    pub(super) asked: Asked,
-}
-
-impl<'a> Registering<'a> {
-    /// A plain subscription (no type, nothing asked): the bridge's.
-    pub(super) fn subscriber(topic: &'a str) -> Self {
-        Registering {
-            role: Role::Subscriber,
-            topic,
-            ty: None,
-            asked: Asked::default(),
-        }
-    }
 }
 
 /// Checks a message against a ROS 2 type before it reaches a topic that
