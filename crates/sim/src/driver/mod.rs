@@ -596,17 +596,17 @@ impl Sim {
                         .holder(*slot)
                         .or_else(|| self.model.resolve(*slot)),
                     // Feedback and results go from a server holding a goal.
-                    Req::Goal { op, .. } if matches!(op % 8, 4 | 5) => self
+                    Req::Goal(g) if matches!(g.op % 8, 4 | 5) => self
                         .model
                         .goal_holder(*slot)
                         .or_else(|| self.model.resolve(*slot)),
                     // Validation answers from an owner that was sent one.
-                    Req::Param { op, .. } if op % 16 == 9 => self
+                    Req::Param(p) if p.op % 16 == 9 => self
                         .validation_holder(*slot)
                         .or_else(|| self.model.resolve(*slot)),
                     // An owner's operations mostly from a client with a
                     // node.
-                    Req::Param { op, target, .. } if op % 16 <= 2 && target & 0x80 == 0 => self
+                    Req::Param(p) if p.op % 16 <= 2 && p.target & 0x80 == 0 => self
                         .model
                         .with_nodes(*slot)
                         .or_else(|| self.model.resolve(*slot)),
