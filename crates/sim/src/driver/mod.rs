@@ -740,7 +740,7 @@ impl Sim {
         if self.model.live().any(|c| c.conn.key == r.key) {
             return Err(self.violation(format!("slab key {} handed out twice", r.key)));
         }
-        if self.hub.conn_ref(r.key) != Some(r) {
+        if self.hub.inspect().conn_ref(r.key) != Some(r) {
             return Err(self.violation("conn_ref disagrees with open"));
         }
         self.model.opened += 1;
@@ -820,7 +820,7 @@ impl Sim {
         if self.hub.counters().get(Counter::ConnectionsRejected) != rejected_before + 1 {
             return Err(self.violation("refused open not counted"));
         }
-        let frame = self.hub.rejection_frame(transport);
+        let frame = self.hub.inspect().rejection_frame(transport);
         match transport {
             Transport::Tcp => {
                 let v: Value = serde_json::from_slice(&frame)
@@ -929,7 +929,7 @@ impl Sim {
         self.failed_shutdown += alive;
         self.counts.shutdowns += 1;
         self.hub.begin_shutdown(now);
-        if !self.hub.is_draining() {
+        if !self.hub.inspect().is_draining() {
             return Err(self.violation("begin_shutdown did not start draining"));
         }
         self.after_call(Cause::Shutdown, pre)
@@ -947,10 +947,10 @@ impl Sim {
         self.expire_goals(tick_now);
         self.expire_waiting(tick_now);
         self.expire_validations(tick_now);
-        if self.hub.has_expire_backlog() {
+        if self.hub.inspect().has_expire_backlog() {
             return Err(self.violation(format!(
                 "expire left timed-out calls for later with {} in flight",
-                self.hub.calls().len()
+                self.hub.inspect().calls().len()
             )));
         }
         let sweep = sweep_due.then(|| {
@@ -1090,7 +1090,12 @@ impl Sim {
                 }
                 let pre = self.pre();
                 self.hub.free(key, now);
-                if self.hub.conn_ref(key).is_some_and(|r| r.gen == gen) {
+                if self
+                    .hub
+                    .inspect()
+                    .conn_ref(key)
+                    .is_some_and(|r| r.gen == gen)
+                {
                     return Err(self.violation("free left the connection in place"));
                 }
                 self.params_leave(slot);

@@ -433,7 +433,7 @@ impl Sim {
         let mut count = 0;
         let mut same = true;
         for d in SIM_DOMAINS {
-            let store = self.hub.params_in(d);
+            let store = self.hub.inspect().params_in(d);
             count += store.len();
             for (node, name, p) in store.all() {
                 let Some(t) = self.model.params.node(d, node) else {
@@ -464,6 +464,7 @@ impl Sim {
             (Some(Holder::Owner(c, tag)), HolderM::Owner(mc, uid)) => {
                 let hub_full = self
                     .hub
+                    .inspect()
                     .nodes()
                     .get(tag)
                     .filter(|n| n.owner() == c)
@@ -484,12 +485,13 @@ impl Sim {
         type Row = (String, Value, bool, Value);
         let mut hub: BTreeMap<(u8, String, String), Row> = BTreeMap::new();
         for d in SIM_DOMAINS {
-            let store = self.hub.params_in(d);
+            let store = self.hub.inspect().params_in(d);
             for (node, name, p) in store.all() {
                 let holder = match store.node(node).map(|n| n.holder) {
                     Some(Holder::Owner(c, tag)) => {
                         let full = self
                             .hub
+                            .inspect()
                             .nodes()
                             .get(tag)
                             .filter(|n| n.owner() == c)

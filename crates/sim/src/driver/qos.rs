@@ -807,7 +807,7 @@ impl Sim {
     pub(crate) fn check_qos(&self) -> Result<(), Violation> {
         for (s, c) in self.model.clients.iter().enumerate() {
             let Some(c) = c else { continue };
-            let r = self.hub.registry_in(c.domain);
+            let r = self.hub.inspect().registry_in(c.domain);
             for (role, regs) in [(Role::Subscriber, &c.subs), (Role::Publisher, &c.pubs)] {
                 for t in regs.keys() {
                     let Some(id) = r.topic_id(t) else {
