@@ -71,7 +71,7 @@ impl Bench {
             now,
         };
         b.drain(|_, _| {});
-        assert_eq!(b.hub.registry().topic_count(), 1);
+        assert_eq!(b.hub.inspect().registry().topic_count(), 1);
         b
     }
 

@@ -27,8 +27,10 @@
 //! The modules in plain type are the core's own (crate-private): what the
 //! shell needs of them is re-exported here (`ConnRef`, `CloseReason`,
 //! `Transport`, `StatusFilter`). The shell's contract is [`Hub`]'s public
-//! methods; the others' (the Zenoh side, the simulation's inspection) are
-//! the public modules above.
+//! methods (listed in `hub/mod.rs`); the Zenoh side's is the federation
+//! seam's methods (`hub/federation.rs`) and the public modules above; the
+//! simulation's and tests' is `Hub::inspect`, a read-only view of the
+//! tables behind the cargo feature `inspect` (`hub/inspect.rs`).
 //!
 //! Dependencies point down: `rosgate-wire` (the wire format) below, the
 //! `rosgate` server (the mio shell) above.

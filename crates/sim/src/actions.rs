@@ -494,72 +494,88 @@ pub enum Req {
         pick: u8,
         id: u8,
     },
-    /// A registration, publish or call (`op % 8`: subscribe, unsubscribe,
-    /// advertise, unadvertise, publish, advertise_service,
-    /// unadvertise_service, call_service) of one of `NAMES`, with the
-    /// `node` field picked by `node % 8`: 0-3 none (the default node), 4
-    /// the client's first node by name, 5 its last by full name, 6 its
-    /// second by name, 7 (and 4-6 when it has no such node) one it never
-    /// declared. `payload` is the message or args; its top three bits pick
-    /// a call's timeout.
-    Named {
-        op: u8,
-        name: u8,
-        node: u8,
-        payload: u16,
-        id: u8,
-    },
-    /// An action request of [`ACTIONS`]`[action]`, by
-    /// `op % 8`: 0 `advertise_action`, 1 `unadvertise_action`, 2
-    /// `send_action_goal` (`payload`: bit 0 feedback, bits 1-2 both set
-    /// `wait`, bits 3-6 the `timeout` text, the rest the args; no id when
-    /// `id` is 0), 3 `cancel_action_goal` (`pick % 4`: 0-1 a goal of the
-    /// caller in flight, 2 any it sent, 3 a fresh id), 4
-    /// `action_feedback` and 5 `action_result` from a server holding a
-    /// goal (`pick % 8`: 0-4 a goal it was sent, in flight if it has any,
-    /// 5 any it was sent, 6 another server's, 7 a forged id or a call's;
-    /// a result's `status` by `pick / 8`, its `result` by `payload`, no
-    /// `values` when `payload & 3 == 1`), 6 a call of the action's
-    /// `_action/cancel_goal` service, 7 a goal under the id of one of the
-    /// caller's goals in flight.
-    Goal {
-        op: u8,
-        action: u8,
-        pick: u8,
-        payload: u16,
-        id: u8,
-    },
-    /// A QoS request on one of the first three [`TOPICS`] (`topic`), by
-    /// `op % 4`: 0 a subscribe stating the subscriber QoS `spec` picks
-    /// (`qos`, `queue_length`, `throttle_rate`; some refused), 1 an
-    /// advertise stating the publisher QoS it picks (`latch`, `qos`,
-    /// `peers`), 2 a call of [`SERVICES`]`[topic]` with `"wait": true`
-    /// (`payload` as a call's args, its top three bits the timeout), 3 a
-    /// publish (`payload` as for [`Req::Publish`], small).
-    Qos {
-        op: u8,
-        topic: u8,
-        spec: u8,
-        payload: u16,
-        id: u8,
-    },
-    /// A parameter request (see `params.rs` and `param_access.rs`), by
-    /// `op % 16`: 0 `declare_parameter`, 1 `set_parameter`, 2
-    /// `undeclare_parameter` (by the owner, for the `"node"` `target`
-    /// picks), 3-5 rosapi's `set_param`, `get_param`, `has_param`,
-    /// `delete_param`, `get_param_names`, 6-8 a node's parameter services,
-    /// 9 an owner's answer to a validation (`extra` picks accept or refuse),
-    /// 10-15 a subscribe or unsubscribe of `/parameter_events`. `name`
-    /// picks the parameter name, `value` the value text, `extra` the
-    /// descriptor and variants.
-    Param {
-        op: u8,
-        target: u8,
-        name: u8,
-        value: u8,
-        extra: u8,
-        id: u8,
-    },
+    /// A registration, publish or call of one of [`NAMES`] for a node: see [`NamedReq`].
+    Named(NamedReq),
+    /// An action request: see [`GoalReq`].
+    Goal(GoalReq),
+    /// A QoS request: see [`QosReq`].
+    Qos(QosReq),
+    /// A parameter request: see [`ParamReq`].
+    Param(ParamReq),
+}
+
+/// A registration, publish or call (`op % 8`: subscribe, unsubscribe,
+/// advertise, unadvertise, publish, advertise_service,
+/// unadvertise_service, call_service) of one of `NAMES`, with the
+/// `node` field picked by `node % 8`: 0-3 none (the default node), 4
+/// the client's first node by name, 5 its last by full name, 6 its
+/// second by name, 7 (and 4-6 when it has no such node) one it never
+/// declared. `payload` is the message or args; its top three bits pick
+/// a call's timeout.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NamedReq {
+    pub op: u8,
+    pub name: u8,
+    pub node: u8,
+    pub payload: u16,
+    pub id: u8,
+}
+
+/// An action request of [`ACTIONS`]`[action]`, by
+/// `op % 8`: 0 `advertise_action`, 1 `unadvertise_action`, 2
+/// `send_action_goal` (`payload`: bit 0 feedback, bits 1-2 both set
+/// `wait`, bits 3-6 the `timeout` text, the rest the args; no id when
+/// `id` is 0), 3 `cancel_action_goal` (`pick % 4`: 0-1 a goal of the
+/// caller in flight, 2 any it sent, 3 a fresh id), 4
+/// `action_feedback` and 5 `action_result` from a server holding a
+/// goal (`pick % 8`: 0-4 a goal it was sent, in flight if it has any,
+/// 5 any it was sent, 6 another server's, 7 a forged id or a call's;
+/// a result's `status` by `pick / 8`, its `result` by `payload`, no
+/// `values` when `payload & 3 == 1`), 6 a call of the action's
+/// `_action/cancel_goal` service, 7 a goal under the id of one of the
+/// caller's goals in flight.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GoalReq {
+    pub op: u8,
+    pub action: u8,
+    pub pick: u8,
+    pub payload: u16,
+    pub id: u8,
+}
+
+/// A QoS request on one of the first three [`TOPICS`] (`topic`), by
+/// `op % 4`: 0 a subscribe stating the subscriber QoS `spec` picks
+/// (`qos`, `queue_length`, `throttle_rate`; some refused), 1 an
+/// advertise stating the publisher QoS it picks (`latch`, `qos`,
+/// `peers`), 2 a call of [`SERVICES`]`[topic]` with `"wait": true`
+/// (`payload` as a call's args, its top three bits the timeout), 3 a
+/// publish (`payload` as for [`Req::Publish`], small).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct QosReq {
+    pub op: u8,
+    pub topic: u8,
+    pub spec: u8,
+    pub payload: u16,
+    pub id: u8,
+}
+
+/// A parameter request (see `params.rs` and `param_access.rs`), by
+/// `op % 16`: 0 `declare_parameter`, 1 `set_parameter`, 2
+/// `undeclare_parameter` (by the owner, for the `"node"` `target`
+/// picks), 3-5 rosapi's `set_param`, `get_param`, `has_param`,
+/// `delete_param`, `get_param_names`, 6-8 a node's parameter services,
+/// 9 an owner's answer to a validation (`extra` picks accept or refuse),
+/// 10-15 a subscribe or unsubscribe of `/parameter_events`. `name`
+/// picks the parameter name, `value` the value text, `extra` the
+/// descriptor and variants.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ParamReq {
+    pub op: u8,
+    pub target: u8,
+    pub name: u8,
+    pub value: u8,
+    pub extra: u8,
+    pub id: u8,
 }
 
 impl Action {
@@ -785,10 +801,10 @@ impl Req {
             Req::Blank => 15,
             Req::DeclareNode { .. } => 21,
             Req::DestroyNode { .. } => 22,
-            Req::Named { .. } => 23,
-            Req::Goal { .. } => 25,
-            Req::Qos { .. } => 26,
-            Req::Param { .. } => 27,
+            Req::Named(_) => 23,
+            Req::Goal(_) => 25,
+            Req::Qos(_) => 26,
+            Req::Param(_) => 27,
         }
     }
 
@@ -807,35 +823,35 @@ impl Req {
                 pick: b.u8(),
                 id: b.u8(),
             },
-            23 => Req::Named {
+            23 => Req::Named(NamedReq {
                 op: b.u8(),
                 name: b.u8(),
                 node: b.u8(),
                 payload: b.u16(),
                 id: b.u8(),
-            },
-            25 => Req::Goal {
+            }),
+            25 => Req::Goal(GoalReq {
                 op: b.u8(),
                 action: b.u8(),
                 pick: b.u8(),
                 payload: b.u16(),
                 id: b.u8(),
-            },
-            26 => Req::Qos {
+            }),
+            26 => Req::Qos(QosReq {
                 op: b.u8(),
                 topic: b.u8(),
                 spec: b.u8(),
                 payload: b.u16(),
                 id: b.u8(),
-            },
-            27 => Req::Param {
+            }),
+            27 => Req::Param(ParamReq {
                 op: b.u8(),
                 target: b.u8(),
                 name: b.u8(),
                 value: b.u8(),
                 extra: b.u8(),
                 id: b.u8(),
-            },
+            }),
             4 => Req::Subscribe {
                 topic: b.u8(),
                 id: b.u8(),
@@ -937,47 +953,47 @@ impl Req {
                 id,
             } => out.extend_from_slice(&[*name, *ns, *remap, *domain, *id]),
             Req::DestroyNode { pick, id } => out.extend_from_slice(&[*pick, *id]),
-            Req::Named {
+            Req::Named(NamedReq {
                 op,
                 name,
                 node,
                 payload,
                 id,
-            } => {
+            }) => {
                 out.extend_from_slice(&[*op, *name, *node]);
                 out.extend_from_slice(&payload.to_le_bytes());
                 out.push(*id);
             }
-            Req::Goal {
+            Req::Goal(GoalReq {
                 op,
                 action,
                 pick,
                 payload,
                 id,
-            } => {
+            }) => {
                 out.extend_from_slice(&[*op, *action, *pick]);
                 out.extend_from_slice(&payload.to_le_bytes());
                 out.push(*id);
             }
-            Req::Qos {
+            Req::Qos(QosReq {
                 op,
                 topic,
                 spec,
                 payload,
                 id,
-            } => {
+            }) => {
                 out.extend_from_slice(&[*op, *topic, *spec]);
                 out.extend_from_slice(&payload.to_le_bytes());
                 out.push(*id);
             }
-            Req::Param {
+            Req::Param(ParamReq {
                 op,
                 target,
                 name,
                 value,
                 extra,
                 id,
-            } => out.extend_from_slice(&[*op, *target, *name, *value, *extra, *id]),
+            }) => out.extend_from_slice(&[*op, *target, *name, *value, *extra, *id]),
         }
     }
 
@@ -1056,13 +1072,13 @@ impl Req {
                 pick: rng.u8(),
                 id: id(rng),
             },
-            117..=124 => Req::Named {
+            117..=124 => Req::Named(NamedReq {
                 op: rng.u8(),
                 name: valid_mostly(rng, 7),
                 node: rng.u8(),
                 payload: rng.u16(),
                 id: id(rng),
-            },
+            }),
             125..=144 => {
                 // Sends and results most, then advertisements and
                 // feedback; rarely an unadvertise, the cancel service or
@@ -1073,25 +1089,25 @@ impl Req {
                 } else {
                     OPS[rng.below(OPS.len() as u64) as usize]
                 };
-                Req::Goal {
+                Req::Goal(GoalReq {
                     op,
                     action: rng.below(8) as u8,
                     pick: rng.u8(),
                     payload: rng.u16(),
                     id: 1 + rng.below(6) as u8,
-                }
+                })
             }
             145..=164 => {
                 // Subscribes and publishes most, then advertisements, few
                 // waiting calls.
                 const OPS: [u8; 10] = [0, 0, 0, 1, 1, 3, 3, 3, 3, 2];
-                Req::Qos {
+                Req::Qos(QosReq {
                     op: OPS[rng.below(OPS.len() as u64) as usize],
                     topic: rng.u8(),
                     spec: rng.u8(),
                     payload: rng.u16(),
                     id: id(rng),
-                }
+                })
             }
             165..=199 => {
                 // Owners declaring and setting, others setting and reading
@@ -1101,14 +1117,14 @@ impl Req {
                 // The top bit of `target` (an owner's operation from any
                 // client, even one without a node) rarely.
                 let target = rng.u8() & if rng.below(8) == 0 { 0xff } else { 0x7f };
-                Req::Param {
+                Req::Param(ParamReq {
                     op: OPS[rng.below(OPS.len() as u64) as usize],
                     target,
                     name: valid_mostly(rng, VALID_PARAM_NAMES),
                     value: valid_mostly(rng, VALID_VALUES),
                     extra: rng.u8(),
                     id: id(rng),
-                }
+                })
             }
             _ => Req::Blank,
         }

@@ -134,8 +134,9 @@ pub mod fuzzing;
 pub mod scan_parity;
 
 pub use actions::{
-    actions_from_bytes, actions_to_bytes, Action, Req, SimConfig, ACTIONS, ACTION_KINDS,
-    DOMAIN_FIELDS, MAX_CLIENTS, NAMES, NAMESPACES, NODE_NAMES, REMAPS, SERVICES, TOPICS,
+    actions_from_bytes, actions_to_bytes, Action, GoalReq, NamedReq, ParamReq, QosReq, Req,
+    SimConfig, ACTIONS, ACTION_KINDS, DOMAIN_FIELDS, MAX_CLIENTS, NAMES, NAMESPACES, NODE_NAMES,
+    REMAPS, SERVICES, TOPICS,
 };
 pub use driver::{run_seed, Counts, Sim};
 pub use rng::{Bytes, Rng};

@@ -772,7 +772,7 @@ fn bounds_scenarios_exercise_their_limits() {
 /// an invalid name, a 400 for a bad URL), a node destroyed and its
 /// registrations with it, and a WebSocket client declaring by op.
 fn node_scenarios() -> Vec<(&'static str, u32, Vec<rosgate_sim::Action>)> {
-    use rosgate_sim::{Action, Req};
+    use rosgate_sim::{Action, NamedReq, Req};
 
     let send = |slot: u8, req: Req| Action::Send {
         slot,
@@ -798,13 +798,13 @@ fn node_scenarios() -> Vec<(&'static str, u32, Vec<rosgate_sim::Action>)> {
     let named = |slot: u8, op: u8, name: u8, node: u8| {
         send(
             slot,
-            Req::Named {
+            Req::Named(NamedReq {
                 op,
                 name,
                 node,
                 payload: 40,
                 id: 2,
-            },
+            }),
         )
     };
     let nodes = vec![

@@ -46,7 +46,7 @@ use crate::raw::Raw;
 use crate::redis::Redis;
 use crate::rosgate::Rosgate;
 use crate::runner::{RunError, Runner};
-use crate::scenario::{Overrides, Params, Scenario};
+use crate::scenario::{Overrides, Params, RunSettings, Scenario};
 use crate::transport::Codec;
 
 const USAGE: &str = "\
@@ -294,14 +294,16 @@ fn parse_args() -> Result<Option<(String, Params, bool)>, String> {
         scenario,
         addr,
         o,
-        duration,
-        warmup,
-        drain,
-        setup_timeout,
-        server_pid,
-        topic,
-        service,
-        action,
+        RunSettings {
+            duration,
+            warmup,
+            drain,
+            setup_timeout,
+            server_pid,
+            topic,
+            service,
+            action,
+        },
     )?;
     if let Some(a) = source_addr {
         if !a.ip().is_loopback() {

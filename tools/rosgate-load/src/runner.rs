@@ -1442,7 +1442,7 @@ impl<C: Codec> Runner<C> {
 mod tests {
     use super::*;
     use crate::rosgate::Rosgate;
-    use crate::scenario::Overrides;
+    use crate::scenario::{Overrides, RunSettings};
 
     const F: u64 = 3;
 
@@ -1457,14 +1457,16 @@ mod tests {
             Scenario::Goals,
             ([127, 0, 0, 1], 9).into(),
             o,
-            s,
-            s,
-            s,
-            s,
-            None,
-            "/t".into(),
-            "/s".into(),
-            "/a".into(),
+            RunSettings {
+                duration: s,
+                warmup: s,
+                drain: s,
+                setup_timeout: s,
+                server_pid: None,
+                topic: "/t".into(),
+                service: "/s".into(),
+                action: "/a".into(),
+            },
         )
         .expect("valid params");
         let mut book = Book::new(&p, false);

@@ -154,22 +154,39 @@ pub struct Overrides {
     pub rate: Option<u64>,
 }
 
+/// What the command line sets for every scenario, taken as given: the
+/// run's timings, the server to sample and the names to use (see
+/// [`Params`] for each).
+#[derive(Debug, Clone)]
+pub struct RunSettings {
+    pub duration: Duration,
+    pub warmup: Duration,
+    pub drain: Duration,
+    pub setup_timeout: Duration,
+    pub server_pid: Option<u32>,
+    pub topic: String,
+    pub service: String,
+    pub action: String,
+}
+
 impl Params {
     /// Applies the scenario's defaults to whatever the user left unset.
-    #[allow(clippy::too_many_arguments)]
     pub fn resolve(
         scenario: Scenario,
         addr: SocketAddr,
         o: Overrides,
-        duration: Duration,
-        warmup: Duration,
-        drain: Duration,
-        setup_timeout: Duration,
-        server_pid: Option<u32>,
-        topic: String,
-        service: String,
-        action: String,
+        run: RunSettings,
     ) -> Result<Params, String> {
+        let RunSettings {
+            duration,
+            warmup,
+            drain,
+            setup_timeout,
+            server_pid,
+            topic,
+            service,
+            action,
+        } = run;
         let (pubs, subs, size) = match scenario {
             Scenario::Fanout => (1, 16, 64),
             Scenario::Fanin => (16, 1, 64),

@@ -121,11 +121,6 @@ impl Hub {
         self.access = access;
     }
 
-    /// The access rules (read by the shell's start-up log).
-    pub fn access(&self) -> &Access {
-        &self.access
-    }
-
     /// A new connection: with authentication off it may do everything its
     /// (open) role allows at once.
     pub(super) fn admit_role(&mut self, key: u32) {
@@ -415,11 +410,6 @@ impl Hub {
             }
         }
         self.held.overdue = self.held.heap.peek().is_some_and(|Reverse(h)| h.at <= now);
-    }
-
-    /// Addresses whose wrong tokens are remembered now.
-    pub fn auth_addresses(&self) -> usize {
-        self.auth_budget.len()
     }
 }
 

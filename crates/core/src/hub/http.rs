@@ -134,7 +134,7 @@ impl Hub {
 
     /// The Prometheus exposition: counters, gauges, and histograms, with
     /// the queued bytes per connection sampled now.
-    pub fn metrics_text(&self) -> String {
+    fn metrics_text(&self) -> String {
         let mut queued = Histogram::default_for(Hist::QueuedBytes);
         for (_, c) in self.conns.iter() {
             if c.is_open() {

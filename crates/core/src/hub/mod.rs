@@ -4,12 +4,36 @@
 //! flight and their deadlines) and the [`Counters`]; it never touches a
 //! socket or reads the clock.
 //!
-//! The I/O shell (the `rosgate` crate's `server.rs`) drives it:
-//! 1. `open_as` for each accepted socket, `on_bytes` for what was read,
-//!    `on_eof`/`close` when the peer goes away or I/O fails;
-//! 2. `expire(now)` once per loop turn (call deadlines, write stalls);
-//! 3. `take_dirty` then `out`/`wrote` to flush queued output;
-//! 4. `take_closing` then `free` for connections marked closed.
+//! `Hub`'s public methods are the I/O shell's contract. The mio loop (the
+//! `rosgate` crate's `server.rs`) calls:
+//! 1. at start: `new`, `set_graph_settings`, `set_ws_status`,
+//!    `set_access`, `set_http_settings`, `set_param_overrides`,
+//!    `enable_federation` (with `--federation`);
+//! 2. `open_from` for each accepted socket (a `Refusal` to send and drop),
+//!    `on_bytes` for what was read, `on_eof`/`close` when the peer goes
+//!    away or I/O fails;
+//! 3. `expire(now)` once per loop turn (call deadlines, write stalls, the
+//!    memory budget, the turn's graph and QoS news), sleeping until
+//!    `next_deadline` unless `has_backlog`;
+//! 4. `take_dirty` (`has_dirty`, `mark_dirty`) then `out`/`wrote` to
+//!    flush queued output;
+//! 5. `take_closing` then `free_some` (bounded work a turn) for
+//!    connections marked closed; `shrink_tables` when idle;
+//! 6. `begin_shutdown`, `close_drained` until `conn_count` is 0;
+//! 7. what it reads: `conn`, `conn_count`, `conn_keys`, `memory`,
+//!    `counters`, `work` (the read budget), `stats_json`, and `count` for
+//!    what it observed itself (accept errors).
+//!
+//! `open` and `open_as` (a peer without a per-address limit) and `free`
+//! (all at once) are the same entry points in the simpler form the
+//! simulation, the benches and the tests drive the hub with. Two narrow
+//! facades sit beside the contract:
+//! - the Zenoh side (`federation.rs`): bridges, remote graphs, calls and
+//!   goals, interest changes, and `route`, `set_type_checker`,
+//!   `set_topic_check` (`topics.rs`), `count_n` and `nodes` for the
+//!   federation and ROS 2 bridge crate;
+//! - the simulation's and the tests' inspection: `inspect()`, a read-only
+//!   view of the tables (`inspect.rs`, behind the `inspect` feature).
 //!
 //! Invariants:
 //! - closes are deferred: `close` only marks; `free` asks each owner to
@@ -36,6 +60,8 @@ mod clients;
 mod federation;
 mod graph;
 mod http;
+#[cfg(any(test, feature = "inspect"))]
+mod inspect;
 mod params;
 mod params_remote;
 mod qos;
@@ -63,6 +89,8 @@ pub use graph::{
     ROSOUT_PER_SEC,
 };
 pub use http::{Asset, HttpSettings};
+#[cfg(any(test, feature = "inspect"))]
+pub use inspect::Inspect;
 pub use params::{MAX_PARAM_NAME_CHARS, NODE_PARAM_SERVICES, PARAMETER_EVENTS, VALIDATE_SERVICE};
 pub use qos::{LATCH_BYTES_PER_PUBLISHER, LATCH_BYTES_TOTAL, MIN_THROTTLE_MS};
 pub use rosapi::{
@@ -247,10 +275,6 @@ impl Hub {
         self.ws_status = filter;
     }
 
-    pub fn limits(&self) -> &Limits {
-        &self.limits
-    }
-
     pub fn counters(&self) -> &Counters {
         &self.counters
     }
@@ -282,28 +306,9 @@ impl Hub {
         self.counters.inc(c);
     }
 
-    /// The registry of domain 0 (tests, benches).
-    pub fn registry(&self) -> &Registry {
-        self.registries.get(0)
-    }
-
-    /// The registry of `domain`.
-    pub fn registry_in(&self, domain: Domain) -> &Registry {
-        self.registries.get(domain)
-    }
-
-    /// The parameters of `domain` (owned and held by the gateway).
-    pub fn params_in(&self, domain: Domain) -> &crate::params::ParamStore {
-        self.params.store(domain)
-    }
-
-    /// The declared nodes.
+    /// The declared nodes (the ROS 2 bridge mirrors them).
     pub fn nodes(&self) -> &Nodes {
         &self.nodes
-    }
-
-    pub fn calls(&self) -> &Calls {
-        &self.calls
     }
 
     pub fn conn(&self, key: u32) -> Option<&Conn> {
@@ -318,15 +323,8 @@ impl Hub {
         self.conns.iter().map(|(k, _)| k as u32)
     }
 
-    /// The handle of a live connection.
-    pub fn conn_ref(&self, key: u32) -> Option<ConnRef> {
-        self.conns
-            .get(key as usize)
-            .map(|c| ConnRef { key, gen: c.gen() })
-    }
-
     /// Gauges read from the tables.
-    pub fn gauges(&self) -> Gauges {
+    fn gauges(&self) -> Gauges {
         let mut g = Gauges::default();
         g.set(Gauge::ConnectionsOpen, self.conns.len() as u64);
         let sum = |f: fn(&Registry) -> usize| self.registries.iter().map(f).sum::<usize>() as u64;
@@ -491,7 +489,7 @@ impl Hub {
 
     /// What a connection refused at the connection limit is sent before it
     /// is closed.
-    pub fn rejection_frame(&self, transport: Transport) -> Vec<u8> {
+    fn rejection_frame(&self, transport: Transport) -> Vec<u8> {
         let msg = format!(
             "too many connections (limit {}); try again later",
             self.limits.max_connections
@@ -1125,7 +1123,8 @@ impl Hub {
     /// down"), so does every request waiting for a provider (a waiting goal
     /// with `status` 6, as one in flight), and every connection whose transport has a goodbye (a
     /// WebSocket close 1001, going away) gets it after its queued output.
-    /// The shell then flushes until [`Hub::is_drained`] or its grace period
+    /// The shell then closes each connection as it has written everything
+    /// ([`Hub::close_drained`]) until none is left or its grace period
     /// ends.
     pub fn begin_shutdown(&mut self, now: Instant) {
         if self.draining {
@@ -1155,18 +1154,6 @@ impl Hub {
         for (r, bytes) in goodbyes {
             self.send_raw(r, &bytes, now);
         }
-    }
-
-    /// Whether a shutdown is under way.
-    pub fn is_draining(&self) -> bool {
-        self.draining
-    }
-
-    /// Whether every open connection has written all its output.
-    pub fn is_drained(&self) -> bool {
-        self.conns
-            .iter()
-            .all(|(_, c)| !c.is_open() || c.out().is_empty())
     }
 
     /// During a shutdown, closes the connections that have written all
@@ -1237,11 +1224,6 @@ impl Hub {
             self.gone_bytes -= call.bytes_held();
             self.fail_call(call, why, now);
         }
-    }
-
-    /// Calls of departed providers whose failure is not sent yet.
-    pub fn failing(&self) -> usize {
-        self.gone.len()
     }
 
     /// The periodic pass over every connection: O(connections), at most
@@ -1317,7 +1299,7 @@ impl Hub {
     /// data first, from the connections holding the most, then closes the
     /// connections holding the most of the rest. O(1) when within budget;
     /// what connections already closing will release counts as released.
-    pub fn enforce_memory(&mut self, now: Instant) {
+    fn enforce_memory(&mut self, now: Instant) {
         let budget = self.limits.max_memory_bytes;
         if self.memory().total() <= budget {
             return;
@@ -1392,7 +1374,7 @@ impl Hub {
     }
 
     /// Whether `expire` has work left over from its last turn.
-    pub fn has_expire_backlog(&self) -> bool {
+    fn has_expire_backlog(&self) -> bool {
         self.calls.has_overdue()
             || !self.gone.is_empty()
             || self.graph.has_immediate()

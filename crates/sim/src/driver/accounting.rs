@@ -445,8 +445,13 @@ impl Sim {
             + conn.out().topic_bytes()
             + ENTRY_BYTES * c.exp.topic.len()
             + conn.input_held()
-            + self.hub.calls().bytes_of(c.conn)
-            + self.hub.registry_in(c.domain).held_by(c.conn).bytes
+            + self.hub.inspect().calls().bytes_of(c.conn)
+            + self
+                .hub
+                .inspect()
+                .registry_in(c.domain)
+                .held_by(c.conn)
+                .bytes
             + c.node_bytes()
             + self.model.params.owned_bytes(c.domain, c.conn)
     }

@@ -136,7 +136,7 @@ impl Sim {
     /// The hub's tables equal the model's.
     pub(crate) fn check_tables(&self) -> Result<(), Violation> {
         // Read once: the gauges sum every domain's tables.
-        let g = self.hub.gauges();
+        let g = self.hub.inspect().gauges();
         self.check_gauges(&g)?;
         self.check_services()?;
         self.check_topics()?;
@@ -157,7 +157,12 @@ impl Sim {
         if tag == NodeTag::CONN {
             return None;
         }
-        let node = self.hub.nodes().get(tag).filter(|n| n.owner() == who);
+        let node = self
+            .hub
+            .inspect()
+            .nodes()
+            .get(tag)
+            .filter(|n| n.owner() == who);
         Some(node.map_or_else(
             || format!("(no node {tag:?} of this connection)"),
             |n| n.full_name().to_string(),
@@ -175,7 +180,7 @@ impl Sim {
     /// its owner, domain and bytes; each connection's domain and whether
     /// it resolves names.
     fn check_nodes(&self, g: &Gauges) -> Result<(), Violation> {
-        let nodes = self.hub.nodes();
+        let nodes = self.hub.inspect().nodes();
         let mut count = 0;
         for (s, c) in self.model.clients.iter().enumerate() {
             let Some(c) = c else { continue };
@@ -264,7 +269,10 @@ impl Sim {
             Gauge::Services,
         ]
         .map(|x| g.get(x));
-        if h != m || self.hub.conn_count() as u64 != m[0] || self.hub.calls().len() as u64 != m[1] {
+        if h != m
+            || self.hub.conn_count() as u64 != m[0]
+            || self.hub.inspect().calls().len() as u64 != m[1]
+        {
             return Err(self.violation(format!(
                 "gauges [conns, calls, topics, subs, pubs, services]: hub {h:?}, model {m:?}"
             )));
@@ -272,7 +280,7 @@ impl Sim {
         let goals = self.model.goals.iter().filter(|x| x.in_table()).count();
         let m = self.model.gauges_more();
         let h = [Gauge::Actions, Gauge::GoalsPending, Gauge::CallsWaiting].map(|x| g.get(x));
-        if h != m || self.hub.calls().goal_count() != goals {
+        if h != m || self.hub.inspect().calls().goal_count() != goals {
             return Err(self.violation(format!(
                 "gauges [actions, goals, waiting]: hub {h:?}, model {m:?}"
             )));
@@ -320,7 +328,7 @@ impl Sim {
         type Entry = ((u32, u32), Option<String>);
         let mut hub: BTreeMap<(u8, &str), Entry> = BTreeMap::new();
         for d in SIM_DOMAINS {
-            let r = self.hub.registry_in(d);
+            let r = self.hub.inspect().registry_in(d);
             for n in r.provided_names(kind, true) {
                 let Some(s) = r.provided(kind, n) else {
                     continue;
@@ -362,7 +370,7 @@ impl Sim {
         }
         let mut hub: BTreeMap<(u8, &str), Members> = BTreeMap::new();
         for d in SIM_DOMAINS {
-            for t in self.hub.registry_in(d).topics() {
+            for t in self.hub.inspect().registry_in(d).topics() {
                 let members = (
                     t.subscribers().iter().copied().map(conn_tuple).collect(),
                     t.publishers().iter().copied().map(conn_tuple).collect(),
@@ -388,8 +396,14 @@ impl Sim {
             let Some(c) = c.as_ref().filter(|c| !c.nodes.is_empty()) else {
                 continue;
             };
-            let registry = self.hub.registry_in(c.domain);
-            let tags = self.hub.nodes().of(c.conn).iter().map(|&k| NodeTag(k));
+            let registry = self.hub.inspect().registry_in(c.domain);
+            let tags = self
+                .hub
+                .inspect()
+                .nodes()
+                .of(c.conn)
+                .iter()
+                .map(|&k| NodeTag(k));
             let model_uids = c.nodes.iter().map(|n| Some(n.uid));
             for (tag, uid) in tags.chain([NodeTag::CONN]).zip(model_uids.chain([None])) {
                 let mut hub = Vec::new();
@@ -441,13 +455,13 @@ impl Sim {
                 .values()
                 .filter(|p| p.provider == c.conn)
                 .count();
-            let held = self.hub.registry_in(c.domain).held_by(c.conn);
+            let held = self.hub.inspect().registry_in(c.domain).held_by(c.conn);
             let hub = (
                 held.subscriptions,
                 held.advertisements,
                 held.services,
-                self.hub.calls().in_flight(c.conn),
-                self.hub.calls().serving(c.conn),
+                self.hub.inspect().calls().in_flight(c.conn),
+                self.hub.inspect().calls().serving(c.conn),
                 held.entries,
                 hc.is_established(),
             );
@@ -468,8 +482,8 @@ impl Sim {
             let goals = &self.model.goals;
             let hub = (
                 held.actions,
-                self.hub.calls().goals_in_flight(c.conn),
-                self.hub.calls().serving_goals(c.conn),
+                self.hub.inspect().calls().goals_in_flight(c.conn),
+                self.hub.inspect().calls().serving_goals(c.conn),
             );
             let model = (
                 self.model
@@ -542,9 +556,13 @@ impl Sim {
             }
             let mine = (
                 hc.input_held(),
-                self.hub.calls().bytes_of(c.conn),
-                self.hub.registry_in(c.domain).held_by(c.conn).bytes,
-                self.hub.params_in(c.domain).owned_bytes(c.conn),
+                self.hub.inspect().calls().bytes_of(c.conn),
+                self.hub
+                    .inspect()
+                    .registry_in(c.domain)
+                    .held_by(c.conn)
+                    .bytes,
+                self.hub.inspect().params_in(c.domain).owned_bytes(c.conn),
             );
             let want = (
                 c.held,
@@ -583,7 +601,7 @@ impl Sim {
             .filter(|w| w.alive)
             .map(WaitModel::bytes)
             .sum();
-        if hub != model || self.hub.calls().bytes() + waiting != mem.calls {
+        if hub != model || self.hub.inspect().calls().bytes() + waiting != mem.calls {
             return Err(self.violation(format!(
                 "memory (frames, entries, control, input, calls, registrations, queued_bytes): hub {hub:?}, model {model:?}"
             )));
@@ -877,7 +895,7 @@ impl Sim {
     /// parameters the gateway holds (nobody's: they outlive every client)
     /// and the bytes they count for.
     fn check_empty(&self) -> Result<(), Violation> {
-        let g = self.hub.gauges();
+        let g = self.hub.inspect().gauges();
         let (held, held_bytes) = self.model.params.held();
         // Every gauge but the budget (a setting, not state) is back to zero.
         let mut all: Vec<u64> = Gauge::ALL
@@ -894,9 +912,9 @@ impl Sim {
         all.extend(
             [
                 self.hub.conn_count(),
-                self.hub.calls().len(),
-                self.hub.nodes().len(),
-                self.hub.nodes().bytes(),
+                self.hub.inspect().calls().len(),
+                self.hub.inspect().nodes().len(),
+                self.hub.inspect().nodes().bytes(),
             ]
             .map(|x| x as u64),
         );
@@ -904,7 +922,7 @@ impl Sim {
             return Err(self.violation(format!("tables not empty after everyone left: {all:?}")));
         }
         for d in 0..DOMAINS {
-            let r = self.hub.registry_in(d as u8);
+            let r = self.hub.inspect().registry_in(d as u8);
             let left = [
                 r.topic_count(),
                 r.service_count(),

@@ -29,7 +29,7 @@ use super::Sim;
 use crate::actions::MAX_CLIENTS;
 use crate::model::goals::{timeout_secs, GoalSend, CANCEL_GOAL_SUFFIX};
 use crate::model::qos::Asked;
-use crate::model::requests::Effect;
+use crate::model::requests::{CallSend, Effect};
 use crate::model::{tick_ceil, CallModel, Fwd, Id, Lvl, Resp, ServiceModel};
 use crate::names::NodeModel;
 use crate::violation::Violation;
@@ -58,6 +58,18 @@ pub(crate) fn answer_as_read(
         None if result == "false" => (Value::String(NO_VALUES_FAILURE.into()), Value::Bool(false)),
         None => (Value::Object(Default::default()), parsed),
     }
+}
+
+/// A call whose service name is resolved: its args text, its timeout in
+/// seconds (`None`: the call timeout), the caller's id and whether it
+/// waits for a provider.
+#[derive(Debug)]
+pub(crate) struct ResolvedCall {
+    pub name: String,
+    pub args_text: String,
+    pub secs: Option<f64>,
+    pub id: Option<Id>,
+    pub wait: bool,
 }
 
 impl Sim {
@@ -111,14 +123,7 @@ impl Sim {
                     self.apply_service(slot, adv, name, uid, ty, id.as_ref());
                 }
             }
-            Effect::Call {
-                name,
-                args,
-                timeout,
-                id,
-                node,
-                wait,
-            } => self.apply_call(slot, name, node, args, timeout, id, wait),
+            Effect::Call(call) => self.apply_call(slot, call),
             Effect::DeclareNode {
                 name,
                 namespace,
@@ -412,17 +417,15 @@ impl Sim {
 
     /// A call: answered at once (stats), failed at once (too many in
     /// flight, no provider) or forwarded with its deadline.
-    #[allow(clippy::too_many_arguments)]
-    fn apply_call(
-        &mut self,
-        slot: usize,
-        name: String,
-        node: Option<String>,
-        args: String,
-        timeout: Option<&'static str>,
-        id: Option<Id>,
-        wait: bool,
-    ) {
+    fn apply_call(&mut self, slot: usize, call: CallSend) {
+        let CallSend {
+            name,
+            args,
+            timeout,
+            id,
+            node,
+            wait,
+        } = call;
         // The gateway's own services are answered before any name is
         // resolved, whatever the `node` field says.
         if name == STATS_SERVICE {
@@ -436,8 +439,14 @@ impl Sim {
             return;
         };
         let domain = self.model.client(slot).domain;
-        let secs = timeout_secs(timeout);
-        self.call_resolved(slot, domain, name, args, secs, id, wait);
+        let call = ResolvedCall {
+            name,
+            args_text: args,
+            secs: timeout_secs(timeout),
+            id,
+            wait,
+        };
+        self.call_resolved(slot, domain, call);
     }
 
     /// A call of `name` (resolved) in `domain` from `slot`: failed at once
@@ -445,17 +454,14 @@ impl Sim {
     /// the gateway (an action's cancel service nobody provides), parked
     /// (`wait`), or forwarded with its deadline (`secs`, else the call
     /// timeout).
-    #[allow(clippy::too_many_arguments)]
-    pub(crate) fn call_resolved(
-        &mut self,
-        slot: usize,
-        domain: u8,
-        name: String,
-        args_text: String,
-        secs: Option<f64>,
-        id: Option<Id>,
-        wait: bool,
-    ) {
+    pub(crate) fn call_resolved(&mut self, slot: usize, domain: u8, call: ResolvedCall) {
+        let ResolvedCall {
+            name,
+            args_text,
+            secs,
+            id,
+            wait,
+        } = call;
         let args: Value = serde_json::from_str(&args_text).expect("sim args are JSON");
         let me = self.model.client(slot).conn;
         let in_flight = self.model.calls_in_flight(me) + self.model.waiting_of(me);

@@ -38,12 +38,13 @@ use rosgate_core::calls::ORPHAN_TIMEOUT;
 use rosgate_core::counters::{Counter, ErrorCode};
 use rosgate_core::ConnRef;
 
+use super::effects::ResolvedCall;
 use super::requests::{
-    assemble, blank_cr_lf, canon, json_string, jstr, parse_id, push_id, Form, Members, FORGED_IDS,
-    TIMEOUTS,
+    assemble, blank_cr_lf, canon, json_string, jstr, parse_id, push_id, CallLine, Form, Members,
+    FORGED_IDS, TIMEOUTS,
 };
 use super::Sim;
-use crate::actions::ACTIONS;
+use crate::actions::{GoalReq, ACTIONS};
 use crate::model::goals::{
     timeout_secs, Fate, GoalModel, GoalOp, GoalResp, GoalSend, WaitModel, CANCEL_GOAL_SUFFIX,
 };
@@ -77,18 +78,15 @@ fn is_gateway_id(raw: &str) -> bool {
 impl Sim {
     // ----- requests -------------------------------------------------------------------
 
-    /// The line of [`crate::Req::Goal`] `op` and its effect.
-    #[allow(clippy::too_many_arguments)]
-    pub(crate) fn goal_request(
-        &mut self,
-        slot: usize,
-        f: Form,
-        op: u8,
-        action: u8,
-        pick: u8,
-        payload: u16,
-        id: u8,
-    ) -> (Vec<u8>, Effect) {
+    /// The line of [`crate::Req::Goal`] `g` and its effect.
+    pub(crate) fn goal_request(&mut self, slot: usize, f: Form, g: GoalReq) -> (Vec<u8>, Effect) {
+        let GoalReq {
+            op,
+            action,
+            pick,
+            payload,
+            id,
+        } = g;
         let esc = f.style & 4 != 0;
         let name = ACTIONS[action as usize % ACTIONS.len()];
         match op % 8 {
@@ -120,7 +118,7 @@ impl Sim {
                 };
                 (assemble(&m, f.style, f.spacing), Effect::Goal(effect))
             }
-            2 | 7 => self.send_goal_request(slot, f, name, op % 8 == 7, pick, payload, id),
+            2 | 7 => self.send_goal_request(slot, f, name, g),
             3 => {
                 let id = self.cancel_id(slot, pick, id);
                 let Some(id) = id else {
@@ -180,24 +178,33 @@ impl Sim {
             _ => {
                 // ROS 2's cancel service of the action (args ignored).
                 let service = format!("{name}{CANCEL_GOAL_SUFFIX}");
-                self.call_request(slot, f, &service, None, 0, payload, id, false)
+                let call = CallLine {
+                    name: &service,
+                    node: None,
+                    timeout: 0,
+                    args: payload,
+                    id,
+                    wait: false,
+                };
+                self.call_request(slot, f, call)
             }
         }
     }
 
-    /// `send_action_goal` of `name`; with `dup`, under the id of a goal of
-    /// this caller still in flight (when it has one).
-    #[allow(clippy::too_many_arguments)]
+    /// `send_action_goal` of `name` (`g.op % 8` 2); with `g.op % 8` 7,
+    /// under the id of a goal of this caller still in flight (when it has
+    /// one).
     fn send_goal_request(
         &mut self,
         slot: usize,
         f: Form,
         name: &'static str,
-        dup: bool,
-        pick: u8,
-        payload: u16,
-        id: u8,
+        g: GoalReq,
     ) -> (Vec<u8>, Effect) {
+        let GoalReq {
+            pick, payload, id, ..
+        } = g;
+        let dup = g.op % 8 == 7;
         let esc = f.style & 4 != 0;
         let me = self.model.client(slot).conn;
         let alive: Vec<Id> = self
@@ -875,9 +882,15 @@ impl Sim {
                     .saturating_sub(self.offset)
                     .as_secs_f64()
                     .max(0.001);
-                let (name, args) = (x.name.clone(), x.args_text.clone());
-                self.take_waiting_resp(cs, w, id.as_ref());
-                self.call_resolved(cs, domain, name, args, Some(left), id, false);
+                let call = ResolvedCall {
+                    name: x.name.clone(),
+                    args_text: x.args_text.clone(),
+                    secs: Some(left),
+                    id,
+                    wait: false,
+                };
+                self.take_waiting_resp(cs, w, call.id.as_ref());
+                self.call_resolved(cs, domain, call);
             }
         }
     }

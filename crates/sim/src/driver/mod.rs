@@ -596,17 +596,17 @@ impl Sim {
                         .holder(*slot)
                         .or_else(|| self.model.resolve(*slot)),
                     // Feedback and results go from a server holding a goal.
-                    Req::Goal { op, .. } if matches!(op % 8, 4 | 5) => self
+                    Req::Goal(g) if matches!(g.op % 8, 4 | 5) => self
                         .model
                         .goal_holder(*slot)
                         .or_else(|| self.model.resolve(*slot)),
                     // Validation answers from an owner that was sent one.
-                    Req::Param { op, .. } if op % 16 == 9 => self
+                    Req::Param(p) if p.op % 16 == 9 => self
                         .validation_holder(*slot)
                         .or_else(|| self.model.resolve(*slot)),
                     // An owner's operations mostly from a client with a
                     // node.
-                    Req::Param { op, target, .. } if op % 16 <= 2 && target & 0x80 == 0 => self
+                    Req::Param(p) if p.op % 16 <= 2 && p.target & 0x80 == 0 => self
                         .model
                         .with_nodes(*slot)
                         .or_else(|| self.model.resolve(*slot)),
@@ -740,7 +740,7 @@ impl Sim {
         if self.model.live().any(|c| c.conn.key == r.key) {
             return Err(self.violation(format!("slab key {} handed out twice", r.key)));
         }
-        if self.hub.conn_ref(r.key) != Some(r) {
+        if self.hub.inspect().conn_ref(r.key) != Some(r) {
             return Err(self.violation("conn_ref disagrees with open"));
         }
         self.model.opened += 1;
@@ -820,7 +820,7 @@ impl Sim {
         if self.hub.counters().get(Counter::ConnectionsRejected) != rejected_before + 1 {
             return Err(self.violation("refused open not counted"));
         }
-        let frame = self.hub.rejection_frame(transport);
+        let frame = self.hub.inspect().rejection_frame(transport);
         match transport {
             Transport::Tcp => {
                 let v: Value = serde_json::from_slice(&frame)
@@ -929,7 +929,7 @@ impl Sim {
         self.failed_shutdown += alive;
         self.counts.shutdowns += 1;
         self.hub.begin_shutdown(now);
-        if !self.hub.is_draining() {
+        if !self.hub.inspect().is_draining() {
             return Err(self.violation("begin_shutdown did not start draining"));
         }
         self.after_call(Cause::Shutdown, pre)
@@ -947,10 +947,10 @@ impl Sim {
         self.expire_goals(tick_now);
         self.expire_waiting(tick_now);
         self.expire_validations(tick_now);
-        if self.hub.has_expire_backlog() {
+        if self.hub.inspect().has_expire_backlog() {
             return Err(self.violation(format!(
                 "expire left timed-out calls for later with {} in flight",
-                self.hub.calls().len()
+                self.hub.inspect().calls().len()
             )));
         }
         let sweep = sweep_due.then(|| {
@@ -1090,7 +1090,12 @@ impl Sim {
                 }
                 let pre = self.pre();
                 self.hub.free(key, now);
-                if self.hub.conn_ref(key).is_some_and(|r| r.gen == gen) {
+                if self
+                    .hub
+                    .inspect()
+                    .conn_ref(key)
+                    .is_some_and(|r| r.gen == gen)
+                {
                     return Err(self.violation("free left the connection in place"));
                 }
                 self.params_leave(slot);

@@ -42,12 +42,12 @@ use rosgate_core::ConnRef;
 use super::effects::answer_as_read;
 use super::requests::{assemble, blank_cr_lf, json_string, jstr, parse_id, push_id, Form, Members};
 use super::Sim;
-use crate::actions::VALID_VALUES;
+use crate::actions::{ParamReq, VALID_VALUES};
 use crate::model::params::{
     param_value, parameter_value, short_parameter_value, valid_name, Change, ChangeM, DescM,
     HolderM, Outcome, PVal, Refusal, Reply, ValidationM, PARAM_NAMES,
 };
-use crate::model::requests::Effect;
+use crate::model::requests::{CallSend, Effect};
 use crate::model::{tick_ceil, Fwd, Id, Resp, ANY};
 use crate::violation::Violation;
 
@@ -98,6 +98,19 @@ fn split_name(name: &str) -> (String, &str) {
     }
 }
 
+/// A set of parameters as requested (rosapi's `set_param`, a node's
+/// `set_parameters` or `set_parameters_atomically`): the node's name, the
+/// changes, how the requester is answered, the service its answer names
+/// and its id.
+#[derive(Debug)]
+pub(crate) struct SetRequest<'a> {
+    pub node: &'a str,
+    pub changes: Vec<(String, PVal)>,
+    pub reply: Reply,
+    pub service: String,
+    pub id: Option<Id>,
+}
+
 impl Sim {
     // ----- requests -------------------------------------------------------------------
 
@@ -115,18 +128,20 @@ impl Sim {
     /// naming a node with parameters names one of them (`name` picks; a
     /// validated one if there are any), and unless `extra & 16` a change of
     /// an existing parameter has a value of its type.
-    #[allow(clippy::too_many_arguments)]
     pub(crate) fn access_request(
         &mut self,
         slot: usize,
         f: Form,
-        op: u8,
-        target: u8,
-        name: u8,
-        value: u8,
-        extra: u8,
-        id: u8,
+        p: ParamReq,
     ) -> (Vec<u8>, Effect) {
+        let ParamReq {
+            op,
+            target,
+            name,
+            value,
+            extra,
+            id,
+        } = p;
         let node = self.param_target(slot, target);
         let domain = self.model.client(slot).domain;
         let names: Vec<String> = self
@@ -324,14 +339,14 @@ impl Sim {
             ("args", args.clone()),
         ];
         push_id(&mut m, id.as_ref());
-        let effect = Effect::Call {
+        let effect = Effect::Call(CallSend {
             name: service.to_string(),
             args: blank_cr_lf(&args),
             timeout: None,
             id,
             node: None,
             wait: false,
-        };
+        });
         (assemble(&m, f.style, f.spacing), effect)
     }
 
@@ -497,16 +512,14 @@ impl Sim {
                     .and_then(|v| PVal::from_json(&v));
                 match value {
                     Some(v) if valid_name(param) => {
-                        let changes = vec![(param.to_string(), v)];
-                        self.request_set(
-                            slot,
-                            domain,
-                            &node,
-                            changes,
-                            Reply::Rosapi,
-                            svc,
-                            id.clone(),
-                        )
+                        let set = SetRequest {
+                            node: &node,
+                            changes: vec![(param.to_string(), v)],
+                            reply: Reply::Rosapi,
+                            service: svc,
+                            id: id.clone(),
+                        };
+                        self.request_set(slot, domain, set)
                     }
                     _ => failure,
                 }
@@ -653,7 +666,14 @@ impl Sim {
                     Reply::Atomic
                 };
                 let node = node.to_string();
-                self.request_set(slot, domain, &node, changes, reply, name.to_string(), id)
+                let set = SetRequest {
+                    node: &node,
+                    changes,
+                    reply,
+                    service: name.to_string(),
+                    id,
+                };
+                self.request_set(slot, domain, set)
             }
         })
     }
@@ -667,17 +687,14 @@ impl Sim {
     /// open and the requester may have one more call in flight, else they
     /// are refused), the others applied now (an atomic set waits whole).
     /// The answer owed, or [`Resp::Validating`].
-    #[allow(clippy::too_many_arguments)]
-    pub(crate) fn request_set(
-        &mut self,
-        slot: usize,
-        domain: u8,
-        node: &str,
-        changes: Vec<(String, PVal)>,
-        reply: Reply,
-        service: String,
-        id: Option<Id>,
-    ) -> Resp {
+    pub(crate) fn request_set(&mut self, slot: usize, domain: u8, set: SetRequest<'_>) -> Resp {
+        let SetRequest {
+            node,
+            changes,
+            reply,
+            service,
+            id,
+        } = set;
         let p = &self.model.params;
         let unowned = p.owner(domain, node).is_none() && self.node_declared(domain, node);
         let mut validator = None;

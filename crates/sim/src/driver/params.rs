@@ -32,9 +32,9 @@ use rosgate_core::params::{Holder, Param};
 
 use super::requests::{assemble, json_string, jstr, push_id, Form, Members};
 use super::Sim;
-use crate::actions::SIM_DOMAINS;
+use crate::actions::{ParamReq, SIM_DOMAINS};
 use crate::model::params::{
-    param_bytes, param_value, parameter_value, valid_name, Change, DescM, HolderM, NodeParamsM,
+    param_bytes, param_value, parameter_value, valid_name, Change, DeclareM, HolderM, NodeParamsM,
     PVal, ParamM, ParamOp, Refusal, DESCRIPTORS, PARAM_NAMES,
 };
 use crate::model::requests::Effect;
@@ -57,22 +57,19 @@ impl Sim {
     /// `target` picks; a client without a node sends a `declare_node`
     /// instead (unless `target & 128`), which makes it an owner; 3-15
     /// everyone else's access (see `param_access.rs`).
-    #[allow(clippy::too_many_arguments)]
-    pub(crate) fn param_request(
-        &mut self,
-        slot: usize,
-        f: Form,
-        op: u8,
-        target: u8,
-        name: u8,
-        value: u8,
-        extra: u8,
-        id: u8,
-    ) -> (Vec<u8>, Effect) {
-        let op = op % 16;
+    pub(crate) fn param_request(&mut self, slot: usize, f: Form, p: ParamReq) -> (Vec<u8>, Effect) {
+        let op = p.op % 16;
         if op > 2 {
-            return self.access_request(slot, f, op, target, name, value, extra, id);
+            return self.access_request(slot, f, ParamReq { op, ..p });
         }
+        let ParamReq {
+            target,
+            name,
+            value,
+            extra,
+            id,
+            ..
+        } = p;
         let esc = f.style & 4 != 0;
         let c = self.model.client(slot);
         if c.nodes.is_empty() && target & 0x80 == 0 {
@@ -129,14 +126,14 @@ impl Sim {
         }
         push_id(&mut m, id.as_ref());
         let effect = match op {
-            0 => ParamOp::Declare {
+            0 => ParamOp::Declare(DeclareM {
                 node,
                 name: pname,
                 value: pval,
                 desc,
                 validate,
                 id,
-            },
+            }),
             1 => ParamOp::Set {
                 node,
                 name: pname,
@@ -157,16 +154,9 @@ impl Sim {
     /// Applies an owner's operation the hub is about to handle.
     pub(crate) fn apply_param(&mut self, slot: usize, op: ParamOp) {
         match op {
-            ParamOp::Declare {
-                node,
-                name,
-                value,
-                desc,
-                validate,
-                id,
-            } => {
-                if let Some(n) = self.param_owner(slot, node.as_deref(), id.as_ref()) {
-                    self.declare_param(slot, n, &name, value, desc, validate, id.as_ref());
+            ParamOp::Declare(d) => {
+                if let Some(n) = self.param_owner(slot, d.node.as_deref(), d.id.as_ref()) {
+                    self.declare_param(slot, n, d);
                 }
             }
             ParamOp::Set {
@@ -222,17 +212,16 @@ impl Sim {
     /// default (unless dynamically typed) or is out of range. Declared: a
     /// table the gateway held becomes the owner's (its other values go,
     /// each an event), and the parameter is new or replaced.
-    #[allow(clippy::too_many_arguments)]
-    fn declare_param(
-        &mut self,
-        slot: usize,
-        node: NodeModel,
-        name: &str,
-        value: Option<PVal>,
-        desc: Option<DescM>,
-        validate: bool,
-        id: Option<&Id>,
-    ) {
+    fn declare_param(&mut self, slot: usize, node: NodeModel, d: DeclareM) {
+        let DeclareM {
+            name,
+            value,
+            desc,
+            validate,
+            id,
+            ..
+        } = d;
+        let (name, id) = (name.as_str(), id.as_ref());
         let (Some(default), Some(desc), true) = (value, desc, valid_name(name)) else {
             return self.bad_parameter(slot, id);
         };
@@ -444,7 +433,7 @@ impl Sim {
         let mut count = 0;
         let mut same = true;
         for d in SIM_DOMAINS {
-            let store = self.hub.params_in(d);
+            let store = self.hub.inspect().params_in(d);
             count += store.len();
             for (node, name, p) in store.all() {
                 let Some(t) = self.model.params.node(d, node) else {
@@ -475,6 +464,7 @@ impl Sim {
             (Some(Holder::Owner(c, tag)), HolderM::Owner(mc, uid)) => {
                 let hub_full = self
                     .hub
+                    .inspect()
                     .nodes()
                     .get(tag)
                     .filter(|n| n.owner() == c)
@@ -495,12 +485,13 @@ impl Sim {
         type Row = (String, Value, bool, Value);
         let mut hub: BTreeMap<(u8, String, String), Row> = BTreeMap::new();
         for d in SIM_DOMAINS {
-            let store = self.hub.params_in(d);
+            let store = self.hub.inspect().params_in(d);
             for (node, name, p) in store.all() {
                 let holder = match store.node(node).map(|n| n.holder) {
                     Some(Holder::Owner(c, tag)) => {
                         let full = self
                             .hub
+                            .inspect()
                             .nodes()
                             .get(tag)
                             .filter(|n| n.owner() == c)

@@ -53,9 +53,9 @@ use rosgate_core::limits::DEFAULT_MAX_MEMORY_BYTES;
 use rosgate_core::registry::Role;
 use rosgate_wire::encode;
 
-use super::requests::Form;
+use super::requests::{CallLine, Form};
 use super::Sim;
-use crate::actions::{MAX_CLIENTS, SERVICES, TOPICS};
+use crate::actions::{QosReq, MAX_CLIENTS, SERVICES, TOPICS};
 use crate::model::qos::{compatible, Asked, PubState, QosM, SubState, ThrottleM};
 use crate::model::requests::Effect;
 use crate::model::{tick_ceil, Bucket, Lvl, TopicFrame};
@@ -67,7 +67,7 @@ const QOS_TOPICS: usize = 3;
 
 /// One spec: the members a request adds and what they state (`None`: the
 /// decoder refuses the request).
-type Spec = (&'static [(&'static str, &'static str)], Option<Asked>);
+pub(super) type Spec = (&'static [(&'static str, &'static str)], Option<Asked>);
 
 /// Subscriber QoS specs a [`crate::Req::Qos`] picks from: the members it
 /// adds and what they state (`None`: the decoder refuses the request).
@@ -198,27 +198,25 @@ impl Sim {
     /// The line of [`crate::Req::Qos`] and its effect: by `op % 4` a
     /// subscribe or advertise stating QoS (spec `spec`), a call that waits
     /// for its provider, a publish, on one of the first topics.
-    #[allow(clippy::too_many_arguments)]
-    pub(crate) fn qos_request(
-        &mut self,
-        slot: usize,
-        f: Form,
-        op: u8,
-        topic: u8,
-        spec: u8,
-        payload: u16,
-        id: u8,
-    ) -> (Vec<u8>, Effect) {
+    pub(crate) fn qos_request(&mut self, slot: usize, f: Form, q: QosReq) -> (Vec<u8>, Effect) {
+        let QosReq {
+            op,
+            topic,
+            spec,
+            payload,
+            id,
+        } = q;
         let name = TOPICS[topic as usize % QOS_TOPICS];
         let tight = self.tight_budget();
         match op % 4 {
             0 | 1 => {
                 let sub = op % 4 == 0;
-                let (members, asked) = if sub {
+                let spec = if sub {
                     SUB_SPECS[spec as usize % SUB_SPECS.len()]
                 } else {
                     PUB_SPECS[spec as usize % PUB_SPECS.len()]
                 };
+                let (members, asked) = spec;
                 let throttled = asked.is_some_and(|x| x.throttle_ms > 0);
                 let peers = members.iter().any(|(k, _)| *k == "peers");
                 if tight && (throttled || peers) {
@@ -227,13 +225,18 @@ impl Sim {
                     return self.topic_request(slot, f, op, name, None, id);
                 }
                 let op = if sub { "subscribe" } else { "advertise" };
-                self.qos_topic_request(slot, f, op, name, members, asked, id)
+                self.qos_topic_request(slot, f, op, name, spec, id)
             }
             2 => {
-                let service = SERVICES[topic as usize % SERVICES.len()];
-                let timeout = (payload >> 13) as u8;
-                let wait = !self.no_waiting();
-                self.call_request(slot, f, service, None, timeout, payload, id, wait)
+                let call = CallLine {
+                    name: SERVICES[topic as usize % SERVICES.len()],
+                    node: None,
+                    timeout: (payload >> 13) as u8,
+                    args: payload,
+                    id,
+                    wait: !self.no_waiting(),
+                };
+                self.call_request(slot, f, call)
             }
             _ => {
                 let payload = payload & !(0xff << 4);
@@ -804,7 +807,7 @@ impl Sim {
     pub(crate) fn check_qos(&self) -> Result<(), Violation> {
         for (s, c) in self.model.clients.iter().enumerate() {
             let Some(c) = c else { continue };
-            let r = self.hub.registry_in(c.domain);
+            let r = self.hub.inspect().registry_in(c.domain);
             for (role, regs) in [(Role::Subscriber, &c.subs), (Role::Publisher, &c.pubs)] {
                 for t in regs.keys() {
                     let Some(id) = r.topic_id(t) else {

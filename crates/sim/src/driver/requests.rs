@@ -35,10 +35,13 @@ use rosgate_core::counters::ErrorCode;
 use rosgate_wire::decode::{MAX_ID_BYTES, MAX_NAME_BYTES};
 use rosgate_wire::MAX_JSON_DEPTH;
 
+use super::qos::Spec;
 use super::Sim;
-use crate::actions::{Req, DOMAIN_FIELDS, NAMES, NAMESPACES, NODE_NAMES, REMAPS, SERVICES, TOPICS};
+use crate::actions::{
+    NamedReq, Req, DOMAIN_FIELDS, NAMES, NAMESPACES, NODE_NAMES, REMAPS, SERVICES, TOPICS,
+};
 use crate::model::qos::Asked;
-use crate::model::requests::Effect;
+use crate::model::requests::{CallSend, Effect};
 use crate::model::Id;
 
 /// Per-call `timeout` field texts (`None`: field absent).
@@ -477,8 +480,15 @@ impl Sim {
                 args,
                 id,
             } => {
-                let name = SERVICES[*service as usize % SERVICES.len()];
-                self.call_request(slot, f, name, None, *timeout, *args, *id, false)
+                let call = CallLine {
+                    name: SERVICES[*service as usize % SERVICES.len()],
+                    node: None,
+                    timeout: *timeout,
+                    args: *args,
+                    id: *id,
+                    wait: false,
+                };
+                self.call_request(slot, f, call)
             }
             Req::DeclareNode {
                 name,
@@ -488,54 +498,29 @@ impl Sim {
                 id,
             } => self.declare_request(slot, f, [*name, *ns, *remap, *domain], *id),
             Req::DestroyNode { pick, id } => self.destroy_request(slot, f, *pick, *id),
-            Req::Named {
-                op,
-                name,
-                node,
-                payload,
-                id,
-            } => self.named_request(slot, f, *op, *name, *node, *payload, *id),
+            Req::Named(n) => self.named_request(slot, f, *n),
             Req::Respond {
                 pick,
                 kind,
                 result,
                 status,
             } => self.respond_request(slot, f, *pick, *kind, *result, *status),
-            Req::Goal {
-                op,
-                action,
-                pick,
-                payload,
-                id,
-            } => self.goal_request(slot, f, *op, *action, *pick, *payload, *id),
-            Req::Qos {
-                op,
-                topic,
-                spec,
-                payload,
-                id,
-            } => self.qos_request(slot, f, *op, *topic, *spec, *payload, *id),
-            Req::Param {
-                op,
-                target,
-                name,
-                value,
-                extra,
-                id,
-            } => self.param_request(slot, f, *op, *target, *name, *value, *extra, *id),
+            Req::Goal(g) => self.goal_request(slot, f, *g),
+            Req::Qos(q) => self.qos_request(slot, f, *q),
+            Req::Param(p) => self.param_request(slot, f, *p),
             Req::Malformed { kind, id } => {
                 let id = self.fresh_id(slot, *id);
                 if rosbridge && kind % 16 == 3 {
                     // rosbridge calls need no id: a call to /s1 with `{}`.
                     let (line, _) = malformed(*kind, None, style, spacing, 0);
-                    let effect = Effect::Call {
+                    let effect = Effect::Call(CallSend {
                         name: "/s1".into(),
                         args: "{}".into(),
                         timeout: None,
                         id: None,
                         node: None,
                         wait: false,
-                    };
+                    });
                     return (line, effect);
                 }
                 self.counter += 1;
@@ -599,16 +584,15 @@ impl Sim {
     }
 
     /// A subscribe or advertise (`op`) of `name` with the QoS members
-    /// `extra`, which state `asked` (`None`: the decoder refuses them).
-    #[allow(clippy::too_many_arguments)]
+    /// `extra` of `spec`, which state its `asked` (`None`: the decoder
+    /// refuses them).
     pub(crate) fn qos_topic_request(
         &mut self,
         slot: usize,
         f: Form,
         op: &'static str,
         name: &str,
-        extra: &[(&'static str, &'static str)],
-        asked: Option<Asked>,
+        (extra, asked): Spec,
         id: u8,
     ) -> (Vec<u8>, Effect) {
         let (line, effect) = self.topic_request(slot, f, op, name, None, id);
@@ -699,18 +683,21 @@ impl Sim {
         (assemble(&m, f.style, f.spacing), effect)
     }
 
-    #[allow(clippy::too_many_arguments)]
+    /// `call_service` as `call` describes it.
     pub(crate) fn call_request(
         &mut self,
         slot: usize,
         f: Form,
-        name: &str,
-        node: Option<String>,
-        timeout: u8,
-        args: u16,
-        id: u8,
-        wait: bool,
+        call: CallLine<'_>,
     ) -> (Vec<u8>, Effect) {
+        let CallLine {
+            name,
+            node,
+            timeout,
+            args,
+            id,
+            wait,
+        } = call;
         let esc = f.style & 4 != 0;
         let id = match self.fresh_id(slot, id) {
             None if !f.rosbridge => self.fresh_id(slot, 1),
@@ -737,14 +724,14 @@ impl Sim {
         if wait {
             m.push(("wait", "true".into()));
         }
-        let effect = Effect::Call {
+        let effect = Effect::Call(CallSend {
             name: name.to_string(),
             args: blank_cr_lf(args),
             timeout: to,
             id,
             node,
             wait,
-        };
+        });
         (assemble(&m, f.style, f.spacing), effect)
     }
 
@@ -813,18 +800,15 @@ impl Sim {
     }
 
     /// A registration, publish or call of one of [`NAMES`], with the
-    /// `node` field `node` picks (see [`Req::Named`]).
-    #[allow(clippy::too_many_arguments)]
-    fn named_request(
-        &mut self,
-        slot: usize,
-        f: Form,
-        op: u8,
-        name: u8,
-        node: u8,
-        payload: u16,
-        id: u8,
-    ) -> (Vec<u8>, Effect) {
+    /// `node` field `node` picks (see [`NamedReq`]).
+    fn named_request(&mut self, slot: usize, f: Form, n: NamedReq) -> (Vec<u8>, Effect) {
+        let NamedReq {
+            op,
+            name,
+            node,
+            payload,
+            id,
+        } = n;
         let name = NAMES[name as usize % NAMES.len()];
         let nodes = &self.model.client(slot).nodes;
         let node = match node % 8 {
@@ -843,8 +827,15 @@ impl Sim {
             5 => self.service_request(slot, f, true, name, node, id),
             6 => self.service_request(slot, f, false, name, node, id),
             _ => {
-                let timeout = (payload >> 13) as u8;
-                self.call_request(slot, f, name, node, timeout, payload, id, false)
+                let call = CallLine {
+                    name,
+                    node,
+                    timeout: (payload >> 13) as u8,
+                    args: payload,
+                    id,
+                    wait: false,
+                };
+                self.call_request(slot, f, call)
             }
         }
     }
@@ -941,6 +932,19 @@ impl Sim {
         };
         (assemble(&m, f.style, f.spacing), effect)
     }
+}
+
+/// A `call_service` line to write: the service as written, the `node`
+/// field, the picks of the `timeout` text ([`TIMEOUTS`]), the args
+/// ([`Sim::payload`]) and the id, and whether it sends `"wait": true`.
+#[derive(Debug)]
+pub(crate) struct CallLine<'a> {
+    pub name: &'a str,
+    pub node: Option<String>,
+    pub timeout: u8,
+    pub args: u16,
+    pub id: u8,
+    pub wait: bool,
 }
 
 /// How one request is written: the action's style bits, the whitespace,

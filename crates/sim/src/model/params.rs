@@ -689,19 +689,24 @@ impl ParamsModel {
     }
 }
 
+/// `declare_parameter` as written: the `node` field, the name, the value
+/// and descriptor (as the model reads them) and `validate`.
+#[derive(Debug)]
+pub(crate) struct DeclareM {
+    pub node: Option<String>,
+    pub name: String,
+    /// `None`: no parameter can hold the value sent.
+    pub value: Option<PVal>,
+    /// `None`: the descriptor sent is refused.
+    pub desc: Option<DescM>,
+    pub validate: bool,
+    pub id: Option<Id>,
+}
+
 /// A parameter operation of a node's owner, as written.
 #[derive(Debug)]
 pub(crate) enum ParamOp {
-    Declare {
-        node: Option<String>,
-        name: String,
-        /// `None`: no parameter can hold the value sent.
-        value: Option<PVal>,
-        /// `None`: the descriptor sent is refused.
-        desc: Option<DescM>,
-        validate: bool,
-        id: Option<Id>,
-    },
+    Declare(DeclareM),
     Set {
         node: Option<String>,
         name: String,

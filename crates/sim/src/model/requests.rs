@@ -12,6 +12,21 @@ use super::qos::Asked;
 use super::Id;
 use crate::names::NodeModel;
 
+/// A `call_service` as written (its name is resolved when applied).
+#[derive(Debug)]
+pub(crate) struct CallSend {
+    pub name: String,
+    /// The args as the gateway keeps and forwards them (raw CR/LF
+    /// blanked; `{}` when left out).
+    pub args: String,
+    pub timeout: Option<&'static str>,
+    /// Always present on TCP.
+    pub id: Option<Id>,
+    pub node: Option<String>,
+    /// `"wait": true`: wait for a provider within the timeout.
+    pub wait: bool,
+}
+
 /// The model effect of a request line that fits the line limit.
 #[derive(Debug)]
 pub(crate) enum Effect {
@@ -48,18 +63,7 @@ pub(crate) enum Effect {
         id: Option<Id>,
         node: Option<String>,
     },
-    Call {
-        name: String,
-        /// The args as the gateway keeps and forwards them (raw CR/LF
-        /// blanked; `{}` when left out).
-        args: String,
-        timeout: Option<&'static str>,
-        /// Always present on TCP.
-        id: Option<Id>,
-        node: Option<String>,
-        /// `"wait": true`: wait for a provider within the timeout.
-        wait: bool,
-    },
+    Call(CallSend),
     /// `declare_node` as written; `domain`: the field's text.
     DeclareNode {
         name: &'static str,

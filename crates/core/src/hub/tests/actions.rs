@@ -66,7 +66,7 @@ impl T {
     }
 
     fn me(&self, key: u32) -> ConnRef {
-        self.hub.conn_ref(key).expect("open")
+        self.hub.inspect().conn_ref(key).expect("open")
     }
 }
 
@@ -102,7 +102,7 @@ fn goal_with_timeout_expires_exactly_once_at_its_deadline() {
     let gid = t.goal_id(s);
     t.advance(499);
     assert!(t.recv(c).is_empty() && t.recv(s).is_empty(), "not yet");
-    assert_eq!(t.hub.calls().len(), 1);
+    assert_eq!(t.hub.inspect().calls().len(), 1);
     t.advance(1);
     let r = t.one(c);
     assert_failure(&r, "g", 6);
@@ -119,9 +119,9 @@ fn goal_with_timeout_expires_exactly_once_at_its_deadline() {
     );
     // An orphan now: out of the caller's books, still in the server's.
     let (cr, sr) = (t.me(c), t.me(s));
-    assert_eq!(t.hub.calls().goals_in_flight(cr), 0);
-    assert_eq!(t.hub.calls().serving_goals(sr), 1);
-    assert_eq!(t.hub.gauges().get(Gauge::GoalsPending), 1);
+    assert_eq!(t.hub.inspect().calls().goals_in_flight(cr), 0);
+    assert_eq!(t.hub.inspect().calls().serving_goals(sr), 1);
+    assert_eq!(t.hub.inspect().gauges().get(Gauge::GoalsPending), 1);
     // Never again, however long we wait.
     for _ in 0..10 {
         t.advance(1_000);
@@ -141,8 +141,8 @@ fn goal_with_timeout_expires_exactly_once_at_its_deadline() {
         ),
         (1, 1, 0, 0)
     );
-    assert!(t.hub.calls().is_empty());
-    assert_eq!(t.hub.calls().bytes(), 0);
+    assert!(t.hub.inspect().calls().is_empty());
+    assert_eq!(t.hub.inspect().calls().bytes(), 0);
 }
 
 #[test]
@@ -158,7 +158,7 @@ fn answered_goal_never_times_out() {
     t.advance(500);
     assert!(t.recv(c).is_empty() && t.recv(s).is_empty());
     assert_eq!(t.count(Counter::GoalsTimedOut), 0);
-    assert!(t.hub.calls().is_empty());
+    assert!(t.hub.inspect().calls().is_empty());
 }
 
 #[test]
@@ -234,17 +234,24 @@ fn orphan_of_a_caller_that_left_is_forgotten_after_orphan_timeout() {
     t.leave(c);
     assert_cancel(&t.one(s), &gid);
     assert_eq!(t.count(Counter::GoalsOrphaned), 1);
-    assert_eq!(t.hub.calls().len(), 1, "waiting for the server's result");
+    assert_eq!(
+        t.hub.inspect().calls().len(),
+        1,
+        "waiting for the server's result"
+    );
     // The orphan still holds the server's only slot.
     let c2 = t.open();
     t.goal(c2, "/a", "\"h\"", "");
     assert_failure(&t.one(c2), "h", 0);
     t.advance(ORPHAN_MS - 1);
-    assert_eq!(t.hub.calls().len(), 1);
+    assert_eq!(t.hub.inspect().calls().len(), 1);
     t.feedback(s, "/a", &gid);
     assert!(t.recv(s).is_empty(), "late feedback of an orphan: no error");
     t.advance(1);
-    assert!(t.hub.calls().is_empty(), "forgotten at ORPHAN_TIMEOUT");
+    assert!(
+        t.hub.inspect().calls().is_empty(),
+        "forgotten at ORPHAN_TIMEOUT"
+    );
     assert!(t.recv(s).is_empty() && t.recv(c2).is_empty(), "silently");
     // Its result is now just unknown; the slot is free.
     t.result(s, "/a", &gid, 5);
@@ -276,9 +283,9 @@ fn orphan_of_a_timed_out_goal_is_forgotten_after_orphan_timeout() {
     assert_failure(&t.one(c), 1, 6);
     assert_cancel(&t.one(s), &gid);
     t.advance(ORPHAN_MS - 1);
-    assert_eq!(t.hub.calls().len(), 1);
+    assert_eq!(t.hub.inspect().calls().len(), 1);
     t.advance(1);
-    assert!(t.hub.calls().is_empty());
+    assert!(t.hub.inspect().calls().is_empty());
     assert!(t.recv(c).is_empty() && t.recv(s).is_empty());
     assert_eq!(t.count(Counter::GoalsTimedOut), 1);
 }
@@ -298,8 +305,8 @@ fn server_leaving_after_a_time_out_tells_the_caller_nothing_more() {
     assert_failure(&t.one(c), 2, 6);
     assert!(t.recv(c).is_empty());
     assert_eq!(t.count(Counter::GoalsFailedServerGone), 1);
-    assert!(t.hub.calls().is_empty());
-    assert_eq!(t.hub.gauges().get(Gauge::Actions), 0);
+    assert!(t.hub.inspect().calls().is_empty());
+    assert_eq!(t.hub.inspect().gauges().get(Gauge::Actions), 0);
 }
 
 #[test]
@@ -317,7 +324,7 @@ fn unadvertise_ends_live_goals_once_and_orphans_quietly() {
     t.send(s, r#"{"op":"unadvertise_action","action":"/a"}"#);
     assert_eq!(t.one(s)["level"], "info");
     assert_failure(&t.one(c), 2, 6);
-    assert_eq!(t.hub.calls().len(), 1, "only /b's goal is left");
+    assert_eq!(t.hub.inspect().calls().len(), 1, "only /b's goal is left");
     assert_eq!(t.count(Counter::GoalsFailedServerGone), 1);
 }
 
@@ -339,7 +346,7 @@ fn shutdown_ends_every_live_goal_and_drops_orphans() {
         .as_str()
         .is_some_and(|m| m.contains("shutting down")));
     assert_eq!(t.count(Counter::GoalsFailedShutdown), 1);
-    assert!(t.hub.calls().is_empty());
+    assert!(t.hub.inspect().calls().is_empty());
 }
 
 /// Builds a busy graph: goals in flight, timed out, orphaned, forwarded to
@@ -375,7 +382,7 @@ fn everyone_leaves(one_turn: bool, reverse: bool) {
     t.advance(100); // c2's first goal times out: an orphan.
     t.leave(c2); // c2's second goal: an orphan too.
                  // c1: one to each server; c2: two orphans; me: its own.
-    assert_eq!(t.hub.gauges().get(Gauge::GoalsPending), 5);
+    assert_eq!(t.hub.inspect().gauges().get(Gauge::GoalsPending), 5);
     let mut all = vec![old, c1, new, me];
     if reverse {
         all.reverse();
@@ -388,9 +395,13 @@ fn everyone_leaves(one_turn: bool, reverse: bool) {
     }
     t.free_closed();
     assert_eq!(t.hub.conn_count(), 0);
-    assert!(t.hub.calls().is_empty(), "{:?}", t.hub.calls());
-    assert_eq!(t.hub.calls().bytes(), 0);
-    let g = t.hub.gauges();
+    assert!(
+        t.hub.inspect().calls().is_empty(),
+        "{:?}",
+        t.hub.inspect().calls()
+    );
+    assert_eq!(t.hub.inspect().calls().bytes(), 0);
+    let g = t.hub.inspect().gauges();
     for gauge in [
         Gauge::ConnectionsOpen,
         Gauge::Actions,
@@ -407,7 +418,7 @@ fn everyone_leaves(one_turn: bool, reverse: bool) {
     assert_eq!(t.hub.memory().total(), 0);
     // Lazily cancelled timer entries go by their deadlines.
     t.advance(ORPHAN_MS + 1_000);
-    assert_eq!(t.hub.calls().timer_entries(), 0);
+    assert_eq!(t.hub.inspect().calls().timer_entries(), 0);
     // Whatever arrives for the old goals now finds nothing (the slots are
     // reused by newcomers, who hear nothing).
     let n = t.action_server(&["/a"]);
@@ -415,7 +426,7 @@ fn everyone_leaves(one_turn: bool, reverse: bool) {
     t.result(n, "/a", &gid, 4);
     let e = t.one(n);
     assert_eq!(e["level"], "error", "{e}");
-    assert!(t.hub.calls().is_empty());
+    assert!(t.hub.inspect().calls().is_empty());
 }
 
 #[test]
@@ -446,8 +457,8 @@ fn goal_and_call_limits_are_counted_apart() {
     let cr = t.me(c);
     assert_eq!(
         (
-            t.hub.calls().in_flight(cr),
-            t.hub.calls().goals_in_flight(cr)
+            t.hub.inspect().calls().in_flight(cr),
+            t.hub.inspect().calls().goals_in_flight(cr)
         ),
         (1, 2)
     );

@@ -44,7 +44,7 @@ fn the_ledger_counts_a_shared_frame_once_and_returns_to_zero() {
         m.frames > 200_000 && m.frames < 201_000,
         "frames counted once per framing: {m:?}"
     );
-    assert!(t.hub.gauges().get(Gauge::QueuedBytes) > 50 * 100_000);
+    assert!(t.hub.inspect().gauges().get(Gauge::QueuedBytes) > 50 * 100_000);
     for &s in &subs {
         t.recv(s);
     }
@@ -54,7 +54,7 @@ fn the_ledger_counts_a_shared_frame_once_and_returns_to_zero() {
     );
     t.raw(ws);
     assert_eq!(t.hub.memory().frames, 0, "every frame written");
-    assert_eq!(t.hub.gauges().get(Gauge::QueuedBytes), 0);
+    assert_eq!(t.hub.inspect().gauges().get(Gauge::QueuedBytes), 0);
     for k in subs.into_iter().chain([ws, p]) {
         t.hub.close(k, CloseReason::PeerClosed, t.now);
     }
@@ -193,7 +193,11 @@ fn over_budget_parameters_count_for_their_owner() {
     assert_eq!(t.closes(CloseReason::MemoryPressure), 1);
     assert!(t.gone(hog), "the owner of the parameters went");
     assert!(t.hub.conn(small).is_some(), "the small one stays");
-    assert_eq!(t.hub.params_in(0).len(), 0, "its parameters went with it");
+    assert_eq!(
+        t.hub.inspect().params_in(0).len(),
+        0,
+        "its parameters went with it"
+    );
     assert!(t.hub.memory().total() < 300_000);
 }
 
@@ -202,9 +206,9 @@ fn a_connections_parameters_are_charged_to_it_and_held_ones_to_nobody() {
     let mut t = T::new(limits());
     let owner = t.open();
     t.send(owner, r#"{"op":"declare_node","name":"n"}"#);
-    let me = t.hub.conn_ref(owner).expect("open");
+    let me = t.hub.inspect().conn_ref(owner).expect("open");
     let store = |t: &T| {
-        let s = t.hub.params_in(0);
+        let s = t.hub.inspect().params_in(0);
         (s.owned_bytes(me), s.held_bytes(), s.bytes())
     };
     assert_eq!(store(&t), (0, 0, 0));
@@ -235,7 +239,11 @@ fn a_connections_parameters_are_charged_to_it_and_held_ones_to_nobody() {
     t.hub.close(other, CloseReason::PeerClosed, t.now);
     t.hub.close(owner, CloseReason::PeerClosed, t.now);
     t.free_closed();
-    assert_eq!(t.hub.params_in(0).held_bytes(), held, "held ones stay");
+    assert_eq!(
+        t.hub.inspect().params_in(0).held_bytes(),
+        held,
+        "held ones stay"
+    );
     assert_eq!(t.hub.memory().total(), held);
 }
 
@@ -259,7 +267,7 @@ fn an_opening_that_never_completes_is_closed_at_the_deadline() {
     assert!(t.gone(idle_tcp) && t.gone(trickle_ws));
     assert_eq!(t.closes(CloseReason::HandshakeTimeout), 2);
     assert!(t.hub.conn(ok_tcp).is_some() && t.hub.conn(ok_ws).is_some());
-    assert_eq!(t.hub.gauges().get(Gauge::ConnectionsPending), 0);
+    assert_eq!(t.hub.inspect().gauges().get(Gauge::ConnectionsPending), 0);
 }
 
 #[test]
@@ -420,7 +428,7 @@ fn registrations_are_limited_per_connection() {
     let v = t.recv(c);
     assert_eq!(v[2]["id"], 9);
     assert_eq!(v[2]["level"], "error");
-    assert_eq!(t.hub.registry().service_count(), 1);
+    assert_eq!(t.hub.inspect().registry().service_count(), 1);
 }
 
 #[test]
@@ -478,7 +486,7 @@ fn shutdown_fails_calls_and_says_goodbye_after_queued_data() {
         r#"{"op":"call_service","service":"/s","id":2,"args":{}}"#,
     );
     assert!(t.recv(c).is_empty() && t.recv(p).is_empty());
-    assert!(t.hub.is_drained());
+    assert!(t.hub.inspect().is_drained());
     t.hub.close_drained(t.now);
     t.free_closed();
     assert_eq!(t.hub.conn_count(), 0);
@@ -501,14 +509,14 @@ fn a_connection_with_many_registrations_is_freed_over_several_calls() {
     t.hub.take_closing(&mut keys);
     assert_eq!(keys, vec![big]);
     assert_eq!(t.hub.free_some(big, t.now, 10), Freed::Partly(10));
-    assert_eq!(t.hub.registry().subscription_count(), 20);
+    assert_eq!(t.hub.inspect().registry().subscription_count(), 20);
     // Half-freed, it gets nothing.
     t.send(p, r#"{"op":"publish","topic":"/t0","msg":1}"#);
     t.send(p, r#"{"op":"publish","topic":"/t29","msg":1}"#);
     assert!(t.hub.out(big).is_none_or(|o| o.is_empty()));
     assert_eq!(t.hub.free_some(big, t.now, 10), Freed::Partly(10));
     assert!(matches!(t.hub.free_some(big, t.now, 10), Freed::Done(_)));
-    assert_eq!(t.hub.registry().subscription_count(), 0);
+    assert_eq!(t.hub.inspect().registry().subscription_count(), 0);
     assert_eq!(t.hub.conn_count(), 1);
     assert_eq!(t.hub.memory().registrations, 0);
 }

@@ -175,7 +175,7 @@ fn call_times_out_once_and_late_answer_is_stale() {
         .as_str()
         .is_some_and(|s| s.contains("timed out")));
     assert_eq!(t.hub.counters().get(Counter::CallsTimedOut), 1);
-    assert_eq!(t.hub.calls().len(), 0);
+    assert_eq!(t.hub.inspect().calls().len(), 0);
     let id = fwd["id"].as_str().expect("string id");
     t.send(
         p,
@@ -236,7 +236,7 @@ fn provider_disconnect_fails_calls_at_once() {
         (r["id"].clone(), r["result"].clone()),
         (Value::from(3), Value::from(false))
     );
-    assert_eq!(t.hub.registry().service_count(), 0);
+    assert_eq!(t.hub.inspect().registry().service_count(), 0);
 }
 
 #[test]
@@ -248,7 +248,7 @@ fn caller_disconnect_forgets_its_calls() {
     let fwd = t.one(p);
     t.hub.close(c, CloseReason::Reset, t.now);
     t.free_closed();
-    assert_eq!(t.hub.calls().len(), 0);
+    assert_eq!(t.hub.inspect().calls().len(), 0);
     let id = fwd["id"].as_str().expect("id");
     t.send(
         p,
@@ -294,7 +294,7 @@ fn displaced_provider_still_answers_forwarded_calls() {
         (e["level"].clone(), e["id"].clone()),
         (Value::from("error"), Value::from(9))
     );
-    assert_eq!(t.hub.registry().service_count(), 1);
+    assert_eq!(t.hub.inspect().registry().service_count(), 1);
 }
 
 #[test]
@@ -339,7 +339,11 @@ fn unadvertise_fails_in_flight_calls_of_that_service_only() {
         (r["id"].clone(), r["result"].clone()),
         (Value::from(1), Value::from(false))
     );
-    assert_eq!(t.hub.calls().len(), 1, "the /b call is still in flight");
+    assert_eq!(
+        t.hub.inspect().calls().len(),
+        1,
+        "the /b call is still in flight"
+    );
 }
 
 #[test]
@@ -380,7 +384,7 @@ fn write_stall_closes_only_the_stalled_connection() {
     assert_eq!(t.hub.conn_count(), 1, "stuck had output pending for 1.3 s");
     assert!(t.hub.conn(ok).is_some());
     assert_eq!(t.hub.counters().closes_of(CloseReason::WriteStall), 1);
-    assert_eq!(t.hub.gauges().get(Gauge::Subscriptions), 1);
+    assert_eq!(t.hub.inspect().gauges().get(Gauge::Subscriptions), 1);
 }
 
 #[test]
@@ -400,11 +404,11 @@ fn control_overflow_closes_the_connection() {
     assert_eq!(t.hub.conn_count(), 0);
     assert_eq!(t.hub.counters().closes_of(CloseReason::ControlOverflow), 1);
     assert_eq!(
-        t.hub.gauges().get(Gauge::Subscriptions),
+        t.hub.inspect().gauges().get(Gauge::Subscriptions),
         0,
         "cleanup withdrew everything"
     );
-    assert_eq!(t.hub.registry().topic_count(), 0);
+    assert_eq!(t.hub.inspect().registry().topic_count(), 0);
 }
 
 #[test]
@@ -477,7 +481,7 @@ fn closing_twice_counts_once_and_frees_everything() {
     t.hub.close(c, CloseReason::PeerClosed, t.now);
     t.hub.close(c, CloseReason::Reset, t.now);
     t.free_closed();
-    let g = t.hub.gauges();
+    let g = t.hub.inspect().gauges();
     assert_eq!(
         (
             g.get(Gauge::ConnectionsOpen),

@@ -96,7 +96,7 @@ fn a_validation_times_out_once_at_the_deadline_and_the_late_answer_is_stale() {
         "{v}"
     );
     assert_eq!(value(&t, "/ctl", "gain"), Some(ParamValue::Integer(1)));
-    assert_eq!(t.hub.calls().len(), 0);
+    assert_eq!(t.hub.inspect().calls().len(), 0);
     assert!(no_pending(&t));
     let c = t.hub.counters();
     assert_eq!(c.get(Counter::ParamValidations), 1);
@@ -140,7 +140,7 @@ fn an_answer_in_time_is_applied_once_and_nothing_follows_at_the_deadline() {
     assert!(t.recv(r).is_empty(), "answered calls never time out");
     assert!(t.recv(o).is_empty());
     assert_eq!(t.hub.counters().get(Counter::ParamValidationsFailed), 0);
-    assert_eq!(t.hub.calls().len(), 0);
+    assert_eq!(t.hub.inspect().calls().len(), 0);
     assert!(no_pending(&t));
 }
 
@@ -163,7 +163,7 @@ fn a_requester_leaving_forgets_its_validations() {
     t.hub.close(r, CloseReason::PeerClosed, t.now);
     t.free_closed();
     assert_eq!(
-        t.hub.calls().len(),
+        t.hub.inspect().calls().len(),
         1,
         "only the other requester's call is left"
     );
@@ -189,7 +189,7 @@ fn a_requester_leaving_forgets_its_validations() {
     assert_eq!(n, r, "slab key reused");
     t.advance(10_000);
     assert!(t.recv(n).is_empty());
-    assert_eq!(t.hub.calls().len(), 0);
+    assert_eq!(t.hub.inspect().calls().len(), 0);
     assert!(no_pending(&t));
 }
 
@@ -241,7 +241,7 @@ fn an_owner_leaving_rejects_every_pending_validation_at_once() {
     );
     assert!(t.hub.params.store(0).node("/ctl").is_none());
     assert_eq!(t.hub.params.count(), 0);
-    assert_eq!(t.hub.calls().len(), 0);
+    assert_eq!(t.hub.inspect().calls().len(), 0);
     assert!(no_pending(&t));
     assert_eq!(t.hub.counters().get(Counter::ParamValidationsFailed), 3);
     // Nothing more at the old deadline.
@@ -284,7 +284,7 @@ fn every_table_is_empty_once_everyone_has_left() {
     t.free_closed();
     // Held parameters outlive their setter (the gateway holds them).
     assert_eq!(t.hub.params.count(), 2);
-    assert_eq!(t.hub.calls().len(), 0);
+    assert_eq!(t.hub.inspect().calls().len(), 0);
     assert!(no_pending(&t));
     // A last client deletes them and leaves.
     let last = t.open();
@@ -303,8 +303,8 @@ fn every_table_is_empty_once_everyone_has_left() {
     assert_eq!((t.hub.params.count(), t.hub.params.bytes()), (0, 0));
     assert!(t.hub.params.store(0).is_empty());
     assert!(no_pending(&t));
-    assert_eq!(t.hub.calls().len(), 0);
-    assert_eq!(t.hub.gauges().get(Gauge::Parameters), 0);
+    assert_eq!(t.hub.inspect().calls().len(), 0);
+    assert_eq!(t.hub.inspect().gauges().get(Gauge::Parameters), 0);
     assert_eq!(t.hub.memory().registrations, 0);
     assert_eq!(t.hub.conn_count(), 0);
 }
@@ -393,7 +393,7 @@ fn a_validation_counts_against_the_call_limit_with_waiting_requests() {
         "{v}"
     );
     assert!(t.recv(o).is_empty(), "no validation was sent");
-    assert_eq!(t.hub.calls().len(), 0);
+    assert_eq!(t.hub.inspect().calls().len(), 0);
     assert_eq!(t.hub.counters().get(Counter::ParamValidations), 0);
     assert_eq!(value(&t, "/ctl", "gain"), Some(ParamValue::Integer(1)));
     assert!(no_pending(&t));
@@ -461,7 +461,13 @@ fn one_request_naming_many_new_parameters_keeps_to_the_count_limits() {
         serde_json::json!({"op":"call_service","service":format!("/h/{srv}"),"id":id,"args":{"parameters":many}})
             .to_string()
     };
-    let len = |t: &T| t.hub.params_in(0).node("/h").map_or(0, |n| n.params.len());
+    let len = |t: &T| {
+        t.hub
+            .inspect()
+            .params_in(0)
+            .node("/h")
+            .map_or(0, |n| n.params.len())
+    };
     // Each change alone fits; together they do not: an atomic set is
     // refused whole.
     t.send(r, &call("set_parameters_atomically", 2));
@@ -577,8 +583,8 @@ fn a_connections_parameters_are_limited_in_bytes_together() {
     );
     let v = rosapi_set(&mut t, r, 2, "n2:b", &text_of(1_000));
     assert_eq!(v["result"], true, "{v}");
-    let me = t.hub.conn_ref(o).expect("open");
-    assert!(t.hub.params_in(0).owned_bytes(me) <= 2_000);
+    let me = t.hub.inspect().conn_ref(o).expect("open");
+    assert!(t.hub.inspect().params_in(0).owned_bytes(me) <= 2_000);
     let c = t.hub.counters();
     assert_eq!(c.errors_of(ErrorCode::BadParameter), 2);
     assert_eq!(c.get(Counter::ParamSetsRejected), 2);
@@ -602,7 +608,7 @@ fn parameters_nobody_owns_are_limited_in_bytes_in_all_domains() {
             .is_some_and(|m| m.contains("1200 bytes") && m.contains("--max-held-param-bytes")),
         "{v}"
     );
-    assert!(t.hub.params_in(0).get("", "y").is_none());
+    assert!(t.hub.inspect().params_in(0).get("", "y").is_none());
     // Through a held node's services too, each change on its own.
     let v = rosapi_set(&mut t, r, 3, "h:p", "1");
     assert_eq!(v["result"], true, "{v}");
@@ -624,8 +630,8 @@ fn parameters_nobody_owns_are_limited_in_bytes_in_all_domains() {
     t.recv(d);
     let v = rosapi_set(&mut t, d, 5, "z", &text_of(150));
     assert_eq!(v["result"], false, "{v}");
-    assert!(t.hub.params_in(3).is_empty());
-    let held = t.hub.params_in(0).held_bytes();
+    assert!(t.hub.inspect().params_in(3).is_empty());
+    let held = t.hub.inspect().params_in(0).held_bytes();
     assert!(held <= 1_200, "{held}");
     assert_eq!(t.hub.memory().registrations - t.hub.nodes().bytes(), held);
     assert_eq!(t.hub.counters().get(Counter::ParamSetsRejected), 3);

@@ -43,7 +43,7 @@ impl T {
 
     /// Everything the hub holds for clients is gone.
     fn assert_empty(&self) {
-        let g = self.hub.gauges();
+        let g = self.hub.inspect().gauges();
         for gauge in [
             Gauge::ConnectionsOpen,
             Gauge::Topics,
@@ -64,7 +64,7 @@ impl T {
             "the memory ledger after everyone left"
         );
         assert_eq!(self.hub.memory().total(), 0);
-        assert_eq!(self.hub.registry().cache_bytes(), 0);
+        assert_eq!(self.hub.inspect().registry().cache_bytes(), 0);
     }
 }
 
@@ -316,7 +316,7 @@ fn latched_messages_come_first_in_publish_order_and_go_with_their_publisher() {
     let late3 = t.open();
     t.send(late3, r#"{"op":"subscribe","topic":"/l","type":"T"}"#);
     assert!(t.ints(late3).is_empty());
-    assert_eq!(t.hub.registry().cache_bytes(), 0);
+    assert_eq!(t.hub.inspect().registry().cache_bytes(), 0);
     for k in [b, late, vol, late2, late3] {
         t.close_now(k);
     }
@@ -494,7 +494,7 @@ fn waiting_calls_fail_at_their_deadline_with_the_reason() {
         c,
         r#"{"op":"call_service","service":"/late","id":2,"args":{},"wait":true}"#,
     );
-    assert_eq!(t.hub.gauges().get(Gauge::CallsWaiting), 2);
+    assert_eq!(t.hub.inspect().gauges().get(Gauge::CallsWaiting), 2);
     assert!(t.hub.memory().calls > 0, "waiting calls are in the ledger");
     t.advance(490);
     assert!(t.recv(c).is_empty(), "490 ms: still waiting");
@@ -516,7 +516,7 @@ fn waiting_calls_fail_at_their_deadline_with_the_reason() {
         (r["id"].clone(), r["result"].clone()),
         (json!(2), json!(false))
     );
-    assert_eq!(t.hub.gauges().get(Gauge::CallsWaiting), 0);
+    assert_eq!(t.hub.inspect().gauges().get(Gauge::CallsWaiting), 0);
     assert_eq!(t.counter(Counter::CallsWaited), 2);
     // Without "wait" a call fails at once.
     t.call(c, "/late", "3");
@@ -569,8 +569,8 @@ fn waiting_calls_are_released_in_order_with_what_is_left_of_their_timeout() {
         [json!(1), json!(2), json!(3)],
         "in the order they came"
     );
-    assert_eq!(t.hub.gauges().get(Gauge::CallsWaiting), 0);
-    assert_eq!(t.hub.calls().len(), 3);
+    assert_eq!(t.hub.inspect().gauges().get(Gauge::CallsWaiting), 0);
+    assert_eq!(t.hub.inspect().calls().len(), 3);
     // "a" waited 300 of its 1000 ms: it times out at 1000, not 1300.
     t.advance(699);
     assert!(t.recv(c).is_empty() && t.recv(d).is_empty());
@@ -628,7 +628,7 @@ fn a_released_waiting_slot_reused_by_a_new_call_keeps_the_new_deadline() {
         t.recv(c).is_empty(),
         "1.1 s: the first call's old deadline must not fail the second"
     );
-    assert_eq!(t.hub.gauges().get(Gauge::CallsWaiting), 1);
+    assert_eq!(t.hub.inspect().gauges().get(Gauge::CallsWaiting), 1);
     t.advance(4_000);
     assert_eq!(t.one(c)["id"], 2, "5.1 s: the second call's own deadline");
     // The same when the first caller left while waiting.
@@ -671,7 +671,7 @@ fn waiting_calls_count_against_the_per_connection_call_limit() {
         (r["id"].clone(), r["result"].clone()),
         (json!(3), json!(false))
     );
-    assert_eq!(t.hub.gauges().get(Gauge::CallsWaiting), 1);
+    assert_eq!(t.hub.inspect().gauges().get(Gauge::CallsWaiting), 1);
     t.call(c, "/busy", "4");
     assert_eq!(t.one(c)["id"], 4, "one in flight and one waiting: full");
     assert!(t.recv(p).is_empty());
@@ -812,7 +812,7 @@ fn everything_is_released_when_everyone_leaves() {
     }
     t.advance(1);
     assert!(t.hub.memory().total() > 0);
-    assert_eq!(t.hub.gauges().get(Gauge::CallsWaiting), 1);
+    assert_eq!(t.hub.inspect().gauges().get(Gauge::CallsWaiting), 1);
     // Some read what they got, some never read.
     t.recv(reliable);
     t.recv(watcher);
@@ -857,7 +857,11 @@ fn latched_and_throttled_frames_leave_the_ledger_when_written() {
         t.recv(k);
     }
     let m = t.hub.memory();
-    assert_eq!(t.hub.gauges().get(Gauge::QueuedBytes), 0, "all written");
+    assert_eq!(
+        t.hub.inspect().gauges().get(Gauge::QueuedBytes),
+        0,
+        "all written"
+    );
     assert!(
         m.frames < 20_000,
         "after every queue was written, at most the latched message is held: {m:?}"
@@ -979,7 +983,7 @@ fn waiting_requests_fail_at_a_shutdown() {
         (&got[1]["op"], &got[1]["id"], &got[1]["status"]),
         (&json!("action_result"), &json!("g"), &json!(6))
     );
-    assert_eq!(t.hub.gauges().get(Gauge::CallsWaiting), 0);
+    assert_eq!(t.hub.inspect().gauges().get(Gauge::CallsWaiting), 0);
     assert_eq!(t.counter(Counter::CallsFailedShutdown), 1);
     assert_eq!(t.counter(Counter::GoalsFailedShutdown), 1);
     assert_eq!(t.hub.memory().calls, 0);

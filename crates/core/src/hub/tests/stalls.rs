@@ -133,7 +133,7 @@ fn a_server_leaving_with_thousands_of_goals_fails_them_a_batch_per_turn() {
             break;
         }
         assert!(
-            t.hub.has_expire_backlog(),
+            t.hub.inspect().has_expire_backlog(),
             "failures left, the loop must not sleep"
         );
         turns += 1;
@@ -148,7 +148,7 @@ fn a_server_leaving_with_thousands_of_goals_fails_them_a_batch_per_turn() {
     ids.sort_unstable();
     ids.dedup();
     assert_eq!(ids.len(), GOALS, "each goal ended exactly once");
-    assert_eq!(t.hub.failing(), 0);
+    assert_eq!(t.hub.inspect().failing(), 0);
     assert_eq!(
         t.hub.memory().calls,
         0,
@@ -158,7 +158,7 @@ fn a_server_leaving_with_thousands_of_goals_fails_them_a_batch_per_turn() {
         t.hub.counters().get(Counter::GoalsFailedServerGone),
         GOALS as u64
     );
-    assert!(!t.hub.has_expire_backlog());
+    assert!(!t.hub.inspect().has_expire_backlog());
 }
 
 /// `GET /metrics` on a fresh WebSocket-port connection: the body.
