@@ -53,7 +53,7 @@ use rosgate_core::limits::DEFAULT_MAX_MEMORY_BYTES;
 use rosgate_core::registry::Role;
 use rosgate_wire::encode;
 
-use super::requests::{CallLine, Form};
+use super::requests::{CallLine, Form, Spec};
 use super::Sim;
 use crate::actions::{QosReq, MAX_CLIENTS, SERVICES, TOPICS};
 use crate::model::qos::{compatible, Asked, PubState, QosM, SubState, ThrottleM};
@@ -64,10 +64,6 @@ use crate::ws;
 
 /// How many of [`TOPICS`] QoS requests use (plain requests use them too).
 const QOS_TOPICS: usize = 3;
-
-/// One spec: the members a request adds and what they state (`None`: the
-/// decoder refuses the request).
-pub(super) type Spec = (&'static [(&'static str, &'static str)], Option<Asked>);
 
 /// Subscriber QoS specs a [`crate::Req::Qos`] picks from: the members it
 /// adds and what they state (`None`: the decoder refuses the request).

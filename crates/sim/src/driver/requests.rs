@@ -35,7 +35,6 @@ use rosgate_core::counters::ErrorCode;
 use rosgate_wire::decode::{MAX_ID_BYTES, MAX_NAME_BYTES};
 use rosgate_wire::MAX_JSON_DEPTH;
 
-use super::qos::Spec;
 use super::Sim;
 use crate::actions::{
     NamedReq, Req, DOMAIN_FIELDS, NAMES, NAMESPACES, NODE_NAMES, REMAPS, SERVICES, TOPICS,
@@ -933,6 +932,13 @@ impl Sim {
         (assemble(&m, f.style, f.spacing), effect)
     }
 }
+
+/// One spec: the members a request adds and what they state (`None`: the
+/// decoder refuses the request).
+pub(super) type Spec = (
+    &'static [(&'static str, &'static str)],
+    Option<crate::model::qos::Asked>,
+);
 
 /// A `call_service` line to write: the service as written, the `node`
 /// field, the picks of the `timeout` text ([`TIMEOUTS`]), the args
