@@ -129,6 +129,14 @@ pub fn gateway_of(key: &str) -> Option<&str> {
     key.strip_prefix(ROOT)?.strip_prefix("/gw/")
 }
 
+/// Whether `id` is written as Zenoh writes a session's id (lowercase
+/// hexadecimal of a 128-bit number, `ZenohId`'s `Display`): anything else
+/// in a gateway's place is no gateway's (and could not collide with the
+/// names the gateway uses itself, such as the ROS 2 graph's `ros2`).
+pub fn is_zid(id: &str) -> bool {
+    (1..=32).contains(&id.len()) && id.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+}
+
 /// A ROS 2 name (`/a/b_1`) keeps its shape, so Zenoh tools show it
 /// readably; any other exact string becomes one percent-encoded chunk.
 fn tail(topic: &str) -> String {

@@ -126,6 +126,9 @@ pub(super) struct Federation {
     /// Items and bytes of `graphs` per gateway, all its domains together
     /// (items at most [`MAX_REMOTE_GRAPH_ITEMS_PER_GATEWAY`]).
     per_gateway: HashMap<String, (usize, usize)>,
+    /// When the shell wants its next turn at the latest (work it held back
+    /// for its interval: a graph to rebuild or put).
+    due: Option<Instant>,
     /// Bytes the shell holds for what other gateways and ROS 2 nodes
     /// announced (its tables, samples waiting in the inbox): reported each
     /// turn, counted in the memory ledger.
@@ -247,12 +250,13 @@ impl RemoteGraph {
         g
     }
 
-    pub(super) fn items(&self) -> usize {
+    /// Nodes, topics and parameters.
+    pub fn items(&self) -> usize {
         self.nodes.len() + self.topics.len() + self.params.len()
     }
 
     /// What the memory ledger counts for it.
-    pub(super) fn bytes(&self) -> usize {
+    pub fn bytes(&self) -> usize {
         let names: usize = self.nodes.iter().map(String::len).sum::<usize>()
             + self
                 .topics
@@ -314,6 +318,16 @@ impl Hub {
     /// memory ledger (`memory_federation_bytes`) with the graphs kept here.
     pub fn set_federation_held(&mut self, bytes: usize) {
         self.fed.shell_bytes = bytes;
+    }
+
+    /// The shell wants a loop turn by `at` (or no particular time): the
+    /// loop's next deadline comes no later ([`Hub::next_deadline`]).
+    pub fn set_federation_due(&mut self, at: Option<Instant>) {
+        self.fed.due = at;
+    }
+
+    pub(super) fn federation_due(&self) -> Option<Instant> {
+        self.fed.due
     }
 
     /// Bytes held for federation: other gateways' graphs here plus what

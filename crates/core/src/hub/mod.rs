@@ -1445,6 +1445,10 @@ impl Hub {
             Some(h) => t.min(h),
             None => t,
         };
+        let t = match self.federation_due() {
+            Some(f) => t.min(f),
+            None => t,
+        };
         match self.waiting.next_deadline() {
             Some(w) => t.min(w),
             None => t,
