@@ -4659,6 +4659,205 @@ def main(argv):
     return 0 if failed == 0 else 1
 
 
+# --------------------------------------------------------------------------
+# Zenoh peers that are no gateway (issue 24, "the trust boundary"): a raw
+# Zenoh session, in its own process (Python eclipse-zenoh, `pip install
+# eclipse-zenoh`), joined to a gateway's Zenoh listener on loopback. Self
+# contained: the scenarios below use only Bounded, mass_connect, Conn and
+# the helpers above.
+
+ZENOH_PEER = r"""
+import json, sys, time
+import zenoh
+
+def session(endpoint):
+    c = zenoh.Config()
+    c.insert_json5("mode", '"peer"')
+    c.insert_json5("connect/endpoints", json.dumps([endpoint]))
+    c.insert_json5("listen/endpoints", "[]")
+    c.insert_json5("scouting/multicast/enabled", "false")
+    return zenoh.open(c)
+
+def flood(endpoint, key, secs, size):
+    s = session(endpoint)
+    time.sleep(1.0)  # the gateway's subscriber declaration reaches us
+    pub = s.declare_publisher(key)
+    payload = b'{"data":"' + b"x" * size + b'"}'
+    print("ready", flush=True)
+    n, t0 = 0, time.monotonic()
+    while time.monotonic() - t0 < secs:
+        for _ in range(256):
+            pub.put(payload)
+        n += 256
+    print(json.dumps({"puts": n, "secs": time.monotonic() - t0}), flush=True)
+    s.close()
+
+HASH = "RIHS01_df668c740482bbd48fb39d76a70dfd4bd59db1288021743503259e948f6b1a18"
+DDS = "std_msgs::msg::dds_::String_"
+QOS = "::,7:,:,:,,"
+
+def fakenodes(endpoint, n, bad, hold):
+    # rmw_zenoh's liveliness tokens (crates/ros2/src/rmw.rs has the layout):
+    # @ros2_lv/<domain>/<zid>/<node id>/<entity id>/<kind>/<enclave>/<ns>/<node>[/<topic>/<type>/<hash>/<qos>]
+    s = session(endpoint)
+    zid = str(s.zid())
+    lv = s.liveliness()
+    toks = []
+    t0 = time.monotonic()
+    for i in range(n + bad):
+        nid = 2 * i + 1
+        # The last `bad` nodes break the ROS 2 name rules in one way each.
+        node = f"fake_{i}" if i < n else ["sp ace", "..", "zero\u200bwidth"][i % 3]
+        topic = f"%fake%t{i}" if i < n else "%sp ace"
+        toks.append(lv.declare_token(f"@ros2_lv/0/{zid}/{nid}/{nid}/NN/%/%/{node}"))
+        toks.append(lv.declare_token(
+            f"@ros2_lv/0/{zid}/{nid}/{nid + 1}/MP/%/%/{node}/{topic}/{DDS}/{HASH}/{QOS}"))
+    print(json.dumps({"declared": len(toks), "secs": time.monotonic() - t0}), flush=True)
+    time.sleep(hold)
+    t0 = time.monotonic()
+    for t in toks:
+        t.undeclare()
+    print(json.dumps({"undeclared": len(toks), "secs": time.monotonic() - t0}), flush=True)
+    s.close()
+
+if __name__ == "__main__":
+    what = sys.argv[1]
+    if what == "flood":
+        flood(sys.argv[2], sys.argv[3], float(sys.argv[4]), int(sys.argv[5]))
+    else:
+        fakenodes(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), float(sys.argv[5]))
+"""
+
+
+def zenoh_available():
+    try:
+        import zenoh  # noqa: F401
+        return True
+    except ImportError:
+        return False
+
+
+def free_loopback_port():
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.bind((HOST, 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def zenoh_peer(*args):
+    """The raw Zenoh peer as a child process (nice 10 like the other
+    attackers: it inherits this process's priority)."""
+    p = subprocess.Popen([sys.executable, "-c", ZENOH_PEER, *map(str, args)],
+                         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    _children.append(p)
+    return p
+
+
+def zenoh_peer_line(p, timeout):
+    line = p.stdout.readline() if readable(p.stdout, timeout) else b""
+    if not line:
+        err = p.stderr.read().decode("utf-8", "replace")[-1500:] if p.poll() is not None else ""
+        raise RuntimeError(f"zenoh peer said nothing within {timeout:.0f} s {err}")
+    return line.decode().strip()
+
+
+def sc_zenohflood(r):
+    if not zenoh_available():
+        r.check(False, "needs Python eclipse-zenoh (pip install eclipse-zenoh)")
+        return
+    n = 300 if QUICK else 1000
+    secs = 5.0 if QUICK else 15.0
+    zport = free_loopback_port()
+    b = Bounded(r, "zenohflood", ["--zenoh-listen", f"tcp/{HOST}:{zport}"])
+    try:
+        hello = b'{"op":"subscribe","topic":"/zflood","type":"std_msgs/msg/String"}\n'
+        subs, failed = mass_connect(b.gw.port, n, rcvbuf=4096, hello=lambda i: hello, expect=0)
+        deadline = mono() + 30
+        while b.sc.get().get("subscriptions", 0) < n and mono() < deadline:
+            time.sleep(0.1)
+        st0 = b.sc.get()
+        peer = zenoh_peer("flood", f"tcp/{HOST}:{zport}", "rosgate/0/t/zflood", secs, 64)
+        zenoh_peer_line(peer, 30)  # ready
+        b.begin()
+        done = json.loads(zenoh_peer_line(peer, secs + 60))
+        peer.wait(30)
+        st_mid = b.sc.get()
+        b.quiet()
+        close_all(subs)
+        b.leave()
+        st = b.end(conns=n + 5, opened=n)
+        d = lambda k: stat(st, k) - stat(st0, k)  # noqa: E731
+        r.fig(f"attack: a raw Zenoh peer put {done['puts']} samples of ~76 B on rosgate/0/t/zflood in "
+              f"{done['secs']:.1f} s ({done['puts'] / done['secs']:.0f}/s) into a gateway with {len(subs)} "
+              f"subscribers that never read (SO_RCVBUF 4096; {failed} failed to connect)")
+        r.fig(f"counters: federation_in +{d('federation_in')} (delivered, each to every subscriber), "
+              f"federation_in_dropped +{d('federation_in_dropped')} (shed at the inbox), delivered "
+              f"+{d('delivered')}, dropped +{d('dropped')}; memory_federation_bytes at the end "
+              f"{stat(st_mid, 'memory_federation_bytes')}")
+        r.check(st0.get("subscriptions", 0) >= n, f"{n} non-readers subscribed")
+        r.check(d("federation_in") > 0, "samples from the peer were delivered")
+        r.check(d("federation_in_dropped") > 0, "the flood was shed and counted (federation_in_dropped)")
+        stall_check(r, b)
+    finally:
+        b.close()
+
+
+def sc_fakenodes(r):
+    if not zenoh_available():
+        r.check(False, "needs Python eclipse-zenoh (pip install eclipse-zenoh)")
+        return
+    n, bad = (2000, 300) if QUICK else (10_000, 300)
+    zport = free_loopback_port()
+    b = Bounded(r, "fakenodes", ["--ros-domain", "0", "--zenoh-listen", f"tcp/{HOST}:{zport}"])
+    try:
+        st0 = b.sc.get()
+        b.begin()
+        peer = zenoh_peer("fakenodes", f"tcp/{HOST}:{zport}", n, bad, ATTACK_MIN)
+        declared = json.loads(zenoh_peer_line(peer, 120))
+        # While they are all there: introspection lists only valid names.
+        c = Conn(b.gw.port, timeout=60)
+        deadline = mono() + 30
+        nodes = []
+        while mono() < deadline:
+            o = c.call("/rosapi/nodes", {}, f"n{mono()}", timeout=30)
+            nodes = o.get("values", {}).get("nodes", [])
+            if sum(1 for x in nodes if x.startswith("/fake_")) >= min(n, 9000):
+                break
+            time.sleep(0.25)
+        st_mid = b.sc.get()
+        left = json.loads(zenoh_peer_line(peer, ATTACK_MIN + 120))
+        peer.wait(30)
+        time.sleep(1.0)
+        b.quiet()
+        c.close()
+        b.leave()
+        st = b.end(conns=5, opened=2)
+        d = lambda k: stat(st, k) - stat(st0, k)  # noqa: E731
+        listed = sum(1 for x in nodes if x.startswith("/fake_"))
+        invalid = [x for x in nodes if " " in x or ".." in x or "\u200b" in x]
+        r.fig(f"attack: a raw Zenoh peer declared {declared['declared']} rmw_zenoh tokens ({n} nodes with a "
+              f"publisher each, {bad} more with invalid names) in {declared['secs']:.1f} s, held them "
+              f"{ATTACK_MIN:.0f} s, undeclared them in {left['secs']:.1f} s")
+        r.fig(f"rosapi listed {listed} of the fake nodes, {len(invalid)} invalid names; counters: "
+              f"ros2_names_rejected +{d('ros2_names_rejected')}, ros2_entities_refused "
+              f"+{d('ros2_entities_refused')}; memory_federation_bytes with them "
+              f"{stat(st_mid, 'memory_federation_bytes')}, after {stat(st, 'memory_federation_bytes')}")
+        r.check(listed >= min(n, 9000), "the valid fake nodes were listed")
+        r.check(not invalid and d("ros2_names_rejected") >= 2 * bad,
+                "names breaking the ROS 2 rules were counted and not listed")
+        stall_check(r, b)
+    finally:
+        b.close()
+
+
+SCENARIOS["zenohflood"] = (sc_zenohflood, "a raw Zenoh peer floods samples into a gateway with 1000 "
+                           "subscribers that never read", 300)
+SCENARIOS["fakenodes"] = (sc_fakenodes, "a raw Zenoh peer announces 10 000 fake ROS 2 nodes with publishers "
+                          "at once (rmw_zenoh tokens), some with invalid names", 400)
+BOUNDED_SCENARIOS = BOUNDED_SCENARIOS + ("zenohflood", "fakenodes")
+
+
 def _kill_current_gateway():
     for p in _children:
         if p.poll() is None:

@@ -62,7 +62,10 @@ pub use remote::{
     GRAPH_ITEMS_PER_TURN, MAX_GATEWAYS, MAX_GRAPH_BYTES, MAX_PENDING_GRAPH_BYTES, MAX_REMOTE_CALLS,
     MAX_REMOTE_INTEREST,
 };
-pub use ros2::{RosSettings, MAX_ROS_ENTITIES, ROS_GRAPH};
+pub use ros2::{
+    RosSettings, FETCHES_PER_TURN, MAX_FETCHES_PER_NODE, MAX_ROS_ENTITIES,
+    MAX_ROS_ENTITIES_PER_NODE, MAX_ROS_NODES, ROS_GRAPH,
+};
 
 /// Work for the loop thread.
 pub type Job = Box<dyn FnOnce(&mut Hub, Instant) + Send>;

@@ -178,6 +178,10 @@ struct Tables {
     fetching: HashSet<String>,
     /// Types asked per node (at most [`MAX_FETCHES_PER_NODE`] each).
     fetched_of: HashMap<(String, u64), usize>,
+    /// Topics whose ROS 2 subscriptions, and services whose ROS 2 servers,
+    /// changed since the loop last looked (it updates only those).
+    subs_changed: HashSet<(Domain, String)>,
+    servers_changed: HashSet<(Domain, String)>,
     /// Asks the loop has not sent yet.
     to_fetch: Vec<Fetch>,
     learned: u64,
@@ -380,13 +384,22 @@ impl RosShared {
             hash: ep.hash.clone(),
         };
         let who = format!("{ROS_GRAPH}:{key}");
-        let table = match tok.kind {
-            EntityKind::Subscription => Some(&mut t.subs),
-            EntityKind::ServiceServer => Some(&mut t.servers),
-            _ => None,
-        };
-        if let Some(table) = table {
+        if matches!(
+            tok.kind,
+            EntityKind::Subscription | EntityKind::ServiceServer
+        ) {
             let k = (domain, ep.name.clone());
+            let changed = if tok.kind == EntityKind::Subscription {
+                &mut t.subs_changed
+            } else {
+                &mut t.servers_changed
+            };
+            changed.insert(k.clone());
+            let table = if tok.kind == EntityKind::Subscription {
+                &mut t.subs
+            } else {
+                &mut t.servers
+            };
             if put {
                 table.entry(k).or_default().insert(key.to_string(), typed);
             } else if let Some(m) = table.get_mut(&k) {
@@ -740,19 +753,6 @@ impl RosShared {
         let t = self.tables();
         let m = t.subs.get(&(domain, topic.to_string()))?;
         m.values().next().cloned()
-    }
-
-    /// Each topic ROS 2 subscribes to, with the ROS type of (the first
-    /// of) its subscriptions.
-    fn subscribed_types(&self) -> HashMap<(Domain, String), String> {
-        let t = self.tables();
-        t.subs
-            .iter()
-            .filter_map(|(k, m)| {
-                let ty = rmw::ros_type_name(&m.values().next()?.dds_type)?;
-                Some((k.clone(), ty))
-            })
-            .collect()
     }
 
     /// The type of a ROS 2 server of `service`, if any.
@@ -1507,6 +1507,7 @@ impl RosLink {
             self.checker_installed = true;
             hub.set_type_checker(Box::new(Check(self.shared.clone())));
         }
+        self.follow_subscriptions(hub);
         // Rebuilt at most every interval: a burst of tokens costs one
         // rebuild, not one per turn.
         let interval = std::time::Duration::from_millis(crate::GRAPH_INTERVAL_MS as u64);
@@ -1526,29 +1527,50 @@ impl RosLink {
         for &d in &self.domains {
             hub.install_remote_graph(ROS_GRAPH, d, self.shared.graph(d));
         }
-        // Client messages on topics ROS 2 subscribes to must fit its type.
-        let now: HashMap<(Domain, String), String> = self.shared.subscribed_types();
-        for (k, ty) in &now {
-            if self.checked.get(k) != Some(ty) {
-                hub.set_topic_check(k.0, &k.1, Some(ty));
-            }
-        }
-        for k in self.checked.keys().filter(|k| !now.contains_key(*k)) {
-            hub.set_topic_check(k.0, &k.1, None);
-        }
-        self.checked = now;
-        // Publishers to ROS 2 whose subscriptions all went.
-        let sh = self.shared.clone();
-        self.pubs.retain(|(d, t), p| {
-            let keep = sh.subscribed(*d, t).is_some();
-            if !keep {
-                sh.own_gids().remove(&p.gid);
-            }
-            keep
-        });
-        // Clients of services whose servers all went.
-        self.clients.retain(|(d, s), _| sh.served(*d, s).is_some());
         None
+    }
+
+    /// For each topic whose ROS 2 subscriptions changed, and each service
+    /// whose ROS 2 servers did: the hub's type check of client messages,
+    /// this gateway's publisher to ROS 2 and its client of the service
+    /// follow (O(what changed), every turn, not held back with the graph).
+    fn follow_subscriptions(&mut self, hub: &mut Hub) {
+        let (subs, servers) = {
+            let mut t = self.shared.tables();
+            if t.subs_changed.is_empty() && t.servers_changed.is_empty() {
+                return;
+            }
+            (
+                std::mem::take(&mut t.subs_changed),
+                std::mem::take(&mut t.servers_changed),
+            )
+        };
+        for k in subs {
+            // Client messages on topics ROS 2 subscribes to must fit its type.
+            let ty = self
+                .shared
+                .subscribed(k.0, &k.1)
+                .and_then(|typed| rmw::ros_type_name(&typed.dds_type));
+            if self.checked.get(&k) != ty.as_ref() {
+                hub.set_topic_check(k.0, &k.1, ty.as_deref());
+                match ty {
+                    Some(ty) => self.checked.insert(k.clone(), ty),
+                    None => self.checked.remove(&k),
+                };
+            }
+            // A publisher to ROS 2 whose subscriptions all went.
+            if !self.checked.contains_key(&k) && self.shared.subscribed(k.0, &k.1).is_none() {
+                if let Some(p) = self.pubs.remove(&(k.0, Rc::from(k.1.as_str()))) {
+                    self.shared.own_gids().remove(&p.gid);
+                }
+            }
+        }
+        // Clients of services whose servers all went.
+        for k in servers {
+            if self.shared.served(k.0, &k.1).is_none() {
+                self.clients.remove(&(k.0, Rc::from(k.1.as_str())));
+            }
+        }
     }
 
     /// Asks a node for a type's description (`~/get_type_description`,
