@@ -218,10 +218,41 @@ mod tests {
                 transport: {auth: {usrpwd: {user: "gw", password: "secret", dictionary_file: "users.txt"}}}}"#,
         );
         assert!(unauthenticated(&both).is_empty());
-        // Scouting answers whoever is on the network.
+        // Scouting joins whoever answers on the network.
         let scouting = config(
             r#"{listen: {endpoints: ["tcp/127.0.0.1:0"]}, scouting: {multicast: {enabled: true}}}"#,
         );
         assert_eq!(unauthenticated(&scouting), vec!["multicast scouting"]);
+    }
+
+    /// The configurations docs/security.md shows ("Locking it down") are
+    /// ones zenoh 1.10 reads, and each authenticates what it claims to.
+    #[test]
+    fn the_security_docs_zenoh_examples_are_valid_configurations() {
+        let doc = include_str!("../../../docs/security.md");
+        let start = doc.find("### Locking it down").expect("the section");
+        let section = &doc[start..];
+        let end = section[4..].find("\n### ").map_or(section.len(), |e| e + 4);
+        let blocks: Vec<&str> = section[..end]
+            .split("```json5\n")
+            .skip(1)
+            .filter_map(|b| b.split("```").next())
+            .collect();
+        assert_eq!(blocks.len(), 3, "{blocks:?}");
+        let configs: Vec<zenoh::Config> = blocks
+            .iter()
+            .map(|b| zenoh::Config::from_json5(b).unwrap_or_else(|e| panic!("{e}: {b}")))
+            .collect();
+        assert!(unauthenticated(&configs[0]).is_empty());
+        let usrpwd = auth(&configs[1]);
+        assert!(usrpwd.usrpwd_accept && usrpwd.usrpwd_present);
+        assert_eq!(
+            get(&configs[2], "access_control/enabled"),
+            Value::Bool(true)
+        );
+        assert_eq!(
+            get(&configs[2], "access_control/default_permission"),
+            Value::String("deny".into())
+        );
     }
 }

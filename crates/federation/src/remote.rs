@@ -57,6 +57,11 @@ pub(crate) enum Change {
     Left(String),
 }
 
+/// Samples (from other gateways and ROS 2) handed to the loop and not yet
+/// run; beyond, a sample is dropped (counted in `federation_in_dropped`)
+/// before it is decoded or checked. The loop's inbox holds 4096 jobs.
+pub const MAX_PENDING_SAMPLES: usize = 4096;
+
 /// Bytes. The largest graph announcement taken from another gateway.
 pub const MAX_GRAPH_BYTES: usize = 4 << 20;
 
@@ -68,6 +73,34 @@ pub const MAX_PENDING_GRAPH_BYTES: usize = 16 << 20;
 /// Items. Graph nodes, topics and parameters the loop installs per turn
 /// (at least one graph); the rest wait for the next turn.
 pub const GRAPH_ITEMS_PER_TURN: usize = 20_000;
+
+/// The nice value Zenoh's threads take when they first run one of the
+/// callbacks here (Linux; the loop runs at the process's own, usually 0).
+/// The loop serves every client; a peer flooding samples or tokens keeps
+/// Zenoh's receiving threads busy, and on a small machine they would take
+/// the loop's CPU. At 10 they get about a tenth of a CPU the loop wants
+/// (CFS weights 110 to 1024), and all of an idle one.
+pub const ZENOH_THREAD_NICE: i32 = 10;
+
+/// Lowers the calling (Zenoh) thread's priority to [`ZENOH_THREAD_NICE`],
+/// once per thread; a refusal is ignored (it only costs latency).
+pub(crate) fn yield_to_the_loop() {
+    thread_local! {
+        static DONE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    }
+    DONE.with(|done| {
+        if done.replace(true) {
+            return;
+        }
+        #[cfg(target_os = "linux")]
+        // SAFETY: gettid and setpriority take and return plain integers;
+        // on Linux the nice value is per thread, and `who` is this one.
+        unsafe {
+            let tid = libc::syscall(libc::SYS_gettid) as libc::id_t;
+            let _ = libc::setpriority(libc::PRIO_PROCESS, tid, ZENOH_THREAD_NICE);
+        }
+    });
+}
 
 /// Bytes the ledger counts per entry of the tables here (gateways,
 /// interest, providers) beyond its names.
@@ -122,6 +155,11 @@ pub(crate) struct Shared {
     /// A gateway joined: everyone's graph must be announced again.
     pub(crate) republish: AtomicBool,
     pub(crate) pending_bytes: AtomicUsize,
+    /// Samples handed to the loop and not yet run: past
+    /// [`MAX_PENDING_SAMPLES`] a sample is dropped before it is even
+    /// checked, so a flood costs Zenoh's threads (and the CPU the loop
+    /// shares with them) next to nothing.
+    pending_samples: AtomicUsize,
     dropped: AtomicU64,
     received: AtomicU64,
     dropped_total: AtomicU64,
@@ -139,6 +177,7 @@ impl Shared {
             changed: AtomicBool::new(false),
             republish: AtomicBool::new(false),
             pending_bytes: AtomicUsize::new(0),
+            pending_samples: AtomicUsize::new(0),
             dropped: AtomicU64::new(0),
             received: AtomicU64::new(0),
             dropped_total: AtomicU64::new(0),
@@ -159,6 +198,7 @@ impl Shared {
 
     /// A gateway's presence token came or went.
     pub(crate) fn on_gateway(&self, s: &Sample) {
+        yield_to_the_loop();
         let Some(gw) = keys::gateway_of(s.key_expr().as_str()) else {
             return;
         };
@@ -218,6 +258,7 @@ impl Shared {
     /// gateway whose presence token is alive, parsed here, and kept for the
     /// loop (replacing one of the same gateway and domain still waiting).
     pub(crate) fn on_graph(&self, s: &Sample) {
+        yield_to_the_loop();
         let Some((domain, gw)) = keys::graph_of(s.key_expr().as_str()) else {
             return;
         };
@@ -280,6 +321,7 @@ impl Shared {
 
     /// Another gateway's interest token for a topic came or went.
     pub(crate) fn on_interest(&self, s: &Sample) {
+        yield_to_the_loop();
         let Some((domain, gw, topic)) = keys::interest_of(s.key_expr().as_str()) else {
             return;
         };
@@ -337,6 +379,7 @@ impl Shared {
 
     /// Another gateway's provider token for a service came or went.
     pub(crate) fn on_provider(&self, s: &Sample) {
+        yield_to_the_loop();
         let Some((kind, domain, gw, ty, name)) = keys::provider_of(s.key_expr().as_str()) else {
             return;
         };
@@ -650,6 +693,11 @@ impl Shared {
     /// A sample of a topic this gateway wants: validated here, on Zenoh's
     /// thread, then handed to the loop.
     pub(crate) fn on_sample(self: &std::sync::Arc<Self>, domain: Domain, topic: &str, s: &Sample) {
+        yield_to_the_loop();
+        if self.inbox_full() {
+            self.drop_one();
+            return;
+        }
         let payload = s.payload().to_bytes();
         let Some(msg) = valid_msg(&payload) else {
             self.drop_one();
@@ -682,18 +730,28 @@ impl Shared {
             self.drop_one();
             return;
         }
+        self.pending_samples.fetch_add(1, Ordering::AcqRel);
         let me = self.clone();
         let topic = topic.to_string();
         let job: Job = Box::new(move |hub, now| {
             me.pending_bytes.fetch_sub(n, Ordering::AcqRel);
+            me.pending_samples.fetch_sub(1, Ordering::AcqRel);
             hub.remote_publish(domain, &topic, Raw::from_valid_json(&msg), latched, now);
         });
         if (self.to_loop)(job) {
             self.received.fetch_add(1, Ordering::Relaxed);
         } else {
+            // The refused job was dropped unrun: its counts come back here.
             self.pending_bytes.fetch_sub(n, Ordering::AcqRel);
+            self.pending_samples.fetch_sub(1, Ordering::AcqRel);
             self.drop_one();
         }
+    }
+
+    /// Whether samples already fill the loop's inbox: a further one would
+    /// be refused anyway, so it is dropped before it costs anything.
+    pub(crate) fn inbox_full(&self) -> bool {
+        self.pending_samples.load(Ordering::Acquire) >= MAX_PENDING_SAMPLES
     }
 
     /// Hands a finished `service_response` line to the loop (as the

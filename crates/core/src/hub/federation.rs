@@ -732,6 +732,9 @@ impl Hub {
         self.publish(domain, topic, from, msg, now);
         self.flush_publishes(now);
         self.fed.injecting = false;
+        // As after a read from a socket: a sample fanned out to many slow
+        // subscribers is shed within the budget at once.
+        self.enforce_memory(now);
     }
 
     /// The deepest latched (transient local) cache of a local, non-bridge
