@@ -74,34 +74,6 @@ pub const MAX_PENDING_GRAPH_BYTES: usize = 16 << 20;
 /// (at least one graph); the rest wait for the next turn.
 pub const GRAPH_ITEMS_PER_TURN: usize = 20_000;
 
-/// The nice value Zenoh's threads take when they first run one of the
-/// callbacks here (Linux; the loop runs at the process's own, usually 0).
-/// The loop serves every client; a peer flooding samples or tokens keeps
-/// Zenoh's receiving threads busy, and on a small machine they would take
-/// the loop's CPU. At 10 they get about a tenth of a CPU the loop wants
-/// (CFS weights 110 to 1024), and all of an idle one.
-pub const ZENOH_THREAD_NICE: i32 = 10;
-
-/// Lowers the calling (Zenoh) thread's priority to [`ZENOH_THREAD_NICE`],
-/// once per thread; a refusal is ignored (it only costs latency).
-pub(crate) fn yield_to_the_loop() {
-    thread_local! {
-        static DONE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
-    }
-    DONE.with(|done| {
-        if done.replace(true) {
-            return;
-        }
-        #[cfg(target_os = "linux")]
-        // SAFETY: gettid and setpriority take and return plain integers;
-        // on Linux the nice value is per thread, and `who` is this one.
-        unsafe {
-            let tid = libc::syscall(libc::SYS_gettid) as libc::id_t;
-            let _ = libc::setpriority(libc::PRIO_PROCESS, tid, ZENOH_THREAD_NICE);
-        }
-    });
-}
-
 /// Bytes the ledger counts per entry of the tables here (gateways,
 /// interest, providers) beyond its names.
 const TABLE_ENTRY_COST: usize = 64;
@@ -198,7 +170,6 @@ impl Shared {
 
     /// A gateway's presence token came or went.
     pub(crate) fn on_gateway(&self, s: &Sample) {
-        yield_to_the_loop();
         let Some(gw) = keys::gateway_of(s.key_expr().as_str()) else {
             return;
         };
@@ -258,7 +229,6 @@ impl Shared {
     /// gateway whose presence token is alive, parsed here, and kept for the
     /// loop (replacing one of the same gateway and domain still waiting).
     pub(crate) fn on_graph(&self, s: &Sample) {
-        yield_to_the_loop();
         let Some((domain, gw)) = keys::graph_of(s.key_expr().as_str()) else {
             return;
         };
@@ -321,7 +291,6 @@ impl Shared {
 
     /// Another gateway's interest token for a topic came or went.
     pub(crate) fn on_interest(&self, s: &Sample) {
-        yield_to_the_loop();
         let Some((domain, gw, topic)) = keys::interest_of(s.key_expr().as_str()) else {
             return;
         };
@@ -379,7 +348,6 @@ impl Shared {
 
     /// Another gateway's provider token for a service came or went.
     pub(crate) fn on_provider(&self, s: &Sample) {
-        yield_to_the_loop();
         let Some((kind, domain, gw, ty, name)) = keys::provider_of(s.key_expr().as_str()) else {
             return;
         };
@@ -693,7 +661,6 @@ impl Shared {
     /// A sample of a topic this gateway wants: validated here, on Zenoh's
     /// thread, then handed to the loop.
     pub(crate) fn on_sample(self: &std::sync::Arc<Self>, domain: Domain, topic: &str, s: &Sample) {
-        yield_to_the_loop();
         if self.inbox_full() {
             self.drop_one();
             return;

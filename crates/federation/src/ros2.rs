@@ -342,7 +342,6 @@ impl RosShared {
 
     /// A ROS 2 liveliness token came or went.
     fn on_token(&self, s: &Sample) {
-        crate::remote::yield_to_the_loop();
         let key = s.key_expr().as_str();
         let Some(tok) = Token::parse(key) else {
             // Not a token rmw_zenoh would accept either.
@@ -531,7 +530,6 @@ impl RosShared {
     /// A sample of a topic local clients subscribe to, from ROS 2:
     /// decoded here, on Zenoh's thread, then handed to the loop.
     fn on_data(&self, domain: Domain, topic: &str, s: &Sample) {
-        crate::remote::yield_to_the_loop();
         if self.fed.inbox_full() {
             self.fed.drop_one();
             return;
