@@ -42,7 +42,7 @@
 //! - the graph introspection lists is rebuilt at most every
 //!   [`crate::GRAPH_INTERVAL_MS`], however fast tokens come.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::PathBuf;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
@@ -178,6 +178,12 @@ struct Tables {
     fetching: HashSet<String>,
     /// Types asked per node (at most [`MAX_FETCHES_PER_NODE`] each).
     fetched_of: HashMap<(String, u64), usize>,
+    /// The graph introspection lists, kept as tokens come and go (so a
+    /// rebuild copies it, rather than walking every token): per domain,
+    /// each node's entities, and each (topic, type)'s publishers and
+    /// subscriptions.
+    graph_nodes: BTreeMap<(u32, String), usize>,
+    graph_topics: BTreeMap<(u32, String, String), (u32, u32)>,
     /// Topics whose ROS 2 subscriptions, and services whose ROS 2 servers,
     /// changed since the loop last looked (it updates only those).
     subs_changed: HashSet<(Domain, String)>,
@@ -204,7 +210,44 @@ impl Tables {
         self.per_node.insert(node, n + 1);
         self.bytes += 2 * key.len() + ENTITY_COST;
         self.entities.insert(key.to_string(), tok.clone());
+        self.graph_count(tok, true);
         true
+    }
+
+    /// Counts `tok` in (or out of) the graph introspection lists.
+    fn graph_count(&mut self, tok: &Token, on: bool) {
+        fn step<K: Ord>(map: &mut BTreeMap<K, usize>, k: K, on: bool) {
+            if on {
+                *map.entry(k).or_default() += 1;
+            } else if let std::collections::btree_map::Entry::Occupied(mut e) = map.entry(k) {
+                *e.get_mut() -= 1;
+                if *e.get() == 0 {
+                    e.remove();
+                }
+            }
+        }
+        step(&mut self.graph_nodes, (tok.domain, tok.node_fqn()), on);
+        let Some(ep) = &tok.endpoint else {
+            return;
+        };
+        let (publisher, subscription) = match tok.kind {
+            EntityKind::Publisher => (1, 0),
+            EntityKind::Subscription => (0, 1),
+            _ => return,
+        };
+        let ty = rmw::ros_type_name(&ep.dds_type).unwrap_or_default();
+        let k = (tok.domain, ep.name.clone(), ty);
+        let e = self.graph_topics.entry(k.clone()).or_default();
+        if on {
+            e.0 += publisher;
+            e.1 += subscription;
+        } else {
+            e.0 = e.0.saturating_sub(publisher);
+            e.1 = e.1.saturating_sub(subscription);
+        }
+        if *e == (0, 0) {
+            self.graph_topics.remove(&k);
+        }
     }
 
     /// Forgets the entity of `key`, if it was remembered.
@@ -213,6 +256,7 @@ impl Tables {
             return false;
         };
         self.bytes -= 2 * key.len() + ENTITY_COST;
+        self.graph_count(&tok, false);
         let node = (tok.zid, tok.nid);
         if let Some(n) = self.per_node.get_mut(&node) {
             *n -= 1;
@@ -769,30 +813,20 @@ impl RosShared {
     /// The ROS 2 graph of `domain` in the form of another gateway's graph.
     fn graph(&self, domain: Domain) -> rosgate_core::hub::RemoteGraph {
         let t = self.tables();
-        let mut nodes = BTreeSet::new();
-        let mut topics: BTreeMap<(String, String), u32> = BTreeMap::new();
-        for tok in t
-            .entities
-            .values()
-            .filter(|tok| u64::from(domain) == u64::from(tok.domain))
-        {
-            nodes.insert(tok.node_fqn());
-            if let Some(ep) = &tok.endpoint {
-                let ty = rmw::ros_type_name(&ep.dds_type).unwrap_or_default();
-                match tok.kind {
-                    EntityKind::Publisher => {
-                        topics.entry((ep.name.clone(), ty)).or_insert(0);
-                    }
-                    EntityKind::Subscription => {
-                        *topics.entry((ep.name.clone(), ty)).or_insert(0) += 1;
-                    }
-                    _ => {}
-                }
-            }
-        }
-        let topics: Vec<(String, String, u32)> =
-            topics.into_iter().map(|((n, t), s)| (n, t, s)).collect();
-        rosgate_core::hub::RemoteGraph::of(nodes.into_iter().collect(), topics)
+        let d = u32::from(domain);
+        let nodes: Vec<String> = t
+            .graph_nodes
+            .range((d, String::new())..)
+            .take_while(|((nd, _), _)| *nd == d)
+            .map(|((_, n), _)| n.clone())
+            .collect();
+        let topics: Vec<(String, String, u32)> = t
+            .graph_topics
+            .range((d, String::new(), String::new())..)
+            .take_while(|((td, _, _), _)| *td == d)
+            .map(|((_, n, ty), (_, subs))| (n.clone(), ty.clone(), *subs))
+            .collect();
+        rosgate_core::hub::RemoteGraph::of(nodes, topics)
     }
 
     /// What the tables hold, in bytes, as the memory ledger counts them.
