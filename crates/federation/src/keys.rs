@@ -201,6 +201,24 @@ mod tests {
     use super::*;
 
     #[test]
+    fn only_what_zenoh_writes_as_a_session_id_is_a_gateway_id() {
+        for id in ["7ea1", "0123456789abcdef0123456789abcdef", "a"] {
+            assert!(is_zid(id), "{id}");
+        }
+        for id in [
+            "",
+            "ros2",
+            "ABCDEF",
+            "0123456789abcdef0123456789abcdef0",
+            "ab/cd",
+            "ab cd",
+            "*",
+        ] {
+            assert!(!is_zid(id), "{id:?}");
+        }
+    }
+
+    #[test]
     fn ros_names_stay_readable_and_round_trip() {
         assert_eq!(topic_key(0, "/chatter"), "rosgate/0/t/chatter");
         assert_eq!(topic_key(7, "/a/b_1"), "rosgate/7/t/a/b_1");
