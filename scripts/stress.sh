@@ -39,6 +39,13 @@
 #   metrics      64 concurrent /metrics scrapers beside 200 idle clients
 #   goalsleave   an action server leaving with 4096 goals in flight
 #                (these five also judge the probe's max against 50 ms)
+#   zenohflood   a raw Zenoh peer floods samples into a gateway with 1000
+#                subscribers that never read
+#   fakenodes    a raw Zenoh peer announces 10 000 fake ROS 2 nodes with
+#                publishers at once (rmw_zenoh tokens), some with invalid names
+#                (these two need the `federation` feature, built then, and
+#                Python's eclipse-zenoh: pip install eclipse-zenoh; they also
+#                judge the probe's max against 50 ms)
 # Loopback only; every scenario is bounded in
 # connections, bytes and time, starts its own gateway and kills it by PID.
 # Each prints its figures and PASS/FAIL; the run ends with `N passed, N failed`
@@ -62,9 +69,15 @@ fi
 
 command -v prlimit >/dev/null || { echo "stress.sh: prlimit (util-linux) is required" >&2; exit 2; }
 # ROSGATE_BIN=path runs that binary instead (a debug build, another
-# checkout's), without building.
+# checkout's), without building. The Zenoh scenarios need a gateway built
+# with federation.
 if [ -z "${ROSGATE_BIN:-}" ]; then
-    cargo build --release --quiet --bin rosgate || exit 2
+    features=
+    for a in "${@:-zenohflood}"; do
+        case $a in zenohflood|fakenodes) features="--features federation" ;; esac
+    done
+    # shellcheck disable=SC2086
+    cargo build --release --quiet --bin rosgate $features || exit 2
 fi
 
 # The harness writes the running gateway's PID here; the trap kills it if

@@ -16,6 +16,10 @@
 //!                        (`Registry::bytes`), declared nodes
 //!                        (`Nodes::bytes`), parameters owned and held
 //!                        (`ParamStore::bytes`)
+//!       + federation     what other gateways and ROS 2 nodes announced:
+//!                        their graphs kept here (`RemoteGraph::bytes`),
+//!                        and what the federation shell reports it holds
+//!                        (its tables, samples waiting in the inbox)
 //! ```
 //!
 //! Above the budget the hub sheds topic data first (queued frames of the
@@ -70,10 +74,19 @@ pub struct MemoryUse {
     pub input: usize,
     pub calls: usize,
     pub registrations: usize,
+    /// Held for other gateways and ROS 2 nodes: bounded by the federation's
+    /// own limits (docs/limits.md), as no connection holds it.
+    pub federation: usize,
 }
 
 impl MemoryUse {
     pub fn total(&self) -> usize {
-        self.frames + self.entries + self.control + self.input + self.calls + self.registrations
+        self.frames
+            + self.entries
+            + self.control
+            + self.input
+            + self.calls
+            + self.registrations
+            + self.federation
     }
 }

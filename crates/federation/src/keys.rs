@@ -129,6 +129,14 @@ pub fn gateway_of(key: &str) -> Option<&str> {
     key.strip_prefix(ROOT)?.strip_prefix("/gw/")
 }
 
+/// Whether `id` is written as Zenoh writes a session's id (lowercase
+/// hexadecimal of a 128-bit number, `ZenohId`'s `Display`): anything else
+/// in a gateway's place is no gateway's (and could not collide with the
+/// names the gateway uses itself, such as the ROS 2 graph's `ros2`).
+pub fn is_zid(id: &str) -> bool {
+    (1..=32).contains(&id.len()) && id.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+}
+
 /// A ROS 2 name (`/a/b_1`) keeps its shape, so Zenoh tools show it
 /// readably; any other exact string becomes one percent-encoded chunk.
 fn tail(topic: &str) -> String {
@@ -191,6 +199,24 @@ fn is_plain(name: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_what_zenoh_writes_as_a_session_id_is_a_gateway_id() {
+        for id in ["7ea1", "0123456789abcdef0123456789abcdef", "a"] {
+            assert!(is_zid(id), "{id}");
+        }
+        for id in [
+            "",
+            "ros2",
+            "ABCDEF",
+            "0123456789abcdef0123456789abcdef0",
+            "ab/cd",
+            "ab cd",
+            "*",
+        ] {
+            assert!(!is_zid(id), "{id:?}");
+        }
+    }
 
     #[test]
     fn ros_names_stay_readable_and_round_trip() {

@@ -29,6 +29,7 @@
 //!   into NDJSON lines for clients).
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 
+mod exposure;
 mod first_reply;
 pub mod keys;
 mod remote;
@@ -58,8 +59,14 @@ use zenoh::{Session, Wait};
 
 use first_reply::FirstReply;
 use remote::{Change, Shared};
-pub use remote::{MAX_GATEWAYS, MAX_REMOTE_CALLS, MAX_REMOTE_INTEREST};
-pub use ros2::{RosSettings, MAX_ROS_ENTITIES, ROS_GRAPH};
+pub use remote::{
+    GRAPH_ITEMS_PER_TURN, MAX_GATEWAYS, MAX_GRAPH_BYTES, MAX_PENDING_GRAPH_BYTES, MAX_REMOTE_CALLS,
+    MAX_REMOTE_INTEREST,
+};
+pub use ros2::{
+    RosSettings, FETCHES_PER_TURN, MAX_FETCHES_PER_NODE, MAX_ROS_ENTITIES,
+    MAX_ROS_ENTITIES_PER_NODE, MAX_ROS_NODES, ROS_GRAPH,
+};
 
 /// Work for the loop thread.
 pub type Job = Box<dyn FnOnce(&mut Hub, Instant) + Send>;
@@ -101,6 +108,9 @@ pub struct Settings {
     pub scouting: bool,
     /// The ROS 2 graphs (rmw_zenoh) joined, and the types known.
     pub ros: RosSettings,
+    /// `--allow-unauthenticated-network`: Zenoh may reach beyond this
+    /// machine without authentication (refused otherwise).
+    pub allow_unauthenticated_network: bool,
 }
 
 /// Where the gateway listens for Zenoh when neither `--zenoh-listen` nor
@@ -108,16 +118,11 @@ pub struct Settings {
 /// gateways on this host can still reach it through Zenoh's gossip).
 pub const DEFAULT_LISTEN: &str = "tcp/127.0.0.1:0";
 
-impl Settings {
-    /// The endpoints it listens on, as the log names them.
-    pub fn listen_shown(&self) -> Vec<String> {
-        match (self.listen.is_empty(), &self.config_file) {
-            (false, _) => self.listen.clone(),
-            (true, None) => vec![DEFAULT_LISTEN.to_string()],
-            (true, Some(f)) => vec![format!("as {} says", f.display())],
-        }
-    }
-}
+/// Bytes. The largest message Zenoh reassembles from a link when no
+/// `--zenoh-config` says otherwise (Zenoh's own default is 1 GiB per
+/// message, per link): a sample bigger than the loop's inbox could never
+/// be delivered anyway.
+pub const DEFAULT_MAX_MESSAGE_BYTES: usize = INBOX_BYTES;
 
 /// Where a gateway that joins a ROS 2 graph connects when no endpoint is
 /// given: where rmw_zenoh's nodes look for their router.
@@ -151,12 +156,29 @@ impl Settings {
         {
             set("connect/endpoints", json_list(&[ROS_DEFAULT_ROUTER.into()]))?;
         }
+        // Zenoh's own default for a peer is every interface, without
+        // authentication: nothing listens beyond loopback unless asked (a
+        // `--zenoh-config` that leaves the endpoints at Zenoh's default
+        // does not ask).
+        let default = zenoh::Config::default();
+        let unchanged =
+            |c: &zenoh::Config, key: &str| c.get_json(key).ok() == default.get_json(key).ok();
+        let listen_default = unchanged(&c, "listen/endpoints");
+        let message_default = unchanged(&c, "transport/link/rx/max_message_size");
+        let mut set = |key: &str, value: String| {
+            c.insert_json5(key, &value)
+                .map_err(|e| format!("zenoh setting {key} = {value}: {e}"))
+        };
         if !self.listen.is_empty() {
             set("listen/endpoints", json_list(&self.listen))?;
-        } else if self.config_file.is_none() {
-            // Zenoh's own default for a peer is every interface, without
-            // authentication: nothing listens beyond loopback unless asked.
+        } else if listen_default {
             set("listen/endpoints", json_list(&[DEFAULT_LISTEN.into()]))?;
+        }
+        if message_default {
+            set(
+                "transport/link/rx/max_message_size",
+                DEFAULT_MAX_MESSAGE_BYTES.to_string(),
+            )?;
         }
         // Off unless the flag: a gateway talks only to what it is given.
         set("scouting/multicast/enabled", self.scouting.to_string())?;
@@ -285,6 +307,7 @@ impl Settings {
     /// needs, with nothing opened yet.
     pub fn prepare(&self) -> Result<Prepared, String> {
         let config = self.zenoh_config()?;
+        exposure::check(&config, self.allow_unauthenticated_network)?;
         let ros = if self.ros.domains.is_empty() {
             None
         } else {
@@ -377,6 +400,18 @@ impl Federation {
         &self.zid
     }
 
+    /// Where Zenoh listens now: the session's own locators (the ports the
+    /// system chose, every address of a `0.0.0.0` listener).
+    pub fn locators(&self) -> Vec<String> {
+        self.session
+            .info()
+            .locators()
+            .wait()
+            .iter()
+            .map(ToString::to_string)
+            .collect()
+    }
+
     /// One loop turn's work: remote interest into the hub, local interest
     /// into Zenoh, the bridges' queued messages into Zenoh, counters and
     /// the status into the hub.
@@ -389,9 +424,17 @@ impl Federation {
                 Change::Provider(kind, domain, name, ty) => {
                     hub.remote_provider(kind, domain, &name, ty.as_deref())
                 }
-                Change::Graph(domain, gw, json) => hub.set_remote_graph(&gw, domain, &json),
                 Change::Left(gw) => hub.forget_gateway(&gw, now),
             }
+        }
+        // Graphs were parsed on Zenoh's threads; installing one is O(its
+        // items), so a turn installs a bounded number and wakes for more.
+        let (graphs, more) = self.shared.take_graphs(remote::GRAPH_ITEMS_PER_TURN);
+        for (domain, gw, graph) in graphs {
+            hub.install_remote_graph(&gw, domain, graph);
+        }
+        if more {
+            self.shared.wake();
         }
         hub.take_interest_changes(&mut self.changes, now);
         if let Some(r) = &mut self.ros {
@@ -441,10 +484,13 @@ impl Federation {
         }
         self.changes = changes;
         self.changes.clear();
-        self.announce_graph(hub, now);
+        let mut due = self.announce_graph(hub, now);
         if let Some(r) = &mut self.ros {
-            r.turn(&self.session, hub, now);
+            if let Some(t) = r.turn(&self.session, hub, now) {
+                due = Some(due.map_or(t, |d| d.min(t)));
+            }
         }
+        hub.set_federation_due(due);
         let links: Vec<(Domain, u32)> = hub.federation_links().collect();
         for (domain, key) in links {
             self.drain(hub, domain, key, now);
@@ -453,6 +499,12 @@ impl Federation {
         if dropped > 0 {
             hub.count_n(Counter::FederationInDropped, dropped);
         }
+        let ignored = self.shared.take_ignored();
+        if ignored > 0 {
+            hub.count_n(Counter::FederationAnnouncementsIgnored, ignored);
+        }
+        let ros_held = self.ros.as_ref().map_or(0, |r| r.shared.held_bytes());
+        hub.set_federation_held(self.shared.held_bytes() + ros_held);
         if self
             .last_status
             .is_none_or(|t| now.saturating_duration_since(t).as_millis() >= 200)
@@ -471,18 +523,22 @@ impl Federation {
 
     /// Puts this gateway's graph of each domain it has anything in, at
     /// most every [`GRAPH_INTERVAL_MS`], when it may have changed or a
-    /// gateway joined; a domain emptied gets an empty graph once.
-    fn announce_graph(&mut self, hub: &Hub, now: Instant) {
-        if self
-            .last_graph
-            .is_some_and(|t| now.saturating_duration_since(t).as_millis() < GRAPH_INTERVAL_MS)
-        {
-            return;
-        }
+    /// gateway joined; a domain emptied gets an empty graph once. Returns
+    /// when it wants the next turn at the latest (a change held back for
+    /// the interval).
+    fn announce_graph(&mut self, hub: &Hub, now: Instant) -> Option<Instant> {
         let (domains, epoch) = hub.graph_state();
+        let changed = epoch != self.graph_epoch || domains != self.graph_domains;
+        if let Some(last) = self.last_graph {
+            let due = last + std::time::Duration::from_millis(GRAPH_INTERVAL_MS as u64);
+            if now < due {
+                let joined = self.shared.republish.load(Ordering::Acquire);
+                return (changed || joined).then_some(due);
+            }
+        }
         let joined = self.shared.republish.swap(false, Ordering::AcqRel);
-        if !joined && epoch == self.graph_epoch && domains == self.graph_domains {
-            return;
+        if !joined && !changed {
+            return None;
         }
         self.last_graph = Some(now);
         self.graph_epoch = epoch;
@@ -501,6 +557,7 @@ impl Federation {
                 .wait();
         }
         self.graph_domains = domains;
+        None
     }
 
     /// Declares the subscriber and the interest token for a topic local

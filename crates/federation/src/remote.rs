@@ -7,18 +7,25 @@
 //! - a remote gateway's interest is kept per (domain, topic, gateway), so
 //!   the hub hears of a topic once when the first gateway wants it and once
 //!   when the last one stops (its token deleted, or its whole gateway lost);
-//! - the tables are bounded ([`MAX_GATEWAYS`], [`MAX_REMOTE_INTEREST`]):
-//!   beyond them, announcements are ignored and counted.
+//! - the tables are bounded ([`MAX_GATEWAYS`], [`MAX_REMOTE_INTEREST`],
+//!   [`MAX_PENDING_GRAPH_BYTES`]): beyond them, announcements are ignored
+//!   and counted; what they hold is reported to the memory ledger
+//!   ([`Shared::held_bytes`]);
+//! - a graph is taken only from a gateway whose presence token is alive
+//!   (any Zenoh peer can put on a graph key: an invented gateway id, with
+//!   no token, is ignored and counted), and it goes when the token goes;
+//! - a graph is parsed here, on Zenoh's thread; the loop only installs
+//!   it, a bounded number of items per turn ([`GRAPH_ITEMS_PER_TURN`]).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use rosgate_core::hub::Origin;
+use rosgate_core::hub::{Origin, RemoteGraph};
 use rosgate_core::nodes::Domain;
 use rosgate_core::registry::Provided;
-use rosgate_wire::decode::{self, Op, Request};
+use rosgate_wire::decode::{self, Op, Request, MAX_NAME_BYTES};
 use rosgate_wire::Raw;
 use zenoh::query::{Query, Reply};
 use zenoh::sample::{Sample, SampleKind};
@@ -37,7 +44,8 @@ pub const MAX_REMOTE_INTEREST: usize = 65536;
 /// answered at once with an error.
 pub const MAX_REMOTE_CALLS: usize = 4096;
 
-/// What the loop learns from the other gateways.
+/// What the loop learns from the other gateways (graphs come apart:
+/// [`Shared::take_graphs`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Change {
     /// Some other gateway wants the topic (or none any more).
@@ -45,18 +53,30 @@ pub(crate) enum Change {
     /// Some other gateway provides the service or serves the action, of
     /// this type (or none any more).
     Provider(Provided, Domain, String, Option<String>),
-    /// A gateway's graph of a domain (JSON).
-    Graph(Domain, String, String),
     /// A gateway left: its graphs go.
     Left(String),
 }
 
-/// Changes waiting for the loop; beyond, graph announcements are ignored
-/// (and counted) until it catches up.
-pub const MAX_PENDING_CHANGES: usize = 65536;
+/// Samples (from other gateways and ROS 2) handed to the loop and not yet
+/// run; beyond, a sample is dropped (counted in `federation_in_dropped`)
+/// before it is decoded or checked. The loop's inbox holds 4096 jobs.
+pub const MAX_PENDING_SAMPLES: usize = 4096;
 
 /// Bytes. The largest graph announcement taken from another gateway.
 pub const MAX_GRAPH_BYTES: usize = 4 << 20;
+
+/// Bytes. Graphs parsed and waiting for the loop, all gateways together
+/// (one per gateway and domain: a newer one replaces it); beyond, further
+/// announcements are ignored (and counted) until the loop catches up.
+pub const MAX_PENDING_GRAPH_BYTES: usize = 16 << 20;
+
+/// Items. Graph nodes, topics and parameters the loop installs per turn
+/// (at least one graph); the rest wait for the next turn.
+pub const GRAPH_ITEMS_PER_TURN: usize = 20_000;
+
+/// Bytes the ledger counts per entry of the tables here (gateways,
+/// interest, providers) beyond its names.
+const TABLE_ENTRY_COST: usize = 64;
 
 #[derive(Debug, Default)]
 struct Tables {
@@ -69,10 +89,26 @@ struct Tables {
     entries: usize,
     /// Transitions the loop has not taken yet.
     changes: Vec<Change>,
+    /// Graphs parsed and not yet installed by the loop, by domain and
+    /// gateway, and their bytes (at most [`MAX_PENDING_GRAPH_BYTES`]).
+    graphs: HashMap<(Domain, String), RemoteGraph>,
+    graph_bytes: usize,
+    /// Bytes of the entries of `gateways`, `interest` and `providers` (as
+    /// the ledger counts them).
+    bytes: usize,
     /// Gateways that came or went, ever.
     joined: u64,
     left: u64,
     ignored: u64,
+    /// Ignored since the loop last took the count (for `/metrics`).
+    ignored_new: u64,
+}
+
+impl Tables {
+    fn ignore(&mut self) {
+        self.ignored += 1;
+        self.ignored_new += 1;
+    }
 }
 
 /// See the module docs.
@@ -91,6 +127,11 @@ pub(crate) struct Shared {
     /// A gateway joined: everyone's graph must be announced again.
     pub(crate) republish: AtomicBool,
     pub(crate) pending_bytes: AtomicUsize,
+    /// Samples handed to the loop and not yet run: past
+    /// [`MAX_PENDING_SAMPLES`] a sample is dropped before it is even
+    /// checked, so a flood costs Zenoh's threads (and the CPU the loop
+    /// shares with them) next to nothing.
+    pending_samples: AtomicUsize,
     dropped: AtomicU64,
     received: AtomicU64,
     dropped_total: AtomicU64,
@@ -108,6 +149,7 @@ impl Shared {
             changed: AtomicBool::new(false),
             republish: AtomicBool::new(false),
             pending_bytes: AtomicUsize::new(0),
+            pending_samples: AtomicUsize::new(0),
             dropped: AtomicU64::new(0),
             received: AtomicU64::new(0),
             dropped_total: AtomicU64::new(0),
@@ -135,14 +177,19 @@ impl Shared {
             return;
         }
         let mut t = self.tables();
+        if !keys::is_zid(gw) {
+            t.ignore();
+            return;
+        }
         match s.kind() {
             SampleKind::Put => {
-                if t.gateways.len() >= MAX_GATEWAYS {
-                    t.ignored += 1;
+                if !t.gateways.contains_key(gw) && t.gateways.len() >= MAX_GATEWAYS {
+                    t.ignore();
                     return;
                 }
                 if !t.gateways.contains_key(gw) {
                     t.gateways.insert(gw.to_string(), unix_ms());
+                    t.bytes += gw.len() + TABLE_ENTRY_COST;
                     t.joined += 1;
                     rosgate_core::log!(Info, "federation: gateway {gw} joined");
                     drop(t);
@@ -152,8 +199,19 @@ impl Shared {
             }
             SampleKind::Delete => {
                 if t.gateways.remove(gw).is_some() {
+                    t.bytes -= gw.len() + TABLE_ENTRY_COST;
                     t.left += 1;
                     rosgate_core::log!(Info, "federation: gateway {gw} left");
+                    // Its graphs go, those waiting for the loop too.
+                    let mut freed = 0;
+                    t.graphs.retain(|(_, g), graph| {
+                        let keep = g != gw;
+                        if !keep {
+                            freed += graph.bytes();
+                        }
+                        keep
+                    });
+                    t.graph_bytes -= freed;
                     t.changes.push(Change::Left(gw.to_string()));
                     drop(t);
                     self.wake();
@@ -167,7 +225,9 @@ impl Shared {
         self.tables().gateways.contains_key(zid)
     }
 
-    /// Another gateway announced its graph of a domain.
+    /// Another gateway announced its graph of a domain: taken only from a
+    /// gateway whose presence token is alive, parsed here, and kept for the
+    /// loop (replacing one of the same gateway and domain still waiting).
     pub(crate) fn on_graph(&self, s: &Sample) {
         let Some((domain, gw)) = keys::graph_of(s.key_expr().as_str()) else {
             return;
@@ -175,19 +235,58 @@ impl Shared {
         if gw == self.zid {
             return;
         }
-        let bytes = s.payload().to_bytes();
-        let mut t = self.tables();
-        if bytes.len() > MAX_GRAPH_BYTES || t.changes.len() >= MAX_PENDING_CHANGES {
-            t.ignored += 1;
-            return;
+        let present = |t: &Tables| t.gateways.contains_key(gw);
+        let payload = s.payload();
+        {
+            let mut t = self.tables();
+            if !present(&t) || payload.len() > MAX_GRAPH_BYTES {
+                t.ignore();
+                return;
+            }
         }
-        let Ok(json) = String::from_utf8(bytes.into_owned()) else {
-            t.ignored += 1;
+        // Parsed without the lock (it may take milliseconds).
+        let bytes = payload.to_bytes();
+        let graph = std::str::from_utf8(&bytes).ok().map(RemoteGraph::parse);
+        let mut t = self.tables();
+        let Some(graph) = graph.filter(|_| present(&t)) else {
+            t.ignore();
             return;
         };
-        t.changes.push(Change::Graph(domain, gw.to_string(), json));
+        let key = (domain, gw.to_string());
+        let old = t.graphs.get(&key).map_or(0, RemoteGraph::bytes);
+        let size = graph.bytes();
+        if t.graph_bytes - old + size > MAX_PENDING_GRAPH_BYTES {
+            t.ignore();
+            return;
+        }
+        t.graph_bytes = t.graph_bytes - old + size;
+        t.graphs.insert(key, graph);
         drop(t);
         self.wake();
+    }
+
+    /// Graphs waiting for the loop, up to about `items` items (at least
+    /// one graph); whether more are left.
+    pub(crate) fn take_graphs(&self, items: usize) -> (Vec<(Domain, String, RemoteGraph)>, bool) {
+        let mut t = self.tables();
+        if t.graphs.is_empty() {
+            return (Vec::new(), false);
+        }
+        let mut out = Vec::new();
+        let mut taken = 0;
+        let keys: Vec<(Domain, String)> = t.graphs.keys().cloned().collect();
+        for key in keys {
+            if taken >= items && !out.is_empty() {
+                break;
+            }
+            if let Some(g) = t.graphs.remove(&key) {
+                taken += g.items().max(1);
+                t.graph_bytes -= g.bytes();
+                out.push((key.0, key.1, g));
+            }
+        }
+        let more = !t.graphs.is_empty();
+        (out, more)
     }
 
     /// Another gateway's interest token for a topic came or went.
@@ -198,6 +297,10 @@ impl Shared {
         if gw == self.zid {
             return;
         }
+        if !keys::is_zid(&gw) {
+            self.tables().ignore();
+            return;
+        }
         self.interest(domain, topic, gw, s.kind() == SampleKind::Put);
     }
 
@@ -206,16 +309,20 @@ impl Shared {
     /// comes and when the last goes.
     pub(crate) fn interest(&self, domain: Domain, topic: String, who: String, on: bool) {
         let mut t = self.tables();
+        let cost = key_cost(&topic, &who);
         let key = (domain, topic);
         let change = if on {
-            if t.entries >= MAX_REMOTE_INTEREST {
-                t.ignored += 1;
+            if t.entries >= MAX_REMOTE_INTEREST || key.1.len() > MAX_NAME_BYTES {
+                t.ignore();
                 return;
             }
             let set = t.interest.entry(key.clone()).or_default();
             let first = set.is_empty();
             let added = set.insert(who);
             t.entries += usize::from(added);
+            if added {
+                t.bytes += cost;
+            }
             first && added
         } else {
             let Some(set) = t.interest.get_mut(&key) else {
@@ -227,6 +334,9 @@ impl Shared {
                 t.interest.remove(&key);
             }
             t.entries -= usize::from(removed);
+            if removed {
+                t.bytes -= cost;
+            }
             last
         };
         if change {
@@ -242,6 +352,10 @@ impl Shared {
             return;
         };
         if gw == self.zid {
+            return;
+        }
+        if !keys::is_zid(&gw) {
+            self.tables().ignore();
             return;
         }
         let on = (s.kind() == SampleKind::Put).then_some(ty);
@@ -260,29 +374,42 @@ impl Shared {
         on: Option<String>,
     ) {
         let mut t = self.tables();
+        let cost = key_cost(&name, &who);
         let key = (kind, domain, name);
         let change = match on {
             Some(ty) => {
-                if t.entries >= MAX_REMOTE_INTEREST {
-                    t.ignored += 1;
+                if t.entries >= MAX_REMOTE_INTEREST
+                    || key.2.len() > MAX_NAME_BYTES
+                    || ty.len() > MAX_NAME_BYTES
+                {
+                    t.ignore();
                     return;
                 }
                 let map = t.providers.entry(key.clone()).or_default();
                 let first = map.is_empty();
-                let added = map.insert(who, ty.clone()).is_none();
-                t.entries += usize::from(added);
+                let before = map.insert(who, ty.clone());
+                match &before {
+                    None => {
+                        t.entries += 1;
+                        t.bytes += cost + ty.len();
+                    }
+                    Some(b) => t.bytes = t.bytes - b.len() + ty.len(),
+                }
                 first.then_some(Some(ty))
             }
             None => {
                 let Some(map) = t.providers.get_mut(&key) else {
                     return;
                 };
-                let removed = map.remove(&who).is_some();
-                let last = removed && map.is_empty();
+                let removed = map.remove(&who);
+                let last = removed.is_some() && map.is_empty();
                 if last {
                     t.providers.remove(&key);
                 }
-                t.entries -= usize::from(removed);
+                if let Some(ty) = removed {
+                    t.entries -= 1;
+                    t.bytes -= cost + ty.len();
+                }
                 last.then_some(None)
             }
         };
@@ -534,6 +661,10 @@ impl Shared {
     /// A sample of a topic this gateway wants: validated here, on Zenoh's
     /// thread, then handed to the loop.
     pub(crate) fn on_sample(self: &std::sync::Arc<Self>, domain: Domain, topic: &str, s: &Sample) {
+        if self.inbox_full() {
+            self.drop_one();
+            return;
+        }
         let payload = s.payload().to_bytes();
         let Some(msg) = valid_msg(&payload) else {
             self.drop_one();
@@ -566,19 +697,29 @@ impl Shared {
             self.drop_one();
             return;
         }
+        self.pending_samples.fetch_add(1, Ordering::AcqRel);
         let me = self.clone();
         let topic = topic.to_string();
         let job: Job = Box::new(move |hub, now| {
             me.pending_bytes.fetch_sub(n, Ordering::AcqRel);
+            me.pending_samples.fetch_sub(1, Ordering::AcqRel);
             let remote = Origin::Remote { latched };
             hub.route(remote, domain, &topic, Raw::from_valid_json(&msg), now);
         });
         if (self.to_loop)(job) {
             self.received.fetch_add(1, Ordering::Relaxed);
         } else {
+            // The refused job was dropped unrun: its counts come back here.
             self.pending_bytes.fetch_sub(n, Ordering::AcqRel);
+            self.pending_samples.fetch_sub(1, Ordering::AcqRel);
             self.drop_one();
         }
+    }
+
+    /// Whether samples already fill the loop's inbox: a further one would
+    /// be refused anyway, so it is dropped before it costs anything.
+    pub(crate) fn inbox_full(&self) -> bool {
+        self.pending_samples.load(Ordering::Acquire) >= MAX_PENDING_SAMPLES
     }
 
     /// Hands a finished `service_response` line to the loop (as the
@@ -612,6 +753,18 @@ impl Shared {
     /// Samples dropped since the last call.
     pub(crate) fn take_dropped(&self) -> u64 {
         self.dropped.swap(0, Ordering::Relaxed)
+    }
+
+    /// Announcements ignored since the last call.
+    pub(crate) fn take_ignored(&self) -> u64 {
+        std::mem::take(&mut self.tables().ignored_new)
+    }
+
+    /// What the tables here and the samples waiting in the inbox hold, in
+    /// bytes, as the memory ledger counts them.
+    pub(crate) fn held_bytes(&self) -> usize {
+        let t = self.tables();
+        t.bytes + t.graph_bytes + self.pending_bytes.load(Ordering::Relaxed)
     }
 
     /// The network side of `/rosgate/federation`.
@@ -769,6 +922,12 @@ pub(crate) fn failure_line(service: &str, id: &str, why: &str) -> String {
         serde_json::Value::from(service),
         serde_json::Value::from(why)
     )
+}
+
+/// What an interest or provider entry costs in the ledger: its names and
+/// [`TABLE_ENTRY_COST`].
+fn key_cost(name: &str, who: &str) -> usize {
+    name.len() + who.len() + TABLE_ENTRY_COST
 }
 
 fn unix_ms() -> u64 {

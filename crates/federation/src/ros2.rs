@@ -31,10 +31,18 @@
 //!   ROS 2 ends in exactly one `service_response` (the reply, a refusal,
 //!   or the end of the query without one);
 //! - the tables are bounded: [`MAX_ROS_ENTITIES`] tokens,
-//!   [`crate::MAX_REMOTE_CALLS`] calls from ROS 2 waiting, [`MAX_FETCHES`]
-//!   types asked.
+//!   [`MAX_ROS_NODES`] nodes, [`MAX_ROS_ENTITIES_PER_NODE`] tokens per
+//!   node, [`crate::MAX_REMOTE_CALLS`] calls from ROS 2 waiting,
+//!   [`MAX_FETCHES`] types asked ([`MAX_FETCHES_PER_NODE`] of one node,
+//!   [`FETCHES_PER_TURN`] per loop turn); what they hold is in the memory
+//!   ledger;
+//! - a token whose names break the ROS 2 name rules
+//!   (`rosgate_ros2::names`) is counted and otherwise ignored: never
+//!   listed, never bridged;
+//! - the graph introspection lists is rebuilt at most every
+//!   [`crate::GRAPH_INTERVAL_MS`], however fast tokens come.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::PathBuf;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
@@ -73,6 +81,25 @@ pub const ROS_GRAPH: &str = "ros2";
 /// ROS 2 entities (liveliness tokens) remembered per gateway; more are
 /// ignored (and counted).
 pub const MAX_ROS_ENTITIES: usize = 65536;
+
+/// ROS 2 nodes (by session and node id) remembered, all domains; tokens of
+/// further nodes are ignored (and counted).
+pub const MAX_ROS_NODES: usize = 10_000;
+
+/// ROS 2 entities remembered of one node (its node token, publishers,
+/// subscriptions, services, clients); further ones are ignored (and
+/// counted).
+pub const MAX_ROS_ENTITIES_PER_NODE: usize = 1024;
+
+/// Types asked of one node (`~/get_type_description`).
+pub const MAX_FETCHES_PER_NODE: usize = 64;
+
+/// Types asked of nodes per loop turn; the rest wait for the next turn.
+pub const FETCHES_PER_TURN: usize = 16;
+
+/// Bytes the ledger counts per entity remembered beyond its key (held
+/// twice: the map's key and the parsed token's names).
+const ENTITY_COST: usize = 256;
 
 /// What `--ros-domain` and `--interfaces` ask for.
 #[derive(Debug, Clone, Default)]
@@ -137,12 +164,108 @@ struct Tables {
     /// `get_result` to ask.
     actions_offered: HashSet<(Domain, String)>,
     ignored: u64,
+    /// Entities remembered per node (session, node id): at most
+    /// [`MAX_ROS_NODES`] nodes of [`MAX_ROS_ENTITIES_PER_NODE`] each.
+    per_node: HashMap<(String, u64), usize>,
+    /// Bytes of `entities` as the ledger counts them.
+    bytes: usize,
+    /// Tokens refused by the name rules, and by the bounds, since the loop
+    /// last took the counts.
+    names_rejected: u64,
+    refused: u64,
     /// Types asked of a node (`~/get_type_description`), ever; at most
     /// [`MAX_FETCHES`], each once.
     fetching: HashSet<String>,
+    /// Types asked per node (at most [`MAX_FETCHES_PER_NODE`] each).
+    fetched_of: HashMap<(String, u64), usize>,
+    /// The graph introspection lists, kept as tokens come and go (so a
+    /// rebuild copies it, rather than walking every token): per domain,
+    /// each node's entities, and each (topic, type)'s publishers and
+    /// subscriptions.
+    graph_nodes: BTreeMap<(u32, String), usize>,
+    graph_topics: BTreeMap<(u32, String, String), (u32, u32)>,
+    /// Topics whose ROS 2 subscriptions, and services whose ROS 2 servers,
+    /// changed since the loop last looked (it updates only those).
+    subs_changed: HashSet<(Domain, String)>,
+    servers_changed: HashSet<(Domain, String)>,
     /// Asks the loop has not sent yet.
     to_fetch: Vec<Fetch>,
     learned: u64,
+}
+
+impl Tables {
+    /// Remembers `tok` (under `key`) if the bounds leave room: in all, for
+    /// nodes, for its node.
+    fn admit(&mut self, key: &str, tok: &Token) -> bool {
+        let node = (tok.zid.clone(), tok.nid);
+        let n = self.per_node.get(&node).copied().unwrap_or(0);
+        if self.entities.len() >= MAX_ROS_ENTITIES
+            || n >= MAX_ROS_ENTITIES_PER_NODE
+            || (n == 0 && self.per_node.len() >= MAX_ROS_NODES)
+        {
+            self.ignored += 1;
+            self.refused += 1;
+            return false;
+        }
+        self.per_node.insert(node, n + 1);
+        self.bytes += 2 * key.len() + ENTITY_COST;
+        self.entities.insert(key.to_string(), tok.clone());
+        self.graph_count(tok, true);
+        true
+    }
+
+    /// Counts `tok` in (or out of) the graph introspection lists.
+    fn graph_count(&mut self, tok: &Token, on: bool) {
+        fn step<K: Ord>(map: &mut BTreeMap<K, usize>, k: K, on: bool) {
+            if on {
+                *map.entry(k).or_default() += 1;
+            } else if let std::collections::btree_map::Entry::Occupied(mut e) = map.entry(k) {
+                *e.get_mut() -= 1;
+                if *e.get() == 0 {
+                    e.remove();
+                }
+            }
+        }
+        step(&mut self.graph_nodes, (tok.domain, tok.node_fqn()), on);
+        let Some(ep) = &tok.endpoint else {
+            return;
+        };
+        let (publisher, subscription) = match tok.kind {
+            EntityKind::Publisher => (1, 0),
+            EntityKind::Subscription => (0, 1),
+            _ => return,
+        };
+        let ty = rmw::ros_type_name(&ep.dds_type).unwrap_or_default();
+        let k = (tok.domain, ep.name.clone(), ty);
+        let e = self.graph_topics.entry(k.clone()).or_default();
+        if on {
+            e.0 += publisher;
+            e.1 += subscription;
+        } else {
+            e.0 = e.0.saturating_sub(publisher);
+            e.1 = e.1.saturating_sub(subscription);
+        }
+        if *e == (0, 0) {
+            self.graph_topics.remove(&k);
+        }
+    }
+
+    /// Forgets the entity of `key`, if it was remembered.
+    fn release(&mut self, key: &str) -> bool {
+        let Some(tok) = self.entities.remove(key) else {
+            return false;
+        };
+        self.bytes -= 2 * key.len() + ENTITY_COST;
+        self.graph_count(&tok, false);
+        let node = (tok.zid, tok.nid);
+        if let Some(n) = self.per_node.get_mut(&node) {
+            *n -= 1;
+            if *n == 0 {
+                self.per_node.remove(&node);
+            }
+        }
+        true
+    }
 }
 
 /// Whether the entity named `name` changed what the hub is told of its
@@ -276,16 +399,19 @@ impl RosShared {
             return;
         };
         let put = s.kind() == SampleKind::Put;
+        // Names no real node can announce (rmw refuses them).
+        if !rosgate_ros2::names::valid_token_names(&tok) {
+            if put {
+                self.tables().names_rejected += 1;
+            }
+            return;
+        }
         let mut t = self.tables();
         if put {
-            if t.entities.len() >= MAX_ROS_ENTITIES {
-                t.ignored += 1;
+            if t.entities.contains_key(key) || !t.admit(key, &tok) {
                 return;
             }
-            if t.entities.insert(key.to_string(), tok.clone()).is_some() {
-                return;
-            }
-        } else if t.entities.remove(key).is_none() {
+        } else if !t.release(key) {
             return;
         }
         self.graph_dirty.store(true, Ordering::Release);
@@ -302,13 +428,22 @@ impl RosShared {
             hash: ep.hash.clone(),
         };
         let who = format!("{ROS_GRAPH}:{key}");
-        let table = match tok.kind {
-            EntityKind::Subscription => Some(&mut t.subs),
-            EntityKind::ServiceServer => Some(&mut t.servers),
-            _ => None,
-        };
-        if let Some(table) = table {
+        if matches!(
+            tok.kind,
+            EntityKind::Subscription | EntityKind::ServiceServer
+        ) {
             let k = (domain, ep.name.clone());
+            let changed = if tok.kind == EntityKind::Subscription {
+                &mut t.subs_changed
+            } else {
+                &mut t.servers_changed
+            };
+            changed.insert(k.clone());
+            let table = if tok.kind == EntityKind::Subscription {
+                &mut t.subs
+            } else {
+                &mut t.servers
+            };
             if put {
                 table.entry(k).or_default().insert(key.to_string(), typed);
             } else if let Some(m) = table.get_mut(&k) {
@@ -375,9 +510,16 @@ impl RosShared {
         } else {
             types.msg(&ty).is_some()
         };
-        if known || t.fetching.len() >= MAX_FETCHES || !t.fetching.insert(ty.clone()) {
+        let node = (tok.zid.clone(), tok.nid);
+        let asked = t.fetched_of.get(&node).copied().unwrap_or(0);
+        if known
+            || t.fetching.len() >= MAX_FETCHES
+            || asked >= MAX_FETCHES_PER_NODE
+            || !t.fetching.insert(ty.clone())
+        {
             return;
         }
+        t.fetched_of.insert(node, asked + 1);
         t.to_fetch.push(Fetch {
             domain,
             node: tok.node_fqn(),
@@ -432,6 +574,10 @@ impl RosShared {
     /// A sample of a topic local clients subscribe to, from ROS 2:
     /// decoded here, on Zenoh's thread, then handed to the loop.
     fn on_data(&self, domain: Domain, topic: &str, s: &Sample) {
+        if self.fed.inbox_full() {
+            self.fed.drop_one();
+            return;
+        }
         let mut latched = None;
         if let Some(a) = s.attachment() {
             if let Some(a) = Attachment::decode(&a.to_bytes()) {
@@ -657,19 +803,6 @@ impl RosShared {
         m.values().next().cloned()
     }
 
-    /// Each topic ROS 2 subscribes to, with the ROS type of (the first
-    /// of) its subscriptions.
-    fn subscribed_types(&self) -> HashMap<(Domain, String), String> {
-        let t = self.tables();
-        t.subs
-            .iter()
-            .filter_map(|(k, m)| {
-                let ty = rmw::ros_type_name(&m.values().next()?.dds_type)?;
-                Some((k.clone(), ty))
-            })
-            .collect()
-    }
-
     /// The type of a ROS 2 server of `service`, if any.
     fn served(&self, domain: Domain, service: &str) -> Option<Typed> {
         let t = self.tables();
@@ -677,34 +810,28 @@ impl RosShared {
         m.values().next().cloned()
     }
 
-    /// The ROS 2 graph of `domain` in the form of another gateway's graph:
-    /// `{"nodes":[..],"topics":[[name,type,subscribers],..]}`.
-    fn graph_json(&self, domain: Domain) -> String {
+    /// The ROS 2 graph of `domain` in the form of another gateway's graph.
+    fn graph(&self, domain: Domain) -> rosgate_core::hub::RemoteGraph {
         let t = self.tables();
-        let mut nodes = BTreeSet::new();
-        let mut topics: BTreeMap<(String, String), u32> = BTreeMap::new();
-        for tok in t
-            .entities
-            .values()
-            .filter(|tok| u64::from(domain) == u64::from(tok.domain))
-        {
-            nodes.insert(tok.node_fqn());
-            if let Some(ep) = &tok.endpoint {
-                let ty = rmw::ros_type_name(&ep.dds_type).unwrap_or_default();
-                match tok.kind {
-                    EntityKind::Publisher => {
-                        topics.entry((ep.name.clone(), ty)).or_insert(0);
-                    }
-                    EntityKind::Subscription => {
-                        *topics.entry((ep.name.clone(), ty)).or_insert(0) += 1;
-                    }
-                    _ => {}
-                }
-            }
-        }
-        let topics: Vec<(String, String, u32)> =
-            topics.into_iter().map(|((n, t), s)| (n, t, s)).collect();
-        serde_json::json!({"nodes": nodes, "topics": topics}).to_string()
+        let d = u32::from(domain);
+        let nodes: Vec<String> = t
+            .graph_nodes
+            .range((d, String::new())..)
+            .take_while(|((nd, _), _)| *nd == d)
+            .map(|((_, n), _)| n.clone())
+            .collect();
+        let topics: Vec<(String, String, u32)> = t
+            .graph_topics
+            .range((d, String::new(), String::new())..)
+            .take_while(|((td, _, _), _)| *td == d)
+            .map(|((_, n, ty), (_, subs))| (n.clone(), ty.clone(), *subs))
+            .collect();
+        rosgate_core::hub::RemoteGraph::of(nodes, topics)
+    }
+
+    /// What the tables hold, in bytes, as the memory ledger counts them.
+    pub(crate) fn held_bytes(&self) -> usize {
+        self.tables().bytes
     }
 
     /// Sends one rmw_zenoh service request: the next sequence number and
@@ -828,6 +955,8 @@ pub(crate) struct RosLink {
     /// Topics the hub checks messages of (ROS 2 subscribes to them).
     checked: HashMap<(Domain, String), String>,
     checker_installed: bool,
+    /// When the graph was last rebuilt for introspection.
+    last_graph: Option<std::time::Instant>,
 }
 
 /// The hub's check of client messages against the ROS 2 type of a topic
@@ -887,6 +1016,7 @@ impl RosLink {
             nodes_generation: None,
             checked: HashMap::new(),
             checker_installed: false,
+            last_graph: None,
         };
         for &d in &settings.domains {
             let nid = link.next_id();
@@ -1381,44 +1511,104 @@ impl RosLink {
     }
 
     /// The ROS 2 graph into introspection, when it changed.
-    pub(crate) fn turn(&mut self, session: &Session, hub: &mut Hub, now: std::time::Instant) {
-        let fetches = std::mem::take(&mut self.shared.tables().to_fetch);
+    /// One loop turn's work; returns when it wants the next turn at the
+    /// latest (a graph change held back for its interval).
+    pub(crate) fn turn(
+        &mut self,
+        session: &Session,
+        hub: &mut Hub,
+        now: std::time::Instant,
+    ) -> Option<std::time::Instant> {
+        let (fetches, more, rejected, refused) = {
+            let mut t = self.shared.tables();
+            let n = t.to_fetch.len().min(FETCHES_PER_TURN);
+            let fetches: Vec<Fetch> = t.to_fetch.drain(..n).collect();
+            let counts = (
+                std::mem::take(&mut t.names_rejected),
+                std::mem::take(&mut t.refused),
+            );
+            (fetches, !t.to_fetch.is_empty(), counts.0, counts.1)
+        };
         for f in fetches {
             self.fetch(f);
         }
+        if more {
+            self.shared.fed.wake();
+        }
+        hub.count_n(rosgate_core::counters::Counter::Ros2NamesRejected, rejected);
+        hub.count_n(
+            rosgate_core::counters::Counter::Ros2EntitiesRefused,
+            refused,
+        );
         self.turn_goals(session, hub, now);
         if !self.checker_installed {
             self.checker_installed = true;
             hub.set_type_checker(Box::new(Check(self.shared.clone())));
         }
+        self.follow_subscriptions(hub);
+        // Rebuilt at most every interval: a burst of tokens costs one
+        // rebuild, not one per turn.
+        let interval = std::time::Duration::from_millis(crate::GRAPH_INTERVAL_MS as u64);
+        if let Some(due) = self.last_graph.map(|t| t + interval) {
+            if now < due {
+                return self
+                    .shared
+                    .graph_dirty
+                    .load(Ordering::Acquire)
+                    .then_some(due);
+            }
+        }
         if !self.shared.graph_dirty.swap(false, Ordering::AcqRel) {
-            return;
+            return None;
         }
+        self.last_graph = Some(now);
         for &d in &self.domains {
-            hub.set_remote_graph(ROS_GRAPH, d, &self.shared.graph_json(d));
+            hub.install_remote_graph(ROS_GRAPH, d, self.shared.graph(d));
         }
-        // Client messages on topics ROS 2 subscribes to must fit its type.
-        let now: HashMap<(Domain, String), String> = self.shared.subscribed_types();
-        for (k, ty) in &now {
-            if self.checked.get(k) != Some(ty) {
-                hub.set_topic_check(k.0, &k.1, Some(ty));
+        None
+    }
+
+    /// For each topic whose ROS 2 subscriptions changed, and each service
+    /// whose ROS 2 servers did: the hub's type check of client messages,
+    /// this gateway's publisher to ROS 2 and its client of the service
+    /// follow (O(what changed), every turn, not held back with the graph).
+    fn follow_subscriptions(&mut self, hub: &mut Hub) {
+        let (subs, servers) = {
+            let mut t = self.shared.tables();
+            if t.subs_changed.is_empty() && t.servers_changed.is_empty() {
+                return;
+            }
+            (
+                std::mem::take(&mut t.subs_changed),
+                std::mem::take(&mut t.servers_changed),
+            )
+        };
+        for k in subs {
+            // Client messages on topics ROS 2 subscribes to must fit its type.
+            let ty = self
+                .shared
+                .subscribed(k.0, &k.1)
+                .and_then(|typed| rmw::ros_type_name(&typed.dds_type));
+            if self.checked.get(&k) != ty.as_ref() {
+                hub.set_topic_check(k.0, &k.1, ty.as_deref());
+                match ty {
+                    Some(ty) => self.checked.insert(k.clone(), ty),
+                    None => self.checked.remove(&k),
+                };
+            }
+            // A publisher to ROS 2 whose subscriptions all went.
+            if !self.checked.contains_key(&k) && self.shared.subscribed(k.0, &k.1).is_none() {
+                if let Some(p) = self.pubs.remove(&(k.0, Rc::from(k.1.as_str()))) {
+                    self.shared.own_gids().remove(&p.gid);
+                }
             }
         }
-        for k in self.checked.keys().filter(|k| !now.contains_key(*k)) {
-            hub.set_topic_check(k.0, &k.1, None);
-        }
-        self.checked = now;
-        // Publishers to ROS 2 whose subscriptions all went.
-        let sh = self.shared.clone();
-        self.pubs.retain(|(d, t), p| {
-            let keep = sh.subscribed(*d, t).is_some();
-            if !keep {
-                sh.own_gids().remove(&p.gid);
-            }
-            keep
-        });
         // Clients of services whose servers all went.
-        self.clients.retain(|(d, s), _| sh.served(*d, s).is_some());
+        for k in servers {
+            if self.shared.served(k.0, &k.1).is_none() {
+                self.clients.remove(&(k.0, Rc::from(k.1.as_str())));
+            }
+        }
     }
 
     /// Asks a node for a type's description (`~/get_type_description`,

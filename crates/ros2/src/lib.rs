@@ -5,6 +5,7 @@
 //! - [`action`]: an action's services and topics under `/_action/`, and
 //!   the JSON of their requests and goal ids;
 //! - [`model`]: what a message type is (fields, arrays, bounds, defaults);
+//! - [`names`]: the names a ROS 2 graph announces, checked as rmw does;
 //! - [`parse`]: `.msg`, `.srv` and `.action` text into that model;
 //! - [`registry`]: the types known to a gateway (bundled plus
 //!   `--interfaces DIR`), looked up by any of the names clients use;
@@ -29,6 +30,7 @@ pub mod describe;
 pub mod fuzzing;
 pub mod json;
 pub mod model;
+pub mod names;
 pub mod parse;
 pub mod registry;
 pub mod rihs;

@@ -102,7 +102,9 @@ OPTIONS:
     --ws-allowed-origins LIST   browser origins (comma-separated, or *) that may
                                 open a WebSocket besides loopback pages
     --allow-unauthenticated-network
-                                listen beyond loopback without --auth-tokens
+                                listen beyond loopback without --auth-tokens,
+                                and reach Zenoh peers beyond loopback without
+                                mutual TLS or user/password (docs/security.md)
     --tls-cert FILE             TLS: PEM certificate chain (server first); with
                                 --tls-key, both listeners speak TLS (wss://,
                                 and TLS on the TCP port)

@@ -14,12 +14,15 @@ use crate::inbox::Handle;
 
 /// Checks the `--zenoh-*` flags and reads the files they name, before the
 /// server binds anything: a bad flag or file is reported first, whatever
-/// else would fail later. `None` when no `--zenoh-*` flag was given.
-pub fn prepare(flags: &ZenohFlags) -> io::Result<Option<Prepared>> {
+/// else would fail later, and Zenoh reaching beyond this machine without
+/// authentication is refused unless `allow_unauthenticated` (docs/security.md).
+/// `None` when no `--zenoh-*` flag was given.
+pub fn prepare(flags: &ZenohFlags, allow_unauthenticated: bool) -> io::Result<Option<Prepared>> {
     if !flags.given() {
         return Ok(None);
     }
-    let settings = settings(flags);
+    let mut settings = settings(flags);
+    settings.allow_unauthenticated_network = allow_unauthenticated;
     let prepared = settings.prepare().map_err(io::Error::other)?;
     Ok(Some(Prepared { settings, prepared }))
 }
@@ -41,6 +44,7 @@ fn settings(flags: &ZenohFlags) -> Settings {
             domains: flags.ros_domains.clone(),
             interfaces: flags.interfaces.clone(),
         },
+        allow_unauthenticated_network: false,
     }
 }
 
@@ -57,13 +61,15 @@ pub fn start(
     let to_loop: ToLoop = Arc::new(move |job| h.send(job).is_ok());
     let f = Federation::start(prepared, to_loop).map_err(io::Error::other)?;
     hub.enable_federation();
+    // Where it really listens: the session's locators, with the ports the
+    // system chose.
     log!(
         Info,
-        "federation: zenoh id {} ({}), connect {:?}, listen {:?}, multicast scouting {}",
+        "federation: zenoh id {} ({}), connect {:?}, listening on {:?}, multicast scouting {}",
         f.zid(),
         settings.mode.as_deref().unwrap_or("peer"),
         settings.connect,
-        settings.listen_shown(),
+        f.locators(),
         if settings.scouting { "on" } else { "off" }
     );
     if !settings.ros.domains.is_empty() {

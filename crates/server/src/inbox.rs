@@ -6,8 +6,11 @@
 //! - [`Handle::send`] never blocks: a full inbox refuses the job (and
 //!   counts it), because the threads that call it (Zenoh's, for one) must
 //!   not stall on a busy loop;
-//! - at most [`INBOX_BUDGET`] jobs run per loop turn; the rest keep the
-//!   next poll from sleeping.
+//! - at most [`INBOX_BUDGET`] jobs, and jobs worth at most
+//!   [`INBOX_TURN_WORK`] of the hub's work (deliveries, lines), run per
+//!   loop turn, as the read phase is bounded for sockets; the rest keep the
+//!   next poll from sleeping, and a flood that outruns the loop fills the
+//!   inbox and is refused (counted by the sender), never a stall.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TrySendError};
@@ -24,6 +27,14 @@ pub const INBOX_CAPACITY: usize = 4096;
 /// Jobs. Taken from the inbox per loop turn, so another thread cannot
 /// starve the sockets; the rest waits for the next turn.
 pub const INBOX_BUDGET: usize = 1024;
+
+/// Work units ([`Hub::work`]: messages delivered, lines handled) the jobs
+/// of one loop turn may spend: a sample from another gateway delivered to
+/// 1000 subscribers is 1000 deliveries, so counting jobs alone does not
+/// bound a turn (1024 such jobs were a million deliveries, 60-100 ms).
+/// The same as the read phase's `READ_TURN_WORK`: about 1 ms. At least one
+/// job runs per turn.
+pub const INBOX_TURN_WORK: u64 = 10_000;
 
 /// Work for the loop thread.
 pub type Job = Box<dyn FnOnce(&mut Hub, Instant) + Send>;
@@ -105,23 +116,81 @@ impl Inbox {
         (Inbox { rx, shared }, handle)
     }
 
-    /// Runs up to `budget` queued jobs; returns how many ran.
-    pub fn run(&self, hub: &mut Hub, now: Instant, budget: usize) -> usize {
+    /// Runs up to `budget` queued jobs, stopping once they spent `work`
+    /// units of the hub's work; returns whether jobs may be left.
+    pub fn run(&self, hub: &mut Hub, now: Instant, budget: usize, work: u64) -> bool {
+        let start = hub.work();
         let mut n = 0;
         while n < budget {
+            if n > 0 && hub.work().saturating_sub(start) >= work {
+                return true;
+            }
             match self.rx.try_recv() {
                 Ok(job) => {
                     job(hub, now);
                     n += 1;
                 }
-                Err(_) => break,
+                Err(_) => return false,
             }
         }
-        n
+        true
     }
 
     /// Whether a handle asked the loop to stop.
     pub fn stop_requested(&self) -> bool {
         self.shared.stop.load(Ordering::Acquire)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rosgate_core::limits::Limits;
+    use rosgate_wire::Raw;
+
+    /// Jobs that fan out to many subscribers run a turn's work at a time,
+    /// however many are queued; the rest wait, and every one runs in the
+    /// end.
+    #[test]
+    fn a_turn_runs_jobs_worth_its_work_budget_and_leaves_the_rest() {
+        let poll = mio::Poll::new().expect("poll");
+        let waker = Waker::new(poll.registry(), mio::Token(0)).expect("waker");
+        let (inbox, handle) = Inbox::new(waker, 64);
+        let now = Instant::now();
+        let mut hub = Hub::new(Limits::default(), now);
+        for _ in 0..1000 {
+            let c = hub.open(now).expect("open");
+            hub.on_bytes(
+                c.key,
+                b"{\"op\":\"subscribe\",\"topic\":\"/f\",\"type\":\"t\"}\n",
+                now,
+            );
+        }
+        for n in 0..50 {
+            handle
+                .send(Box::new(move |hub, now| {
+                    let msg = format!("{{\"n\":{n}}}");
+                    let gateway = rosgate_core::hub::Origin::Gateway;
+                    hub.route(gateway, 0, "/f", Raw::from_valid_json(&msg), now)
+                }))
+                .expect("queued");
+        }
+        let delivered = |hub: &Hub| {
+            hub.counters()
+                .get(rosgate_core::counters::Counter::Delivered)
+        };
+        let mut turns = 0;
+        loop {
+            let before = delivered(&hub);
+            let more = inbox.run(&mut hub, now, INBOX_BUDGET, INBOX_TURN_WORK);
+            turns += 1;
+            // One job past the budget at most: 1000 deliveries.
+            assert!(delivered(&hub) - before <= INBOX_TURN_WORK + 1000);
+            if !more {
+                break;
+            }
+        }
+        assert_eq!(delivered(&hub), 50 * 1000);
+        assert!(turns >= 5, "{turns} turns");
     }
 }

@@ -12,7 +12,9 @@
 //!    deliveries) in all (P20), each read sized by its connection's recent
 //!    work per byte; one that still has data, or was not reached, stays
 //!    queued for the next turn;
-//! 5. run jobs other threads queued in the inbox (at most `INBOX_BUDGET`);
+//! 5. run jobs other threads queued in the inbox (at most `INBOX_BUDGET`,
+//!    and `INBOX_TURN_WORK` of deliveries and lines: a remote sample fans
+//!    out like a publish read from a socket);
 //! 6. expire call deadlines and write stalls;
 //! 7. flush connections with queued output, at most `WRITE_BUDGET_BYTES`
 //!    each and `WRITE_TURN_BUDGET_BYTES` or `WRITE_TURN_CALLS` in all, with
@@ -57,9 +59,9 @@ use rosgate_core::{CloseReason, Hub, Transport};
 
 use crate::config::{
     Config, ACCEPT_BACKOFF_MAX_MS, ACCEPT_BACKOFF_MIN_MS, FREE_TURN_BUDGET, INBOX_BUDGET,
-    INBOX_CAPACITY, LISTEN_BACKLOG, MMAP_THRESHOLD, READ_BUDGET_BYTES, READ_CHUNK_BYTES,
-    READ_MIN_QUANTUM, READ_TURN_BUDGET_BYTES, READ_TURN_WORK, READ_TURN_WORK_MAX, RESERVED_FDS,
-    TRIM_INTERVAL, UNSENT_LOWAT_BYTES, WRITE_BUDGET_BYTES, WRITE_TURN_BUDGET_BYTES,
+    INBOX_CAPACITY, INBOX_TURN_WORK, LISTEN_BACKLOG, MMAP_THRESHOLD, READ_BUDGET_BYTES,
+    READ_CHUNK_BYTES, READ_MIN_QUANTUM, READ_TURN_BUDGET_BYTES, READ_TURN_WORK, READ_TURN_WORK_MAX,
+    RESERVED_FDS, TRIM_INTERVAL, UNSENT_LOWAT_BYTES, WRITE_BUDGET_BYTES, WRITE_TURN_BUDGET_BYTES,
     WRITE_TURN_CALLS,
 };
 use crate::inbox::{Handle, Inbox};
@@ -161,7 +163,8 @@ impl Server {
         // Every flag and file is checked before anything is bound, so a
         // bad one is reported whatever else would fail (a busy port).
         #[cfg(feature = "federation")]
-        let zenoh = crate::federation::prepare(&config.zenoh)?;
+        let zenoh =
+            crate::federation::prepare(&config.zenoh, config.allow_unauthenticated_network)?;
         let poll = Poll::new()?;
         let mut listener =
             bind(config.listen).map_err(|e| in_context(e, "listen", config.listen))?;
@@ -330,9 +333,10 @@ impl Server {
 
     fn run_inbox(&mut self, now: Instant) {
         if self.inbox_pending {
-            let ran = self.inbox.run(&mut self.hub, now, INBOX_BUDGET);
-            // A full budget may have left jobs behind: come back next turn.
-            self.inbox_pending = ran == INBOX_BUDGET;
+            // A spent budget may have left jobs behind: come back next turn.
+            self.inbox_pending = self
+                .inbox
+                .run(&mut self.hub, now, INBOX_BUDGET, INBOX_TURN_WORK);
         }
     }
 

@@ -521,13 +521,14 @@ fn zenoh_listens_on_loopback_only_unless_asked() {
         host == "0100007F" || host == "00000000000000000000000001000000"
     };
     assert!(addrs.iter().all(|a| loopback(a)), "{addrs:?}");
-    assert!(
-        gw.logs()
-            .join("\n")
-            .contains("listen [\"tcp/127.0.0.1:0\"]"),
-        "{}",
-        gw.logs().join("\n")
-    );
+    // The log names the session's real locators: the port the system
+    // chose, not the `:0` asked for.
+    let logs = gw.logs().join("\n");
+    let line = logs
+        .lines()
+        .find(|l| l.contains("listening on [\"tcp/127.0.0.1:"))
+        .unwrap_or_else(|| panic!("no locator in the log: {logs}"));
+    assert!(!line.contains("127.0.0.1:0\""), "{line}");
 }
 
 fn advertise_service(c: &mut Client, service: &str) {
@@ -1169,9 +1170,12 @@ fn gateways_on_two_hosts_survive_a_partition_and_heal_by_themselves() {
         }
     };
     let (zport, port_b) = (free_port(), free_port());
+    // A private link between two namespaces of this machine: beyond
+    // loopback, so it is allowed by name.
     let a = Gateway::start(&[
         "--zenoh-listen",
         &format!("tcp/{}:{zport}", net.host_ip(tag)),
+        "--allow-unauthenticated-network",
     ]);
     let b = Gateway::spawn_in_netns(
         &net.name,
@@ -1381,4 +1385,214 @@ fn gateways_link_over_zenoh_tls_and_refuse_an_untrusted_certificate() {
     }
     let _ = std::fs::remove_dir_all(dir);
     let _ = std::fs::remove_dir_all(other_dir);
+}
+
+/// A Zenoh endpoint the exposure check counts as beyond this machine that
+/// reaches nothing outside it: Linux connects 0.0.0.0 to the host itself,
+/// where nothing listens on port 1 (Zenoh keeps retrying).
+const UNREACHABLE: &str = "tcp/0.0.0.0:1";
+
+/// Zenoh reaching beyond this machine without authentication is refused at
+/// start-up, before anything is bound, unless asked for by name; mutual TLS
+/// or user/password authentication in `--zenoh-config` is enough.
+#[test]
+fn zenoh_beyond_loopback_without_authentication_is_refused_unless_allowed() {
+    let plain = ["--listen", "127.0.0.1:0", "--ws-listen", "127.0.0.1:0"];
+    for exposed in [
+        &["--zenoh-listen", "tcp/0.0.0.0:0"][..],
+        &["--zenoh-connect", UNREACHABLE],
+        &["--zenoh-connect", "tcp/127.0.0.1:7447", "--zenoh-scouting"],
+    ] {
+        let mut args = exposed.to_vec();
+        args.extend(plain);
+        let out = run(&args);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {out:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains("refusing") && err.contains("--allow-unauthenticated-network"),
+            "{args:?}: {err}"
+        );
+    }
+    // Allowed by name: it starts (and sends nothing out: see UNREACHABLE).
+    let gw = Gateway::start(&[
+        "--zenoh-connect",
+        UNREACHABLE,
+        "--allow-unauthenticated-network",
+    ]);
+    wait_federation(&gw, "is federated", |v| v["enabled"] == true);
+    drop(gw);
+    // With credentials to show, a connection beyond loopback is allowed.
+    let dir = std::env::temp_dir().join(format!("rosgate-fed-usr-{}", uniq()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let cfg = dir.join("usr.json5");
+    std::fs::write(
+        &cfg,
+        r#"{ transport: { auth: { usrpwd: { user: "gw", password: "a-long-secret" } } } }"#,
+    )
+    .expect("write");
+    let cfg = cfg.display().to_string();
+    let gw = Gateway::start(&["--zenoh-config", &cfg, "--zenoh-connect", UNREACHABLE]);
+    wait_federation(&gw, "is federated", |v| v["enabled"] == true);
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// Zenoh's user/password authentication works in this build: a gateway
+/// that listens with a dictionary admits the gateway with the right
+/// password and refuses one with a wrong one.
+#[test]
+fn gateways_join_with_the_right_zenoh_password_only() {
+    let dir = std::env::temp_dir().join(format!("rosgate-fed-usrpwd-{}", uniq()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let users = dir.join("users.txt");
+    std::fs::write(&users, "gw-b:right-password\n").expect("write");
+    let cfg = |name: &str, body: String| {
+        let p = dir.join(name);
+        std::fs::write(&p, body).expect("write");
+        p.display().to_string()
+    };
+    let a_cfg = cfg(
+        "a.json5",
+        format!(
+            "{{ transport: {{ auth: {{ usrpwd: {{ user: \"gw-a\", password: \"a-password\", dictionary_file: {:?} }} }} }} }}",
+            users.display().to_string()
+        ),
+    );
+    let creds = |user: &str, pw: &str| {
+        format!("{{ transport: {{ auth: {{ usrpwd: {{ user: {user:?}, password: {pw:?} }} }} }} }}")
+    };
+    let b_cfg = cfg("b.json5", creds("gw-b", "right-password"));
+    let c_cfg = cfg("c.json5", creds("gw-b", "wrong-password"));
+    let zport = free_port();
+    let a = Gateway::start(&["--zenoh-config", &a_cfg, "--zenoh-listen", &endpoint(zport)]);
+    let b = Gateway::start(&[
+        "--zenoh-config",
+        &b_cfg,
+        "--zenoh-connect",
+        &endpoint(zport),
+    ]);
+    wait_federation(&a, "B joined with its password", |v| gateways(v) == 1);
+    wait_federation(&b, "B sees A", |v| gateways(v) == 1);
+    let c = Gateway::start(&[
+        "--zenoh-config",
+        &c_cfg,
+        "--zenoh-connect",
+        &endpoint(zport),
+    ]);
+    let dl = deadline(Duration::from_secs(3));
+    while Instant::now() < dl {
+        assert_eq!(gateways(&federation(&a)), 1, "a wrong password joined");
+        assert_eq!(
+            gateways(&federation(&c)),
+            0,
+            "C joined with a wrong password"
+        );
+        thread::sleep(ms(200));
+    }
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// A Zenoh session that is no gateway, joined to the one listening on
+/// `port`: what an attacker on the network has.
+fn raw_peer(port: u16) -> zenoh::Session {
+    use zenoh::Wait;
+    let mut c = zenoh::Config::default();
+    for (k, v) in [
+        ("mode", r#""peer""#.to_string()),
+        ("connect/endpoints", format!("[{:?}]", endpoint(port))),
+        ("listen/endpoints", "[]".to_string()),
+        ("scouting/multicast/enabled", "false".to_string()),
+    ] {
+        c.insert_json5(k, &v)
+            .unwrap_or_else(|e| panic!("zenoh config {k}: {e}"));
+    }
+    zenoh::open(c).wait().expect("open a zenoh session")
+}
+
+fn graph_of<'a>(v: &'a Value, gw: &str) -> Option<&'a Value> {
+    v["graphs"].as_array()?.iter().find(|g| g["gateway"] == gw)
+}
+
+/// A Zenoh peer announcing graphs under invented gateway ids, without a
+/// presence token, makes the gateway hold nothing (ignored and counted);
+/// with a token, what it announces is bounded per gateway (the rest
+/// refused and counted), in the memory ledger, and dropped when the token
+/// goes.
+#[test]
+fn graphs_come_only_from_present_gateways_within_their_bound_and_go_with_them() {
+    use zenoh::Wait;
+    let zport = free_port();
+    let a = gateway(zport, &[], &[]);
+    let peer = raw_peer(zport);
+    let small = r#"{"nodes":["/ghost"],"topics":[["/ghost_topic","std_msgs/msg/String",1]]}"#;
+    for i in 0..200u32 {
+        peer.put(format!("rosgate/g/0/{:x}", 0xdead_0000u32 + i), small)
+            .wait()
+            .expect("put");
+    }
+    // An id that is no Zenoh id at all, with a token: ignored too.
+    let _fake = peer
+        .liveliness()
+        .declare_token("rosgate/gw/ros2")
+        .wait()
+        .expect("token");
+    let s = a.wait_for_stats("the invented graphs were ignored", |s| {
+        counter(s, "federation_announcements_ignored") >= 201
+    });
+    assert_eq!(counter(&s, "memory_federation_bytes"), 0, "{s}");
+    let v = federation(&a);
+    assert!(
+        v["graphs"].as_array().is_some_and(Vec::is_empty),
+        "graphs held from peers without presence: {v}"
+    );
+    // With a presence token: kept, up to the per-gateway bound.
+    let gw = "abcdef0123456789";
+    let token = peer
+        .liveliness()
+        .declare_token(format!("rosgate/gw/{gw}"))
+        .wait()
+        .expect("token");
+    wait_federation(&a, "the posing peer is seen as a gateway", |v| {
+        gateways(v) == 1
+    });
+    let per_domain = rosgate_core::hub::MAX_REMOTE_GRAPH_ITEMS;
+    let bound = rosgate_core::hub::MAX_REMOTE_GRAPH_ITEMS_PER_GATEWAY;
+    let domains = (bound / per_domain + 1) as u8;
+    for d in 0..domains {
+        let nodes: Vec<String> = (0..per_domain).map(|i| format!("/d{d}/n{i}")).collect();
+        let json = serde_json::json!({ "nodes": nodes }).to_string();
+        peer.put(format!("rosgate/g/{d}/{gw}"), json)
+            .wait()
+            .expect("put");
+    }
+    let s = a.wait_for_stats("the graphs past the bound were refused", |s| {
+        counter(s, "federation_graph_items_refused")
+            >= (usize::from(domains) * per_domain - bound) as u64
+    });
+    assert_eq!(
+        counter(&s, "federation_graph_items_refused"),
+        (usize::from(domains) * per_domain - bound) as u64,
+        "{s}"
+    );
+    let held = counter(&s, "memory_federation_bytes");
+    assert!(held > (bound * 64) as u64, "{s}");
+    let v = wait_federation(&a, "domain 0's graph listed", |v| graph_of(v, gw).is_some());
+    assert!(graph_of(&v, gw).is_some_and(|g| g["nodes"].as_array().is_some_and(|n| !n.is_empty())));
+    // The token goes: so does everything it announced.
+    drop(token);
+    wait_federation(&a, "its graphs dropped", |v| {
+        gateways(v) == 0 && graph_of(v, gw).is_none()
+    });
+    let s = a.wait_for_stats("nothing held for it", |s| {
+        counter(s, "memory_federation_bytes") < 64 * 1024
+    });
+    assert!(counter(&s, "memory_federation_bytes") < held, "{s}");
+    // A graph put after it left is ignored.
+    let before = counter(&s, "federation_announcements_ignored");
+    peer.put(format!("rosgate/g/0/{gw}"), small)
+        .wait()
+        .expect("put");
+    a.wait_for_stats("the late graph was ignored", |s| {
+        counter(s, "federation_announcements_ignored") > before
+    });
+    assert!(graph_of(&federation(&a), gw).is_none());
 }

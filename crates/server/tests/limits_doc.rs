@@ -335,6 +335,15 @@ const NOT_LIMITS: &[(&str, &str)] = &[
     ("TOPIC_OVERHEAD", "ledger cost per topic"),
     ("MEMBER_OVERHEAD", "ledger cost per registration key"),
     ("SERVICE_OVERHEAD", "ledger cost per service"),
+    (
+        "REMOTE_ITEM_COST",
+        "ledger cost per item of another gateway's graph",
+    ),
+    (
+        "TABLE_ENTRY_COST",
+        "ledger cost per entry of the federation's tables",
+    ),
+    ("ENTITY_COST", "ledger cost per ROS 2 entity remembered"),
     // `rosgate demo`'s starting parameter values, which any client may
     // change: content, not bounds.
     ("DEFAULT_RATE_HZ", "the demo talker's initial publish_rate"),

@@ -2449,3 +2449,86 @@ fn rosapi_and_the_cli_read_and_set_a_ros2_nodes_parameters_through_its_services(
         "{out:?}"
     );
 }
+
+/// Names no real node can announce (rmw refuses them) are counted and
+/// never listed; the entities of one node are bounded, the rest refused
+/// and counted; what the gateway holds for them is in the memory ledger.
+#[test]
+fn ros2_graph_names_are_checked_and_nodes_bounded() {
+    let (gw, ep) = ros_gateway(&[]);
+    let node = RosNode::join(&ep, "honest");
+    let lv = node.session.liveliness();
+    let zid = node.zid.clone();
+    let token = |nid: u64, id: u64, kind: &str, name: &str, topic: Option<&str>| {
+        let mut k = format!("@ros2_lv/0/{zid}/{nid}/{id}/{kind}/%/%/{name}");
+        if let Some(t) = topic {
+            k.push_str(&format!("/{t}/{STRING_DDS}/{STRING_HASH}/::,7:,:,:,,"));
+        }
+        lv.declare_token(k).wait().expect("token")
+    };
+    let mut held = Vec::new();
+    // Invalid names: a node named "..", one with a space, one with a
+    // zero-width character, a topic with a space.
+    for (i, (name, topic)) in [
+        ("..", "%ok_topic"),
+        ("sp ace", "%ok_topic"),
+        ("zero\u{200b}width", "%ok_topic"),
+        ("fine_node", "%sp ace"),
+    ]
+    .iter()
+    .enumerate()
+    {
+        let nid = 100 + 2 * i as u64;
+        held.push(token(nid, nid, "NN", name, None));
+        held.push(token(nid, nid + 1, "MP", name, Some(topic)));
+    }
+    // One node with more entities than it may have.
+    let per_node = rosgate_federation::MAX_ROS_ENTITIES_PER_NODE;
+    held.push(token(500, 500, "NN", "greedy", None));
+    for i in 0..per_node + 10 {
+        let t = format!("%greedy%t{i}");
+        held.push(token(500, 501 + i as u64, "MP", "greedy", Some(&t)));
+    }
+    // Both tokens of each bad node, the publisher of the fine one.
+    let s = gw.wait_for_stats("the invalid names and the excess were counted", |s| {
+        counter(s, "ros2_names_rejected") >= 7 && counter(s, "ros2_entities_refused") >= 11
+    });
+    assert_eq!(counter(&s, "ros2_names_rejected"), 7, "{s}");
+    assert_eq!(counter(&s, "ros2_entities_refused"), 11, "{s}");
+    assert!(
+        counter(&s, "memory_federation_bytes") > (per_node * 256) as u64,
+        "{s}"
+    );
+    let mut c = gw.client();
+    let dl = deadline(CROSS);
+    let nodes = loop {
+        let v = call_values(&mut c, "/rosapi/nodes", "{}");
+        let nodes: Vec<String> = v["values"]["nodes"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|n| n.as_str().map(str::to_string))
+            .collect();
+        if nodes.iter().any(|n| n == "/greedy") {
+            break nodes;
+        }
+        assert!(Instant::now() < dl, "/greedy never listed: {nodes:?}");
+        thread::sleep(ms(50));
+    };
+    assert!(nodes.iter().any(|n| n == "/honest"), "{nodes:?}");
+    assert!(nodes.iter().any(|n| n == "/fine_node"), "{nodes:?}");
+    for bad in ["/..", "/sp ace", "/zero\u{200b}width"] {
+        assert!(!nodes.iter().any(|n| n == bad), "{bad:?} listed: {nodes:?}");
+    }
+    let topics = rosapi_topics(&gw);
+    assert!(
+        !topics
+            .iter()
+            .any(|(n, _)| n.contains(' ') || n == "/ok_topic"),
+        "{topics:?}"
+    );
+    drop(held);
+    gw.wait_for_stats("nothing held for them once they went", |s| {
+        counter(s, "memory_federation_bytes") < (per_node * 256) as u64
+    });
+}

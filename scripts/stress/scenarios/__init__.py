@@ -17,7 +17,7 @@ from . import (
     authguess, bigids, bignum, churn, closecodes, conns10k, fanoutstart, fdlimit, goalsleave, idle,
     idleflood, longline, metrics, nodechurn, nonreaders, partial, providerchurn, rosapiwalk,
     services, shutdown, slowsub, soak, statsburst, subpairs, tlsflood, topicstats, trickle,
-    unadvertise, wsids,
+    unadvertise, wsids, zenohflood, fakenodes,
 )
 
 ORDER = [
@@ -49,6 +49,8 @@ ORDER = [
     metrics,
     goalsleave,
     authguess,
+    zenohflood,
+    fakenodes,
     soak,
 ]
 

@@ -35,6 +35,7 @@ use super::qos::{Asked, Registering};
 use super::Hub;
 use crate::access::Class;
 use crate::conn::{Conn, ConnRef};
+use crate::counters::Counter;
 use crate::nodes::{Domain, DOMAINS};
 use crate::registry::{Provided, Role};
 use crate::transport::{StatusFilter, Transport};
@@ -102,6 +103,19 @@ pub(super) struct Federation {
     /// Items in `graphs`, all together (at most
     /// [`MAX_REMOTE_GRAPH_ITEMS_TOTAL`]).
     pub(super) graph_items: usize,
+    /// Bytes of `graphs` as the memory ledger counts them (at most
+    /// [`MAX_REMOTE_GRAPH_BYTES_TOTAL`]).
+    pub(super) graph_bytes: usize,
+    /// Items and bytes of `graphs` per gateway, all its domains together
+    /// (items at most [`MAX_REMOTE_GRAPH_ITEMS_PER_GATEWAY`]).
+    per_gateway: HashMap<String, (usize, usize)>,
+    /// When the shell wants its next turn at the latest (work it held back
+    /// for its interval: a graph to rebuild or put).
+    due: Option<Instant>,
+    /// Bytes the shell holds for what other gateways and ROS 2 nodes
+    /// announced (its tables, samples waiting in the inbox): reported each
+    /// turn, counted in the memory ledger.
+    pub(super) shell_bytes: usize,
     /// Connections that left (their registrations went with them): part
     /// of the graph's epoch.
     left: u64,
@@ -114,8 +128,24 @@ pub(super) struct Federation {
 }
 
 /// Items. Nodes, topics, and parameters, kept of one other gateway's
-/// graph per domain (beyond: ignored, and its graph is marked truncated).
+/// graph per domain, each list (beyond: ignored, and its graph is marked
+/// truncated).
 pub const MAX_REMOTE_GRAPH_ITEMS: usize = 10_000;
+
+/// Items. Nodes, topics and parameters kept of one other gateway's graphs,
+/// all its domains together: what one peer (however many domains it
+/// announces) makes this gateway hold (beyond: its graph is cut,
+/// parameters first, and marked truncated; the items cut are counted).
+pub const MAX_REMOTE_GRAPH_ITEMS_PER_GATEWAY: usize = 30_000;
+
+/// Bytes. Other gateways' graphs together, as the memory ledger counts
+/// them ([`REMOTE_ITEM_COST`] per item plus its names): long names cannot
+/// make the item bound a big one (beyond: cut as above).
+pub const MAX_REMOTE_GRAPH_BYTES_TOTAL: usize = 16 << 20;
+
+/// Bytes the ledger counts per item of another gateway's graph beyond its
+/// names (the `String`s and their slots in the lists).
+pub const REMOTE_ITEM_COST: usize = 64;
 
 /// Items. Nodes, topics and parameters kept of all other gateways' graphs
 /// together: however many gateways (or peers posing as gateways) announce
@@ -124,9 +154,11 @@ pub const MAX_REMOTE_GRAPH_ITEMS: usize = 10_000;
 pub const MAX_REMOTE_GRAPH_ITEMS_TOTAL: usize = 100_000;
 
 /// Another gateway's nodes and topics (with types) in one domain: what it
-/// last announced (`Hub::set_remote_graph`).
+/// last announced (`Hub::set_remote_graph`). [`RemoteGraph::parse`] is
+/// pure, so the shell parses an announcement on the thread that received
+/// it and the loop only installs it ([`Hub::install_remote_graph`]).
 #[derive(Debug, Default, Clone)]
-pub(super) struct RemoteGraph {
+pub struct RemoteGraph {
     pub(super) nodes: Vec<String>,
     /// Name, type, and how many subscribers the topic has there.
     pub(super) topics: Vec<(String, String, u32)>,
@@ -134,27 +166,108 @@ pub(super) struct RemoteGraph {
     /// so `get_param_names` lists them on every gateway.
     pub(super) params: Vec<String>,
     pub(super) truncated: bool,
+    /// Items the announcement named that were not kept (too long, past
+    /// [`MAX_REMOTE_GRAPH_ITEMS`]).
+    refused: usize,
 }
 
 impl RemoteGraph {
-    pub(super) fn items(&self) -> usize {
+    /// An announcement `{"nodes":[..],"topics":[[name,type,subscribers],
+    /// ..],"params":["/node:name",..]}` (anything else is ignored), each
+    /// list cut at [`MAX_REMOTE_GRAPH_ITEMS`], names longer than
+    /// `MAX_NAME_BYTES` left out.
+    pub fn parse(json: &str) -> RemoteGraph {
+        let v: serde_json::Value = serde_json::from_str(json).unwrap_or_default();
+        let mut g = RemoteGraph::default();
+        let short = |s: &str| s.len() <= rosgate_wire::decode::MAX_NAME_BYTES;
+        // A list of names: each kept while short enough and room is left.
+        let names = |field: &str, into: &mut Vec<String>, refused: &mut usize| {
+            for n in v[field].as_array().into_iter().flatten() {
+                match n.as_str() {
+                    Some(n) if short(n) && into.len() < MAX_REMOTE_GRAPH_ITEMS => {
+                        into.push(n.to_string())
+                    }
+                    Some(_) => *refused += 1,
+                    None => {}
+                }
+            }
+        };
+        names("nodes", &mut g.nodes, &mut g.refused);
+        names("params", &mut g.params, &mut g.refused);
+        for t in v["topics"].as_array().into_iter().flatten() {
+            let (Some(n), Some(ty)) = (t[0].as_str(), t[1].as_str()) else {
+                continue;
+            };
+            let subs = t[2]
+                .as_u64()
+                .map_or(0, |s| s.min(u64::from(u32::MAX)) as u32);
+            if short(n) && short(ty) && g.topics.len() < MAX_REMOTE_GRAPH_ITEMS {
+                g.topics.push((n.to_string(), ty.to_string(), subs));
+            } else {
+                g.refused += 1;
+            }
+        }
+        g.truncated = g.refused > 0;
+        g
+    }
+
+    /// A graph of these lists (the ROS 2 side builds its own).
+    pub fn of(nodes: Vec<String>, topics: Vec<(String, String, u32)>) -> RemoteGraph {
+        let mut g = RemoteGraph {
+            nodes,
+            topics,
+            ..RemoteGraph::default()
+        };
+        for list in [g.nodes.len(), g.topics.len()] {
+            g.refused += list.saturating_sub(MAX_REMOTE_GRAPH_ITEMS);
+        }
+        g.nodes.truncate(MAX_REMOTE_GRAPH_ITEMS);
+        g.topics.truncate(MAX_REMOTE_GRAPH_ITEMS);
+        g.truncated = g.refused > 0;
+        g
+    }
+
+    /// Nodes, topics and parameters.
+    pub fn items(&self) -> usize {
         self.nodes.len() + self.topics.len() + self.params.len()
     }
 
-    /// Cuts it to `room` items: parameters first, then topics, then nodes.
-    fn cut_to(&mut self, room: usize) {
-        let mut over = self.items().saturating_sub(room);
-        if over == 0 {
-            return;
+    /// What the memory ledger counts for it.
+    pub fn bytes(&self) -> usize {
+        let names: usize = self.nodes.iter().map(String::len).sum::<usize>()
+            + self
+                .topics
+                .iter()
+                .map(|(n, t, _)| n.len() + t.len())
+                .sum::<usize>()
+            + self.params.iter().map(String::len).sum::<usize>();
+        names + REMOTE_ITEM_COST * self.items()
+    }
+
+    /// Cuts it to at most `room` items and `room_bytes` bytes: parameters
+    /// first, then topics, then nodes (the last of each). Returns how many
+    /// items went.
+    fn cut_to(&mut self, room: usize, room_bytes: usize) -> usize {
+        let (mut items, mut bytes) = (self.items(), self.bytes());
+        let mut cut = 0;
+        while items > room || bytes > room_bytes {
+            let freed = if let Some(p) = self.params.pop() {
+                p.len()
+            } else if let Some((n, t, _)) = self.topics.pop() {
+                n.len() + t.len()
+            } else if let Some(n) = self.nodes.pop() {
+                n.len()
+            } else {
+                break;
+            };
+            items -= 1;
+            bytes -= freed + REMOTE_ITEM_COST;
+            cut += 1;
         }
-        self.truncated = true;
-        let cut = over.min(self.params.len());
-        self.params.truncate(self.params.len() - cut);
-        over -= cut;
-        let cut = over.min(self.topics.len());
-        self.topics.truncate(self.topics.len() - cut);
-        over -= cut;
-        self.nodes.truncate(self.nodes.len().saturating_sub(over));
+        if cut > 0 {
+            self.truncated = true;
+        }
+        cut
     }
 }
 
@@ -175,6 +288,29 @@ impl Hub {
     /// Whether federation is on.
     pub fn federation_enabled(&self) -> bool {
         self.fed.enabled
+    }
+
+    /// What the shell holds now for other gateways and ROS 2 nodes (its
+    /// tables, samples waiting in the inbox), in bytes: counted in the
+    /// memory ledger (`memory_federation_bytes`) with the graphs kept here.
+    pub fn set_federation_held(&mut self, bytes: usize) {
+        self.fed.shell_bytes = bytes;
+    }
+
+    /// The shell wants a loop turn by `at` (or no particular time): the
+    /// loop's next deadline comes no later ([`Hub::next_deadline`]).
+    pub fn set_federation_due(&mut self, at: Option<Instant>) {
+        self.fed.due = at;
+    }
+
+    pub(super) fn federation_due(&self) -> Option<Instant> {
+        self.fed.due
+    }
+
+    /// Bytes held for federation: other gateways' graphs here plus what
+    /// the shell reported ([`Hub::set_federation_held`]).
+    pub(super) fn federation_bytes(&self) -> usize {
+        self.fed.graph_bytes + self.fed.shell_bytes
     }
 
     /// Sets what `/rosgate/federation` answers about the network side: a
@@ -235,65 +371,70 @@ impl Hub {
         v.to_string()
     }
 
-    /// Another gateway's graph of `domain`: `{"nodes":[..],"topics":[[name,
-    /// type,subscribers],..],"params":["/node:name",..]}` (anything else is
-    /// ignored). Replaces what it said
-    /// before; introspection lists these beside the local graph.
+    /// Another gateway's graph of `domain` as it announced it (JSON, see
+    /// [`RemoteGraph::parse`]). Replaces what it said before;
+    /// introspection lists these beside the local graph.
     pub fn set_remote_graph(&mut self, gw: &str, domain: Domain, json: &str) {
         if !self.fed.enabled || (domain as usize) >= DOMAINS {
             return;
         }
-        let v: serde_json::Value = serde_json::from_str(json).unwrap_or_default();
-        let mut g = RemoteGraph::default();
-        let short = |s: &str| s.len() <= rosgate_wire::decode::MAX_NAME_BYTES;
-        // A list of names: each kept while short enough and room is left.
-        let names = |field: &str, into: &mut Vec<String>, truncated: &mut bool| {
-            for n in v[field].as_array().into_iter().flatten() {
-                match n.as_str() {
-                    Some(n) if short(n) && into.len() < MAX_REMOTE_GRAPH_ITEMS => {
-                        into.push(n.to_string())
-                    }
-                    Some(_) => *truncated = true,
-                    None => {}
-                }
-            }
-        };
-        names("nodes", &mut g.nodes, &mut g.truncated);
-        names("params", &mut g.params, &mut g.truncated);
-        for t in v["topics"].as_array().into_iter().flatten() {
-            let (Some(n), Some(ty)) = (t[0].as_str(), t[1].as_str()) else {
-                continue;
-            };
-            let subs = t[2]
-                .as_u64()
-                .map_or(0, |s| s.min(u64::from(u32::MAX)) as u32);
-            if short(n) && short(ty) && g.topics.len() < MAX_REMOTE_GRAPH_ITEMS {
-                g.topics.push((n.to_string(), ty.to_string(), subs));
-            } else {
-                g.truncated = true;
-            }
+        self.install_remote_graph(gw, domain, RemoteGraph::parse(json));
+    }
+
+    /// Another gateway's graph of `domain`, parsed already: kept within
+    /// [`MAX_REMOTE_GRAPH_ITEMS_PER_GATEWAY`] for `gw`, and within
+    /// [`MAX_REMOTE_GRAPH_ITEMS_TOTAL`] and [`MAX_REMOTE_GRAPH_BYTES_TOTAL`]
+    /// for all gateways together (what does not fit is cut and counted in
+    /// `federation_graph_items_refused`). O(items) moves: the parsing is
+    /// the caller's.
+    pub fn install_remote_graph(&mut self, gw: &str, domain: Domain, mut g: RemoteGraph) {
+        if !self.fed.enabled || (domain as usize) >= DOMAINS {
+            return;
         }
         let key = (domain, gw.to_string());
-        let before = self.fed.graphs.get(&key).map_or(0, RemoteGraph::items);
-        let elsewhere = self.fed.graph_items - before;
-        g.cut_to(MAX_REMOTE_GRAPH_ITEMS_TOTAL.saturating_sub(elsewhere));
-        self.fed.graph_items = elsewhere + g.items();
-        // Publishers that want peer counts learn the new remote counts.
-        let old = if g.items() == 0 {
+        let (before, before_bytes) = self
+            .fed
+            .graphs
+            .get(&key)
+            .map_or((0, 0), |o| (o.items(), o.bytes()));
+        let (gw_items, gw_bytes) = self.fed.per_gateway.get(gw).copied().unwrap_or((0, 0));
+        let room = MAX_REMOTE_GRAPH_ITEMS_PER_GATEWAY
+            .saturating_sub(gw_items - before)
+            .min(MAX_REMOTE_GRAPH_ITEMS_TOTAL.saturating_sub(self.fed.graph_items - before));
+        let room_bytes =
+            MAX_REMOTE_GRAPH_BYTES_TOTAL.saturating_sub(self.fed.graph_bytes - before_bytes);
+        let cut = g.cut_to(room, room_bytes);
+        let refused = (g.refused + cut) as u64;
+        if refused > 0 {
+            self.counters
+                .add(Counter::FederationGraphItemsRefused, refused);
+        }
+        let (items, bytes) = (g.items(), g.bytes());
+        self.fed.graph_items = self.fed.graph_items - before + items;
+        self.fed.graph_bytes = self.fed.graph_bytes - before_bytes + bytes;
+        let mine = (gw_items - before + items, gw_bytes - before_bytes + bytes);
+        if mine.0 == 0 {
+            self.fed.per_gateway.remove(gw);
+        } else {
+            self.fed.per_gateway.insert(gw.to_string(), mine);
+        }
+        // Publishers that want peer counts learn the new remote counts:
+        // the topics of the old graph and of the new one.
+        let touched: Vec<String> = g.topics.iter().map(|(n, _, _)| n.clone()).collect();
+        let old = if items == 0 {
             self.fed.graphs.remove(&key)
         } else {
-            self.fed.graphs.insert(key, g.clone())
+            self.fed.graphs.insert(key, g)
         };
-        let touched: Vec<String> = old
+        let touched = old
             .into_iter()
-            .flat_map(|o| o.topics.into_iter())
-            .chain(g.topics)
-            .map(|(n, _, _)| n)
+            .flat_map(|o| o.topics.into_iter().map(|(n, _, _)| n))
+            .chain(touched);
+        let ids: Vec<_> = touched
+            .filter_map(|n| self.registries[domain as usize].topic_id(&n))
             .collect();
-        for n in touched {
-            if let Some(t) = self.registries[domain as usize].topic_id(&n) {
-                self.peers_changed(domain, t);
-            }
+        for t in ids {
+            self.peers_changed(domain, t);
         }
     }
 
@@ -302,7 +443,10 @@ impl Hub {
     /// publishers: their caches belonged to their publishers.
     pub fn forget_gateway(&mut self, gw: &str, now: Instant) {
         self.fed.graphs.retain(|(_, g), _| g != gw);
-        self.fed.graph_items = self.fed.graphs.values().map(RemoteGraph::items).sum();
+        if let Some((items, bytes)) = self.fed.per_gateway.remove(gw) {
+            self.fed.graph_items -= items;
+            self.fed.graph_bytes -= bytes;
+        }
         let kept: Vec<TopicKey> = self.fed.latched_here.iter().cloned().collect();
         for (d, t) in kept {
             self.bridge_unlatches(d, &t, now);

@@ -82,7 +82,10 @@ use rosgate_wire::ws::handshake::Opening;
 use rosgate_wire::Raw;
 
 pub use auth::{AUTH_RELEASES_PER_TURN, MAX_AUTH_HELD};
-pub use federation::{InterestChange, Offer, MAX_REMOTE_GRAPH_ITEMS};
+pub use federation::{
+    InterestChange, Offer, RemoteGraph, MAX_REMOTE_GRAPH_BYTES_TOTAL, MAX_REMOTE_GRAPH_ITEMS,
+    MAX_REMOTE_GRAPH_ITEMS_PER_GATEWAY, MAX_REMOTE_GRAPH_ITEMS_TOTAL,
+};
 pub use graph::{
     GraphSettings, CLIENT_COUNT, CLOCK, CONNECTED_CLIENTS, CONNECTED_CLIENTS_INTERVAL,
     GATEWAY_NODE, GATEWAY_TOPICS, GRAPH_TOPIC, MAX_GRAPH_EVENTS, MAX_NODES_PER_CONN, ROSOUT,
@@ -267,6 +270,7 @@ impl Hub {
             input: self.mem.input,
             calls: self.calls.bytes() + self.waiting.bytes() + self.gone_bytes,
             registrations: self.registries.bytes() + self.nodes.bytes() + self.params.bytes(),
+            federation: self.federation_bytes(),
         }
     }
 
@@ -356,6 +360,7 @@ impl Hub {
         g.set(Gauge::MemoryInputBytes, m.input as u64);
         g.set(Gauge::MemoryCallsBytes, m.calls as u64);
         g.set(Gauge::MemoryRegistrationsBytes, m.registrations as u64);
+        g.set(Gauge::MemoryFederationBytes, m.federation as u64);
         g.set(Gauge::StartTimeSeconds, self.wall(self.started).0);
         g
     }
@@ -1398,6 +1403,10 @@ impl Hub {
         };
         let t = match self.held.next_deadline() {
             Some(h) => t.min(h),
+            None => t,
+        };
+        let t = match self.federation_due() {
+            Some(f) => t.min(f),
             None => t,
         };
         match self.waiting.next_deadline() {

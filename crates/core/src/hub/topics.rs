@@ -221,28 +221,52 @@ impl Hub {
         msg: Raw<'_>,
         now: Instant,
     ) {
-        let from = match origin {
+        let (from, remote) = match origin {
             Origin::Client { conn, id } => {
                 if !self.checks.is_empty()
                     && self.refused_by_type(domain, topic, conn, msg, id, now)
                 {
                     return;
                 }
-                Some(conn)
+                (Some(conn), false)
             }
-            Origin::Gateway => None,
+            Origin::Gateway => (None, false),
             Origin::Remote { latched } => {
                 if !self.federation_enabled() || (domain as usize) >= DOMAINS {
                     return;
                 }
                 self.counters.inc(Counter::FederationIn);
-                match latched {
+                let bridge = match latched {
                     Some(depth) => self.bridge_latches(domain, topic, depth, now),
                     None => None,
-                }
+                };
+                (bridge, true)
             }
         };
-        let skip_bridges = matches!(origin, Origin::Remote { .. });
+        self.fan_out(from, remote, domain, topic, msg, now);
+        if remote {
+            // As after a read from a socket: a remote message fanned out
+            // to many slow subscribers is shed within the budget at once.
+            self.enforce_memory(now);
+        }
+    }
+
+    /// [`Hub::route`] past its origin: `from` the publisher whose QoS
+    /// applies (a client, or the bridge as a latched publisher), `remote`
+    /// skips bridges; only a client's publish (`from` and not `remote`)
+    /// is batched.
+    #[inline(always)]
+    fn fan_out(
+        &mut self,
+        from: Option<ConnRef>,
+        remote: bool,
+        domain: Domain,
+        topic: &str,
+        msg: Raw<'_>,
+        now: Instant,
+    ) {
+        let batched = from.is_some() && !remote;
+        let skip_bridges = remote;
         self.counters.inc(Counter::Published);
         if self.sim_time_watch(domain, topic) {
             self.note_clock(domain, msg);
@@ -261,7 +285,6 @@ impl Hub {
         }
         let key = (domain, t);
         let mut entry = e;
-        let batched = matches!(origin, Origin::Client { .. });
         if self.batch.topic().is_some_and(|b| b != key) || (!batched && !self.batch.is_empty()) {
             self.flush_publishes(now);
             match self.registries.get(domain).topic(t) {

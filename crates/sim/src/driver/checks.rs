@@ -302,6 +302,7 @@ impl Sim {
             (Gauge::MemoryInputBytes, mem.input),
             (Gauge::MemoryCallsBytes, mem.calls),
             (Gauge::MemoryRegistrationsBytes, mem.registrations),
+            (Gauge::MemoryFederationBytes, mem.federation),
         ];
         for (gauge, want) in ledger {
             if g.get(gauge) != want as u64 {

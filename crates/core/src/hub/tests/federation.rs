@@ -315,3 +315,71 @@ fn remote_graphs_are_bounded_together_whatever_the_number_of_gateways() {
     assert_eq!(t.hub.fed.graph_items, MAX_REMOTE_GRAPH_ITEMS_TOTAL);
     assert!(!t.hub.fed.graphs[&(0, "late".to_string())].truncated);
 }
+
+/// One gateway's graphs, all its domains together, are bounded: a peer
+/// announcing a full graph in every domain holds no more than one
+/// gateway's room; long names are bounded by bytes; every item refused is
+/// counted; what is kept is in the memory ledger and leaves with its
+/// gateway.
+#[test]
+fn one_gateways_graphs_are_bounded_across_domains_and_bytes_and_counted() {
+    use crate::hub::federation::{
+        MAX_REMOTE_GRAPH_BYTES_TOTAL, MAX_REMOTE_GRAPH_ITEMS, MAX_REMOTE_GRAPH_ITEMS_PER_GATEWAY,
+    };
+    let mut t = fed();
+    let graph = |d: u8| {
+        let nodes: Vec<String> = (0..MAX_REMOTE_GRAPH_ITEMS)
+            .map(|i| format!("/d{d}/n{i}"))
+            .collect();
+        serde_json::json!({ "nodes": nodes }).to_string()
+    };
+    let domains = (MAX_REMOTE_GRAPH_ITEMS_PER_GATEWAY / MAX_REMOTE_GRAPH_ITEMS + 2) as u8;
+    for d in 0..domains {
+        t.hub.set_remote_graph("greedy", d, &graph(d));
+    }
+    let held: usize = t
+        .hub
+        .fed
+        .graphs
+        .iter()
+        .filter(|((_, g), _)| g == "greedy")
+        .map(|(_, g)| g.items())
+        .sum();
+    assert_eq!(held, MAX_REMOTE_GRAPH_ITEMS_PER_GATEWAY);
+    let refused = t.hub.counters().get(Counter::FederationGraphItemsRefused) as usize;
+    assert_eq!(
+        refused,
+        usize::from(domains) * MAX_REMOTE_GRAPH_ITEMS - MAX_REMOTE_GRAPH_ITEMS_PER_GATEWAY
+    );
+    // Another gateway still has its own room.
+    t.hub.set_remote_graph("modest", 0, r#"{"nodes":["/m"]}"#);
+    assert!(!t.hub.fed.graphs[&(0, "modest".to_string())].truncated);
+    // The ledger counts the graphs, and what the shell reports.
+    let graphs: usize = t.hub.fed.graphs.values().map(|g| g.bytes()).sum();
+    assert_eq!(t.hub.fed.graph_bytes, graphs);
+    t.hub.set_federation_held(1000);
+    assert_eq!(t.hub.memory().federation, graphs + 1000);
+    assert_eq!(
+        t.hub.gauges().get(Gauge::MemoryFederationBytes),
+        (graphs + 1000) as u64
+    );
+    // Names of the longest kind: the byte bound cuts before the items'.
+    t.hub.forget_gateway("greedy", t.now);
+    let long = |gw: usize| {
+        let nodes: Vec<String> = (0..MAX_REMOTE_GRAPH_ITEMS)
+            .map(|i| format!("/{gw}/{i}/{}", "n".repeat(1000)))
+            .collect();
+        serde_json::json!({ "nodes": nodes }).to_string()
+    };
+    for gw in 0..4 {
+        t.hub.set_remote_graph(&format!("long{gw}"), 0, &long(gw));
+        assert!(t.hub.fed.graph_bytes <= MAX_REMOTE_GRAPH_BYTES_TOTAL);
+    }
+    assert!(t.hub.fed.graph_bytes > MAX_REMOTE_GRAPH_BYTES_TOTAL - 2000);
+    // Everyone leaves: nothing is held.
+    for gw in ["modest", "long0", "long1", "long2", "long3"] {
+        t.hub.forget_gateway(gw, t.now);
+    }
+    assert_eq!((t.hub.fed.graph_items, t.hub.fed.graph_bytes), (0, 0));
+    assert!(t.hub.fed.graphs.is_empty());
+}
