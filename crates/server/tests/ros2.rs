@@ -10,7 +10,7 @@
 //! literals of rmw_zenoh's design document (docs/design.md in
 //! github.com/ros2/rmw_zenoh, jazzy branch) and its sources,
 //! and the attachments and CDR the fake node sends are built by hand here.
-//! Built only with the `federation` feature.
+//! Built only with the `ros2` feature.
 
 #[allow(dead_code)]
 #[path = "it/support.rs"]

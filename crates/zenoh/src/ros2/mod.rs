@@ -97,8 +97,11 @@ impl RosSettings {
         Ok(r)
     }
 
-    /// Checks the domain ids.
+    /// Checks the domain ids (and that ROS 2 interop was built in).
     pub fn check(&self) -> Result<(), String> {
+        if !cfg!(feature = "ros2") && !self.domains.is_empty() {
+            return Err("--ros-domain: built without ROS 2 interop (feature `ros2`)".into());
+        }
         match self.domains.iter().find(|&&d| d > MAX_DOMAIN) {
             Some(d) => Err(format!(
                 "--ros-domain {d}: ROS domain ids go up to {MAX_DOMAIN}"

@@ -29,9 +29,11 @@
 //!   into NDJSON lines for clients).
 
 mod first_reply;
-pub mod keys;
-mod remote;
+mod gateways;
 mod ros2;
+
+pub use gateways::keys;
+use gateways::remote;
 
 use std::collections::HashMap;
 use std::io::IoSlice;
