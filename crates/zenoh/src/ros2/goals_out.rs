@@ -41,7 +41,7 @@ use crate::remote::aborted_line;
 use crate::{GOAL_QUERY_TIMEOUT_HOURS, QUERY_TIMEOUT_SECS};
 
 /// Goals in flight to ROS 2 action servers, in all.
-pub const MAX_ROS_GOALS: usize = 4096;
+pub const MAX_ROS_GOALS: usize = rosgate_ros2::link::MAX_GOALS_OUT;
 
 /// A request to one service of an action server.
 #[derive(Clone)]

@@ -72,7 +72,7 @@ pub const ROS_GRAPH: &str = "ros2";
 
 /// ROS 2 entities (liveliness tokens) remembered per gateway; more are
 /// ignored (and counted).
-pub const MAX_ROS_ENTITIES: usize = 65536;
+pub const MAX_ROS_ENTITIES: usize = rosgate_ros2::link::MAX_ENTITIES;
 
 /// What `--ros-domain` and `--interfaces` ask for.
 #[derive(Debug, Clone, Default)]
@@ -186,10 +186,10 @@ fn action_offer(t: &mut Tables, domain: Domain, name: &str) -> Option<(String, O
 }
 
 /// Types asked of nodes, in all (each type once).
-pub const MAX_FETCHES: usize = 1024;
+pub const MAX_FETCHES: usize = rosgate_ros2::link::MAX_FETCHES;
 
 /// Seconds. The longest a node may take to describe a type.
-pub const FETCH_TIMEOUT_SECS: u64 = 10;
+pub const FETCH_TIMEOUT_SECS: u64 = rosgate_ros2::link::FETCH_TIMEOUT.as_secs();
 
 /// A type to ask a node for: the node that has an entity of it, the type
 /// and the hash the node advertised.
