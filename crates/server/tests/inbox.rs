@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use rosgate::config::Config;
 use rosgate::inbox::{Handle, SendError};
 use rosgate::server::Server;
+use rosgate_core::hub::Origin;
 use rosgate_wire::Raw;
 
 fn start() -> (Handle, std::net::SocketAddr, thread::JoinHandle<()>) {
@@ -53,7 +54,8 @@ fn a_job_from_another_thread_publishes_to_a_real_client() {
     thread::spawn(move || {
         sender
             .send(Box::new(|hub, now| {
-                hub.inject_publish(0, "/injected", Raw::from_valid_json("{\"n\":42}"), now)
+                let msg = Raw::from_valid_json("{\"n\":42}");
+                hub.route(Origin::Gateway, 0, "/injected", msg, now)
             }))
             .expect("queued");
     })

@@ -14,7 +14,8 @@
 //! - with federation off nothing here runs: one branch where a subscriber
 //!   comes or goes, none on the publish path;
 //! - a sample from a remote gateway reaches local clients only, never a
-//!   bridge: nothing is echoed back and nothing loops between gateways;
+//!   bridge: nothing is echoed back and nothing loops between gateways
+//!   (the publish router's rule, `Origin::Remote` in `hub/topics.rs`);
 //! - a bridge's subscriptions are never local interest (else two gateways
 //!   would keep each other interested forever);
 //! - interest changes are reported at most once per topic per turn, as
@@ -32,30 +33,10 @@ use super::params::NODE_PARAM_SERVICES;
 use super::qos::Asked;
 use super::Hub;
 use crate::access::Class;
-use crate::codes::ErrorCode;
 use crate::conn::{Conn, ConnRef};
-use crate::counters::Counter;
 use crate::nodes::{Domain, DOMAINS};
 use crate::registry::{Provided, Role};
 use crate::transport::{StatusFilter, Transport};
-
-/// Checks a message against a ROS 2 type before it reaches a topic that
-/// ROS 2 nodes subscribe to (the shell installs one when it joins a ROS 2
-/// graph; the core knows no types).
-pub trait TypeCheck {
-    /// `Err(why)`, naming the field, when `msg` (valid JSON) does not fit
-    /// `ty`.
-    fn check(&self, ty: &str, msg: &str) -> Result<(), String>;
-}
-
-/// The installed [`TypeCheck`].
-pub(super) struct Checker(Box<dyn TypeCheck>);
-
-impl std::fmt::Debug for Checker {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Checker")
-    }
-}
 
 /// What an [`InterestChange`] is about.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -127,14 +108,8 @@ pub(super) struct Federation {
     /// here (it publishes them as a latched publisher), so local
     /// subscribers that come later receive them too.
     latched_here: HashSet<TopicKey>,
-    /// A remote sample is being delivered: bridges are skipped.
-    pub(super) injecting: bool,
     /// What the shell last said of the network side (JSON object).
     status: Option<String>,
-    /// Topics whose messages must fit a type (ROS 2 subscribes to them),
-    /// and the check.
-    checked: HashMap<TopicKey, Rc<str>>,
-    checker: Option<Checker>,
 }
 
 /// Items. Nodes, topics, and parameters, kept of one other gateway's
@@ -398,76 +373,6 @@ impl Hub {
             .flat_map(|(_, g)| g.params.iter().map(String::as_str))
     }
 
-    /// Installs the check of messages against ROS 2 types.
-    pub fn set_type_checker(&mut self, c: Box<dyn TypeCheck>) {
-        self.fed.checker = Some(Checker(c));
-    }
-
-    /// Messages published on `topic` of `domain` must fit `ty` from now
-    /// on (ROS 2 subscribes to it), or (`None`) need not any more.
-    pub fn set_topic_check(&mut self, domain: Domain, topic: &str, ty: Option<&str>) {
-        let key = (domain, Rc::<str>::from(topic));
-        match ty {
-            Some(ty) => {
-                self.fed.checked.insert(key, Rc::from(ty));
-            }
-            None => {
-                self.fed.checked.remove(&key);
-            }
-        }
-    }
-
-    /// A client's publish: refused with an error status naming the field
-    /// when the topic's messages must fit a ROS 2 type and this one does
-    /// not; else routed as any publish. One branch when nothing is
-    /// checked.
-    #[inline]
-    pub(super) fn publish_from(
-        &mut self,
-        domain: Domain,
-        topic: &str,
-        me: ConnRef,
-        msg: Raw<'_>,
-        id: Option<&[u8]>,
-        now: Instant,
-    ) {
-        if !self.fed.checked.is_empty() && self.refused_by_type(domain, topic, me, msg, id, now) {
-            return;
-        }
-        self.publish(domain, topic, Some(me), msg, now)
-    }
-
-    /// Whether the type check refused the publish (and said so).
-    #[cold]
-    #[inline(never)]
-    fn refused_by_type(
-        &mut self,
-        domain: Domain,
-        topic: &str,
-        me: ConnRef,
-        msg: Raw<'_>,
-        id: Option<&[u8]>,
-        now: Instant,
-    ) -> bool {
-        let Some(why) = self.type_mismatch(domain, topic, msg) else {
-            return false;
-        };
-        self.flush_publishes(now);
-        let text = format!("publish on {topic}: {why}");
-        self.error_with_id(me, ErrorCode::TypeMismatch, &text, id, now);
-        true
-    }
-
-    fn type_mismatch(&self, domain: Domain, topic: &str, msg: Raw<'_>) -> Option<String> {
-        let ty = self.fed.checked.get(&(domain, Rc::<str>::from(topic)))?;
-        let checker = self.fed.checker.as_ref()?;
-        checker
-            .0
-            .check(ty, msg.get())
-            .err()
-            .map(|why| format!("not {ty}: {why}"))
-    }
-
     /// The type a topic of `domain` is registered with here (as its
     /// clients named it), if it is known.
     pub fn topic_type(&self, domain: Domain, topic: &str) -> Option<&str> {
@@ -561,36 +466,6 @@ impl Hub {
         }
     }
 
-    /// Delivers a message a remote gateway published on `topic` of
-    /// `domain` to the local subscribers (never to a bridge). `msg` must be
-    /// valid JSON: the shell validates what arrives from the network.
-    /// `latched`: it came from a latched (transient local) publisher that
-    /// keeps that many messages; the bridge then keeps them here too, as a
-    /// latched publisher of the topic, for local subscribers that come
-    /// later.
-    pub fn remote_publish(
-        &mut self,
-        domain: Domain,
-        topic: &str,
-        msg: Raw<'_>,
-        latched: Option<u32>,
-        now: Instant,
-    ) {
-        if !self.fed.enabled || (domain as usize) >= DOMAINS {
-            return;
-        }
-        self.counters.inc(Counter::FederationIn);
-        let from = match latched {
-            Some(depth) => self.bridge_latches(domain, topic, depth, now),
-            None => None,
-        };
-        self.fed.injecting = true;
-        self.flush_publishes(now);
-        self.publish(domain, topic, from, msg, now);
-        self.flush_publishes(now);
-        self.fed.injecting = false;
-    }
-
     /// The deepest latched (transient local) cache of a local, non-bridge
     /// publisher of `topic`: its messages cross marked as latched.
     pub fn latched_depth(&self, domain: Domain, topic: &str) -> Option<u32> {
@@ -614,7 +489,7 @@ impl Hub {
 
     /// Makes the domain's bridge a latched publisher of `topic` keeping
     /// `depth` messages (once); returns it.
-    fn bridge_latches(
+    pub(super) fn bridge_latches(
         &mut self,
         domain: Domain,
         topic: &str,
@@ -996,12 +871,6 @@ impl Hub {
         for n in names {
             self.fed.dirty.insert((domain, n));
         }
-    }
-
-    /// Whether a delivery to `to` is skipped: a remote sample never goes
-    /// to a bridge.
-    pub(super) fn skips(&self, to: ConnRef) -> bool {
-        self.fed.injecting && self.is_bridge(to)
     }
 
     /// Whether `who` is a federation link (its requests are the gateway's

@@ -32,7 +32,7 @@ use rosgate_wire::query;
 use rosgate_wire::ws::handshake::{self, Opening};
 use rosgate_wire::Raw;
 
-use super::Hub;
+use super::{Hub, Origin};
 use crate::conn::ConnRef;
 use crate::counters::{Counter, ErrorCode};
 use crate::nodes::{DeclareError, Domain, DOMAINS, MAX_DOMAIN};
@@ -847,14 +847,13 @@ impl Hub {
             "line": 0,
         })
         .to_string();
-        self.gateway_publish(domain, ROSOUT, &line, now);
-    }
-
-    /// Publishes `msg` (JSON the gateway built) on `topic` in `domain`.
-    fn gateway_publish(&mut self, domain: Domain, topic: &str, msg: &str, now: Instant) {
-        self.flush_publishes(now);
-        self.publish(domain, topic, None, Raw::from_valid_json(msg), now);
-        self.flush_publishes(now);
+        self.route(
+            Origin::Gateway,
+            domain,
+            ROSOUT,
+            Raw::from_valid_json(&line),
+            now,
+        );
     }
 
     /// What a new subscriber of one of the gateway's latched topics
@@ -908,12 +907,24 @@ impl Hub {
         let events: Vec<(Domain, Events)> = self.graph.events.drain().collect();
         for (domain, e) in events {
             let msg = json!({"events": e.list, "resync": e.overflow}).to_string();
-            self.gateway_publish(domain, GRAPH_TOPIC, &msg, now);
+            self.route(
+                Origin::Gateway,
+                domain,
+                GRAPH_TOPIC,
+                Raw::from_valid_json(&msg),
+                now,
+            );
         }
         for domain in std::mem::take(&mut self.graph.clients_changed) {
             if self.listens(domain, CLIENT_COUNT) {
                 let msg = self.client_count_msg(domain);
-                self.gateway_publish(domain, CLIENT_COUNT, &msg, now);
+                self.route(
+                    Origin::Gateway,
+                    domain,
+                    CLIENT_COUNT,
+                    Raw::from_valid_json(&msg),
+                    now,
+                );
             }
         }
         if self.graph.next_list.is_some_and(|t| now < t) {
@@ -922,7 +933,13 @@ impl Hub {
         for domain in std::mem::take(&mut self.graph.list_due) {
             if self.listens(domain, CONNECTED_CLIENTS) {
                 let msg = self.client_list_msg(domain, now);
-                self.gateway_publish(domain, CONNECTED_CLIENTS, &msg, now);
+                self.route(
+                    Origin::Gateway,
+                    domain,
+                    CONNECTED_CLIENTS,
+                    Raw::from_valid_json(&msg),
+                    now,
+                );
                 self.graph.next_list = Some(now + CONNECTED_CLIENTS_INTERVAL);
             }
         }

@@ -56,7 +56,7 @@ use rosgate_wire::ws::handshake::Opening;
 use rosgate_wire::Raw;
 
 pub use auth::{AUTH_RELEASES_PER_TURN, MAX_AUTH_HELD};
-pub use federation::{InterestChange, Offer, TypeCheck, MAX_REMOTE_GRAPH_ITEMS};
+pub use federation::{InterestChange, Offer, MAX_REMOTE_GRAPH_ITEMS};
 pub use graph::{
     GraphSettings, CLIENT_COUNT, CLOCK, CONNECTED_CLIENTS, CONNECTED_CLIENTS_INTERVAL,
     GATEWAY_NODE, GATEWAY_TOPICS, GRAPH_TOPIC, MAX_GRAPH_EVENTS, MAX_NODES_PER_CONN, ROSOUT,
@@ -70,6 +70,7 @@ pub use rosapi::{
     ROSAPI_SERVICES, STATS_SERVICE, TOPIC_INFO_SERVICE, TOPIC_STATS_SERVICE,
 };
 pub use services::CallFailure;
+pub use topics::{Origin, TypeCheck};
 
 use crate::access::{Access, Class};
 use crate::calls::Call;
@@ -115,6 +116,8 @@ pub struct Hub {
     ws_status: StatusFilter,
     /// Publishes read but not yet queued to subscribers (same turn).
     batch: batch::PublishBatch,
+    /// ROS 2 types client publishes must fit (the router checks them).
+    checks: topics::TypeChecks,
     /// What the hub itself accounts of the memory budget.
     mem: Ledger,
     /// Connections that had not completed their opening when admitted, in
@@ -193,6 +196,7 @@ impl Hub {
             client_log: clients::ClientLog::new(),
             ws_status: StatusFilter::Errors,
             batch: batch::PublishBatch::default(),
+            checks: topics::TypeChecks::default(),
             mem: Ledger::default(),
             pending: VecDeque::new(),
             pending_count: 0,
@@ -670,10 +674,6 @@ impl Hub {
     }
 
     fn on_inbound(&mut self, me: ConnRef, event: Inbound<'_>, now: Instant) {
-        if !matches!(event, Inbound::Message(_)) {
-            // Keep transport replies in order with publishes read before.
-            self.flush_publishes(now);
-        }
         match event {
             Inbound::Message(msg) => {
                 self.establish(me, now);
@@ -725,17 +725,7 @@ impl Hub {
         self.close(me.key, reason, now);
     }
 
-    /// Publishes `msg` (valid JSON, the caller vouches) on `topic` on behalf
-    /// of the gateway itself or a bridge fed by another thread: delivered
-    /// to every subscriber exactly as a client's publish would be.
-    pub fn inject_publish(&mut self, domain: Domain, topic: &str, msg: Raw<'_>, now: Instant) {
-        self.flush_publishes(now);
-        self.publish(domain, topic, None, msg, now);
-        self.flush_publishes(now);
-    }
-
     fn too_long(&mut self, me: ConnRef, now: Instant) {
-        self.flush_publishes(now);
         let msg = format!(
             "message longer than {} bytes; discarded",
             self.limits.max_line_bytes
@@ -771,29 +761,8 @@ impl Hub {
             line
         };
         match decode::decode_as(line, dialect) {
-            // The hot path: a plain publish (no node named, no names to
-            // resolve, no tokens to check) goes straight to its topic.
-            Ok(Request {
-                op: Op::Publish { ref topic, msg },
-                node: None,
-                id,
-                ..
-            }) if !at.resolves && !self.access.required() => {
-                let id = id.map(|r| r.get().as_bytes());
-                self.publish_from(at.domain, topic, me, msg, id, now)
-            }
-            Ok(req) => {
-                if !matches!(req.op, Op::Publish { .. }) {
-                    // Anything else may be observed after the publishes
-                    // before it: deliver them first.
-                    self.flush_publishes(now);
-                }
-                self.apply(me, at, req, now)
-            }
-            Err(e) => {
-                self.flush_publishes(now);
-                self.reject(me, &e, now)
-            }
+            Ok(req) => self.apply(me, at, req, now),
+            Err(e) => self.reject(me, &e, now),
         }
     }
 
@@ -831,8 +800,21 @@ impl Hub {
         self.send_status(me, Level::Error, msg, id.map(|r| r.get().as_bytes()), now);
     }
 
+    /// Handles one decoded request. A publish goes to the router; anything
+    /// else may be observed after the publishes read before it, so the
+    /// batch is delivered first.
     fn apply(&mut self, me: ConnRef, at: Sender, req: Request<'_>, now: Instant) {
         let id = req.id.map(|r| r.get().as_bytes());
+        // The hot path: a plain publish (no node named, no names to
+        // resolve, no tokens to check) goes straight to its topic.
+        if let Op::Publish { ref topic, msg } = req.op {
+            if !at.resolves && req.node.is_none() && !self.access.required() {
+                let conn = Origin::Client { conn: me, id };
+                return self.route(conn, at.domain, topic, msg, now);
+            }
+        } else {
+            self.flush_publishes(now);
+        }
         if req.op.changes_registrations() {
             self.charge_registration();
         }
@@ -844,16 +826,16 @@ impl Hub {
             };
         }
         match req.op {
-            Op::Publish { topic, msg } if !at.resolves && node.is_none() => {
-                if self.access.required() && !self.permit(me, Class::Publish, &topic, id, now) {
-                    return;
-                }
-                self.publish_from(at.domain, &topic, me, msg, id, now)
-            }
             Op::Publish { topic, msg } => {
-                if let Some((domain, _, topic)) = self.resolve_for(me, &topic, node, id, now) {
+                let origin = Origin::Client { conn: me, id };
+                if !at.resolves && node.is_none() {
                     if self.permit(me, Class::Publish, &topic, id, now) {
-                        self.publish_from(domain, &topic, me, msg, id, now)
+                        self.route(origin, at.domain, &topic, msg, now)
+                    }
+                } else if let Some((domain, _, topic)) = self.resolve_for(me, &topic, node, id, now)
+                {
+                    if self.permit(me, Class::Publish, &topic, id, now) {
+                        self.route(origin, domain, &topic, msg, now)
                     }
                 }
             }
@@ -1046,7 +1028,11 @@ impl Hub {
         self.enqueue_control(to, bytes, true, now);
     }
 
+    /// Queues control bytes to `to`: the only way output other than topic
+    /// data reaches a queue, so the publish batch is delivered first here
+    /// (anything a client observes after its publishes comes after them).
     fn enqueue_control(&mut self, to: ConnRef, bytes: &[u8], raw: bool, now: Instant) {
+        self.flush_publishes(now);
         let (cap, soft) = (
             self.limits.max_control_bytes,
             self.limits.control_soft_bytes,
@@ -1152,7 +1138,6 @@ impl Hub {
         if self.draining {
             return;
         }
-        self.flush_publishes(now);
         self.draining = true;
         while let Some((call, why)) = self.gone.pop_front() {
             self.gone_bytes -= call.bytes_held();

@@ -26,7 +26,7 @@ use serde_json::{json, Value};
 use rosgate_wire::encode::{self, Level};
 use rosgate_wire::Raw;
 
-use super::Hub;
+use super::{Hub, Origin};
 use crate::access::Class;
 use crate::calls::Call;
 use crate::conn::ConnRef;
@@ -834,15 +834,8 @@ impl Hub {
             "deleted_parameters": deleted,
         })
         .to_string();
-        self.flush_publishes(now);
-        self.publish(
-            domain,
-            PARAMETER_EVENTS,
-            None,
-            Raw::from_valid_json(&msg),
-            now,
-        );
-        self.flush_publishes(now);
+        let msg = Raw::from_valid_json(&msg);
+        self.route(Origin::Gateway, domain, PARAMETER_EVENTS, msg, now);
     }
 
     /// If `name` is `<node>/<srv>`, a parameter service the gateway serves

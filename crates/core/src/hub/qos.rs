@@ -310,15 +310,17 @@ impl Hub {
         }
     }
 
-    /// The QoS path of a publish on `t` from `from`: latched caches,
-    /// compatibility, throttles, depth and reliability, one message at a
-    /// time (no batching).
+    /// The QoS path of a publish on `t` from `from` (the router's, for
+    /// topics with QoS): latched caches, compatibility, throttles, depth
+    /// and reliability, one message at a time (no batching); bridges are
+    /// skipped when `skip_bridges` (a remote message).
     pub(super) fn publish_qos(
         &mut self,
         domain: Domain,
         t: TopicId,
         from: Option<ConnRef>,
         msg: Raw<'_>,
+        skip_bridges: bool,
         now: Instant,
     ) {
         self.flush_publishes(now);
@@ -360,7 +362,7 @@ impl Hub {
         for sub in subs {
             // A subscriber closing this turn gets nothing (and nothing is
             // counted for it), as on the fast path (`deliver`).
-            if !self.live(sub) || self.skips(sub) {
+            if !self.live(sub) || (skip_bridges && self.is_bridge(sub)) {
                 continue;
             }
             let reg = &self.registries[domain as usize];

@@ -1,5 +1,17 @@
 //! Topic operations: subscribe, unsubscribe, advertise, unadvertise, and
-//! publish with one encoding shared by every subscriber.
+//! the publish router: [`Hub::route`], the one way a message reaches a
+//! topic's subscribers, with one encoding shared by all of them.
+//!
+//! The router owns:
+//! - the publish batch (`hub/batch.rs`): a client's consecutive publishes
+//!   to one topic, delivered as one shared entry. It is delivered before
+//!   anything else can be observed: before any other request is handled
+//!   (`Hub::apply`), before any other output is queued (control lines,
+//!   goal feedback), when the topic changes, and at the end of each read;
+//! - the ROS 2 type check of a client's publish ([`TypeCheck`]);
+//! - the no-echo rule: a message from another gateway or the ROS 2 graph
+//!   ([`Origin::Remote`]) never goes to a bridge, so nothing goes back to
+//!   the network it came from and nothing loops between gateways.
 //!
 //! Registrations are per connection in the strict dialect (the protocol
 //! file) and per request id within the connection in the rosbridge dialect
@@ -8,6 +20,7 @@
 //! keeps them. Names are resolved first (`hub/graph.rs`) when the
 //! connection resolves names; otherwise they are used as written.
 
+use std::collections::HashMap;
 use std::rc::Rc;
 use std::time::Instant;
 
@@ -21,9 +34,71 @@ use crate::access::Class;
 use crate::conn::{Conn, ConnRef};
 use crate::counters::{Counter, Counters, ErrorCode};
 use crate::memory::Ledger;
-use crate::nodes::Domain;
+use crate::nodes::{Domain, DOMAINS};
 use crate::registry::{Role, TooMany};
 use crate::transport::Framed;
+
+/// Where a published message comes from: what [`Hub::route`] checks, and
+/// who it skips.
+#[derive(Debug, Clone, Copy)]
+pub enum Origin<'a> {
+    /// A client's `publish`: checked against the topic's ROS 2 type when
+    /// it has one (refused with an error status carrying `id`), batched.
+    Client { conn: ConnRef, id: Option<&'a [u8]> },
+    /// The gateway itself (graph events, `/rosout`, parameter events).
+    Gateway,
+    /// Another gateway or the ROS 2 graph, through the domain's bridge:
+    /// never delivered to a bridge. `latched`: it came from a latched
+    /// (transient local) publisher that keeps that many messages; the
+    /// bridge keeps them here too, as a latched publisher of the topic, for
+    /// local subscribers that come later. Ignored with federation off.
+    Remote { latched: Option<u32> },
+}
+
+/// Checks a message against a ROS 2 type before it reaches a topic that
+/// ROS 2 nodes subscribe to (the shell installs one when it joins a ROS 2
+/// graph; the core knows no types).
+pub trait TypeCheck {
+    /// `Err(why)`, naming the field, when `msg` (valid JSON) does not fit
+    /// `ty`.
+    fn check(&self, ty: &str, msg: &str) -> Result<(), String>;
+}
+
+/// The installed [`TypeCheck`].
+struct Checker(Box<dyn TypeCheck>);
+
+impl std::fmt::Debug for Checker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Checker")
+    }
+}
+
+/// Topics whose messages must fit a ROS 2 type (ROS 2 subscribes to
+/// them), and the check. One entry per topic a ROS 2 subscription names:
+/// bounded by the ROS 2 link's entity limit.
+#[derive(Debug, Default)]
+pub(super) struct TypeChecks {
+    checked: HashMap<(Domain, Rc<str>), Rc<str>>,
+    checker: Option<Checker>,
+}
+
+impl TypeChecks {
+    #[inline]
+    fn is_empty(&self) -> bool {
+        self.checked.is_empty()
+    }
+
+    /// Why `msg` does not fit the type `topic` must carry, if it does not.
+    fn mismatch(&self, domain: Domain, topic: &str, msg: Raw<'_>) -> Option<String> {
+        let ty = self.checked.get(&(domain, Rc::<str>::from(topic)))?;
+        let checker = self.checker.as_ref()?;
+        checker
+            .0
+            .check(ty, msg.get())
+            .err()
+            .map(|why| format!("not {ty}: {why}"))
+    }
+}
 
 impl Hub {
     /// Whether `me` keys its registrations by request id.
@@ -130,17 +205,44 @@ impl Hub {
         self.send_status(me, Level::Info, &msg, id, now);
     }
 
-    /// Routes one publish: appended to the current batch (delivered by
-    /// [`Hub::flush_publishes`]), or, when large, delivered at once from its
-    /// own shared allocation.
-    pub(super) fn publish(
+    /// The one way a message reaches a topic's subscribers, whoever sent
+    /// it (see [`Origin`]). A client's publish is checked against the
+    /// topic's ROS 2 type when it has one, then appended to the current
+    /// batch (delivered by [`Hub::flush_publishes`]) or, when large,
+    /// delivered at once from its own shared allocation. The gateway's own
+    /// messages and remote ones are delivered at once, after the batch. A
+    /// remote message never goes to a bridge: nothing is echoed to the
+    /// network it came from.
+    pub fn route(
         &mut self,
+        origin: Origin<'_>,
         domain: Domain,
         topic: &str,
-        from: Option<ConnRef>,
         msg: Raw<'_>,
         now: Instant,
     ) {
+        let from = match origin {
+            Origin::Client { conn, id } => {
+                if !self.checks.is_empty()
+                    && self.refused_by_type(domain, topic, conn, msg, id, now)
+                {
+                    return;
+                }
+                Some(conn)
+            }
+            Origin::Gateway => None,
+            Origin::Remote { latched } => {
+                if !self.federation_enabled() || (domain as usize) >= DOMAINS {
+                    return;
+                }
+                self.counters.inc(Counter::FederationIn);
+                match latched {
+                    Some(depth) => self.bridge_latches(domain, topic, depth, now),
+                    None => None,
+                }
+            }
+        };
+        let skip_bridges = matches!(origin, Origin::Remote { .. });
         self.counters.inc(Counter::Published);
         if self.sim_time_watch(domain, topic) {
             self.note_clock(domain, msg);
@@ -152,29 +254,70 @@ impl Hub {
         // QoS stated by someone (latched publishers count even with no
         // subscriber: their cache must fill).
         if e.has_qos() {
-            return self.publish_qos(domain, t, from, msg, now);
+            return self.publish_qos(domain, t, from, msg, skip_bridges, now);
         }
         if e.subscribers().is_empty() {
             return;
         }
         let key = (domain, t);
         let mut entry = e;
-        if self.batch.topic().is_some_and(|b| b != key) {
+        let batched = matches!(origin, Origin::Client { .. });
+        if self.batch.topic().is_some_and(|b| b != key) || (!batched && !self.batch.is_empty()) {
             self.flush_publishes(now);
             match self.registries.get(domain).topic(t) {
                 Some(e) => entry = e,
                 None => return,
             }
         }
-        if self.batch.is_empty() && payload.len() >= BATCH_MAX_BYTES {
+        if !batched || (self.batch.is_empty() && payload.len() >= BATCH_MAX_BYTES) {
             let lines = encode::publish_shared(entry.prefix(), msg);
-            return self.deliver(key, lines, 1, now);
+            return self.deliver(key, lines, 1, skip_bridges, now);
         }
         self.batch
             .push(key, &encode::publish_parts(entry.prefix(), msg));
         if self.batch.len_bytes() >= BATCH_MAX_BYTES {
             self.flush_publishes(now);
         }
+    }
+
+    /// Installs the check of messages against ROS 2 types.
+    pub fn set_type_checker(&mut self, c: Box<dyn TypeCheck>) {
+        self.checks.checker = Some(Checker(c));
+    }
+
+    /// Messages published on `topic` of `domain` must fit `ty` from now
+    /// on (ROS 2 subscribes to it), or (`None`) need not any more.
+    pub fn set_topic_check(&mut self, domain: Domain, topic: &str, ty: Option<&str>) {
+        let key = (domain, Rc::<str>::from(topic));
+        match ty {
+            Some(ty) => {
+                self.checks.checked.insert(key, Rc::from(ty));
+            }
+            None => {
+                self.checks.checked.remove(&key);
+            }
+        }
+    }
+
+    /// Whether the type check refused a client's publish (and said so,
+    /// naming the field).
+    #[cold]
+    #[inline(never)]
+    fn refused_by_type(
+        &mut self,
+        domain: Domain,
+        topic: &str,
+        me: ConnRef,
+        msg: Raw<'_>,
+        id: Option<&[u8]>,
+        now: Instant,
+    ) -> bool {
+        let Some(why) = self.checks.mismatch(domain, topic, msg) else {
+            return false;
+        };
+        let text = format!("publish on {topic}: {why}");
+        self.error_with_id(me, ErrorCode::TypeMismatch, &text, id, now);
+        true
     }
 
     /// Delivers the pending publish batch, if any.
@@ -188,7 +331,7 @@ impl Hub {
         let lines: Rc<[u8]> = Rc::from(self.batch.lines());
         let msgs = self.batch.messages();
         self.batch.clear();
-        self.deliver(t, lines, msgs, now);
+        self.deliver(t, lines, msgs, false, now);
     }
 
     /// Queues one JSON line to `to` as sheddable data in queue bucket
@@ -204,6 +347,8 @@ impl Hub {
         if !self.live(to) {
             return;
         }
+        // Other output: after the publishes read before it.
+        self.flush_publishes(now);
         let mut framed = Framed::new(Rc::from(line), 1);
         let cap = self.limits.max_queue_bytes;
         if let Some(c) = self.conns.get_mut(to.key as usize) {
@@ -219,8 +364,16 @@ impl Hub {
     }
 
     /// Queues `msgs` messages of topic `t` (JSON lines) to every live
-    /// subscriber; subscribers with the same framing share one copy.
-    fn deliver(&mut self, (domain, t): TopicKey, lines: Rc<[u8]>, msgs: u32, now: Instant) {
+    /// subscriber (but bridges, when `skip_bridges`); subscribers with the
+    /// same framing share one copy.
+    fn deliver(
+        &mut self,
+        (domain, t): TopicKey,
+        lines: Rc<[u8]>,
+        msgs: u32,
+        skip_bridges: bool,
+        now: Instant,
+    ) {
         let Some(topic) = self.registries[domain as usize].topic(t) else {
             return;
         };
@@ -230,7 +383,7 @@ impl Hub {
             let Some(c) = self.conns.get_mut(sub.key as usize) else {
                 continue;
             };
-            if c.gen() != sub.gen || !c.is_open() || (self.fed.injecting && c.is_bridge()) {
+            if c.gen() != sub.gen || !c.is_open() || (skip_bridges && c.is_bridge()) {
                 continue;
             }
             let sink = Sink {

@@ -764,7 +764,7 @@ pub fn free_zenoh_port() -> u16 {
 pub struct TempFile(std::path::PathBuf);
 
 impl TempFile {
-    pub fn new(what: &str, bytes: impl AsRef<[u8]>) -> TempFile {
+    pub fn new(what: &str, bytes: &(impl AsRef<[u8]> + ?Sized)) -> TempFile {
         let path = std::env::temp_dir().join(format!(
             "rosgate_test_{}_{}_{what}",
             std::process::id(),

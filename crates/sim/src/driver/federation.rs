@@ -8,12 +8,12 @@
 //! federated gateway here). Remote messages come only from fuzz input
 //! (action byte 28): drawn into the seeded schedules, they showed that the
 //! model and the hub disagree about which frame a subscription's depth
-//! drops when the gateway itself publishes (`Hub::inject_publish`, the same
-//! path with or without federation) to a depth-limited subscriber. Until
+//! drops when the gateway itself publishes (`Hub::route` with
+//! `Origin::Gateway`, the same path with or without federation) to a depth-limited subscriber. Until
 //! that is settled, seeded runs do not draw them.
 
 use rosgate_core::counters::Counter;
-use rosgate_core::hub::Offer;
+use rosgate_core::hub::{Offer, Origin};
 use rosgate_wire::Raw;
 
 use super::accounting::Cause;
@@ -36,8 +36,9 @@ impl Sim {
         let msg = REMOTE_MSGS[msg as usize % REMOTE_MSGS.len()];
         let pre = self.pre();
         let now = self.now();
+        let remote = Origin::Remote { latched: None };
         self.hub
-            .remote_publish(domain, name, Raw::from_valid_json(msg), None, now);
+            .route(remote, domain, name, Raw::from_valid_json(msg), now);
         self.model.count(Counter::FederationIn);
         self.counts.remote_publishes += 1;
         self.publish_to(domain, name, msg, None);

@@ -15,6 +15,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use rosgate_core::hub::Origin;
 use rosgate_core::nodes::Domain;
 use rosgate_core::registry::Provided;
 use rosgate_wire::decode::{self, Op, Request};
@@ -569,7 +570,8 @@ impl Shared {
         let topic = topic.to_string();
         let job: Job = Box::new(move |hub, now| {
             me.pending_bytes.fetch_sub(n, Ordering::AcqRel);
-            hub.remote_publish(domain, &topic, Raw::from_valid_json(&msg), latched, now);
+            let remote = Origin::Remote { latched };
+            hub.route(remote, domain, &topic, Raw::from_valid_json(&msg), now);
         });
         if (self.to_loop)(job) {
             self.received.fetch_add(1, Ordering::Relaxed);

@@ -78,13 +78,9 @@ fn remote_samples_reach_local_subscribers_and_never_a_bridge() {
     t.hub.remote_interest(0, "/x", true, t.now);
     let br = bridge(&t);
     t.recv(br);
-    t.hub.remote_publish(
-        0,
-        "/x",
-        rosgate_wire::Raw::from_valid_json(r#"{"r":1}"#),
-        None,
-        t.now,
-    );
+    let remote = Origin::Remote { latched: None };
+    let msg = rosgate_wire::Raw::from_valid_json(r#"{"r":1}"#);
+    t.hub.route(remote, 0, "/x", msg, t.now);
     assert_eq!(publishes(&t.recv(s)), vec![serde_json::json!({"r":1})]);
     assert!(
         publishes(&t.recv(br)).is_empty(),
@@ -247,7 +243,8 @@ fn latched_messages_from_another_gateway_are_kept_for_later_local_subscribers() 
     changes(&mut t);
     t.recv(first);
     let msg = rosgate_wire::Raw::from_valid_json(r#"{"v":1}"#);
-    t.hub.remote_publish(0, "/map", msg, Some(1), t.now);
+    let remote = Origin::Remote { latched: Some(1) };
+    t.hub.route(remote, 0, "/map", msg, t.now);
     assert_eq!(publishes(&t.recv(first)), vec![serde_json::json!({"v":1})]);
     let later = t.open();
     t.send(later, r#"{"op":"subscribe","topic":"/map","type":"t"}"#);
