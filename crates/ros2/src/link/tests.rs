@@ -1489,3 +1489,416 @@ fn the_rmw_zenoh_adapter_maps_a_token_to_an_entity_with_its_gid() {
     assert_eq!(e.participant, "aac3178e146ba6f1fc6e6a4085e77f21");
     assert!(!rmw_zenoh::is_node(&token));
 }
+
+// ------------------------------------------------------- more of the graph
+
+#[test]
+fn a_service_stays_offered_while_one_of_its_servers_remains_and_calls_go_to_it() {
+    let t0 = Instant::now();
+    let mut l = with_server();
+    l.handle(Event::Appeared(entity(
+        3,
+        EntityKind::ServiceServer,
+        "/reset",
+        "std_srvs/srv/Trigger",
+    )));
+    assert!(
+        to_hub(&drain(&mut l)).is_empty(),
+        "a second server changes nothing"
+    );
+    // The lowest GID serves: 3.
+    l.handle(Event::Call {
+        now: t0,
+        id: "c1".into(),
+        domain: D,
+        service: "/reset".into(),
+        payload: vec![],
+    });
+    let server = drain(&mut l).iter().find_map(|a| match a {
+        Action::Query { server, .. } => Some(*server),
+        _ => None,
+    });
+    assert_eq!(server, Some(gid(3)));
+    l.handle(Event::Gone(gid(5)));
+    let out = drain(&mut l);
+    assert!(
+        to_hub(&out).is_empty(),
+        "one server is left: no provider change, no failed call: {out:?}"
+    );
+    assert_eq!(l.stats().calls_out, 1);
+}
+
+#[test]
+fn an_entity_announced_twice_counts_once() {
+    let mut l = link_knowing(&["std_msgs/msg/String"]);
+    let s = entity(
+        1,
+        EntityKind::Subscription,
+        "/chatter",
+        "std_msgs/msg/String",
+    );
+    l.handle(Event::Appeared(s.clone()));
+    l.handle(Event::Appeared(s));
+    assert_eq!(to_hub(&drain(&mut l)).len(), 1);
+    assert_eq!(l.stats().entities, 1);
+    l.handle(Event::Gone(gid(1)));
+    assert_eq!(to_hub(&drain(&mut l)).len(), 1, "and goes once");
+    assert_eq!(l.stats().entities, 0);
+}
+
+#[test]
+fn a_sample_claiming_a_subscription_or_another_domain_is_not_believed() {
+    let mut l = link_knowing(&["std_msgs/msg/String"]);
+    l.handle(Event::Want {
+        domain: D,
+        topic: "/chatter".into(),
+        on: true,
+    });
+    l.handle(Event::Appeared(entity(
+        1,
+        EntityKind::Subscription,
+        "/chatter",
+        "std_msgs/msg/String",
+    )));
+    l.handle(Event::Appeared(entity(
+        2,
+        EntityKind::Publisher,
+        "/chatter",
+        "std_msgs/msg/String",
+    )));
+    drain(&mut l);
+    l.handle(Event::Sample {
+        domain: D,
+        topic: "/chatter".into(),
+        publisher: gid(1),
+        payload: vec![],
+    });
+    l.handle(Event::Sample {
+        domain: 7,
+        topic: "/chatter".into(),
+        publisher: gid(2),
+        payload: vec![],
+    });
+    assert!(to_hub(&drain(&mut l)).is_empty());
+    assert_eq!(l.stats().ignored, 2);
+}
+
+#[test]
+fn wanting_nothing_new_or_unwanting_what_was_not_wanted_does_nothing() {
+    let mut l = Link::new();
+    l.handle(Event::Want {
+        domain: D,
+        topic: "/a".into(),
+        on: false,
+    });
+    assert!(drain(&mut l).is_empty());
+    l.handle(Event::Want {
+        domain: D,
+        topic: "/a".into(),
+        on: true,
+    });
+    l.handle(Event::Want {
+        domain: 1,
+        topic: "/a".into(),
+        on: true,
+    });
+    assert_eq!(drain(&mut l).len(), 2, "per domain");
+}
+
+#[test]
+fn the_rosgate_participants_are_bounded() {
+    let mut l = Link::new();
+    for i in 0..MAX_ROSGATE_PARTICIPANTS + 2 {
+        l.handle(Event::Rosgate {
+            participant: format!("gw{i}"),
+            present: true,
+        });
+    }
+    assert_eq!(l.stats().ignored, 2);
+}
+
+// ----------------------------------------------------------- more of types
+
+#[test]
+fn a_known_type_is_never_asked_and_a_node_is_never_asked_for() {
+    let mut l = link_knowing(&["pkg/msg/Known"]);
+    l.handle(Event::Appeared(entity(
+        1,
+        EntityKind::Publisher,
+        "/k",
+        "pkg/msg/Known",
+    )));
+    l.handle(Event::Appeared(entity(2, EntityKind::Node, "", "")));
+    let mut no_hash = entity(3, EntityKind::Publisher, "/h", "pkg/msg/NoHash");
+    no_hash.hash.clear();
+    l.handle(Event::Appeared(no_hash));
+    assert!(drain(&mut l).is_empty());
+    assert_eq!(l.stats().types_asked, 0);
+}
+
+#[test]
+fn a_description_query_that_ends_unanswered_is_not_asked_again() {
+    let mut l = Link::new();
+    l.handle(Event::Appeared(entity(
+        1,
+        EntityKind::Publisher,
+        "/x",
+        "pkg/msg/Gone",
+    )));
+    let q = match drain(&mut l).as_slice() {
+        [Action::Describe { query, .. }] => *query,
+        other => panic!("{other:?}"),
+    };
+    l.handle(Event::QueryEnd { query: q });
+    let hash = entity(1, EntityKind::Publisher, "", "").hash;
+    l.handle(Event::Reply {
+        query: q,
+        reply: Reply::Described(Some(hash)),
+    });
+    l.handle(Event::Appeared(entity(
+        2,
+        EntityKind::Publisher,
+        "/y",
+        "pkg/msg/Gone",
+    )));
+    assert!(drain(&mut l).is_empty());
+    assert_eq!(l.stats().types_learned, 0);
+}
+
+#[test]
+fn replies_to_queries_the_link_never_sent_are_ignored() {
+    let mut l = with_server();
+    for reply in [
+        Reply::Service(vec![]),
+        Reply::Accepted(true),
+        Reply::Result {
+            status: 4,
+            payload: vec![],
+        },
+        Reply::Cancel(0),
+        Reply::Described(None),
+        Reply::Refused("x".into()),
+    ] {
+        l.handle(Event::Reply {
+            query: QueryId(999),
+            reply,
+        });
+    }
+    l.handle(Event::QueryEnd {
+        query: QueryId(999),
+    });
+    assert!(drain(&mut l).is_empty());
+}
+
+// ------------------------------------------------- more of offers and goals
+
+#[test]
+fn a_local_service_is_offered_once_and_again_when_its_type_changes() {
+    let mut l = providing();
+    l.handle(Event::Provide {
+        domain: D,
+        name: "/add".into(),
+        ty: Some("pkg/srv/Add".into()),
+    });
+    assert!(drain(&mut l).is_empty(), "same type: nothing");
+    l.handle(Event::Provide {
+        domain: D,
+        name: "/add".into(),
+        ty: Some("pkg/srv/Add2".into()),
+    });
+    assert_eq!(
+        drain(&mut l),
+        vec![Action::Offer {
+            domain: D,
+            name: "/add".into(),
+            ty: "pkg/srv/Add2".into(),
+            action: false,
+            on: true
+        }]
+    );
+    l.handle(Event::Provide {
+        domain: D,
+        name: "/never".into(),
+        ty: None,
+    });
+    assert!(drain(&mut l).is_empty(), "withdrawing what was not offered");
+}
+
+#[test]
+fn a_reply_of_the_wrong_kind_ends_a_call_or_goal_once_with_a_reason() {
+    let t0 = Instant::now();
+    let mut l = with_server();
+    let q = call(&mut l, t0, "c1").unwrap();
+    l.handle(Event::Reply {
+        query: q,
+        reply: Reply::Accepted(true),
+    });
+    let out = drain(&mut l);
+    assert!(responses(&out, "c1")[0]
+        .as_ref()
+        .unwrap_err()
+        .contains("not a service's reply"));
+    let mut l = goal_link();
+    let q = send(&mut l, t0, "g1", 1).unwrap();
+    l.handle(Event::Reply {
+        query: q,
+        reply: Reply::Service(vec![]),
+    });
+    let out = drain(&mut l);
+    assert_eq!(goal_ends(&out, "g1").len(), 1);
+    assert_eq!(goal_ends(&out, "g1")[0].0, status::ABORTED as i8);
+}
+
+#[test]
+fn feedback_for_another_action_or_an_ended_goal_is_dropped() {
+    let t0 = Instant::now();
+    let mut l = goal_link();
+    let q = send(&mut l, t0, "g1", 1).unwrap();
+    let r = result_query(&accept(&mut l, q, true)).unwrap();
+    l.handle(Event::Feedback {
+        domain: D,
+        action: "/other".into(),
+        uuid: [1; 16],
+        payload: vec![],
+    });
+    l.handle(Event::Feedback {
+        domain: 3,
+        action: ACTION.into(),
+        uuid: [1; 16],
+        payload: vec![],
+    });
+    assert!(drain(&mut l).is_empty());
+    l.handle(Event::Reply {
+        query: r,
+        reply: Reply::Result {
+            status: 5,
+            payload: vec![],
+        },
+    });
+    l.handle(Event::Feedback {
+        domain: D,
+        action: ACTION.into(),
+        uuid: [1; 16],
+        payload: vec![],
+    });
+    let out = drain(&mut l);
+    assert!(!to_hub(&out)
+        .iter()
+        .any(|t| matches!(t, ToHub::GoalFeedback { .. })));
+    assert_eq!(goal_ends(&out, "g1"), vec![(5, &Ok(vec![]))]);
+}
+
+#[test]
+fn the_feedback_topic_is_watched_once_per_action_while_goals_are_in_flight() {
+    let t0 = Instant::now();
+    let mut l = goal_link();
+    let q1 = send(&mut l, t0, "g1", 1).unwrap();
+    let q2 = send(&mut l, t0, "g2", 2).unwrap();
+    let watch = |out: &[Action]| {
+        out.iter()
+            .filter_map(|a| match a {
+                Action::WatchFeedback { on, .. } => Some(*on),
+                _ => None,
+            })
+            .collect::<Vec<bool>>()
+    };
+    assert_eq!(watch(&drain(&mut l)), vec![true]);
+    assert_eq!(watch(&accept(&mut l, q1, false)), Vec::<bool>::new());
+    assert_eq!(watch(&accept(&mut l, q2, false)), vec![false]);
+}
+
+#[test]
+fn a_cancel_from_the_hub_for_an_accepted_goal_leaves_its_end_to_the_server() {
+    let t0 = Instant::now();
+    let mut l = goal_link();
+    let q = send(&mut l, t0, "g1", 1).unwrap();
+    let r = result_query(&accept(&mut l, q, true)).unwrap();
+    l.handle(Event::CancelGoal {
+        domain: D,
+        id: "g1".into(),
+    });
+    let c = match drain(&mut l).as_slice() {
+        [Action::CancelGoal { query, .. }] => *query,
+        other => panic!("{other:?}"),
+    };
+    l.handle(Event::Reply {
+        query: c,
+        reply: Reply::Cancel(0),
+    });
+    l.handle(Event::QueryEnd { query: c });
+    assert!(
+        goal_ends(&drain(&mut l), "g1").is_empty(),
+        "not ended by the cancel"
+    );
+    l.handle(Event::Reply {
+        query: r,
+        reply: Reply::Result {
+            status: status::CANCELED as i8,
+            payload: vec![],
+        },
+    });
+    assert_eq!(
+        goal_ends(&drain(&mut l), "g1"),
+        vec![(status::CANCELED as i8, &Ok(vec![]))]
+    );
+}
+
+#[test]
+fn goals_from_ros_for_an_action_served_again_start_afresh() {
+    let mut l = serving();
+    ros_goal(&mut l, 1, 1).1.unwrap();
+    l.handle(Event::Serve {
+        domain: D,
+        name: ACTION.into(),
+        ty: None,
+    });
+    drain(&mut l);
+    l.handle(Event::Serve {
+        domain: D,
+        name: ACTION.into(),
+        ty: Some("example_interfaces/action/Fibonacci".into()),
+    });
+    drain(&mut l);
+    get_result(&mut l, 2, 1);
+    assert_eq!(
+        replies(&drain(&mut l), InQuery(2)),
+        vec![&Answer::Result {
+            status: status::UNKNOWN as i8,
+            payload: vec![]
+        }],
+        "the old goal was forgotten with its server"
+    );
+    let (out, n) = ros_goal(&mut l, 3, 1);
+    assert!(n.is_some(), "its UUID may be used again: {out:?}");
+}
+
+#[test]
+fn the_rmw_zenoh_adapter_names_a_service_by_its_service_type_and_a_node_by_its_name() {
+    let zid = "aac3178e146ba6f1fc6e6a4085e77f21";
+    let server = format!(
+        "@ros2_lv/0/{zid}/0/12/SS/%/%/adder/%add_two_ints/example_interfaces::srv::dds_::AddTwoInts_/RIHS01_{}/::,10:,:,:,,",
+        "e".repeat(64)
+    );
+    let client = server
+        .replace("/SS/", "/SC/")
+        .replace("AddTwoInts_/", "AddTwoInts_Request_/");
+    for key in [&server, &client] {
+        let Some(token) = crate::rmw::Token::parse(key) else {
+            panic!("{key} parses")
+        };
+        let e = rmw_zenoh::entity(&token);
+        assert_eq!(e.ty, "example_interfaces/srv/AddTwoInts", "{key}");
+        assert_eq!(e.name, "/add_two_ints");
+        assert_eq!(e.qos.depth, 10);
+    }
+    let node = format!("@ros2_lv/0/{zid}/0/0/NN/%/%robot1/talker");
+    let Some(token) = crate::rmw::Token::parse(&node) else {
+        panic!("{node} parses")
+    };
+    let e = rmw_zenoh::entity(&token);
+    assert!(rmw_zenoh::is_node(&token));
+    assert_eq!(
+        (e.kind, e.node.as_str(), e.name.as_str()),
+        (EntityKind::Node, "/robot1/talker", "")
+    );
+}
