@@ -163,6 +163,8 @@ impl Shared {
     }
 
     /// Whether `zid` is another rosgate gateway of this federation.
+    // Used by the ROS 2 peer only.
+    #[cfg_attr(not(feature = "ros2"), allow(dead_code))]
     pub(crate) fn is_gateway(&self, zid: &str) -> bool {
         self.tables().gateways.contains_key(zid)
     }
@@ -592,6 +594,8 @@ impl Shared {
     }
 
     /// Queues work for the loop; false when the inbox refused it.
+    // Used by the ROS 2 peer only.
+    #[cfg_attr(not(feature = "ros2"), allow(dead_code))]
     pub(crate) fn send(&self, job: Job) -> bool {
         (self.to_loop)(job)
     }

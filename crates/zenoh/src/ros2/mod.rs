@@ -35,13 +35,12 @@
 //!   types asked.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
-use std::path::PathBuf;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use rosgate_core::nodes::{Domain, MAX_DOMAIN};
+use rosgate_core::nodes::Domain;
 use rosgate_core::registry::Provided;
 use rosgate_core::Hub;
 use rosgate_ros2::registry::Registry;
@@ -64,7 +63,11 @@ use crate::remote::{failure_line, Shared};
 
 mod goals_in;
 mod goals_out;
+mod peer;
 use crate::{Job, MAX_REMOTE_CALLS, QUERY_TIMEOUT_SECS};
+pub(crate) use peer::start;
+
+use crate::RosSettings;
 
 /// The name introspection gives the ROS 2 graph's part of a domain (where
 /// another gateway's id would be).
@@ -73,43 +76,6 @@ pub const ROS_GRAPH: &str = "ros2";
 /// ROS 2 entities (liveliness tokens) remembered per gateway; more are
 /// ignored (and counted).
 pub const MAX_ROS_ENTITIES: usize = rosgate_ros2::link::MAX_ENTITIES;
-
-/// What `--ros-domain` and `--interfaces` ask for.
-#[derive(Debug, Clone, Default)]
-pub struct RosSettings {
-    /// ROS domain ids joined; each is bridged with the rosgate domain of
-    /// the same number.
-    pub domains: Vec<Domain>,
-    /// Directories of `.msg`/`.srv`/`.action` files (`<pkg>/msg/...`)
-    /// added to the bundled interfaces.
-    pub interfaces: Vec<PathBuf>,
-}
-
-impl RosSettings {
-    /// The types: the bundled interfaces plus every `--interfaces` dir.
-    pub fn registry(&self) -> Result<Registry, String> {
-        let mut r = Registry::bundled();
-        for dir in &self.interfaces {
-            r.load_dir(dir)
-                .map_err(|e| format!("--interfaces {}: {e}", dir.display()))?;
-        }
-        r.check().map_err(|e| format!("--interfaces: {e}"))?;
-        Ok(r)
-    }
-
-    /// Checks the domain ids (and that ROS 2 interop was built in).
-    pub fn check(&self) -> Result<(), String> {
-        if !cfg!(feature = "ros2") && !self.domains.is_empty() {
-            return Err("--ros-domain: built without ROS 2 interop (feature `ros2`)".into());
-        }
-        match self.domains.iter().find(|&&d| d > MAX_DOMAIN) {
-            Some(d) => Err(format!(
-                "--ros-domain {d}: ROS domain ids go up to {MAX_DOMAIN}"
-            )),
-            None => Ok(()),
-        }
-    }
-}
 
 /// A ROS 2 entity's data key and type, as its token gave them.
 #[derive(Debug, Clone, PartialEq, Eq)]
