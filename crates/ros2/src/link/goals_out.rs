@@ -110,8 +110,14 @@ pub(super) fn send(
             format!("{action}: too many goals to ROS 2 in flight"),
         );
     }
-    if g.goals.contains_key(&uuid) || g.by_id.contains_key(&(domain, id.clone())) {
-        return abort(link, id, format!("{action}: goal already in flight"));
+    // The same id again is the same goal (it ends once, with the first);
+    // a UUID already in flight is another goal's: this one is refused.
+    if g.by_id.contains_key(&(domain, id.clone())) {
+        link.ignored += 1;
+        return;
+    }
+    if g.goals.contains_key(&uuid) {
+        return abort(link, id, format!("{action}: goal UUID already in flight"));
     }
     g.by_id.insert((domain, id.clone()), uuid);
     let n = g.per_action.entry((domain, action.clone())).or_default();

@@ -1134,7 +1134,7 @@ fn a_goal_in_flight_past_its_timeout_is_aborted_once() {
 }
 
 #[test]
-fn goals_to_ros_are_bounded_and_a_duplicate_id_is_refused() {
+fn goals_to_ros_are_bounded_and_a_duplicate_is_not_a_second_goal() {
     let t0 = Instant::now();
     let mut l = goal_link();
     for i in 0..MAX_GOALS_OUT as u32 {
@@ -1158,16 +1158,26 @@ fn goals_to_ros_are_bounded_and_a_duplicate_id_is_refused() {
         .as_ref()
         .unwrap_err()
         .contains("too many"));
+    // The same id again is the same goal: nothing new, and it ends once.
+    let mut l = goal_link();
+    let q = send(&mut l, t0, "g1", 1).unwrap();
+    drain(&mut l);
+    assert_eq!(send(&mut l, t0, "g1", 2), None);
+    assert!(drain(&mut l).is_empty());
+    assert_eq!(l.stats().goals_out, 1);
+    assert_eq!(goal_ends(&accept(&mut l, q, false), "g1").len(), 1);
+    // Another goal with a UUID in flight is refused, once.
     let mut l = goal_link();
     send(&mut l, t0, "g1", 1).unwrap();
     drain(&mut l);
-    assert_eq!(send(&mut l, t0, "g1", 2), None);
-    assert_eq!(
-        goal_ends(&drain(&mut l), "g1").len(),
-        1,
-        "the duplicate ends, the first goes on"
-    );
-    assert_eq!(l.stats().goals_out, 1);
+    assert_eq!(send(&mut l, t0, "g2", 1), None);
+    let out = drain(&mut l);
+    assert!(goal_ends(&out, "g2")[0]
+        .1
+        .as_ref()
+        .unwrap_err()
+        .contains("UUID"));
+    assert!(goal_ends(&out, "g1").is_empty(), "the first goes on");
 }
 
 // ------------------------------------------------------------- goals in
