@@ -5,6 +5,8 @@
 //! and a hub that calls, sends goals, cancels, answers and ends goals.
 //!
 //! Checked after every step: no call, goal or request is answered twice,
+//! this gateway's publisher of a topic is declared and withdrawn in turn
+//! and every put goes through a declared one,
 //! nothing is delivered for an id the hub never used, feedback never
 //! follows a goal's end, and the link's tables stay within their bounds.
 //! At the end, when the servers have gone, the transport's queries have
@@ -29,6 +31,7 @@ const SERVICE_TY: &str = "std_srvs/srv/Trigger";
 const PROVIDED: &str = "/add";
 const ACTION: &str = "/fib";
 const SERVED: &str = "/served";
+const TOPIC: &str = "/map";
 const SEND_TY: &str = "example_interfaces/action/Fibonacci_SendGoal";
 
 /// What one run did, for the test's report.
@@ -66,6 +69,8 @@ struct World {
     /// Goals from ROS 2 by UUID byte, as the ROS 2 client knows them.
     ros_goals: Vec<u8>,
     present: HashMap<Gid, bool>,
+    /// Topics this gateway has a publisher of, as declared.
+    publishers: BTreeSet<String>,
 }
 
 fn entity(n: u8, kind: EntityKind, name: &str, ty: &str) -> Entity {
@@ -90,6 +95,8 @@ fn graph() -> Vec<Entity> {
     let mut v = vec![
         entity(1, EntityKind::ServiceServer, SERVICE, SERVICE_TY),
         entity(2, EntityKind::ServiceServer, SERVICE, SERVICE_TY),
+        entity(3, EntityKind::Subscription, TOPIC, "std_msgs/msg/String"),
+        entity(4, EntityKind::Subscription, TOPIC, "std_msgs/msg/String"),
     ];
     let parts = [
         (EntityKind::ServiceServer, a::SEND_GOAL, SEND_TY),
@@ -166,6 +173,21 @@ impl World {
             Action::Deliver(ToHub::GoalFeedback { id, .. }) if self.goals.get(&id) != Some(&0) => {
                 return Err(self.violation(format!("feedback for goal {id}, not running")));
             }
+            Action::Publisher { topic, on, .. } => {
+                let was = !self.publishers.insert(topic.clone());
+                if on == was {
+                    return Err(self.violation(format!(
+                        "publisher of {topic} {} twice",
+                        if on { "declared" } else { "withdrawn" }
+                    )));
+                }
+                if !on {
+                    self.publishers.remove(&topic);
+                }
+            }
+            Action::Put { topic, .. } if !self.publishers.contains(&topic) => {
+                return Err(self.violation(format!("a put on {topic} without its publisher")));
+            }
             Action::Deliver(ToHub::Call { call, .. }) => {
                 self.hub_calls.insert(call);
             }
@@ -197,7 +219,7 @@ impl World {
     fn step(&mut self, rng: &mut Rng, graph: &[Entity]) -> Result<(), Violation> {
         self.step += 1;
         let now = self.now;
-        match rng.below(14) {
+        match rng.below(15) {
             0 => {
                 let e = &graph[rng.below(graph.len() as u64) as usize];
                 let on = self.present.get(&e.gid).copied().unwrap_or(false);
@@ -345,6 +367,18 @@ impl World {
                 }
                 Ok(())
             }
+            13 => {
+                let latched = match rng.below(3) {
+                    0 => None,
+                    n => Some(n as u32),
+                };
+                self.handle(Event::Publish {
+                    domain: 0,
+                    topic: TOPIC.into(),
+                    latched,
+                    payload: vec![],
+                })
+            }
             _ => {
                 let jump = match rng.below(10) {
                     0 => CALL_TIMEOUT,
@@ -390,6 +424,9 @@ impl World {
         if let Some(w) = owed(&self.calls).or_else(|| owed(&self.goals)) {
             return Err(self.violation(w));
         }
+        if let Some(t) = self.publishers.iter().next() {
+            return Err(self.violation(format!("publisher of {t} outlived its subscriptions")));
+        }
         if let Some((q, n)) = self.requests.iter().find(|(_, n)| **n != 1) {
             return Err(self.violation(format!("request {q:?} answered {n} times")));
         }
@@ -415,8 +452,10 @@ pub fn run_link_seed(seed: u64, steps: usize) -> Result<LinkCounts, Violation> {
         hub_goals: BTreeSet::new(),
         ros_goals: Vec::new(),
         present: HashMap::new(),
+        publishers: BTreeSet::new(),
     };
     for t in [
+        "std_msgs/msg/String",
         SERVICE_TY,
         SEND_TY,
         a::CANCEL_TYPE,

@@ -1,5 +1,6 @@
 //! The ROS 2 link on seeded schedules (`src/link.rs`): every call to ROS 2,
-//! every goal and every ROS 2 client's request answered exactly once.
+//! every goal and every ROS 2 client's request answered exactly once, and
+//! this gateway's publishers declared and withdrawn in turn.
 //! `ROSGATE_SIM_SEED=<n>` replays one seed.
 
 use rosgate_sim::run_link_seed;

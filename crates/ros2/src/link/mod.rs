@@ -181,10 +181,13 @@ pub enum Event {
         topic: String,
         on: bool,
     },
-    /// The hub publishes on a topic (payload in the hub's form).
+    /// The hub publishes on a topic (payload in the hub's form); `latched`
+    /// is the depth the hub keeps when the topic is latched (transient
+    /// local).
     Publish {
         domain: Domain,
         topic: String,
+        latched: Option<u32>,
         payload: Vec<u8>,
     },
     /// The hub offers a service (`ty`), or stops (`None`).
@@ -311,12 +314,16 @@ pub enum Action {
         action: String,
         on: bool,
     },
-    /// Declare this gateway's publisher of a topic (for ROS 2 to match),
-    /// or undeclare it.
+    /// Declare this gateway's publisher of a topic, typed as the ROS 2
+    /// subscription declared it (for ROS 2 to match), or undeclare it
+    /// (`on` false). With `latched`, a transient local publisher keeping
+    /// that many samples for late subscriptions (as rmw_zenoh makes one).
     Publisher {
         domain: Domain,
         topic: String,
         ty: String,
+        hash: String,
+        latched: Option<u32>,
         on: bool,
     },
     /// Put a sample on a topic, typed as the ROS 2 subscription declared.
@@ -437,6 +444,10 @@ pub struct Link {
     /// Services and actions the hub offers: name -> type.
     provided: HashMap<(Domain, String), String>,
     served: HashMap<(Domain, String), String>,
+    /// This gateway's publishers to ROS 2: the type, hash and latched
+    /// depth each was declared with. At most one per topic ROS 2
+    /// subscribes to (so bounded by [`MAX_ENTITIES`]).
+    publishing: HashMap<(Domain, String), (String, String, Option<u32>)>,
     types: types::Types,
     calls: calls::Calls,
     goals_out: goals_out::GoalsOut,
@@ -529,8 +540,9 @@ impl Link {
             Event::Publish {
                 domain,
                 topic,
+                latched,
                 payload,
-            } => self.publish(domain, topic, payload),
+            } => self.publish(domain, topic, latched, payload),
             Event::Provide { domain, name, ty } => self.provide(domain, name, ty, false),
             Event::Serve { domain, name, ty } => self.provide(domain, name, ty, true),
             Event::Call {
@@ -642,11 +654,14 @@ impl Link {
         }
         map.remove(&key);
         match e.kind {
-            EntityKind::Subscription => self.deliver(ToHub::Interest {
-                domain: e.domain,
-                topic: e.name.clone(),
-                ty: None,
-            }),
+            EntityKind::Subscription => {
+                self.unpublish(e.domain, &e.name);
+                self.deliver(ToHub::Interest {
+                    domain: e.domain,
+                    topic: e.name.clone(),
+                    ty: None,
+                })
+            }
             EntityKind::ServiceServer => {
                 calls::server_gone(self, e.domain, &e.name);
                 if crate::action::action_part(&e.name).is_none() {
@@ -749,19 +764,32 @@ impl Link {
     }
 
     /// A local publish reaches ROS 2 only while a ROS 2 subscription of the
-    /// topic exists, typed as the first one declared it.
-    fn publish(&mut self, domain: Domain, topic: String, payload: Vec<u8>) {
-        let Some(gid) = self
-            .subscriptions
-            .get(&(domain, topic.clone()))
-            .and_then(|s| s.iter().next())
-        else {
+    /// topic exists, typed as the first one declared it, through this
+    /// gateway's publisher of it: declared on the first publish, declared
+    /// again when the type or the latched depth changes, withdrawn with the
+    /// topic's last ROS 2 subscription.
+    fn publish(&mut self, domain: Domain, topic: String, latched: Option<u32>, payload: Vec<u8>) {
+        let key = (domain, topic.clone());
+        let Some(gid) = self.subscriptions.get(&key).and_then(|s| s.iter().next()) else {
             return;
         };
         let Some(sub) = self.entities.get(gid) else {
             return;
         };
         let (ty, hash) = (sub.ty.clone(), sub.hash.clone());
+        let made = (ty.clone(), hash.clone(), latched);
+        if self.publishing.get(&key) != Some(&made) {
+            self.unpublish(domain, &topic);
+            self.publishing.insert(key, made);
+            self.push(Action::Publisher {
+                domain,
+                topic: topic.clone(),
+                ty: ty.clone(),
+                hash: hash.clone(),
+                latched,
+                on: true,
+            });
+        }
         self.push(Action::Put {
             domain,
             topic,
@@ -769,6 +797,20 @@ impl Link {
             hash,
             payload,
         });
+    }
+
+    /// Withdraws this gateway's publisher of `topic`, if declared.
+    fn unpublish(&mut self, domain: Domain, topic: &str) {
+        if let Some((ty, hash, latched)) = self.publishing.remove(&(domain, topic.to_string())) {
+            self.push(Action::Publisher {
+                domain,
+                topic: topic.to_string(),
+                ty,
+                hash,
+                latched,
+                on: false,
+            });
+        }
     }
 
     fn provide(&mut self, domain: Domain, name: String, ty: Option<String>, action: bool) {

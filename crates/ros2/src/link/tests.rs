@@ -145,11 +145,7 @@ fn the_entity_table_is_bounded_and_counts_what_it_ignores() {
 #[test]
 fn a_local_publish_reaches_ros_only_while_it_subscribes_typed_as_it_declared() {
     let mut l = link_knowing(&["std_msgs/msg/String"]);
-    l.handle(Event::Publish {
-        domain: D,
-        topic: "/chatter".into(),
-        payload: b"x".to_vec(),
-    });
+    l.handle(publish("/chatter", None));
     assert!(drain(&mut l).is_empty(), "nobody subscribes in ROS 2");
     let sub = entity(
         1,
@@ -160,29 +156,133 @@ fn a_local_publish_reaches_ros_only_while_it_subscribes_typed_as_it_declared() {
     let hash = sub.hash.clone();
     l.handle(Event::Appeared(sub));
     drain(&mut l);
-    l.handle(Event::Publish {
+    l.handle(publish("/chatter", None));
+    l.handle(publish("/chatter", None));
+    let put = Action::Put {
         domain: D,
         topic: "/chatter".into(),
+        ty: "std_msgs/msg/String".into(),
+        hash: hash.clone(),
         payload: b"x".to_vec(),
-    });
+    };
+    let declared = Action::Publisher {
+        domain: D,
+        topic: "/chatter".into(),
+        ty: "std_msgs/msg/String".into(),
+        hash,
+        latched: None,
+        on: true,
+    };
     assert_eq!(
         drain(&mut l),
-        vec![Action::Put {
-            domain: D,
-            topic: "/chatter".into(),
-            ty: "std_msgs/msg/String".into(),
-            hash,
-            payload: b"x".to_vec()
-        }]
+        vec![declared.clone(), put.clone(), put],
+        "the publisher is declared once, on the first publish"
     );
     l.handle(Event::Gone(gid(1)));
-    drain(&mut l);
-    l.handle(Event::Publish {
-        domain: D,
-        topic: "/chatter".into(),
-        payload: b"x".to_vec(),
-    });
+    let withdrawn = match declared {
+        Action::Publisher {
+            domain,
+            topic,
+            ty,
+            hash,
+            latched,
+            ..
+        } => Action::Publisher {
+            domain,
+            topic,
+            ty,
+            hash,
+            latched,
+            on: false,
+        },
+        other => other,
+    };
+    assert!(
+        drain(&mut l).contains(&withdrawn),
+        "withdrawn with the last subscription"
+    );
+    l.handle(publish("/chatter", None));
     assert!(drain(&mut l).is_empty());
+}
+
+fn publish(topic: &str, latched: Option<u32>) -> Event {
+    Event::Publish {
+        domain: D,
+        topic: topic.into(),
+        latched,
+        payload: b"x".to_vec(),
+    }
+}
+
+fn publishers(out: &[Action]) -> Vec<(Option<u32>, bool)> {
+    out.iter()
+        .filter_map(|a| match a {
+            Action::Publisher { latched, on, .. } => Some((*latched, *on)),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn a_latched_topic_is_a_transient_local_publisher_declared_again_when_its_depth_changes() {
+    let mut l = link_knowing(&["std_msgs/msg/String"]);
+    l.handle(Event::Appeared(entity(
+        1,
+        EntityKind::Subscription,
+        "/map",
+        "std_msgs/msg/String",
+    )));
+    drain(&mut l);
+    l.handle(publish("/map", Some(1)));
+    assert_eq!(publishers(&drain(&mut l)), vec![(Some(1), true)]);
+    l.handle(publish("/map", Some(1)));
+    assert_eq!(publishers(&drain(&mut l)), vec![]);
+    l.handle(publish("/map", Some(5)));
+    assert_eq!(
+        publishers(&drain(&mut l)),
+        vec![(Some(1), false), (Some(5), true)],
+        "a deeper cache is a new publisher"
+    );
+    l.handle(publish("/map", None));
+    assert_eq!(
+        publishers(&drain(&mut l)),
+        vec![(Some(5), false), (None, true)],
+        "no longer latched: a volatile publisher"
+    );
+}
+
+#[test]
+fn a_publisher_follows_the_type_of_the_subscription_that_serves_it() {
+    let mut l = link_knowing(&["a/msg/A", "b/msg/B"]);
+    l.handle(Event::Appeared(entity(
+        2,
+        EntityKind::Subscription,
+        "/t",
+        "b/msg/B",
+    )));
+    l.handle(publish("/t", None));
+    let first: Vec<String> = drain(&mut l)
+        .into_iter()
+        .filter_map(|a| match a {
+            Action::Publisher { ty, on: true, .. } => Some(ty),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(first, vec!["b/msg/B".to_string()]);
+    // A subscription with a lower GID (declared as another type) now
+    // decides the type: the publisher is declared again.
+    l.handle(Event::Appeared(entity(
+        1,
+        EntityKind::Subscription,
+        "/t",
+        "a/msg/A",
+    )));
+    l.handle(publish("/t", None));
+    let out = drain(&mut l);
+    assert_eq!(publishers(&out), vec![(None, false), (None, true)]);
+    assert!(out
+        .iter()
+        .any(|a| matches!(a, Action::Put { ty, .. } if ty == "a/msg/A")));
 }
 
 #[test]
