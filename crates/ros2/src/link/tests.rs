@@ -2012,3 +2012,45 @@ fn the_rmw_zenoh_adapter_names_a_service_by_its_service_type_and_a_node_by_its_n
         (EntityKind::Node, "/robot1/talker", "")
     );
 }
+
+#[test]
+fn the_rmw_zenoh_adapter_reads_a_sample_and_names_the_keys_of_puts_and_queries() {
+    let hash = format!("RIHS01_{}", "d".repeat(64));
+    let key = format!("0/robot1/chatter/std_msgs::msg::dds_::String_/{hash}");
+    let att = crate::rmw::Attachment {
+        seq: 1,
+        timestamp_ns: 2,
+        gid: gid(7),
+    };
+    assert_eq!(
+        rmw_zenoh::sample(&key, &att.encode(), vec![1]),
+        Some(Event::Sample {
+            domain: 0,
+            topic: "/robot1/chatter".into(),
+            publisher: gid(7),
+            payload: vec![1]
+        })
+    );
+    assert_eq!(
+        rmw_zenoh::sample(&key, &[1, 2, 3], vec![]),
+        None,
+        "a bad attachment"
+    );
+    assert_eq!(rmw_zenoh::sample("0/@adv/x/y", &att.encode(), vec![]), None);
+    assert_eq!(
+        rmw_zenoh::put_key(0, "/robot1/chatter", "std_msgs/msg/String", &hash),
+        Some(key)
+    );
+    assert_eq!(
+        rmw_zenoh::query_key(
+            3,
+            "/add_two_ints",
+            "example_interfaces/srv/AddTwoInts",
+            &hash
+        ),
+        Some(format!(
+            "3/add_two_ints/example_interfaces::srv::dds_::AddTwoInts_/{hash}"
+        ))
+    );
+    assert_eq!(rmw_zenoh::put_key(0, "/x", "not a type", &hash), None);
+}
