@@ -24,7 +24,7 @@ use rosgate_ros2::link::{
 };
 use rosgate_ros2::link::{Entity, Gid};
 
-use crate::{Rng, Violation};
+use crate::{Bytes, Rng, Violation};
 
 const SERVICE: &str = "/reset";
 const SERVICE_TY: &str = "std_srvs/srv/Trigger";
@@ -211,12 +211,12 @@ impl World {
         Ok(())
     }
 
-    fn pick<T: Copy>(rng: &mut Rng, set: impl Iterator<Item = T>) -> Option<T> {
+    fn pick<T: Copy>(rng: &mut impl Choose, set: impl Iterator<Item = T>) -> Option<T> {
         let v: Vec<T> = set.collect();
         (!v.is_empty()).then(|| v[rng.below(v.len() as u64) as usize])
     }
 
-    fn step(&mut self, rng: &mut Rng, graph: &[Entity]) -> Result<(), Violation> {
+    fn step(&mut self, rng: &mut impl Choose, graph: &[Entity]) -> Result<(), Violation> {
         self.step += 1;
         let now = self.now;
         match rng.below(15) {
@@ -434,9 +434,52 @@ impl World {
     }
 }
 
+/// Where a schedule's choices come from: a seeded RNG, or fuzzer bytes.
+trait Choose {
+    /// A number below `n` (`n` > 0).
+    fn below(&mut self, n: u64) -> u64;
+    fn u8(&mut self) -> u8;
+}
+
+impl Choose for Rng {
+    fn below(&mut self, n: u64) -> u64 {
+        Rng::below(self, n)
+    }
+
+    fn u8(&mut self) -> u8 {
+        Rng::u8(self)
+    }
+}
+
+impl Choose for Bytes<'_> {
+    fn below(&mut self, n: u64) -> u64 {
+        u64::from(Bytes::u16(self)) % n.max(1)
+    }
+
+    fn u8(&mut self) -> u8 {
+        Bytes::u8(self)
+    }
+}
+
 /// One seeded run of `steps` steps; the first broken invariant, if any.
 pub fn run_link_seed(seed: u64, steps: usize) -> Result<LinkCounts, Violation> {
-    let mut rng = Rng::new(seed);
+    run(&mut Rng::new(seed), |_| true, steps)
+}
+
+/// Steps the fuzz target `link` takes at most, whatever the input's length.
+pub const MAX_FUZZ_STEPS: usize = 4096;
+
+/// A run whose choices are `data` (the fuzz target `link`): as many steps
+/// as the bytes last, at most `MAX_FUZZ_STEPS`.
+pub fn run_link_bytes(data: &[u8]) -> Result<LinkCounts, Violation> {
+    run(&mut Bytes::new(data), |b| !b.is_empty(), MAX_FUZZ_STEPS)
+}
+
+fn run<C: Choose>(
+    rng: &mut C,
+    more: impl Fn(&C) -> bool,
+    steps: usize,
+) -> Result<LinkCounts, Violation> {
     let graph = graph();
     let mut w = World {
         link: Link::new(),
@@ -466,7 +509,10 @@ pub fn run_link_seed(seed: u64, steps: usize) -> Result<LinkCounts, Violation> {
         w.handle(Event::KnownType(t.into()))?;
     }
     for _ in 0..steps {
-        w.step(&mut rng, &graph)?;
+        if !more(rng) {
+            break;
+        }
+        w.step(rng, &graph)?;
     }
     w.finish(&graph)?;
     Ok(LinkCounts {
