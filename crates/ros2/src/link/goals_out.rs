@@ -49,10 +49,16 @@ impl GoalsOut {
     pub fn is_empty(&self) -> bool {
         self.goals.is_empty()
     }
+
+    pub(super) fn has(&self, domain: Domain, id: &str) -> bool {
+        self.by_id.contains_key(&(domain, id.to_string()))
+    }
 }
 
-fn abort(link: &mut Link, id: String, why: String) {
+fn abort(link: &mut Link, domain: Domain, action: &str, id: String, why: String) {
     link.deliver(ToHub::GoalEnd {
+        domain,
+        action: action.to_string(),
         id,
         status: status::ABORTED as i8,
         result: Err(why),
@@ -79,11 +85,13 @@ fn end(link: &mut Link, uuid: [u8; 16], status: i8, result: Result<Vec<u8>, Stri
         g.per_action.remove(&key);
         link.push(Action::WatchFeedback {
             domain: goal.domain,
-            action: goal.action,
+            action: goal.action.clone(),
             on: false,
         });
     }
     link.deliver(ToHub::GoalEnd {
+        domain: goal.domain,
+        action: goal.action,
         id: goal.id,
         status,
         result,
@@ -100,12 +108,20 @@ pub(super) fn send(
     payload: Vec<u8>,
 ) {
     if !link.actions.contains(&(domain, action.clone())) {
-        return abort(link, id, format!("{action}: no ROS 2 action server"));
+        return abort(
+            link,
+            domain,
+            &action,
+            id,
+            format!("{action}: no ROS 2 action server"),
+        );
     }
     let g = &mut link.goals_out;
     if g.goals.len() >= MAX_GOALS_OUT {
         return abort(
             link,
+            domain,
+            &action,
             id,
             format!("{action}: too many goals to ROS 2 in flight"),
         );
@@ -117,7 +133,13 @@ pub(super) fn send(
         return;
     }
     if g.goals.contains_key(&uuid) {
-        return abort(link, id, format!("{action}: goal UUID already in flight"));
+        return abort(
+            link,
+            domain,
+            &action,
+            id,
+            format!("{action}: goal UUID already in flight"),
+        );
     }
     g.by_id.insert((domain, id.clone()), uuid);
     let n = g.per_action.entry((domain, action.clone())).or_default();
@@ -254,7 +276,12 @@ pub(super) fn feedback(
         return;
     }
     let id = goal.id.clone();
-    link.deliver(ToHub::GoalFeedback { id, payload });
+    link.deliver(ToHub::GoalFeedback {
+        domain,
+        action: action.to_string(),
+        id,
+        payload,
+    });
 }
 
 /// The action's server is no longer complete: its goals are aborted.

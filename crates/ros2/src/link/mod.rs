@@ -277,10 +277,17 @@ pub enum ToHub {
         payload: Vec<u8>,
     },
     /// Feedback for a local client's goal.
-    GoalFeedback { id: String, payload: Vec<u8> },
+    GoalFeedback {
+        domain: Domain,
+        action: String,
+        id: String,
+        payload: Vec<u8>,
+    },
     /// The one end of a local client's goal: status 0 rejected, 6 aborted
     /// (with the reason), else the server's.
     GoalEnd {
+        domain: Domain,
+        action: String,
         id: String,
         status: i8,
         result: Result<Vec<u8>, String>,
@@ -466,6 +473,17 @@ impl Link {
     /// The next thing to do, in order; `None` when there is nothing more.
     pub fn poll(&mut self) -> Option<Action> {
         self.out.pop_front()
+    }
+
+    /// Whether ROS 2 serves `action` (all five of its entities are known):
+    /// then a goal for it is the link's to send.
+    pub fn serves_action(&self, domain: Domain, action: &str) -> bool {
+        self.actions.contains(&(domain, action.to_string()))
+    }
+
+    /// Whether the hub's goal `id` is in flight to ROS 2 through the link.
+    pub fn has_goal_out(&self, domain: Domain, id: &str) -> bool {
+        self.goals_out.has(domain, id)
     }
 
     /// Counters.

@@ -60,6 +60,7 @@ fn goal_ends<'a>(actions: &'a [Action], id: &str) -> Vec<(i8, &'a Result<Vec<u8>
                 id: i,
                 status,
                 result,
+                ..
             } if i == id => Some((*status, result)),
             _ => None,
         })
@@ -1063,6 +1064,8 @@ fn a_goal_accepted_then_finished_ends_once_with_its_result() {
             .filter(|t| matches!(t, ToHub::GoalFeedback { .. }))
             .collect::<Vec<_>>(),
         vec![&ToHub::GoalFeedback {
+            domain: D,
+            action: ACTION.into(),
             id: "g1".into(),
             payload: vec![9]
         }],
@@ -2053,4 +2056,18 @@ fn the_rmw_zenoh_adapter_reads_a_sample_and_names_the_keys_of_puts_and_queries()
         ))
     );
     assert_eq!(rmw_zenoh::put_key(0, "/x", "not a type", &hash), None);
+}
+
+#[test]
+fn the_shell_can_ask_whether_an_action_or_a_goal_is_the_links() {
+    let t0 = Instant::now();
+    let mut l = goal_link();
+    assert!(l.serves_action(D, ACTION));
+    assert!(!l.serves_action(D, "/other") && !l.serves_action(1, ACTION));
+    let q = send(&mut l, t0, "g1", 1).unwrap();
+    assert!(l.has_goal_out(D, "g1") && !l.has_goal_out(1, "g1"));
+    accept(&mut l, q, false);
+    assert!(!l.has_goal_out(D, "g1"), "ended: no longer the link's");
+    l.handle(Event::Gone(gid(10)));
+    assert!(!l.serves_action(D, ACTION));
 }
