@@ -392,7 +392,7 @@ impl Federation {
                     let args = g.args.map_or("{}", |a| a.get());
                     let _ = peers
                         .iter_mut()
-                        .any(|p| p.goal(domain, &g.action, id.get(), ty, args));
+                        .any(|p| p.goal(domain, &g.action, id.get(), ty, args, now));
                     continue;
                 }
                 Ok(Request {

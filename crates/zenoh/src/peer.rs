@@ -47,7 +47,15 @@ pub(crate) trait Peer {
     /// The local provider answered call `id`: `true` if it was this peer's.
     fn answer(&mut self, id: &str, values: &str, result: &str) -> bool;
     /// The bridge sends a goal: `true` if taken.
-    fn goal(&mut self, domain: Domain, action: &str, id: &str, ty: &str, args: &str) -> bool;
+    fn goal(
+        &mut self,
+        domain: Domain,
+        action: &str,
+        id: &str,
+        ty: &str,
+        args: &str,
+        now: Instant,
+    ) -> bool;
     /// The bridge cancels goal `id`: `true` if it was this peer's.
     fn cancel(&mut self, domain: Domain, action: &str, id: &str) -> bool;
     /// The local server's feedback (`end` `None`) or result for goal `id`:

@@ -470,7 +470,15 @@ impl Peer for Gateways {
         true
     }
 
-    fn goal(&mut self, domain: Domain, action: &str, id: &str, ty: &str, args: &str) -> bool {
+    fn goal(
+        &mut self,
+        domain: Domain,
+        action: &str,
+        id: &str,
+        ty: &str,
+        args: &str,
+        _now: Instant,
+    ) -> bool {
         self.forward_goal(domain, action, id, ty, args);
         true
     }

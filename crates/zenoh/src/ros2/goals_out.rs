@@ -1,32 +1,38 @@
-//! Goals local clients send to ROS 2 action servers over rmw_zenoh: a
-//! `send_action_goal` the hub routed to the bridge becomes a request to
-//! the server's `<action>/_action/send_goal` with a fresh goal id; once
-//! the server accepts, a `get_result` request waits for the end; feedback
-//! for the goal id, on `<action>/_action/feedback`, reaches the caller as
-//! `action_feedback`; a cancel becomes a `cancel_goal` request, and the
-//! server ends the goal (usually canceled) through `get_result`.
+//! Goals local clients send to ROS 2 action servers over rmw_zenoh, as
+//! the ROS 2 link's state machine (`rosgate_ros2::link`, its `goals_out`)
+//! decides them: this module only carries its events in and executes its
+//! actions. A `send_action_goal` the hub routed to the bridge becomes
+//! the link's `SendGoal` with a fresh goal UUID; the link asks for
+//! `send_goal`, then `get_result` once accepted, `cancel_goal` (held until
+//! acceptance), and to watch the action's feedback topic while goals are
+//! in flight; this module makes those requests and subscriptions, and
+//! hands their replies, ends and feedback back to the link as events.
 //!
-//! Invariants:
+//! What Zenoh's threads learn (replies, query ends, feedback, the action
+//! servers' tokens) reaches the link through [`LinkInbox`], drained at
+//! the start of each of the loop's turns: the link itself is the loop
+//! thread's, with no lock.
+//!
+//! Invariants (the link's; see its module docs):
 //! - every goal sent ends in exactly one `action_result` to the bridge:
 //!   the server's result, a rejection (status 0), or an abort (status 6)
 //!   when the server refuses, leaves or never answers; that line goes to
 //!   the hub from the loop's turn, never through the inbox, which may drop;
-//! - a cancel the hub sends before the server accepted the goal is sent
-//!   when it does;
-//! - at most [`MAX_ROS_GOALS`] goals are in flight to ROS 2; past that a
-//!   goal is aborted at once;
-//! - the feedback topic of an action is subscribed only while goals to it
-//!   are in flight.
+//! - a reply or a query's end is never dropped from [`LinkInbox`] (there
+//!   are at most two per goal in flight); feedback past
+//!   [`MAX_QUEUED_FEEDBACK`] and graph events past [`MAX_LINK_EVENTS`] are
+//!   (counted): a goal whose server's token was missed is aborted once.
 
 use std::collections::HashMap;
 use std::rc::Rc;
-use std::sync::{Arc, MutexGuard};
+use std::sync::MutexGuard;
 use std::time::{Duration, Instant};
 
 use rosgate_core::nodes::Domain;
 use rosgate_core::Hub;
 use rosgate_ros2::action::{self, status};
 use rosgate_ros2::cdr;
+use rosgate_ros2::link::{self, Event, Reply as LinkReply, ToHub};
 use rosgate_ros2::rmw::{self, EntityKind};
 use serde_json::Value;
 use zenoh::liveliness::LivelinessToken;
@@ -40,80 +46,43 @@ use crate::first_reply::FirstReply;
 use crate::remote::aborted_line;
 use crate::{GOAL_QUERY_TIMEOUT_HOURS, QUERY_TIMEOUT_SECS};
 
-/// Goals in flight to ROS 2 action servers, in all.
-pub const MAX_ROS_GOALS: usize = rosgate_ros2::link::MAX_GOALS_OUT;
+/// Events for the link waiting for the loop's next turn, in all.
+pub const MAX_LINK_EVENTS: usize = 4 * link::MAX_ENTITIES;
 
-/// A request to one service of an action server.
-#[derive(Clone)]
-struct Route {
+/// Feedback samples waiting for the loop's next turn; more are dropped
+/// (feedback is sheddable, as on a client's queue).
+pub const MAX_QUEUED_FEEDBACK: usize = 4096;
+
+/// Events from Zenoh's threads for the link, in arrival order.
+#[derive(Debug, Default)]
+pub(super) struct LinkInbox {
+    events: Vec<Event>,
+    feedback: usize,
+    dropped: u64,
+}
+
+/// A request to `get_result` of an accepted goal: where, as whom, typed.
+struct ResultRoute {
     key: String,
     gid: [u8; 16],
     request: String,
     response: String,
 }
 
-/// A goal in flight to a ROS 2 action server.
-struct GoalOut {
-    domain: Domain,
-    action: String,
-    /// The bridge's goal id (raw JSON): what the hub knows the goal by.
-    id: String,
-    send_response: String,
-    get_result: Route,
-    /// The server accepted it (a cancel can be sent).
-    accepted: bool,
-    /// The hub cancelled it before the server accepted it: the cancel is
-    /// sent on acceptance (sent earlier, the server would not know the id).
-    cancel_requested: bool,
-}
-
-/// Goals in flight, by goal id, with the bridge's ids and a count per
-/// action (whose feedback topic is watched while it is above zero).
+/// What the loop keeps beside the link for goals to ROS 2.
 #[derive(Default)]
 pub(super) struct GoalsOut {
-    by_uuid: HashMap<[u8; 16], GoalOut>,
-    by_id: HashMap<(Domain, String), [u8; 16]>,
-    per_action: HashMap<(Domain, String), usize>,
-    /// Accepted goals whose `get_result` the loop has not sent yet.
-    to_ask: Vec<[u8; 16]>,
-    /// Accepted goals the hub cancelled before: their cancels, not sent yet.
-    to_cancel: Vec<[u8; 16]>,
-    /// Goals' last lines (`action_result`) for the loop to hand to the
-    /// hub itself: never dropped like feedback when the inbox is full, so
-    /// every goal ends. At most one per goal.
-    ended: Vec<(Domain, String)>,
-}
-
-impl GoalsOut {
-    fn insert(&mut self, uuid: [u8; 16], g: GoalOut) -> bool {
-        if self.by_uuid.len() >= MAX_ROS_GOALS || self.by_uuid.contains_key(&uuid) {
-            return false;
-        }
-        self.by_id.insert((g.domain, g.id.clone()), uuid);
-        *self
-            .per_action
-            .entry((g.domain, g.action.clone()))
-            .or_default() += 1;
-        self.by_uuid.insert(uuid, g);
-        true
-    }
-
-    fn remove(&mut self, uuid: &[u8; 16]) -> Option<GoalOut> {
-        let g = self.by_uuid.remove(uuid)?;
-        self.by_id.remove(&(g.domain, g.id.clone()));
-        let k = (g.domain, g.action.clone());
-        if let Some(n) = self.per_action.get_mut(&k) {
-            *n -= 1;
-            if *n == 0 {
-                self.per_action.remove(&k);
-            }
-        }
-        Some(g)
-    }
-
-    pub(super) fn len(&self) -> usize {
-        self.by_uuid.len()
-    }
+    /// Per goal UUID: where its result is asked (until it is).
+    routes: HashMap<[u8; 16], ResultRoute>,
+    /// The UUID of each goal in flight, by the bridge's goal id: the
+    /// route goes with the goal's end. At most one per goal the link
+    /// holds (`rosgate_ros2::link::MAX_GOALS_OUT`).
+    uuids: HashMap<(Domain, String), [u8; 16]>,
+    /// Goals' feedback and last lines for the hub, in the order the link
+    /// said them (handed over in the turn: a result never overtakes its
+    /// feedback). At most one end per goal; feedback is what one turn's
+    /// events carried ([`MAX_QUEUED_FEEDBACK`]).
+    to_hub: Vec<(Domain, String)>,
 }
 
 /// The feedback topic of an action goals are in flight to.
@@ -122,109 +91,83 @@ pub(super) struct Feedback {
     _token: Option<LivelinessToken>,
 }
 
-/// Decodes a reply's CDR as `ty`, or says why not.
-fn decode(shared: &RosShared, ty: &str, reply: Option<&Reply>) -> Result<Value, String> {
+/// Decodes a reply's CDR as `ty`: the link's reply, or `None` when the
+/// query ended without one.
+fn decode(shared: &RosShared, ty: &str, reply: Option<&Reply>) -> Option<Result<Value, String>> {
     let sample = match reply.map(Reply::result) {
-        None => return Err("the ROS 2 action server did not answer".into()),
+        None => return None,
         Some(Err(e)) => {
-            return Err(format!(
+            return Some(Err(format!(
                 "the ROS 2 action server refused: {}",
                 String::from_utf8_lossy(&e.payload().to_bytes())
-            ))
+            )))
         }
         Some(Ok(s)) => s,
     };
     let mut json = Vec::new();
-    cdr::decode_json(
+    if let Err(e) = cdr::decode_json(
         &*shared.types(),
         ty,
         &sample.payload().to_bytes(),
         &mut json,
-    )
-    .map_err(|e| format!("the ROS 2 action server's answer is not {ty}: {e}"))?;
-    serde_json::from_slice(&json).map_err(|e| e.to_string())
+    ) {
+        return Some(Err(format!(
+            "the ROS 2 action server's answer is not {ty}: {e}"
+        )));
+    }
+    Some(serde_json::from_slice(&json).map_err(|e| e.to_string()))
 }
 
 impl RosShared {
-    fn goals(&self) -> MutexGuard<'_, GoalsOut> {
-        self.goals.lock().unwrap_or_else(|p| p.into_inner())
+    fn link_inbox(&self) -> MutexGuard<'_, LinkInbox> {
+        self.link_inbox.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Ends goal `uuid` with `line(action, id)` to the bridge, if it is
-    /// still in flight.
-    fn end_goal(&self, uuid: &[u8; 16], line: impl FnOnce(&str, &str) -> String) {
-        let mut goals = self.goals();
-        let Some(g) = goals.remove(uuid) else {
-            return;
+    /// An event for the link from Zenoh's threads: queued for the loop's
+    /// next turn, which is woken.
+    pub(super) fn to_link(&self, e: Event) {
+        let mut q = self.link_inbox();
+        let feedback = matches!(e, Event::Feedback { .. });
+        let keep = match &e {
+            Event::Reply { .. } | Event::QueryEnd { .. } => true,
+            Event::Feedback { .. } => q.feedback < MAX_QUEUED_FEEDBACK,
+            _ => q.events.len() < MAX_LINK_EVENTS,
         };
-        goals.ended.push((g.domain, line(&g.action, &g.id)));
-        drop(goals);
+        if !keep {
+            q.dropped += 1;
+            return;
+        }
+        q.feedback += usize::from(feedback);
+        q.events.push(e);
+        drop(q);
         self.fed.wake();
     }
 
-    /// The server's answer to `send_goal`: accepted goals wait for their
-    /// result (asked by the loop), others end here.
-    fn on_goal_response(&self, uuid: [u8; 16], reply: Option<&Reply>) {
-        let ty = match self.goals().by_uuid.get(&uuid) {
-            Some(g) => g.send_response.clone(),
-            None => return,
-        };
-        match decode(self, &ty, reply) {
-            Ok(v) if v["accepted"] == true => {
-                let mut goals = self.goals();
-                let cancel = match goals.by_uuid.get_mut(&uuid) {
-                    Some(g) => {
-                        g.accepted = true;
-                        g.cancel_requested
-                    }
-                    None => false,
-                };
-                goals.to_ask.push(uuid);
-                if cancel {
-                    goals.to_cancel.push(uuid);
-                }
-                drop(goals);
-                self.fed.wake();
-            }
-            Ok(_) => self.end_goal(&uuid, |action, id| {
-                format!(
-                    "{{\"op\":\"action_result\",\"action\":{},\"values\":\"the ROS 2 action server rejected the goal\",\"status\":{},\"result\":false,\"id\":{id}}}",
-                    Value::from(action),
-                    status::UNKNOWN
-                )
-            }),
-            Err(why) => self.end_goal(&uuid, |action, id| aborted_line(action, id, &why)),
-        }
+    fn take_link_events(&self) -> Vec<Event> {
+        let mut q = self.link_inbox();
+        q.feedback = 0;
+        std::mem::take(&mut q.events)
     }
 
-    /// The server's answer to `get_result`: the goal's end.
-    fn on_result(&self, uuid: [u8; 16], reply: Option<&Reply>) {
-        let ty = match self.goals().by_uuid.get(&uuid) {
-            Some(g) => g.get_result.response.clone(),
-            None => return,
-        };
-        match decode(self, &ty, reply) {
-            Ok(v) => {
-                let st = v["status"].as_i64().unwrap_or(status::UNKNOWN);
-                if (status::SUCCEEDED..=status::ABORTED).contains(&st) {
-                    self.end_goal(&uuid, |action, id| {
-                        format!(
-                            "{{\"op\":\"action_result\",\"action\":{},\"values\":{},\"status\":{st},\"result\":true,\"id\":{id}}}",
-                            Value::from(action),
-                            v["result"]
-                        )
-                    });
-                } else {
-                    let why = format!("the ROS 2 action server ended the goal in status {st}");
-                    self.end_goal(&uuid, |action, id| aborted_line(action, id, &why));
-                }
-            }
-            Err(why) => self.end_goal(&uuid, |action, id| aborted_line(action, id, &why)),
-        }
+    /// Events dropped before the link saw them (for the status).
+    pub(super) fn link_events_dropped(&self) -> u64 {
+        self.link_inbox().dropped
     }
 
-    /// A sample of an action's feedback topic: the caller of the goal it
-    /// names gets its `feedback` (others' goals are not ours).
+    /// A reply to the link's query `query`, or its end without one.
+    fn reply_to_link(&self, query: link::QueryId, r: Option<Result<LinkReply, String>>) {
+        let e = match r {
+            None => Event::QueryEnd { query },
+            Some(Ok(reply)) => Event::Reply { query, reply },
+            Some(Err(why)) => Event::Reply {
+                query,
+                reply: LinkReply::Refused(why),
+            },
+        };
+        self.to_link(e);
+    }
+
+    /// A sample of an action's feedback topic: the link matches its goal.
     fn on_feedback(&self, domain: Domain, action: &str, s: &Sample) {
         let Some(json) = self.sample_json(s) else {
             return;
@@ -235,25 +178,18 @@ impl RosShared {
         let Some(uuid) = action::goal_id_of(&v) else {
             return;
         };
-        let id = {
-            let g = self.goals();
-            match g.by_uuid.get(&uuid) {
-                Some(g) if g.domain == domain && g.action == action => g.id.clone(),
-                _ => return,
-            }
-        };
-        let line = format!(
-            "{{\"op\":\"action_feedback\",\"action\":{},\"values\":{},\"id\":{id}}}",
-            Value::from(action),
-            v["feedback"]
-        );
-        self.fed.reply_line(domain, line);
+        self.to_link(Event::Feedback {
+            domain: u32::from(domain),
+            action: action.to_string(),
+            uuid,
+            payload: v["feedback"].to_string().into_bytes(),
+        });
     }
 }
 
 impl RosLink {
-    /// A goal the bridge of `domain` received for `action`: sent to a
-    /// ROS 2 action server if one serves it (false otherwise: not ours).
+    /// A goal the bridge of `domain` received for `action`: the link's if
+    /// ROS 2 serves the action (false otherwise: not ours).
     pub(crate) fn send_goal(
         &mut self,
         session: &Session,
@@ -261,107 +197,241 @@ impl RosLink {
         action_name: &str,
         id: &str,
         args: &str,
+        now: Instant,
     ) -> bool {
-        if !self.bridged(domain) {
+        if !self.bridged(domain) || !self.link.serves_action(u32::from(domain), action_name) {
             return false;
         }
-        let send_name = format!("{action_name}{}", action::SEND_GOAL);
-        let Some(send) = self.shared.served(domain, &send_name) else {
+        if self.link.has_goal_out(u32::from(domain), id) {
+            // The same goal again: the link ignores it; it ends once.
+            return true;
+        }
+        self.goal_seq += 1;
+        let uuid = action::uuid(&format!("{}/{}/{}", self.zid, self.goal_seq, unix_ns()));
+        self.goals_out.uuids.insert((domain, id.to_string()), uuid);
+        self.link.handle(Event::SendGoal {
+            now,
+            id: id.to_string(),
+            domain: u32::from(domain),
+            action: action_name.to_string(),
+            uuid,
+            payload: args.as_bytes().to_vec(),
+        });
+        self.run_link(session);
+        true
+    }
+
+    /// A cancel the bridge of `domain` received for goal `id`: the link's
+    /// if the goal went to ROS 2 (false otherwise). The link sends it now
+    /// if the server accepted the goal, else once it does; the goal ends
+    /// when the server says so, through its result.
+    pub(crate) fn cancel_goal(&mut self, session: &Session, domain: Domain, id: &str) -> bool {
+        if !self.link.has_goal_out(u32::from(domain), id) {
             return false;
-        };
-        let shared = self.shared.clone();
-        let fail = |why: String| {
-            shared
-                .fed
-                .reply_line(domain, aborted_line(action_name, id, &why));
-            true
+        }
+        self.link.handle(Event::CancelGoal {
+            domain: u32::from(domain),
+            id: id.to_string(),
+        });
+        self.run_link(session);
+        true
+    }
+
+    /// Executes what the link asks. What it asks of parts this shell still
+    /// does itself (calls, offers, types: `mod.rs`, `goals_in.rs`) is
+    /// not acted on here.
+    fn run_link(&mut self, session: &Session) {
+        while let Some(a) = self.link.poll() {
+            match a {
+                link::Action::SendGoal {
+                    query,
+                    domain,
+                    action,
+                    uuid,
+                    payload,
+                } => {
+                    let Ok(d) = Domain::try_from(domain) else {
+                        continue;
+                    };
+                    let args = String::from_utf8_lossy(&payload).into_owned();
+                    if let Err(why) = self.exec_send_goal(session, d, &action, uuid, query, &args) {
+                        self.link.handle(Event::Reply {
+                            query,
+                            reply: LinkReply::Refused(why),
+                        });
+                    }
+                }
+                link::Action::GetResult { query, uuid, .. } => {
+                    if let Err(why) = self.exec_get_result(uuid, query) {
+                        self.link.handle(Event::Reply {
+                            query,
+                            reply: LinkReply::Refused(why),
+                        });
+                    }
+                }
+                link::Action::CancelGoal {
+                    domain,
+                    action,
+                    uuid,
+                    ..
+                } => {
+                    if let Ok(d) = Domain::try_from(domain) {
+                        self.send_cancel(session, d, &action, uuid);
+                    }
+                }
+                link::Action::WatchFeedback { domain, action, on } => {
+                    let Ok(d) = Domain::try_from(domain) else {
+                        continue;
+                    };
+                    if on {
+                        let typed = self.feedback_type(d, &action);
+                        self.watch_feedback(session, d, &action, typed);
+                    } else {
+                        self.feedback.remove(&(d, Rc::from(action.as_str())));
+                    }
+                }
+                link::Action::Deliver(ToHub::GoalFeedback {
+                    domain,
+                    action,
+                    id,
+                    payload,
+                }) => {
+                    let Ok(d) = Domain::try_from(domain) else {
+                        continue;
+                    };
+                    let line = format!(
+                        "{{\"op\":\"action_feedback\",\"action\":{},\"values\":{},\"id\":{id}}}",
+                        Value::from(action),
+                        String::from_utf8_lossy(&payload)
+                    );
+                    self.goals_out.to_hub.push((d, line));
+                }
+                link::Action::Deliver(ToHub::GoalEnd {
+                    domain,
+                    action,
+                    id,
+                    status: st,
+                    result,
+                }) => {
+                    let Ok(d) = Domain::try_from(domain) else {
+                        continue;
+                    };
+                    if let Some(u) = self.goals_out.uuids.remove(&(d, id.clone())) {
+                        self.goals_out.routes.remove(&u);
+                    }
+                    let line = end_line(&action, &id, i64::from(st), result);
+                    self.goals_out.to_hub.push((d, line));
+                    // Outside a turn (a goal refused as it is sent): the
+                    // loop turns again to hand it over.
+                    self.shared.fed.wake();
+                }
+                // The rest of the link is not this shell's yet.
+                _ => {}
+            }
+        }
+    }
+
+    /// `send_goal` of goal `uuid` (the link's query `query`): the request
+    /// typed as the action's server declared it; the route of its
+    /// `get_result` is kept for when the server accepts.
+    fn exec_send_goal(
+        &mut self,
+        session: &Session,
+        domain: Domain,
+        action_name: &str,
+        uuid: [u8; 16],
+        query: link::QueryId,
+        args: &str,
+    ) -> Result<(), String> {
+        let send_name = format!("{action_name}{}", action::SEND_GOAL);
+        let get_name = format!("{action_name}{}", action::GET_RESULT);
+        let (Some(send), Some(get)) = (
+            self.shared.served(domain, &send_name),
+            self.shared.served(domain, &get_name),
+        ) else {
+            return Err("the ROS 2 action server has no goal services".into());
         };
         let types = self.shared.types();
         let action_type = rmw::ros_type_name(&send.dds_type)
             .and_then(|t| action::action_type_of_send_goal(&t).map(str::to_string));
         let Some(def) = action_type.as_deref().and_then(|t| types.action(t)) else {
-            return fail(format!(
+            return Err(format!(
                 "the ROS 2 action's type ({}) is unknown here (--interfaces)",
                 send.dds_type
             ));
         };
         let (Some(sg), Some(gr)) = (types.srv(&def.send_goal), types.srv(&def.get_result)) else {
-            return fail(format!("{} has no goal services here", def.name));
+            return Err(format!("{} has no goal services here", def.name));
         };
-        let get_name = format!("{action_name}{}", action::GET_RESULT);
-        let Some(get) = self.shared.served(domain, &get_name) else {
-            return fail("the ROS 2 action server has no get_result service".into());
-        };
-        self.goal_seq += 1;
-        let uuid = action::uuid(&format!("{}/{}/{}", self.zid, self.goal_seq, unix_ns()));
         let goal: Value = rosgate_ros2::json::from_str(args).unwrap_or_default();
         let request = action::send_goal_request(&uuid, goal);
-        let bytes = match cdr::encode(&*types, &sg.request, &request) {
-            Ok(b) => b,
-            Err(e) => return fail(format!("the goal is not {}: {e}", def.goal)),
-        };
+        let bytes = cdr::encode(&*types, &sg.request, &request)
+            .map_err(|e| format!("the goal is not {}: {e}", def.goal))?;
         let (Some(send_gid), Some(get_gid)) = (
             self.client_gid(session, domain, &send_name, &send),
             self.client_gid(session, domain, &get_name, &get),
         ) else {
-            return fail("the gateway could not join the action as a client".into());
+            return Err("the gateway could not join the action as a client".into());
         };
-        let goal = GoalOut {
-            domain,
-            action: action_name.to_string(),
-            id: id.to_string(),
-            send_response: sg.response.clone(),
-            get_result: Route {
-                key: rmw::data_key(u32::from(domain), &get_name, &get.dds_type, &get.hash),
-                gid: get_gid,
-                request: gr.request.clone(),
-                response: gr.response.clone(),
-            },
-            accepted: false,
-            cancel_requested: false,
+        let route = ResultRoute {
+            key: rmw::data_key(u32::from(domain), &get_name, &get.dds_type, &get.hash),
+            gid: get_gid,
+            request: gr.request.clone(),
+            response: gr.response.clone(),
         };
-        if !self.shared.goals().insert(uuid, goal) {
-            return fail(format!(
-                "the gateway has {MAX_ROS_GOALS} goals to ROS 2 in flight"
-            ));
-        }
-        let feedback_type = self.typed_msg(&def.feedback_message);
-        self.watch_feedback(session, domain, action_name, feedback_type);
-        let sh = self.shared.clone();
-        let first = FirstReply::new(move |r: Option<&Reply>| sh.on_goal_response(uuid, r));
+        self.goals_out.routes.insert(uuid, route);
+        let (sh, response) = (self.shared.clone(), sg.response.clone());
+        let first = FirstReply::new(move |r: Option<&Reply>| {
+            let reply = decode(&sh, &response, r)
+                .map(|v| v.map(|v| LinkReply::Accepted(v["accepted"] == true)));
+            sh.reply_to_link(query, reply);
+        });
         let key = rmw::data_key(u32::from(domain), &send_name, &send.dds_type, &send.hash);
         let timeout = Duration::from_secs(QUERY_TIMEOUT_SECS);
         self.shared
             .request(key, bytes, send_gid, timeout, move |r| first.on(r));
-        true
+        Ok(())
     }
 
-    /// A cancel the bridge of `domain` received for goal `id`: sent to
-    /// the ROS 2 action server if the goal went to one (false otherwise),
-    /// now if the server accepted the goal, else once it does. The goal
-    /// ends when the server says so, through its result.
-    pub(crate) fn cancel_goal(
-        &mut self,
-        session: &Session,
-        domain: Domain,
-        action_name: &str,
-        id: &str,
-    ) -> bool {
-        let uuid = {
-            let mut goals = self.shared.goals();
-            let Some(uuid) = goals.by_id.get(&(domain, id.to_string())).copied() else {
-                return false;
-            };
-            match goals.by_uuid.get_mut(&uuid) {
-                Some(g) if !g.accepted => {
-                    g.cancel_requested = true;
-                    return true;
-                }
-                _ => uuid,
-            }
+    /// `get_result` of accepted goal `uuid` (the link's query `query`).
+    fn exec_get_result(&mut self, uuid: [u8; 16], query: link::QueryId) -> Result<(), String> {
+        let Some(route) = self.goals_out.routes.remove(&uuid) else {
+            return Err("the goal's result cannot be asked".into());
         };
-        self.send_cancel(session, domain, action_name, uuid);
-        true
+        let types = self.shared.types();
+        let request = action::get_result_request(&uuid);
+        let bytes = cdr::encode(&*types, &route.request, &request)
+            .map_err(|_| format!("cannot ask for the result as {}", route.request))?;
+        let (sh, response) = (self.shared.clone(), route.response);
+        let first = FirstReply::new(move |r: Option<&Reply>| {
+            let reply = decode(&sh, &response, r).map(|v| {
+                v.map(|v| LinkReply::Result {
+                    status: i8::try_from(v["status"].as_i64().unwrap_or(status::UNKNOWN))
+                        .unwrap_or(0),
+                    payload: v["result"].to_string().into_bytes(),
+                })
+            });
+            sh.reply_to_link(query, reply);
+        });
+        // Goals may run for long; the caller's own timeout (and
+        // --goal-timeout-ms) apply on this gateway as for a local server.
+        let timeout = Duration::from_secs(GOAL_QUERY_TIMEOUT_HOURS * 3600);
+        self.shared
+            .request(route.key, bytes, route.gid, timeout, move |r| first.on(r));
+        Ok(())
+    }
+
+    /// The feedback message type of `action` as its server declared it,
+    /// for this gateway's `MS` token of the feedback topic.
+    fn feedback_type(&self, domain: Domain, action_name: &str) -> Option<Typed> {
+        let send = self
+            .shared
+            .served(domain, &format!("{action_name}{}", action::SEND_GOAL))?;
+        let types = self.shared.types();
+        let action_type = rmw::ros_type_name(&send.dds_type)
+            .and_then(|t| action::action_type_of_send_goal(&t).map(str::to_string))?;
+        let def = types.action(&action_type)?;
+        self.typed_msg(&def.feedback_message)
     }
 
     /// Sends `cancel_goal` for goal `uuid` of `action_name`.
@@ -402,13 +472,14 @@ impl RosLink {
             action_name.to_string(),
         );
         let first = FirstReply::new(move |r: Option<&Reply>| match decode(&sh, &response, r) {
-            Ok(v) if v["return_code"] == action::cancel_code::NONE => {}
-            Ok(v) => rosgate_core::log!(
+            Some(Ok(v)) if v["return_code"] == action::cancel_code::NONE => {}
+            Some(Ok(v)) => rosgate_core::log!(
                 Info,
                 "ros2: {name}'s server did not cancel a goal (return code {})",
                 v["return_code"]
             ),
-            Err(why) => rosgate_core::log!(Info, "ros2: cancel of a goal of {name}: {why}"),
+            Some(Err(why)) => rosgate_core::log!(Info, "ros2: cancel of a goal of {name}: {why}"),
+            None => rosgate_core::log!(Info, "ros2: cancel of a goal of {name}: no answer"),
         });
         let timeout = Duration::from_secs(QUERY_TIMEOUT_SECS);
         self.shared
@@ -456,58 +527,39 @@ impl RosLink {
         );
     }
 
-    /// Hands ended goals' results to the hub, sends the `get_result` of
-    /// each goal a server accepted (and the cancels that waited for it),
-    /// and stops watching the feedback of actions no goal is in flight to.
+    /// Feeds the link what Zenoh's threads learned and the time, executes
+    /// what it asks, and hands goals' feedback and results to the hub.
     pub(super) fn turn_goals(&mut self, session: &Session, hub: &mut Hub, now: Instant) {
-        let (ended, asks, cancels) = {
-            let mut g = self.shared.goals();
-            let ended = std::mem::take(&mut g.ended);
-            let asks: Vec<([u8; 16], Route)> = std::mem::take(&mut g.to_ask)
-                .into_iter()
-                .filter_map(|u| Some((u, g.by_uuid.get(&u)?.get_result.clone())))
-                .collect();
-            let cancels: Vec<([u8; 16], Domain, String)> = std::mem::take(&mut g.to_cancel)
-                .into_iter()
-                .filter_map(|u| {
-                    let x = g.by_uuid.get(&u)?;
-                    Some((u, x.domain, x.action.clone()))
-                })
-                .collect();
-            (ended, asks, cancels)
-        };
-        for (domain, line) in ended {
+        for e in self.shared.take_link_events() {
+            self.link.handle(e);
+        }
+        self.link.handle(Event::Tick(now));
+        self.run_link(session);
+        for (domain, line) in std::mem::take(&mut self.goals_out.to_hub) {
             hub.remote_reply(domain, line.as_bytes(), now);
-        }
-        for (uuid, route) in asks {
-            let types = self.shared.types();
-            let request = action::get_result_request(&uuid);
-            let Ok(bytes) = cdr::encode(&*types, &route.request, &request) else {
-                let why = format!("cannot ask for the result as {}", route.request);
-                self.shared
-                    .end_goal(&uuid, |action, id| aborted_line(action, id, &why));
-                continue;
-            };
-            let sh = self.shared.clone();
-            let first = FirstReply::new(move |r: Option<&Reply>| sh.on_result(uuid, r));
-            // Goals may run for long; the caller's own timeout (and
-            // --goal-timeout-ms) apply on this gateway as for a local server.
-            let timeout = Duration::from_secs(GOAL_QUERY_TIMEOUT_HOURS * 3600);
-            self.shared
-                .request(route.key, bytes, route.gid, timeout, move |r| first.on(r));
-        }
-        for (uuid, domain, action_name) in cancels {
-            self.send_cancel(session, domain, &action_name, uuid);
-        }
-        if !self.feedback.is_empty() {
-            let g = self.shared.goals();
-            self.feedback
-                .retain(|(d, a), _| g.per_action.contains_key(&(*d, a.to_string())));
         }
     }
 }
 
-/// How many goals are in flight to ROS 2 (for the status).
-pub(super) fn in_flight(shared: &Arc<RosShared>) -> usize {
-    shared.goals().len()
+/// The bridge's `action_result` line for a goal the link ended.
+fn end_line(action_name: &str, id: &str, st: i64, result: Result<Vec<u8>, String>) -> String {
+    match result {
+        Ok(values) if (status::SUCCEEDED..=status::ABORTED).contains(&st) => format!(
+            "{{\"op\":\"action_result\",\"action\":{},\"values\":{},\"status\":{st},\"result\":true,\"id\":{id}}}",
+            Value::from(action_name),
+            String::from_utf8_lossy(&values)
+        ),
+        Ok(_) => aborted_line(
+            action_name,
+            id,
+            &format!("the ROS 2 action server ended the goal in status {st}"),
+        ),
+        Err(why) if st == status::UNKNOWN => format!(
+            "{{\"op\":\"action_result\",\"action\":{},\"values\":{},\"status\":{},\"result\":false,\"id\":{id}}}",
+            Value::from(action_name),
+            Value::from(why),
+            status::UNKNOWN
+        ),
+        Err(why) => aborted_line(action_name, id, &why),
+    }
 }

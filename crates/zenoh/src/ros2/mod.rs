@@ -192,8 +192,9 @@ pub(crate) struct RosShared {
     session: Session,
     /// The sequence number of this gateway's last rmw_zenoh request.
     call_seq: AtomicI64,
-    /// Goals local clients sent to ROS 2 action servers.
-    goals: Mutex<goals_out::GoalsOut>,
+    /// Events for the ROS 2 link from Zenoh's threads (replies, query
+    /// ends, feedback, action servers' tokens), for the loop's next turn.
+    link_inbox: Mutex<goals_out::LinkInbox>,
     /// Actions local clients serve to ROS 2, and ROS 2 clients' goals.
     goals_in: Mutex<goals_in::GoalsIn>,
     /// GIDs of this gateway's publishers to ROS 2: a history query reads
@@ -312,6 +313,17 @@ impl RosShared {
             _ => None,
         };
         drop(t);
+        // The link decides goals to ROS 2 action servers: it learns their
+        // five entities (the tables above still serve the rest).
+        if action::action_part(&ep.name).is_some()
+            && matches!(tok.kind, EntityKind::Publisher | EntityKind::ServiceServer)
+        {
+            self.to_link(if put {
+                rosgate_ros2::link::Event::Appeared(rosgate_ros2::link::rmw_zenoh::entity(&tok))
+            } else {
+                rosgate_ros2::link::Event::Gone(tok.gid())
+            });
+        }
         if let Some((a, ty)) = offer {
             // One provider entry per action, whichever nodes serve it:
             // goals go to the bridge, which picks a server.
@@ -778,6 +790,12 @@ pub(crate) struct RosLink {
     nodes: HashMap<Domain, Node>,
     next_id: u64,
     goal_seq: u64,
+    /// The ROS 2 link's state machine: today it decides goals to ROS 2
+    /// action servers (`goals_out.rs` executes it); the rest is still
+    /// this shell's own tables.
+    link: rosgate_ros2::link::Link,
+    /// What executing the link's goals keeps beside it.
+    goals_out: goals_out::GoalsOut,
     _watch: Vec<Subscriber<()>>,
     subs: HashMap<(Domain, Rc<str>), Sub>,
     pubs: HashMap<(Domain, Rc<str>), Pub>,
@@ -834,7 +852,7 @@ impl RosLink {
             undecodable: AtomicU64::new(0),
             session: session.clone(),
             call_seq: AtomicI64::new(0),
-            goals: Mutex::new(goals_out::GoalsOut::default()),
+            link_inbox: Mutex::new(goals_out::LinkInbox::default()),
             goals_in: Mutex::new(goals_in::GoalsIn::default()),
             own_gids: Mutex::new(HashSet::new()),
         });
@@ -845,6 +863,8 @@ impl RosLink {
             nodes: HashMap::new(),
             next_id: 0,
             goal_seq: 0,
+            link: rosgate_ros2::link::Link::new(),
+            goals_out: goals_out::GoalsOut::default(),
             _watch: Vec::new(),
             subs: HashMap::new(),
             pubs: HashMap::new(),
@@ -1433,7 +1453,8 @@ impl RosLink {
         v["publishing"] = serde_json::Value::from(self.pubs.len());
         v["subscribed"] = serde_json::Value::from(self.subs.len());
         v["serving"] = serde_json::Value::from(self.servers.len());
-        v["goals_in_flight"] = serde_json::Value::from(goals_out::in_flight(&self.shared));
+        v["goals_in_flight"] = serde_json::Value::from(self.link.stats().goals_out);
+        v["link_events_dropped"] = serde_json::Value::from(self.shared.link_events_dropped());
         let (kept, waiting) = goals_in::counts(&self.shared);
         v["goals_from_ros2"] = serde_json::Value::from(kept);
         v["results_waiting"] = serde_json::Value::from(waiting);

@@ -83,12 +83,21 @@ impl Peer for RosPeer {
         self.link.answer(id, values, result)
     }
 
-    fn goal(&mut self, domain: Domain, action: &str, id: &str, _ty: &str, args: &str) -> bool {
-        self.link.send_goal(&self.session, domain, action, id, args)
+    fn goal(
+        &mut self,
+        domain: Domain,
+        action: &str,
+        id: &str,
+        _ty: &str,
+        args: &str,
+        now: Instant,
+    ) -> bool {
+        self.link
+            .send_goal(&self.session, domain, action, id, args, now)
     }
 
-    fn cancel(&mut self, domain: Domain, action: &str, id: &str) -> bool {
-        self.link.cancel_goal(&self.session, domain, action, id)
+    fn cancel(&mut self, domain: Domain, _action: &str, id: &str) -> bool {
+        self.link.cancel_goal(&self.session, domain, id)
     }
 
     fn goal_update(&mut self, id: &str, values: &str, end: Option<(&str, &str)>) -> bool {
