@@ -369,7 +369,7 @@ impl Federation {
                     let args = args.map_or("{}", |a| a.get());
                     let _ = peers
                         .iter_mut()
-                        .any(|p| p.call(domain, &service, id.get(), args));
+                        .any(|p| p.call(domain, &service, id.get(), args, now));
                     continue;
                 }
                 Ok(Request {

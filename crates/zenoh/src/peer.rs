@@ -43,7 +43,7 @@ pub(crate) trait Peer {
     /// `depth` when the topic is latched.
     fn publish(&mut self, domain: Domain, topic: &str, msg: &str, depth: Option<u32>) -> Put;
     /// The bridge calls a service this peer may serve: `true` if taken.
-    fn call(&mut self, domain: Domain, service: &str, id: &str, args: &str) -> bool;
+    fn call(&mut self, domain: Domain, service: &str, id: &str, args: &str, now: Instant) -> bool;
     /// The local provider answered call `id`: `true` if it was this peer's.
     fn answer(&mut self, id: &str, values: &str, result: &str) -> bool;
     /// The bridge sends a goal: `true` if taken.

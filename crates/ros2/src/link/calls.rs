@@ -55,8 +55,10 @@ impl Calls {
     }
 }
 
-fn fail_out(link: &mut Link, id: String, why: String) {
+fn fail_out(link: &mut Link, domain: Domain, service: String, id: String, why: String) {
     link.deliver(ToHub::ServiceResponse {
+        domain,
+        service,
         id,
         result: Err(why),
     });
@@ -71,14 +73,12 @@ pub(super) fn call(
     payload: Vec<u8>,
 ) {
     let Some(server) = link.server(domain, &service) else {
-        return fail_out(link, id, format!("{service}: no ROS 2 server"));
+        let why = "no ROS 2 server serves it".to_string();
+        return fail_out(link, domain, service, id, why);
     };
     if link.calls.out.len() >= MAX_CALLS_OUT {
-        return fail_out(
-            link,
-            id,
-            format!("{service}: too many calls to ROS 2 waiting"),
-        );
+        let why = format!("too many calls to ROS 2 waiting ({MAX_CALLS_OUT})");
+        return fail_out(link, domain, service, id, why);
     }
     let (ty, hash, gid) = (server.ty.clone(), server.hash.clone(), server.gid);
     let query = link.next_query();
@@ -109,17 +109,22 @@ pub(super) fn reply(link: &mut Link, query: QueryId, reply: &Reply) -> bool {
     };
     let result = match reply {
         Reply::Service(b) => Ok(b.clone()),
-        Reply::Refused(why) => Err(format!("{}: {why}", out.service)),
-        other => Err(format!("{}: not a service's reply: {other:?}", out.service)),
+        Reply::Refused(why) => Err(why.clone()),
+        other => Err(format!("not a service's reply: {other:?}")),
     };
-    link.deliver(ToHub::ServiceResponse { id: out.id, result });
+    link.deliver(ToHub::ServiceResponse {
+        domain: out.domain,
+        service: out.service,
+        id: out.id,
+        result,
+    });
     true
 }
 
 pub(super) fn query_end(link: &mut Link, query: QueryId) {
     if let Some(out) = link.calls.out.remove(&query) {
-        let why = format!("{}: the ROS 2 server did not answer", out.service);
-        fail_out(link, out.id, why);
+        let why = "the ROS 2 server did not answer (it left, or the call timed out)";
+        fail_out(link, out.domain, out.service, out.id, why.to_string());
     }
 }
 
@@ -136,7 +141,8 @@ pub(super) fn server_gone(link: &mut Link, domain: Domain, service: &str) {
     gone.sort();
     for q in gone {
         if let Some(out) = link.calls.out.remove(&q) {
-            fail_out(link, out.id, format!("{service}: the ROS 2 server left"));
+            let why = "the ROS 2 server left".to_string();
+            fail_out(link, out.domain, out.service, out.id, why);
         }
     }
 }
@@ -228,7 +234,8 @@ pub(super) fn tick(link: &mut Link, now: Instant) {
     late.sort();
     for q in late {
         if let Some(out) = link.calls.out.remove(&q) {
-            fail_out(link, out.id, format!("{}: timed out", out.service));
+            let why = "timed out".to_string();
+            fail_out(link, out.domain, out.service, out.id, why);
         }
     }
     let mut late_in: Vec<u64> = link

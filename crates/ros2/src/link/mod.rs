@@ -263,8 +263,10 @@ pub enum ToHub {
         action: bool,
         ty: Option<String>,
     },
-    /// The one answer to a local client's call.
+    /// The one answer to a local client's call of `service`.
     ServiceResponse {
+        domain: Domain,
+        service: String,
         id: String,
         result: Result<Vec<u8>, String>,
     },
@@ -473,6 +475,12 @@ impl Link {
     /// The next thing to do, in order; `None` when there is nothing more.
     pub fn poll(&mut self) -> Option<Action> {
         self.out.pop_front()
+    }
+
+    /// Whether a ROS 2 server of `service` is known: then a call of it is
+    /// the link's to send.
+    pub fn serves_service(&self, domain: Domain, service: &str) -> bool {
+        self.server(domain, service).is_some()
     }
 
     /// Whether ROS 2 serves `action` (all five of its entities are known):

@@ -71,7 +71,7 @@ fn responses<'a>(actions: &'a [Action], id: &str) -> Vec<&'a Result<Vec<u8>, Str
     to_hub(actions)
         .into_iter()
         .filter_map(|t| match t {
-            ToHub::ServiceResponse { id: i, result } if i == id => Some(result),
+            ToHub::ServiceResponse { id: i, result, .. } if i == id => Some(result),
             _ => None,
         })
         .collect()
@@ -669,6 +669,8 @@ fn a_call_fails_at_once_without_a_server_and_when_the_server_leaves() {
         .as_ref()
         .unwrap_err()
         .contains("no ROS 2 server"));
+    assert!(!l.serves_service(D, "/reset"));
+    assert!(with_server().serves_service(D, "/reset"));
     let mut l = with_server();
     let q = call(&mut l, t0, "c1").unwrap();
     drain(&mut l);
@@ -696,10 +698,7 @@ fn a_refused_call_says_why() {
         reply: Reply::Refused("bad request".into()),
     });
     let out = drain(&mut l);
-    assert_eq!(
-        responses(&out, "c1"),
-        vec![&Err("/reset: bad request".to_string())]
-    );
+    assert_eq!(responses(&out, "c1"), vec![&Err("bad request".to_string())]);
 }
 
 #[test]

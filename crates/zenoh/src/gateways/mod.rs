@@ -460,7 +460,7 @@ impl Peer for Gateways {
         }
     }
 
-    fn call(&mut self, domain: Domain, service: &str, id: &str, args: &str) -> bool {
+    fn call(&mut self, domain: Domain, service: &str, id: &str, args: &str, _now: Instant) -> bool {
         self.forward_call(domain, service, id, args.as_bytes());
         true
     }

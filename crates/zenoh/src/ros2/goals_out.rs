@@ -8,31 +8,23 @@
 //! in flight; this module makes those requests and subscriptions, and
 //! hands their replies, ends and feedback back to the link as events.
 //!
-//! What Zenoh's threads learn (replies, query ends, feedback, the action
-//! servers' tokens) reaches the link through [`LinkInbox`], drained at
-//! the start of each of the loop's turns: the link itself is the loop
-//! thread's, with no lock.
+//! Replies, feedback and the action servers' tokens reach the link
+//! through the shell's event queue (`exec.rs`), and the goals' feedback
+//! and ends reach the hub from the loop's turn, in order.
 //!
-//! Invariants (the link's; see its module docs):
-//! - every goal sent ends in exactly one `action_result` to the bridge:
-//!   the server's result, a rejection (status 0), or an abort (status 6)
-//!   when the server refuses, leaves or never answers; that line goes to
-//!   the hub from the loop's turn, never through the inbox, which may drop;
-//! - a reply or a query's end is never dropped from [`LinkInbox`] (there
-//!   are at most two per goal in flight); feedback past
-//!   [`MAX_QUEUED_FEEDBACK`] and graph events past [`MAX_LINK_EVENTS`] are
-//!   (counted): a goal whose server's token was missed is aborted once.
+//! Invariant (the link's; see its module docs): every goal sent ends in
+//! exactly one `action_result` to the bridge: the server's result, a
+//! rejection (status 0), or an abort (status 6) when the server refuses,
+//! leaves or never answers.
 
 use std::collections::HashMap;
 use std::rc::Rc;
-use std::sync::MutexGuard;
 use std::time::{Duration, Instant};
 
 use rosgate_core::nodes::Domain;
-use rosgate_core::Hub;
 use rosgate_ros2::action::{self, status};
 use rosgate_ros2::cdr;
-use rosgate_ros2::link::{self, Event, Reply as LinkReply, ToHub};
+use rosgate_ros2::link::{self, Event, Reply as LinkReply};
 use rosgate_ros2::rmw::{self, EntityKind};
 use serde_json::Value;
 use zenoh::liveliness::LivelinessToken;
@@ -45,21 +37,6 @@ use super::{unix_ns, RosLink, RosShared, Typed};
 use crate::first_reply::FirstReply;
 use crate::remote::aborted_line;
 use crate::{GOAL_QUERY_TIMEOUT_HOURS, QUERY_TIMEOUT_SECS};
-
-/// Events for the link waiting for the loop's next turn, in all.
-pub const MAX_LINK_EVENTS: usize = 4 * link::MAX_ENTITIES;
-
-/// Feedback samples waiting for the loop's next turn; more are dropped
-/// (feedback is sheddable, as on a client's queue).
-pub const MAX_QUEUED_FEEDBACK: usize = 4096;
-
-/// Events from Zenoh's threads for the link, in arrival order.
-#[derive(Debug, Default)]
-pub(super) struct LinkInbox {
-    events: Vec<Event>,
-    feedback: usize,
-    dropped: u64,
-}
 
 /// A request to `get_result` of an accepted goal: where, as whom, typed.
 struct ResultRoute {
@@ -78,11 +55,6 @@ pub(super) struct GoalsOut {
     /// route goes with the goal's end. At most one per goal the link
     /// holds (`rosgate_ros2::link::MAX_GOALS_OUT`).
     uuids: HashMap<(Domain, String), [u8; 16]>,
-    /// Goals' feedback and last lines for the hub, in the order the link
-    /// said them (handed over in the turn: a result never overtakes its
-    /// feedback). At most one end per goal; feedback is what one turn's
-    /// events carried ([`MAX_QUEUED_FEEDBACK`]).
-    to_hub: Vec<(Domain, String)>,
 }
 
 /// The feedback topic of an action goals are in flight to.
@@ -119,54 +91,6 @@ fn decode(shared: &RosShared, ty: &str, reply: Option<&Reply>) -> Option<Result<
 }
 
 impl RosShared {
-    fn link_inbox(&self) -> MutexGuard<'_, LinkInbox> {
-        self.link_inbox.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// An event for the link from Zenoh's threads: queued for the loop's
-    /// next turn, which is woken.
-    pub(super) fn to_link(&self, e: Event) {
-        let mut q = self.link_inbox();
-        let feedback = matches!(e, Event::Feedback { .. });
-        let keep = match &e {
-            Event::Reply { .. } | Event::QueryEnd { .. } => true,
-            Event::Feedback { .. } => q.feedback < MAX_QUEUED_FEEDBACK,
-            _ => q.events.len() < MAX_LINK_EVENTS,
-        };
-        if !keep {
-            q.dropped += 1;
-            return;
-        }
-        q.feedback += usize::from(feedback);
-        q.events.push(e);
-        drop(q);
-        self.fed.wake();
-    }
-
-    fn take_link_events(&self) -> Vec<Event> {
-        let mut q = self.link_inbox();
-        q.feedback = 0;
-        std::mem::take(&mut q.events)
-    }
-
-    /// Events dropped before the link saw them (for the status).
-    pub(super) fn link_events_dropped(&self) -> u64 {
-        self.link_inbox().dropped
-    }
-
-    /// A reply to the link's query `query`, or its end without one.
-    fn reply_to_link(&self, query: link::QueryId, r: Option<Result<LinkReply, String>>) {
-        let e = match r {
-            None => Event::QueryEnd { query },
-            Some(Ok(reply)) => Event::Reply { query, reply },
-            Some(Err(why)) => Event::Reply {
-                query,
-                reply: LinkReply::Refused(why),
-            },
-        };
-        self.to_link(e);
-    }
-
     /// A sample of an action's feedback topic: the link matches its goal.
     fn on_feedback(&self, domain: Domain, action: &str, s: &Sample) {
         let Some(json) = self.sample_json(s) else {
@@ -237,104 +161,17 @@ impl RosLink {
         true
     }
 
-    /// Executes what the link asks. What it asks of parts this shell still
-    /// does itself (calls, offers, types: `mod.rs`, `goals_in.rs`) is
-    /// not acted on here.
-    fn run_link(&mut self, session: &Session) {
-        while let Some(a) = self.link.poll() {
-            match a {
-                link::Action::SendGoal {
-                    query,
-                    domain,
-                    action,
-                    uuid,
-                    payload,
-                } => {
-                    let Ok(d) = Domain::try_from(domain) else {
-                        continue;
-                    };
-                    let args = String::from_utf8_lossy(&payload).into_owned();
-                    if let Err(why) = self.exec_send_goal(session, d, &action, uuid, query, &args) {
-                        self.link.handle(Event::Reply {
-                            query,
-                            reply: LinkReply::Refused(why),
-                        });
-                    }
-                }
-                link::Action::GetResult { query, uuid, .. } => {
-                    if let Err(why) = self.exec_get_result(uuid, query) {
-                        self.link.handle(Event::Reply {
-                            query,
-                            reply: LinkReply::Refused(why),
-                        });
-                    }
-                }
-                link::Action::CancelGoal {
-                    domain,
-                    action,
-                    uuid,
-                    ..
-                } => {
-                    if let Ok(d) = Domain::try_from(domain) {
-                        self.send_cancel(session, d, &action, uuid);
-                    }
-                }
-                link::Action::WatchFeedback { domain, action, on } => {
-                    let Ok(d) = Domain::try_from(domain) else {
-                        continue;
-                    };
-                    if on {
-                        let typed = self.feedback_type(d, &action);
-                        self.watch_feedback(session, d, &action, typed);
-                    } else {
-                        self.feedback.remove(&(d, Rc::from(action.as_str())));
-                    }
-                }
-                link::Action::Deliver(ToHub::GoalFeedback {
-                    domain,
-                    action,
-                    id,
-                    payload,
-                }) => {
-                    let Ok(d) = Domain::try_from(domain) else {
-                        continue;
-                    };
-                    let line = format!(
-                        "{{\"op\":\"action_feedback\",\"action\":{},\"values\":{},\"id\":{id}}}",
-                        Value::from(action),
-                        String::from_utf8_lossy(&payload)
-                    );
-                    self.goals_out.to_hub.push((d, line));
-                }
-                link::Action::Deliver(ToHub::GoalEnd {
-                    domain,
-                    action,
-                    id,
-                    status: st,
-                    result,
-                }) => {
-                    let Ok(d) = Domain::try_from(domain) else {
-                        continue;
-                    };
-                    if let Some(u) = self.goals_out.uuids.remove(&(d, id.clone())) {
-                        self.goals_out.routes.remove(&u);
-                    }
-                    let line = end_line(&action, &id, i64::from(st), result);
-                    self.goals_out.to_hub.push((d, line));
-                    // Outside a turn (a goal refused as it is sent): the
-                    // loop turns again to hand it over.
-                    self.shared.fed.wake();
-                }
-                // The rest of the link is not this shell's yet.
-                _ => {}
-            }
+    /// The link ended the bridge's goal `id`: what was kept for it goes.
+    pub(super) fn goal_ended(&mut self, domain: Domain, id: &str) {
+        if let Some(u) = self.goals_out.uuids.remove(&(domain, id.to_string())) {
+            self.goals_out.routes.remove(&u);
         }
     }
 
     /// `send_goal` of goal `uuid` (the link's query `query`): the request
     /// typed as the action's server declared it; the route of its
     /// `get_result` is kept for when the server accepts.
-    fn exec_send_goal(
+    pub(super) fn exec_send_goal(
         &mut self,
         session: &Session,
         domain: Domain,
@@ -394,7 +231,11 @@ impl RosLink {
     }
 
     /// `get_result` of accepted goal `uuid` (the link's query `query`).
-    fn exec_get_result(&mut self, uuid: [u8; 16], query: link::QueryId) -> Result<(), String> {
+    pub(super) fn exec_get_result(
+        &mut self,
+        uuid: [u8; 16],
+        query: link::QueryId,
+    ) -> Result<(), String> {
         let Some(route) = self.goals_out.routes.remove(&uuid) else {
             return Err("the goal's result cannot be asked".into());
         };
@@ -423,7 +264,7 @@ impl RosLink {
 
     /// The feedback message type of `action` as its server declared it,
     /// for this gateway's `MS` token of the feedback topic.
-    fn feedback_type(&self, domain: Domain, action_name: &str) -> Option<Typed> {
+    pub(super) fn feedback_type(&self, domain: Domain, action_name: &str) -> Option<Typed> {
         let send = self
             .shared
             .served(domain, &format!("{action_name}{}", action::SEND_GOAL))?;
@@ -435,7 +276,7 @@ impl RosLink {
     }
 
     /// Sends `cancel_goal` for goal `uuid` of `action_name`.
-    fn send_cancel(
+    pub(super) fn send_cancel(
         &mut self,
         session: &Session,
         domain: Domain,
@@ -489,7 +330,7 @@ impl RosLink {
     /// Subscribes to `action`'s feedback topic (any type: each sample is
     /// decoded by the type its key names), as an rclcpp action client
     /// does, with its `MS` token when the type is known.
-    fn watch_feedback(
+    pub(super) fn watch_feedback(
         &mut self,
         session: &Session,
         domain: Domain,
@@ -526,23 +367,15 @@ impl RosLink {
             },
         );
     }
-
-    /// Feeds the link what Zenoh's threads learned and the time, executes
-    /// what it asks, and hands goals' feedback and results to the hub.
-    pub(super) fn turn_goals(&mut self, session: &Session, hub: &mut Hub, now: Instant) {
-        for e in self.shared.take_link_events() {
-            self.link.handle(e);
-        }
-        self.link.handle(Event::Tick(now));
-        self.run_link(session);
-        for (domain, line) in std::mem::take(&mut self.goals_out.to_hub) {
-            hub.remote_reply(domain, line.as_bytes(), now);
-        }
-    }
 }
 
 /// The bridge's `action_result` line for a goal the link ended.
-fn end_line(action_name: &str, id: &str, st: i64, result: Result<Vec<u8>, String>) -> String {
+pub(super) fn end_line(
+    action_name: &str,
+    id: &str,
+    st: i64,
+    result: Result<Vec<u8>, String>,
+) -> String {
     match result {
         Ok(values) if (status::SUCCEEDED..=status::ABORTED).contains(&st) => format!(
             "{{\"op\":\"action_result\",\"action\":{},\"values\":{},\"status\":{st},\"result\":true,\"id\":{id}}}",

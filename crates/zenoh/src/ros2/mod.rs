@@ -58,13 +58,13 @@ use zenoh_ext::{
     AdvancedSubscriberBuilderExt, CacheConfig, HistoryConfig, MissDetectionConfig,
 };
 
-use crate::first_reply::FirstReply;
-use crate::remote::{failure_line, Shared};
+use crate::remote::Shared;
 
+mod exec;
 mod goals_in;
 mod goals_out;
 mod peer;
-use crate::{Job, MAX_REMOTE_CALLS, QUERY_TIMEOUT_SECS};
+use crate::{Job, MAX_REMOTE_CALLS};
 pub(crate) use peer::start;
 
 use crate::RosSettings;
@@ -194,7 +194,7 @@ pub(crate) struct RosShared {
     call_seq: AtomicI64,
     /// Events for the ROS 2 link from Zenoh's threads (replies, query
     /// ends, feedback, action servers' tokens), for the loop's next turn.
-    link_inbox: Mutex<goals_out::LinkInbox>,
+    link_inbox: Mutex<exec::LinkInbox>,
     /// Actions local clients serve to ROS 2, and ROS 2 clients' goals.
     goals_in: Mutex<goals_in::GoalsIn>,
     /// GIDs of this gateway's publishers to ROS 2: a history query reads
@@ -313,10 +313,11 @@ impl RosShared {
             _ => None,
         };
         drop(t);
-        // The link decides goals to ROS 2 action servers: it learns their
-        // five entities (the tables above still serve the rest).
-        if action::action_part(&ep.name).is_some()
-            && matches!(tok.kind, EntityKind::Publisher | EntityKind::ServiceServer)
+        // The link decides calls and goals to ROS 2: it learns the
+        // servers and the action servers' publishers (the tables above
+        // still serve the rest).
+        if tok.kind == EntityKind::ServiceServer
+            || (tok.kind == EntityKind::Publisher && action::action_part(&ep.name).is_some())
         {
             self.to_link(if put {
                 rosgate_ros2::link::Event::Appeared(rosgate_ros2::link::rmw_zenoh::entity(&tok))
@@ -584,52 +585,6 @@ impl RosShared {
         true
     }
 
-    /// The end of call `id` to a ROS 2 server of `service`: its reply
-    /// (`response_type` CDR) or, `None`, the query's end without one, as
-    /// the bridge's `service_response` for the caller.
-    fn on_call_reply(
-        &self,
-        domain: Domain,
-        service: &str,
-        response_type: &str,
-        id: &str,
-        reply: Option<&Reply>,
-    ) {
-        let line = match reply.map(Reply::result) {
-            Some(Ok(sample)) => {
-                let mut json = Vec::new();
-                let payload = sample.payload().to_bytes();
-                match cdr::decode_json(&*self.types(), response_type, &payload, &mut json) {
-                    Ok(()) => format!(
-                        "{{\"op\":\"service_response\",\"service\":{},\"values\":{},\"result\":true,\"id\":{}}}",
-                        serde_json::Value::from(service),
-                        String::from_utf8_lossy(&json),
-                        id
-                    ),
-                    Err(e) => failure_line(
-                        service,
-                        id,
-                        &format!("the ROS 2 server's reply is not {response_type}: {e}"),
-                    ),
-                }
-            }
-            Some(Err(e)) => failure_line(
-                service,
-                id,
-                &format!(
-                    "the ROS 2 server refused the call: {}",
-                    String::from_utf8_lossy(&e.payload().to_bytes())
-                ),
-            ),
-            None => failure_line(
-                service,
-                id,
-                "the ROS 2 server did not answer (it left, or the call timed out)",
-            ),
-        };
-        self.fed.reply_line(domain, line);
-    }
-
     /// The type of the ROS 2 subscriptions of `topic` (the first, by
     /// token), if any.
     fn subscribed(&self, domain: Domain, topic: &str) -> Option<Typed> {
@@ -796,6 +751,9 @@ pub(crate) struct RosLink {
     link: rosgate_ros2::link::Link,
     /// What executing the link's goals keeps beside it.
     goals_out: goals_out::GoalsOut,
+    /// The link's lines for the hub, in order, until the turn hands them
+    /// over (one per call or goal end, and one turn's feedback).
+    link_out: Vec<(Domain, String)>,
     _watch: Vec<Subscriber<()>>,
     subs: HashMap<(Domain, Rc<str>), Sub>,
     pubs: HashMap<(Domain, Rc<str>), Pub>,
@@ -852,7 +810,7 @@ impl RosLink {
             undecodable: AtomicU64::new(0),
             session: session.clone(),
             call_seq: AtomicI64::new(0),
-            link_inbox: Mutex::new(goals_out::LinkInbox::default()),
+            link_inbox: Mutex::new(exec::LinkInbox::default()),
             goals_in: Mutex::new(goals_in::GoalsIn::default()),
             own_gids: Mutex::new(HashSet::new()),
         });
@@ -865,6 +823,7 @@ impl RosLink {
             goal_seq: 0,
             link: rosgate_ros2::link::Link::new(),
             goals_out: goals_out::GoalsOut::default(),
+            link_out: Vec::new(),
             _watch: Vec::new(),
             subs: HashMap::new(),
             pubs: HashMap::new(),
@@ -1274,68 +1233,6 @@ impl RosLink {
         }
     }
 
-    /// A call the bridge of `domain` received for `service`: sent to a
-    /// ROS 2 server if one serves it (false otherwise: not ours).
-    pub(crate) fn call(
-        &mut self,
-        session: &Session,
-        domain: Domain,
-        service: &str,
-        id: &str,
-        args: &str,
-    ) -> bool {
-        if !self.bridged(domain) {
-            return false;
-        }
-        let Some(typed) = self.shared.served(domain, service) else {
-            return false;
-        };
-        let types = self.shared.types();
-        let srv = rmw::ros_type_name(&typed.dds_type).and_then(|t| types.srv(&t));
-        let Some(srv) = srv else {
-            let line = failure_line(
-                service,
-                id,
-                &format!(
-                    "the ROS 2 service's type {} is unknown here (--interfaces)",
-                    typed.dds_type
-                ),
-            );
-            self.shared.fed.reply_line(domain, line);
-            return true;
-        };
-        let v: serde_json::Value = rosgate_ros2::json::from_str(args).unwrap_or_default();
-        let bytes = match cdr::encode(&*types, &srv.request, &v) {
-            Ok(b) => b,
-            Err(e) => {
-                let line = failure_line(
-                    service,
-                    id,
-                    &format!("the arguments are not {}: {e}", srv.request),
-                );
-                self.shared.fed.reply_line(domain, line);
-                return true;
-            }
-        };
-        let Some(gid) = self.client_gid(session, domain, service, &typed) else {
-            return false;
-        };
-        let (sh, name, response, call) = (
-            self.shared.clone(),
-            service.to_string(),
-            srv.response.clone(),
-            id.to_string(),
-        );
-        let first = FirstReply::new(move |r: Option<&Reply>| {
-            sh.on_call_reply(domain, &name, &response, &call, r)
-        });
-        let key = rmw::data_key(u32::from(domain), service, &typed.dds_type, &typed.hash);
-        let timeout = Duration::from_secs(QUERY_TIMEOUT_SECS);
-        self.shared
-            .request(key, bytes, gid, timeout, move |r| first.on(r));
-        true
-    }
-
     /// The GID this gateway's requests to `service` carry: rmw_zenoh's
     /// requests name the client entity, so the first call of a service
     /// declares this gateway a client of it (an `SC` token).
@@ -1375,7 +1272,7 @@ impl RosLink {
         for f in fetches {
             self.fetch(f);
         }
-        self.turn_goals(session, hub, now);
+        self.turn_link(session, hub, now);
         if !self.checker_installed {
             self.checker_installed = true;
             hub.set_type_checker(Box::new(Check(self.shared.clone())));
@@ -1453,7 +1350,9 @@ impl RosLink {
         v["publishing"] = serde_json::Value::from(self.pubs.len());
         v["subscribed"] = serde_json::Value::from(self.subs.len());
         v["serving"] = serde_json::Value::from(self.servers.len());
-        v["goals_in_flight"] = serde_json::Value::from(self.link.stats().goals_out);
+        let link = self.link.stats();
+        v["goals_in_flight"] = serde_json::Value::from(link.goals_out);
+        v["calls_in_flight"] = serde_json::Value::from(link.calls_out);
         v["link_events_dropped"] = serde_json::Value::from(self.shared.link_events_dropped());
         let (kept, waiting) = goals_in::counts(&self.shared);
         v["goals_from_ros2"] = serde_json::Value::from(kept);

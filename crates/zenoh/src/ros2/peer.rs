@@ -75,8 +75,9 @@ impl Peer for RosPeer {
         }
     }
 
-    fn call(&mut self, domain: Domain, service: &str, id: &str, args: &str) -> bool {
-        self.link.call(&self.session, domain, service, id, args)
+    fn call(&mut self, domain: Domain, service: &str, id: &str, args: &str, now: Instant) -> bool {
+        self.link
+            .call(&self.session, domain, service, id, args, now)
     }
 
     fn answer(&mut self, id: &str, values: &str, result: &str) -> bool {
