@@ -20,6 +20,11 @@
 //!   node advertised; the registry is then replaced whole, so a reader's
 //!   snapshot never changes under it.
 //!
+//! Calls and goals local clients send to ROS 2 are decided by the ROS 2
+//! link's state machine (`rosgate_ros2::link`), which `exec.rs` feeds and
+//! executes from the loop thread; the rest is still this shell's own
+//! tables below (moving them into the link is issue 24's remaining work).
+//!
 //! Invariants:
 //! - nothing ROS 2 publishes reaches clients unless it decodes against a
 //!   known type, and what a client publishes reaches ROS 2 only as CDR of
@@ -29,7 +34,8 @@
 //!   publishers are recognised by the GID in the attachment;
 //! - every call from ROS 2 gets exactly one reply or error; every call to
 //!   ROS 2 ends in exactly one `service_response` (the reply, a refusal,
-//!   or the end of the query without one);
+//!   the end of the query without one, the server leaving, or the link's
+//!   timeout), handed to the hub from the loop's turn;
 //! - the tables are bounded: [`MAX_ROS_ENTITIES`] tokens,
 //!   [`crate::MAX_REMOTE_CALLS`] calls from ROS 2 waiting, [`MAX_FETCHES`]
 //!   types asked.
