@@ -9,7 +9,7 @@ budget, so this is run by hand; docs/ros2.md says when it last passed.
 
     scripts/ros2-real-check.py [--rosgate target/debug/rosgate]
 
-(the gateway must be built with `--features federation`, as the test
+(the gateway must be built with `--features ros2`, as the test
 command builds it). Everything runs on loopback: a router on a free port,
 the gateway joined to it with --ros-domain, rclpy nodes in subprocesses.
 Each check has a deadline; the script stops every process it started and

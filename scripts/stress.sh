@@ -70,11 +70,11 @@ fi
 command -v prlimit >/dev/null || { echo "stress.sh: prlimit (util-linux) is required" >&2; exit 2; }
 # ROSGATE_BIN=path runs that binary instead (a debug build, another
 # checkout's), without building. The Zenoh scenarios need a gateway built
-# with federation.
+# with the ros2 feature (Zenoh and ROS 2).
 if [ -z "${ROSGATE_BIN:-}" ]; then
     features=
     for a in "${@:-zenohflood}"; do
-        case $a in zenohflood|fakenodes) features="--features federation" ;; esac
+        case $a in zenohflood|fakenodes) features="--features ros2" ;; esac
     done
     # shellcheck disable=SC2086
     cargo build --release --quiet --bin rosgate $features || exit 2

@@ -14,6 +14,8 @@
 //! - [`json`]: JSON text into values with exact floats, for [`cdr`]'s encoder;
 //! - [`describe`]: types learned from a node's `~/get_type_description`;
 //! - [`fuzzing`]: the fuzz target `ros2`'s check (CDR, tokens, keys, attachments);
+//! - [`link`]: the ROS 2 link as a state machine (graph, calls, goals,
+//!   types learned), events in and actions out, whatever the transport;
 //! - [`rmw`]: rmw_zenoh's key expressions, liveliness tokens, QoS text,
 //!   attachments and GIDs.
 //!
@@ -29,6 +31,7 @@ pub mod cdr;
 pub mod describe;
 pub mod fuzzing;
 pub mod json;
+pub mod link;
 pub mod model;
 pub mod names;
 pub mod parse;

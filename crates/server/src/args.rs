@@ -395,9 +395,14 @@ pub fn parse(argv: Vec<OsString>) -> Result<Command, String> {
     if !c.zenoh.interfaces.is_empty() && c.zenoh.ros_domains.is_empty() {
         return Err("--interfaces: only used with --ros-domain".into());
     }
-    if c.zenoh.given() && !cfg!(feature = "federation") {
+    if c.zenoh.given() && !cfg!(feature = "zenoh") {
         return Err(
-            "--zenoh-* and --ros-domain: this rosgate was built without Zenoh; build it with `cargo build --release --features federation`".into(),
+            "--zenoh-* and --ros-domain: this rosgate was built without Zenoh; build it with `cargo build --release --features zenoh` (or `--features ros2`)".into(),
+        );
+    }
+    if !c.zenoh.ros_domains.is_empty() && !cfg!(feature = "ros2") {
+        return Err(
+            "--ros-domain: this rosgate was built without ROS 2 interop; build it with `cargo build --release --features ros2`".into(),
         );
     }
     let tls_cert = opt::<String>(&mut args, "--tls-cert")?;

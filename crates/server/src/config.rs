@@ -154,7 +154,7 @@ pub struct Config {
 }
 
 /// The `--zenoh-*` flags. Federation is on when any is given (and the
-/// gateway was built with the `federation` feature).
+/// gateway was built with the `zenoh` feature).
 #[derive(Debug, Clone, Default)]
 pub struct ZenohFlags {
     pub connect: Vec<String>,

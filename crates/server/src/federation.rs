@@ -1,4 +1,5 @@
-//! `--zenoh-*`: starts the federation (`rosgate-federation`) with the
+//! `--zenoh-*` and `--ros-domain`: starts `rosgate-zenoh` (other gateways
+//! and ROS 2 graphs over one Zenoh session) with the
 //! loop's inbox as its way in; the loop then calls its `turn` every
 //! iteration (`server.rs`).
 
@@ -7,7 +8,7 @@ use std::sync::Arc;
 
 use rosgate_core::log;
 use rosgate_core::Hub;
-use rosgate_federation::{Federation, Settings, ToLoop};
+use rosgate_zenoh::{Federation, Settings, ToLoop};
 
 use crate::config::ZenohFlags;
 use crate::inbox::Handle;
@@ -30,7 +31,7 @@ pub fn prepare(flags: &ZenohFlags, allow_unauthenticated: bool) -> io::Result<Op
 /// What [`prepare`] checked, for [`start`].
 pub struct Prepared {
     settings: Settings,
-    prepared: rosgate_federation::Prepared,
+    prepared: rosgate_zenoh::Prepared,
 }
 
 fn settings(flags: &ZenohFlags) -> Settings {
@@ -40,7 +41,7 @@ fn settings(flags: &ZenohFlags) -> Settings {
         mode: flags.mode.clone(),
         config_file: flags.config_file.clone(),
         scouting: flags.scouting,
-        ros: rosgate_federation::RosSettings {
+        ros: rosgate_zenoh::RosSettings {
             domains: flags.ros_domains.clone(),
             interfaces: flags.interfaces.clone(),
         },

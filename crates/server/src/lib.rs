@@ -13,7 +13,7 @@
 //! | [`files`] | reading every start-up file within a size cap; YAML loaded only if its expansion fits (aliases, nodes, text, depth) |
 //! | [`access_file`] | `--auth-tokens` and `--auth-roles`: the token file and the roles file (YAML) |
 //! | [`tls`] | `--tls-cert`/`--tls-key`: loading the certificate, one rustls session per connection (the loop drives it) |
-//! | `federation` | `--zenoh-*` (feature `federation`): starts `rosgate-federation` and gives it the inbox |
+//! | `federation` | `--zenoh-*` and `--ros-domain` (features `zenoh`, `ros2`): starts `rosgate-zenoh` and gives it the inbox |
 //! | [`assets`] | the dashboard's files, compiled in (served at `/` on the WebSocket port) |
 //!
 //! Clients speak newline-delimited JSON over TCP (`docs/protocol.md`) or
@@ -25,7 +25,7 @@ pub mod args;
 pub mod assets;
 pub mod cli;
 pub mod config;
-#[cfg(feature = "federation")]
+#[cfg(feature = "zenoh")]
 pub mod federation;
 pub mod files;
 pub mod inbox;

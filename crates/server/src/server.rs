@@ -112,8 +112,8 @@ pub struct Server {
     inbox: Inbox,
     handle: Handle,
     /// Zenoh, when `--zenoh-*` federates this gateway with others.
-    #[cfg(feature = "federation")]
-    federation: Option<rosgate_federation::Federation>,
+    #[cfg(feature = "zenoh")]
+    federation: Option<rosgate_zenoh::Federation>,
     /// The inbox may hold jobs beyond the last turn's budget.
     inbox_pending: bool,
     hub: Hub,
@@ -162,7 +162,7 @@ impl Server {
         }
         // Every flag and file is checked before anything is bound, so a
         // bad one is reported whatever else would fail (a busy port).
-        #[cfg(feature = "federation")]
+        #[cfg(feature = "zenoh")]
         let zenoh =
             crate::federation::prepare(&config.zenoh, config.allow_unauthenticated_network)?;
         let poll = Poll::new()?;
@@ -201,10 +201,10 @@ impl Server {
         hub.set_param_overrides(config.param_overrides.clone());
         hub.set_access(config.access.clone());
         hub.set_http_settings(crate::assets::http_settings());
-        #[cfg(feature = "federation")]
+        #[cfg(feature = "zenoh")]
         let federation = crate::federation::start(zenoh, &handle, &mut hub)?;
         Ok(Server {
-            #[cfg(feature = "federation")]
+            #[cfg(feature = "zenoh")]
             federation,
             poll,
             listener,
@@ -292,7 +292,7 @@ impl Server {
             }
             self.read_ready(now);
             self.run_inbox(now);
-            #[cfg(feature = "federation")]
+            #[cfg(feature = "zenoh")]
             if let Some(f) = self.federation.as_mut() {
                 f.turn(&mut self.hub, now);
             }
@@ -951,7 +951,7 @@ impl Server {
         }
         let mut scratch = Vec::new();
         self.free_closed(now, &mut scratch, usize::MAX);
-        #[cfg(feature = "federation")]
+        #[cfg(feature = "zenoh")]
         if let Some(f) = self.federation.take() {
             f.close();
         }

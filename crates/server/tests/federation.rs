@@ -1,7 +1,7 @@
 //! Gateways federated over Zenoh (docs/federation.md): three real gateway
 //! processes on loopback, joined by explicit Zenoh endpoints (no scouting),
-//! talked to with raw bytes. Built only with the `federation` feature,
-//! which `cargo test --workspace` turns on (rosgate-federation's
+//! talked to with raw bytes. Built only with the `zenoh` feature,
+//! which `cargo test --workspace` turns on (rosgate-zenoh's
 //! dev-dependency).
 
 #[allow(dead_code)]

@@ -324,6 +324,20 @@ fn every_flag_in_the_table_exists_in_the_usage_text() {
 /// or an operator meets, each with the reason. A name here must exist in
 /// the source and must not be documented (else it belongs in the table).
 const NOT_LIMITS: &[(&str, &str)] = &[
+    // The rmw_zenoh shell's names for the ROS 2 link's own limits (one
+    // owner: the link's constants have the rows).
+    (
+        "MAX_ROS_ENTITIES",
+        "the shell's name for the link's MAX_ENTITIES",
+    ),
+    (
+        "MAX_GOALS_FROM_ROS",
+        "the shell's name for the link's MAX_GOALS_IN",
+    ),
+    (
+        "FETCH_TIMEOUT_SECS",
+        "the shell's name for the link's FETCH_TIMEOUT",
+    ),
     // Bytes the memory ledger counts per table entry: accounting of what
     // is held, not a bound on it (docs/limits.md gives them in prose under
     // "The memory budget, in numbers"; `ENTRY_COST`, which the queue limit
@@ -433,6 +447,10 @@ const DEV_ONLY_CONSTANTS: &[(&str, &str)] = &[
     ("MAX_NAME_CHARS", "the model's copy of MAX_PARAM_NAME_CHARS"),
     ("MAX_DOMAIN", "the model's copy of MAX_DOMAIN"),
     ("SHOW_CHARS", "how much of a line a violation quotes"),
+    (
+        "MAX_FUZZ_STEPS",
+        "the most ROS 2 link steps one fuzz input drives",
+    ),
     ("TIMEOUTS", "per-call `timeout` texts the simulation sends"),
 ];
 
@@ -514,7 +532,7 @@ fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
-/// The `const` items of one file of crate `krate`, up to its
+/// The `const` items of one file of crate `krate`, up to its inline
 /// `#[cfg(test)] mod`.
 fn const_items(krate: &str, path: &Path, text: &str) -> Vec<Item> {
     let lines: Vec<&str> = text.lines().collect();
@@ -526,7 +544,12 @@ fn const_items(krate: &str, path: &Path, text: &str) -> Vec<Item> {
             && lines[i + 1..]
                 .iter()
                 .find(|l| !l.trim().is_empty())
-                .is_some_and(|l| l.trim_start().starts_with("mod "))
+                .is_some_and(|l| {
+                    // An inline test module ends the scan; a declared one
+                    // (`mod tests;`) lives in its own file.
+                    let l = l.trim();
+                    l.starts_with("mod ") && !l.ends_with(';')
+                })
         {
             break;
         }

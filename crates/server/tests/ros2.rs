@@ -10,7 +10,7 @@
 //! literals of `docs/rmw_zenoh.md` (from rmw_zenoh's design document,
 //! docs/design.md in github.com/ros2/rmw_zenoh, and its sources), and the
 //! attachments and CDR the fake node sends are built by hand here.
-//! Built only with the `federation` feature.
+//! Built only with the `ros2` feature.
 
 #[allow(dead_code)]
 #[path = "it/support.rs"]
@@ -2483,7 +2483,7 @@ fn ros2_graph_names_are_checked_and_nodes_bounded() {
         held.push(token(nid, nid + 1, "MP", name, Some(topic)));
     }
     // One node with more entities than it may have.
-    let per_node = rosgate_federation::MAX_ROS_ENTITIES_PER_NODE;
+    let per_node = rosgate_zenoh::MAX_ROS_ENTITIES_PER_NODE;
     held.push(token(500, 500, "NN", "greedy", None));
     for i in 0..per_node + 10 {
         let t = format!("%greedy%t{i}");

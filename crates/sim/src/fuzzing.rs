@@ -14,14 +14,23 @@ use rosgate_wire::ws::{WsEvent, WsReader};
 pub type Check = fn(&[u8]);
 
 /// Target names and their check functions.
-pub const TARGETS: [(&str, Check); 6] = [
+pub const TARGETS: [(&str, Check); 7] = [
     ("line_reader", line_reader),
     ("decode", decode),
     ("core", core),
     ("ws_reader", ws_reader),
     ("ws_client", ws_client),
     ("scan", crate::scan_parity::scan),
+    ("link", link),
 ];
+
+/// The ROS 2 link on a schedule the bytes choose (`src/link.rs`): nothing
+/// answered twice, everything answered once in the end.
+pub fn link(data: &[u8]) {
+    if let Err(v) = crate::run_link_bytes(data) {
+        panic!("link: {v}");
+    }
+}
 
 /// Runs the check of `target` on `data`; false if there is no such target.
 pub fn run(target: &str, data: &[u8]) -> bool {

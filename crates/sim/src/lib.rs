@@ -30,6 +30,7 @@
 //! | `driver::param_access` | everyone else's access to parameters (rosapi, the node services) and the owner's validation round trip |
 //! | `driver::federation` | the hub as a federated gateway: other gateways' messages (`Action::Remote`, from fuzz input) and the interest it reports, checked every step against the model's subscribers |
 //! | `driver::checks` | the invariants: tables, the memory ledger, counters, quiescence, last words, [`Sim::finish`] |
+//! | `link` | the ROS 2 link (`rosgate_ros2::link`) on a seeded schedule and a fake clock: every call, goal and ROS 2 request answered exactly once ([`run_link_seed`]; the fuzz target `link` chooses with bytes, [`run_link_bytes`]) |
 //! | [`fuzzing`], [`scan_parity`] | the fuzz targets' checks |
 //!
 //! Layers depend downward only, with no import cycle between modules:
@@ -124,6 +125,7 @@
 
 mod actions;
 mod driver;
+mod link;
 mod model;
 mod names;
 mod rng;
@@ -139,5 +141,6 @@ pub use actions::{
     REMAPS, SERVICES, TOPICS,
 };
 pub use driver::{run_seed, Counts, Sim};
+pub use link::{run_link_bytes, run_link_seed, LinkCounts};
 pub use rng::{Bytes, Rng};
 pub use violation::Violation;

@@ -42,8 +42,8 @@ fn replay_corpus_and_artifacts() {
     let mut failed = Vec::new();
     let mut ran = 0;
     for (target, path) in &all {
-        // `ros2` has its own replay in rosgate-ros2 (the sim links no
-        // ROS 2 types): crates/ros2/tests/fuzz_replay.rs.
+        // `ros2` (the codec's check) has its own replay in rosgate-ros2:
+        // crates/ros2/tests/fuzz_replay.rs.
         if REPLAYED_ELSEWHERE.contains(&target.as_str()) {
             continue;
         }

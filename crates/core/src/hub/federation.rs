@@ -1,5 +1,5 @@
 //! The federation seam: how another gateway's traffic (Zenoh, in the
-//! `rosgate-federation` crate) joins the hub without the core knowing the
+//! `rosgate-zenoh` crate) joins the hub without the core knowing the
 //! network it came over.
 //!
 //! Owns, per domain, one *bridge*: a connection without a socket that

@@ -41,11 +41,11 @@ use super::{unix_ns, RosLink, RosShared, Typed};
 use crate::Job;
 
 /// Goals from ROS 2 clients kept (running and ended), in all.
-pub const MAX_GOALS_FROM_ROS: usize = 4096;
+pub const MAX_GOALS_FROM_ROS: usize = rosgate_ros2::link::MAX_GOALS_IN;
 /// Ended goals whose results are kept for late `get_result` requests.
-pub const MAX_ENDED_GOALS: usize = 1024;
+pub const MAX_ENDED_GOALS: usize = rosgate_ros2::link::MAX_ENDED_GOALS;
 /// `get_result` queries one goal keeps waiting.
-pub const MAX_RESULT_WAITERS: usize = 16;
+pub const MAX_RESULT_WAITERS: usize = rosgate_ros2::link::MAX_RESULT_WAITERS;
 
 /// A topic this gateway puts for an action: its data key and its
 /// publisher's GID.

@@ -221,6 +221,8 @@ impl Shared {
     }
 
     /// Whether `zid` is another rosgate gateway of this federation.
+    // Used by the ROS 2 peer only.
+    #[cfg_attr(not(feature = "ros2"), allow(dead_code))]
     pub(crate) fn is_gateway(&self, zid: &str) -> bool {
         self.tables().gateways.contains_key(zid)
     }
@@ -733,6 +735,8 @@ impl Shared {
     }
 
     /// Queues work for the loop; false when the inbox refused it.
+    // Used by the ROS 2 peer only.
+    #[cfg_attr(not(feature = "ros2"), allow(dead_code))]
     pub(crate) fn send(&self, job: Job) -> bool {
         (self.to_loop)(job)
     }

@@ -20,6 +20,11 @@
 //!   node advertised; the registry is then replaced whole, so a reader's
 //!   snapshot never changes under it.
 //!
+//! Calls and goals local clients send to ROS 2 are decided by the ROS 2
+//! link's state machine (`rosgate_ros2::link`), which `exec.rs` feeds and
+//! executes from the loop thread; the rest is still this shell's own
+//! tables below (moving them into the link is issue 24's remaining work).
+//!
 //! Invariants:
 //! - nothing ROS 2 publishes reaches clients unless it decodes against a
 //!   known type, and what a client publishes reaches ROS 2 only as CDR of
@@ -29,7 +34,8 @@
 //!   publishers are recognised by the GID in the attachment;
 //! - every call from ROS 2 gets exactly one reply or error; every call to
 //!   ROS 2 ends in exactly one `service_response` (the reply, a refusal,
-//!   or the end of the query without one);
+//!   the end of the query without one, the server leaving, or the link's
+//!   timeout), handed to the hub from the loop's turn;
 //! - the tables are bounded: [`MAX_ROS_ENTITIES`] tokens,
 //!   [`MAX_ROS_NODES`] nodes, [`MAX_ROS_ENTITIES_PER_NODE`] tokens per
 //!   node, [`crate::MAX_REMOTE_CALLS`] calls from ROS 2 waiting,
@@ -43,13 +49,12 @@
 //!   [`crate::GRAPH_INTERVAL_MS`], however fast tokens come.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::path::PathBuf;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use rosgate_core::nodes::{Domain, MAX_DOMAIN};
+use rosgate_core::nodes::Domain;
 use rosgate_core::registry::Provided;
 use rosgate_core::Hub;
 use rosgate_ros2::registry::Registry;
@@ -67,12 +72,16 @@ use zenoh_ext::{
     AdvancedSubscriberBuilderExt, CacheConfig, HistoryConfig, MissDetectionConfig,
 };
 
-use crate::first_reply::FirstReply;
-use crate::remote::{failure_line, Shared};
+use crate::remote::Shared;
 
+mod exec;
 mod goals_in;
 mod goals_out;
-use crate::{Job, MAX_REMOTE_CALLS, QUERY_TIMEOUT_SECS};
+mod peer;
+use crate::{Job, MAX_REMOTE_CALLS};
+pub(crate) use peer::start;
+
+use crate::RosSettings;
 
 /// The name introspection gives the ROS 2 graph's part of a domain (where
 /// another gateway's id would be).
@@ -80,7 +89,7 @@ pub const ROS_GRAPH: &str = "ros2";
 
 /// ROS 2 entities (liveliness tokens) remembered per gateway; more are
 /// ignored (and counted).
-pub const MAX_ROS_ENTITIES: usize = 65536;
+pub const MAX_ROS_ENTITIES: usize = rosgate_ros2::link::MAX_ENTITIES;
 
 /// ROS 2 nodes (by session and node id) remembered, all domains; tokens of
 /// further nodes are ignored (and counted).
@@ -100,40 +109,6 @@ pub const FETCHES_PER_TURN: usize = 16;
 /// Bytes the ledger counts per entity remembered beyond its key (held
 /// twice: the map's key and the parsed token's names).
 const ENTITY_COST: usize = 256;
-
-/// What `--ros-domain` and `--interfaces` ask for.
-#[derive(Debug, Clone, Default)]
-pub struct RosSettings {
-    /// ROS domain ids joined; each is bridged with the rosgate domain of
-    /// the same number.
-    pub domains: Vec<Domain>,
-    /// Directories of `.msg`/`.srv`/`.action` files (`<pkg>/msg/...`)
-    /// added to the bundled interfaces.
-    pub interfaces: Vec<PathBuf>,
-}
-
-impl RosSettings {
-    /// The types: the bundled interfaces plus every `--interfaces` dir.
-    pub fn registry(&self) -> Result<Registry, String> {
-        let mut r = Registry::bundled();
-        for dir in &self.interfaces {
-            r.load_dir(dir)
-                .map_err(|e| format!("--interfaces {}: {e}", dir.display()))?;
-        }
-        r.check().map_err(|e| format!("--interfaces: {e}"))?;
-        Ok(r)
-    }
-
-    /// Checks the domain ids.
-    pub fn check(&self) -> Result<(), String> {
-        match self.domains.iter().find(|&&d| d > MAX_DOMAIN) {
-            Some(d) => Err(format!(
-                "--ros-domain {d}: ROS domain ids go up to {MAX_DOMAIN}"
-            )),
-            None => Ok(()),
-        }
-    }
-}
 
 /// A ROS 2 entity's data key and type, as its token gave them.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -306,10 +281,10 @@ fn action_offer(t: &mut Tables, domain: Domain, name: &str) -> Option<(String, O
 }
 
 /// Types asked of nodes, in all (each type once).
-pub const MAX_FETCHES: usize = 1024;
+pub const MAX_FETCHES: usize = rosgate_ros2::link::MAX_FETCHES;
 
 /// Seconds. The longest a node may take to describe a type.
-pub const FETCH_TIMEOUT_SECS: u64 = 10;
+pub const FETCH_TIMEOUT_SECS: u64 = rosgate_ros2::link::FETCH_TIMEOUT.as_secs();
 
 /// A type to ask a node for: the node that has an entity of it, the type
 /// and the hash the node advertised.
@@ -346,8 +321,9 @@ pub(crate) struct RosShared {
     session: Session,
     /// The sequence number of this gateway's last rmw_zenoh request.
     call_seq: AtomicI64,
-    /// Goals local clients sent to ROS 2 action servers.
-    goals: Mutex<goals_out::GoalsOut>,
+    /// Events for the ROS 2 link from Zenoh's threads (replies, query
+    /// ends, feedback, action servers' tokens), for the loop's next turn.
+    link_inbox: Mutex<exec::LinkInbox>,
     /// Actions local clients serve to ROS 2, and ROS 2 clients' goals.
     goals_in: Mutex<goals_in::GoalsIn>,
     /// GIDs of this gateway's publishers to ROS 2: a history query reads
@@ -478,6 +454,18 @@ impl RosShared {
             _ => None,
         };
         drop(t);
+        // The link decides calls and goals to ROS 2: it learns the
+        // servers and the action servers' publishers (the tables above
+        // still serve the rest).
+        if tok.kind == EntityKind::ServiceServer
+            || (tok.kind == EntityKind::Publisher && action::action_part(&ep.name).is_some())
+        {
+            self.to_link(if put {
+                rosgate_ros2::link::Event::Appeared(rosgate_ros2::link::rmw_zenoh::entity(&tok))
+            } else {
+                rosgate_ros2::link::Event::Gone(tok.gid())
+            });
+        }
         if let Some((a, ty)) = offer {
             // One provider entry per action, whichever nodes serve it:
             // goals go to the bridge, which picks a server.
@@ -749,52 +737,6 @@ impl RosShared {
         true
     }
 
-    /// The end of call `id` to a ROS 2 server of `service`: its reply
-    /// (`response_type` CDR) or, `None`, the query's end without one, as
-    /// the bridge's `service_response` for the caller.
-    fn on_call_reply(
-        &self,
-        domain: Domain,
-        service: &str,
-        response_type: &str,
-        id: &str,
-        reply: Option<&Reply>,
-    ) {
-        let line = match reply.map(Reply::result) {
-            Some(Ok(sample)) => {
-                let mut json = Vec::new();
-                let payload = sample.payload().to_bytes();
-                match cdr::decode_json(&*self.types(), response_type, &payload, &mut json) {
-                    Ok(()) => format!(
-                        "{{\"op\":\"service_response\",\"service\":{},\"values\":{},\"result\":true,\"id\":{}}}",
-                        serde_json::Value::from(service),
-                        String::from_utf8_lossy(&json),
-                        id
-                    ),
-                    Err(e) => failure_line(
-                        service,
-                        id,
-                        &format!("the ROS 2 server's reply is not {response_type}: {e}"),
-                    ),
-                }
-            }
-            Some(Err(e)) => failure_line(
-                service,
-                id,
-                &format!(
-                    "the ROS 2 server refused the call: {}",
-                    String::from_utf8_lossy(&e.payload().to_bytes())
-                ),
-            ),
-            None => failure_line(
-                service,
-                id,
-                "the ROS 2 server did not answer (it left, or the call timed out)",
-            ),
-        };
-        self.fed.reply_line(domain, line);
-    }
-
     /// The type of the ROS 2 subscriptions of `topic` (the first, by
     /// token), if any.
     fn subscribed(&self, domain: Domain, topic: &str) -> Option<Typed> {
@@ -936,6 +878,15 @@ pub(crate) struct RosLink {
     nodes: HashMap<Domain, Node>,
     next_id: u64,
     goal_seq: u64,
+    /// The ROS 2 link's state machine: today it decides goals to ROS 2
+    /// action servers (`goals_out.rs` executes it); the rest is still
+    /// this shell's own tables.
+    link: rosgate_ros2::link::Link,
+    /// What executing the link's goals keeps beside it.
+    goals_out: goals_out::GoalsOut,
+    /// The link's lines for the hub, in order, until the turn hands them
+    /// over (one per call or goal end, and one turn's feedback).
+    link_out: Vec<(Domain, String)>,
     _watch: Vec<Subscriber<()>>,
     subs: HashMap<(Domain, Rc<str>), Sub>,
     pubs: HashMap<(Domain, Rc<str>), Pub>,
@@ -994,7 +945,7 @@ impl RosLink {
             undecodable: AtomicU64::new(0),
             session: session.clone(),
             call_seq: AtomicI64::new(0),
-            goals: Mutex::new(goals_out::GoalsOut::default()),
+            link_inbox: Mutex::new(exec::LinkInbox::default()),
             goals_in: Mutex::new(goals_in::GoalsIn::default()),
             own_gids: Mutex::new(HashSet::new()),
         });
@@ -1005,6 +956,9 @@ impl RosLink {
             nodes: HashMap::new(),
             next_id: 0,
             goal_seq: 0,
+            link: rosgate_ros2::link::Link::new(),
+            goals_out: goals_out::GoalsOut::default(),
+            link_out: Vec::new(),
             _watch: Vec::new(),
             subs: HashMap::new(),
             pubs: HashMap::new(),
@@ -1415,68 +1369,6 @@ impl RosLink {
         }
     }
 
-    /// A call the bridge of `domain` received for `service`: sent to a
-    /// ROS 2 server if one serves it (false otherwise: not ours).
-    pub(crate) fn call(
-        &mut self,
-        session: &Session,
-        domain: Domain,
-        service: &str,
-        id: &str,
-        args: &str,
-    ) -> bool {
-        if !self.bridged(domain) {
-            return false;
-        }
-        let Some(typed) = self.shared.served(domain, service) else {
-            return false;
-        };
-        let types = self.shared.types();
-        let srv = rmw::ros_type_name(&typed.dds_type).and_then(|t| types.srv(&t));
-        let Some(srv) = srv else {
-            let line = failure_line(
-                service,
-                id,
-                &format!(
-                    "the ROS 2 service's type {} is unknown here (--interfaces)",
-                    typed.dds_type
-                ),
-            );
-            self.shared.fed.reply_line(domain, line);
-            return true;
-        };
-        let v: serde_json::Value = rosgate_ros2::json::from_str(args).unwrap_or_default();
-        let bytes = match cdr::encode(&*types, &srv.request, &v) {
-            Ok(b) => b,
-            Err(e) => {
-                let line = failure_line(
-                    service,
-                    id,
-                    &format!("the arguments are not {}: {e}", srv.request),
-                );
-                self.shared.fed.reply_line(domain, line);
-                return true;
-            }
-        };
-        let Some(gid) = self.client_gid(session, domain, service, &typed) else {
-            return false;
-        };
-        let (sh, name, response, call) = (
-            self.shared.clone(),
-            service.to_string(),
-            srv.response.clone(),
-            id.to_string(),
-        );
-        let first = FirstReply::new(move |r: Option<&Reply>| {
-            sh.on_call_reply(domain, &name, &response, &call, r)
-        });
-        let key = rmw::data_key(u32::from(domain), service, &typed.dds_type, &typed.hash);
-        let timeout = Duration::from_secs(QUERY_TIMEOUT_SECS);
-        self.shared
-            .request(key, bytes, gid, timeout, move |r| first.on(r));
-        true
-    }
-
     /// The GID this gateway's requests to `service` carry: rmw_zenoh's
     /// requests name the client entity, so the first call of a service
     /// declares this gateway a client of it (an `SC` token).
@@ -1540,7 +1432,7 @@ impl RosLink {
             rosgate_core::counters::Counter::Ros2EntitiesRefused,
             refused,
         );
-        self.turn_goals(session, hub, now);
+        self.turn_link(session, hub, now);
         if !self.checker_installed {
             self.checker_installed = true;
             hub.set_type_checker(Box::new(Check(self.shared.clone())));
@@ -1654,7 +1546,10 @@ impl RosLink {
         v["publishing"] = serde_json::Value::from(self.pubs.len());
         v["subscribed"] = serde_json::Value::from(self.subs.len());
         v["serving"] = serde_json::Value::from(self.servers.len());
-        v["goals_in_flight"] = serde_json::Value::from(goals_out::in_flight(&self.shared));
+        let link = self.link.stats();
+        v["goals_in_flight"] = serde_json::Value::from(link.goals_out);
+        v["calls_in_flight"] = serde_json::Value::from(link.calls_out);
+        v["link_events_dropped"] = serde_json::Value::from(self.shared.link_events_dropped());
         let (kept, waiting) = goals_in::counts(&self.shared);
         v["goals_from_ros2"] = serde_json::Value::from(kept);
         v["results_waiting"] = serde_json::Value::from(waiting);

@@ -1,0 +1,517 @@
+//! rosgate over Zenoh: one session and its two kinds of peer, other
+//! gateways (`gateways/`, issue 16) and ROS 2 graphs over rmw_zenoh
+//! (`ros2/`, feature `ros2`, issue 17), behind one trait (`peer.rs`); the
+//! network side of the federation seam in `rosgate_core::hub`
+//! (`hub/federation.rs`). This module owns the session's settings and
+//! opening, the hand-off to the loop, and each turn: the hub's interest
+//! changes and the bridges' output offered to every peer in order (ROS 2
+//! first, the gateways last, taking whatever the others did not).
+//!
+//! Zenoh runs its own threads. What they receive reaches the mio loop only
+//! as jobs through the loop's bounded inbox ([`ToLoop`]); a full inbox
+//! drops topic samples (counted) and never blocks Zenoh. What the loop
+//! sends goes out from the loop thread itself in [`Federation::turn`]:
+//! puts with congestion control `Drop`, so a slow network sheds rather
+//! than stalling the loop.
+//!
+//! The rules (docs/federation.md: subscribe upstream only while somebody
+//! downstream listens, once per topic however many listen):
+//! - a gateway declares a Zenoh subscriber and an *interest* liveliness
+//!   token for a topic only while it has local subscribers of it;
+//! - a gateway puts a topic's messages into Zenoh only while some other
+//!   gateway's interest token for it is alive: its bridge subscribes then,
+//!   and the bridge's queue is what [`Federation::turn`] drains;
+//! - one sample per publish, whatever the number of interested gateways
+//!   or of their subscribers: fan-out stays local.
+//!
+//! Invariants:
+//! - no Zenoh callback blocks or takes a lock the loop holds for long: the
+//!   shared tables (`remote::Shared`) are locked for a few map operations;
+//! - the bytes of samples waiting in the inbox are bounded by
+//!   [`INBOX_BYTES`]; the remote tables by [`remote::MAX_GATEWAYS`] and
+//!   [`remote::MAX_REMOTE_INTEREST`];
+//! - a payload from the network is delivered only if it is one JSON value
+//!   the wire decoder accepts, with raw line breaks blanked (it is framed
+//!   into NDJSON lines for clients).
+
+mod exposure;
+mod first_reply;
+mod gateways;
+mod peer;
+#[cfg(feature = "ros2")]
+mod ros2;
+mod ros_settings;
+
+pub use gateways::keys;
+use gateways::{remote, Gateways};
+use peer::{Peer, Put};
+
+use std::io::IoSlice;
+use std::path::PathBuf;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Instant;
+
+use rosgate_core::counters::Counter;
+use rosgate_core::hub::{InterestChange, Offer};
+use rosgate_core::nodes::Domain;
+use rosgate_core::out::MAX_IOVECS;
+use rosgate_core::Hub;
+use rosgate_ros2::registry::Registry;
+use rosgate_wire::decode::{self, Op, Request};
+use zenoh::{Session, Wait};
+
+use remote::Shared;
+pub use remote::{
+    GRAPH_ITEMS_PER_TURN, MAX_GATEWAYS, MAX_GRAPH_BYTES, MAX_PENDING_GRAPH_BYTES, MAX_REMOTE_CALLS,
+    MAX_REMOTE_INTEREST,
+};
+#[cfg(feature = "ros2")]
+pub use ros2::{
+    FETCHES_PER_TURN, MAX_FETCHES_PER_NODE, MAX_ROS_ENTITIES, MAX_ROS_ENTITIES_PER_NODE,
+    MAX_ROS_NODES, ROS_GRAPH,
+};
+pub use ros_settings::RosSettings;
+
+/// Work for the loop thread.
+pub type Job = Box<dyn FnOnce(&mut Hub, Instant) + Send>;
+
+/// Queues a job for the loop thread without blocking; false when refused
+/// (the inbox is full or the loop has stopped).
+pub type ToLoop = Arc<dyn Fn(Job) -> bool + Send + Sync>;
+
+/// Bytes. Samples from other gateways waiting in the loop's inbox; past
+/// it, further samples are dropped and counted (`federation_in_dropped`).
+pub const INBOX_BYTES: usize = 64 << 20;
+
+/// Bytes. Taken from the bridges' queues per loop turn; the rest waits
+/// for the next turn (so one busy topic cannot hold the loop).
+pub const DRAIN_BYTES_PER_TURN: usize = 4 << 20;
+
+/// Milliseconds. Zenoh's link lease when no `--zenoh-config` says
+/// otherwise: a gateway cut off (not closed) is lost by the others
+/// within it (Zenoh's own default is 10 s).
+pub const DEFAULT_LEASE_MS: u64 = 3000;
+
+/// Milliseconds. The longest wait between attempts to reach a
+/// `--zenoh-connect` endpoint that is down (Zenoh's default is 4 s).
+pub const DEFAULT_RETRY_MAX_MS: u64 = 1000;
+
+/// How the gateway joins Zenoh (the `--zenoh-*` flags).
+#[derive(Debug, Clone, Default)]
+pub struct Settings {
+    /// Endpoints to connect to (`tcp/host:port`).
+    pub connect: Vec<String>,
+    /// Endpoints to listen on.
+    pub listen: Vec<String>,
+    /// `peer` (default), `client` or `router`.
+    pub mode: Option<String>,
+    /// A Zenoh configuration file (JSON5) for everything else: TLS, access
+    /// control, routing. The flags above override its fields.
+    pub config_file: Option<PathBuf>,
+    /// Multicast scouting on (off unless asked for).
+    pub scouting: bool,
+    /// The ROS 2 graphs (rmw_zenoh) joined, and the types known.
+    pub ros: RosSettings,
+    /// `--allow-unauthenticated-network`: Zenoh may reach beyond this
+    /// machine without authentication (refused otherwise).
+    pub allow_unauthenticated_network: bool,
+}
+
+/// Where the gateway listens for Zenoh when neither `--zenoh-listen` nor
+/// `--zenoh-config` says: loopback, a port of the system's choosing (other
+/// gateways on this host can still reach it through Zenoh's gossip).
+pub const DEFAULT_LISTEN: &str = "tcp/127.0.0.1:0";
+
+/// Bytes. The largest message Zenoh reassembles from a link when no
+/// `--zenoh-config` says otherwise (Zenoh's own default is 1 GiB per
+/// message, per link): a sample bigger than the loop's inbox could never
+/// be delivered anyway.
+pub const DEFAULT_MAX_MESSAGE_BYTES: usize = INBOX_BYTES;
+
+/// Where a gateway that joins a ROS 2 graph connects when no endpoint is
+/// given: where rmw_zenoh's nodes look for their router.
+pub const ROS_DEFAULT_ROUTER: &str = "tcp/localhost:7447";
+
+impl Settings {
+    /// The Zenoh configuration these settings make.
+    pub fn zenoh_config(&self) -> Result<zenoh::Config, String> {
+        let mut c = match &self.config_file {
+            Some(p) => zenoh::Config::from_file(p)
+                .map_err(|e| format!("--zenoh-config {}: {e}", p.display()))?,
+            None => zenoh::Config::default(),
+        };
+        let mut set = |key: &str, value: String| {
+            c.insert_json5(key, &value)
+                .map_err(|e| format!("zenoh setting {key} = {value}: {e}"))
+        };
+        if let Some(m) = &self.mode {
+            if !matches!(m.as_str(), "peer" | "client" | "router") {
+                return Err(format!(
+                    "--zenoh-mode {m:?}: expected peer, client or router"
+                ));
+            }
+            set("mode", format!("{m:?}"))?;
+        }
+        if !self.connect.is_empty() {
+            set("connect/endpoints", json_list(&self.connect))?;
+        } else if !self.ros.domains.is_empty()
+            && self.listen.is_empty()
+            && self.config_file.is_none()
+        {
+            set("connect/endpoints", json_list(&[ROS_DEFAULT_ROUTER.into()]))?;
+        }
+        // Zenoh's own default for a peer is every interface, without
+        // authentication: nothing listens beyond loopback unless asked (a
+        // `--zenoh-config` that leaves the endpoints at Zenoh's default
+        // does not ask).
+        let default = zenoh::Config::default();
+        let unchanged =
+            |c: &zenoh::Config, key: &str| c.get_json(key).ok() == default.get_json(key).ok();
+        let listen_default = unchanged(&c, "listen/endpoints");
+        let message_default = unchanged(&c, "transport/link/rx/max_message_size");
+        let mut set = |key: &str, value: String| {
+            c.insert_json5(key, &value)
+                .map_err(|e| format!("zenoh setting {key} = {value}: {e}"))
+        };
+        if !self.listen.is_empty() {
+            set("listen/endpoints", json_list(&self.listen))?;
+        } else if listen_default {
+            set("listen/endpoints", json_list(&[DEFAULT_LISTEN.into()]))?;
+        }
+        if message_default {
+            set(
+                "transport/link/rx/max_message_size",
+                DEFAULT_MAX_MESSAGE_BYTES.to_string(),
+            )?;
+        }
+        // Off unless the flag: a gateway talks only to what it is given.
+        set("scouting/multicast/enabled", self.scouting.to_string())?;
+        if self.config_file.is_none() {
+            set("transport/link/tx/lease", DEFAULT_LEASE_MS.to_string())?;
+            set(
+                "connect/retry",
+                format!(
+                    "{{period_init_ms: 250, period_max_ms: {DEFAULT_RETRY_MAX_MS}, period_increase_factor: 2}}"
+                ),
+            )?;
+        }
+        Ok(c)
+    }
+}
+
+fn json_list(items: &[String]) -> String {
+    let quoted: Vec<String> = items.iter().map(|s| format!("{s:?}")).collect();
+    format!("[{}]", quoted.join(","))
+}
+
+/// Seconds. The longest a call forwarded to another gateway waits for its
+/// reply in Zenoh (the default `--max-call-timeout-ms`); the caller's own
+/// deadline on its gateway is usually shorter and fails it first.
+pub const QUERY_TIMEOUT_SECS: u64 = 300;
+
+/// Milliseconds. This gateway's graph is put at most this often (when it
+/// changed), so other gateways' introspection lags by at most about this.
+pub const GRAPH_INTERVAL_MS: u128 = 250;
+
+/// A sample's attachment saying it comes from a latched (transient local)
+/// publisher keeping that many messages: `latched=<depth>`.
+pub const LATCHED_ATTACHMENT: &str = "latched=";
+
+/// Hours. The longest a goal sent to another gateway waits in Zenoh for
+/// its result: goals may run for long; the caller's own `timeout` (and
+/// `--goal-timeout-ms`) on its gateway apply as for a local server.
+pub const GOAL_QUERY_TIMEOUT_HOURS: u64 = 24;
+
+/// The loop thread's side of the Zenoh session: the session, its peers
+/// (ROS 2 graphs first, if joined, then other gateways) and the bridges'
+/// output handed to them. See the module docs.
+pub struct Federation {
+    session: Session,
+    zid: String,
+    shared: Arc<Shared>,
+    /// In the order a call, goal or answer is offered to them: the last,
+    /// the gateways, takes whatever the others did not.
+    peers: Vec<Box<dyn Peer>>,
+    changes: Vec<InterestChange>,
+    buf: Vec<u8>,
+    last_status: Option<Instant>,
+}
+
+impl std::fmt::Debug for Federation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Federation")
+            .field("zid", &self.zid)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Settings checked and every file they name read (`--zenoh-config`,
+/// `--interfaces`), before anything is bound or opened: start-up reports a
+/// bad flag or file first, whatever else would fail later (a busy port).
+pub struct Prepared {
+    config: zenoh::Config,
+    ros: Option<(RosSettings, Registry)>,
+}
+
+impl Settings {
+    /// Checks every flag and reads every file: what [`Federation::start`]
+    /// needs, with nothing opened yet.
+    pub fn prepare(&self) -> Result<Prepared, String> {
+        let config = self.zenoh_config()?;
+        exposure::check(&config, self.allow_unauthenticated_network)?;
+        let ros = if self.ros.domains.is_empty() {
+            None
+        } else {
+            self.ros.check()?;
+            Some((self.ros.clone(), self.ros.registry()?))
+        };
+        Ok(Prepared { config, ros })
+    }
+}
+
+impl Federation {
+    /// Opens the Zenoh session, announces this gateway and starts
+    /// watching the others and their interest.
+    pub fn start(prepared: Prepared, to_loop: ToLoop) -> Result<Federation, String> {
+        let Prepared { config, ros } = prepared;
+        let session = zenoh::open(config)
+            .wait()
+            .map_err(|e| format!("zenoh: cannot open a session: {e}"))?;
+        let zid = session.zid().to_string();
+        let shared = Arc::new(Shared::new(zid.clone(), to_loop));
+        let gateways = Gateways::start(&session, shared.clone())?;
+        let mut peers: Vec<Box<dyn Peer>> = Vec::new();
+        // Without the `ros2` feature `prepare` refused any `--ros-domain`.
+        #[cfg(feature = "ros2")]
+        if let Some((settings, types)) = ros {
+            peers.push(ros2::start(&session, &settings, types, shared.clone())?);
+        }
+        #[cfg(not(feature = "ros2"))]
+        let _ = ros;
+        peers.push(Box::new(gateways));
+        Ok(Federation {
+            session,
+            zid,
+            shared,
+            peers,
+            changes: Vec::new(),
+            buf: Vec::new(),
+            last_status: None,
+        })
+    }
+
+    /// This gateway's Zenoh id.
+    pub fn zid(&self) -> &str {
+        &self.zid
+    }
+
+    /// Where Zenoh listens now: the session's own locators (the ports the
+    /// system chose, every address of a `0.0.0.0` listener).
+    pub fn locators(&self) -> Vec<String> {
+        self.session
+            .info()
+            .locators()
+            .wait()
+            .iter()
+            .map(ToString::to_string)
+            .collect()
+    }
+
+    /// One loop turn's work: remote interest into the hub, local interest
+    /// into Zenoh, the bridges' queued messages into Zenoh, counters and
+    /// the status into the hub.
+    pub fn turn(&mut self, hub: &mut Hub, now: Instant) {
+        for p in &mut self.peers {
+            p.sync(hub, now);
+        }
+        hub.take_interest_changes(&mut self.changes, now);
+        let changes = std::mem::take(&mut self.changes);
+        for c in &changes {
+            for p in &mut self.peers {
+                let (d, name) = (c.domain, c.name.clone());
+                match (c.kind, c.wanted) {
+                    (Offer::Topic, true) => p.want(hub, d, name),
+                    (Offer::Topic, false) => p.unwant(d, &name),
+                    (Offer::Service, true) => p.provide(d, name, &c.ty),
+                    (Offer::Service, false) => p.unprovide(d, &name),
+                    (Offer::Action, true) => p.serve(d, name, &c.ty),
+                    (Offer::Action, false) => p.unserve(d, &name),
+                }
+            }
+        }
+        self.changes = changes;
+        self.changes.clear();
+        // When a peer wants the next turn at the latest (a change held
+        // back for its interval), so the loop does not sleep past it.
+        let mut due: Option<Instant> = None;
+        for p in &mut self.peers {
+            if let Some(t) = p.turn(hub, now) {
+                due = Some(due.map_or(t, |d| d.min(t)));
+            }
+        }
+        hub.set_federation_due(due);
+        let links: Vec<(Domain, u32)> = hub.federation_links().collect();
+        for (domain, key) in links {
+            self.drain(hub, domain, key, now);
+        }
+        let dropped = self.shared.take_dropped();
+        if dropped > 0 {
+            hub.count_n(Counter::FederationInDropped, dropped);
+        }
+        let ignored = self.shared.take_ignored();
+        if ignored > 0 {
+            hub.count_n(Counter::FederationAnnouncementsIgnored, ignored);
+        }
+        let held: usize = self.peers.iter().map(|p| p.held_bytes()).sum();
+        hub.set_federation_held(self.shared.held_bytes() + held);
+        if self
+            .last_status
+            .is_none_or(|t| now.saturating_duration_since(t).as_millis() >= 200)
+        {
+            self.last_status = Some(now);
+            let mut status = serde_json::json!({});
+            for p in &self.peers {
+                p.status(&mut status);
+            }
+            hub.set_federation_status(status.to_string());
+        }
+    }
+
+    /// Sends what the bridge of `domain` has queued: one put per message.
+    fn drain(&mut self, hub: &mut Hub, domain: Domain, key: u32, now: Instant) {
+        let Some(out) = hub.out(key) else {
+            return;
+        };
+        if out.is_empty() {
+            return;
+        }
+        let mut iov = [IoSlice::new(&[]); MAX_IOVECS];
+        let n = out.fill(&mut iov, DRAIN_BYTES_PER_TURN);
+        let mut buf = std::mem::take(&mut self.buf);
+        buf.clear();
+        for s in &iov[..n] {
+            buf.extend_from_slice(s);
+        }
+        hub.wrote(key, buf.len(), now);
+        let (mut sent, mut dropped) = (0u64, 0u64);
+        // Whether the topic's messages cross marked as latched, asked once
+        // per topic per drain.
+        let mut latched: Option<(String, Option<u32>)> = None;
+        for line in buf.split(|&b| b == b'\n') {
+            // Statuses answering the bridge's own requests are skipped.
+            // A call, goal, cancel or answer goes to the first peer that
+            // takes it (the gateways, last, take the rest).
+            let peers = &mut self.peers;
+            let (topic, msg) = match decode::decode(line) {
+                Ok(Request {
+                    op: Op::Publish { topic, msg },
+                    ..
+                }) => (topic, msg),
+                Ok(Request {
+                    op: Op::CallService { service, args, .. },
+                    id: Some(id),
+                    ..
+                }) => {
+                    let args = args.map_or("{}", |a| a.get());
+                    let _ = peers
+                        .iter_mut()
+                        .any(|p| p.call(domain, &service, id.get(), args, now));
+                    continue;
+                }
+                Ok(Request {
+                    op: Op::ServiceResponse { values, result, .. },
+                    id: Some(id),
+                    ..
+                }) => {
+                    let values = values.map_or("null", |v| v.get());
+                    let _ = peers
+                        .iter_mut()
+                        .any(|p| p.answer(id.get(), values, result.get()));
+                    continue;
+                }
+                Ok(Request {
+                    op: Op::SendActionGoal(g),
+                    id: Some(id),
+                    ..
+                }) => {
+                    let ty = g.action_type.as_deref().unwrap_or("");
+                    let args = g.args.map_or("{}", |a| a.get());
+                    let _ = peers
+                        .iter_mut()
+                        .any(|p| p.goal(domain, &g.action, id.get(), ty, args, now));
+                    continue;
+                }
+                Ok(Request {
+                    op: Op::CancelActionGoal { action },
+                    id: Some(id),
+                    ..
+                }) => {
+                    let _ = peers
+                        .iter_mut()
+                        .any(|p| p.cancel(domain, &action, id.get()));
+                    continue;
+                }
+                Ok(Request {
+                    op: Op::ActionFeedback { values, .. },
+                    id: Some(id),
+                    ..
+                }) => {
+                    let _ = peers
+                        .iter_mut()
+                        .any(|p| p.goal_update(id.get(), values.get(), None));
+                    continue;
+                }
+                Ok(Request {
+                    op:
+                        Op::ActionResult {
+                            values,
+                            status,
+                            result,
+                            ..
+                        },
+                    id: Some(id),
+                    ..
+                }) => {
+                    let values = values.map_or("null", |v| v.get());
+                    let end = Some((status.get(), result.get()));
+                    let _ = peers
+                        .iter_mut()
+                        .any(|p| p.goal_update(id.get(), values, end));
+                    continue;
+                }
+                _ => continue,
+            };
+            let depth = match &latched {
+                Some((t, d)) if *t == *topic => *d,
+                _ => {
+                    let d = hub.latched_depth(domain, &topic);
+                    latched = Some((topic.to_string(), d));
+                    d
+                }
+            };
+            for p in peers.iter_mut() {
+                match p.publish(domain, &topic, msg.get(), depth) {
+                    Put::Sent => sent += 1,
+                    Put::Dropped => dropped += 1,
+                    Put::Skipped => {}
+                }
+            }
+        }
+        self.buf = buf;
+        hub.count_n(Counter::FederationOut, sent);
+        hub.count_n(Counter::FederationOutDropped, dropped);
+    }
+
+    /// Samples waiting in the loop's inbox, in bytes.
+    pub fn inbox_bytes(&self) -> usize {
+        self.shared.pending_bytes.load(Ordering::Relaxed)
+    }
+
+    /// Withdraws this gateway from the federation (its tokens go at once,
+    /// so the others need not wait for the lease).
+    pub fn close(self) {
+        let Federation { session, .. } = self;
+        let _ = session.close().wait();
+    }
+}

@@ -1,0 +1,75 @@
+//! [`Peer`]: what the Zenoh session's side of the loop asks of each kind of
+//! peer it carries (other gateways, ROS 2 graphs), so [`crate::Federation`]
+//! hands the hub's changes and the bridge's output to each in turn, with
+//! no knowledge of which peers exist.
+//!
+//! Invariant: a call, goal, cancel, answer or goal update is taken by one
+//! peer only (the first that returns `true`); the gateways peer, last,
+//! takes whatever the others did not.
+
+use std::rc::Rc;
+use std::time::Instant;
+
+use rosgate_core::nodes::Domain;
+use rosgate_core::Hub;
+
+/// What became of a message put to a peer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Put {
+    /// Put (counted as sent).
+    Sent,
+    /// Not put: shed or refused (counted as dropped).
+    Dropped,
+    /// Nothing for this peer, or not counted (only the ROS 2 peer says so).
+    #[cfg_attr(not(feature = "ros2"), allow(dead_code))]
+    Skipped,
+}
+
+/// One kind of peer of the Zenoh session. All run on the loop thread.
+pub(crate) trait Peer {
+    /// Start of a turn, before the hub's changes: what the peer learned
+    /// (from Zenoh's threads) into the hub.
+    fn sync(&mut self, hub: &mut Hub, now: Instant);
+    /// Local clients subscribe to a topic (the first) or no longer (the last).
+    fn want(&mut self, hub: &Hub, domain: Domain, topic: Rc<str>);
+    fn unwant(&mut self, domain: Domain, topic: &Rc<str>);
+    /// A local client provides a service of type `ty`, or no longer.
+    fn provide(&mut self, domain: Domain, name: Rc<str>, ty: &str);
+    fn unprovide(&mut self, domain: Domain, name: &Rc<str>);
+    /// A local client serves an action of type `ty`, or no longer.
+    fn serve(&mut self, domain: Domain, name: Rc<str>, ty: &str);
+    fn unserve(&mut self, domain: Domain, name: &Rc<str>);
+    /// A message the bridge of `domain` publishes (every peer gets it);
+    /// `depth` when the topic is latched.
+    fn publish(&mut self, domain: Domain, topic: &str, msg: &str, depth: Option<u32>) -> Put;
+    /// The bridge calls a service this peer may serve: `true` if taken.
+    fn call(&mut self, domain: Domain, service: &str, id: &str, args: &str, now: Instant) -> bool;
+    /// The local provider answered call `id`: `true` if it was this peer's.
+    fn answer(&mut self, id: &str, values: &str, result: &str) -> bool;
+    /// The bridge sends a goal: `true` if taken.
+    fn goal(
+        &mut self,
+        domain: Domain,
+        action: &str,
+        id: &str,
+        ty: &str,
+        args: &str,
+        now: Instant,
+    ) -> bool;
+    /// The bridge cancels goal `id`: `true` if it was this peer's.
+    fn cancel(&mut self, domain: Domain, action: &str, id: &str) -> bool;
+    /// The local server's feedback (`end` `None`) or result for goal `id`:
+    /// `true` if it was this peer's.
+    fn goal_update(&mut self, id: &str, values: &str, end: Option<(&str, &str)>) -> bool;
+    /// After the hub's changes: the peer's own periodic work. Returns
+    /// when it wants the next turn at the latest (work held back for an
+    /// interval), if it does.
+    fn turn(&mut self, hub: &mut Hub, now: Instant) -> Option<Instant>;
+    /// Bytes the peer holds of what the network told it (its own tables;
+    /// the shared ones are counted by the session), for the memory ledger.
+    fn held_bytes(&self) -> usize {
+        0
+    }
+    /// Adds the peer's part to `/rosgate/federation`'s status object.
+    fn status(&self, status: &mut serde_json::Value);
+}

@@ -1,0 +1,326 @@
+//! The rmw_zenoh shell of the ROS 2 link (`rosgate_ros2::link`): what
+//! Zenoh's threads learn reaches the link as events through [`LinkInbox`],
+//! drained at the start of each of the loop's turns (the link itself is
+//! the loop thread's, with no lock), and what the link asks is executed
+//! here ([`RosLink::run_link`]): requests and subscriptions with Zenoh,
+//! and lines for the hub, handed over in the order the link said them.
+//!
+//! Today the link decides calls and goals local clients send to ROS 2
+//! (`goals_out.rs` executes the goals' requests); offers, goals from ROS 2
+//! clients, types and topics still go through the shell's own tables
+//! (`mod.rs`, `goals_in.rs`), so the link's other actions are not acted on.
+//!
+//! Invariants:
+//! - a reply or a query's end is never dropped from [`LinkInbox`] (at most
+//!   one per query the link made, and the link bounds those); feedback past
+//!   [`MAX_QUEUED_FEEDBACK`] and graph events past [`MAX_LINK_EVENTS`] are
+//!   dropped and counted: a call or goal to a server whose token was missed
+//!   fails once;
+//! - the one `service_response` of each call and the one `action_result`
+//!   of each goal go to the hub from the loop's turn, never through the
+//!   loop's inbox, which may drop.
+
+use std::rc::Rc;
+use std::sync::MutexGuard;
+use std::time::{Duration, Instant};
+
+use rosgate_core::nodes::Domain;
+use rosgate_core::Hub;
+use rosgate_ros2::cdr;
+use rosgate_ros2::link::{self, Event, Reply as LinkReply, ToHub};
+use rosgate_ros2::rmw;
+use serde_json::Value;
+use zenoh::query::Reply;
+use zenoh::Session;
+
+use super::goals_out::end_line;
+use super::{RosLink, RosShared};
+use crate::first_reply::FirstReply;
+use crate::remote::failure_line;
+use crate::QUERY_TIMEOUT_SECS;
+
+/// Events for the link waiting for the loop's next turn, in all.
+pub const MAX_LINK_EVENTS: usize = 4 * link::MAX_ENTITIES;
+
+/// Feedback samples waiting for the loop's next turn; more are dropped
+/// (feedback is sheddable, as on a client's queue).
+pub const MAX_QUEUED_FEEDBACK: usize = 4096;
+
+/// Events from Zenoh's threads for the link, in arrival order.
+#[derive(Debug, Default)]
+pub(super) struct LinkInbox {
+    events: Vec<Event>,
+    feedback: usize,
+    dropped: u64,
+}
+
+impl RosShared {
+    fn link_inbox(&self) -> MutexGuard<'_, LinkInbox> {
+        self.link_inbox.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// An event for the link from Zenoh's threads: queued for the loop's
+    /// next turn, which is woken.
+    pub(super) fn to_link(&self, e: Event) {
+        let mut q = self.link_inbox();
+        let feedback = matches!(e, Event::Feedback { .. });
+        let keep = match &e {
+            Event::Reply { .. } | Event::QueryEnd { .. } => true,
+            Event::Feedback { .. } => q.feedback < MAX_QUEUED_FEEDBACK,
+            _ => q.events.len() < MAX_LINK_EVENTS,
+        };
+        if !keep {
+            q.dropped += 1;
+            return;
+        }
+        q.feedback += usize::from(feedback);
+        q.events.push(e);
+        drop(q);
+        self.fed.wake();
+    }
+
+    fn take_link_events(&self) -> Vec<Event> {
+        let mut q = self.link_inbox();
+        q.feedback = 0;
+        std::mem::take(&mut q.events)
+    }
+
+    /// Events dropped before the link saw them (for the status).
+    pub(super) fn link_events_dropped(&self) -> u64 {
+        self.link_inbox().dropped
+    }
+
+    /// A reply to the link's query `query`, or its end without one.
+    pub(super) fn reply_to_link(&self, query: link::QueryId, r: Option<Result<LinkReply, String>>) {
+        let e = match r {
+            None => Event::QueryEnd { query },
+            Some(Ok(reply)) => Event::Reply { query, reply },
+            Some(Err(why)) => Event::Reply {
+                query,
+                reply: LinkReply::Refused(why),
+            },
+        };
+        self.to_link(e);
+    }
+}
+
+impl RosLink {
+    /// A call the bridge of `domain` received for `service`: the link's if
+    /// a ROS 2 server serves it (false otherwise: not ours).
+    pub(crate) fn call(
+        &mut self,
+        session: &Session,
+        domain: Domain,
+        service: &str,
+        id: &str,
+        args: &str,
+        now: Instant,
+    ) -> bool {
+        if !self.bridged(domain) || !self.link.serves_service(u32::from(domain), service) {
+            return false;
+        }
+        self.link.handle(Event::Call {
+            now,
+            id: id.to_string(),
+            domain: u32::from(domain),
+            service: service.to_string(),
+            payload: args.as_bytes().to_vec(),
+        });
+        self.run_link(session);
+        true
+    }
+
+    /// Executes what the link asks (see the module docs).
+    pub(super) fn run_link(&mut self, session: &Session) {
+        while let Some(a) = self.link.poll() {
+            let refused = match a {
+                link::Action::Query {
+                    query,
+                    domain,
+                    service,
+                    payload,
+                    ..
+                } => Domain::try_from(domain)
+                    .map_err(|e| e.to_string())
+                    .and_then(|d| self.exec_call(session, d, &service, query, &payload))
+                    .err()
+                    .map(|why| (query, why)),
+                link::Action::SendGoal {
+                    query,
+                    domain,
+                    action,
+                    uuid,
+                    payload,
+                } => {
+                    let args = String::from_utf8_lossy(&payload).into_owned();
+                    Domain::try_from(domain)
+                        .map_err(|e| e.to_string())
+                        .and_then(|d| self.exec_send_goal(session, d, &action, uuid, query, &args))
+                        .err()
+                        .map(|why| (query, why))
+                }
+                link::Action::GetResult { query, uuid, .. } => self
+                    .exec_get_result(uuid, query)
+                    .err()
+                    .map(|why| (query, why)),
+                link::Action::CancelGoal {
+                    domain,
+                    action,
+                    uuid,
+                    ..
+                } => {
+                    if let Ok(d) = Domain::try_from(domain) {
+                        self.send_cancel(session, d, &action, uuid);
+                    }
+                    None
+                }
+                link::Action::WatchFeedback { domain, action, on } => {
+                    if let Ok(d) = Domain::try_from(domain) {
+                        if on {
+                            let typed = self.feedback_type(d, &action);
+                            self.watch_feedback(session, d, &action, typed);
+                        } else {
+                            self.feedback.remove(&(d, Rc::from(action.as_str())));
+                        }
+                    }
+                    None
+                }
+                link::Action::Deliver(t) => {
+                    self.deliver(t);
+                    None
+                }
+                // The rest of the link is not this shell's yet.
+                _ => None,
+            };
+            // What could not be sent is the peer's refusal, to the link.
+            if let Some((query, why)) = refused {
+                self.link.handle(Event::Reply {
+                    query,
+                    reply: LinkReply::Refused(why),
+                });
+            }
+        }
+    }
+
+    /// A delivery of the link as the bridge's line, kept for the turn.
+    fn deliver(&mut self, t: ToHub) {
+        let (domain, line) = match t {
+            ToHub::ServiceResponse {
+                domain,
+                service,
+                id,
+                result,
+            } => (
+                domain,
+                match result {
+                    Ok(values) => format!(
+                        "{{\"op\":\"service_response\",\"service\":{},\"values\":{},\"result\":true,\"id\":{id}}}",
+                        Value::from(service),
+                        String::from_utf8_lossy(&values)
+                    ),
+                    Err(why) => failure_line(&service, &id, &why),
+                },
+            ),
+            ToHub::GoalFeedback {
+                domain,
+                action,
+                id,
+                payload,
+            } => (
+                domain,
+                format!(
+                    "{{\"op\":\"action_feedback\",\"action\":{},\"values\":{},\"id\":{id}}}",
+                    Value::from(action),
+                    String::from_utf8_lossy(&payload)
+                ),
+            ),
+            ToHub::GoalEnd {
+                domain,
+                action,
+                id,
+                status,
+                result,
+            } => {
+                if let Ok(d) = Domain::try_from(domain) {
+                    self.goal_ended(d, &id);
+                }
+                (domain, end_line(&action, &id, i64::from(status), result))
+            }
+            // The rest of the link is not this shell's yet.
+            _ => return,
+        };
+        let Ok(d) = Domain::try_from(domain) else {
+            return;
+        };
+        self.link_out.push((d, line));
+        // Outside a turn (a call or goal refused as it is sent): the loop
+        // turns again to hand it over.
+        self.shared.fed.wake();
+    }
+
+    /// A call of `service` (the link's query `query`): the request typed
+    /// as the server declared it, its reply decoded for the link.
+    fn exec_call(
+        &mut self,
+        session: &Session,
+        domain: Domain,
+        service: &str,
+        query: link::QueryId,
+        args: &[u8],
+    ) -> Result<(), String> {
+        let Some(typed) = self.shared.served(domain, service) else {
+            return Err("the ROS 2 server left".into());
+        };
+        let types = self.shared.types();
+        let srv = rmw::ros_type_name(&typed.dds_type).and_then(|t| types.srv(&t));
+        let Some(srv) = srv else {
+            return Err(format!(
+                "the ROS 2 service's type {} is unknown here (--interfaces)",
+                typed.dds_type
+            ));
+        };
+        let v: Value =
+            rosgate_ros2::json::from_str(&String::from_utf8_lossy(args)).unwrap_or_default();
+        let bytes = cdr::encode(&*types, &srv.request, &v)
+            .map_err(|e| format!("the arguments are not {}: {e}", srv.request))?;
+        let Some(gid) = self.client_gid(session, domain, service, &typed) else {
+            return Err("the gateway could not join the service as a client".into());
+        };
+        let (sh, response) = (self.shared.clone(), srv.response.clone());
+        let first = FirstReply::new(move |r: Option<&Reply>| {
+            let reply = r.map(|r| match r.result() {
+                Ok(sample) => {
+                    let mut json = Vec::new();
+                    let payload = sample.payload().to_bytes();
+                    match cdr::decode_json(&*sh.types(), &response, &payload, &mut json) {
+                        Ok(()) => Ok(LinkReply::Service(json)),
+                        Err(e) => Err(format!("the ROS 2 server's reply is not {response}: {e}")),
+                    }
+                }
+                Err(e) => Err(format!(
+                    "the ROS 2 server refused the call: {}",
+                    String::from_utf8_lossy(&e.payload().to_bytes())
+                )),
+            });
+            sh.reply_to_link(query, reply);
+        });
+        let key = rmw::data_key(u32::from(domain), service, &typed.dds_type, &typed.hash);
+        let timeout = Duration::from_secs(QUERY_TIMEOUT_SECS);
+        self.shared
+            .request(key, bytes, gid, timeout, move |r| first.on(r));
+        Ok(())
+    }
+
+    /// Feeds the link what Zenoh's threads learned and the time, executes
+    /// what it asks, and hands its lines to the hub in order.
+    pub(super) fn turn_link(&mut self, session: &Session, hub: &mut Hub, now: Instant) {
+        for e in self.shared.take_link_events() {
+            self.link.handle(e);
+        }
+        self.link.handle(Event::Tick(now));
+        self.run_link(session);
+        for (domain, line) in std::mem::take(&mut self.link_out) {
+            hub.remote_reply(domain, line.as_bytes(), now);
+        }
+    }
+}

@@ -1,0 +1,119 @@
+//! The ROS 2 peer as [`crate::Federation`] sees it: [`RosLink`] with the
+//! session it declares in, behind the [`Peer`] trait. It takes a call,
+//! goal, cancel or answer only when it is the ROS 2 graph's (a service a
+//! ROS 2 server serves, a goal id or call id it made).
+
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::Instant;
+
+use rosgate_core::nodes::Domain;
+use rosgate_core::Hub;
+use rosgate_ros2::registry::Registry;
+use zenoh::Session;
+
+use super::RosLink;
+use crate::peer::{Peer, Put};
+use crate::remote::Shared;
+use crate::RosSettings;
+
+struct RosPeer {
+    link: RosLink,
+    session: Session,
+}
+
+/// Joins the ROS 2 graphs `settings` names, as a peer of the session.
+pub(crate) fn start(
+    session: &Session,
+    settings: &RosSettings,
+    types: Registry,
+    fed: Arc<Shared>,
+) -> Result<Box<dyn Peer>, String> {
+    let link = RosLink::start(session, settings, types, fed)?;
+    Ok(Box::new(RosPeer {
+        link,
+        session: session.clone(),
+    }))
+}
+
+impl Peer for RosPeer {
+    fn sync(&mut self, hub: &mut Hub, _now: Instant) {
+        self.link.sync_nodes(&self.session, hub);
+    }
+
+    fn want(&mut self, hub: &Hub, domain: Domain, topic: Rc<str>) {
+        self.link.want(&self.session, hub, domain, topic);
+    }
+
+    fn unwant(&mut self, domain: Domain, topic: &Rc<str>) {
+        self.link.unwant(domain, topic);
+    }
+
+    fn provide(&mut self, domain: Domain, name: Rc<str>, ty: &str) {
+        self.link.provide(&self.session, domain, name, ty);
+    }
+
+    fn unprovide(&mut self, domain: Domain, name: &Rc<str>) {
+        self.link.unprovide(domain, name);
+    }
+
+    fn serve(&mut self, domain: Domain, name: Rc<str>, ty: &str) {
+        self.link.serve_action(&self.session, domain, name, ty);
+    }
+
+    fn unserve(&mut self, domain: Domain, name: &Rc<str>) {
+        self.link.unserve_action(domain, name);
+    }
+
+    /// What reaches ROS 2 is not counted as sent (the gateways' puts are);
+    /// what it refuses is counted as dropped.
+    fn publish(&mut self, domain: Domain, topic: &str, msg: &str, depth: Option<u32>) -> Put {
+        if self.link.publish(&self.session, domain, topic, msg, depth) {
+            Put::Skipped
+        } else {
+            Put::Dropped
+        }
+    }
+
+    fn call(&mut self, domain: Domain, service: &str, id: &str, args: &str, now: Instant) -> bool {
+        self.link
+            .call(&self.session, domain, service, id, args, now)
+    }
+
+    fn answer(&mut self, id: &str, values: &str, result: &str) -> bool {
+        self.link.answer(id, values, result)
+    }
+
+    fn goal(
+        &mut self,
+        domain: Domain,
+        action: &str,
+        id: &str,
+        _ty: &str,
+        args: &str,
+        now: Instant,
+    ) -> bool {
+        self.link
+            .send_goal(&self.session, domain, action, id, args, now)
+    }
+
+    fn cancel(&mut self, domain: Domain, _action: &str, id: &str) -> bool {
+        self.link.cancel_goal(&self.session, domain, id)
+    }
+
+    fn goal_update(&mut self, id: &str, values: &str, end: Option<(&str, &str)>) -> bool {
+        self.link.goal_update(id, values, end)
+    }
+
+    fn turn(&mut self, hub: &mut Hub, now: Instant) -> Option<Instant> {
+        self.link.turn(&self.session, hub, now)
+    }
+
+    fn held_bytes(&self) -> usize {
+        self.link.shared.held_bytes()
+    }
+
+    fn status(&self, status: &mut serde_json::Value) {
+        status["ros2"] = self.link.status_json();
+    }
+}
