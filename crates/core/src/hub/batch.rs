@@ -52,6 +52,7 @@ impl PublishBatch {
 
     /// Appends one publish frame of `topic` (the caller flushed any batch
     /// of another topic first).
+    #[inline]
     pub fn push(&mut self, topic: TopicKey, parts: &[&[u8]]) {
         self.topic = Some(topic);
         for p in parts {

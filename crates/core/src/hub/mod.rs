@@ -764,6 +764,14 @@ impl Hub {
             line
         };
         match decode::decode_as(line, dialect) {
+            // The hot path, on the request where it lies (it is moved only
+            // into the general case): a plain publish goes to the router.
+            Ok(ref req) if self.plain_publish(at, req) => {
+                if let Op::Publish { ref topic, msg } = req.op {
+                    let id = req.id.map(|r| r.get().as_bytes());
+                    self.route_client(me, id, at.domain, topic, msg, now)
+                }
+            }
             Ok(req) => self.apply(me, at, req, now),
             Err(e) => self.reject(me, &e, now),
         }
@@ -803,30 +811,24 @@ impl Hub {
         self.send_status(me, Level::Error, msg, id.map(|r| r.get().as_bytes()), now);
     }
 
-    /// Handles one decoded request. A publish goes to the router; anything
-    /// else may be observed after the publishes read before it, so the
-    /// batch is delivered first.
-    ///
-    /// Inlined into its one caller: the hot path (a plain publish: no node
-    /// named, no names to resolve, no tokens to check) goes straight to its
-    /// topic without moving the request into the general case.
+    /// Whether `req` is a plain publish: no node named, no names to
+    /// resolve, no tokens to check (the hot path, `on_message`).
     #[inline(always)]
-    fn apply(&mut self, me: ConnRef, at: Sender, req: Request<'_>, now: Instant) {
-        if let Op::Publish { ref topic, msg } = req.op {
-            if !at.resolves && req.node.is_none() && !self.access.required() {
-                let id = req.id.map(|r| r.get().as_bytes());
-                let conn = Origin::Client { conn: me, id };
-                return self.route(conn, at.domain, topic, msg, now);
-            }
-        } else {
-            self.flush_publishes(now);
-        }
-        self.apply_request(me, at, req, now)
+    fn plain_publish(&self, at: Sender, req: &Request<'_>) -> bool {
+        matches!(req.op, Op::Publish { .. })
+            && !at.resolves
+            && req.node.is_none()
+            && !self.access.required()
     }
 
-    /// [`Hub::apply`] past the hot path.
+    /// Handles one decoded request but a plain publish. A publish goes to
+    /// the router; anything else may be observed after the publishes read
+    /// before it, so the batch is delivered first.
     #[inline(never)]
-    fn apply_request(&mut self, me: ConnRef, at: Sender, req: Request<'_>, now: Instant) {
+    fn apply(&mut self, me: ConnRef, at: Sender, req: Request<'_>, now: Instant) {
+        if !matches!(req.op, Op::Publish { .. }) {
+            self.flush_publishes(now);
+        }
         let id = req.id.map(|r| r.get().as_bytes());
         if req.op.changes_registrations() {
             self.charge_registration();

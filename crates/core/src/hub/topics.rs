@@ -223,12 +223,7 @@ impl Hub {
     ) {
         let (from, remote) = match origin {
             Origin::Client { conn, id } => {
-                if !self.checks.is_empty()
-                    && self.refused_by_type(domain, topic, conn, msg, id, now)
-                {
-                    return;
-                }
-                (Some(conn), false)
+                return self.route_client(conn, id, domain, topic, msg, now);
             }
             Origin::Gateway => (None, false),
             Origin::Remote { latched } => {
@@ -251,10 +246,29 @@ impl Hub {
         }
     }
 
+    /// [`Hub::route`] of a client's publish (`conn`, its request `id`): the
+    /// hot path, with the origin's flags constant in its copy of
+    /// `fan_out`.
+    pub(super) fn route_client(
+        &mut self,
+        conn: ConnRef,
+        id: Option<&[u8]>,
+        domain: Domain,
+        topic: &str,
+        msg: Raw<'_>,
+        now: Instant,
+    ) {
+        if !self.checks.is_empty() && self.refused_by_type(domain, topic, conn, msg, id, now) {
+            return;
+        }
+        self.fan_out(Some(conn), false, domain, topic, msg, now)
+    }
+
     /// [`Hub::route`] past its origin: `from` the publisher whose QoS
     /// applies (a client, or the bridge as a latched publisher), `remote`
     /// skips bridges; only a client's publish (`from` and not `remote`)
-    /// is batched.
+    /// is batched. Inlined into `route_client` and `route`, so each copy
+    /// has its origin's flags as constants.
     #[inline(always)]
     fn fan_out(
         &mut self,
