@@ -139,7 +139,7 @@ pub const MAX_REMOTE_GRAPH_ITEMS: usize = 10_000;
 pub const MAX_REMOTE_GRAPH_ITEMS_PER_GATEWAY: usize = 30_000;
 
 /// Bytes. Other gateways' graphs together, as the memory ledger counts
-/// them ([`REMOTE_ITEM_COST`] per item plus its names): long names cannot
+/// them (`REMOTE_ITEM_COST` per item plus its names): long names cannot
 /// make the item bound a big one (beyond: cut as above).
 pub const MAX_REMOTE_GRAPH_BYTES_TOTAL: usize = 16 << 20;
 
