@@ -226,11 +226,7 @@ typed_elem!(f64, 86);
 /// docs).
 pub fn typed_array<T: TypedElem>(out: &mut Vec<u8>, items: &[T]) {
     tag(out, T::TAG);
-    head(
-        out,
-        major::BYTES,
-        (items.len() * std::mem::size_of::<T>()) as u64,
-    );
+    head(out, major::BYTES, std::mem::size_of_val(items) as u64);
     out.reserve(std::mem::size_of_val(items));
     for &x in items {
         x.put_le(out);
@@ -358,10 +354,7 @@ impl Converter<'_, '_> {
     }
 
     fn open(&mut self, object: bool) -> Result<Open, JsonError> {
-        let expected = *self
-            .counts
-            .get(self.next_count)
-            .ok_or(JsonError::Syntax)?;
+        let expected = *self.counts.get(self.next_count).ok_or(JsonError::Syntax)?;
         self.next_count += 1;
         if object {
             map(self.out, expected as usize);
@@ -769,7 +762,10 @@ mod tests {
         bool(&mut out, true);
         null(&mut out);
         map(&mut out, 0);
-        assert_eq!(hex(&out), "404401020304c11a514b67b06449455446 82f5f6a0".replace(' ', ""));
+        assert_eq!(
+            hex(&out),
+            "404401020304c11a514b67b06449455446 82f5f6a0".replace(' ', "")
+        );
     }
 
     /// RFC 8746 typed arrays, little-endian, under the tags roslibjs reads.

@@ -6,9 +6,12 @@
 //! |---|---|
 //! | [`line`](mod@line) | `LineReader`: resumable newline framing with a length limit |
 //! | [`scan`] | the validating JSON scanner: exactly serde_json's language, member spans, bounded depth |
+//! | [`cbor`] | CBOR (RFC 8949) and RFC 8746 typed arrays as rosbridge's `cbor` compression writes them; JSON -> CBOR |
 //! | [`decode`] | one line -> `Request` (op, unescaped names, raw payload spans), per [`decode::Dialect`] |
 //! | [`encode`] | outgoing frames written into a caller's buffer; JSON string escaping |
+//! | [`png`] | rosbridge's `png` compression: the text as an RGB image, PNG, base64, the `png` frame |
 //! | [`names`] | ROS 2 names: validation, expansion (relative, `~/`), remaps, hidden names |
+//! | [`fragment`] | rosbridge's `fragment` op: splitting a frame, and bounded per-connection reassembly |
 //! | [`qos`] | QoS as clients ask for it (`qos`, `latch`, `queue_length`) and the compatibility rule |
 //! | [`query`] | a request target's query string, percent-decoded (WebSocket URL options) |
 //! | [`ids`] | the gateway's provider-side call ids (`"rg-<n>"`): writing and strict parsing |
@@ -20,11 +23,14 @@
 //! validated by the scanner but never re-serialized.
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 
+pub mod cbor;
 pub mod decode;
 pub mod encode;
+pub mod fragment;
 pub mod ids;
 pub mod line;
 pub mod names;
+pub mod png;
 pub mod qos;
 pub mod query;
 pub mod raw;

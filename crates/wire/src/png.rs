@@ -232,7 +232,12 @@ pub fn base64(out: &mut Vec<u8>, data: &[u8]) {
     match *it.remainder() {
         [x] => {
             let n = u32::from(x) << 16;
-            out.extend_from_slice(&[A[(n >> 18) as usize & 63], A[(n >> 12) as usize & 63], b'=', b'=']);
+            out.extend_from_slice(&[
+                A[(n >> 18) as usize & 63],
+                A[(n >> 12) as usize & 63],
+                b'=',
+                b'=',
+            ]);
         }
         [x, y] => {
             let n = (u32::from(x) << 16) | (u32::from(y) << 8);
