@@ -14,13 +14,15 @@ use rosgate_wire::ws::{WsEvent, WsReader};
 pub type Check = fn(&[u8]);
 
 /// Target names and their check functions.
-pub const TARGETS: [(&str, Check); 6] = [
+pub const TARGETS: [(&str, Check); 8] = [
     ("line_reader", line_reader),
     ("decode", decode),
     ("core", core),
     ("ws_reader", ws_reader),
     ("ws_client", ws_client),
     ("scan", crate::scan_parity::scan),
+    ("cbor", crate::binary::cbor),
+    ("fragment", crate::binary::fragment),
 ];
 
 /// Runs the check of `target` on `data`; false if there is no such target.

@@ -30,7 +30,7 @@
 //! | `driver::param_access` | everyone else's access to parameters (rosapi, the node services) and the owner's validation round trip |
 //! | `driver::federation` | the hub as a federated gateway: other gateways' messages (`Action::Remote`, from fuzz input) and the interest it reports, checked every step against the model's subscribers |
 //! | `driver::checks` | the invariants: tables, the memory ledger, counters, quiescence, last words, [`Sim::finish`] |
-//! | [`fuzzing`], [`scan_parity`] | the fuzz targets' checks |
+//! | [`fuzzing`], [`scan_parity`], [`binary`] | the fuzz targets' checks (`binary`: CBOR conversion and fragment reassembly) |
 //!
 //! Layers depend downward only, with no import cycle between modules:
 //! `driver` (and its children) on `model` (and its children) on `actions`,
@@ -130,6 +130,7 @@ mod rng;
 mod violation;
 mod ws;
 
+pub mod binary;
 pub mod fuzzing;
 pub mod scan_parity;
 

@@ -300,25 +300,12 @@ impl Reassembly {
                 if self.entries.len() >= MAX_FRAGMENTED_IN_FLIGHT {
                     return Err(FragmentError::TooManyInFlight);
                 }
-                let base = MESSAGE_OVERHEAD + id.len();
-                let open = if self.held + base > self.max_bytes {
-                    None
-                } else {
-                    self.held += base;
-                    Some(Partial {
-                        held: base,
-                        ..Partial::default()
-                    })
-                };
                 self.entries.push(Entry {
                     id: id.into(),
                     total,
                     deadline: now + self.timeout,
-                    open,
+                    open: Some(Partial::default()),
                 });
-                if self.entries[self.entries.len() - 1].open.is_none() {
-                    return Err(FragmentError::TooLarge);
-                }
                 self.entries.len() - 1
             }
         };
@@ -358,7 +345,11 @@ impl Reassembly {
         if num < p.next || p.later.contains_key(&num) {
             return Err(FragmentError::Duplicate);
         }
-        let cost = data.len() + PIECE_OVERHEAD;
+        let mut cost = data.len() + PIECE_OVERHEAD;
+        if p.next == 0 && p.later.is_empty() {
+            // The message's first piece brings the message's own cost.
+            cost += MESSAGE_OVERHEAD + e.id.len();
+        }
         if cost > room {
             return Err(FragmentError::TooLarge);
         }
