@@ -335,6 +335,14 @@ const NOT_LIMITS: &[(&str, &str)] = &[
     ("TOPIC_OVERHEAD", "ledger cost per topic"),
     ("MEMBER_OVERHEAD", "ledger cost per registration key"),
     ("SERVICE_OVERHEAD", "ledger cost per service"),
+    (
+        "PIECE_OVERHEAD",
+        "ledger cost per fragment piece held (crates/wire/src/fragment.rs)",
+    ),
+    (
+        "MESSAGE_OVERHEAD",
+        "ledger cost per fragmented message held (crates/wire/src/fragment.rs)",
+    ),
     // `rosgate demo`'s starting parameter values, which any client may
     // change: content, not bounds.
     ("DEFAULT_RATE_HZ", "the demo talker's initial publish_rate"),

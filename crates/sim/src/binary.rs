@@ -51,10 +51,7 @@ fn same(a: &V, b: &V) -> bool {
         (V::Str(x), V::Str(y)) => x == y,
         (V::Arr(x), V::Arr(y)) => x.len() == y.len() && x.iter().zip(y).all(|(p, q)| same(p, q)),
         (V::Map(x), V::Map(y)) => {
-            x.len() == y.len()
-                && x.iter()
-                    .zip(y)
-                    .all(|((k, p), (l, q))| k == l && same(p, q))
+            x.len() == y.len() && x.iter().zip(y).all(|((k, p), (l, q))| k == l && same(p, q))
         }
         _ => false,
     }
@@ -71,8 +68,7 @@ fn num(v: &V) -> f64 {
 /// Equal, or adjacent doubles (same sign).
 fn near(a: f64, b: f64) -> bool {
     a == b
-        || (a.is_sign_negative() == b.is_sign_negative()
-            && a.to_bits().abs_diff(b.to_bits()) <= 1)
+        || (a.is_sign_negative() == b.is_sign_negative() && a.to_bits().abs_diff(b.to_bits()) <= 1)
 }
 
 impl<'de> Deserialize<'de> for V {
@@ -295,8 +291,16 @@ pub fn fragment(data: &[u8]) {
             assert_eq!(r.expire(now), partial, "partial messages expired");
         } else {
             let id = IDS[usize::from(kind >> 2) & 3];
-            let num = if a & 0x80 != 0 { u64::MAX - u64::from(a & 1) } else { u64::from(a & 7) };
-            let total = if b & 0x80 != 0 { u64::MAX } else { u64::from(b & 7) };
+            let num = if a & 0x80 != 0 {
+                u64::MAX - u64::from(a & 1)
+            } else {
+                u64::from(a & 7)
+            };
+            let total = if b & 0x80 != 0 {
+                u64::MAX
+            } else {
+                u64::from(b & 7)
+            };
             let piece = PIECES[usize::from(c) & 3].repeat(usize::from(c >> 2));
             let res = r.piece(id, &piece, num, total, now);
             let expected_err = match model.get(id) {
@@ -353,7 +357,11 @@ pub fn fragment(data: &[u8]) {
             }
         }
         // Bounds, and the bytes held as the model counts them.
-        assert!(r.held_bytes() <= max_bytes, "held {} > {max_bytes}", r.held_bytes());
+        assert!(
+            r.held_bytes() <= max_bytes,
+            "held {} > {max_bytes}",
+            r.held_bytes()
+        );
         assert!(r.len() <= MAX_FRAGMENTED_IN_FLIGHT);
         assert_eq!(r.len(), model.len());
         let held: usize = model
@@ -383,7 +391,9 @@ pub fn fragment(data: &[u8]) {
         let mut done = None;
         for p in &pieces {
             assert!(done.is_none(), "delivered before the last piece");
-            done = r.piece("0", p.data, p.num, p.total, t0).unwrap_or_else(|e| panic!("{e:?}"));
+            done = r
+                .piece("0", p.data, p.num, p.total, t0)
+                .unwrap_or_else(|e| panic!("{e:?}"));
         }
         assert_eq!(done.as_deref(), Some(&*text));
         assert_eq!(r.held_bytes(), 0);
@@ -425,7 +435,9 @@ mod tests {
         // Pieces of "0" (1/2, 0/2), a duplicate, a changed total, a clock
         // step past the deadline, then a long text to split.
         let mut d = vec![40u8];
-        d.extend_from_slice(&[0, 1, 2, 4, 0, 0, 2, 5, 0, 0, 2, 5, 4, 0, 2, 0, 4, 0, 3, 0, 3, 60, 0, 0]);
+        d.extend_from_slice(&[
+            0, 1, 2, 4, 0, 0, 2, 5, 0, 0, 2, 5, 4, 0, 2, 0, 4, 0, 3, 0, 3, 60, 0, 0,
+        ]);
         d.extend(std::iter::repeat_n(b'z', 3000));
         fragment(&d);
     }
@@ -436,9 +448,30 @@ mod tests {
     #[test]
     fn generated_inputs_hold() {
         const TOKENS: [&str; 24] = [
-            "{", "}", "[", "]", ",", ":", "\"k\"", "\"\\u00e9\"", "\"\\ud83e\\udd16\"", "0", "-0",
-            "1.5e3", "18446744073709551615", "-18446744073709551616", "1e400", "99999999999999999999",
-            "true", "null", " ", "\"\\\"\"", "\"\\ud800\"", "-", "\"é\"", "0.1",
+            "{",
+            "}",
+            "[",
+            "]",
+            ",",
+            ":",
+            "\"k\"",
+            "\"\\u00e9\"",
+            "\"\\ud83e\\udd16\"",
+            "0",
+            "-0",
+            "1.5e3",
+            "18446744073709551615",
+            "-18446744073709551616",
+            "1e400",
+            "99999999999999999999",
+            "true",
+            "null",
+            " ",
+            "\"\\\"\"",
+            "\"\\ud800\"",
+            "-",
+            "\"é\"",
+            "0.1",
         ];
         let mut x = 0x9e37_79b9_7f4a_7c15u64;
         let mut next = move || {

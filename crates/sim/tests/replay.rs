@@ -176,12 +176,22 @@ fn write_seed_corpus() {
         (
             "budget",
             4,
-            vec![piece(0, 0, 4, 255), piece(1, 0, 4, 255), piece(0, 1, 4, 255)],
+            vec![
+                piece(0, 0, 4, 255),
+                piece(1, 0, 4, 255),
+                piece(0, 1, 4, 255),
+            ],
         ),
         (
             "deadline",
             255,
-            vec![piece(2, 0, 5, 8), step(30), piece(2, 1, 5, 8), step(30), piece(2, 2, 5, 8)],
+            vec![
+                piece(2, 0, 5, 8),
+                step(30),
+                piece(2, 1, 5, 8),
+                step(30),
+                piece(2, 2, 5, 8),
+            ],
         ),
     ];
     for (name, sel, ops) in schedules {
@@ -192,7 +202,11 @@ fn write_seed_corpus() {
         write("fragment", name, &d);
     }
     let long = format!("{}{}", "\u{e9}\u{1f916}".repeat(300), lines.join(""));
-    write("fragment", "split-long", &[&[7u8][..], long.as_bytes()].concat());
+    write(
+        "fragment",
+        "split-long",
+        &[&[7u8][..], long.as_bytes()].concat(),
+    );
 
     // line_reader: [max selector, cut lo, cut hi] + stream.
     let stream = |sel: u8, cut: u16, body: &[u8]| {
