@@ -1,7 +1,9 @@
 //! CBOR (RFC 8949) written into a caller's `Vec<u8>`, as rosbridge's `cbor`
 //! compression sends it, and a type-unaware JSON -> CBOR conversion.
 //!
-//! What it owns: the byte layout of every CBOR item the gateway emits.
+//! What it owns: the byte layout of every CBOR item the gateway emits, and
+//! the `publish` frames of the `cbor` and `cbor-raw` compressions
+//! ([`publish`], [`publish_raw`]).
 //!
 //! - Heads are always in shortest form (RFC 8949 §4.2.1: the argument in
 //!   the fewest bytes) and lengths are always definite: no indefinite-length
@@ -231,6 +233,43 @@ pub fn typed_array<T: TypedElem>(out: &mut Vec<u8>, items: &[T]) {
     for &x in items {
         x.put_le(out);
     }
+}
+
+/// Appends a `publish` frame as rosbridge's `cbor` compression sends it:
+/// the map `{"op":"publish","topic":<topic>,"msg":<msg>}` in that order
+/// (rosbridge_library/src/rosbridge_library/capabilities/subscribe.py), the
+/// message converted by [`from_json`]. On error `out` is left as it was.
+pub fn publish(out: &mut Vec<u8>, topic: &str, msg_json: &str) -> Result<(), JsonError> {
+    let start = out.len();
+    map(out, 3);
+    text(out, "op");
+    text(out, "publish");
+    text(out, "topic");
+    text(out, topic);
+    text(out, "msg");
+    from_json(msg_json, out).inspect_err(|_| out.truncate(start))
+}
+
+/// Appends a `publish` frame as rosbridge's `cbor-raw` compression sends
+/// it: `{"op":"publish","topic":<topic>,"msg":{"secs":..,"nsecs":..,
+/// "bytes":<the serialized message>}}`, the time being when the gateway
+/// received the message (subscribe.py, and ROSBRIDGE_PROTOCOL.md §3.1.4).
+/// For a ROS 2 sample, `bytes` is its CDR, encapsulation header included,
+/// as rclpy's raw subscription hands it to rosbridge.
+pub fn publish_raw(out: &mut Vec<u8>, topic: &str, secs: i64, nsecs: u32, bytes_: &[u8]) {
+    map(out, 3);
+    text(out, "op");
+    text(out, "publish");
+    text(out, "topic");
+    text(out, topic);
+    text(out, "msg");
+    map(out, 3);
+    text(out, "secs");
+    int(out, secs);
+    text(out, "nsecs");
+    uint(out, u64::from(nsecs));
+    text(out, "bytes");
+    bytes(out, bytes_);
 }
 
 /// Why [`from_json`] refused its input. On error, `out` may hold a partial
@@ -794,6 +833,50 @@ mod tests {
         let mut out = Vec::new();
         typed_array(&mut out, items);
         out
+    }
+
+    /// The two publish frames, byte for byte.
+    #[test]
+    fn publish_frames() {
+        let mut out = Vec::new();
+        publish(&mut out, "/t", r#"{"data":1.5}"#).unwrap();
+        assert_eq!(
+            hex(&out),
+            concat!(
+                "a3",
+                "626f70",
+                "677075626c697368",
+                "65746f706963",
+                "622f74",
+                "636d7367",
+                "a1",
+                "6464617461",
+                "fb3ff8000000000000"
+            )
+        );
+        let before = out.clone();
+        assert_eq!(publish(&mut out, "/t", "{"), Err(JsonError::Syntax));
+        assert_eq!(out, before, "left as it was");
+        let mut out = Vec::new();
+        publish_raw(&mut out, "/t", 1_700_000_000, 5, &[0, 1, 0, 0]);
+        assert_eq!(
+            hex(&out),
+            concat!(
+                "a3",
+                "626f70",
+                "677075626c697368",
+                "65746f706963",
+                "622f74",
+                "636d7367",
+                "a3",
+                "6473656373",
+                "1a6553f100",
+                "656e73656373",
+                "05",
+                "656279746573",
+                "4400010000"
+            )
+        );
     }
 
     /// Numbers: integers in CBOR's range as integers, the rest as the
