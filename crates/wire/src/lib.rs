@@ -1,17 +1,18 @@
 //! rosgate's wire format, usable on its own (by the gateway's core, the CLI,
 //! the load generator, bridges): nothing here depends on connections,
-//! queues or the clock.
+//! queues or the clock (what needs time, fragment reassembly, takes `now`
+//! from its caller).
 //!
 //! | module | owns |
 //! |---|---|
 //! | [`line`](mod@line) | `LineReader`: resumable newline framing with a length limit |
 //! | [`scan`] | the validating JSON scanner: exactly serde_json's language, member spans, bounded depth |
-//! | [`cbor`] | CBOR (RFC 8949) and RFC 8746 typed arrays as rosbridge's `cbor` compression writes them; JSON -> CBOR |
 //! | [`decode`] | one line -> `Request` (op, unescaped names, raw payload spans), per [`decode::Dialect`] |
 //! | [`encode`] | outgoing frames written into a caller's buffer; JSON string escaping |
+//! | [`cbor`] | CBOR (RFC 8949) and RFC 8746 typed arrays as rosbridge's `cbor` compression writes them; JSON -> CBOR |
 //! | [`png`] | rosbridge's `png` compression: the text as an RGB image, PNG, base64, the `png` frame |
-//! | [`names`] | ROS 2 names: validation, expansion (relative, `~/`), remaps, hidden names |
 //! | [`fragment`] | rosbridge's `fragment` op: splitting a frame, and bounded per-connection reassembly |
+//! | [`names`] | ROS 2 names: validation, expansion (relative, `~/`), remaps, hidden names |
 //! | [`qos`] | QoS as clients ask for it (`qos`, `latch`, `queue_length`) and the compatibility rule |
 //! | [`query`] | a request target's query string, percent-decoded (WebSocket URL options) |
 //! | [`ids`] | the gateway's provider-side call ids (`"rg-<n>"`): writing and strict parsing |
