@@ -358,6 +358,14 @@ const NOT_LIMITS: &[(&str, &str)] = &[
         "ledger cost per entry of the federation's tables",
     ),
     ("ENTITY_COST", "ledger cost per ROS 2 entity remembered"),
+    (
+        "PIECE_OVERHEAD",
+        "ledger cost per fragment piece held (crates/wire/src/fragment.rs)",
+    ),
+    (
+        "MESSAGE_OVERHEAD",
+        "ledger cost per fragmented message held (crates/wire/src/fragment.rs)",
+    ),
     // `rosgate demo`'s starting parameter values, which any client may
     // change: content, not bounds.
     ("DEFAULT_RATE_HZ", "the demo talker's initial publish_rate"),

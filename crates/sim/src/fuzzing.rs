@@ -14,7 +14,7 @@ use rosgate_wire::ws::{WsEvent, WsReader};
 pub type Check = fn(&[u8]);
 
 /// Target names and their check functions.
-pub const TARGETS: [(&str, Check); 7] = [
+pub const TARGETS: [(&str, Check); 9] = [
     ("line_reader", line_reader),
     ("decode", decode),
     ("core", core),
@@ -22,6 +22,8 @@ pub const TARGETS: [(&str, Check); 7] = [
     ("ws_client", ws_client),
     ("scan", crate::scan_parity::scan),
     ("link", link),
+    ("cbor", crate::binary::cbor),
+    ("fragment", crate::binary::fragment),
 ];
 
 /// The ROS 2 link on a schedule the bytes choose (`src/link.rs`): nothing

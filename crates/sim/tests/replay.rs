@@ -125,6 +125,89 @@ fn write_seed_corpus() {
     );
     write("decode", "too-deep", deep.as_bytes());
 
+    // cbor: the protocol lines above (JSON in), and the conversion's edges.
+    for (i, l) in lines.iter().enumerate() {
+        write("cbor", &format!("proto-{i:02}"), l.as_bytes());
+    }
+    let edges: &[&str] = &[
+        "18446744073709551615",
+        "-18446744073709551616",
+        "18446744073709551616",
+        "-0",
+        "[1.5,-2.25e-3,0.1]",
+        r#"{"k":1,"k":[],"":{}}"#,
+        r#""\ud83e\udd16\u00e9\/\b""#,
+    ];
+    for (i, l) in edges.iter().enumerate() {
+        write("cbor", &format!("edge-{i:02}"), l.as_bytes());
+    }
+    write("cbor", "too-deep", deep.as_bytes());
+
+    // fragment: [max selector] + 4-byte ops (kind: id << 2 | 0..2 piece,
+    // 3 clock step; num; total; piece) -- see rosgate_sim::binary.
+    let piece = |id: u8, num: u8, total: u8, data: u8| [id << 2, num, total, data];
+    let step = |n: u8| [3, n, 0, 0];
+    let schedules: &[(&str, u8, Vec<[u8; 4]>)] = &[
+        (
+            "in-order",
+            255,
+            vec![piece(0, 0, 3, 5), piece(0, 1, 3, 6), piece(0, 2, 3, 7)],
+        ),
+        (
+            "out-of-order",
+            255,
+            vec![piece(1, 2, 3, 9), piece(1, 0, 3, 1), piece(1, 1, 3, 2)],
+        ),
+        (
+            "refusals",
+            255,
+            vec![
+                piece(0, 0, 2, 4),
+                piece(0, 0, 2, 4),
+                piece(0, 1, 2, 4),
+                piece(1, 5, 2, 0),
+                piece(2, 0, 0, 0),
+                piece(3, 0, 2, 0),
+                piece(3, 1, 3, 0),
+                step(60),
+                piece(0, 0, 1, 4),
+            ],
+        ),
+        (
+            "budget",
+            4,
+            vec![
+                piece(0, 0, 4, 255),
+                piece(1, 0, 4, 255),
+                piece(0, 1, 4, 255),
+            ],
+        ),
+        (
+            "deadline",
+            255,
+            vec![
+                piece(2, 0, 5, 8),
+                step(30),
+                piece(2, 1, 5, 8),
+                step(30),
+                piece(2, 2, 5, 8),
+            ],
+        ),
+    ];
+    for (name, sel, ops) in schedules {
+        let mut d = vec![*sel];
+        for op in ops {
+            d.extend_from_slice(op);
+        }
+        write("fragment", name, &d);
+    }
+    let long = format!("{}{}", "\u{e9}\u{1f916}".repeat(300), lines.join(""));
+    write(
+        "fragment",
+        "split-long",
+        &[&[7u8][..], long.as_bytes()].concat(),
+    );
+
     // line_reader: [max selector, cut lo, cut hi] + stream.
     let stream = |sel: u8, cut: u16, body: &[u8]| {
         let mut v = vec![sel];

@@ -1,6 +1,7 @@
 //! rosgate's wire format, usable on its own (by the gateway's core, the CLI,
 //! the load generator, bridges): nothing here depends on connections,
-//! queues or the clock.
+//! queues or the clock (what needs time, fragment reassembly, takes `now`
+//! from its caller).
 //!
 //! | module | owns |
 //! |---|---|
@@ -8,6 +9,9 @@
 //! | [`scan`] | the validating JSON scanner: exactly serde_json's language, member spans, bounded depth |
 //! | [`decode`] | one line -> `Request` (op, unescaped names, raw payload spans), per [`decode::Dialect`] |
 //! | [`encode`] | outgoing frames written into a caller's buffer; JSON string escaping |
+//! | [`cbor`] | CBOR (RFC 8949) and RFC 8746 typed arrays as rosbridge's `cbor` compression writes them; JSON -> CBOR |
+//! | [`png`] | rosbridge's `png` compression: the text as an RGB image, PNG, base64, the `png` frame |
+//! | [`fragment`] | rosbridge's `fragment` op: splitting a frame, and bounded per-connection reassembly |
 //! | [`names`] | ROS 2 names: validation, expansion (relative, `~/`), remaps, hidden names |
 //! | [`qos`] | QoS as clients ask for it (`qos`, `latch`, `queue_length`) and the compatibility rule |
 //! | [`query`] | a request target's query string, percent-decoded (WebSocket URL options) |
@@ -20,11 +24,14 @@
 //! validated by the scanner but never re-serialized.
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 
+pub mod cbor;
 pub mod decode;
 pub mod encode;
+pub mod fragment;
 pub mod ids;
 pub mod line;
 pub mod names;
+pub mod png;
 pub mod qos;
 pub mod query;
 pub mod raw;
