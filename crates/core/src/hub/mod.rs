@@ -56,6 +56,7 @@
 mod actions;
 mod auth;
 mod batch;
+mod bridge_out;
 mod clients;
 mod federation;
 mod graph;
