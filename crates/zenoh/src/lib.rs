@@ -364,11 +364,13 @@ impl Federation {
             }
         }
         hub.set_federation_due(due);
-        self.send(hub, now);
         let links: Vec<(Domain, u32)> = hub.federation_links().collect();
         for (domain, key) in links {
             self.drain(hub, domain, key, now);
         }
+        // After the topic data: a client's publishes before its call
+        // leave before the call, as they did through the bridge's queue.
+        self.send(hub, now);
         let dropped = self.shared.take_dropped();
         if dropped > 0 {
             hub.count_n(Counter::FederationInDropped, dropped);
@@ -392,7 +394,8 @@ impl Federation {
         }
     }
 
-    /// Sends what the bridge of `domain` has queued: one put per message.
+    /// Sends the topic data the bridge of `domain` has queued: one put
+    /// per message, to every peer.
     fn drain(&mut self, hub: &mut Hub, domain: Domain, key: u32, now: Instant) {
         let Some(out) = hub.out(key) else {
             return;

@@ -41,7 +41,7 @@ impl Hub {
     }
 
     /// Queues `msg` for a peer, or says it does not fit.
-    fn to_outbox(&mut self, msg: BridgeMsg) -> Result<(), BridgeMsg> {
+    fn queue_for_peer(&mut self, msg: BridgeMsg) -> Result<(), BridgeMsg> {
         self.fed.outbox.push(msg)
     }
 
@@ -57,7 +57,7 @@ impl Hub {
         let Some(peer) = self.beyond(to, peer) else {
             return false;
         };
-        let queued = peer.map(|p| self.to_outbox(make(p)));
+        let queued = peer.map(|p| self.queue_for_peer(make(p)));
         if !matches!(queued, Some(Ok(()))) {
             self.counters.inc(Counter::FederationOutDropped);
         }
@@ -183,7 +183,7 @@ impl Hub {
         values: &[u8],
     ) {
         let queued = peer.map(|to| {
-            self.to_outbox(BridgeMsg::Feedback {
+            self.queue_for_peer(BridgeMsg::Feedback {
                 id: text(id.unwrap_or(b"null")),
                 values: text(values),
                 to,
@@ -222,7 +222,7 @@ impl Hub {
         let why = match self.serving_peer(kind, domain, name) {
             Some((p, _)) => {
                 self.calls.set_peer(seq, p);
-                match self.to_outbox(msg(p)) {
+                match self.queue_for_peer(msg(p)) {
                     Ok(()) => return true,
                     Err(_) => {
                         self.counters.inc(Counter::FederationOutboxFull);
@@ -258,7 +258,7 @@ impl Hub {
         // The name as the goal recorded it, a JSON string the hub wrote.
         let action: String = serde_json::from_slice(action_json).unwrap_or_default();
         let queued = peer.map(|to| {
-            self.to_outbox(BridgeMsg::Cancel {
+            self.queue_for_peer(BridgeMsg::Cancel {
                 domain,
                 action: action.into(),
                 id: seq,

@@ -6,7 +6,12 @@
 //! subscribes on behalf of the remote gateways interested in a topic and
 //! whose queued output the shell drains into the network instead of a
 //! socket, so a bridge gets fan-out, latched greetings, shedding and the
-//! memory ledger exactly as a client does. Owns too the record of which
+//! memory ledger exactly as a client does. That queue carries topic data
+//! only: calls, goals, cancels and answers for the peers beyond a bridge
+//! go typed into the outbox (`crate::bridge`, filled by `hub/bridge_out.rs`)
+//! with the peer named, from the record kept here of which peer (ROS 2 or
+//! the other gateways) provides each remote service and action, and from
+//! the peer a bridge's call came from. Owns too the record of which
 //! topics have local subscribers, announced to the shell as changes (it
 //! declares interest upstream only while somebody here listens:
 //! `docs/federation.md`, "What crosses, and how").
