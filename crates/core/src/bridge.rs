@@ -28,7 +28,7 @@ use crate::nodes::Domain;
 pub const MAX_BRIDGE_OUTBOX_BYTES: usize = 8 << 20;
 
 /// Bytes counted per message beyond its strings.
-const MSG_OVERHEAD: usize = 64;
+const BRIDGE_MSG_OVERHEAD: usize = 64;
 
 /// The kind of peer on the other side of a bridge: a ROS 2 graph (over
 /// rmw_zenoh) or the other rosgate gateways.
@@ -123,7 +123,7 @@ impl BridgeMsg {
 
     /// Bytes the memory ledger counts for it.
     pub fn bytes(&self) -> usize {
-        MSG_OVERHEAD
+        BRIDGE_MSG_OVERHEAD
             + match self {
                 BridgeMsg::Call { service, args, .. } => service.len() + args.len(),
                 BridgeMsg::Goal {

@@ -105,7 +105,7 @@ family! {
         MemoryInputBytes => "memory_input_bytes", "Bytes of partial requests buffered.";
         MemoryCallsBytes => "memory_calls_bytes", "Bytes held for calls in flight.";
         MemoryRegistrationsBytes => "memory_registrations_bytes", "Bytes held for registrations.";
-        MemoryFederationBytes => "memory_federation_bytes", "Bytes held for what other gateways and ROS 2 nodes announced: their graphs, the federation's tables, samples waiting for the loop.";
+        MemoryFederationBytes => "memory_federation_bytes", "Bytes held for what other gateways and ROS 2 nodes announced: their graphs, the federation's tables, samples waiting for the loop, calls and answers waiting for them in the outbox.";
         Nodes => "nodes", "Nodes declared by connections, all domains.";
         Parameters => "parameters", "Parameters held (owned and held by the gateway), all domains.";
         Domains => "domains", "Domains with at least one client.";
