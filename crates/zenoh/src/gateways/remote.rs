@@ -960,7 +960,43 @@ fn unix_ms() -> u64 {
 
 #[cfg(test)]
 mod tests {
-    use super::valid_msg;
+    use super::{valid_msg, Change, PeerId, Provided, Shared};
+
+    /// The hub learns, per kind of peer, the first provider and the last
+    /// going: a gateway's provider does not hide that ROS 2 provides the
+    /// same service, nor the other way round.
+    #[test]
+    fn provider_changes_name_the_peer_first_and_last_of_its_kind() {
+        let s = Shared::new("me".into(), std::sync::Arc::new(|_: crate::Job| true));
+        let ty = || Some("pkg/srv/Add".to_string());
+        let svc = || "/add".to_string();
+        s.provider(Provided::Service, 0, svc(), "aa11".into(), ty());
+        s.provider(Provided::Service, 0, svc(), "bb22".into(), ty());
+        s.provider(Provided::Service, 0, svc(), "ros2:n1".into(), ty());
+        s.provider(Provided::Service, 0, svc(), "ros2:n2".into(), ty());
+        let add = |peer| Change::Provider(Provided::Service, 0, svc(), ty(), peer);
+        assert_eq!(
+            s.take_changes(),
+            vec![add(PeerId::Gateways), add(PeerId::Ros2)]
+        );
+        s.provider(Provided::Service, 0, svc(), "ros2:n1".into(), None);
+        s.provider(Provided::Service, 0, svc(), "aa11".into(), None);
+        assert!(s.take_changes().is_empty(), "one of each kind is left");
+        s.provider(Provided::Service, 0, svc(), "ros2:n2".into(), None);
+        let gone = |peer| Change::Provider(Provided::Service, 0, svc(), None, peer);
+        assert_eq!(s.take_changes(), vec![gone(PeerId::Ros2)]);
+        s.provider(Provided::Service, 0, svc(), "bb22".into(), None);
+        assert_eq!(s.take_changes(), vec![gone(PeerId::Gateways)]);
+    }
+
+    /// The ROS 2 side names its providers after its graph (`ROS_GRAPH`).
+    #[cfg(feature = "ros2")]
+    #[test]
+    fn ros2_providers_are_the_ros2_peers() {
+        let who = format!("{}:node", crate::ROS_GRAPH);
+        assert_eq!(super::peer_of(&who), PeerId::Ros2);
+        assert_eq!(super::peer_of("0123abcd"), PeerId::Gateways);
+    }
 
     #[test]
     fn only_one_valid_json_value_passes_and_line_breaks_are_blanked() {
