@@ -1,7 +1,8 @@
 //! [`Peer`]: what the Zenoh session's side of the loop asks of each kind of
 //! peer it carries (other gateways, ROS 2 graphs), so [`crate::Federation`]
-//! hands the hub's changes and the bridge's output to each in turn, with
-//! no knowledge of which peers exist.
+//! hands the hub's changes and the bridges' topic data to each in turn,
+//! and each of the hub's typed messages to the peer whose [`Peer::id`] it
+//! names, with no knowledge of which peers exist.
 //!
 //! Invariant: a call, goal, cancel, answer or goal update goes to the one
 //! peer the hub named in its [`rosgate_core::bridge::BridgeMsg`] (the
