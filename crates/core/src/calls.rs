@@ -28,6 +28,7 @@ use std::collections::HashMap;
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
+use crate::bridge::PeerId;
 use crate::conn_ref::ConnRef;
 pub use crate::hash::{SeqBuild, SeqHasher};
 use crate::limits::{TIMER_SLOTS, TIMER_TICK_MS};
@@ -81,6 +82,9 @@ pub struct Call {
     orphaned: bool,
     /// When it was made (latency and duration histograms).
     started: Instant,
+    /// The peer on the other side when a bridge is its caller (the peer it
+    /// came from) or its provider (the peer that serves it).
+    peer: Option<PeerId>,
 }
 
 impl Call {
@@ -103,6 +107,11 @@ impl Call {
 
     pub fn kind(&self) -> CallKind {
         self.kind
+    }
+
+    /// The peer beyond its bridge (see [`Calls::set_peer`]).
+    pub fn peer(&self) -> Option<PeerId> {
+        self.peer
     }
 
     /// When it was made.
@@ -327,6 +336,7 @@ impl Calls {
             deadline,
             kind,
             orphaned: false,
+            peer: None,
             started,
         };
         let bytes = CALL_OVERHEAD + call.names.len();
@@ -356,6 +366,13 @@ impl Calls {
                 set.insert(call.seq);
                 by_name.insert(call.service_json().into(), set);
             }
+        }
+    }
+
+    /// Records the peer beyond the bridge that made or serves call `seq`.
+    pub fn set_peer(&mut self, seq: u64, peer: PeerId) {
+        if let Some(c) = self.table.get_mut(&seq) {
+            c.peer = Some(peer);
         }
     }
 

@@ -74,7 +74,8 @@ family! {
         FederationIn => "federation_in", "Topic messages received from other gateways and delivered here (--zenoh-*).";
         FederationOut => "federation_out", "Topic messages sent to other gateways: one per publish, however many gateways want it.";
         FederationInDropped => "federation_in_dropped", "Messages from other gateways dropped before delivery: the loop's inbox was full, or the payload or topic was invalid.";
-        FederationOutDropped => "federation_out_dropped", "Messages not sent to other gateways: Zenoh refused them (congestion or a closed session).";
+        FederationOutDropped => "federation_out_dropped", "Messages not sent to other gateways or ROS 2: Zenoh refused them (congestion or a closed session), or a cancel or feedback found the federation outbox full.";
+        FederationOutboxFull => "federation_outbox_full", "Calls and goals to other gateways or ROS 2 failed at once: the federation outbox was full (MAX_BRIDGE_OUTBOX_BYTES).";
         FederationAnnouncementsIgnored => "federation_announcements_ignored", "Announcements from Zenoh peers ignored: a graph from a peer without a live gateway token, an invalid gateway id, or past a table's bound.";
         FederationGraphItemsRefused => "federation_graph_items_refused", "Nodes, topics and parameters of other gateways' graphs not kept: names too long, or past the per-list, per-gateway, total or byte bound.";
         Ros2NamesRejected => "ros2_names_rejected", "ROS 2 entities (liveliness tokens) whose node, namespace or topic name breaks the ROS 2 name rules: not listed, not bridged.";
@@ -104,7 +105,7 @@ family! {
         MemoryInputBytes => "memory_input_bytes", "Bytes of partial requests buffered.";
         MemoryCallsBytes => "memory_calls_bytes", "Bytes held for calls in flight.";
         MemoryRegistrationsBytes => "memory_registrations_bytes", "Bytes held for registrations.";
-        MemoryFederationBytes => "memory_federation_bytes", "Bytes held for what other gateways and ROS 2 nodes announced: their graphs, the federation's tables, samples waiting for the loop.";
+        MemoryFederationBytes => "memory_federation_bytes", "Bytes held for what other gateways and ROS 2 nodes announced: their graphs, the federation's tables, samples waiting for the loop, calls and answers waiting for them in the outbox.";
         Nodes => "nodes", "Nodes declared by connections, all domains.";
         Parameters => "parameters", "Parameters held (owned and held by the gateway), all domains.";
         Domains => "domains", "Domains with at least one client.";

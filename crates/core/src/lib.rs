@@ -38,6 +38,7 @@
 
 pub mod access;
 pub mod auth_budget;
+pub mod bridge;
 pub mod calls;
 pub mod codes;
 pub(crate) mod conn;

@@ -350,6 +350,10 @@ const NOT_LIMITS: &[(&str, &str)] = &[
     ("MEMBER_OVERHEAD", "ledger cost per registration key"),
     ("SERVICE_OVERHEAD", "ledger cost per service"),
     (
+        "BRIDGE_MSG_OVERHEAD",
+        "ledger cost per message of the bridge outbox",
+    ),
+    (
         "REMOTE_ITEM_COST",
         "ledger cost per item of another gateway's graph",
     ),

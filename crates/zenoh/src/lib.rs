@@ -4,8 +4,9 @@
 //! network side of the federation seam in `rosgate_core::hub`
 //! (`hub/federation.rs`). This module owns the session's settings and
 //! opening, the hand-off to the loop, and each turn: the hub's interest
-//! changes and the bridges' output offered to every peer in order (ROS 2
-//! first, the gateways last, taking whatever the others did not).
+//! changes to every peer, the bridges' topic data (their queues) to every
+//! peer, and the hub's calls, goals and answers (its typed outbox,
+//! `rosgate_core::bridge`) each to the one peer it names.
 //!
 //! Zenoh runs its own threads. What they receive reaches the mio loop only
 //! as jobs through the loop's bounded inbox ([`ToLoop`]); a full inbox
@@ -52,6 +53,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Instant;
 
+use rosgate_core::bridge::BridgeMsg;
 use rosgate_core::counters::Counter;
 use rosgate_core::hub::{InterestChange, Offer};
 use rosgate_core::nodes::Domain;
@@ -200,6 +202,14 @@ impl Settings {
     }
 }
 
+/// The JSON id (`"rg-<n>"`) the hub gave call or goal `n`: the id a peer
+/// answers with.
+fn provider_id(n: u64) -> String {
+    let mut v = Vec::with_capacity(24);
+    rosgate_wire::ids::push_call_id(&mut v, n);
+    String::from_utf8_lossy(&v).into_owned()
+}
+
 fn json_list(items: &[String]) -> String {
     let quoted: Vec<String> = items.iter().map(|s| format!("{s:?}")).collect();
     format!("[{}]", quoted.join(","))
@@ -230,10 +240,12 @@ pub struct Federation {
     session: Session,
     zid: String,
     shared: Arc<Shared>,
-    /// In the order a call, goal or answer is offered to them: the last,
-    /// the gateways, takes whatever the others did not.
+    /// ROS 2 (when joined), then the gateways: one of each kind at most,
+    /// found by [`Peer::id`] for the messages that name it.
     peers: Vec<Box<dyn Peer>>,
     changes: Vec<InterestChange>,
+    /// The hub's typed messages of this turn (kept for its capacity).
+    msgs: Vec<BridgeMsg>,
     buf: Vec<u8>,
     last_status: Option<Instant>,
 }
@@ -296,6 +308,7 @@ impl Federation {
             shared,
             peers,
             changes: Vec::new(),
+            msgs: Vec::new(),
             buf: Vec::new(),
             last_status: None,
         })
@@ -355,6 +368,9 @@ impl Federation {
         for (domain, key) in links {
             self.drain(hub, domain, key, now);
         }
+        // After the topic data: a client's publishes before its call
+        // leave before the call, as they did through the bridge's queue.
+        self.send(hub, now);
         let dropped = self.shared.take_dropped();
         if dropped > 0 {
             hub.count_n(Counter::FederationInDropped, dropped);
@@ -378,7 +394,8 @@ impl Federation {
         }
     }
 
-    /// Sends what the bridge of `domain` has queued: one put per message.
+    /// Sends the topic data the bridge of `domain` has queued: one put
+    /// per message, to every peer.
     fn drain(&mut self, hub: &mut Hub, domain: Domain, key: u32, now: Instant) {
         let Some(out) = hub.out(key) else {
             return;
@@ -399,88 +416,14 @@ impl Federation {
         // per topic per drain.
         let mut latched: Option<(String, Option<u32>)> = None;
         for line in buf.split(|&b| b == b'\n') {
-            // Statuses answering the bridge's own requests are skipped.
-            // A call, goal, cancel or answer goes to the first peer that
-            // takes it (the gateways, last, take the rest).
-            let peers = &mut self.peers;
-            let (topic, msg) = match decode::decode(line) {
-                Ok(Request {
-                    op: Op::Publish { topic, msg },
-                    ..
-                }) => (topic, msg),
-                Ok(Request {
-                    op: Op::CallService { service, args, .. },
-                    id: Some(id),
-                    ..
-                }) => {
-                    let args = args.map_or("{}", |a| a.get());
-                    let _ = peers
-                        .iter_mut()
-                        .any(|p| p.call(domain, &service, id.get(), args, now));
-                    continue;
-                }
-                Ok(Request {
-                    op: Op::ServiceResponse { values, result, .. },
-                    id: Some(id),
-                    ..
-                }) => {
-                    let values = values.map_or("null", |v| v.get());
-                    let _ = peers
-                        .iter_mut()
-                        .any(|p| p.answer(id.get(), values, result.get()));
-                    continue;
-                }
-                Ok(Request {
-                    op: Op::SendActionGoal(g),
-                    id: Some(id),
-                    ..
-                }) => {
-                    let ty = g.action_type.as_deref().unwrap_or("");
-                    let args = g.args.map_or("{}", |a| a.get());
-                    let _ = peers
-                        .iter_mut()
-                        .any(|p| p.goal(domain, &g.action, id.get(), ty, args, now));
-                    continue;
-                }
-                Ok(Request {
-                    op: Op::CancelActionGoal { action },
-                    id: Some(id),
-                    ..
-                }) => {
-                    let _ = peers
-                        .iter_mut()
-                        .any(|p| p.cancel(domain, &action, id.get()));
-                    continue;
-                }
-                Ok(Request {
-                    op: Op::ActionFeedback { values, .. },
-                    id: Some(id),
-                    ..
-                }) => {
-                    let _ = peers
-                        .iter_mut()
-                        .any(|p| p.goal_update(id.get(), values.get(), None));
-                    continue;
-                }
-                Ok(Request {
-                    op:
-                        Op::ActionResult {
-                            values,
-                            status,
-                            result,
-                            ..
-                        },
-                    id: Some(id),
-                    ..
-                }) => {
-                    let values = values.map_or("null", |v| v.get());
-                    let end = Some((status.get(), result.get()));
-                    let _ = peers
-                        .iter_mut()
-                        .any(|p| p.goal_update(id.get(), values, end));
-                    continue;
-                }
-                _ => continue,
+            // Only topic data is queued for a bridge: calls, goals and
+            // answers come typed from the hub's outbox ([`Federation::send`]).
+            let Ok(Request {
+                op: Op::Publish { topic, msg },
+                ..
+            }) = decode::decode(line)
+            else {
+                continue;
             };
             let depth = match &latched {
                 Some((t, d)) if *t == *topic => *d,
@@ -490,7 +433,7 @@ impl Federation {
                     d
                 }
             };
-            for p in peers.iter_mut() {
+            for p in self.peers.iter_mut() {
                 match p.publish(domain, &topic, msg.get(), depth) {
                     Put::Sent => sent += 1,
                     Put::Dropped => dropped += 1,
@@ -501,6 +444,63 @@ impl Federation {
         self.buf = buf;
         hub.count_n(Counter::FederationOut, sent);
         hub.count_n(Counter::FederationOutDropped, dropped);
+    }
+
+    /// Hands the hub's calls, goals, cancels and answers each to the peer
+    /// it names. A call or goal for a peer that is not joined, or that
+    /// cannot take it, fails at once (the hub answers its caller).
+    fn send(&mut self, hub: &mut Hub, now: Instant) {
+        let mut msgs = std::mem::take(&mut self.msgs);
+        hub.take_bridge_msgs(&mut msgs);
+        for m in msgs.drain(..) {
+            let to = m.to();
+            let Some(p) = self.peers.iter_mut().find(|p| p.id() == to) else {
+                if let BridgeMsg::Call { id, .. } | BridgeMsg::Goal { id, .. } = m {
+                    hub.peer_refused(id, now);
+                }
+                continue;
+            };
+            match m {
+                BridgeMsg::Call {
+                    domain,
+                    service,
+                    id,
+                    args,
+                    ..
+                } => {
+                    if !p.call(domain, &service, &provider_id(id), &args, now) {
+                        hub.peer_refused(id, now);
+                    }
+                }
+                BridgeMsg::Goal {
+                    domain,
+                    action,
+                    id,
+                    action_type,
+                    args,
+                    ..
+                } => {
+                    if !p.goal(domain, &action, &provider_id(id), &action_type, &args, now) {
+                        hub.peer_refused(id, now);
+                    }
+                }
+                BridgeMsg::Cancel {
+                    domain, action, id, ..
+                } => p.cancel(domain, &action, &provider_id(id)),
+                BridgeMsg::Response {
+                    id, values, result, ..
+                } => p.answer(&id, &values, result),
+                BridgeMsg::Feedback { id, values, .. } => p.goal_update(&id, &values, None),
+                BridgeMsg::Result {
+                    id,
+                    values,
+                    status,
+                    result,
+                    ..
+                } => p.goal_update(&id, &values, Some((status, result))),
+            }
+        }
+        self.msgs = msgs;
     }
 
     /// Samples waiting in the loop's inbox, in bytes.

@@ -1,15 +1,18 @@
 //! [`Peer`]: what the Zenoh session's side of the loop asks of each kind of
 //! peer it carries (other gateways, ROS 2 graphs), so [`crate::Federation`]
-//! hands the hub's changes and the bridge's output to each in turn, with
-//! no knowledge of which peers exist.
+//! hands the hub's changes and the bridges' topic data to each in turn,
+//! and each of the hub's typed messages to the peer whose [`Peer::id`] it
+//! names, with no knowledge of which peers exist.
 //!
-//! Invariant: a call, goal, cancel, answer or goal update is taken by one
-//! peer only (the first that returns `true`); the gateways peer, last,
-//! takes whatever the others did not.
+//! Invariant: a call, goal, cancel, answer or goal update goes to the one
+//! peer the hub named in its [`rosgate_core::bridge::BridgeMsg`] (the
+//! provider it recorded, or the peer the call came from): no peer is
+//! offered another's.
 
 use std::rc::Rc;
 use std::time::Instant;
 
+use rosgate_core::bridge::PeerId;
 use rosgate_core::nodes::Domain;
 use rosgate_core::Hub;
 
@@ -42,11 +45,16 @@ pub(crate) trait Peer {
     /// A message the bridge of `domain` publishes (every peer gets it);
     /// `depth` when the topic is latched.
     fn publish(&mut self, domain: Domain, topic: &str, msg: &str, depth: Option<u32>) -> Put;
-    /// The bridge calls a service this peer may serve: `true` if taken.
+    /// Which peer this is (the hub's messages name it).
+    fn id(&self) -> PeerId;
+    /// The bridge calls a service this peer provides, as call `id` (the
+    /// JSON the answer must carry). False when the peer cannot take it
+    /// (the hub then fails the call at once).
     fn call(&mut self, domain: Domain, service: &str, id: &str, args: &str, now: Instant) -> bool;
-    /// The local provider answered call `id`: `true` if it was this peer's.
-    fn answer(&mut self, id: &str, values: &str, result: &str) -> bool;
-    /// The bridge sends a goal: `true` if taken.
+    /// The local provider answered the peer's call `id`.
+    fn answer(&mut self, id: &str, values: &str, result: bool);
+    /// The bridge sends a goal (`id` as for a call) to an action this
+    /// peer serves; false when it cannot take it.
     fn goal(
         &mut self,
         domain: Domain,
@@ -56,11 +64,11 @@ pub(crate) trait Peer {
         args: &str,
         now: Instant,
     ) -> bool;
-    /// The bridge cancels goal `id`: `true` if it was this peer's.
-    fn cancel(&mut self, domain: Domain, action: &str, id: &str) -> bool;
-    /// The local server's feedback (`end` `None`) or result for goal `id`:
-    /// `true` if it was this peer's.
-    fn goal_update(&mut self, id: &str, values: &str, end: Option<(&str, &str)>) -> bool;
+    /// The bridge cancels goal `id` it sent to this peer.
+    fn cancel(&mut self, domain: Domain, action: &str, id: &str);
+    /// The local server's feedback (`end` `None`) or result (`status`,
+    /// `result`) for the peer's goal `id`.
+    fn goal_update(&mut self, id: &str, values: &str, end: Option<(u8, bool)>);
     /// After the hub's changes: the peer's own periodic work. Returns
     /// when it wants the next turn at the latest (work held back for an
     /// interval), if it does.

@@ -29,6 +29,7 @@ use super::graph::RosoutLevel;
 use super::services::{CallArgs, CallFailure, GoalOptions};
 use super::Hub;
 use crate::access::Class;
+use crate::bridge::BridgeMsg;
 use crate::calls::{Call, CallKind, NotOutstanding, ORPHAN_TIMEOUT};
 use crate::conn::ConnRef;
 use crate::counters::{Counter, ErrorCode, Hist};
@@ -158,9 +159,15 @@ impl Hub {
             let mut action_json = Vec::with_capacity(action.len() + 2);
             encode::json_string(&mut action_json, &action);
             let reason = format!("forbidden: may not send goals to {action}");
-            let mut out = Vec::new();
-            encode::action_failure(&mut out, &action_json, id, STATUS_UNKNOWN, &reason);
-            return self.send_control(me, &out, now);
+            return self.send_goal_failure(
+                me,
+                None,
+                &action_json,
+                id,
+                STATUS_UNKNOWN,
+                &reason,
+                now,
+            );
         }
         let goal = CallArgs {
             args: g.args,
@@ -203,9 +210,7 @@ impl Hub {
         let fail = |hub: &mut Hub, why: CallFailure| {
             hub.count_goal_failure(why);
             let reason = hub.goal_failure_text(why, action);
-            let mut out = Vec::new();
-            encode::action_failure(&mut out, &action_json, id, STATUS_UNKNOWN, &reason);
-            hub.send_control(me, &out, now);
+            hub.send_goal_failure(me, None, &action_json, id, STATUS_UNKNOWN, &reason, now);
         };
         if self.calls.goals_in_flight(me) >= self.limits.max_goals_per_conn {
             return fail(self, CallFailure::TooMany);
@@ -238,11 +243,24 @@ impl Hub {
             .calls
             .insert_goal(me, server, &action_json, id, feedback, now, deadline);
         self.counters.inc(Counter::GoalsSent);
+        self.note_origin(me, seq);
+        let args = args.map_or(EMPTY_ARGS, Raw::get);
+        let msg = |to| BridgeMsg::Goal {
+            domain,
+            action: action.into(),
+            id: seq,
+            action_type: action_type.unwrap_or("").into(),
+            args: args.into(),
+            feedback,
+            to,
+        };
+        if self.call_to_bridge(server, seq, (Provided::Action, domain, action), msg, now) {
+            return;
+        }
         let mut type_json = Vec::new();
         encode::json_string(&mut type_json, action_type.unwrap_or(""));
         let mut out = std::mem::take(&mut self.scratch);
         out.clear();
-        let args = args.map_or(EMPTY_ARGS, Raw::get);
         encode::send_action_goal(&mut out, &action_json, seq, &type_json, args, feedback);
         self.send_control(server, &out, now);
         self.scratch = out;
@@ -260,10 +278,13 @@ impl Hub {
         let goal = self
             .calls
             .goal_of(me, id.get().as_bytes())
-            .map(|c| (c.seq(), c.provider(), c.service_json().to_vec()));
+            .map(|c| (c.seq(), c.provider(), c.service_json().to_vec(), c.peer()));
         match goal {
-            Some((seq, server, action_json)) => {
+            Some((seq, server, action_json, peer)) => {
                 self.counters.inc(Counter::GoalCancels);
+                if self.cancel_to_bridge(server, seq, &action_json, peer) {
+                    return;
+                }
                 let mut out = Vec::new();
                 encode::cancel_action_goal(&mut out, &action_json, seq);
                 self.send_control(server, &out, now);
@@ -296,12 +317,15 @@ impl Hub {
         let Some(seq) = parse_call_id(id.get().as_bytes()) else {
             return self.stale_action_message(me, "action_feedback", id, now);
         };
-        let (caller, wanted, line) = match self.calls.goal_from(seq, me) {
+        let (caller, wanted, line, fed) = match self.calls.goal_from(seq, me) {
             Ok(call) => {
                 let wanted =
                     !call.is_orphaned() && matches!(call.kind(), CallKind::Goal { feedback: true });
                 let mut line = Vec::new();
-                if let (true, Some(cid)) = (wanted, call.caller_id()) {
+                // For a peer beyond a bridge: its id and the peer, no line.
+                let fed = (wanted && self.fed.enabled && self.is_bridge(call.caller()))
+                    .then(|| (call.caller_id().map(<[u8]>::to_vec), call.peer()));
+                if let (true, None, Some(cid)) = (wanted, &fed, call.caller_id()) {
                     encode::action_feedback(
                         &mut line,
                         call.service_json(),
@@ -309,7 +333,7 @@ impl Hub {
                         values.get().as_bytes(),
                     );
                 }
-                (call.caller(), wanted, line)
+                (call.caller(), wanted, line, fed)
             }
             // Late feedback of a goal that just ended: dropped.
             Err(NotOutstanding::Unknown) => {
@@ -323,6 +347,9 @@ impl Hub {
         if !wanted {
             self.counters.inc(Counter::FeedbackStale);
             return;
+        }
+        if let Some((cid, peer)) = fed {
+            return self.feedback_to_bridge(cid.as_deref(), peer, values.get().as_bytes());
         }
         self.counters.inc(Counter::FeedbackForwarded);
         self.deliver_sheddable(caller, &line, FEEDBACK_BUCKET, now);
@@ -366,16 +393,16 @@ impl Hub {
         let Some(cid) = call.caller_id() else {
             return;
         };
-        let mut out = Vec::new();
-        encode::action_result(
-            &mut out,
+        self.send_goal_result(
+            call.caller(),
+            call.peer(),
             call.service_json(),
             cid,
             values.as_bytes(),
             status.get().as_bytes(),
             result.get().as_bytes(),
+            now,
         );
-        self.send_control(call.caller(), &out, now);
     }
 
     /// Feedback, a result or a cancel naming no goal of this connection.
@@ -407,8 +434,11 @@ impl Hub {
         let goals = self.calls.goals_for(me, &action_json);
         let canceled = goals.len();
         for seq in goals {
-            if let Some(server) = self.calls.get(seq).map(Call::provider) {
+            if let Some((server, peer)) = self.calls.get(seq).map(|c| (c.provider(), c.peer())) {
                 self.counters.inc(Counter::GoalCancels);
+                if self.cancel_to_bridge(server, seq, &action_json, peer) {
+                    continue;
+                }
                 let mut out = Vec::new();
                 encode::cancel_action_goal(&mut out, &action_json, seq);
                 self.send_control(server, &out, now);
@@ -420,9 +450,16 @@ impl Hub {
         // are reported by their results, not listed here.
         let values =
             format!("{{\"return_code\":0,\"goals_canceling\":[],\"canceled\":{canceled}}}");
-        let mut out = Vec::new();
-        encode::service_response(&mut out, &name_json, id, values.as_bytes(), b"true", None);
-        self.send_control(me, &out, now);
+        self.send_service_answer(
+            me,
+            None,
+            &name_json,
+            id,
+            values.as_bytes(),
+            b"true",
+            None,
+            now,
+        );
         true
     }
 
@@ -430,9 +467,12 @@ impl Hub {
     /// cancel, and the goal waits as an orphan for the server's result.
     pub(super) fn goal_timed_out(&mut self, call: Call, now: Instant) {
         self.fail_goal(&call, CallFailure::Timeout, now);
-        let mut out = Vec::new();
-        encode::cancel_action_goal(&mut out, call.service_json(), call.seq());
-        self.send_control(call.provider(), &out, now);
+        let (server, seq) = (call.provider(), call.seq());
+        if !self.cancel_to_bridge(server, seq, call.service_json(), call.peer()) {
+            let mut out = Vec::new();
+            encode::cancel_action_goal(&mut out, call.service_json(), seq);
+            self.send_control(server, &out, now);
+        }
         self.counters.inc(Counter::GoalsOrphaned);
         self.calls.adopt_orphan(call, now + ORPHAN_TIMEOUT);
     }
@@ -440,14 +480,17 @@ impl Hub {
     /// Goals whose caller left: their servers are told to cancel.
     pub(super) fn cancel_orphans(&mut self, seqs: Vec<u64>, now: Instant) {
         for seq in seqs {
-            let Some((server, json)) = self
+            let Some((server, json, peer)) = self
                 .calls
                 .get(seq)
-                .map(|c| (c.provider(), c.service_json().to_vec()))
+                .map(|c| (c.provider(), c.service_json().to_vec(), c.peer()))
             else {
                 continue;
             };
             self.counters.inc(Counter::GoalsOrphaned);
+            if self.cancel_to_bridge(server, seq, &json, peer) {
+                continue;
+            }
             let mut out = Vec::new();
             encode::cancel_action_goal(&mut out, &json, seq);
             self.send_control(server, &out, now);
@@ -467,15 +510,22 @@ impl Hub {
             CallFailure::NoProvider
             | CallFailure::TooMany
             | CallFailure::DuplicateId
-            | CallFailure::ServerBusy => STATUS_UNKNOWN,
+            | CallFailure::ServerBusy
+            | CallFailure::FederationBusy => STATUS_UNKNOWN,
             _ => STATUS_ABORTED,
         };
         let Some(cid) = call.caller_id() else {
             return;
         };
-        let mut out = Vec::new();
-        encode::action_failure(&mut out, call.service_json(), cid, status, &reason);
-        self.send_control(call.caller(), &out, now);
+        self.send_goal_failure(
+            call.caller(),
+            call.peer(),
+            call.service_json(),
+            cid,
+            status,
+            &reason,
+            now,
+        );
     }
 
     fn count_goal_failure(&mut self, why: CallFailure) {
@@ -483,9 +533,10 @@ impl Hub {
             CallFailure::NoProvider => Counter::GoalsFailedNoServer,
             CallFailure::ProviderGone | CallFailure::Unadvertised => Counter::GoalsFailedServerGone,
             CallFailure::Timeout => Counter::GoalsTimedOut,
-            CallFailure::TooMany | CallFailure::ServerBusy | CallFailure::DuplicateId => {
-                Counter::GoalsFailedRefused
-            }
+            CallFailure::TooMany
+            | CallFailure::ServerBusy
+            | CallFailure::DuplicateId
+            | CallFailure::FederationBusy => Counter::GoalsFailedRefused,
             CallFailure::Shutdown => Counter::GoalsFailedShutdown,
         });
     }
@@ -511,6 +562,9 @@ impl Hub {
             CallFailure::DuplicateId => {
                 "a goal with this id is already in flight on this connection".to_string()
             }
+            CallFailure::FederationBusy => format!(
+                "goal of action {name} refused: the gateway's link to its server is too busy"
+            ),
             CallFailure::Shutdown => {
                 format!("gateway shutting down; goal of action {name} abandoned")
             }

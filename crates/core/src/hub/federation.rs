@@ -6,7 +6,12 @@
 //! subscribes on behalf of the remote gateways interested in a topic and
 //! whose queued output the shell drains into the network instead of a
 //! socket, so a bridge gets fan-out, latched greetings, shedding and the
-//! memory ledger exactly as a client does. Owns too the record of which
+//! memory ledger exactly as a client does. That queue carries topic data
+//! only: calls, goals, cancels and answers for the peers beyond a bridge
+//! go typed into the outbox (`crate::bridge`, filled by `hub/bridge_out.rs`)
+//! with the peer named, from the record kept here of which peer (ROS 2 or
+//! the other gateways) provides each remote service and action, and from
+//! the peer a bridge's call came from. Owns too the record of which
 //! topics have local subscribers, announced to the shell as changes (it
 //! declares interest upstream only while somebody here listens:
 //! `docs/federation.md`, "What crosses, and how").
@@ -34,6 +39,7 @@ use super::params::NODE_PARAM_SERVICES;
 use super::qos::{Asked, Registering};
 use super::Hub;
 use crate::access::Class;
+use crate::bridge::{BridgeMsg, Outbox, PeerId};
 use crate::conn::{Conn, ConnRef};
 use crate::counters::Counter;
 use crate::nodes::{Domain, DOMAINS};
@@ -80,7 +86,7 @@ type ProvKey = (Provided, Domain, Rc<str>);
 /// See the module docs.
 #[derive(Debug, Default)]
 pub(super) struct Federation {
-    enabled: bool,
+    pub(super) enabled: bool,
     bridges: HashMap<Domain, ConnRef>,
     /// Topics remote gateways want, which the domain's bridge subscribes.
     remote: HashSet<TopicKey>,
@@ -88,9 +94,17 @@ pub(super) struct Federation {
     announced: HashSet<TopicKey>,
     /// Topics whose local subscribers changed this turn.
     dirty: HashSet<TopicKey>,
-    /// Services and actions other gateways provide, with their type: the
-    /// domain's bridge provides them here while no local client does.
-    remote_services: HashMap<ProvKey, Rc<str>>,
+    /// Services and actions other gateways or ROS 2 provide, with their
+    /// type, per peer ([`PeerId::index`]): the domain's bridge provides
+    /// them here while no local client does, and its calls and goals go to
+    /// the first peer listed ([`Hub::serving_peer`]).
+    pub(super) remote_services: HashMap<ProvKey, [Option<Rc<str>>; 2]>,
+    /// Calls, goals and answers for the peers (`crate::bridge`).
+    pub(super) outbox: Outbox,
+    /// The peer whose call, goal or cancel the bridge is making now
+    /// ([`Hub::remote_call_from`]): answers the hub gives at once go back
+    /// to it.
+    pub(super) speaking: Option<PeerId>,
     /// Services and actions announced to the shell as provided here.
     provided: HashSet<ProvKey>,
     /// Services and actions whose provider changed this turn.
@@ -274,7 +288,7 @@ impl RemoteGraph {
 impl Federation {
     /// Interest changes wait to be taken: the shell must not sleep.
     pub(super) fn has_changes(&self) -> bool {
-        !self.dirty.is_empty() || !self.dirty_services.is_empty()
+        !self.dirty.is_empty() || !self.dirty_services.is_empty() || !self.outbox.is_empty()
     }
 }
 
@@ -310,7 +324,7 @@ impl Hub {
     /// Bytes held for federation: other gateways' graphs here plus what
     /// the shell reported ([`Hub::set_federation_held`]).
     pub(super) fn federation_bytes(&self) -> usize {
-        self.fed.graph_bytes + self.fed.shell_bytes
+        self.fed.graph_bytes + self.fed.shell_bytes + self.fed.outbox.bytes()
     }
 
     /// Sets what `/rosgate/federation` answers about the network side: a
@@ -731,39 +745,59 @@ impl Hub {
         }
     }
 
-    /// Another gateway provides the service or action `name` (`kind`) of
-    /// `domain` with type `ty`, or (`None`) no other gateway does any more.
+    /// The peer `from` (another gateway, or a ROS 2 graph) provides the
+    /// service or action `name` (`kind`) of `domain` with type `ty`, or
+    /// (`None`) no longer does. The bridge's calls and goals for it go to
+    /// the peer that provides it (ROS 2 first when both do).
     pub fn remote_provider(
         &mut self,
         kind: Provided,
         domain: Domain,
         name: &str,
         ty: Option<&str>,
+        from: PeerId,
     ) {
         if !self.fed.enabled || (domain as usize) >= DOMAINS {
             return;
         }
         let key = (kind, domain, Rc::<str>::from(name));
-        match ty {
-            Some(t) => {
-                self.fed.remote_services.insert(key.clone(), Rc::from(t));
-            }
-            None => {
-                if self.fed.remote_services.remove(&key).is_none() {
-                    return;
-                }
-            }
+        let slot = self.fed.remote_services.entry(key.clone()).or_default();
+        let before = std::mem::replace(&mut slot[from.index()], ty.map(Rc::from));
+        if slot.iter().all(Option::is_none) {
+            self.fed.remote_services.remove(&key);
+        }
+        if before.is_none() && ty.is_none() {
+            return;
         }
         // Settled by the shell's next `take_interest_changes`, this turn.
         self.fed.dirty_services.insert(key);
     }
 
-    /// A caller on another gateway calls `service` of `domain`: the
+    /// The peer that provides `kind name` of `domain` for the bridge, and
+    /// its type (ROS 2 first when both do).
+    pub(super) fn serving_peer(
+        &self,
+        kind: Provided,
+        domain: Domain,
+        name: &str,
+    ) -> Option<(PeerId, Rc<str>)> {
+        let slot = self
+            .fed
+            .remote_services
+            .get(&(kind, domain, Rc::<str>::from(name)))?;
+        PeerId::ALL
+            .into_iter()
+            .find_map(|p| slot[p.index()].clone().map(|t| (p, t)))
+    }
+
+    /// A caller in the peer `from` calls `service` of `domain`: the
     /// domain's bridge calls it here, with `id` (a JSON string the shell
     /// chose) and `args` (valid JSON, the shell checked); the answer comes
-    /// back in the bridge's queue as a `service_response` with that id.
-    pub fn remote_call(
+    /// back in the outbox as a [`BridgeMsg::Response`] for `from` with
+    /// that id.
+    pub fn remote_call_from(
         &mut self,
+        from: PeerId,
         domain: Domain,
         service: &str,
         id: &str,
@@ -781,15 +815,29 @@ impl Hub {
         line.extend_from_slice(br#","args":"#);
         line.extend_from_slice(args.get().as_bytes());
         line.push(b'}');
-        self.bridge_says(domain, &line, now);
+        self.bridge_says(from, domain, &line, now);
     }
 
-    /// A caller on another gateway sends a goal to `action` of `domain`:
+    /// [`Hub::remote_call_from`] the ROS 2 peer (its entry point).
+    pub fn remote_call(
+        &mut self,
+        domain: Domain,
+        service: &str,
+        id: &str,
+        args: Raw<'_>,
+        now: Instant,
+    ) {
+        self.remote_call_from(PeerId::Ros2, domain, service, id, args, now);
+    }
+
+    /// A caller in the peer `from` sends a goal to `action` of `domain`:
     /// the domain's bridge sends it here as a client asking for feedback,
     /// with `id` (a JSON string the shell chose); feedback and the result
-    /// come back in the bridge's queue under that id.
-    pub fn remote_goal(
+    /// come back in the outbox for `from` under that id.
+    #[allow(clippy::too_many_arguments)]
+    pub fn remote_goal_from(
         &mut self,
+        from: PeerId,
         domain: Domain,
         action: &str,
         id: &str,
@@ -810,12 +858,32 @@ impl Hub {
         line.extend_from_slice(br#","args":"#);
         line.extend_from_slice(args.get().as_bytes());
         line.extend_from_slice(br#","feedback":true}"#);
-        self.bridge_says(domain, &line, now);
+        self.bridge_says(from, domain, &line, now);
     }
 
-    /// The caller on another gateway cancels the goal the bridge sent as
-    /// `id` ([`Hub::remote_goal`]).
-    pub fn remote_cancel(&mut self, domain: Domain, action: &str, id: &str, now: Instant) {
+    /// [`Hub::remote_goal_from`] the ROS 2 peer (its entry point).
+    pub fn remote_goal(
+        &mut self,
+        domain: Domain,
+        action: &str,
+        id: &str,
+        ty: &str,
+        args: Raw<'_>,
+        now: Instant,
+    ) {
+        self.remote_goal_from(PeerId::Ros2, domain, action, id, ty, args, now);
+    }
+
+    /// The caller in the peer `from` cancels the goal the bridge sent as
+    /// `id` ([`Hub::remote_goal_from`]).
+    pub fn remote_cancel_from(
+        &mut self,
+        from: PeerId,
+        domain: Domain,
+        action: &str,
+        id: &str,
+        now: Instant,
+    ) {
         if !self.fed.enabled || (domain as usize) >= DOMAINS {
             return;
         }
@@ -825,14 +893,29 @@ impl Hub {
         line.extend_from_slice(br#","id":"#);
         rosgate_wire::encode::json_string(&mut line, id);
         line.push(b'}');
-        self.bridge_says(domain, &line, now);
+        self.bridge_says(from, domain, &line, now);
     }
 
-    /// `line` as a request of the domain's bridge (opened if need be).
-    fn bridge_says(&mut self, domain: Domain, line: &[u8], now: Instant) {
+    /// [`Hub::remote_cancel_from`] the ROS 2 peer (its entry point).
+    pub fn remote_cancel(&mut self, domain: Domain, action: &str, id: &str, now: Instant) {
+        self.remote_cancel_from(PeerId::Ros2, domain, action, id, now);
+    }
+
+    /// `line` as a request of the domain's bridge (opened if need be) on
+    /// behalf of the peer `from`: what the hub answers at once goes back
+    /// to it, what it answers later to the peer its call records.
+    fn bridge_says(&mut self, from: PeerId, domain: Domain, line: &[u8], now: Instant) {
         if let Some(bridge) = self.bridge(domain, now) {
+            self.fed.speaking = Some(from);
             self.on_message(bridge, line, now);
+            self.fed.speaking = None;
         }
+    }
+
+    /// Moves the calls, goals and answers waiting for the peers into
+    /// `into`, in order (the shell, each turn).
+    pub fn take_bridge_msgs(&mut self, into: &mut Vec<BridgeMsg>) {
+        self.fed.outbox.take(into);
     }
 
     /// What another gateway answers to a call or goal forwarded to the
@@ -961,7 +1044,7 @@ impl Hub {
                 });
             }
             let by_bridge = current.as_ref().is_some_and(|(p, _)| self.is_bridge(*p));
-            let remote = self.fed.remote_services.get(&key).cloned();
+            let remote = self.serving_peer(kind, domain, &name).map(|(_, t)| t);
             match (local.is_some(), by_bridge, remote) {
                 (false, false, Some(ty)) => {
                     if let Some(b) = self.bridge(domain, now) {

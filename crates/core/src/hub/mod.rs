@@ -29,7 +29,8 @@
 //! simulation, the benches and the tests drive the hub with. Two narrow
 //! facades sit beside the contract:
 //! - the Zenoh side (`federation.rs`): bridges, remote graphs, calls and
-//!   goals, interest changes, and `route`, `set_type_checker`,
+//!   goals, interest changes, the typed outbox to the peers
+//!   (`take_bridge_msgs`, and `peer_refused` in `bridge_out.rs`), and `route`, `set_type_checker`,
 //!   `set_topic_check` (`topics.rs`), `count_n` and `nodes` for the
 //!   federation and ROS 2 bridge crate;
 //! - the simulation's and the tests' inspection: `inspect()`, a read-only
@@ -56,6 +57,7 @@
 mod actions;
 mod auth;
 mod batch;
+mod bridge_out;
 mod clients;
 mod federation;
 mod graph;

@@ -28,6 +28,7 @@ use rosgate_wire::Raw;
 
 use super::{Hub, Origin};
 use crate::access::Class;
+use crate::bridge::PeerId;
 use crate::calls::Call;
 use crate::conn::ConnRef;
 use crate::counters::{Counter, ErrorCode};
@@ -166,6 +167,9 @@ struct PendingSet {
     /// The owner asked to validate (set when the call is sent): only its
     /// answer, while it still owns the node, can apply the changes.
     validator: Option<(ConnRef, NodeTag)>,
+    /// The peer beyond the requester when that is a bridge (the one
+    /// speaking when it asked): the answer, perhaps later, goes there.
+    peer: Option<PeerId>,
 }
 
 /// `node:param` (ROS 2 rosapi) or a plain name (ROS 1, global).
@@ -542,6 +546,7 @@ impl Hub {
             service_json,
             changes: requested,
             validator: None,
+            peer: self.fed.speaking,
         };
         let atomic = reply == Reply::Atomic;
         let cause = p.changes.iter().find_map(|c| match &c.outcome {
@@ -737,47 +742,35 @@ impl Hub {
             Outcome::Refused(why) => Some(why.clone()),
             _ => None,
         });
-        let mut out = Vec::new();
-        match p.reply {
+        // The answer's values and result (a failure's values are its
+        // reason, a JSON string).
+        let failure = |why: &str| {
+            let mut v = Vec::with_capacity(why.len() + 2);
+            encode::json_string(&mut v, why);
+            (v, &b"false"[..])
+        };
+        let (values, result) = match p.reply {
             Reply::Rosapi => match first_err {
-                None => encode::service_response(
-                    &mut out,
-                    &p.service_json,
-                    id,
-                    br#"{"successful":true,"reason":""}"#,
-                    b"true",
-                    None,
-                ),
-                Some(why) => encode::service_failure(&mut out, &p.service_json, id, &why),
+                None => (br#"{"successful":true,"reason":""}"#.to_vec(), &b"true"[..]),
+                Some(why) => failure(&why),
             },
-            Reply::PerParameter => {
-                let values = json!({ "results": results }).to_string();
-                encode::service_response(
-                    &mut out,
-                    &p.service_json,
-                    id,
-                    values.as_bytes(),
-                    b"true",
-                    None,
-                );
-            }
+            Reply::PerParameter => (
+                json!({ "results": results }).to_string().into_bytes(),
+                &b"true"[..],
+            ),
             Reply::Atomic => {
                 let result = match first_err {
                     None => json!({"successful": true, "reason": ""}),
                     Some(why) => json!({"successful": false, "reason": why}),
                 };
-                let values = json!({ "result": result }).to_string();
-                encode::service_response(
-                    &mut out,
-                    &p.service_json,
-                    id,
-                    values.as_bytes(),
-                    b"true",
-                    None,
-                );
+                (
+                    json!({ "result": result }).to_string().into_bytes(),
+                    &b"true"[..],
+                )
             }
-        }
-        self.send_control(me, &out, now);
+        };
+        let peer = p.peer;
+        self.send_service_answer(me, peer, &p.service_json, id, &values, result, None, now);
     }
 
     /// An owner's answer to a validation call (`values`:
@@ -1127,9 +1120,7 @@ impl Hub {
                     self.counters.error(ErrorCode::BadArgs);
                     let mut nj = Vec::new();
                     encode::json_string(&mut nj, name);
-                    let mut out = Vec::new();
-                    encode::service_failure(&mut out, &nj, id, &why);
-                    self.send_control(me, &out, now);
+                    self.send_service_failure(me, None, &nj, id, &why, now);
                     return true;
                 }
                 let reply = if short == "set_parameters" {
@@ -1151,9 +1142,7 @@ impl Hub {
         let mut nj = Vec::new();
         encode::json_string(&mut nj, name);
         let bytes = values.to_string();
-        let mut out = Vec::new();
-        encode::service_response(&mut out, &nj, id, bytes.as_bytes(), b"true", None);
-        self.send_control(me, &out, now);
+        self.send_service_answer(me, None, &nj, id, bytes.as_bytes(), b"true", None, now);
         true
     }
 }

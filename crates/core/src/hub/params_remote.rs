@@ -25,11 +25,13 @@ use rosgate_wire::Raw;
 use super::params::Answering;
 use super::services::CallFailure;
 use super::Hub;
+use crate::bridge::BridgeMsg;
 use crate::calls::Call;
 use crate::conn::ConnRef;
 use crate::counters::Counter;
 use crate::nodes::Domain;
 use crate::params::ParamValue;
+use crate::registry::Provided;
 
 /// rosapi requests forwarded to a node's parameter services, by call
 /// sequence number.
@@ -159,12 +161,24 @@ impl Hub {
             .calls
             .insert(me, owner, &service_json, id, now, deadline);
         self.counters.inc(Counter::CallsForwarded);
-        let mut out = Vec::new();
-        encode::call_service(&mut out, &service_json, seq, args);
-        self.send_control(owner, &out, now);
         self.remote_params
             .0
             .insert(seq, Forwarded { rosapi_json, kind });
+        // The node's parameter service may be a peer's, beyond a bridge.
+        let domain = self.conn(owner.key).map_or(0, |c| c.domain());
+        let msg = |to| BridgeMsg::Call {
+            domain,
+            service: service.into(),
+            id: seq,
+            args: args.into(),
+            to,
+        };
+        if self.call_to_bridge(owner, seq, (Provided::Service, domain, service), msg, now) {
+            return;
+        }
+        let mut out = Vec::new();
+        encode::call_service(&mut out, &service_json, seq, args);
+        self.send_control(owner, &out, now);
     }
 
     /// The owner answered a forwarded rosapi request (`values`, `result`),

@@ -12,6 +12,7 @@ use super::graph::RosoutLevel;
 use super::rosapi::ROSAPI_PREFIX;
 use super::{Hub, RESERVED_PREFIX};
 use crate::access::Class;
+use crate::bridge::BridgeMsg;
 use crate::calls::{Call, CallKind};
 use crate::conn::ConnRef;
 use crate::counters::{Counter, ErrorCode, Hist};
@@ -89,6 +90,9 @@ pub enum CallFailure {
     DuplicateId,
     /// A goal for a server at its limit of goals in flight.
     ServerBusy,
+    /// A call or goal for a peer beyond a bridge found the federation's
+    /// outbox full (`crate::bridge::MAX_BRIDGE_OUTBOX_BYTES`).
+    FederationBusy,
 }
 
 impl Hub {
@@ -280,6 +284,18 @@ impl Hub {
             return self.fail_now(me, name, id, CallFailure::NoProvider, now);
         };
         self.counters.inc(Counter::CallsForwarded);
+        let args = args.map_or(EMPTY_ARGS, Raw::get);
+        self.note_origin(me, seq);
+        let msg = |to| BridgeMsg::Call {
+            domain,
+            service: name.into(),
+            id: seq,
+            args: args.into(),
+            to,
+        };
+        if self.call_to_bridge(provider, seq, (Provided::Service, domain, name), msg, now) {
+            return;
+        }
         let mut out = std::mem::take(&mut self.scratch);
         out.clear();
         let name_json = self
@@ -287,7 +303,6 @@ impl Hub {
             .get(seq)
             .map(|c| c.service_json())
             .unwrap_or(b"\"\"");
-        let args = args.map_or(EMPTY_ARGS, Raw::get);
         encode::call_service(&mut out, name_json, seq, args);
         self.send_control(provider, &out, now);
         self.scratch = out;
@@ -332,18 +347,16 @@ impl Hub {
         {
             return;
         }
-        let mut out = std::mem::take(&mut self.scratch);
-        out.clear();
-        encode::service_response(
-            &mut out,
+        self.send_service_answer(
+            call.caller(),
+            call.peer(),
             call.service_json(),
             call.caller_id(),
             values.as_bytes(),
             result.as_bytes(),
             status.map(|s| s.get().as_bytes()),
+            now,
         );
-        self.send_control(call.caller(), &out, now);
-        self.scratch = out;
     }
 
     /// The failure a caller gets beside its `forbidden` status, so it does
@@ -352,9 +365,7 @@ impl Hub {
         let mut name_json = Vec::with_capacity(name.len() + 2);
         encode::json_string(&mut name_json, name);
         let reason = format!("forbidden: may not call {name}");
-        let mut out = Vec::new();
-        encode::service_failure(&mut out, &name_json, id, &reason);
-        self.send_control(me, &out, now);
+        self.send_service_failure(me, None, &name_json, id, &reason, now);
     }
 
     /// Fails a call that was never forwarded.
@@ -370,9 +381,7 @@ impl Hub {
         let mut name_json = Vec::with_capacity(name.len() + 2);
         encode::json_string(&mut name_json, name);
         let reason = self.failure_text(why, name);
-        let mut out = Vec::new();
-        encode::service_failure(&mut out, &name_json, id, &reason);
-        self.send_control(me, &out, now);
+        self.send_service_failure(me, None, &name_json, id, &reason, now);
     }
 
     /// Sends the caller of a call (or goal) that left the table its failure.
@@ -388,9 +397,14 @@ impl Hub {
             return;
         }
         self.count_failure(why);
-        let mut out = Vec::new();
-        encode::service_failure(&mut out, call.service_json(), call.caller_id(), &reason);
-        self.send_control(call.caller(), &out, now);
+        self.send_service_failure(
+            call.caller(),
+            call.peer(),
+            call.service_json(),
+            call.caller_id(),
+            &reason,
+            now,
+        );
     }
 
     fn count_failure(&mut self, why: CallFailure) {
@@ -400,9 +414,10 @@ impl Hub {
                 Counter::CallsFailedProviderGone
             }
             CallFailure::Timeout => Counter::CallsTimedOut,
-            CallFailure::TooMany | CallFailure::DuplicateId | CallFailure::ServerBusy => {
-                Counter::CallsFailedTooMany
-            }
+            CallFailure::TooMany
+            | CallFailure::DuplicateId
+            | CallFailure::ServerBusy
+            | CallFailure::FederationBusy => Counter::CallsFailedTooMany,
             CallFailure::Shutdown => Counter::CallsFailedShutdown,
         });
     }
@@ -420,6 +435,9 @@ impl Hub {
             CallFailure::Shutdown => format!("gateway shutting down; call to {name} abandoned"),
             CallFailure::DuplicateId | CallFailure::ServerBusy => {
                 format!("call to {name} refused")
+            }
+            CallFailure::FederationBusy => {
+                format!("call to {name} refused: the gateway's link to its provider is too busy")
             }
         }
     }

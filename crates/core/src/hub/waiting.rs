@@ -258,23 +258,22 @@ impl Hub {
             };
             let mut name_json = Vec::with_capacity(w.name.len() + 2);
             encode::json_string(&mut name_json, &w.name);
-            let mut out = Vec::new();
             match w.kind {
                 Provided::Service => {
                     self.counters
                         .inc(crate::counters::Counter::CallsFailedNoProvider);
                     let reason = format!("no provider for service {} appeared in time", w.name);
-                    encode::service_failure(&mut out, &name_json, w.id.as_deref(), &reason);
+                    let id = w.id.as_deref();
+                    self.send_service_failure(w.caller, None, &name_json, id, &reason, now);
                 }
                 Provided::Action => {
                     self.counters
                         .inc(crate::counters::Counter::GoalsFailedNoServer);
                     let reason = format!("no server for action {} appeared in time", w.name);
                     let id = w.id.as_deref().unwrap_or(b"null");
-                    encode::action_failure(&mut out, &name_json, id, 0, &reason);
+                    self.send_goal_failure(w.caller, None, &name_json, id, 0, &reason, now);
                 }
             }
-            self.send_control(w.caller, &out, now);
         }
     }
 
@@ -292,23 +291,22 @@ impl Hub {
             let mut name_json = Vec::with_capacity(w.name.len() + 2);
             encode::json_string(&mut name_json, &w.name);
             let why = super::CallFailure::Shutdown;
-            let mut out = Vec::new();
             match w.kind {
                 Provided::Service => {
                     self.counters
                         .inc(crate::counters::Counter::CallsFailedShutdown);
                     let reason = self.failure_text(why, &w.name);
-                    encode::service_failure(&mut out, &name_json, w.id.as_deref(), &reason);
+                    let id = w.id.as_deref();
+                    self.send_service_failure(w.caller, None, &name_json, id, &reason, now);
                 }
                 Provided::Action => {
                     self.counters
                         .inc(crate::counters::Counter::GoalsFailedShutdown);
                     let reason = self.goal_failure_text(why, &w.name);
                     let id = w.id.as_deref().unwrap_or(b"null");
-                    encode::action_failure(&mut out, &name_json, id, 6, &reason);
+                    self.send_goal_failure(w.caller, None, &name_json, id, 6, &reason, now);
                 }
             }
-            self.send_control(w.caller, &out, now);
         }
     }
 

@@ -4,7 +4,8 @@
 //! reports, which must always be the topics some open client subscribes
 //! to, per domain (the model's subscriptions, not the hub's tables).
 //!
-//! The interest check runs in every simulation (the hub always runs as a
+//! The interest check (and with it the check that nothing is queued for a
+//! peer, as no peer provides or calls anything here) runs in every simulation (the hub always runs as a
 //! federated gateway here). Remote messages come only from fuzz input
 //! (action byte 28): drawn into the seeded schedules, they showed that the
 //! model and the hub disagree about which frame a subscription's depth
@@ -82,6 +83,15 @@ impl Sim {
             return Err(self.violation(format!(
                 "the hub reports interest in {:?}, the model's open subscribers want {:?}",
                 self.interest, want
+            )));
+        }
+        // No peer provides anything here and none calls: the hub's typed
+        // outbox to the peers (`rosgate_core::bridge`) must stay empty.
+        let mut msgs = Vec::new();
+        self.hub.take_bridge_msgs(&mut msgs);
+        if let Some(m) = msgs.first() {
+            return Err(self.violation(format!(
+                "the hub queued {m:?} for a peer, which nothing here asked for"
             )));
         }
         Ok(())

@@ -22,6 +22,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Instant;
 
+use rosgate_core::bridge::PeerId;
 use rosgate_core::hub::Offer;
 use rosgate_core::nodes::Domain;
 use rosgate_core::Hub;
@@ -417,8 +418,8 @@ impl Peer for Gateways {
                 Change::Interest(domain, topic, wanted) => {
                     hub.remote_interest(domain, &topic, wanted, now)
                 }
-                Change::Provider(kind, domain, name, ty) => {
-                    hub.remote_provider(kind, domain, &name, ty.as_deref())
+                Change::Provider(kind, domain, name, ty, peer) => {
+                    hub.remote_provider(kind, domain, &name, ty.as_deref(), peer)
                 }
                 Change::Left(gw) => hub.forget_gateway(&gw, now),
             }
@@ -473,14 +474,18 @@ impl Peer for Gateways {
         }
     }
 
+    fn id(&self) -> PeerId {
+        PeerId::Gateways
+    }
+
     fn call(&mut self, domain: Domain, service: &str, id: &str, args: &str, _now: Instant) -> bool {
         self.forward_call(domain, service, id, args.as_bytes());
         true
     }
 
-    fn answer(&mut self, id: &str, values: &str, result: &str) -> bool {
-        self.shared.answer(id, values, result);
-        true
+    fn answer(&mut self, id: &str, values: &str, result: bool) {
+        self.shared
+            .answer(id, values, if result { "true" } else { "false" });
     }
 
     fn goal(
@@ -496,14 +501,16 @@ impl Peer for Gateways {
         true
     }
 
-    fn cancel(&mut self, domain: Domain, action: &str, id: &str) -> bool {
+    fn cancel(&mut self, domain: Domain, action: &str, id: &str) {
         self.forward_cancel(domain, action, id);
-        true
     }
 
-    fn goal_update(&mut self, id: &str, values: &str, end: Option<(&str, &str)>) -> bool {
+    fn goal_update(&mut self, id: &str, values: &str, end: Option<(u8, bool)>) {
+        let end = end.map(|(status, ok)| (status.to_string(), ok));
+        let end = end
+            .as_ref()
+            .map(|(s, ok)| (s.as_str(), if *ok { "true" } else { "false" }));
         self.shared.goal_update(id, values, end);
-        true
     }
 
     fn turn(&mut self, hub: &mut Hub, now: Instant) -> Option<Instant> {

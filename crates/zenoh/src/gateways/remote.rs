@@ -22,6 +22,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use rosgate_core::bridge::PeerId;
 use rosgate_core::hub::{Origin, RemoteGraph};
 use rosgate_core::nodes::Domain;
 use rosgate_core::registry::Provided;
@@ -50,9 +51,10 @@ pub const MAX_REMOTE_CALLS: usize = 4096;
 pub(crate) enum Change {
     /// Some other gateway wants the topic (or none any more).
     Interest(Domain, String, bool),
-    /// Some other gateway provides the service or serves the action, of
-    /// this type (or none any more).
-    Provider(Provided, Domain, String, Option<String>),
+    /// The first of a peer's kind (another gateway, or a ROS 2 node)
+    /// provides the service or serves the action, of this type (or the
+    /// last of that kind no longer does).
+    Provider(Provided, Domain, String, Option<String>, PeerId),
     /// A gateway left: its graphs go.
     Left(String),
 }
@@ -377,6 +379,7 @@ impl Shared {
     ) {
         let mut t = self.tables();
         let cost = key_cost(&name, &who);
+        let peer = peer_of(&who);
         let key = (kind, domain, name);
         let change = match on {
             Some(ty) => {
@@ -388,7 +391,7 @@ impl Shared {
                     return;
                 }
                 let map = t.providers.entry(key.clone()).or_default();
-                let first = map.is_empty();
+                let first = !map.keys().any(|w| peer_of(w) == peer);
                 let before = map.insert(who, ty.clone());
                 match &before {
                     None => {
@@ -404,8 +407,8 @@ impl Shared {
                     return;
                 };
                 let removed = map.remove(&who);
-                let last = removed.is_some() && map.is_empty();
-                if last {
+                let last = removed.is_some() && !map.keys().any(|w| peer_of(w) == peer);
+                if map.is_empty() {
                     t.providers.remove(&key);
                 }
                 if let Some(ty) = removed {
@@ -416,7 +419,8 @@ impl Shared {
             }
         };
         if let Some(ty) = change {
-            t.changes.push(Change::Provider(key.0, key.1, key.2, ty));
+            t.changes
+                .push(Change::Provider(key.0, key.1, key.2, ty, peer));
             drop(t);
             self.wake();
         }
@@ -439,7 +443,8 @@ impl Shared {
         };
         let service = service.to_string();
         let job: Job = Box::new(move |hub, now| {
-            hub.remote_call(
+            hub.remote_call_from(
+                PeerId::Gateways,
                 domain,
                 &service,
                 &query_id(n),
@@ -487,7 +492,8 @@ impl Shared {
         let action = action.to_string();
         let job: Job = Box::new(move |hub, now| {
             let args = Raw::from_valid_json(&args);
-            hub.remote_goal(domain, &action, &goal_id(n), &ty, args, now);
+            let id = goal_id(n);
+            hub.remote_goal_from(PeerId::Gateways, domain, &action, &id, &ty, args, now);
         });
         if !(self.to_loop)(job) {
             if let Some(q) = self.take_query(n) {
@@ -509,8 +515,9 @@ impl Shared {
             .copied();
         if let Some(n) = n {
             let action = action.to_string();
-            let job: Job =
-                Box::new(move |hub, now| hub.remote_cancel(domain, &action, &goal_id(n), now));
+            let job: Job = Box::new(move |hub, now| {
+                hub.remote_cancel_from(PeerId::Gateways, domain, &action, &goal_id(n), now)
+            });
             if !(self.to_loop)(job) {
                 self.drop_one();
             }
@@ -817,6 +824,17 @@ fn valid_msg(payload: &[u8]) -> Option<String> {
 }
 
 /// The id the bridge calls with for query `n`: a JSON string.
+/// Which kind of peer an entry of `providers` is: a ROS 2 node's names
+/// start with the ROS 2 graph's name (`ROS_GRAPH` in `ros2/mod.rs`), a
+/// gateway's is its Zenoh id (hexadecimal).
+fn peer_of(who: &str) -> PeerId {
+    if who.starts_with("ros2:") {
+        PeerId::Ros2
+    } else {
+        PeerId::Gateways
+    }
+}
+
 fn query_id(n: u64) -> String {
     format!("fq{n}")
 }
@@ -942,7 +960,43 @@ fn unix_ms() -> u64 {
 
 #[cfg(test)]
 mod tests {
-    use super::valid_msg;
+    use super::{valid_msg, Change, PeerId, Provided, Shared};
+
+    /// The hub learns, per kind of peer, the first provider and the last
+    /// going: a gateway's provider does not hide that ROS 2 provides the
+    /// same service, nor the other way round.
+    #[test]
+    fn provider_changes_name_the_peer_first_and_last_of_its_kind() {
+        let s = Shared::new("me".into(), std::sync::Arc::new(|_: crate::Job| true));
+        let ty = || Some("pkg/srv/Add".to_string());
+        let svc = || "/add".to_string();
+        s.provider(Provided::Service, 0, svc(), "aa11".into(), ty());
+        s.provider(Provided::Service, 0, svc(), "bb22".into(), ty());
+        s.provider(Provided::Service, 0, svc(), "ros2:n1".into(), ty());
+        s.provider(Provided::Service, 0, svc(), "ros2:n2".into(), ty());
+        let add = |peer| Change::Provider(Provided::Service, 0, svc(), ty(), peer);
+        assert_eq!(
+            s.take_changes(),
+            vec![add(PeerId::Gateways), add(PeerId::Ros2)]
+        );
+        s.provider(Provided::Service, 0, svc(), "ros2:n1".into(), None);
+        s.provider(Provided::Service, 0, svc(), "aa11".into(), None);
+        assert!(s.take_changes().is_empty(), "one of each kind is left");
+        s.provider(Provided::Service, 0, svc(), "ros2:n2".into(), None);
+        let gone = |peer| Change::Provider(Provided::Service, 0, svc(), None, peer);
+        assert_eq!(s.take_changes(), vec![gone(PeerId::Ros2)]);
+        s.provider(Provided::Service, 0, svc(), "bb22".into(), None);
+        assert_eq!(s.take_changes(), vec![gone(PeerId::Gateways)]);
+    }
+
+    /// The ROS 2 side names its providers after its graph (`ROS_GRAPH`).
+    #[cfg(feature = "ros2")]
+    #[test]
+    fn ros2_providers_are_the_ros2_peers() {
+        let who = format!("{}:node", crate::ROS_GRAPH);
+        assert_eq!(super::peer_of(&who), PeerId::Ros2);
+        assert_eq!(super::peer_of("0123abcd"), PeerId::Gateways);
+    }
 
     #[test]
     fn only_one_valid_json_value_passes_and_line_breaks_are_blanked() {

@@ -7,6 +7,7 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Instant;
 
+use rosgate_core::bridge::PeerId;
 use rosgate_core::nodes::Domain;
 use rosgate_core::Hub;
 use rosgate_ros2::registry::Registry;
@@ -75,13 +76,18 @@ impl Peer for RosPeer {
         }
     }
 
+    fn id(&self) -> PeerId {
+        PeerId::Ros2
+    }
+
     fn call(&mut self, domain: Domain, service: &str, id: &str, args: &str, now: Instant) -> bool {
         self.link
             .call(&self.session, domain, service, id, args, now)
     }
 
-    fn answer(&mut self, id: &str, values: &str, result: &str) -> bool {
-        self.link.answer(id, values, result)
+    fn answer(&mut self, id: &str, values: &str, result: bool) {
+        self.link
+            .answer(id, values, if result { "true" } else { "false" });
     }
 
     fn goal(
@@ -97,12 +103,16 @@ impl Peer for RosPeer {
             .send_goal(&self.session, domain, action, id, args, now)
     }
 
-    fn cancel(&mut self, domain: Domain, _action: &str, id: &str) -> bool {
-        self.link.cancel_goal(&self.session, domain, id)
+    fn cancel(&mut self, domain: Domain, _action: &str, id: &str) {
+        self.link.cancel_goal(&self.session, domain, id);
     }
 
-    fn goal_update(&mut self, id: &str, values: &str, end: Option<(&str, &str)>) -> bool {
-        self.link.goal_update(id, values, end)
+    fn goal_update(&mut self, id: &str, values: &str, end: Option<(u8, bool)>) {
+        let status = end.map(|(s, _)| s.to_string());
+        let end = status
+            .as_deref()
+            .zip(end.map(|(_, ok)| if ok { "true" } else { "false" }));
+        self.link.goal_update(id, values, end);
     }
 
     fn turn(&mut self, hub: &mut Hub, now: Instant) -> Option<Instant> {

@@ -2,6 +2,7 @@
 //! interest changes, and no echo of remote samples.
 
 use super::*;
+use crate::bridge::{BridgeMsg, PeerId, MAX_BRIDGE_OUTBOX_BYTES};
 use crate::registry::Provided;
 
 fn fed() -> T {
@@ -26,6 +27,28 @@ fn publishes(lines: &[Value]) -> Vec<Value> {
         .filter(|v| v["op"] == "publish")
         .map(|v| v["msg"].clone())
         .collect()
+}
+
+/// What the hub queued for the peers since the last look.
+fn outbox(t: &mut T) -> Vec<BridgeMsg> {
+    let mut v = Vec::new();
+    t.hub.take_bridge_msgs(&mut v);
+    v
+}
+
+/// Calls the outbox holds, as (service, peer).
+fn calls_out(msgs: &[BridgeMsg]) -> Vec<(String, PeerId)> {
+    msgs.iter()
+        .filter_map(|m| match m {
+            BridgeMsg::Call { service, to, .. } => Some((service.to_string(), *to)),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Nothing but topic data in a bridge's queue.
+fn only_topic_data(lines: &[Value]) {
+    assert!(lines.iter().all(|v| v["op"] == "publish"), "{lines:?}");
 }
 
 fn bridge(t: &T) -> u32 {
@@ -141,8 +164,13 @@ fn service_changes(t: &mut T) -> Vec<(String, String, bool)> {
 fn a_local_provider_is_announced_and_wins_over_another_gateways() {
     let mut t = fed();
     let (p, caller) = (t.open(), t.open());
-    t.hub
-        .remote_provider(Provided::Service, 0, "/add", Some("pkg/srv/Add"));
+    t.hub.remote_provider(
+        Provided::Service,
+        0,
+        "/add",
+        Some("pkg/srv/Add"),
+        PeerId::Gateways,
+    );
     assert!(
         service_changes(&mut t).is_empty(),
         "nothing local to announce"
@@ -154,12 +182,9 @@ fn a_local_provider_is_announced_and_wins_over_another_gateways() {
         caller,
         r#"{"op":"call_service","service":"/add","id":"c1","args":{}}"#,
     );
-    let fwd: Vec<Value> = t
-        .recv(br)
-        .into_iter()
-        .filter(|v| v["op"] == "call_service")
-        .collect();
-    assert_eq!(fwd.len(), 1, "{fwd:?}");
+    let fwd = calls_out(&outbox(&mut t));
+    assert_eq!(fwd, vec![("/add".to_string(), PeerId::Gateways)]);
+    only_topic_data(&t.recv(br));
     // A local provider takes over and is announced with its type.
     t.send(
         p,
@@ -186,14 +211,15 @@ fn a_local_provider_is_announced_and_wins_over_another_gateways() {
         caller,
         r#"{"op":"call_service","service":"/add","id":"c3","args":{}}"#,
     );
-    assert!(t.recv(br).iter().any(|v| v["op"] == "call_service"));
+    assert_eq!(calls_out(&outbox(&mut t)).len(), 1);
     // The other gateway's provider goes: the bridge's calls fail at once.
     t.send(
         caller,
         r#"{"op":"call_service","service":"/add","id":"c4","args":{}}"#,
     );
     t.recv(caller);
-    t.hub.remote_provider(Provided::Service, 0, "/add", None);
+    t.hub
+        .remote_provider(Provided::Service, 0, "/add", None, PeerId::Gateways);
     service_changes(&mut t);
     let failed: Vec<Value> = t
         .recv(caller)
@@ -211,28 +237,257 @@ fn a_local_provider_is_announced_and_wins_over_another_gateways() {
 #[test]
 fn a_call_from_another_gateway_never_goes_to_a_third() {
     let mut t = fed();
-    t.hub
-        .remote_provider(Provided::Service, 0, "/add", Some("pkg/srv/Add"));
+    t.hub.remote_provider(
+        Provided::Service,
+        0,
+        "/add",
+        Some("pkg/srv/Add"),
+        PeerId::Gateways,
+    );
     service_changes(&mut t);
     let br = bridge(&t);
     t.recv(br);
     // The bridge provides /add (for gateway X); a call from gateway Y
     // arrives through the same bridge: it must not be sent back out.
-    t.hub.remote_call(
+    t.hub.remote_call_from(
+        PeerId::Gateways,
         0,
         "/add",
         "fq1",
         rosgate_wire::Raw::from_valid_json("{}"),
         t.now,
     );
-    let out = t.recv(br);
-    assert!(!out.iter().any(|v| v["op"] == "call_service"), "{out:?}");
-    let answer = out
-        .iter()
-        .find(|v| v["op"] == "service_response")
-        .expect("answered at once");
-    assert_eq!(answer["id"], "fq1");
-    assert_eq!(answer["result"], false);
+    only_topic_data(&t.recv(br));
+    let out = outbox(&mut t);
+    assert!(calls_out(&out).is_empty(), "{out:?}");
+    match &out[..] {
+        [BridgeMsg::Response { id, result, to, .. }] => {
+            assert_eq!(&**id, "\"fq1\"");
+            assert!(!result);
+            assert_eq!(*to, PeerId::Gateways, "answered at once, to its peer");
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+/// A call to a service a peer provides leaves once, in the outbox,
+/// addressed to that peer (ROS 2 when both provide it); the bridge's
+/// queue never holds it.
+#[test]
+fn a_call_to_a_peers_provider_is_addressed_to_that_peer_once() {
+    let mut t = fed();
+    let caller = t.open();
+    t.hub.remote_provider(
+        Provided::Service,
+        0,
+        "/add",
+        Some("pkg/srv/Add"),
+        PeerId::Gateways,
+    );
+    t.hub.remote_provider(
+        Provided::Service,
+        0,
+        "/get",
+        Some("pkg/srv/Get"),
+        PeerId::Ros2,
+    );
+    service_changes(&mut t);
+    let br = bridge(&t);
+    t.recv(br);
+    for (id, service) in [("a", "/add"), ("g", "/get")] {
+        let line = format!(
+            r#"{{"op":"call_service","service":"{service}","id":"{id}","args":{{"x":1}}}}"#
+        );
+        t.send(caller, &line);
+    }
+    let out = outbox(&mut t);
+    assert_eq!(
+        calls_out(&out),
+        vec![
+            ("/add".to_string(), PeerId::Gateways),
+            ("/get".to_string(), PeerId::Ros2)
+        ]
+    );
+    match &out[0] {
+        BridgeMsg::Call { domain, args, .. } => {
+            assert_eq!(*domain, 0);
+            assert_eq!(&**args, r#"{"x":1}"#);
+        }
+        other => panic!("{other:?}"),
+    }
+    only_topic_data(&t.recv(br));
+    assert!(outbox(&mut t).is_empty(), "once");
+    // ROS 2 provides /add too: it is preferred; when it goes, the
+    // gateways again.
+    t.hub.remote_provider(
+        Provided::Service,
+        0,
+        "/add",
+        Some("pkg/srv/Add"),
+        PeerId::Ros2,
+    );
+    service_changes(&mut t);
+    t.send(
+        caller,
+        r#"{"op":"call_service","service":"/add","id":"b","args":{}}"#,
+    );
+    assert_eq!(
+        calls_out(&outbox(&mut t)),
+        vec![("/add".to_string(), PeerId::Ros2)]
+    );
+    t.hub
+        .remote_provider(Provided::Service, 0, "/add", None, PeerId::Ros2);
+    service_changes(&mut t);
+    t.send(
+        caller,
+        r#"{"op":"call_service","service":"/add","id":"c","args":{}}"#,
+    );
+    let out = outbox(&mut t);
+    assert_eq!(
+        calls_out(&out),
+        vec![("/add".to_string(), PeerId::Gateways)]
+    );
+    let BridgeMsg::Call { id: seq, .. } = out[0] else {
+        panic!("{out:?}")
+    };
+    // The peer answers: the caller gets it.
+    t.recv(caller);
+    let answer = format!(
+        r#"{{"op":"service_response","service":"/add","id":"rg-{seq}","values":{{"sum":3}},"result":true}}"#
+    );
+    t.hub.remote_reply(0, answer.as_bytes(), t.now);
+    let got = t.recv(caller);
+    assert!(
+        got.iter()
+            .any(|v| v["id"] == "c" && v["values"]["sum"] == 3),
+        "{got:?}"
+    );
+}
+
+/// Answers, feedback and results to a call or goal that came from a peer
+/// go back to that peer, never into the bridge's queue.
+#[test]
+fn answers_to_a_peers_call_or_goal_go_back_to_that_peer() {
+    let mut t = fed();
+    let p = t.open();
+    t.send(
+        p,
+        r#"{"op":"advertise_service","service":"/add","type":"pkg/srv/Add"}"#,
+    );
+    t.send(
+        p,
+        r#"{"op":"advertise_action","action":"/fib","type":"pkg/action/Fib"}"#,
+    );
+    t.recv(p);
+    let args = rosgate_wire::Raw::from_valid_json("{}");
+    t.hub
+        .remote_call_from(PeerId::Ros2, 0, "/add", "rq1", args, t.now);
+    let br = bridge(&t);
+    let call = t
+        .recv(p)
+        .into_iter()
+        .find(|v| v["op"] == "call_service")
+        .expect("forwarded");
+    let line = format!(
+        r#"{{"op":"service_response","service":"/add","id":{},"values":{{"sum":3}},"result":true}}"#,
+        call["id"]
+    );
+    t.send(p, &line);
+    match &outbox(&mut t)[..] {
+        [BridgeMsg::Response {
+            id,
+            values,
+            result,
+            to,
+        }] => {
+            assert_eq!(
+                (&**id, &**values, *result),
+                ("\"rq1\"", r#"{"sum":3}"#, true)
+            );
+            assert_eq!(*to, PeerId::Ros2);
+        }
+        other => panic!("{other:?}"),
+    }
+    t.hub.remote_goal_from(
+        PeerId::Gateways,
+        0,
+        "/fib",
+        "fg7",
+        "pkg/action/Fib",
+        args,
+        t.now,
+    );
+    let goal = t
+        .recv(p)
+        .into_iter()
+        .find(|v| v["op"] == "send_action_goal")
+        .expect("sent");
+    let gid = goal["id"].clone();
+    t.send(
+        p,
+        &format!(r#"{{"op":"action_feedback","action":"/fib","id":{gid},"values":{{"n":1}}}}"#),
+    );
+    t.send(
+        p,
+        &format!(r#"{{"op":"action_result","action":"/fib","id":{gid},"values":{{"n":2}},"status":4,"result":true}}"#),
+    );
+    let out = outbox(&mut t);
+    assert_eq!(out.len(), 2, "{out:?}");
+    assert!(
+        matches!(&out[0], BridgeMsg::Feedback { id, to: PeerId::Gateways, .. } if &**id == "\"fg7\"")
+    );
+    assert!(
+        matches!(&out[1], BridgeMsg::Result { id, status: 4, result: true, to: PeerId::Gateways, .. } if &**id == "\"fg7\"")
+    );
+    only_topic_data(&t.recv(br));
+}
+
+/// Past the outbox's bound a call to a peer fails at once, exactly once,
+/// and is counted; nothing of it reaches the peer.
+#[test]
+fn a_full_outbox_fails_the_call_once() {
+    let mut t = fed();
+    let caller = t.open();
+    t.hub.remote_provider(
+        Provided::Service,
+        0,
+        "/add",
+        Some("pkg/srv/Add"),
+        PeerId::Gateways,
+    );
+    service_changes(&mut t);
+    t.recv(caller);
+    let filler = BridgeMsg::Cancel {
+        domain: 0,
+        action: "x".repeat(MAX_BRIDGE_OUTBOX_BYTES).into(),
+        id: 0,
+        to: PeerId::Gateways,
+    };
+    assert!(t.hub.fed.outbox.push(filler).is_ok());
+    t.send(
+        caller,
+        r#"{"op":"call_service","service":"/add","id":"c1","args":{}}"#,
+    );
+    let answers: Vec<Value> = t
+        .recv(caller)
+        .into_iter()
+        .filter(|v| v["op"] == "service_response")
+        .collect();
+    assert_eq!(answers.len(), 1, "{answers:?}");
+    assert_eq!(answers[0]["result"], false);
+    assert!(answers[0]["values"]
+        .as_str()
+        .is_some_and(|r| r.contains("too busy")));
+    assert_eq!(t.hub.counters().get(Counter::FederationOutboxFull), 1);
+    let out = outbox(&mut t);
+    assert!(calls_out(&out).is_empty(), "{out:?}");
+    // Nothing is left of it to end a second time.
+    t.advance(120_000);
+    let late: Vec<Value> = t.recv(caller);
+    assert!(
+        late.iter().all(|v| v["op"] != "service_response"),
+        "{late:?}"
+    );
 }
 
 #[test]
