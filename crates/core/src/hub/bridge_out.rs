@@ -88,9 +88,12 @@ impl Hub {
         if self.answer_bridge(to, peer, msg) {
             return;
         }
-        let mut out = Vec::new();
+        // The hub's reused buffer: an answer per call is the calls' hot path.
+        let mut out = std::mem::take(&mut self.scratch);
+        out.clear();
         encode::service_response(&mut out, service_json, id, values, result, status);
         self.send_control(to, &out, now);
+        self.scratch = out;
     }
 
     /// A service call's failure, `reason`, to `to` (see
