@@ -2,7 +2,7 @@
 //! behind the `cbor` and `fragment` fuzz targets (and `tests/replay.rs`).
 //! Each takes arbitrary bytes and panics on a violated invariant.
 //!
-//! - [`cbor`]: `cbor::from_json` never panics; it accepts exactly what
+//! - [`cbor()`]: `cbor::from_json` never panics; it accepts exactly what
 //!   serde_json accepts (nesting within `MAX_JSON_DEPTH`), and what it
 //!   writes is well-formed CBOR in preferred form (shortest heads, definite
 //!   lengths) that a strict reader decodes to the same value serde_json
@@ -11,7 +11,7 @@
 //!   within 16 units in the last place: serde_json without
 //!   `float_roundtrip` is not correctly rounded, and was seen 2 units off
 //!   where Rust's `str::parse`, which the conversion uses, is exact).
-//! - [`fragment`]: `fragment::Reassembly`, driven by arbitrary pieces and
+//! - [`fragment()`]: `fragment::Reassembly`, driven by arbitrary pieces and
 //!   clock steps, against a model: every refusal is the one the rules
 //!   give, a delivered message is exactly its pieces in `num` order, a
 //!   failed id delivers nothing until its deadline, and bytes held and
