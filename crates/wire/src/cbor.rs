@@ -8,12 +8,12 @@
 //! - Heads are always in shortest form (RFC 8949 §4.2.1: the argument in
 //!   the fewest bytes) and lengths are always definite: no indefinite-length
 //!   items, no break byte.
-//! - Floats: [`f64`] always writes a double (`0xfb`), as rosbridge does for
+//! - Floats: [`f64()`] always writes a double (`0xfb`), as rosbridge does for
 //!   every scalar float, ROS `float32` and `float64` alike
 //!   (rosbridge_library/src/rosbridge_library/internal/cbor_conversion.py
 //!   turns both into a Python `float`, which its encoder,
 //!   rosbridge_library/src/rosbridge_library/util/cbor.py `dumps_float`,
-//!   writes as `!Bd`). [`f32`] and [`f16`] write the narrower forms as
+//!   writes as `!Bd`). [`f32()`] and [`f16()`] write the narrower forms as
 //!   given, and [`float_preferred`] the shortest that keeps the value
 //!   (RFC 8949 §4.2.2), for callers that want it.
 //! - Numeric arrays are RFC 8746 typed arrays, little-endian, under the tags
