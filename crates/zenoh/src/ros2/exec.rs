@@ -6,9 +6,12 @@
 //! and lines for the hub, handed over in the order the link said them.
 //!
 //! Today the link decides calls and goals local clients send to ROS 2
-//! (`goals_out.rs` executes the goals' requests); offers, goals from ROS 2
-//! clients, types and topics still go through the shell's own tables
-//! (`mod.rs`, `goals_in.rs`), so the link's other actions are not acted on.
+//! (`goals_out.rs` executes the goals' requests), and calls ROS 2 clients
+//! make of local providers, with their offers (`calls_in.rs` executes
+//! them: a ROS 2 client's query is queued here with its request, and kept
+//! by the loop until the link's one `Reply`); goals from ROS 2 clients,
+//! types and topics still go through the shell's own tables (`mod.rs`,
+//! `goals_in.rs`), so the link's other actions are not acted on.
 //!
 //! Invariants:
 //! - a reply or a query's end is never dropped from [`LinkInbox`] (at most
@@ -16,6 +19,9 @@
 //!   [`MAX_QUEUED_FEEDBACK`] and graph events past [`MAX_LINK_EVENTS`] are
 //!   dropped and counted: a call or goal to a server whose token was missed
 //!   fails once;
+//! - a ROS 2 client's query past [`MAX_QUEUED_REQUESTS`] waiting for the
+//!   turn gets its error reply at once, on Zenoh's thread: none is dropped
+//!   unanswered;
 //! - the one `service_response` of each call and the one `action_result`
 //!   of each goal go to the hub from the loop's turn, never through the
 //!   loop's inbox, which may drop.
@@ -29,10 +35,12 @@ use rosgate_core::Hub;
 use rosgate_ros2::cdr;
 use rosgate_ros2::link::{self, Event, Reply as LinkReply, ToHub};
 use rosgate_ros2::rmw;
+use rosgate_wire::Raw;
 use serde_json::Value;
 use zenoh::query::Reply;
 use zenoh::Session;
 
+use super::calls_in::{call_id, Replying};
 use super::goals_out::end_line;
 use super::{RosLink, RosShared};
 use crate::first_reply::FirstReply;
@@ -46,12 +54,41 @@ pub const MAX_LINK_EVENTS: usize = 4 * link::MAX_ENTITIES;
 /// (feedback is sheddable, as on a client's queue).
 pub const MAX_QUEUED_FEEDBACK: usize = 4096;
 
+/// ROS 2 clients' requests waiting for the loop's next turn; more get an
+/// error reply at once.
+pub const MAX_QUEUED_REQUESTS: usize = 4096;
+
+/// What Zenoh's threads hand the loop for the link.
+enum Inbound {
+    Event(Event),
+    /// A ROS 2 client's request, with the query the link's reply answers.
+    Request {
+        to: Replying,
+        domain: Domain,
+        name: String,
+        request: link::Request,
+    },
+}
+
 /// Events from Zenoh's threads for the link, in arrival order.
-#[derive(Debug, Default)]
+#[derive(Default)]
 pub(super) struct LinkInbox {
-    events: Vec<Event>,
+    events: Vec<Inbound>,
     feedback: usize,
+    requests: usize,
     dropped: u64,
+}
+
+/// What the link asked of the hub, kept in order for the turn.
+pub(super) enum ForHub {
+    /// A line as the bridge's (a service response, a goal's feedback or end).
+    Line(String),
+    /// A ROS 2 client's call for the local provider (`rq<call>`).
+    Call {
+        call: u64,
+        service: String,
+        args: String,
+    },
 }
 
 impl RosShared {
@@ -74,14 +111,42 @@ impl RosShared {
             return;
         }
         q.feedback += usize::from(feedback);
-        q.events.push(e);
+        q.events.push(Inbound::Event(e));
         drop(q);
         self.fed.wake();
     }
 
-    fn take_link_events(&self) -> Vec<Event> {
+    /// A ROS 2 client's request, from Zenoh's threads: queued with its
+    /// query for the link, or (the queue full) refused at once.
+    pub(super) fn to_link_request(
+        &self,
+        to: Replying,
+        domain: Domain,
+        name: &str,
+        request: link::Request,
+    ) {
+        let mut q = self.link_inbox();
+        if q.requests >= MAX_QUEUED_REQUESTS {
+            q.dropped += 1;
+            drop(q);
+            to.error("the gateway has too many requests from ROS 2 waiting".into());
+            return;
+        }
+        q.requests += 1;
+        q.events.push(Inbound::Request {
+            to,
+            domain,
+            name: name.to_string(),
+            request,
+        });
+        drop(q);
+        self.fed.wake();
+    }
+
+    fn take_link_events(&self) -> Vec<Inbound> {
         let mut q = self.link_inbox();
         q.feedback = 0;
+        q.requests = 0;
         std::mem::take(&mut q.events)
     }
 
@@ -189,6 +254,22 @@ impl RosLink {
                     self.deliver(t);
                     None
                 }
+                link::Action::Reply { query, reply } => {
+                    self.exec_reply(query, reply);
+                    None
+                }
+                link::Action::Offer {
+                    domain,
+                    name,
+                    ty,
+                    action: false,
+                    on,
+                } => {
+                    if let Ok(d) = Domain::try_from(domain) {
+                        self.exec_offer_service(session, d, &name, &ty, on);
+                    }
+                    None
+                }
                 // The rest of the link is not this shell's yet.
                 _ => None,
             };
@@ -246,13 +327,41 @@ impl RosLink {
                 }
                 (domain, end_line(&action, &id, i64::from(status), result))
             }
+            ToHub::Call {
+                call,
+                domain,
+                service,
+                payload,
+            } => {
+                // The request was decoded to JSON by the shell, so it is
+                // valid UTF-8 JSON; anything else is not handed over.
+                let Ok(args) = String::from_utf8(payload) else {
+                    return self.link.handle(Event::Answer {
+                        call,
+                        result: Err("a request that is not JSON".into()),
+                    });
+                };
+                let Ok(d) = Domain::try_from(domain) else {
+                    return;
+                };
+                self.link_out.push((
+                    d,
+                    ForHub::Call {
+                        call,
+                        service,
+                        args,
+                    },
+                ));
+                self.shared.fed.wake();
+                return;
+            }
             // The rest of the link is not this shell's yet.
             _ => return,
         };
         let Ok(d) = Domain::try_from(domain) else {
             return;
         };
-        self.link_out.push((d, line));
+        self.link_out.push((d, ForHub::Line(line)));
         // Outside a turn (a call or goal refused as it is sent): the loop
         // turns again to hand it over.
         self.shared.fed.wake();
@@ -315,12 +424,44 @@ impl RosLink {
     /// what it asks, and hands its lines to the hub in order.
     pub(super) fn turn_link(&mut self, session: &Session, hub: &mut Hub, now: Instant) {
         for e in self.shared.take_link_events() {
-            self.link.handle(e);
+            match e {
+                Inbound::Event(e) => self.link.handle(e),
+                Inbound::Request {
+                    to,
+                    domain,
+                    name,
+                    request,
+                } => {
+                    self.next_in_query += 1;
+                    let query = link::InQuery(self.next_in_query);
+                    self.replying.insert(query, to);
+                    self.link.handle(Event::Request {
+                        now,
+                        query,
+                        domain: u32::from(domain),
+                        name,
+                        request,
+                    });
+                }
+            }
         }
         self.link.handle(Event::Tick(now));
         self.run_link(session);
-        for (domain, line) in std::mem::take(&mut self.link_out) {
-            hub.remote_reply(domain, line.as_bytes(), now);
+        for (domain, h) in std::mem::take(&mut self.link_out) {
+            match h {
+                ForHub::Line(line) => hub.remote_reply(domain, line.as_bytes(), now),
+                ForHub::Call {
+                    call,
+                    service,
+                    args,
+                } => hub.remote_call(
+                    domain,
+                    &service,
+                    &call_id(call),
+                    Raw::from_valid_json(&args),
+                    now,
+                ),
+            }
         }
     }
 }

@@ -20,7 +20,8 @@
 //!   node advertised; the registry is then replaced whole, so a reader's
 //!   snapshot never changes under it.
 //!
-//! Calls and goals local clients send to ROS 2 are decided by the ROS 2
+//! Calls and goals local clients send to ROS 2, and calls ROS 2 clients
+//! make of local providers (`calls_in.rs`), are decided by the ROS 2
 //! link's state machine (`rosgate_ros2::link`), which `exec.rs` feeds and
 //! executes from the loop thread; the rest is still this shell's own
 //! tables below (moving them into the link is issue 24's remaining work).
@@ -32,13 +33,15 @@
 //! - a message that came from another rosgate gateway through ROS 2 is
 //!   dropped here (it crosses the federation already): rosgate's own
 //!   publishers are recognised by the GID in the attachment;
-//! - every call from ROS 2 gets exactly one reply or error; every call to
-//!   ROS 2 ends in exactly one `service_response` (the reply, a refusal,
+//! - every call from ROS 2 gets exactly one reply or error (the link
+//!   answers each, and one not queued for it is refused at once); every
+//!   call to ROS 2 ends in exactly one `service_response` (the reply, a refusal,
 //!   the end of the query without one, the server leaving, or the link's
 //!   timeout), handed to the hub from the loop's turn;
 //! - the tables are bounded: [`MAX_ROS_ENTITIES`] tokens,
 //!   [`MAX_ROS_NODES`] nodes, [`MAX_ROS_ENTITIES_PER_NODE`] tokens per
-//!   node, [`crate::MAX_REMOTE_CALLS`] calls from ROS 2 waiting,
+//!   node, `rosgate_ros2::link::MAX_CALLS_IN` calls from ROS 2 waiting
+//!   ([`exec::MAX_QUEUED_REQUESTS`] queued for the loop's next turn),
 //!   [`MAX_FETCHES`] types asked ([`MAX_FETCHES_PER_NODE`] of one node,
 //!   [`FETCHES_PER_TURN`] per loop turn); what they hold is in the memory
 //!   ledger;
@@ -60,11 +63,10 @@ use rosgate_core::Hub;
 use rosgate_ros2::registry::Registry;
 use rosgate_ros2::rmw::{self, Attachment, Endpoint, EntityKind, Qos, Token};
 use rosgate_ros2::{action, cdr};
-use rosgate_wire::Raw;
 use zenoh::liveliness::LivelinessToken;
 use zenoh::pubsub::Subscriber;
 use zenoh::qos::CongestionControl;
-use zenoh::query::{ConsolidationMode, Query, QueryTarget, Queryable, Reply};
+use zenoh::query::{ConsolidationMode, QueryTarget, Queryable, Reply};
 use zenoh::sample::{Locality, Sample, SampleKind};
 use zenoh::{Session, Wait};
 use zenoh_ext::{
@@ -74,11 +76,11 @@ use zenoh_ext::{
 
 use crate::remote::Shared;
 
+mod calls_in;
 mod exec;
 mod goals_in;
 mod goals_out;
 mod peer;
-use crate::{Job, MAX_REMOTE_CALLS};
 pub(crate) use peer::start;
 
 use crate::RosSettings;
@@ -296,14 +298,6 @@ struct Fetch {
     hash: String,
 }
 
-/// A call from ROS 2 waiting for the local provider's answer.
-struct Waiting {
-    query: Query,
-    response_type: String,
-    seq: i64,
-    gid: [u8; 16],
-}
-
 /// What Zenoh's threads share with the loop for the ROS 2 side.
 pub(crate) struct RosShared {
     zid: String,
@@ -312,8 +306,6 @@ pub(crate) struct RosShared {
     /// node's description adds one, so a reader's snapshot stays valid.
     types: RwLock<Arc<Registry>>,
     tables: Mutex<Tables>,
-    queries: Mutex<HashMap<u64, Waiting>>,
-    next_query: AtomicU64,
     graph_dirty: AtomicBool,
     undecodable: AtomicU64,
     /// The session requests go out on (from the loop, and from Zenoh's
@@ -335,15 +327,6 @@ fn unix_ns() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX))
-}
-
-/// The id a call from ROS 2 goes to the bridge with (`rq<n>`).
-fn call_id(n: u64) -> String {
-    format!("rq{n}")
-}
-
-fn parse_call_id(raw_id: &str) -> Option<u64> {
-    raw_id.strip_prefix("\"rq")?.strip_suffix('"')?.parse().ok()
 }
 
 impl RosShared {
@@ -618,125 +601,6 @@ impl RosShared {
         self.fed.drop_one();
     }
 
-    /// A call from a ROS 2 client of a service a local client provides:
-    /// kept until the provider answers ([`RosShared::answer`]).
-    fn on_query(&self, domain: Domain, service: &str, srv: &str, q: Query) {
-        let Some(att) = q
-            .attachment()
-            .and_then(|a| Attachment::decode(&a.to_bytes()))
-        else {
-            let _ = q
-                .reply_err("a request without rmw_zenoh's attachment")
-                .wait();
-            return;
-        };
-        let types = self.types();
-        let Some(def) = types.srv(srv) else {
-            let _ = q.reply_err(format!("unknown service type {srv}")).wait();
-            return;
-        };
-        let (request, response) = (def.request.clone(), def.response.clone());
-        let payload = q
-            .payload()
-            .map(|p| p.to_bytes().into_owned())
-            .unwrap_or_default();
-        let mut args = Vec::new();
-        if let Err(e) = cdr::decode_json(&*self.types(), &request, &payload, &mut args) {
-            let _ = q
-                .reply_err(format!("a request that is not {request}: {e}"))
-                .wait();
-            return;
-        }
-        let Ok(args) = String::from_utf8(args) else {
-            return;
-        };
-        let n = self.next_query.fetch_add(1, Ordering::Relaxed);
-        {
-            let mut qs = self.queries.lock().unwrap_or_else(|p| p.into_inner());
-            if qs.len() >= MAX_REMOTE_CALLS {
-                drop(qs);
-                let _ = q
-                    .reply_err("the gateway has too many calls from ROS 2 in progress")
-                    .wait();
-                return;
-            }
-            qs.insert(
-                n,
-                Waiting {
-                    query: q,
-                    response_type: response,
-                    seq: att.seq,
-                    gid: att.gid,
-                },
-            );
-        }
-        let service = service.to_string();
-        let job: Job = Box::new(move |hub, now| {
-            hub.remote_call(
-                domain,
-                &service,
-                &call_id(n),
-                Raw::from_valid_json(&args),
-                now,
-            );
-        });
-        if !self.fed.send(job) {
-            let w = self
-                .queries
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .remove(&n);
-            if let Some(w) = w {
-                let _ = w.query.reply_err("the gateway is too busy").wait();
-            }
-        }
-    }
-
-    /// The local provider's answer to call `id` from ROS 2, if it is one:
-    /// replied as CDR with the request's sequence number and client GID.
-    fn answer(&self, id: &str, values: &str, result: &str) -> bool {
-        let Some(n) = parse_call_id(id) else {
-            return false;
-        };
-        let w = self
-            .queries
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(&n);
-        let Some(w) = w else {
-            return true;
-        };
-        if result != "true" {
-            let why = serde_json::from_str::<serde_json::Value>(values)
-                .ok()
-                .and_then(|v| v.as_str().map(str::to_string))
-                .unwrap_or_else(|| values.to_string());
-            let _ = w.query.reply_err(why).wait();
-            return true;
-        }
-        let v: serde_json::Value = rosgate_ros2::json::from_str(values).unwrap_or_default();
-        match cdr::encode(&*self.types(), &w.response_type, &v) {
-            Ok(bytes) => {
-                let att = Attachment {
-                    seq: w.seq,
-                    timestamp_ns: unix_ns(),
-                    gid: w.gid,
-                };
-                let _ = w
-                    .query
-                    .reply(w.query.key_expr().clone(), bytes)
-                    .attachment(att.encode().to_vec())
-                    .wait();
-            }
-            Err(e) => {
-                let why = format!("the provider's answer is not {}: {e}", w.response_type);
-                rosgate_core::log!(Warn, "ros2: {why}");
-                let _ = w.query.reply_err(why).wait();
-            }
-        }
-        true
-    }
-
     /// The type of the ROS 2 subscriptions of `topic` (the first, by
     /// token), if any.
     fn subscribed(&self, domain: Domain, topic: &str) -> Option<Typed> {
@@ -886,7 +750,13 @@ pub(crate) struct RosLink {
     goals_out: goals_out::GoalsOut,
     /// The link's lines for the hub, in order, until the turn hands them
     /// over (one per call or goal end, and one turn's feedback).
-    link_out: Vec<(Domain, String)>,
+    link_out: Vec<(Domain, exec::ForHub)>,
+    /// ROS 2 clients' queries the link has been given, until it answers
+    /// each (once): at most what the link keeps waiting (calls and
+    /// `get_result`s), as it answers the others in the same turn.
+    replying: HashMap<rosgate_ros2::link::InQuery, calls_in::Replying>,
+    /// The number the next ROS 2 client's query is given to the link by.
+    next_in_query: u64,
     _watch: Vec<Subscriber<()>>,
     subs: HashMap<(Domain, Rc<str>), Sub>,
     pubs: HashMap<(Domain, Rc<str>), Pub>,
@@ -939,8 +809,6 @@ impl RosLink {
             fed,
             types: RwLock::new(types),
             tables: Mutex::new(Tables::default()),
-            queries: Mutex::new(HashMap::new()),
-            next_query: AtomicU64::new(1),
             graph_dirty: AtomicBool::new(true),
             undecodable: AtomicU64::new(0),
             session: session.clone(),
@@ -959,6 +827,8 @@ impl RosLink {
             link: rosgate_ros2::link::Link::new(),
             goals_out: goals_out::GoalsOut::default(),
             link_out: Vec::new(),
+            replying: HashMap::new(),
+            next_in_query: 0,
             _watch: Vec::new(),
             subs: HashMap::new(),
             pubs: HashMap::new(),
@@ -1190,61 +1060,6 @@ impl RosLink {
         self.subs.remove(&(domain, topic.clone()));
     }
 
-    /// A local client provides `service` of type `ty`: offered to ROS 2
-    /// when the type is known.
-    pub(crate) fn provide(&mut self, session: &Session, domain: Domain, name: Rc<str>, ty: &str) {
-        if !self.bridged(domain) {
-            return;
-        }
-        let types = self.shared.types();
-        let Some(def) = types.srv(ty) else {
-            rosgate_core::log!(
-                Info,
-                "ros2: service {name} not offered to ROS 2: its type {ty:?} is unknown (--interfaces)"
-            );
-            return;
-        };
-        let srv = def.name.clone();
-        let (Some(dds_type), Some(hash)) = (rmw::dds_type_name(&srv), types.hash(&srv)) else {
-            return;
-        };
-        let typed = Typed {
-            dds_type,
-            hash: hash.to_string(),
-        };
-        let key = rmw::data_key(u32::from(domain), &name, &typed.dds_type, &typed.hash);
-        let (sh, service, s) = (self.shared.clone(), name.to_string(), srv.clone());
-        let queryable = session
-            .declare_queryable(key)
-            // rmw_zenoh's clients ask complete queryables only.
-            .complete(true)
-            .allowed_origin(Locality::Remote)
-            .callback(move |q: Query| sh.on_query(domain, &service, &s, q))
-            .wait();
-        let queryable = match queryable {
-            Ok(q) => q,
-            Err(e) => {
-                rosgate_core::log!(Warn, "ros2: cannot offer {name} to ROS 2: {e}");
-                return;
-            }
-        };
-        if let Some((_, token)) =
-            self.declare(session, domain, EntityKind::ServiceServer, &name, &typed)
-        {
-            self.servers.insert(
-                (domain, name),
-                Server {
-                    _queryable: queryable,
-                    _token: token,
-                },
-            );
-        }
-    }
-
-    pub(crate) fn unprovide(&mut self, domain: Domain, name: &Rc<str>) {
-        self.servers.remove(&(domain, name.clone()));
-    }
-
     /// A message the bridge of `domain` drained for `topic`: put to ROS 2
     /// as CDR when ROS 2 subscribes to it. Returns false when it had to be
     /// dropped (it does not fit the subscriptions' type).
@@ -1388,12 +1203,6 @@ impl RosLink {
         let gid = rmw::gid(&key);
         self.clients.insert(k, (token, gid));
         Some(gid)
-    }
-
-    /// A local provider's answer the bridge drained: true when it answers
-    /// a call from ROS 2.
-    pub(crate) fn answer(&self, id: &str, values: &str, result: &str) -> bool {
-        self.shared.answer(id, values, result)
     }
 
     /// Feedback or the end (`end`) of bridge goal `id` from a local
@@ -1549,6 +1358,7 @@ impl RosLink {
         let link = self.link.stats();
         v["goals_in_flight"] = serde_json::Value::from(link.goals_out);
         v["calls_in_flight"] = serde_json::Value::from(link.calls_out);
+        v["calls_from_ros2"] = serde_json::Value::from(link.calls_in);
         v["link_events_dropped"] = serde_json::Value::from(self.shared.link_events_dropped());
         let (kept, waiting) = goals_in::counts(&self.shared);
         v["goals_from_ros2"] = serde_json::Value::from(kept);
@@ -1569,13 +1379,6 @@ fn node_name(zid: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn call_ids_round_trip_and_foreign_ids_are_not_ours() {
-        assert_eq!(parse_call_id(&format!("\"{}\"", call_id(42))), Some(42));
-        assert_eq!(parse_call_id("\"fq42\""), None);
-        assert_eq!(parse_call_id("42"), None);
-    }
 
     #[test]
     fn node_names_are_short_and_distinct_per_gateway() {

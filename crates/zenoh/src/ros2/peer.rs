@@ -54,7 +54,7 @@ impl Peer for RosPeer {
     }
 
     fn unprovide(&mut self, domain: Domain, name: &Rc<str>) {
-        self.link.unprovide(domain, name);
+        self.link.unprovide(&self.session, domain, name);
     }
 
     fn serve(&mut self, domain: Domain, name: Rc<str>, ty: &str) {
@@ -81,7 +81,7 @@ impl Peer for RosPeer {
     }
 
     fn answer(&mut self, id: &str, values: &str, result: &str) -> bool {
-        self.link.answer(id, values, result)
+        self.link.answer(&self.session, id, values, result)
     }
 
     fn goal(
