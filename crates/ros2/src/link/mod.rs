@@ -51,6 +51,11 @@ pub type Gid = [u8; 16];
 /// A ROS 2 domain id.
 pub type Domain = u32;
 
+/// A wall-clock time as ROS 2 messages carry it (seconds, nanoseconds),
+/// stamped by the shell: a goal's acceptance, a cancel's "accepted at or
+/// before". The link only compares and returns these; it reads no clock.
+pub type Stamp = (i64, u32);
+
 /// ROS 2 entities remembered; more are ignored (and counted).
 pub const MAX_ENTITIES: usize = 65536;
 /// Calls from ROS 2 clients waiting for a local provider.
@@ -127,12 +132,19 @@ pub enum Reply {
 pub enum Request {
     /// A plain service call (request CDR).
     Service(Vec<u8>),
-    /// `send_goal`: the goal's UUID and goal (CDR).
-    SendGoal { uuid: [u8; 16], payload: Vec<u8> },
+    /// `send_goal`: the goal's UUID, the time it is accepted at (if it
+    /// is), and the goal (CDR).
+    SendGoal {
+        uuid: [u8; 16],
+        stamp: Stamp,
+        payload: Vec<u8>,
+    },
     /// `get_result` for a goal.
     GetResult { uuid: [u8; 16] },
-    /// `cancel_goal` for a goal.
-    CancelGoal { uuid: [u8; 16] },
+    /// `cancel_goal`: the goal `uuid`, or (a zero UUID) every goal of the
+    /// action accepted at or before `before` (all, for a zero stamp), as
+    /// rclcpp picks them.
+    CancelGoal { uuid: [u8; 16], before: Stamp },
 }
 
 /// What the link is told.
@@ -400,11 +412,12 @@ pub enum Action {
         uuid: [u8; 16],
         payload: Vec<u8>,
     },
-    /// Put an action's status array (every goal kept, uuid and status).
+    /// Put an action's status array (every goal kept: uuid, acceptance
+    /// stamp and status).
     PutStatus {
         domain: Domain,
         action: String,
-        goals: Vec<([u8; 16], i8)>,
+        goals: Vec<([u8; 16], Stamp, i8)>,
     },
     /// Tell the hub.
     Deliver(ToHub),
@@ -415,8 +428,16 @@ pub enum Action {
 pub enum Answer {
     Service(Vec<u8>),
     Accepted(bool),
-    Result { status: i8, payload: Vec<u8> },
-    Cancel { code: i8, goals: Vec<[u8; 16]> },
+    Result {
+        status: i8,
+        payload: Vec<u8>,
+    },
+    /// `cancel_goal`'s return code and the goals now canceling (uuid and
+    /// acceptance stamp).
+    Cancel {
+        code: i8,
+        goals: Vec<([u8; 16], Stamp)>,
+    },
     Error(String),
 }
 
@@ -487,6 +508,12 @@ impl Link {
     /// then a goal for it is the link's to send.
     pub fn serves_action(&self, domain: Domain, action: &str) -> bool {
         self.actions.contains(&(domain, action.to_string()))
+    }
+
+    /// The action goal `n` from ROS 2 is for (domain and name), while the
+    /// link keeps it.
+    pub fn goal_in(&self, n: u64) -> Option<(Domain, &str)> {
+        self.goals_in.action_of(n)
     }
 
     /// Whether the hub's goal `id` is in flight to ROS 2 through the link.

@@ -1295,6 +1295,11 @@ fn serving() -> Link {
     l
 }
 
+/// The acceptance stamp the tests give goal `[u; 16]`: in UUID order.
+fn stamp_of(u: u8) -> Stamp {
+    (i64::from(u), 0)
+}
+
 fn ros_goal(l: &mut Link, q: u64, u: u8) -> (Vec<Action>, Option<u64>) {
     l.handle(Event::Request {
         now: Instant::now(),
@@ -1303,6 +1308,7 @@ fn ros_goal(l: &mut Link, q: u64, u: u8) -> (Vec<Action>, Option<u64>) {
         name: ACTION.into(),
         request: Request::SendGoal {
             uuid: [u; 16],
+            stamp: stamp_of(u),
             payload: vec![u],
         },
     });
@@ -1333,7 +1339,7 @@ fn a_goal_from_ros_is_accepted_at_once_and_its_result_answers_get_result_once() 
     assert!(out.contains(&Action::PutStatus {
         domain: D,
         action: ACTION.into(),
-        goals: vec![([7; 16], status::EXECUTING as i8)]
+        goals: vec![([7; 16], stamp_of(7), status::EXECUTING as i8)]
     }));
     get_result(&mut l, 2, 7);
     get_result(&mut l, 3, 7);
@@ -1425,7 +1431,10 @@ fn cancels_from_ros_reach_the_server_for_running_goals_only() {
             query: InQuery(q),
             domain: D,
             name: ACTION.into(),
-            request: Request::CancelGoal { uuid: [u; 16] },
+            request: Request::CancelGoal {
+                uuid: [u; 16],
+                before: (0, 0),
+            },
         });
         drain(l)
     };
@@ -1435,7 +1444,7 @@ fn cancels_from_ros_reach_the_server_for_running_goals_only() {
         replies(&out, InQuery(2)),
         vec![&Answer::Cancel {
             code: cancel_code::NONE as i8,
-            goals: vec![[1; 16]]
+            goals: vec![([1; 16], stamp_of(1))]
         }]
     );
     let out = cancel(&mut l, 3, 9);
@@ -1530,6 +1539,7 @@ fn get_result_waiters_and_ended_goals_are_bounded() {
             name: ACTION.into(),
             request: Request::SendGoal {
                 uuid,
+                stamp: (0, 0),
                 payload: vec![],
             },
         });
@@ -1570,6 +1580,7 @@ fn goals_from_ros_are_bounded() {
             name: ACTION.into(),
             request: Request::SendGoal {
                 uuid,
+                stamp: (0, 0),
                 payload: vec![],
             },
         });
@@ -2069,4 +2080,128 @@ fn the_shell_can_ask_whether_an_action_or_a_goal_is_the_links() {
     assert!(!l.has_goal_out(D, "g1"), "ended: no longer the link's");
     l.handle(Event::Gone(gid(10)));
     assert!(!l.serves_action(D, ACTION));
+}
+
+#[test]
+fn a_cancel_from_ros_with_a_zero_uuid_picks_the_goals_accepted_up_to_its_stamp() {
+    let mut l = serving();
+    let n1 = ros_goal(&mut l, 1, 1).1.unwrap();
+    let n2 = ros_goal(&mut l, 2, 2).1.unwrap();
+    let n3 = ros_goal(&mut l, 3, 3).1.unwrap();
+    l.handle(Event::GoalUpdate {
+        goal: n1,
+        update: GoalUpdate::End {
+            status: status::SUCCEEDED as i8,
+            payload: vec![],
+        },
+    });
+    drain(&mut l);
+    let cancel = |l: &mut Link, q: u64, before: Stamp| {
+        l.handle(Event::Request {
+            now: Instant::now(),
+            query: InQuery(q),
+            domain: D,
+            name: ACTION.into(),
+            request: Request::CancelGoal {
+                uuid: [0; 16],
+                before,
+            },
+        });
+        drain(l)
+    };
+    // Up to goal 2's stamp: goal 1 ended, goal 2 canceling, goal 3 not picked.
+    let out = cancel(&mut l, 4, stamp_of(2));
+    assert_eq!(
+        replies(&out, InQuery(4)),
+        vec![&Answer::Cancel {
+            code: cancel_code::NONE as i8,
+            goals: vec![([2; 16], stamp_of(2))]
+        }]
+    );
+    assert_eq!(to_hub(&out), vec![&ToHub::CancelGoal { goal: n2 }]);
+    assert!(out.contains(&Action::PutStatus {
+        domain: D,
+        action: ACTION.into(),
+        goals: vec![
+            ([1; 16], stamp_of(1), status::SUCCEEDED as i8),
+            ([2; 16], stamp_of(2), status::CANCELING as i8),
+            ([3; 16], stamp_of(3), status::EXECUTING as i8),
+        ]
+    }));
+    // A zero stamp: every goal still running.
+    let out = cancel(&mut l, 5, (0, 0));
+    assert_eq!(
+        to_hub(&out),
+        vec![
+            &ToHub::CancelGoal { goal: n2 },
+            &ToHub::CancelGoal { goal: n3 }
+        ]
+    );
+    // Before any goal: nothing picked, and that is no error.
+    let out = cancel(&mut l, 6, (0, 1));
+    assert_eq!(
+        replies(&out, InQuery(6)),
+        vec![&Answer::Cancel {
+            code: cancel_code::NONE as i8,
+            goals: vec![]
+        }]
+    );
+    assert!(to_hub(&out).is_empty());
+    // Only ended goals picked: terminated.
+    let out = cancel(&mut l, 7, stamp_of(1));
+    assert_eq!(
+        replies(&out, InQuery(7)),
+        vec![&Answer::Cancel {
+            code: cancel_code::GOAL_TERMINATED as i8,
+            goals: vec![]
+        }]
+    );
+    assert_eq!(l.goal_in(n2), Some((D, ACTION)));
+}
+
+#[test]
+fn a_goal_is_known_only_under_its_own_action() {
+    let mut l = serving();
+    l.handle(Event::Serve {
+        domain: D,
+        name: "/other".into(),
+        ty: Some("example_interfaces/action/Fibonacci".into()),
+    });
+    drain(&mut l);
+    let n = ros_goal(&mut l, 1, 5).1.unwrap();
+    l.handle(Event::Request {
+        now: Instant::now(),
+        query: InQuery(2),
+        domain: D,
+        name: "/other".into(),
+        request: Request::GetResult { uuid: [5; 16] },
+    });
+    l.handle(Event::Request {
+        now: Instant::now(),
+        query: InQuery(3),
+        domain: D,
+        name: "/other".into(),
+        request: Request::CancelGoal {
+            uuid: [5; 16],
+            before: (0, 0),
+        },
+    });
+    let out = drain(&mut l);
+    assert_eq!(
+        replies(&out, InQuery(2)),
+        vec![&Answer::Result {
+            status: status::UNKNOWN as i8,
+            payload: vec![]
+        }]
+    );
+    assert_eq!(
+        replies(&out, InQuery(3)),
+        vec![&Answer::Cancel {
+            code: cancel_code::UNKNOWN_GOAL_ID as i8,
+            goals: vec![]
+        }]
+    );
+    assert!(to_hub(&out).is_empty());
+    assert_eq!(l.goal_in(n), Some((D, ACTION)));
+    assert_eq!(l.goal_in(n + 1), None);
 }
