@@ -331,10 +331,6 @@ const NOT_LIMITS: &[(&str, &str)] = &[
         "the shell's name for the link's MAX_ENTITIES",
     ),
     (
-        "MAX_GOALS_FROM_ROS",
-        "the shell's name for the link's MAX_GOALS_IN",
-    ),
-    (
         "FETCH_TIMEOUT_SECS",
         "the shell's name for the link's FETCH_TIMEOUT",
     ),

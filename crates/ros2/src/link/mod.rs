@@ -516,6 +516,11 @@ impl Link {
         self.goals_in.action_of(n)
     }
 
+    /// `get_result` requests from ROS 2 clients waiting for goals to end.
+    pub fn results_waiting(&self) -> usize {
+        self.goals_in.waiting()
+    }
+
     /// Whether the hub's goal `id` is in flight to ROS 2 through the link.
     pub fn has_goal_out(&self, domain: Domain, id: &str) -> bool {
         self.goals_out.has(domain, id)

@@ -9,8 +9,7 @@
 //! - the link's `ToHub::Call`: the bridge's `call_service` (`rq<n>`);
 //! - the local provider's `service_response` to `rq<n>`: the link's
 //!   `Event::Answer`;
-//! - the link's `Reply` to a query: CDR of the response type with the
-//!   request's sequence number and client GID, or an error reply.
+//! - the link's `Reply` to a query: `replying.rs`.
 //!
 //! Invariant: the link answers each query it is given exactly once, so
 //! each Zenoh query kept here ([`Replying`]) is replied to once and then
@@ -21,13 +20,14 @@ use std::rc::Rc;
 
 use rosgate_core::nodes::Domain;
 use rosgate_ros2::cdr;
-use rosgate_ros2::link::{self, Answer, Event, Request};
+use rosgate_ros2::link::{Event, Request};
 use rosgate_ros2::rmw::{self, Attachment, EntityKind};
 use zenoh::query::Query;
 use zenoh::sample::Locality;
 use zenoh::{Session, Wait};
 
-use super::{unix_ns, RosLink, RosShared, Server, Typed};
+use super::replying::Replying;
+use super::{RosLink, RosShared, Server, Typed};
 
 /// The id a call from ROS 2 goes to the bridge with (`rq<n>`).
 pub(super) fn call_id(n: u64) -> String {
@@ -36,48 +36,6 @@ pub(super) fn call_id(n: u64) -> String {
 
 pub(super) fn parse_call_id(raw_id: &str) -> Option<u64> {
     raw_id.strip_prefix("\"rq")?.strip_suffix('"')?.parse().ok()
-}
-
-/// A ROS 2 client's query waiting for the link's one reply: what the
-/// reply is encoded as and must echo.
-pub(super) struct Replying {
-    pub(super) query: Query,
-    /// The response's ROS type (CDR), for a service's or goal service's
-    /// answer.
-    pub(super) response_type: String,
-    pub(super) seq: i64,
-    pub(super) gid: [u8; 16],
-}
-
-impl Replying {
-    /// Replies `v` as CDR of the response type, echoing the request's
-    /// sequence number and client GID (an error reply when it does not
-    /// encode).
-    pub(super) fn reply_json(self, shared: &RosShared, v: &serde_json::Value) {
-        match cdr::encode(&*shared.types(), &self.response_type, v) {
-            Ok(bytes) => {
-                let att = Attachment {
-                    seq: self.seq,
-                    timestamp_ns: unix_ns(),
-                    gid: self.gid,
-                };
-                let _ = self
-                    .query
-                    .reply(self.query.key_expr().clone(), bytes)
-                    .attachment(att.encode().to_vec())
-                    .wait();
-            }
-            Err(e) => {
-                let why = format!("the answer is not {}: {e}", self.response_type);
-                rosgate_core::log!(Warn, "ros2: {why}");
-                self.error(why);
-            }
-        }
-    }
-
-    pub(super) fn error(self, why: String) {
-        let _ = self.query.reply_err(why).wait();
-    }
 }
 
 impl RosShared {
@@ -115,6 +73,7 @@ impl RosShared {
             response_type: response,
             seq: att.seq,
             gid: att.gid,
+            stamp: (0, 0),
         };
         self.to_link_request(to, domain, service, Request::Service(args));
     }
@@ -166,23 +125,6 @@ impl RosLink {
         self.link.handle(Event::Answer { call, result });
         self.run_link(session);
         true
-    }
-
-    /// The link's one answer to a ROS 2 client's request `query`.
-    pub(super) fn exec_reply(&mut self, query: link::InQuery, answer: Answer) {
-        let Some(to) = self.replying.remove(&query) else {
-            return;
-        };
-        match answer {
-            Answer::Service(json) => {
-                let v: serde_json::Value =
-                    rosgate_ros2::json::from_str(std::str::from_utf8(&json).unwrap_or("null"))
-                        .unwrap_or_default();
-                to.reply_json(&self.shared, &v);
-            }
-            Answer::Error(why) => to.error(why),
-            other => to.error(format!("not a service's answer: {other:?}")),
-        }
     }
 
     /// The link offers a local service to ROS 2 (`on`), or withdraws it:

@@ -6,12 +6,13 @@
 //! and lines for the hub, handed over in the order the link said them.
 //!
 //! Today the link decides calls and goals local clients send to ROS 2
-//! (`goals_out.rs` executes the goals' requests), and calls ROS 2 clients
-//! make of local providers, with their offers (`calls_in.rs` executes
-//! them: a ROS 2 client's query is queued here with its request, and kept
-//! by the loop until the link's one `Reply`); goals from ROS 2 clients,
-//! types and topics still go through the shell's own tables (`mod.rs`,
-//! `goals_in.rs`), so the link's other actions are not acted on.
+//! (`goals_out.rs` executes the goals' requests), and calls and goals ROS
+//! 2 clients send to local providers and action servers, with their
+//! offers (`calls_in.rs`, `goals_in.rs` execute them: a ROS 2 client's
+//! query is queued here with its request, and kept by the loop until the
+//! link's one `Reply`); the graph, types and topics still go through the
+//! shell's own tables (`mod.rs`), so the link's other actions are not
+//! acted on.
 //!
 //! Invariants:
 //! - a reply or a query's end is never dropped from [`LinkInbox`] (at most
@@ -40,8 +41,10 @@ use serde_json::Value;
 use zenoh::query::Reply;
 use zenoh::Session;
 
-use super::calls_in::{call_id, Replying};
+use super::calls_in::call_id;
+use super::goals_in::goal_id;
 use super::goals_out::end_line;
+use super::replying::Replying;
 use super::{RosLink, RosShared};
 use crate::first_reply::FirstReply;
 use crate::remote::failure_line;
@@ -89,6 +92,15 @@ pub(super) enum ForHub {
         service: String,
         args: String,
     },
+    /// A ROS 2 client's goal for the local action server (`ra<goal>`).
+    Goal {
+        goal: u64,
+        action: String,
+        ty: String,
+        args: String,
+    },
+    /// A ROS 2 client cancels goal `ra<goal>`.
+    Cancel { goal: u64, action: String },
 }
 
 impl RosShared {
@@ -262,11 +274,36 @@ impl RosLink {
                     domain,
                     name,
                     ty,
-                    action: false,
+                    action,
                     on,
                 } => {
                     if let Ok(d) = Domain::try_from(domain) {
-                        self.exec_offer_service(session, d, &name, &ty, on);
+                        if action {
+                            self.exec_offer_action_change(session, d, &name, &ty, on);
+                        } else {
+                            self.exec_offer_service(session, d, &name, &ty, on);
+                        }
+                    }
+                    None
+                }
+                link::Action::PutFeedback {
+                    domain,
+                    action,
+                    uuid,
+                    payload,
+                } => {
+                    if let Ok(d) = Domain::try_from(domain) {
+                        self.exec_put_feedback(d, &action, uuid, &payload);
+                    }
+                    None
+                }
+                link::Action::PutStatus {
+                    domain,
+                    action,
+                    goals,
+                } => {
+                    if let Ok(d) = Domain::try_from(domain) {
+                        self.exec_put_status(d, &action, &goals);
                     }
                     None
                 }
@@ -352,6 +389,45 @@ impl RosLink {
                         args,
                     },
                 ));
+                self.shared.fed.wake();
+                return;
+            }
+            ToHub::Goal {
+                goal,
+                domain,
+                action,
+                payload,
+            } => {
+                let Ok(d) = Domain::try_from(domain) else {
+                    return;
+                };
+                // Decoded to JSON by the shell; the action offered to ROS 2
+                // names the type.
+                let ty = self.offered_type(d, &action).unwrap_or_default().to_string();
+                let Ok(args) = String::from_utf8(payload) else {
+                    return;
+                };
+                self.link_out.push((
+                    d,
+                    ForHub::Goal {
+                        goal,
+                        action,
+                        ty,
+                        args,
+                    },
+                ));
+                self.shared.fed.wake();
+                return;
+            }
+            ToHub::CancelGoal { goal } => {
+                let Some((domain, action)) = self.link.goal_in(goal) else {
+                    return;
+                };
+                let Ok(d) = Domain::try_from(domain) else {
+                    return;
+                };
+                let action = action.to_string();
+                self.link_out.push((d, ForHub::Cancel { goal, action }));
                 self.shared.fed.wake();
                 return;
             }
@@ -461,6 +537,22 @@ impl RosLink {
                     Raw::from_valid_json(&args),
                     now,
                 ),
+                ForHub::Goal {
+                    goal,
+                    action,
+                    ty,
+                    args,
+                } => hub.remote_goal(
+                    domain,
+                    &action,
+                    &goal_id(goal),
+                    &ty,
+                    Raw::from_valid_json(&args),
+                    now,
+                ),
+                ForHub::Cancel { goal, action } => {
+                    hub.remote_cancel(domain, &action, &goal_id(goal), now)
+                }
             }
         }
     }

@@ -20,8 +20,9 @@
 //!   node advertised; the registry is then replaced whole, so a reader's
 //!   snapshot never changes under it.
 //!
-//! Calls and goals local clients send to ROS 2, and calls ROS 2 clients
-//! make of local providers (`calls_in.rs`), are decided by the ROS 2
+//! Calls and goals local clients send to ROS 2, and calls and goals ROS 2
+//! clients send here (`calls_in.rs`, `goals_in.rs`), with the services
+//! and actions offered to ROS 2, are decided by the ROS 2
 //! link's state machine (`rosgate_ros2::link`), which `exec.rs` feeds and
 //! executes from the loop thread; the rest is still this shell's own
 //! tables below (moving them into the link is issue 24's remaining work).
@@ -81,6 +82,7 @@ mod exec;
 mod goals_in;
 mod goals_out;
 mod peer;
+mod replying;
 pub(crate) use peer::start;
 
 use crate::RosSettings;
@@ -316,8 +318,6 @@ pub(crate) struct RosShared {
     /// Events for the ROS 2 link from Zenoh's threads (replies, query
     /// ends, feedback, action servers' tokens), for the loop's next turn.
     link_inbox: Mutex<exec::LinkInbox>,
-    /// Actions local clients serve to ROS 2, and ROS 2 clients' goals.
-    goals_in: Mutex<goals_in::GoalsIn>,
     /// GIDs of this gateway's publishers to ROS 2: a history query reads
     /// this gateway's own caches too, and what it finds there is not news.
     own_gids: Mutex<HashSet<[u8; 16]>>,
@@ -754,7 +754,7 @@ pub(crate) struct RosLink {
     /// ROS 2 clients' queries the link has been given, until it answers
     /// each (once): at most what the link keeps waiting (calls and
     /// `get_result`s), as it answers the others in the same turn.
-    replying: HashMap<rosgate_ros2::link::InQuery, calls_in::Replying>,
+    replying: HashMap<rosgate_ros2::link::InQuery, replying::Replying>,
     /// The number the next ROS 2 client's query is given to the link by.
     next_in_query: u64,
     _watch: Vec<Subscriber<()>>,
@@ -814,7 +814,6 @@ impl RosLink {
             session: session.clone(),
             call_seq: AtomicI64::new(0),
             link_inbox: Mutex::new(exec::LinkInbox::default()),
-            goals_in: Mutex::new(goals_in::GoalsIn::default()),
             own_gids: Mutex::new(HashSet::new()),
         });
         let mut link = RosLink {
@@ -1205,12 +1204,6 @@ impl RosLink {
         Some(gid)
     }
 
-    /// Feedback or the end (`end`) of bridge goal `id` from a local
-    /// server: true when the goal came from ROS 2.
-    pub(crate) fn goal_update(&self, id: &str, values: &str, end: Option<(&str, &str)>) -> bool {
-        self.shared.goal_in_update(id, values, end)
-    }
-
     /// The ROS 2 graph into introspection, when it changed.
     /// One loop turn's work; returns when it wants the next turn at the
     /// latest (a graph change held back for its interval).
@@ -1360,9 +1353,8 @@ impl RosLink {
         v["calls_in_flight"] = serde_json::Value::from(link.calls_out);
         v["calls_from_ros2"] = serde_json::Value::from(link.calls_in);
         v["link_events_dropped"] = serde_json::Value::from(self.shared.link_events_dropped());
-        let (kept, waiting) = goals_in::counts(&self.shared);
-        v["goals_from_ros2"] = serde_json::Value::from(kept);
-        v["results_waiting"] = serde_json::Value::from(waiting);
+        v["goals_from_ros2"] = serde_json::Value::from(link.goals_in);
+        v["results_waiting"] = serde_json::Value::from(self.link.results_waiting());
         v["actions_served"] = serde_json::Value::from(self.actions.len());
         v["client_nodes"] = serde_json::Value::from(self.client_nodes.len());
         v

@@ -62,7 +62,7 @@ impl Peer for RosPeer {
     }
 
     fn unserve(&mut self, domain: Domain, name: &Rc<str>) {
-        self.link.unserve_action(domain, name);
+        self.link.unserve_action(&self.session, domain, name);
     }
 
     /// What reaches ROS 2 is not counted as sent (the gateways' puts are);
@@ -102,7 +102,7 @@ impl Peer for RosPeer {
     }
 
     fn goal_update(&mut self, id: &str, values: &str, end: Option<(&str, &str)>) -> bool {
-        self.link.goal_update(id, values, end)
+        self.link.goal_update(&self.session, id, values, end)
     }
 
     fn turn(&mut self, hub: &mut Hub, now: Instant) -> Option<Instant> {
