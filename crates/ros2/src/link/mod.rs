@@ -29,6 +29,8 @@
 //!   participant) is dropped: it crosses the federation already;
 //! - a type is asked of a node once, and used only when its description
 //!   hashes to what the node advertised;
+//! - an entity is remembered only when its names pass rmw's rules and
+//!   the bounds on entities and nodes leave room ([`admit`]);
 //! - every table is bounded by a named constant below.
 
 use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
@@ -36,6 +38,7 @@ use std::time::{Duration, Instant};
 
 pub use crate::rmw::{EntityKind, Qos};
 
+pub mod admit;
 pub mod calls;
 pub mod goals_in;
 pub mod goals_out;
@@ -445,6 +448,14 @@ pub enum Answer {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Stats {
     pub entities: usize,
+    /// Nodes whose entities are remembered.
+    pub nodes: usize,
+    /// Bytes the entities remembered hold, as the memory ledger counts them.
+    pub bytes: usize,
+    /// Entities refused by the name rules ([`admit`]), ever.
+    pub names_rejected: u64,
+    /// Entities refused by the bounds on entities and nodes ([`admit`]), ever.
+    pub refused: u64,
     /// Entities, participants or requests ignored past a bound.
     pub ignored: u64,
     /// Samples dropped because a rosgate gateway published them.
@@ -478,6 +489,7 @@ pub struct Link {
     /// depth each was declared with. At most one per topic ROS 2
     /// subscribes to (so bounded by [`MAX_ENTITIES`]).
     publishing: HashMap<(Domain, String), (String, String, Option<u32>)>,
+    admission: admit::Admission,
     types: types::Types,
     calls: calls::Calls,
     goals_out: goals_out::GoalsOut,
@@ -530,6 +542,10 @@ impl Link {
     pub fn stats(&self) -> Stats {
         Stats {
             entities: self.entities.len(),
+            nodes: self.admission.nodes(),
+            bytes: self.admission.bytes(),
+            names_rejected: self.admission.names_rejected,
+            refused: self.admission.refused,
             ignored: self.ignored,
             echoes: self.echoes,
             types_asked: self.types.asked(),
@@ -652,9 +668,13 @@ impl Link {
         if self.entities.contains_key(&e.gid) {
             return;
         }
-        if self.entities.len() >= MAX_ENTITIES {
-            self.ignored += 1;
-            return;
+        match self.admission.admit(&e, self.entities.len()) {
+            Ok(()) => {}
+            Err(admit::Refused::Names) => return,
+            Err(admit::Refused::Bound) => {
+                self.ignored += 1;
+                return;
+            }
         }
         let key = (e.domain, e.name.clone());
         types::entity(self, &e);
@@ -696,6 +716,7 @@ impl Link {
         let Some(e) = self.entities.remove(&gid) else {
             return;
         };
+        self.admission.release(&e);
         let key = (e.domain, e.name.clone());
         let map = match e.kind {
             EntityKind::Publisher => &mut self.publishers,

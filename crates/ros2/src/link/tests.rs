@@ -133,14 +133,92 @@ fn a_ros_subscription_is_interest_once_per_topic_until_the_last_goes() {
 #[test]
 fn the_entity_table_is_bounded_and_counts_what_it_ignores() {
     let mut l = link_knowing(&["t/msg/T"]);
+    // Spread over nodes, so the bound met is the total's, not a node's.
     for i in 0..MAX_ENTITIES as u32 + 3 {
         let mut e = entity(0, EntityKind::Node, "", "");
         e.gid[..4].copy_from_slice(&i.to_le_bytes());
+        e.node = format!("/n{}", i as usize / admit::MAX_ENTITIES_PER_NODE);
         l.handle(Event::Appeared(e));
     }
     let s = l.stats();
     assert_eq!(s.entities, MAX_ENTITIES);
     assert_eq!(s.ignored, 3);
+    assert_eq!(s.refused, 3);
+}
+
+fn numbered(i: u32, node: &str, name: &str) -> Entity {
+    let mut e = entity(0, EntityKind::Subscription, name, "t/msg/T");
+    e.gid[..4].copy_from_slice(&i.to_le_bytes());
+    e.gid[15] = 0xaa;
+    e.node = node.into();
+    e
+}
+
+#[test]
+fn entities_whose_names_break_rmws_rules_are_refused_counted_and_never_bridged() {
+    let mut l = link_knowing(&["t/msg/T"]);
+    let bad = [
+        ("/node", "/a/../b"),
+        ("/node", "/sp ace"),
+        ("/node", "/zero\u{200b}width"),
+        ("/node", "relative"),
+        ("/ns/9node", "/ok"),
+        ("/bad ns/node", "/ok"),
+        ("node", "/ok"),
+    ];
+    for (i, (node, name)) in bad.iter().enumerate() {
+        l.handle(Event::Appeared(numbered(i as u32, node, name)));
+    }
+    let long = format!("/{}", "a".repeat(crate::names::MAX_ROS_NAME_CHARS));
+    l.handle(Event::Appeared(numbered(99, "/node", &long)));
+    assert!(drain(&mut l).is_empty(), "no interest for refused entities");
+    let s = l.stats();
+    assert_eq!((s.entities, s.names_rejected, s.refused), (0, 8, 0));
+    // Real names pass: `__` inside, a namespace, a node entity (no name).
+    l.handle(Event::Appeared(numbered(
+        100,
+        "/robot_1/talker",
+        "/a__b/_c",
+    )));
+    l.handle(Event::Appeared(entity(7, EntityKind::Node, "", "")));
+    assert_eq!(l.stats().entities, 2);
+    assert_eq!(l.stats().names_rejected, 8);
+}
+
+#[test]
+fn one_node_cannot_take_more_than_its_share_and_nodes_are_bounded() {
+    let mut l = link_knowing(&["t/msg/T"]);
+    for i in 0..admit::MAX_ENTITIES_PER_NODE as u32 + 5 {
+        l.handle(Event::Appeared(numbered(i, "/flood", &format!("/t{i}"))));
+    }
+    drain(&mut l);
+    let s = l.stats();
+    assert_eq!(s.entities, admit::MAX_ENTITIES_PER_NODE);
+    assert_eq!((s.refused, s.nodes), (5, 1));
+    // Another node still gets in.
+    l.handle(Event::Appeared(numbered(1 << 20, "/other", "/t")));
+    assert_eq!(l.stats().entities, admit::MAX_ENTITIES_PER_NODE + 1);
+    // The flood's entities go: its room (and its bytes) come back.
+    let before = l.stats().bytes;
+    for i in 0..admit::MAX_ENTITIES_PER_NODE as u32 {
+        l.handle(Event::Gone(numbered(i, "/flood", "").gid));
+    }
+    drain(&mut l);
+    let s = l.stats();
+    assert_eq!((s.entities, s.nodes), (1, 1));
+    assert!(s.bytes < before && s.bytes >= admit::ENTITY_COST, "{s:?}");
+    l.handle(Event::Gone(numbered(1 << 20, "", "").gid));
+    assert_eq!((l.stats().bytes, l.stats().nodes), (0, 0));
+    // Nodes past MAX_NODES: their entities are refused.
+    for i in 0..admit::MAX_NODES as u32 + 2 {
+        l.handle(Event::Appeared(numbered(i, &format!("/n{i}"), "")));
+    }
+    let s = l.stats();
+    assert_eq!((s.nodes, s.entities), (admit::MAX_NODES, admit::MAX_NODES));
+    assert_eq!(s.refused, 5 + 2);
+    // A second entity of a node already counted is no new node.
+    l.handle(Event::Appeared(numbered(1 << 21, "/n0", "/x")));
+    assert_eq!(l.stats().entities, admit::MAX_NODES + 1);
 }
 
 #[test]

@@ -96,13 +96,15 @@ pub const ROS_GRAPH: &str = "ros2";
 pub const MAX_ROS_ENTITIES: usize = rosgate_ros2::link::MAX_ENTITIES;
 
 /// ROS 2 nodes (by session and node id) remembered, all domains; tokens of
-/// further nodes are ignored (and counted).
-pub const MAX_ROS_NODES: usize = 10_000;
+/// further nodes are ignored (and counted). The link's bound
+/// (`rosgate_ros2::link::admit`), applied here to the tokens until they
+/// reach the link whole.
+pub const MAX_ROS_NODES: usize = rosgate_ros2::link::admit::MAX_NODES;
 
 /// ROS 2 entities remembered of one node (its node token, publishers,
 /// subscriptions, services, clients); further ones are ignored (and
-/// counted).
-pub const MAX_ROS_ENTITIES_PER_NODE: usize = 1024;
+/// counted). The link's bound, as [`MAX_ROS_NODES`].
+pub const MAX_ROS_ENTITIES_PER_NODE: usize = rosgate_ros2::link::admit::MAX_ENTITIES_PER_NODE;
 
 /// Types asked of one node (`~/get_type_description`).
 pub const MAX_FETCHES_PER_NODE: usize = 64;
@@ -111,8 +113,8 @@ pub const MAX_FETCHES_PER_NODE: usize = 64;
 pub const FETCHES_PER_TURN: usize = 16;
 
 /// Bytes the ledger counts per entity remembered beyond its key (held
-/// twice: the map's key and the parsed token's names).
-const ENTITY_COST: usize = 256;
+/// twice: the map's key and the parsed token's names): the link's.
+const ENTITY_COST: usize = rosgate_ros2::link::admit::ENTITY_COST;
 
 /// A ROS 2 entity's data key and type, as its token gave them.
 #[derive(Debug, Clone, PartialEq, Eq)]
