@@ -10,8 +10,10 @@
 //! 2 clients send to local providers and action servers, with their
 //! offers (`calls_in.rs`, `goals_in.rs` execute them: a ROS 2 client's
 //! query is queued here with its request, and kept by the loop until the
-//! link's one `Reply`); the graph, types and topics still go through the
-//! shell's own tables (`mod.rs`), so the link's other actions are not
+//! link's one `Reply`), and, from every token the shell remembers, the
+//! interest and the providers (services, complete actions) the hub is
+//! told of. The graph's listing, types and topics' data still go through
+//! the shell's own tables (`mod.rs`), so the link's other actions are not
 //! acted on.
 //!
 //! Invariants:
@@ -32,6 +34,7 @@ use std::sync::MutexGuard;
 use std::time::{Duration, Instant};
 
 use rosgate_core::nodes::Domain;
+use rosgate_core::registry::Provided;
 use rosgate_core::Hub;
 use rosgate_ros2::cdr;
 use rosgate_ros2::link::{self, Event, Reply as LinkReply, ToHub};
@@ -417,6 +420,35 @@ impl RosLink {
                     },
                 ));
                 self.shared.fed.wake();
+                return;
+            }
+            ToHub::Interest { domain, topic, ty } => {
+                // One interest per topic ROS 2 subscribes to (the link
+                // says when its first subscription comes and its last goes).
+                if let Ok(d) = Domain::try_from(domain) {
+                    let who = format!("{}:link", super::ROS_GRAPH);
+                    self.shared.fed.interest(d, topic, who, ty.is_some());
+                }
+                return;
+            }
+            ToHub::Provider {
+                domain,
+                name,
+                action,
+                ty,
+            } => {
+                let Ok(d) = Domain::try_from(domain) else {
+                    return;
+                };
+                // One provider entry per service or action, whichever
+                // nodes serve it: calls and goals go to the link, which
+                // picks a server.
+                let (kind, who) = if action {
+                    (Provided::Action, format!("{}:action", super::ROS_GRAPH))
+                } else {
+                    (Provided::Service, format!("{}:link", super::ROS_GRAPH))
+                };
+                self.shared.fed.provider(kind, d, name, who, ty);
                 return;
             }
             ToHub::CancelGoal { goal } => {

@@ -22,10 +22,12 @@
 //!
 //! Calls and goals local clients send to ROS 2, and calls and goals ROS 2
 //! clients send here (`calls_in.rs`, `goals_in.rs`), with the services
-//! and actions offered to ROS 2, are decided by the ROS 2
-//! link's state machine (`rosgate_ros2::link`), which `exec.rs` feeds and
-//! executes from the loop thread; the rest is still this shell's own
-//! tables below (moving them into the link is issue 24's remaining work).
+//! and actions offered to ROS 2, and the interest and providers ROS 2's
+//! tokens make (every token remembered here is handed to the link), are
+//! decided by the ROS 2 link's state machine (`rosgate_ros2::link`),
+//! which `exec.rs` feeds and executes from the loop thread; the graph's
+//! listing, types and topics' data still use this shell's own tables
+//! below (moving them into the link is issue 24's remaining work).
 //!
 //! Invariants:
 //! - nothing ROS 2 publishes reaches clients unless it decodes against a
@@ -59,11 +61,10 @@ use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use rosgate_core::nodes::Domain;
-use rosgate_core::registry::Provided;
 use rosgate_core::Hub;
+use rosgate_ros2::cdr;
 use rosgate_ros2::registry::Registry;
 use rosgate_ros2::rmw::{self, Attachment, Endpoint, EntityKind, Qos, Token};
-use rosgate_ros2::{action, cdr};
 use zenoh::liveliness::LivelinessToken;
 use zenoh::pubsub::Subscriber;
 use zenoh::qos::CongestionControl;
@@ -135,15 +136,6 @@ struct Tables {
     /// from another rosgate gateway's is dropped), and for a transient
     /// local one its depth (its samples are latched for late clients).
     publishers: HashMap<[u8; 16], (String, Option<u32>)>,
-    /// How many ROS 2 publishers each topic has (an action's feedback and
-    /// status topics are looked up here).
-    publisher_counts: HashMap<(Domain, String), u32>,
-    /// Actions offered to the hub as served by ROS 2: those whose five
-    /// entities (goal, cancel and result services, feedback and status
-    /// publishers) are all known. rclpy declares them one after another,
-    /// and a goal sent when only `send_goal` is known would find no
-    /// `get_result` to ask.
-    actions_offered: HashSet<(Domain, String)>,
     ignored: u64,
     /// Entities remembered per node (session, node id): at most
     /// [`MAX_ROS_NODES`] nodes of [`MAX_ROS_ENTITIES_PER_NODE`] each.
@@ -249,43 +241,6 @@ impl Tables {
     }
 }
 
-/// Whether the entity named `name` changed what the hub is told of its
-/// action: `Some((action, Some(type)))` when the action's five entities
-/// are now all known, `Some((action, None))` when one of them went,
-/// `None` when nothing changed (or `name` is no action's).
-fn action_offer(t: &mut Tables, domain: Domain, name: &str) -> Option<(String, Option<String>)> {
-    let (a, _) = action::action_part(name)?;
-    let server = |part: &str| t.servers.get(&(domain, format!("{a}{part}")));
-    let publishes = |part: &str| {
-        t.publisher_counts
-            .contains_key(&(domain, format!("{a}{part}")))
-    };
-    let send_goal = server(action::SEND_GOAL);
-    let complete = send_goal.is_some()
-        && server(action::CANCEL_GOAL).is_some()
-        && server(action::GET_RESULT).is_some()
-        && publishes(action::FEEDBACK)
-        && publishes(action::STATUS);
-    // The action's type, from its goal service's (`pkg/action/A_SendGoal`);
-    // a server whose goal service has another type is no action server.
-    let ty = send_goal
-        .and_then(|m| m.values().next())
-        .and_then(|typed| rmw::ros_type_name(&typed.dds_type))
-        .map(|t| action::action_type_of_send_goal(&t).map(str::to_string));
-    let complete = complete && !matches!(ty, Some(None));
-    let key = (domain, a.to_string());
-    if complete == t.actions_offered.contains(&key) {
-        return None;
-    }
-    if complete {
-        t.actions_offered.insert(key);
-        Some((a.to_string(), Some(ty.flatten().unwrap_or_default())))
-    } else {
-        t.actions_offered.remove(&key);
-        Some((a.to_string(), None))
-    }
-}
-
 /// Types asked of nodes, in all (each type once).
 pub const MAX_FETCHES: usize = rosgate_ros2::link::MAX_FETCHES;
 
@@ -376,9 +331,15 @@ impl RosShared {
             return;
         }
         self.graph_dirty.store(true, Ordering::Release);
+        // The link learns every token remembered here: interest, the
+        // services and actions ROS 2 serves, and the calls and goals to
+        // them are its to decide.
+        self.to_link(if put {
+            rosgate_ros2::link::Event::Appeared(rosgate_ros2::link::rmw_zenoh::entity(&tok))
+        } else {
+            rosgate_ros2::link::Event::Gone(tok.gid())
+        });
         let Some(ep) = &tok.endpoint else {
-            drop(t);
-            self.fed.wake();
             return;
         };
         if put {
@@ -388,7 +349,6 @@ impl RosShared {
             dds_type: ep.dds_type.clone(),
             hash: ep.hash.clone(),
         };
-        let who = format!("{ROS_GRAPH}:{key}");
         if matches!(
             tok.kind,
             EntityKind::Subscription | EntityKind::ServiceServer
@@ -416,58 +376,13 @@ impl RosShared {
         }
         if tok.kind == EntityKind::Publisher {
             let gid = rmw::gid(key);
-            let k = (domain, ep.name.clone());
             if put {
                 let latched = (ep.qos.durability == rmw::Durability::TransientLocal)
                     .then_some(ep.qos.depth.max(1));
                 t.publishers.insert(gid, (tok.zid.clone(), latched));
-                *t.publisher_counts.entry(k).or_default() += 1;
             } else {
                 t.publishers.remove(&gid);
-                if let Some(n) = t.publisher_counts.get_mut(&k) {
-                    *n -= 1;
-                    if *n == 0 {
-                        t.publisher_counts.remove(&k);
-                    }
-                }
             }
-        }
-        let offer = match tok.kind {
-            EntityKind::Publisher | EntityKind::ServiceServer => {
-                action_offer(&mut t, domain, &ep.name)
-            }
-            _ => None,
-        };
-        drop(t);
-        // The link decides calls and goals to ROS 2: it learns the
-        // servers and the action servers' publishers (the tables above
-        // still serve the rest).
-        if tok.kind == EntityKind::ServiceServer
-            || (tok.kind == EntityKind::Publisher && action::action_part(&ep.name).is_some())
-        {
-            self.to_link(if put {
-                rosgate_ros2::link::Event::Appeared(rosgate_ros2::link::rmw_zenoh::entity(&tok))
-            } else {
-                rosgate_ros2::link::Event::Gone(tok.gid())
-            });
-        }
-        if let Some((a, ty)) = offer {
-            // One provider entry per action, whichever nodes serve it:
-            // goals go to the bridge, which picks a server.
-            let who = format!("{ROS_GRAPH}:action");
-            self.fed.provider(Provided::Action, domain, a, who, ty);
-        }
-        match tok.kind {
-            EntityKind::Subscription => self.fed.interest(domain, ep.name.clone(), who, put),
-            EntityKind::ServiceServer => {
-                let ty = put.then(|| rmw::ros_type_name(&ep.dds_type)).flatten();
-                if put && ty.is_none() {
-                    return;
-                }
-                self.fed
-                    .provider(Provided::Service, domain, ep.name.clone(), who, ty)
-            }
-            _ => self.fed.wake(),
         }
     }
 
