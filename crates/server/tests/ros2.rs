@@ -1961,7 +1961,17 @@ fn a_ros2_action_client_sends_goals_to_an_action_a_tcp_client_serves() {
     assert_eq!(body[4], 5, "CANCELED");
 
     // The server's connection closes with a goal in flight: the goal
-    // ends aborted (6), at once.
+    // ends aborted (6), at once. The status is a snapshot refreshed every
+    // 200 ms: it must first say that nothing waits (the first goal's
+    // get_result waited), so that its 1 below is this goal's get_result.
+    let mut probe = gw.client();
+    let dl = deadline(CROSS);
+    while call_values(&mut probe, "/rosgate/federation", "{}")["values"]["ros2"]["results_waiting"]
+        != 0
+    {
+        assert!(Instant::now() < dl, "a get_result still waits");
+        thread::sleep(ms(20));
+    }
     let w: [u8; 16] = *b"goal-three-uuid!";
     let body = ros_request(
         &node,
@@ -1975,7 +1985,6 @@ fn a_ros2_action_client_sends_goals_to_an_action_a_tcp_client_serves() {
     server.recv_until(|x| x["op"] == "send_action_goal", deadline(REPLY));
     let (n3, k3) = (node.clone(), keys["get_result"].clone());
     let waiter = thread::spawn(move || ros_request(&n3, &k3, cdr(&[&w]), 9, &gid));
-    let mut probe = gw.client();
     let dl = deadline(CROSS);
     while call_values(&mut probe, "/rosgate/federation", "{}")["values"]["ros2"]["results_waiting"]
         != 1
