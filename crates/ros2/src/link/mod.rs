@@ -42,6 +42,7 @@ pub mod admit;
 pub mod calls;
 pub mod goals_in;
 pub mod goals_out;
+mod graph;
 pub mod rmw_zenoh;
 pub mod types;
 
@@ -490,6 +491,7 @@ pub struct Link {
     /// subscribes to (so bounded by [`MAX_ENTITIES`]).
     publishing: HashMap<(Domain, String), (String, String, Option<u32>)>,
     admission: admit::Admission,
+    graph: graph::Graph,
     types: types::Types,
     calls: calls::Calls,
     goals_out: goals_out::GoalsOut,
@@ -526,6 +528,17 @@ impl Link {
     /// link keeps it.
     pub fn goal_in(&self, n: u64) -> Option<(Domain, &str)> {
         self.goals_in.action_of(n)
+    }
+
+    /// The graph of `domain` as introspection lists it: its nodes, and its
+    /// topics with their type and subscription count.
+    pub fn graph(&self, domain: Domain) -> (Vec<String>, Vec<(String, String, u32)>) {
+        self.graph.lists(domain)
+    }
+
+    /// A number that changes whenever [`Link::graph`] may have.
+    pub fn graph_generation(&self) -> u64 {
+        self.graph.generation()
     }
 
     /// `get_result` requests from ROS 2 clients waiting for goals to end.
@@ -708,6 +721,7 @@ impl Link {
             }
         }
         let (domain, name) = (e.domain, e.name.clone());
+        self.graph.count(&e, true);
         self.entities.insert(e.gid, e);
         self.action_changed(domain, &name);
     }
@@ -717,6 +731,7 @@ impl Link {
             return;
         };
         self.admission.release(&e);
+        self.graph.count(&e, false);
         let key = (e.domain, e.name.clone());
         let map = match e.kind {
             EntityKind::Publisher => &mut self.publishers,

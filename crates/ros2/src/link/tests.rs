@@ -2283,3 +2283,62 @@ fn a_goal_is_known_only_under_its_own_action() {
     assert_eq!(l.goal_in(n), Some((D, ACTION)));
     assert_eq!(l.goal_in(n + 1), None);
 }
+
+#[test]
+fn the_graph_lists_nodes_and_topics_of_a_domain_while_their_entities_live() {
+    let mut l = link_knowing(&["std_msgs/msg/String"]);
+    let g0 = l.graph_generation();
+    let mut p = entity(1, EntityKind::Publisher, "/chatter", "std_msgs/msg/String");
+    p.node = "/talker".into();
+    let mut s1 = entity(
+        2,
+        EntityKind::Subscription,
+        "/chatter",
+        "std_msgs/msg/String",
+    );
+    s1.node = "/listener".into();
+    let mut s2 = entity(
+        3,
+        EntityKind::Subscription,
+        "/chatter",
+        "std_msgs/msg/String",
+    );
+    s2.node = "/listener".into();
+    let mut other = entity(4, EntityKind::Node, "", "");
+    other.domain = D + 1;
+    other.node = "/elsewhere".into();
+    let mut server = entity(5, EntityKind::ServiceServer, "/add", "t/srv/Add");
+    server.node = "/adder".into();
+    for e in [&p, &s1, &s2, &other, &server] {
+        l.handle(Event::Appeared(e.clone()));
+    }
+    assert_ne!(l.graph_generation(), g0);
+    let chatter = ("/chatter".to_string(), "std_msgs/msg/String".to_string());
+    assert_eq!(
+        l.graph(D),
+        (
+            vec!["/adder".into(), "/listener".into(), "/talker".into()],
+            vec![(chatter.0.clone(), chatter.1.clone(), 2)]
+        )
+    );
+    assert_eq!(l.graph(D + 1), (vec!["/elsewhere".into()], vec![]));
+    // A refused entity is not listed.
+    let mut bad = entity(6, EntityKind::Publisher, "/sp ace", "std_msgs/msg/String");
+    bad.node = "/bad".into();
+    let g1 = l.graph_generation();
+    l.handle(Event::Appeared(bad));
+    assert_eq!(l.graph_generation(), g1);
+    // As entities go, so do their counts, topics and nodes.
+    l.handle(Event::Gone(s1.gid));
+    assert_eq!(
+        l.graph(D).1,
+        vec![(chatter.0.clone(), chatter.1.clone(), 1)]
+    );
+    for e in [&p, &s2, &server] {
+        l.handle(Event::Gone(e.gid));
+    }
+    assert_eq!(l.graph(D), (vec![], vec![]));
+    // A publisher alone still lists its topic, with no subscriptions.
+    l.handle(Event::Appeared(p.clone()));
+    assert_eq!(l.graph(D).1, vec![(chatter.0, chatter.1, 0)]);
+}

@@ -56,7 +56,7 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::rc::Rc;
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -151,12 +151,6 @@ struct Tables {
     fetching: HashSet<String>,
     /// Types asked per node (at most [`MAX_FETCHES_PER_NODE`] each).
     fetched_of: HashMap<(String, u64), usize>,
-    /// The graph introspection lists, kept as tokens come and go (so a
-    /// rebuild copies it, rather than walking every token): per domain,
-    /// each node's entities, and each (topic, type)'s publishers and
-    /// subscriptions.
-    graph_nodes: BTreeMap<(u32, String), usize>,
-    graph_topics: BTreeMap<(u32, String, String), (u32, u32)>,
     /// Topics whose ROS 2 subscriptions, and services whose ROS 2 servers,
     /// changed since the loop last looked (it updates only those).
     subs_changed: HashSet<(Domain, String)>,
@@ -183,44 +177,7 @@ impl Tables {
         self.per_node.insert(node, n + 1);
         self.bytes += 2 * key.len() + ENTITY_COST;
         self.entities.insert(key.to_string(), tok.clone());
-        self.graph_count(tok, true);
         true
-    }
-
-    /// Counts `tok` in (or out of) the graph introspection lists.
-    fn graph_count(&mut self, tok: &Token, on: bool) {
-        fn step<K: Ord>(map: &mut BTreeMap<K, usize>, k: K, on: bool) {
-            if on {
-                *map.entry(k).or_default() += 1;
-            } else if let std::collections::btree_map::Entry::Occupied(mut e) = map.entry(k) {
-                *e.get_mut() -= 1;
-                if *e.get() == 0 {
-                    e.remove();
-                }
-            }
-        }
-        step(&mut self.graph_nodes, (tok.domain, tok.node_fqn()), on);
-        let Some(ep) = &tok.endpoint else {
-            return;
-        };
-        let (publisher, subscription) = match tok.kind {
-            EntityKind::Publisher => (1, 0),
-            EntityKind::Subscription => (0, 1),
-            _ => return,
-        };
-        let ty = rmw::ros_type_name(&ep.dds_type).unwrap_or_default();
-        let k = (tok.domain, ep.name.clone(), ty);
-        let e = self.graph_topics.entry(k.clone()).or_default();
-        if on {
-            e.0 += publisher;
-            e.1 += subscription;
-        } else {
-            e.0 = e.0.saturating_sub(publisher);
-            e.1 = e.1.saturating_sub(subscription);
-        }
-        if *e == (0, 0) {
-            self.graph_topics.remove(&k);
-        }
     }
 
     /// Forgets the entity of `key`, if it was remembered.
@@ -229,7 +186,6 @@ impl Tables {
             return false;
         };
         self.bytes -= 2 * key.len() + ENTITY_COST;
-        self.graph_count(&tok, false);
         let node = (tok.zid, tok.nid);
         if let Some(n) = self.per_node.get_mut(&node) {
             *n -= 1;
@@ -265,7 +221,6 @@ pub(crate) struct RosShared {
     /// node's description adds one, so a reader's snapshot stays valid.
     types: RwLock<Arc<Registry>>,
     tables: Mutex<Tables>,
-    graph_dirty: AtomicBool,
     undecodable: AtomicU64,
     /// The session requests go out on (from the loop, and from Zenoh's
     /// threads when one answer leads to the next request).
@@ -330,7 +285,6 @@ impl RosShared {
         } else if !t.release(key) {
             return;
         }
-        self.graph_dirty.store(true, Ordering::Release);
         // The link learns every token remembered here: interest, the
         // services and actions ROS 2 serves, and the calls and goals to
         // them are its to decide.
@@ -533,25 +487,6 @@ impl RosShared {
         m.values().next().cloned()
     }
 
-    /// The ROS 2 graph of `domain` in the form of another gateway's graph.
-    fn graph(&self, domain: Domain) -> rosgate_core::hub::RemoteGraph {
-        let t = self.tables();
-        let d = u32::from(domain);
-        let nodes: Vec<String> = t
-            .graph_nodes
-            .range((d, String::new())..)
-            .take_while(|((nd, _), _)| *nd == d)
-            .map(|((_, n), _)| n.clone())
-            .collect();
-        let topics: Vec<(String, String, u32)> = t
-            .graph_topics
-            .range((d, String::new(), String::new())..)
-            .take_while(|((td, _, _), _)| *td == d)
-            .map(|((_, n, ty), (_, subs))| (n.clone(), ty.clone(), *subs))
-            .collect();
-        rosgate_core::hub::RemoteGraph::of(nodes, topics)
-    }
-
     /// What the tables hold, in bytes, as the memory ledger counts them.
     pub(crate) fn held_bytes(&self) -> usize {
         self.tables().bytes
@@ -695,6 +630,9 @@ pub(crate) struct RosLink {
     checker_installed: bool,
     /// When the graph was last rebuilt for introspection.
     last_graph: Option<std::time::Instant>,
+    /// The link's graph generation last installed (none yet: the first
+    /// turn installs the empty graph).
+    graph_installed: Option<u64>,
 }
 
 /// The hub's check of client messages against the ROS 2 type of a topic
@@ -726,7 +664,6 @@ impl RosLink {
             fed,
             types: RwLock::new(types),
             tables: Mutex::new(Tables::default()),
-            graph_dirty: AtomicBool::new(true),
             undecodable: AtomicU64::new(0),
             session: session.clone(),
             call_seq: AtomicI64::new(0),
@@ -757,6 +694,7 @@ impl RosLink {
             checked: HashMap::new(),
             checker_installed: false,
             last_graph: None,
+            graph_installed: None,
         };
         for &d in &settings.domains {
             let nid = link.next_id();
@@ -1160,21 +1098,21 @@ impl RosLink {
         // Rebuilt at most every interval: a burst of tokens costs one
         // rebuild, not one per turn.
         let interval = std::time::Duration::from_millis(crate::GRAPH_INTERVAL_MS as u64);
+        let dirty = self.graph_installed != Some(self.link.graph_generation());
         if let Some(due) = self.last_graph.map(|t| t + interval) {
             if now < due {
-                return self
-                    .shared
-                    .graph_dirty
-                    .load(Ordering::Acquire)
-                    .then_some(due);
+                return dirty.then_some(due);
             }
         }
-        if !self.shared.graph_dirty.swap(false, Ordering::AcqRel) {
+        if !dirty {
             return None;
         }
         self.last_graph = Some(now);
+        self.graph_installed = Some(self.link.graph_generation());
         for &d in &self.domains {
-            hub.install_remote_graph(ROS_GRAPH, d, self.shared.graph(d));
+            let (nodes, topics) = self.link.graph(u32::from(d));
+            let graph = rosgate_core::hub::RemoteGraph::of(nodes, topics);
+            hub.install_remote_graph(ROS_GRAPH, d, graph);
         }
         None
     }
