@@ -12,9 +12,9 @@
 //! query is queued here with its request, and kept by the loop until the
 //! link's one `Reply`), and, from every token the shell remembers, the
 //! interest and the providers (services, complete actions) the hub is
-//! told of. The graph's listing, types and topics' data still go through
-//! the shell's own tables (`mod.rs`), so the link's other actions are not
-//! acted on.
+//! told of, and the graph introspection lists (`mod.rs` installs it).
+//! Types and topics' data still go through the shell's own tables
+//! (`mod.rs`), so the link's other actions are not acted on.
 //!
 //! Invariants:
 //! - a reply or a query's end is never dropped from [`LinkInbox`] (at most

@@ -25,9 +25,10 @@
 //! and actions offered to ROS 2, and the interest and providers ROS 2's
 //! tokens make (every token remembered here is handed to the link), are
 //! decided by the ROS 2 link's state machine (`rosgate_ros2::link`),
-//! which `exec.rs` feeds and executes from the loop thread; the graph's
-//! listing, types and topics' data still use this shell's own tables
-//! below (moving them into the link is issue 24's remaining work).
+//! which `exec.rs` feeds and executes from the loop thread, and so is the
+//! graph introspection lists (the link's, installed from the turn); types
+//! and topics' data still use this shell's own tables below (moving them
+//! into the link is issue 24's remaining work).
 //!
 //! Invariants:
 //! - nothing ROS 2 publishes reaches clients unless it decodes against a
