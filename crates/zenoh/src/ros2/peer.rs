@@ -109,8 +109,10 @@ impl Peer for RosPeer {
         self.link.turn(&self.session, hub, now)
     }
 
+    /// The shell's token tables and the link's entities (both hold what
+    /// ROS 2 announced).
     fn held_bytes(&self) -> usize {
-        self.link.shared.held_bytes()
+        self.link.shared.held_bytes() + self.link.link.stats().bytes
     }
 
     fn status(&self, status: &mut serde_json::Value) {
