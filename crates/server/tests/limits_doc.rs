@@ -331,12 +331,13 @@ const NOT_LIMITS: &[(&str, &str)] = &[
         "the shell's name for the link's MAX_ENTITIES",
     ),
     (
-        "MAX_GOALS_FROM_ROS",
-        "the shell's name for the link's MAX_GOALS_IN",
-    ),
-    (
         "FETCH_TIMEOUT_SECS",
         "the shell's name for the link's FETCH_TIMEOUT",
+    ),
+    ("MAX_ROS_NODES", "the shell's name for the link's MAX_NODES"),
+    (
+        "MAX_ROS_ENTITIES_PER_NODE",
+        "the shell's name for the link's MAX_ENTITIES_PER_NODE",
     ),
     // Bytes the memory ledger counts per table entry: accounting of what
     // is held, not a bound on it (docs/limits.md gives them in prose under

@@ -946,6 +946,49 @@ fn a_ros2_client_calls_a_service_a_tcp_client_provides() {
     provider.assert_quiet();
 }
 
+#[test]
+fn a_ros2_clients_call_gets_one_error_reply_when_the_provider_leaves() {
+    let (gw, ep) = ros_gateway(&[]);
+    let mut node = RosNode::join(&ep, "add_two_ints_client");
+    let mut provider = gw.client();
+    provider.send_line(
+        r#"{"op":"advertise_service","service":"/mul","type":"example_interfaces/srv/AddTwoInts","id":"adv"}"#,
+    );
+    provider.expect_info("adv");
+    let (sc_key, _sc) = node.declare(EntityKind::ServiceClient, "/mul", ADD_DDS, ADD_HASH, 10);
+    let gid = rmw::gid(&sc_key);
+    node.wait_graph("the gateway's SS token for /mul", |t| {
+        t.kind == EntityKind::ServiceServer && t.endpoint.as_ref().is_some_and(|e| e.name == "/mul")
+    });
+    let replies = node
+        .session
+        .get(MUL_KEY)
+        .payload(cdr_i64s(&[6, 7]))
+        .attachment(attachment(8, unix_ns(), &gid))
+        .target(QueryTarget::AllComplete)
+        .consolidation(ConsolidationMode::None)
+        .timeout(CROSS)
+        .wait()
+        .expect("get");
+    provider.recv_until(|v| v["op"] == "call_service", deadline(REPLY));
+    // The provider withdraws the service instead of answering.
+    provider.send_line(r#"{"op":"unadvertise_service","service":"/mul"}"#);
+    let reply = replies
+        .recv_timeout(REPLY)
+        .expect("replies open")
+        .expect("a reply");
+    let err = match reply.result() {
+        Ok(s) => panic!("an OK reply from a provider that left: {:?}", s.payload()),
+        Err(e) => String::from_utf8_lossy(&e.payload().to_bytes()).into_owned(),
+    };
+    assert!(err.contains("left"), "{err}");
+    match replies.recv_deadline(deadline(REPLY)) {
+        Err(_) => {}
+        Ok(None) => panic!("the query never ended"),
+        Ok(Some(r)) => panic!("a second reply: {:?}", r.result().map(|s| s.key_expr())),
+    }
+}
+
 fn rosapi_topics(gw: &Gateway) -> Vec<(String, String)> {
     let mut c = gw.client();
     let v = call_values(&mut c, "/rosapi/topics", "{}");
@@ -1918,7 +1961,17 @@ fn a_ros2_action_client_sends_goals_to_an_action_a_tcp_client_serves() {
     assert_eq!(body[4], 5, "CANCELED");
 
     // The server's connection closes with a goal in flight: the goal
-    // ends aborted (6), at once.
+    // ends aborted (6), at once. The status is a snapshot refreshed every
+    // 200 ms: it must first say that nothing waits (the first goal's
+    // get_result waited), so that its 1 below is this goal's get_result.
+    let mut probe = gw.client();
+    let dl = deadline(CROSS);
+    while call_values(&mut probe, "/rosgate/federation", "{}")["values"]["ros2"]["results_waiting"]
+        != 0
+    {
+        assert!(Instant::now() < dl, "a get_result still waits");
+        thread::sleep(ms(20));
+    }
     let w: [u8; 16] = *b"goal-three-uuid!";
     let body = ros_request(
         &node,
@@ -1932,7 +1985,6 @@ fn a_ros2_action_client_sends_goals_to_an_action_a_tcp_client_serves() {
     server.recv_until(|x| x["op"] == "send_action_goal", deadline(REPLY));
     let (n3, k3) = (node.clone(), keys["get_result"].clone());
     let waiter = thread::spawn(move || ros_request(&n3, &k3, cdr(&[&w]), 9, &gid));
-    let mut probe = gw.client();
     let dl = deadline(CROSS);
     while call_values(&mut probe, "/rosgate/federation", "{}")["values"]["ros2"]["results_waiting"]
         != 1

@@ -322,6 +322,7 @@ impl World {
                             SERVED,
                             Request::SendGoal {
                                 uuid: [u; 16],
+                                stamp: (i64::from(u), 0),
                                 payload: vec![],
                             },
                         )
@@ -332,7 +333,10 @@ impl World {
                         let req = if r == 2 {
                             Request::GetResult { uuid }
                         } else {
-                            Request::CancelGoal { uuid }
+                            Request::CancelGoal {
+                                uuid,
+                                before: (i64::from(u), 0),
+                            }
                         };
                         (SERVED, req)
                     }

@@ -10,6 +10,9 @@
 //!   an abort when the local server goes;
 //! - every goal ends once: a second end (or feedback after the end) from
 //!   the hub is ignored;
+//! - a cancel reaches the hub once per running goal it picks (by UUID, or
+//!   a zero UUID: every goal of the action accepted at or before its
+//!   stamp), and the goal is then canceling until its end;
 //! - at most [`MAX_GOALS_IN`] goals are kept (past that a goal is
 //!   rejected); ended goals are forgotten oldest first beyond
 //!   [`MAX_ENDED_GOALS`]; each goal keeps at most [`MAX_RESULT_WAITERS`]
@@ -18,7 +21,7 @@
 use std::collections::{HashMap, VecDeque};
 
 use super::{
-    Action, Answer, Domain, InQuery, Link, Request, ToHub, MAX_ENDED_GOALS, MAX_GOALS_IN,
+    Action, Answer, Domain, InQuery, Link, Request, Stamp, ToHub, MAX_ENDED_GOALS, MAX_GOALS_IN,
     MAX_RESULT_WAITERS,
 };
 use crate::action::{cancel_code, status};
@@ -28,6 +31,7 @@ struct Goal {
     domain: Domain,
     action: String,
     uuid: [u8; 16],
+    stamp: Stamp,
     status: i8,
     /// The result, once ended.
     result: Option<Vec<u8>>,
@@ -51,18 +55,27 @@ impl GoalsIn {
     pub fn is_empty(&self) -> bool {
         self.goals.is_empty()
     }
+
+    /// `get_result` requests waiting, over all goals.
+    pub fn waiting(&self) -> usize {
+        self.goals.values().map(|g| g.waiting.len()).sum()
+    }
+
+    pub(super) fn action_of(&self, n: u64) -> Option<(Domain, &str)> {
+        self.goals.get(&n).map(|g| (g.domain, g.action.as_str()))
+    }
 }
 
 fn put_status(link: &mut Link, domain: Domain, action: &str) {
-    let mut goals: Vec<(u64, [u8; 16], i8)> = link
+    let mut goals: Vec<(u64, [u8; 16], Stamp, i8)> = link
         .goals_in
         .goals
         .iter()
         .filter(|(_, g)| g.domain == domain && g.action == action)
-        .map(|(n, g)| (*n, g.uuid, g.status))
+        .map(|(n, g)| (*n, g.uuid, g.stamp, g.status))
         .collect();
     goals.sort_unstable();
-    let goals = goals.into_iter().map(|(_, u, s)| (u, s)).collect();
+    let goals = goals.into_iter().map(|(_, u, t, s)| (u, t, s)).collect();
     link.push(Action::PutStatus {
         domain,
         action: action.to_string(),
@@ -74,7 +87,11 @@ pub(super) fn request(link: &mut Link, query: InQuery, domain: Domain, action: S
     let served = link.served.contains_key(&(domain, action.clone()));
     match r {
         Request::Service(_) => {}
-        Request::SendGoal { uuid, payload } => {
+        Request::SendGoal {
+            uuid,
+            stamp,
+            payload,
+        } => {
             let g = &mut link.goals_in;
             if !served || g.goals.len() >= MAX_GOALS_IN || g.by_uuid.contains_key(&uuid) {
                 if served {
@@ -94,6 +111,7 @@ pub(super) fn request(link: &mut Link, query: InQuery, domain: Domain, action: S
                     domain,
                     action: action.clone(),
                     uuid,
+                    stamp,
                     status: status::EXECUTING as i8,
                     result: None,
                     waiting: Vec::new(),
@@ -119,8 +137,13 @@ pub(super) fn request(link: &mut Link, query: InQuery, domain: Domain, action: S
                 };
                 return link.push(Action::Reply { query, reply });
             };
-            let Some(goal) = link.goals_in.goals.get_mut(&n) else {
-                return;
+            let goal = link.goals_in.goals.get_mut(&n);
+            let Some(goal) = goal.filter(|g| g.domain == domain && g.action == action) else {
+                let reply = Answer::Result {
+                    status: status::UNKNOWN as i8,
+                    payload: Vec::new(),
+                };
+                return link.push(Action::Reply { query, reply });
             };
             if let Some(result) = &goal.result {
                 let reply = Answer::Result {
@@ -135,27 +158,58 @@ pub(super) fn request(link: &mut Link, query: InQuery, domain: Domain, action: S
             }
             goal.waiting.push(query);
         }
-        Request::CancelGoal { uuid } => {
-            let found = link.goals_in.by_uuid.get(&uuid).copied();
-            let reply = match found.and_then(|n| link.goals_in.goals.get(&n).map(|g| (n, g))) {
-                None => Answer::Cancel {
-                    code: cancel_code::UNKNOWN_GOAL_ID as i8,
-                    goals: Vec::new(),
-                },
-                Some((_, g)) if g.result.is_some() => Answer::Cancel {
-                    code: cancel_code::GOAL_TERMINATED as i8,
-                    goals: Vec::new(),
-                },
-                Some((n, _)) => {
-                    link.deliver(ToHub::CancelGoal { goal: n });
-                    Answer::Cancel {
-                        code: cancel_code::NONE as i8,
-                        goals: vec![uuid],
-                    }
-                }
-            };
-            link.push(Action::Reply { query, reply });
+        Request::CancelGoal { uuid, before } => cancel(link, query, domain, &action, uuid, before),
+    }
+}
+
+/// A ROS 2 client's `cancel_goal` (see the module's invariants): the
+/// return code is rclcpp's (none picked: unknown goal for a UUID, none for
+/// a stamp; only ended ones picked: terminated).
+fn cancel(
+    link: &mut Link,
+    query: InQuery,
+    domain: Domain,
+    action: &str,
+    uuid: [u8; 16],
+    before: Stamp,
+) {
+    let mut canceling: Vec<(u64, [u8; 16], Stamp)> = Vec::new();
+    let mut terminated = false;
+    for (&n, g) in &link.goals_in.goals {
+        let picked = if uuid != [0; 16] {
+            g.uuid == uuid
+        } else {
+            before == (0, 0) || g.stamp <= before
+        };
+        if !picked || g.domain != domain || g.action != action {
+            continue;
         }
+        if g.result.is_some() {
+            terminated = true;
+        } else {
+            canceling.push((n, g.uuid, g.stamp));
+        }
+    }
+    canceling.sort_unstable();
+    let code = match (canceling.is_empty(), terminated) {
+        (false, _) => cancel_code::NONE,
+        (true, true) => cancel_code::GOAL_TERMINATED,
+        (true, false) if uuid == [0; 16] => cancel_code::NONE,
+        (true, false) => cancel_code::UNKNOWN_GOAL_ID,
+    };
+    for &(n, ..) in &canceling {
+        if let Some(g) = link.goals_in.goals.get_mut(&n) {
+            g.status = status::CANCELING as i8;
+        }
+        link.deliver(ToHub::CancelGoal { goal: n });
+    }
+    let reply = Answer::Cancel {
+        code: code as i8,
+        goals: canceling.iter().map(|&(_, u, t)| (u, t)).collect(),
+    };
+    link.push(Action::Reply { query, reply });
+    if !canceling.is_empty() {
+        put_status(link, domain, action);
     }
 }
 

@@ -29,6 +29,8 @@
 //!   participant) is dropped: it crosses the federation already;
 //! - a type is asked of a node once, and used only when its description
 //!   hashes to what the node advertised;
+//! - an entity is remembered only when its names pass rmw's rules and
+//!   the bounds on entities and nodes leave room ([`admit`]);
 //! - every table is bounded by a named constant below.
 
 use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
@@ -36,9 +38,11 @@ use std::time::{Duration, Instant};
 
 pub use crate::rmw::{EntityKind, Qos};
 
+pub mod admit;
 pub mod calls;
 pub mod goals_in;
 pub mod goals_out;
+mod graph;
 pub mod rmw_zenoh;
 pub mod types;
 
@@ -50,6 +54,11 @@ pub type Gid = [u8; 16];
 
 /// A ROS 2 domain id.
 pub type Domain = u32;
+
+/// A wall-clock time as ROS 2 messages carry it (seconds, nanoseconds),
+/// stamped by the shell: a goal's acceptance, a cancel's "accepted at or
+/// before". The link only compares and returns these; it reads no clock.
+pub type Stamp = (i64, u32);
 
 /// ROS 2 entities remembered; more are ignored (and counted).
 pub const MAX_ENTITIES: usize = 65536;
@@ -127,12 +136,19 @@ pub enum Reply {
 pub enum Request {
     /// A plain service call (request CDR).
     Service(Vec<u8>),
-    /// `send_goal`: the goal's UUID and goal (CDR).
-    SendGoal { uuid: [u8; 16], payload: Vec<u8> },
+    /// `send_goal`: the goal's UUID, the time it is accepted at (if it
+    /// is), and the goal (CDR).
+    SendGoal {
+        uuid: [u8; 16],
+        stamp: Stamp,
+        payload: Vec<u8>,
+    },
     /// `get_result` for a goal.
     GetResult { uuid: [u8; 16] },
-    /// `cancel_goal` for a goal.
-    CancelGoal { uuid: [u8; 16] },
+    /// `cancel_goal`: the goal `uuid`, or (a zero UUID) every goal of the
+    /// action accepted at or before `before` (all, for a zero stamp), as
+    /// rclcpp picks them.
+    CancelGoal { uuid: [u8; 16], before: Stamp },
 }
 
 /// What the link is told.
@@ -400,11 +416,12 @@ pub enum Action {
         uuid: [u8; 16],
         payload: Vec<u8>,
     },
-    /// Put an action's status array (every goal kept, uuid and status).
+    /// Put an action's status array (every goal kept: uuid, acceptance
+    /// stamp and status).
     PutStatus {
         domain: Domain,
         action: String,
-        goals: Vec<([u8; 16], i8)>,
+        goals: Vec<([u8; 16], Stamp, i8)>,
     },
     /// Tell the hub.
     Deliver(ToHub),
@@ -415,8 +432,16 @@ pub enum Action {
 pub enum Answer {
     Service(Vec<u8>),
     Accepted(bool),
-    Result { status: i8, payload: Vec<u8> },
-    Cancel { code: i8, goals: Vec<[u8; 16]> },
+    Result {
+        status: i8,
+        payload: Vec<u8>,
+    },
+    /// `cancel_goal`'s return code and the goals now canceling (uuid and
+    /// acceptance stamp).
+    Cancel {
+        code: i8,
+        goals: Vec<([u8; 16], Stamp)>,
+    },
     Error(String),
 }
 
@@ -424,6 +449,14 @@ pub enum Answer {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Stats {
     pub entities: usize,
+    /// Nodes whose entities are remembered.
+    pub nodes: usize,
+    /// Bytes the entities remembered hold, as the memory ledger counts them.
+    pub bytes: usize,
+    /// Entities refused by the name rules ([`admit`]), ever.
+    pub names_rejected: u64,
+    /// Entities refused by the bounds on entities and nodes ([`admit`]), ever.
+    pub refused: u64,
     /// Entities, participants or requests ignored past a bound.
     pub ignored: u64,
     /// Samples dropped because a rosgate gateway published them.
@@ -457,6 +490,8 @@ pub struct Link {
     /// depth each was declared with. At most one per topic ROS 2
     /// subscribes to (so bounded by [`MAX_ENTITIES`]).
     publishing: HashMap<(Domain, String), (String, String, Option<u32>)>,
+    admission: admit::Admission,
+    graph: graph::Graph,
     types: types::Types,
     calls: calls::Calls,
     goals_out: goals_out::GoalsOut,
@@ -489,6 +524,28 @@ impl Link {
         self.actions.contains(&(domain, action.to_string()))
     }
 
+    /// The action goal `n` from ROS 2 is for (domain and name), while the
+    /// link keeps it.
+    pub fn goal_in(&self, n: u64) -> Option<(Domain, &str)> {
+        self.goals_in.action_of(n)
+    }
+
+    /// The graph of `domain` as introspection lists it: its nodes, and its
+    /// topics with their type and subscription count.
+    pub fn graph(&self, domain: Domain) -> (Vec<String>, Vec<(String, String, u32)>) {
+        self.graph.lists(domain)
+    }
+
+    /// A number that changes whenever [`Link::graph`] may have.
+    pub fn graph_generation(&self) -> u64 {
+        self.graph.generation()
+    }
+
+    /// `get_result` requests from ROS 2 clients waiting for goals to end.
+    pub fn results_waiting(&self) -> usize {
+        self.goals_in.waiting()
+    }
+
     /// Whether the hub's goal `id` is in flight to ROS 2 through the link.
     pub fn has_goal_out(&self, domain: Domain, id: &str) -> bool {
         self.goals_out.has(domain, id)
@@ -498,6 +555,10 @@ impl Link {
     pub fn stats(&self) -> Stats {
         Stats {
             entities: self.entities.len(),
+            nodes: self.admission.nodes(),
+            bytes: self.admission.bytes(),
+            names_rejected: self.admission.names_rejected,
+            refused: self.admission.refused,
             ignored: self.ignored,
             echoes: self.echoes,
             types_asked: self.types.asked(),
@@ -620,9 +681,13 @@ impl Link {
         if self.entities.contains_key(&e.gid) {
             return;
         }
-        if self.entities.len() >= MAX_ENTITIES {
-            self.ignored += 1;
-            return;
+        match self.admission.admit(&e, self.entities.len()) {
+            Ok(()) => {}
+            Err(admit::Refused::Names) => return,
+            Err(admit::Refused::Bound) => {
+                self.ignored += 1;
+                return;
+            }
         }
         let key = (e.domain, e.name.clone());
         types::entity(self, &e);
@@ -656,6 +721,7 @@ impl Link {
             }
         }
         let (domain, name) = (e.domain, e.name.clone());
+        self.graph.count(&e, true);
         self.entities.insert(e.gid, e);
         self.action_changed(domain, &name);
     }
@@ -664,6 +730,8 @@ impl Link {
         let Some(e) = self.entities.remove(&gid) else {
             return;
         };
+        self.admission.release(&e);
+        self.graph.count(&e, false);
         let key = (e.domain, e.name.clone());
         let map = match e.kind {
             EntityKind::Publisher => &mut self.publishers,

@@ -133,14 +133,92 @@ fn a_ros_subscription_is_interest_once_per_topic_until_the_last_goes() {
 #[test]
 fn the_entity_table_is_bounded_and_counts_what_it_ignores() {
     let mut l = link_knowing(&["t/msg/T"]);
+    // Spread over nodes, so the bound met is the total's, not a node's.
     for i in 0..MAX_ENTITIES as u32 + 3 {
         let mut e = entity(0, EntityKind::Node, "", "");
         e.gid[..4].copy_from_slice(&i.to_le_bytes());
+        e.node = format!("/n{}", i as usize / admit::MAX_ENTITIES_PER_NODE);
         l.handle(Event::Appeared(e));
     }
     let s = l.stats();
     assert_eq!(s.entities, MAX_ENTITIES);
     assert_eq!(s.ignored, 3);
+    assert_eq!(s.refused, 3);
+}
+
+fn numbered(i: u32, node: &str, name: &str) -> Entity {
+    let mut e = entity(0, EntityKind::Subscription, name, "t/msg/T");
+    e.gid[..4].copy_from_slice(&i.to_le_bytes());
+    e.gid[15] = 0xaa;
+    e.node = node.into();
+    e
+}
+
+#[test]
+fn entities_whose_names_break_rmws_rules_are_refused_counted_and_never_bridged() {
+    let mut l = link_knowing(&["t/msg/T"]);
+    let bad = [
+        ("/node", "/a/../b"),
+        ("/node", "/sp ace"),
+        ("/node", "/zero\u{200b}width"),
+        ("/node", "relative"),
+        ("/ns/9node", "/ok"),
+        ("/bad ns/node", "/ok"),
+        ("node", "/ok"),
+    ];
+    for (i, (node, name)) in bad.iter().enumerate() {
+        l.handle(Event::Appeared(numbered(i as u32, node, name)));
+    }
+    let long = format!("/{}", "a".repeat(crate::names::MAX_ROS_NAME_CHARS));
+    l.handle(Event::Appeared(numbered(99, "/node", &long)));
+    assert!(drain(&mut l).is_empty(), "no interest for refused entities");
+    let s = l.stats();
+    assert_eq!((s.entities, s.names_rejected, s.refused), (0, 8, 0));
+    // Real names pass: `__` inside, a namespace, a node entity (no name).
+    l.handle(Event::Appeared(numbered(
+        100,
+        "/robot_1/talker",
+        "/a__b/_c",
+    )));
+    l.handle(Event::Appeared(entity(7, EntityKind::Node, "", "")));
+    assert_eq!(l.stats().entities, 2);
+    assert_eq!(l.stats().names_rejected, 8);
+}
+
+#[test]
+fn one_node_cannot_take_more_than_its_share_and_nodes_are_bounded() {
+    let mut l = link_knowing(&["t/msg/T"]);
+    for i in 0..admit::MAX_ENTITIES_PER_NODE as u32 + 5 {
+        l.handle(Event::Appeared(numbered(i, "/flood", &format!("/t{i}"))));
+    }
+    drain(&mut l);
+    let s = l.stats();
+    assert_eq!(s.entities, admit::MAX_ENTITIES_PER_NODE);
+    assert_eq!((s.refused, s.nodes), (5, 1));
+    // Another node still gets in.
+    l.handle(Event::Appeared(numbered(1 << 20, "/other", "/t")));
+    assert_eq!(l.stats().entities, admit::MAX_ENTITIES_PER_NODE + 1);
+    // The flood's entities go: its room (and its bytes) come back.
+    let before = l.stats().bytes;
+    for i in 0..admit::MAX_ENTITIES_PER_NODE as u32 {
+        l.handle(Event::Gone(numbered(i, "/flood", "").gid));
+    }
+    drain(&mut l);
+    let s = l.stats();
+    assert_eq!((s.entities, s.nodes), (1, 1));
+    assert!(s.bytes < before && s.bytes >= admit::ENTITY_COST, "{s:?}");
+    l.handle(Event::Gone(numbered(1 << 20, "", "").gid));
+    assert_eq!((l.stats().bytes, l.stats().nodes), (0, 0));
+    // Nodes past MAX_NODES: their entities are refused.
+    for i in 0..admit::MAX_NODES as u32 + 2 {
+        l.handle(Event::Appeared(numbered(i, &format!("/n{i}"), "")));
+    }
+    let s = l.stats();
+    assert_eq!((s.nodes, s.entities), (admit::MAX_NODES, admit::MAX_NODES));
+    assert_eq!(s.refused, 5 + 2);
+    // A second entity of a node already counted is no new node.
+    l.handle(Event::Appeared(numbered(1 << 21, "/n0", "/x")));
+    assert_eq!(l.stats().entities, admit::MAX_NODES + 1);
 }
 
 #[test]
@@ -1295,6 +1373,11 @@ fn serving() -> Link {
     l
 }
 
+/// The acceptance stamp the tests give goal `[u; 16]`: in UUID order.
+fn stamp_of(u: u8) -> Stamp {
+    (i64::from(u), 0)
+}
+
 fn ros_goal(l: &mut Link, q: u64, u: u8) -> (Vec<Action>, Option<u64>) {
     l.handle(Event::Request {
         now: Instant::now(),
@@ -1303,6 +1386,7 @@ fn ros_goal(l: &mut Link, q: u64, u: u8) -> (Vec<Action>, Option<u64>) {
         name: ACTION.into(),
         request: Request::SendGoal {
             uuid: [u; 16],
+            stamp: stamp_of(u),
             payload: vec![u],
         },
     });
@@ -1333,7 +1417,7 @@ fn a_goal_from_ros_is_accepted_at_once_and_its_result_answers_get_result_once() 
     assert!(out.contains(&Action::PutStatus {
         domain: D,
         action: ACTION.into(),
-        goals: vec![([7; 16], status::EXECUTING as i8)]
+        goals: vec![([7; 16], stamp_of(7), status::EXECUTING as i8)]
     }));
     get_result(&mut l, 2, 7);
     get_result(&mut l, 3, 7);
@@ -1425,7 +1509,10 @@ fn cancels_from_ros_reach_the_server_for_running_goals_only() {
             query: InQuery(q),
             domain: D,
             name: ACTION.into(),
-            request: Request::CancelGoal { uuid: [u; 16] },
+            request: Request::CancelGoal {
+                uuid: [u; 16],
+                before: (0, 0),
+            },
         });
         drain(l)
     };
@@ -1435,7 +1522,7 @@ fn cancels_from_ros_reach_the_server_for_running_goals_only() {
         replies(&out, InQuery(2)),
         vec![&Answer::Cancel {
             code: cancel_code::NONE as i8,
-            goals: vec![[1; 16]]
+            goals: vec![([1; 16], stamp_of(1))]
         }]
     );
     let out = cancel(&mut l, 3, 9);
@@ -1530,6 +1617,7 @@ fn get_result_waiters_and_ended_goals_are_bounded() {
             name: ACTION.into(),
             request: Request::SendGoal {
                 uuid,
+                stamp: (0, 0),
                 payload: vec![],
             },
         });
@@ -1570,6 +1658,7 @@ fn goals_from_ros_are_bounded() {
             name: ACTION.into(),
             request: Request::SendGoal {
                 uuid,
+                stamp: (0, 0),
                 payload: vec![],
             },
         });
@@ -2069,4 +2158,187 @@ fn the_shell_can_ask_whether_an_action_or_a_goal_is_the_links() {
     assert!(!l.has_goal_out(D, "g1"), "ended: no longer the link's");
     l.handle(Event::Gone(gid(10)));
     assert!(!l.serves_action(D, ACTION));
+}
+
+#[test]
+fn a_cancel_from_ros_with_a_zero_uuid_picks_the_goals_accepted_up_to_its_stamp() {
+    let mut l = serving();
+    let n1 = ros_goal(&mut l, 1, 1).1.unwrap();
+    let n2 = ros_goal(&mut l, 2, 2).1.unwrap();
+    let n3 = ros_goal(&mut l, 3, 3).1.unwrap();
+    l.handle(Event::GoalUpdate {
+        goal: n1,
+        update: GoalUpdate::End {
+            status: status::SUCCEEDED as i8,
+            payload: vec![],
+        },
+    });
+    drain(&mut l);
+    let cancel = |l: &mut Link, q: u64, before: Stamp| {
+        l.handle(Event::Request {
+            now: Instant::now(),
+            query: InQuery(q),
+            domain: D,
+            name: ACTION.into(),
+            request: Request::CancelGoal {
+                uuid: [0; 16],
+                before,
+            },
+        });
+        drain(l)
+    };
+    // Up to goal 2's stamp: goal 1 ended, goal 2 canceling, goal 3 not picked.
+    let out = cancel(&mut l, 4, stamp_of(2));
+    assert_eq!(
+        replies(&out, InQuery(4)),
+        vec![&Answer::Cancel {
+            code: cancel_code::NONE as i8,
+            goals: vec![([2; 16], stamp_of(2))]
+        }]
+    );
+    assert_eq!(to_hub(&out), vec![&ToHub::CancelGoal { goal: n2 }]);
+    assert!(out.contains(&Action::PutStatus {
+        domain: D,
+        action: ACTION.into(),
+        goals: vec![
+            ([1; 16], stamp_of(1), status::SUCCEEDED as i8),
+            ([2; 16], stamp_of(2), status::CANCELING as i8),
+            ([3; 16], stamp_of(3), status::EXECUTING as i8),
+        ]
+    }));
+    // A zero stamp: every goal still running.
+    let out = cancel(&mut l, 5, (0, 0));
+    assert_eq!(
+        to_hub(&out),
+        vec![
+            &ToHub::CancelGoal { goal: n2 },
+            &ToHub::CancelGoal { goal: n3 }
+        ]
+    );
+    // Before any goal: nothing picked, and that is no error.
+    let out = cancel(&mut l, 6, (0, 1));
+    assert_eq!(
+        replies(&out, InQuery(6)),
+        vec![&Answer::Cancel {
+            code: cancel_code::NONE as i8,
+            goals: vec![]
+        }]
+    );
+    assert!(to_hub(&out).is_empty());
+    // Only ended goals picked: terminated.
+    let out = cancel(&mut l, 7, stamp_of(1));
+    assert_eq!(
+        replies(&out, InQuery(7)),
+        vec![&Answer::Cancel {
+            code: cancel_code::GOAL_TERMINATED as i8,
+            goals: vec![]
+        }]
+    );
+    assert_eq!(l.goal_in(n2), Some((D, ACTION)));
+}
+
+#[test]
+fn a_goal_is_known_only_under_its_own_action() {
+    let mut l = serving();
+    l.handle(Event::Serve {
+        domain: D,
+        name: "/other".into(),
+        ty: Some("example_interfaces/action/Fibonacci".into()),
+    });
+    drain(&mut l);
+    let n = ros_goal(&mut l, 1, 5).1.unwrap();
+    l.handle(Event::Request {
+        now: Instant::now(),
+        query: InQuery(2),
+        domain: D,
+        name: "/other".into(),
+        request: Request::GetResult { uuid: [5; 16] },
+    });
+    l.handle(Event::Request {
+        now: Instant::now(),
+        query: InQuery(3),
+        domain: D,
+        name: "/other".into(),
+        request: Request::CancelGoal {
+            uuid: [5; 16],
+            before: (0, 0),
+        },
+    });
+    let out = drain(&mut l);
+    assert_eq!(
+        replies(&out, InQuery(2)),
+        vec![&Answer::Result {
+            status: status::UNKNOWN as i8,
+            payload: vec![]
+        }]
+    );
+    assert_eq!(
+        replies(&out, InQuery(3)),
+        vec![&Answer::Cancel {
+            code: cancel_code::UNKNOWN_GOAL_ID as i8,
+            goals: vec![]
+        }]
+    );
+    assert!(to_hub(&out).is_empty());
+    assert_eq!(l.goal_in(n), Some((D, ACTION)));
+    assert_eq!(l.goal_in(n + 1), None);
+}
+
+#[test]
+fn the_graph_lists_nodes_and_topics_of_a_domain_while_their_entities_live() {
+    let mut l = link_knowing(&["std_msgs/msg/String"]);
+    let g0 = l.graph_generation();
+    let mut p = entity(1, EntityKind::Publisher, "/chatter", "std_msgs/msg/String");
+    p.node = "/talker".into();
+    let mut s1 = entity(
+        2,
+        EntityKind::Subscription,
+        "/chatter",
+        "std_msgs/msg/String",
+    );
+    s1.node = "/listener".into();
+    let mut s2 = entity(
+        3,
+        EntityKind::Subscription,
+        "/chatter",
+        "std_msgs/msg/String",
+    );
+    s2.node = "/listener".into();
+    let mut other = entity(4, EntityKind::Node, "", "");
+    other.domain = D + 1;
+    other.node = "/elsewhere".into();
+    let mut server = entity(5, EntityKind::ServiceServer, "/add", "t/srv/Add");
+    server.node = "/adder".into();
+    for e in [&p, &s1, &s2, &other, &server] {
+        l.handle(Event::Appeared(e.clone()));
+    }
+    assert_ne!(l.graph_generation(), g0);
+    let chatter = ("/chatter".to_string(), "std_msgs/msg/String".to_string());
+    assert_eq!(
+        l.graph(D),
+        (
+            vec!["/adder".into(), "/listener".into(), "/talker".into()],
+            vec![(chatter.0.clone(), chatter.1.clone(), 2)]
+        )
+    );
+    assert_eq!(l.graph(D + 1), (vec!["/elsewhere".into()], vec![]));
+    // A refused entity is not listed.
+    let mut bad = entity(6, EntityKind::Publisher, "/sp ace", "std_msgs/msg/String");
+    bad.node = "/bad".into();
+    let g1 = l.graph_generation();
+    l.handle(Event::Appeared(bad));
+    assert_eq!(l.graph_generation(), g1);
+    // As entities go, so do their counts, topics and nodes.
+    l.handle(Event::Gone(s1.gid));
+    assert_eq!(
+        l.graph(D).1,
+        vec![(chatter.0.clone(), chatter.1.clone(), 1)]
+    );
+    for e in [&p, &s2, &server] {
+        l.handle(Event::Gone(e.gid));
+    }
+    assert_eq!(l.graph(D), (vec![], vec![]));
+    // A publisher alone still lists its topic, with no subscriptions.
+    l.handle(Event::Appeared(p.clone()));
+    assert_eq!(l.graph(D).1, vec![(chatter.0, chatter.1, 0)]);
 }

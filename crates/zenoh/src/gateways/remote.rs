@@ -741,13 +741,6 @@ impl Shared {
         }
     }
 
-    /// Queues work for the loop; false when the inbox refused it.
-    // Used by the ROS 2 peer only.
-    #[cfg_attr(not(feature = "ros2"), allow(dead_code))]
-    pub(crate) fn send(&self, job: Job) -> bool {
-        (self.to_loop)(job)
-    }
-
     pub(crate) fn drop_one(&self) {
         self.dropped.fetch_add(1, Ordering::Relaxed);
         self.dropped_total.fetch_add(1, Ordering::Relaxed);

@@ -6,9 +6,15 @@
 //! and lines for the hub, handed over in the order the link said them.
 //!
 //! Today the link decides calls and goals local clients send to ROS 2
-//! (`goals_out.rs` executes the goals' requests); offers, goals from ROS 2
-//! clients, types and topics still go through the shell's own tables
-//! (`mod.rs`, `goals_in.rs`), so the link's other actions are not acted on.
+//! (`goals_out.rs` executes the goals' requests), and calls and goals ROS
+//! 2 clients send to local providers and action servers, with their
+//! offers (`calls_in.rs`, `goals_in.rs` execute them: a ROS 2 client's
+//! query is queued here with its request, and kept by the loop until the
+//! link's one `Reply`), and, from every token the shell remembers, the
+//! interest and the providers (services, complete actions) the hub is
+//! told of, and the graph introspection lists (`mod.rs` installs it).
+//! Types and topics' data still go through the shell's own tables
+//! (`mod.rs`), so the link's other actions are not acted on.
 //!
 //! Invariants:
 //! - a reply or a query's end is never dropped from [`LinkInbox`] (at most
@@ -16,6 +22,9 @@
 //!   [`MAX_QUEUED_FEEDBACK`] and graph events past [`MAX_LINK_EVENTS`] are
 //!   dropped and counted: a call or goal to a server whose token was missed
 //!   fails once;
+//! - a ROS 2 client's query past [`MAX_QUEUED_REQUESTS`] waiting for the
+//!   turn gets its error reply at once, on Zenoh's thread: none is dropped
+//!   unanswered;
 //! - the one `service_response` of each call and the one `action_result`
 //!   of each goal go to the hub from the loop's turn, never through the
 //!   loop's inbox, which may drop.
@@ -25,15 +34,20 @@ use std::sync::MutexGuard;
 use std::time::{Duration, Instant};
 
 use rosgate_core::nodes::Domain;
+use rosgate_core::registry::Provided;
 use rosgate_core::Hub;
 use rosgate_ros2::cdr;
 use rosgate_ros2::link::{self, Event, Reply as LinkReply, ToHub};
 use rosgate_ros2::rmw;
+use rosgate_wire::Raw;
 use serde_json::Value;
 use zenoh::query::Reply;
 use zenoh::Session;
 
+use super::calls_in::call_id;
+use super::goals_in::goal_id;
 use super::goals_out::end_line;
+use super::replying::Replying;
 use super::{RosLink, RosShared};
 use crate::first_reply::FirstReply;
 use crate::remote::failure_line;
@@ -46,12 +60,50 @@ pub const MAX_LINK_EVENTS: usize = 4 * link::MAX_ENTITIES;
 /// (feedback is sheddable, as on a client's queue).
 pub const MAX_QUEUED_FEEDBACK: usize = 4096;
 
+/// ROS 2 clients' requests waiting for the loop's next turn; more get an
+/// error reply at once.
+pub const MAX_QUEUED_REQUESTS: usize = 4096;
+
+/// What Zenoh's threads hand the loop for the link.
+enum Inbound {
+    Event(Event),
+    /// A ROS 2 client's request, with the query the link's reply answers.
+    Request {
+        to: Replying,
+        domain: Domain,
+        name: String,
+        request: link::Request,
+    },
+}
+
 /// Events from Zenoh's threads for the link, in arrival order.
-#[derive(Debug, Default)]
+#[derive(Default)]
 pub(super) struct LinkInbox {
-    events: Vec<Event>,
+    events: Vec<Inbound>,
     feedback: usize,
+    requests: usize,
     dropped: u64,
+}
+
+/// What the link asked of the hub, kept in order for the turn.
+pub(super) enum ForHub {
+    /// A line as the bridge's (a service response, a goal's feedback or end).
+    Line(String),
+    /// A ROS 2 client's call for the local provider (`rq<call>`).
+    Call {
+        call: u64,
+        service: String,
+        args: String,
+    },
+    /// A ROS 2 client's goal for the local action server (`ra<goal>`).
+    Goal {
+        goal: u64,
+        action: String,
+        ty: String,
+        args: String,
+    },
+    /// A ROS 2 client cancels goal `ra<goal>`.
+    Cancel { goal: u64, action: String },
 }
 
 impl RosShared {
@@ -74,14 +126,42 @@ impl RosShared {
             return;
         }
         q.feedback += usize::from(feedback);
-        q.events.push(e);
+        q.events.push(Inbound::Event(e));
         drop(q);
         self.fed.wake();
     }
 
-    fn take_link_events(&self) -> Vec<Event> {
+    /// A ROS 2 client's request, from Zenoh's threads: queued with its
+    /// query for the link, or (the queue full) refused at once.
+    pub(super) fn to_link_request(
+        &self,
+        to: Replying,
+        domain: Domain,
+        name: &str,
+        request: link::Request,
+    ) {
+        let mut q = self.link_inbox();
+        if q.requests >= MAX_QUEUED_REQUESTS {
+            q.dropped += 1;
+            drop(q);
+            to.error("the gateway has too many requests from ROS 2 waiting".into());
+            return;
+        }
+        q.requests += 1;
+        q.events.push(Inbound::Request {
+            to,
+            domain,
+            name: name.to_string(),
+            request,
+        });
+        drop(q);
+        self.fed.wake();
+    }
+
+    fn take_link_events(&self) -> Vec<Inbound> {
         let mut q = self.link_inbox();
         q.feedback = 0;
+        q.requests = 0;
         std::mem::take(&mut q.events)
     }
 
@@ -189,6 +269,47 @@ impl RosLink {
                     self.deliver(t);
                     None
                 }
+                link::Action::Reply { query, reply } => {
+                    self.exec_reply(query, reply);
+                    None
+                }
+                link::Action::Offer {
+                    domain,
+                    name,
+                    ty,
+                    action,
+                    on,
+                } => {
+                    if let Ok(d) = Domain::try_from(domain) {
+                        if action {
+                            self.exec_offer_action_change(session, d, &name, &ty, on);
+                        } else {
+                            self.exec_offer_service(session, d, &name, &ty, on);
+                        }
+                    }
+                    None
+                }
+                link::Action::PutFeedback {
+                    domain,
+                    action,
+                    uuid,
+                    payload,
+                } => {
+                    if let Ok(d) = Domain::try_from(domain) {
+                        self.exec_put_feedback(d, &action, uuid, &payload);
+                    }
+                    None
+                }
+                link::Action::PutStatus {
+                    domain,
+                    action,
+                    goals,
+                } => {
+                    if let Ok(d) = Domain::try_from(domain) {
+                        self.exec_put_status(d, &action, &goals);
+                    }
+                    None
+                }
                 // The rest of the link is not this shell's yet.
                 _ => None,
             };
@@ -246,13 +367,109 @@ impl RosLink {
                 }
                 (domain, end_line(&action, &id, i64::from(status), result))
             }
+            ToHub::Call {
+                call,
+                domain,
+                service,
+                payload,
+            } => {
+                // The request was decoded to JSON by the shell, so it is
+                // valid UTF-8 JSON; anything else is not handed over.
+                let Ok(args) = String::from_utf8(payload) else {
+                    return self.link.handle(Event::Answer {
+                        call,
+                        result: Err("a request that is not JSON".into()),
+                    });
+                };
+                let Ok(d) = Domain::try_from(domain) else {
+                    return;
+                };
+                self.link_out.push((
+                    d,
+                    ForHub::Call {
+                        call,
+                        service,
+                        args,
+                    },
+                ));
+                self.shared.fed.wake();
+                return;
+            }
+            ToHub::Goal {
+                goal,
+                domain,
+                action,
+                payload,
+            } => {
+                let Ok(d) = Domain::try_from(domain) else {
+                    return;
+                };
+                // Decoded to JSON by the shell; the action offered to ROS 2
+                // names the type.
+                let ty = self.offered_type(d, &action).unwrap_or_default().to_string();
+                let Ok(args) = String::from_utf8(payload) else {
+                    return;
+                };
+                self.link_out.push((
+                    d,
+                    ForHub::Goal {
+                        goal,
+                        action,
+                        ty,
+                        args,
+                    },
+                ));
+                self.shared.fed.wake();
+                return;
+            }
+            ToHub::Interest { domain, topic, ty } => {
+                // One interest per topic ROS 2 subscribes to (the link
+                // says when its first subscription comes and its last goes).
+                if let Ok(d) = Domain::try_from(domain) {
+                    let who = format!("{}:link", super::ROS_GRAPH);
+                    self.shared.fed.interest(d, topic, who, ty.is_some());
+                }
+                return;
+            }
+            ToHub::Provider {
+                domain,
+                name,
+                action,
+                ty,
+            } => {
+                let Ok(d) = Domain::try_from(domain) else {
+                    return;
+                };
+                // One provider entry per service or action, whichever
+                // nodes serve it: calls and goals go to the link, which
+                // picks a server.
+                let (kind, who) = if action {
+                    (Provided::Action, format!("{}:action", super::ROS_GRAPH))
+                } else {
+                    (Provided::Service, format!("{}:link", super::ROS_GRAPH))
+                };
+                self.shared.fed.provider(kind, d, name, who, ty);
+                return;
+            }
+            ToHub::CancelGoal { goal } => {
+                let Some((domain, action)) = self.link.goal_in(goal) else {
+                    return;
+                };
+                let Ok(d) = Domain::try_from(domain) else {
+                    return;
+                };
+                let action = action.to_string();
+                self.link_out.push((d, ForHub::Cancel { goal, action }));
+                self.shared.fed.wake();
+                return;
+            }
             // The rest of the link is not this shell's yet.
             _ => return,
         };
         let Ok(d) = Domain::try_from(domain) else {
             return;
         };
-        self.link_out.push((d, line));
+        self.link_out.push((d, ForHub::Line(line)));
         // Outside a turn (a call or goal refused as it is sent): the loop
         // turns again to hand it over.
         self.shared.fed.wake();
@@ -315,12 +532,60 @@ impl RosLink {
     /// what it asks, and hands its lines to the hub in order.
     pub(super) fn turn_link(&mut self, session: &Session, hub: &mut Hub, now: Instant) {
         for e in self.shared.take_link_events() {
-            self.link.handle(e);
+            match e {
+                Inbound::Event(e) => self.link.handle(e),
+                Inbound::Request {
+                    to,
+                    domain,
+                    name,
+                    request,
+                } => {
+                    self.next_in_query += 1;
+                    let query = link::InQuery(self.next_in_query);
+                    self.replying.insert(query, to);
+                    self.link.handle(Event::Request {
+                        now,
+                        query,
+                        domain: u32::from(domain),
+                        name,
+                        request,
+                    });
+                }
+            }
         }
         self.link.handle(Event::Tick(now));
         self.run_link(session);
-        for (domain, line) in std::mem::take(&mut self.link_out) {
-            hub.remote_reply(domain, line.as_bytes(), now);
+        for (domain, h) in std::mem::take(&mut self.link_out) {
+            match h {
+                ForHub::Line(line) => hub.remote_reply(domain, line.as_bytes(), now),
+                ForHub::Call {
+                    call,
+                    service,
+                    args,
+                } => hub.remote_call(
+                    domain,
+                    &service,
+                    &call_id(call),
+                    Raw::from_valid_json(&args),
+                    now,
+                ),
+                ForHub::Goal {
+                    goal,
+                    action,
+                    ty,
+                    args,
+                } => hub.remote_goal(
+                    domain,
+                    &action,
+                    &goal_id(goal),
+                    &ty,
+                    Raw::from_valid_json(&args),
+                    now,
+                ),
+                ForHub::Cancel { goal, action } => {
+                    hub.remote_cancel(domain, &action, &goal_id(goal), now)
+                }
+            }
         }
     }
 }

@@ -20,10 +20,15 @@
 //!   node advertised; the registry is then replaced whole, so a reader's
 //!   snapshot never changes under it.
 //!
-//! Calls and goals local clients send to ROS 2 are decided by the ROS 2
-//! link's state machine (`rosgate_ros2::link`), which `exec.rs` feeds and
-//! executes from the loop thread; the rest is still this shell's own
-//! tables below (moving them into the link is issue 24's remaining work).
+//! Calls and goals local clients send to ROS 2, and calls and goals ROS 2
+//! clients send here (`calls_in.rs`, `goals_in.rs`), with the services
+//! and actions offered to ROS 2, and the interest and providers ROS 2's
+//! tokens make (every token remembered here is handed to the link), are
+//! decided by the ROS 2 link's state machine (`rosgate_ros2::link`),
+//! which `exec.rs` feeds and executes from the loop thread, and so is the
+//! graph introspection lists (the link's, installed from the turn); types
+//! and topics' data still use this shell's own tables below (moving them
+//! into the link is issue 24's remaining work).
 //!
 //! Invariants:
 //! - nothing ROS 2 publishes reaches clients unless it decodes against a
@@ -32,13 +37,15 @@
 //! - a message that came from another rosgate gateway through ROS 2 is
 //!   dropped here (it crosses the federation already): rosgate's own
 //!   publishers are recognised by the GID in the attachment;
-//! - every call from ROS 2 gets exactly one reply or error; every call to
-//!   ROS 2 ends in exactly one `service_response` (the reply, a refusal,
+//! - every call from ROS 2 gets exactly one reply or error (the link
+//!   answers each, and one not queued for it is refused at once); every
+//!   call to ROS 2 ends in exactly one `service_response` (the reply, a refusal,
 //!   the end of the query without one, the server leaving, or the link's
 //!   timeout), handed to the hub from the loop's turn;
 //! - the tables are bounded: [`MAX_ROS_ENTITIES`] tokens,
 //!   [`MAX_ROS_NODES`] nodes, [`MAX_ROS_ENTITIES_PER_NODE`] tokens per
-//!   node, [`crate::MAX_REMOTE_CALLS`] calls from ROS 2 waiting,
+//!   node, `rosgate_ros2::link::MAX_CALLS_IN` calls from ROS 2 waiting
+//!   ([`exec::MAX_QUEUED_REQUESTS`] queued for the loop's next turn),
 //!   [`MAX_FETCHES`] types asked ([`MAX_FETCHES_PER_NODE`] of one node,
 //!   [`FETCHES_PER_TURN`] per loop turn); what they hold is in the memory
 //!   ledger;
@@ -50,21 +57,19 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::rc::Rc;
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use rosgate_core::nodes::Domain;
-use rosgate_core::registry::Provided;
 use rosgate_core::Hub;
+use rosgate_ros2::cdr;
 use rosgate_ros2::registry::Registry;
 use rosgate_ros2::rmw::{self, Attachment, Endpoint, EntityKind, Qos, Token};
-use rosgate_ros2::{action, cdr};
-use rosgate_wire::Raw;
 use zenoh::liveliness::LivelinessToken;
 use zenoh::pubsub::Subscriber;
 use zenoh::qos::CongestionControl;
-use zenoh::query::{ConsolidationMode, Query, QueryTarget, Queryable, Reply};
+use zenoh::query::{ConsolidationMode, QueryTarget, Queryable, Reply};
 use zenoh::sample::{Locality, Sample, SampleKind};
 use zenoh::{Session, Wait};
 use zenoh_ext::{
@@ -74,11 +79,12 @@ use zenoh_ext::{
 
 use crate::remote::Shared;
 
+mod calls_in;
 mod exec;
 mod goals_in;
 mod goals_out;
 mod peer;
-use crate::{Job, MAX_REMOTE_CALLS};
+mod replying;
 pub(crate) use peer::start;
 
 use crate::RosSettings;
@@ -92,13 +98,15 @@ pub const ROS_GRAPH: &str = "ros2";
 pub const MAX_ROS_ENTITIES: usize = rosgate_ros2::link::MAX_ENTITIES;
 
 /// ROS 2 nodes (by session and node id) remembered, all domains; tokens of
-/// further nodes are ignored (and counted).
-pub const MAX_ROS_NODES: usize = 10_000;
+/// further nodes are ignored (and counted). The link's bound
+/// (`rosgate_ros2::link::admit`), applied here to the tokens until they
+/// reach the link whole.
+pub const MAX_ROS_NODES: usize = rosgate_ros2::link::admit::MAX_NODES;
 
 /// ROS 2 entities remembered of one node (its node token, publishers,
 /// subscriptions, services, clients); further ones are ignored (and
-/// counted).
-pub const MAX_ROS_ENTITIES_PER_NODE: usize = 1024;
+/// counted). The link's bound, as [`MAX_ROS_NODES`].
+pub const MAX_ROS_ENTITIES_PER_NODE: usize = rosgate_ros2::link::admit::MAX_ENTITIES_PER_NODE;
 
 /// Types asked of one node (`~/get_type_description`).
 pub const MAX_FETCHES_PER_NODE: usize = 64;
@@ -107,8 +115,8 @@ pub const MAX_FETCHES_PER_NODE: usize = 64;
 pub const FETCHES_PER_TURN: usize = 16;
 
 /// Bytes the ledger counts per entity remembered beyond its key (held
-/// twice: the map's key and the parsed token's names).
-const ENTITY_COST: usize = 256;
+/// twice: the map's key and the parsed token's names): the link's.
+const ENTITY_COST: usize = rosgate_ros2::link::admit::ENTITY_COST;
 
 /// A ROS 2 entity's data key and type, as its token gave them.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -129,15 +137,6 @@ struct Tables {
     /// from another rosgate gateway's is dropped), and for a transient
     /// local one its depth (its samples are latched for late clients).
     publishers: HashMap<[u8; 16], (String, Option<u32>)>,
-    /// How many ROS 2 publishers each topic has (an action's feedback and
-    /// status topics are looked up here).
-    publisher_counts: HashMap<(Domain, String), u32>,
-    /// Actions offered to the hub as served by ROS 2: those whose five
-    /// entities (goal, cancel and result services, feedback and status
-    /// publishers) are all known. rclpy declares them one after another,
-    /// and a goal sent when only `send_goal` is known would find no
-    /// `get_result` to ask.
-    actions_offered: HashSet<(Domain, String)>,
     ignored: u64,
     /// Entities remembered per node (session, node id): at most
     /// [`MAX_ROS_NODES`] nodes of [`MAX_ROS_ENTITIES_PER_NODE`] each.
@@ -153,12 +152,6 @@ struct Tables {
     fetching: HashSet<String>,
     /// Types asked per node (at most [`MAX_FETCHES_PER_NODE`] each).
     fetched_of: HashMap<(String, u64), usize>,
-    /// The graph introspection lists, kept as tokens come and go (so a
-    /// rebuild copies it, rather than walking every token): per domain,
-    /// each node's entities, and each (topic, type)'s publishers and
-    /// subscriptions.
-    graph_nodes: BTreeMap<(u32, String), usize>,
-    graph_topics: BTreeMap<(u32, String, String), (u32, u32)>,
     /// Topics whose ROS 2 subscriptions, and services whose ROS 2 servers,
     /// changed since the loop last looked (it updates only those).
     subs_changed: HashSet<(Domain, String)>,
@@ -185,44 +178,7 @@ impl Tables {
         self.per_node.insert(node, n + 1);
         self.bytes += 2 * key.len() + ENTITY_COST;
         self.entities.insert(key.to_string(), tok.clone());
-        self.graph_count(tok, true);
         true
-    }
-
-    /// Counts `tok` in (or out of) the graph introspection lists.
-    fn graph_count(&mut self, tok: &Token, on: bool) {
-        fn step<K: Ord>(map: &mut BTreeMap<K, usize>, k: K, on: bool) {
-            if on {
-                *map.entry(k).or_default() += 1;
-            } else if let std::collections::btree_map::Entry::Occupied(mut e) = map.entry(k) {
-                *e.get_mut() -= 1;
-                if *e.get() == 0 {
-                    e.remove();
-                }
-            }
-        }
-        step(&mut self.graph_nodes, (tok.domain, tok.node_fqn()), on);
-        let Some(ep) = &tok.endpoint else {
-            return;
-        };
-        let (publisher, subscription) = match tok.kind {
-            EntityKind::Publisher => (1, 0),
-            EntityKind::Subscription => (0, 1),
-            _ => return,
-        };
-        let ty = rmw::ros_type_name(&ep.dds_type).unwrap_or_default();
-        let k = (tok.domain, ep.name.clone(), ty);
-        let e = self.graph_topics.entry(k.clone()).or_default();
-        if on {
-            e.0 += publisher;
-            e.1 += subscription;
-        } else {
-            e.0 = e.0.saturating_sub(publisher);
-            e.1 = e.1.saturating_sub(subscription);
-        }
-        if *e == (0, 0) {
-            self.graph_topics.remove(&k);
-        }
     }
 
     /// Forgets the entity of `key`, if it was remembered.
@@ -231,7 +187,6 @@ impl Tables {
             return false;
         };
         self.bytes -= 2 * key.len() + ENTITY_COST;
-        self.graph_count(&tok, false);
         let node = (tok.zid, tok.nid);
         if let Some(n) = self.per_node.get_mut(&node) {
             *n -= 1;
@@ -240,43 +195,6 @@ impl Tables {
             }
         }
         true
-    }
-}
-
-/// Whether the entity named `name` changed what the hub is told of its
-/// action: `Some((action, Some(type)))` when the action's five entities
-/// are now all known, `Some((action, None))` when one of them went,
-/// `None` when nothing changed (or `name` is no action's).
-fn action_offer(t: &mut Tables, domain: Domain, name: &str) -> Option<(String, Option<String>)> {
-    let (a, _) = action::action_part(name)?;
-    let server = |part: &str| t.servers.get(&(domain, format!("{a}{part}")));
-    let publishes = |part: &str| {
-        t.publisher_counts
-            .contains_key(&(domain, format!("{a}{part}")))
-    };
-    let send_goal = server(action::SEND_GOAL);
-    let complete = send_goal.is_some()
-        && server(action::CANCEL_GOAL).is_some()
-        && server(action::GET_RESULT).is_some()
-        && publishes(action::FEEDBACK)
-        && publishes(action::STATUS);
-    // The action's type, from its goal service's (`pkg/action/A_SendGoal`);
-    // a server whose goal service has another type is no action server.
-    let ty = send_goal
-        .and_then(|m| m.values().next())
-        .and_then(|typed| rmw::ros_type_name(&typed.dds_type))
-        .map(|t| action::action_type_of_send_goal(&t).map(str::to_string));
-    let complete = complete && !matches!(ty, Some(None));
-    let key = (domain, a.to_string());
-    if complete == t.actions_offered.contains(&key) {
-        return None;
-    }
-    if complete {
-        t.actions_offered.insert(key);
-        Some((a.to_string(), Some(ty.flatten().unwrap_or_default())))
-    } else {
-        t.actions_offered.remove(&key);
-        Some((a.to_string(), None))
     }
 }
 
@@ -296,14 +214,6 @@ struct Fetch {
     hash: String,
 }
 
-/// A call from ROS 2 waiting for the local provider's answer.
-struct Waiting {
-    query: Query,
-    response_type: String,
-    seq: i64,
-    gid: [u8; 16],
-}
-
 /// What Zenoh's threads share with the loop for the ROS 2 side.
 pub(crate) struct RosShared {
     zid: String,
@@ -312,9 +222,6 @@ pub(crate) struct RosShared {
     /// node's description adds one, so a reader's snapshot stays valid.
     types: RwLock<Arc<Registry>>,
     tables: Mutex<Tables>,
-    queries: Mutex<HashMap<u64, Waiting>>,
-    next_query: AtomicU64,
-    graph_dirty: AtomicBool,
     undecodable: AtomicU64,
     /// The session requests go out on (from the loop, and from Zenoh's
     /// threads when one answer leads to the next request).
@@ -324,8 +231,6 @@ pub(crate) struct RosShared {
     /// Events for the ROS 2 link from Zenoh's threads (replies, query
     /// ends, feedback, action servers' tokens), for the loop's next turn.
     link_inbox: Mutex<exec::LinkInbox>,
-    /// Actions local clients serve to ROS 2, and ROS 2 clients' goals.
-    goals_in: Mutex<goals_in::GoalsIn>,
     /// GIDs of this gateway's publishers to ROS 2: a history query reads
     /// this gateway's own caches too, and what it finds there is not news.
     own_gids: Mutex<HashSet<[u8; 16]>>,
@@ -335,15 +240,6 @@ fn unix_ns() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX))
-}
-
-/// The id a call from ROS 2 goes to the bridge with (`rq<n>`).
-fn call_id(n: u64) -> String {
-    format!("rq{n}")
-}
-
-fn parse_call_id(raw_id: &str) -> Option<u64> {
-    raw_id.strip_prefix("\"rq")?.strip_suffix('"')?.parse().ok()
 }
 
 impl RosShared {
@@ -390,10 +286,15 @@ impl RosShared {
         } else if !t.release(key) {
             return;
         }
-        self.graph_dirty.store(true, Ordering::Release);
+        // The link learns every token remembered here: interest, the
+        // services and actions ROS 2 serves, and the calls and goals to
+        // them are its to decide.
+        self.to_link(if put {
+            rosgate_ros2::link::Event::Appeared(rosgate_ros2::link::rmw_zenoh::entity(&tok))
+        } else {
+            rosgate_ros2::link::Event::Gone(tok.gid())
+        });
         let Some(ep) = &tok.endpoint else {
-            drop(t);
-            self.fed.wake();
             return;
         };
         if put {
@@ -403,7 +304,6 @@ impl RosShared {
             dds_type: ep.dds_type.clone(),
             hash: ep.hash.clone(),
         };
-        let who = format!("{ROS_GRAPH}:{key}");
         if matches!(
             tok.kind,
             EntityKind::Subscription | EntityKind::ServiceServer
@@ -431,58 +331,13 @@ impl RosShared {
         }
         if tok.kind == EntityKind::Publisher {
             let gid = rmw::gid(key);
-            let k = (domain, ep.name.clone());
             if put {
                 let latched = (ep.qos.durability == rmw::Durability::TransientLocal)
                     .then_some(ep.qos.depth.max(1));
                 t.publishers.insert(gid, (tok.zid.clone(), latched));
-                *t.publisher_counts.entry(k).or_default() += 1;
             } else {
                 t.publishers.remove(&gid);
-                if let Some(n) = t.publisher_counts.get_mut(&k) {
-                    *n -= 1;
-                    if *n == 0 {
-                        t.publisher_counts.remove(&k);
-                    }
-                }
             }
-        }
-        let offer = match tok.kind {
-            EntityKind::Publisher | EntityKind::ServiceServer => {
-                action_offer(&mut t, domain, &ep.name)
-            }
-            _ => None,
-        };
-        drop(t);
-        // The link decides calls and goals to ROS 2: it learns the
-        // servers and the action servers' publishers (the tables above
-        // still serve the rest).
-        if tok.kind == EntityKind::ServiceServer
-            || (tok.kind == EntityKind::Publisher && action::action_part(&ep.name).is_some())
-        {
-            self.to_link(if put {
-                rosgate_ros2::link::Event::Appeared(rosgate_ros2::link::rmw_zenoh::entity(&tok))
-            } else {
-                rosgate_ros2::link::Event::Gone(tok.gid())
-            });
-        }
-        if let Some((a, ty)) = offer {
-            // One provider entry per action, whichever nodes serve it:
-            // goals go to the bridge, which picks a server.
-            let who = format!("{ROS_GRAPH}:action");
-            self.fed.provider(Provided::Action, domain, a, who, ty);
-        }
-        match tok.kind {
-            EntityKind::Subscription => self.fed.interest(domain, ep.name.clone(), who, put),
-            EntityKind::ServiceServer => {
-                let ty = put.then(|| rmw::ros_type_name(&ep.dds_type)).flatten();
-                if put && ty.is_none() {
-                    return;
-                }
-                self.fed
-                    .provider(Provided::Service, domain, ep.name.clone(), who, ty)
-            }
-            _ => self.fed.wake(),
         }
     }
 
@@ -618,125 +473,6 @@ impl RosShared {
         self.fed.drop_one();
     }
 
-    /// A call from a ROS 2 client of a service a local client provides:
-    /// kept until the provider answers ([`RosShared::answer`]).
-    fn on_query(&self, domain: Domain, service: &str, srv: &str, q: Query) {
-        let Some(att) = q
-            .attachment()
-            .and_then(|a| Attachment::decode(&a.to_bytes()))
-        else {
-            let _ = q
-                .reply_err("a request without rmw_zenoh's attachment")
-                .wait();
-            return;
-        };
-        let types = self.types();
-        let Some(def) = types.srv(srv) else {
-            let _ = q.reply_err(format!("unknown service type {srv}")).wait();
-            return;
-        };
-        let (request, response) = (def.request.clone(), def.response.clone());
-        let payload = q
-            .payload()
-            .map(|p| p.to_bytes().into_owned())
-            .unwrap_or_default();
-        let mut args = Vec::new();
-        if let Err(e) = cdr::decode_json(&*self.types(), &request, &payload, &mut args) {
-            let _ = q
-                .reply_err(format!("a request that is not {request}: {e}"))
-                .wait();
-            return;
-        }
-        let Ok(args) = String::from_utf8(args) else {
-            return;
-        };
-        let n = self.next_query.fetch_add(1, Ordering::Relaxed);
-        {
-            let mut qs = self.queries.lock().unwrap_or_else(|p| p.into_inner());
-            if qs.len() >= MAX_REMOTE_CALLS {
-                drop(qs);
-                let _ = q
-                    .reply_err("the gateway has too many calls from ROS 2 in progress")
-                    .wait();
-                return;
-            }
-            qs.insert(
-                n,
-                Waiting {
-                    query: q,
-                    response_type: response,
-                    seq: att.seq,
-                    gid: att.gid,
-                },
-            );
-        }
-        let service = service.to_string();
-        let job: Job = Box::new(move |hub, now| {
-            hub.remote_call(
-                domain,
-                &service,
-                &call_id(n),
-                Raw::from_valid_json(&args),
-                now,
-            );
-        });
-        if !self.fed.send(job) {
-            let w = self
-                .queries
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .remove(&n);
-            if let Some(w) = w {
-                let _ = w.query.reply_err("the gateway is too busy").wait();
-            }
-        }
-    }
-
-    /// The local provider's answer to call `id` from ROS 2, if it is one:
-    /// replied as CDR with the request's sequence number and client GID.
-    fn answer(&self, id: &str, values: &str, result: &str) -> bool {
-        let Some(n) = parse_call_id(id) else {
-            return false;
-        };
-        let w = self
-            .queries
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(&n);
-        let Some(w) = w else {
-            return true;
-        };
-        if result != "true" {
-            let why = serde_json::from_str::<serde_json::Value>(values)
-                .ok()
-                .and_then(|v| v.as_str().map(str::to_string))
-                .unwrap_or_else(|| values.to_string());
-            let _ = w.query.reply_err(why).wait();
-            return true;
-        }
-        let v: serde_json::Value = rosgate_ros2::json::from_str(values).unwrap_or_default();
-        match cdr::encode(&*self.types(), &w.response_type, &v) {
-            Ok(bytes) => {
-                let att = Attachment {
-                    seq: w.seq,
-                    timestamp_ns: unix_ns(),
-                    gid: w.gid,
-                };
-                let _ = w
-                    .query
-                    .reply(w.query.key_expr().clone(), bytes)
-                    .attachment(att.encode().to_vec())
-                    .wait();
-            }
-            Err(e) => {
-                let why = format!("the provider's answer is not {}: {e}", w.response_type);
-                rosgate_core::log!(Warn, "ros2: {why}");
-                let _ = w.query.reply_err(why).wait();
-            }
-        }
-        true
-    }
-
     /// The type of the ROS 2 subscriptions of `topic` (the first, by
     /// token), if any.
     fn subscribed(&self, domain: Domain, topic: &str) -> Option<Typed> {
@@ -750,25 +486,6 @@ impl RosShared {
         let t = self.tables();
         let m = t.servers.get(&(domain, service.to_string()))?;
         m.values().next().cloned()
-    }
-
-    /// The ROS 2 graph of `domain` in the form of another gateway's graph.
-    fn graph(&self, domain: Domain) -> rosgate_core::hub::RemoteGraph {
-        let t = self.tables();
-        let d = u32::from(domain);
-        let nodes: Vec<String> = t
-            .graph_nodes
-            .range((d, String::new())..)
-            .take_while(|((nd, _), _)| *nd == d)
-            .map(|((_, n), _)| n.clone())
-            .collect();
-        let topics: Vec<(String, String, u32)> = t
-            .graph_topics
-            .range((d, String::new(), String::new())..)
-            .take_while(|((td, _, _), _)| *td == d)
-            .map(|((_, n, ty), (_, subs))| (n.clone(), ty.clone(), *subs))
-            .collect();
-        rosgate_core::hub::RemoteGraph::of(nodes, topics)
     }
 
     /// What the tables hold, in bytes, as the memory ledger counts them.
@@ -886,7 +603,13 @@ pub(crate) struct RosLink {
     goals_out: goals_out::GoalsOut,
     /// The link's lines for the hub, in order, until the turn hands them
     /// over (one per call or goal end, and one turn's feedback).
-    link_out: Vec<(Domain, String)>,
+    link_out: Vec<(Domain, exec::ForHub)>,
+    /// ROS 2 clients' queries the link has been given, until it answers
+    /// each (once): at most what the link keeps waiting (calls and
+    /// `get_result`s), as it answers the others in the same turn.
+    replying: HashMap<rosgate_ros2::link::InQuery, replying::Replying>,
+    /// The number the next ROS 2 client's query is given to the link by.
+    next_in_query: u64,
     _watch: Vec<Subscriber<()>>,
     subs: HashMap<(Domain, Rc<str>), Sub>,
     pubs: HashMap<(Domain, Rc<str>), Pub>,
@@ -908,6 +631,9 @@ pub(crate) struct RosLink {
     checker_installed: bool,
     /// When the graph was last rebuilt for introspection.
     last_graph: Option<std::time::Instant>,
+    /// The link's graph generation last installed (none yet: the first
+    /// turn installs the empty graph).
+    graph_installed: Option<u64>,
 }
 
 /// The hub's check of client messages against the ROS 2 type of a topic
@@ -939,14 +665,10 @@ impl RosLink {
             fed,
             types: RwLock::new(types),
             tables: Mutex::new(Tables::default()),
-            queries: Mutex::new(HashMap::new()),
-            next_query: AtomicU64::new(1),
-            graph_dirty: AtomicBool::new(true),
             undecodable: AtomicU64::new(0),
             session: session.clone(),
             call_seq: AtomicI64::new(0),
             link_inbox: Mutex::new(exec::LinkInbox::default()),
-            goals_in: Mutex::new(goals_in::GoalsIn::default()),
             own_gids: Mutex::new(HashSet::new()),
         });
         let mut link = RosLink {
@@ -959,6 +681,8 @@ impl RosLink {
             link: rosgate_ros2::link::Link::new(),
             goals_out: goals_out::GoalsOut::default(),
             link_out: Vec::new(),
+            replying: HashMap::new(),
+            next_in_query: 0,
             _watch: Vec::new(),
             subs: HashMap::new(),
             pubs: HashMap::new(),
@@ -971,6 +695,7 @@ impl RosLink {
             checked: HashMap::new(),
             checker_installed: false,
             last_graph: None,
+            graph_installed: None,
         };
         for &d in &settings.domains {
             let nid = link.next_id();
@@ -1190,61 +915,6 @@ impl RosLink {
         self.subs.remove(&(domain, topic.clone()));
     }
 
-    /// A local client provides `service` of type `ty`: offered to ROS 2
-    /// when the type is known.
-    pub(crate) fn provide(&mut self, session: &Session, domain: Domain, name: Rc<str>, ty: &str) {
-        if !self.bridged(domain) {
-            return;
-        }
-        let types = self.shared.types();
-        let Some(def) = types.srv(ty) else {
-            rosgate_core::log!(
-                Info,
-                "ros2: service {name} not offered to ROS 2: its type {ty:?} is unknown (--interfaces)"
-            );
-            return;
-        };
-        let srv = def.name.clone();
-        let (Some(dds_type), Some(hash)) = (rmw::dds_type_name(&srv), types.hash(&srv)) else {
-            return;
-        };
-        let typed = Typed {
-            dds_type,
-            hash: hash.to_string(),
-        };
-        let key = rmw::data_key(u32::from(domain), &name, &typed.dds_type, &typed.hash);
-        let (sh, service, s) = (self.shared.clone(), name.to_string(), srv.clone());
-        let queryable = session
-            .declare_queryable(key)
-            // rmw_zenoh's clients ask complete queryables only.
-            .complete(true)
-            .allowed_origin(Locality::Remote)
-            .callback(move |q: Query| sh.on_query(domain, &service, &s, q))
-            .wait();
-        let queryable = match queryable {
-            Ok(q) => q,
-            Err(e) => {
-                rosgate_core::log!(Warn, "ros2: cannot offer {name} to ROS 2: {e}");
-                return;
-            }
-        };
-        if let Some((_, token)) =
-            self.declare(session, domain, EntityKind::ServiceServer, &name, &typed)
-        {
-            self.servers.insert(
-                (domain, name),
-                Server {
-                    _queryable: queryable,
-                    _token: token,
-                },
-            );
-        }
-    }
-
-    pub(crate) fn unprovide(&mut self, domain: Domain, name: &Rc<str>) {
-        self.servers.remove(&(domain, name.clone()));
-    }
-
     /// A message the bridge of `domain` drained for `topic`: put to ROS 2
     /// as CDR when ROS 2 subscribes to it. Returns false when it had to be
     /// dropped (it does not fit the subscriptions' type).
@@ -1390,18 +1060,6 @@ impl RosLink {
         Some(gid)
     }
 
-    /// A local provider's answer the bridge drained: true when it answers
-    /// a call from ROS 2.
-    pub(crate) fn answer(&self, id: &str, values: &str, result: &str) -> bool {
-        self.shared.answer(id, values, result)
-    }
-
-    /// Feedback or the end (`end`) of bridge goal `id` from a local
-    /// server: true when the goal came from ROS 2.
-    pub(crate) fn goal_update(&self, id: &str, values: &str, end: Option<(&str, &str)>) -> bool {
-        self.shared.goal_in_update(id, values, end)
-    }
-
     /// The ROS 2 graph into introspection, when it changed.
     /// One loop turn's work; returns when it wants the next turn at the
     /// latest (a graph change held back for its interval).
@@ -1441,21 +1099,21 @@ impl RosLink {
         // Rebuilt at most every interval: a burst of tokens costs one
         // rebuild, not one per turn.
         let interval = std::time::Duration::from_millis(crate::GRAPH_INTERVAL_MS as u64);
+        let dirty = self.graph_installed != Some(self.link.graph_generation());
         if let Some(due) = self.last_graph.map(|t| t + interval) {
             if now < due {
-                return self
-                    .shared
-                    .graph_dirty
-                    .load(Ordering::Acquire)
-                    .then_some(due);
+                return dirty.then_some(due);
             }
         }
-        if !self.shared.graph_dirty.swap(false, Ordering::AcqRel) {
+        if !dirty {
             return None;
         }
         self.last_graph = Some(now);
+        self.graph_installed = Some(self.link.graph_generation());
         for &d in &self.domains {
-            hub.install_remote_graph(ROS_GRAPH, d, self.shared.graph(d));
+            let (nodes, topics) = self.link.graph(u32::from(d));
+            let graph = rosgate_core::hub::RemoteGraph::of(nodes, topics);
+            hub.install_remote_graph(ROS_GRAPH, d, graph);
         }
         None
     }
@@ -1549,10 +1207,10 @@ impl RosLink {
         let link = self.link.stats();
         v["goals_in_flight"] = serde_json::Value::from(link.goals_out);
         v["calls_in_flight"] = serde_json::Value::from(link.calls_out);
+        v["calls_from_ros2"] = serde_json::Value::from(link.calls_in);
         v["link_events_dropped"] = serde_json::Value::from(self.shared.link_events_dropped());
-        let (kept, waiting) = goals_in::counts(&self.shared);
-        v["goals_from_ros2"] = serde_json::Value::from(kept);
-        v["results_waiting"] = serde_json::Value::from(waiting);
+        v["goals_from_ros2"] = serde_json::Value::from(link.goals_in);
+        v["results_waiting"] = serde_json::Value::from(self.link.results_waiting());
         v["actions_served"] = serde_json::Value::from(self.actions.len());
         v["client_nodes"] = serde_json::Value::from(self.client_nodes.len());
         v
@@ -1569,13 +1227,6 @@ fn node_name(zid: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn call_ids_round_trip_and_foreign_ids_are_not_ours() {
-        assert_eq!(parse_call_id(&format!("\"{}\"", call_id(42))), Some(42));
-        assert_eq!(parse_call_id("\"fq42\""), None);
-        assert_eq!(parse_call_id("42"), None);
-    }
 
     #[test]
     fn node_names_are_short_and_distinct_per_gateway() {

@@ -55,7 +55,7 @@ impl Peer for RosPeer {
     }
 
     fn unprovide(&mut self, domain: Domain, name: &Rc<str>) {
-        self.link.unprovide(domain, name);
+        self.link.unprovide(&self.session, domain, name);
     }
 
     fn serve(&mut self, domain: Domain, name: Rc<str>, ty: &str) {
@@ -63,7 +63,7 @@ impl Peer for RosPeer {
     }
 
     fn unserve(&mut self, domain: Domain, name: &Rc<str>) {
-        self.link.unserve_action(domain, name);
+        self.link.unserve_action(&self.session, domain, name);
     }
 
     /// What reaches ROS 2 is not counted as sent (the gateways' puts are);
@@ -86,8 +86,8 @@ impl Peer for RosPeer {
     }
 
     fn answer(&mut self, id: &str, values: &str, result: bool) {
-        self.link
-            .answer(id, values, if result { "true" } else { "false" });
+        let result = if result { "true" } else { "false" };
+        self.link.answer(&self.session, id, values, result);
     }
 
     fn goal(
@@ -112,15 +112,17 @@ impl Peer for RosPeer {
         let end = status
             .as_deref()
             .zip(end.map(|(_, ok)| if ok { "true" } else { "false" }));
-        self.link.goal_update(id, values, end);
+        self.link.goal_update(&self.session, id, values, end);
     }
 
     fn turn(&mut self, hub: &mut Hub, now: Instant) -> Option<Instant> {
         self.link.turn(&self.session, hub, now)
     }
 
+    /// The shell's token tables and the link's entities (both hold what
+    /// ROS 2 announced).
     fn held_bytes(&self) -> usize {
-        self.link.shared.held_bytes()
+        self.link.shared.held_bytes() + self.link.link.stats().bytes
     }
 
     fn status(&self, status: &mut serde_json::Value) {

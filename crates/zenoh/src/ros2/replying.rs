@@ -1,0 +1,112 @@
+//! ROS 2 clients' queries the link has been given, kept by the loop until
+//! the link's one `Reply` for each ([`Replying`]), and that reply
+//! executed: CDR of the request's response type, echoing its sequence
+//! number and client GID (rmw_zenoh matches replies by them), or an error
+//! reply.
+//!
+//! Invariant: a query is replied to at most once (the reply consumes it);
+//! the link answers each query it is given exactly once.
+
+use rosgate_ros2::cdr;
+use rosgate_ros2::link::{self, Answer, Stamp};
+use rosgate_ros2::rmw::Attachment;
+use serde_json::{json, Value};
+use zenoh::query::Query;
+use zenoh::Wait;
+
+use super::{unix_ns, RosLink, RosShared};
+
+/// A ROS 2 client's query waiting for the link's one reply: what the
+/// reply is encoded as and must echo.
+pub(super) struct Replying {
+    pub(super) query: Query,
+    /// The response's ROS type (CDR), for a service's or goal service's
+    /// answer.
+    pub(super) response_type: String,
+    pub(super) seq: i64,
+    pub(super) gid: [u8; 16],
+    /// When the request came (a goal's acceptance stamp).
+    pub(super) stamp: link::Stamp,
+}
+
+impl Replying {
+    /// Replies `v` as CDR of the response type, echoing the request's
+    /// sequence number and client GID (an error reply when it does not
+    /// encode).
+    pub(super) fn reply_json(self, shared: &RosShared, v: &serde_json::Value) {
+        match cdr::encode(&*shared.types(), &self.response_type, v) {
+            Ok(bytes) => {
+                let att = Attachment {
+                    seq: self.seq,
+                    timestamp_ns: unix_ns(),
+                    gid: self.gid,
+                };
+                let _ = self
+                    .query
+                    .reply(self.query.key_expr().clone(), bytes)
+                    .attachment(att.encode().to_vec())
+                    .wait();
+            }
+            Err(e) => {
+                let why = format!("the answer is not {}: {e}", self.response_type);
+                rosgate_core::log!(Warn, "ros2: {why}");
+                self.error(why);
+            }
+        }
+    }
+
+    pub(super) fn error(self, why: String) {
+        let _ = self.query.reply_err(why).wait();
+    }
+}
+
+pub(super) fn stamp_json(s: Stamp) -> Value {
+    json!({"sec": s.0, "nanosec": s.1})
+}
+
+/// The link's answer to a goal service's request, as CDR of the response
+/// type.
+fn goal_reply(shared: &RosShared, to: Replying, answer: Answer) {
+    let v = match answer {
+        Answer::Accepted(accepted) => json!({"accepted": accepted, "stamp": stamp_json(to.stamp)}),
+        Answer::Result { status, payload } => {
+            // No result (an unknown goal, an abort): the type's defaults.
+            let result = match rosgate_ros2::json::from_slice(&payload) {
+                Ok(v) if !payload.is_empty() => v,
+                _ => cdr::default_json(&*shared.types(), &to.response_type)
+                    .map(|d| d["result"].clone())
+                    .unwrap_or_default(),
+            };
+            json!({"status": status, "result": result})
+        }
+        Answer::Cancel { code, goals } => {
+            let infos: Vec<Value> = goals
+                .iter()
+                .map(|(u, s)| json!({"goal_id": {"uuid": u.to_vec()}, "stamp": stamp_json(*s)}))
+                .collect();
+            json!({"return_code": code, "goals_canceling": infos})
+        }
+        Answer::Error(why) => return to.error(why),
+        Answer::Service(_) => return to.error("not a goal service's answer".into()),
+    };
+    to.reply_json(shared, &v);
+}
+
+impl RosLink {
+    /// The link's one answer to a ROS 2 client's request `query`.
+    pub(super) fn exec_reply(&mut self, query: link::InQuery, answer: Answer) {
+        let Some(to) = self.replying.remove(&query) else {
+            return;
+        };
+        match answer {
+            Answer::Service(json) => {
+                let v: serde_json::Value =
+                    rosgate_ros2::json::from_str(std::str::from_utf8(&json).unwrap_or("null"))
+                        .unwrap_or_default();
+                to.reply_json(&self.shared, &v);
+            }
+            Answer::Error(why) => to.error(why),
+            other => goal_reply(&self.shared, to, other),
+        }
+    }
+}
