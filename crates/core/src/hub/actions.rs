@@ -25,6 +25,7 @@ use rosgate_wire::encode::{self, Level};
 use rosgate_wire::ids::parse_call_id;
 use rosgate_wire::Raw;
 
+use super::answer::{Answer, GoalEnd, GoalFailure};
 use super::graph::RosoutLevel;
 use super::services::{CallArgs, CallFailure, GoalOptions};
 use super::Hub;
@@ -159,15 +160,11 @@ impl Hub {
             let mut action_json = Vec::with_capacity(action.len() + 2);
             encode::json_string(&mut action_json, &action);
             let reason = format!("forbidden: may not send goals to {action}");
-            return self.send_goal_failure(
-                me,
-                None,
-                &action_json,
-                id,
-                STATUS_UNKNOWN,
-                &reason,
-                now,
-            );
+            let failure = GoalFailure {
+                status: STATUS_UNKNOWN,
+                reason: &reason,
+            };
+            return self.send_goal_failure(me, None, &action_json, id, failure, now);
         }
         let goal = CallArgs {
             args: g.args,
@@ -210,7 +207,11 @@ impl Hub {
         let fail = |hub: &mut Hub, why: CallFailure| {
             hub.count_goal_failure(why);
             let reason = hub.goal_failure_text(why, action);
-            hub.send_goal_failure(me, None, &action_json, id, STATUS_UNKNOWN, &reason, now);
+            let failure = GoalFailure {
+                status: STATUS_UNKNOWN,
+                reason: &reason,
+            };
+            hub.send_goal_failure(me, None, &action_json, id, failure, now);
         };
         if self.calls.goals_in_flight(me) >= self.limits.max_goals_per_conn {
             return fail(self, CallFailure::TooMany);
@@ -393,16 +394,13 @@ impl Hub {
         let Some(cid) = call.caller_id() else {
             return;
         };
-        self.send_goal_result(
-            call.caller(),
-            call.peer(),
-            call.service_json(),
-            cid,
-            values.as_bytes(),
-            status.get().as_bytes(),
-            result.get().as_bytes(),
-            now,
-        );
+        let end = GoalEnd {
+            values: values.as_bytes(),
+            status: status.get().as_bytes(),
+            result: result.get().as_bytes(),
+        };
+        let json = call.service_json();
+        self.send_goal_result(call.caller(), call.peer(), json, cid, end, now);
     }
 
     /// Feedback, a result or a cancel naming no goal of this connection.
@@ -450,16 +448,8 @@ impl Hub {
         // are reported by their results, not listed here.
         let values =
             format!("{{\"return_code\":0,\"goals_canceling\":[],\"canceled\":{canceled}}}");
-        self.send_service_answer(
-            me,
-            None,
-            &name_json,
-            id,
-            values.as_bytes(),
-            b"true",
-            None,
-            now,
-        );
+        let answer = Answer::ok(values.as_bytes());
+        self.send_service_answer(me, None, &name_json, id, answer, now);
         true
     }
 
@@ -517,15 +507,12 @@ impl Hub {
         let Some(cid) = call.caller_id() else {
             return;
         };
-        self.send_goal_failure(
-            call.caller(),
-            call.peer(),
-            call.service_json(),
-            cid,
+        let failure = GoalFailure {
             status,
-            &reason,
-            now,
-        );
+            reason: &reason,
+        };
+        let json = call.service_json();
+        self.send_goal_failure(call.caller(), call.peer(), json, cid, failure, now);
     }
 
     fn count_goal_failure(&mut self, why: CallFailure) {

@@ -18,6 +18,7 @@ use std::time::Instant;
 
 use rosgate_wire::encode;
 
+use super::answer::{Answer, GoalEnd, GoalFailure};
 use super::{CallFailure, Hub};
 use crate::bridge::{BridgeMsg, PeerId};
 use crate::conn::ConnRef;
@@ -67,18 +68,20 @@ impl Hub {
     /// A service's answer (`values`, `result` raw JSON) to `to`: the
     /// caller's line, or a [`BridgeMsg::Response`] for the peer `peer`
     /// (the call's) beyond a bridge.
-    #[allow(clippy::too_many_arguments)]
     pub(super) fn send_service_answer(
         &mut self,
         to: ConnRef,
         peer: Option<PeerId>,
         service_json: &[u8],
         id: Option<&[u8]>,
-        values: &[u8],
-        result: &[u8],
-        status: Option<&[u8]>,
+        answer: Answer<'_>,
         now: Instant,
     ) {
+        let Answer {
+            values,
+            result,
+            status,
+        } = answer;
         let msg = |to| BridgeMsg::Response {
             id: text(id.unwrap_or(b"null")),
             values: text(values),
@@ -109,23 +112,26 @@ impl Hub {
     ) {
         let mut values = Vec::with_capacity(reason.len() + 2);
         encode::json_string(&mut values, reason);
-        self.send_service_answer(to, peer, service_json, id, &values, b"false", None, now);
+        let answer = Answer::failed(&values);
+        self.send_service_answer(to, peer, service_json, id, answer, now);
     }
 
     /// A goal's end (`values`, `status`, `result` raw JSON) to `to`: the
     /// caller's line, or a [`BridgeMsg::Result`] for the peer.
-    #[allow(clippy::too_many_arguments)]
     pub(super) fn send_goal_result(
         &mut self,
         to: ConnRef,
         peer: Option<PeerId>,
         action_json: &[u8],
         id: &[u8],
-        values: &[u8],
-        status: &[u8],
-        result: &[u8],
+        end: GoalEnd<'_>,
         now: Instant,
     ) {
+        let GoalEnd {
+            values,
+            status,
+            result,
+        } = end;
         let msg = |to| BridgeMsg::Result {
             id: text(id),
             values: text(values),
@@ -147,17 +153,16 @@ impl Hub {
     }
 
     /// A goal's failure, `reason`, with `status`, to `to`.
-    #[allow(clippy::too_many_arguments)]
     pub(super) fn send_goal_failure(
         &mut self,
         to: ConnRef,
         peer: Option<PeerId>,
         action_json: &[u8],
         id: &[u8],
-        status: u8,
-        reason: &str,
+        failure: GoalFailure<'_>,
         now: Instant,
     ) {
+        let GoalFailure { status, reason } = failure;
         let msg = |to| BridgeMsg::Result {
             id: text(id),
             values: {

@@ -46,6 +46,16 @@ use crate::nodes::{Domain, DOMAINS};
 use crate::registry::{Provided, Role};
 use crate::transport::{StatusFilter, Transport};
 
+/// A goal a peer's caller sends (`Hub::remote_goal_from`): the action,
+/// the id the shell chose (a JSON string's content), its type and `args`.
+#[derive(Debug, Clone, Copy)]
+pub struct RemoteGoal<'a> {
+    pub action: &'a str,
+    pub id: &'a str,
+    pub ty: &'a str,
+    pub args: Raw<'a>,
+}
+
 /// What an [`InterestChange`] is about.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Offer {
@@ -834,17 +844,19 @@ impl Hub {
     /// the domain's bridge sends it here as a client asking for feedback,
     /// with `id` (a JSON string the shell chose); feedback and the result
     /// come back in the outbox for `from` under that id.
-    #[allow(clippy::too_many_arguments)]
     pub fn remote_goal_from(
         &mut self,
         from: PeerId,
         domain: Domain,
-        action: &str,
-        id: &str,
-        ty: &str,
-        args: Raw<'_>,
+        goal: RemoteGoal<'_>,
         now: Instant,
     ) {
+        let RemoteGoal {
+            action,
+            id,
+            ty,
+            args,
+        } = goal;
         if !self.fed.enabled || (domain as usize) >= DOMAINS {
             return;
         }
@@ -871,7 +883,13 @@ impl Hub {
         args: Raw<'_>,
         now: Instant,
     ) {
-        self.remote_goal_from(PeerId::Ros2, domain, action, id, ty, args, now);
+        let goal = RemoteGoal {
+            action,
+            id,
+            ty,
+            args,
+        };
+        self.remote_goal_from(PeerId::Ros2, domain, goal, now);
     }
 
     /// The caller in the peer `from` cancels the goal the bridge sent as

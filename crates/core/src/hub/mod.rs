@@ -55,6 +55,7 @@
 //!   control overflow closes only that connection (P6).
 
 mod actions;
+mod answer;
 mod auth;
 mod batch;
 mod bridge_out;
@@ -85,8 +86,8 @@ use rosgate_wire::Raw;
 
 pub use auth::{AUTH_RELEASES_PER_TURN, MAX_AUTH_HELD};
 pub use federation::{
-    InterestChange, Offer, RemoteGraph, MAX_REMOTE_GRAPH_BYTES_TOTAL, MAX_REMOTE_GRAPH_ITEMS,
-    MAX_REMOTE_GRAPH_ITEMS_PER_GATEWAY, MAX_REMOTE_GRAPH_ITEMS_TOTAL,
+    InterestChange, Offer, RemoteGoal, RemoteGraph, MAX_REMOTE_GRAPH_BYTES_TOTAL,
+    MAX_REMOTE_GRAPH_ITEMS, MAX_REMOTE_GRAPH_ITEMS_PER_GATEWAY, MAX_REMOTE_GRAPH_ITEMS_TOTAL,
 };
 pub use graph::{
     GraphSettings, CLIENT_COUNT, CLOCK, CONNECTED_CLIENTS, CONNECTED_CLIENTS_INTERVAL,

@@ -26,6 +26,7 @@ use serde_json::{json, Value};
 use rosgate_wire::encode::{self, Level};
 use rosgate_wire::Raw;
 
+use super::answer::Answer;
 use super::{Hub, Origin};
 use crate::access::Class;
 use crate::bridge::PeerId;
@@ -770,7 +771,12 @@ impl Hub {
             }
         };
         let peer = p.peer;
-        self.send_service_answer(me, peer, &p.service_json, id, &values, result, None, now);
+        let answer = Answer {
+            values: &values,
+            result,
+            status: None,
+        };
+        self.send_service_answer(me, peer, &p.service_json, id, answer, now);
     }
 
     /// An owner's answer to a validation call (`values`:
@@ -1142,7 +1148,8 @@ impl Hub {
         let mut nj = Vec::new();
         encode::json_string(&mut nj, name);
         let bytes = values.to_string();
-        self.send_service_answer(me, None, &nj, id, bytes.as_bytes(), b"true", None, now);
+        let answer = Answer::ok(bytes.as_bytes());
+        self.send_service_answer(me, None, &nj, id, answer, now);
         true
     }
 }

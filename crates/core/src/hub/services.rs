@@ -8,6 +8,7 @@ use rosgate_wire::encode::{self, Level};
 use rosgate_wire::ids::parse_call_id;
 use rosgate_wire::Raw;
 
+use super::answer::Answer;
 use super::graph::RosoutLevel;
 use super::rosapi::ROSAPI_PREFIX;
 use super::{Hub, RESERVED_PREFIX};
@@ -347,16 +348,13 @@ impl Hub {
         {
             return;
         }
-        self.send_service_answer(
-            call.caller(),
-            call.peer(),
-            call.service_json(),
-            call.caller_id(),
-            values.as_bytes(),
-            result.as_bytes(),
-            status.map(|s| s.get().as_bytes()),
-            now,
-        );
+        let answer = Answer {
+            values: values.as_bytes(),
+            result: result.as_bytes(),
+            status: status.map(|s| s.get().as_bytes()),
+        };
+        let (json, cid) = (call.service_json(), call.caller_id());
+        self.send_service_answer(call.caller(), call.peer(), json, cid, answer, now);
     }
 
     /// The failure a caller gets beside its `forbidden` status, so it does

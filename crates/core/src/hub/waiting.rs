@@ -19,6 +19,7 @@ use slab::Slab;
 use rosgate_wire::encode;
 use rosgate_wire::Raw;
 
+use super::answer::GoalFailure;
 use super::services::{CallArgs, GoalOptions};
 use super::Hub;
 use crate::conn::ConnRef;
@@ -271,7 +272,11 @@ impl Hub {
                         .inc(crate::counters::Counter::GoalsFailedNoServer);
                     let reason = format!("no server for action {} appeared in time", w.name);
                     let id = w.id.as_deref().unwrap_or(b"null");
-                    self.send_goal_failure(w.caller, None, &name_json, id, 0, &reason, now);
+                    let failure = GoalFailure {
+                        status: 0,
+                        reason: &reason,
+                    };
+                    self.send_goal_failure(w.caller, None, &name_json, id, failure, now);
                 }
             }
         }
@@ -304,7 +309,11 @@ impl Hub {
                         .inc(crate::counters::Counter::GoalsFailedShutdown);
                     let reason = self.goal_failure_text(why, &w.name);
                     let id = w.id.as_deref().unwrap_or(b"null");
-                    self.send_goal_failure(w.caller, None, &name_json, id, 6, &reason, now);
+                    let failure = GoalFailure {
+                        status: 6,
+                        reason: &reason,
+                    };
+                    self.send_goal_failure(w.caller, None, &name_json, id, failure, now);
                 }
             }
         }

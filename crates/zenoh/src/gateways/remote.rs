@@ -23,7 +23,7 @@ use std::sync::{Mutex, MutexGuard};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use rosgate_core::bridge::PeerId;
-use rosgate_core::hub::{Origin, RemoteGraph};
+use rosgate_core::hub::{Origin, RemoteGoal, RemoteGraph};
 use rosgate_core::nodes::Domain;
 use rosgate_core::registry::Provided;
 use rosgate_wire::decode::{self, Op, Request, MAX_NAME_BYTES};
@@ -493,7 +493,13 @@ impl Shared {
         let job: Job = Box::new(move |hub, now| {
             let args = Raw::from_valid_json(&args);
             let id = goal_id(n);
-            hub.remote_goal_from(PeerId::Gateways, domain, &action, &id, &ty, args, now);
+            let goal = RemoteGoal {
+                action: &action,
+                id: &id,
+                ty: &ty,
+                args,
+            };
+            hub.remote_goal_from(PeerId::Gateways, domain, goal, now);
         });
         if !(self.to_loop)(job) {
             if let Some(q) = self.take_query(n) {

@@ -408,15 +408,13 @@ fn answers_to_a_peers_call_or_goal_go_back_to_that_peer() {
         }
         other => panic!("{other:?}"),
     }
-    t.hub.remote_goal_from(
-        PeerId::Gateways,
-        0,
-        "/fib",
-        "fg7",
-        "pkg/action/Fib",
+    let goal = RemoteGoal {
+        action: "/fib",
+        id: "fg7",
+        ty: "pkg/action/Fib",
         args,
-        t.now,
-    );
+    };
+    t.hub.remote_goal_from(PeerId::Gateways, 0, goal, t.now);
     let goal = t
         .recv(p)
         .into_iter()
