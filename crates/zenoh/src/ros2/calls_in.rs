@@ -83,28 +83,35 @@ impl RosLink {
     /// A local client provides `service` of type `ty`: the link's to
     /// decide (it offers it to ROS 2, and takes its calls).
     pub(crate) fn provide(&mut self, session: &Session, domain: Domain, name: Rc<str>, ty: &str) {
-        if !self.bridged(domain) {
-            return;
-        }
-        self.link.handle(Event::Provide {
-            domain: u32::from(domain),
+        self.local_change(session, domain, |domain| Event::Provide {
+            domain,
             name: name.to_string(),
             ty: Some(ty.to_string()),
         });
-        self.run_link(session);
     }
 
     /// The local provider of `service` went: the link answers its calls
     /// waiting with an error, and withdraws the offer.
     pub(crate) fn unprovide(&mut self, session: &Session, domain: Domain, name: &Rc<str>) {
-        if !self.bridged(domain) {
-            return;
-        }
-        self.link.handle(Event::Provide {
-            domain: u32::from(domain),
+        self.local_change(session, domain, |domain| Event::Provide {
+            domain,
             name: name.to_string(),
             ty: None,
         });
+    }
+
+    /// A change of what local clients provide or serve in `domain` (a
+    /// bridged one): the link's event, and what the link then does.
+    pub(crate) fn local_change(
+        &mut self,
+        session: &Session,
+        domain: Domain,
+        event: impl FnOnce(u32) -> Event,
+    ) {
+        if !self.bridged(domain) {
+            return;
+        }
+        self.link.handle(event(u32::from(domain)));
         self.run_link(session);
     }
 

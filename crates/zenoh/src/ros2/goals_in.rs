@@ -172,30 +172,22 @@ impl RosLink {
         name: Rc<str>,
         ty: &str,
     ) {
-        if !self.bridged(domain) {
-            return;
-        }
-        self.link.handle(Event::Serve {
-            domain: u32::from(domain),
+        self.local_change(session, domain, |domain| Event::Serve {
+            domain,
             name: name.to_string(),
             ty: Some(ty.to_string()),
         });
-        self.run_link(session);
     }
 
     /// The local server of `name` went: the link ends its running goals
     /// aborted (answering the `get_result`s waiting) and withdraws the
     /// offer.
     pub(crate) fn unserve_action(&mut self, session: &Session, domain: Domain, name: &Rc<str>) {
-        if !self.bridged(domain) {
-            return;
-        }
-        self.link.handle(Event::Serve {
-            domain: u32::from(domain),
+        self.local_change(session, domain, |domain| Event::Serve {
+            domain,
             name: name.to_string(),
             ty: None,
         });
-        self.run_link(session);
     }
 
     /// The link offers action `name` (`on`), or withdraws it.
