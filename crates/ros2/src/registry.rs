@@ -172,6 +172,19 @@ impl Registry {
     /// example_interfaces, std_srvs and what they depend on). Every one of
     /// them parses and checks (a test proves it), so nothing is skipped.
     pub fn bundled() -> Registry {
+        Registry::bundled_shared().as_ref().clone()
+    }
+
+    /// The bundled packages, parsed once per process and shared (a hub, a
+    /// test or a ROS 2 link that starts from them takes this `Arc`).
+    pub fn bundled_shared() -> std::sync::Arc<Registry> {
+        static BUNDLED: OnceLock<std::sync::Arc<Registry>> = OnceLock::new();
+        BUNDLED
+            .get_or_init(|| std::sync::Arc::new(Registry::parse_bundled()))
+            .clone()
+    }
+
+    fn parse_bundled() -> Registry {
         let mut r = Registry::empty();
         for (pkg, kind, name, text) in bundled::DEFS {
             if let Some(kind) = Kind::parse(kind) {

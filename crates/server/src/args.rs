@@ -122,7 +122,9 @@ OPTIONS:
                                 domain N); without --zenoh-connect/--zenoh-listen
                                 connects to rmw_zenoh's router at
                                 tcp/localhost:7447 (docs/ros2.md)
-    --interfaces DIR            more .msg/.srv/.action types for --ros-domain
+    --interfaces DIR            more .msg/.srv/.action types beside the bundled
+                                ones, for rosapi's definitions, the binary
+                                encodings and --ros-domain
                                 (DIR/<pkg>/msg/*.msg ...; repeatable)
     --log-level LEVEL           error|warn|info|debug [default: info]
     --log-format FORMAT         text|json (one JSON object per line) [default: text]
@@ -386,15 +388,12 @@ pub fn parse(argv: Vec<OsString>) -> Result<Command, String> {
             _ => return Err(format!("--ros-domain {d}: ROS domain ids go up to {max}")),
         }
     }
-    c.zenoh.interfaces = args
+    c.interfaces = args
         .values_from_str::<_, String>("--interfaces")
         .map_err(|e| format!("--interfaces: {e}"))?
         .into_iter()
         .map(Into::into)
         .collect();
-    if !c.zenoh.interfaces.is_empty() && c.zenoh.ros_domains.is_empty() {
-        return Err("--interfaces: only used with --ros-domain".into());
-    }
     if c.zenoh.given() && !cfg!(feature = "zenoh") {
         return Err(
             "--zenoh-* and --ros-domain: this rosgate was built without Zenoh; build it with `cargo build --release --features zenoh` (or `--features ros2`)".into(),

@@ -151,6 +151,9 @@ pub struct Config {
     pub tls: Option<crate::tls::TlsConfig>,
     /// `--zenoh-*`: federation with other gateways (docs/federation.md).
     pub zenoh: ZenohFlags,
+    /// `--interfaces`: more `.msg`/`.srv`/`.action` directories, beside
+    /// the bundled packages.
+    pub interfaces: Vec<std::path::PathBuf>,
 }
 
 /// The `--zenoh-*` flags. Federation is on when any is given (and the
@@ -164,8 +167,6 @@ pub struct ZenohFlags {
     pub scouting: bool,
     /// `--ros-domain`: ROS 2 graphs (rmw_zenoh) joined (docs/ros2.md).
     pub ros_domains: Vec<u8>,
-    /// `--interfaces`: more `.msg`/`.srv`/`.action` directories.
-    pub interfaces: Vec<std::path::PathBuf>,
 }
 
 impl ZenohFlags {
@@ -198,6 +199,7 @@ impl Default for Config {
             access: Default::default(),
             allow_unauthenticated_network: false,
             tls: None,
+            interfaces: Vec::new(),
             zenoh: ZenohFlags::default(),
         }
     }

@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use rosgate_core::log;
 use rosgate_core::Hub;
+use rosgate_ros2::registry::Registry;
 use rosgate_zenoh::{Federation, Settings, ToLoop};
 
 use crate::config::ZenohFlags;
@@ -18,11 +19,15 @@ use crate::inbox::Handle;
 /// else would fail later, and Zenoh reaching beyond this machine without
 /// authentication is refused unless `allow_unauthenticated` (docs/security.md).
 /// `None` when no `--zenoh-*` flag was given.
-pub fn prepare(flags: &ZenohFlags, allow_unauthenticated: bool) -> io::Result<Option<Prepared>> {
+pub fn prepare(
+    flags: &ZenohFlags,
+    allow_unauthenticated: bool,
+    types: &Arc<Registry>,
+) -> io::Result<Option<Prepared>> {
     if !flags.given() {
         return Ok(None);
     }
-    let mut settings = settings(flags);
+    let mut settings = settings(flags, types);
     settings.allow_unauthenticated_network = allow_unauthenticated;
     let prepared = settings.prepare().map_err(io::Error::other)?;
     Ok(Some(Prepared { settings, prepared }))
@@ -34,7 +39,7 @@ pub struct Prepared {
     prepared: rosgate_zenoh::Prepared,
 }
 
-fn settings(flags: &ZenohFlags) -> Settings {
+fn settings(flags: &ZenohFlags, types: &Arc<Registry>) -> Settings {
     Settings {
         connect: flags.connect.clone(),
         listen: flags.listen.clone(),
@@ -43,7 +48,7 @@ fn settings(flags: &ZenohFlags) -> Settings {
         scouting: flags.scouting,
         ros: rosgate_zenoh::RosSettings {
             domains: flags.ros_domains.clone(),
-            interfaces: flags.interfaces.clone(),
+            types: types.clone(),
         },
         allow_unauthenticated_network: false,
     }

@@ -56,6 +56,7 @@ use rosgate_core::log;
 use rosgate_core::log::LogLevel;
 use rosgate_core::out::MAX_IOVECS;
 use rosgate_core::{CloseReason, Hub, Transport};
+use rosgate_ros2::registry::Registry;
 
 use crate::config::{
     Config, ACCEPT_BACKOFF_MAX_MS, ACCEPT_BACKOFF_MIN_MS, FREE_TURN_BUDGET, INBOX_BUDGET,
@@ -162,9 +163,13 @@ impl Server {
         }
         // Every flag and file is checked before anything is bound, so a
         // bad one is reported whatever else would fail (a busy port).
+        let types = interface_types(&config.interfaces)?;
         #[cfg(feature = "zenoh")]
-        let zenoh =
-            crate::federation::prepare(&config.zenoh, config.allow_unauthenticated_network)?;
+        let zenoh = crate::federation::prepare(
+            &config.zenoh,
+            config.allow_unauthenticated_network,
+            &types,
+        )?;
         let poll = Poll::new()?;
         let mut listener =
             bind(config.listen).map_err(|e| in_context(e, "listen", config.listen))?;
@@ -187,6 +192,7 @@ impl Server {
         let now = Instant::now();
         let mut hub = Hub::new(limits, now);
         hub.set_ws_status(config.ws_status);
+        hub.set_types(types);
         let mut graph = GraphSettings::new(now, SystemTime::now());
         graph.tcp_domain = config.tcp_domain;
         graph.ws_domain = config.ws_domain;
@@ -1033,6 +1039,23 @@ fn shrink_io(io: &mut Vec<Option<Io>>) {
 
 /// Binds a listener with our backlog instead of mio's 128: listening again
 /// on a listening socket only updates its backlog.
+/// The types the gateway knows: the bundled packages plus every
+/// `--interfaces` directory (bounded where they are read, in
+/// `rosgate_ros2::registry`), checked whole before anything is bound.
+fn interface_types(dirs: &[std::path::PathBuf]) -> io::Result<std::sync::Arc<Registry>> {
+    if dirs.is_empty() {
+        return Ok(Registry::bundled_shared());
+    }
+    let mut r = Registry::bundled();
+    for dir in dirs {
+        r.load_dir(dir)
+            .map_err(|e| io::Error::other(format!("--interfaces {}: {e}", dir.display())))?;
+    }
+    r.check()
+        .map_err(|e| io::Error::other(format!("--interfaces: {e}")))?;
+    Ok(std::sync::Arc::new(r))
+}
+
 fn bind(addr: SocketAddr) -> io::Result<TcpListener> {
     use std::os::fd::AsRawFd;
     let listener = TcpListener::bind(addr)?;

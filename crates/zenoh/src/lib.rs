@@ -258,8 +258,7 @@ impl std::fmt::Debug for Federation {
     }
 }
 
-/// Settings checked and every file they name read (`--zenoh-config`,
-/// `--interfaces`), before anything is bound or opened: start-up reports a
+/// Settings checked and every file they name read (`--zenoh-config`), before anything is bound or opened: start-up reports a
 /// bad flag or file first, whatever else would fail later (a busy port).
 pub struct Prepared {
     config: zenoh::Config,
@@ -276,7 +275,7 @@ impl Settings {
             None
         } else {
             self.ros.check()?;
-            Some((self.ros.clone(), self.ros.registry()?))
+            Some((self.ros.clone(), self.ros.types.as_ref().clone()))
         };
         Ok(Prepared { config, ros })
     }

@@ -1,35 +1,33 @@
-//! `--ros-domain` and `--interfaces` as settings: checked and their files
-//! read before anything opens, whether or not this build has ROS 2 interop
+//! `--ros-domain` as settings, with the types the gateway knows (the
+//! bundled interfaces plus `--interfaces`, read by the server before
+//! anything opens): checked whether or not this build has ROS 2 interop
 //! (without the `ros2` feature a domain is refused with a reason).
 
-use std::path::PathBuf;
+use std::sync::Arc;
 
 use rosgate_core::nodes::{Domain, MAX_DOMAIN};
 use rosgate_ros2::registry::Registry;
 
-/// What `--ros-domain` and `--interfaces` ask for.
-#[derive(Debug, Clone, Default)]
+/// What `--ros-domain` asks for.
+#[derive(Debug, Clone)]
 pub struct RosSettings {
     /// ROS domain ids joined; each is bridged with the rosgate domain of
     /// the same number.
     pub domains: Vec<Domain>,
-    /// Directories of `.msg`/`.srv`/`.action` files (`<pkg>/msg/...`)
-    /// added to the bundled interfaces.
-    pub interfaces: Vec<PathBuf>,
+    /// The types known at start-up (the hub's: `Hub::types`).
+    pub types: Arc<Registry>,
+}
+
+impl Default for RosSettings {
+    fn default() -> Self {
+        RosSettings {
+            domains: Vec::new(),
+            types: Registry::bundled_shared(),
+        }
+    }
 }
 
 impl RosSettings {
-    /// The types: the bundled interfaces plus every `--interfaces` dir.
-    pub fn registry(&self) -> Result<Registry, String> {
-        let mut r = Registry::bundled();
-        for dir in &self.interfaces {
-            r.load_dir(dir)
-                .map_err(|e| format!("--interfaces {}: {e}", dir.display()))?;
-        }
-        r.check().map_err(|e| format!("--interfaces: {e}"))?;
-        Ok(r)
-    }
-
     /// Checks the domain ids (and that ROS 2 interop was built in).
     pub fn check(&self) -> Result<(), String> {
         if !cfg!(feature = "ros2") && !self.domains.is_empty() {

@@ -71,6 +71,7 @@ mod qos;
 mod rosapi;
 mod services;
 mod topics;
+mod types;
 mod waiting;
 
 use std::collections::{HashMap, VecDeque};
@@ -202,6 +203,8 @@ pub struct Hub {
     gone_sent: usize,
     /// This turn's `/metrics` answer, shared by its scrapes (`hub/http.rs`).
     metrics_turn: Option<std::rc::Rc<[u8]>>,
+    /// The interface types known (`types.rs`).
+    types: types::Types,
 }
 
 /// Why a connection was not admitted: what to send it, and the reason.
@@ -255,6 +258,7 @@ impl Hub {
             gone_bytes: 0,
             gone_sent: 0,
             metrics_turn: None,
+            types: types::Types::default(),
         }
     }
 
