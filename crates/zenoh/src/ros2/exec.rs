@@ -63,6 +63,12 @@ pub const MAX_LINK_EVENTS: usize = 4 * link::MAX_ENTITIES;
 /// (feedback is sheddable, as on a client's queue).
 pub const MAX_QUEUED_FEEDBACK: usize = 4096;
 
+/// Samples from ROS 2 the link takes per loop turn (P20: a flood cannot
+/// make one turn long); the rest, and the events after them, wait in
+/// order for the next turn, holding their room in the loop's inbox
+/// budget.
+pub const SAMPLES_PER_TURN: usize = 1024;
+
 /// ROS 2 clients' requests waiting for the loop's next turn; more get an
 /// error reply at once.
 pub const MAX_QUEUED_REQUESTS: usize = 4096;
@@ -72,7 +78,10 @@ enum Inbound {
     Event(Event),
     /// A sample (an `Event::Sample`) holding `bytes` of the loop's inbox
     /// budget.
-    Sample { event: Event, bytes: usize },
+    Sample {
+        event: Event,
+        bytes: usize,
+    },
     /// A ROS 2 client's request, with the query the link's reply answers.
     Request {
         to: Replying,
@@ -89,6 +98,38 @@ pub(super) struct LinkInbox {
     feedback: usize,
     requests: usize,
     dropped: u64,
+}
+
+impl LinkInbox {
+    /// The events waiting, in arrival order, up to (not including) the
+    /// sample past [`SAMPLES_PER_TURN`]: the rest stay, in order, for the
+    /// next turn (and whether some stay).
+    fn take(&mut self) -> (Vec<Inbound>, bool) {
+        let q = self;
+        let mut samples = 0;
+        let cut = q
+            .events
+            .iter()
+            .position(|e| {
+                samples += usize::from(matches!(e, Inbound::Sample { .. }));
+                samples > SAMPLES_PER_TURN
+            })
+            .unwrap_or(q.events.len());
+        let rest = q.events.split_off(cut);
+        let taken = std::mem::replace(&mut q.events, rest);
+        q.feedback = q
+            .events
+            .iter()
+            .filter(|e| matches!(e, Inbound::Event(Event::Feedback { .. })))
+            .count();
+        q.requests = q
+            .events
+            .iter()
+            .filter(|e| matches!(e, Inbound::Request { .. }))
+            .count();
+        let more = !q.events.is_empty();
+        (taken, more)
+    }
 }
 
 /// What the link asked of the hub, kept in order for the turn.
@@ -190,11 +231,11 @@ impl RosShared {
         self.fed.wake();
     }
 
-    fn take_link_events(&self) -> Vec<Inbound> {
-        let mut q = self.link_inbox();
-        q.feedback = 0;
-        q.requests = 0;
-        std::mem::take(&mut q.events)
+    /// The events waiting, in arrival order, up to (not including) the
+    /// sample past [`SAMPLES_PER_TURN`]: the rest stay, in order, for the
+    /// next turn (and whether some stay).
+    fn take_link_events(&self) -> (Vec<Inbound>, bool) {
+        self.link_inbox().take()
     }
 
     /// Events dropped before the link saw them (for the status).
@@ -652,7 +693,11 @@ impl RosLink {
     /// Feeds the link what Zenoh's threads learned and the time, executes
     /// what it asks, and hands its lines to the hub in order.
     pub(super) fn turn_link(&mut self, session: &Session, hub: &mut Hub, now: Instant) {
-        for e in self.shared.take_link_events() {
+        let (events, more) = self.shared.take_link_events();
+        if more {
+            self.shared.fed.wake();
+        }
+        for e in events {
             match e {
                 Inbound::Event(e) => self.link.handle(e),
                 Inbound::Sample { event, bytes } => {
@@ -725,5 +770,66 @@ impl RosLink {
                 ForHub::Check { topic, ty } => hub.set_topic_check(domain, &topic, ty.as_deref()),
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample(n: u8) -> Inbound {
+        Inbound::Sample {
+            event: Event::Sample {
+                domain: 0,
+                topic: "/t".into(),
+                publisher: [n; 16],
+                ty: "std_msgs/msg/String".into(),
+                hash: String::new(),
+                payload: vec![n],
+            },
+            bytes: 1,
+        }
+    }
+
+    fn gone(n: u8) -> Inbound {
+        Inbound::Event(Event::Gone([n; 16]))
+    }
+
+    fn feedback() -> Inbound {
+        Inbound::Event(Event::Feedback {
+            domain: 0,
+            action: "/a".into(),
+            uuid: [0; 16],
+            payload: Vec::new(),
+        })
+    }
+
+    #[test]
+    fn a_turn_takes_samples_per_turn_samples_and_leaves_the_rest_in_order() {
+        let mut q = LinkInbox::default();
+        q.events.push(gone(1));
+        for _ in 0..SAMPLES_PER_TURN {
+            q.events.push(sample(2));
+        }
+        // Past the allowance: this sample, and what came after it, wait.
+        q.events.push(sample(3));
+        q.events.push(gone(4));
+        q.events.push(feedback());
+        q.feedback = 1;
+        let (taken, more) = q.take();
+        assert!(more);
+        assert_eq!(taken.len(), 1 + SAMPLES_PER_TURN);
+        assert!(matches!(taken[0], Inbound::Event(Event::Gone(g)) if g == [1; 16]));
+        assert_eq!(q.events.len(), 3);
+        assert!(
+            matches!(&q.events[0], Inbound::Sample { event: Event::Sample { publisher, .. }, .. } if *publisher == [3; 16])
+        );
+        assert!(matches!(q.events[1], Inbound::Event(Event::Gone(g)) if g == [4; 16]));
+        assert_eq!(q.feedback, 1, "the feedback still waiting is still counted");
+        let (taken, more) = q.take();
+        assert!(!more);
+        assert_eq!(taken.len(), 3);
+        assert_eq!(q.feedback, 0);
+        assert!(q.events.is_empty());
     }
 }

@@ -245,12 +245,8 @@ impl RosLink {
                 // A result that does not fit the type: aborted, with the
                 // type's defaults (the link's reply fills them in).
                 let fits = result_type.as_deref().is_none_or(|ty| {
-                    cdr::encode(
-                        &*self.types(),
-                        ty,
-                        &json!({"status": st, "result": values}),
-                    )
-                    .is_ok()
+                    cdr::encode(&*self.types(), ty, &json!({"status": st, "result": values}))
+                        .is_ok()
                 });
                 let payload = if fits {
                     values.to_string().into_bytes()

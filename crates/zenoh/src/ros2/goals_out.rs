@@ -78,12 +78,7 @@ fn decode(types: &Registry, ty: &str, reply: Option<&Reply>) -> Option<Result<Va
         Some(Ok(s)) => s,
     };
     let mut json = Vec::new();
-    if let Err(e) = cdr::decode_json(
-        types,
-        ty,
-        &sample.payload().to_bytes(),
-        &mut json,
-    ) {
+    if let Err(e) = cdr::decode_json(types, ty, &sample.payload().to_bytes(), &mut json) {
         return Some(Err(format!(
             "the ROS 2 action server's answer is not {ty}: {e}"
         )));
@@ -266,8 +261,7 @@ impl RosLink {
     /// The feedback message type of `action` as its server declared it,
     /// for this gateway's `MS` token of the feedback topic.
     pub(super) fn feedback_type(&self, domain: Domain, action_name: &str) -> Option<Typed> {
-        let send = self
-            .served(domain, &format!("{action_name}{}", action::SEND_GOAL))?;
+        let send = self.served(domain, &format!("{action_name}{}", action::SEND_GOAL))?;
         let types = self.types();
         let action_type = rmw::ros_type_name(&send.dds_type)
             .and_then(|t| action::action_type_of_send_goal(&t).map(str::to_string))?;
@@ -309,16 +303,21 @@ impl RosLink {
         );
         let (response, name) = (srv.response.clone(), action_name.to_string());
         let snapshot = types.clone();
-        let first = FirstReply::new(move |r: Option<&Reply>| match decode(&snapshot, &response, r) {
-            Some(Ok(v)) if v["return_code"] == action::cancel_code::NONE => {}
-            Some(Ok(v)) => rosgate_core::log!(
-                Info,
-                "ros2: {name}'s server did not cancel a goal (return code {})",
-                v["return_code"]
-            ),
-            Some(Err(why)) => rosgate_core::log!(Info, "ros2: cancel of a goal of {name}: {why}"),
-            None => rosgate_core::log!(Info, "ros2: cancel of a goal of {name}: no answer"),
-        });
+        let first =
+            FirstReply::new(
+                move |r: Option<&Reply>| match decode(&snapshot, &response, r) {
+                    Some(Ok(v)) if v["return_code"] == action::cancel_code::NONE => {}
+                    Some(Ok(v)) => rosgate_core::log!(
+                        Info,
+                        "ros2: {name}'s server did not cancel a goal (return code {})",
+                        v["return_code"]
+                    ),
+                    Some(Err(why)) => {
+                        rosgate_core::log!(Info, "ros2: cancel of a goal of {name}: {why}")
+                    }
+                    None => rosgate_core::log!(Info, "ros2: cancel of a goal of {name}: no answer"),
+                },
+            );
         let timeout = Duration::from_secs(QUERY_TIMEOUT_SECS);
         self.shared
             .request(key, bytes, gid, timeout, move |r| first.on(r));
