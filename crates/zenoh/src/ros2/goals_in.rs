@@ -70,6 +70,15 @@ pub(super) struct Offered {
     _tokens: Vec<LivelinessToken>,
 }
 
+/// What a goal service's queryable decodes its requests and encodes its
+/// answers by: the link's registry when the action was offered (a
+/// snapshot), and the service's request and response types.
+struct PartTypes {
+    types: Arc<Registry>,
+    request: String,
+    response: String,
+}
+
 /// The bridge's goal id for goal `n` from ROS 2 (`ra<n>`).
 pub(super) fn goal_id(n: u64) -> String {
     format!("ra{n}")
@@ -109,17 +118,8 @@ impl RosShared {
     /// A ROS 2 client's request to goal service `part` of action `name`,
     /// on Zenoh's thread: decoded as `req_ty` and queued for the link with
     /// its query (answered as `resp_ty`), or refused.
-    #[allow(clippy::too_many_arguments)]
-    fn on_goal_service(
-        &self,
-        types: &Arc<Registry>,
-        domain: Domain,
-        name: &str,
-        part: &str,
-        req_ty: &str,
-        resp_ty: &str,
-        q: Query,
-    ) {
+    fn on_goal_service(&self, domain: Domain, name: &str, part: &str, t: &PartTypes, q: Query) {
+        let (types, req_ty, resp_ty) = (&t.types, t.request.as_str(), t.response.as_str());
         let (att, v) = match decode(types, req_ty, &q) {
             Ok(x) => x,
             Err(why) => {
@@ -443,14 +443,16 @@ impl RosLink {
                 _ => (&cancel.request, &cancel.response),
             };
             let (sh, a, sfx) = (self.shared.clone(), name.to_string(), *suffix);
-            let (req, resp, snapshot) = (req.clone(), resp.clone(), types.clone());
+            let t = PartTypes {
+                types: types.clone(),
+                request: req.clone(),
+                response: resp.clone(),
+            };
             let q = session
                 .declare_queryable(key)
                 .complete(true)
                 .allowed_origin(Locality::Remote)
-                .callback(move |q: Query| {
-                    sh.on_goal_service(&snapshot, domain, &a, sfx, &req, &resp, q)
-                })
+                .callback(move |q: Query| sh.on_goal_service(domain, &a, sfx, &t, q))
                 .wait();
             match q {
                 Ok(q) => queryables.push(q),
