@@ -777,6 +777,25 @@ impl Link {
         self.entities.get(gid)
     }
 
+    /// The type a topic's ROS 2 subscriptions are taken as: the lowest
+    /// GID's (what [`Link::publish`] puts and the hub checks).
+    fn topic_type(&self, domain: Domain, topic: &str) -> Option<String> {
+        let gid = self
+            .subscriptions
+            .get(&(domain, topic.to_string()))?
+            .iter()
+            .next()?;
+        Some(self.entities.get(gid)?.ty.clone())
+    }
+
+    /// The lowest GID of a topic's ROS 2 subscriptions (all ones if none).
+    fn lowest_sub(&self, key: &(Domain, String)) -> Gid {
+        self.subscriptions
+            .get(key)
+            .and_then(|s| s.iter().next().copied())
+            .unwrap_or([0xff; 16])
+    }
+
     fn appeared(&mut self, e: Entity) {
         if self.entities.contains_key(&e.gid) {
             return;
@@ -797,9 +816,14 @@ impl Link {
                 self.publishers.entry(key).or_default().insert(e.gid);
             }
             EntityKind::Subscription => {
+                let before = self.topic_type(e.domain, &e.name);
                 let set = self.subscriptions.entry(key.clone()).or_default();
                 set.insert(e.gid);
-                if set.len() == 1 {
+                // The first subscription is interest; a later one that
+                // takes the lowest GID with another type changes the type
+                // the topic is checked and put as (told again).
+                let lowest = set.iter().next() == Some(&e.gid);
+                if set.len() == 1 || (lowest && before.as_deref() != Some(e.ty.as_str())) {
                     self.deliver(ToHub::Interest {
                         domain: e.domain,
                         topic: e.name.clone(),
@@ -844,6 +868,18 @@ impl Link {
         };
         set.remove(&gid);
         if !set.is_empty() {
+            if e.kind == EntityKind::Subscription {
+                // The one that typed the topic went: the next one's type
+                // is the topic's now.
+                let next = self.topic_type(e.domain, &e.name);
+                if next.as_deref() != Some(e.ty.as_str()) && gid < self.lowest_sub(&key) {
+                    self.deliver(ToHub::Interest {
+                        domain: e.domain,
+                        topic: e.name.clone(),
+                        ty: next,
+                    });
+                }
+            }
             return;
         }
         map.remove(&key);

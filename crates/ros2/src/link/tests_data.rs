@@ -295,3 +295,60 @@ fn the_registry_is_the_one_the_link_was_made_with_until_it_learns() {
     assert!(Link::new().types().msg(STRING).is_none());
     assert!(!Link::new().wants_turn());
 }
+
+#[test]
+fn the_hub_is_told_again_when_the_subscription_that_types_a_topic_changes() {
+    let mut l = Link::with_types(Registry::bundled());
+    let interest = |out: &[Action]| -> Vec<Option<String>> {
+        to_hub(out)
+            .into_iter()
+            .filter_map(|t| match t {
+                ToHub::Interest { ty, .. } => Some(ty.clone()),
+                _ => None,
+            })
+            .collect()
+    };
+    let int32 = "std_msgs/msg/Int32";
+    l.handle(Event::Appeared(entity(
+        7,
+        EntityKind::Subscription,
+        "/t",
+        STRING,
+    )));
+    assert_eq!(interest(&drain(&mut l)), vec![Some(STRING.into())]);
+    // A higher GID of another type: the topic's type stays.
+    l.handle(Event::Appeared(entity(
+        9,
+        EntityKind::Subscription,
+        "/t",
+        int32,
+    )));
+    assert!(interest(&drain(&mut l)).is_empty());
+    // A lower GID of the same type: nothing changes either.
+    l.handle(Event::Appeared(entity(
+        5,
+        EntityKind::Subscription,
+        "/t",
+        STRING,
+    )));
+    assert!(interest(&drain(&mut l)).is_empty());
+    // The lowest now, of another type: the hub checks that type.
+    l.handle(Event::Appeared(entity(
+        4,
+        EntityKind::Subscription,
+        "/t",
+        int32,
+    )));
+    assert_eq!(interest(&drain(&mut l)), vec![Some(int32.into())]);
+    // It goes: the next lowest (5, String) types the topic again.
+    l.handle(Event::Gone(gid(4)));
+    assert_eq!(interest(&drain(&mut l)), vec![Some(STRING.into())]);
+    // A higher one goes: nothing.
+    l.handle(Event::Gone(gid(9)));
+    assert!(interest(&drain(&mut l)).is_empty());
+    // The lowest goes, the next is of the same type: nothing.
+    l.handle(Event::Gone(gid(5)));
+    assert!(interest(&drain(&mut l)).is_empty());
+    l.handle(Event::Gone(gid(7)));
+    assert_eq!(interest(&drain(&mut l)), vec![None], "the last one");
+}
