@@ -2584,3 +2584,107 @@ fn ros2_graph_names_are_checked_and_nodes_bounded() {
         counter(s, "memory_federation_bytes") < (per_node * 256) as u64
     });
 }
+
+/// A flood of ROS 2 samples costs the loop's inbox budget: each is either
+/// taken (`samples_received`) or shed and counted (`samples_dropped`),
+/// none is lost unaccounted, and the loop keeps answering while it comes.
+#[test]
+fn a_flood_of_ros2_samples_is_shed_and_counted_and_never_stalls_the_loop() {
+    const N: i64 = 20_000;
+    let (gw, ep) = ros_gateway(&[]);
+    let mut node = RosNode::join(&ep, "flooder");
+    let (mp_key, _mp) = node.declare(
+        EntityKind::Publisher,
+        "/chatter",
+        STRING_DDS,
+        STRING_HASH,
+        7,
+    );
+    let gid = rmw::gid(&mp_key);
+    let mut sub = gw.client();
+    sub.send_line(r#"{"op":"subscribe","topic":"/chatter","type":"std_msgs/msg/String","id":"s"}"#);
+    sub.expect_info("s");
+    // Probes (outside the count) until the subscription is in.
+    let dl = deadline(CROSS);
+    loop {
+        assert!(Instant::now() < dl, "no probe crossed within {CROSS:?}");
+        node.session
+            .put(CHATTER_KEY, cdr_string("probe"))
+            .attachment(attachment(0, unix_ns(), &gid))
+            .wait()
+            .expect("put");
+        if let Recv::Line(_) = sub.try_recv_line(deadline(ms(50))) {
+            break;
+        }
+    }
+    let mut probe = gw.client();
+    let counts = |probe: &mut Client| {
+        let v = call_values(probe, "/rosgate/federation", "{}");
+        let n = |k: &str| {
+            v["values"][k]
+                .as_i64()
+                .unwrap_or_else(|| panic!("no {k} in {v}"))
+        };
+        (n("samples_received"), n("samples_dropped"))
+    };
+    // The probes may still be arriving: settle, then take the baseline.
+    thread::sleep(ms(300));
+    let (r0, d0) = counts(&mut probe);
+    let session = node.session.clone();
+    let text = "x".repeat(1024);
+    let flood = thread::spawn(move || {
+        for seq in 1..=N {
+            session
+                .put(CHATTER_KEY, cdr_string(&text))
+                .attachment(attachment(seq, unix_ns(), &gid))
+                // Zenoh itself never drops one: whatever is shed, the
+                // gateway shed (and counted).
+                .congestion_control(zenoh::qos::CongestionControl::Block)
+                .wait()
+                .expect("put");
+        }
+    });
+    // The loop answers all along (each call within the support's REPLY).
+    let mut answered = 0;
+    while !flood.is_finished() {
+        let _ = counts(&mut probe);
+        answered += 1;
+    }
+    flood.join().expect("flood");
+    assert!(answered > 0);
+    let dl = deadline(CROSS);
+    let (r, d) = loop {
+        let (r, d) = counts(&mut probe);
+        if (r - r0) + (d - d0) >= N || Instant::now() > dl {
+            break (r, d);
+        }
+        thread::sleep(ms(50));
+    };
+    assert_eq!(
+        (r - r0) + (d - d0),
+        N,
+        "every sample taken or shed and counted (taken {}, shed {})",
+        r - r0,
+        d - d0
+    );
+    eprintln!("flood of {N}: taken {}, shed {}", r - r0, d - d0);
+    // Every taken sample gave its room back: the budget is whole again.
+    let dl = deadline(CROSS);
+    loop {
+        let v = call_values(&mut probe, "/rosgate/federation", "{}");
+        if v["values"]["inbox_bytes"] == 0 {
+            break;
+        }
+        assert!(Instant::now() < dl, "the inbox budget leaks: {v}");
+        thread::sleep(ms(50));
+    }
+    // The subscriber still hears the topic afterwards.
+    let dl = deadline(CROSS);
+    let mut heard = false;
+    while !heard && Instant::now() < dl {
+        if let Recv::Line(l) = sub.try_recv_line(deadline(ms(200))) {
+            heard = parse_line(&String::from_utf8_lossy(&l))["op"] == "publish";
+        }
+    }
+    assert!(heard, "nothing reached the subscriber");
+}
