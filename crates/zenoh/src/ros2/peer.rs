@@ -119,8 +119,8 @@ impl Peer for RosPeer {
         self.link.turn(&self.session, hub, now)
     }
 
-    /// The shell's token tables and the link's entities (both hold what
-    /// ROS 2 announced).
+    /// The link's entities (what ROS 2 announced; the shell keeps no
+    /// table of them).
     fn held_bytes(&self) -> usize {
         self.link.link.stats().bytes
     }
