@@ -2688,3 +2688,68 @@ fn a_flood_of_ros2_samples_is_shed_and_counted_and_never_stalls_the_loop() {
     }
     assert!(heard, "nothing reached the subscriber");
 }
+
+/// Two gateways in one ROS 2 graph, federated: what a client publishes on
+/// one reaches ROS 2 (a ROS 2 subscription wants it) and the other
+/// gateway's subscriber through the federation. The other gateway also
+/// receives that ROS 2 sample, from the first gateway's publisher, and
+/// drops it (the first gateway is a rosgate gateway): its client gets the
+/// message once.
+#[test]
+fn a_message_another_gateway_put_into_ros2_reaches_a_subscriber_here_once() {
+    let (a, ep_a) = ros_gateway(&[]);
+    let (b, _) = ros_gateway(&["--zenoh-connect", ep_a.as_str()]);
+    let mut node = RosNode::join(&ep_a, "listener");
+    let (_ms_key, _ms) = node.declare(
+        EntityKind::Subscription,
+        "/chatter",
+        STRING_DDS,
+        STRING_HASH,
+        10,
+    );
+    let mut on_b = b.client();
+    on_b.send_line(
+        r#"{"op":"subscribe","topic":"/chatter","type":"std_msgs/msg/String","id":"s"}"#,
+    );
+    on_b.expect_info("s");
+    let mut on_a = a.client();
+    // Probes until one crosses from A to B (federated; A's ROS 2
+    // publisher declared, ROS 2 wanting it).
+    let dl = deadline(CROSS);
+    loop {
+        assert!(
+            Instant::now() < dl,
+            "nothing crossed from A to B within {CROSS:?}"
+        );
+        on_a.send_line(r#"{"op":"publish","topic":"/chatter","msg":{"data":"probe"}}"#);
+        if let Recv::Line(_) = on_b.try_recv_line(deadline(ms(100))) {
+            break;
+        }
+    }
+    // B's link sees A's publisher token and knows A is a gateway: A's
+    // ROS 2 samples are dropped there as echoes (the probes made some).
+    let echoes = |gw: &Gateway| {
+        let mut c = gw.client();
+        call_values(&mut c, "/rosgate/federation", "{}")["values"]["ros2"]["echoes"]
+            .as_u64()
+            .unwrap_or(0)
+    };
+    let dl = deadline(CROSS);
+    while echoes(&b) == 0 {
+        assert!(Instant::now() < dl, "B never dropped A's ROS 2 sample");
+        on_a.send_line(r#"{"op":"publish","topic":"/chatter","msg":{"data":"probe"}}"#);
+        thread::sleep(ms(50));
+    }
+    // Drain the probes, then one message: heard once.
+    while let Recv::Line(_) = on_b.try_recv_line(deadline(ms(300))) {}
+    on_a.send_line(r#"{"op":"publish","topic":"/chatter","msg":{"data":"once"}}"#);
+    let mut heard = 0;
+    let dl = deadline(ms(1500));
+    while let Recv::Line(l) = on_b.try_recv_line(dl) {
+        let v = parse_line(&String::from_utf8_lossy(&l));
+        if v["msg"]["data"] == "once" {
+            heard += 1;
+        }
+    }
+    assert_eq!(heard, 1, "the message reached B's subscriber {heard} times");
+}
