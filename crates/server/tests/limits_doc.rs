@@ -420,6 +420,10 @@ const DEV_ONLY_CRATES: &[&str] = &["crates/sim", "crates/bench"];
 /// name here must exist in a dev-only crate.
 const DEV_ONLY_CONSTANTS: &[(&str, &str)] = &[
     ("MAX_CLIENTS", "client slots the simulation drives"),
+    (
+        "PUB_DEPTH",
+        "the simulated transient local ROS 2 publisher's QoS depth",
+    ),
     ("MAX_ACTIONS", "actions one fuzz input decodes to"),
     ("MAX_CHARS", "the model's copy of MAX_NAME_CHARS"),
     ("NODE_BYTES", "the model's copy of the ledger cost per node"),

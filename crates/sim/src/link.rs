@@ -8,7 +8,10 @@
 //! this gateway's publisher of a topic is declared and withdrawn in turn
 //! and every put goes through a declared one,
 //! nothing is delivered for an id the hub never used, feedback never
-//! follows a goal's end, and the link's tables stay within their bounds.
+//! follows a goal's end, a sample reaches the hub only while its topic is
+//! wanted and its (transient local) publisher is present, latched at its
+//! depth, never this gateway's own, and the link's tables stay within
+//! their bounds.
 //! At the end, when the servers have gone, the transport's queries have
 //! ended and the clock has passed every deadline: every call to ROS 2 got
 //! exactly one response, every goal exactly one end, and every ROS 2
@@ -71,7 +74,16 @@ struct World {
     present: HashMap<Gid, bool>,
     /// Topics this gateway has a publisher of, as declared.
     publishers: BTreeSet<String>,
+    /// Whether the hub wants `TOPIC`, and the samples delivered.
+    wanted: bool,
+    samples: Vec<Option<u32>>,
 }
+
+/// A ROS 2 publisher of `TOPIC`, transient local with this depth.
+const PUB_DEPTH: u32 = 3;
+
+/// The GID of this gateway's own publisher (its samples read back).
+const OWN: Gid = [0xee; 16];
 
 fn entity(n: u8, kind: EntityKind, name: &str, ty: &str) -> Entity {
     let mut gid = [0; 16];
@@ -96,6 +108,14 @@ fn graph() -> Vec<Entity> {
         entity(1, EntityKind::ServiceServer, SERVICE, SERVICE_TY),
         entity(2, EntityKind::ServiceServer, SERVICE, SERVICE_TY),
         entity(3, EntityKind::Subscription, TOPIC, "std_msgs/msg/String"),
+        {
+            let mut p = entity(20, EntityKind::Publisher, TOPIC, "std_msgs/msg/String");
+            p.qos = Qos {
+                durability: rosgate_ros2::rmw::Durability::TransientLocal,
+                ..Qos::keep_last(PUB_DEPTH)
+            };
+            p
+        },
         entity(4, EntityKind::Subscription, TOPIC, "std_msgs/msg/String"),
     ];
     let parts = [
@@ -191,6 +211,7 @@ impl World {
             Action::Deliver(ToHub::Call { call, .. }) => {
                 self.hub_calls.insert(call);
             }
+            Action::Deliver(ToHub::Sample { latched, .. }) => self.samples.push(latched),
             Action::Deliver(ToHub::Goal { goal, .. }) => {
                 self.hub_goals.insert(goal);
             }
@@ -219,7 +240,7 @@ impl World {
     fn step(&mut self, rng: &mut impl Choose, graph: &[Entity]) -> Result<(), Violation> {
         self.step += 1;
         let now = self.now;
-        match rng.below(15) {
+        match rng.below(17) {
             0 => {
                 let e = &graph[rng.below(graph.len() as u64) as usize];
                 let on = self.present.get(&e.gid).copied().unwrap_or(false);
@@ -371,6 +392,43 @@ impl World {
                 }
                 Ok(())
             }
+            15 => {
+                self.wanted = !self.wanted;
+                self.handle(Event::Want {
+                    domain: 0,
+                    topic: TOPIC.into(),
+                    ty: None,
+                    on: self.wanted,
+                })
+            }
+            16 => {
+                // A sample of a ROS 2 publisher, of this gateway's own, or
+                // one claiming a subscription's GID.
+                let mut ros = [0; 16];
+                ros[0] = 20;
+                let mut sub = [0; 16];
+                sub[0] = 3;
+                let from = [ros, OWN, sub][rng.below(3) as usize];
+                let expected =
+                    self.wanted && from == ros && self.present.get(&ros).copied().unwrap_or(false);
+                self.samples.clear();
+                self.handle(Event::Sample {
+                    domain: 0,
+                    topic: TOPIC.into(),
+                    publisher: from,
+                    ty: "std_msgs/msg/String".into(),
+                    hash: "RIHS01_x".into(),
+                    payload: vec![1],
+                })?;
+                let want: &[Option<u32>] = if expected { &[Some(PUB_DEPTH)] } else { &[] };
+                if self.samples != want {
+                    return Err(self.violation(format!(
+                        "a sample from {:?} delivered as {:?}, expected {want:?}",
+                        from[0], self.samples
+                    )));
+                }
+                Ok(())
+            }
             13 => {
                 let latched = match rng.below(3) {
                     0 => None,
@@ -500,7 +558,10 @@ fn run<C: Choose>(
         ros_goals: Vec::new(),
         present: HashMap::new(),
         publishers: BTreeSet::new(),
+        wanted: false,
+        samples: Vec::new(),
     };
+    w.handle(Event::OwnPublisher { gid: OWN, on: true })?;
     for t in [
         "std_msgs/msg/String",
         SERVICE_TY,

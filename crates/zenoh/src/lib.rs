@@ -69,10 +69,7 @@ pub use remote::{
     MAX_REMOTE_INTEREST,
 };
 #[cfg(feature = "ros2")]
-pub use ros2::{
-    FETCHES_PER_TURN, MAX_FETCHES_PER_NODE, MAX_ROS_ENTITIES, MAX_ROS_ENTITIES_PER_NODE,
-    MAX_ROS_NODES, ROS_GRAPH,
-};
+pub use ros2::{MAX_ROS_ENTITIES, MAX_ROS_ENTITIES_PER_NODE, MAX_ROS_NODES, ROS_GRAPH};
 pub use ros_settings::RosSettings;
 
 /// Work for the loop thread.

@@ -5,7 +5,14 @@
 //!   subscription, service server or client, with type, type hash and
 //!   QoS), which services and actions ROS 2 serves, which topics it
 //!   subscribes to, and which participants are rosgate gateways;
-//! - types learned from nodes (`~/get_type_description`, [`types`]);
+//! - the types: the [`Registry`] the shell's codec reads (a snapshot,
+//!   [`Link::types`]), with those learned from nodes
+//!   (`~/get_type_description`, [`types`]);
+//! - topics' data: which topics local clients want, ROS 2 publishers by
+//!   GID (so a sample finds its type, its transient local depth, and
+//!   whether a rosgate gateway or this gateway itself published it), and
+//!   this gateway's publishers to ROS 2, typed as the ROS 2 subscriptions
+//!   declared ([`Action::Publisher`], [`Action::Put`]);
 //! - calls both ways ([`calls`]) and goals both ways ([`goals_out`],
 //!   [`goals_in`]).
 //!
@@ -13,7 +20,8 @@
 //! mapped to and from these terms by an adapter ([`rmw_zenoh`]), and a DDS
 //! adapter can do the same with topics and discovery. Payloads are opaque
 //! bytes the link never reads (CDR on the ROS 2 side; the shell converts at
-//! the hub's edge by the type an action names). Time is only what
+//! the hub's edge, on the loop thread, by the type an action names and the
+//! registry the link holds). Time is only what
 //! [`Event::Tick`] and the hub's commands pass in: there is no clock, lock,
 //! thread or socket here.
 //!
@@ -26,7 +34,10 @@
 //!   to ROS 2 ends in exactly one service response to the hub;
 //! - every goal ends exactly once, both ways;
 //! - a sample from a rosgate gateway's publisher (recognised by its
-//!   participant) is dropped: it crosses the federation already;
+//!   participant) or from this gateway's own (by GID,
+//!   [`Event::OwnPublisher`]) is dropped: it crosses the federation
+//!   already, or it is not news; so is one of a publisher not known, or of
+//!   a type not known (counted);
 //! - a type is asked of a node once, and used only when its description
 //!   hashes to what the node advertised;
 //! - an entity is remembered only when its names pass rmw's rules and
@@ -34,7 +45,10 @@
 //! - every table is bounded by a named constant below.
 
 use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+use crate::registry::Registry;
 
 pub use crate::rmw::{EntityKind, Qos};
 
@@ -80,6 +94,10 @@ pub const MAX_ENDED_GOALS: usize = 1024;
 pub const MAX_RESULT_WAITERS: usize = 16;
 /// Types asked of nodes, ever (each once).
 pub const MAX_FETCHES: usize = 1024;
+/// Types asked of one node.
+pub const MAX_FETCHES_PER_NODE: usize = 64;
+/// Types asked of nodes between two ticks (a loop turn); the rest wait.
+pub const FETCHES_PER_TURN: usize = 16;
 /// The longest a node may take to describe a type.
 pub const FETCH_TIMEOUT: Duration = Duration::from_secs(10);
 /// Participants known to be rosgate gateways.
@@ -124,9 +142,10 @@ pub enum Reply {
     Result { status: i8, payload: Vec<u8> },
     /// `cancel_goal`'s response code.
     Cancel(i8),
-    /// `get_type_description`'s: the RIHS01 hash the description computes
-    /// to, or `None` when it did not describe the type.
-    Described(Option<String>),
+    /// `get_type_description`'s: the `type_description` (JSON, as the
+    /// codec decodes it), or `None` when the node did not describe the
+    /// type.
+    Described(Option<serde_json::Value>),
     /// The peer answered with an error.
     Refused(String),
 }
@@ -163,13 +182,20 @@ pub enum Event {
     /// A participant is (or is no longer) a rosgate gateway: samples from
     /// its publishers are not delivered (they cross the federation).
     Rosgate { participant: String, present: bool },
-    /// A sample from a ROS 2 publisher.
+    /// A sample from a ROS 2 publisher: its type (a ROS name) and hash as
+    /// the transport said them (rmw_zenoh: the key), its CDR.
     Sample {
         domain: Domain,
         topic: String,
         publisher: Gid,
+        ty: String,
+        hash: String,
         payload: Vec<u8>,
     },
+    /// The shell declared (or withdrew) one of this gateway's own
+    /// publishers to ROS 2: its samples, read back (a history query reads
+    /// this gateway's caches too), are not news.
+    OwnPublisher { gid: Gid, on: bool },
     /// An answer to one of the link's queries.
     Reply { query: QueryId, reply: Reply },
     /// One of the link's queries ended (after its reply, or without one).
@@ -189,12 +215,15 @@ pub enum Event {
         uuid: [u8; 16],
         payload: Vec<u8>,
     },
-    /// The hub: a type is known (bundled or `--interfaces`).
+    /// A type is known by name, without a definition (simulations and
+    /// tests; the shell's types are the registry the link is made with).
     KnownType(String),
-    /// The hub has local subscribers of a topic (or no longer).
+    /// The hub has local subscribers of a topic (or no longer); `ty` is
+    /// the type they named, if any.
     Want {
         domain: Domain,
         topic: String,
+        ty: Option<String>,
         on: bool,
     },
     /// The hub publishes on a topic (payload in the hub's form); `latched`
@@ -256,13 +285,15 @@ pub enum GoalUpdate {
 /// What the hub is told.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ToHub {
-    /// A ROS 2 sample; `latched` when its publisher is transient local
-    /// (the hub keeps it for late subscribers).
+    /// A ROS 2 sample (CDR of `ty`, a known type, with the hash its
+    /// publisher gave); `latched` is the depth when its publisher is
+    /// transient local (the hub keeps that many for late subscribers).
     Sample {
         domain: Domain,
         topic: String,
         ty: String,
-        latched: bool,
+        hash: String,
+        latched: Option<u32>,
         payload: Vec<u8>,
     },
     /// ROS 2 subscribes to a topic (`ty`), or no longer (`None`): the
@@ -319,18 +350,21 @@ pub enum ToHub {
     },
     /// A ROS 2 client cancels a goal the local server runs.
     CancelGoal { goal: u64 },
-    /// A type the link learned from a node is to be used (the fetch's
-    /// description, which the shell holds).
+    /// A type the link learned from a node (query `query`): the
+    /// registry ([`Link::types`]) has it now.
     LearnType { query: QueryId, ty: String },
 }
 
 /// What the link asks the shell to do.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Action {
-    /// Subscribe to a topic's samples (any type), or stop.
+    /// Subscribe to a topic's samples (any type), or stop; `ty` is the
+    /// type (full name) and hash local clients named, when known (the
+    /// subscription may be announced as of that type).
     Subscribe {
         domain: Domain,
         topic: String,
+        ty: Option<(String, String)>,
         on: bool,
     },
     /// Watch an action's feedback topic, or stop.
@@ -461,8 +495,20 @@ pub struct Stats {
     pub ignored: u64,
     /// Samples dropped because a rosgate gateway published them.
     pub echoes: u64,
+    /// Samples dropped because this gateway published them.
+    pub own: u64,
+    /// Samples dropped because their type is not known.
+    pub unknown_type: u64,
+    /// Topics ROS 2 subscribes to, and services (and action parts) it
+    /// serves.
+    pub topics_subscribed: usize,
+    pub services_served: usize,
     pub types_asked: usize,
     pub types_learned: u64,
+    /// Descriptions not used (they did not hash as advertised).
+    pub types_refused: u64,
+    /// Types asked, waiting for a later turn.
+    pub types_waiting: usize,
     pub calls_in: usize,
     pub calls_out: usize,
     pub goals_out: usize,
@@ -481,6 +527,9 @@ pub struct Link {
     /// Actions offered to the hub: all five entities known.
     actions: HashSet<(Domain, String)>,
     rosgate: HashSet<String>,
+    /// GIDs of this gateway's own publishers to ROS 2 (at most
+    /// [`MAX_ENTITIES`]).
+    own: HashSet<Gid>,
     /// Topics the hub has local subscribers of.
     wanted: HashSet<(Domain, String)>,
     /// Services and actions the hub offers: name -> type.
@@ -499,12 +548,41 @@ pub struct Link {
     next_query: u64,
     ignored: u64,
     echoes: u64,
+    own_samples: u64,
+    unknown_type: u64,
     out: VecDeque<Action>,
 }
 
 impl Link {
+    /// A link that knows no type (until it learns them).
     pub fn new() -> Link {
         Link::default()
+    }
+
+    /// A link whose codec types are `types` (bundled and `--interfaces`).
+    pub fn with_types(types: Registry) -> Link {
+        Link {
+            types: types::Types::new(types),
+            ..Link::default()
+        }
+    }
+
+    /// The types known now: a snapshot, replaced whole when a type is
+    /// learned (compare with [`Arc::ptr_eq`] to see a change).
+    pub fn types(&self) -> &Arc<Registry> {
+        self.types.registry()
+    }
+
+    /// The ROS 2 server of `name` calls and goals go to (the lowest GID),
+    /// with its type and hash.
+    pub fn server_of(&self, domain: Domain, name: &str) -> Option<&Entity> {
+        self.server(domain, name)
+    }
+
+    /// Whether the link has asks waiting for a later turn (the shell then
+    /// turns again soon).
+    pub fn wants_turn(&self) -> bool {
+        self.types.waiting() > 0
     }
 
     /// The next thing to do, in order; `None` when there is nothing more.
@@ -561,8 +639,14 @@ impl Link {
             refused: self.admission.refused,
             ignored: self.ignored,
             echoes: self.echoes,
+            own: self.own_samples,
+            unknown_type: self.unknown_type,
+            topics_subscribed: self.subscriptions.len(),
+            services_served: self.servers.len(),
             types_asked: self.types.asked(),
             types_learned: self.types.learned(),
+            types_refused: self.types.refused(),
+            types_waiting: self.types.waiting(),
             calls_in: self.calls.inbound(),
             calls_out: self.calls.outbound(),
             goals_out: self.goals_out.len(),
@@ -596,8 +680,19 @@ impl Link {
                 domain,
                 topic,
                 publisher,
+                ty,
+                hash,
                 payload,
-            } => self.sample(domain, topic, publisher, payload),
+            } => self.sample(domain, topic, publisher, (ty, hash), payload),
+            Event::OwnPublisher { gid, on } => {
+                if !on {
+                    self.own.remove(&gid);
+                } else if self.own.len() < MAX_ENTITIES {
+                    self.own.insert(gid);
+                } else {
+                    self.ignored += 1;
+                }
+            }
             Event::Reply { query, reply } => self.reply(query, reply),
             Event::QueryEnd { query } => {
                 calls::query_end(self, query);
@@ -623,7 +718,12 @@ impl Link {
                 payload,
             } => goals_out::feedback(self, domain, &action, uuid, payload),
             Event::KnownType(ty) => self.types.know(ty),
-            Event::Want { domain, topic, on } => self.want(domain, topic, on),
+            Event::Want {
+                domain,
+                topic,
+                ty,
+                on,
+            } => self.want(domain, topic, ty, on),
             Event::Publish {
                 domain,
                 topic,
@@ -677,6 +777,25 @@ impl Link {
         self.entities.get(gid)
     }
 
+    /// The type a topic's ROS 2 subscriptions are taken as: the lowest
+    /// GID's (what [`Link::publish`] puts and the hub checks).
+    fn topic_type(&self, domain: Domain, topic: &str) -> Option<String> {
+        let gid = self
+            .subscriptions
+            .get(&(domain, topic.to_string()))?
+            .iter()
+            .next()?;
+        Some(self.entities.get(gid)?.ty.clone())
+    }
+
+    /// The lowest GID of a topic's ROS 2 subscriptions (all ones if none).
+    fn lowest_sub(&self, key: &(Domain, String)) -> Gid {
+        self.subscriptions
+            .get(key)
+            .and_then(|s| s.iter().next().copied())
+            .unwrap_or([0xff; 16])
+    }
+
     fn appeared(&mut self, e: Entity) {
         if self.entities.contains_key(&e.gid) {
             return;
@@ -697,9 +816,14 @@ impl Link {
                 self.publishers.entry(key).or_default().insert(e.gid);
             }
             EntityKind::Subscription => {
+                let before = self.topic_type(e.domain, &e.name);
                 let set = self.subscriptions.entry(key.clone()).or_default();
                 set.insert(e.gid);
-                if set.len() == 1 {
+                // The first subscription is interest; a later one that
+                // takes the lowest GID with another type changes the type
+                // the topic is checked and put as (told again).
+                let lowest = set.iter().next() == Some(&e.gid);
+                if set.len() == 1 || (lowest && before.as_deref() != Some(e.ty.as_str())) {
                     self.deliver(ToHub::Interest {
                         domain: e.domain,
                         topic: e.name.clone(),
@@ -744,6 +868,18 @@ impl Link {
         };
         set.remove(&gid);
         if !set.is_empty() {
+            if e.kind == EntityKind::Subscription {
+                // The one that typed the topic went: the next one's type
+                // is the topic's now.
+                let next = self.topic_type(e.domain, &e.name);
+                if next.as_deref() != Some(e.ty.as_str()) && gid < self.lowest_sub(&key) {
+                    self.deliver(ToHub::Interest {
+                        domain: e.domain,
+                        topic: e.name.clone(),
+                        ty: next,
+                    });
+                }
+            }
             return;
         }
         map.remove(&key);
@@ -817,8 +953,19 @@ impl Link {
         }
     }
 
-    fn sample(&mut self, domain: Domain, topic: String, publisher: Gid, payload: Vec<u8>) {
-        // A publisher not (yet) known is not decodable by type: dropped.
+    fn sample(
+        &mut self,
+        domain: Domain,
+        topic: String,
+        publisher: Gid,
+        (ty, hash): (String, String),
+        payload: Vec<u8>,
+    ) {
+        if self.own.contains(&publisher) {
+            self.own_samples += 1;
+            return;
+        }
+        // A publisher not (yet) known is not believed: dropped.
         let Some(p) = self.entities.get(&publisher) else {
             self.ignored += 1;
             return;
@@ -834,18 +981,28 @@ impl Link {
         if !self.wanted.contains(&(domain, topic.clone())) {
             return;
         }
-        let latched = p.qos.durability == crate::rmw::Durability::TransientLocal;
-        let ty = p.ty.clone();
+        // A transient local publisher's samples are latched in the hub
+        // (its depth of them), so clients that subscribe later get them as
+        // from a local one.
+        let latched = (p.qos.durability == crate::rmw::Durability::TransientLocal)
+            .then_some(p.qos.depth.max(1));
+        // Decoded by the type the sample names (what its CDR is), which
+        // must be known here.
+        if !self.types.knows(&ty) {
+            self.unknown_type += 1;
+            return;
+        }
         self.deliver(ToHub::Sample {
             domain,
             topic,
             ty,
+            hash,
             latched,
             payload,
         });
     }
 
-    fn want(&mut self, domain: Domain, topic: String, on: bool) {
+    fn want(&mut self, domain: Domain, topic: String, ty: Option<String>, on: bool) {
         let key = (domain, topic.clone());
         let changed = if on {
             self.wanted.insert(key)
@@ -853,7 +1010,20 @@ impl Link {
             self.wanted.remove(&key)
         };
         if changed {
-            self.push(Action::Subscribe { domain, topic, on });
+            // The type local clients named, by its full name and hash,
+            // when the registry has it.
+            let types = self.types.registry();
+            let ty = ty.filter(|_| on).and_then(|t| {
+                let full = types.msg(&t)?.name.clone();
+                let hash = types.hash(&full)?;
+                Some((full, hash))
+            });
+            self.push(Action::Subscribe {
+                domain,
+                topic,
+                ty,
+                on,
+            });
         }
     }
 

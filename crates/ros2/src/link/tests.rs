@@ -7,6 +7,9 @@ use super::*;
 use crate::action::{self as a, cancel_code, status};
 use crate::rmw::Durability;
 
+#[path = "tests_data.rs"]
+mod data;
+
 const D: Domain = 0;
 
 fn gid(n: u8) -> Gid {
@@ -370,11 +373,13 @@ fn samples_are_delivered_while_wanted_from_known_publishers_only() {
     l.handle(Event::Want {
         domain: D,
         topic: "/chatter".into(),
+        ty: None,
         on: true,
     });
     l.handle(Event::Want {
         domain: D,
         topic: "/chatter".into(),
+        ty: None,
         on: true,
     });
     assert_eq!(
@@ -382,6 +387,7 @@ fn samples_are_delivered_while_wanted_from_known_publishers_only() {
         vec![Action::Subscribe {
             domain: D,
             topic: "/chatter".into(),
+            ty: None,
             on: true
         }],
         "subscribed once however many times wanted"
@@ -390,6 +396,8 @@ fn samples_are_delivered_while_wanted_from_known_publishers_only() {
         domain: D,
         topic: "/chatter".into(),
         publisher: gid(p),
+        ty: "std_msgs/msg/String".into(),
+        hash: String::new(),
         payload: vec![p],
     };
     l.handle(sample(1));
@@ -411,7 +419,8 @@ fn samples_are_delivered_while_wanted_from_known_publishers_only() {
             domain: D,
             topic: "/chatter".into(),
             ty: "std_msgs/msg/String".into(),
-            latched: false,
+            hash: String::new(),
+            latched: None,
             payload: vec![1]
         }]
     );
@@ -420,12 +429,15 @@ fn samples_are_delivered_while_wanted_from_known_publishers_only() {
         domain: D,
         topic: "/other".into(),
         publisher: gid(1),
+        ty: "std_msgs/msg/String".into(),
+        hash: String::new(),
         payload: vec![],
     });
     assert!(drain(&mut l).is_empty());
     l.handle(Event::Want {
         domain: D,
         topic: "/chatter".into(),
+        ty: None,
         on: false,
     });
     assert_eq!(
@@ -433,6 +445,7 @@ fn samples_are_delivered_while_wanted_from_known_publishers_only() {
         vec![Action::Subscribe {
             domain: D,
             topic: "/chatter".into(),
+            ty: None,
             on: false
         }]
     );
@@ -446,6 +459,7 @@ fn a_rosgate_gateways_publisher_is_recognised_and_not_echoed() {
     l.handle(Event::Want {
         domain: D,
         topic: "/chatter".into(),
+        ty: None,
         on: true,
     });
     let mut p = entity(1, EntityKind::Publisher, "/chatter", "std_msgs/msg/String");
@@ -460,6 +474,8 @@ fn a_rosgate_gateways_publisher_is_recognised_and_not_echoed() {
         domain: D,
         topic: "/chatter".into(),
         publisher: gid(1),
+        ty: "std_msgs/msg/String".into(),
+        hash: String::new(),
         payload: vec![1],
     };
     l.handle(sample.clone());
@@ -486,6 +502,7 @@ fn transient_local_publishers_samples_are_delivered_latched() {
     l.handle(Event::Want {
         domain: D,
         topic: "/map".into(),
+        ty: None,
         on: true,
     });
     let mut p = entity(1, EntityKind::Publisher, "/map", "std_msgs/msg/String");
@@ -503,85 +520,130 @@ fn transient_local_publishers_samples_are_delivered_latched() {
             domain: D,
             topic: "/map".into(),
             publisher: gid(p),
+            ty: "std_msgs/msg/String".into(),
+            hash: String::new(),
             payload: vec![p],
         });
     }
-    let latched: Vec<bool> = to_hub(&drain(&mut l))
+    let latched: Vec<Option<u32>> = to_hub(&drain(&mut l))
         .into_iter()
         .filter_map(|t| match t {
             ToHub::Sample { latched, .. } => Some(*latched),
             _ => None,
         })
         .collect();
-    assert_eq!(latched, vec![true, false]);
+    assert_eq!(latched, vec![Some(10), None], "its depth, for the hub");
 }
 
 // ------------------------------------------------------------------ types
 
+/// The definition `blip()` describes (the type is not bundled).
+const BLIP: &str = "int32 a\nstring<=8 tag\ngeometry_msgs/Point[] pts\nfloat64[9] m\n";
+
+/// A node's description of `custom_msgs/msg/Blip`, as rosidl writes it.
+fn blip() -> serde_json::Value {
+    crate::describe::tests::blip()
+}
+
+/// The RIHS01 a node advertises for `custom_msgs/msg/Blip`.
+fn blip_hash() -> String {
+    let mut r = Registry::bundled();
+    r.add("custom_msgs", crate::model::Kind::Msg, "Blip", BLIP)
+        .expect("Blip parses");
+    r.hash("custom_msgs/msg/Blip").expect("a hash")
+}
+
+/// An entity of type Blip, advertising `hash`.
+fn blip_entity(n: u8, kind: EntityKind, name: &str, hash: &str) -> Entity {
+    let mut e = entity(n, kind, name, "custom_msgs/msg/Blip");
+    e.hash = hash.to_string();
+    e
+}
+
+/// The queries of the Describe actions in `out` for `ty`.
+fn describes(out: &[Action], ty: &str) -> Vec<QueryId> {
+    out.iter()
+        .filter_map(|a| match a {
+            Action::Describe { query, ty: t, .. } if t == ty => Some(*query),
+            _ => None,
+        })
+        .collect()
+}
+
 #[test]
 fn an_unknown_type_is_asked_once_and_learned_when_its_hash_matches() {
-    let mut l = Link::new();
-    let p = entity(1, EntityKind::Publisher, "/x", "pkg/msg/New");
-    let hash = p.hash.clone();
-    l.handle(Event::Appeared(p));
-    l.handle(Event::Appeared(entity(
+    let mut l = Link::with_types(Registry::bundled());
+    let before = l.types().clone();
+    let hash = blip_hash();
+    l.handle(Event::Appeared(blip_entity(
+        1,
+        EntityKind::Publisher,
+        "/x",
+        &hash,
+    )));
+    l.handle(Event::Appeared(blip_entity(
         2,
         EntityKind::Subscription,
         "/x",
-        "pkg/msg/New",
+        &hash,
     )));
     let out = drain(&mut l);
-    let asks: Vec<QueryId> = out
-        .iter()
-        .filter_map(|a| match a {
-            Action::Describe {
-                query, ty, node, ..
-            } if ty == "pkg/msg/New" && node == "/node" => Some(*query),
-            _ => None,
-        })
-        .collect();
+    let asks = describes(&out, "custom_msgs/msg/Blip");
     assert_eq!(asks.len(), 1, "asked once for two entities: {out:?}");
+    assert!(out.iter().any(|a| matches!(
+        a,
+        Action::Describe { node, hash: h, .. } if node == "/node" && *h == hash
+    )));
     assert_eq!(l.stats().types_asked, 1);
     l.handle(Event::Reply {
         query: asks[0],
-        reply: Reply::Described(Some(hash)),
+        reply: Reply::Described(Some(blip())),
     });
     assert_eq!(
         to_hub(&drain(&mut l)),
         vec![&ToHub::LearnType {
             query: asks[0],
-            ty: "pkg/msg/New".into()
+            ty: "custom_msgs/msg/Blip".into()
         }]
     );
     assert_eq!(l.stats().types_learned, 1);
+    assert!(!Arc::ptr_eq(&before, l.types()), "a new snapshot");
+    assert!(
+        before.msg("custom_msgs/msg/Blip").is_none(),
+        "the old one unchanged"
+    );
+    assert_eq!(
+        l.types().hash("custom_msgs/msg/Blip").as_deref(),
+        Some(hash.as_str())
+    );
     // Known now: a later entity of it asks nothing.
-    l.handle(Event::Appeared(entity(
+    l.handle(Event::Appeared(blip_entity(
         3,
         EntityKind::Publisher,
         "/y",
-        "pkg/msg/New",
+        &hash,
     )));
-    assert!(drain(&mut l)
-        .iter()
-        .all(|a| !matches!(a, Action::Describe { .. })));
+    assert!(describes(&drain(&mut l), "custom_msgs/msg/Blip").is_empty());
 }
 
 #[test]
 fn a_description_that_hashes_otherwise_is_not_used_nor_asked_again() {
-    let mut l = Link::new();
-    l.handle(Event::Appeared(entity(
+    let mut l = Link::with_types(Registry::bundled());
+    let odd = format!("RIHS01_{}", "0".repeat(64));
+    l.handle(Event::Appeared(blip_entity(
         1,
         EntityKind::Publisher,
         "/x",
-        "pkg/msg/Odd",
+        &odd,
     )));
     let q = match drain(&mut l).as_slice() {
         [Action::Describe { query, .. }] => *query,
         other => panic!("{other:?}"),
     };
+    // The real description, but the node advertised another hash.
     l.handle(Event::Reply {
         query: q,
-        reply: Reply::Described(Some("RIHS01_other".into())),
+        reply: Reply::Described(Some(blip())),
     });
     l.handle(Event::Reply {
         query: q,
@@ -589,24 +651,47 @@ fn a_description_that_hashes_otherwise_is_not_used_nor_asked_again() {
     });
     assert!(drain(&mut l).is_empty());
     assert_eq!(l.stats().types_learned, 0);
-    l.handle(Event::Appeared(entity(
+    assert_eq!(l.stats().types_refused, 1);
+    assert!(l.types().msg("custom_msgs/msg/Blip").is_none());
+    l.handle(Event::Appeared(blip_entity(
         2,
         EntityKind::Publisher,
         "/z",
-        "pkg/msg/Odd",
+        &odd,
     )));
     assert!(drain(&mut l).is_empty(), "each type is asked once, ever");
 }
 
 #[test]
-fn a_node_that_does_not_describe_in_time_is_given_up_on() {
-    let t0 = Instant::now();
-    let mut l = Link::new();
-    l.handle(Event::Appeared(entity(
+fn a_description_that_does_not_describe_is_refused() {
+    let mut l = Link::with_types(Registry::bundled());
+    l.handle(Event::Appeared(blip_entity(
         1,
         EntityKind::Publisher,
         "/x",
-        "pkg/msg/Slow",
+        &blip_hash(),
+    )));
+    let q = describes(&drain(&mut l), "custom_msgs/msg/Blip")[0];
+    let mut bad = blip();
+    bad["type_description"]["fields"][0]["type"]["type_id"] = 200.into();
+    l.handle(Event::Reply {
+        query: q,
+        reply: Reply::Described(Some(bad)),
+    });
+    assert!(drain(&mut l).is_empty());
+    assert_eq!(l.stats().types_refused, 1);
+    assert!(l.types().msg("custom_msgs/msg/Blip").is_none());
+}
+
+#[test]
+fn a_node_that_does_not_describe_in_time_is_given_up_on() {
+    let t0 = Instant::now();
+    let mut l = Link::with_types(Registry::bundled());
+    l.handle(Event::Appeared(blip_entity(
+        1,
+        EntityKind::Publisher,
+        "/x",
+        &blip_hash(),
     )));
     let q = match drain(&mut l).as_slice() {
         [Action::Describe { query, .. }] => *query,
@@ -616,28 +701,98 @@ fn a_node_that_does_not_describe_in_time_is_given_up_on() {
     l.handle(Event::Tick(t0 + FETCH_TIMEOUT - Duration::from_millis(1)));
     l.handle(Event::Tick(t0 + FETCH_TIMEOUT));
     // The answer after the deadline is not used.
-    let hash = entity(1, EntityKind::Publisher, "", "").hash;
     l.handle(Event::Reply {
         query: q,
-        reply: Reply::Described(Some(hash)),
+        reply: Reply::Described(Some(blip())),
     });
     assert!(drain(&mut l).is_empty());
+    assert!(l.types().msg("custom_msgs/msg/Blip").is_none());
+    assert_eq!(l.stats().types_learned, 0);
 }
 
 #[test]
-fn at_most_max_fetches_types_are_asked() {
+fn a_node_that_answers_just_before_its_deadline_is_heard() {
+    let t0 = Instant::now();
+    let mut l = Link::with_types(Registry::bundled());
+    l.handle(Event::Appeared(blip_entity(
+        1,
+        EntityKind::Publisher,
+        "/x",
+        &blip_hash(),
+    )));
+    let q = describes(&drain(&mut l), "custom_msgs/msg/Blip")[0];
+    l.handle(Event::Tick(t0));
+    l.handle(Event::Tick(t0 + FETCH_TIMEOUT - Duration::from_millis(1)));
+    l.handle(Event::Reply {
+        query: q,
+        reply: Reply::Described(Some(blip())),
+    });
+    assert_eq!(l.stats().types_learned, 1);
+}
+
+#[test]
+fn at_most_max_fetches_types_are_asked_fetches_per_turn_at_a_time() {
+    let t0 = Instant::now();
     let mut l = Link::new();
     for i in 0..MAX_FETCHES as u32 + 2 {
         let mut e = entity(0, EntityKind::Publisher, "/t", &format!("pkg/msg/T{i}"));
         e.gid[..4].copy_from_slice(&i.to_le_bytes());
+        // Spread over nodes, so the per-node bound is not the one met.
+        e.node = format!("/n{}", i as usize / MAX_FETCHES_PER_NODE);
         l.handle(Event::Appeared(e));
     }
-    let asked = drain(&mut l)
+    let first = drain(&mut l)
         .iter()
         .filter(|a| matches!(a, Action::Describe { .. }))
         .count();
+    assert_eq!(first, FETCHES_PER_TURN, "the rest wait for later turns");
+    assert!(l.wants_turn());
+    let mut asked = first;
+    let mut turns = 0;
+    while l.wants_turn() {
+        turns += 1;
+        l.handle(Event::Tick(t0 + Duration::from_millis(turns)));
+        let n = drain(&mut l)
+            .iter()
+            .filter(|a| matches!(a, Action::Describe { .. }))
+            .count();
+        assert!(n <= FETCHES_PER_TURN);
+        asked += n;
+    }
     assert_eq!(asked, MAX_FETCHES);
     assert_eq!(l.stats().types_asked, MAX_FETCHES);
+    assert_eq!(l.stats().ignored, 2);
+    assert_eq!(turns as usize, MAX_FETCHES.div_ceil(FETCHES_PER_TURN) - 1);
+}
+
+#[test]
+fn one_node_is_asked_for_at_most_max_fetches_per_node_types() {
+    let mut l = Link::new();
+    let t0 = Instant::now();
+    for i in 0..MAX_FETCHES_PER_NODE as u32 + 3 {
+        let mut e = entity(0, EntityKind::Publisher, "/t", &format!("pkg/msg/T{i}"));
+        e.gid[..4].copy_from_slice(&i.to_le_bytes());
+        l.handle(Event::Appeared(e));
+    }
+    // Another node's type is still asked.
+    let mut other = entity(0, EntityKind::Publisher, "/t", "pkg/msg/Other");
+    other.gid[..4].copy_from_slice(&u32::MAX.to_le_bytes());
+    other.node = "/other".into();
+    l.handle(Event::Appeared(other));
+    let mut asked = Vec::new();
+    for turn in 0..100 {
+        l.handle(Event::Tick(t0 + Duration::from_millis(turn)));
+        asked.extend(drain(&mut l).into_iter().filter_map(|a| match a {
+            Action::Describe { node, .. } => Some(node),
+            _ => None,
+        }));
+    }
+    assert_eq!(
+        asked.iter().filter(|n| *n == "/node").count(),
+        MAX_FETCHES_PER_NODE
+    );
+    assert_eq!(asked.iter().filter(|n| *n == "/other").count(), 1);
+    assert_eq!(l.stats().ignored, 3);
 }
 
 // ------------------------------------------------------------ calls out
@@ -1753,6 +1908,7 @@ fn a_sample_claiming_a_subscription_or_another_domain_is_not_believed() {
     l.handle(Event::Want {
         domain: D,
         topic: "/chatter".into(),
+        ty: None,
         on: true,
     });
     l.handle(Event::Appeared(entity(
@@ -1772,12 +1928,16 @@ fn a_sample_claiming_a_subscription_or_another_domain_is_not_believed() {
         domain: D,
         topic: "/chatter".into(),
         publisher: gid(1),
+        ty: "std_msgs/msg/String".into(),
+        hash: String::new(),
         payload: vec![],
     });
     l.handle(Event::Sample {
         domain: 7,
         topic: "/chatter".into(),
         publisher: gid(2),
+        ty: "std_msgs/msg/String".into(),
+        hash: String::new(),
         payload: vec![],
     });
     assert!(to_hub(&drain(&mut l)).is_empty());
@@ -1790,17 +1950,20 @@ fn wanting_nothing_new_or_unwanting_what_was_not_wanted_does_nothing() {
     l.handle(Event::Want {
         domain: D,
         topic: "/a".into(),
+        ty: None,
         on: false,
     });
     assert!(drain(&mut l).is_empty());
     l.handle(Event::Want {
         domain: D,
         topic: "/a".into(),
+        ty: None,
         on: true,
     });
     l.handle(Event::Want {
         domain: 1,
         topic: "/a".into(),
+        ty: None,
         on: true,
     });
     assert_eq!(drain(&mut l).len(), 2, "per domain");
@@ -1839,28 +2002,28 @@ fn a_known_type_is_never_asked_and_a_node_is_never_asked_for() {
 
 #[test]
 fn a_description_query_that_ends_unanswered_is_not_asked_again() {
-    let mut l = Link::new();
-    l.handle(Event::Appeared(entity(
+    let mut l = Link::with_types(Registry::bundled());
+    let hash = blip_hash();
+    l.handle(Event::Appeared(blip_entity(
         1,
         EntityKind::Publisher,
         "/x",
-        "pkg/msg/Gone",
+        &hash,
     )));
     let q = match drain(&mut l).as_slice() {
         [Action::Describe { query, .. }] => *query,
         other => panic!("{other:?}"),
     };
     l.handle(Event::QueryEnd { query: q });
-    let hash = entity(1, EntityKind::Publisher, "", "").hash;
     l.handle(Event::Reply {
         query: q,
-        reply: Reply::Described(Some(hash)),
+        reply: Reply::Described(Some(blip())),
     });
-    l.handle(Event::Appeared(entity(
+    l.handle(Event::Appeared(blip_entity(
         2,
         EntityKind::Publisher,
         "/y",
-        "pkg/msg/Gone",
+        &hash,
     )));
     assert!(drain(&mut l).is_empty());
     assert_eq!(l.stats().types_learned, 0);
@@ -2119,6 +2282,8 @@ fn the_rmw_zenoh_adapter_reads_a_sample_and_names_the_keys_of_puts_and_queries()
             domain: 0,
             topic: "/robot1/chatter".into(),
             publisher: gid(7),
+            ty: "std_msgs/msg/String".into(),
+            hash: hash.clone(),
             payload: vec![1]
         })
     );

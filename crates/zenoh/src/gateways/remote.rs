@@ -222,11 +222,15 @@ impl Shared {
         }
     }
 
-    /// Whether `zid` is another rosgate gateway of this federation.
+    /// The other rosgate gateways of this federation (at most
+    /// [`MAX_GATEWAYS`]) when they changed since `seen`, with the number
+    /// to pass next time (the ROS 2 link drops their publishers' samples).
     // Used by the ROS 2 peer only.
     #[cfg_attr(not(feature = "ros2"), allow(dead_code))]
-    pub(crate) fn is_gateway(&self, zid: &str) -> bool {
-        self.tables().gateways.contains_key(zid)
+    pub(crate) fn gateways_since(&self, seen: u64) -> Option<(u64, Vec<String>)> {
+        let t = self.tables();
+        let now = t.joined + t.left;
+        (now != seen).then(|| (now, t.gateways.keys().cloned().collect()))
     }
 
     /// Another gateway announced its graph of a domain: taken only from a
@@ -729,6 +733,35 @@ impl Shared {
             self.pending_samples.fetch_sub(1, Ordering::AcqRel);
             self.drop_one();
         }
+    }
+
+    /// Takes room for one sample of `n` bytes from the loop's inbox budget
+    /// (the one [`Shared::deliver`] counts against) for a sample that
+    /// reaches the loop another way (the ROS 2 link's inbox); false, and
+    /// counted as dropped, when the budget is spent. The loop gives the
+    /// room back with [`Shared::release_sample`] when it takes the sample.
+    // Used by the ROS 2 peer only.
+    #[cfg_attr(not(feature = "ros2"), allow(dead_code))]
+    pub(crate) fn reserve_sample(&self, n: usize) -> bool {
+        if self.inbox_full() {
+            self.drop_one();
+            return false;
+        }
+        if self.pending_bytes.fetch_add(n, Ordering::AcqRel) + n > INBOX_BYTES {
+            self.pending_bytes.fetch_sub(n, Ordering::AcqRel);
+            self.drop_one();
+            return false;
+        }
+        self.pending_samples.fetch_add(1, Ordering::AcqRel);
+        self.received.fetch_add(1, Ordering::Relaxed);
+        true
+    }
+
+    /// Gives back the room [`Shared::reserve_sample`] took.
+    #[cfg_attr(not(feature = "ros2"), allow(dead_code))]
+    pub(crate) fn release_sample(&self, n: usize) {
+        self.pending_bytes.fetch_sub(n, Ordering::AcqRel);
+        self.pending_samples.fetch_sub(1, Ordering::AcqRel);
     }
 
     /// Whether samples already fill the loop's inbox: a further one would

@@ -17,10 +17,12 @@
 //! error reply on Zenoh's thread at once.
 
 use std::rc::Rc;
+use std::sync::Arc;
 
 use rosgate_core::nodes::Domain;
 use rosgate_ros2::cdr;
 use rosgate_ros2::link::{Event, Request};
+use rosgate_ros2::registry::Registry;
 use rosgate_ros2::rmw::{self, Attachment, EntityKind};
 use zenoh::query::Query;
 use zenoh::sample::Locality;
@@ -41,7 +43,14 @@ pub(super) fn parse_call_id(raw_id: &str) -> Option<u64> {
 impl RosShared {
     /// A call from a ROS 2 client of a service a local client provides,
     /// on Zenoh's thread: decoded and queued for the link, or refused.
-    pub(super) fn on_query(&self, domain: Domain, service: &str, srv: &str, q: Query) {
+    pub(super) fn on_query(
+        &self,
+        types: &Arc<Registry>,
+        domain: Domain,
+        service: &str,
+        srv: &str,
+        q: Query,
+    ) {
         let Some(att) = q
             .attachment()
             .and_then(|a| Attachment::decode(&a.to_bytes()))
@@ -51,7 +60,6 @@ impl RosShared {
                 .wait();
             return;
         };
-        let types = self.types();
         let Some(def) = types.srv(srv) else {
             let _ = q.reply_err(format!("unknown service type {srv}")).wait();
             return;
@@ -62,7 +70,7 @@ impl RosShared {
             .map(|p| p.to_bytes().into_owned())
             .unwrap_or_default();
         let mut args = Vec::new();
-        if let Err(e) = cdr::decode_json(&*types, &request, &payload, &mut args) {
+        if let Err(e) = cdr::decode_json(&**types, &request, &payload, &mut args) {
             let _ = q
                 .reply_err(format!("a request that is not {request}: {e}"))
                 .wait();
@@ -70,6 +78,7 @@ impl RosShared {
         }
         let to = Replying {
             query: q,
+            types: types.clone(),
             response_type: response,
             seq: att.seq,
             gid: att.gid,
@@ -150,7 +159,7 @@ impl RosLink {
         if !on {
             return;
         }
-        let types = self.shared.types();
+        let types = self.types();
         let Some(def) = types.srv(ty) else {
             rosgate_core::log!(
                 Info,
@@ -168,12 +177,13 @@ impl RosLink {
         };
         let key = rmw::data_key(u32::from(domain), name, &typed.dds_type, &typed.hash);
         let (sh, service, s) = (self.shared.clone(), name.to_string(), srv.clone());
+        let snapshot = types.clone();
         let queryable = session
             .declare_queryable(key)
             // rmw_zenoh's clients ask complete queryables only.
             .complete(true)
             .allowed_origin(Locality::Remote)
-            .callback(move |q: Query| sh.on_query(domain, &service, &s, q))
+            .callback(move |q: Query| sh.on_query(&snapshot, domain, &service, &s, q))
             .wait();
         let queryable = match queryable {
             Ok(q) => q,

@@ -5,16 +5,14 @@
 //! here ([`RosLink::run_link`]): requests and subscriptions with Zenoh,
 //! and lines for the hub, handed over in the order the link said them.
 //!
-//! Today the link decides calls and goals local clients send to ROS 2
-//! (`goals_out.rs` executes the goals' requests), and calls and goals ROS
-//! 2 clients send to local providers and action servers, with their
-//! offers (`calls_in.rs`, `goals_in.rs` execute them: a ROS 2 client's
-//! query is queued here with its request, and kept by the loop until the
-//! link's one `Reply`), and, from every token the shell remembers, the
-//! interest and the providers (services, complete actions) the hub is
-//! told of, and the graph introspection lists (`mod.rs` installs it).
-//! Types and topics' data still go through the shell's own tables
-//! (`mod.rs`), so the link's other actions are not acted on.
+//! The link decides everything ROS 2: the graph from every token (the
+//! interest and providers the hub is told of, the introspection lists
+//! `mod.rs` installs), topics' data both ways (`mod.rs` executes its
+//! subscriptions, publishers and puts, and decodes the samples it hands
+//! over, on the loop thread, by the link's registry), the types it asks
+//! nodes for, calls and goals both ways (`goals_out.rs`, `calls_in.rs`,
+//! `goals_in.rs`: a ROS 2 client's query is queued here with its request,
+//! and kept by the loop until the link's one `Reply`).
 //!
 //! Invariants:
 //! - a reply or a query's end is never dropped from [`LinkInbox`] (at most
@@ -22,6 +20,10 @@
 //!   [`MAX_QUEUED_FEEDBACK`] and graph events past [`MAX_LINK_EVENTS`] are
 //!   dropped and counted: a call or goal to a server whose token was missed
 //!   fails once;
+//! - a sample from ROS 2 waits here holding its room in the loop's inbox
+//!   budget (`remote::Shared::reserve_sample`), given back when the turn
+//!   takes it: past the budget it is dropped and counted on Zenoh's
+//!   thread, so a flood never stalls the loop nor grows this queue;
 //! - a ROS 2 client's query past [`MAX_QUEUED_REQUESTS`] waiting for the
 //!   turn gets its error reply at once, on Zenoh's thread: none is dropped
 //!   unanswered;
@@ -33,6 +35,7 @@ use std::rc::Rc;
 use std::sync::MutexGuard;
 use std::time::{Duration, Instant};
 
+use rosgate_core::hub::Origin;
 use rosgate_core::nodes::Domain;
 use rosgate_core::registry::Provided;
 use rosgate_core::Hub;
@@ -48,7 +51,7 @@ use super::calls_in::call_id;
 use super::goals_in::goal_id;
 use super::goals_out::end_line;
 use super::replying::Replying;
-use super::{RosLink, RosShared};
+use super::{RosLink, RosShared, Typed};
 use crate::first_reply::FirstReply;
 use crate::remote::failure_line;
 use crate::QUERY_TIMEOUT_SECS;
@@ -60,6 +63,12 @@ pub const MAX_LINK_EVENTS: usize = 4 * link::MAX_ENTITIES;
 /// (feedback is sheddable, as on a client's queue).
 pub const MAX_QUEUED_FEEDBACK: usize = 4096;
 
+/// Samples from ROS 2 the link takes per loop turn (P20: a flood cannot
+/// make one turn long); the rest, and the events after them, wait in
+/// order for the next turn, holding their room in the loop's inbox
+/// budget.
+pub const SAMPLES_PER_TURN: usize = 1024;
+
 /// ROS 2 clients' requests waiting for the loop's next turn; more get an
 /// error reply at once.
 pub const MAX_QUEUED_REQUESTS: usize = 4096;
@@ -67,6 +76,12 @@ pub const MAX_QUEUED_REQUESTS: usize = 4096;
 /// What Zenoh's threads hand the loop for the link.
 enum Inbound {
     Event(Event),
+    /// A sample (an `Event::Sample`) holding `bytes` of the loop's inbox
+    /// budget.
+    Sample {
+        event: Event,
+        bytes: usize,
+    },
     /// A ROS 2 client's request, with the query the link's reply answers.
     Request {
         to: Replying,
@@ -83,6 +98,38 @@ pub(super) struct LinkInbox {
     feedback: usize,
     requests: usize,
     dropped: u64,
+}
+
+impl LinkInbox {
+    /// The events waiting, in arrival order, up to (not including) the
+    /// sample past [`SAMPLES_PER_TURN`]: the rest stay, in order, for the
+    /// next turn (and whether some stay).
+    fn take(&mut self) -> (Vec<Inbound>, bool) {
+        let q = self;
+        let mut samples = 0;
+        let cut = q
+            .events
+            .iter()
+            .position(|e| {
+                samples += usize::from(matches!(e, Inbound::Sample { .. }));
+                samples > SAMPLES_PER_TURN
+            })
+            .unwrap_or(q.events.len());
+        let rest = q.events.split_off(cut);
+        let taken = std::mem::replace(&mut q.events, rest);
+        q.feedback = q
+            .events
+            .iter()
+            .filter(|e| matches!(e, Inbound::Event(Event::Feedback { .. })))
+            .count();
+        q.requests = q
+            .events
+            .iter()
+            .filter(|e| matches!(e, Inbound::Request { .. }))
+            .count();
+        let more = !q.events.is_empty();
+        (taken, more)
+    }
 }
 
 /// What the link asked of the hub, kept in order for the turn.
@@ -104,6 +151,16 @@ pub(super) enum ForHub {
     },
     /// A ROS 2 client cancels goal `ra<goal>`.
     Cancel { goal: u64, action: String },
+    /// A ROS 2 sample for local subscribers (JSON); `latched` is its
+    /// transient local publisher's depth.
+    Sample {
+        topic: String,
+        json: String,
+        latched: Option<u32>,
+    },
+    /// The hub's check of client messages on `topic` (ROS 2 subscribes to
+    /// it as `ty`), or no check (`None`).
+    Check { topic: String, ty: Option<String> },
 }
 
 impl RosShared {
@@ -128,6 +185,22 @@ impl RosShared {
         q.feedback += usize::from(feedback);
         q.events.push(Inbound::Event(e));
         drop(q);
+        self.fed.wake();
+    }
+
+    /// A ROS 2 sample, from Zenoh's threads: queued for the link within
+    /// the loop's inbox budget (or dropped, counted, past it).
+    pub(super) fn to_link_sample(&self, event: Event) {
+        let bytes = match &event {
+            Event::Sample { payload, .. } => payload.len(),
+            _ => 0,
+        };
+        if !self.fed.reserve_sample(bytes) {
+            return;
+        }
+        self.link_inbox()
+            .events
+            .push(Inbound::Sample { event, bytes });
         self.fed.wake();
     }
 
@@ -158,11 +231,11 @@ impl RosShared {
         self.fed.wake();
     }
 
-    fn take_link_events(&self) -> Vec<Inbound> {
-        let mut q = self.link_inbox();
-        q.feedback = 0;
-        q.requests = 0;
-        std::mem::take(&mut q.events)
+    /// The events waiting, in arrival order, up to (not including) the
+    /// sample past [`SAMPLES_PER_TURN`]: the rest stay, in order, for the
+    /// next turn (and whether some stay).
+    fn take_link_events(&self) -> (Vec<Inbound>, bool) {
+        self.link_inbox().take()
     }
 
     /// Events dropped before the link saw them (for the status).
@@ -218,11 +291,17 @@ impl RosLink {
                     query,
                     domain,
                     service,
+                    ty,
+                    hash,
                     payload,
                     ..
                 } => Domain::try_from(domain)
                     .map_err(|e| e.to_string())
-                    .and_then(|d| self.exec_call(session, d, &service, query, &payload))
+                    .and_then(|d| {
+                        let typed = Typed::of(&ty, &hash)
+                            .ok_or_else(|| format!("the ROS 2 service's type {ty} has no key"))?;
+                        self.exec_call(session, d, &service, typed, query, &payload)
+                    })
                     .err()
                     .map(|why| (query, why)),
                 link::Action::SendGoal {
@@ -269,6 +348,54 @@ impl RosLink {
                     self.deliver(t);
                     None
                 }
+                link::Action::Subscribe {
+                    domain,
+                    topic,
+                    ty,
+                    on,
+                } => {
+                    if let Ok(d) = Domain::try_from(domain) {
+                        self.exec_subscribe(session, d, &topic, ty, on);
+                    }
+                    None
+                }
+                link::Action::Publisher {
+                    domain,
+                    topic,
+                    ty,
+                    hash,
+                    latched,
+                    on,
+                } => {
+                    if let Ok(d) = Domain::try_from(domain) {
+                        let typed = Typed::of(&ty, &hash);
+                        self.exec_publisher(session, d, &topic, typed, latched, on);
+                    }
+                    None
+                }
+                link::Action::Put {
+                    domain,
+                    topic,
+                    ty,
+                    payload,
+                    ..
+                } => {
+                    if let Ok(d) = Domain::try_from(domain) {
+                        self.exec_put(session, d, &topic, &ty, &payload);
+                    }
+                    None
+                }
+                link::Action::Describe {
+                    query,
+                    domain,
+                    node,
+                    ty,
+                    hash,
+                } => Domain::try_from(domain)
+                    .map_err(|e| e.to_string())
+                    .and_then(|d| self.exec_describe(d, &node, &ty, &hash, query))
+                    .err()
+                    .map(|why| (query, why)),
                 link::Action::Reply { query, reply } => {
                     self.exec_reply(query, reply);
                     None
@@ -310,8 +437,6 @@ impl RosLink {
                     }
                     None
                 }
-                // The rest of the link is not this shell's yet.
-                _ => None,
             };
             // What could not be sent is the peer's refusal, to the link.
             if let Some((query, why)) = refused {
@@ -424,11 +549,47 @@ impl RosLink {
             }
             ToHub::Interest { domain, topic, ty } => {
                 // One interest per topic ROS 2 subscribes to (the link
-                // says when its first subscription comes and its last goes).
+                // says when its first subscription comes and its last goes),
+                // and client messages on it must then fit its type.
                 if let Ok(d) = Domain::try_from(domain) {
                     let who = format!("{}:link", super::ROS_GRAPH);
-                    self.shared.fed.interest(d, topic, who, ty.is_some());
+                    self.shared.fed.interest(d, topic.clone(), who, ty.is_some());
+                    self.link_out.push((d, ForHub::Check { topic, ty }));
+                    self.shared.fed.wake();
                 }
+                return;
+            }
+            ToHub::Sample {
+                domain,
+                topic,
+                ty,
+                latched,
+                payload,
+                ..
+            } => {
+                let Ok(d) = Domain::try_from(domain) else {
+                    return;
+                };
+                // Decoded here, on the loop thread, by the link's types
+                // (the link checked the type is known).
+                match super::decode_json(self.link.types(), &ty, &payload) {
+                    Some(json) => self.link_out.push((
+                        d,
+                        ForHub::Sample {
+                            topic,
+                            json,
+                            latched,
+                        },
+                    )),
+                    None => {
+                        self.undecodable += 1;
+                        self.shared.fed.drop_one();
+                    }
+                }
+                return;
+            }
+            ToHub::LearnType { ty, .. } => {
+                rosgate_core::log!(Info, "ros2: learned {ty} from a node's description");
                 return;
             }
             ToHub::Provider {
@@ -440,6 +601,11 @@ impl RosLink {
                 let Ok(d) = Domain::try_from(domain) else {
                     return;
                 };
+                if ty.is_none() {
+                    // This gateway as a client of what no longer has a
+                    // server: its `SC` tokens go.
+                    self.forget_clients(d, &name, action);
+                }
                 // One provider entry per service or action, whichever
                 // nodes serve it: calls and goals go to the link, which
                 // picks a server.
@@ -463,8 +629,6 @@ impl RosLink {
                 self.shared.fed.wake();
                 return;
             }
-            // The rest of the link is not this shell's yet.
-            _ => return,
         };
         let Ok(d) = Domain::try_from(domain) else {
             return;
@@ -482,13 +646,11 @@ impl RosLink {
         session: &Session,
         domain: Domain,
         service: &str,
+        typed: Typed,
         query: link::QueryId,
         args: &[u8],
     ) -> Result<(), String> {
-        let Some(typed) = self.shared.served(domain, service) else {
-            return Err("the ROS 2 server left".into());
-        };
-        let types = self.shared.types();
+        let types = self.types();
         let srv = rmw::ros_type_name(&typed.dds_type).and_then(|t| types.srv(&t));
         let Some(srv) = srv else {
             return Err(format!(
@@ -509,7 +671,7 @@ impl RosLink {
                 Ok(sample) => {
                     let mut json = Vec::new();
                     let payload = sample.payload().to_bytes();
-                    match cdr::decode_json(&*sh.types(), &response, &payload, &mut json) {
+                    match cdr::decode_json(&*types, &response, &payload, &mut json) {
                         Ok(()) => Ok(LinkReply::Service(json)),
                         Err(e) => Err(format!("the ROS 2 server's reply is not {response}: {e}")),
                     }
@@ -531,9 +693,18 @@ impl RosLink {
     /// Feeds the link what Zenoh's threads learned and the time, executes
     /// what it asks, and hands its lines to the hub in order.
     pub(super) fn turn_link(&mut self, session: &Session, hub: &mut Hub, now: Instant) {
-        for e in self.shared.take_link_events() {
+        let (events, more) = self.shared.take_link_events();
+        if more {
+            self.shared.fed.wake();
+        }
+        for e in events {
             match e {
                 Inbound::Event(e) => self.link.handle(e),
+                Inbound::Sample { event, bytes } => {
+                    // Taken: its room in the loop's inbox budget is free.
+                    self.shared.fed.release_sample(bytes);
+                    self.link.handle(event);
+                }
                 Inbound::Request {
                     to,
                     domain,
@@ -585,7 +756,80 @@ impl RosLink {
                 ForHub::Cancel { goal, action } => {
                     hub.remote_cancel(domain, &action, &goal_id(goal), now)
                 }
+                ForHub::Sample {
+                    topic,
+                    json,
+                    latched,
+                } => {
+                    // A transient local publisher's samples are latched in
+                    // the hub, so clients that subscribe later get them as
+                    // from a local one.
+                    let remote = Origin::Remote { latched };
+                    hub.route(remote, domain, &topic, Raw::from_valid_json(&json), now);
+                }
+                ForHub::Check { topic, ty } => hub.set_topic_check(domain, &topic, ty.as_deref()),
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample(n: u8) -> Inbound {
+        Inbound::Sample {
+            event: Event::Sample {
+                domain: 0,
+                topic: "/t".into(),
+                publisher: [n; 16],
+                ty: "std_msgs/msg/String".into(),
+                hash: String::new(),
+                payload: vec![n],
+            },
+            bytes: 1,
+        }
+    }
+
+    fn gone(n: u8) -> Inbound {
+        Inbound::Event(Event::Gone([n; 16]))
+    }
+
+    fn feedback() -> Inbound {
+        Inbound::Event(Event::Feedback {
+            domain: 0,
+            action: "/a".into(),
+            uuid: [0; 16],
+            payload: Vec::new(),
+        })
+    }
+
+    #[test]
+    fn a_turn_takes_samples_per_turn_samples_and_leaves_the_rest_in_order() {
+        let mut q = LinkInbox::default();
+        q.events.push(gone(1));
+        for _ in 0..SAMPLES_PER_TURN {
+            q.events.push(sample(2));
+        }
+        // Past the allowance: this sample, and what came after it, wait.
+        q.events.push(sample(3));
+        q.events.push(gone(4));
+        q.events.push(feedback());
+        q.feedback = 1;
+        let (taken, more) = q.take();
+        assert!(more);
+        assert_eq!(taken.len(), 1 + SAMPLES_PER_TURN);
+        assert!(matches!(taken[0], Inbound::Event(Event::Gone(g)) if g == [1; 16]));
+        assert_eq!(q.events.len(), 3);
+        assert!(
+            matches!(&q.events[0], Inbound::Sample { event: Event::Sample { publisher, .. }, .. } if *publisher == [3; 16])
+        );
+        assert!(matches!(q.events[1], Inbound::Event(Event::Gone(g)) if g == [4; 16]));
+        assert_eq!(q.feedback, 1, "the feedback still waiting is still counted");
+        let (taken, more) = q.take();
+        assert!(!more);
+        assert_eq!(taken.len(), 3);
+        assert_eq!(q.feedback, 0);
+        assert!(q.events.is_empty());
     }
 }

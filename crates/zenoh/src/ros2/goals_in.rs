@@ -22,11 +22,13 @@
 //! `get_result` answered once, every goal ended once.
 
 use std::rc::Rc;
+use std::sync::Arc;
 
 use rosgate_core::nodes::Domain;
 use rosgate_ros2::action::{self, status};
 use rosgate_ros2::cdr;
 use rosgate_ros2::link::{Event, GoalUpdate, Request, Stamp};
+use rosgate_ros2::registry::Registry;
 use rosgate_ros2::rmw::{self, Attachment, EntityKind, Qos};
 use serde_json::{json, Value};
 use zenoh::liveliness::LivelinessToken;
@@ -68,6 +70,15 @@ pub(super) struct Offered {
     _tokens: Vec<LivelinessToken>,
 }
 
+/// What a goal service's queryable decodes its requests and encodes its
+/// answers by: the link's registry when the action was offered (a
+/// snapshot), and the service's request and response types.
+struct PartTypes {
+    types: Arc<Registry>,
+    request: String,
+    response: String,
+}
+
 /// The bridge's goal id for goal `n` from ROS 2 (`ra<n>`).
 pub(super) fn goal_id(n: u64) -> String {
     format!("ra{n}")
@@ -78,7 +89,7 @@ fn parse_goal_id(raw: &str) -> Option<u64> {
 }
 
 /// What a query carries: its attachment and its payload decoded as `ty`.
-fn decode(shared: &RosShared, ty: &str, q: &Query) -> Result<(Attachment, Value), String> {
+fn decode(types: &Registry, ty: &str, q: &Query) -> Result<(Attachment, Value), String> {
     let att = q
         .attachment()
         .and_then(|a| Attachment::decode(&a.to_bytes()))
@@ -88,7 +99,7 @@ fn decode(shared: &RosShared, ty: &str, q: &Query) -> Result<(Attachment, Value)
         .map(|p| p.to_bytes().into_owned())
         .unwrap_or_default();
     let mut json = Vec::new();
-    cdr::decode_json(&*shared.types(), ty, &payload, &mut json)
+    cdr::decode_json(types, ty, &payload, &mut json)
         .map_err(|e| format!("a request that is not {ty}: {e}"))?;
     let v = rosgate_ros2::json::from_slice(&json).map_err(|e| e.to_string())?;
     Ok((att, v))
@@ -107,16 +118,9 @@ impl RosShared {
     /// A ROS 2 client's request to goal service `part` of action `name`,
     /// on Zenoh's thread: decoded as `req_ty` and queued for the link with
     /// its query (answered as `resp_ty`), or refused.
-    fn on_goal_service(
-        &self,
-        domain: Domain,
-        name: &str,
-        part: &str,
-        req_ty: &str,
-        resp_ty: &str,
-        q: Query,
-    ) {
-        let (att, v) = match decode(self, req_ty, &q) {
+    fn on_goal_service(&self, domain: Domain, name: &str, part: &str, t: &PartTypes, q: Query) {
+        let (types, req_ty, resp_ty) = (&t.types, t.request.as_str(), t.response.as_str());
+        let (att, v) = match decode(types, req_ty, &q) {
             Ok(x) => x,
             Err(why) => {
                 let _ = q.reply_err(why).wait();
@@ -153,6 +157,7 @@ impl RosShared {
         };
         let to = Replying {
             query: q,
+            types: types.clone(),
             response_type: resp_ty.to_string(),
             seq: att.seq,
             gid: att.gid,
@@ -201,9 +206,9 @@ impl RosLink {
     ) {
         let k = (domain, Rc::<str>::from(name));
         if let Some(old) = self.actions.remove(&k) {
-            let mut own = self.shared.own_gids();
-            own.remove(&old.feedback.gid);
-            own.remove(&old.status.gid);
+            for gid in [old.feedback.gid, old.status.gid] {
+                self.link.handle(Event::OwnPublisher { gid, on: false });
+            }
         }
         if on {
             self.exec_offer_action(session, domain, k.1, ty);
@@ -240,12 +245,8 @@ impl RosLink {
                 // A result that does not fit the type: aborted, with the
                 // type's defaults (the link's reply fills them in).
                 let fits = result_type.as_deref().is_none_or(|ty| {
-                    cdr::encode(
-                        &*self.shared.types(),
-                        ty,
-                        &json!({"status": st, "result": values}),
-                    )
-                    .is_ok()
+                    cdr::encode(&*self.types(), ty, &json!({"status": st, "result": values}))
+                        .is_ok()
                 });
                 let payload = if fits {
                     values.to_string().into_bytes()
@@ -302,7 +303,7 @@ impl RosLink {
     /// Puts `msg` on the feedback or (`status`) the status topic of an
     /// action this gateway offers.
     fn put(&mut self, domain: Domain, name: &str, status: bool, msg: &Value) {
-        let types = self.shared.types();
+        let types = self.types();
         let Some(o) = self.actions.get_mut(&(domain, Rc::from(name))) else {
             return;
         };
@@ -344,7 +345,7 @@ impl RosLink {
     /// queryables, the feedback and status publishers, and the five
     /// entities' tokens, when the action's type is known.
     fn exec_offer_action(&mut self, session: &Session, domain: Domain, name: Rc<str>, ty: &str) {
-        let types = self.shared.types();
+        let types = self.types();
         let Some(def) = types.action(ty) else {
             rosgate_core::log!(
                 Info,
@@ -427,7 +428,7 @@ impl RosLink {
                     None
                 };
                 let gid = rmw::gid(&token_key);
-                self.shared.own_gids().insert(gid);
+                self.link.handle(Event::OwnPublisher { gid, on: true });
                 puts.push(Put {
                     key,
                     gid,
@@ -442,12 +443,16 @@ impl RosLink {
                 _ => (&cancel.request, &cancel.response),
             };
             let (sh, a, sfx) = (self.shared.clone(), name.to_string(), *suffix);
-            let (req, resp) = (req.clone(), resp.clone());
+            let t = PartTypes {
+                types: types.clone(),
+                request: req.clone(),
+                response: resp.clone(),
+            };
             let q = session
                 .declare_queryable(key)
                 .complete(true)
                 .allowed_origin(Locality::Remote)
-                .callback(move |q: Query| sh.on_goal_service(domain, &a, sfx, &req, &resp, q))
+                .callback(move |q: Query| sh.on_goal_service(domain, &a, sfx, &t, q))
                 .wait();
             match q {
                 Ok(q) => queryables.push(q),

@@ -25,6 +25,7 @@ use rosgate_core::nodes::Domain;
 use rosgate_ros2::action::{self, status};
 use rosgate_ros2::cdr;
 use rosgate_ros2::link::{self, Event, Reply as LinkReply};
+use rosgate_ros2::registry::Registry;
 use rosgate_ros2::rmw::{self, EntityKind};
 use serde_json::Value;
 use zenoh::liveliness::LivelinessToken;
@@ -65,7 +66,7 @@ pub(super) struct Feedback {
 
 /// Decodes a reply's CDR as `ty`: the link's reply, or `None` when the
 /// query ended without one.
-fn decode(shared: &RosShared, ty: &str, reply: Option<&Reply>) -> Option<Result<Value, String>> {
+fn decode(types: &Registry, ty: &str, reply: Option<&Reply>) -> Option<Result<Value, String>> {
     let sample = match reply.map(Reply::result) {
         None => return None,
         Some(Err(e)) => {
@@ -77,12 +78,7 @@ fn decode(shared: &RosShared, ty: &str, reply: Option<&Reply>) -> Option<Result<
         Some(Ok(s)) => s,
     };
     let mut json = Vec::new();
-    if let Err(e) = cdr::decode_json(
-        &*shared.types(),
-        ty,
-        &sample.payload().to_bytes(),
-        &mut json,
-    ) {
+    if let Err(e) = cdr::decode_json(types, ty, &sample.payload().to_bytes(), &mut json) {
         return Some(Err(format!(
             "the ROS 2 action server's answer is not {ty}: {e}"
         )));
@@ -92,8 +88,8 @@ fn decode(shared: &RosShared, ty: &str, reply: Option<&Reply>) -> Option<Result<
 
 impl RosShared {
     /// A sample of an action's feedback topic: the link matches its goal.
-    fn on_feedback(&self, domain: Domain, action: &str, s: &Sample) {
-        let Some(json) = self.sample_json(s) else {
+    fn on_feedback(&self, types: &Registry, domain: Domain, action: &str, s: &Sample) {
+        let Some(json) = super::sample_json(types, s) else {
             return;
         };
         let Ok(v) = serde_json::from_str::<Value>(&json) else {
@@ -183,12 +179,12 @@ impl RosLink {
         let send_name = format!("{action_name}{}", action::SEND_GOAL);
         let get_name = format!("{action_name}{}", action::GET_RESULT);
         let (Some(send), Some(get)) = (
-            self.shared.served(domain, &send_name),
-            self.shared.served(domain, &get_name),
+            self.served(domain, &send_name),
+            self.served(domain, &get_name),
         ) else {
             return Err("the ROS 2 action server has no goal services".into());
         };
-        let types = self.shared.types();
+        let types = self.types();
         let action_type = rmw::ros_type_name(&send.dds_type)
             .and_then(|t| action::action_type_of_send_goal(&t).map(str::to_string));
         let Some(def) = action_type.as_deref().and_then(|t| types.action(t)) else {
@@ -219,7 +215,7 @@ impl RosLink {
         self.goals_out.routes.insert(uuid, route);
         let (sh, response) = (self.shared.clone(), sg.response.clone());
         let first = FirstReply::new(move |r: Option<&Reply>| {
-            let reply = decode(&sh, &response, r)
+            let reply = decode(&types, &response, r)
                 .map(|v| v.map(|v| LinkReply::Accepted(v["accepted"] == true)));
             sh.reply_to_link(query, reply);
         });
@@ -239,13 +235,13 @@ impl RosLink {
         let Some(route) = self.goals_out.routes.remove(&uuid) else {
             return Err("the goal's result cannot be asked".into());
         };
-        let types = self.shared.types();
+        let types = self.types();
         let request = action::get_result_request(&uuid);
         let bytes = cdr::encode(&*types, &route.request, &request)
             .map_err(|_| format!("cannot ask for the result as {}", route.request))?;
         let (sh, response) = (self.shared.clone(), route.response);
         let first = FirstReply::new(move |r: Option<&Reply>| {
-            let reply = decode(&sh, &response, r).map(|v| {
+            let reply = decode(&types, &response, r).map(|v| {
                 v.map(|v| LinkReply::Result {
                     status: i8::try_from(v["status"].as_i64().unwrap_or(status::UNKNOWN))
                         .unwrap_or(0),
@@ -265,10 +261,8 @@ impl RosLink {
     /// The feedback message type of `action` as its server declared it,
     /// for this gateway's `MS` token of the feedback topic.
     pub(super) fn feedback_type(&self, domain: Domain, action_name: &str) -> Option<Typed> {
-        let send = self
-            .shared
-            .served(domain, &format!("{action_name}{}", action::SEND_GOAL))?;
-        let types = self.shared.types();
+        let send = self.served(domain, &format!("{action_name}{}", action::SEND_GOAL))?;
+        let types = self.types();
         let action_type = rmw::ros_type_name(&send.dds_type)
             .and_then(|t| action::action_type_of_send_goal(&t).map(str::to_string))?;
         let def = types.action(&action_type)?;
@@ -284,9 +278,9 @@ impl RosLink {
         uuid: [u8; 16],
     ) {
         let cancel_name = format!("{action_name}{}", action::CANCEL_GOAL);
-        let types = self.shared.types();
+        let types = self.types();
         let (Some(typed), Some(srv)) = (
-            self.shared.served(domain, &cancel_name),
+            self.served(domain, &cancel_name),
             types.srv(action::CANCEL_TYPE),
         ) else {
             rosgate_core::log!(
@@ -307,21 +301,23 @@ impl RosLink {
             &typed.dds_type,
             &typed.hash,
         );
-        let (sh, response, name) = (
-            self.shared.clone(),
-            srv.response.clone(),
-            action_name.to_string(),
-        );
-        let first = FirstReply::new(move |r: Option<&Reply>| match decode(&sh, &response, r) {
-            Some(Ok(v)) if v["return_code"] == action::cancel_code::NONE => {}
-            Some(Ok(v)) => rosgate_core::log!(
-                Info,
-                "ros2: {name}'s server did not cancel a goal (return code {})",
-                v["return_code"]
-            ),
-            Some(Err(why)) => rosgate_core::log!(Info, "ros2: cancel of a goal of {name}: {why}"),
-            None => rosgate_core::log!(Info, "ros2: cancel of a goal of {name}: no answer"),
-        });
+        let (response, name) = (srv.response.clone(), action_name.to_string());
+        let snapshot = types.clone();
+        let first =
+            FirstReply::new(
+                move |r: Option<&Reply>| match decode(&snapshot, &response, r) {
+                    Some(Ok(v)) if v["return_code"] == action::cancel_code::NONE => {}
+                    Some(Ok(v)) => rosgate_core::log!(
+                        Info,
+                        "ros2: {name}'s server did not cancel a goal (return code {})",
+                        v["return_code"]
+                    ),
+                    Some(Err(why)) => {
+                        rosgate_core::log!(Info, "ros2: cancel of a goal of {name}: {why}")
+                    }
+                    None => rosgate_core::log!(Info, "ros2: cancel of a goal of {name}: no answer"),
+                },
+            );
         let timeout = Duration::from_secs(QUERY_TIMEOUT_SECS);
         self.shared
             .request(key, bytes, gid, timeout, move |r| first.on(r));
@@ -342,11 +338,11 @@ impl RosLink {
             return;
         }
         let name = format!("{action_name}{}", action::FEEDBACK);
-        let (sh, a) = (self.shared.clone(), action_name.to_string());
+        let (sh, a, types) = (self.shared.clone(), action_name.to_string(), self.types());
         let data = session
             .declare_subscriber(rmw::data_key_any_type(u32::from(domain), &name))
             .allowed_origin(Locality::Remote)
-            .callback(move |s: Sample| sh.on_feedback(domain, &a, &s))
+            .callback(move |s: Sample| sh.on_feedback(&types, domain, &a, &s))
             .wait();
         let data = match data {
             Ok(d) => d,

@@ -1,69 +1,67 @@
 //! rosgate inside a ROS 2 graph that runs rmw_zenoh (issue 17): the same
 //! Zenoh session as the federation, speaking rmw_zenoh's format for the
-//! domains given with `--ros-domain`.
+//! domains given with `--ros-domain`. This is the shell of the ROS 2 link
+//! (`rosgate_ros2::link`, the sans-io state machine that decides): it owns
+//! the Zenoh declarations, turns what Zenoh's threads receive into the
+//! link's events (`exec.rs`'s inbox, drained on the loop thread), and
+//! executes the link's actions on the loop thread.
 //!
 //! What crosses, in both directions, converted between rosbridge JSON and
-//! CDR by the types of `rosgate-ros2`:
+//! CDR at this edge by the types the link holds (`Link::types`):
 //! - topics: a ROS 2 subscription (an `MS` token) is interest like another
 //!   gateway's, so the domain's bridge subscribes here and what it drains
-//!   is also put, as CDR with rmw_zenoh's attachment, on the topic's data
-//!   key; a local subscriber makes this gateway subscribe to the topic's
-//!   data keys (any type), and samples are decoded on Zenoh's thread;
-//! - services: a ROS 2 server (an `SS` token) is a provider like another
-//!   gateway's, so local callers reach it through the bridge; a local
-//!   provider of a known service type is offered to ROS 2 as a complete
-//!   queryable with its `SS` token;
+//!   goes to the link, which puts it, typed as the ROS 2 subscription
+//!   declared, through this gateway's publisher; a local subscriber makes
+//!   the link subscribe to the topic's data keys (any type), and each
+//!   sample goes, raw, through the loop's inbox to the link, which decides
+//!   (own, a gateway's, an unknown publisher's or type's are dropped) and
+//!   hands the CDR and its type back; it is decoded here, on the loop
+//!   thread, for the hub;
+//! - services and actions: calls and goals both ways (`calls_in.rs`,
+//!   `goals_in.rs`, `goals_out.rs` execute the link's decisions);
 //! - the graph: ROS 2 nodes and topics are listed by introspection as the
-//!   graph of a gateway named [`ROS_GRAPH`];
+//!   graph of a gateway named [`ROS_GRAPH`] (the link's lists);
 //! - types: one the gateway lacks is asked of the node that has it
-//!   (`~/get_type_description`), once, and used when it hashes to what the
-//!   node advertised; the registry is then replaced whole, so a reader's
-//!   snapshot never changes under it.
-//!
-//! Calls and goals local clients send to ROS 2, and calls and goals ROS 2
-//! clients send here (`calls_in.rs`, `goals_in.rs`), with the services
-//! and actions offered to ROS 2, and the interest and providers ROS 2's
-//! tokens make (every token remembered here is handed to the link), are
-//! decided by the ROS 2 link's state machine (`rosgate_ros2::link`),
-//! which `exec.rs` feeds and executes from the loop thread, and so is the
-//! graph introspection lists (the link's, installed from the turn); types
-//! and topics' data still use this shell's own tables below (moving them
-//! into the link is issue 24's remaining work).
+//!   (`~/get_type_description`) when the link says so, and the link keeps
+//!   it when it hashes to what the node advertised; the link's registry is
+//!   replaced whole, so a snapshot a Zenoh callback holds never changes
+//!   under it.
 //!
 //! Invariants:
 //! - nothing ROS 2 publishes reaches clients unless it decodes against a
 //!   known type, and what a client publishes reaches ROS 2 only as CDR of
-//!   the type the ROS 2 subscription declared;
-//! - a message that came from another rosgate gateway through ROS 2 is
-//!   dropped here (it crosses the federation already): rosgate's own
-//!   publishers are recognised by the GID in the attachment;
+//!   the type the ROS 2 subscription declared (the link's rules);
+//! - no lock is held here but the hand-offs: the link's inbox and each
+//!   query's [`crate::first_reply::FirstReply`];
+//! - a sample from ROS 2 costs the loop's inbox budget
+//!   (`remote::MAX_PENDING_SAMPLES`, [`crate::INBOX_BYTES`]) from when it
+//!   is received until the loop takes it: a flood is shed and counted,
+//!   never queued without bound;
 //! - every call from ROS 2 gets exactly one reply or error (the link
 //!   answers each, and one not queued for it is refused at once); every
 //!   call to ROS 2 ends in exactly one `service_response` (the reply, a refusal,
 //!   the end of the query without one, the server leaving, or the link's
 //!   timeout), handed to the hub from the loop's turn;
-//! - the tables are bounded: [`MAX_ROS_ENTITIES`] tokens,
-//!   [`MAX_ROS_NODES`] nodes, [`MAX_ROS_ENTITIES_PER_NODE`] tokens per
-//!   node, `rosgate_ros2::link::MAX_CALLS_IN` calls from ROS 2 waiting
-//!   ([`exec::MAX_QUEUED_REQUESTS`] queued for the loop's next turn),
-//!   [`MAX_FETCHES`] types asked ([`MAX_FETCHES_PER_NODE`] of one node,
-//!   [`FETCHES_PER_TURN`] per loop turn); what they hold is in the memory
-//!   ledger;
-//! - a token whose names break the ROS 2 name rules
-//!   (`rosgate_ros2::names`) is counted and otherwise ignored: never
-//!   listed, never bridged;
+//! - the link's tables are bounded ([`MAX_ROS_ENTITIES`] tokens,
+//!   [`MAX_ROS_NODES`] nodes, [`MAX_ROS_ENTITIES_PER_NODE`] per node,
+//!   `rosgate_ros2::link::MAX_FETCHES` types asked, `MAX_FETCHES_PER_NODE`
+//!   of one node, `FETCHES_PER_TURN` per loop turn (a turn is a tick),
+//!   `rosgate_ros2::link::MAX_CALLS_IN`
+//!   calls from ROS 2 waiting, [`exec::MAX_QUEUED_REQUESTS`] queued for the
+//!   loop's next turn); what they hold is in the memory ledger;
 //! - the graph introspection lists is rebuilt at most every
 //!   [`crate::GRAPH_INTERVAL_MS`], however fast tokens come.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{HashMap, HashSet};
 use std::rc::Rc;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, RwLock};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use rosgate_core::nodes::Domain;
 use rosgate_core::Hub;
 use rosgate_ros2::cdr;
+use rosgate_ros2::link::{Entity, Event};
 use rosgate_ros2::registry::Registry;
 use rosgate_ros2::rmw::{self, Attachment, Endpoint, EntityKind, Qos, Token};
 use zenoh::liveliness::LivelinessToken;
@@ -94,13 +92,12 @@ use crate::RosSettings;
 pub const ROS_GRAPH: &str = "ros2";
 
 /// ROS 2 entities (liveliness tokens) remembered per gateway; more are
-/// ignored (and counted).
+/// ignored (and counted). The link's bound.
 pub const MAX_ROS_ENTITIES: usize = rosgate_ros2::link::MAX_ENTITIES;
 
 /// ROS 2 nodes (by session and node id) remembered, all domains; tokens of
 /// further nodes are ignored (and counted). The link's bound
-/// (`rosgate_ros2::link::admit`), applied here to the tokens until they
-/// reach the link whole.
+/// (`rosgate_ros2::link::admit`).
 pub const MAX_ROS_NODES: usize = rosgate_ros2::link::admit::MAX_NODES;
 
 /// ROS 2 entities remembered of one node (its node token, publishers,
@@ -108,132 +105,46 @@ pub const MAX_ROS_NODES: usize = rosgate_ros2::link::admit::MAX_NODES;
 /// counted). The link's bound, as [`MAX_ROS_NODES`].
 pub const MAX_ROS_ENTITIES_PER_NODE: usize = rosgate_ros2::link::admit::MAX_ENTITIES_PER_NODE;
 
-/// Types asked of one node (`~/get_type_description`).
-pub const MAX_FETCHES_PER_NODE: usize = 64;
+/// Seconds. The longest a node may take to describe a type.
+pub const FETCH_TIMEOUT_SECS: u64 = rosgate_ros2::link::FETCH_TIMEOUT.as_secs();
 
-/// Types asked of nodes per loop turn; the rest wait for the next turn.
-pub const FETCHES_PER_TURN: usize = 16;
-
-/// Bytes the ledger counts per entity remembered beyond its key (held
-/// twice: the map's key and the parsed token's names): the link's.
-const ENTITY_COST: usize = rosgate_ros2::link::admit::ENTITY_COST;
-
-/// A ROS 2 entity's data key and type, as its token gave them.
+/// A ROS 2 entity's data key type and hash, as a token spells them.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Typed {
     dds_type: String,
     hash: String,
 }
 
-#[derive(Debug, Default)]
-struct Tables {
-    /// ROS 2 entities seen, by token key.
-    entities: HashMap<String, Token>,
-    /// ROS 2 subscriptions per topic: token key -> type.
-    subs: HashMap<(Domain, String), BTreeMap<String, Typed>>,
-    /// ROS 2 service servers per service: token key -> type.
-    servers: HashMap<(Domain, String), BTreeMap<String, Typed>>,
-    /// ROS 2 publishers by GID: the Zenoh session they live in (a sample
-    /// from another rosgate gateway's is dropped), and for a transient
-    /// local one its depth (its samples are latched for late clients).
-    publishers: HashMap<[u8; 16], (String, Option<u32>)>,
-    ignored: u64,
-    /// Entities remembered per node (session, node id): at most
-    /// [`MAX_ROS_NODES`] nodes of [`MAX_ROS_ENTITIES_PER_NODE`] each.
-    per_node: HashMap<(String, u64), usize>,
-    /// Bytes of `entities` as the ledger counts them.
-    bytes: usize,
-    /// Tokens refused by the name rules, and by the bounds, since the loop
-    /// last took the counts.
-    names_rejected: u64,
-    refused: u64,
-    /// Types asked of a node (`~/get_type_description`), ever; at most
-    /// [`MAX_FETCHES`], each once.
-    fetching: HashSet<String>,
-    /// Types asked per node (at most [`MAX_FETCHES_PER_NODE`] each).
-    fetched_of: HashMap<(String, u64), usize>,
-    /// Topics whose ROS 2 subscriptions, and services whose ROS 2 servers,
-    /// changed since the loop last looked (it updates only those).
-    subs_changed: HashSet<(Domain, String)>,
-    servers_changed: HashSet<(Domain, String)>,
-    /// Asks the loop has not sent yet.
-    to_fetch: Vec<Fetch>,
-    learned: u64,
-}
-
-impl Tables {
-    /// Remembers `tok` (under `key`) if the bounds leave room: in all, for
-    /// nodes, for its node.
-    fn admit(&mut self, key: &str, tok: &Token) -> bool {
-        let node = (tok.zid.clone(), tok.nid);
-        let n = self.per_node.get(&node).copied().unwrap_or(0);
-        if self.entities.len() >= MAX_ROS_ENTITIES
-            || n >= MAX_ROS_ENTITIES_PER_NODE
-            || (n == 0 && self.per_node.len() >= MAX_ROS_NODES)
-        {
-            self.ignored += 1;
-            self.refused += 1;
-            return false;
-        }
-        self.per_node.insert(node, n + 1);
-        self.bytes += 2 * key.len() + ENTITY_COST;
-        self.entities.insert(key.to_string(), tok.clone());
-        true
+impl Typed {
+    /// `ty` (a full ROS name) with `hash`, as a token spells them.
+    fn of(ty: &str, hash: &str) -> Option<Typed> {
+        Some(Typed {
+            dds_type: rmw::dds_type_name(ty)?,
+            hash: hash.to_string(),
+        })
     }
 
-    /// Forgets the entity of `key`, if it was remembered.
-    fn release(&mut self, key: &str) -> bool {
-        let Some(tok) = self.entities.remove(key) else {
-            return false;
-        };
-        self.bytes -= 2 * key.len() + ENTITY_COST;
-        let node = (tok.zid, tok.nid);
-        if let Some(n) = self.per_node.get_mut(&node) {
-            *n -= 1;
-            if *n == 0 {
-                self.per_node.remove(&node);
-            }
-        }
-        true
+    /// The type of a link's entity, as its token spelled it.
+    fn of_entity(e: &Entity) -> Option<Typed> {
+        Typed::of(&e.ty, &e.hash)
     }
 }
 
-/// Types asked of nodes, in all (each type once).
-pub const MAX_FETCHES: usize = rosgate_ros2::link::MAX_FETCHES;
-
-/// Seconds. The longest a node may take to describe a type.
-pub const FETCH_TIMEOUT_SECS: u64 = rosgate_ros2::link::FETCH_TIMEOUT.as_secs();
-
-/// A type to ask a node for: the node that has an entity of it, the type
-/// and the hash the node advertised.
-#[derive(Debug)]
-struct Fetch {
-    domain: Domain,
-    node: String,
-    ty: String,
-    hash: String,
-}
-
-/// What Zenoh's threads share with the loop for the ROS 2 side.
+/// What Zenoh's threads share with the loop for the ROS 2 side: the
+/// hand-off to the link, and what a request needs. No table of the link's.
 pub(crate) struct RosShared {
     zid: String,
     fed: Arc<Shared>,
-    /// The types known: replaced whole (never edited in place) when a
-    /// node's description adds one, so a reader's snapshot stays valid.
-    types: RwLock<Arc<Registry>>,
-    tables: Mutex<Tables>,
-    undecodable: AtomicU64,
+    /// Tokens and samples that do not parse as rmw_zenoh's (counted).
+    ignored: AtomicU64,
     /// The session requests go out on (from the loop, and from Zenoh's
     /// threads when one answer leads to the next request).
     session: Session,
     /// The sequence number of this gateway's last rmw_zenoh request.
     call_seq: AtomicI64,
-    /// Events for the ROS 2 link from Zenoh's threads (replies, query
-    /// ends, feedback, action servers' tokens), for the loop's next turn.
+    /// Events for the ROS 2 link from Zenoh's threads (tokens, samples,
+    /// replies, query ends, feedback, requests), for the loop's next turn.
     link_inbox: Mutex<exec::LinkInbox>,
-    /// GIDs of this gateway's publishers to ROS 2: a history query reads
-    /// this gateway's own caches too, and what it finds there is not news.
-    own_gids: Mutex<HashSet<[u8; 16]>>,
 }
 
 fn unix_ns() -> i64 {
@@ -243,254 +154,43 @@ fn unix_ns() -> i64 {
 }
 
 impl RosShared {
-    /// The types known now (a snapshot).
-    fn types(&self) -> Arc<Registry> {
-        self.types.read().unwrap_or_else(|p| p.into_inner()).clone()
-    }
-
-    fn own_gids(&self) -> MutexGuard<'_, HashSet<[u8; 16]>> {
-        self.own_gids.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    fn tables(&self) -> MutexGuard<'_, Tables> {
-        self.tables.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// A ROS 2 liveliness token came or went.
+    /// A ROS 2 liveliness token came or went: the link's event (the link
+    /// admits it or not: names, bounds).
     fn on_token(&self, s: &Sample) {
-        let key = s.key_expr().as_str();
-        let Some(tok) = Token::parse(key) else {
+        let Some(tok) = Token::parse(s.key_expr().as_str()) else {
             // Not a token rmw_zenoh would accept either.
-            self.tables().ignored += 1;
+            self.ignored.fetch_add(1, Ordering::Relaxed);
             return;
         };
-        if tok.zid == self.zid {
+        if tok.zid == self.zid || Domain::try_from(tok.domain).is_err() {
             return;
         }
-        let Ok(domain) = Domain::try_from(tok.domain) else {
-            return;
-        };
-        let put = s.kind() == SampleKind::Put;
-        // Names no real node can announce (rmw refuses them).
-        if !rosgate_ros2::names::valid_token_names(&tok) {
-            if put {
-                self.tables().names_rejected += 1;
-            }
-            return;
-        }
-        let mut t = self.tables();
-        if put {
-            if t.entities.contains_key(key) || !t.admit(key, &tok) {
-                return;
-            }
-        } else if !t.release(key) {
-            return;
-        }
-        // The link learns every token remembered here: interest, the
-        // services and actions ROS 2 serves, and the calls and goals to
-        // them are its to decide.
-        self.to_link(if put {
-            rosgate_ros2::link::Event::Appeared(rosgate_ros2::link::rmw_zenoh::entity(&tok))
+        self.to_link(if s.kind() == SampleKind::Put {
+            Event::Appeared(rosgate_ros2::link::rmw_zenoh::entity(&tok))
         } else {
-            rosgate_ros2::link::Event::Gone(tok.gid())
-        });
-        let Some(ep) = &tok.endpoint else {
-            return;
-        };
-        if put {
-            self.want_type(&mut t, domain, &tok, ep);
-        }
-        let typed = Typed {
-            dds_type: ep.dds_type.clone(),
-            hash: ep.hash.clone(),
-        };
-        if matches!(
-            tok.kind,
-            EntityKind::Subscription | EntityKind::ServiceServer
-        ) {
-            let k = (domain, ep.name.clone());
-            let changed = if tok.kind == EntityKind::Subscription {
-                &mut t.subs_changed
-            } else {
-                &mut t.servers_changed
-            };
-            changed.insert(k.clone());
-            let table = if tok.kind == EntityKind::Subscription {
-                &mut t.subs
-            } else {
-                &mut t.servers
-            };
-            if put {
-                table.entry(k).or_default().insert(key.to_string(), typed);
-            } else if let Some(m) = table.get_mut(&k) {
-                m.remove(key);
-                if m.is_empty() {
-                    table.remove(&k);
-                }
-            }
-        }
-        if tok.kind == EntityKind::Publisher {
-            let gid = rmw::gid(key);
-            if put {
-                let latched = (ep.qos.durability == rmw::Durability::TransientLocal)
-                    .then_some(ep.qos.depth.max(1));
-                t.publishers.insert(gid, (tok.zid.clone(), latched));
-            } else {
-                t.publishers.remove(&gid);
-            }
-        }
-    }
-
-    /// Queues asking the entity's node for its type when it is not known
-    /// here (once per type).
-    fn want_type(&self, t: &mut Tables, domain: Domain, tok: &Token, ep: &Endpoint) {
-        let Some(ty) = rmw::ros_type_name(&ep.dds_type) else {
-            return;
-        };
-        let types = self.types();
-        let known = if tok.kind.is_service() {
-            types.srv(&ty).is_some()
-        } else {
-            types.msg(&ty).is_some()
-        };
-        let node = (tok.zid.clone(), tok.nid);
-        let asked = t.fetched_of.get(&node).copied().unwrap_or(0);
-        if known
-            || t.fetching.len() >= MAX_FETCHES
-            || asked >= MAX_FETCHES_PER_NODE
-            || !t.fetching.insert(ty.clone())
-        {
-            return;
-        }
-        t.fetched_of.insert(node, asked + 1);
-        t.to_fetch.push(Fetch {
-            domain,
-            node: tok.node_fqn(),
-            ty,
-            hash: ep.hash.clone(),
+            Event::Gone(tok.gid())
         });
     }
 
-    /// A node's answer to `~/get_type_description` for `ty`: its types are
-    /// added when they hash to what the node advertised.
-    fn on_description(&self, node: &str, ty: &str, hash: &str, response: &str, reply: &Reply) {
-        let Ok(sample) = reply.result() else {
-            rosgate_core::log!(Info, "ros2: {node} refused to describe {ty}");
-            return;
-        };
-        let mut json = Vec::new();
-        let payload = sample.payload().to_bytes();
-        if cdr::decode_json(&*self.types(), response, &payload, &mut json).is_err() {
-            rosgate_core::log!(Info, "ros2: {node}'s description of {ty} does not decode");
-            return;
-        }
-        let v: serde_json::Value = serde_json::from_slice(&json).unwrap_or_default();
-        if v["successful"] != true {
-            rosgate_core::log!(
-                Info,
-                "ros2: {node} cannot describe {ty}: {}",
-                v["failure_reason"].as_str().unwrap_or_default()
-            );
-            return;
-        }
-        let mut types = self.types.write().unwrap_or_else(|p| p.into_inner());
-        let mut next = (**types).clone();
-        match next.add_description(&v["type_description"]) {
-            Ok(added) if next.hash(ty).as_deref() == Some(hash) => {
-                *types = Arc::new(next);
-                drop(types);
-                self.tables().learned += added.len() as u64;
-                rosgate_core::log!(
-                    Info,
-                    "ros2: learned {ty} from {node} ({} types)",
-                    added.len()
-                );
-            }
-            Ok(_) => rosgate_core::log!(
-                Warn,
-                "ros2: {node}'s description of {ty} does not hash to {hash}: not used"
-            ),
-            Err(e) => rosgate_core::log!(Warn, "ros2: {node}'s description of {ty}: {e}"),
-        }
-    }
-
-    /// A sample of a topic local clients subscribe to, from ROS 2:
-    /// decoded here, on Zenoh's thread, then handed to the loop.
-    fn on_data(&self, domain: Domain, topic: &str, s: &Sample) {
+    /// A sample of a topic local clients subscribe to, from ROS 2, on
+    /// Zenoh's thread: read by the adapter (topic, type, publisher) and
+    /// queued raw for the link, within the loop's inbox budget.
+    fn on_data(&self, s: &Sample) {
         if self.fed.inbox_full() {
             self.fed.drop_one();
             return;
         }
-        let mut latched = None;
-        if let Some(a) = s.attachment() {
-            if let Some(a) = Attachment::decode(&a.to_bytes()) {
-                if self.own_gids().contains(&a.gid) {
-                    return;
-                }
-                let publisher = self.tables().publishers.get(&a.gid).cloned();
-                if let Some((zid, depth)) = publisher {
-                    // Another gateway's publish: it crossed the federation.
-                    if self.fed.is_gateway(&zid) {
-                        return;
-                    }
-                    latched = depth;
-                }
-            }
-        }
-        let Some(json) = self.sample_json(s) else {
+        let attachment = s.attachment().map(|a| a.to_bytes());
+        let payload = s.payload().to_bytes().into_owned();
+        let event = attachment.and_then(|a| {
+            rosgate_ros2::link::rmw_zenoh::sample(s.key_expr().as_str(), &a, payload)
+        });
+        let Some(event) = event else {
+            // No publisher to know it by: not taken.
+            self.ignored.fetch_add(1, Ordering::Relaxed);
             return;
         };
-        // A transient local publisher's samples are latched in the hub, so
-        // clients that subscribe later get them as from a local one.
-        self.fed.deliver(domain, topic, json, latched);
-    }
-
-    /// A ROS 2 sample as rosbridge JSON, decoded by the type its key
-    /// names; `None` (counted as undecodable) when it does not decode.
-    fn sample_json(&self, s: &Sample) -> Option<String> {
-        let key = s.key_expr().as_str();
-        let (_, _, dds, _) = rmw::parse_data_key(key)?;
-        let Some(ty) = rmw::ros_type_name(&dds) else {
-            self.undecodable();
-            return None;
-        };
-        let mut json = Vec::new();
-        let payload = s.payload().to_bytes();
-        if let Err(e) = cdr::decode_json(&*self.types(), &ty, &payload, &mut json) {
-            self.undecodable();
-            rosgate_core::log!(Debug, "ros2: a sample of {key} ({ty}) dropped: {e}");
-            return None;
-        }
-        let json = String::from_utf8(json).ok();
-        if json.is_none() {
-            self.undecodable();
-        }
-        json
-    }
-
-    fn undecodable(&self) {
-        self.undecodable.fetch_add(1, Ordering::Relaxed);
-        self.fed.drop_one();
-    }
-
-    /// The type of the ROS 2 subscriptions of `topic` (the first, by
-    /// token), if any.
-    fn subscribed(&self, domain: Domain, topic: &str) -> Option<Typed> {
-        let t = self.tables();
-        let m = t.subs.get(&(domain, topic.to_string()))?;
-        m.values().next().cloned()
-    }
-
-    /// The type of a ROS 2 server of `service`, if any.
-    fn served(&self, domain: Domain, service: &str) -> Option<Typed> {
-        let t = self.tables();
-        let m = t.servers.get(&(domain, service.to_string()))?;
-        m.values().next().cloned()
-    }
-
-    /// What the tables hold, in bytes, as the memory ledger counts them.
-    pub(crate) fn held_bytes(&self) -> usize {
-        self.tables().bytes
+        self.to_link_sample(event);
     }
 
     /// Sends one rmw_zenoh service request: the next sequence number and
@@ -526,20 +226,25 @@ impl RosShared {
             rosgate_core::log!(Debug, "ros2: request to {key} not sent: {e}");
         }
     }
+}
 
-    pub(crate) fn status_json(&self) -> serde_json::Value {
-        let t = self.tables();
-        serde_json::json!({
-            "entities": t.entities.len(),
-            "subscriptions": t.subs.len(),
-            "servers": t.servers.len(),
-            "ignored": t.ignored,
-            "types_asked": t.fetching.len(),
-            "types_learned": t.learned,
-            "types_known": self.types().msgs().count(),
-            "undecodable": self.undecodable.load(Ordering::Relaxed),
-        })
+/// A sample as rosbridge JSON, decoded by the type its key names (an
+/// action's feedback, read on Zenoh's thread by a registry snapshot).
+fn sample_json(types: &Registry, s: &Sample) -> Option<String> {
+    let (_, _, dds, _) = rmw::parse_data_key(s.key_expr().as_str())?;
+    let ty = rmw::ros_type_name(&dds)?;
+    decode_json(types, &ty, &s.payload().to_bytes())
+}
+
+/// A ROS 2 sample's CDR as rosbridge JSON, decoded as `ty`; `None` when it
+/// does not decode.
+fn decode_json(types: &Registry, ty: &str, payload: &[u8]) -> Option<String> {
+    let mut json = Vec::new();
+    if let Err(e) = cdr::decode_json(types, ty, payload, &mut json) {
+        rosgate_core::log!(Debug, "ros2: a sample of {ty} dropped: {e}");
+        return None;
     }
+    String::from_utf8(json).ok()
 }
 
 /// This gateway's ROS 2 node in one domain.
@@ -564,20 +269,15 @@ struct Sub {
     _token: Option<LivelinessToken>,
 }
 
-/// What this gateway publishes a topic to ROS 2 as.
+/// This gateway's publisher of a topic to ROS 2, as the link declared it.
 struct Pub {
-    typed: Typed,
-    ros_type: String,
     key: String,
     gid: [u8; 16],
     seq: i64,
-    /// For a topic a local client publishes latched (transient local):
-    /// the depth, and the publisher whose cache late ROS 2 subscribers
-    /// query (rmw_zenoh's transient local).
-    latched: Option<(u32, AdvancedPublisher<'static>)>,
-    /// The latched depth it was made for (whether or not the cache could
-    /// be declared: it is not made again for every message).
-    made_for: Option<u32>,
+    /// For a topic a local client publishes latched (transient local): the
+    /// publisher whose cache late ROS 2 subscribers query (rmw_zenoh's
+    /// transient local), if it could be declared.
+    cache: Option<AdvancedPublisher<'static>>,
     _token: LivelinessToken,
 }
 
@@ -595,9 +295,7 @@ pub(crate) struct RosLink {
     nodes: HashMap<Domain, Node>,
     next_id: u64,
     goal_seq: u64,
-    /// The ROS 2 link's state machine: today it decides goals to ROS 2
-    /// action servers (`goals_out.rs` executes it); the rest is still
-    /// this shell's own tables.
+    /// The ROS 2 link's state machine: it decides, this shell executes.
     link: rosgate_ros2::link::Link,
     /// What executing the link's goals keeps beside it.
     goals_out: goals_out::GoalsOut,
@@ -626,9 +324,18 @@ pub(crate) struct RosLink {
     client_nodes: HashMap<(Domain, String), ClientNode>,
     /// The hub's node generation `client_nodes` was last synced with.
     nodes_generation: Option<u64>,
-    /// Topics the hub checks messages of (ROS 2 subscribes to them).
-    checked: HashMap<(Domain, String), String>,
-    checker_installed: bool,
+    /// The link's registry the hub's type check was last installed with.
+    checker: Option<Arc<Registry>>,
+    /// The other gateways the link was last told of (at most
+    /// `remote::MAX_GATEWAYS`), and the federation's count they are of.
+    gateways: HashSet<String>,
+    gateways_seen: u64,
+    /// The link's refusal counts already added to the hub's counters.
+    counted: (u64, u64),
+    /// Samples the link handed over that did not decode (counted).
+    undecodable: u64,
+    /// Whether the last put the link asked went out (for the bridge).
+    put_ok: bool,
     /// When the graph was last rebuilt for introspection.
     last_graph: Option<std::time::Instant>,
     /// The link's graph generation last installed (none yet: the first
@@ -637,13 +344,14 @@ pub(crate) struct RosLink {
 }
 
 /// The hub's check of client messages against the ROS 2 type of a topic
-/// that ROS 2 subscribes to: the message must encode.
-struct Check(Arc<RosShared>);
+/// that ROS 2 subscribes to: the message must encode (by a snapshot of
+/// the link's registry, installed again when the link learns a type).
+struct Check(Arc<Registry>);
 
 impl rosgate_core::hub::TypeCheck for Check {
     fn check(&self, ty: &str, msg: &str) -> Result<(), String> {
         let v: serde_json::Value = rosgate_ros2::json::from_str(msg).map_err(|e| e.to_string())?;
-        cdr::encode(&*self.0.types(), ty, &v)
+        cdr::encode(&*self.0, ty, &v)
             .map(drop)
             .map_err(|e| e.to_string())
     }
@@ -658,18 +366,14 @@ impl RosLink {
         types: Registry,
         fed: Arc<Shared>,
     ) -> Result<RosLink, String> {
-        let types = Arc::new(types);
         let zid = session.zid().to_string();
         let shared = Arc::new(RosShared {
             zid: zid.clone(),
             fed,
-            types: RwLock::new(types),
-            tables: Mutex::new(Tables::default()),
-            undecodable: AtomicU64::new(0),
+            ignored: AtomicU64::new(0),
             session: session.clone(),
             call_seq: AtomicI64::new(0),
             link_inbox: Mutex::new(exec::LinkInbox::default()),
-            own_gids: Mutex::new(HashSet::new()),
         });
         let mut link = RosLink {
             zid,
@@ -678,7 +382,7 @@ impl RosLink {
             nodes: HashMap::new(),
             next_id: 0,
             goal_seq: 0,
-            link: rosgate_ros2::link::Link::new(),
+            link: rosgate_ros2::link::Link::with_types(types),
             goals_out: goals_out::GoalsOut::default(),
             link_out: Vec::new(),
             replying: HashMap::new(),
@@ -692,8 +396,12 @@ impl RosLink {
             actions: HashMap::new(),
             client_nodes: HashMap::new(),
             nodes_generation: None,
-            checked: HashMap::new(),
-            checker_installed: false,
+            checker: None,
+            gateways: HashSet::new(),
+            gateways_seen: 0,
+            counted: (0, 0),
+            undecodable: 0,
+            put_ok: true,
             last_graph: None,
             graph_installed: None,
         };
@@ -860,33 +568,82 @@ impl RosLink {
         }
     }
 
+    /// The types known now: the link's registry (a snapshot; a Zenoh
+    /// callback keeps the one it was made with).
+    fn types(&self) -> Arc<Registry> {
+        self.link.types().clone()
+    }
+
+    /// The type of the ROS 2 server of `name` calls and goals go to (the
+    /// link's choice), as its token spelled it.
+    fn served(&self, domain: Domain, name: &str) -> Option<Typed> {
+        Typed::of_entity(self.link.server_of(u32::from(domain), name)?)
+    }
+
     /// The data-key type of a type local clients named (`std_msgs/String`
     /// or `std_msgs/msg/String`), if the type is known.
     fn typed_msg(&self, ty: &str) -> Option<Typed> {
-        let types = self.shared.types();
+        let types = self.link.types();
         let full = types.msg(ty)?.name.clone();
-        Some(Typed {
-            dds_type: rmw::dds_type_name(&full)?,
-            hash: types.hash(&full)?.to_string(),
-        })
+        Typed::of(&full, &types.hash(&full)?)
     }
 
-    /// Local clients subscribe to `topic`: take it from ROS 2 publishers
-    /// of any type (each sample is decoded by the type its key names).
+    /// Local clients subscribe to `topic`: the link's to decide (it asks
+    /// to subscribe to the topic's samples, of any type).
     pub(crate) fn want(&mut self, session: &Session, hub: &Hub, domain: Domain, topic: Rc<str>) {
-        if !self.bridged(domain) || self.subs.contains_key(&(domain, topic.clone())) {
+        if !self.bridged(domain) {
+            return;
+        }
+        self.link.handle(Event::Want {
+            domain: u32::from(domain),
+            topic: topic.to_string(),
+            ty: hub.topic_type(domain, &topic).map(str::to_string),
+            on: true,
+        });
+        self.run_link(session);
+    }
+
+    pub(crate) fn unwant(&mut self, session: &Session, domain: Domain, topic: &Rc<str>) {
+        if !self.bridged(domain) {
+            return;
+        }
+        self.link.handle(Event::Want {
+            domain: u32::from(domain),
+            topic: topic.to_string(),
+            ty: None,
+            on: false,
+        });
+        self.run_link(session);
+    }
+
+    /// The link subscribes to `topic`'s samples from ROS 2 publishers of
+    /// any type (`on`), announced as `ty` when local clients named one
+    /// known here, or stops.
+    fn exec_subscribe(
+        &mut self,
+        session: &Session,
+        domain: Domain,
+        topic: &str,
+        ty: Option<(String, String)>,
+        on: bool,
+    ) {
+        let k = (domain, Rc::<str>::from(topic));
+        if !on {
+            self.subs.remove(&k);
+            return;
+        }
+        if self.subs.contains_key(&k) {
             return;
         }
         let sh = self.shared.clone();
-        let name: Arc<str> = Arc::from(&*topic);
         // As rmw_zenoh's transient local subscriptions do: ask the caches
         // of transient local publishers (now, and of those that come
         // later) for what they keep.
         let data = session
-            .declare_subscriber(rmw::data_key_any_type(u32::from(domain), &topic))
+            .declare_subscriber(rmw::data_key_any_type(u32::from(domain), topic))
             .history(HistoryConfig::default().detect_late_publishers())
             .allowed_origin(Locality::Remote)
-            .callback(move |s: Sample| sh.on_data(domain, &name, &s))
+            .callback(move |s: Sample| sh.on_data(&s))
             .wait();
         let data = match data {
             Ok(d) => d,
@@ -895,15 +652,13 @@ impl RosLink {
                 return;
             }
         };
-        let typed = hub
-            .topic_type(domain, &topic)
-            .and_then(|t| self.typed_msg(t));
+        let typed = ty.and_then(|(ty, hash)| Typed::of(&ty, &hash));
         let token = typed.and_then(|t| {
-            self.declare(session, domain, EntityKind::Subscription, &topic, &t)
+            self.declare(session, domain, EntityKind::Subscription, topic, &t)
                 .map(|(_, tok)| tok)
         });
         self.subs.insert(
-            (domain, topic),
+            k,
             Sub {
                 _data: data,
                 _token: token,
@@ -911,13 +666,9 @@ impl RosLink {
         );
     }
 
-    pub(crate) fn unwant(&mut self, domain: Domain, topic: &Rc<str>) {
-        self.subs.remove(&(domain, topic.clone()));
-    }
-
-    /// A message the bridge of `domain` drained for `topic`: put to ROS 2
-    /// as CDR when ROS 2 subscribes to it. Returns false when it had to be
-    /// dropped (it does not fit the subscriptions' type).
+    /// A message the bridge of `domain` drained for `topic`: the link puts
+    /// it to ROS 2 when ROS 2 subscribes to it. Returns false when it had
+    /// to be dropped (it does not fit the subscriptions' type).
     pub(crate) fn publish(
         &mut self,
         session: &Session,
@@ -929,85 +680,106 @@ impl RosLink {
         if !self.bridged(domain) {
             return true;
         }
-        let Some(typed) = self.shared.subscribed(domain, topic) else {
-            // Most drained topics never had ROS 2 subscribers: no work.
-            if !self.pubs.is_empty() {
-                self.drop_pub(domain, topic);
-            }
-            return true;
+        self.put_ok = true;
+        self.link.handle(Event::Publish {
+            domain: u32::from(domain),
+            topic: topic.to_string(),
+            latched,
+            payload: msg.as_bytes().to_vec(),
+        });
+        self.run_link(session);
+        self.put_ok
+    }
+
+    /// The link declares this gateway's publisher of `topic` to ROS 2,
+    /// typed `ty`/`hash` as the ROS 2 subscription declared it (`on`), or
+    /// withdraws it. Its GID goes back to the link: its samples, read back
+    /// by a history query, are not news.
+    fn exec_publisher(
+        &mut self,
+        session: &Session,
+        domain: Domain,
+        topic: &str,
+        typed: Option<Typed>,
+        latched: Option<u32>,
+        on: bool,
+    ) {
+        self.drop_pub(domain, topic);
+        let Some(typed) = typed.filter(|_| on) else {
+            return;
         };
-        let k = (domain, Rc::<str>::from(topic));
-        let stale = |p: &Pub| p.typed != typed || p.made_for != latched;
-        if self.pubs.get(&k).is_none_or(stale) {
-            self.drop_pub(domain, topic);
-            let Some(ros_type) = rmw::ros_type_name(&typed.dds_type) else {
-                return false;
-            };
-            // A latched topic is a transient local publisher in ROS 2, as
-            // rmw_zenoh makes one: a cache of `depth` samples that late
-            // subscribers' history queries read, and sample numbers so a
-            // subscriber that gets one twice (live and from the cache)
-            // keeps one.
-            let qos = match latched {
-                Some(depth) => Qos {
-                    durability: rmw::Durability::TransientLocal,
-                    ..Qos::keep_last(depth)
-                },
-                None => Qos::keep_last(10),
-            };
-            let Some((token_key, token)) =
-                self.declare_qos(session, domain, EntityKind::Publisher, topic, &typed, qos)
-            else {
-                return false;
-            };
-            let key = rmw::data_key(u32::from(domain), topic, &typed.dds_type, &typed.hash);
-            let cache = latched.and_then(|depth| {
-                let declared = session
-                    .declare_publisher(key.clone())
-                    .congestion_control(CongestionControl::Drop)
-                    .allowed_destination(Locality::Remote)
-                    .cache(CacheConfig::default().max_samples(depth as usize))
-                    .sample_miss_detection(MissDetectionConfig::default())
-                    .publisher_detection()
-                    .wait();
-                match declared {
-                    Ok(p) => Some((depth, p)),
-                    Err(e) => {
-                        rosgate_core::log!(Warn, "ros2: no transient local cache for {topic}: {e}");
-                        None
-                    }
+        // A latched topic is a transient local publisher in ROS 2, as
+        // rmw_zenoh makes one: a cache of `depth` samples that late
+        // subscribers' history queries read, and sample numbers so a
+        // subscriber that gets one twice (live and from the cache) keeps
+        // one.
+        let qos = match latched {
+            Some(depth) => Qos {
+                durability: rmw::Durability::TransientLocal,
+                ..Qos::keep_last(depth)
+            },
+            None => Qos::keep_last(10),
+        };
+        let Some((token_key, token)) =
+            self.declare_qos(session, domain, EntityKind::Publisher, topic, &typed, qos)
+        else {
+            return;
+        };
+        let key = rmw::data_key(u32::from(domain), topic, &typed.dds_type, &typed.hash);
+        let cache = latched.and_then(|depth| {
+            let declared = session
+                .declare_publisher(key.clone())
+                .congestion_control(CongestionControl::Drop)
+                .allowed_destination(Locality::Remote)
+                .cache(CacheConfig::default().max_samples(depth as usize))
+                .sample_miss_detection(MissDetectionConfig::default())
+                .publisher_detection()
+                .wait();
+            match declared {
+                Ok(p) => Some(p),
+                Err(e) => {
+                    rosgate_core::log!(Warn, "ros2: no transient local cache for {topic}: {e}");
+                    None
                 }
-            });
-            let gid = rmw::gid(&token_key);
-            self.shared.own_gids().insert(gid);
-            let p = Pub {
-                gid,
-                key,
-                typed,
-                ros_type,
-                seq: 0,
-                latched: cache,
-                made_for: latched,
-                _token: token,
-            };
-            self.pubs.insert(k.clone(), p);
-        }
-        let Some(p) = self.pubs.get_mut(&k) else {
-            return false;
+            }
+        });
+        let gid = rmw::gid(&token_key);
+        self.link.handle(Event::OwnPublisher { gid, on: true });
+        let p = Pub {
+            gid,
+            key,
+            seq: 0,
+            cache,
+            _token: token,
         };
-        let v: serde_json::Value = match rosgate_ros2::json::from_str(msg) {
+        self.pubs.insert((domain, Rc::from(topic)), p);
+    }
+
+    /// The link puts a client's message (`msg`, JSON) on `topic` as CDR of
+    /// `ty`, the ROS 2 subscription's type, through this gateway's
+    /// publisher of it.
+    fn exec_put(&mut self, session: &Session, domain: Domain, topic: &str, ty: &str, msg: &[u8]) {
+        let types = self.types();
+        let Some(p) = self.pubs.get_mut(&(domain, Rc::from(topic))) else {
+            self.put_ok = false;
+            return;
+        };
+        let v: serde_json::Value = match rosgate_ros2::json::from_slice(msg) {
             Ok(v) => v,
-            Err(_) => return false,
+            Err(_) => {
+                self.put_ok = false;
+                return;
+            }
         };
-        let bytes = match cdr::encode(&*self.shared.types(), &p.ros_type, &v) {
+        let bytes = match cdr::encode(&*types, ty, &v) {
             Ok(b) => b,
             Err(e) => {
                 rosgate_core::log!(
                     Debug,
-                    "ros2: a message on {topic} not sent to ROS 2: it is not {}: {e}",
-                    p.ros_type
+                    "ros2: a message on {topic} not sent to ROS 2: it is not {ty}: {e}"
                 );
-                return false;
+                self.put_ok = false;
+                return;
             }
         };
         p.seq += 1;
@@ -1016,8 +788,8 @@ impl RosLink {
             timestamp_ns: unix_ns(),
             gid: p.gid,
         };
-        match &p.latched {
-            Some((_, cache)) => cache
+        self.put_ok = match &p.cache {
+            Some(cache) => cache
                 .put(bytes)
                 .attachment(att.encode().to_vec())
                 .wait()
@@ -1029,13 +801,16 @@ impl RosLink {
                 .allowed_destination(Locality::Remote)
                 .wait()
                 .is_ok(),
-        }
+        };
     }
 
     /// Withdraws this gateway's publisher of `topic` to ROS 2, if any.
     fn drop_pub(&mut self, domain: Domain, topic: &str) {
         if let Some(p) = self.pubs.remove(&(domain, Rc::from(topic))) {
-            self.shared.own_gids().remove(&p.gid);
+            self.link.handle(Event::OwnPublisher {
+                gid: p.gid,
+                on: false,
+            });
         }
     }
 
@@ -1060,42 +835,53 @@ impl RosLink {
         Some(gid)
     }
 
-    /// The ROS 2 graph into introspection, when it changed.
-    /// One loop turn's work; returns when it wants the next turn at the
-    /// latest (a graph change held back for its interval).
+    /// Forgets this gateway as a client of `name` (a service, or an
+    /// action's goal services), whose servers all went.
+    fn forget_clients(&mut self, domain: Domain, name: &str, action: bool) {
+        use rosgate_ros2::action as a;
+        if !action {
+            self.clients.remove(&(domain, Rc::from(name)));
+            return;
+        }
+        for part in [a::SEND_GOAL, a::GET_RESULT, a::CANCEL_GOAL] {
+            self.clients
+                .remove(&(domain, Rc::from(format!("{name}{part}").as_str())));
+        }
+    }
+
+    /// One loop turn's work: the link's events, tick and actions
+    /// (`exec.rs`), the hub's type check and counters, and the graph into
+    /// introspection when it changed. Returns when it wants the next turn
+    /// at the latest (a graph change held back for its interval).
     pub(crate) fn turn(
         &mut self,
         session: &Session,
         hub: &mut Hub,
         now: std::time::Instant,
     ) -> Option<std::time::Instant> {
-        let (fetches, more, rejected, refused) = {
-            let mut t = self.shared.tables();
-            let n = t.to_fetch.len().min(FETCHES_PER_TURN);
-            let fetches: Vec<Fetch> = t.to_fetch.drain(..n).collect();
-            let counts = (
-                std::mem::take(&mut t.names_rejected),
-                std::mem::take(&mut t.refused),
-            );
-            (fetches, !t.to_fetch.is_empty(), counts.0, counts.1)
-        };
-        for f in fetches {
-            self.fetch(f);
-        }
-        if more {
+        self.follow_gateways();
+        self.turn_link(session, hub, now);
+        if self.link.wants_turn() {
+            // Types asked past this turn's allowance: the next turn sends them.
             self.shared.fed.wake();
         }
-        hub.count_n(rosgate_core::counters::Counter::Ros2NamesRejected, rejected);
+        let stats = self.link.stats();
+        hub.count_n(
+            rosgate_core::counters::Counter::Ros2NamesRejected,
+            stats.names_rejected - self.counted.0,
+        );
         hub.count_n(
             rosgate_core::counters::Counter::Ros2EntitiesRefused,
-            refused,
+            stats.refused - self.counted.1,
         );
-        self.turn_link(session, hub, now);
-        if !self.checker_installed {
-            self.checker_installed = true;
-            hub.set_type_checker(Box::new(Check(self.shared.clone())));
+        self.counted = (stats.names_rejected, stats.refused);
+        // The hub checks client messages by the link's registry: installed
+        // again when the link learned a type.
+        let types = self.link.types();
+        if self.checker.as_ref().is_none_or(|c| !Arc::ptr_eq(c, types)) {
+            self.checker = Some(types.clone());
+            hub.set_type_checker(Box::new(Check(types.clone())));
         }
-        self.follow_subscriptions(hub);
         // Rebuilt at most every interval: a burst of tokens costs one
         // rebuild, not one per turn.
         let interval = std::time::Duration::from_millis(crate::GRAPH_INTERVAL_MS as u64);
@@ -1118,82 +904,88 @@ impl RosLink {
         None
     }
 
-    /// For each topic whose ROS 2 subscriptions changed, and each service
-    /// whose ROS 2 servers did: the hub's type check of client messages,
-    /// this gateway's publisher to ROS 2 and its client of the service
-    /// follow (O(what changed), every turn, not held back with the graph).
-    fn follow_subscriptions(&mut self, hub: &mut Hub) {
-        let (subs, servers) = {
-            let mut t = self.shared.tables();
-            if t.subs_changed.is_empty() && t.servers_changed.is_empty() {
-                return;
-            }
-            (
-                std::mem::take(&mut t.subs_changed),
-                std::mem::take(&mut t.servers_changed),
-            )
+    /// Tells the link which participants are other rosgate gateways (their
+    /// publishers' samples cross the federation already), when the
+    /// federation's gateways changed.
+    fn follow_gateways(&mut self) {
+        let Some((seen, now)) = self.shared.fed.gateways_since(self.gateways_seen) else {
+            return;
         };
-        for k in subs {
-            // Client messages on topics ROS 2 subscribes to must fit its type.
-            let ty = self
-                .shared
-                .subscribed(k.0, &k.1)
-                .and_then(|typed| rmw::ros_type_name(&typed.dds_type));
-            if self.checked.get(&k) != ty.as_ref() {
-                hub.set_topic_check(k.0, &k.1, ty.as_deref());
-                match ty {
-                    Some(ty) => self.checked.insert(k.clone(), ty),
-                    None => self.checked.remove(&k),
-                };
-            }
-            // A publisher to ROS 2 whose subscriptions all went.
-            if !self.checked.contains_key(&k) && self.shared.subscribed(k.0, &k.1).is_none() {
-                if let Some(p) = self.pubs.remove(&(k.0, Rc::from(k.1.as_str()))) {
-                    self.shared.own_gids().remove(&p.gid);
-                }
-            }
+        self.gateways_seen = seen;
+        let now: HashSet<String> = now.into_iter().collect();
+        for gone in self.gateways.difference(&now) {
+            self.link.handle(Event::Rosgate {
+                participant: gone.clone(),
+                present: false,
+            });
         }
-        // Clients of services whose servers all went.
-        for k in servers {
-            if self.shared.served(k.0, &k.1).is_none() {
-                self.clients.remove(&(k.0, Rc::from(k.1.as_str())));
-            }
+        for new in now.difference(&self.gateways) {
+            self.link.handle(Event::Rosgate {
+                participant: new.clone(),
+                present: true,
+            });
         }
+        self.gateways = now;
     }
 
-    /// Asks a node for a type's description (`~/get_type_description`,
-    /// rmw_zenoh's service of every Jazzy node); the answer is taken on
-    /// Zenoh's thread ([`RosShared::on_description`]).
-    fn fetch(&mut self, f: Fetch) {
-        let types = self.shared.types();
+    /// The link asks a node for a type's description
+    /// (`~/get_type_description`, rmw_zenoh's service of every Jazzy
+    /// node): the answer, decoded on Zenoh's thread by the registry of
+    /// now, goes back to the link, which checks its hash.
+    fn exec_describe(
+        &mut self,
+        domain: Domain,
+        node: &str,
+        ty: &str,
+        hash: &str,
+        query: rosgate_ros2::link::QueryId,
+    ) -> Result<(), String> {
+        let types = self.types();
         let service = rosgate_ros2::describe::SERVICE_TYPE;
-        let (Some(def), Some(dds), Some(hash)) = (
+        let (Some(def), Some(dds), Some(service_hash)) = (
             types.srv(service),
             rmw::dds_type_name(service),
             types.hash(service),
         ) else {
-            return;
+            return Err(format!("{service} is not known here"));
         };
-        let request = rosgate_ros2::describe::request(&f.ty, &f.hash);
-        let Ok(bytes) = cdr::encode(&*types, &def.request, &request) else {
-            return;
+        let request = rosgate_ros2::describe::request(ty, hash);
+        let bytes = cdr::encode(&*types, &def.request, &request).map_err(|e| e.to_string())?;
+        let Some(own) = self.nodes.get(&domain) else {
+            return Err("no node of this gateway in the domain".into());
         };
-        let Some(node) = self.nodes.get(&f.domain) else {
-            return;
-        };
-        let gid = rmw::gid(&node.key);
-        let name = format!("{}/get_type_description", f.node.trim_end_matches('/'));
-        let key = rmw::data_key(u32::from(f.domain), &name, &dds, &hash);
+        let gid = rmw::gid(&own.key);
+        let name = format!("{}/get_type_description", node.trim_end_matches('/'));
+        let key = rmw::data_key(u32::from(domain), &name, &dds, &service_hash);
         let (sh, response) = (self.shared.clone(), def.response.clone());
-        let timeout = Duration::from_secs(FETCH_TIMEOUT_SECS);
-        self.shared.request(key, bytes, gid, timeout, move |r| {
-            sh.on_description(&f.node, &f.ty, &f.hash, &response, r)
+        let (node, ty) = (node.to_string(), ty.to_string());
+        let first = crate::first_reply::FirstReply::new(move |r: Option<&Reply>| {
+            let reply = r.map(|r| Ok(describe_reply(&types, &node, &ty, &response, r)));
+            sh.reply_to_link(query, reply);
         });
+        let timeout = Duration::from_secs(FETCH_TIMEOUT_SECS);
+        self.shared
+            .request(key, bytes, gid, timeout, move |r| first.on(r));
+        Ok(())
     }
 
     /// This gateway's node names, per domain (for the status).
     pub(crate) fn status_json(&self) -> serde_json::Value {
-        let mut v = self.shared.status_json();
+        let link = self.link.stats();
+        let ignored = self.shared.ignored.load(Ordering::Relaxed) + link.ignored;
+        let mut v = serde_json::json!({
+            "entities": link.entities,
+            "subscriptions": link.topics_subscribed,
+            "servers": link.services_served,
+            "ignored": ignored,
+            "types_asked": link.types_asked,
+            "types_learned": link.types_learned,
+            "types_refused": link.types_refused,
+            "types_known": self.link.types().msgs().count(),
+            "undecodable": self.undecodable + link.unknown_type,
+            "own_samples": link.own,
+            "echoes": link.echoes,
+        });
         v["domains"] = serde_json::json!(self.domains);
         v["node"] = serde_json::Value::from(node_name(&self.zid));
         v["node_tokens"] = serde_json::json!(self
@@ -1204,7 +996,6 @@ impl RosLink {
         v["publishing"] = serde_json::Value::from(self.pubs.len());
         v["subscribed"] = serde_json::Value::from(self.subs.len());
         v["serving"] = serde_json::Value::from(self.servers.len());
-        let link = self.link.stats();
         v["goals_in_flight"] = serde_json::Value::from(link.goals_out);
         v["calls_in_flight"] = serde_json::Value::from(link.calls_out);
         v["calls_from_ros2"] = serde_json::Value::from(link.calls_in);
@@ -1215,6 +1006,38 @@ impl RosLink {
         v["client_nodes"] = serde_json::Value::from(self.client_nodes.len());
         v
     }
+}
+
+/// A node's answer to `~/get_type_description` for `ty`, for the link:
+/// the description when the node gave one (the link checks its hash).
+fn describe_reply(
+    types: &Registry,
+    node: &str,
+    ty: &str,
+    response: &str,
+    reply: &Reply,
+) -> rosgate_ros2::link::Reply {
+    use rosgate_ros2::link::Reply as LinkReply;
+    let Ok(sample) = reply.result() else {
+        rosgate_core::log!(Info, "ros2: {node} refused to describe {ty}");
+        return LinkReply::Described(None);
+    };
+    let mut json = Vec::new();
+    let payload = sample.payload().to_bytes();
+    if cdr::decode_json(types, response, &payload, &mut json).is_err() {
+        rosgate_core::log!(Info, "ros2: {node}'s description of {ty} does not decode");
+        return LinkReply::Described(None);
+    }
+    let mut v: serde_json::Value = serde_json::from_slice(&json).unwrap_or_default();
+    if v["successful"] != true {
+        rosgate_core::log!(
+            Info,
+            "ros2: {node} cannot describe {ty}: {}",
+            v["failure_reason"].as_str().unwrap_or_default()
+        );
+        return LinkReply::Described(None);
+    }
+    LinkReply::Described(Some(v["type_description"].take()))
 }
 
 /// This gateway's node name in the ROS 2 graph: `rosgate_<first 8 hex

@@ -47,7 +47,7 @@ impl Peer for RosPeer {
     }
 
     fn unwant(&mut self, domain: Domain, topic: &Rc<str>) {
-        self.link.unwant(domain, topic);
+        self.link.unwant(&self.session, domain, topic);
     }
 
     fn provide(&mut self, domain: Domain, name: Rc<str>, ty: &str) {
@@ -119,10 +119,10 @@ impl Peer for RosPeer {
         self.link.turn(&self.session, hub, now)
     }
 
-    /// The shell's token tables and the link's entities (both hold what
-    /// ROS 2 announced).
+    /// The link's entities (what ROS 2 announced; the shell keeps no
+    /// table of them).
     fn held_bytes(&self) -> usize {
-        self.link.shared.held_bytes() + self.link.link.stats().bytes
+        self.link.link.stats().bytes
     }
 
     fn status(&self, status: &mut serde_json::Value) {

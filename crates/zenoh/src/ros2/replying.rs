@@ -14,12 +14,19 @@ use serde_json::{json, Value};
 use zenoh::query::Query;
 use zenoh::Wait;
 
-use super::{unix_ns, RosLink, RosShared};
+use std::sync::Arc;
+
+use rosgate_ros2::registry::Registry;
+
+use super::{unix_ns, RosLink};
 
 /// A ROS 2 client's query waiting for the link's one reply: what the
 /// reply is encoded as and must echo.
 pub(super) struct Replying {
     pub(super) query: Query,
+    /// The types the request was decoded by (the link's when the service
+    /// was offered), which the answer is encoded by.
+    pub(super) types: Arc<Registry>,
     /// The response's ROS type (CDR), for a service's or goal service's
     /// answer.
     pub(super) response_type: String,
@@ -33,8 +40,8 @@ impl Replying {
     /// Replies `v` as CDR of the response type, echoing the request's
     /// sequence number and client GID (an error reply when it does not
     /// encode).
-    pub(super) fn reply_json(self, shared: &RosShared, v: &serde_json::Value) {
-        match cdr::encode(&*shared.types(), &self.response_type, v) {
+    pub(super) fn reply_json(self, v: &serde_json::Value) {
+        match cdr::encode(&*self.types, &self.response_type, v) {
             Ok(bytes) => {
                 let att = Attachment {
                     seq: self.seq,
@@ -66,14 +73,14 @@ pub(super) fn stamp_json(s: Stamp) -> Value {
 
 /// The link's answer to a goal service's request, as CDR of the response
 /// type.
-fn goal_reply(shared: &RosShared, to: Replying, answer: Answer) {
+fn goal_reply(to: Replying, answer: Answer) {
     let v = match answer {
         Answer::Accepted(accepted) => json!({"accepted": accepted, "stamp": stamp_json(to.stamp)}),
         Answer::Result { status, payload } => {
             // No result (an unknown goal, an abort): the type's defaults.
             let result = match rosgate_ros2::json::from_slice(&payload) {
                 Ok(v) if !payload.is_empty() => v,
-                _ => cdr::default_json(&*shared.types(), &to.response_type)
+                _ => cdr::default_json(&*to.types, &to.response_type)
                     .map(|d| d["result"].clone())
                     .unwrap_or_default(),
             };
@@ -89,7 +96,7 @@ fn goal_reply(shared: &RosShared, to: Replying, answer: Answer) {
         Answer::Error(why) => return to.error(why),
         Answer::Service(_) => return to.error("not a goal service's answer".into()),
     };
-    to.reply_json(shared, &v);
+    to.reply_json(&v);
 }
 
 impl RosLink {
@@ -103,10 +110,10 @@ impl RosLink {
                 let v: serde_json::Value =
                     rosgate_ros2::json::from_str(std::str::from_utf8(&json).unwrap_or("null"))
                         .unwrap_or_default();
-                to.reply_json(&self.shared, &v);
+                to.reply_json(&v);
             }
             Answer::Error(why) => to.error(why),
-            other => goal_reply(&self.shared, to, other),
+            other => goal_reply(to, other),
         }
     }
 }
