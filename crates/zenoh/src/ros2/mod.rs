@@ -875,12 +875,14 @@ impl RosLink {
             stats.refused - self.counted.1,
         );
         self.counted = (stats.names_rejected, stats.refused);
-        // The hub checks client messages by the link's registry: installed
-        // again when the link learned a type.
+        // The hub checks client messages by the link's registry, and
+        // describes and encodes by it (`Hub::types`): both installed again
+        // when the link learned a type.
         let types = self.link.types();
         if self.checker.as_ref().is_none_or(|c| !Arc::ptr_eq(c, types)) {
             self.checker = Some(types.clone());
             hub.set_type_checker(Box::new(Check(types.clone())));
+            hub.set_types(types.clone());
         }
         // Rebuilt at most every interval: a burst of tokens costs one
         // rebuild, not one per turn.
