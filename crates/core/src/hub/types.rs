@@ -40,7 +40,8 @@ pub const MAX_TYPEDEF_CACHE_BYTES: usize = 16 * 1024 * 1024;
 pub(crate) struct Types {
     registry: Arc<Registry>,
     generation: u64,
-    /// Full texts by the type name a topic gave, of this generation.
+    /// Full texts by the type name a topic gave, of this generation, as
+    /// JSON strings: a reply copies them, nothing to escape again.
     texts: RefCell<TextCache>,
     /// Every interface known (`pkg/msg/M`, `pkg/srv/S`, `pkg/action/A`),
     /// sorted, at most [`MAX_LIST_ITEMS`]; true when cut.
@@ -94,23 +95,27 @@ impl Hub {
         self.types.generation
     }
 
-    /// The `ros2msg` full text of message type `ty` (any name form): from
-    /// the cache, or rendered (at most `typedefs::MAX_FULL_TEXT_BYTES`)
-    /// and kept. The flag says whether it was rendered now.
-    pub(super) fn typedef_text(&self, ty: &str) -> Result<(Arc<str>, bool), RenderError> {
+    /// The `ros2msg` full text of message type `ty` (any name form) as a
+    /// JSON string (quoted and escaped, ready for a reply): from the
+    /// cache, or rendered (at most `typedefs::MAX_FULL_TEXT_BYTES`) and
+    /// kept. The flag says whether it was rendered now.
+    pub(super) fn typedef_json(&self, ty: &str) -> Result<(Arc<str>, bool), RenderError> {
         if let Some(t) = self.types.texts.borrow().texts.get(ty) {
             return Ok((t.clone(), false));
         }
-        let text: Arc<str> =
-            typedefs::full_text(&self.types.registry, ty, typedefs::MAX_FULL_TEXT_BYTES)?.into();
+        let text = typedefs::full_text(&self.types.registry, ty, typedefs::MAX_FULL_TEXT_BYTES)?;
+        let mut json = Vec::with_capacity(text.len() + text.len() / 16 + 2);
+        rosgate_wire::encode::json_string(&mut json, &text);
+        // JSON of a str is UTF-8; the fallback is never taken.
+        let json: Arc<str> = String::from_utf8(json).unwrap_or_default().into();
         let mut cache = self.types.texts.borrow_mut();
-        let cost = text.len() + ty.len();
+        let cost = json.len() + ty.len();
         if cache.bytes + cost > MAX_TYPEDEF_CACHE_BYTES {
             *cache = TextCache::default();
         }
         cache.bytes += cost;
-        cache.texts.insert(ty.to_owned(), text.clone());
-        Ok((text, true))
+        cache.texts.insert(ty.to_owned(), json.clone());
+        Ok((json, true))
     }
 
     /// Every interface type known (bundled, `--interfaces`, learned):
