@@ -767,7 +767,11 @@ impl Hub {
                 out.push(b',');
             }
             let json = seen.entry(ty).or_insert_with(|| {
-                if rendering == 0 {
+                if let Some(j) = self.cached_typedef_json(ty) {
+                    return Some(j);
+                }
+                if rendering == 0 || left == 0 {
+                    // It may exist: the reply says it is cut.
                     cut = true;
                     return None;
                 }

@@ -100,8 +100,8 @@ impl Hub {
     /// cache, or rendered (at most `typedefs::MAX_FULL_TEXT_BYTES`) and
     /// kept. The flag says whether it was rendered now.
     pub(super) fn typedef_json(&self, ty: &str) -> Result<(Arc<str>, bool), RenderError> {
-        if let Some(t) = self.types.texts.borrow().texts.get(ty) {
-            return Ok((t.clone(), false));
+        if let Some(t) = self.cached_typedef_json(ty) {
+            return Ok((t, false));
         }
         let text = typedefs::full_text(&self.types.registry, ty, typedefs::MAX_FULL_TEXT_BYTES)?;
         let mut json = Vec::with_capacity(text.len() + text.len() / 16 + 2);
@@ -116,6 +116,11 @@ impl Hub {
         cache.bytes += cost;
         cache.texts.insert(ty.to_owned(), json.clone());
         Ok((json, true))
+    }
+
+    /// [`Hub::typedef_json`] if it is cached, without rendering.
+    pub(super) fn cached_typedef_json(&self, ty: &str) -> Option<Arc<str>> {
+        self.types.texts.borrow().texts.get(ty).cloned()
     }
 
     /// Every interface type known (bundled, `--interfaces`, learned):
