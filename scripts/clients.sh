@@ -11,7 +11,9 @@
 #               then that gateway's /metrics is read by prometheus_client's
 #               parser (tests/clients/metrics_check.py, counted with roslibpy)
 #   roslib      roslib (npm, 2.x) tests in tests/clients/roslib, over the
-#               WebSocket port and over the NDJSON TCP port (custom transport)
+#               WebSocket port and over the NDJSON TCP port (custom transport);
+#               typedefs.test.mjs also parses every rosapi definition text
+#               with @foxglove/rosmsg (the Foxglove app's parser, a devDependency)
 #   roslibrust  tests/clients/roslibrust, a standalone cargo crate
 #   readme      the README's client examples (examples/add_two_ints.mjs and
 #               .py, which the README shows verbatim) run as a newcomer would,

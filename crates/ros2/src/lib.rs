@@ -17,7 +17,9 @@
 //! - [`link`]: the ROS 2 link as a state machine (graph, calls, goals,
 //!   types learned), events in and actions out, whatever the transport;
 //! - [`rmw`]: rmw_zenoh's key expressions, liveliness tokens, QoS text,
-//!   attachments and GIDs.
+//!   attachments and GIDs;
+//! - [`typedefs`]: message definitions as rosapi gives them (the `ros2msg`
+//!   full text, `rosapi_msgs/TypeDef` lists).
 //!
 //! Invariants:
 //! - no input panics: bad definitions, bad JSON and bad CDR are errors that
@@ -38,3 +40,4 @@ pub mod parse;
 pub mod registry;
 pub mod rihs;
 pub mod rmw;
+pub mod typedefs;

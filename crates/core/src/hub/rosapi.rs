@@ -18,14 +18,20 @@
 //! - `/rosgate/topic_stats` is paged ([`TOPIC_STATS_PAGE`] topics a reply,
 //!   a `next` cursor to go on), so no reply of it walks the whole table;
 //! - results are per domain, sorted, without hidden names unless the
-//!   request says `"include_hidden":true`.
+//!   request says `"include_hidden":true`;
+//! - message definitions (`topics_and_raw_types`' texts, the `*_details`
+//!   typedefs, `interfaces`) come from the hub's types (`types.rs`),
+//!   rendered by `rosgate_ros2::typedefs`; one reply carries and renders
+//!   at most [`MAX_TYPEDEFS_REPLY_BYTES`] of text.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::io::Write as _;
+use std::sync::Arc;
 use std::time::Instant;
 
 use serde_json::{json, Map, Value};
 
+use rosgate_ros2::typedefs::{Part, RenderError, TypeDef, MAX_FULL_TEXT_BYTES};
 use rosgate_wire::encode;
 use rosgate_wire::Raw;
 
@@ -52,6 +58,17 @@ pub const MAX_LIST_ITEMS: usize = 10_000;
 
 /// Table entries one filtered listing (`topics_for_type`, ...) looks at.
 pub const MAX_LIST_SCAN: usize = 10_000;
+
+/// Bytes of definition texts (as JSON strings) one `topics_and_raw_types`
+/// reply carries, and bytes of texts one reply may render (a cached text
+/// costs no rendering). Typical texts are 0.1 to 6 KiB, so a thousand
+/// topics' or more fit; past it the remaining topics get `""` and
+/// `"typedefs_truncated"`. Half the control data soft limit
+/// (`DEFAULT_CONTROL_SOFT_BYTES`), so one reply never makes a reader slow.
+/// A reply this full held the loop about 4 ms rendering (cold) and 0.1 to
+/// 1 ms from the cache (release build, the 40 topics of
+/// `hub::tests::typedefs::one_reply_carries_a_bounded_amount_of_text`).
+pub const MAX_TYPEDEFS_REPLY_BYTES: usize = 2 * 1024 * 1024;
 
 /// The rosapi services served, with their types.
 pub const ROSAPI_SERVICES: &[(&str, &str)] = &[
@@ -500,8 +517,9 @@ impl Hub {
             "get_ros_version" => json!({"version": 2, "distro": self.settings.distro}),
             "message_details" | "service_request_details" | "service_response_details"
             | "action_goal_details" | "action_result_details" | "action_feedback_details" => {
-                // rosgate forwards JSON untyped: it has no definitions to give.
-                json!({ "typedefs": [] })
+                let list = self.details(short, arg(args, "type"))?;
+                items += list.len();
+                json!({ "typedefs": list })
             }
             "action_servers" => {
                 let (names, cut) = capped(reg.provided_names(Provided::Action, hidden));
@@ -531,7 +549,13 @@ impl Hub {
                 let mut topic_types: Vec<&str> = topics.into_iter().map(|(_, t)| t).collect();
                 topic_types.sort_unstable();
                 topic_types.dedup();
-                let topics: Vec<String> = topic_types.into_iter().map(str::to_string).collect();
+                let types = self.types();
+                // A known type in use is listed once, by its full name.
+                let topics: Vec<String> = topic_types
+                    .into_iter()
+                    .map(|t| types.canonical_msg(t).unwrap_or(t).to_string())
+                    .collect();
+                let (known, known_cut) = self.known_interfaces();
                 let (services, _) = self.service_types(domain, role, true);
                 let actions: Vec<String> = reg
                     .provided_names(Provided::Action, true)
@@ -540,16 +564,25 @@ impl Hub {
                     .filter_map(|n| reg.provided(Provided::Action, n))
                     .map(|s| s.ty().to_string())
                     .collect();
+                let services = services
+                    .into_values()
+                    .map(|t| types.canonical_srv(&t).map_or(t, str::to_string));
+                let actions = actions
+                    .into_iter()
+                    .map(|t| types.canonical_action(&t).map_or(t, str::to_string));
                 let mut all: Vec<String> = topics
                     .into_iter()
-                    .chain(services.into_values())
+                    .chain(services)
                     .chain(actions)
                     .filter(|t| !t.is_empty())
+                    .chain(known.iter().cloned())
                     .collect();
                 all.sort();
                 all.dedup();
+                let cut = *known_cut || all.len() > MAX_LIST_ITEMS;
+                all.truncate(MAX_LIST_ITEMS);
                 items += all.len();
-                json!({ "interfaces": all })
+                with_cut(json!({ "interfaces": all }), cut)
             }
             other => {
                 return Err(format!(
@@ -704,12 +737,7 @@ impl Hub {
             list(&mut out, b"{\"topics\":", &mut rows.iter().map(|r| r.0));
             list(&mut out, b",\"types\":", &mut rows.iter().map(|r| r.1));
             if short == "topics_and_raw_types" {
-                // No type system: definitions are empty (docs/protocol.md).
-                list(
-                    &mut out,
-                    b",\"typedefs_full_text\":",
-                    &mut rows.iter().map(|_| ""),
-                );
+                self.full_texts(&mut out, rows.iter().map(|r| r.1));
             }
             rows.len()
         };
@@ -719,6 +747,86 @@ impl Hub {
         out.push(b'}');
         self.counters.add(Counter::IntrospectionItems, items as u64);
         Some(out)
+    }
+
+    /// `"typedefs_full_text"` for topics of these types, in order: each
+    /// known type's `ros2msg` text, `""` for a type the gateway does not
+    /// know. At most [`MAX_TYPEDEFS_REPLY_BYTES`] of text in all, and as
+    /// much rendering (texts from the cache cost none); past either, the
+    /// remaining topics get `""` and the reply says
+    /// `"typedefs_truncated":true`.
+    fn full_texts<'a>(&self, out: &mut Vec<u8>, tys: impl Iterator<Item = &'a str>) {
+        let mut left = MAX_TYPEDEFS_REPLY_BYTES;
+        let mut rendering = MAX_TYPEDEFS_REPLY_BYTES;
+        let mut cut = false;
+        // One look-up per distinct type (many topics share a few types).
+        let mut seen: HashMap<&str, Option<Arc<str>>> = HashMap::new();
+        out.extend_from_slice(b",\"typedefs_full_text\":[");
+        for (i, ty) in tys.enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            let json = seen.entry(ty).or_insert_with(|| {
+                if let Some(j) = self.cached_typedef_json(ty) {
+                    return Some(j);
+                }
+                if rendering == 0 || left == 0 {
+                    // It may exist: the reply says it is cut.
+                    cut = true;
+                    return None;
+                }
+                match self.typedef_json(ty) {
+                    Ok((j, fresh)) => {
+                        if fresh {
+                            rendering = rendering.saturating_sub(j.len());
+                        }
+                        Some(j)
+                    }
+                    Err(RenderError::Unknown(_)) => None,
+                    Err(_) => {
+                        rendering = rendering.saturating_sub(MAX_FULL_TEXT_BYTES);
+                        cut = true;
+                        None
+                    }
+                }
+            });
+            match json {
+                Some(j) if j.len() <= left => {
+                    left -= j.len();
+                    out.extend_from_slice(j.as_bytes());
+                }
+                Some(_) => {
+                    cut = true;
+                    out.extend_from_slice(b"\"\"");
+                }
+                None => out.extend_from_slice(b"\"\""),
+            }
+        }
+        out.push(b']');
+        if cut {
+            out.extend_from_slice(b",\"typedefs_truncated\":true");
+        }
+    }
+
+    /// rosapi's `*_details` (`short`) of interface `ty`: the typedefs of
+    /// the struct asked for and of all it nests. An unknown type is an
+    /// error naming it (rosapi answers an empty list, which a client
+    /// cannot tell from a type without fields).
+    fn details(&self, short: &str, ty: &str) -> Result<Vec<Value>, String> {
+        let Some(part) = Part::of_rosapi(short) else {
+            return Err(format!("{ROSAPI_PREFIX}{short} is not a details service"));
+        };
+        let types = self.types();
+        let Some(root) = part.struct_name(types, ty) else {
+            return Err(format!(
+                "{ROSAPI_PREFIX}{short}: unknown {} type {ty:?}; rosgate knows the bundled types, \
+                 those of --interfaces and those learned from ROS 2 nodes ({ROSAPI_PREFIX}interfaces lists them)",
+                part.kind()
+            ));
+        };
+        let list = rosgate_ros2::typedefs::typedefs(types, root)
+            .map_err(|e| format!("{ROSAPI_PREFIX}{short}: {e}"))?;
+        Ok(list.iter().map(TypeDef::to_json).collect())
     }
 
     /// Service names and types of `domain`, built-ins included.

@@ -1242,11 +1242,15 @@ fn rosapi_answers_every_service_with_rosapi_msgs_shapes() {
     let t = rosapi(&mut plain, "topics_and_raw_types", json!({}));
     assert_eq!(t["topics"], json!(want_topics.map(|(n, _)| n)), "{t}");
     assert_eq!(t["types"], json!(want_topics.map(|(_, ty)| ty)), "{t}");
-    assert_eq!(
-        t["typedefs_full_text"],
-        json!(vec![""; want_topics.len()]),
-        "{t}"
-    );
+    // Definitions for the types the gateway knows (bundled here), ""
+    // for the others (tests/it/typedefs.rs has the texts).
+    let texts = strs(&t["typedefs_full_text"]);
+    assert_eq!(texts.len(), want_topics.len(), "{t}");
+    for ((topic, ty), text) in want_topics.iter().zip(&texts) {
+        let unknown = ty.starts_with("rosbridge_msgs/") || ty.starts_with("rosgate_msgs/");
+        assert_eq!(text.is_empty(), unknown, "{topic} {ty}: {text:?}");
+    }
+    assert_eq!(texts[4], "string data\n");
     assert_eq!(
         rosapi(
             &mut plain,
@@ -1402,18 +1406,30 @@ fn rosapi_answers_every_service_with_rosapi_msgs_shapes() {
         .filter(|d| !d.is_empty())
         .unwrap_or_else(|| "jazzy".into());
     assert_eq!(version, json!({"version":2,"distro":distro}));
+    assert_eq!(
+        rosapi(
+            &mut plain,
+            "message_details",
+            json!({"type":"std_msgs/msg/String"})
+        ),
+        json!({"typedefs":[{"type":"std_msgs/String","fieldnames":["data"],"fieldtypes":["string"],
+            "fieldarraylen":[-1],"examples":[""],"constnames":[],"constvalues":[]}]})
+    );
     for details in [
-        "message_details",
         "service_request_details",
         "service_response_details",
         "action_goal_details",
         "action_result_details",
         "action_feedback_details",
     ] {
-        assert_eq!(
-            rosapi(&mut plain, details, json!({"type":"std_msgs/msg/String"})),
-            json!({"typedefs":[]}),
-            "{details}"
+        let reason = rosapi_fails(
+            &mut plain,
+            &format!("/rosapi/{details}"),
+            json!({"type":"std_msgs/msg/String"}),
+        );
+        assert!(
+            reason.contains("\"std_msgs/msg/String\""),
+            "{details}: {reason}"
         );
     }
     assert_eq!(

@@ -26,4 +26,5 @@ mod services;
 mod stats;
 mod tls;
 mod topics;
+mod typedefs;
 mod websocket;

@@ -18,6 +18,7 @@ mod federation;
 mod params;
 mod qos;
 mod stalls;
+mod typedefs;
 
 /// A hub on a fake clock with perfect (or absent) readers.
 struct T {
