@@ -412,6 +412,11 @@ fn check_decode(
                         ),
                     }
                 }
+                Op::Fragment { data, num, total } => {
+                    same_name(v, "data", data);
+                    assert_eq!(obj.get("num").and_then(|n| n.as_u64()), Some(*num));
+                    assert_eq!(obj.get("total").and_then(|n| n.as_u64()), Some(*total));
+                }
                 Op::Ignored(name) => {
                     assert!(!strict, "{name} accepted in the strict dialect");
                 }

@@ -61,6 +61,7 @@ mod batch;
 mod bridge_out;
 mod clients;
 mod federation;
+mod fragments;
 mod graph;
 mod http;
 #[cfg(any(test, feature = "inspect"))]
@@ -205,6 +206,8 @@ pub struct Hub {
     metrics_turn: Option<std::rc::Rc<[u8]>>,
     /// The interface types known (`types.rs`).
     types: types::Types,
+    /// Connections with fragmented messages in flight (`fragments.rs`).
+    fragments: fragments::Fragments,
 }
 
 /// Why a connection was not admitted: what to send it, and the reason.
@@ -259,6 +262,7 @@ impl Hub {
             gone_sent: 0,
             metrics_turn: None,
             types: types::Types::default(),
+            fragments: fragments::Fragments::default(),
         }
     }
 
@@ -984,6 +988,15 @@ impl Hub {
                 self.set_own_parameter(me, node, &name, value, id, now)
             }
             Op::Auth { token } => self.on_auth(me, token.as_deref(), id, now),
+            Op::Fragment { data, num, total } => {
+                let piece = fragments::Piece {
+                    id: req.id,
+                    data: &data,
+                    num,
+                    total,
+                };
+                self.on_fragment(me, piece, now)
+            }
             Op::Ignored(_) => {}
         }
     }
@@ -1207,6 +1220,7 @@ impl Hub {
             self.next_sweep = now + sweep_interval(&self.limits);
             self.sweep(now);
         }
+        self.expire_fragments(now);
         self.enforce_memory(now);
         self.expire_waiting(now);
         self.release_held(now);
@@ -1415,6 +1429,10 @@ impl Hub {
             None => t,
         };
         let t = match self.federation_due() {
+            Some(f) => t.min(f),
+            None => t,
+        };
+        let t = match self.fragments.next_deadline() {
             Some(f) => t.min(f),
             None => t,
         };

@@ -15,6 +15,7 @@ mod actions;
 mod auth;
 mod bounds;
 mod federation;
+mod fragments;
 mod params;
 mod qos;
 mod stalls;
