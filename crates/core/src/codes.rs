@@ -93,7 +93,7 @@ family! {
         UnknownResponse => "unknown_response", "Responses to no outstanding call of the connection.";
         NotProvider => "not_provider", "unadvertise_service from a connection that is not the provider.";
         ReservedName => "reserved_name", "Registrations under the gateway's reserved prefix.";
-        BinaryFrame => "binary_frame", "WebSocket binary frames (only text is supported).";
+        BinaryFrame => "binary_frame", "WebSocket binary frames that do not hold a JSON object (binary frames are read as UTF-8 JSON text, as rosbridge does; CBOR and BSON are not).";
         NumberOutOfRange => "number_out_of_range", "Requests with a number beyond the f64 range.";
         LoneSurrogate => "lone_surrogate", "Requests with a string escaping an unpaired surrogate.";
         IdTooLong => "id_too_long", "Requests whose id is over the length limit (the id is not echoed).";
