@@ -83,6 +83,7 @@ family! {
         FragmentsIn => "fragments_in", "Pieces of fragmented messages (rosbridge's fragment op) taken from clients.";
         FragmentedMessages => "fragmented_messages", "Fragmented messages from clients reassembled whole and handled as one request.";
         FragmentsExpired => "fragments_expired", "Fragmented messages from clients dropped incomplete at their deadline (--fragment-timeout-ms); the client was told.";
+        CdrPublished => "cdr_published", "Client publishes of raw CDR ({\"bytes\": ...}) decoded to JSON by the topic's type.";
     }
 }
 

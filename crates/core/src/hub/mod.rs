@@ -69,6 +69,7 @@ mod inspect;
 mod params;
 mod params_remote;
 mod qos;
+mod raw_publish;
 mod rosapi;
 mod services;
 mod topics;
@@ -780,6 +781,10 @@ impl Hub {
             Ok(ref req) if self.plain_publish(at, req) => {
                 if let Op::Publish { ref topic, msg } = req.op {
                     let id = req.id.map(|r| r.get().as_bytes());
+                    if raw_publish::maybe_cdr(msg) {
+                        let origin = Origin::Client { conn: me, id };
+                        return self.route_cdr(origin, at.domain, topic, msg, now);
+                    }
                     self.route_client(me, id, at.domain, topic, msg, now)
                 }
             }
@@ -856,12 +861,12 @@ impl Hub {
                 let origin = Origin::Client { conn: me, id };
                 if !at.resolves && node.is_none() {
                     if self.permit(me, Class::Publish, &topic, id, now) {
-                        self.route(origin, at.domain, &topic, msg, now)
+                        self.route_publish(origin, at.domain, &topic, msg, now)
                     }
                 } else if let Some((domain, _, topic)) = self.resolve_for(me, &topic, node, id, now)
                 {
                     if self.permit(me, Class::Publish, &topic, id, now) {
-                        self.route(origin, domain, &topic, msg, now)
+                        self.route_publish(origin, domain, &topic, msg, now)
                     }
                 }
             }

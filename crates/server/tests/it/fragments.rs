@@ -1,7 +1,8 @@
-//! Client -> gateway fragments (rosbridge's `fragment` op, issue 25) and
-//! binary WebSocket frames, over the real binary: reassembly on both
+//! What clients send the gateway beyond one JSON line (issue 25), over the
+//! real binary: fragments (rosbridge's `fragment` op) reassembled on both
 //! transports, each refused piece (an error with the piece's id, nothing
-//! delivered, other clients unaffected), the deadline, and the counters.
+//! delivered, other clients unaffected), the deadline and the counters;
+//! binary WebSocket frames; raw CDR publishes (`{"bytes": ...}`).
 
 use std::time::Duration;
 
@@ -222,4 +223,41 @@ fn binary_frames_hold_json_text_and_anything_else_is_refused() {
     let s = gw.stats();
     assert_eq!(counter(&s, "errors.binary_frame"), 1, "{s}");
     assert_eq!(counter(&s, "errors.bad_utf8"), 1, "{s}");
+}
+
+#[test]
+fn a_raw_cdr_publish_reaches_json_subscribers_decoded_by_the_topics_type() {
+    let gw = Gateway::start(&[]);
+    let mut sub = gw.client();
+    let id = "sub-cdr";
+    sub.send_line(&format!(
+        r#"{{"op":"subscribe","topic":"/cdr","type":"std_msgs/msg/String","id":"{id}"}}"#
+    ));
+    sub.expect_info(id);
+    // std_msgs/msg/String "hi" as CDR, base64 (header 00 01 00 00, u32 3,
+    // "hi", NUL), from a WebSocket client whose topic type is rosbridge's
+    // short form.
+    let mut ws = Ws::connect(&gw);
+    ws.send_text(r#"{"op":"advertise","topic":"/cdr","type":"std_msgs/String"}"#);
+    ws.send_text(r#"{"op":"publish","topic":"/cdr","msg":{"bytes":"AAEAAAMAAABoaQA="}}"#);
+    assert_eq!(sub.recv()["msg"], serde_json::json!({"data": "hi"}));
+    // As a list of integers, over TCP.
+    let mut tcp = gw.client();
+    tcp.publish("/cdr", r#"{"bytes":[0,1,0,0,3,0,0,0,104,111,0]}"#);
+    assert_eq!(sub.recv()["msg"]["data"], "ho");
+    // Not CDR of the type: an error naming it, nothing delivered.
+    tcp.send_line(r#"{"op":"publish","id":"bad","topic":"/cdr","msg":{"bytes":"AAEAAAkAAAA="}}"#);
+    let e = tcp.expect_error("bad");
+    assert!(error_text(&e).contains("std_msgs/msg/String"), "{e}");
+    // A type the gateway does not know: refused, naming it.
+    tcp.send_line(r#"{"op":"advertise","topic":"/odd","type":"test/Odd","id":"a"}"#);
+    tcp.expect_info("a");
+    tcp.send_line(r#"{"op":"publish","id":"odd","topic":"/odd","msg":{"bytes":"AAEAAA=="}}"#);
+    let e = tcp.expect_error("odd");
+    assert!(error_text(&e).contains("test/Odd"), "{e}");
+    assert!(ws.barrier().is_empty());
+    sub.assert_quiet();
+    let s = gw.stats();
+    assert_eq!(counter(&s, "cdr_published"), 2, "{s}");
+    assert_eq!(counter(&s, "errors.bad_cdr"), 2, "{s}");
 }

@@ -18,6 +18,7 @@ mod federation;
 mod fragments;
 mod params;
 mod qos;
+mod raw_publish;
 mod stalls;
 
 /// A hub on a fake clock with perfect (or absent) readers.
