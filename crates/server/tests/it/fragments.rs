@@ -78,6 +78,10 @@ fn fragments_reassemble_on_tcp_and_websocket_in_any_order() {
     assert_eq!(counter(&s, "errors.bad_fragment"), 0, "{s}");
 }
 
+/// The (num, total) of each piece a case sends, given the message's real
+/// number of pieces.
+type Sent = fn(u64) -> Vec<(u64, u64)>;
+
 #[test]
 fn each_malformed_piece_gets_an_error_with_its_id_and_delivers_nothing() {
     let gw = Gateway::start(&[]);
@@ -86,7 +90,7 @@ fn each_malformed_piece_gets_an_error_with_its_id_and_delivers_nothing() {
     let mut other = gw.client();
     // Each case: the pieces sent, the last one refused; `n` is the
     // message's real number of pieces.
-    let cases: [(fn(u64) -> Vec<(u64, u64)>, &str); 4] = [
+    let cases: [(Sent, &str); 4] = [
         (|n| vec![(0, n), (n, n)], "not below total"),
         (|n| vec![(0, n), (1, n + 1)], "total differs"),
         (|n| vec![(0, n), (1, n), (1, n)], "arrived twice"),
@@ -138,7 +142,7 @@ fn each_malformed_piece_gets_an_error_with_its_id_and_delivers_nothing() {
         cases.len() as u64,
         "{s}"
     );
-    assert!(counter(&s, "errors.bad_fragment") >= cases.len() as u64 + 1);
+    assert!(counter(&s, "errors.bad_fragment") > cases.len() as u64);
 }
 
 #[test]
