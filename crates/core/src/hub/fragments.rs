@@ -16,7 +16,9 @@
 //!   its first piece) is dropped and its sender gets an error status with
 //!   its `id`;
 //! - a reassembled message that is itself a `fragment` is refused (one
-//!   level: a message cannot multiply itself through nested pieces);
+//!   level: a message cannot multiply itself through nested pieces), and
+//!   so is a piece on a federation bridge (its lines come whole, outside
+//!   any read);
 //! - the bytes held are partial input: the connection's `input_held`, in
 //!   the memory ledger's `input` (`memory.rs`), recounted after every
 //!   read (`Conn::after_input`) and every expiry here.
@@ -85,6 +87,12 @@ impl Hub {
         let Some(c) = self.live_mut(me) else {
             return;
         };
+        if c.is_bridge() {
+            // A peer's lines reach a bridge outside any read, where the
+            // ledger is not recounted: whole messages only.
+            let msg = "fragment: not taken from another gateway";
+            return self.error_with_id(me, ErrorCode::BadFragment, msg, id_bytes, now);
+        }
         let fresh = !c.has_fragment_table();
         let table = c.fragments_mut(|| Reassembly::new(max, timeout));
         let got = table.piece(id.get(), p.data, p.num, p.total, now);
