@@ -198,6 +198,25 @@ fn an_incomplete_message_expires_and_its_sender_is_told() {
     let s = gw.stats();
     assert_eq!(counter(&s, "fragments_expired"), 1, "{s}");
     assert_eq!(counter(&s, "fragmented_messages"), 0, "{s}");
+    // The same in /metrics.
+    let m = crate::http::metrics(&gw);
+    let value = |name: &str, label: Option<(&str, &str)>| {
+        m.families
+            .iter()
+            .filter(|f| f.name == name)
+            .flat_map(|f| f.samples.iter())
+            .find(|x| label.is_none_or(|(k, v)| x.labels.iter().any(|(a, b)| a == k && b == v)))
+            .map(|x| x.value)
+    };
+    assert_eq!(value("rosgate_fragments_expired_total", None), Some(1.0));
+    assert_eq!(
+        value("rosgate_fragments_in_total", None),
+        Some(f.len() as f64)
+    );
+    assert_eq!(
+        value("rosgate_errors_total", Some(("code", "bad_fragment"))),
+        Some(1.0)
+    );
 }
 
 #[test]

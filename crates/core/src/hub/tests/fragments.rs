@@ -210,3 +210,26 @@ fn the_deadline_drops_a_partial_message_and_tells_its_sender() {
     t.advance(1_000);
     assert_eq!(t.hub.memory().input, 0);
 }
+
+#[test]
+fn partial_fragments_count_for_the_memory_budget_of_their_sender() {
+    let mut t = T::new(Limits {
+        max_memory_bytes: 64 * 1024,
+        ..Limits::default()
+    });
+    let quiet = t.open();
+    t.send(quiet, r#"{"op":"subscribe","topic":"/q","type":"T"}"#);
+    t.recv(quiet);
+    let hog = t.open();
+    for num in 0..3 {
+        t.send(hog, &piece("\"h\"", &"x".repeat(20_000), num, 10));
+    }
+    assert!(t.hub.memory().input >= 60_000);
+    assert!(t.hub.conn(hog).is_some(), "within the budget so far");
+    t.send(hog, &piece("\"h\"", &"x".repeat(20_000), 3, 10));
+    t.free_closed();
+    assert!(t.hub.conn(hog).is_none(), "the biggest holder is closed");
+    assert_eq!(t.hub.counters().closes_of(CloseReason::MemoryPressure), 1);
+    assert!(t.hub.conn(quiet).is_some());
+    assert_eq!(t.hub.memory().input, 0, "its pieces left the ledger");
+}
