@@ -93,7 +93,7 @@ family! {
         UnknownResponse => "unknown_response", "Responses to no outstanding call of the connection.";
         NotProvider => "not_provider", "unadvertise_service from a connection that is not the provider.";
         ReservedName => "reserved_name", "Registrations under the gateway's reserved prefix.";
-        BinaryFrame => "binary_frame", "WebSocket binary frames (only text is supported).";
+        BinaryFrame => "binary_frame", "WebSocket binary frames that do not hold a JSON object (binary frames are read as UTF-8 JSON text, as rosbridge does; CBOR and BSON are not).";
         NumberOutOfRange => "number_out_of_range", "Requests with a number beyond the f64 range.";
         LoneSurrogate => "lone_surrogate", "Requests with a string escaping an unpaired surrogate.";
         IdTooLong => "id_too_long", "Requests whose id is over the length limit (the id is not echoed).";
@@ -109,6 +109,8 @@ family! {
         Unauthenticated => "unauthenticated", "Requests before the connection authenticated.";
         Forbidden => "forbidden", "Operations the connection's role may not do.";
         TypeMismatch => "type_mismatch", "Messages that do not fit the ROS 2 type their topic has in a joined ROS 2 graph (--ros-domain).";
+        BadFragment => "bad_fragment", "Pieces of fragmented messages refused (num out of range, total changed, duplicate, over the line limit, too many in flight, a piece of a failed message, a fragment inside a fragment): the message is dropped whole.";
+        BadCdr => "bad_cdr", "Raw CDR publishes ({\"bytes\": ...}) refused: the topic has no type or one the gateway does not know, the bytes are not base64 or 0-255 integers, or not CDR of the type.";
     }
 }
 

@@ -15,6 +15,8 @@
 use std::net::{IpAddr, SocketAddr};
 use std::time::Instant;
 
+use rosgate_wire::fragment::Reassembly;
+
 use crate::access::RoleId;
 pub use crate::codes::CloseReason;
 pub use crate::conn_ref::ConnRef;
@@ -45,8 +47,12 @@ pub struct Conn {
     partial_since: Option<Instant>,
     /// Since when control data has been above the soft limit (P19).
     soft_since: Option<Instant>,
-    /// Bytes of partial input held, as last accounted.
+    /// Bytes of partial input held, as last accounted (partial lines or
+    /// WebSocket messages, and partial fragmented messages).
     input_held: usize,
+    /// Its partial fragmented messages (`hub/fragments.rs`); made at its
+    /// first `fragment` piece, as few clients fragment.
+    fragments: Option<Box<Reassembly>>,
     /// The peer's address when it is limited per address (non-loopback).
     limited_peer: Option<IpAddr>,
     /// The peer's address and port, when the shell knows it.
@@ -97,6 +103,7 @@ impl Conn {
             partial_since: None,
             soft_since: None,
             input_held: 0,
+            fragments: None,
             limited_peer,
             peer,
             transport,
@@ -213,9 +220,38 @@ impl Conn {
         } else if self.partial_since.is_none() {
             self.partial_since = Some(now);
         }
+        self.account_input()
+    }
+
+    /// Recounts the partial input held (after fragments changed); returns
+    /// the change in bytes, for the memory ledger.
+    pub(crate) fn account_input(&mut self) -> isize {
+        let held = self.link.buffered() + self.fragments.as_ref().map_or(0, |f| f.held_bytes());
         let delta = held as isize - self.input_held as isize;
         self.input_held = held;
         delta
+    }
+
+    /// Its fragment table, made with `make` at first use.
+    pub(crate) fn fragments_mut(&mut self, make: impl FnOnce() -> Reassembly) -> &mut Reassembly {
+        self.fragments.get_or_insert_with(|| Box::new(make()))
+    }
+
+    /// Whether it has a fragment table (listed for the expiry).
+    pub(crate) fn has_fragment_table(&self) -> bool {
+        self.fragments.is_some()
+    }
+
+    /// Its fragment table, when it has one with messages in flight.
+    pub(crate) fn fragments_in_flight(&mut self) -> Option<&mut Reassembly> {
+        self.fragments.as_deref_mut().filter(|f| !f.is_empty())
+    }
+
+    /// Drops its fragment table once empty (most clients fragment rarely).
+    pub(crate) fn drop_empty_fragments(&mut self) {
+        if self.fragments.as_ref().is_some_and(|f| f.is_empty()) {
+            self.fragments = None;
+        }
     }
 
     /// Bytes of partial input held.

@@ -80,6 +80,10 @@ family! {
         FederationGraphItemsRefused => "federation_graph_items_refused", "Nodes, topics and parameters of other gateways' graphs not kept: names too long, or past the per-list, per-gateway, total or byte bound.";
         Ros2NamesRejected => "ros2_names_rejected", "ROS 2 entities (liveliness tokens) whose node, namespace or topic name breaks the ROS 2 name rules: not listed, not bridged.";
         Ros2EntitiesRefused => "ros2_entities_refused", "ROS 2 entities not kept: past the bound per node, on nodes or on entities in total.";
+        FragmentsIn => "fragments_in", "Pieces of fragmented messages (rosbridge's fragment op) taken from clients.";
+        FragmentedMessages => "fragmented_messages", "Fragmented messages from clients reassembled whole and handled as one request.";
+        FragmentsExpired => "fragments_expired", "Fragmented messages from clients dropped incomplete at their deadline (--fragment-timeout-ms); the client was told.";
+        CdrPublished => "cdr_published", "Client publishes of raw CDR ({\"bytes\": ...}) decoded to JSON by the topic's type.";
     }
 }
 

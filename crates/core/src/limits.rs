@@ -61,6 +61,14 @@ pub const DEFAULT_HANDSHAKE_TIMEOUT_MS: u64 = 10_000;
 /// of pinning memory. 60 s carries the largest line over a 2 Mbit/s link.
 pub const DEFAULT_PARTIAL_TIMEOUT_MS: u64 = 60_000;
 
+/// Milliseconds. A client's fragmented message (rosbridge's `fragment`
+/// op) must complete within this from its first piece; then its pieces
+/// are dropped and the client told. rosbridge's `fragment_timeout` is
+/// 600 s, but it keeps a partial message only while pieces keep coming;
+/// here the pieces count against the memory budget, and a client that
+/// sends pieces at line speed finishes 16 MiB in far less.
+pub const DEFAULT_FRAGMENT_TIMEOUT_MS: u64 = rosgate_wire::fragment::FRAGMENT_TIMEOUT_MS;
+
 /// Milliseconds. With no input and no output for this long a connection is
 /// closed (P21); 0, the default, turns it off (Redis `timeout 0`): a
 /// subscriber of a quiet topic is legitimately silent.
@@ -190,6 +198,8 @@ pub struct Limits {
     pub max_memory_bytes: usize,
     pub handshake_timeout: Duration,
     pub partial_timeout: Duration,
+    /// A fragmented message's time to complete, from its first piece.
+    pub fragment_timeout: Duration,
     /// `None`: off.
     pub idle_timeout: Option<Duration>,
     pub control_soft_bytes: usize,
@@ -225,6 +235,7 @@ impl Default for Limits {
             max_memory_bytes: DEFAULT_MAX_MEMORY_BYTES,
             handshake_timeout: Duration::from_millis(DEFAULT_HANDSHAKE_TIMEOUT_MS),
             partial_timeout: Duration::from_millis(DEFAULT_PARTIAL_TIMEOUT_MS),
+            fragment_timeout: Duration::from_millis(DEFAULT_FRAGMENT_TIMEOUT_MS),
             idle_timeout: None,
             control_soft_bytes: DEFAULT_CONTROL_SOFT_BYTES,
             control_soft_time: Duration::from_millis(DEFAULT_CONTROL_SOFT_MS),

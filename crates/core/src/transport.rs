@@ -355,9 +355,17 @@ fn ws_inbound(event: WsEvent<'_>) -> Inbound<'_> {
         },
         WsEvent::Http(request) => Inbound::Http(request),
         WsEvent::Text(msg) => Inbound::Message(msg),
-        WsEvent::Binary => Inbound::Refused {
+        // rosbridge's WebSocket handler reads a binary message as UTF-8
+        // JSON text (rosbridge_server's websocket_handler.py `on_message`
+        // decodes bytes before the protocol sees them): the same here. Its
+        // BSON mode is a server option no client can ask for, and no
+        // rosbridge reads CBOR from clients, so anything but a JSON object
+        // is refused with a status saying so.
+        WsEvent::Binary(msg) if looks_like_json_object(msg) => Inbound::Message(msg),
+        WsEvent::Binary(_) => Inbound::Refused {
             code: ErrorCode::BinaryFrame,
-            msg: "binary frames are not supported; send one JSON object per text frame",
+            msg: "a binary frame must hold a JSON object as UTF-8 text, as a text frame does \
+                  (rosbridge reads binary frames so); CBOR and BSON requests are not supported",
         },
         WsEvent::Ping(payload) => Inbound::Reply(Cow::Owned(ws::frame::pong(payload))),
         // Complete the close handshake, echoing the client's code.
@@ -376,4 +384,14 @@ fn ws_inbound(event: WsEvent<'_>) -> Inbound<'_> {
             detail: why,
         },
     }
+}
+
+/// Whether a binary message starts (after JSON whitespace) as a JSON
+/// object: the decoder then judges it like a text frame, and a CBOR map or
+/// BSON document (neither starts with `{` but in rare BSON lengths) gets
+/// the binary frame's own error.
+fn looks_like_json_object(msg: &[u8]) -> bool {
+    msg.iter()
+        .find(|b| !matches!(b, b' ' | b'\t' | b'\n' | b'\r'))
+        .is_some_and(|&b| b == b'{')
 }

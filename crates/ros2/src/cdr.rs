@@ -707,6 +707,21 @@ fn str_of(v: &Value, p: Prim) -> Res<&str> {
     }
 }
 
+/// The bytes a JSON value carries the way rosbridge writes `uint8[]`:
+/// base64 text (standard alphabet, padding optional), or a list of
+/// integers 0-255; `None` for anything else. A client's raw CDR publish
+/// (`{"bytes": ...}`, docs/protocol.md) is read with it.
+pub fn octets(v: &Value) -> Option<Vec<u8>> {
+    match v {
+        Value::String(s) => B64_IN.decode(s).ok(),
+        Value::Array(a) => a
+            .iter()
+            .map(|x| x.as_u64().and_then(|n| u8::try_from(n).ok()))
+            .collect(),
+        _ => None,
+    }
+}
+
 // ---------------------------------------------------------------- decode
 
 /// Appends the CDR payload `cdr` (header included) of type `ty` to `out` as

@@ -80,6 +80,8 @@ OPTIONS:
                                 first TCP line [default: {DEFAULT_HANDSHAKE_TIMEOUT_MS}]
     --partial-timeout-ms N      a partial line or message may sit unfinished
                                 this long [default: {DEFAULT_PARTIAL_TIMEOUT_MS}]
+    --fragment-timeout-ms N     a client's fragmented message must complete
+                                this long after its first piece [default: {DEFAULT_FRAGMENT_TIMEOUT_MS}]
     --idle-timeout-ms N         close after no traffic for this long; 0: never
                                 [default: {DEFAULT_IDLE_TIMEOUT_MS}]
     --control-soft-bytes N      control data above this for --control-soft-ms
@@ -326,6 +328,9 @@ pub fn parse(argv: Vec<OsString>) -> Result<Command, String> {
     }
     if let Some(v) = opt(&mut args, "--partial-timeout-ms")? {
         l.partial_timeout = millis(positive("--partial-timeout-ms", v)?);
+    }
+    if let Some(v) = opt(&mut args, "--fragment-timeout-ms")? {
+        l.fragment_timeout = millis(positive("--fragment-timeout-ms", v)?);
     }
     if let Some(v) = opt::<usize>(&mut args, "--idle-timeout-ms")? {
         l.idle_timeout = (v > 0).then(|| millis(v));

@@ -44,7 +44,7 @@ fn doc_rows() -> Vec<Vec<String>> {
 #[test]
 fn every_default_constant_is_documented_with_its_value() {
     let rows = doc_rows();
-    let expected: [(&str, u128); 91] = [
+    let expected: [(&str, u128); 92] = [
         (
             "DEFAULT_AUTH_FAILURE_BUDGET",
             DEFAULT_AUTH_FAILURE_BUDGET as u128,
@@ -192,6 +192,10 @@ fn every_default_constant_is_documented_with_its_value() {
             DEFAULT_PARTIAL_TIMEOUT_MS as u128,
         ),
         ("DEFAULT_IDLE_TIMEOUT_MS", DEFAULT_IDLE_TIMEOUT_MS as u128),
+        (
+            "DEFAULT_FRAGMENT_TIMEOUT_MS",
+            DEFAULT_FRAGMENT_TIMEOUT_MS as u128,
+        ),
         (
             "DEFAULT_CONTROL_SOFT_BYTES",
             DEFAULT_CONTROL_SOFT_BYTES as u128,

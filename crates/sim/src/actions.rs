@@ -382,6 +382,8 @@ pub enum Action {
     /// `args`). `split` on TCP: 0 whole, 255 byte by byte, else two halves
     /// cut at `split/255` of the line; on WebSocket: bits 0-1 one to four
     /// fragments, bits 2-7 how the bytes are read (see `Sim::ws_write`).
+    /// Either way, `split % 8 == 3` sends the request as rosbridge
+    /// `fragment` pieces when it fits (`Sim::fragmented_write`).
     Send {
         slot: u8,
         style: u8,

@@ -412,6 +412,11 @@ fn check_decode(
                         ),
                     }
                 }
+                Op::Fragment { data, num, total } => {
+                    same_name(v, "data", data);
+                    assert_eq!(obj.get("num").and_then(|n| n.as_u64()), Some(*num));
+                    assert_eq!(obj.get("total").and_then(|n| n.as_u64()), Some(*total));
+                }
                 Op::Ignored(name) => {
                     assert!(!strict, "{name} accepted in the strict dialect");
                 }
@@ -486,7 +491,7 @@ enum Ws {
     Open(Vec<u8>),
     Refuse(Vec<u8>),
     Text(Vec<u8>),
-    Binary,
+    Binary(Vec<u8>),
     Ping(Vec<u8>),
     Close(Option<u16>),
     TooLong,
@@ -504,7 +509,7 @@ fn ws_feed(chunks: &[&[u8]], max: usize) -> (Vec<Ws>, usize) {
                 WsEvent::Refuse(b) => Ws::Refuse(b),
                 WsEvent::Http(r) => Ws::Refuse(r.target.into_bytes()),
                 WsEvent::Text(t) => Ws::Text(t.to_vec()),
-                WsEvent::Binary => Ws::Binary,
+                WsEvent::Binary(b) => Ws::Binary(b.to_vec()),
                 WsEvent::Ping(p) => Ws::Ping(p.to_vec()),
                 WsEvent::Close(c) => Ws::Close(c),
                 WsEvent::TooLong => Ws::TooLong,
@@ -540,7 +545,7 @@ pub fn ws_reader(data: &[u8]) {
     let (halves, _) = ws_feed(&[a, b], max);
     assert_eq!(whole, halves, "split at {cut} changed the events");
     for e in &whole {
-        if let Ws::Text(t) = e {
+        if let Ws::Text(t) | Ws::Binary(t) = e {
             assert!(
                 t.len() <= max,
                 "message of {} bytes over the limit {max}",

@@ -120,6 +120,9 @@ fn seeded_simulation() {
             && total.trickles > 0,
         "{total:?}"
     );
+    // ... and requests sent as rosbridge `fragment` pieces, reassembled
+    // to the same effect as whole.
+    assert!(total.fragmented_sent > 0, "{total:?}");
     assert!(
         total.shutdowns > 0
             && total.shutdown_failures_received > 0

@@ -173,6 +173,15 @@ pub enum Op<'a> {
     Auth {
         token: Option<Cow<'a, str>>,
     },
+    /// One piece of a fragmented message (ROSBRIDGE_PROTOCOL.md §3.1.1):
+    /// the request's `id` (required) names the message; the `data` of its
+    /// pieces, joined in `num` order, are the message's text. The core
+    /// reassembles them (`crates/wire/src/fragment.rs`).
+    Fragment {
+        data: Cow<'a, str>,
+        num: u64,
+        total: u64,
+    },
     /// A rosbridge op we accept and ignore.
     Ignored(&'static str),
 }
@@ -249,6 +258,7 @@ impl Op<'_> {
             Op::UndeclareParameter { .. } => "undeclare_parameter",
             Op::SetParameter { .. } => "set_parameter",
             Op::Auth { .. } => "auth",
+            Op::Fragment { .. } => "fragment",
             Op::Ignored(name) => name,
         }
     }
@@ -418,7 +428,8 @@ pub fn decode_as(line: &[u8], dialect: Dialect) -> Result<Request<'_>, DecodeErr
         | Op::SendActionGoal(_)
         | Op::CancelActionGoal { .. }
         | Op::ActionFeedback { .. }
-        | Op::ActionResult { .. } => true,
+        | Op::ActionResult { .. }
+        | Op::Fragment { .. } => true,
         Op::CallService { .. } => dialect == Dialect::Strict,
         _ => false,
     };
@@ -471,6 +482,9 @@ struct Fields<'a> {
     wait: Option<Raw<'a>>,
     token: Option<Raw<'a>>,
     mac: Option<Raw<'a>>,
+    data: Option<Raw<'a>>,
+    num: Option<Raw<'a>>,
+    total: Option<Raw<'a>>,
 }
 
 impl<'a> Fields<'a> {
@@ -524,6 +538,9 @@ impl<'a> Fields<'a> {
             "wait" => &mut self.wait,
             "token" => &mut self.token,
             "mac" => &mut self.mac,
+            "data" => &mut self.data,
+            "num" => &mut self.num,
+            "total" => &mut self.total,
             _ => return None,
         })
     }
@@ -707,9 +724,22 @@ impl<'a> Fields<'a> {
                     raw => Some(name(raw, "token")?),
                 },
             },
+            "fragment" => Op::Fragment {
+                data: json_str(self.data.ok_or(ErrorKind::MissingField("data"))?)
+                    .ok_or(ErrorKind::WrongType("data"))?,
+                num: index(self.num, "num")?,
+                total: index(self.total, "total")?,
+            },
             _ => return Err(ErrorKind::UnknownOp),
         })
     }
+}
+
+/// A required whole number written as one (`3`, not `3.0` or `"3"`): a
+/// fragment's `num` and `total`.
+fn index(raw: Option<Raw<'_>>, field: &'static str) -> Result<u64, ErrorKind> {
+    let raw = raw.ok_or(ErrorKind::MissingField(field))?;
+    raw.get().parse().map_err(|_| ErrorKind::WrongType(field))
 }
 
 fn name<'a>(raw: Option<Raw<'a>>, field: &'static str) -> Result<Cow<'a, str>, ErrorKind> {
@@ -824,6 +854,34 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
+    }
+
+    #[test]
+    fn fragments_need_an_id_and_whole_numbers() {
+        let r = ok(r#"{"op":"fragment","id":"m","data":"{\"op\"","num":0,"total":2}"#);
+        match r.op {
+            Op::Fragment { data, num, total } => {
+                assert_eq!((&*data, num, total), ("{\"op\"", 0, 2));
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(r.id.map(|i| i.get()), Some("\"m\""));
+        let base = r#""op":"fragment","data":"x","num":0,"total":1"#;
+        assert_eq!(
+            err(format!("{{{base}}}").as_bytes()).0,
+            ErrorKind::MissingId
+        );
+        for (bad, kind) in [
+            (r#""num":-1"#, ErrorKind::WrongType("num")),
+            (r#""num":1.5"#, ErrorKind::WrongType("num")),
+            (r#""total":"2""#, ErrorKind::WrongType("total")),
+            (r#""data":7"#, ErrorKind::WrongType("data")),
+        ] {
+            let line = format!(r#"{{{base},"id":1,{bad}}}"#);
+            assert_eq!(err(line.as_bytes()), (kind, Some("1".into())), "{bad}");
+        }
+        let line = r#"{"op":"fragment","id":1,"num":0,"total":1}"#;
+        assert_eq!(err(line.as_bytes()).0, ErrorKind::MissingField("data"));
     }
 
     #[test]

@@ -266,7 +266,13 @@ impl Reassembly {
     /// Drops the messages whose deadline is at or before `now`; returns
     /// how many were partial (not failed), for a counter.
     pub fn expire(&mut self, now: Instant) -> usize {
-        let mut dropped = 0;
+        self.expire_each(now, |_| {})
+    }
+
+    /// [`Reassembly::expire`], calling `dropped` with the id of each
+    /// partial message dropped (for the status that tells its sender).
+    pub fn expire_each(&mut self, now: Instant, mut dropped: impl FnMut(&str)) -> usize {
+        let mut n = 0;
         let held = &mut self.held;
         self.entries.retain(|e| {
             if e.deadline > now {
@@ -274,11 +280,12 @@ impl Reassembly {
             }
             if let Some(p) = &e.open {
                 *held -= p.held;
-                dropped += 1;
+                n += 1;
+                dropped(&e.id);
             }
             false
         });
-        dropped
+        n
     }
 
     /// Takes one piece; returns the whole text when it completes its

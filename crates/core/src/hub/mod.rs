@@ -61,6 +61,7 @@ mod batch;
 mod bridge_out;
 mod clients;
 mod federation;
+mod fragments;
 mod graph;
 mod http;
 #[cfg(any(test, feature = "inspect"))]
@@ -68,6 +69,7 @@ mod inspect;
 mod params;
 mod params_remote;
 mod qos;
+mod raw_publish;
 mod rosapi;
 mod services;
 mod topics;
@@ -205,6 +207,8 @@ pub struct Hub {
     metrics_turn: Option<std::rc::Rc<[u8]>>,
     /// The interface types known (`types.rs`).
     types: types::Types,
+    /// Connections with fragmented messages in flight (`fragments.rs`).
+    fragments: fragments::Fragments,
 }
 
 /// Why a connection was not admitted: what to send it, and the reason.
@@ -259,6 +263,7 @@ impl Hub {
             gone_sent: 0,
             metrics_turn: None,
             types: types::Types::default(),
+            fragments: fragments::Fragments::default(),
         }
     }
 
@@ -776,6 +781,10 @@ impl Hub {
             Ok(ref req) if self.plain_publish(at, req) => {
                 if let Op::Publish { ref topic, msg } = req.op {
                     let id = req.id.map(|r| r.get().as_bytes());
+                    if raw_publish::maybe_cdr(msg) {
+                        let origin = Origin::Client { conn: me, id };
+                        return self.route_cdr(origin, at.domain, topic, msg, now);
+                    }
                     self.route_client(me, id, at.domain, topic, msg, now)
                 }
             }
@@ -852,12 +861,12 @@ impl Hub {
                 let origin = Origin::Client { conn: me, id };
                 if !at.resolves && node.is_none() {
                     if self.permit(me, Class::Publish, &topic, id, now) {
-                        self.route(origin, at.domain, &topic, msg, now)
+                        self.route_publish(origin, at.domain, &topic, msg, now)
                     }
                 } else if let Some((domain, _, topic)) = self.resolve_for(me, &topic, node, id, now)
                 {
                     if self.permit(me, Class::Publish, &topic, id, now) {
-                        self.route(origin, domain, &topic, msg, now)
+                        self.route_publish(origin, domain, &topic, msg, now)
                     }
                 }
             }
@@ -984,6 +993,15 @@ impl Hub {
                 self.set_own_parameter(me, node, &name, value, id, now)
             }
             Op::Auth { token } => self.on_auth(me, token.as_deref(), id, now),
+            Op::Fragment { data, num, total } => {
+                let piece = fragments::Piece {
+                    id: req.id,
+                    data: &data,
+                    num,
+                    total,
+                };
+                self.on_fragment(me, piece, now)
+            }
             Op::Ignored(_) => {}
         }
     }
@@ -1207,6 +1225,7 @@ impl Hub {
             self.next_sweep = now + sweep_interval(&self.limits);
             self.sweep(now);
         }
+        self.expire_fragments(now);
         self.enforce_memory(now);
         self.expire_waiting(now);
         self.release_held(now);
@@ -1415,6 +1434,10 @@ impl Hub {
             None => t,
         };
         let t = match self.federation_due() {
+            Some(f) => t.min(f),
+            None => t,
+        };
+        let t = match self.fragments.next_deadline() {
             Some(f) => t.min(f),
             None => t,
         };

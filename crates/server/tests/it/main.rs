@@ -14,6 +14,7 @@ mod bounds;
 mod cli;
 mod errors;
 mod files;
+mod fragments;
 mod framing;
 mod graph;
 mod http;

@@ -230,6 +230,8 @@ counts! {
     /// Messages from another gateway delivered (`Action::Remote`).
     remote_publishes,
     lines_sent,
+    /// Requests sent as rosbridge `fragment` pieces.
+    fragmented_sent,
     lines_received,
     publishes_received,
     topic_bytes_shed,

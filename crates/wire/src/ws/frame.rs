@@ -44,8 +44,8 @@ pub enum WsEvent<'a> {
     Http(handshake::HttpRequest),
     /// A complete text message.
     Text(&'a [u8]),
-    /// A complete binary message (its bytes are not kept).
-    Binary,
+    /// A complete binary message.
+    Binary(&'a [u8]),
     /// A ping; answer with a pong carrying the same payload.
     Ping(&'a [u8]),
     /// The client started the close handshake.
@@ -307,7 +307,7 @@ fn emit(kind: u8, payload: &[u8], on: &mut impl FnMut(WsEvent<'_>)) {
     if kind == OP_TEXT {
         on(WsEvent::Text(payload));
     } else {
-        on(WsEvent::Binary);
+        on(WsEvent::Binary(payload));
     }
 }
 
@@ -411,7 +411,7 @@ mod tests {
         Open,
         Refuse,
         Text(Vec<u8>),
-        Binary,
+        Binary(Vec<u8>),
         Ping(Vec<u8>),
         Close(Option<u16>),
         TooLong,
@@ -427,7 +427,7 @@ mod tests {
                     WsEvent::Open { .. } => E::Open,
                     WsEvent::Refuse(_) | WsEvent::Http(_) => E::Refuse,
                     WsEvent::Text(t) => E::Text(t.to_vec()),
-                    WsEvent::Binary => E::Binary,
+                    WsEvent::Binary(b) => E::Binary(b.to_vec()),
                     WsEvent::Ping(p) => E::Ping(p.to_vec()),
                     WsEvent::Close(c) => E::Close(c),
                     WsEvent::TooLong => E::TooLong,
@@ -498,7 +498,7 @@ mod tests {
                 E::Text(b"{\"a\":1}".to_vec()),
                 E::Ping(b"hi".to_vec()),
                 E::Text(b"{\"b\":2}".to_vec()),
-                E::Binary,
+                E::Binary(b"\x00\x01".to_vec()),
                 E::Text(vec![b'x'; 300]),
                 E::Close(Some(1000)),
             ]

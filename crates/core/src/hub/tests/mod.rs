@@ -15,8 +15,10 @@ mod actions;
 mod auth;
 mod bounds;
 mod federation;
+mod fragments;
 mod params;
 mod qos;
+mod raw_publish;
 mod stalls;
 mod typedefs;
 

@@ -1,0 +1,156 @@
+//! A client's `publish` of raw CDR: `"msg": {"bytes": <CDR>}`, decoded
+//! once to rosbridge's JSON by the topic's declared type, then routed as
+//! if the client had sent that JSON (`Hub::route`: type check, batch,
+//! bridges).
+//!
+//! rosbridge's `publish` takes only JSON (rosbridge_library's
+//! `capabilities/publish.py` hands `msg` to `message_conversion`, which
+//! refuses a key the type does not have); its raw form exists only the
+//! other way, a `cbor-raw` subscription's `{"bytes", "secs", "nsecs"}`
+//! (`capabilities/subscribe.py`). This is its mirror, a rosgate
+//! extension chosen so that every publish rosbridge accepts means the same
+//! here:
+//! - `msg` is raw only when its one member is `bytes` and the topic's type
+//!   has no field of that name (a message of a type with a `bytes` field
+//!   is an ordinary message, as rosbridge reads it);
+//! - the bytes are base64 text or a list of integers 0-255, as rosbridge
+//!   writes `uint8[]` (`rosgate_ros2::cdr::octets`); a whole CDR payload,
+//!   its 4-byte encapsulation header included (docs/rmw_zenoh.md);
+//! - the type is the topic's, as advertised or subscribed
+//!   (`Registry`'s topic type), looked up in the types the hub knows
+//!   (`hub/types.rs`); a topic without one, a type the gateway does not
+//!   know, bytes that are not CDR of the type: an error status with the
+//!   request's id naming the topic and type (`bad_cdr`), nothing
+//!   delivered. A type the gateway does not know cannot say whether
+//!   `bytes` is one of its fields, so such a message is refused rather
+//!   than guessed at (docs/protocol.md, "Raw CDR publish").
+//!
+//! Invariants: the check on the publish hot path is a prefix test of the
+//! message's text (`maybe_cdr`); everything else runs only for messages
+//! that start `{"bytes"`; decoding is bounded by the line limit and
+//! `rosgate_ros2::cdr`'s own bounds.
+
+use std::time::Instant;
+
+use rosgate_wire::Raw;
+use serde_json::{Map, Value};
+
+use super::topics::Origin;
+use super::Hub;
+use crate::counters::{Counter, ErrorCode};
+use crate::nodes::Domain;
+
+/// The one member that makes a message raw CDR.
+const BYTES: &str = "bytes";
+
+/// Whether `msg` may be raw CDR: an object whose first member is `bytes`
+/// (a few byte comparisons, on every publish).
+#[inline]
+pub(super) fn maybe_cdr(msg: Raw<'_>) -> bool {
+    let Some(rest) = msg.get().as_bytes().strip_prefix(b"{") else {
+        return false;
+    };
+    let i = rest
+        .iter()
+        .position(|c| !matches!(c, b' ' | b'\t' | b'\n' | b'\r'))
+        .unwrap_or(rest.len());
+    rest[i..].starts_with(b"\"bytes\"")
+}
+
+impl Hub {
+    /// Routes a client's publish, decoding it first when it is raw CDR.
+    pub(super) fn route_publish(
+        &mut self,
+        origin: Origin<'_>,
+        domain: Domain,
+        topic: &str,
+        msg: Raw<'_>,
+        now: Instant,
+    ) {
+        if maybe_cdr(msg) {
+            return self.route_cdr(origin, domain, topic, msg, now);
+        }
+        self.route(origin, domain, topic, msg, now)
+    }
+
+    /// [`Hub::route_publish`] of a message that starts `{"bytes"`.
+    #[cold]
+    #[inline(never)]
+    pub(super) fn route_cdr(
+        &mut self,
+        origin: Origin<'_>,
+        domain: Domain,
+        topic: &str,
+        msg: Raw<'_>,
+        now: Instant,
+    ) {
+        match self.cdr_to_json(domain, topic, msg) {
+            Ok(None) => self.route(origin, domain, topic, msg, now),
+            Ok(Some(json)) => {
+                self.counters.inc(Counter::CdrPublished);
+                self.route(origin, domain, topic, Raw::from_valid_json(&json), now)
+            }
+            Err(why) => {
+                if let Origin::Client { conn, id } = origin {
+                    self.error_with_id(conn, ErrorCode::BadCdr, &why, id, now);
+                }
+            }
+        }
+    }
+
+    /// The JSON of a raw CDR message; `Ok(None)` when `msg` is an ordinary
+    /// message after all; `Err` with the error status's text.
+    fn cdr_to_json(
+        &self,
+        domain: Domain,
+        topic: &str,
+        msg: Raw<'_>,
+    ) -> Result<Option<String>, String> {
+        let Ok(mut members) = serde_json::from_str::<Map<String, Value>>(msg.get()) else {
+            return Ok(None);
+        };
+        if members.len() != 1 {
+            return Ok(None);
+        }
+        let Some(bytes) = members.remove(BYTES) else {
+            return Ok(None);
+        };
+        let reg = &self.registries[domain as usize];
+        let ty = reg
+            .topic_id(topic)
+            .and_then(|t| reg.topic(t))
+            .map(|e| e.ty())
+            .unwrap_or_default();
+        if ty.is_empty() {
+            return Err(format!(
+                "publish on {topic}: raw CDR (\"msg\": {{\"bytes\": ...}}) needs the topic's \
+                 type, and {topic} has none: advertise it with its type first"
+            ));
+        }
+        let types = self.types();
+        let Some(def) = types.msg(ty) else {
+            return Err(format!(
+                "publish on {topic}: raw CDR for type {ty}, which the gateway does not know \
+                 (--interfaces adds types); refused"
+            ));
+        };
+        if def.fields.iter().any(|f| f.name == BYTES) {
+            return Ok(None);
+        }
+        // Named in full from here (`std_msgs/String` is
+        // `std_msgs/msg/String`).
+        let ty = def.name.as_str();
+        let Some(cdr) = rosgate_ros2::cdr::octets(&bytes) else {
+            return Err(format!(
+                "publish on {topic}: \"bytes\" must be base64 text or a list of integers \
+                 0-255 (CDR of {ty})"
+            ));
+        };
+        let mut out = Vec::with_capacity(cdr.len() * 2 + 16);
+        rosgate_ros2::cdr::decode_json(&**types, ty, &cdr, &mut out)
+            .map_err(|e| format!("publish on {topic}: the bytes are not CDR of {ty}: {e}"))?;
+        String::from_utf8(out)
+            .map(Some)
+            .map_err(|_| format!("publish on {topic}: the bytes are not CDR of {ty}"))
+    }
+}
