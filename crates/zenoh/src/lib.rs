@@ -306,7 +306,13 @@ impl Federation {
         // Without the `ros2` feature `prepare` refused any `--ros-domain`.
         #[cfg(feature = "ros2")]
         if let Some((settings, types)) = ros {
-            peers.push(ros2::start(&session, &settings, types, shared.clone())?);
+            peers.push(ros2::start(
+                &session,
+                &settings,
+                types,
+                shared.clone(),
+                worker.decls(),
+            )?);
         }
         #[cfg(not(feature = "ros2"))]
         let _ = ros;

@@ -64,7 +64,7 @@ enum Cmd {
         what: String,
         make: Make,
     },
-    #[allow(dead_code)] // until ros2/ declares through the worker
+    #[cfg_attr(not(feature = "ros2"), allow(dead_code))]
     Use {
         id: u64,
         f: Use,
@@ -190,7 +190,7 @@ impl Decls {
     /// Queues `f` to run on the worker with the handle of `d` (made as a
     /// `T`), after everything queued before. False when refused (the
     /// queue is full); `f` does not run either if the declaration failed.
-    #[allow(dead_code)] // until ros2/ declares through the worker
+    #[cfg_attr(not(feature = "ros2"), allow(dead_code))]
     pub(crate) fn with<T, F>(&self, d: &Declared, f: F) -> bool
     where
         T: 'static,

@@ -27,8 +27,6 @@ use rosgate_ros2::cdr;
 use rosgate_ros2::link::{self, Event, Reply as LinkReply};
 use rosgate_ros2::rmw::{self, EntityKind};
 use serde_json::Value;
-use zenoh::liveliness::LivelinessToken;
-use zenoh::pubsub::Subscriber;
 use zenoh::query::Reply;
 use zenoh::sample::{Locality, Sample};
 use zenoh::{Session, Wait};
@@ -36,6 +34,7 @@ use zenoh::{Session, Wait};
 use super::{unix_ns, RosLink, RosShared, Typed};
 use crate::first_reply::FirstReply;
 use crate::remote::aborted_line;
+use crate::worker::Declared;
 use crate::{GOAL_QUERY_TIMEOUT_HOURS, QUERY_TIMEOUT_SECS};
 
 /// A request to `get_result` of an accepted goal: where, as whom, typed.
@@ -59,8 +58,8 @@ pub(super) struct GoalsOut {
 
 /// The feedback topic of an action goals are in flight to.
 pub(super) struct Feedback {
-    _data: Subscriber<()>,
-    _token: Option<LivelinessToken>,
+    _data: Declared,
+    _token: Option<Declared>,
 }
 
 /// Decodes a reply's CDR as `ty`: the link's reply, or `None` when the
@@ -343,18 +342,17 @@ impl RosLink {
         }
         let name = format!("{action_name}{}", action::FEEDBACK);
         let (sh, a) = (self.shared.clone(), action_name.to_string());
-        let data = session
-            .declare_subscriber(rmw::data_key_any_type(u32::from(domain), &name))
-            .allowed_origin(Locality::Remote)
-            .callback(move |s: Sample| sh.on_feedback(domain, &a, &s))
-            .wait();
-        let data = match data {
-            Ok(d) => d,
-            Err(e) => {
-                rosgate_core::log!(Warn, "ros2: cannot subscribe to {name}: {e}");
-                return;
-            }
-        };
+        let key = rmw::data_key_any_type(u32::from(domain), &name);
+        let data = self.decls.declare(
+            format!("ros2: cannot subscribe to {name}"),
+            move |session: &Session| {
+                session
+                    .declare_subscriber(key)
+                    .allowed_origin(Locality::Remote)
+                    .callback(move |s: Sample| sh.on_feedback(domain, &a, &s))
+                    .wait()
+            },
+        );
         let token = typed.and_then(|t| {
             self.declare(session, domain, EntityKind::Subscription, &name, &t)
                 .map(|(_, tok)| tok)
