@@ -13,11 +13,13 @@
 //! drops topic samples (counted) and never blocks Zenoh. What the loop
 //! sends goes out from the loop thread itself in [`Federation::turn`]:
 //! puts with congestion control `Drop`, so a slow network sheds rather
-//! than stalling the loop. What the loop declares (subscribers, queryables,
-//! tokens) and undeclares goes through the Zenoh worker (`worker.rs`), a
-//! thread of its own behind a bounded queue: a declaration waits for
-//! Zenoh's declaration locks, which Zenoh's receiving thread may hold for
-//! seconds, and the loop must not.
+//! than stalling the loop. What the loop declares (subscribers,
+//! queryables, tokens) and undeclares goes through the Zenoh worker
+//! (`worker.rs`), a thread of its own behind a bounded queue: a
+//! declaration waits for Zenoh's declaration locks, which Zenoh's
+//! receiving thread may hold for seconds, and the loop must not. So does
+//! this gateway's graph announcement, a put that waits for the routing
+//! tables Zenoh holds as long (`worker.rs` says why only it).
 //!
 //! The rules (docs/federation.md: subscribe upstream only while somebody
 //! downstream listens, once per topic however many listen):

@@ -15,11 +15,16 @@
 //! take only Zenoh's routing tables for reading, are made with
 //! `CongestionControl::Drop` so a slow network sheds rather than blocks, and
 //! a queue between the loop and the network would add a copy and a hop to
-//! every sample, call and reply. The one exception is a put through an
+//! every sample, call and reply. Two exceptions: a put through an
 //! advanced publisher (rmw_zenoh's transient local cache), which exists
-//! only on this thread: it goes as a command ([`Decls::with`]), in order
+//! only on this thread, goes as a command ([`Decls::with`]), in order
 //! after the publisher's declaration, so the first message reaches the
-//! cache.
+//! cache; and this gateway's graph announcement (at most every
+//! `GRAPH_INTERVAL_MS`, [`Decls::run`]): a put waits for Zenoh's routing
+//! tables, which Zenoh's receiving thread holds for write while it digests
+//! a departing peer's declarations (seconds, as for the declarations
+//! above), and the loop sampled in `fakenodes` waited there once
+//! declarations had moved.
 //!
 //! Invariants:
 //! - commands run in the order the loop queued them: a declaration before
@@ -72,6 +77,9 @@ enum Cmd {
     Undeclare {
         id: u64,
     },
+    Run {
+        f: Box<dyn FnOnce(&Session) + Send>,
+    },
     Stop,
 }
 
@@ -109,7 +117,7 @@ impl Queue {
         if s.stopped {
             return false;
         }
-        let bounded = matches!(cmd, Cmd::Declare { .. } | Cmd::Use { .. });
+        let bounded = matches!(cmd, Cmd::Declare { .. } | Cmd::Use { .. } | Cmd::Run { .. });
         if bounded && s.cmds.len() >= MAX_ZENOH_COMMANDS {
             s.refused += 1;
             return false;
@@ -179,6 +187,12 @@ impl Decls {
             queue: self.0.clone(),
             queued,
         }
+    }
+
+    /// Queues `f` to run once on the worker with the session (after
+    /// everything queued before); false when refused.
+    pub(crate) fn run(&self, f: impl FnOnce(&Session) + Send + 'static) -> bool {
+        self.0.push(Cmd::Run { f: Box::new(f) })
     }
 
     /// Hands a handle made elsewhere (at start-up, where a failure must
@@ -325,6 +339,7 @@ fn run(session: &Session, queue: &Queue) {
             Cmd::Undeclare { id } => {
                 drop(held.remove(&id));
             }
+            Cmd::Run { f } => f(session),
             Cmd::Stop => break,
         }
         let mut s = queue.lock();
@@ -439,7 +454,7 @@ mod tests {
     }
 
     #[test]
-    fn uses_run_in_order_after_their_declaration() {
+    fn uses_and_runs_run_in_order_after_their_declaration() {
         let s = session();
         let w = Worker::start(&s).unwrap();
         let d = w.decls();
@@ -447,6 +462,10 @@ mod tests {
         let v = seen.clone();
         let h = d.declare("a list", move |_: &Session| Ok(v));
         for i in 0..100u32 {
+            if i % 10 == 0 {
+                let v = seen.clone();
+                assert!(d.run(move |_: &Session| v.lock().unwrap().push(1000 + i)));
+            }
             assert!(d.with(&h, move |l: &Arc<Mutex<Vec<u32>>>| l
                 .lock()
                 .unwrap()
@@ -454,7 +473,10 @@ mod tests {
         }
         drop(h);
         settle(&d);
-        assert_eq!(*seen.lock().unwrap(), (0..100).collect::<Vec<u32>>());
+        let want: Vec<u32> = (0..100)
+            .flat_map(|i| (i % 10 == 0).then_some(1000 + i).into_iter().chain([i]))
+            .collect();
+        assert_eq!(*seen.lock().unwrap(), want);
         assert_eq!(held(&d), 0);
         w.stop();
         let _ = s.close().wait();

@@ -188,19 +188,28 @@ impl Gateways {
         }
         self.last_graph = Some(now);
         self.graph_epoch = epoch;
+        // Put on the worker, in order: a put waits for Zenoh's routing
+        // tables, which a peer's departure holds for seconds (about 5 s in
+        // `scripts/stress.sh fakenodes`, the loop sampled in this put);
+        // an announcement at most every GRAPH_INTERVAL_MS is no hot path.
+        let mut puts: Vec<(String, String)> = Vec::new();
         for &d in &domains {
-            let _ = self
-                .session
-                .put(keys::graph_key(d, &self.zid), hub.local_graph(d))
-                .allowed_destination(Locality::Remote)
-                .wait();
+            puts.push((keys::graph_key(d, &self.zid), hub.local_graph(d)));
         }
         for &d in self.graph_domains.iter().filter(|d| !domains.contains(d)) {
-            let _ = self
-                .session
-                .put(keys::graph_key(d, &self.zid), "{}")
-                .allowed_destination(Locality::Remote)
-                .wait();
+            puts.push((keys::graph_key(d, &self.zid), "{}".into()));
+        }
+        let queued = self.decls.run(move |session: &Session| {
+            for (k, v) in puts {
+                let _ = session
+                    .put(k, v)
+                    .allowed_destination(Locality::Remote)
+                    .wait();
+            }
+        });
+        if !queued {
+            // The worker's queue is full: announce again next interval.
+            self.graph_epoch = u64::MAX;
         }
         self.graph_domains = domains;
         None
