@@ -28,7 +28,8 @@
 //!
 //! Invariants:
 //! - commands run in the order the loop queued them: a declaration before
-//!   its uses and its undeclaration, whatever the thread's delays;
+//!   its uses and its undeclaration, whatever the thread's delays; a get
+//!   that needs one goes through [`Decls::after`];
 //! - a declaration's id is the loop's ([`Declared`]): the loop's tables
 //!   keep ids, this thread keeps the handles, one per live id;
 //! - an undeclaration is never refused nor dropped (dropping a [`Declared`]
@@ -195,6 +196,23 @@ impl Decls {
         self.0.push(Cmd::Run { f: Box::new(f) })
     }
 
+    /// Runs `f` now, on the loop, if the worker has run every command
+    /// queued before; else queues it to run on the worker after them. For a
+    /// get that needs a declaration queued just before (a goal whose
+    /// feedback subscriber was just declared: its first feedback would be
+    /// lost), without waiting for Zenoh while the worker does. False when
+    /// refused (then `f` is dropped unrun).
+    #[cfg_attr(not(feature = "ros2"), allow(dead_code))]
+    pub(crate) fn after(&self, f: impl FnOnce() + Send + 'static) -> bool {
+        // Only the loop queues commands, so nothing new can be queued
+        // between this check and `f`.
+        if self.idle() {
+            f();
+            return true;
+        }
+        self.run(move |_: &Session| f())
+    }
+
     /// Hands a handle made elsewhere (at start-up, where a failure must
     /// stop the gateway) to the worker, which then owns it.
     pub(crate) fn adopt<T: Send + 'static>(&self, what: impl Into<String>, handle: T) -> Declared {
@@ -221,8 +239,7 @@ impl Decls {
         self.0.push(Cmd::Use { id: d.id, f })
     }
 
-    /// Whether the worker ran every command queued (tests wait for it).
-    #[cfg(test)]
+    /// Whether the worker ran every command queued.
     fn idle(&self) -> bool {
         let s = self.0.lock();
         s.cmds.is_empty() && !s.busy
@@ -478,6 +495,33 @@ mod tests {
             .collect();
         assert_eq!(*seen.lock().unwrap(), want);
         assert_eq!(held(&d), 0);
+        w.stop();
+        let _ = s.close().wait();
+    }
+
+    #[test]
+    fn after_runs_at_once_when_idle_and_after_what_is_queued_otherwise() {
+        let s = session();
+        let w = Worker::start(&s).unwrap();
+        let d = w.decls();
+        settle(&d);
+        let seen = Arc::new(Mutex::new(Vec::<&str>::new()));
+        let v = seen.clone();
+        assert!(d.after(move || v.lock().unwrap().push("now")));
+        assert_eq!(*seen.lock().unwrap(), ["now"], "ran at once on this thread");
+        let (go, blocked) = mpsc::channel::<()>();
+        let v = seen.clone();
+        let _slow = d.declare("slow", move |_: &Session| {
+            let _ = blocked.recv_timeout(WAIT);
+            v.lock().unwrap().push("declared");
+            Ok(())
+        });
+        let v = seen.clone();
+        assert!(d.after(move || v.lock().unwrap().push("after")));
+        assert_eq!(seen.lock().unwrap().len(), 1, "waits for the declaration");
+        go.send(()).unwrap();
+        settle(&d);
+        assert_eq!(*seen.lock().unwrap(), ["now", "declared", "after"]);
         w.stop();
         let _ = s.close().wait();
     }

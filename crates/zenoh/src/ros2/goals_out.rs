@@ -224,8 +224,12 @@ impl RosLink {
         });
         let key = rmw::data_key(u32::from(domain), &send_name, &send.dds_type, &send.hash);
         let timeout = Duration::from_secs(QUERY_TIMEOUT_SECS);
-        self.shared
-            .request(key, bytes, send_gid, timeout, move |r| first.on(r));
+        // After the feedback subscriber the link may just have asked for
+        // (worker.rs), or the goal's first feedback could be lost.
+        let sh = self.shared.clone();
+        self.decls.after(move || {
+            sh.request(key, bytes, send_gid, timeout, move |r| first.on(r));
+        });
         Ok(())
     }
 
@@ -322,8 +326,11 @@ impl RosLink {
             None => rosgate_core::log!(Info, "ros2: cancel of a goal of {name}: no answer"),
         });
         let timeout = Duration::from_secs(QUERY_TIMEOUT_SECS);
-        self.shared
-            .request(key, bytes, gid, timeout, move |r| first.on(r));
+        // Not before the goal it cancels, if that went after a declaration.
+        let sh = self.shared.clone();
+        self.decls.after(move || {
+            sh.request(key, bytes, gid, timeout, move |r| first.on(r));
+        });
     }
 
     /// Subscribes to `action`'s feedback topic (any type: each sample is
