@@ -10,6 +10,10 @@
 //! itself waited as long (about 2 s). The loop only queues commands here
 //! ([`Decls`]); it never waits for Zenoh, nor for this thread: the queue's
 //! lock is held for a push or a pop, never across a Zenoh call.
+//! Declarations made at start-up, before the loop runs, are made at once
+//! (a failure stops start-up): the gateways peer hands its handles over
+//! ([`Decls::adopt`]); the ROS 2 peer's node tokens and graph watchers
+//! stay in `ros2/` and go when the session closes.
 //!
 //! Puts and gets (queries) stay on the loop thread: they are the hot path,
 //! take only Zenoh's routing tables for reading, are made with
