@@ -13,7 +13,13 @@
 //! drops topic samples (counted) and never blocks Zenoh. What the loop
 //! sends goes out from the loop thread itself in [`Federation::turn`]:
 //! puts with congestion control `Drop`, so a slow network sheds rather
-//! than stalling the loop.
+//! than stalling the loop. What the loop declares (subscribers,
+//! queryables, tokens) and undeclares goes through the Zenoh worker
+//! (`worker.rs`), a thread of its own behind a bounded queue: a
+//! declaration waits for Zenoh's declaration locks, which Zenoh's
+//! receiving thread may hold for seconds, and the loop must not. So does
+//! this gateway's graph announcement, a put that waits for the routing
+//! tables Zenoh holds as long (`worker.rs` says why only it).
 //!
 //! The rules (docs/federation.md: subscribe upstream only while somebody
 //! downstream listens, once per topic however many listen):
@@ -42,6 +48,7 @@ mod peer;
 #[cfg(feature = "ros2")]
 mod ros2;
 mod ros_settings;
+mod worker;
 
 pub use gateways::keys;
 use gateways::{remote, Gateways};
@@ -71,6 +78,7 @@ pub use remote::{
 #[cfg(feature = "ros2")]
 pub use ros2::{MAX_ROS_ENTITIES, MAX_ROS_ENTITIES_PER_NODE, MAX_ROS_NODES, ROS_GRAPH};
 pub use ros_settings::RosSettings;
+pub use worker::{MAX_ZENOH_COMMANDS, WORKER_STOP_MS};
 
 /// Work for the loop thread.
 pub type Job = Box<dyn FnOnce(&mut Hub, Instant) + Send>;
@@ -235,6 +243,8 @@ pub const GOAL_QUERY_TIMEOUT_HOURS: u64 = 24;
 /// output handed to them. See the module docs.
 pub struct Federation {
     session: Session,
+    /// The thread every declaration of the peers is made and dropped on.
+    worker: worker::Worker,
     zid: String,
     shared: Arc<Shared>,
     /// ROS 2 (when joined), then the gateways: one of each kind at most,
@@ -288,18 +298,26 @@ impl Federation {
             .map_err(|e| format!("zenoh: cannot open a session: {e}"))?;
         let zid = session.zid().to_string();
         let shared = Arc::new(Shared::new(zid.clone(), to_loop));
-        let gateways = Gateways::start(&session, shared.clone())?;
+        let worker = worker::Worker::start(&session)?;
+        let gateways = Gateways::start(&session, shared.clone(), worker.decls())?;
         let mut peers: Vec<Box<dyn Peer>> = Vec::new();
         // Without the `ros2` feature `prepare` refused any `--ros-domain`.
         #[cfg(feature = "ros2")]
         if let Some((settings, types)) = ros {
-            peers.push(ros2::start(&session, &settings, types, shared.clone())?);
+            peers.push(ros2::start(
+                &session,
+                &settings,
+                types,
+                shared.clone(),
+                worker.decls(),
+            )?);
         }
         #[cfg(not(feature = "ros2"))]
         let _ = ros;
         peers.push(Box::new(gateways));
         Ok(Federation {
             session,
+            worker,
             zid,
             shared,
             peers,
@@ -386,6 +404,7 @@ impl Federation {
             for p in &self.peers {
                 p.status(&mut status);
             }
+            status["zenoh_worker"] = self.worker.decls().status();
             hub.set_federation_status(status.to_string());
         }
     }
@@ -505,9 +524,20 @@ impl Federation {
     }
 
     /// Withdraws this gateway from the federation (its tokens go at once,
-    /// so the others need not wait for the lease).
+    /// so the others need not wait for the lease): the worker drops every
+    /// declaration first (waiting at most [`WORKER_STOP_MS`]), then the
+    /// session closes.
     pub fn close(self) {
-        let Federation { session, .. } = self;
+        let Federation {
+            session,
+            worker,
+            peers,
+            ..
+        } = self;
+        worker.stop();
+        // Their declarations went with the worker: dropping their ids now
+        // queues nothing.
+        drop(peers);
         let _ = session.close().wait();
     }
 }

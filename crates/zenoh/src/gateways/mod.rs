@@ -26,33 +26,31 @@ use rosgate_core::bridge::PeerId;
 use rosgate_core::hub::Offer;
 use rosgate_core::nodes::Domain;
 use rosgate_core::Hub;
-use zenoh::liveliness::LivelinessToken;
-use zenoh::pubsub::Subscriber;
 use zenoh::qos::CongestionControl;
-use zenoh::query::{ConsolidationMode, Query, QueryTarget, Queryable, Reply};
+use zenoh::query::{ConsolidationMode, Query, QueryTarget, Reply};
 use zenoh::sample::{Locality, Sample};
 use zenoh::{Session, Wait};
 
 use crate::first_reply::FirstReply;
 use crate::peer::{Peer, Put};
+use crate::worker::{Declared, Decls};
 use crate::{GOAL_QUERY_TIMEOUT_HOURS, GRAPH_INTERVAL_MS, LATCHED_ATTACHMENT, QUERY_TIMEOUT_SECS};
 use remote::{Change, Shared};
 
 pub mod keys;
 pub(crate) mod remote;
 
-/// What this gateway declared for a topic its clients subscribe to.
+/// What this gateway declared (on the worker) for a topic its clients
+/// subscribe to: the subscriber and the interest token, made together.
 struct Wanted {
-    _data: Subscriber<()>,
-    _token: LivelinessToken,
+    _decl: Declared,
 }
 
-/// What this gateway declared for a service a local client provides, or
-/// an action a local client serves (then also the cancels' subscriber).
+/// What this gateway declared (on the worker) for a service a local client
+/// provides (a queryable and a provider token), or an action a local
+/// client serves (then also the cancels' subscriber).
 struct Provided {
-    _queryable: Queryable<()>,
-    _cancels: Option<Subscriber<()>>,
-    _token: LivelinessToken,
+    _decl: Declared,
 }
 
 /// Sends an aborted result when a goal's query ends without one.
@@ -90,11 +88,12 @@ pub(crate) struct Gateways {
     session: Session,
     zid: String,
     shared: Arc<Shared>,
-    _presence: LivelinessToken,
-    _gateways: Subscriber<()>,
-    _interest: Subscriber<()>,
-    _providers: Subscriber<()>,
-    _graphs: Subscriber<()>,
+    /// Every declaration goes through the worker (`worker.rs`), so the
+    /// loop never waits for Zenoh's declaration locks.
+    decls: Decls,
+    /// The presence token and the four watchers, made at start-up and
+    /// owned by the worker.
+    _started: Declared,
     wanted: HashMap<(Domain, Rc<str>), Wanted>,
     provided: HashMap<(Offer, Domain, Rc<str>), Provided>,
     /// When this gateway last put its graph, the registrations' epoch
@@ -107,7 +106,11 @@ pub(crate) struct Gateways {
 impl Gateways {
     /// Announces this gateway and starts watching the others, their
     /// interest, their providers and their graphs.
-    pub(crate) fn start(session: &Session, shared: Arc<Shared>) -> Result<Gateways, String> {
+    pub(crate) fn start(
+        session: &Session,
+        shared: Arc<Shared>,
+        decls: Decls,
+    ) -> Result<Gateways, String> {
         let zid = session.zid().to_string();
         let fail = |what: &str, e: zenoh::Error| format!("zenoh: cannot declare {what}: {e}");
         let presence = session
@@ -146,15 +149,16 @@ impl Gateways {
             .callback(move |s: Sample| sh.on_graph(&s))
             .wait()
             .map_err(|e| fail("the graph watcher", e))?;
+        let started = decls.adopt(
+            "federation: this gateway's token and watchers",
+            (presence, gateways, interest, providers, graphs),
+        );
         Ok(Gateways {
             session: session.clone(),
             zid,
             shared,
-            _presence: presence,
-            _gateways: gateways,
-            _interest: interest,
-            _providers: providers,
-            _graphs: graphs,
+            decls,
+            _started: started,
             wanted: HashMap::new(),
             provided: HashMap::new(),
             last_graph: None,
@@ -184,19 +188,28 @@ impl Gateways {
         }
         self.last_graph = Some(now);
         self.graph_epoch = epoch;
+        // Put on the worker, in order: a put waits for Zenoh's routing
+        // tables, which a peer's departure holds for seconds (about 5 s in
+        // `scripts/stress.sh fakenodes`, the loop sampled in this put);
+        // an announcement at most every GRAPH_INTERVAL_MS is no hot path.
+        let mut puts: Vec<(String, String)> = Vec::new();
         for &d in &domains {
-            let _ = self
-                .session
-                .put(keys::graph_key(d, &self.zid), hub.local_graph(d))
-                .allowed_destination(Locality::Remote)
-                .wait();
+            puts.push((keys::graph_key(d, &self.zid), hub.local_graph(d)));
         }
         for &d in self.graph_domains.iter().filter(|d| !domains.contains(d)) {
-            let _ = self
-                .session
-                .put(keys::graph_key(d, &self.zid), "{}")
-                .allowed_destination(Locality::Remote)
-                .wait();
+            puts.push((keys::graph_key(d, &self.zid), "{}".into()));
+        }
+        let queued = self.decls.run(move |session: &Session| {
+            for (k, v) in puts {
+                let _ = session
+                    .put(k, v)
+                    .allowed_destination(Locality::Remote)
+                    .wait();
+            }
+        });
+        if !queued {
+            // The worker's queue is full: announce again next interval.
+            self.graph_epoch = u64::MAX;
         }
         self.graph_domains = domains;
         None
@@ -206,39 +219,23 @@ impl Gateways {
     /// clients subscribe to.
     fn want(&mut self, domain: Domain, topic: Rc<str>) {
         let key = keys::topic_key(domain, &topic);
+        let token = keys::interest_key(domain, &self.zid, &topic);
         let name: Arc<str> = Arc::from(&*topic);
         let sh = self.shared.clone();
-        let data = self
-            .session
-            .declare_subscriber(key)
-            // This gateway's own puts were delivered locally already.
-            .allowed_origin(Locality::Remote)
-            .callback(move |s: Sample| sh.on_sample(domain, &name, &s))
-            .wait();
-        let token = self
-            .session
-            .liveliness()
-            .declare_token(keys::interest_key(domain, &self.zid, &topic))
-            .wait();
-        match (data, token) {
-            (Ok(d), Ok(t)) => {
-                self.wanted.insert(
-                    (domain, topic),
-                    Wanted {
-                        _data: d,
-                        _token: t,
-                    },
-                );
-            }
-            (d, t) => {
-                let e = d.err().or(t.err()).map(|e| e.to_string());
-                rosgate_core::log!(
-                    Warn,
-                    "federation: cannot subscribe to {topic} across gateways: {}",
-                    e.unwrap_or_default()
-                );
-            }
-        }
+        let decl = self.decls.declare(
+            format!("federation: cannot subscribe to {topic} across gateways"),
+            move |session: &Session| {
+                let data = session
+                    .declare_subscriber(key)
+                    // This gateway's own puts were delivered locally already.
+                    .allowed_origin(Locality::Remote)
+                    .callback(move |s: Sample| sh.on_sample(domain, &name, &s))
+                    .wait()?;
+                let token = session.liveliness().declare_token(token).wait()?;
+                Ok((data, token))
+            },
+        );
+        self.wanted.insert((domain, topic), Wanted { _decl: decl });
     }
 
     /// Declares the queryable and the provider token for a service a local
@@ -246,43 +243,28 @@ impl Gateways {
     fn provide(&mut self, domain: Domain, name: Rc<str>, ty: &str) {
         let sh = self.shared.clone();
         let service: Arc<str> = Arc::from(&*name);
-        let queryable = self
-            .session
-            .declare_queryable(keys::service_key(domain, &name))
-            .allowed_origin(Locality::Remote)
-            .callback(move |q: Query| sh.on_query(domain, &service, q))
-            .wait();
-        let token = self
-            .session
-            .liveliness()
-            .declare_token(keys::provider_key(
-                rosgate_core::registry::Provided::Service,
-                domain,
-                &self.zid,
-                ty,
-                &name,
-            ))
-            .wait();
-        match (queryable, token) {
-            (Ok(q), Ok(t)) => {
-                self.provided.insert(
-                    (Offer::Service, domain, name),
-                    Provided {
-                        _queryable: q,
-                        _cancels: None,
-                        _token: t,
-                    },
-                );
-            }
-            (q, t) => {
-                let e = q.err().or(t.err()).map(|e| e.to_string());
-                rosgate_core::log!(
-                    Warn,
-                    "federation: cannot offer service {name} to other gateways: {}",
-                    e.unwrap_or_default()
-                );
-            }
-        }
+        let key = keys::service_key(domain, &name);
+        let token = keys::provider_key(
+            rosgate_core::registry::Provided::Service,
+            domain,
+            &self.zid,
+            ty,
+            &name,
+        );
+        let decl = self.decls.declare(
+            format!("federation: cannot offer service {name} to other gateways"),
+            move |session: &Session| {
+                let queryable = session
+                    .declare_queryable(key)
+                    .allowed_origin(Locality::Remote)
+                    .callback(move |q: Query| sh.on_query(domain, &service, q))
+                    .wait()?;
+                let token = session.liveliness().declare_token(token).wait()?;
+                Ok((queryable, token))
+            },
+        );
+        self.provided
+            .insert((Offer::Service, domain, name), Provided { _decl: decl });
     }
 
     /// Declares the goal queryable, the cancel subscriber and the provider
@@ -290,50 +272,37 @@ impl Gateways {
     fn serve(&mut self, domain: Domain, name: Rc<str>, ty: &str) {
         let action: Arc<str> = Arc::from(&*name);
         let (sh, a) = (self.shared.clone(), action.clone());
-        let queryable = self
-            .session
-            .declare_queryable(keys::goal_key(domain, &name))
-            .allowed_origin(Locality::Remote)
-            .callback(move |q: Query| sh.on_goal(domain, &a, q))
-            .wait();
-        let sh = self.shared.clone();
-        let cancels = self
-            .session
-            .declare_subscriber(keys::cancel_key(domain, &name))
-            .allowed_origin(Locality::Remote)
-            .callback(move |s: Sample| sh.on_cancel(domain, &action, &s))
-            .wait();
-        let token = self
-            .session
-            .liveliness()
-            .declare_token(keys::provider_key(
-                rosgate_core::registry::Provided::Action,
-                domain,
-                &self.zid,
-                ty,
-                &name,
-            ))
-            .wait();
-        match (queryable, cancels, token) {
-            (Ok(q), Ok(c), Ok(t)) => {
-                self.provided.insert(
-                    (Offer::Action, domain, name),
-                    Provided {
-                        _queryable: q,
-                        _cancels: Some(c),
-                        _token: t,
-                    },
-                );
-            }
-            (q, c, t) => {
-                let e = q.err().or(c.err()).or(t.err()).map(|e| e.to_string());
-                rosgate_core::log!(
-                    Warn,
-                    "federation: cannot offer action {name} to other gateways: {}",
-                    e.unwrap_or_default()
-                );
-            }
-        }
+        let sh2 = self.shared.clone();
+        let (goal_key, cancel_key) = (
+            keys::goal_key(domain, &name),
+            keys::cancel_key(domain, &name),
+        );
+        let token = keys::provider_key(
+            rosgate_core::registry::Provided::Action,
+            domain,
+            &self.zid,
+            ty,
+            &name,
+        );
+        let decl = self.decls.declare(
+            format!("federation: cannot offer action {name} to other gateways"),
+            move |session: &Session| {
+                let queryable = session
+                    .declare_queryable(goal_key)
+                    .allowed_origin(Locality::Remote)
+                    .callback(move |q: Query| sh.on_goal(domain, &a, q))
+                    .wait()?;
+                let cancels = session
+                    .declare_subscriber(cancel_key)
+                    .allowed_origin(Locality::Remote)
+                    .callback(move |s: Sample| sh2.on_cancel(domain, &action, &s))
+                    .wait()?;
+                let token = session.liveliness().declare_token(token).wait()?;
+                Ok((queryable, cancels, token))
+            },
+        );
+        self.provided
+            .insert((Offer::Action, domain, name), Provided { _decl: decl });
     }
 
     /// Forwards a goal the bridge received (as the server of another

@@ -178,20 +178,18 @@ impl RosLink {
         let key = rmw::data_key(u32::from(domain), name, &typed.dds_type, &typed.hash);
         let (sh, service, s) = (self.shared.clone(), name.to_string(), srv.clone());
         let snapshot = types.clone();
-        let queryable = session
-            .declare_queryable(key)
-            // rmw_zenoh's clients ask complete queryables only.
-            .complete(true)
-            .allowed_origin(Locality::Remote)
-            .callback(move |q: Query| sh.on_query(&snapshot, domain, &service, &s, q))
-            .wait();
-        let queryable = match queryable {
-            Ok(q) => q,
-            Err(e) => {
-                rosgate_core::log!(Warn, "ros2: cannot offer {name} to ROS 2: {e}");
-                return;
-            }
-        };
+        let queryable = self.decls.declare(
+            format!("ros2: cannot offer {name} to ROS 2"),
+            move |session: &Session| {
+                session
+                    .declare_queryable(key)
+                    // rmw_zenoh's clients ask complete queryables only.
+                    .complete(true)
+                    .allowed_origin(Locality::Remote)
+                    .callback(move |q: Query| sh.on_query(&snapshot, domain, &service, &s, q))
+                    .wait()
+            },
+        );
         if let Some((_, token)) =
             self.declare(session, domain, EntityKind::ServiceServer, name, &typed)
         {

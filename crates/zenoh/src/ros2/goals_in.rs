@@ -31,15 +31,15 @@ use rosgate_ros2::link::{Event, GoalUpdate, Request, Stamp};
 use rosgate_ros2::registry::Registry;
 use rosgate_ros2::rmw::{self, Attachment, EntityKind, Qos};
 use serde_json::{json, Value};
-use zenoh::liveliness::LivelinessToken;
 use zenoh::qos::CongestionControl;
-use zenoh::query::{Query, Queryable};
+use zenoh::query::Query;
 use zenoh::sample::Locality;
 use zenoh::{Session, Wait};
 use zenoh_ext::{AdvancedPublisher, AdvancedPublisherBuilderExt, CacheConfig, MissDetectionConfig};
 
 use super::replying::{stamp_json, Replying};
 use super::{unix_ns, RosLink, RosShared, Typed};
+use crate::worker::Declared;
 
 /// A topic this gateway puts for an action: its data key and its
 /// publisher's GID.
@@ -52,7 +52,7 @@ struct Put {
     /// declares it (`rcl_action_qos_profile_status_default`), so a late
     /// client gets the goals' statuses and rmw_zenoh counts this
     /// publisher as matching its transient local subscription.
-    cache: Option<AdvancedPublisher<'static>>,
+    cache: Option<Declared>,
 }
 
 /// What this gateway declared for an action it offers to ROS 2: what its
@@ -66,8 +66,8 @@ pub(super) struct Offered {
     feedback_type: String,
     feedback: Put,
     status: Put,
-    _queryables: Vec<Queryable<()>>,
-    _tokens: Vec<LivelinessToken>,
+    _queryables: Vec<Declared>,
+    _tokens: Vec<Declared>,
 }
 
 /// What a goal service's queryable decodes its requests and encodes its
@@ -322,7 +322,16 @@ impl RosLink {
             gid: p.gid,
         };
         let _ = match &p.cache {
-            Some(cache) => cache.put(bytes).attachment(att.encode().to_vec()).wait(),
+            // The cache lives on the worker: the put follows its
+            // declaration there (worker.rs).
+            Some(cache) => {
+                let att = att.encode().to_vec();
+                self.decls
+                    .with(cache, move |c: &AdvancedPublisher<'static>| {
+                        let _ = c.put(bytes).attachment(att).wait();
+                    });
+                Ok(())
+            }
             None => self
                 .shared
                 .session
@@ -380,8 +389,8 @@ impl RosLink {
         else {
             return;
         };
-        let mut queryables: Vec<Queryable<()>> = Vec::new();
-        let mut tokens: Vec<LivelinessToken> = Vec::new();
+        let mut queryables: Vec<Declared> = Vec::new();
+        let mut tokens: Vec<Declared> = Vec::new();
         let mut puts = Vec::new();
         for ((suffix, _), t) in entities.iter().zip(&typeds) {
             let entity = format!("{name}{suffix}");
@@ -408,22 +417,21 @@ impl RosLink {
             tokens.push(token);
             if is_topic {
                 let cache = if status {
-                    let declared = session
-                        .declare_publisher(key.clone())
-                        .allowed_destination(Locality::Remote)
-                        .cache(CacheConfig::default().max_samples(1))
-                        // Sequence numbers: a cache needs them or
-                        // timestamping, which the session may not have.
-                        .sample_miss_detection(MissDetectionConfig::default())
-                        .publisher_detection()
-                        .wait();
-                    match declared {
-                        Ok(p) => Some(p),
-                        Err(e) => {
-                            rosgate_core::log!(Warn, "ros2: cannot offer {entity} to ROS 2: {e}");
-                            return;
-                        }
-                    }
+                    let k = key.clone();
+                    Some(self.decls.declare(
+                        format!("ros2: cannot offer {entity} to ROS 2"),
+                        move |session: &Session| {
+                            session
+                                .declare_publisher(k)
+                                .allowed_destination(Locality::Remote)
+                                .cache(CacheConfig::default().max_samples(1))
+                                // Sequence numbers: a cache needs them or
+                                // timestamping, which the session may not have.
+                                .sample_miss_detection(MissDetectionConfig::default())
+                                .publisher_detection()
+                                .wait()
+                        },
+                    ))
                 } else {
                     None
                 };
@@ -448,19 +456,17 @@ impl RosLink {
                 request: req.clone(),
                 response: resp.clone(),
             };
-            let q = session
-                .declare_queryable(key)
-                .complete(true)
-                .allowed_origin(Locality::Remote)
-                .callback(move |q: Query| sh.on_goal_service(domain, &a, sfx, &t, q))
-                .wait();
-            match q {
-                Ok(q) => queryables.push(q),
-                Err(e) => {
-                    rosgate_core::log!(Warn, "ros2: cannot offer {entity} to ROS 2: {e}");
-                    return;
-                }
-            }
+            queryables.push(self.decls.declare(
+                format!("ros2: cannot offer {entity} to ROS 2"),
+                move |session: &Session| {
+                    session
+                        .declare_queryable(key)
+                        .complete(true)
+                        .allowed_origin(Locality::Remote)
+                        .callback(move |q: Query| sh.on_goal_service(domain, &a, sfx, &t, q))
+                        .wait()
+                },
+            ));
         }
         let (Some(status_put), Some(feedback_put)) = (puts.pop(), puts.pop()) else {
             return;

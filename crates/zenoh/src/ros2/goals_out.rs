@@ -28,8 +28,6 @@ use rosgate_ros2::link::{self, Event, Reply as LinkReply};
 use rosgate_ros2::registry::Registry;
 use rosgate_ros2::rmw::{self, EntityKind};
 use serde_json::Value;
-use zenoh::liveliness::LivelinessToken;
-use zenoh::pubsub::Subscriber;
 use zenoh::query::Reply;
 use zenoh::sample::{Locality, Sample};
 use zenoh::{Session, Wait};
@@ -37,6 +35,7 @@ use zenoh::{Session, Wait};
 use super::{unix_ns, RosLink, RosShared, Typed};
 use crate::first_reply::FirstReply;
 use crate::remote::aborted_line;
+use crate::worker::Declared;
 use crate::{GOAL_QUERY_TIMEOUT_HOURS, QUERY_TIMEOUT_SECS};
 
 /// A request to `get_result` of an accepted goal: where, as whom, typed.
@@ -60,8 +59,8 @@ pub(super) struct GoalsOut {
 
 /// The feedback topic of an action goals are in flight to.
 pub(super) struct Feedback {
-    _data: Subscriber<()>,
-    _token: Option<LivelinessToken>,
+    _data: Declared,
+    _token: Option<Declared>,
 }
 
 /// Decodes a reply's CDR as `ty`: the link's reply, or `None` when the
@@ -221,8 +220,12 @@ impl RosLink {
         });
         let key = rmw::data_key(u32::from(domain), &send_name, &send.dds_type, &send.hash);
         let timeout = Duration::from_secs(QUERY_TIMEOUT_SECS);
-        self.shared
-            .request(key, bytes, send_gid, timeout, move |r| first.on(r));
+        // After the feedback subscriber the link may just have asked for
+        // (worker.rs), or the goal's first feedback could be lost.
+        let sh = self.shared.clone();
+        self.decls.after(move || {
+            sh.request(key, bytes, send_gid, timeout, move |r| first.on(r));
+        });
         Ok(())
     }
 
@@ -319,8 +322,11 @@ impl RosLink {
                 },
             );
         let timeout = Duration::from_secs(QUERY_TIMEOUT_SECS);
-        self.shared
-            .request(key, bytes, gid, timeout, move |r| first.on(r));
+        // Not before the goal it cancels, if that went after a declaration.
+        let sh = self.shared.clone();
+        self.decls.after(move || {
+            sh.request(key, bytes, gid, timeout, move |r| first.on(r));
+        });
     }
 
     /// Subscribes to `action`'s feedback topic (any type: each sample is
@@ -339,18 +345,17 @@ impl RosLink {
         }
         let name = format!("{action_name}{}", action::FEEDBACK);
         let (sh, a, types) = (self.shared.clone(), action_name.to_string(), self.types());
-        let data = session
-            .declare_subscriber(rmw::data_key_any_type(u32::from(domain), &name))
-            .allowed_origin(Locality::Remote)
-            .callback(move |s: Sample| sh.on_feedback(&types, domain, &a, &s))
-            .wait();
-        let data = match data {
-            Ok(d) => d,
-            Err(e) => {
-                rosgate_core::log!(Warn, "ros2: cannot subscribe to {name}: {e}");
-                return;
-            }
-        };
+        let key = rmw::data_key_any_type(u32::from(domain), &name);
+        let data = self.decls.declare(
+            format!("ros2: cannot subscribe to {name}"),
+            move |session: &Session| {
+                session
+                    .declare_subscriber(key)
+                    .allowed_origin(Locality::Remote)
+                    .callback(move |s: Sample| sh.on_feedback(&types, domain, &a, &s))
+                    .wait()
+            },
+        );
         let token = typed.and_then(|t| {
             self.declare(session, domain, EntityKind::Subscription, &name, &t)
                 .map(|(_, tok)| tok)

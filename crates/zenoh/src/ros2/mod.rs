@@ -67,15 +67,16 @@ use rosgate_ros2::rmw::{self, Attachment, Endpoint, EntityKind, Qos, Token};
 use zenoh::liveliness::LivelinessToken;
 use zenoh::pubsub::Subscriber;
 use zenoh::qos::CongestionControl;
-use zenoh::query::{ConsolidationMode, QueryTarget, Queryable, Reply};
+use zenoh::query::{ConsolidationMode, QueryTarget, Reply};
 use zenoh::sample::{Locality, Sample, SampleKind};
 use zenoh::{Session, Wait};
 use zenoh_ext::{
-    AdvancedPublisher, AdvancedPublisherBuilderExt, AdvancedSubscriber,
-    AdvancedSubscriberBuilderExt, CacheConfig, HistoryConfig, MissDetectionConfig,
+    AdvancedPublisher, AdvancedPublisherBuilderExt, AdvancedSubscriberBuilderExt, CacheConfig,
+    HistoryConfig, MissDetectionConfig,
 };
 
 use crate::remote::Shared;
+use crate::worker::{Declared, Decls};
 
 mod calls_in;
 mod exec;
@@ -260,13 +261,13 @@ struct ClientNode {
     nid: u64,
     namespace: String,
     name: String,
-    _token: LivelinessToken,
+    _token: Declared,
 }
 
 /// What this gateway declared for a topic local clients subscribe to.
 struct Sub {
-    _data: AdvancedSubscriber<()>,
-    _token: Option<LivelinessToken>,
+    _data: Declared,
+    _token: Option<Declared>,
 }
 
 /// This gateway's publisher of a topic to ROS 2, as the link declared it.
@@ -276,20 +277,22 @@ struct Pub {
     seq: i64,
     /// For a topic a local client publishes latched (transient local): the
     /// publisher whose cache late ROS 2 subscribers query (rmw_zenoh's
-    /// transient local), if it could be declared.
-    cache: Option<AdvancedPublisher<'static>>,
-    _token: LivelinessToken,
+    /// transient local), declared on the worker.
+    cache: Option<Declared>,
+    _token: Declared,
 }
 
 /// A local provider offered to ROS 2.
 struct Server {
-    _queryable: Queryable<()>,
-    _token: LivelinessToken,
+    _queryable: Declared,
+    _token: Declared,
 }
 
 /// The loop thread's side of the ROS 2 link. See the module docs.
 pub(crate) struct RosLink {
     zid: String,
+    /// Declarations are made and dropped on the Zenoh worker (`worker.rs`).
+    decls: Decls,
     pub(crate) shared: Arc<RosShared>,
     domains: Vec<Domain>,
     nodes: HashMap<Domain, Node>,
@@ -314,7 +317,7 @@ pub(crate) struct RosLink {
     servers: HashMap<(Domain, Rc<str>), Server>,
     /// This gateway as a client of ROS 2 services it called: the `SC`
     /// token, and its GID (what requests carry).
-    clients: HashMap<(Domain, Rc<str>), (LivelinessToken, [u8; 16])>,
+    clients: HashMap<(Domain, Rc<str>), (Declared, [u8; 16])>,
     /// Feedback topics of actions goals are in flight to.
     feedback: HashMap<(Domain, Rc<str>), goals_out::Feedback>,
     /// Actions local clients serve, offered to ROS 2: the queryables of
@@ -365,6 +368,7 @@ impl RosLink {
         settings: &RosSettings,
         types: Registry,
         fed: Arc<Shared>,
+        decls: Decls,
     ) -> Result<RosLink, String> {
         let zid = session.zid().to_string();
         let shared = Arc::new(RosShared {
@@ -377,6 +381,7 @@ impl RosLink {
         });
         let mut link = RosLink {
             zid,
+            decls,
             shared,
             domains: settings.domains.clone(),
             nodes: HashMap::new(),
@@ -474,7 +479,7 @@ impl RosLink {
     /// ROS 2 nodes (node tokens), when the hub's nodes changed. Runs before
     /// the turn's offers, so a node's parameter services are declared
     /// under it.
-    pub(crate) fn sync_nodes(&mut self, session: &Session, hub: &Hub) {
+    pub(crate) fn sync_nodes(&mut self, _session: &Session, hub: &Hub) {
         let generation = hub.nodes().generation();
         if self.nodes_generation == Some(generation) {
             return;
@@ -501,20 +506,20 @@ impl RosLink {
             }
             let nid = self.next_id();
             let tok = Token::node(u32::from(d), &self.zid, nid, &namespace, &name);
-            match session.liveliness().declare_token(tok.to_key()).wait() {
-                Ok(token) => {
-                    self.client_nodes.insert(
-                        (d, fqn),
-                        ClientNode {
-                            nid,
-                            namespace,
-                            name,
-                            _token: token,
-                        },
-                    );
-                }
-                Err(e) => rosgate_core::log!(Warn, "ros2: cannot declare node {fqn}: {e}"),
-            }
+            let key = tok.to_key();
+            let token = self.decls.declare(
+                format!("ros2: cannot declare node {fqn}"),
+                move |session: &Session| session.liveliness().declare_token(key).wait(),
+            );
+            self.client_nodes.insert(
+                (d, fqn),
+                ClientNode {
+                    nid,
+                    namespace,
+                    name,
+                    _token: token,
+                },
+            );
         }
     }
 
@@ -526,20 +531,20 @@ impl RosLink {
         kind: EntityKind,
         name: &str,
         typed: &Typed,
-    ) -> Option<(String, LivelinessToken)> {
+    ) -> Option<(String, Declared)> {
         self.declare_qos(session, domain, kind, name, typed, Qos::keep_last(10))
     }
 
     /// [`RosLink::declare`] with the QoS the token states.
     fn declare_qos(
         &mut self,
-        session: &Session,
+        _session: &Session,
         domain: Domain,
         kind: EntityKind,
         name: &str,
         typed: &Typed,
         qos: Qos,
-    ) -> Option<(String, LivelinessToken)> {
+    ) -> Option<(String, Declared)> {
         let (nid, namespace, node) = self.owner_of(domain, name)?;
         let id = self.next_id();
         let tok = Token {
@@ -559,13 +564,12 @@ impl RosLink {
             }),
         };
         let key = tok.to_key();
-        match session.liveliness().declare_token(key.clone()).wait() {
-            Ok(t) => Some((key, t)),
-            Err(e) => {
-                rosgate_core::log!(Warn, "ros2: cannot declare {name} in the ROS 2 graph: {e}");
-                None
-            }
-        }
+        let k = key.clone();
+        let t = self.decls.declare(
+            format!("ros2: cannot declare {name} in the ROS 2 graph"),
+            move |session: &Session| session.liveliness().declare_token(k).wait(),
+        );
+        Some((key, t))
     }
 
     /// The types known now: the link's registry (a snapshot; a Zenoh
@@ -639,19 +643,18 @@ impl RosLink {
         // As rmw_zenoh's transient local subscriptions do: ask the caches
         // of transient local publishers (now, and of those that come
         // later) for what they keep.
-        let data = session
-            .declare_subscriber(rmw::data_key_any_type(u32::from(domain), topic))
-            .history(HistoryConfig::default().detect_late_publishers())
-            .allowed_origin(Locality::Remote)
-            .callback(move |s: Sample| sh.on_data(&s))
-            .wait();
-        let data = match data {
-            Ok(d) => d,
-            Err(e) => {
-                rosgate_core::log!(Warn, "ros2: cannot subscribe to {topic}: {e}");
-                return;
-            }
-        };
+        let key = rmw::data_key_any_type(u32::from(domain), topic);
+        let data = self.decls.declare(
+            format!("ros2: cannot subscribe to {topic}"),
+            move |session: &Session| {
+                session
+                    .declare_subscriber(key)
+                    .history(HistoryConfig::default().detect_late_publishers())
+                    .allowed_origin(Locality::Remote)
+                    .callback(move |s: Sample| sh.on_data(&s))
+                    .wait()
+            },
+        );
         let typed = ty.and_then(|(ty, hash)| Typed::of(&ty, &hash));
         let token = typed.and_then(|t| {
             self.declare(session, domain, EntityKind::Subscription, topic, &t)
@@ -726,22 +729,21 @@ impl RosLink {
             return;
         };
         let key = rmw::data_key(u32::from(domain), topic, &typed.dds_type, &typed.hash);
-        let cache = latched.and_then(|depth| {
-            let declared = session
-                .declare_publisher(key.clone())
-                .congestion_control(CongestionControl::Drop)
-                .allowed_destination(Locality::Remote)
-                .cache(CacheConfig::default().max_samples(depth as usize))
-                .sample_miss_detection(MissDetectionConfig::default())
-                .publisher_detection()
-                .wait();
-            match declared {
-                Ok(p) => Some(p),
-                Err(e) => {
-                    rosgate_core::log!(Warn, "ros2: no transient local cache for {topic}: {e}");
-                    None
-                }
-            }
+        let cache = latched.map(|depth| {
+            let k = key.clone();
+            self.decls.declare(
+                format!("ros2: no transient local cache for {topic}"),
+                move |session: &Session| {
+                    session
+                        .declare_publisher(k)
+                        .congestion_control(CongestionControl::Drop)
+                        .allowed_destination(Locality::Remote)
+                        .cache(CacheConfig::default().max_samples(depth as usize))
+                        .sample_miss_detection(MissDetectionConfig::default())
+                        .publisher_detection()
+                        .wait()
+                },
+            )
         });
         let gid = rmw::gid(&token_key);
         self.link.handle(Event::OwnPublisher { gid, on: true });
@@ -789,11 +791,15 @@ impl RosLink {
             gid: p.gid,
         };
         self.put_ok = match &p.cache {
-            Some(cache) => cache
-                .put(bytes)
-                .attachment(att.encode().to_vec())
-                .wait()
-                .is_ok(),
+            // The cache lives on the worker: the put follows its
+            // declaration there (worker.rs).
+            Some(cache) => {
+                let att = att.encode().to_vec();
+                self.decls
+                    .with(cache, move |c: &AdvancedPublisher<'static>| {
+                        let _ = c.put(bytes).attachment(att).wait();
+                    })
+            }
             None => session
                 .put(p.key.as_str(), bytes)
                 .attachment(att.encode().to_vec())

@@ -16,6 +16,7 @@ use zenoh::Session;
 use super::RosLink;
 use crate::peer::{Peer, Put};
 use crate::remote::Shared;
+use crate::worker::Decls;
 use crate::RosSettings;
 
 struct RosPeer {
@@ -29,8 +30,9 @@ pub(crate) fn start(
     settings: &RosSettings,
     types: Registry,
     fed: Arc<Shared>,
+    decls: Decls,
 ) -> Result<Box<dyn Peer>, String> {
-    let link = RosLink::start(session, settings, types, fed)?;
+    let link = RosLink::start(session, settings, types, fed, decls)?;
     Ok(Box::new(RosPeer {
         link,
         session: session.clone(),
