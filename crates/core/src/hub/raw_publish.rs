@@ -18,12 +18,13 @@
 //!   its 4-byte encapsulation header included (docs/rmw_zenoh.md);
 //! - the type is the topic's, as advertised or subscribed
 //!   (`Registry`'s topic type), looked up in the types the hub knows
-//!   (`hub/types.rs`); a topic without one, a type the gateway does not
-//!   know, bytes that are not CDR of the type: an error status with the
-//!   request's id naming the topic and type (`bad_cdr`), nothing
-//!   delivered. A type the gateway does not know cannot say whether
-//!   `bytes` is one of its fields, so such a message is refused rather
-//!   than guessed at (docs/protocol.md, "Raw CDR publish").
+//!   (`hub/types.rs`); bytes that are not CDR of the type: an error
+//!   status with the request's id naming the topic and type
+//!   (`bad_cdr`), nothing delivered;
+//! - a topic without a type, or of a type the gateway does not know,
+//!   cannot say whether `bytes` is one of its fields: its message is
+//!   relayed as the JSON it is, as it always was (untyped topics carry
+//!   any JSON; docs/protocol.md, "Raw CDR publish").
 //!
 //! Invariants: the check on the publish hot path is a prefix test of the
 //! message's text (`maybe_cdr`); everything else runs only for messages
@@ -121,18 +122,13 @@ impl Hub {
             .and_then(|t| reg.topic(t))
             .map(|e| e.ty())
             .unwrap_or_default();
-        if ty.is_empty() {
-            return Err(format!(
-                "publish on {topic}: raw CDR (\"msg\": {{\"bytes\": ...}}) needs the topic's \
-                 type, and {topic} has none: advertise it with its type first"
-            ));
-        }
+        // Without a type the gateway knows, `bytes` may be one of the
+        // type's fields: the message is relayed as the JSON it is, as
+        // before raw CDR existed (a topic of no type, or of a type known
+        // only to its peers, is untyped JSON to rosgate).
         let types = self.types();
         let Some(def) = types.msg(ty) else {
-            return Err(format!(
-                "publish on {topic}: raw CDR for type {ty}, which the gateway does not know \
-                 (--interfaces adds types); refused"
-            ));
+            return Ok(None);
         };
         if def.fields.iter().any(|f| f.name == BYTES) {
             return Ok(None);

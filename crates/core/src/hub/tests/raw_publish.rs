@@ -86,12 +86,6 @@ fn each_refusal_names_the_type_and_delivers_nothing() {
         ),
         ("/k", r#""bytes":"%%%""#, "base64"),
         ("/k", r#""bytes":[1,2,300]"#, "base64"),
-        (
-            "/u",
-            r#""bytes":"AAEAAA==""#,
-            "test/Unknown, which the gateway does not know",
-        ),
-        ("/none", r#""bytes":"AAEAAA==""#, "has none"),
     ];
     for (i, (topic, member, why)) in cases.iter().enumerate() {
         t.send(
@@ -106,5 +100,25 @@ fn each_refusal_names_the_type_and_delivers_nothing() {
     assert!(t.recv(known).is_empty() && t.recv(unknown).is_empty());
     let c = t.hub.counters();
     assert_eq!(c.errors_of(ErrorCode::BadCdr), cases.len() as u64);
+    assert_eq!(c.get(Counter::CdrPublished), 0);
+}
+
+#[test]
+fn without_a_known_type_bytes_is_an_ordinary_member() {
+    let mut t = T::new(Limits::default());
+    let unknown = subscribed(&mut t, "/u", "test/Unknown");
+    let untyped = subscribed(&mut t, "/none", "");
+    let p = t.open();
+    for topic in ["/u", "/none"] {
+        t.send(
+            p,
+            &format!(r#"{{"op":"publish","id":1,"topic":"{topic}","msg":{{"bytes":"AAEAAA=="}}}}"#),
+        );
+    }
+    assert_eq!(t.one(unknown)["msg"]["bytes"], "AAEAAA==");
+    assert_eq!(t.one(untyped)["msg"]["bytes"], "AAEAAA==");
+    assert!(t.recv(p).is_empty());
+    let c = t.hub.counters();
+    assert_eq!(c.errors_of(ErrorCode::BadCdr), 0);
     assert_eq!(c.get(Counter::CdrPublished), 0);
 }
