@@ -929,12 +929,13 @@ impl Hub {
                 args,
                 timeout,
                 wait,
-                fragment_size: _,
+                fragment_size,
             } => {
                 let call = services::CallArgs {
                     args,
                     timeout,
                     wait,
+                    fragment: fragment_size.map(|n| n.min(u64::from(u32::MAX)) as u32),
                     goal: None,
                 };
                 self.call_service(me, &service, node, call, id, now)

@@ -359,3 +359,49 @@ fn fragment_size_splits_long_messages_into_whole_sets() {
     });
     assert_eq!(counter(&s, "fragment_frames"), 4, "{s}");
 }
+
+#[test]
+fn call_service_fragment_size_splits_the_answer_under_the_calls_id() {
+    let gw = Gateway::start(&[]);
+    let mut provider = gw.client();
+    provider.advertise_service("/long");
+    let mut ws = Ws::connect(&gw);
+    ws.send_text(
+        r#"{"op":"call_service","service":"/long","id":"c7","args":{},"fragment_size":256}"#,
+    );
+    let call = provider.expect_forwarded("/long");
+    let big = "z".repeat(700);
+    provider.respond(
+        "/long",
+        &call["id"].to_string(),
+        &format!(r#"{{"s":"{big}"}}"#),
+        "true",
+    );
+    let first = ws.json();
+    assert_eq!(
+        (first["op"].as_str(), first["id"].as_str()),
+        (Some("fragment"), Some("c7"))
+    );
+    let total = first["total"].as_u64().unwrap();
+    let mut text = first["data"].as_str().unwrap().to_owned();
+    for n in 1..total {
+        let f = ws.json();
+        assert_eq!((f["id"].as_str(), f["num"].as_u64()), (Some("c7"), Some(n)));
+        text.push_str(f["data"].as_str().unwrap());
+    }
+    let whole: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(whole["op"], "service_response");
+    assert_eq!(whole["id"], "c7");
+    assert_eq!(whole["values"]["s"], big.as_str());
+    // A short answer goes whole.
+    ws.send_text(
+        r#"{"op":"call_service","service":"/long","id":"c8","args":{},"fragment_size":256}"#,
+    );
+    let call = provider.expect_forwarded("/long");
+    provider.respond("/long", &call["id"].to_string(), r#"{"s":"x"}"#, "true");
+    let v = ws.json();
+    assert_eq!(
+        (v["op"].as_str(), v["id"].as_str()),
+        (Some("service_response"), Some("c8"))
+    );
+}
