@@ -110,7 +110,7 @@ impl Encoding {
 
     /// A `subscribe`'s `compression` and `fragment_size`; `Err` says why
     /// the compression is refused.
-    pub fn asked(compression: Option<&str>, fragment: Option<u64>) -> Result<Encoding, String> {
+    pub fn asked(compression: Option<&str>, fragment: Option<u32>) -> Result<Encoding, String> {
         let compression = match compression {
             None => Compression::None,
             Some(s) => Compression::parse(s).ok_or_else(|| {
@@ -119,7 +119,7 @@ impl Encoding {
         };
         Ok(Encoding {
             compression,
-            fragment: fragment.map(|n| n.min(u64::from(u32::MAX)) as u32),
+            fragment,
         })
     }
 }
