@@ -18,7 +18,7 @@
 //!   topic's ROS 2 type when the gateway knows it
 //!   (`rosgate_ros2::cbor_typed`), else by `rosgate_wire::cbor::from_json`;
 //!   a message that does not fit its type goes untyped (counted by the
-//!   caller from [`Encoded::untyped`]);
+//!   caller from `Encoded::Binary`'s `untyped`);
 //! - `cbor-raw`: a binary frame `{"op":"publish","topic":..,"msg":{"secs",
 //!   "nsecs","bytes"}}` whose bytes are the message's CDR as a ROS 2 node
 //!   puts it on the wire (encapsulation header included,

@@ -533,7 +533,7 @@ fn check_tags(v: &V) {
 /// Fuzz check `cbor_typed`: `rosgate_ros2::cbor_typed::encode` of the
 /// bundled type the first two bytes choose: its default message (what
 /// `cdr::default_json` makes) is always accepted, and the JSON text of the
-/// rest, when it is JSON, never panics; see [`typed_once`] for what either
+/// rest, when it is JSON, never panics; see `typed_once` for what either
 /// result must be.
 pub fn cbor_typed(data: &[u8]) {
     let (reg, names) = typed_names();
