@@ -91,7 +91,7 @@ family! {
         FragmentedMessages => "fragmented_messages", "Messages sent as fragment frames (a subscription's fragment_size), once per message and encoding.";
         FragmentFrames => "fragment_frames", "Fragment frames made for them.";
         CborUntyped => "cbor_untyped", "Messages sent in cbor without their type's mapping: they did not fit the topic's type.";
-        EncodeFailed => "encode_failed", "Messages a subscriber did not get because they could not be made in its compression (cbor-raw of a message that does not fit its type).";
+        EncodeFailed => "encode_failed", "Messages that could not be made in a compression subscribers asked for (cbor-raw of a message that does not fit its type), once per message and compression: those subscribers did not get them.";
         Ros2EntitiesRefused => "ros2_entities_refused", "ROS 2 entities not kept: past the bound per node, on nodes or on entities in total.";
     }
 }

@@ -250,7 +250,7 @@ impl Framed {
             .unwrap_or(&[])
     }
 
-    /// The copy in `enc` for `framing`, if made.
+    /// The copy in `enc` for `framing`, if made (empty: it could not be).
     pub fn encoded(&self, enc: Encoding, framing: Framing) -> Option<Rc<[u8]>> {
         self.encoded
             .iter()

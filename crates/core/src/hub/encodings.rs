@@ -10,7 +10,8 @@
 //! them and pays nothing for them. What each encoding is: `encoding.rs`.
 //!
 //! Invariants:
-//! - a message nobody wants in an encoding is never made in it;
+//! - a message nobody wants in an encoding is never made in it, and one
+//!   that cannot be made in it is tried once (an empty copy marks it);
 //! - the bytes are one queue entry (a fragmented message's frames
 //!   together), so depth, shedding and the memory ledger treat them as
 //!   one message, never a partial set;
@@ -89,7 +90,8 @@ impl Hub {
             return Some(framed.get(framing));
         }
         if let Some(rc) = framed.encoded(enc, framing) {
-            return Some(rc);
+            // Empty: it could not be made, tried once for every subscriber.
+            return (!rc.is_empty()).then_some(rc);
         }
         let ty = self.registries[domain as usize]
             .topic(t)
@@ -113,11 +115,13 @@ impl Hub {
                 }
                 if !framing.push_binary(&mut out, &bytes) {
                     self.counters.inc(Counter::EncodeFailed);
+                    framed.keep_encoded(enc, framing, Vec::new());
                     return None;
                 }
             }
             Encoded::Failed(_) => {
                 self.counters.inc(Counter::EncodeFailed);
+                framed.keep_encoded(enc, framing, Vec::new());
                 return None;
             }
         }

@@ -208,10 +208,13 @@ fn cbor_byte_arrays_are_byte_strings_and_untyped_topics_map_their_json() {
 fn cbor_raw_carries_the_cdr_a_ros2_node_would_publish() {
     let gw = Gateway::start(&[]);
     let mut ws = Ws::connect(&gw);
-    subscribe(
-        &mut ws,
-        r#""topic":"/raw","type":"std_msgs/msg/String","compression":"cbor-raw""#,
-    );
+    let mut other = Ws::connect(&gw);
+    for w in [&mut ws, &mut other] {
+        subscribe(
+            w,
+            r#""topic":"/raw","type":"std_msgs/msg/String","compression":"cbor-raw""#,
+        );
+    }
     let before = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
@@ -231,12 +234,16 @@ fn cbor_raw_carries_the_cdr_a_ros2_node_would_publish() {
         msg.get("bytes"),
         &Cbor::Bytes(vec![0, 1, 0, 0, 3, 0, 0, 0, b'h', b'i', 0])
     );
-    // A message that does not fit: nothing for this subscriber, counted.
+    assert_eq!(binary(&mut other), f, "one encoding, shared");
+    // A message that does not fit: nothing for either subscriber, counted
+    // once (it is tried once per message).
     gw.client().publish("/raw", r#"{"data":5}"#);
-    gw.wait_for_stats("encode failure counted", |s| {
+    let s = gw.wait_for_stats("encode failure counted", |s| {
         counter(s, "encode_failed") == 1
     });
+    assert_eq!(counter(&s, "encoded_cbor_raw_frames"), 1, "{s}");
     assert!(ws.barrier().is_empty());
+    assert!(other.barrier().is_empty());
 }
 
 #[test]
