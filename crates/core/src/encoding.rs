@@ -152,16 +152,24 @@ fn parts(line: &str) -> Option<(String, &str)> {
     Some((topic, msg?))
 }
 
-/// `line` (one publish line, `\n`-terminated, of a topic of type `ty`,
-/// empty when unknown) in `enc`; `types` are the types known, `wall` the
-/// time `cbor-raw` stamps.
+/// One message to encode: its publish line (`\n`-terminated) and, when
+/// it arrived as CDR, those bytes (`cbor-raw` sends them as they are).
+#[derive(Debug, Clone, Copy)]
+pub struct Message<'a> {
+    pub line: &'a [u8],
+    pub cdr: Option<&'a [u8]>,
+}
+
+/// `msg` (of a topic of type `ty`, empty when unknown) in `enc`; `types`
+/// are the types known, `wall` the time `cbor-raw` stamps.
 pub fn encode<T: Types + ?Sized>(
-    line: &[u8],
+    msg: Message<'_>,
     enc: Encoding,
     types: &T,
     ty: &str,
     wall: SystemTime,
 ) -> Encoded {
+    let line = msg.line;
     let text = match std::str::from_utf8(line.strip_suffix(b"\n").unwrap_or(line)) {
         Ok(t) => t,
         Err(_) => return Encoded::Failed("not UTF-8".into()),
@@ -206,17 +214,24 @@ pub fn encode<T: Types + ?Sized>(
             }
         }
         Compression::CborRaw => {
-            let Some((topic, msg)) = parts(text) else {
+            let Some((topic, json)) = parts(text) else {
                 return Encoded::Failed("not a publish".into());
             };
-            let cdr = serde_json::from_str::<Value>(msg)
-                .map_err(|e| e.to_string())
-                .and_then(|v| {
-                    rosgate_ros2::cdr::encode(types, ty, &v).map_err(|e| format!("{e:?}"))
-                });
-            let cdr = match cdr {
-                Ok(c) => c,
-                Err(why) => return Encoded::Failed(format!("not {ty}: {why}")),
+            let made;
+            let cdr: &[u8] = match msg.cdr {
+                Some(c) => c,
+                None => {
+                    let encoded = serde_json::from_str::<Value>(json)
+                        .map_err(|e| e.to_string())
+                        .and_then(|v| {
+                            rosgate_ros2::cdr::encode(types, ty, &v).map_err(|e| format!("{e:?}"))
+                        });
+                    made = match encoded {
+                        Ok(c) => c,
+                        Err(why) => return Encoded::Failed(format!("not {ty}: {why}")),
+                    };
+                    &made
+                }
             };
             let since = wall
                 .duration_since(SystemTime::UNIX_EPOCH)
@@ -227,7 +242,7 @@ pub fn encode<T: Types + ?Sized>(
                 &topic,
                 since.as_secs() as i64,
                 since.subsec_nanos(),
-                &cdr,
+                cdr,
             );
             Encoded::Binary {
                 bytes: out,
@@ -263,6 +278,10 @@ mod tests {
 
     const LINE: &[u8] = b"{\"op\":\"publish\",\"topic\":\"/t\",\"msg\":{\"data\":\"a\"}}\n";
 
+    fn m(line: &[u8]) -> Message<'_> {
+        Message { line, cdr: None }
+    }
+
     fn enc(c: Compression, fragment: Option<u32>) -> Encoding {
         Encoding {
             compression: c,
@@ -285,7 +304,7 @@ mod tests {
         let reg = Registry::bundled();
         let now = SystemTime::UNIX_EPOCH;
         let Encoded::Binary { bytes, untyped } = encode(
-            LINE,
+            m(LINE),
             enc(Compression::Cbor, None),
             &reg,
             "std_msgs/msg/String",
@@ -299,7 +318,7 @@ mod tests {
         assert_eq!(bytes, want);
         // Not a String: the untyped mapping, flagged.
         let Encoded::Binary { untyped, .. } = encode(
-            LINE,
+            m(LINE),
             enc(Compression::Cbor, None),
             &reg,
             "std_msgs/msg/Int8",
@@ -309,7 +328,7 @@ mod tests {
         };
         assert!(untyped);
         let Encoded::Binary { untyped, .. } =
-            encode(LINE, enc(Compression::Cbor, None), &reg, "", now)
+            encode(m(LINE), enc(Compression::Cbor, None), &reg, "", now)
         else {
             panic!("binary")
         };
@@ -321,7 +340,7 @@ mod tests {
         let reg = Registry::bundled();
         let wall = SystemTime::UNIX_EPOCH + std::time::Duration::new(5, 7);
         let Encoded::Binary { bytes, .. } = encode(
-            LINE,
+            m(LINE),
             enc(Compression::CborRaw, None),
             &reg,
             "std_msgs/msg/String",
@@ -335,7 +354,7 @@ mod tests {
         assert_eq!(bytes, want);
         assert!(matches!(
             encode(
-                LINE,
+                m(LINE),
                 enc(Compression::CborRaw, None),
                 &reg,
                 "std_msgs/msg/Int8",
@@ -353,7 +372,7 @@ mod tests {
             "x".repeat(600)
         );
         let Encoded::Text(lines) = encode(
-            long.as_bytes(),
+            m(long.as_bytes()),
             enc(Compression::None, Some(256)),
             &reg,
             "",
@@ -378,7 +397,7 @@ mod tests {
         assert_eq!(joined, long.trim_end());
         // Short: whole.
         let Encoded::Text(lines) = encode(
-            LINE,
+            m(LINE),
             enc(Compression::None, Some(256)),
             &reg,
             "",
@@ -393,7 +412,7 @@ mod tests {
     fn png_is_one_text_line() {
         let reg = Registry::bundled();
         let Encoded::Text(lines) = encode(
-            LINE,
+            m(LINE),
             enc(Compression::Png, None),
             &reg,
             "",

@@ -98,7 +98,11 @@ impl Hub {
             .map_or(String::new(), |e| e.ty().to_owned());
         let types = Arc::clone(self.types());
         let started = Instant::now();
-        let made = encoding::encode(framed.lines(), enc, &*types, &ty, SystemTime::now());
+        let msg = encoding::Message {
+            line: framed.lines(),
+            cdr: framed.cdr(),
+        };
+        let made = encoding::encode(msg, enc, &*types, &ty, SystemTime::now());
         let mut out = Vec::new();
         match made {
             Encoded::Text(lines) => {
