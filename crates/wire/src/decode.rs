@@ -49,9 +49,15 @@ pub struct Request<'a> {
     /// The `node` a registration, publish or call is made for (one of the
     /// connection's declared nodes, by name or full name).
     pub node: Option<Cow<'a, str>>,
+    /// rosbridge's `compression` and `fragment_size`, when the request
+    /// gave either: the hub reads them on `subscribe` (both) and
+    /// `call_service` (`fragment_size`). Here and boxed, not in [`Op`]:
+    /// the decoding of a publish, the hot path, should not pay for them.
+    pub encoding: Option<Box<EncodingAsked<'a>>>,
 }
 
-/// What a `subscribe` asks its messages to be sent as (rosbridge v2).
+/// What a request asks its answers or messages to be sent as (rosbridge
+/// v2): see [`Request::encoding`].
 #[derive(Debug, Default)]
 pub struct EncodingAsked<'a> {
     /// `compression` (`none`, `cbor`, `cbor-raw`, `png`), as sent: the hub
@@ -91,10 +97,6 @@ pub enum Op<'a> {
         qos: Qos,
         /// rosbridge's `throttle_rate`, milliseconds; 0: none.
         throttle_ms: u64,
-        /// rosbridge's `compression` and `fragment_size`, when either is
-        /// given (boxed: rare, and a publish should not pay for them in
-        /// the size of every request).
-        encoding: Option<Box<EncodingAsked<'a>>>,
     },
     Unsubscribe {
         topic: Cow<'a, str>,
@@ -116,8 +118,6 @@ pub enum Op<'a> {
         /// Wait (within the timeout) for a provider to appear instead of
         /// failing at once (ROS 2's `wait_for_service`).
         wait: bool,
-        /// rosbridge's `fragment_size` for the response, characters.
-        fragment_size: Option<u32>,
     },
     /// `id` is required, as for `CallService`; `values` is always present in
     /// the strict dialect.
@@ -442,6 +442,13 @@ pub fn decode_as(line: &[u8], dialect: Dialect) -> Result<Request<'_>, DecodeErr
     if needs_id && fields.id.is_none() {
         return Err(fields.error(ErrorKind::MissingId, Some(op_name)));
     }
+    let encoding = if fields.compression.is_some() || fields.fragment_size.is_some() {
+        fields
+            .encoding_asked()
+            .map_err(|kind| fields.error(kind, Some(op_name.clone())))?
+    } else {
+        None
+    };
     let node = match fields.node {
         None => None,
         raw => Some(name(raw, "node").map_err(|kind| fields.error(kind, Some(op_name)))?),
@@ -450,6 +457,7 @@ pub fn decode_as(line: &[u8], dialect: Dialect) -> Result<Request<'_>, DecodeErr
         id: fields.id,
         op,
         node,
+        encoding,
     })
 }
 
@@ -550,7 +558,10 @@ impl<'a> Fields<'a> {
     }
 
     /// A subscribe's `compression` and `fragment_size`, if it gave either
-    /// (JSON `null` is none, as Python clients send it).
+    /// (JSON `null` is none, as Python clients send it). Out of line: the
+    /// decoding of a publish (the hot path) should not carry its code.
+    #[cold]
+    #[inline(never)]
     fn encoding_asked(&self) -> Result<Option<Box<EncodingAsked<'a>>>, ErrorKind> {
         let compression = match self.compression {
             Some(Raw("null")) | None => None,
@@ -613,7 +624,6 @@ impl<'a> Fields<'a> {
                     ty: ty()?,
                     qos,
                     throttle_ms: count(self.throttle_rate, "throttle_rate")?.unwrap_or(0),
-                    encoding: self.encoding_asked()?,
                 }
             }
             "unsubscribe" => Op::Unsubscribe {
@@ -642,7 +652,6 @@ impl<'a> Fields<'a> {
                 },
                 timeout: timeout(self.timeout)?,
                 wait: flag(self.wait, "wait")?,
-                fragment_size: fragment_size(self.fragment_size)?,
             },
             "service_response" => Op::ServiceResponse {
                 service: name(self.service, "service")?,
@@ -855,6 +864,38 @@ mod tests {
             Ok(r) => panic!("accepted: {r:?}"),
             Err(e) => (e.kind, e.id.map(|r| r.get().to_string())),
         }
+    }
+
+    #[test]
+    fn compression_and_fragment_size_ride_beside_the_op() {
+        let r = ok(
+            r#"{"op":"subscribe","topic":"/t","type":"T","compression":"cbor","fragment_size":300.5}"#,
+        );
+        let e = r.encoding.expect("encoding");
+        assert_eq!(
+            (e.compression.as_deref(), e.fragment_size),
+            (Some("cbor"), Some(300))
+        );
+        let r = ok(r#"{"op":"call_service","service":"/s","id":1,"args":{},"fragment_size":1e12}"#);
+        let e = r.encoding.expect("encoding");
+        assert_eq!((e.compression, e.fragment_size), (None, Some(u32::MAX)));
+        // null is none, and none at all is no box.
+        assert!(
+            ok(r#"{"op":"subscribe","topic":"/t","type":"T","compression":null}"#)
+                .encoding
+                .is_none()
+        );
+        assert!(ok(r#"{"op":"publish","topic":"/t","msg":{}}"#)
+            .encoding
+            .is_none());
+        let (kind, id) =
+            err(br#"{"op":"subscribe","topic":"/t","type":"T","compression":5,"id":"x"}"#);
+        assert_eq!(
+            (kind, id.as_deref()),
+            (ErrorKind::WrongType("compression"), Some("\"x\""))
+        );
+        let (kind, _) = err(br#"{"op":"subscribe","topic":"/t","type":"T","fragment_size":-1}"#);
+        assert_eq!(kind, ErrorKind::WrongType("fragment_size"));
     }
 
     #[test]

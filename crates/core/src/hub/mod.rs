@@ -868,9 +868,8 @@ impl Hub {
                 ty,
                 qos,
                 throttle_ms,
-                encoding,
             } => {
-                let (compression, fragment) = match &encoding {
+                let (compression, fragment) = match &req.encoding {
                     Some(e) => (e.compression.as_deref(), e.fragment_size),
                     None => (None, None),
                 };
@@ -932,13 +931,12 @@ impl Hub {
                 args,
                 timeout,
                 wait,
-                fragment_size,
             } => {
                 let call = services::CallArgs {
                     args,
                     timeout,
                     wait,
-                    fragment: fragment_size,
+                    fragment: req.encoding.as_ref().and_then(|e| e.fragment_size),
                     goal: None,
                 };
                 self.call_service(me, &service, node, call, id, now)
