@@ -8,12 +8,11 @@
 //! `cbor-raw`), RFC 8746 typed arrays (tags 64-87, little-endian ones
 //! only: the gateway sends no other) arrays of numbers. Anything else
 //! (indefinite lengths, other tags, half floats it never sends, nesting
-//! past [`MAX_DEPTH`]) makes the frame unreadable: `None`.
+//! past `rosgate_wire::MAX_JSON_DEPTH`, the gateway's own request limit)
+//! makes the frame unreadable: `None`.
 
 use rosgate_wire::encode::json_string;
-
-/// Deepest nesting read (the gateway's own request limit).
-const MAX_DEPTH: usize = rosgate_wire::MAX_JSON_DEPTH;
+use rosgate_wire::MAX_JSON_DEPTH;
 
 /// The JSON text of the one CBOR item `b` holds, or `None`.
 pub fn to_json(b: &[u8]) -> Option<String> {
@@ -53,7 +52,7 @@ impl Reader<'_> {
     }
 
     fn item(&mut self, out: &mut Vec<u8>, depth: usize) -> Option<()> {
-        if depth > MAX_DEPTH {
+        if depth > MAX_JSON_DEPTH {
             return None;
         }
         let (major, info, arg) = self.head()?;
