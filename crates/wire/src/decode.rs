@@ -49,6 +49,23 @@ pub struct Request<'a> {
     /// The `node` a registration, publish or call is made for (one of the
     /// connection's declared nodes, by name or full name).
     pub node: Option<Cow<'a, str>>,
+    /// rosbridge's `compression` and `fragment_size`, when the request
+    /// gave either: the hub reads them on `subscribe` (both) and
+    /// `call_service` (`fragment_size`). Here and boxed, not in [`Op`]:
+    /// the decoding of a publish, the hot path, should not pay for them.
+    pub encoding: Option<Box<EncodingAsked<'a>>>,
+}
+
+/// What a request asks its answers or messages to be sent as (rosbridge
+/// v2): see [`Request::encoding`].
+#[derive(Debug, Default)]
+pub struct EncodingAsked<'a> {
+    /// `compression` (`none`, `cbor`, `cbor-raw`, `png`), as sent: the hub
+    /// decides what it accepts.
+    pub compression: Option<Cow<'a, str>>,
+    /// `fragment_size`, characters: longer text frames go out as
+    /// `fragment` frames.
+    pub fragment_size: Option<u32>,
 }
 
 /// The operations of the protocol with their required fields.
@@ -436,6 +453,13 @@ pub fn decode_as(line: &[u8], dialect: Dialect) -> Result<Request<'_>, DecodeErr
     if needs_id && fields.id.is_none() {
         return Err(fields.error(ErrorKind::MissingId, Some(op_name)));
     }
+    let encoding = if fields.compression.is_some() || fields.fragment_size.is_some() {
+        fields
+            .encoding_asked()
+            .map_err(|kind| fields.error(kind, Some(op_name.clone())))?
+    } else {
+        None
+    };
     let node = match fields.node {
         None => None,
         raw => Some(name(raw, "node").map_err(|kind| fields.error(kind, Some(op_name)))?),
@@ -444,6 +468,7 @@ pub fn decode_as(line: &[u8], dialect: Dialect) -> Result<Request<'_>, DecodeErr
         id: fields.id,
         op,
         node,
+        encoding,
     })
 }
 
@@ -479,6 +504,8 @@ struct Fields<'a> {
     peers: Option<Raw<'a>>,
     throttle_rate: Option<Raw<'a>>,
     queue_length: Option<Raw<'a>>,
+    compression: Option<Raw<'a>>,
+    fragment_size: Option<Raw<'a>>,
     wait: Option<Raw<'a>>,
     token: Option<Raw<'a>>,
     mac: Option<Raw<'a>>,
@@ -535,6 +562,8 @@ impl<'a> Fields<'a> {
             "peers" => &mut self.peers,
             "throttle_rate" => &mut self.throttle_rate,
             "queue_length" => &mut self.queue_length,
+            "compression" => &mut self.compression,
+            "fragment_size" => &mut self.fragment_size,
             "wait" => &mut self.wait,
             "token" => &mut self.token,
             "mac" => &mut self.mac,
@@ -543,6 +572,26 @@ impl<'a> Fields<'a> {
             "total" => &mut self.total,
             _ => return None,
         })
+    }
+
+    /// A subscribe's `compression` and `fragment_size`, if it gave either
+    /// (JSON `null` is none, as Python clients send it). Out of line: the
+    /// decoding of a publish (the hot path) should not carry its code.
+    #[cold]
+    #[inline(never)]
+    fn encoding_asked(&self) -> Result<Option<Box<EncodingAsked<'a>>>, ErrorKind> {
+        let compression = match self.compression {
+            Some(Raw("null")) | None => None,
+            raw => Some(name(raw, "compression")?),
+        };
+        let fragment_size = fragment_size(self.fragment_size)?;
+        if compression.is_none() && fragment_size.is_none() {
+            return Ok(None);
+        }
+        Ok(Some(Box::new(EncodingAsked {
+            compression,
+            fragment_size,
+        })))
     }
 
     /// An error for a grammatical line: carries the id unless it is too
@@ -791,6 +840,11 @@ fn count(raw: Option<Raw<'_>>, field: &'static str) -> Result<Option<u64>, Error
     }
 }
 
+/// rosbridge's `fragment_size`: a count, saturating at `u32::MAX`.
+fn fragment_size(raw: Option<Raw<'_>>) -> Result<Option<u32>, ErrorKind> {
+    Ok(count(raw, "fragment_size")?.map(|n| n.min(u64::from(u32::MAX)) as u32))
+}
+
 /// The `qos` object, or the default (nothing stated).
 fn qos(raw: Option<Raw<'_>>) -> Result<Qos, ErrorKind> {
     match raw {
@@ -840,6 +894,38 @@ mod tests {
             Ok(r) => panic!("accepted: {r:?}"),
             Err(e) => (e.kind, e.id.map(|r| r.get().to_string())),
         }
+    }
+
+    #[test]
+    fn compression_and_fragment_size_ride_beside_the_op() {
+        let r = ok(
+            r#"{"op":"subscribe","topic":"/t","type":"T","compression":"cbor","fragment_size":300.5}"#,
+        );
+        let e = r.encoding.expect("encoding");
+        assert_eq!(
+            (e.compression.as_deref(), e.fragment_size),
+            (Some("cbor"), Some(300))
+        );
+        let r = ok(r#"{"op":"call_service","service":"/s","id":1,"args":{},"fragment_size":1e12}"#);
+        let e = r.encoding.expect("encoding");
+        assert_eq!((e.compression, e.fragment_size), (None, Some(u32::MAX)));
+        // null is none, and none at all is no box.
+        assert!(
+            ok(r#"{"op":"subscribe","topic":"/t","type":"T","compression":null}"#)
+                .encoding
+                .is_none()
+        );
+        assert!(ok(r#"{"op":"publish","topic":"/t","msg":{}}"#)
+            .encoding
+            .is_none());
+        let (kind, id) =
+            err(br#"{"op":"subscribe","topic":"/t","type":"T","compression":5,"id":"x"}"#);
+        assert_eq!(
+            (kind, id.as_deref()),
+            (ErrorKind::WrongType("compression"), Some("\"x\""))
+        );
+        let (kind, _) = err(br#"{"op":"subscribe","topic":"/t","type":"T","fragment_size":-1}"#);
+        assert_eq!(kind, ErrorKind::WrongType("fragment_size"));
     }
 
     #[test]

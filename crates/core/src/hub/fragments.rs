@@ -105,7 +105,7 @@ impl Hub {
             Ok(None) => self.counters.inc(Counter::FragmentsIn),
             Ok(Some(text)) => {
                 self.counters.inc(Counter::FragmentsIn);
-                self.counters.inc(Counter::FragmentedMessages);
+                self.counters.inc(Counter::FragmentedIn);
                 self.fragments.reassembling = true;
                 self.on_message(me, text.as_bytes(), now);
                 self.fragments.reassembling = false;

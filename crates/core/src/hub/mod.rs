@@ -60,6 +60,7 @@ mod auth;
 mod batch;
 mod bridge_out;
 mod clients;
+mod encodings;
 mod federation;
 mod fragments;
 mod graph;
@@ -114,6 +115,7 @@ use crate::calls::Call;
 use crate::calls::{CallKind, Calls};
 use crate::conn::{CloseReason, Conn, ConnRef};
 use crate::counters::{Counter, Counters, ErrorCode, Gauge, Gauges};
+use crate::encoding::Encoding;
 use crate::limits::{
     Limits, EXPIRE_BUDGET, GONE_FAILS_PER_TURN, REGISTRATION_WORK, SHED_ENTRIES_PER_PASS,
 };
@@ -207,6 +209,9 @@ pub struct Hub {
     metrics_turn: Option<std::rc::Rc<[u8]>>,
     /// The interface types known (`types.rs`).
     types: types::Types,
+    /// The `id` of the last message sent in `fragment` frames
+    /// (`encodings.rs`): each such message has its own, from 1.
+    fragment_ids: u64,
     /// Connections with fragmented messages in flight (`fragments.rs`).
     fragments: fragments::Fragments,
 }
@@ -263,6 +268,7 @@ impl Hub {
             gone_sent: 0,
             metrics_turn: None,
             types: types::Types::default(),
+            fragment_ids: 0,
             fragments: fragments::Fragments::default(),
         }
     }
@@ -876,10 +882,22 @@ impl Hub {
                 qos,
                 throttle_ms,
             } => {
+                let (compression, fragment) = match &req.encoding {
+                    Some(e) => (e.compression.as_deref(), e.fragment_size),
+                    None => (None, None),
+                };
+                let encoding = match Encoding::asked(compression, fragment) {
+                    Ok(e) => e,
+                    Err(why) => {
+                        let why = format!("{topic}: {why}");
+                        return self.error_with_id(me, ErrorCode::BadCompression, &why, id, now);
+                    }
+                };
                 let asked = qos::Asked {
                     qos,
                     peers: false,
                     throttle_ms,
+                    encoding,
                 };
                 let r = qos::Registering {
                     role: Role::Subscriber,
@@ -901,6 +919,7 @@ impl Hub {
                 let asked = qos::Asked {
                     qos,
                     peers,
+                    encoding: Encoding::default(),
                     throttle_ms: 0,
                 };
                 let r = qos::Registering {
@@ -930,6 +949,7 @@ impl Hub {
                     args,
                     timeout,
                     wait,
+                    fragment: req.encoding.as_ref().and_then(|e| e.fragment_size),
                     goal: None,
                 };
                 self.call_service(me, &service, node, call, id, now)

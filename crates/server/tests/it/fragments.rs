@@ -70,7 +70,7 @@ fn fragments_reassemble_on_tcp_and_websocket_in_any_order() {
     assert!(ws.barrier().is_empty(), "no error");
     assert_eq!(sub.recv()["msg"]["data"], data);
     let s = gw.stats();
-    assert_eq!(counter(&s, "fragmented_messages"), 2, "{s}");
+    assert_eq!(counter(&s, "fragmented_in"), 2, "{s}");
     assert_eq!(
         counter(&s, "fragments_in") as usize,
         pieces(&big_publish("tcp").0, 256, "0").len() + f.len()
@@ -137,11 +137,7 @@ fn each_malformed_piece_gets_an_error_with_its_id_and_delivers_nothing() {
     assert!(ws.barrier().is_empty());
     sub.assert_quiet();
     let s = gw.stats();
-    assert_eq!(
-        counter(&s, "fragmented_messages"),
-        cases.len() as u64,
-        "{s}"
-    );
+    assert_eq!(counter(&s, "fragmented_in"), cases.len() as u64, "{s}");
     assert!(counter(&s, "errors.bad_fragment") > cases.len() as u64);
 }
 
@@ -197,7 +193,7 @@ fn an_incomplete_message_expires_and_its_sender_is_told() {
     sub.assert_quiet();
     let s = gw.stats();
     assert_eq!(counter(&s, "fragments_expired"), 1, "{s}");
-    assert_eq!(counter(&s, "fragmented_messages"), 0, "{s}");
+    assert_eq!(counter(&s, "fragmented_in"), 0, "{s}");
     // The same in /metrics.
     let m = crate::http::metrics(&gw);
     let value = |name: &str, label: Option<(&str, &str)>| {

@@ -66,7 +66,7 @@ fn pieces_in_any_order_make_one_request_on_both_transports() {
     assert_eq!(t.one(s)["msg"], got["msg"]);
     let c = t.hub.counters();
     assert_eq!(c.get(Counter::FragmentsIn), 6);
-    assert_eq!(c.get(Counter::FragmentedMessages), 2);
+    assert_eq!(c.get(Counter::FragmentedIn), 2);
     assert_eq!(t.hub.memory().input, 0, "nothing held once complete");
 }
 
