@@ -11,12 +11,12 @@
 //!   a truncated or lying frame is an [`Error`], never a panic;
 //! - indefinite lengths (RFC 8949 §3.2.2) are refused: rosbridge and the
 //!   gateway (`crates/wire/src/cbor.rs`) only write definite ones;
-//! - nesting is bounded by [`MAX_DEPTH`], so [`Reader::skip`] on hostile
+//! - nesting is bounded by [`MAX_CBOR_DEPTH`], so [`Reader::skip`] on hostile
 //!   input cannot recurse without end.
 
 /// Deepest nesting [`Reader::skip`] follows. An `Image` is 4 levels deep
 /// (frame, msg, header, stamp); anything far deeper is not a frame we sent.
-pub const MAX_DEPTH: usize = 32;
+pub const MAX_CBOR_DEPTH: usize = 32;
 
 /// One item head, with string payloads borrowed.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -43,7 +43,7 @@ pub enum Error {
     Truncated,
     /// An indefinite length or a reserved additional-information value.
     Unsupported,
-    /// Nested deeper than [`MAX_DEPTH`].
+    /// Nested deeper than [`MAX_CBOR_DEPTH`].
     TooDeep,
 }
 
@@ -122,7 +122,7 @@ impl<'a> Reader<'a> {
     /// Skips one whole item (containers with everything in them).
     pub fn skip(&mut self) -> Result<(), Error> {
         // Items still to skip at each open level; iterative, bounded.
-        let mut stack = [0u64; MAX_DEPTH];
+        let mut stack = [0u64; MAX_CBOR_DEPTH];
         let mut depth = 0usize;
         let mut left = 1u64;
         loop {
@@ -145,7 +145,7 @@ impl<'a> Reader<'a> {
                 if inner > (self.buf.len() - self.pos) as u64 {
                     return Err(Error::Truncated);
                 }
-                if depth == MAX_DEPTH {
+                if depth == MAX_CBOR_DEPTH {
                     return Err(Error::TooDeep);
                 }
                 stack[depth] = left;
@@ -229,7 +229,17 @@ mod tests {
 
     #[test]
     fn heads_of_every_width() {
-        for n in [0u64, 23, 24, 255, 256, 65_535, 65_536, u32::MAX as u64 + 1, u64::MAX] {
+        for n in [
+            0u64,
+            23,
+            24,
+            255,
+            256,
+            65_535,
+            65_536,
+            u32::MAX as u64 + 1,
+            u64::MAX,
+        ] {
             let mut out = Vec::new();
             w::uint(&mut out, n);
             assert_eq!(Reader::new(&out).next(), Ok(Item::Uint(n)), "{n}");

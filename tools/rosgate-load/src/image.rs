@@ -471,7 +471,11 @@ impl Image {
 /// bytes.
 fn check_ends(d: &[u8], want: &[u8], what: &str) -> Result<(), Bad> {
     if d.len() != want.len() {
-        return bad(format!("{what}: {} bytes, expected {}", d.len(), want.len()));
+        return bad(format!(
+            "{what}: {} bytes, expected {}",
+            d.len(),
+            want.len()
+        ));
     }
     let n = SAMPLE.min(d.len());
     if d[..n] != want[..n] || d[d.len() - n..] != want[want.len() - n..] {
@@ -788,7 +792,10 @@ mod tests {
         let i = img();
         let cdr = i.cdr(1234, 1_500_000_000);
         let p = parse_cdr(&cdr).unwrap();
-        assert_eq!((p.sec, p.nanosec, p.frame_id), (1, 500_000_000, &b"1234"[..]));
+        assert_eq!(
+            (p.sec, p.nanosec, p.frame_id),
+            (1, 500_000_000, &b"1234"[..])
+        );
         assert_eq!((p.width, p.height, p.step), (640, 480, 1920));
         assert_eq!(p.data.len(), 921_600);
         let mut f = Vec::new();

@@ -54,13 +54,13 @@ use crate::ticker::Ticker;
 pub const MAX_IMAGE_SUBS: usize = 256;
 /// Longest WebSocket frame or TCP line accepted from the gateway: well
 /// above a 1280x720 rgb8 image in JSON (3.7 MB of base64).
-pub const MAX_FRAME: usize = 64 << 20;
+pub const MAX_IMAGE_FRAME: usize = 64 << 20;
 /// Publish lines the publisher may have unsent before a due image is
 /// skipped instead of queued.
 pub const MAX_PUB_BACKLOG: usize = 4;
 /// Bytes read from one subscriber per loop turn before the others get
 /// theirs.
-pub const READ_BUDGET: usize = 4 << 20;
+pub const IMAGE_READ_BUDGET: usize = 4 << 20;
 
 const TICKER: Token = Token(usize::MAX);
 const PUBLISHER: usize = 0;
@@ -230,7 +230,7 @@ pub struct Runner {
 }
 
 /// Problems printed in full; the rest are counted.
-const MAX_LOGGED: usize = 5;
+const MAX_IMAGE_ERRORS: usize = 5;
 
 impl Runner {
     pub fn new(p: ImageParams) -> Result<Self, RunError> {
@@ -266,7 +266,7 @@ impl Runner {
     }
 
     fn log(&mut self, what: String) {
-        if self.errors.len() < MAX_LOGGED {
+        if self.errors.len() < MAX_IMAGE_ERRORS {
             self.errors.push(what);
         }
     }
@@ -300,7 +300,11 @@ impl Runner {
         };
         self.poll
             .registry()
-            .register(&mut c.stream, Token(k), Interest::READABLE | Interest::WRITABLE)
+            .register(
+                &mut c.stream,
+                Token(k),
+                Interest::READABLE | Interest::WRITABLE,
+            )
             .map_err(|e| RunError::Io("register".into(), e))?;
         self.conns.push(c);
         Ok(())
@@ -382,12 +386,18 @@ impl Runner {
             self.turn(t0)?;
         }
         let before = CpuSample::take(self.p.server_pid);
-        let server_before = self.p.server_pid.and_then(|p| crate::procfs::proc_cpu(p).ok());
+        let server_before = self
+            .p
+            .server_pid
+            .and_then(|p| crate::procfs::proc_cpu(p).ok());
         while Instant::now() < t1 {
             self.turn(t1)?;
         }
         let after = CpuSample::take(self.p.server_pid);
-        let server_after = self.p.server_pid.and_then(|p| crate::procfs::proc_cpu(p).ok());
+        let server_after = self
+            .p
+            .server_pid
+            .and_then(|p| crate::procfs::proc_cpu(p).ok());
         self.producing = false;
         let measured_for = t1.saturating_duration_since(t0);
 
@@ -555,7 +565,13 @@ impl Runner {
         ];
         for m in msgs {
             let mask = self.mask();
-            ws::push_frame(self.conns[k].tx.buf(), true, OP_TEXT, m.as_bytes(), Some(mask));
+            ws::push_frame(
+                self.conns[k].tx.buf(),
+                true,
+                OP_TEXT,
+                m.as_bytes(),
+                Some(mask),
+            );
         }
     }
 
@@ -615,10 +631,10 @@ impl Runner {
         }
     }
 
-    /// Reads up to [`READ_BUDGET`] from connection `k` and handles every
+    /// Reads up to [`IMAGE_READ_BUDGET`] from connection `k` and handles every
     /// complete frame (line) in it.
     fn read(&mut self, k: usize) {
-        let mut budget = READ_BUDGET;
+        let mut budget = IMAGE_READ_BUDGET;
         while budget > 0 && self.conns[k].readable && self.conns[k].state != State::Closed {
             let c = &mut self.conns[k];
             match c.rx.fill(&mut c.stream) {
@@ -663,12 +679,12 @@ impl Runner {
         }
         loop {
             let (fin, opcode, wire, payload_at) =
-                match parse_frame(self.conns[k].rx.unread(), MAX_FRAME) {
-                Ok(Some((f, used))) => (f.fin, f.opcode, used, used - f.payload.len()),
-                Ok(None) => return Ok(()),
-                Err(FrameError::TooLong(n)) => return Err(format!("a {n}-byte frame")),
-                Err(FrameError::Protocol(why)) => return Err(why.to_string()),
-            };
+                match parse_frame(self.conns[k].rx.unread(), MAX_IMAGE_FRAME) {
+                    Ok(Some((f, used))) => (f.fin, f.opcode, used, used - f.payload.len()),
+                    Ok(None) => return Ok(()),
+                    Err(FrameError::TooLong(n)) => return Err(format!("a {n}-byte frame")),
+                    Err(FrameError::Protocol(why)) => return Err(why.to_string()),
+                };
             if !fin {
                 // The gateway sends one frame per message (docs/protocol.md).
                 return Err("a fragmented WebSocket message".into());
@@ -777,7 +793,7 @@ impl Runner {
             let c = &mut self.conns[PUBLISHER];
             let buf = c.rx.unread();
             let Some(nl) = memchr(b'\n', buf) else {
-                if buf.len() > MAX_FRAME {
+                if buf.len() > MAX_IMAGE_FRAME {
                     return Err("a line over the limit from the gateway".into());
                 }
                 return Ok(());

@@ -388,7 +388,10 @@ fn parse_images(mut args: pico_args::Arguments, addr: SocketAddr) -> Result<Imag
             width: 640,
             height: 480,
         });
-    let encodings = match args.opt_value_from_str::<_, String>("--encodings").map_err(u)? {
+    let encodings = match args
+        .opt_value_from_str::<_, String>("--encodings")
+        .map_err(u)?
+    {
         Some(s) => image::parse_encodings(&s)?,
         None => vec![image::Encoding::Json],
     };

@@ -666,10 +666,7 @@ impl<C: Codec> Runner<C> {
         // Drain.
         self.phase = Phase::Drain;
         if let Some(t) = self.ticker.take() {
-            let _ = self
-                .poll
-                .registry()
-                .deregister(&mut SourceFd(&t.raw_fd()));
+            let _ = self.poll.registry().deregister(&mut SourceFd(&t.raw_fd()));
         }
         let drain_deadline = Instant::now() + self.p.drain;
         while !self.complete() && Instant::now() < drain_deadline {
