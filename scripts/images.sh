@@ -194,23 +194,25 @@ for row in "${ROWS[@]}"; do
     r=$(jq -c --arg row "$row" 'select(.row == $row)' "$RESULTS" | tail -n 1)
     [[ -z $r ]] && continue
     if ! jq -e '.per_encoding' <<<"$r" >/dev/null 2>&1 || [[ $(jq -r '.per_encoding | length' <<<"$r") == 0 ]]; then
-        TABLE+=("| $row | | | FAIL (rc $(jq -r '.rc' <<<"$r")) | | | | | | | | |")
+        TABLE+=("| $row | | | | FAIL (rc $(jq -r '.rc' <<<"$r")) | | | | | | | | |")
         continue
     fi
     cpu=$(jq -r '.server_cpu_pct // "n/a"' <<<"$r")
     per=$(jq -r '.server_cpu_us_per_image // "n/a"' <<<"$r")
     other=$(jq -r '.other_cpu_pct // "n/a"' <<<"$r")
+    run_ok=$(jq -r '.ok' <<<"$r")
+    sent="$(jq -r '.sent' <<<"$r") ($(jq -r '.skipped' <<<"$r"))"
     while IFS=$'\t' read -r enc subs recv exp lost p50 p99 max bpi mbs ok; do
         verdict=ok
-        [[ $ok != true ]] && verdict=FAIL
+        [[ $ok != true || $run_ok != true ]] && verdict=FAIL
         if [[ $row == hd-* ]]; then
-            if [[ $lost == 0 && $ok == true ]] && awk -v p="$p99" 'BEGIN { exit !(p != "null" && p < 30000) }'; then
+            if [[ $lost == 0 && $ok == true && $run_ok == true ]] && awk -v p="$p99" 'BEGIN { exit !(p != "null" && p < 30000) }'; then
                 verdict="PASS (target: 0 drops, p99 < 30 ms)"
             else
                 verdict="MISS (target: 0 drops, p99 < 30 ms)"
             fi
         fi
-        TABLE+=("| $row | $enc | $subs | $recv/$exp | $lost | $(ms "$p50") | $(ms "$p99") | $(ms "$max") | $bpi | $mbs | ${cpu}% / ${per} us | $verdict | ${other}% |")
+        TABLE+=("| $row | $sent | $enc | $subs | $recv/$exp | $lost | $(ms "$p50") | $(ms "$p99") | $(ms "$max") | $bpi | $mbs | ${cpu}% / ${per} us | $verdict | ${other}% |")
     done < <(jq -r '.per_encoding | to_entries[] | [.key, .value.subs, .value.received, .value.expected,
         .value.lost, (.value.latency_us.p50 // "null"), (.value.latency_us.p99 // "null"),
         (.value.latency_us.max // "null"), (.value.bytes_per_image // "n/a"),
@@ -226,12 +228,13 @@ done
     echo "- rosgate $("$GATEWAY" --version 2>/dev/null | awk '{print $2}') ($(git rev-parse --short HEAD 2>/dev/null || echo '?'))"
     for n in "${NOTES[@]}"; do echo "- note: $n"; done
     echo
-    echo "| run | encoding | subs | received/expected | lost | p50 ms | p99 ms | max ms | B/image | MB/s per sub | gateway CPU / per image | result | other CPU |"
-    echo "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|"
+    echo "| run | sent (skipped) | encoding | subs | received/expected | lost | p50 ms | p99 ms | max ms | B/image | MB/s per sub | gateway CPU / per image | result | other CPU |"
+    echo "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|"
     printf '%s\n' "${TABLE[@]}"
     echo
-    echo "One publisher over TCP JSON lines (\`data\` as base64), open loop; latency from the"
-    echo "image's header stamp (its intended send time) to the frame's arrival at the subscriber."
+    echo "One publisher over TCP JSON lines (\`data\` as base64), open loop; \"skipped\": images due while"
+    echo "the publisher still had 4 lines unsent (the gateway was not reading it), which fails the run."
+    echo "Latency from the image's header stamp (its intended send time) to the frame's arrival."
     echo "\"received/expected\" sums over the encoding's subscribers; B/image is the WebSocket frame"
     echo "(header included); gateway CPU is % of one core over the measured interval, and per"
     echo "delivered image (all encodings of the run together). \"other CPU\": the rest of the host."
