@@ -85,6 +85,8 @@ pub struct Call {
     /// The peer on the other side when a bridge is its caller (the peer it
     /// came from) or its provider (the peer that serves it).
     peer: Option<PeerId>,
+    /// The caller's `fragment_size` for the answer (rosbridge), characters.
+    fragment: Option<u32>,
 }
 
 impl Call {
@@ -137,6 +139,11 @@ impl Call {
 
     pub fn caller_id(&self) -> Option<&[u8]> {
         self.has_id.then(|| &self.names[self.split..])
+    }
+
+    /// The caller's `fragment_size` for the answer, if it gave one.
+    pub fn fragment(&self) -> Option<u32> {
+        self.fragment
     }
 }
 
@@ -337,6 +344,7 @@ impl Calls {
             kind,
             orphaned: false,
             peer: None,
+            fragment: None,
             started,
         };
         let bytes = CALL_OVERHEAD + call.names.len();
@@ -370,6 +378,13 @@ impl Calls {
     }
 
     /// Records the peer beyond the bridge that made or serves call `seq`.
+    /// Records the caller's `fragment_size` for the answer of call `seq`.
+    pub fn set_fragment(&mut self, seq: u64, fragment: u32) {
+        if let Some(c) = self.table.get_mut(&seq) {
+            c.fragment = Some(fragment);
+        }
+    }
+
     pub fn set_peer(&mut self, seq: u64, peer: PeerId) {
         if let Some(c) = self.table.get_mut(&seq) {
             c.peer = Some(peer);

@@ -108,6 +108,7 @@ family! {
         BadArgs => "bad_args", "Calls to a built-in service with arguments it cannot use.";
         Unauthenticated => "unauthenticated", "Requests before the connection authenticated.";
         Forbidden => "forbidden", "Operations the connection's role may not do.";
+        BadCompression => "bad_compression", "Subscriptions refused for their compression: unknown, not on this transport, or needing a type the gateway does not know.";
         TypeMismatch => "type_mismatch", "Messages that do not fit the ROS 2 type their topic has in a joined ROS 2 graph (--ros-domain).";
     }
 }

@@ -79,6 +79,19 @@ family! {
         FederationAnnouncementsIgnored => "federation_announcements_ignored", "Announcements from Zenoh peers ignored: a graph from a peer without a live gateway token, an invalid gateway id, or past a table's bound.";
         FederationGraphItemsRefused => "federation_graph_items_refused", "Nodes, topics and parameters of other gateways' graphs not kept: names too long, or past the per-list, per-gateway, total or byte bound.";
         Ros2NamesRejected => "ros2_names_rejected", "ROS 2 entities (liveliness tokens) whose node, namespace or topic name breaks the ROS 2 name rules: not listed, not bridged.";
+        EncodedCborFrames => "encoded_cbor_frames", "Messages encoded in the cbor compression (once per message, however many subscribers share it).";
+        EncodedCborBytes => "encoded_cbor_bytes", "Bytes of cbor frames encoded (framing included).";
+        EncodedCborMicros => "encoded_cbor_micros", "Time spent encoding cbor frames, microseconds.";
+        EncodedCborRawFrames => "encoded_cbor_raw_frames", "Messages encoded in the cbor-raw compression (CDR in a CBOR frame).";
+        EncodedCborRawBytes => "encoded_cbor_raw_bytes", "Bytes of cbor-raw frames encoded (framing included).";
+        EncodedCborRawMicros => "encoded_cbor_raw_micros", "Time spent encoding cbor-raw frames, microseconds.";
+        EncodedPngFrames => "encoded_png_frames", "Messages encoded in the png compression.";
+        EncodedPngBytes => "encoded_png_bytes", "Bytes of png frames encoded (framing and fragments included).";
+        EncodedPngMicros => "encoded_png_micros", "Time spent encoding png frames, microseconds.";
+        FragmentedMessages => "fragmented_messages", "Messages sent as fragment frames (a subscription's fragment_size), once per message and encoding.";
+        FragmentFrames => "fragment_frames", "Fragment frames made for them.";
+        CborUntyped => "cbor_untyped", "Messages sent in cbor without their type's mapping: they did not fit the topic's type.";
+        EncodeFailed => "encode_failed", "Messages a subscriber did not get because they could not be made in its compression (cbor-raw of a message that does not fit its type).";
         Ros2EntitiesRefused => "ros2_entities_refused", "ROS 2 entities not kept: past the bound per node, on nodes or on entities in total.";
     }
 }

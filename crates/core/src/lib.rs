@@ -44,6 +44,7 @@ pub mod codes;
 pub(crate) mod conn;
 pub(crate) mod conn_ref;
 pub mod counters;
+pub mod encoding;
 pub(crate) mod family;
 pub(crate) mod hash;
 pub mod hub;

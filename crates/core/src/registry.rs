@@ -45,6 +45,7 @@ use rosgate_wire::names::is_hidden;
 use rosgate_wire::qos::{Durability, Qos};
 
 use crate::conn_ref::ConnRef;
+use crate::encoding::Encoding;
 pub use crate::nodes::NodeTag;
 
 /// Slab key of a topic entry; valid while the entry exists.
@@ -137,6 +138,9 @@ pub struct MemberQos {
     pub cache: VecDeque<(u64, Rc<[u8]>)>,
     /// Bytes of `cache`.
     pub cache_bytes: usize,
+    /// Subscriber: what its messages are sent as (`compression`,
+    /// `fragment_size`; see `encoding.rs`).
+    pub encoding: Encoding,
 }
 
 impl MemberQos {

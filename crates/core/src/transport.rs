@@ -26,6 +26,7 @@ use rosgate_wire::ws::handshake::{HttpRequest, Opening};
 use rosgate_wire::ws::{self, WsEvent, WsReader};
 
 use crate::codes::{CloseReason, ErrorCode};
+use crate::encoding::Encoding;
 
 /// Status code for a protocol violation (RFC 6455 §7.4.1).
 const WS_CLOSE_PROTOCOL_ERROR: u16 = 1002;
@@ -153,7 +154,7 @@ impl Policy {
 }
 
 /// How queued JSON lines are put on the wire.
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Framing {
     /// As they are: newline-delimited JSON.
     #[default]
@@ -177,14 +178,37 @@ impl Framing {
             Framing::WebSocket => ws::frame::push_text_lines(out, lines),
         }
     }
+
+    /// Appends one binary message framed; `false` (nothing appended) for
+    /// a framing that has no binary messages (NDJSON).
+    pub fn push_binary(self, out: &mut Vec<u8>, payload: &[u8]) -> bool {
+        match self {
+            Framing::Lines => false,
+            Framing::WebSocket => {
+                let (h, n) = ws::frame::header(ws::frame::OP_BINARY, payload.len());
+                out.extend_from_slice(&h[..n]);
+                out.extend_from_slice(payload);
+                true
+            }
+        }
+    }
 }
 
 /// One shared buffer of JSON lines and its framed copies, each made once on
 /// first need: a publish batch is framed once per framing, not once per
-/// subscriber.
+/// subscriber. A single message (the QoS path, `hub/qos.rs`) also keeps
+/// its other encodings ([`Encoding`]: `compression`, `fragment_size`), one
+/// per (encoding, framing), made on first need by the hub: a message
+/// nobody wants in an encoding is never made in it.
+///
+/// The message is carried as its publish line; a message that arrives as
+/// CDR (a ROS 2 sample) can later carry its bytes beside it here, so that
+/// `cbor-raw` reuses them instead of encoding the JSON.
 #[derive(Debug)]
 pub struct Framed {
     copies: [Option<Rc<[u8]>>; Framing::COUNT],
+    /// Other encodings made, by (encoding, framing); a handful at most.
+    encoded: Vec<((Encoding, Framing), Rc<[u8]>)>,
     msgs: usize,
     /// Bytes of the copies made so far, the lines included.
     created: usize,
@@ -196,6 +220,7 @@ impl Framed {
         Framed {
             created: lines.len(),
             copies: [Some(lines), None],
+            encoded: Vec::new(),
             msgs,
         }
     }
@@ -207,10 +232,34 @@ impl Framed {
             .copies
             .iter()
             .flatten()
+            .chain(self.encoded.iter().map(|(_, rc)| rc))
             .filter(|rc| Rc::strong_count(rc) == 1)
             .map(|rc| rc.len())
             .sum();
         (self.created, unused)
+    }
+
+    /// The JSON lines as given.
+    pub fn lines(&self) -> &[u8] {
+        self.copies[Framing::Lines.index()]
+            .as_deref()
+            .unwrap_or(&[])
+    }
+
+    /// The copy in `enc` for `framing`, if made.
+    pub fn encoded(&self, enc: Encoding, framing: Framing) -> Option<Rc<[u8]>> {
+        self.encoded
+            .iter()
+            .find(|(k, _)| *k == (enc, framing))
+            .map(|(_, rc)| Rc::clone(rc))
+    }
+
+    /// Keeps `bytes`, the copy in `enc` for `framing` (counted as made).
+    pub fn keep_encoded(&mut self, enc: Encoding, framing: Framing, bytes: Vec<u8>) -> Rc<[u8]> {
+        let rc: Rc<[u8]> = Rc::from(bytes);
+        self.created += rc.len();
+        self.encoded.push(((enc, framing), Rc::clone(&rc)));
+        rc
     }
 
     /// The bytes for a queue with `framing`.

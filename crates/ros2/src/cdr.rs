@@ -80,7 +80,7 @@ const HEADER_LE: [u8; HEADER_LEN] = [0x00, 0x01, 0x00, 0x00];
 
 /// Base64 as clients send it: padding optional (Python's
 /// `standard_b64decode` wants it, but JS encoders differ), standard alphabet.
-const B64_IN: GeneralPurpose = GeneralPurpose::new(
+pub(crate) const B64_IN: GeneralPurpose = GeneralPurpose::new(
     &base64::alphabet::STANDARD,
     GeneralPurposeConfig::new()
         .with_decode_padding_mode(DecodePaddingMode::Indifferent)
@@ -141,7 +141,7 @@ pub enum CdrErrorKind {
 }
 
 impl CdrError {
-    fn new(kind: CdrErrorKind) -> CdrError {
+    pub(crate) fn new(kind: CdrErrorKind) -> CdrError {
         CdrError {
             path: String::new(),
             kind,
@@ -149,7 +149,7 @@ impl CdrError {
     }
 
     /// Prefixes the path with a field name as the error leaves a struct.
-    fn in_field(mut self, name: &str) -> CdrError {
+    pub(crate) fn in_field(mut self, name: &str) -> CdrError {
         if !self.path.is_empty() && !self.path.starts_with('[') {
             self.path.insert(0, '.');
         }
@@ -158,7 +158,7 @@ impl CdrError {
     }
 
     /// Prefixes the path with an index as the error leaves an array.
-    fn at_index(mut self, i: usize) -> CdrError {
+    pub(crate) fn at_index(mut self, i: usize) -> CdrError {
         if !self.path.is_empty() && !self.path.starts_with('[') {
             self.path.insert(0, '.');
         }
@@ -205,16 +205,16 @@ impl fmt::Display for CdrError {
 
 impl std::error::Error for CdrError {}
 
-type Res<T = ()> = Result<T, CdrError>;
+pub(crate) type Res<T = ()> = Result<T, CdrError>;
 
-fn err<T>(kind: CdrErrorKind) -> Res<T> {
+pub(crate) fn err<T>(kind: CdrErrorKind) -> Res<T> {
     Err(CdrError::new(kind))
 }
 
 /// One element of a field, with a nested type resolved once per field (a
 /// sequence of 10 000 points looks its type up once).
 #[derive(Clone, Copy)]
-enum Elem<'t> {
+pub(crate) enum Elem<'t> {
     Prim(Prim),
     Struct(&'t MsgDef),
 }
@@ -223,7 +223,7 @@ enum Elem<'t> {
 /// name (and allocates), and a sequence of 1000 stamped transforms would
 /// otherwise look up `std_msgs/msg/Header` 1000 times. Keyed by the address
 /// of the name inside its definition, so a hit costs a pointer compare.
-struct Lookup<'t, T: ?Sized> {
+pub(crate) struct Lookup<'t, T: ?Sized> {
     types: &'t T,
     seen: Vec<(&'t str, &'t MsgDef)>,
 }
@@ -232,14 +232,14 @@ struct Lookup<'t, T: ?Sized> {
 const LOOKUP_CACHE: usize = 32;
 
 impl<'t, T: Types + ?Sized> Lookup<'t, T> {
-    fn new(types: &'t T) -> Self {
+    pub(crate) fn new(types: &'t T) -> Self {
         Lookup {
             types,
             seen: Vec::new(),
         }
     }
 
-    fn elem(&mut self, base: &'t Base) -> Res<Elem<'t>> {
+    pub(crate) fn elem(&mut self, base: &'t Base) -> Res<Elem<'t>> {
         let name = match base {
             Base::Prim(p) => return Ok(Elem::Prim(*p)),
             Base::Nested(name) => name.as_str(),
@@ -255,13 +255,13 @@ impl<'t, T: Types + ?Sized> Lookup<'t, T> {
     }
 }
 
-fn lookup<'t, T: Types + ?Sized>(types: &'t T, ty: &str) -> Res<&'t MsgDef> {
+pub(crate) fn lookup<'t, T: Types + ?Sized>(types: &'t T, ty: &str) -> Res<&'t MsgDef> {
     types
         .msg(ty)
         .ok_or_else(|| CdrError::new(CdrErrorKind::UnknownType(ty.to_owned())))
 }
 
-fn prim_name(p: Prim) -> &'static str {
+pub(crate) fn prim_name(p: Prim) -> &'static str {
     match p {
         Prim::Bool => "bool",
         Prim::Byte => "byte",
@@ -302,7 +302,7 @@ fn base64_shaped(p: Prim, shape: Shape) -> bool {
     matches!(p, Prim::Char | Prim::UInt8) && matches!(shape, Shape::Array(_) | Shape::Sequence)
 }
 
-fn json_kind(v: &Value) -> &'static str {
+pub(crate) fn json_kind(v: &Value) -> &'static str {
     match v {
         Value::Null => "null",
         Value::Bool(_) => "boolean",
@@ -313,7 +313,7 @@ fn json_kind(v: &Value) -> &'static str {
     }
 }
 
-fn is_empty_member(f: &Field) -> bool {
+pub(crate) fn is_empty_member(f: &Field) -> bool {
     f.name == EMPTY_STRUCT_MEMBER && f.base == Base::Prim(Prim::UInt8) && f.shape == Shape::Single
 }
 
@@ -597,7 +597,7 @@ fn check_bound(bound: Option<u32>, n: usize) -> Res {
     }
 }
 
-fn check_count(shape: Shape, n: usize) -> Res {
+pub(crate) fn check_count(shape: Shape, n: usize) -> Res {
     match shape {
         Shape::Array(want) if n != want as usize => err(CdrErrorKind::WrongLength {
             expected: want,
@@ -610,7 +610,7 @@ fn check_count(shape: Shape, n: usize) -> Res {
 
 /// An integer from JSON, wide enough for both i64 and u64. A float with
 /// no fraction (`3.0`) counts: JS clients cannot tell them apart.
-fn int_of(v: &Value, p: Prim) -> Res<i128> {
+pub(crate) fn int_of(v: &Value, p: Prim) -> Res<i128> {
     let Value::Number(n) = v else {
         return err(CdrErrorKind::WrongType {
             expected: prim_name(p),
@@ -633,7 +633,7 @@ fn int_of(v: &Value, p: Prim) -> Res<i128> {
     }
 }
 
-fn int_in<I: TryFrom<i128>>(v: &Value, p: Prim) -> Res<I> {
+pub(crate) fn int_in<I: TryFrom<i128>>(v: &Value, p: Prim) -> Res<I> {
     I::try_from(int_of(v, p)?)
         .map_err(|_| CdrError::new(CdrErrorKind::OutOfRange { ty: prim_name(p) }))
 }
@@ -655,7 +655,7 @@ const NEG_INFINITY_JSON: &[u8] = b"\"-Infinity\"";
 
 /// A float field's value as a double: a number, or what decoding writes
 /// for the values JSON has no number for (see the module header).
-fn float_of(v: &Value, p: Prim) -> Res<f64> {
+pub(crate) fn float_of(v: &Value, p: Prim) -> Res<f64> {
     match v {
         // Always a double without serde_json's `arbitrary_precision`.
         Value::Number(n) => n
@@ -684,7 +684,7 @@ fn float_of(v: &Value, p: Prim) -> Res<f64> {
 /// (`3.4028235e38`, a little above it as a double) reads back as `f32::MAX`;
 /// a finite double that rounds to infinity is out of range rather than
 /// silently becoming a value the sender did not write.
-fn f32_of(v: &Value) -> Res<f32> {
+pub(crate) fn f32_of(v: &Value) -> Res<f32> {
     let x = float_of(v, Prim::Float32)?;
     if x.is_nan() {
         // `as` may keep or drop NaN bits; the canonical NaN is stated.
@@ -697,7 +697,7 @@ fn f32_of(v: &Value) -> Res<f32> {
     Ok(y)
 }
 
-fn str_of(v: &Value, p: Prim) -> Res<&str> {
+pub(crate) fn str_of(v: &Value, p: Prim) -> Res<&str> {
     match v {
         Value::String(s) => Ok(s),
         other => err(CdrErrorKind::WrongType {

@@ -27,6 +27,7 @@
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 
 pub mod action;
+pub mod cbor_typed;
 pub mod cdr;
 pub mod describe;
 pub mod fuzzing;

@@ -80,6 +80,12 @@ pub enum Op<'a> {
         qos: Qos,
         /// rosbridge's `throttle_rate`, milliseconds; 0: none.
         throttle_ms: u64,
+        /// rosbridge's `compression` (`none`, `cbor`, `cbor-raw`, `png`),
+        /// as sent: the hub decides what it accepts.
+        compression: Option<Cow<'a, str>>,
+        /// rosbridge's `fragment_size`, characters: longer frames go out
+        /// as `fragment` frames.
+        fragment_size: Option<u64>,
     },
     Unsubscribe {
         topic: Cow<'a, str>,
@@ -101,6 +107,8 @@ pub enum Op<'a> {
         /// Wait (within the timeout) for a provider to appear instead of
         /// failing at once (ROS 2's `wait_for_service`).
         wait: bool,
+        /// rosbridge's `fragment_size` for the response, characters.
+        fragment_size: Option<u64>,
     },
     /// `id` is required, as for `CallService`; `values` is always present in
     /// the strict dialect.
@@ -468,6 +476,8 @@ struct Fields<'a> {
     peers: Option<Raw<'a>>,
     throttle_rate: Option<Raw<'a>>,
     queue_length: Option<Raw<'a>>,
+    compression: Option<Raw<'a>>,
+    fragment_size: Option<Raw<'a>>,
     wait: Option<Raw<'a>>,
     token: Option<Raw<'a>>,
     mac: Option<Raw<'a>>,
@@ -521,6 +531,8 @@ impl<'a> Fields<'a> {
             "peers" => &mut self.peers,
             "throttle_rate" => &mut self.throttle_rate,
             "queue_length" => &mut self.queue_length,
+            "compression" => &mut self.compression,
+            "fragment_size" => &mut self.fragment_size,
             "wait" => &mut self.wait,
             "token" => &mut self.token,
             "mac" => &mut self.mac,
@@ -575,6 +587,12 @@ impl<'a> Fields<'a> {
                     ty: ty()?,
                     qos,
                     throttle_ms: count(self.throttle_rate, "throttle_rate")?.unwrap_or(0),
+                    compression: match self.compression {
+                        // JSON null is what Python clients send for "none".
+                        Some(Raw("null")) | None => None,
+                        raw => Some(name(raw, "compression")?),
+                    },
+                    fragment_size: count(self.fragment_size, "fragment_size")?,
                 }
             }
             "unsubscribe" => Op::Unsubscribe {
@@ -603,6 +621,7 @@ impl<'a> Fields<'a> {
                 },
                 timeout: timeout(self.timeout)?,
                 wait: flag(self.wait, "wait")?,
+                fragment_size: count(self.fragment_size, "fragment_size")?,
             },
             "service_response" => Op::ServiceResponse {
                 service: name(self.service, "service")?,

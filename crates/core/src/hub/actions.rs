@@ -170,6 +170,7 @@ impl Hub {
             args: g.args,
             timeout: g.timeout,
             wait: g.wait,
+            fragment: None,
             goal: Some(GoalOptions {
                 action_type: g.action_type.as_deref(),
                 feedback: g.feedback,
@@ -196,6 +197,7 @@ impl Hub {
             timeout,
             wait,
             goal: options,
+            ..
         } = goal;
         let (action_type, feedback) =
             options.map_or((None, false), |o| (o.action_type, o.feedback));

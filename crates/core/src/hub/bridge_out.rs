@@ -99,6 +99,45 @@ impl Hub {
         self.scratch = out;
     }
 
+    /// A provider's answer to a caller (a client, not a bridge) that asked
+    /// for `fragment_size` `n`: longer than `n` characters, it goes as
+    /// `fragment` frames with the call's id (rosbridge's protocol.py uses
+    /// the message's `id`), queued back to back as control data (never
+    /// shed, so never a partial set).
+    pub(super) fn send_answer_fragmented(
+        &mut self,
+        to: ConnRef,
+        service_json: &[u8],
+        id: Option<&[u8]>,
+        answer: Answer<'_>,
+        n: u32,
+        now: Instant,
+    ) {
+        let Answer {
+            values,
+            result,
+            status,
+        } = answer;
+        let mut out = Vec::new();
+        encode::service_response(&mut out, service_json, id, values, result, status);
+        let text = std::str::from_utf8(out.strip_suffix(b"\n").unwrap_or(&out)).unwrap_or("");
+        let Some(pieces) = rosgate_wire::fragment::split(text, n as usize) else {
+            return self.send_control(to, &out, now);
+        };
+        let fid = id.and_then(|i| std::str::from_utf8(i).ok()).map_or(
+            rosgate_wire::Raw::from_valid_json("0"),
+            rosgate_wire::Raw::from_valid_json,
+        );
+        self.counters.inc(Counter::FragmentedMessages);
+        let mut line = Vec::new();
+        for p in pieces {
+            line.clear();
+            p.write(&mut line, fid);
+            self.counters.inc(Counter::FragmentFrames);
+            self.send_control(to, &line, now);
+        }
+    }
+
     /// A service call's failure, `reason`, to `to` (see
     /// [`Hub::send_service_answer`]).
     pub(super) fn send_service_failure(

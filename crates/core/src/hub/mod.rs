@@ -60,6 +60,7 @@ mod auth;
 mod batch;
 mod bridge_out;
 mod clients;
+mod encodings;
 mod federation;
 mod graph;
 mod http;
@@ -112,6 +113,7 @@ use crate::calls::Call;
 use crate::calls::{CallKind, Calls};
 use crate::conn::{CloseReason, Conn, ConnRef};
 use crate::counters::{Counter, Counters, ErrorCode, Gauge, Gauges};
+use crate::encoding::Encoding;
 use crate::limits::{
     Limits, EXPIRE_BUDGET, GONE_FAILS_PER_TURN, REGISTRATION_WORK, SHED_ENTRIES_PER_PASS,
 };
@@ -866,11 +868,21 @@ impl Hub {
                 ty,
                 qos,
                 throttle_ms,
+                compression,
+                fragment_size,
             } => {
+                let encoding = match Encoding::asked(compression.as_deref(), fragment_size) {
+                    Ok(e) => e,
+                    Err(why) => {
+                        let why = format!("{topic}: {why}");
+                        return self.error_with_id(me, ErrorCode::BadCompression, &why, id, now);
+                    }
+                };
                 let asked = qos::Asked {
                     qos,
                     peers: false,
                     throttle_ms,
+                    encoding,
                 };
                 let r = qos::Registering {
                     role: Role::Subscriber,
@@ -892,6 +904,7 @@ impl Hub {
                 let asked = qos::Asked {
                     qos,
                     peers,
+                    encoding: Encoding::default(),
                     throttle_ms: 0,
                 };
                 let r = qos::Registering {
@@ -916,11 +929,13 @@ impl Hub {
                 args,
                 timeout,
                 wait,
+                fragment_size,
             } => {
                 let call = services::CallArgs {
                     args,
                     timeout,
                     wait,
+                    fragment: fragment_size.map(|n| n.min(u64::from(u32::MAX)) as u32),
                     goal: None,
                 };
                 self.call_service(me, &service, node, call, id, now)

@@ -40,6 +40,7 @@ use rosgate_wire::Raw;
 use super::Hub;
 use crate::conn::{CloseReason, ConnRef};
 use crate::counters::Counter;
+use crate::encoding::Encoding;
 use crate::limits::{TIMER_SLOTS, TIMER_TICK_MS};
 use crate::nodes::Domain;
 use crate::registry::{MemberQos, Registered, Role, Throttle, TopicId};
@@ -66,6 +67,8 @@ pub(super) struct Asked {
     pub peers: bool,
     /// A subscriber's `throttle_rate`, ms (0: none).
     pub throttle_ms: u64,
+    /// A subscriber's `compression` and `fragment_size`.
+    pub encoding: Encoding,
 }
 
 /// A `subscribe` or an `advertise` as decoded: the role, the topic (as the
@@ -93,7 +96,7 @@ impl<'a> Registering<'a> {
 
 impl Asked {
     fn is_anything(&self) -> bool {
-        self.qos.is_stated() || self.peers || self.throttle_ms > 0
+        self.qos.is_stated() || self.peers || self.throttle_ms > 0 || !self.encoding.is_plain()
     }
 }
 
@@ -166,6 +169,7 @@ impl Hub {
                 peers: (role == Role::Publisher && asked.peers).then_some(None),
                 cache: Default::default(),
                 cache_bytes: 0,
+                encoding: asked.encoding,
             });
             self.registries
                 .update(domain, |r| r.set_member_qos(me, role, t, state));
@@ -289,32 +293,57 @@ impl Hub {
             // A copy: the cache's frames are counted in the registry's
             // bytes, and a queue holding a frame the cache also holds would
             // never see itself release it (the ledger would keep it).
-            self.queue_one(me, t, Rc::from(&f[..]), now);
+            self.queue_one(domain, me, t, Rc::from(&f[..]), now);
         }
     }
 
     /// Queues one publish frame of topic `t` to `to` (its depth and
     /// reliability apply; a reliable backlog warns, then closes). `frame`
     /// must be held by nobody else: the ledger counts it as new.
-    fn queue_one(&mut self, to: ConnRef, t: TopicId, frame: Rc<[u8]>, now: Instant) {
+    fn queue_one(
+        &mut self,
+        domain: Domain,
+        to: ConnRef,
+        t: TopicId,
+        frame: Rc<[u8]>,
+        now: Instant,
+    ) -> bool {
         if !self.live(to) {
-            return;
+            return false;
         }
         let mut framed = Framed::new(frame, 1);
-        self.queue_shared(to, t, &mut framed, now);
+        let queued = self.queue_shared(domain, to, t, &mut framed, now);
         let (created, unused) = framed.finish();
         self.mem.frames = self.mem.frames + created - unused;
+        queued
     }
 
     /// Queues the message of `framed` (shared by every subscriber of one
-    /// publish, counted once by the caller's `finish`) to `to`.
-    fn queue_shared(&mut self, to: ConnRef, t: TopicId, framed: &mut Framed, now: Instant) {
-        if !self.live(to) {
-            return;
-        }
-        let dropped = self.queue_framed(to, t, framed, now);
+    /// publish, counted once by the caller's `finish`) to `to`, in the
+    /// encoding its subscription asked for (made once per message, see
+    /// `hub/encodings.rs`). Whether it was queued (a message that cannot
+    /// be made in that encoding is not, counted).
+    fn queue_shared(
+        &mut self,
+        domain: Domain,
+        to: ConnRef,
+        t: TopicId,
+        framed: &mut Framed,
+        now: Instant,
+    ) -> bool {
+        let Some(framing) = self.live_mut(to).map(|c| c.out().framing()) else {
+            return false;
+        };
+        let enc = self.registries[domain as usize]
+            .member_qos(to, Role::Subscriber, t)
+            .map_or(Encoding::default(), |q| q.encoding);
+        let Some(frames) = self.frames_for(domain, t, framed, framing, enc) else {
+            return false;
+        };
+        let dropped = self.queue_framed(to, t, frames, now);
         self.counters.add(Counter::DepthDropped, dropped);
         self.check_reliable(to, now);
+        true
     }
 
     /// A reliable subscriber that cannot keep up is told, then closed.
@@ -404,8 +433,9 @@ impl Hub {
             if throttled && !self.throttle_admit(domain, sub, t, &mut framed, now) {
                 continue;
             }
-            self.counters.inc(Counter::Delivered);
-            self.queue_shared(sub, t, &mut framed, now);
+            if self.queue_shared(domain, sub, t, &mut framed, now) {
+                self.counters.inc(Counter::Delivered);
+            }
         }
         let (created, unused) = framed.finish();
         self.mem.frames = self.mem.frames + created - unused;
@@ -537,8 +567,9 @@ impl Hub {
             // Counted only when queued (a subscriber closing this turn
             // gets nothing, as on the fast path).
             if let (Some(frame), true) = (pending, self.live(sub)) {
-                self.counters.inc(Counter::Delivered);
-                self.queue_one(sub, t, frame, now);
+                if self.queue_one(domain, sub, t, frame, now) {
+                    self.counters.inc(Counter::Delivered);
+                }
             }
         }
         self.flush_peers(now);
@@ -686,15 +717,14 @@ impl Hub {
         json!({"topic": name, "type": topic.ty(), "publishers": pubs, "subscribers": subs, "incompatible": bad})
     }
 
-    /// Queues `framed` (one message) to `to` under topic `t`; returns the
-    /// messages its depth dropped.
-    fn queue_framed(&mut self, to: ConnRef, t: TopicId, framed: &mut Framed, now: Instant) -> u64 {
+    /// Queues `frames` (one message, framed for `to`'s queue) to `to`
+    /// under topic `t`; returns the messages its depth dropped.
+    fn queue_framed(&mut self, to: ConnRef, t: TopicId, frames: Rc<[u8]>, now: Instant) -> u64 {
         let cap = self.limits.max_queue_bytes;
         let Some(c) = self.conns.get_mut(to.key as usize) else {
             return 0;
         };
         let out = c.out_mut(now);
-        let frames = framed.get(out.framing());
         let len = frames.len();
         let entries = out.entry_bytes();
         let d = out.push_topic(frames, t, 1, cap);

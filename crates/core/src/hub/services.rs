@@ -69,6 +69,8 @@ pub(super) struct CallArgs<'a> {
     /// A goal's (a call has none): its `action_type` and whether the
     /// caller wants feedback.
     pub(super) goal: Option<GoalOptions<'a>>,
+    /// A call's `fragment_size` for its answer (rosbridge), characters.
+    pub(super) fragment: Option<u32>,
 }
 
 /// What a goal asks beside a call's arguments.
@@ -243,6 +245,7 @@ impl Hub {
             args,
             timeout,
             wait,
+            fragment,
             ..
         } = call;
         if !self.live(me) {
@@ -266,6 +269,9 @@ impl Hub {
                 let seq = self
                     .calls
                     .insert(me, provider, s.name_json(), id, now, now + to);
+                if let Some(n) = fragment {
+                    self.calls.set_fragment(seq, n);
+                }
                 Some((provider, seq))
             }
             _ => None,
@@ -354,6 +360,9 @@ impl Hub {
             status: status.map(|s| s.get().as_bytes()),
         };
         let (json, cid) = (call.service_json(), call.caller_id());
+        if let Some(n) = call.fragment().filter(|_| call.peer().is_none()) {
+            return self.send_answer_fragmented(call.caller(), json, cid, answer, n, now);
+        }
         self.send_service_answer(call.caller(), call.peer(), json, cid, answer, now);
     }
 

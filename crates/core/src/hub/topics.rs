@@ -133,6 +133,18 @@ impl Hub {
         if !self.permit(me, class, &topic, id, now) {
             return;
         }
+        if role == Role::Subscriber && !r.asked.encoding.is_plain() {
+            let reg = &self.registries[domain as usize];
+            let known = reg.topic_id(&topic).and_then(|t| reg.topic(t));
+            let ty = ty
+                .filter(|t| !t.is_empty())
+                .or(known.map(|e| e.ty()))
+                .unwrap_or("")
+                .to_owned();
+            if !self.check_encoding(me, r.asked.encoding, &topic, &ty, id, now) {
+                return;
+            }
+        }
         let per_id = self.per_id(me);
         let max = match role {
             Role::Subscriber => self.limits.max_subscriptions_per_conn,

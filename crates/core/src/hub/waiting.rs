@@ -46,6 +46,8 @@ struct WaitingCall {
     feedback: bool,
     /// Goals: the deadline the goal keeps once sent (its own `timeout`).
     goal_timeout: Option<f64>,
+    /// Calls: the caller's `fragment_size` for the answer.
+    fragment: Option<u32>,
     /// Arrival order (slab keys are reused).
     seq: u64,
 }
@@ -150,6 +152,7 @@ impl Hub {
             args,
             timeout,
             goal,
+            fragment,
             ..
         } = call;
         let kind = match goal {
@@ -178,6 +181,7 @@ impl Hub {
             action_type: goal.and_then(|g| g.action_type).map(Box::from),
             feedback: goal.is_some_and(|g| g.feedback),
             goal_timeout: timeout,
+            fragment,
             seq: 0,
         });
         self.counters.inc(crate::counters::Counter::CallsWaited);
@@ -216,6 +220,7 @@ impl Hub {
                     let call = CallArgs {
                         args,
                         timeout: Some(left),
+                        fragment: w.fragment,
                         ..CallArgs::default()
                     };
                     self.call_resolved(w.caller, w.domain, &w.name, call, w.id.as_deref(), now)
@@ -226,6 +231,7 @@ impl Hub {
                             args,
                             timeout: w.goal_timeout,
                             wait: false,
+                            fragment: None,
                             goal: Some(GoalOptions {
                                 action_type: w.action_type.as_deref(),
                                 feedback: w.feedback,

@@ -10,6 +10,7 @@ mod support;
 mod wsclient;
 
 mod actions;
+mod binary;
 mod bounds;
 mod cli;
 mod errors;

@@ -1,0 +1,407 @@
+//! The encodings a subscriber may ask for (rosbridge v2's `compression`
+//! and `fragment_size` on `subscribe`), and the making of one message's
+//! bytes in one of them, sans-io: the publish line, the types and the wall
+//! time in, the body out.
+//!
+//! What it owns: which compressions exist and their rules
+//! ([`Compression`]), what a message becomes in each ([`encode`]), and
+//! where a text frame is cut into `fragment` frames. Where the bytes go
+//! (one shared copy per encoding for every subscriber that asked for it,
+//! shedding, the ledger) is the hub's (`hub/qos.rs`); framing for a queue is
+//! the transport's (`transport.rs`).
+//!
+//! Rules (rosbridge_library/src/rosbridge_library/capabilities/
+//! subscribe.py and protocol.py, ROSBRIDGE_PROTOCOL.md §3.1.4 and §3.4.2):
+//! - `none` (or absent, or JSON `null`): the publish line as it is;
+//! - `png`: `rosgate_wire::png::frame` of the publish line, a text frame;
+//! - `cbor`: a binary frame, the publish message in CBOR, typed by the
+//!   topic's ROS 2 type when the gateway knows it
+//!   (`rosgate_ros2::cbor_typed`), else by `rosgate_wire::cbor::from_json`;
+//!   a message that does not fit its type goes untyped (counted by the
+//!   caller from [`Encoded::untyped`]);
+//! - `cbor-raw`: a binary frame `{"op":"publish","topic":..,"msg":{"secs",
+//!   "nsecs","bytes"}}` whose bytes are the message's CDR as a ROS 2 node
+//!   puts it on the wire (encapsulation header included,
+//!   `rosgate_ros2::cdr::encode`), and the time when the gateway encoded
+//!   it; it needs the type, checked at subscribe. A message that does not
+//!   fit its type cannot be sent so: [`Encoded::Failed`];
+//! - `fragment_size` N: a text frame longer than N characters (at least
+//!   `rosgate_wire::fragment::MIN_FRAGMENT_CHARS`) goes as `fragment`
+//!   frames with id `0` (a publish has no id; rosbridge then uses 0), all
+//!   of them one unit. Binary frames are never fragmented: rosbridge's
+//!   fragments carry text, and a WebSocket message has no size limit.
+//!
+//! Invariants: nothing here panics on any message; [`encode`] is called at
+//! most once per (message, encoding, framing) by the hub's cache
+//! (`transport::Framed`).
+
+use std::time::SystemTime;
+
+use serde_json::Value;
+
+use rosgate_ros2::cdr::Types;
+use rosgate_wire::{cbor, fragment, png, scan, Raw, MAX_JSON_DEPTH};
+
+/// A subscriber's `compression`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub enum Compression {
+    /// JSON text (`none`, or nothing asked).
+    #[default]
+    None,
+    Cbor,
+    CborRaw,
+    Png,
+}
+
+impl Compression {
+    /// Every compression, in counter order.
+    pub const ALL: [Compression; 4] = [
+        Compression::None,
+        Compression::Cbor,
+        Compression::CborRaw,
+        Compression::Png,
+    ];
+
+    /// The compression named `s` as rosbridge spells it.
+    pub fn parse(s: &str) -> Option<Compression> {
+        Some(match s {
+            "none" | "" => Compression::None,
+            "cbor" => Compression::Cbor,
+            "cbor-raw" => Compression::CborRaw,
+            "png" => Compression::Png,
+            _ => return None,
+        })
+    }
+
+    /// rosbridge's name.
+    pub fn label(self) -> &'static str {
+        match self {
+            Compression::None => "none",
+            Compression::Cbor => "cbor",
+            Compression::CborRaw => "cbor-raw",
+            Compression::Png => "png",
+        }
+    }
+
+    /// Whether frames of it are binary (WebSocket only).
+    pub fn binary(self) -> bool {
+        matches!(self, Compression::Cbor | Compression::CborRaw)
+    }
+
+    /// Whether it needs the topic's type to be known.
+    pub fn needs_type(self) -> bool {
+        self == Compression::CborRaw
+    }
+}
+
+/// What one subscription receives its messages as.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub struct Encoding {
+    pub compression: Compression,
+    /// `fragment_size`, characters (binary frames are not fragmented).
+    pub fragment: Option<u32>,
+}
+
+impl Encoding {
+    /// Plain JSON, whole: the fast path's encoding.
+    pub fn is_plain(self) -> bool {
+        self.compression == Compression::None && self.fragment.is_none()
+    }
+
+    /// A `subscribe`'s `compression` and `fragment_size`; `Err` says why
+    /// the compression is refused.
+    pub fn asked(compression: Option<&str>, fragment: Option<u64>) -> Result<Encoding, String> {
+        let compression = match compression {
+            None => Compression::None,
+            Some(s) => Compression::parse(s).ok_or_else(|| {
+                format!("unknown compression {s:?} (none, cbor, cbor-raw, png); not subscribed")
+            })?,
+        };
+        Ok(Encoding {
+            compression,
+            fragment: fragment.map(|n| n.min(u64::from(u32::MAX)) as u32),
+        })
+    }
+}
+
+/// One message made in one encoding, before framing.
+#[derive(Debug)]
+pub enum Encoded {
+    /// JSON lines (`\n`-terminated): the message, or its fragments, or its
+    /// `png` frame; `untyped` is always false.
+    Text(Vec<u8>),
+    /// One binary message; `untyped`: a `cbor` message that did not fit
+    /// its type and went type-unaware.
+    Binary { bytes: Vec<u8>, untyped: bool },
+    /// It cannot be made (`cbor-raw` of a message that does not fit its
+    /// type, or a publish line that is not one): the subscriber skips it.
+    Failed(String),
+}
+
+/// The `topic` and `msg` of a publish line.
+fn parts(line: &str) -> Option<(String, &str)> {
+    let mut topic = None;
+    let mut msg = None;
+    scan::scan_object(line, MAX_JSON_DEPTH, |m| match m.key {
+        "topic" => topic = Some(m.value),
+        "msg" => msg = Some(m.value),
+        _ => {}
+    })
+    .ok()?;
+    let topic: String = serde_json::from_str(topic?).ok()?;
+    Some((topic, msg?))
+}
+
+/// `line` (one publish line, `\n`-terminated, of a topic of type `ty`,
+/// empty when unknown) in `enc`; `types` are the types known, `wall` the
+/// time `cbor-raw` stamps.
+pub fn encode<T: Types + ?Sized>(
+    line: &[u8],
+    enc: Encoding,
+    types: &T,
+    ty: &str,
+    wall: SystemTime,
+) -> Encoded {
+    let text = match std::str::from_utf8(line.strip_suffix(b"\n").unwrap_or(line)) {
+        Ok(t) => t,
+        Err(_) => return Encoded::Failed("not UTF-8".into()),
+    };
+    match enc.compression {
+        Compression::None => Encoded::Text(fragments(text, enc.fragment)),
+        Compression::Png => {
+            let mut framed = Vec::new();
+            png::frame(&mut framed, text);
+            let framed = String::from_utf8_lossy(&framed);
+            Encoded::Text(fragments(framed.trim_end_matches('\n'), enc.fragment))
+        }
+        Compression::Cbor => {
+            let Some((topic, msg)) = parts(text) else {
+                return Encoded::Failed("not a publish".into());
+            };
+            let mut out = Vec::with_capacity(msg.len());
+            if !ty.is_empty() && types.msg(ty).is_some() {
+                if let Ok(v) = serde_json::from_str::<Value>(msg) {
+                    if rosgate_ros2::cbor_typed::publish(types, ty, &topic, &v, &mut out).is_ok() {
+                        return Encoded::Binary {
+                            bytes: out,
+                            untyped: false,
+                        };
+                    }
+                }
+                out.clear();
+                return match cbor::publish(&mut out, &topic, msg) {
+                    Ok(()) => Encoded::Binary {
+                        bytes: out,
+                        untyped: true,
+                    },
+                    Err(e) => Encoded::Failed(format!("{e:?}")),
+                };
+            }
+            match cbor::publish(&mut out, &topic, msg) {
+                Ok(()) => Encoded::Binary {
+                    bytes: out,
+                    untyped: false,
+                },
+                Err(e) => Encoded::Failed(format!("{e:?}")),
+            }
+        }
+        Compression::CborRaw => {
+            let Some((topic, msg)) = parts(text) else {
+                return Encoded::Failed("not a publish".into());
+            };
+            let cdr = serde_json::from_str::<Value>(msg)
+                .map_err(|e| e.to_string())
+                .and_then(|v| {
+                    rosgate_ros2::cdr::encode(types, ty, &v).map_err(|e| format!("{e:?}"))
+                });
+            let cdr = match cdr {
+                Ok(c) => c,
+                Err(why) => return Encoded::Failed(format!("not {ty}: {why}")),
+            };
+            let since = wall
+                .duration_since(SystemTime::UNIX_EPOCH)
+                .unwrap_or_default();
+            let mut out = Vec::with_capacity(cdr.len() + topic.len() + 48);
+            cbor::publish_raw(
+                &mut out,
+                &topic,
+                since.as_secs() as i64,
+                since.subsec_nanos(),
+                &cdr,
+            );
+            Encoded::Binary {
+                bytes: out,
+                untyped: false,
+            }
+        }
+    }
+}
+
+/// `text` as one JSON line, or as `fragment` lines when longer than
+/// `size` characters.
+fn fragments(text: &str, size: Option<u32>) -> Vec<u8> {
+    let mut out = Vec::with_capacity(text.len() + 1);
+    match size.and_then(|n| fragment::split(text, n as usize)) {
+        None => {
+            out.extend_from_slice(text.as_bytes());
+            out.push(b'\n');
+        }
+        Some(pieces) => {
+            let id = Raw::from_valid_json("0");
+            for p in pieces {
+                p.write(&mut out, id);
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rosgate_ros2::registry::Registry;
+
+    const LINE: &[u8] = b"{\"op\":\"publish\",\"topic\":\"/t\",\"msg\":{\"data\":\"a\"}}\n";
+
+    fn enc(c: Compression, fragment: Option<u32>) -> Encoding {
+        Encoding {
+            compression: c,
+            fragment,
+        }
+    }
+
+    #[test]
+    fn names_parse_as_rosbridge_spells_them() {
+        for c in Compression::ALL {
+            assert_eq!(Compression::parse(c.label()), Some(c));
+        }
+        assert!(Encoding::asked(Some("zip"), None).is_err());
+        assert!(Encoding::asked(None, None).unwrap().is_plain());
+        assert!(!Encoding::asked(None, Some(300)).unwrap().is_plain());
+    }
+
+    #[test]
+    fn cbor_is_typed_when_the_type_is_known_and_untyped_otherwise() {
+        let reg = Registry::bundled();
+        let now = SystemTime::UNIX_EPOCH;
+        let Encoded::Binary { bytes, untyped } = encode(
+            LINE,
+            enc(Compression::Cbor, None),
+            &reg,
+            "std_msgs/msg/String",
+            now,
+        ) else {
+            panic!("binary")
+        };
+        assert!(!untyped);
+        let mut want = Vec::new();
+        cbor::publish(&mut want, "/t", r#"{"data":"a"}"#).unwrap();
+        assert_eq!(bytes, want);
+        // Not a String: the untyped mapping, flagged.
+        let Encoded::Binary { untyped, .. } = encode(
+            LINE,
+            enc(Compression::Cbor, None),
+            &reg,
+            "std_msgs/msg/Int8",
+            now,
+        ) else {
+            panic!("binary")
+        };
+        assert!(untyped);
+        let Encoded::Binary { untyped, .. } =
+            encode(LINE, enc(Compression::Cbor, None), &reg, "", now)
+        else {
+            panic!("binary")
+        };
+        assert!(!untyped);
+    }
+
+    #[test]
+    fn cbor_raw_carries_cdr_with_its_header() {
+        let reg = Registry::bundled();
+        let wall = SystemTime::UNIX_EPOCH + std::time::Duration::new(5, 7);
+        let Encoded::Binary { bytes, .. } = encode(
+            LINE,
+            enc(Compression::CborRaw, None),
+            &reg,
+            "std_msgs/msg/String",
+            wall,
+        ) else {
+            panic!("binary")
+        };
+        let mut want = Vec::new();
+        let cdr = [0, 1, 0, 0, 2, 0, 0, 0, b'a', 0];
+        cbor::publish_raw(&mut want, "/t", 5, 7, &cdr);
+        assert_eq!(bytes, want);
+        assert!(matches!(
+            encode(
+                LINE,
+                enc(Compression::CborRaw, None),
+                &reg,
+                "std_msgs/msg/Int8",
+                wall
+            ),
+            Encoded::Failed(_)
+        ));
+    }
+
+    #[test]
+    fn long_text_goes_as_fragments_with_id_0() {
+        let reg = Registry::bundled();
+        let long = format!(
+            "{{\"op\":\"publish\",\"topic\":\"/t\",\"msg\":{{\"data\":\"{}\"}}}}\n",
+            "x".repeat(600)
+        );
+        let Encoded::Text(lines) = encode(
+            long.as_bytes(),
+            enc(Compression::None, Some(256)),
+            &reg,
+            "",
+            SystemTime::UNIX_EPOCH,
+        ) else {
+            panic!("text")
+        };
+        let lines = String::from_utf8(lines).unwrap();
+        let frames: Vec<Value> = lines
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(frames.len(), 3);
+        let mut joined = String::new();
+        for (i, f) in frames.iter().enumerate() {
+            assert_eq!(f["op"], "fragment");
+            assert_eq!(f["id"], 0);
+            assert_eq!(f["num"], i);
+            assert_eq!(f["total"], 3);
+            joined.push_str(f["data"].as_str().unwrap());
+        }
+        assert_eq!(joined, long.trim_end());
+        // Short: whole.
+        let Encoded::Text(lines) = encode(
+            LINE,
+            enc(Compression::None, Some(256)),
+            &reg,
+            "",
+            SystemTime::UNIX_EPOCH,
+        ) else {
+            panic!("text")
+        };
+        assert_eq!(lines, LINE);
+    }
+
+    #[test]
+    fn png_is_one_text_line() {
+        let reg = Registry::bundled();
+        let Encoded::Text(lines) = encode(
+            LINE,
+            enc(Compression::Png, None),
+            &reg,
+            "",
+            SystemTime::UNIX_EPOCH,
+        ) else {
+            panic!("text")
+        };
+        assert!(lines.starts_with(br#"{"op":"png","data":""#));
+        assert_eq!(lines.iter().filter(|&&b| b == b'\n').count(), 1);
+    }
+}

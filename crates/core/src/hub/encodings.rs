@@ -1,0 +1,150 @@
+//! A subscription's encoding at the hub: whether a `subscribe` may have
+//! the `compression` it asks for ([`Hub::check_encoding`]), and the bytes
+//! one message becomes for it ([`Hub::frames_for`]), made once per
+//! (message, encoding, framing) and shared by every subscriber that asked
+//! for the same, with their counters.
+//!
+//! Subscriptions in an encoding other than plain JSON take the QoS path
+//! (`hub/qos.rs`; their membership states something), one message at a
+//! time: the fast path (`hub/topics.rs` `fan_out`, `deliver`) never sees
+//! them and pays nothing for them. What each encoding is: `encoding.rs`.
+//!
+//! Invariants:
+//! - a message nobody wants in an encoding is never made in it;
+//! - the bytes are one queue entry (a fragmented message's frames
+//!   together), so depth, shedding and the memory ledger treat them as
+//!   one message, never a partial set;
+//! - binary compressions are refused on a transport without binary
+//!   messages (NDJSON), and `cbor-raw` for a type the gateway does not
+//!   know, at subscribe, with the request's id.
+
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::{Instant, SystemTime};
+
+use super::Hub;
+use crate::counters::{Counter, ErrorCode};
+use crate::encoding::{self, Compression, Encoded, Encoding};
+use crate::nodes::Domain;
+use crate::registry::TopicId;
+use crate::transport::{Framed, Framing, Transport};
+use crate::ConnRef;
+
+impl Hub {
+    /// Whether `me` may subscribe to `topic` (of type `ty`, as the request
+    /// or the topic has it; empty when neither does) in `enc`; if not, says
+    /// why with the request's `id` and returns false.
+    pub(super) fn check_encoding(
+        &mut self,
+        me: ConnRef,
+        enc: Encoding,
+        topic: &str,
+        ty: &str,
+        id: Option<&[u8]>,
+        now: Instant,
+    ) -> bool {
+        let c = enc.compression;
+        if c == Compression::None {
+            return true;
+        }
+        let tcp = self
+            .conn(me.key)
+            .is_some_and(|conn| conn.transport() == Transport::Tcp);
+        let why = if tcp {
+            format!(
+                "{topic}: compression {:?} is for the WebSocket transport (rosbridge v2); this transport sends JSON lines only (compression none); not subscribed",
+                c.label()
+            )
+        } else if c.needs_type() && (ty.is_empty() || self.types().msg(ty).is_none()) {
+            if ty.is_empty() {
+                format!(
+                    "{topic}: compression {:?} needs the message type: give \"type\" (no publisher or subscriber named one); not subscribed",
+                    c.label()
+                )
+            } else {
+                format!(
+                    "{topic}: compression {:?} needs the definition of {ty}, which this gateway does not know (--interfaces adds definitions); not subscribed",
+                    c.label()
+                )
+            }
+        } else {
+            return true;
+        };
+        self.error_with_id(me, ErrorCode::BadCompression, &why, id, now);
+        false
+    }
+
+    /// The bytes of the one message of `framed` (a publish of topic `t`)
+    /// for a queue with `framing`, in `enc`; `None` when it cannot be made
+    /// so (counted).
+    pub(super) fn frames_for(
+        &mut self,
+        domain: Domain,
+        t: TopicId,
+        framed: &mut Framed,
+        framing: Framing,
+        enc: Encoding,
+    ) -> Option<Rc<[u8]>> {
+        if enc.is_plain() {
+            return Some(framed.get(framing));
+        }
+        if let Some(rc) = framed.encoded(enc, framing) {
+            return Some(rc);
+        }
+        let ty = self.registries[domain as usize]
+            .topic(t)
+            .map_or(String::new(), |e| e.ty().to_owned());
+        let types = Arc::clone(self.types());
+        let started = Instant::now();
+        let made = encoding::encode(framed.lines(), enc, &*types, &ty, SystemTime::now());
+        let mut out = Vec::new();
+        match made {
+            Encoded::Text(lines) => {
+                if enc.fragment.is_some() && lines.starts_with(br#"{"op":"fragment""#) {
+                    self.counters.inc(Counter::FragmentedMessages);
+                    let n = lines.iter().filter(|&&b| b == b'\n').count();
+                    self.counters.add(Counter::FragmentFrames, n as u64);
+                }
+                framing.push_lines(&mut out, &lines);
+            }
+            Encoded::Binary { bytes, untyped } => {
+                if untyped {
+                    self.counters.inc(Counter::CborUntyped);
+                }
+                if !framing.push_binary(&mut out, &bytes) {
+                    self.counters.inc(Counter::EncodeFailed);
+                    return None;
+                }
+            }
+            Encoded::Failed(_) => {
+                self.counters.inc(Counter::EncodeFailed);
+                return None;
+            }
+        }
+        let micros = started.elapsed().as_micros() as u64;
+        let counters = match enc.compression {
+            Compression::None => None,
+            Compression::Cbor => Some((
+                Counter::EncodedCborFrames,
+                Counter::EncodedCborBytes,
+                Counter::EncodedCborMicros,
+            )),
+            Compression::CborRaw => Some((
+                Counter::EncodedCborRawFrames,
+                Counter::EncodedCborRawBytes,
+                Counter::EncodedCborRawMicros,
+            )),
+            Compression::Png => Some((
+                Counter::EncodedPngFrames,
+                Counter::EncodedPngBytes,
+                Counter::EncodedPngMicros,
+            )),
+        };
+        if let Some((frames, bytes, time)) = counters {
+            self.counters.inc(frames);
+            self.counters.add(bytes, out.len() as u64);
+            self.counters.add(time, micros);
+        }
+        Some(framed.keep_encoded(enc, framing, out))
+    }
+}
