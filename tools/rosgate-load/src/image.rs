@@ -14,7 +14,7 @@
 //!   the serialized Image: the 4-byte encapsulation header, then
 //!   `Header{stamp{sec:int32,nanosec:uint32},frame_id:string}`, `height`,
 //!   `width` (uint32), `encoding` (string), `is_bigendian` (uint8), `step`
-//!   (uint32), `data` (sequence<uint8>), each aligned to its size from the
+//!   (uint32), `data` (`sequence<uint8>`), each aligned to its size from the
 //!   end of the encapsulation header (OMG DDS-XTypes 1.3 §7.4.1, CDR as
 //!   rmw uses it: a string is a uint32 length counting its NUL, then the
 //!   bytes and the NUL).
