@@ -24,6 +24,7 @@
 #   SUBS="1 8 32"  subscriber counts
 #   ENCODINGS="json cbor cbor-raw mix"
 #   HD=1           run the 1280x720 8 cbor-raw + 8 JSON configuration
+#   PIN=0          do not pin the gateway and the tool to cores 0 and 1
 #   SKIP_BUILD=1   use the existing target/release binaries
 #   OUT=target/images.md
 #   RESULTS=target/images-results.jsonl
@@ -63,6 +64,10 @@ LOAD=target/release/rosgate-load
 # shellcheck source=scripts/bench-env.sh
 source scripts/bench-env.sh
 bench_env images.sh 256
+if [[ ${PIN:-1} == 0 ]]; then
+    PIN_SRV=()
+    PIN_LOAD=()
+fi
 
 TMP=$(mktemp -d -t rosgate-images.XXXXXX)
 GW_PID=

@@ -45,7 +45,7 @@ use rosgate_wire::ws::frame::{OP_BINARY, OP_CLOSE, OP_PING, OP_PONG, OP_TEXT};
 use serde_json::{json, Value};
 
 use crate::histogram::Histogram;
-use crate::image::{Encoding, Image, ImageSize, IMAGE_TYPE};
+use crate::image::{Bad, Encoding, Image, ImageSize, Seen, IMAGE_TYPE};
 use crate::net::{connect_done, Filled, RxBuf, TxBuf};
 use crate::procfs::{CpuSample, CpuUse};
 use crate::ticker::Ticker;
@@ -166,6 +166,85 @@ struct Sub {
     /// interval, and how many.
     bytes: u64,
     measured: u64,
+}
+
+/// What [`Sub::account`] made of a frame.
+#[derive(Debug, PartialEq)]
+enum Account {
+    /// In sequence, due in the measured interval: its latency, ns.
+    Measured { latency: u64 },
+    /// In sequence, outside the measured interval (warm-up, drain).
+    Counted,
+    /// A sequence number already seen or passed.
+    Reordered,
+    /// Not the image we sent.
+    Bad(Bad),
+    /// Decoded, but not in the encoding asked for; `first` for the
+    /// subscriber's first such frame.
+    WrongEncoding { got: Encoding, first: bool },
+}
+
+impl Sub {
+    fn new(enc: Encoding) -> Self {
+        Sub {
+            enc,
+            next_seq: 0,
+            received: 0,
+            lost: 0,
+            reordered: 0,
+            bad: 0,
+            wrong_encoding: 0,
+            bytes: 0,
+            measured: 0,
+        }
+    }
+
+    /// Accounts one frame of `bytes` on the wire that arrived at `now`,
+    /// against the measured interval `measure` (due times, ns): a gap in
+    /// the sequence is loss, a step back reordering; latency and bytes
+    /// count only in-sequence images due within `measure`.
+    fn account(
+        &mut self,
+        d: Result<Seen, Bad>,
+        bytes: u64,
+        now: u64,
+        (m0, m1): (u64, u64),
+    ) -> Account {
+        let seen = match d {
+            Ok(seen) => seen,
+            Err(e) => {
+                self.bad += 1;
+                // Take the bad frame for the next image, so that the next
+                // good one is not also counted as a gap.
+                self.next_seq += 1;
+                return Account::Bad(e);
+            }
+        };
+        if seen.encoding != self.enc {
+            self.wrong_encoding += 1;
+            self.received += 1;
+            self.next_seq = self.next_seq.max(seen.seq + 1);
+            return Account::WrongEncoding {
+                got: seen.encoding,
+                first: self.wrong_encoding == 1,
+            };
+        }
+        if seen.seq < self.next_seq {
+            self.reordered += 1;
+            return Account::Reordered;
+        }
+        self.lost += seen.seq - self.next_seq;
+        self.next_seq = seen.seq + 1;
+        self.received += 1;
+        if seen.stamp_ns < m0 || seen.stamp_ns >= m1 {
+            return Account::Counted;
+        }
+        self.measured += 1;
+        self.bytes += bytes;
+        Account::Measured {
+            latency: now.saturating_sub(seen.stamp_ns),
+        }
+    }
 }
 
 /// Per-encoding totals.
@@ -315,18 +394,7 @@ impl Runner {
         let deadline = Instant::now() + self.p.setup_timeout;
         self.connect(self.p.addr, None)?;
         for i in 0..self.p.subs {
-            let enc = self.p.encoding_of(i);
-            let sub = Sub {
-                enc,
-                next_seq: 0,
-                received: 0,
-                lost: 0,
-                reordered: 0,
-                bad: 0,
-                wrong_encoding: 0,
-                bytes: 0,
-                measured: 0,
-            };
+            let sub = Sub::new(self.p.encoding_of(i));
             self.connect(self.p.ws_addr, Some(sub))?;
         }
         while !self.conns.iter().all(|c| c.acked) {
@@ -718,58 +786,27 @@ impl Runner {
         }
     }
 
-    /// Accounts one image frame at subscriber `k`.
-    fn delivered(
-        &mut self,
-        k: usize,
-        d: Result<crate::image::Seen, crate::image::Bad>,
-        bytes: u64,
-        now: u64,
-    ) {
-        let (m0, m1) = self.measure;
+    /// Accounts one image frame at subscriber `k`: the rules are
+    /// [`Sub::account`]'s; this records what it says.
+    fn delivered(&mut self, k: usize, d: Result<Seen, Bad>, bytes: u64, now: u64) {
+        let measure = self.measure;
         let Some(s) = self.conns[k].sub.as_mut() else {
             return;
         };
-        let seen = match d {
-            Ok(seen) => seen,
-            Err(e) => {
-                s.bad += 1;
-                // Resynchronise on the next good frame.
-                s.next_seq += 1;
-                let enc = s.enc;
-                self.log(format!("subscriber {k} ({}): {e}", enc.name()));
-                return;
+        let enc = s.enc;
+        match s.account(d, bytes, now, measure) {
+            Account::Counted | Account::Reordered => {}
+            Account::Measured { latency } => {
+                self.latency.entry(enc).or_default().record(latency);
+                self.all.record(latency);
             }
-        };
-        if seen.encoding != s.enc {
-            s.wrong_encoding += 1;
-            if s.wrong_encoding == 1 {
-                let (want, got) = (s.enc.name(), seen.encoding.name());
-                self.log(format!(
-                    "subscriber {k} asked for {want} and got {got} (the gateway ignored `compression`?)"
-                ));
-            }
-            let Some(s) = self.conns[k].sub.as_mut() else {
-                return;
-            };
-            s.next_seq = s.next_seq.max(seen.seq + 1);
-            s.received += 1;
-            return;
-        }
-        if seen.seq < s.next_seq {
-            s.reordered += 1;
-            return;
-        }
-        s.lost += seen.seq - s.next_seq;
-        s.next_seq = seen.seq + 1;
-        s.received += 1;
-        if seen.stamp_ns >= m0 && seen.stamp_ns < m1 {
-            s.measured += 1;
-            s.bytes += bytes;
-            let lat = now.saturating_sub(seen.stamp_ns);
-            let enc = s.enc;
-            self.latency.entry(enc).or_default().record(lat);
-            self.all.record(lat);
+            Account::Bad(e) => self.log(format!("subscriber {k} ({}): {e}", enc.name())),
+            Account::WrongEncoding { got, first: true } => self.log(format!(
+                "subscriber {k} asked for {} and got {} (the gateway ignored `compression`?)",
+                enc.name(),
+                got.name()
+            )),
+            Account::WrongEncoding { .. } => {}
         }
     }
 
@@ -959,5 +996,88 @@ impl Outcome {
             "bound": self.bound(),
             "errors": self.errors,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn seen(seq: u64, stamp_ns: u64, encoding: Encoding) -> Result<Seen, Bad> {
+        Ok(Seen {
+            seq,
+            stamp_ns,
+            encoding,
+        })
+    }
+
+    #[test]
+    fn loss_reordering_bad_frames_and_the_measured_interval() {
+        let m = (100, 200);
+        let mut s = Sub::new(Encoding::Json);
+        // Warm-up: counted, not measured.
+        assert_eq!(
+            s.account(seen(0, 50, Encoding::Json), 10, 60, m),
+            Account::Counted
+        );
+        assert_eq!(
+            s.account(seen(1, 100, Encoding::Json), 10, 130, m),
+            Account::Measured { latency: 30 }
+        );
+        // 2 and 3 lost, then a step back.
+        assert_eq!(
+            s.account(seen(4, 150, Encoding::Json), 10, 150, m),
+            Account::Measured { latency: 0 }
+        );
+        assert_eq!(
+            s.account(seen(3, 140, Encoding::Json), 10, 151, m),
+            Account::Reordered
+        );
+        // A bad frame takes the place of image 5: 6 is not a gap.
+        assert!(matches!(
+            s.account(Err(Bad("x".into())), 10, 160, m),
+            Account::Bad(_)
+        ));
+        assert_eq!(
+            s.account(seen(6, 200, Encoding::Json), 10, 210, m),
+            Account::Counted
+        );
+        assert_eq!(
+            (
+                s.received,
+                s.lost,
+                s.reordered,
+                s.bad,
+                s.measured,
+                s.bytes,
+                s.next_seq
+            ),
+            (4, 2, 1, 1, 2, 20, 7)
+        );
+    }
+
+    #[test]
+    fn a_frame_in_another_encoding_is_counted_once_as_such() {
+        let m = (0, 1000);
+        let mut s = Sub::new(Encoding::CborRaw);
+        assert_eq!(
+            s.account(seen(0, 10, Encoding::Json), 10, 20, m),
+            Account::WrongEncoding {
+                got: Encoding::Json,
+                first: true
+            }
+        );
+        assert_eq!(
+            s.account(seen(1, 10, Encoding::Json), 10, 20, m),
+            Account::WrongEncoding {
+                got: Encoding::Json,
+                first: false
+            }
+        );
+        assert_eq!(
+            s.account(seen(2, 10, Encoding::CborRaw), 10, 20, m),
+            Account::Measured { latency: 10 }
+        );
+        assert_eq!((s.wrong_encoding, s.lost, s.received), (2, 0, 3));
     }
 }
