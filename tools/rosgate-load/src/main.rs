@@ -128,7 +128,7 @@ OPTIONS:
     --encodings LIST     images: comma-separated json, cbor, cbor-raw, or mix
                          (all three); subscriber i takes entry i mod length
                          [default: json]
-    --topic NAME         topic used [default: /bench/0]
+    --topic NAME         topic used [default: /bench/0; images: /bench/image]
     --service NAME       service used [default: /bench/echo]
     --action NAME        action used [default: /bench/goal]
     -h, --help           print this help
@@ -291,6 +291,9 @@ fn parse_args() -> Result<Option<Mode>, String> {
         .unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 9095)));
     let scenario_name: Option<String> = args.opt_value_from_str("--scenario").map_err(u)?;
     if scenario_name.as_deref() == Some("images") {
+        if raw_source {
+            return Err("--raw-source is not a sender of images".into());
+        }
         return parse_images(args, addr).map(|p| Some(Mode::Images(p)));
     }
     let scenario: Scenario = match scenario_name {
