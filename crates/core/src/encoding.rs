@@ -18,7 +18,7 @@
 //!   topic's ROS 2 type when the gateway knows it
 //!   (`rosgate_ros2::cbor_typed`), else by `rosgate_wire::cbor::from_json`;
 //!   a message that does not fit its type goes untyped (counted by the
-//!   caller from [`Encoded::untyped`]);
+//!   caller from `Encoded::Binary`'s `untyped`);
 //! - `cbor-raw`: a binary frame `{"op":"publish","topic":..,"msg":{"secs",
 //!   "nsecs","bytes"}}` whose bytes are the message's CDR as a ROS 2 node
 //!   puts it on the wire (encapsulation header included,
@@ -110,7 +110,7 @@ impl Encoding {
 
     /// A `subscribe`'s `compression` and `fragment_size`; `Err` says why
     /// the compression is refused.
-    pub fn asked(compression: Option<&str>, fragment: Option<u64>) -> Result<Encoding, String> {
+    pub fn asked(compression: Option<&str>, fragment: Option<u32>) -> Result<Encoding, String> {
         let compression = match compression {
             None => Compression::None,
             Some(s) => Compression::parse(s).ok_or_else(|| {
@@ -119,7 +119,7 @@ impl Encoding {
         };
         Ok(Encoding {
             compression,
-            fragment: fragment.map(|n| n.min(u64::from(u32::MAX)) as u32),
+            fragment,
         })
     }
 }

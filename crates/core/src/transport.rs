@@ -194,6 +194,10 @@ impl Framing {
     }
 }
 
+/// Which copy of a message [`Framed`] keeps beside its lines: an encoding
+/// for a framing.
+type EncodedKey = (Encoding, Framing);
+
 /// One shared buffer of JSON lines and its framed copies, each made once on
 /// first need: a publish batch is framed once per framing, not once per
 /// subscriber. A single message (the QoS path, `hub/qos.rs`) also keeps
@@ -208,7 +212,7 @@ impl Framing {
 pub struct Framed {
     copies: [Option<Rc<[u8]>>; Framing::COUNT],
     /// Other encodings made, by (encoding, framing); a handful at most.
-    encoded: Vec<((Encoding, Framing), Rc<[u8]>)>,
+    encoded: Vec<(EncodedKey, Rc<[u8]>)>,
     msgs: usize,
     /// Bytes of the copies made so far, the lines included.
     created: usize,

@@ -974,6 +974,8 @@
       if (kind === 'pub' && e.latched_messages) extra.push(`${e.latched_messages} latched`);
       if (kind === 'pub' && e.peers) extra.push('wants peer counts');
       if (kind === 'sub' && e.throttle_ms) extra.push(`throttle ${e.throttle_ms} ms`);
+      if (kind === 'sub' && e.compression && e.compression !== 'none') extra.push(`compression ${e.compression}`);
+      if (kind === 'sub' && e.fragment_size) extra.push(`fragments of ${e.fragment_size}`);
       return `<li>${nodeChip(e.node)} <span class="muted">${esc(qosText(e.qos))}${extra.length ? ' · ' + esc(extra.join(' · ')) : ''}</span></li>`;
     };
     if (info) {

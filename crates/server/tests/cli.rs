@@ -961,6 +961,35 @@ fn node_list_and_info() {
 // ---------------------------------------------------------------------------------------------
 
 #[test]
+fn topic_echo_with_a_compression_prints_the_message() {
+    let gw = Gateway::start(&[]);
+    let ws = ws_url(&gw);
+    let _p = Publisher::start(&gw, "/cli/comp", r#"{"data":"squeezed"}"#, ms(50));
+    for c in ["cbor", "cbor-raw"] {
+        let o = run_at(
+            &ws,
+            &["topic", "echo", "/cli/comp", "--once", "--compression", c],
+        );
+        assert_exit(&o, 0, c);
+        assert_eq!(stdout(&o), "data: squeezed\n---\n", "{c}");
+    }
+    // NDJSON has no binary frames: the gateway's refusal is the error.
+    let o = run(
+        &gw,
+        &[
+            "topic",
+            "echo",
+            "/cli/comp",
+            "--once",
+            "--compression",
+            "cbor",
+        ],
+    );
+    assert_exit(&o, 1, "compression over tcp");
+    assert!(stderr(&o).contains("WebSocket"), "{}", stderr(&o));
+}
+
+#[test]
 fn commands_work_over_a_websocket_url() {
     let gw = Gateway::start(&[]);
     let ws = ws_url(&gw);

@@ -18,6 +18,11 @@
 //!   messages in flight stay within their bounds and equal the model's
 //!   count; and `fragment::split` pieces of the input's text reassemble,
 //!   in any order, to that text.
+//! - [`cbor_typed()`]: `rosgate_ros2::cbor_typed::encode` of a bundled
+//!   type never panics; every type's default message is accepted; what it
+//!   writes is one well-formed item (shortest heads, definite lengths), a
+//!   map of the type's fields in declaration order, its typed arrays RFC
+//!   8746 tags over whole elements; a refusal writes nothing.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -26,6 +31,9 @@ use std::time::{Duration, Instant};
 use serde::de::{Deserializer, MapAccess, SeqAccess, Visitor};
 use serde::Deserialize;
 
+use rosgate_ros2::model::EMPTY_STRUCT_MEMBER;
+use rosgate_ros2::registry::Registry;
+use rosgate_ros2::{cbor_typed, cdr};
 use rosgate_wire::cbor::{self, JsonError};
 use rosgate_wire::fragment::{
     self, FragmentError, Reassembly, MAX_FRAGMENTED_IN_FLIGHT, MESSAGE_OVERHEAD, PIECE_OVERHEAD,
@@ -41,6 +49,10 @@ enum V {
     Str(String),
     Arr(Vec<V>),
     Map(Vec<(String, V)>),
+    /// A byte string (typed CBOR only).
+    Bytes(Vec<u8>),
+    /// A tagged item (typed CBOR only: RFC 8746 typed arrays).
+    Tagged(u64, Box<V>),
 }
 
 fn same(a: &V, b: &V) -> bool {
@@ -125,6 +137,49 @@ impl<'de> Deserialize<'de> for V {
 struct Reader<'a> {
     b: &'a [u8],
     i: usize,
+}
+
+/// [`Reader`] that also reads byte strings and tags (what the typed
+/// encoder, `rosgate_ros2::cbor_typed`, adds).
+struct TypedReader<'a>(Reader<'a>);
+
+impl TypedReader<'_> {
+    fn value(&mut self) -> Option<V> {
+        let r = &mut self.0;
+        let at = r.i;
+        let ib = *r.b.get(at)?;
+        match ib >> 5 {
+            2 => {
+                let (_, n) = r.head()?;
+                Some(V::Bytes(r.take(usize::try_from(n).ok()?)?.to_vec()))
+            }
+            6 => {
+                let (_, tag) = r.head()?;
+                let inner = self.value()?;
+                Some(V::Tagged(tag, Box::new(inner)))
+            }
+            4 => {
+                let (_, n) = r.head()?;
+                let mut v = Vec::new();
+                for _ in 0..n {
+                    v.push(self.value()?);
+                }
+                Some(V::Arr(v))
+            }
+            5 => {
+                let (_, n) = r.head()?;
+                let mut v = Vec::new();
+                for _ in 0..n {
+                    let V::Str(k) = self.0.value()? else {
+                        return None;
+                    };
+                    v.push((k, self.value()?));
+                }
+                Some(V::Map(v))
+            }
+            _ => r.value(),
+        }
+    }
 }
 
 impl Reader<'_> {
@@ -403,6 +458,103 @@ pub fn fragment(data: &[u8]) {
     }
 }
 
+/// The bundled types' full names, once.
+fn typed_names() -> &'static (std::sync::Arc<Registry>, Vec<String>) {
+    static NAMES: std::sync::OnceLock<(std::sync::Arc<Registry>, Vec<String>)> =
+        std::sync::OnceLock::new();
+    NAMES.get_or_init(|| {
+        let reg = Registry::bundled_shared();
+        let names = reg.msgs().map(|d| d.name.clone()).collect();
+        (reg, names)
+    })
+}
+
+/// One typed encoding of `msg` as `ty`: on success a strict reader reads
+/// exactly one map whose keys are the type's fields in declaration order
+/// (rosidl's filler left out) and typed arrays are tags 69-86 over byte
+/// strings whose length is a multiple of the element size; on failure
+/// nothing was written. Returns whether it was accepted.
+fn typed_once(reg: &Registry, ty: &str, msg: &serde_json::Value) -> bool {
+    let mut out = vec![0xAB];
+    match cbor_typed::encode(reg, ty, msg, &mut out) {
+        Ok(()) => {
+            let mut r = TypedReader(Reader { b: &out, i: 1 });
+            let v = r
+                .value()
+                .unwrap_or_else(|| panic!("unreadable typed CBOR for {ty} {msg}: {out:02x?}"));
+            assert_eq!(r.0.i, out.len(), "trailing bytes after {ty} {msg}");
+            let V::Map(fields) = &v else {
+                panic!("{ty}: not a map: {v:?}")
+            };
+            let def = reg
+                .msg(ty)
+                .unwrap_or_else(|| panic!("accepted unknown type {ty}"));
+            let want: Vec<&str> = def
+                .fields
+                .iter()
+                .map(|f| f.name.as_str())
+                .filter(|n| *n != EMPTY_STRUCT_MEMBER)
+                .collect();
+            let got: Vec<&str> = fields.iter().map(|(k, _)| k.as_str()).collect();
+            assert_eq!(got, want, "{ty}: keys");
+            check_tags(&v);
+            true
+        }
+        Err(_) => {
+            assert_eq!(out, [0xAB], "{ty}: output left behind on error for {msg}");
+            false
+        }
+    }
+}
+
+/// Every tag is an RFC 8746 typed array tag the encoder uses, over a
+/// byte string of whole elements.
+fn check_tags(v: &V) {
+    match v {
+        V::Tagged(tag, inner) => {
+            let size = match tag {
+                72 => 1,
+                69 | 77 => 2,
+                70 | 78 | 85 => 4,
+                71 | 79 | 86 => 8,
+                t => panic!("unexpected tag {t}"),
+            };
+            let V::Bytes(b) = &**inner else {
+                panic!("tag {tag} over {inner:?}")
+            };
+            assert_eq!(b.len() % size, 0, "tag {tag}: {} bytes", b.len());
+        }
+        V::Arr(items) => items.iter().for_each(check_tags),
+        V::Map(m) => m.iter().for_each(|(_, x)| check_tags(x)),
+        _ => {}
+    }
+}
+
+/// Fuzz check `cbor_typed`: `rosgate_ros2::cbor_typed::encode` of the
+/// bundled type the first two bytes choose: its default message (what
+/// `cdr::default_json` makes) is always accepted, and the JSON text of the
+/// rest, when it is JSON, never panics; see `typed_once` for what either
+/// result must be.
+pub fn cbor_typed(data: &[u8]) {
+    let (reg, names) = typed_names();
+    if names.is_empty() || data.len() < 2 {
+        return;
+    }
+    let ty = &names[usize::from(u16::from_le_bytes([data[0], data[1]])) % names.len()];
+    if let Ok(default) = cdr::default_json(&**reg, ty) {
+        assert!(
+            typed_once(reg, ty, &default),
+            "{ty}: its default message refused"
+        );
+    }
+    let Ok(text) = std::str::from_utf8(&data[2..]) else {
+        return;
+    };
+    if let Ok(msg) = serde_json::from_str::<serde_json::Value>(text) {
+        typed_once(reg, ty, &msg);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -493,6 +645,18 @@ mod tests {
             let n = (next() % 400) as usize;
             let d: Vec<u8> = (0..n).map(|_| next() as u8).collect();
             fragment(&d);
+        }
+    }
+}
+
+#[cfg(test)]
+mod typed_tests {
+    #[test]
+    fn every_bundled_types_default_message_encodes_typed() {
+        let (_, names) = super::typed_names();
+        for i in 0..names.len() {
+            let sel = (i as u16).to_le_bytes();
+            super::cbor_typed(&[sel[0], sel[1], b'{', b'}']);
         }
     }
 }

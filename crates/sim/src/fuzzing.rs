@@ -14,7 +14,7 @@ use rosgate_wire::ws::{WsEvent, WsReader};
 pub type Check = fn(&[u8]);
 
 /// Target names and their check functions.
-pub const TARGETS: [(&str, Check); 9] = [
+pub const TARGETS: [(&str, Check); 10] = [
     ("line_reader", line_reader),
     ("decode", decode),
     ("core", core),
@@ -24,6 +24,7 @@ pub const TARGETS: [(&str, Check); 9] = [
     ("link", link),
     ("cbor", crate::binary::cbor),
     ("fragment", crate::binary::fragment),
+    ("cbor_typed", crate::binary::cbor_typed),
 ];
 
 /// The ROS 2 link on a schedule the bytes choose (`src/link.rs`): nothing

@@ -143,6 +143,25 @@ fn write_seed_corpus() {
     }
     write("cbor", "too-deep", deep.as_bytes());
 
+    // cbor_typed: [type selector, 2 bytes LE] + JSON; the selector counts
+    // in the bundled registry's order of full names.
+    let typed: &[(&str, &str)] = &[
+        ("empty", "{}"),
+        ("wrong-kind", r#"{"data":"x","layout":5}"#),
+        (
+            "arrays",
+            r#"{"data":[1,2,3],"layout":{"dim":[{"label":"a","size":3,"stride":3}],"data_offset":0}}"#,
+        ),
+        ("base64", r#"{"data":"AQID"}"#),
+        ("floats", r#"{"x":null,"y":"Infinity","z":-0.0}"#),
+        ("unknown-key", r#"{"nope":1}"#),
+    ];
+    for (sel, (name, json)) in typed.iter().enumerate() {
+        let mut d = vec![(sel * 37) as u8, 0];
+        d.extend_from_slice(json.as_bytes());
+        write("cbor_typed", name, &d);
+    }
+
     // fragment: [max selector] + 4-byte ops (kind: id << 2 | 0..2 piece,
     // 3 clock step; num; total; piece) -- see rosgate_sim::binary.
     let piece = |id: u8, num: u8, total: u8, data: u8| [id << 2, num, total, data];

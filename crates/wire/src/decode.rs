@@ -51,6 +51,17 @@ pub struct Request<'a> {
     pub node: Option<Cow<'a, str>>,
 }
 
+/// What a `subscribe` asks its messages to be sent as (rosbridge v2).
+#[derive(Debug, Default)]
+pub struct EncodingAsked<'a> {
+    /// `compression` (`none`, `cbor`, `cbor-raw`, `png`), as sent: the hub
+    /// decides what it accepts.
+    pub compression: Option<Cow<'a, str>>,
+    /// `fragment_size`, characters: longer text frames go out as
+    /// `fragment` frames.
+    pub fragment_size: Option<u32>,
+}
+
 /// The operations of the protocol with their required fields.
 #[derive(Debug)]
 pub enum Op<'a> {
@@ -80,12 +91,10 @@ pub enum Op<'a> {
         qos: Qos,
         /// rosbridge's `throttle_rate`, milliseconds; 0: none.
         throttle_ms: u64,
-        /// rosbridge's `compression` (`none`, `cbor`, `cbor-raw`, `png`),
-        /// as sent: the hub decides what it accepts.
-        compression: Option<Cow<'a, str>>,
-        /// rosbridge's `fragment_size`, characters: longer frames go out
-        /// as `fragment` frames.
-        fragment_size: Option<u64>,
+        /// rosbridge's `compression` and `fragment_size`, when either is
+        /// given (boxed: rare, and a publish should not pay for them in
+        /// the size of every request).
+        encoding: Option<Box<EncodingAsked<'a>>>,
     },
     Unsubscribe {
         topic: Cow<'a, str>,
@@ -108,7 +117,7 @@ pub enum Op<'a> {
         /// failing at once (ROS 2's `wait_for_service`).
         wait: bool,
         /// rosbridge's `fragment_size` for the response, characters.
-        fragment_size: Option<u64>,
+        fragment_size: Option<u32>,
     },
     /// `id` is required, as for `CallService`; `values` is always present in
     /// the strict dialect.
@@ -540,6 +549,23 @@ impl<'a> Fields<'a> {
         })
     }
 
+    /// A subscribe's `compression` and `fragment_size`, if it gave either
+    /// (JSON `null` is none, as Python clients send it).
+    fn encoding_asked(&self) -> Result<Option<Box<EncodingAsked<'a>>>, ErrorKind> {
+        let compression = match self.compression {
+            Some(Raw("null")) | None => None,
+            raw => Some(name(raw, "compression")?),
+        };
+        let fragment_size = fragment_size(self.fragment_size)?;
+        if compression.is_none() && fragment_size.is_none() {
+            return Ok(None);
+        }
+        Ok(Some(Box::new(EncodingAsked {
+            compression,
+            fragment_size,
+        })))
+    }
+
     /// An error for a grammatical line: carries the id unless it is too
     /// long to echo, and the op when it is readable.
     fn checked_error(&mut self, kind: ErrorKind) -> DecodeError<'a> {
@@ -587,12 +613,7 @@ impl<'a> Fields<'a> {
                     ty: ty()?,
                     qos,
                     throttle_ms: count(self.throttle_rate, "throttle_rate")?.unwrap_or(0),
-                    compression: match self.compression {
-                        // JSON null is what Python clients send for "none".
-                        Some(Raw("null")) | None => None,
-                        raw => Some(name(raw, "compression")?),
-                    },
-                    fragment_size: count(self.fragment_size, "fragment_size")?,
+                    encoding: self.encoding_asked()?,
                 }
             }
             "unsubscribe" => Op::Unsubscribe {
@@ -621,7 +642,7 @@ impl<'a> Fields<'a> {
                 },
                 timeout: timeout(self.timeout)?,
                 wait: flag(self.wait, "wait")?,
-                fragment_size: count(self.fragment_size, "fragment_size")?,
+                fragment_size: fragment_size(self.fragment_size)?,
             },
             "service_response" => Op::ServiceResponse {
                 service: name(self.service, "service")?,
@@ -778,6 +799,11 @@ fn count(raw: Option<Raw<'_>>, field: &'static str) -> Result<Option<u64>, Error
         Ok(f) if f.is_finite() && f >= 0.0 => Ok(Some(f.min(u64::MAX as f64) as u64)),
         _ => Err(ErrorKind::WrongType(field)),
     }
+}
+
+/// rosbridge's `fragment_size`: a count, saturating at `u32::MAX`.
+fn fragment_size(raw: Option<Raw<'_>>) -> Result<Option<u32>, ErrorKind> {
+    Ok(count(raw, "fragment_size")?.map(|n| n.min(u64::from(u32::MAX)) as u32))
 }
 
 /// The `qos` object, or the default (nothing stated).

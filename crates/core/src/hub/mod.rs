@@ -868,10 +868,13 @@ impl Hub {
                 ty,
                 qos,
                 throttle_ms,
-                compression,
-                fragment_size,
+                encoding,
             } => {
-                let encoding = match Encoding::asked(compression.as_deref(), fragment_size) {
+                let (compression, fragment) = match &encoding {
+                    Some(e) => (e.compression.as_deref(), e.fragment_size),
+                    None => (None, None),
+                };
+                let encoding = match Encoding::asked(compression, fragment) {
                     Ok(e) => e,
                     Err(why) => {
                         let why = format!("{topic}: {why}");
@@ -935,7 +938,7 @@ impl Hub {
                     args,
                     timeout,
                     wait,
-                    fragment: fragment_size.map(|n| n.min(u64::from(u32::MAX)) as u32),
+                    fragment: fragment_size,
                     goal: None,
                 };
                 self.call_service(me, &service, node, call, id, now)

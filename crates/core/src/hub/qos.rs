@@ -695,6 +695,8 @@ impl Hub {
                     "node": self.node_label(s, tag),
                     "qos": qos_json(q),
                     "throttle_ms": q.and_then(|m| m.throttle.as_ref()).map(|th| th.interval.as_millis() as u64),
+                    "compression": q.map_or("none", |m| m.encoding.compression.label()),
+                    "fragment_size": q.and_then(|m| m.encoding.fragment),
                 }));
             }
             for &p in topic.publishers() {

@@ -442,7 +442,11 @@ impl Client {
                 }
             }),
             Conn::Ws(reader) => reader.feed(bytes, MAX_FRAME, |e| match e {
-                WsIn::Text(t) | WsIn::Binary(t) => frames.push(t.to_vec()),
+                WsIn::Text(t) => frames.push(t.to_vec()),
+                // The `cbor` and `cbor-raw` compressions: read as JSON.
+                WsIn::Binary(t) => {
+                    frames.push(super::cbor::to_json(t).unwrap_or_default().into_bytes())
+                }
                 WsIn::Ping(p) => reply.extend_from_slice(&ws::client_frame(ws::OP_PONG, p)),
                 WsIn::Pong(_) => {}
                 WsIn::Close(code) => {

@@ -9,6 +9,7 @@
 //! | this one | dispatch: group and command -> handler; exit statuses; signals |
 //! | `args` | flags and positionals (pico-args), the options every command shares |
 //! | `client` | the connection: URLs, request/reply by id, every read with a deadline |
+//! | `cbor` | binary frames (the `cbor` and `cbor-raw` compressions) read as JSON |
 //! | `ws` | the blocking WebSocket client transport: handshake, masked frames |
 //! | `stream` | plain TCP or TLS (`tls://`, `wss://`, `--ca-file`) under either transport |
 //! | `input` | messages, requests, goals and values from the command line (JSON or YAML) -> JSON |
@@ -25,6 +26,7 @@
 
 mod action;
 mod args;
+mod cbor;
 mod client;
 mod demo;
 mod gateway;

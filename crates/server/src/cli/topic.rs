@@ -3,6 +3,7 @@
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
+use rosgate_ros2::registry::Registry;
 use rosgate_wire::encode;
 use rosgate_wire::Raw;
 
@@ -67,6 +68,10 @@ OPTIONS:
     --qos-reliability R     reliable|best_effort
     --qos-durability D      volatile|transient_local (latched messages)
     --qos-depth N           keep at most N messages waiting for this subscriber
+    --compression C         none|cbor|cbor-raw: have the gateway send the
+                            messages so (WebSocket URLs only); cbor-raw's CDR is
+                            decoded here by TYPE (bundled definitions), other
+                            types print the raw frame (secs, nsecs, bytes)
 "
         }
         "pub" => {
@@ -143,9 +148,24 @@ pub fn run(cmd: &str, mut a: Args, ctx: &Ctx) -> Result<(), Error> {
             let count = args::positive("--count", a.opt::<u64>(&["--count"])?)?;
             let json = a.flag("--json");
             let qos = qos(&mut a)?;
+            let compression = a.opt::<String>(&["--compression"])?;
+            if let Some(c) = &compression {
+                // png frames are pixels for a browser's canvas; not read here.
+                if !matches!(c.as_str(), "none" | "cbor" | "cbor-raw") {
+                    return Err(Error::Usage(format!(
+                        "--compression: {c:?} is not none|cbor|cbor-raw"
+                    )));
+                }
+            }
             let p = a.finish(&["TOPIC"], 1)?;
             let count = if once { Some(1) } else { count };
-            echo(ctx, &p[0], p.get(1).cloned(), qos, count, json)
+            let opts = EchoOpts {
+                qos,
+                count,
+                json,
+                compression,
+            };
+            echo(ctx, &p[0], p.get(1).cloned(), opts)
         }
         "pub" => {
             let rate = args::positive("--rate", a.opt::<f64>(&["-r", "--rate"])?)?;
@@ -373,6 +393,18 @@ fn subscribe(
     ty: Option<String>,
     qos: Option<&str>,
 ) -> Result<String, Error> {
+    subscribe_as(c, topic, ty, qos, None).map(|(id, _)| id)
+}
+
+/// [`subscribe`] in a `compression`; returns the request id and the type
+/// subscribed with.
+fn subscribe_as(
+    c: &mut Client,
+    topic: &str,
+    ty: Option<String>,
+    qos: Option<&str>,
+    compression: Option<&str>,
+) -> Result<(String, String), Error> {
     let ty = match ty {
         Some(t) => t,
         None => {
@@ -391,8 +423,11 @@ fn subscribe(
     if let Some(q) = qos {
         req = req.raw("qos", q);
     }
+    if let Some(comp) = compression {
+        req = req.str("compression", comp);
+    }
     c.send(&req.finish())?;
-    Ok(id)
+    Ok((id, ty))
 }
 
 /// What a subscriber's loop got.
@@ -420,21 +455,48 @@ fn next_msg(c: &mut Client, id: &str, until: Option<Instant>) -> Result<Got, Err
     }
 }
 
-fn echo(
-    ctx: &Ctx,
-    topic: &str,
-    ty: Option<String>,
+/// `topic echo`'s options.
+struct EchoOpts {
     qos: Option<String>,
     count: Option<u64>,
     json: bool,
-) -> Result<(), Error> {
+    compression: Option<String>,
+}
+
+/// A `cbor-raw` message (`{"secs","nsecs","bytes":[..]}` as the CLI reads
+/// the frame) decoded from its CDR by `ty`, when the definitions bundled
+/// here know it.
+fn raw_to_json(types: &Registry, ty: &str, msg: &str) -> Option<String> {
+    let v: serde_json::Value = serde_json::from_str(msg).ok()?;
+    let bytes: Vec<u8> = v
+        .get("bytes")?
+        .as_array()?
+        .iter()
+        .map(|x| x.as_u64().and_then(|n| u8::try_from(n).ok()))
+        .collect::<Option<_>>()?;
+    let mut out = Vec::new();
+    rosgate_ros2::cdr::decode_json(types, ty, &bytes, &mut out).ok()?;
+    String::from_utf8(out).ok()
+}
+
+fn echo(ctx: &Ctx, topic: &str, ty: Option<String>, o: EchoOpts) -> Result<(), Error> {
+    let EchoOpts {
+        qos,
+        count,
+        json,
+        compression,
+    } = o;
     let mut c = ctx.connect()?;
-    let id = subscribe(&mut c, topic, ty, qos.as_deref())?;
+    let (id, ty) = subscribe_as(&mut c, topic, ty, qos.as_deref(), compression.as_deref())?;
+    let raw = compression.as_deref() == Some("cbor-raw");
+    let types = raw.then(Registry::bundled_shared);
     let mut seen = 0u64;
     while count.is_none_or(|n| seen < n) {
         match next_msg(&mut c, &id, None)? {
             Got::Msg(f) => {
                 let msg = f.raw("msg").unwrap_or("null");
+                let decoded = types.as_ref().and_then(|t| raw_to_json(t, &ty, msg));
+                let msg = decoded.as_deref().unwrap_or(msg);
                 if json {
                     print(&format!("{msg}\n"))?;
                 } else {

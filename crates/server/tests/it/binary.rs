@@ -156,6 +156,19 @@ fn cbor_follows_the_topics_type_and_is_encoded_once() {
     let s = gw.wait_for_stats("cbor counted", |s| counter(s, "encoded_cbor_frames") == 1);
     assert!(counter(&s, "encoded_cbor_bytes") > 20, "{s}");
     assert_eq!(counter(&s, "cbor_untyped"), 0, "{s}");
+    // topic_info shows each subscription's encoding.
+    plain.send_text(
+        r#"{"op":"call_service","service":"/rosgate/topic_info","id":"ti","args":{"topic":"/f"}}"#,
+    );
+    let info = plain.json();
+    let mut shown: Vec<String> = info["values"]["subscribers"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{info}"))
+        .iter()
+        .map(|s| s["compression"].as_str().unwrap_or("?").to_owned())
+        .collect();
+    shown.sort();
+    assert_eq!(shown, ["cbor", "cbor", "none"], "{info}");
 }
 
 #[test]

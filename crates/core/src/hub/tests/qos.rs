@@ -1027,3 +1027,111 @@ fn a_released_request_is_not_resolved_again() {
     );
     assert!(t.recv(c).is_empty(), "nothing failed");
 }
+
+/// The frames queued for WebSocket client `key`: (binary, payload).
+fn ws_frames(t: &mut T, key: u32) -> Vec<(bool, Vec<u8>)> {
+    let bytes = t.raw(key);
+    let mut out = Vec::new();
+    client::Reader::new().feed(&bytes, usize::MAX, |e| match e {
+        client::Event::Text(b) => out.push((false, b.to_vec())),
+        client::Event::Binary(b) => out.push((true, b.to_vec())),
+        other => panic!("a data frame expected, got {other:?}"),
+    });
+    out
+}
+
+#[test]
+fn encodings_are_made_once_per_message_and_leave_the_ledger() {
+    let mut t = T::new(Limits::default());
+    let p = t.open();
+    t.send(
+        p,
+        r#"{"op":"advertise","topic":"/e","type":"std_msgs/msg/Int64","latch":true}"#,
+    );
+    let subs: Vec<u32> = (0..6).map(|_| t.open_ws()).collect();
+    let asks = [
+        r#""compression":"cbor""#,
+        r#""compression":"cbor""#,
+        r#""compression":"cbor-raw""#,
+        r#""compression":"png""#,
+        r#""compression":"png","throttle_rate":1000"#,
+        r#""fragment_size":10"#,
+    ];
+    for (&s, ask) in subs.iter().zip(asks) {
+        t.ws_send(s, &format!(r#"{{"op":"subscribe","topic":"/e",{ask}}}"#));
+    }
+    for i in 0..10 {
+        t.send(
+            p,
+            &format!(r#"{{"op":"publish","topic":"/e","msg":{{"data":{i}}}}}"#),
+        );
+        t.advance(1);
+    }
+    // One encoding per message and compression, however many asked.
+    assert_eq!(t.counter(Counter::EncodedCborFrames), 10);
+    assert_eq!(t.counter(Counter::EncodedCborRawFrames), 10);
+    // png: every message once (for the unthrottled subscriber); the
+    // throttled one shares it or, later, gets its held copy encoded.
+    assert!(t.counter(Counter::EncodedPngFrames) >= 10);
+    let a = ws_frames(&mut t, subs[0]);
+    let b = ws_frames(&mut t, subs[1]);
+    assert_eq!(a.len(), 10);
+    assert_eq!(a, b);
+    assert!(a.iter().all(|(binary, _)| *binary));
+    assert!(ws_frames(&mut t, subs[2]).iter().all(|(binary, _)| *binary));
+    // A late subscriber gets the latched message in its encoding.
+    let late = t.open_ws();
+    t.ws_send(
+        late,
+        r#"{"op":"subscribe","topic":"/e","compression":"cbor"}"#,
+    );
+    let got = ws_frames(&mut t, late);
+    assert_eq!(got.len(), 1);
+    assert!(got[0].0, "binary");
+    // Some read, some never do; then everyone leaves.
+    t.advance(2_000);
+    for k in subs.into_iter().chain([late, p]) {
+        t.close_now(k);
+        t.advance(1);
+    }
+    t.advance(2_000);
+    t.assert_empty();
+}
+
+#[test]
+fn a_fragmented_message_is_shed_whole() {
+    let mut t = T::new(Limits {
+        max_queue_bytes: 10_000,
+        ..Limits::default()
+    });
+    let p = t.open();
+    let s = t.open_ws();
+    t.ws_send(
+        s,
+        r#"{"op":"subscribe","topic":"/big","fragment_size":300}"#,
+    );
+    let pad = "x".repeat(1_000);
+    for i in 0..40 {
+        t.send(
+            p,
+            &format!(r#"{{"op":"publish","topic":"/big","msg":{{"n":{i},"pad":"{pad}"}}}}"#),
+        );
+    }
+    assert!(t.counter(Counter::Dropped) > 0, "the queue shed");
+    let frames = t.ws_recv(s);
+    // Whole sets only: each a run of num 0..total, joining to a publish.
+    let mut i = 0;
+    let mut ns = Vec::new();
+    while i < frames.len() {
+        let total = frames[i]["total"].as_u64().expect("a fragment") as usize;
+        let mut text = String::new();
+        for (n, f) in frames[i..i + total].iter().enumerate() {
+            assert_eq!(f["num"], n as u64, "{f}");
+            text.push_str(f["data"].as_str().expect("data"));
+        }
+        let whole: Value = serde_json::from_str(&text).expect("a whole message");
+        ns.push(whole["msg"]["n"].as_u64().expect("n"));
+        i += total;
+    }
+    assert!(ns.len() < 40 && ns.contains(&39), "{ns:?}");
+}
