@@ -21,7 +21,7 @@
 #   WARMUP=0.5     unmeasured lead-in per run
 #   RATE=30        images per second
 #   SIZE=640x480   image size of the first table (640x480|1280x720)
-#   SUBS="1 8 32"  subscriber counts
+#   SUBS="1 8 32"  subscriber counts (SUBS= with HD=1: the 1280x720 run only)
 #   ENCODINGS="json cbor cbor-raw mix"
 #   HD=1           run the 1280x720 8 cbor-raw + 8 JSON configuration
 #   PIN=0          do not pin the gateway and the tool to cores 0 and 1
@@ -42,8 +42,8 @@ DURATION=${DURATION:-5}
 WARMUP=${WARMUP:-0.5}
 RATE=${RATE:-30}
 SIZE=${SIZE:-640x480}
-SUBS=${SUBS:-1 8 32}
-ENCODINGS=${ENCODINGS:-json cbor cbor-raw mix}
+SUBS=${SUBS-1 8 32}
+ENCODINGS=${ENCODINGS-json cbor cbor-raw mix}
 HD=${HD:-1}
 OUT=${OUT:-target/images.md}
 RESULTS=${RESULTS:-target/images-results.jsonl}
