@@ -29,9 +29,13 @@
 #   OUT=target/compare.md
 #   RESULTS=target/compare-results.jsonl   every RESULT, tagged with
 #                     row/server/rep/rc
+#   IMAGES=1          then run scripts/images.sh (issue 25: sensor_msgs/Image
+#                     to WebSocket subscribers in JSON/cbor/cbor-raw, rosgate
+#                     only, one repetition) and append its table; 0 skips it
 #
 # Bounded: about REPS x (27 x (DURATION + 1.5) + 30) seconds, which is
-# about 10 minutes with the defaults. Exit status 0 when every run was
+# about 10 minutes with the defaults, plus about 13 x (DURATION + 2)
+# seconds for the images section. Exit status 0 when every run was
 # clean (targets missed are reported, not failed), 1 otherwise.
 
 set -euo pipefail
@@ -42,6 +46,7 @@ DURATION=${DURATION:-5}
 REPS=${REPS:-3}
 WARMUP=${WARMUP:-0.5}
 IDLE_CONNS=${IDLE_CONNS:-10000}
+IMAGES=${IMAGES:-1}
 SERVERS=${SERVERS:-rosgate redis nats}
 OUT=${OUT:-target/compare.md}
 RESULTS=${RESULTS:-target/compare-results.jsonl}
@@ -447,6 +452,23 @@ line "large 1 MiB 1->1, MB/s" large-1m mbs '.mb_per_s' "$RAW_TXT" v_raw
     echo "anything well above 0 means a shared, noisy host. Every run: $RESULTS."
 } >"$OUT.tmp"
 mv "$OUT.tmp" "$OUT"
+
+# The images section: its own gateway per run (TCP and WebSocket), so the
+# servers above are stopped first.
+if [[ $IMAGES == 1 ]]; then
+    for s in "${!PID[@]}"; do
+        stop_server "$s"
+    done
+    IMAGES_OUT=$(dirname "$OUT")/images.md
+    rm -f "$IMAGES_OUT"
+    if ! SKIP_BUILD=1 DURATION=$DURATION WARMUP=$WARMUP OUT=$IMAGES_OUT \
+        RESULTS=$(dirname "$RESULTS")/images-results.jsonl scripts/images.sh >/dev/null; then
+        FAILED=1
+    fi
+    if [[ -f $IMAGES_OUT ]]; then
+        { echo; cat "$IMAGES_OUT"; } >>"$OUT"
+    fi
+fi
 echo
 cat "$OUT"
 exit "$FAILED"

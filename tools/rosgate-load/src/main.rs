@@ -21,9 +21,16 @@
 //! | `histogram` | HDR-style latency histogram |
 //! | `procfs` | CPU and RSS of the tool and the server |
 //! | `report` | the human line and `RESULT {json}` |
+//! | `ticker` | the timerfd that paces open-loop sends |
+//! | `images` | the `images` scenario: its own loop (TCP publisher, WebSocket subscribers), per-encoding tallies and report |
+//! | `image` | the Image message: the publisher's JSON line, the JSON / `cbor` / `cbor-raw` decoders, the CDR reader |
+//! | `cbor` | a minimal CBOR reader |
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 
+mod cbor;
 mod histogram;
+mod image;
+mod images;
 mod nats;
 mod net;
 mod payload;
@@ -34,6 +41,7 @@ mod report;
 mod rosgate;
 mod runner;
 mod scenario;
+mod ticker;
 mod transport;
 
 use std::io::Write;
@@ -41,6 +49,8 @@ use std::net::SocketAddr;
 use std::process::ExitCode;
 use std::time::Duration;
 
+use crate::image::ImageSize;
+use crate::images::ImageParams;
 use crate::nats::Nats;
 use crate::raw::Raw;
 use crate::redis::Redis;
@@ -67,6 +77,11 @@ SCENARIOS (--scenario):
               send time (no coordinated omission)
     large     fanout of large messages (default 1 publisher, 1 subscriber,
               1 MiB)
+    images    1 publisher (TCP JSON lines at --addr) sends sensor_msgs/msg/Image
+              rgb8 open loop at --rate (default 30/s) to --subs WebSocket
+              subscribers at --ws-addr, each in one of --encodings; reports
+              loss, latency (from the header stamp), bytes per subscriber and
+              server CPU per delivered image, per encoding
 
 OPTIONS:
     --addr ADDR          gateway address, loopback only [default: 127.0.0.1:9095]
@@ -100,13 +115,20 @@ OPTIONS:
     --window N           closed loop: messages a publisher may be ahead of
                          its slowest subscriber [default: 1000, lowered so
                          that N x size <= 4 MiB]
-    --rate N             latency: messages/s per publisher [default: 20000]
+    --rate N             latency: messages/s per publisher [default: 20000];
+                         images: images/s [default: 30]
     --duration SECS      measured time [default: 5]
     --warmup SECS        unmeasured (but verified) lead-in [default: 0.5]
     --drain SECS         wait for stragglers after the run [default: 3]
     --setup-timeout SECS connect + subscribe deadline [default: 30]
     --server-pid PID     read the server's CPU and RSS from /proc/PID
-    --topic NAME         topic used [default: /bench/0]
+    --ws-addr ADDR       images: the gateway's WebSocket address, loopback
+                         only [default: 127.0.0.1:9090]
+    --image-size WxH     images: 640x480 or 1280x720 [default: 640x480]
+    --encodings LIST     images: comma-separated json, cbor, cbor-raw, or mix
+                         (all three); subscriber i takes entry i mod length
+                         [default: json]
+    --topic NAME         topic used [default: /bench/0; images: /bench/image]
     --service NAME       service used [default: /bench/echo]
     --action NAME        action used [default: /bench/goal]
     -h, --help           print this help
@@ -140,7 +162,8 @@ EXIT STATUS:
 
 fn main() -> ExitCode {
     let (transport, params, raw_source) = match parse_args() {
-        Ok(Some(v)) => v,
+        Ok(Some(Mode::Images(p))) => return run_images(p),
+        Ok(Some(Mode::Run(t, p, raw))) => (t, p, raw),
         Ok(None) => return ExitCode::SUCCESS,
         Err(msg) => {
             eprintln!("rosgate-load: {msg}\n\nRun `rosgate-load --help` for usage.");
@@ -216,6 +239,34 @@ fn main() -> ExitCode {
     }
 }
 
+/// The `images` scenario runs its own loop (see `images`).
+fn run_images(p: ImageParams) -> ExitCode {
+    match images::Runner::new(p).and_then(images::Runner::run) {
+        Ok(o) => {
+            let mut out = std::io::stdout().lock();
+            let _ = writeln!(out, "{}", o.human());
+            let _ = writeln!(out, "RESULT {}", o.json());
+            let _ = out.flush();
+            if o.clean() {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(1)
+            }
+        }
+        Err(e) => {
+            eprintln!("rosgate-load: images: {e}");
+            ExitCode::from(3)
+        }
+    }
+}
+
+/// What the command line asks for.
+enum Mode {
+    /// A scenario of the shared runner: transport, run, be a raw source.
+    Run(String, Params, bool),
+    Images(ImageParams),
+}
+
 fn run<C: Codec>(params: Params) -> Result<runner::Outcome, RunError> {
     Runner::<C>::new(params)?.run()
 }
@@ -225,9 +276,8 @@ fn secs(name: &str, v: f64) -> Result<Duration, String> {
         .map_err(|_| format!("{name}: {v} is not a valid number of seconds"))
 }
 
-/// `Ok(None)` when `--help` was answered; otherwise the transport, the
-/// run, and whether to be a raw source instead.
-fn parse_args() -> Result<Option<(String, Params, bool)>, String> {
+/// `Ok(None)` when `--help` was answered; otherwise what to run.
+fn parse_args() -> Result<Option<Mode>, String> {
     let mut args = pico_args::Arguments::from_env();
     if args.contains(["-h", "--help"]) {
         print!("{USAGE}");
@@ -239,10 +289,17 @@ fn parse_args() -> Result<Option<(String, Params, bool)>, String> {
         .opt_value_from_str("--addr")
         .map_err(u)?
         .unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 9095)));
-    let scenario: Scenario = args
-        .opt_value_from_str("--scenario")
-        .map_err(u)?
-        .unwrap_or(Scenario::Fanout);
+    let scenario_name: Option<String> = args.opt_value_from_str("--scenario").map_err(u)?;
+    if scenario_name.as_deref() == Some("images") {
+        if raw_source {
+            return Err("--raw-source is not a sender of images".into());
+        }
+        return parse_images(args, addr).map(|p| Some(Mode::Images(p)));
+    }
+    let scenario: Scenario = match scenario_name {
+        Some(s) => s.parse().map_err(|e: String| format!("{e} (or images)"))?,
+        None => Scenario::Fanout,
+    };
     let transport: String = args
         .opt_value_from_str("--transport")
         .map_err(u)?
@@ -312,5 +369,76 @@ fn parse_args() -> Result<Option<(String, Params, bool)>, String> {
     }
     params.source_addr = source_addr;
     params.settle = settle;
-    Ok(Some((transport, params, raw_source)))
+    Ok(Some(Mode::Run(transport, params, raw_source)))
+}
+
+/// The `images` scenario's flags (the shared ones it does not use are
+/// refused as unexpected).
+fn parse_images(mut args: pico_args::Arguments, addr: SocketAddr) -> Result<ImageParams, String> {
+    let u = |e: pico_args::Error| e.to_string();
+    let transport: Option<String> = args.opt_value_from_str("--transport").map_err(u)?;
+    if transport.as_deref().is_some_and(|t| t != Rosgate::NAME) {
+        return Err("--scenario images needs --transport rosgate".into());
+    }
+    let ws_addr: SocketAddr = args
+        .opt_value_from_str("--ws-addr")
+        .map_err(u)?
+        .unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 9090)));
+    let size: ImageSize = args
+        .opt_value_from_str("--image-size")
+        .map_err(u)?
+        .unwrap_or(ImageSize {
+            width: 640,
+            height: 480,
+        });
+    let encodings = match args
+        .opt_value_from_str::<_, String>("--encodings")
+        .map_err(u)?
+    {
+        Some(s) => image::parse_encodings(&s)?,
+        None => vec![image::Encoding::Json],
+    };
+    let rate: u64 = args.opt_value_from_str("--rate").map_err(u)?.unwrap_or(30);
+    let subs: usize = args.opt_value_from_str("--subs").map_err(u)?.unwrap_or(1);
+    let mut dur = |name: &'static str, default: f64| -> Result<Duration, String> {
+        let v: Option<f64> = args.opt_value_from_str(name).map_err(u)?;
+        secs(name, v.unwrap_or(default))
+    };
+    let duration = dur("--duration", 5.0)?;
+    let warmup = dur("--warmup", 0.5)?;
+    let drain = dur("--drain", 3.0)?;
+    let setup_timeout = dur("--setup-timeout", 30.0)?;
+    let server_pid: Option<u32> = args.opt_value_from_str("--server-pid").map_err(u)?;
+    let topic: String = args
+        .opt_value_from_str("--topic")
+        .map_err(u)?
+        .unwrap_or_else(|| "/bench/image".into());
+    let rest = args.finish();
+    if let Some(first) = rest.first() {
+        return Err(format!(
+            "unexpected argument {:?} for --scenario images",
+            first.to_string_lossy()
+        ));
+    }
+    if let Some(pid) = server_pid {
+        if procfs::proc_cpu(pid).is_err() {
+            return Err(format!("--server-pid {pid}: no such process"));
+        }
+    }
+    let p = ImageParams {
+        addr,
+        ws_addr,
+        size,
+        rate,
+        subs,
+        encodings,
+        duration,
+        warmup,
+        drain,
+        setup_timeout,
+        server_pid,
+        topic,
+    };
+    p.validate()?;
+    Ok(p)
 }

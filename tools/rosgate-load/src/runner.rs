@@ -39,7 +39,7 @@
 use std::collections::VecDeque;
 use std::fmt;
 use std::io::{self, ErrorKind};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
 
 use mio::net::TcpStream;
@@ -52,6 +52,7 @@ use crate::net::{connect_done, Filled, RxBuf, TxBuf};
 use crate::payload::{Payload, Stamp};
 use crate::procfs::{proc_rss, CpuSample, CpuUse};
 use crate::scenario::{Params, Scenario};
+use crate::ticker::Ticker;
 use crate::transport::{Codec, Event, ServerCounters};
 
 /// Non-blocking connects in flight at once: below the 128-entry listen
@@ -548,53 +549,6 @@ impl Outcome {
     }
 }
 
-/// Periodic timerfd that wakes the loop for open-loop sends.
-#[derive(Debug)]
-struct Ticker {
-    fd: OwnedFd,
-}
-
-impl Ticker {
-    fn new(period: Duration) -> io::Result<Ticker> {
-        // SAFETY: plain syscall; the result is checked before use.
-        let raw = unsafe {
-            libc::timerfd_create(
-                libc::CLOCK_MONOTONIC,
-                libc::TFD_NONBLOCK | libc::TFD_CLOEXEC,
-            )
-        };
-        if raw < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: `raw` is a fresh descriptor we now own exclusively.
-        let fd = unsafe { OwnedFd::from_raw_fd(raw) };
-        let ts = libc::timespec {
-            tv_sec: period.as_secs() as libc::time_t,
-            tv_nsec: period.subsec_nanos().max(1) as libc::c_long,
-        };
-        let spec = libc::itimerspec {
-            it_interval: ts,
-            it_value: ts,
-        };
-        // SAFETY: valid fd and pointer; old value not requested.
-        if unsafe { libc::timerfd_settime(fd.as_raw_fd(), 0, &spec, std::ptr::null_mut()) } < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // The default 50 us slack would be a floor under every latency.
-        // SAFETY: prctl with integer arguments only.
-        unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong) };
-        Ok(Ticker { fd })
-    }
-
-    /// Consumes expirations so the next one raises a new edge.
-    fn drain(&self) {
-        let mut n = [0u8; 8];
-        // SAFETY: reads at most 8 bytes into a local buffer; errors (EAGAIN)
-        // mean nothing was pending.
-        let _ = unsafe { libc::read(self.fd.as_raw_fd(), n.as_mut_ptr().cast(), n.len()) };
-    }
-}
-
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Phase {
     Setup,
@@ -712,10 +666,7 @@ impl<C: Codec> Runner<C> {
         // Drain.
         self.phase = Phase::Drain;
         if let Some(t) = self.ticker.take() {
-            let _ = self
-                .poll
-                .registry()
-                .deregister(&mut SourceFd(&t.fd.as_raw_fd()));
+            let _ = self.poll.registry().deregister(&mut SourceFd(&t.raw_fd()));
         }
         let drain_deadline = Instant::now() + self.p.drain;
         while !self.complete() && Instant::now() < drain_deadline {
@@ -841,7 +792,7 @@ impl<C: Codec> Runner<C> {
         let period = Duration::from_nanos((1_000_000_000 / self.p.rate).max(1));
         match Ticker::new(period) {
             Ok(t) => {
-                let fd = t.fd.as_raw_fd();
+                let fd = t.raw_fd();
                 match self
                     .poll
                     .registry()
