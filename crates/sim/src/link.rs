@@ -409,18 +409,28 @@ impl World {
                 let mut sub = [0; 16];
                 sub[0] = 3;
                 let from = [ros, OWN, sub][rng.below(3) as usize];
-                let expected =
-                    self.wanted && from == ros && self.present.get(&ros).copied().unwrap_or(false);
+                // A GID of no entity present is a publisher whose token
+                // is not known: taken, volatile.
+                let known = self.present.get(&from).copied().unwrap_or(false);
+                let expected: &[Option<u32>] = if !self.wanted || from == OWN {
+                    &[]
+                } else if !known {
+                    &[None]
+                } else if from == ros {
+                    &[Some(PUB_DEPTH)]
+                } else {
+                    &[]
+                };
                 self.samples.clear();
                 self.handle(Event::Sample {
                     domain: 0,
                     topic: TOPIC.into(),
-                    publisher: from,
+                    publisher: Some(from),
                     ty: "std_msgs/msg/String".into(),
                     hash: "RIHS01_x".into(),
                     payload: vec![1],
                 })?;
-                let want: &[Option<u32>] = if expected { &[Some(PUB_DEPTH)] } else { &[] };
+                let want = expected;
                 if self.samples != want {
                     return Err(self.violation(format!(
                         "a sample from {:?} delivered as {:?}, expected {want:?}",

@@ -183,11 +183,12 @@ pub enum Event {
     /// its publishers are not delivered (they cross the federation).
     Rosgate { participant: String, present: bool },
     /// A sample from a ROS 2 publisher: its type (a ROS name) and hash as
-    /// the transport said them (rmw_zenoh: the key), its CDR.
+    /// the transport said them (rmw_zenoh: the key), its publisher's GID
+    /// when the sample names one (rmw_zenoh: the attachment), its CDR.
     Sample {
         domain: Domain,
         topic: String,
-        publisher: Gid,
+        publisher: Option<Gid>,
         ty: String,
         hash: String,
         payload: Vec<u8>,
@@ -957,26 +958,29 @@ impl Link {
         &mut self,
         domain: Domain,
         topic: String,
-        publisher: Gid,
+        publisher: Option<Gid>,
         (ty, hash): (String, String),
         payload: Vec<u8>,
     ) {
-        if self.own.contains(&publisher) {
+        if publisher.is_some_and(|g| self.own.contains(&g)) {
             self.own_samples += 1;
             return;
         }
-        // A publisher not (yet) known is not believed: dropped.
-        let Some(p) = self.entities.get(&publisher) else {
-            self.ignored += 1;
-            return;
-        };
-        if self.rosgate.contains(&p.participant) {
-            self.echoes += 1;
-            return;
-        }
-        if p.kind != EntityKind::Publisher || p.domain != domain || p.name != topic {
-            self.ignored += 1;
-            return;
+        // A publisher known by its token: not another rosgate's (its
+        // samples crossed the federation already), and one of this topic.
+        // One not known (its token not seen yet, or a sample without an
+        // attachment) is taken, volatile, as an rmw_zenoh subscription
+        // takes any sample on its key.
+        let known = publisher.and_then(|g| self.entities.get(&g));
+        if let Some(p) = known {
+            if self.rosgate.contains(&p.participant) {
+                self.echoes += 1;
+                return;
+            }
+            if p.kind != EntityKind::Publisher || p.domain != domain || p.name != topic {
+                self.ignored += 1;
+                return;
+            }
         }
         if !self.wanted.contains(&(domain, topic.clone())) {
             return;
@@ -984,8 +988,9 @@ impl Link {
         // A transient local publisher's samples are latched in the hub
         // (its depth of them), so clients that subscribe later get them as
         // from a local one.
-        let latched = (p.qos.durability == crate::rmw::Durability::TransientLocal)
-            .then_some(p.qos.depth.max(1));
+        let latched = known
+            .filter(|p| p.qos.durability == crate::rmw::Durability::TransientLocal)
+            .map(|p| p.qos.depth.max(1));
         // Decoded by the type the sample names (what its CDR is), which
         // must be known here.
         if !self.types.knows(&ty) {

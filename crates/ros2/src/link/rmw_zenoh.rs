@@ -52,15 +52,14 @@ pub fn is_node(token: &Token) -> bool {
 
 /// A sample received on a data key, with its attachment, as the link's
 /// event: the topic, type and hash from the key, the publisher from the
-/// attachment's GID.
-pub fn sample(key: &str, attachment: &[u8], payload: Vec<u8>) -> Option<Event> {
+/// attachment's GID (none without one).
+pub fn sample(key: &str, attachment: Option<&[u8]>, payload: Vec<u8>) -> Option<Event> {
     let (domain, topic, dds, hash) = rmw::parse_data_key(key)?;
     let ty = rmw::ros_type_name(&dds)?;
-    let att = Attachment::decode(attachment)?;
     Some(Event::Sample {
         domain,
         topic,
-        publisher: att.gid,
+        publisher: attachment.and_then(Attachment::decode).map(|a| a.gid),
         ty,
         hash,
         payload,

@@ -368,7 +368,7 @@ fn a_publisher_follows_the_type_of_the_subscription_that_serves_it() {
 }
 
 #[test]
-fn samples_are_delivered_while_wanted_from_known_publishers_only() {
+fn samples_are_delivered_while_wanted_and_not_from_another_topics_publisher() {
     let mut l = link_knowing(&["std_msgs/msg/String"]);
     l.handle(Event::Want {
         domain: D,
@@ -395,17 +395,33 @@ fn samples_are_delivered_while_wanted_from_known_publishers_only() {
     let sample = |p: u8| Event::Sample {
         domain: D,
         topic: "/chatter".into(),
-        publisher: gid(p),
+        publisher: Some(gid(p)),
         ty: "std_msgs/msg/String".into(),
         hash: String::new(),
         payload: vec![p],
     };
+    // A publisher whose token is not known (yet), or a sample naming
+    // none: taken, volatile, as an rmw_zenoh subscription takes any sample
+    // on its key.
     l.handle(sample(1));
-    assert!(
-        drain(&mut l).is_empty(),
-        "an unknown publisher's sample is dropped"
+    let mut unknown = sample(2);
+    if let Event::Sample { publisher, .. } = &mut unknown {
+        *publisher = None;
+    }
+    l.handle(unknown);
+    assert_eq!(
+        to_hub(&drain(&mut l))
+            .iter()
+            .map(|m| match m {
+                ToHub::Sample {
+                    latched, payload, ..
+                } => (*latched, payload.clone()),
+                _ => (Some(0), vec![]),
+            })
+            .collect::<Vec<_>>(),
+        vec![(None, vec![1]), (None, vec![2])]
     );
-    assert_eq!(l.stats().ignored, 1);
+    assert_eq!(l.stats().ignored, 0);
     l.handle(Event::Appeared(entity(
         1,
         EntityKind::Publisher,
@@ -428,7 +444,7 @@ fn samples_are_delivered_while_wanted_from_known_publishers_only() {
     l.handle(Event::Sample {
         domain: D,
         topic: "/other".into(),
-        publisher: gid(1),
+        publisher: Some(gid(1)),
         ty: "std_msgs/msg/String".into(),
         hash: String::new(),
         payload: vec![],
@@ -473,7 +489,7 @@ fn a_rosgate_gateways_publisher_is_recognised_and_not_echoed() {
     let sample = Event::Sample {
         domain: D,
         topic: "/chatter".into(),
-        publisher: gid(1),
+        publisher: Some(gid(1)),
         ty: "std_msgs/msg/String".into(),
         hash: String::new(),
         payload: vec![1],
@@ -519,7 +535,7 @@ fn transient_local_publishers_samples_are_delivered_latched() {
         l.handle(Event::Sample {
             domain: D,
             topic: "/map".into(),
-            publisher: gid(p),
+            publisher: Some(gid(p)),
             ty: "std_msgs/msg/String".into(),
             hash: String::new(),
             payload: vec![p],
@@ -1927,7 +1943,7 @@ fn a_sample_claiming_a_subscription_or_another_domain_is_not_believed() {
     l.handle(Event::Sample {
         domain: D,
         topic: "/chatter".into(),
-        publisher: gid(1),
+        publisher: Some(gid(1)),
         ty: "std_msgs/msg/String".into(),
         hash: String::new(),
         payload: vec![],
@@ -1935,7 +1951,7 @@ fn a_sample_claiming_a_subscription_or_another_domain_is_not_believed() {
     l.handle(Event::Sample {
         domain: 7,
         topic: "/chatter".into(),
-        publisher: gid(2),
+        publisher: Some(gid(2)),
         ty: "std_msgs/msg/String".into(),
         hash: String::new(),
         payload: vec![],
@@ -2277,22 +2293,32 @@ fn the_rmw_zenoh_adapter_reads_a_sample_and_names_the_keys_of_puts_and_queries()
         gid: gid(7),
     };
     assert_eq!(
-        rmw_zenoh::sample(&key, &att.encode(), vec![1]),
+        rmw_zenoh::sample(&key, Some(&att.encode()), vec![1]),
         Some(Event::Sample {
             domain: 0,
             topic: "/robot1/chatter".into(),
-            publisher: gid(7),
+            publisher: Some(gid(7)),
             ty: "std_msgs/msg/String".into(),
             hash: hash.clone(),
             payload: vec![1]
         })
     );
+    for att in [None, Some(&[1u8, 2, 3][..])] {
+        assert!(
+            matches!(
+                rmw_zenoh::sample(&key, att, vec![]),
+                Some(Event::Sample {
+                    publisher: None,
+                    ..
+                })
+            ),
+            "no attachment, or a bad one: a sample of no known publisher"
+        );
+    }
     assert_eq!(
-        rmw_zenoh::sample(&key, &[1, 2, 3], vec![]),
-        None,
-        "a bad attachment"
+        rmw_zenoh::sample("0/@adv/x/y", Some(&att.encode()), vec![]),
+        None
     );
-    assert_eq!(rmw_zenoh::sample("0/@adv/x/y", &att.encode(), vec![]), None);
     assert_eq!(
         rmw_zenoh::put_key(0, "/robot1/chatter", "std_msgs/msg/String", &hash),
         Some(key)

@@ -782,7 +782,7 @@ mod tests {
             event: Event::Sample {
                 domain: 0,
                 topic: "/t".into(),
-                publisher: [n; 16],
+                publisher: Some([n; 16]),
                 ty: "std_msgs/msg/String".into(),
                 hash: String::new(),
                 payload: vec![n],
@@ -822,7 +822,7 @@ mod tests {
         assert!(matches!(taken[0], Inbound::Event(Event::Gone(g)) if g == [1; 16]));
         assert_eq!(q.events.len(), 3);
         assert!(
-            matches!(&q.events[0], Inbound::Sample { event: Event::Sample { publisher, .. }, .. } if *publisher == [3; 16])
+            matches!(&q.events[0], Inbound::Sample { event: Event::Sample { publisher, .. }, .. } if *publisher == Some([3; 16]))
         );
         assert!(matches!(q.events[1], Inbound::Event(Event::Gone(g)) if g == [4; 16]));
         assert_eq!(q.feedback, 1, "the feedback still waiting is still counted");

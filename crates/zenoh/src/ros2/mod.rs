@@ -14,7 +14,7 @@
 //!   declared, through this gateway's publisher; a local subscriber makes
 //!   the link subscribe to the topic's data keys (any type), and each
 //!   sample goes, raw, through the loop's inbox to the link, which decides
-//!   (own, a gateway's, an unknown publisher's or type's are dropped) and
+//!   (own, a gateway's, an unknown type's are dropped) and
 //!   hands the CDR and its type back; it is decoded here, on the loop
 //!   thread, for the hub;
 //! - services and actions: calls and goals both ways (`calls_in.rs`,
@@ -183,11 +183,13 @@ impl RosShared {
         }
         let attachment = s.attachment().map(|a| a.to_bytes());
         let payload = s.payload().to_bytes().into_owned();
-        let event = attachment.and_then(|a| {
-            rosgate_ros2::link::rmw_zenoh::sample(s.key_expr().as_str(), &a, payload)
-        });
+        let event = rosgate_ros2::link::rmw_zenoh::sample(
+            s.key_expr().as_str(),
+            attachment.as_deref(),
+            payload,
+        );
         let Some(event) = event else {
-            // No publisher to know it by: not taken.
+            // Not a data key of a type: not taken.
             self.ignored.fetch_add(1, Ordering::Relaxed);
             return;
         };
