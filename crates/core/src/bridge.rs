@@ -5,8 +5,8 @@
 //! answers, feedback and results to calls and goals that came from a peer
 //! are [`BridgeMsg`]s in one [`Outbox`], each naming the peer
 //! ([`PeerId`]) the hub knows is on the other side: the provider it
-//! recorded (`Hub::remote_provider`) or the peer a call came from
-//! (`Hub::remote_call_from`). The shell hands each to that peer, with
+//! recorded (`Bridges::remote_provider`) or the peer a call came from
+//! (`Bridges::remote_call`; both in `hub/bridges.rs`). The shell hands each to that peer, with
 //! nothing to decode and nothing to route by trial.
 //!
 //! Invariants:

@@ -158,6 +158,9 @@ mod tests {
         let (inbox, handle) = Inbox::new(waker, 64);
         let now = Instant::now();
         let mut hub = Hub::new(Limits::default(), now);
+        // The jobs deliver what a peer network sends (as Zenoh's do),
+        // which the hub routes only with federation on.
+        hub.enable_federation();
         for _ in 0..1000 {
             let c = hub.open(now).expect("open");
             hub.on_bytes(
@@ -170,8 +173,8 @@ mod tests {
             handle
                 .send(Box::new(move |hub, now| {
                     let msg = format!("{{\"n\":{n}}}");
-                    let gateway = rosgate_core::hub::Origin::Gateway;
-                    hub.route(gateway, 0, "/f", Raw::from_valid_json(&msg), now)
+                    hub.bridges()
+                        .remote_publish(0, "/f", Raw::from_valid_json(&msg), None, now)
                 }))
                 .expect("queued");
         }

@@ -10,7 +10,6 @@ use std::time::{Duration, Instant};
 use rosgate::config::Config;
 use rosgate::inbox::{Handle, SendError};
 use rosgate::server::Server;
-use rosgate_core::hub::Origin;
 use rosgate_wire::Raw;
 
 fn start() -> (Handle, std::net::SocketAddr, thread::JoinHandle<()>) {
@@ -54,8 +53,12 @@ fn a_job_from_another_thread_publishes_to_a_real_client() {
     thread::spawn(move || {
         sender
             .send(Box::new(|hub, now| {
+                // What a peer network's job does (Zenoh's, with
+                // `--zenoh-*`, where the shell turned federation on at
+                // start): the hub routes remote data only then.
+                hub.enable_federation();
                 let msg = Raw::from_valid_json("{\"n\":42}");
-                hub.route(Origin::Gateway, 0, "/injected", msg, now)
+                hub.bridges().remote_publish(0, "/injected", msg, None, now)
             }))
             .expect("queued");
     })

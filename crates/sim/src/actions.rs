@@ -369,7 +369,7 @@ pub enum Action {
     Clock { v: u16 },
     /// Another gateway of a federation publishes message `msg` (modulo the
     /// driver's few) on `TOPICS[topic]` in the domain of the client in
-    /// `slot` (0 without one): `Hub::route` with `Origin::Remote`. Decoded from fuzz
+    /// `slot` (0 without one): `Bridges::remote_publish`. Decoded from fuzz
     /// input only: seeded schedules do not draw it yet (see
     /// `driver::federation`).
     Remote { slot: u8, topic: u8, msg: u8 },

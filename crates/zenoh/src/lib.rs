@@ -2,15 +2,19 @@
 //! gateways (`gateways/`, issue 16) and ROS 2 graphs over rmw_zenoh
 //! (`ros2/`, feature `ros2`, issue 17), behind one trait (`peer.rs`); the
 //! network side of the federation seam in `rosgate_core::hub`
-//! (`hub/federation.rs`). This module owns the session's settings and
-//! opening, the hand-off to the loop, and each turn: the hub's interest
-//! changes to every peer, the bridges' topic data (their queues) to every
-//! peer, and the hub's calls, goals and answers (its typed outbox,
-//! `rosgate_core::bridge`) each to the one peer it names.
+//! (`hub/federation.rs`), which it reaches only through the hub's network
+//! facade, `rosgate_core::hub::Bridges` (`hub.bridges()`): the server
+//! hands [`Federation::turn`] the hub, and every peer and every job gets
+//! the facade. This module owns the session's settings and opening, and
+//! each turn: the hub's interest changes to every peer, the bridges' topic
+//! data (their queues) to every peer, and the hub's calls, goals and
+//! answers (its typed outbox, `rosgate_core::bridge`) each to the one peer
+//! it names.
 //!
 //! Zenoh runs its own threads. What they receive reaches the mio loop only
-//! as jobs through the loop's bounded inbox ([`ToLoop`]); a full inbox
-//! drops topic samples (counted) and never blocks Zenoh. What the loop
+//! as jobs through the loop's bounded inbox ([`ToLoop`]), handed over by
+//! `inbox.rs` (shared by both peers, owner of the samples' budget); a full
+//! inbox drops topic samples (counted) and never blocks Zenoh. What the loop
 //! sends goes out from the loop thread itself in [`Federation::turn`]:
 //! puts with congestion control `Drop`, so a slow network sheds rather
 //! than stalling the loop. What the loop declares (subscribers,
@@ -33,10 +37,11 @@
 //!
 //! Invariants:
 //! - no Zenoh callback blocks or takes a lock the loop holds for long: the
-//!   shared tables (`remote::Shared`) are locked for a few map operations;
-//! - the bytes of samples waiting in the inbox are bounded by
-//!   [`INBOX_BYTES`]; the remote tables by [`remote::MAX_GATEWAYS`] and
-//!   [`remote::MAX_REMOTE_INTEREST`];
+//!   shared tables (`remote::Shared`) are locked for a few map operations,
+//!   and the hand-off to the loop (`inbox.rs`) never waits;
+//! - the samples waiting for the loop are bounded by [`INBOX_BYTES`] and
+//!   [`MAX_PENDING_SAMPLES`] (`inbox.rs`); the remote tables by
+//!   [`remote::MAX_GATEWAYS`] and [`remote::MAX_REMOTE_INTEREST`];
 //! - a payload from the network is delivered only if it is one JSON value
 //!   the wire decoder accepts, with raw line breaks blanked (it is framed
 //!   into NDJSON lines for clients).
@@ -44,6 +49,7 @@
 mod exposure;
 mod first_reply;
 mod gateways;
+mod inbox;
 mod peer;
 #[cfg(feature = "ros2")]
 mod ros2;
@@ -56,13 +62,12 @@ use peer::{Peer, Put};
 
 use std::io::IoSlice;
 use std::path::PathBuf;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Instant;
 
 use rosgate_core::bridge::BridgeMsg;
 use rosgate_core::counters::Counter;
-use rosgate_core::hub::{InterestChange, Offer};
+use rosgate_core::hub::{Bridges, InterestChange, Offer};
 use rosgate_core::nodes::Domain;
 use rosgate_core::out::MAX_IOVECS;
 use rosgate_core::Hub;
@@ -70,6 +75,8 @@ use rosgate_ros2::registry::Registry;
 use rosgate_wire::decode::{self, Op, Request};
 use zenoh::{Session, Wait};
 
+use inbox::Inbox;
+pub use inbox::{Job, ToLoop, INBOX_BYTES, MAX_PENDING_SAMPLES};
 use remote::Shared;
 pub use remote::{
     GRAPH_ITEMS_PER_TURN, MAX_GATEWAYS, MAX_GRAPH_BYTES, MAX_PENDING_GRAPH_BYTES, MAX_REMOTE_CALLS,
@@ -79,17 +86,6 @@ pub use remote::{
 pub use ros2::{MAX_ROS_ENTITIES, MAX_ROS_ENTITIES_PER_NODE, MAX_ROS_NODES, ROS_GRAPH};
 pub use ros_settings::RosSettings;
 pub use worker::{MAX_ZENOH_COMMANDS, WORKER_STOP_MS};
-
-/// Work for the loop thread.
-pub type Job = Box<dyn FnOnce(&mut Hub, Instant) + Send>;
-
-/// Queues a job for the loop thread without blocking; false when refused
-/// (the inbox is full or the loop has stopped).
-pub type ToLoop = Arc<dyn Fn(Job) -> bool + Send + Sync>;
-
-/// Bytes. Samples from other gateways waiting in the loop's inbox; past
-/// it, further samples are dropped and counted (`federation_in_dropped`).
-pub const INBOX_BYTES: usize = 64 << 20;
 
 /// Bytes. Taken from the bridges' queues per loop turn; the rest waits
 /// for the next turn (so one busy topic cannot hold the loop).
@@ -246,6 +242,9 @@ pub struct Federation {
     /// The thread every declaration of the peers is made and dropped on.
     worker: worker::Worker,
     zid: String,
+    /// The hand-off to the loop, shared by the peers.
+    inbox: Arc<Inbox>,
+    /// The gateways' tables, shared with the ROS 2 peer.
     shared: Arc<Shared>,
     /// ROS 2 (when joined), then the gateways: one of each kind at most,
     /// found by [`Peer::id`] for the messages that name it.
@@ -297,9 +296,10 @@ impl Federation {
             .wait()
             .map_err(|e| format!("zenoh: cannot open a session: {e}"))?;
         let zid = session.zid().to_string();
-        let shared = Arc::new(Shared::new(zid.clone(), to_loop));
+        let inbox = Arc::new(Inbox::new(to_loop));
+        let shared = Arc::new(Shared::new(zid.clone(), inbox.clone()));
         let worker = worker::Worker::start(&session)?;
-        let gateways = Gateways::start(&session, shared.clone(), worker.decls())?;
+        let gateways = Gateways::start(&session, shared.clone(), inbox.clone(), worker.decls())?;
         let mut peers: Vec<Box<dyn Peer>> = Vec::new();
         // Without the `ros2` feature `prepare` refused any `--ros-domain`.
         #[cfg(feature = "ros2")]
@@ -309,6 +309,7 @@ impl Federation {
                 &settings,
                 types,
                 shared.clone(),
+                inbox.clone(),
                 worker.decls(),
             )?);
         }
@@ -319,6 +320,7 @@ impl Federation {
             session,
             worker,
             zid,
+            inbox,
             shared,
             peers,
             changes: Vec::new(),
@@ -349,6 +351,8 @@ impl Federation {
     /// into Zenoh, the bridges' queued messages into Zenoh, counters and
     /// the status into the hub.
     pub fn turn(&mut self, hub: &mut Hub, now: Instant) {
+        // Everything below reaches the hub through its network facade.
+        let hub = &mut hub.bridges();
         for p in &mut self.peers {
             p.sync(hub, now);
         }
@@ -377,24 +381,24 @@ impl Federation {
                 due = Some(due.map_or(t, |d| d.min(t)));
             }
         }
-        hub.set_federation_due(due);
-        let links: Vec<(Domain, u32)> = hub.federation_links().collect();
-        for (domain, key) in links {
-            self.drain(hub, domain, key, now);
+        hub.set_due(due);
+        let domains: Vec<Domain> = hub.domains().collect();
+        for domain in domains {
+            self.drain(hub, domain, now);
         }
         // After the topic data: a client's publishes before its call
         // leave before the call, as they did through the bridge's queue.
         self.send(hub, now);
-        let dropped = self.shared.take_dropped();
+        let dropped = self.inbox.take_dropped();
         if dropped > 0 {
-            hub.count_n(Counter::FederationInDropped, dropped);
+            hub.count(Counter::FederationInDropped, dropped);
         }
         let ignored = self.shared.take_ignored();
         if ignored > 0 {
-            hub.count_n(Counter::FederationAnnouncementsIgnored, ignored);
+            hub.count(Counter::FederationAnnouncementsIgnored, ignored);
         }
         let held: usize = self.peers.iter().map(|p| p.held_bytes()).sum();
-        hub.set_federation_held(self.shared.held_bytes() + held);
+        hub.set_held(self.shared.held_bytes() + self.inbox.pending_bytes() + held);
         if self
             .last_status
             .is_none_or(|t| now.saturating_duration_since(t).as_millis() >= 200)
@@ -405,14 +409,14 @@ impl Federation {
                 p.status(&mut status);
             }
             status["zenoh_worker"] = self.worker.decls().status();
-            hub.set_federation_status(status.to_string());
+            hub.set_status(status.to_string());
         }
     }
 
     /// Sends the topic data the bridge of `domain` has queued: one put
     /// per message, to every peer.
-    fn drain(&mut self, hub: &mut Hub, domain: Domain, key: u32, now: Instant) {
-        let Some(out) = hub.out(key) else {
+    fn drain(&mut self, hub: &mut Bridges<'_>, domain: Domain, now: Instant) {
+        let Some(out) = hub.queue(domain) else {
             return;
         };
         if out.is_empty() {
@@ -425,7 +429,7 @@ impl Federation {
         for s in &iov[..n] {
             buf.extend_from_slice(s);
         }
-        hub.wrote(key, buf.len(), now);
+        hub.drained(domain, buf.len(), now);
         let (mut sent, mut dropped) = (0u64, 0u64);
         // Whether the topic's messages cross marked as latched, asked once
         // per topic per drain.
@@ -457,14 +461,14 @@ impl Federation {
             }
         }
         self.buf = buf;
-        hub.count_n(Counter::FederationOut, sent);
-        hub.count_n(Counter::FederationOutDropped, dropped);
+        hub.count(Counter::FederationOut, sent);
+        hub.count(Counter::FederationOutDropped, dropped);
     }
 
     /// Hands the hub's calls, goals, cancels and answers each to the peer
     /// it names. A call or goal for a peer that is not joined, or that
     /// cannot take it, fails at once (the hub answers its caller).
-    fn send(&mut self, hub: &mut Hub, now: Instant) {
+    fn send(&mut self, hub: &mut Bridges<'_>, now: Instant) {
         let mut msgs = std::mem::take(&mut self.msgs);
         hub.take_bridge_msgs(&mut msgs);
         for m in msgs.drain(..) {
@@ -520,7 +524,7 @@ impl Federation {
 
     /// Samples waiting in the loop's inbox, in bytes.
     pub fn inbox_bytes(&self) -> usize {
-        self.shared.pending_bytes.load(Ordering::Relaxed)
+        self.inbox.pending_bytes()
     }
 
     /// Withdraws this gateway from the federation (its tokens go at once,

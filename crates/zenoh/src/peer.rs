@@ -2,7 +2,8 @@
 //! peer it carries (other gateways, ROS 2 graphs), so [`crate::Federation`]
 //! hands the hub's changes and the bridges' topic data to each in turn,
 //! and each of the hub's typed messages to the peer whose [`Peer::id`] it
-//! names, with no knowledge of which peers exist.
+//! names, with no knowledge of which peers exist. A peer reaches the hub
+//! only through its network facade ([`Bridges`]), handed to it each turn.
 //!
 //! Invariant: a call, goal, cancel, answer or goal update goes to the one
 //! peer the hub named in its [`rosgate_core::bridge::BridgeMsg`] (the
@@ -13,8 +14,8 @@ use std::rc::Rc;
 use std::time::Instant;
 
 use rosgate_core::bridge::PeerId;
+use rosgate_core::hub::Bridges;
 use rosgate_core::nodes::Domain;
-use rosgate_core::Hub;
 
 /// What became of a message put to a peer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -32,9 +33,9 @@ pub(crate) enum Put {
 pub(crate) trait Peer {
     /// Start of a turn, before the hub's changes: what the peer learned
     /// (from Zenoh's threads) into the hub.
-    fn sync(&mut self, hub: &mut Hub, now: Instant);
+    fn sync(&mut self, hub: &mut Bridges<'_>, now: Instant);
     /// Local clients subscribe to a topic (the first) or no longer (the last).
-    fn want(&mut self, hub: &Hub, domain: Domain, topic: Rc<str>);
+    fn want(&mut self, hub: &Bridges<'_>, domain: Domain, topic: Rc<str>);
     fn unwant(&mut self, domain: Domain, topic: &Rc<str>);
     /// A local client provides a service of type `ty`, or no longer.
     fn provide(&mut self, domain: Domain, name: Rc<str>, ty: &str);
@@ -72,7 +73,7 @@ pub(crate) trait Peer {
     /// After the hub's changes: the peer's own periodic work. Returns
     /// when it wants the next turn at the latest (work held back for an
     /// interval), if it does.
-    fn turn(&mut self, hub: &mut Hub, now: Instant) -> Option<Instant>;
+    fn turn(&mut self, hub: &mut Bridges<'_>, now: Instant) -> Option<Instant>;
     /// Bytes the peer holds of what the network told it (its own tables;
     /// the shared ones are counted by the session), for the memory ledger.
     fn held_bytes(&self) -> usize {

@@ -324,7 +324,7 @@ impl Hub {
     /// [`BridgeMsg::Goal`]) was for could not take it (it no longer knows
     /// the service or action): the call fails at once, as when its
     /// provider leaves. Nothing for a call that is not a bridge's.
-    pub fn peer_refused(&mut self, id: u64, now: Instant) {
+    pub(super) fn peer_refused(&mut self, id: u64, now: Instant) {
         let bridged = self
             .calls
             .get(id)

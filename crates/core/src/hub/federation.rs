@@ -46,7 +46,7 @@ use crate::nodes::{Domain, DOMAINS};
 use crate::registry::{Provided, Role};
 use crate::transport::{StatusFilter, Transport};
 
-/// A goal a peer's caller sends (`Hub::remote_goal_from`): the action,
+/// A goal a peer's caller sends ([`Bridges::remote_goal`](super::Bridges::remote_goal)): the action,
 /// the id the shell chose (a JSON string's content), its type and `args`.
 #[derive(Debug, Clone, Copy)]
 pub struct RemoteGoal<'a> {
@@ -178,9 +178,9 @@ pub const REMOTE_ITEM_COST: usize = 64;
 pub const MAX_REMOTE_GRAPH_ITEMS_TOTAL: usize = 100_000;
 
 /// Another gateway's nodes and topics (with types) in one domain: what it
-/// last announced (`Hub::set_remote_graph`). [`RemoteGraph::parse`] is
-/// pure, so the shell parses an announcement on the thread that received
-/// it and the loop only installs it ([`Hub::install_remote_graph`]).
+/// last announced. [`RemoteGraph::parse`] is pure, so the shell parses an
+/// announcement on the thread that received it and the loop only installs
+/// it ([`Bridges::install_remote_graph`](super::Bridges::install_remote_graph)).
 #[derive(Debug, Default, Clone)]
 pub struct RemoteGraph {
     pub(super) nodes: Vec<String>,
@@ -317,13 +317,13 @@ impl Hub {
     /// What the shell holds now for other gateways and ROS 2 nodes (its
     /// tables, samples waiting in the inbox), in bytes: counted in the
     /// memory ledger (`memory_federation_bytes`) with the graphs kept here.
-    pub fn set_federation_held(&mut self, bytes: usize) {
+    pub(super) fn set_federation_held(&mut self, bytes: usize) {
         self.fed.shell_bytes = bytes;
     }
 
     /// The shell wants a loop turn by `at` (or no particular time): the
     /// loop's next deadline comes no later ([`Hub::next_deadline`]).
-    pub fn set_federation_due(&mut self, at: Option<Instant>) {
+    pub(super) fn set_federation_due(&mut self, at: Option<Instant>) {
         self.fed.due = at;
     }
 
@@ -340,7 +340,7 @@ impl Hub {
     /// Sets what `/rosgate/federation` answers about the network side: a
     /// JSON object (gateways, counters), which the hub completes with the
     /// topics it holds for other gateways.
-    pub fn set_federation_status(&mut self, status: String) {
+    pub(super) fn set_federation_status(&mut self, status: String) {
         self.fed.status = Some(status);
     }
 
@@ -398,7 +398,8 @@ impl Hub {
     /// Another gateway's graph of `domain` as it announced it (JSON, see
     /// [`RemoteGraph::parse`]). Replaces what it said before;
     /// introspection lists these beside the local graph.
-    pub fn set_remote_graph(&mut self, gw: &str, domain: Domain, json: &str) {
+    #[cfg(test)]
+    pub(super) fn set_remote_graph(&mut self, gw: &str, domain: Domain, json: &str) {
         if !self.fed.enabled || (domain as usize) >= DOMAINS {
             return;
         }
@@ -411,7 +412,7 @@ impl Hub {
     /// for all gateways together (what does not fit is cut and counted in
     /// `federation_graph_items_refused`). O(items) moves: the parsing is
     /// the caller's.
-    pub fn install_remote_graph(&mut self, gw: &str, domain: Domain, mut g: RemoteGraph) {
+    pub(super) fn install_remote_graph(&mut self, gw: &str, domain: Domain, mut g: RemoteGraph) {
         if !self.fed.enabled || (domain as usize) >= DOMAINS {
             return;
         }
@@ -465,7 +466,7 @@ impl Hub {
     /// Another gateway left: its graphs go, and (as the bridge does not
     /// know whose they were) the latched messages kept for other gateways'
     /// publishers: their caches belonged to their publishers.
-    pub fn forget_gateway(&mut self, gw: &str, now: Instant) {
+    pub(super) fn forget_gateway(&mut self, gw: &str, now: Instant) {
         self.fed.graphs.retain(|(_, g), _| g != gw);
         if let Some((items, bytes)) = self.fed.per_gateway.remove(gw) {
             self.fed.graph_items -= items;
@@ -480,7 +481,7 @@ impl Hub {
     /// This gateway's own graph of `domain`, for the others: its nodes and
     /// its topics with a local (not bridge) endpoint, at most
     /// [`MAX_REMOTE_GRAPH_ITEMS`] of each.
-    pub fn local_graph(&self, domain: Domain) -> String {
+    pub(super) fn local_graph(&self, domain: Domain) -> String {
         let reg = &self.registries[domain as usize];
         let mut nodes: Vec<String> = self
             .nodes
@@ -544,7 +545,7 @@ impl Hub {
 
     /// The type a topic of `domain` is registered with here (as its
     /// clients named it), if it is known.
-    pub fn topic_type(&self, domain: Domain, topic: &str) -> Option<&str> {
+    pub(super) fn topic_type(&self, domain: Domain, topic: &str) -> Option<&str> {
         if (domain as usize) >= DOMAINS {
             return None;
         }
@@ -556,7 +557,7 @@ impl Hub {
     /// Domains this gateway has anything in, and a number that changes
     /// whenever its registrations may have (for the shell to re-announce
     /// its graph only then).
-    pub fn graph_state(&self) -> (Vec<Domain>, u64) {
+    pub(super) fn graph_state(&self) -> (Vec<Domain>, u64) {
         let domains = (0..DOMAINS)
             .filter(|&d| {
                 self.registries[d].members().next().is_some()
@@ -606,7 +607,13 @@ impl Hub {
 
     /// Remote gateways now want `topic` of `domain` (or none does any
     /// more): the domain's bridge subscribes or unsubscribes.
-    pub fn remote_interest(&mut self, domain: Domain, topic: &str, wanted: bool, now: Instant) {
+    pub(super) fn remote_interest(
+        &mut self,
+        domain: Domain,
+        topic: &str,
+        wanted: bool,
+        now: Instant,
+    ) {
         if !self.fed.enabled || (domain as usize) >= DOMAINS {
             return;
         }
@@ -628,7 +635,7 @@ impl Hub {
 
     /// The deepest latched (transient local) cache of a local, non-bridge
     /// publisher of `topic`: its messages cross marked as latched.
-    pub fn latched_depth(&self, domain: Domain, topic: &str) -> Option<u32> {
+    pub(super) fn latched_depth(&self, domain: Domain, topic: &str) -> Option<u32> {
         if (domain as usize) >= DOMAINS {
             return None;
         }
@@ -699,7 +706,7 @@ impl Hub {
     /// network.
     /// (A bridge that was closed is not listed: its slot may be a
     /// client's by now.)
-    pub fn federation_links(&self) -> impl Iterator<Item = (Domain, u32)> + '_ {
+    pub(super) fn federation_links(&self) -> impl Iterator<Item = (Domain, u32)> + '_ {
         self.fed
             .bridges
             .iter()
@@ -710,7 +717,7 @@ impl Hub {
     /// The changes of local interest since the last call. Reopens a bridge
     /// the gateway closed (the memory budget) while other gateways still
     /// want topics of its domain.
-    pub fn take_interest_changes(&mut self, into: &mut Vec<InterestChange>, now: Instant) {
+    pub(super) fn take_interest_changes(&mut self, into: &mut Vec<InterestChange>, now: Instant) {
         if !self.fed.enabled {
             return;
         }
@@ -759,7 +766,7 @@ impl Hub {
     /// service or action `name` (`kind`) of `domain` with type `ty`, or
     /// (`None`) no longer does. The bridge's calls and goals for it go to
     /// the peer that provides it (ROS 2 first when both do).
-    pub fn remote_provider(
+    pub(super) fn remote_provider(
         &mut self,
         kind: Provided,
         domain: Domain,
@@ -805,7 +812,7 @@ impl Hub {
     /// chose) and `args` (valid JSON, the shell checked); the answer comes
     /// back in the outbox as a [`BridgeMsg::Response`] for `from` with
     /// that id.
-    pub fn remote_call_from(
+    pub(super) fn remote_call_from(
         &mut self,
         from: PeerId,
         domain: Domain,
@@ -828,23 +835,11 @@ impl Hub {
         self.bridge_says(from, domain, &line, now);
     }
 
-    /// [`Hub::remote_call_from`] the ROS 2 peer (its entry point).
-    pub fn remote_call(
-        &mut self,
-        domain: Domain,
-        service: &str,
-        id: &str,
-        args: Raw<'_>,
-        now: Instant,
-    ) {
-        self.remote_call_from(PeerId::Ros2, domain, service, id, args, now);
-    }
-
     /// A caller in the peer `from` sends a goal to `action` of `domain`:
     /// the domain's bridge sends it here as a client asking for feedback,
     /// with `id` (a JSON string the shell chose); feedback and the result
     /// come back in the outbox for `from` under that id.
-    pub fn remote_goal_from(
+    pub(super) fn remote_goal_from(
         &mut self,
         from: PeerId,
         domain: Domain,
@@ -873,28 +868,9 @@ impl Hub {
         self.bridge_says(from, domain, &line, now);
     }
 
-    /// [`Hub::remote_goal_from`] the ROS 2 peer (its entry point).
-    pub fn remote_goal(
-        &mut self,
-        domain: Domain,
-        action: &str,
-        id: &str,
-        ty: &str,
-        args: Raw<'_>,
-        now: Instant,
-    ) {
-        let goal = RemoteGoal {
-            action,
-            id,
-            ty,
-            args,
-        };
-        self.remote_goal_from(PeerId::Ros2, domain, goal, now);
-    }
-
     /// The caller in the peer `from` cancels the goal the bridge sent as
     /// `id` ([`Hub::remote_goal_from`]).
-    pub fn remote_cancel_from(
+    pub(super) fn remote_cancel_from(
         &mut self,
         from: PeerId,
         domain: Domain,
@@ -914,11 +890,6 @@ impl Hub {
         self.bridge_says(from, domain, &line, now);
     }
 
-    /// [`Hub::remote_cancel_from`] the ROS 2 peer (its entry point).
-    pub fn remote_cancel(&mut self, domain: Domain, action: &str, id: &str, now: Instant) {
-        self.remote_cancel_from(PeerId::Ros2, domain, action, id, now);
-    }
-
     /// `line` as a request of the domain's bridge (opened if need be) on
     /// behalf of the peer `from`: what the hub answers at once goes back
     /// to it, what it answers later to the peer its call records.
@@ -932,7 +903,7 @@ impl Hub {
 
     /// Moves the calls, goals and answers waiting for the peers into
     /// `into`, in order (the shell, each turn).
-    pub fn take_bridge_msgs(&mut self, into: &mut Vec<BridgeMsg>) {
+    pub(super) fn take_bridge_msgs(&mut self, into: &mut Vec<BridgeMsg>) {
         self.fed.outbox.take(into);
     }
 
@@ -940,7 +911,7 @@ impl Hub {
     /// bridge of `domain` (which provides that gateway's service or action
     /// here): a whole `service_response`, `action_feedback` or
     /// `action_result` line, as a provider sends it.
-    pub fn remote_reply(&mut self, domain: Domain, line: &[u8], now: Instant) {
+    pub(super) fn remote_reply(&mut self, domain: Domain, line: &[u8], now: Instant) {
         if !self.fed.enabled || (domain as usize) >= DOMAINS {
             return;
         }

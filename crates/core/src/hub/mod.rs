@@ -28,11 +28,10 @@
 //! (all at once) are the same entry points in the simpler form the
 //! simulation, the benches and the tests drive the hub with. Two narrow
 //! facades sit beside the contract:
-//! - the Zenoh side (`federation.rs`): bridges, remote graphs, calls and
-//!   goals, interest changes, the typed outbox to the peers
-//!   (`take_bridge_msgs`, and `peer_refused` in `bridge_out.rs`), and `route`, `set_type_checker`,
-//!   `set_topic_check` (`topics.rs`), `count_n` and `nodes` for the
-//!   federation and ROS 2 bridge crate;
+//! - the network side's: `bridges()`, everything a peer network (the
+//!   Zenoh crate: other gateways, ROS 2 graphs) may make the hub do, over
+//!   crate-private methods of `federation.rs`, `bridge_out.rs`,
+//!   `topics.rs` and `types.rs` (`bridges.rs`);
 //! - the simulation's and the tests' inspection: `inspect()`, a read-only
 //!   view of the tables (`inspect.rs`, behind the `inspect` feature).
 //!
@@ -59,6 +58,7 @@ mod answer;
 mod auth;
 mod batch;
 mod bridge_out;
+mod bridges;
 mod clients;
 mod encodings;
 mod federation;
@@ -89,6 +89,7 @@ use rosgate_wire::ws::handshake::Opening;
 use rosgate_wire::Raw;
 
 pub use auth::{AUTH_RELEASES_PER_TURN, MAX_AUTH_HELD};
+pub use bridges::Bridges;
 pub use federation::{
     InterestChange, Offer, RemoteGoal, RemoteGraph, MAX_REMOTE_GRAPH_BYTES_TOTAL,
     MAX_REMOTE_GRAPH_ITEMS, MAX_REMOTE_GRAPH_ITEMS_PER_GATEWAY, MAX_REMOTE_GRAPH_ITEMS_TOTAL,
@@ -108,7 +109,8 @@ pub use rosapi::{
     ROSAPI_SERVICES, STATS_SERVICE, TOPIC_INFO_SERVICE, TOPIC_STATS_SERVICE,
 };
 pub use services::CallFailure;
-pub use topics::{Origin, TypeCheck};
+pub(crate) use topics::Origin;
+pub use topics::TypeCheck;
 
 use crate::access::{Access, Class};
 use crate::calls::Call;
@@ -319,7 +321,7 @@ impl Hub {
     }
 
     /// Counts `n` events the shell observed (federation traffic).
-    pub fn count_n(&mut self, c: Counter, n: u64) {
+    pub(crate) fn count_n(&mut self, c: Counter, n: u64) {
         self.counters.add(c, n);
     }
 
@@ -329,7 +331,7 @@ impl Hub {
     }
 
     /// The declared nodes (the ROS 2 bridge mirrors them).
-    pub fn nodes(&self) -> &Nodes {
+    pub(crate) fn nodes(&self) -> &Nodes {
         &self.nodes
     }
 

@@ -41,7 +41,7 @@ use crate::transport::Framed;
 /// Where a published message comes from: what [`Hub::route`] checks, and
 /// who it skips.
 #[derive(Debug, Clone, Copy)]
-pub enum Origin<'a> {
+pub(crate) enum Origin<'a> {
     /// A client's `publish`: checked against the topic's ROS 2 type when
     /// it has one (refused with an error status carrying `id`), batched.
     Client { conn: ConnRef, id: Option<&'a [u8]> },
@@ -225,7 +225,7 @@ impl Hub {
     /// messages and remote ones are delivered at once, after the batch. A
     /// remote message never goes to a bridge: nothing is echoed to the
     /// network it came from.
-    pub fn route(
+    pub(crate) fn route(
         &mut self,
         origin: Origin<'_>,
         domain: Domain,
@@ -330,13 +330,13 @@ impl Hub {
     }
 
     /// Installs the check of messages against ROS 2 types.
-    pub fn set_type_checker(&mut self, c: Box<dyn TypeCheck>) {
+    pub(crate) fn set_type_checker(&mut self, c: Box<dyn TypeCheck>) {
         self.checks.checker = Some(Checker(c));
     }
 
     /// Messages published on `topic` of `domain` must fit `ty` from now
     /// on (ROS 2 subscribes to it), or (`None`) need not any more.
-    pub fn set_topic_check(&mut self, domain: Domain, topic: &str, ty: Option<&str>) {
+    pub(crate) fn set_topic_check(&mut self, domain: Domain, topic: &str, ty: Option<&str>) {
         let key = (domain, Rc::<str>::from(topic));
         match ty {
             Some(ty) => {

@@ -1,4 +1,5 @@
-//! Federation, as the hub's seam sees it (`hub/federation.rs`): messages
+//! Federation, as the hub's seam sees it (`hub.bridges()`, the network
+//! side's facade in `hub/bridges.rs`, over `hub/federation.rs`): messages
 //! another gateway published, delivered exactly as the gateway's own
 //! publishes are, to local subscribers only; and the local interest the hub
 //! reports, which must always be the topics some open client subscribes
@@ -14,7 +15,7 @@
 //! that is settled, seeded runs do not draw them.
 
 use rosgate_core::counters::Counter;
-use rosgate_core::hub::{Offer, Origin};
+use rosgate_core::hub::Offer;
 use rosgate_wire::Raw;
 
 use super::accounting::Cause;
@@ -37,9 +38,9 @@ impl Sim {
         let msg = REMOTE_MSGS[msg as usize % REMOTE_MSGS.len()];
         let pre = self.pre();
         let now = self.now();
-        let remote = Origin::Remote { latched: None };
         self.hub
-            .route(remote, domain, name, Raw::from_valid_json(msg), now);
+            .bridges()
+            .remote_publish(domain, name, Raw::from_valid_json(msg), None, now);
         self.model.count(Counter::FederationIn);
         self.counts.remote_publishes += 1;
         self.publish_to(domain, name, msg, None);
@@ -54,7 +55,7 @@ impl Sim {
         }
         let mut changes = Vec::new();
         let now = self.now();
-        self.hub.take_interest_changes(&mut changes, now);
+        self.hub.bridges().take_interest_changes(&mut changes, now);
         for c in changes.into_iter().filter(|c| c.kind == Offer::Topic) {
             let key = (c.domain, c.name.to_string());
             let fresh = if c.wanted {
@@ -88,7 +89,7 @@ impl Sim {
         // No peer provides anything here and none calls: the hub's typed
         // outbox to the peers (`rosgate_core::bridge`) must stay empty.
         let mut msgs = Vec::new();
-        self.hub.take_bridge_msgs(&mut msgs);
+        self.hub.bridges().take_bridge_msgs(&mut msgs);
         if let Some(m) = msgs.first() {
             return Err(self.violation(format!(
                 "the hub queued {m:?} for a peer, which nothing here asked for"

@@ -23,15 +23,16 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use rosgate_core::bridge::PeerId;
+use rosgate_core::hub::Bridges;
 use rosgate_core::hub::Offer;
 use rosgate_core::nodes::Domain;
-use rosgate_core::Hub;
 use zenoh::qos::CongestionControl;
 use zenoh::query::{ConsolidationMode, Query, QueryTarget, Reply};
 use zenoh::sample::{Locality, Sample};
 use zenoh::{Session, Wait};
 
 use crate::first_reply::FirstReply;
+use crate::inbox::Inbox;
 use crate::peer::{Peer, Put};
 use crate::worker::{Declared, Decls};
 use crate::{GOAL_QUERY_TIMEOUT_HOURS, GRAPH_INTERVAL_MS, LATCHED_ATTACHMENT, QUERY_TIMEOUT_SECS};
@@ -88,6 +89,8 @@ pub(crate) struct Gateways {
     session: Session,
     zid: String,
     shared: Arc<Shared>,
+    /// The hand-off to the loop (`inbox.rs`).
+    inbox: Arc<Inbox>,
     /// Every declaration goes through the worker (`worker.rs`), so the
     /// loop never waits for Zenoh's declaration locks.
     decls: Decls,
@@ -109,6 +112,7 @@ impl Gateways {
     pub(crate) fn start(
         session: &Session,
         shared: Arc<Shared>,
+        inbox: Arc<Inbox>,
         decls: Decls,
     ) -> Result<Gateways, String> {
         let zid = session.zid().to_string();
@@ -157,6 +161,7 @@ impl Gateways {
             session: session.clone(),
             zid,
             shared,
+            inbox,
             decls,
             _started: started,
             wanted: HashMap::new(),
@@ -172,7 +177,7 @@ impl Gateways {
     /// gateway joined; a domain emptied gets an empty graph once. Returns
     /// when it wants the next turn at the latest (a change held back for
     /// the interval).
-    fn announce_graph(&mut self, hub: &Hub, now: Instant) -> Option<Instant> {
+    fn announce_graph(&mut self, hub: &Bridges<'_>, now: Instant) -> Option<Instant> {
         let (domains, epoch) = hub.graph_state();
         let changed = epoch != self.graph_epoch || domains != self.graph_domains;
         if let Some(last) = self.last_graph {
@@ -381,7 +386,7 @@ impl Gateways {
 }
 
 impl Peer for Gateways {
-    fn sync(&mut self, hub: &mut Hub, now: Instant) {
+    fn sync(&mut self, hub: &mut Bridges<'_>, now: Instant) {
         for c in self.shared.take_changes() {
             match c {
                 Change::Interest(domain, topic, wanted) => {
@@ -400,11 +405,11 @@ impl Peer for Gateways {
             hub.install_remote_graph(&gw, domain, graph);
         }
         if more {
-            self.shared.wake();
+            self.inbox.wake();
         }
     }
 
-    fn want(&mut self, _hub: &Hub, domain: Domain, topic: Rc<str>) {
+    fn want(&mut self, _hub: &Bridges<'_>, domain: Domain, topic: Rc<str>) {
         Gateways::want(self, domain, topic);
     }
 
@@ -482,7 +487,7 @@ impl Peer for Gateways {
         self.shared.goal_update(id, values, end);
     }
 
-    fn turn(&mut self, hub: &mut Hub, now: Instant) -> Option<Instant> {
+    fn turn(&mut self, hub: &mut Bridges<'_>, now: Instant) -> Option<Instant> {
         self.announce_graph(hub, now)
     }
 

@@ -1,9 +1,12 @@
 //! What Zenoh's threads learn, shared with the loop: which gateways are up,
-//! which topics they want, and the samples they send (handed on as jobs).
+//! which topics they (and ROS 2's subscriptions, for the ROS 2 peer) want,
+//! which services and actions they provide, their graphs, and the calls and
+//! goals from them waiting here. The samples, calls and answers they send
+//! go to the loop through the hand-off (`inbox.rs`), which owns that budget.
 //!
 //! Invariants:
 //! - callbacks never block: a lock held for a few map operations, a
-//!   non-blocking send to the loop;
+//!   non-blocking send to the loop (`inbox.rs`);
 //! - a remote gateway's interest is kept per (domain, topic, gateway), so
 //!   the hub hears of a topic once when the first gateway wants it and once
 //!   when the last one stops (its token deleted, or its whole gateway lost);
@@ -18,12 +21,12 @@
 //!   it, a bounded number of items per turn ([`GRAPH_ITEMS_PER_TURN`]).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use rosgate_core::bridge::PeerId;
-use rosgate_core::hub::{Origin, RemoteGoal, RemoteGraph};
+use rosgate_core::hub::{RemoteGoal, RemoteGraph};
 use rosgate_core::nodes::Domain;
 use rosgate_core::registry::Provided;
 use rosgate_wire::decode::{self, Op, Request, MAX_NAME_BYTES};
@@ -32,7 +35,8 @@ use zenoh::query::{Query, Reply};
 use zenoh::sample::{Sample, SampleKind};
 use zenoh::Wait;
 
-use crate::{keys, Job, ToLoop, INBOX_BYTES};
+use crate::inbox::Inbox;
+use crate::keys;
 
 /// Gateways. Other gateways remembered; more are ignored (and counted).
 pub const MAX_GATEWAYS: usize = 1024;
@@ -58,11 +62,6 @@ pub(crate) enum Change {
     /// A gateway left: its graphs go.
     Left(String),
 }
-
-/// Samples (from other gateways and ROS 2) handed to the loop and not yet
-/// run; beyond, a sample is dropped (counted in `federation_in_dropped`)
-/// before it is decoded or checked. The loop's inbox holds 4096 jobs.
-pub const MAX_PENDING_SAMPLES: usize = 4096;
 
 /// Bytes. The largest graph announcement taken from another gateway.
 pub const MAX_GRAPH_BYTES: usize = 4 << 20;
@@ -116,7 +115,8 @@ impl Tables {
 /// See the module docs.
 pub(crate) struct Shared {
     zid: String,
-    to_loop: ToLoop,
+    /// The hand-off to the loop (shared with the ROS 2 peer).
+    inbox: Arc<Inbox>,
     tables: Mutex<Tables>,
     /// Calls from other gateways in progress here, by the id the bridge
     /// calls with.
@@ -128,33 +128,19 @@ pub(crate) struct Shared {
     changed: AtomicBool,
     /// A gateway joined: everyone's graph must be announced again.
     pub(crate) republish: AtomicBool,
-    pub(crate) pending_bytes: AtomicUsize,
-    /// Samples handed to the loop and not yet run: past
-    /// [`MAX_PENDING_SAMPLES`] a sample is dropped before it is even
-    /// checked, so a flood costs Zenoh's threads (and the CPU the loop
-    /// shares with them) next to nothing.
-    pending_samples: AtomicUsize,
-    dropped: AtomicU64,
-    received: AtomicU64,
-    dropped_total: AtomicU64,
 }
 
 impl Shared {
-    pub(crate) fn new(zid: String, to_loop: ToLoop) -> Shared {
+    pub(crate) fn new(zid: String, inbox: Arc<Inbox>) -> Shared {
         Shared {
             zid,
-            to_loop,
+            inbox,
             tables: Mutex::new(Tables::default()),
             queries: Mutex::new(HashMap::new()),
             origins: Mutex::new(HashMap::new()),
             next_query: AtomicU64::new(1),
             changed: AtomicBool::new(false),
             republish: AtomicBool::new(false),
-            pending_bytes: AtomicUsize::new(0),
-            pending_samples: AtomicUsize::new(0),
-            dropped: AtomicU64::new(0),
-            received: AtomicU64::new(0),
-            dropped_total: AtomicU64::new(0),
         }
     }
 
@@ -163,11 +149,11 @@ impl Shared {
         self.tables.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Wakes the loop for a change it takes in its next turn; a refused
-    /// wake means the loop is busy (a full inbox) and will turn anyway.
-    pub(crate) fn wake(&self) {
+    /// Wakes the loop for a change of the tables it takes in its next
+    /// turn ([`Shared::take_changes`]).
+    fn wake(&self) {
         self.changed.store(true, Ordering::Release);
-        let _ = (self.to_loop)(Box::new(|_, _| {}));
+        self.inbox.wake();
     }
 
     /// A gateway's presence token came or went.
@@ -433,7 +419,7 @@ impl Shared {
     /// A call from another gateway of a service provided here: kept until
     /// the bridge's answer comes back ([`Shared::answer`]), handed to the
     /// loop as a call of the bridge.
-    pub(crate) fn on_query(self: &std::sync::Arc<Self>, domain: Domain, service: &str, q: Query) {
+    pub(crate) fn on_query(&self, domain: Domain, service: &str, q: Query) {
         let args = q
             .payload()
             .map(|p| p.to_bytes().into_owned())
@@ -446,8 +432,8 @@ impl Shared {
             return;
         };
         let service = service.to_string();
-        let job: Job = Box::new(move |hub, now| {
-            hub.remote_call_from(
+        let sent = self.inbox.send(move |hub, now| {
+            hub.remote_call(
                 PeerId::Gateways,
                 domain,
                 &service,
@@ -456,7 +442,7 @@ impl Shared {
                 now,
             );
         });
-        if !(self.to_loop)(job) {
+        if !sent {
             if let Some(q) = self.take_query(n) {
                 let _ = q.reply_err("the provider's gateway is too busy").wait();
             }
@@ -467,7 +453,7 @@ impl Shared {
     /// its result comes back ([`Shared::goal_update`]), handed to the loop
     /// as a goal of the bridge. The payload is
     /// `{"args":..,"action_type":"..","origin":"<gateway>/<goal id>"}`.
-    pub(crate) fn on_goal(self: &std::sync::Arc<Self>, domain: Domain, action: &str, q: Query) {
+    pub(crate) fn on_goal(&self, domain: Domain, action: &str, q: Query) {
         #[derive(serde::Deserialize)]
         struct Goal<'a> {
             #[serde(borrow)]
@@ -494,7 +480,7 @@ impl Shared {
             .unwrap_or_else(|p| p.into_inner())
             .insert(origin, n);
         let action = action.to_string();
-        let job: Job = Box::new(move |hub, now| {
+        let sent = self.inbox.send(move |hub, now| {
             let args = Raw::from_valid_json(&args);
             let id = goal_id(n);
             let goal = RemoteGoal {
@@ -503,9 +489,9 @@ impl Shared {
                 ty: &ty,
                 args,
             };
-            hub.remote_goal_from(PeerId::Gateways, domain, goal, now);
+            hub.remote_goal(PeerId::Gateways, domain, goal, now);
         });
-        if !(self.to_loop)(job) {
+        if !sent {
             if let Some(q) = self.take_query(n) {
                 let _ = q
                     .reply_err("the action server's gateway is too busy")
@@ -525,11 +511,11 @@ impl Shared {
             .copied();
         if let Some(n) = n {
             let action = action.to_string();
-            let job: Job = Box::new(move |hub, now| {
-                hub.remote_cancel_from(PeerId::Gateways, domain, &action, &goal_id(n), now)
+            let sent = self.inbox.send(move |hub, now| {
+                hub.remote_cancel(PeerId::Gateways, domain, &action, &goal_id(n), now)
             });
-            if !(self.to_loop)(job) {
-                self.drop_one();
+            if !sent {
+                self.inbox.drop_one();
             }
         }
     }
@@ -607,10 +593,7 @@ impl Shared {
                 true,
             ),
         };
-        let job: Job = Box::new(move |hub, now| hub.remote_reply(domain, line.as_bytes(), now));
-        if !(self.to_loop)(job) {
-            self.drop_one();
-        }
+        self.inbox.reply_line(domain, line);
         ended
     }
 
@@ -674,19 +657,19 @@ impl Shared {
                 "the provider's gateway did not answer (it left, or the call timed out there)",
             ),
         };
-        self.reply_line(domain, line);
+        self.inbox.reply_line(domain, line);
     }
 
     /// A sample of a topic this gateway wants: validated here, on Zenoh's
     /// thread, then handed to the loop.
-    pub(crate) fn on_sample(self: &std::sync::Arc<Self>, domain: Domain, topic: &str, s: &Sample) {
-        if self.inbox_full() {
-            self.drop_one();
+    pub(crate) fn on_sample(&self, domain: Domain, topic: &str, s: &Sample) {
+        if self.inbox.is_full() {
+            self.inbox.drop_one();
             return;
         }
         let payload = s.payload().to_bytes();
         let Some(msg) = valid_msg(&payload) else {
-            self.drop_one();
+            self.inbox.drop_one();
             return;
         };
         let latched = s.attachment().and_then(|a| {
@@ -698,91 +681,7 @@ impl Shared {
                 .ok()?;
             Some(depth.clamp(1, rosgate_wire::qos::MAX_QOS_DEPTH))
         });
-        self.deliver(domain, topic, msg, latched);
-    }
-
-    /// Hands a message for `topic` (one valid JSON value) to the loop
-    /// through the bounded inbox, or drops it (counted) when it is full.
-    pub(crate) fn deliver(
-        self: &std::sync::Arc<Self>,
-        domain: Domain,
-        topic: &str,
-        msg: String,
-        latched: Option<u32>,
-    ) {
-        let n = msg.len();
-        if self.pending_bytes.fetch_add(n, Ordering::AcqRel) + n > INBOX_BYTES {
-            self.pending_bytes.fetch_sub(n, Ordering::AcqRel);
-            self.drop_one();
-            return;
-        }
-        self.pending_samples.fetch_add(1, Ordering::AcqRel);
-        let me = self.clone();
-        let topic = topic.to_string();
-        let job: Job = Box::new(move |hub, now| {
-            me.pending_bytes.fetch_sub(n, Ordering::AcqRel);
-            me.pending_samples.fetch_sub(1, Ordering::AcqRel);
-            let remote = Origin::Remote { latched };
-            hub.route(remote, domain, &topic, Raw::from_valid_json(&msg), now);
-        });
-        if (self.to_loop)(job) {
-            self.received.fetch_add(1, Ordering::Relaxed);
-        } else {
-            // The refused job was dropped unrun: its counts come back here.
-            self.pending_bytes.fetch_sub(n, Ordering::AcqRel);
-            self.pending_samples.fetch_sub(1, Ordering::AcqRel);
-            self.drop_one();
-        }
-    }
-
-    /// Takes room for one sample of `n` bytes from the loop's inbox budget
-    /// (the one [`Shared::deliver`] counts against) for a sample that
-    /// reaches the loop another way (the ROS 2 link's inbox); false, and
-    /// counted as dropped, when the budget is spent. The loop gives the
-    /// room back with [`Shared::release_sample`] when it takes the sample.
-    // Used by the ROS 2 peer only.
-    #[cfg_attr(not(feature = "ros2"), allow(dead_code))]
-    pub(crate) fn reserve_sample(&self, n: usize) -> bool {
-        if self.inbox_full() {
-            self.drop_one();
-            return false;
-        }
-        if self.pending_bytes.fetch_add(n, Ordering::AcqRel) + n > INBOX_BYTES {
-            self.pending_bytes.fetch_sub(n, Ordering::AcqRel);
-            self.drop_one();
-            return false;
-        }
-        self.pending_samples.fetch_add(1, Ordering::AcqRel);
-        self.received.fetch_add(1, Ordering::Relaxed);
-        true
-    }
-
-    /// Gives back the room [`Shared::reserve_sample`] took.
-    #[cfg_attr(not(feature = "ros2"), allow(dead_code))]
-    pub(crate) fn release_sample(&self, n: usize) {
-        self.pending_bytes.fetch_sub(n, Ordering::AcqRel);
-        self.pending_samples.fetch_sub(1, Ordering::AcqRel);
-    }
-
-    /// Whether samples already fill the loop's inbox: a further one would
-    /// be refused anyway, so it is dropped before it costs anything.
-    pub(crate) fn inbox_full(&self) -> bool {
-        self.pending_samples.load(Ordering::Acquire) >= MAX_PENDING_SAMPLES
-    }
-
-    /// Hands a finished `service_response` line to the loop (as the
-    /// bridge's answer to the call it names).
-    pub(crate) fn reply_line(&self, domain: Domain, line: String) {
-        let job: Job = Box::new(move |hub, now| hub.remote_reply(domain, line.as_bytes(), now));
-        if !(self.to_loop)(job) {
-            // The caller's own deadline on its gateway still fails it.
-            self.drop_one();
-        }
-    }
-
-    pub(crate) fn drop_one(&self) {
-        self.dropped.fetch_add(1, Ordering::Relaxed);
-        self.dropped_total.fetch_add(1, Ordering::Relaxed);
+        self.inbox.deliver(domain, topic, msg, latched);
     }
 
     /// Transitions since the last call, in the order they came.
@@ -793,21 +692,16 @@ impl Shared {
         std::mem::take(&mut self.tables().changes)
     }
 
-    /// Samples dropped since the last call.
-    pub(crate) fn take_dropped(&self) -> u64 {
-        self.dropped.swap(0, Ordering::Relaxed)
-    }
-
     /// Announcements ignored since the last call.
     pub(crate) fn take_ignored(&self) -> u64 {
         std::mem::take(&mut self.tables().ignored_new)
     }
 
-    /// What the tables here and the samples waiting in the inbox hold, in
-    /// bytes, as the memory ledger counts them.
+    /// What the tables here hold, in bytes, as the memory ledger counts
+    /// them (the samples waiting for the loop are the inbox's).
     pub(crate) fn held_bytes(&self) -> usize {
         let t = self.tables();
-        t.bytes + t.graph_bytes + self.pending_bytes.load(Ordering::Relaxed)
+        t.bytes + t.graph_bytes
     }
 
     /// The network side of `/rosgate/federation`.
@@ -828,9 +722,9 @@ impl Shared {
             "gateways_joined": t.joined,
             "gateways_left": t.left,
             "announcements_ignored": t.ignored,
-            "samples_received": self.received.load(Ordering::Relaxed),
-            "samples_dropped": self.dropped_total.load(Ordering::Relaxed),
-            "inbox_bytes": self.pending_bytes.load(Ordering::Relaxed),
+            "samples_received": self.inbox.received(),
+            "samples_dropped": self.inbox.dropped_total(),
+            "inbox_bytes": self.inbox.pending_bytes(),
         })
         .to_string()
     }
@@ -999,7 +893,8 @@ mod tests {
     /// same service, nor the other way round.
     #[test]
     fn provider_changes_name_the_peer_first_and_last_of_its_kind() {
-        let s = Shared::new("me".into(), std::sync::Arc::new(|_: crate::Job| true));
+        let inbox = crate::inbox::Inbox::new(std::sync::Arc::new(|_: crate::Job| true));
+        let s = Shared::new("me".into(), std::sync::Arc::new(inbox));
         let ty = || Some("pkg/srv/Add".to_string());
         let svc = || "/add".to_string();
         s.provider(Provided::Service, 0, svc(), "aa11".into(), ty());

@@ -21,7 +21,7 @@
 //!   dropped and counted: a call or goal to a server whose token was missed
 //!   fails once;
 //! - a sample from ROS 2 waits here holding its room in the loop's inbox
-//!   budget (`remote::Shared::reserve_sample`), given back when the turn
+//!   budget (`inbox::Inbox::reserve_sample`), given back when the turn
 //!   takes it: past the budget it is dropped and counted on Zenoh's
 //!   thread, so a flood never stalls the loop nor grows this queue;
 //! - a ROS 2 client's query past [`MAX_QUEUED_REQUESTS`] waiting for the
@@ -35,10 +35,10 @@ use std::rc::Rc;
 use std::sync::MutexGuard;
 use std::time::{Duration, Instant};
 
-use rosgate_core::hub::Origin;
+use rosgate_core::bridge::PeerId;
+use rosgate_core::hub::{Bridges, RemoteGoal};
 use rosgate_core::nodes::Domain;
 use rosgate_core::registry::Provided;
-use rosgate_core::Hub;
 use rosgate_ros2::cdr;
 use rosgate_ros2::link::{self, Event, Reply as LinkReply, ToHub};
 use rosgate_ros2::rmw;
@@ -185,7 +185,7 @@ impl RosShared {
         q.feedback += usize::from(feedback);
         q.events.push(Inbound::Event(e));
         drop(q);
-        self.fed.wake();
+        self.inbox.wake();
     }
 
     /// A ROS 2 sample, from Zenoh's threads: queued for the link within
@@ -195,13 +195,13 @@ impl RosShared {
             Event::Sample { payload, .. } => payload.len(),
             _ => 0,
         };
-        if !self.fed.reserve_sample(bytes) {
+        if !self.inbox.reserve_sample(bytes) {
             return;
         }
         self.link_inbox()
             .events
             .push(Inbound::Sample { event, bytes });
-        self.fed.wake();
+        self.inbox.wake();
     }
 
     /// A ROS 2 client's request, from Zenoh's threads: queued with its
@@ -228,7 +228,7 @@ impl RosShared {
             request,
         });
         drop(q);
-        self.fed.wake();
+        self.inbox.wake();
     }
 
     /// The events waiting, in arrival order, up to (not including) the
@@ -517,7 +517,7 @@ impl RosLink {
                         args,
                     },
                 ));
-                self.shared.fed.wake();
+                self.shared.inbox.wake();
                 return;
             }
             ToHub::Goal {
@@ -544,7 +544,7 @@ impl RosLink {
                         args,
                     },
                 ));
-                self.shared.fed.wake();
+                self.shared.inbox.wake();
                 return;
             }
             ToHub::Interest { domain, topic, ty } => {
@@ -555,7 +555,7 @@ impl RosLink {
                     let who = format!("{}:link", super::ROS_GRAPH);
                     self.shared.fed.interest(d, topic.clone(), who, ty.is_some());
                     self.link_out.push((d, ForHub::Check { topic, ty }));
-                    self.shared.fed.wake();
+                    self.shared.inbox.wake();
                 }
                 return;
             }
@@ -583,7 +583,7 @@ impl RosLink {
                     )),
                     None => {
                         self.undecodable += 1;
-                        self.shared.fed.drop_one();
+                        self.shared.inbox.drop_one();
                     }
                 }
                 return;
@@ -626,7 +626,7 @@ impl RosLink {
                 };
                 let action = action.to_string();
                 self.link_out.push((d, ForHub::Cancel { goal, action }));
-                self.shared.fed.wake();
+                self.shared.inbox.wake();
                 return;
             }
         };
@@ -636,7 +636,7 @@ impl RosLink {
         self.link_out.push((d, ForHub::Line(line)));
         // Outside a turn (a call or goal refused as it is sent): the loop
         // turns again to hand it over.
-        self.shared.fed.wake();
+        self.shared.inbox.wake();
     }
 
     /// A call of `service` (the link's query `query`): the request typed
@@ -692,17 +692,17 @@ impl RosLink {
 
     /// Feeds the link what Zenoh's threads learned and the time, executes
     /// what it asks, and hands its lines to the hub in order.
-    pub(super) fn turn_link(&mut self, session: &Session, hub: &mut Hub, now: Instant) {
+    pub(super) fn turn_link(&mut self, session: &Session, hub: &mut Bridges<'_>, now: Instant) {
         let (events, more) = self.shared.take_link_events();
         if more {
-            self.shared.fed.wake();
+            self.shared.inbox.wake();
         }
         for e in events {
             match e {
                 Inbound::Event(e) => self.link.handle(e),
                 Inbound::Sample { event, bytes } => {
                     // Taken: its room in the loop's inbox budget is free.
-                    self.shared.fed.release_sample(bytes);
+                    self.shared.inbox.release_sample(bytes);
                     self.link.handle(event);
                 }
                 Inbound::Request {
@@ -734,6 +734,7 @@ impl RosLink {
                     service,
                     args,
                 } => hub.remote_call(
+                    PeerId::Ros2,
                     domain,
                     &service,
                     &call_id(call),
@@ -745,16 +746,18 @@ impl RosLink {
                     action,
                     ty,
                     args,
-                } => hub.remote_goal(
-                    domain,
-                    &action,
-                    &goal_id(goal),
-                    &ty,
-                    Raw::from_valid_json(&args),
-                    now,
-                ),
+                } => {
+                    let id = goal_id(goal);
+                    let goal = RemoteGoal {
+                        action: &action,
+                        id: &id,
+                        ty: &ty,
+                        args: Raw::from_valid_json(&args),
+                    };
+                    hub.remote_goal(PeerId::Ros2, domain, goal, now)
+                }
                 ForHub::Cancel { goal, action } => {
-                    hub.remote_cancel(domain, &action, &goal_id(goal), now)
+                    hub.remote_cancel(PeerId::Ros2, domain, &action, &goal_id(goal), now)
                 }
                 ForHub::Sample {
                     topic,
@@ -764,8 +767,8 @@ impl RosLink {
                     // A transient local publisher's samples are latched in
                     // the hub, so clients that subscribe later get them as
                     // from a local one.
-                    let remote = Origin::Remote { latched };
-                    hub.route(remote, domain, &topic, Raw::from_valid_json(&json), now);
+                    let msg = Raw::from_valid_json(&json);
+                    hub.remote_publish(domain, &topic, msg, latched, now);
                 }
                 ForHub::Check { topic, ty } => hub.set_topic_check(domain, &topic, ty.as_deref()),
             }

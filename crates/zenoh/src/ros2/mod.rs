@@ -34,7 +34,7 @@
 //! - no lock is held here but the hand-offs: the link's inbox and each
 //!   query's [`crate::first_reply::FirstReply`];
 //! - a sample from ROS 2 costs the loop's inbox budget
-//!   (`remote::MAX_PENDING_SAMPLES`, [`crate::INBOX_BYTES`]) from when it
+//!   (`inbox.rs`: [`crate::MAX_PENDING_SAMPLES`], [`crate::INBOX_BYTES`]) from when it
 //!   is received until the loop takes it: a flood is shed and counted,
 //!   never queued without bound;
 //! - every call from ROS 2 gets exactly one reply or error (the link
@@ -58,8 +58,8 @@ use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use rosgate_core::hub::Bridges;
 use rosgate_core::nodes::Domain;
-use rosgate_core::Hub;
 use rosgate_ros2::cdr;
 use rosgate_ros2::link::{Entity, Event};
 use rosgate_ros2::registry::Registry;
@@ -75,6 +75,7 @@ use zenoh_ext::{
     HistoryConfig, MissDetectionConfig,
 };
 
+use crate::inbox::Inbox;
 use crate::remote::Shared;
 use crate::worker::{Declared, Decls};
 
@@ -135,7 +136,10 @@ impl Typed {
 /// hand-off to the link, and what a request needs. No table of the link's.
 pub(crate) struct RosShared {
     zid: String,
+    /// The gateways' tables, where ROS 2's interest and providers go too.
     fed: Arc<Shared>,
+    /// The hand-off to the loop and its budget, shared with the gateways.
+    inbox: Arc<Inbox>,
     /// Tokens and samples that do not parse as rmw_zenoh's (counted).
     ignored: AtomicU64,
     /// The session requests go out on (from the loop, and from Zenoh's
@@ -177,8 +181,8 @@ impl RosShared {
     /// Zenoh's thread: read by the adapter (topic, type, publisher) and
     /// queued raw for the link, within the loop's inbox budget.
     fn on_data(&self, s: &Sample) {
-        if self.fed.inbox_full() {
-            self.fed.drop_one();
+        if self.inbox.is_full() {
+            self.inbox.drop_one();
             return;
         }
         let attachment = s.attachment().map(|a| a.to_bytes());
@@ -370,12 +374,14 @@ impl RosLink {
         settings: &RosSettings,
         types: Registry,
         fed: Arc<Shared>,
+        inbox: Arc<Inbox>,
         decls: Decls,
     ) -> Result<RosLink, String> {
         let zid = session.zid().to_string();
         let shared = Arc::new(RosShared {
             zid: zid.clone(),
             fed,
+            inbox,
             ignored: AtomicU64::new(0),
             session: session.clone(),
             call_seq: AtomicI64::new(0),
@@ -481,7 +487,7 @@ impl RosLink {
     /// ROS 2 nodes (node tokens), when the hub's nodes changed. Runs before
     /// the turn's offers, so a node's parameter services are declared
     /// under it.
-    pub(crate) fn sync_nodes(&mut self, _session: &Session, hub: &Hub) {
+    pub(crate) fn sync_nodes(&mut self, _session: &Session, hub: &Bridges<'_>) {
         let generation = hub.nodes().generation();
         if self.nodes_generation == Some(generation) {
             return;
@@ -596,7 +602,13 @@ impl RosLink {
 
     /// Local clients subscribe to `topic`: the link's to decide (it asks
     /// to subscribe to the topic's samples, of any type).
-    pub(crate) fn want(&mut self, session: &Session, hub: &Hub, domain: Domain, topic: Rc<str>) {
+    pub(crate) fn want(
+        &mut self,
+        session: &Session,
+        hub: &Bridges<'_>,
+        domain: Domain,
+        topic: Rc<str>,
+    ) {
         if !self.bridged(domain) {
             return;
         }
@@ -864,21 +876,21 @@ impl RosLink {
     pub(crate) fn turn(
         &mut self,
         session: &Session,
-        hub: &mut Hub,
+        hub: &mut Bridges<'_>,
         now: std::time::Instant,
     ) -> Option<std::time::Instant> {
         self.follow_gateways();
         self.turn_link(session, hub, now);
         if self.link.wants_turn() {
             // Types asked past this turn's allowance: the next turn sends them.
-            self.shared.fed.wake();
+            self.shared.inbox.wake();
         }
         let stats = self.link.stats();
-        hub.count_n(
+        hub.count(
             rosgate_core::counters::Counter::Ros2NamesRejected,
             stats.names_rejected - self.counted.0,
         );
-        hub.count_n(
+        hub.count(
             rosgate_core::counters::Counter::Ros2EntitiesRefused,
             stats.refused - self.counted.1,
         );

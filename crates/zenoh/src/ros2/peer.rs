@@ -8,12 +8,13 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use rosgate_core::bridge::PeerId;
+use rosgate_core::hub::Bridges;
 use rosgate_core::nodes::Domain;
-use rosgate_core::Hub;
 use rosgate_ros2::registry::Registry;
 use zenoh::Session;
 
 use super::RosLink;
+use crate::inbox::Inbox;
 use crate::peer::{Peer, Put};
 use crate::remote::Shared;
 use crate::worker::Decls;
@@ -30,9 +31,10 @@ pub(crate) fn start(
     settings: &RosSettings,
     types: Registry,
     fed: Arc<Shared>,
+    inbox: Arc<Inbox>,
     decls: Decls,
 ) -> Result<Box<dyn Peer>, String> {
-    let link = RosLink::start(session, settings, types, fed, decls)?;
+    let link = RosLink::start(session, settings, types, fed, inbox, decls)?;
     Ok(Box::new(RosPeer {
         link,
         session: session.clone(),
@@ -40,11 +42,11 @@ pub(crate) fn start(
 }
 
 impl Peer for RosPeer {
-    fn sync(&mut self, hub: &mut Hub, _now: Instant) {
+    fn sync(&mut self, hub: &mut Bridges<'_>, _now: Instant) {
         self.link.sync_nodes(&self.session, hub);
     }
 
-    fn want(&mut self, hub: &Hub, domain: Domain, topic: Rc<str>) {
+    fn want(&mut self, hub: &Bridges<'_>, domain: Domain, topic: Rc<str>) {
         self.link.want(&self.session, hub, domain, topic);
     }
 
@@ -117,7 +119,7 @@ impl Peer for RosPeer {
         self.link.goal_update(&self.session, id, values, end);
     }
 
-    fn turn(&mut self, hub: &mut Hub, now: Instant) -> Option<Instant> {
+    fn turn(&mut self, hub: &mut Bridges<'_>, now: Instant) -> Option<Instant> {
         self.link.turn(&self.session, hub, now)
     }
 
