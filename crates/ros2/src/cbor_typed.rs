@@ -127,19 +127,7 @@ impl<'t, T: Types + ?Sized> Walker<'t, '_, T> {
             };
             r.map_err(|e| e.in_field(&f.name))?;
         }
-        if let Some(o) = obj {
-            if o.len() > matched {
-                if let Some(k) = o.keys().find(|k| !def.fields.iter().any(|f| &f.name == *k)) {
-                    return Err(CdrError {
-                        path: k.clone(),
-                        kind: CdrErrorKind::UnknownField {
-                            ty: def.name.clone(),
-                        },
-                    });
-                }
-            }
-        }
-        Ok(())
+        crate::cdr::unknown_field(def, obj, matched)
     }
 
     /// A field's value, or (`None`) its zero value.

@@ -401,20 +401,7 @@ impl<'t, T: Types + ?Sized> Enc<'t, T> {
             };
             r.map_err(|e| e.in_field(&f.name))?;
         }
-        // Only when some key went unused do we pay for finding which.
-        if let Some(o) = obj {
-            if o.len() > matched {
-                if let Some(k) = o.keys().find(|k| !def.fields.iter().any(|f| &f.name == *k)) {
-                    return Err(CdrError {
-                        path: k.clone(),
-                        kind: CdrErrorKind::UnknownField {
-                            ty: def.name.clone(),
-                        },
-                    });
-                }
-            }
-        }
-        Ok(())
+        unknown_field(def, obj, matched)
     }
 
     fn field(&mut self, f: &'t Field, v: &Value, depth: usize) -> Res {
@@ -1156,6 +1143,28 @@ fn zero_value<'t, T: Types + ?Sized>(
         Elem::Prim(_) => Value::from(0),
         Elem::Struct(def) => default_struct(types, def, depth + 1)?,
     })
+}
+
+/// The first key of `obj` that is no field of `def`, as an error, when
+/// fewer than all its keys (`matched`) were fields: only then is the
+/// search paid for. Shared by the CDR and typed CBOR encoders.
+pub(crate) fn unknown_field(
+    def: &MsgDef,
+    obj: Option<&Map<String, Value>>,
+    matched: usize,
+) -> Result<(), CdrError> {
+    let Some(o) = obj.filter(|o| o.len() > matched) else {
+        return Ok(());
+    };
+    match o.keys().find(|k| !def.fields.iter().any(|f| &f.name == *k)) {
+        Some(k) => Err(CdrError {
+            path: k.clone(),
+            kind: CdrErrorKind::UnknownField {
+                ty: def.name.clone(),
+            },
+        }),
+        None => Ok(()),
+    }
 }
 
 #[cfg(test)]
