@@ -7,7 +7,8 @@
 #               (tests/clients/fibonacci_server.py) as another client of the
 #               gateway; known-inapplicable tests are in
 #               tests/clients/roslibpy/expected_failures.txt. Then rosgate's
-#               own roslibpy tests, tests/clients/roslibpy/test_*.py (QoS);
+#               own roslibpy tests, tests/clients/roslibpy/test_*.py (QoS,
+#               compression: what roslibpy decodes, xfail where it cannot);
 #               then that gateway's /metrics is read by prometheus_client's
 #               parser (tests/clients/metrics_check.py, counted with roslibpy)
 #   roslib      roslib (npm, 2.x) tests in tests/clients/roslib, over the
@@ -284,7 +285,7 @@ run_roslibpy() {
             --junitxml="$WORK/roslibpy-$transport.xml" tests) >"$out" 2>&1
         roslibpy_tally "$out" $? "roslibpy[$transport]"
         # rosgate's own roslibpy tests (tests/clients/roslibpy/test_*.py:
-        # QoS options, and federation across two gateways of its own when
+        # QoS options, compression, and federation across two gateways of its own when
         # the binary has it), same transport, with no expected failures.
         out=$WORK/roslibpy-rosgate-$transport.log
         log "rosgate's roslibpy tests, $transport transport -> ws://127.0.0.1:$WS_PORT"
