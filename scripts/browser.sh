@@ -1,9 +1,18 @@
 #!/usr/bin/env bash
 # The dashboard in a real browser: builds the gateway, installs what the
 # test needs if it is missing (Debian's chromium with apt-get, playwright-core
-# from npm into tests/browser/node_modules), and runs
-# tests/browser/dashboard.test.mjs with node:test. Screenshots land in
-# target/dashboard.png and target/dashboard-dark.png.
+# and roslib from npm into tests/browser/node_modules), and runs, one after
+# the other, with node:test:
+#   tests/browser/dashboard.test.mjs         the dashboard; screenshots land in
+#                                            target/dashboard.png and
+#                                            target/dashboard-dark.png
+#   tests/browser/roslib_encodings.test.mjs  roslib 2.1 in the page subscribing
+#                                            to a 640x480 image with compression
+#                                            none, cbor, cbor-raw and png; its
+#                                            receipt-to-callback figures are
+#                                            printed and kept in
+#                                            target/browser-encodings.txt
+#                                            (about 15 s)
 #
 # Every step is bounded in time. If the test run is cut short, only the
 # processes it started are stopped: the test records the PIDs of the gateway
@@ -12,14 +21,15 @@
 #
 # Environment:
 #   ROSGATE_BIN=path          use this gateway binary, skip the build
-#   BROWSER_TEST_TIMEOUT=180  seconds for the test run
+#   BROWSER_TEST_TIMEOUT=240  seconds for the test run
+#   ENCODINGS_N=30            images per encoding in roslib_encodings.test.mjs
 #   CHROMIUM=/usr/bin/chromium
 
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 DIR=$ROOT/tests/browser
-BUDGET=${BROWSER_TEST_TIMEOUT:-180}
+BUDGET=${BROWSER_TEST_TIMEOUT:-240}
 export CHROMIUM=${CHROMIUM:-/usr/bin/chromium}
 START=$(date +%s)
 
@@ -41,10 +51,17 @@ log "$("$CHROMIUM" --version 2>/dev/null || echo 'chromium: version unknown')"
 
 # ------------------------------------------------------------- npm deps
 
-if [[ ! -f $DIR/node_modules/playwright-core/package.json ]] ||
-   ! grep -q "\"version\": \"$(node -p "require('$DIR/package.json').dependencies['playwright-core']")\"" \
-        "$DIR/node_modules/playwright-core/package.json"; then
-    log "installing playwright-core (npm)"
+# Each dependency at the version package.json pins (playwright-core, roslib).
+deps_current() {
+    local dep
+    for dep in playwright-core roslib; do
+        [[ -f $DIR/node_modules/$dep/package.json ]] &&
+            grep -q "\"version\": \"$(node -p "require('$DIR/package.json').dependencies['$dep']")\"" \
+                "$DIR/node_modules/$dep/package.json" || return 1
+    done
+}
+if ! deps_current; then
+    log "installing playwright-core and roslib (npm ci)"
     (cd "$DIR" && timeout 300 npm ci --no-audit --no-fund --loglevel=error)
 fi
 
@@ -90,10 +107,13 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-rm -f "$ROOT/target/dashboard.png" "$ROOT/target/dashboard-dark.png"
-log "running tests/browser/dashboard.test.mjs (at most ${BUDGET}s)"
+rm -f "$ROOT/target/dashboard.png" "$ROOT/target/dashboard-dark.png" "$ROOT/target/browser-encodings.txt"
+log "running tests/browser/dashboard.test.mjs and roslib_encodings.test.mjs (at most ${BUDGET}s)"
 set +e
-(cd "$DIR" && exec timeout -k 10 "$BUDGET" node --test --test-reporter=spec dashboard.test.mjs) &
+# One file at a time: the encodings figures are not taken while the
+# dashboard test's browser and gateway compete for the cores.
+(cd "$DIR" && exec timeout -k 10 "$BUDGET" node --test --test-concurrency=1 --test-reporter=spec \
+    dashboard.test.mjs roslib_encodings.test.mjs) &
 TEST_PID=$!
 wait "$TEST_PID"
 RC=$?
@@ -104,5 +124,9 @@ if [[ $RC -eq 124 || $RC -eq 137 ]]; then log "the test run exceeded ${BUDGET}s"
 for shot in dashboard.png dashboard-dark.png; do
     [[ -f $ROOT/target/$shot ]] && log "screenshot: target/$shot"
 done
+if [[ -f $ROOT/target/browser-encodings.txt ]]; then
+    log "target/browser-encodings.txt:"
+    cat "$ROOT/target/browser-encodings.txt" >&2
+fi
 log "done in $(( $(date +%s) - START ))s (exit $RC)"
 exit "$RC"
