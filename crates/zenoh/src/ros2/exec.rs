@@ -9,7 +9,8 @@
 //! interest and providers the hub is told of, the introspection lists
 //! `mod.rs` installs), topics' data both ways (`mod.rs` executes its
 //! subscriptions, publishers and puts, and decodes the samples it hands
-//! over, on the loop thread, by the link's registry), the types it asks
+//! over, on the loop thread, by the link's registry, when a subscriber
+//! needs JSON: `cbor-raw` ones get the CDR as it came), the types it asks
 //! nodes for, calls and goals both ways (`goals_out.rs`, `calls_in.rs`,
 //! `goals_in.rs`: a ROS 2 client's query is queued here with its request,
 //! and kept by the loop until the link's one `Reply`).
