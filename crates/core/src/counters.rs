@@ -97,6 +97,8 @@ family! {
         FragmentedIn => "fragmented_in", "Fragmented messages from clients reassembled whole and handled as one request.";
         FragmentsExpired => "fragments_expired", "Fragmented messages from clients dropped incomplete at their deadline (--fragment-timeout-ms); the client was told.";
         CdrPublished => "cdr_published", "Client publishes of raw CDR ({\"bytes\": ...}) decoded to JSON by the topic's type.";
+        CdrIn => "cdr_in", "ROS 2 samples routed with their CDR bytes: cbor-raw subscribers get those bytes untouched.";
+        CdrPassedThrough => "cdr_passed_through", "Of cdr_in, samples never decoded to JSON: every local subscriber of the topic takes cbor-raw.";
     }
 }
 

@@ -2753,3 +2753,152 @@ fn a_message_another_gateway_put_into_ros2_reaches_a_subscriber_here_once() {
     }
     assert_eq!(heard, 1, "the message reached B's subscriber {heard} times");
 }
+
+/// The `msg.bytes` of a `cbor-raw` publish frame, read by hand (RFC 8949:
+/// definite lengths, text keys, unsigned seconds): not the gateway's
+/// encoder.
+fn cbor_raw_bytes(b: &[u8]) -> Vec<u8> {
+    // (major type, argument) at `i`, advancing past the head.
+    fn head(b: &[u8], i: &mut usize) -> (u8, usize) {
+        let first = b[*i];
+        *i += 1;
+        let n = match first & 0x1f {
+            n if n < 24 => 0,
+            24 => 1,
+            25 => 2,
+            26 => 4,
+            27 => 8,
+            n => panic!("length {n}: never sent"),
+        };
+        let arg = if n == 0 {
+            usize::from(first & 0x1f)
+        } else {
+            let v = b[*i..*i + n]
+                .iter()
+                .fold(0usize, |a, &x| (a << 8) | usize::from(x));
+            *i += n;
+            v
+        };
+        (first >> 5, arg)
+    }
+    fn text(b: &[u8], i: &mut usize) -> String {
+        let (major, n) = head(b, i);
+        assert_eq!(major, 3, "a text key");
+        let s = String::from_utf8(b[*i..*i + n].to_vec()).expect("UTF-8");
+        *i += n;
+        s
+    }
+    let mut i = 0;
+    assert_eq!(head(b, &mut i), (5, 3), "a map of op, topic, msg");
+    assert_eq!(
+        (text(b, &mut i), text(b, &mut i)),
+        ("op".into(), "publish".into())
+    );
+    assert_eq!(text(b, &mut i), "topic");
+    assert_eq!(text(b, &mut i), "/chatter");
+    assert_eq!(text(b, &mut i), "msg");
+    assert_eq!(head(b, &mut i), (5, 3), "msg: secs, nsecs, bytes");
+    assert_eq!(text(b, &mut i), "secs");
+    assert_eq!(head(b, &mut i).0, 0);
+    assert_eq!(text(b, &mut i), "nsecs");
+    assert_eq!(head(b, &mut i).0, 0);
+    assert_eq!(text(b, &mut i), "bytes");
+    let (major, n) = head(b, &mut i);
+    assert_eq!(major, 2, "a byte string");
+    assert_eq!(i + n, b.len(), "nothing after the bytes");
+    b[i..].to_vec()
+}
+
+#[test]
+fn ros2_cdr_reaches_cbor_raw_subscribers_byte_for_byte_undecoded() {
+    let (gw, ep) = ros_gateway(&[]);
+    let mut node = RosNode::join(&ep, "talker");
+    let (mp_key, _mp) = node.declare(
+        EntityKind::Publisher,
+        "/chatter",
+        STRING_DDS,
+        STRING_HASH,
+        7,
+    );
+    let gid = rmw::gid(&mp_key);
+    let mut ws = Ws::connect(&gw);
+    ws.send_text(
+        r#"{"op":"subscribe","topic":"/chatter","type":"std_msgs/msg/String","compression":"cbor-raw","id":"raw"}"#,
+    );
+    assert!(ws.barrier().is_empty(), "no error for the subscribe");
+    // CDR as a node may put it: trailing bytes past the string (a
+    // decoder ignores them, a re-encoding would not make them), so only
+    // the bytes as they came match.
+    let payload = |n: u32| {
+        let mut b = cdr_string(&format!("raw {n}"));
+        b.extend_from_slice(&[0xAA, 0xBB, 0xCC]);
+        b
+    };
+    let mut sent = Vec::new();
+    let mut seq = 0i64;
+    let got = loop {
+        assert!(
+            seq < (CROSS.as_millis() / 100) as i64,
+            "no sample reached the cbor-raw subscriber within {CROSS:?}"
+        );
+        seq += 1;
+        let p = payload(seq as u32);
+        node.session
+            .put(CHATTER_KEY, p.clone())
+            .attachment(attachment(seq, unix_ns(), &gid))
+            .wait()
+            .expect("put");
+        sent.push(p);
+        if let Some((op, frame)) = ws.try_frame(deadline(ms(100))) {
+            assert_eq!(op, 0x2, "a binary frame: {frame:?}");
+            break cbor_raw_bytes(&frame);
+        }
+    };
+    assert!(
+        sent.contains(&got),
+        "the CDR the node put, byte for byte: got {got:02x?}"
+    );
+    // In order, each exactly as put.
+    let next = sent.iter().position(|p| *p == got).expect("sent") + 1;
+    for p in &sent[next..] {
+        let (op, frame) = ws.frame();
+        assert_eq!(op, 0x2);
+        assert_eq!(&cbor_raw_bytes(&frame), p, "in order, byte for byte");
+    }
+    // Only a cbor-raw subscriber: never decoded.
+    // The frames read: the first one heard, and those after it.
+    let heard = (sent.len() - next + 1) as u64;
+    let s = gw.wait_for_stats("samples passed through", |s| {
+        counter(s, "cdr_passed_through") >= heard
+    });
+    assert_eq!(
+        counter(&s, "cdr_in"),
+        counter(&s, "cdr_passed_through"),
+        "{s}"
+    );
+    // A JSON subscriber joins: the sample is decoded for it, once, and
+    // the cbor-raw one still gets the bytes as they came.
+    let mut tcp = gw.client();
+    tcp.send_line(
+        r#"{"op":"subscribe","topic":"/chatter","type":"std_msgs/msg/String","id":"tsub"}"#,
+    );
+    tcp.expect_info("tsub");
+    let clean = cdr_string("decoded too");
+    seq += 1;
+    node.session
+        .put(CHATTER_KEY, clean.clone())
+        .attachment(attachment(seq, unix_ns(), &gid))
+        .wait()
+        .expect("put");
+    let v = parse_line(&tcp.recv_raw(deadline(CROSS)));
+    assert_eq!(v["msg"], serde_json::json!({"data": "decoded too"}), "{v}");
+    let (op, frame) = ws.frame();
+    assert_eq!(op, 0x2);
+    assert_eq!(cbor_raw_bytes(&frame), clean);
+    let after = gw.stats();
+    assert_eq!(
+        counter(&after, "cdr_in"),
+        counter(&after, "cdr_passed_through") + 1,
+        "decoded once for the JSON subscriber: {after}"
+    );
+}

@@ -19,7 +19,8 @@
 //!   providers, for the peers to announce), [`Bridges::remote_interest`],
 //!   [`Bridges::remote_provider`] (what the peers want and provide);
 //! - topic data: [`Bridges::remote_publish`] in (never echoed to a
-//!   bridge), the bridges' queues out ([`Bridges::domains`],
+//!   bridge), [`Bridges::remote_publish_cdr`] for a ROS 2 sample with its
+//!   CDR (and [`Bridges::needs_json`], whether to decode it at all), the bridges' queues out ([`Bridges::domains`],
 //!   [`Bridges::queue`], [`Bridges::drained`]), [`Bridges::latched_depth`];
 //! - calls, goals and answers: the peers' calls, goals and cancels
 //!   ([`Bridges::remote_call`], [`Bridges::remote_goal`],
@@ -35,6 +36,7 @@
 //! - types: [`Bridges::set_types`], [`Bridges::set_type_checker`],
 //!   [`Bridges::set_topic_check`], [`Bridges::topic_type`].
 
+use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -109,6 +111,48 @@ impl Bridges<'_> {
     ) {
         self.hub
             .route(Origin::Remote { latched }, domain, topic, msg, now);
+    }
+
+    /// Whether a ROS 2 sample on `topic` of `domain` must be decoded to
+    /// JSON for [`Bridges::remote_publish_cdr`]: false when every local
+    /// subscriber takes `cbor-raw` (the CDR as it came), or none
+    /// subscribes (see `Hub::remote_needs_json` in `hub/encodings.rs`).
+    pub fn needs_json(&self, domain: Domain, topic: &str, latched: Option<u32>) -> bool {
+        self.hub.remote_needs_json(domain, topic, latched)
+    }
+
+    /// A ROS 2 sample on `topic` of `domain` as [`Bridges::remote_publish`]
+    /// does, with its CDR bytes as the ROS 2 node put them (encapsulation
+    /// header included): `cbor-raw` subscribers get `cdr` untouched.
+    /// `json`: the sample decoded, or `None` when [`Bridges::needs_json`]
+    /// said nobody needs it (then only `cbor-raw` subscribers get it;
+    /// were another one there, it would get `null`).
+    pub fn remote_publish_cdr(
+        &mut self,
+        domain: Domain,
+        topic: &str,
+        json: Option<Raw<'_>>,
+        cdr: &[u8],
+        latched: Option<u32>,
+        now: Instant,
+    ) {
+        if !self.hub.federation_enabled() {
+            return;
+        }
+        self.hub.counters.inc(Counter::CdrIn);
+        if json.is_none() {
+            self.hub.counters.inc(Counter::CdrPassedThrough);
+        }
+        let msg = json.unwrap_or(Raw::from_valid_json("null"));
+        let cdr: Rc<[u8]> = Rc::from(cdr);
+        self.hub.route_with_cdr(
+            Origin::Remote { latched },
+            domain,
+            topic,
+            msg,
+            Some(&cdr),
+            now,
+        );
     }
 
     /// The domains with a live bridge, whose queues the shell drains.

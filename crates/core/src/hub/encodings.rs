@@ -17,7 +17,10 @@
 //!   one message, never a partial set;
 //! - binary compressions are refused on a transport without binary
 //!   messages (NDJSON), and `cbor-raw` for a type the gateway does not
-//!   know, at subscribe, with the request's id.
+//!   know, at subscribe, with the request's id;
+//! - a ROS 2 sample routed with its CDR ([`Hub::remote_needs_json`] said
+//!   nobody needs its JSON) reaches only `cbor-raw` subscribers, which
+//!   send those bytes as they came.
 
 use std::rc::Rc;
 use std::sync::Arc;
@@ -26,8 +29,8 @@ use std::time::{Instant, SystemTime};
 use super::Hub;
 use crate::counters::{Counter, ErrorCode};
 use crate::encoding::{self, Compression, Encoded, Encoding};
-use crate::nodes::Domain;
-use crate::registry::TopicId;
+use crate::nodes::{Domain, DOMAINS};
+use crate::registry::{Role, TopicId};
 use crate::transport::{Framed, Framing, Transport};
 use crate::ConnRef;
 
@@ -73,6 +76,44 @@ impl Hub {
         };
         self.error_with_id(me, ErrorCode::BadCompression, &why, id, now);
         false
+    }
+
+    /// Whether a message from the ROS 2 graph on `topic` of `domain`
+    /// (`latched`: from a transient local publisher) must be decoded to
+    /// JSON before it is routed: false only when every local subscriber
+    /// of the topic takes `cbor-raw` unthrottled (it sends the sample's
+    /// CDR as it came), and the message is not latched (the cache keeps
+    /// JSON for later subscribers in any encoding) nor the simulated
+    /// clock (read as JSON). Bridges do not count: a remote message never
+    /// goes to one (`hub/topics.rs`). A topic nobody subscribes to needs
+    /// nothing.
+    pub(crate) fn remote_needs_json(
+        &self,
+        domain: Domain,
+        topic: &str,
+        latched: Option<u32>,
+    ) -> bool {
+        if !self.federation_enabled() || (domain as usize) >= DOMAINS {
+            return false;
+        }
+        if latched.is_some() || self.sim_time_watch(domain, topic) {
+            return true;
+        }
+        let reg = &self.registries[domain as usize];
+        let Some((t, e)) = reg
+            .topic_id(topic)
+            .and_then(|t| reg.topic(t).map(|e| (t, e)))
+        else {
+            return false;
+        };
+        e.subscribers().iter().any(|&sub| {
+            if !self.live(sub) || self.is_bridge(sub) {
+                return false;
+            }
+            !reg.member_qos(sub, Role::Subscriber, t).is_some_and(|q| {
+                q.encoding.compression == Compression::CborRaw && q.throttle.is_none()
+            })
+        })
     }
 
     /// The bytes of the one message of `framed` (a publish of topic `t`)

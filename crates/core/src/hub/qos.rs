@@ -369,13 +369,16 @@ impl Hub {
     /// The QoS path of a publish on `t` from `from` (the router's, for
     /// topics with QoS): latched caches, compatibility, throttles, depth
     /// and reliability, one message at a time (no batching); bridges are
-    /// skipped when `skip_bridges` (a remote message).
+    /// skipped when `skip_bridges` (a remote message). `cdr`: the ROS 2
+    /// sample's own bytes, which `cbor-raw` subscribers get untouched.
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn publish_qos(
         &mut self,
         domain: Domain,
         t: TopicId,
         from: Option<ConnRef>,
         msg: Raw<'_>,
+        cdr: Option<&Rc<[u8]>>,
         skip_bridges: bool,
         now: Instant,
     ) {
@@ -415,6 +418,10 @@ impl Hub {
         // One frame (and one copy per framing) for every subscriber, counted
         // once in the ledger, as on the fast path (`deliver`).
         let mut framed = Framed::new(frame, 1);
+        if let Some(cdr) = cdr {
+            // A ROS 2 sample's own bytes, for `cbor-raw` (`frames_for`).
+            framed.set_cdr(Rc::clone(cdr));
+        }
         for sub in subs {
             // A subscriber closing this turn gets nothing (and nothing is
             // counted for it), as on the fast path (`deliver`).

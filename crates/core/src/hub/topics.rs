@@ -225,12 +225,29 @@ impl Hub {
     /// messages and remote ones are delivered at once, after the batch. A
     /// remote message never goes to a bridge: nothing is echoed to the
     /// network it came from.
+    #[inline]
     pub(crate) fn route(
         &mut self,
         origin: Origin<'_>,
         domain: Domain,
         topic: &str,
         msg: Raw<'_>,
+        now: Instant,
+    ) {
+        self.route_with_cdr(origin, domain, topic, msg, None, now);
+    }
+
+    /// [`Hub::route`] of a message that may carry its CDR bytes as it
+    /// arrived from the ROS 2 graph (`cdr`): a `cbor-raw` subscriber gets
+    /// those bytes untouched (`hub/encodings.rs`); everyone else gets
+    /// `msg`.
+    pub(crate) fn route_with_cdr(
+        &mut self,
+        origin: Origin<'_>,
+        domain: Domain,
+        topic: &str,
+        msg: Raw<'_>,
+        cdr: Option<&Rc<[u8]>>,
         now: Instant,
     ) {
         let (from, remote) = match origin {
@@ -250,7 +267,7 @@ impl Hub {
                 (bridge, true)
             }
         };
-        self.fan_out(from, remote, domain, topic, msg, now);
+        self.fan_out(from, remote, domain, topic, msg, cdr, now);
         if remote {
             // As after a read from a socket: a remote message fanned out
             // to many slow subscribers is shed within the budget at once.
@@ -273,14 +290,17 @@ impl Hub {
         if !self.checks.is_empty() && self.refused_by_type(domain, topic, conn, msg, id, now) {
             return;
         }
-        self.fan_out(Some(conn), false, domain, topic, msg, now)
+        self.fan_out(Some(conn), false, domain, topic, msg, None, now)
     }
 
     /// [`Hub::route`] past its origin: `from` the publisher whose QoS
     /// applies (a client, or the bridge as a latched publisher), `remote`
     /// skips bridges; only a client's publish (`from` and not `remote`)
     /// is batched. Inlined into `route_client` and `route`, so each copy
-    /// has its origin's flags as constants.
+    /// has its origin's flags as constants (and `cdr`, only ever used on
+    /// the QoS path where `cbor-raw` subscribers are, `None` on the
+    /// client's).
+    #[allow(clippy::too_many_arguments)]
     #[inline(always)]
     fn fan_out(
         &mut self,
@@ -289,6 +309,7 @@ impl Hub {
         domain: Domain,
         topic: &str,
         msg: Raw<'_>,
+        cdr: Option<&Rc<[u8]>>,
         now: Instant,
     ) {
         let batched = from.is_some() && !remote;
@@ -304,7 +325,7 @@ impl Hub {
         // QoS stated by someone (latched publishers count even with no
         // subscriber: their cache must fill).
         if e.has_qos() {
-            return self.publish_qos(domain, t, from, msg, skip_bridges, now);
+            return self.publish_qos(domain, t, from, msg, cdr, skip_bridges, now);
         }
         if e.subscribers().is_empty() {
             return;

@@ -9,7 +9,8 @@
 //! interest and providers the hub is told of, the introspection lists
 //! `mod.rs` installs), topics' data both ways (`mod.rs` executes its
 //! subscriptions, publishers and puts, and decodes the samples it hands
-//! over, on the loop thread, by the link's registry), the types it asks
+//! over, on the loop thread, by the link's registry, when a subscriber
+//! needs JSON: `cbor-raw` ones get the CDR as it came), the types it asks
 //! nodes for, calls and goals both ways (`goals_out.rs`, `calls_in.rs`,
 //! `goals_in.rs`: a ROS 2 client's query is queued here with its request,
 //! and kept by the loop until the link's one `Reply`).
@@ -151,11 +152,13 @@ pub(super) enum ForHub {
     },
     /// A ROS 2 client cancels goal `ra<goal>`.
     Cancel { goal: u64, action: String },
-    /// A ROS 2 sample for local subscribers (JSON); `latched` is its
-    /// transient local publisher's depth.
+    /// A ROS 2 sample of type `ty` for local subscribers, its CDR as the
+    /// node put it (decoded to JSON only when a subscriber needs JSON);
+    /// `latched` is its transient local publisher's depth.
     Sample {
         topic: String,
-        json: String,
+        ty: String,
+        payload: Vec<u8>,
         latched: Option<u32>,
     },
     /// The hub's check of client messages on `topic` (ROS 2 subscribes to
@@ -570,22 +573,17 @@ impl RosLink {
                 let Ok(d) = Domain::try_from(domain) else {
                     return;
                 };
-                // Decoded here, on the loop thread, by the link's types
-                // (the link checked the type is known).
-                match super::decode_json(self.link.types(), &ty, &payload) {
-                    Some(json) => self.link_out.push((
-                        d,
-                        ForHub::Sample {
-                            topic,
-                            json,
-                            latched,
-                        },
-                    )),
-                    None => {
-                        self.undecodable += 1;
-                        self.shared.inbox.drop_one();
-                    }
-                }
+                // Decoded (or not) when the hub takes it: only then is
+                // it known whether a subscriber needs JSON.
+                self.link_out.push((
+                    d,
+                    ForHub::Sample {
+                        topic,
+                        ty,
+                        payload,
+                        latched,
+                    },
+                ));
                 return;
             }
             ToHub::LearnType { ty, .. } => {
@@ -761,14 +759,30 @@ impl RosLink {
                 }
                 ForHub::Sample {
                     topic,
-                    json,
+                    ty,
+                    payload,
                     latched,
                 } => {
-                    // A transient local publisher's samples are latched in
-                    // the hub, so clients that subscribe later get them as
-                    // from a local one.
-                    let msg = Raw::from_valid_json(&json);
-                    hub.remote_publish(domain, &topic, msg, latched, now);
+                    // Decoded here, on the loop thread, by the link's types
+                    // (the link checked the type is known), once, and only
+                    // when a subscriber needs JSON: `cbor-raw` ones get the
+                    // CDR as the node put it. A transient local publisher's
+                    // samples are latched in the hub, so clients that
+                    // subscribe later get them as from a local one.
+                    let json = if hub.needs_json(domain, &topic, latched) {
+                        match super::decode_json(self.link.types(), &ty, &payload) {
+                            Some(json) => Some(json),
+                            None => {
+                                self.undecodable += 1;
+                                self.shared.inbox.drop_one();
+                                continue;
+                            }
+                        }
+                    } else {
+                        None
+                    };
+                    let msg = json.as_deref().map(Raw::from_valid_json);
+                    hub.remote_publish_cdr(domain, &topic, msg, &payload, latched, now);
                 }
                 ForHub::Check { topic, ty } => hub.set_topic_check(domain, &topic, ty.as_deref()),
             }

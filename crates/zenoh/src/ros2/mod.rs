@@ -16,7 +16,9 @@
 //!   sample goes, raw, through the loop's inbox to the link, which decides
 //!   (own, a gateway's, an unknown type's are dropped) and
 //!   hands the CDR and its type back; it is decoded here, on the loop
-//!   thread, for the hub;
+//!   thread, for the hub when a subscriber needs JSON
+//!   (`Bridges::needs_json`), and routed with its CDR, which `cbor-raw`
+//!   subscribers get untouched;
 //! - services and actions: calls and goals both ways (`calls_in.rs`,
 //!   `goals_in.rs`, `goals_out.rs` execute the link's decisions);
 //! - the graph: ROS 2 nodes and topics are listed by introspection as the
@@ -28,8 +30,9 @@
 //!   under it.
 //!
 //! Invariants:
-//! - nothing ROS 2 publishes reaches clients unless it decodes against a
-//!   known type, and what a client publishes reaches ROS 2 only as CDR of
+//! - nothing ROS 2 publishes reaches clients unless its type is known and,
+//!   when it is decoded (a subscriber needs JSON), it decodes (a
+//!   `cbor-raw` subscriber alone gets the CDR as the node put it), and what a client publishes reaches ROS 2 only as CDR of
 //!   the type the ROS 2 subscription declared (the link's rules);
 //! - no lock is held here but the hand-offs: the link's inbox and each
 //!   query's [`crate::first_reply::FirstReply`];

@@ -14,6 +14,7 @@ use crate::out::MAX_IOVECS;
 mod actions;
 mod auth;
 mod bounds;
+mod cdr_pass;
 mod federation;
 mod fragments;
 mod params;
