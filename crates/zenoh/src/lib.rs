@@ -46,6 +46,8 @@
 //!   the wire decoder accepts, with raw line breaks blanked (it is framed
 //!   into NDJSON lines for clients).
 
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
+
 mod exposure;
 mod first_reply;
 mod gateways;
