@@ -198,7 +198,8 @@ pub fn encode<T: Types + ?Sized>(
                 return Encoded::Failed("not a publish".into());
             };
             let mut out = Vec::with_capacity(msg.len());
-            if !ty.is_empty() && types.msg(ty).is_some() {
+            let typed = !ty.is_empty() && types.msg(ty).is_some();
+            if typed {
                 if let Ok(v) = serde_json::from_str::<Value>(msg) {
                     if rosgate_ros2::cbor_typed::publish(types, ty, &topic, &v, &mut out).is_ok() {
                         return Encoded::Binary {
@@ -208,18 +209,13 @@ pub fn encode<T: Types + ?Sized>(
                     }
                 }
                 out.clear();
-                return match cbor::publish(&mut out, &topic, msg) {
-                    Ok(()) => Encoded::Binary {
-                        bytes: out,
-                        untyped: true,
-                    },
-                    Err(e) => Encoded::Failed(format!("{e:?}")),
-                };
             }
+            // The type-unaware mapping: flagged `untyped` only when a
+            // known type did not fit.
             match cbor::publish(&mut out, &topic, msg) {
                 Ok(()) => Encoded::Binary {
                     bytes: out,
-                    untyped: false,
+                    untyped: typed,
                 },
                 Err(e) => Encoded::Failed(format!("{e:?}")),
             }
