@@ -30,6 +30,7 @@ use std::time::{Duration, Instant};
 
 use crate::bridge::PeerId;
 use crate::conn_ref::ConnRef;
+use crate::encoding::Encoding;
 pub use crate::hash::{SeqBuild, SeqHasher};
 use crate::limits::{TIMER_SLOTS, TIMER_TICK_MS};
 use crate::timer::TimerWheel;
@@ -85,8 +86,9 @@ pub struct Call {
     /// The peer on the other side when a bridge is its caller (the peer it
     /// came from) or its provider (the peer that serves it).
     peer: Option<PeerId>,
-    /// The caller's `fragment_size` for the answer (rosbridge), characters.
-    fragment: Option<u32>,
+    /// How the caller asked for the answer (`compression`,
+    /// `fragment_size`, rosbridge).
+    encoding: Encoding,
 }
 
 impl Call {
@@ -141,9 +143,10 @@ impl Call {
         self.has_id.then(|| &self.names[self.split..])
     }
 
-    /// The caller's `fragment_size` for the answer, if it gave one.
-    pub fn fragment(&self) -> Option<u32> {
-        self.fragment
+    /// How the caller asked for the answer (plain JSON unless it gave
+    /// `compression` or `fragment_size`).
+    pub fn encoding(&self) -> Encoding {
+        self.encoding
     }
 }
 
@@ -344,7 +347,7 @@ impl Calls {
             kind,
             orphaned: false,
             peer: None,
-            fragment: None,
+            encoding: Encoding::default(),
             started,
         };
         let bytes = CALL_OVERHEAD + call.names.len();
@@ -377,13 +380,14 @@ impl Calls {
         }
     }
 
-    /// Records the peer beyond the bridge that made or serves call `seq`.
-    /// Records the caller's `fragment_size` for the answer of call `seq`.
-    pub fn set_fragment(&mut self, seq: u64, fragment: u32) {
+    /// Records how the caller of call `seq` asked for its answer.
+    pub fn set_encoding(&mut self, seq: u64, encoding: Encoding) {
         if let Some(c) = self.table.get_mut(&seq) {
-            c.fragment = Some(fragment);
+            c.encoding = encoding;
         }
     }
+
+    /// Records the peer beyond the bridge that made or serves call `seq`.
 
     pub fn set_peer(&mut self, seq: u64, peer: PeerId) {
         if let Some(c) = self.table.get_mut(&seq) {

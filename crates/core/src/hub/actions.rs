@@ -34,6 +34,7 @@ use crate::bridge::BridgeMsg;
 use crate::calls::{Call, CallKind, NotOutstanding, ORPHAN_TIMEOUT};
 use crate::conn::ConnRef;
 use crate::counters::{Counter, ErrorCode, Hist};
+use crate::encoding::Encoding;
 use crate::nodes::Domain;
 use crate::registry::{Provided, TooMany, Unadvertised};
 
@@ -170,7 +171,7 @@ impl Hub {
             args: g.args,
             timeout: g.timeout,
             wait: g.wait,
-            fragment: None,
+            encoding: Encoding::default(),
             goal: Some(GoalOptions {
                 action_type: g.action_type.as_deref(),
                 feedback: g.feedback,

@@ -23,8 +23,10 @@ use super::{CallFailure, Hub};
 use crate::bridge::{BridgeMsg, PeerId};
 use crate::conn::ConnRef;
 use crate::counters::Counter;
+use crate::encoding::{Compression, Encoding};
 use crate::nodes::Domain;
 use crate::registry::Provided;
+use crate::transport::{Framing, Transport};
 
 /// What a bridge's messages name as text.
 fn text(bytes: &[u8]) -> Box<str> {
@@ -100,17 +102,24 @@ impl Hub {
     }
 
     /// A provider's answer to a caller (a client, not a bridge) that asked
-    /// for `fragment_size` `n`: longer than `n` characters, it goes as
-    /// `fragment` frames with the call's id (rosbridge's protocol.py uses
-    /// the message's `id`), queued back to back as control data (never
-    /// shed, so never a partial set).
-    pub(super) fn send_answer_fragmented(
+    /// for it in `encoding` (rosbridge's `call_service` `compression` and
+    /// `fragment_size`), queued as control data (never shed, so never a
+    /// partial set of fragments):
+    /// - `cbor` (and `cbor-raw`, which has no CDR for an answer, as
+    ///   rosbridge's protocol.py `send` treats both): one binary message,
+    ///   the `service_response` object mapped to CBOR type-unaware (the
+    ///   answer's type is the provider's, not checked here);
+    /// - `png`: the `{"op":"png","data":..}` frame of the line;
+    /// - longer than `fragment_size` characters, a text frame goes as
+    ///   `fragment` frames with the call's id (rosbridge's protocol.py uses
+    ///   the message's `id`); binary messages are never cut.
+    pub(super) fn send_answer_encoded(
         &mut self,
         to: ConnRef,
         service_json: &[u8],
         id: Option<&[u8]>,
         answer: Answer<'_>,
-        n: u32,
+        encoding: Encoding,
         now: Instant,
     ) {
         let Answer {
@@ -121,8 +130,48 @@ impl Hub {
         let mut out = Vec::new();
         encode::service_response(&mut out, service_json, id, values, result, status);
         let text = std::str::from_utf8(out.strip_suffix(b"\n").unwrap_or(&out)).unwrap_or("");
-        let Some(pieces) = rosgate_wire::fragment::split(text, n as usize) else {
-            return self.send_control(to, &out, now);
+        // Binary messages exist on the WebSocket transport only (the call
+        // was refused on the others: `Hub::answer_encoding`).
+        let websocket = self
+            .conn(to.key)
+            .is_some_and(|c| c.transport() != Transport::Tcp);
+        let text = match encoding.compression {
+            Compression::None => text.to_owned(),
+            Compression::Png => {
+                let mut framed = Vec::new();
+                rosgate_wire::png::frame(&mut framed, text);
+                self.counters.inc(Counter::EncodedPngFrames);
+                self.counters
+                    .add(Counter::EncodedPngBytes, framed.len() as u64);
+                String::from_utf8_lossy(&framed)
+                    .trim_end_matches('\n')
+                    .to_owned()
+            }
+            Compression::Cbor | Compression::CborRaw => {
+                let mut cbor = Vec::with_capacity(out.len());
+                let mut frame = Vec::with_capacity(out.len() + 10);
+                let sent = rosgate_wire::cbor::from_json(text, &mut cbor).is_ok()
+                    && websocket
+                    && Framing::WebSocket.push_binary(&mut frame, &cbor);
+                if !sent {
+                    // The provider's answer is valid JSON and the
+                    // transport was checked at the call: not reached.
+                    self.counters.inc(Counter::EncodeFailed);
+                    return self.send_control(to, &out, now);
+                }
+                self.counters.inc(Counter::EncodedCborFrames);
+                self.counters
+                    .add(Counter::EncodedCborBytes, cbor.len() as u64);
+                return self.send_raw(to, &frame, now);
+            }
+        };
+        let pieces = encoding
+            .fragment
+            .and_then(|n| rosgate_wire::fragment::split(&text, n as usize));
+        let Some(pieces) = pieces else {
+            let mut line = text.into_bytes();
+            line.push(b'\n');
+            return self.send_control(to, &line, now);
         };
         let fid = id.and_then(|i| std::str::from_utf8(i).ok()).map_or(
             rosgate_wire::Raw::from_valid_json("0"),

@@ -951,11 +951,20 @@ impl Hub {
                 timeout,
                 wait,
             } => {
+                let (compression, fragment) = match &req.encoding {
+                    Some(e) => (e.compression.as_deref(), e.fragment_size),
+                    None => (None, None),
+                };
+                let Some(encoding) =
+                    self.answer_encoding(me, &service, compression, fragment, id, now)
+                else {
+                    return;
+                };
                 let call = services::CallArgs {
                     args,
                     timeout,
                     wait,
-                    fragment: req.encoding.as_ref().and_then(|e| e.fragment_size),
+                    encoding,
                     goal: None,
                 };
                 self.call_service(me, &service, node, call, id, now)
@@ -1073,7 +1082,7 @@ impl Hub {
     }
 
     /// Queues bytes to go out exactly as given (transport replies).
-    fn send_raw(&mut self, to: ConnRef, bytes: &[u8], now: Instant) {
+    pub(super) fn send_raw(&mut self, to: ConnRef, bytes: &[u8], now: Instant) {
         self.enqueue_control(to, bytes, true, now);
     }
 

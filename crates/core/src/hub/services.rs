@@ -17,8 +17,10 @@ use crate::bridge::BridgeMsg;
 use crate::calls::{Call, CallKind};
 use crate::conn::ConnRef;
 use crate::counters::{Counter, ErrorCode, Hist};
+use crate::encoding::{Compression, Encoding};
 use crate::nodes::Domain;
 use crate::registry::{Provided, TooMany, Unadvertised};
+use crate::transport::Transport;
 
 /// Whether `name` (resolved) is one the gateway answers itself: nobody
 /// may provide it. Without its leading `/` too: `builtin_call` answers
@@ -69,8 +71,9 @@ pub(super) struct CallArgs<'a> {
     /// A goal's (a call has none): its `action_type` and whether the
     /// caller wants feedback.
     pub(super) goal: Option<GoalOptions<'a>>,
-    /// A call's `fragment_size` for its answer (rosbridge), characters.
-    pub(super) fragment: Option<u32>,
+    /// How the caller asked for the answer (`compression`,
+    /// `fragment_size`; rosbridge).
+    pub(super) encoding: Encoding,
 }
 
 /// What a goal asks beside a call's arguments.
@@ -197,6 +200,43 @@ impl Hub {
         }
     }
 
+    /// How a `call_service` of `name` asks for its answer (`compression`,
+    /// `fragment_size`); `None` when refused: an unknown compression, or a
+    /// compression on the NDJSON transport (JSON lines only), gets an
+    /// error status with the request's id and a failed `service_response`
+    /// at once (so the caller does not wait for a timeout), and no call.
+    pub(super) fn answer_encoding(
+        &mut self,
+        me: ConnRef,
+        name: &str,
+        compression: Option<&str>,
+        fragment: Option<u32>,
+        id: Option<&[u8]>,
+        now: Instant,
+    ) -> Option<Encoding> {
+        let why = match Encoding::asked(compression, fragment) {
+            Ok(e) if e.compression == Compression::None => return Some(e),
+            Ok(e) => {
+                let tcp = self
+                    .conn(me.key)
+                    .is_some_and(|c| c.transport() == Transport::Tcp);
+                if !tcp {
+                    return Some(e);
+                }
+                format!(
+                    "{name}: compression {:?} is for the WebSocket transport (rosbridge v2); this transport sends JSON lines only (compression none); not called",
+                    e.compression.label()
+                )
+            }
+            Err(why) => format!("{name}: {}", why.replace("not subscribed", "not called")),
+        };
+        self.error_with_id(me, ErrorCode::BadCompression, &why, id, now);
+        let mut name_json = Vec::with_capacity(name.len() + 2);
+        encode::json_string(&mut name_json, name);
+        self.send_service_failure(me, None, &name_json, id, &why, now);
+        None
+    }
+
     /// A client's `call_service` of `name` (as it wrote it, for `node`).
     pub(super) fn call_service(
         &mut self,
@@ -245,7 +285,7 @@ impl Hub {
             args,
             timeout,
             wait,
-            fragment,
+            encoding,
             ..
         } = call;
         if !self.live(me) {
@@ -269,8 +309,8 @@ impl Hub {
                 let seq = self
                     .calls
                     .insert(me, provider, s.name_json(), id, now, now + to);
-                if let Some(n) = fragment {
-                    self.calls.set_fragment(seq, n);
+                if !encoding.is_plain() {
+                    self.calls.set_encoding(seq, encoding);
                 }
                 Some((provider, seq))
             }
@@ -360,8 +400,9 @@ impl Hub {
             status: status.map(|s| s.get().as_bytes()),
         };
         let (json, cid) = (call.service_json(), call.caller_id());
-        if let Some(n) = call.fragment().filter(|_| call.peer().is_none()) {
-            return self.send_answer_fragmented(call.caller(), json, cid, answer, n, now);
+        let encoding = call.encoding();
+        if !encoding.is_plain() && call.peer().is_none() {
+            return self.send_answer_encoded(call.caller(), json, cid, answer, encoding, now);
         }
         self.send_service_answer(call.caller(), call.peer(), json, cid, answer, now);
     }

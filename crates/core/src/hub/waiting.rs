@@ -23,6 +23,7 @@ use super::answer::GoalFailure;
 use super::services::{CallArgs, GoalOptions};
 use super::Hub;
 use crate::conn::ConnRef;
+use crate::encoding::Encoding;
 use crate::limits::{TIMER_SLOTS, TIMER_TICK_MS};
 use crate::nodes::Domain;
 use crate::registry::Provided;
@@ -46,8 +47,8 @@ struct WaitingCall {
     feedback: bool,
     /// Goals: the deadline the goal keeps once sent (its own `timeout`).
     goal_timeout: Option<f64>,
-    /// Calls: the caller's `fragment_size` for the answer.
-    fragment: Option<u32>,
+    /// Calls: how the caller asked for the answer.
+    encoding: Encoding,
     /// Arrival order (slab keys are reused).
     seq: u64,
 }
@@ -152,7 +153,7 @@ impl Hub {
             args,
             timeout,
             goal,
-            fragment,
+            encoding,
             ..
         } = call;
         let kind = match goal {
@@ -181,7 +182,7 @@ impl Hub {
             action_type: goal.and_then(|g| g.action_type).map(Box::from),
             feedback: goal.is_some_and(|g| g.feedback),
             goal_timeout: timeout,
-            fragment,
+            encoding,
             seq: 0,
         });
         self.counters.inc(crate::counters::Counter::CallsWaited);
@@ -220,7 +221,7 @@ impl Hub {
                     let call = CallArgs {
                         args,
                         timeout: Some(left),
-                        fragment: w.fragment,
+                        encoding: w.encoding,
                         ..CallArgs::default()
                     };
                     self.call_resolved(w.caller, w.domain, &w.name, call, w.id.as_deref(), now)
@@ -231,7 +232,7 @@ impl Hub {
                             args,
                             timeout: w.goal_timeout,
                             wait: false,
-                            fragment: None,
+                            encoding: Encoding::default(),
                             goal: Some(GoalOptions {
                                 action_type: w.action_type.as_deref(),
                                 feedback: w.feedback,

@@ -435,3 +435,92 @@ fn call_service_fragment_size_splits_the_answer_under_the_calls_id() {
         (Some("service_response"), Some("c8"))
     );
 }
+
+#[test]
+fn call_service_compression_encodes_the_answer_and_tcp_refuses_it() {
+    let gw = Gateway::start(&[]);
+    let mut provider = gw.client();
+    provider.advertise_service("/enc");
+    let mut ws = Ws::connect(&gw);
+    // cbor: the service_response object, one binary message.
+    ws.send_text(
+        r#"{"op":"call_service","service":"/enc","id":"b1","args":{},"compression":"cbor"}"#,
+    );
+    let call = provider.expect_forwarded("/enc");
+    provider.respond(
+        "/enc",
+        &call["id"].to_string(),
+        r#"{"sum":3,"s":"é"}"#,
+        "true",
+    );
+    let f = binary(&mut ws);
+    assert_eq!(f.get("op"), &Cbor::Text("service_response".into()));
+    assert_eq!(f.get("id"), &Cbor::Text("b1".into()));
+    assert_eq!(f.get("result"), &Cbor::Simple(21), "true");
+    assert_eq!(f.get("values").get("sum"), &Cbor::Uint(3));
+    assert_eq!(f.get("values").get("s"), &Cbor::Text("é".into()));
+    // png with fragment_size: the png frame's text cut under the call's id.
+    ws.send_text(
+        r#"{"op":"call_service","service":"/enc","id":"p1","args":{},"compression":"png","fragment_size":256}"#,
+    );
+    let call = provider.expect_forwarded("/enc");
+    let big = "q".repeat(600);
+    provider.respond(
+        "/enc",
+        &call["id"].to_string(),
+        &format!(r#"{{"s":"{big}"}}"#),
+        "true",
+    );
+    let first = ws.json();
+    assert_eq!(
+        (first["op"].as_str(), first["id"].as_str()),
+        (Some("fragment"), Some("p1"))
+    );
+    let total = first["total"].as_u64().unwrap();
+    let mut text = first["data"].as_str().unwrap().to_owned();
+    for n in 1..total {
+        let f = ws.json();
+        assert_eq!((f["id"].as_str(), f["num"].as_u64()), (Some("p1"), Some(n)));
+        text.push_str(f["data"].as_str().unwrap());
+    }
+    let png: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(png["op"], "png");
+    let inner: Value = serde_json::from_str(&png_text(png["data"].as_str().unwrap())).unwrap();
+    assert_eq!(inner["op"], "service_response");
+    assert_eq!(inner["values"]["s"], big.as_str());
+    // An unknown compression: an error status with the id, a failed
+    // answer at once, and no call.
+    ws.send_text(
+        r#"{"op":"call_service","service":"/enc","id":"z1","args":{},"compression":"zip"}"#,
+    );
+    let st = ws.json();
+    assert_eq!(
+        (st["op"].as_str(), st["level"].as_str(), st["id"].as_str()),
+        (Some("status"), Some("error"), Some("z1"))
+    );
+    let r = ws.json();
+    assert_eq!(
+        (r["op"].as_str(), r["id"].as_str(), r["result"].as_bool()),
+        (Some("service_response"), Some("z1"), Some(false))
+    );
+    // NDJSON has no binary messages: refused the same way.
+    let mut tcp = gw.client();
+    tcp.send_line(
+        r#"{"op":"call_service","service":"/enc","id":"t1","args":{},"compression":"cbor"}"#,
+    );
+    let st = tcp.recv();
+    assert_eq!(
+        (st["level"].as_str(), st["id"].as_str()),
+        (Some("error"), Some("t1"))
+    );
+    assert!(st["msg"].as_str().unwrap().contains("WebSocket"), "{st}");
+    let r = tcp.recv();
+    assert_eq!(
+        (r["id"].as_str(), r["result"].as_bool()),
+        (Some("t1"), Some(false))
+    );
+    // Neither refused call reached the provider.
+    assert!(provider.barrier().is_empty());
+    let s = gw.stats();
+    assert_eq!(counter(&s, "errors.bad_compression"), 2, "{s}");
+}
