@@ -388,7 +388,6 @@ impl Calls {
     }
 
     /// Records the peer beyond the bridge that made or serves call `seq`.
-
     pub fn set_peer(&mut self, seq: u64, peer: PeerId) {
         if let Some(c) = self.table.get_mut(&seq) {
             c.peer = Some(peer);
