@@ -157,6 +157,37 @@ fn parts(line: &str) -> Option<(String, &str)> {
     Some((topic, msg?))
 }
 
+/// One message's `msg` parsed to a JSON value on first need, then shared
+/// by every encoding made of it (`cbor` typed and `cbor-raw` both need the
+/// value): a multi-megabyte message is parsed at most once, whatever the
+/// mix of encodings its subscribers asked for. One per message (the hub's
+/// `transport::Framed` holds it); the publish line it parses is the one
+/// [`Message::line`] carries.
+#[derive(Debug, Default)]
+pub struct Parsed {
+    value: std::cell::OnceCell<Option<Value>>,
+    /// Times `msg` was parsed: 0 or 1 (the tests' witness).
+    parses: std::cell::Cell<u32>,
+}
+
+impl Parsed {
+    /// `msg` (the publish line's `msg` text) as a value, parsed the first
+    /// time only; `None` when it is not JSON.
+    fn get(&self, msg: &str) -> Option<&Value> {
+        self.value
+            .get_or_init(|| {
+                self.parses.set(self.parses.get() + 1);
+                serde_json::from_str::<Value>(msg).ok()
+            })
+            .as_ref()
+    }
+
+    /// Times the message was parsed so far (0 or 1).
+    pub fn parses(&self) -> u32 {
+        self.parses.get()
+    }
+}
+
 /// One message to encode: its publish line (`\n`-terminated) and, when
 /// it arrived as CDR, those bytes (`cbor-raw` sends them as they are).
 #[derive(Debug, Clone, Copy)]
@@ -165,24 +196,26 @@ pub struct Message<'a> {
     pub cdr: Option<&'a [u8]>,
     /// The `id` its `fragment` frames carry, if it is cut (never 0).
     pub fragment_id: u64,
+    /// The message's `msg` as a value, shared by its encodings.
+    pub parsed: &'a Parsed,
 }
 
 /// `msg` (of a topic of type `ty`, empty when unknown) in `enc`; `types`
 /// are the types known, `wall` the time `cbor-raw` stamps.
 pub fn encode<T: Types + ?Sized>(
-    msg: Message<'_>,
+    m: Message<'_>,
     enc: Encoding,
     types: &T,
     ty: &str,
     wall: SystemTime,
 ) -> Encoded {
-    let line = msg.line;
+    let line = m.line;
     let text = match std::str::from_utf8(line.strip_suffix(b"\n").unwrap_or(line)) {
         Ok(t) => t,
         Err(_) => return Encoded::Failed("not UTF-8".into()),
     };
     match enc.compression {
-        Compression::None => Encoded::Text(fragments(text, enc.fragment, msg.fragment_id)),
+        Compression::None => Encoded::Text(fragments(text, enc.fragment, m.fragment_id)),
         Compression::Png => {
             let mut framed = Vec::new();
             png::frame(&mut framed, text);
@@ -190,7 +223,7 @@ pub fn encode<T: Types + ?Sized>(
             Encoded::Text(fragments(
                 framed.trim_end_matches('\n'),
                 enc.fragment,
-                msg.fragment_id,
+                m.fragment_id,
             ))
         }
         Compression::Cbor => {
@@ -200,8 +233,8 @@ pub fn encode<T: Types + ?Sized>(
             let mut out = Vec::with_capacity(msg.len());
             let typed = !ty.is_empty() && types.msg(ty).is_some();
             if typed {
-                if let Ok(v) = serde_json::from_str::<Value>(msg) {
-                    if rosgate_ros2::cbor_typed::publish(types, ty, &topic, &v, &mut out).is_ok() {
+                if let Some(v) = m.parsed.get(msg) {
+                    if rosgate_ros2::cbor_typed::publish(types, ty, &topic, v, &mut out).is_ok() {
                         return Encoded::Binary {
                             bytes: out,
                             untyped: false,
@@ -225,13 +258,15 @@ pub fn encode<T: Types + ?Sized>(
                 return Encoded::Failed("not a publish".into());
             };
             let made;
-            let cdr: &[u8] = match msg.cdr {
+            let cdr: &[u8] = match m.cdr {
                 Some(c) => c,
                 None => {
-                    let encoded = serde_json::from_str::<Value>(json)
-                        .map_err(|e| e.to_string())
+                    let encoded = m
+                        .parsed
+                        .get(json)
+                        .ok_or_else(|| "not JSON".to_string())
                         .and_then(|v| {
-                            rosgate_ros2::cdr::encode(types, ty, &v).map_err(|e| format!("{e:?}"))
+                            rosgate_ros2::cdr::encode(types, ty, v).map_err(|e| format!("{e:?}"))
                         });
                     made = match encoded {
                         Ok(c) => c,
@@ -291,6 +326,8 @@ mod tests {
             line,
             cdr: None,
             fragment_id: 1,
+            // A parse of its own per call, as every test here encodes once.
+            parsed: Box::leak(Box::default()),
         }
     }
 
@@ -374,6 +411,58 @@ mod tests {
             ),
             Encoded::Failed(_)
         ));
+    }
+
+    #[test]
+    fn one_parse_serves_cbor_and_cbor_raw() {
+        let reg = Registry::bundled();
+        let parsed = Parsed::default();
+        let msg = Message {
+            line: LINE,
+            cdr: None,
+            fragment_id: 1,
+            parsed: &parsed,
+        };
+        let ty = "std_msgs/msg/String";
+        let wall = SystemTime::UNIX_EPOCH;
+        assert_eq!(parsed.parses(), 0);
+        // JSON and png never parse.
+        encode(msg, enc(Compression::None, Some(256)), &reg, ty, wall);
+        encode(msg, enc(Compression::Png, None), &reg, ty, wall);
+        assert_eq!(parsed.parses(), 0);
+        let Encoded::Binary { untyped, .. } =
+            encode(msg, enc(Compression::Cbor, None), &reg, ty, wall)
+        else {
+            panic!("binary")
+        };
+        assert!(!untyped);
+        assert_eq!(parsed.parses(), 1);
+        assert!(matches!(
+            encode(msg, enc(Compression::CborRaw, None), &reg, ty, wall),
+            Encoded::Binary { .. }
+        ));
+        assert!(matches!(
+            encode(msg, enc(Compression::Cbor, Some(300)), &reg, ty, wall),
+            Encoded::Binary { .. }
+        ));
+        assert_eq!(parsed.parses(), 1);
+        // A message that is not JSON inside is tried once too.
+        let bad = Parsed::default();
+        let line = b"{\"op\":\"publish\",\"topic\":\"/t\",\"msg\":{\"data\":}}\n";
+        let msg = Message {
+            line,
+            cdr: None,
+            fragment_id: 1,
+            parsed: &bad,
+        };
+        for c in [
+            Compression::Cbor,
+            Compression::CborRaw,
+            Compression::CborRaw,
+        ] {
+            encode(msg, enc(c, None), &reg, ty, wall);
+        }
+        assert!(bad.parses() <= 1);
     }
 
     #[test]

@@ -26,7 +26,7 @@ use rosgate_wire::ws::handshake::{HttpRequest, Opening};
 use rosgate_wire::ws::{self, WsEvent, WsReader};
 
 use crate::codes::{CloseReason, ErrorCode};
-use crate::encoding::Encoding;
+use crate::encoding::{Encoding, Parsed};
 
 /// Status code for a protocol violation (RFC 6455 §7.4.1).
 const WS_CLOSE_PROTOCOL_ERROR: u16 = 1002;
@@ -215,6 +215,8 @@ pub struct Framed {
     encoded: Vec<(EncodedKey, Rc<[u8]>)>,
     /// The message's CDR as it arrived, encapsulation header included.
     cdr: Option<Rc<[u8]>>,
+    /// The one message's `msg` parsed once for all its encodings.
+    parsed: Parsed,
     msgs: usize,
     /// Bytes of the copies made so far, the lines included.
     created: usize,
@@ -228,6 +230,7 @@ impl Framed {
             copies: [Some(lines), None],
             encoded: Vec::new(),
             cdr: None,
+            parsed: Parsed::default(),
             msgs,
         }
     }
@@ -253,6 +256,12 @@ impl Framed {
     #[allow(dead_code)]
     pub fn set_cdr(&mut self, cdr: Rc<[u8]>) {
         self.cdr = Some(cdr);
+    }
+
+    /// The one message's `msg` as a value, parsed on first need and
+    /// shared by every encoding made of it (`encoding::encode`).
+    pub fn parsed(&self) -> &Parsed {
+        &self.parsed
     }
 
     /// The message's CDR, when it came as CDR.

@@ -18,13 +18,20 @@
 //! - binary compressions are refused on a transport without binary
 //!   messages (NDJSON), and `cbor-raw` for a type the gateway does not
 //!   know, at subscribe, with the request's id;
+//! - the core reads no clock: `cbor-raw`'s stamp is the wall clock at the
+//!   turn's `now` (`Hub::wall`, anchored by the shell's `GraphSettings`),
+//!   and the encode time counters (`encoded_*_micros`) are read from the
+//!   clock the shell hands in ([`Hub::set_cost_clock`]); without one (the
+//!   simulator, tests) they stay 0, and nothing is decided on them;
+//! - a message's `msg` is parsed to a value at most once for all its
+//!   encodings (`encoding::Parsed`, held by its `Framed`);
 //! - a ROS 2 sample routed with its CDR ([`Hub::remote_needs_json`] said
 //!   nobody needs its JSON) reaches only `cbor-raw` subscribers, which
 //!   send those bytes as they came.
 
 use std::rc::Rc;
 use std::sync::Arc;
-use std::time::{Instant, SystemTime};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use super::Hub;
 use crate::counters::{Counter, ErrorCode};
@@ -35,6 +42,13 @@ use crate::transport::{Framed, Framing, Transport};
 use crate::ConnRef;
 
 impl Hub {
+    /// Gives the shell's monotonic clock, read around each encode for the
+    /// `encoded_*_micros` counters only (a cost, measured where it is
+    /// spent; the hub decides nothing on it). Without it they stay 0.
+    pub fn set_cost_clock(&mut self, clock: fn() -> Instant) {
+        self.cost_clock = Some(clock);
+    }
+
     /// Whether `me` may subscribe to `topic` (of type `ty`, as the request
     /// or the topic has it; empty when neither does) in `enc`; if not, says
     /// why with the request's `id` and returns false.
@@ -118,7 +132,8 @@ impl Hub {
 
     /// The bytes of the one message of `framed` (a publish of topic `t`)
     /// for a queue with `framing`, in `enc`; `None` when it cannot be made
-    /// so (counted).
+    /// so (counted). `now` is the turn's time: `cbor-raw`'s stamp is the
+    /// wall clock at `now` (`Hub::wall`), never a clock read here.
     pub(super) fn frames_for(
         &mut self,
         domain: Domain,
@@ -126,6 +141,7 @@ impl Hub {
         framed: &mut Framed,
         framing: Framing,
         enc: Encoding,
+        now: Instant,
     ) -> Option<Rc<[u8]>> {
         if enc.is_plain() {
             return Some(framed.get(framing));
@@ -138,13 +154,18 @@ impl Hub {
             .topic(t)
             .map_or(String::new(), |e| e.ty().to_owned());
         let types = Arc::clone(self.types());
-        let started = Instant::now();
+        let (secs, nanos) = self.wall(now);
+        let wall = UNIX_EPOCH + Duration::new(secs, nanos);
+        // The encode's cost, read from the shell's clock when it gave one
+        // (`Hub::set_cost_clock`): only a counter, nothing decided on it.
+        let started = self.cost_clock.map(|clock| clock());
         let msg = encoding::Message {
             line: framed.lines(),
             cdr: framed.cdr(),
             fragment_id: self.fragment_ids + 1,
+            parsed: framed.parsed(),
         };
-        let made = encoding::encode(msg, enc, &*types, &ty, SystemTime::now());
+        let made = encoding::encode(msg, enc, &*types, &ty, wall);
         let mut out = Vec::new();
         match made {
             Encoded::Text(lines) => {
@@ -172,7 +193,10 @@ impl Hub {
                 return None;
             }
         }
-        let micros = started.elapsed().as_micros() as u64;
+        let micros = match (started, self.cost_clock) {
+            (Some(t0), Some(clock)) => clock().saturating_duration_since(t0).as_micros() as u64,
+            _ => 0,
+        };
         let counters = match enc.compression {
             Compression::None => None,
             Compression::Cbor => Some((

@@ -216,6 +216,8 @@ pub struct Hub {
     fragment_ids: u64,
     /// Connections with fragmented messages in flight (`fragments.rs`).
     fragments: fragments::Fragments,
+    /// The shell's clock for cost counters only (`encodings.rs`).
+    cost_clock: Option<fn() -> Instant>,
 }
 
 /// Why a connection was not admitted: what to send it, and the reason.
@@ -272,6 +274,7 @@ impl Hub {
             types: types::Types::default(),
             fragment_ids: 0,
             fragments: fragments::Fragments::default(),
+            cost_clock: None,
         }
     }
 

@@ -337,7 +337,7 @@ impl Hub {
         let enc = self.registries[domain as usize]
             .member_qos(to, Role::Subscriber, t)
             .map_or(Encoding::default(), |q| q.encoding);
-        let Some(frames) = self.frames_for(domain, t, framed, framing, enc) else {
+        let Some(frames) = self.frames_for(domain, t, framed, framing, enc, now) else {
             return false;
         };
         let dropped = self.queue_framed(to, t, frames, now);
