@@ -131,13 +131,20 @@ impl Encoding {
 
 /// One message made in one encoding, before framing.
 #[derive(Debug)]
-pub enum Encoded {
+pub enum Encoded<'a> {
     /// JSON lines (`\n`-terminated): the message, or its fragments, or its
     /// `png` frame; `untyped` is always false.
     Text(Vec<u8>),
-    /// One binary message; `untyped`: a `cbor` message that did not fit
-    /// its type and went type-unaware.
-    Binary { bytes: Vec<u8>, untyped: bool },
+    /// One binary message: `bytes` then `tail` (the caller's scratch
+    /// buffer, or the CDR as it came), given in two pieces so that a
+    /// multi-megabyte payload is copied once, into the frame, not first
+    /// into `bytes`; `untyped`: a `cbor` message that did not fit its type
+    /// and went type-unaware.
+    Binary {
+        bytes: Vec<u8>,
+        tail: &'a [u8],
+        untyped: bool,
+    },
     /// It cannot be made (`cbor-raw` of a message that does not fit its
     /// type, or a publish line that is not one): the subscriber skips it.
     Failed(String),
@@ -201,14 +208,19 @@ pub struct Message<'a> {
 }
 
 /// `msg` (of a topic of type `ty`, empty when unknown) in `enc`; `types`
-/// are the types known, `wall` the time `cbor-raw` stamps.
-pub fn encode<T: Types + ?Sized>(
-    m: Message<'_>,
+/// are the types known, `wall` the time `cbor-raw` stamps. `scratch` is
+/// the caller's buffer, kept from message to message (its old content is
+/// dropped): a binary encoding is made in it and returned as
+/// [`Encoded::Binary`]'s `tail`, so a multi-megabyte message needs no
+/// fresh buffer of its size (whose pages would fault in anew each time).
+pub fn encode<'a, T: Types + ?Sized>(
+    m: Message<'a>,
     enc: Encoding,
     types: &T,
     ty: &str,
     wall: SystemTime,
-) -> Encoded {
+    scratch: &'a mut Vec<u8>,
+) -> Encoded<'a> {
     let line = m.line;
     let text = match std::str::from_utf8(line.strip_suffix(b"\n").unwrap_or(line)) {
         Ok(t) => t,
@@ -230,13 +242,15 @@ pub fn encode<T: Types + ?Sized>(
             let Some((topic, msg)) = parts(text) else {
                 return Encoded::Failed("not a publish".into());
             };
-            let mut out = Vec::with_capacity(msg.len());
+            let out = scratch;
+            out.clear();
             let typed = !ty.is_empty() && types.msg(ty).is_some();
             if typed {
                 if let Some(v) = m.parsed.get(msg) {
-                    if rosgate_ros2::cbor_typed::publish(types, ty, &topic, v, &mut out).is_ok() {
+                    if rosgate_ros2::cbor_typed::publish(types, ty, &topic, v, out).is_ok() {
                         return Encoded::Binary {
-                            bytes: out,
+                            bytes: Vec::new(),
+                            tail: out,
                             untyped: false,
                         };
                     }
@@ -245,9 +259,10 @@ pub fn encode<T: Types + ?Sized>(
             }
             // The type-unaware mapping: flagged `untyped` only when a
             // known type did not fit.
-            match cbor::publish(&mut out, &topic, msg) {
+            match cbor::publish(out, &topic, msg) {
                 Ok(()) => Encoded::Binary {
-                    bytes: out,
+                    bytes: Vec::new(),
+                    tail: out,
                     untyped: typed,
                 },
                 Err(e) => Encoded::Failed(format!("{e:?}")),
@@ -257,7 +272,6 @@ pub fn encode<T: Types + ?Sized>(
             let Some((topic, json)) = parts(text) else {
                 return Encoded::Failed("not a publish".into());
             };
-            let made;
             let cdr: &[u8] = match m.cdr {
                 Some(c) => c,
                 None => {
@@ -266,28 +280,29 @@ pub fn encode<T: Types + ?Sized>(
                         .get(json)
                         .ok_or_else(|| "not JSON".to_string())
                         .and_then(|v| {
-                            rosgate_ros2::cdr::encode(types, ty, v).map_err(|e| format!("{e:?}"))
+                            rosgate_ros2::cdr::encode_into(types, ty, v, scratch)
+                                .map_err(|e| format!("{e:?}"))
                         });
-                    made = match encoded {
-                        Ok(c) => c,
-                        Err(why) => return Encoded::Failed(format!("not {ty}: {why}")),
-                    };
-                    &made
+                    if let Err(why) = encoded {
+                        return Encoded::Failed(format!("not {ty}: {why}"));
+                    }
+                    scratch
                 }
             };
             let since = wall
                 .duration_since(SystemTime::UNIX_EPOCH)
                 .unwrap_or_default();
-            let mut out = Vec::with_capacity(cdr.len() + topic.len() + 48);
-            cbor::publish_raw(
-                &mut out,
+            let mut head = Vec::with_capacity(topic.len() + 48);
+            cbor::publish_raw_head(
+                &mut head,
                 &topic,
                 since.as_secs() as i64,
                 since.subsec_nanos(),
-                cdr,
+                cdr.len(),
             );
             Encoded::Binary {
-                bytes: out,
+                bytes: head,
+                tail: cdr,
                 untyped: false,
             }
         }
@@ -321,6 +336,36 @@ mod tests {
 
     const LINE: &[u8] = b"{\"op\":\"publish\",\"topic\":\"/t\",\"msg\":{\"data\":\"a\"}}\n";
 
+    /// [`Encoded`] with its binary pieces joined.
+    #[derive(Debug)]
+    enum Owned {
+        Text(Vec<u8>),
+        Binary { bytes: Vec<u8>, untyped: bool },
+        Failed(#[allow(dead_code)] String),
+    }
+
+    fn encode_t<T: Types + ?Sized>(
+        m: Message<'_>,
+        e: Encoding,
+        types: &T,
+        ty: &str,
+        wall: SystemTime,
+    ) -> Owned {
+        let mut scratch = b"old content".to_vec();
+        match encode(m, e, types, ty, wall, &mut scratch) {
+            Encoded::Text(t) => Owned::Text(t),
+            Encoded::Binary {
+                mut bytes,
+                tail,
+                untyped,
+            } => {
+                bytes.extend_from_slice(tail);
+                Owned::Binary { bytes, untyped }
+            }
+            Encoded::Failed(why) => Owned::Failed(why),
+        }
+    }
+
     fn m(line: &[u8]) -> Message<'_> {
         Message {
             line,
@@ -352,7 +397,7 @@ mod tests {
     fn cbor_is_typed_when_the_type_is_known_and_untyped_otherwise() {
         let reg = Registry::bundled();
         let now = SystemTime::UNIX_EPOCH;
-        let Encoded::Binary { bytes, untyped } = encode(
+        let Owned::Binary { bytes, untyped } = encode_t(
             m(LINE),
             enc(Compression::Cbor, None),
             &reg,
@@ -366,7 +411,7 @@ mod tests {
         cbor::publish(&mut want, "/t", r#"{"data":"a"}"#).unwrap();
         assert_eq!(bytes, want);
         // Not a String: the untyped mapping, flagged.
-        let Encoded::Binary { untyped, .. } = encode(
+        let Owned::Binary { untyped, .. } = encode_t(
             m(LINE),
             enc(Compression::Cbor, None),
             &reg,
@@ -376,8 +421,8 @@ mod tests {
             panic!("binary")
         };
         assert!(untyped);
-        let Encoded::Binary { untyped, .. } =
-            encode(m(LINE), enc(Compression::Cbor, None), &reg, "", now)
+        let Owned::Binary { untyped, .. } =
+            encode_t(m(LINE), enc(Compression::Cbor, None), &reg, "", now)
         else {
             panic!("binary")
         };
@@ -388,7 +433,7 @@ mod tests {
     fn cbor_raw_carries_cdr_with_its_header() {
         let reg = Registry::bundled();
         let wall = SystemTime::UNIX_EPOCH + std::time::Duration::new(5, 7);
-        let Encoded::Binary { bytes, .. } = encode(
+        let Owned::Binary { bytes, .. } = encode_t(
             m(LINE),
             enc(Compression::CborRaw, None),
             &reg,
@@ -402,14 +447,14 @@ mod tests {
         cbor::publish_raw(&mut want, "/t", 5, 7, &cdr);
         assert_eq!(bytes, want);
         assert!(matches!(
-            encode(
+            encode_t(
                 m(LINE),
                 enc(Compression::CborRaw, None),
                 &reg,
                 "std_msgs/msg/Int8",
                 wall
             ),
-            Encoded::Failed(_)
+            Owned::Failed(_)
         ));
     }
 
@@ -427,23 +472,23 @@ mod tests {
         let wall = SystemTime::UNIX_EPOCH;
         assert_eq!(parsed.parses(), 0);
         // JSON and png never parse.
-        encode(msg, enc(Compression::None, Some(256)), &reg, ty, wall);
-        encode(msg, enc(Compression::Png, None), &reg, ty, wall);
+        encode_t(msg, enc(Compression::None, Some(256)), &reg, ty, wall);
+        encode_t(msg, enc(Compression::Png, None), &reg, ty, wall);
         assert_eq!(parsed.parses(), 0);
-        let Encoded::Binary { untyped, .. } =
-            encode(msg, enc(Compression::Cbor, None), &reg, ty, wall)
+        let Owned::Binary { untyped, .. } =
+            encode_t(msg, enc(Compression::Cbor, None), &reg, ty, wall)
         else {
             panic!("binary")
         };
         assert!(!untyped);
         assert_eq!(parsed.parses(), 1);
         assert!(matches!(
-            encode(msg, enc(Compression::CborRaw, None), &reg, ty, wall),
-            Encoded::Binary { .. }
+            encode_t(msg, enc(Compression::CborRaw, None), &reg, ty, wall),
+            Owned::Binary { .. }
         ));
         assert!(matches!(
-            encode(msg, enc(Compression::Cbor, Some(300)), &reg, ty, wall),
-            Encoded::Binary { .. }
+            encode_t(msg, enc(Compression::Cbor, Some(300)), &reg, ty, wall),
+            Owned::Binary { .. }
         ));
         assert_eq!(parsed.parses(), 1);
         // A message that is not JSON inside is tried once too.
@@ -460,7 +505,7 @@ mod tests {
             Compression::CborRaw,
             Compression::CborRaw,
         ] {
-            encode(msg, enc(c, None), &reg, ty, wall);
+            encode_t(msg, enc(c, None), &reg, ty, wall);
         }
         assert!(bad.parses() <= 1);
     }
@@ -472,7 +517,7 @@ mod tests {
             "{{\"op\":\"publish\",\"topic\":\"/t\",\"msg\":{{\"data\":\"{}\"}}}}\n",
             "x".repeat(600)
         );
-        let Encoded::Text(lines) = encode(
+        let Owned::Text(lines) = encode_t(
             m(long.as_bytes()),
             enc(Compression::None, Some(256)),
             &reg,
@@ -497,7 +542,7 @@ mod tests {
         }
         assert_eq!(joined, long.trim_end());
         // Short: whole.
-        let Encoded::Text(lines) = encode(
+        let Owned::Text(lines) = encode_t(
             m(LINE),
             enc(Compression::None, Some(256)),
             &reg,
@@ -512,7 +557,7 @@ mod tests {
     #[test]
     fn png_is_one_text_line() {
         let reg = Registry::bundled();
-        let Encoded::Text(lines) = encode(
+        let Owned::Text(lines) = encode_t(
             m(LINE),
             enc(Compression::Png, None),
             &reg,

@@ -179,6 +179,20 @@ impl Framing {
         }
     }
 
+    /// One binary message of `parts` (joined) framed, in one fresh shared
+    /// buffer (the payload copied once); `None` for a framing that has no
+    /// binary messages (NDJSON).
+    pub fn binary_shared(self, parts: [&[u8]; 2]) -> Option<Rc<[u8]>> {
+        match self {
+            Framing::Lines => None,
+            Framing::WebSocket => {
+                let len = parts[0].len() + parts[1].len();
+                let (h, n) = ws::frame::header(ws::frame::OP_BINARY, len);
+                Some(encode::concat_shared(&[&h[..n], parts[0], parts[1]]))
+            }
+        }
+    }
+
     /// Appends one binary message framed; `false` (nothing appended) for
     /// a framing that has no binary messages (NDJSON).
     pub fn push_binary(self, out: &mut Vec<u8>, payload: &[u8]) -> bool {
@@ -286,7 +300,11 @@ impl Framed {
 
     /// Keeps `bytes`, the copy in `enc` for `framing` (counted as made).
     pub fn keep_encoded(&mut self, enc: Encoding, framing: Framing, bytes: Vec<u8>) -> Rc<[u8]> {
-        let rc: Rc<[u8]> = Rc::from(bytes);
+        self.keep_shared(enc, framing, Rc::from(bytes))
+    }
+
+    /// Keeps `rc`, the copy in `enc` for `framing` (counted as made).
+    pub fn keep_shared(&mut self, enc: Encoding, framing: Framing, rc: Rc<[u8]>) -> Rc<[u8]> {
         self.created += rc.len();
         self.encoded.push(((enc, framing), Rc::clone(&rc)));
         rc
@@ -301,10 +319,22 @@ impl Framed {
         let lines = self.copies[Framing::Lines.index()]
             .as_deref()
             .unwrap_or(&[]);
-        // Each frame header is at most 10 bytes and replaces one `\n`.
-        let mut framed = Vec::with_capacity(lines.len() + 9 * self.msgs);
-        framing.push_lines(&mut framed, lines);
-        let rc: Rc<[u8]> = Rc::from(framed);
+        let rc: Rc<[u8]> = match (framing, self.msgs) {
+            // One line (an image, most publishes): header and body go
+            // straight into the shared buffer, one allocation and one
+            // copy, not a Vec copied again into an Rc.
+            (Framing::WebSocket, 1) => {
+                let body = lines.strip_suffix(b"\n").unwrap_or(lines);
+                let (h, n) = ws::frame::header(ws::frame::OP_TEXT, body.len());
+                encode::concat_shared(&[&h[..n], body])
+            }
+            _ => {
+                // Each frame header is at most 10 bytes and replaces one `\n`.
+                let mut framed = Vec::with_capacity(lines.len() + 9 * self.msgs);
+                framing.push_lines(&mut framed, lines);
+                Rc::from(framed)
+            }
+        };
         self.created += rc.len();
         self.copies[framing.index()] = Some(Rc::clone(&rc));
         rc
@@ -473,4 +503,41 @@ fn looks_like_json_object(msg: &[u8]) -> bool {
     msg.iter()
         .find(|b| !matches!(b, b' ' | b'\t' | b'\n' | b'\r'))
         .is_some_and(|&b| b == b'{')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A one-line message framed in one piece and a batch framed line by
+    /// line give the same frames as `push_text_lines`, short and long.
+    #[test]
+    fn one_line_and_batches_frame_alike() {
+        let long = format!("{{\"data\":\"{}\"}}\n", "x".repeat(70_000));
+        for (lines, msgs) in [
+            (b"{\"a\":1}\n".to_vec(), 1),
+            (long.clone().into_bytes(), 1),
+            (format!("{{\"a\":1}}\n{long}").into_bytes(), 2),
+        ] {
+            let mut want = Vec::new();
+            Framing::WebSocket.push_lines(&mut want, &lines);
+            let mut f = Framed::new(Rc::from(&lines[..]), msgs);
+            assert_eq!(&f.get(Framing::WebSocket)[..], &want[..]);
+            assert_eq!(&f.get(Framing::Lines)[..], &lines[..]);
+        }
+    }
+
+    #[test]
+    fn binary_frames_join_their_parts() {
+        let payload = vec![7u8; 70_000];
+        let rc = Framing::WebSocket
+            .binary_shared([b"head", &payload])
+            .unwrap();
+        let mut want = Vec::new();
+        let mut joined = b"head".to_vec();
+        joined.extend_from_slice(&payload);
+        assert!(Framing::WebSocket.push_binary(&mut want, &joined));
+        assert_eq!(&rc[..], &want[..]);
+        assert!(Framing::Lines.binary_shared([b"a", b"b"]).is_none());
+    }
 }

@@ -71,9 +71,7 @@ pub fn concat_shared(parts: &[&[u8]]) -> Rc<[u8]> {
     let mut filled = 0;
     if let Some(buf) = Rc::get_mut(&mut rc) {
         for p in parts {
-            for (dst, &src) in buf[filled..filled + p.len()].iter_mut().zip(p.iter()) {
-                dst.write(src);
-            }
+            buf[filled..filled + p.len()].write_copy_of_slice(p);
             filled += p.len();
         }
     }

@@ -31,7 +31,7 @@
 
 use std::rc::Rc;
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, UNIX_EPOCH};
 
 use super::Hub;
 use crate::counters::{Counter, ErrorCode};
@@ -40,6 +40,15 @@ use crate::nodes::{Domain, DOMAINS};
 use crate::registry::{Role, TopicId};
 use crate::transport::{Framed, Framing, Transport};
 use crate::ConnRef;
+
+/// Bytes. The largest encoders' scratch buffer kept from one message to
+/// the next (`Hub::frames_for`): a binary encoding is made in it, then
+/// copied once into the shared frame. Kept, a 1280x720 image's 2.8 MB of
+/// CDR does not fault fresh pages in for every message (glibc maps
+/// allocations above `MMAP_THRESHOLD` anew each time); a larger one is
+/// freed after use. Freed as well when the shell trims an idle gateway
+/// (`Hub::shrink_tables`).
+pub const MAX_ENCODE_SCRATCH_BYTES: usize = 16 * 1024 * 1024;
 
 impl Hub {
     /// Gives the shell's monotonic clock, read around each encode for the
@@ -165,9 +174,10 @@ impl Hub {
             fragment_id: self.fragment_ids + 1,
             parsed: framed.parsed(),
         };
-        let made = encoding::encode(msg, enc, &*types, &ty, wall);
-        let mut out = Vec::new();
-        match made {
+        let mut scratch = std::mem::take(&mut self.encode_scratch);
+        let made = encoding::encode(msg, enc, &*types, &ty, wall, &mut scratch);
+        let mut text = Vec::new();
+        let kept = match made {
             Encoded::Text(lines) => {
                 if enc.fragment.is_some() && lines.starts_with(br#"{"op":"fragment""#) {
                     self.fragment_ids += 1;
@@ -175,24 +185,40 @@ impl Hub {
                     let n = lines.iter().filter(|&&b| b == b'\n').count();
                     self.counters.add(Counter::FragmentFrames, n as u64);
                 }
-                framing.push_lines(&mut out, &lines);
+                framing.push_lines(&mut text, &lines);
+                None
             }
-            Encoded::Binary { bytes, untyped } => {
+            Encoded::Binary {
+                bytes,
+                tail,
+                untyped,
+            } => {
                 if untyped {
                     self.counters.inc(Counter::CborUntyped);
                 }
-                if !framing.push_binary(&mut out, &bytes) {
-                    self.counters.inc(Counter::EncodeFailed);
-                    framed.keep_encoded(enc, framing, Vec::new());
-                    return None;
+                // Header, head and payload straight into the shared frame.
+                match framing.binary_shared([&bytes, tail]) {
+                    Some(rc) => Some(rc),
+                    None => {
+                        self.counters.inc(Counter::EncodeFailed);
+                        self.keep_scratch(scratch);
+                        framed.keep_encoded(enc, framing, Vec::new());
+                        return None;
+                    }
                 }
             }
             Encoded::Failed(_) => {
                 self.counters.inc(Counter::EncodeFailed);
+                self.keep_scratch(scratch);
                 framed.keep_encoded(enc, framing, Vec::new());
                 return None;
             }
-        }
+        };
+        self.keep_scratch(scratch);
+        let out = match kept {
+            Some(rc) => framed.keep_shared(enc, framing, rc),
+            None => framed.keep_encoded(enc, framing, text),
+        };
         let micros = match (started, self.cost_clock) {
             (Some(t0), Some(clock)) => clock().saturating_duration_since(t0).as_micros() as u64,
             _ => 0,
@@ -220,6 +246,20 @@ impl Hub {
             self.counters.add(bytes, out.len() as u64);
             self.counters.add(time, micros);
         }
-        Some(framed.keep_encoded(enc, framing, out))
+        Some(out)
+    }
+
+    /// Puts the encoders' scratch buffer back for the next message, unless
+    /// it grew past [`MAX_ENCODE_SCRATCH_BYTES`] (one huge message does
+    /// not pin its size for good).
+    fn keep_scratch(&mut self, scratch: Vec<u8>) {
+        if scratch.capacity() <= MAX_ENCODE_SCRATCH_BYTES {
+            self.encode_scratch = scratch;
+        }
+    }
+
+    /// Frees the encoders' scratch buffer (an idle gateway's trim).
+    pub(super) fn release_encode_scratch(&mut self) {
+        self.encode_scratch = Vec::new();
     }
 }
