@@ -199,7 +199,12 @@ impl Parsed {
 /// it arrived as CDR, those bytes (`cbor-raw` sends them as they are).
 #[derive(Debug, Clone, Copy)]
 pub struct Message<'a> {
+    /// Empty when `publish` is given and the encoding is binary (the
+    /// line was never joined: `transport::Framed::from_parts`).
     pub line: &'a [u8],
+    /// The topic's name and the raw `msg`, when the caller has them: the
+    /// binary encodings take them instead of scanning the line.
+    pub publish: Option<(&'a str, &'a str)>,
     pub cdr: Option<&'a [u8]>,
     /// The `id` its `fragment` frames carry, if it is cut (never 0).
     pub fragment_id: u64,
@@ -222,24 +227,34 @@ pub fn encode<'a, T: Types + ?Sized>(
     scratch: &'a mut Vec<u8>,
 ) -> Encoded<'a> {
     let line = m.line;
-    let text = match std::str::from_utf8(line.strip_suffix(b"\n").unwrap_or(line)) {
-        Ok(t) => t,
-        Err(_) => return Encoded::Failed("not UTF-8".into()),
+    let text = || std::str::from_utf8(line.strip_suffix(b"\n").unwrap_or(line));
+    // The topic and `msg` of a binary encoding.
+    let publish = || match m.publish {
+        Some((topic, msg)) => Some((topic.to_owned(), msg)),
+        None => text().ok().and_then(parts),
     };
+    if !enc.compression.binary() {
+        let Ok(text) = text() else {
+            return Encoded::Failed("not UTF-8".into());
+        };
+        return match enc.compression {
+            Compression::Png => {
+                let mut framed = Vec::new();
+                png::frame(&mut framed, text);
+                let framed = String::from_utf8_lossy(&framed);
+                Encoded::Text(fragments(
+                    framed.trim_end_matches('\n'),
+                    enc.fragment,
+                    m.fragment_id,
+                ))
+            }
+            _ => Encoded::Text(fragments(text, enc.fragment, m.fragment_id)),
+        };
+    }
     match enc.compression {
-        Compression::None => Encoded::Text(fragments(text, enc.fragment, m.fragment_id)),
-        Compression::Png => {
-            let mut framed = Vec::new();
-            png::frame(&mut framed, text);
-            let framed = String::from_utf8_lossy(&framed);
-            Encoded::Text(fragments(
-                framed.trim_end_matches('\n'),
-                enc.fragment,
-                m.fragment_id,
-            ))
-        }
+        Compression::None | Compression::Png => Encoded::Failed("not binary".into()),
         Compression::Cbor => {
-            let Some((topic, msg)) = parts(text) else {
+            let Some((topic, msg)) = publish() else {
                 return Encoded::Failed("not a publish".into());
             };
             let out = scratch;
@@ -269,7 +284,7 @@ pub fn encode<'a, T: Types + ?Sized>(
             }
         }
         Compression::CborRaw => {
-            let Some((topic, json)) = parts(text) else {
+            let Some((topic, json)) = publish() else {
                 return Encoded::Failed("not a publish".into());
             };
             let cdr: &[u8] = match m.cdr {
@@ -370,6 +385,7 @@ mod tests {
         Message {
             line,
             cdr: None,
+            publish: None,
             fragment_id: 1,
             // A parse of its own per call, as every test here encodes once.
             parsed: Box::leak(Box::default()),
@@ -465,6 +481,7 @@ mod tests {
         let msg = Message {
             line: LINE,
             cdr: None,
+            publish: None,
             fragment_id: 1,
             parsed: &parsed,
         };
@@ -497,6 +514,7 @@ mod tests {
         let msg = Message {
             line,
             cdr: None,
+            publish: None,
             fragment_id: 1,
             parsed: &bad,
         };

@@ -24,6 +24,7 @@ use rosgate_wire::encode::{self, Level};
 use rosgate_wire::line::{Frame, LineReader};
 use rosgate_wire::ws::handshake::{HttpRequest, Opening};
 use rosgate_wire::ws::{self, WsEvent, WsReader};
+use rosgate_wire::Raw;
 
 use crate::codes::{CloseReason, ErrorCode};
 use crate::encoding::{Encoding, Parsed};
@@ -222,9 +223,19 @@ type EncodedKey = (Encoding, Framing);
 /// The message is carried as its publish line and, when it arrived as CDR
 /// (a ROS 2 sample), may carry those bytes beside it ([`Framed::set_cdr`]):
 /// `cbor-raw` then sends them as they came instead of encoding the JSON.
+///
+/// A single publish may start as its pieces instead of its line
+/// ([`Framed::from_parts`], the QoS path): each copy is then made from the
+/// pieces on first need, the line itself included, so a megabyte image that
+/// only WebSocket and binary subscribers want is never first joined into
+/// a line that nobody sends.
 #[derive(Debug)]
-pub struct Framed {
+pub struct Framed<'a> {
     copies: [Option<Rc<[u8]>>; Framing::COUNT],
+    /// The one publish's pieces (topic prefix, `msg`, the closing `}\n`),
+    /// when it was given so, and its `msg` as text.
+    parts: Option<[&'a [u8]; 3]>,
+    msg: Option<&'a str>,
     /// Other encodings made, by (encoding, framing); a handful at most.
     encoded: Vec<(EncodedKey, Rc<[u8]>)>,
     /// The message's CDR as it arrived, encapsulation header included.
@@ -236,17 +247,40 @@ pub struct Framed {
     created: usize,
 }
 
-impl Framed {
+impl<'a> Framed<'a> {
     /// `lines` holds `msgs` JSON lines.
-    pub fn new(lines: Rc<[u8]>, msgs: usize) -> Framed {
+    pub fn new(lines: Rc<[u8]>, msgs: usize) -> Framed<'a> {
         Framed {
             created: lines.len(),
             copies: [Some(lines), None],
+            parts: None,
+            msg: None,
             encoded: Vec::new(),
             cdr: None,
             parsed: Parsed::default(),
             msgs,
         }
+    }
+
+    /// One publish given as its pieces (the topic's `prefix` and the raw
+    /// `msg`, as `rosgate_wire::encode::publish_parts` joins them); no copy
+    /// is made yet.
+    pub fn from_parts(prefix: &'a [u8], msg: Raw<'a>) -> Framed<'a> {
+        Framed {
+            created: 0,
+            copies: [None, None],
+            parts: Some(encode::publish_parts(prefix, msg)),
+            msg: Some(msg.get()),
+            encoded: Vec::new(),
+            cdr: None,
+            parsed: Parsed::default(),
+            msgs: 1,
+        }
+    }
+
+    /// The raw `msg` of a publish given as its pieces.
+    pub fn msg(&self) -> Option<&'a str> {
+        self.msg
     }
 
     /// Drops this handle's references; returns (bytes of every copy made,
@@ -283,11 +317,9 @@ impl Framed {
         self.cdr.as_deref()
     }
 
-    /// The JSON lines as given.
-    pub fn lines(&self) -> &[u8] {
-        self.copies[Framing::Lines.index()]
-            .as_deref()
-            .unwrap_or(&[])
+    /// The JSON lines (joined from the pieces on first need).
+    pub fn lines(&mut self) -> Rc<[u8]> {
+        self.get(Framing::Lines)
     }
 
     /// The copy in `enc` for `framing`, if made (empty: it could not be).
@@ -315,6 +347,21 @@ impl Framed {
     pub fn get(&mut self, framing: Framing) -> Rc<[u8]> {
         if let Some(rc) = &self.copies[framing.index()] {
             return Rc::clone(rc);
+        }
+        if let Some(parts) = self.parts {
+            let rc = match framing {
+                Framing::Lines => encode::concat_shared(&parts),
+                Framing::WebSocket => {
+                    // The line without its `\n`: the prefix, `msg`, `}`.
+                    let close = parts[2].strip_suffix(b"\n").unwrap_or(parts[2]);
+                    let len = parts[0].len() + parts[1].len() + close.len();
+                    let (h, n) = ws::frame::header(ws::frame::OP_TEXT, len);
+                    encode::concat_shared(&[&h[..n], parts[0], parts[1], close])
+                }
+            };
+            self.created += rc.len();
+            self.copies[framing.index()] = Some(Rc::clone(&rc));
+            return rc;
         }
         let lines = self.copies[Framing::Lines.index()]
             .as_deref()
@@ -525,6 +572,26 @@ mod tests {
             assert_eq!(&f.get(Framing::WebSocket)[..], &want[..]);
             assert_eq!(&f.get(Framing::Lines)[..], &lines[..]);
         }
+    }
+
+    /// A publish given as its pieces makes the same copies as its line,
+    /// each on first need, and counts only those.
+    #[test]
+    fn pieces_frame_like_the_line() {
+        let prefix = br#"{"op":"publish","topic":"/t","msg":"#;
+        let msg = Raw::from_valid_json(r#"{"data":"x"}"#);
+        let line = rosgate_wire::encode::publish_parts(prefix, msg).concat();
+        let mut whole = Framed::new(Rc::from(&line[..]), 1);
+        let mut pieces = Framed::from_parts(prefix, msg);
+        assert_eq!(pieces.msg(), Some(r#"{"data":"x"}"#));
+        assert_eq!(
+            pieces.get(Framing::WebSocket),
+            whole.get(Framing::WebSocket)
+        );
+        assert_eq!(pieces.finish().0, line.len() + 1);
+        let mut pieces = Framed::from_parts(prefix, msg);
+        assert_eq!(&pieces.lines()[..], &line[..]);
+        assert_eq!(pieces.finish(), (line.len(), line.len()));
     }
 
     #[test]

@@ -159,17 +159,30 @@ impl Hub {
             // Empty: it could not be made, tried once for every subscriber.
             return (!rc.is_empty()).then_some(rc);
         }
-        let ty = self.registries[domain as usize]
+        let (ty, name) = self.registries[domain as usize]
             .topic(t)
-            .map_or(String::new(), |e| e.ty().to_owned());
+            .map_or((String::new(), String::new()), |e| {
+                (e.ty().to_owned(), e.name().to_owned())
+            });
         let types = Arc::clone(self.types());
         let (secs, nanos) = self.wall(now);
         let wall = UNIX_EPOCH + Duration::new(secs, nanos);
         // The encode's cost, read from the shell's clock when it gave one
         // (`Hub::set_cost_clock`): only a counter, nothing decided on it.
         let started = self.cost_clock.map(|clock| clock());
+        // A binary encoding of a publish given as its pieces takes the
+        // topic and `msg` as they are: its line is never joined for it.
+        let publish = match framed.msg() {
+            Some(msg) if enc.compression.binary() => Some((name.as_str(), msg)),
+            _ => None,
+        };
+        let line = match publish {
+            Some(_) => None,
+            None => Some(framed.lines()),
+        };
         let msg = encoding::Message {
-            line: framed.lines(),
+            line: line.as_deref().unwrap_or(&[]),
+            publish,
             cdr: framed.cdr(),
             fragment_id: self.fragment_ids + 1,
             parsed: framed.parsed(),
