@@ -26,6 +26,7 @@
 #   HD=1           run the 1280x720 8 cbor-raw + 8 JSON configuration
 #   PIN=0          do not pin the gateway and the tool to cores 0 and 1
 #   SKIP_BUILD=1   use the existing target/release binaries
+#   ROSGATE_BIN, LOAD_BIN  other binaries (a before/after comparison)
 #   OUT=target/images.md
 #   RESULTS=target/images-results.jsonl
 #
@@ -58,8 +59,8 @@ command -v jq >/dev/null || {
 if [[ -z ${SKIP_BUILD:-} ]]; then
     cargo build --release --quiet -p rosgate -p rosgate-load
 fi
-GATEWAY=target/release/rosgate
-LOAD=target/release/rosgate-load
+GATEWAY=${ROSGATE_BIN:-target/release/rosgate}
+LOAD=${LOAD_BIN:-target/release/rosgate-load}
 
 # shellcheck source=scripts/bench-env.sh
 source scripts/bench-env.sh

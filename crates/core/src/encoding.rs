@@ -131,13 +131,20 @@ impl Encoding {
 
 /// One message made in one encoding, before framing.
 #[derive(Debug)]
-pub enum Encoded {
+pub enum Encoded<'a> {
     /// JSON lines (`\n`-terminated): the message, or its fragments, or its
     /// `png` frame; `untyped` is always false.
     Text(Vec<u8>),
-    /// One binary message; `untyped`: a `cbor` message that did not fit
-    /// its type and went type-unaware.
-    Binary { bytes: Vec<u8>, untyped: bool },
+    /// One binary message: `bytes` then `tail` (the caller's scratch
+    /// buffer, or the CDR as it came), given in two pieces so that a
+    /// multi-megabyte payload is copied once, into the frame, not first
+    /// into `bytes`; `untyped`: a `cbor` message that did not fit its type
+    /// and went type-unaware.
+    Binary {
+        bytes: Vec<u8>,
+        tail: &'a [u8],
+        untyped: bool,
+    },
     /// It cannot be made (`cbor-raw` of a message that does not fit its
     /// type, or a publish line that is not one): the subscriber skips it.
     Failed(String),
@@ -157,53 +164,108 @@ fn parts(line: &str) -> Option<(String, &str)> {
     Some((topic, msg?))
 }
 
+/// One message's `msg` parsed to a JSON value on first need, then shared
+/// by every encoding made of it (`cbor` typed and `cbor-raw` both need the
+/// value): a multi-megabyte message is parsed at most once, whatever the
+/// mix of encodings its subscribers asked for. One per message (the hub's
+/// `transport::Framed` holds it); the publish line it parses is the one
+/// [`Message::line`] carries.
+#[derive(Debug, Default)]
+pub struct Parsed {
+    value: std::cell::OnceCell<Option<Value>>,
+    /// Times `msg` was parsed: 0 or 1 (the tests' witness).
+    parses: std::cell::Cell<u32>,
+}
+
+impl Parsed {
+    /// `msg` (the publish line's `msg` text) as a value, parsed the first
+    /// time only; `None` when it is not JSON.
+    fn get(&self, msg: &str) -> Option<&Value> {
+        self.value
+            .get_or_init(|| {
+                self.parses.set(self.parses.get() + 1);
+                serde_json::from_str::<Value>(msg).ok()
+            })
+            .as_ref()
+    }
+
+    /// Times the message was parsed so far (0 or 1).
+    pub fn parses(&self) -> u32 {
+        self.parses.get()
+    }
+}
+
 /// One message to encode: its publish line (`\n`-terminated) and, when
 /// it arrived as CDR, those bytes (`cbor-raw` sends them as they are).
 #[derive(Debug, Clone, Copy)]
 pub struct Message<'a> {
+    /// Empty when `publish` is given and the encoding is binary (the
+    /// line was never joined: `transport::Framed::from_parts`).
     pub line: &'a [u8],
+    /// The topic's name and the raw `msg`, when the caller has them: the
+    /// binary encodings take them instead of scanning the line.
+    pub publish: Option<(&'a str, &'a str)>,
     pub cdr: Option<&'a [u8]>,
     /// The `id` its `fragment` frames carry, if it is cut (never 0).
     pub fragment_id: u64,
+    /// The message's `msg` as a value, shared by its encodings.
+    pub parsed: &'a Parsed,
 }
 
 /// `msg` (of a topic of type `ty`, empty when unknown) in `enc`; `types`
-/// are the types known, `wall` the time `cbor-raw` stamps.
-pub fn encode<T: Types + ?Sized>(
-    msg: Message<'_>,
+/// are the types known, `wall` the time `cbor-raw` stamps. `scratch` is
+/// the caller's buffer, kept from message to message (its old content is
+/// dropped): a binary encoding is made in it and returned as
+/// [`Encoded::Binary`]'s `tail`, so a multi-megabyte message needs no
+/// fresh buffer of its size (whose pages would fault in anew each time).
+pub fn encode<'a, T: Types + ?Sized>(
+    m: Message<'a>,
     enc: Encoding,
     types: &T,
     ty: &str,
     wall: SystemTime,
-) -> Encoded {
-    let line = msg.line;
-    let text = match std::str::from_utf8(line.strip_suffix(b"\n").unwrap_or(line)) {
-        Ok(t) => t,
-        Err(_) => return Encoded::Failed("not UTF-8".into()),
+    scratch: &'a mut Vec<u8>,
+) -> Encoded<'a> {
+    let line = m.line;
+    let text = || std::str::from_utf8(line.strip_suffix(b"\n").unwrap_or(line));
+    // The topic and `msg` of a binary encoding.
+    let publish = || match m.publish {
+        Some((topic, msg)) => Some((topic.to_owned(), msg)),
+        None => text().ok().and_then(parts),
     };
+    if !enc.compression.binary() {
+        let Ok(text) = text() else {
+            return Encoded::Failed("not UTF-8".into());
+        };
+        return match enc.compression {
+            Compression::Png => {
+                let mut framed = Vec::new();
+                png::frame(&mut framed, text);
+                let framed = String::from_utf8_lossy(&framed);
+                Encoded::Text(fragments(
+                    framed.trim_end_matches('\n'),
+                    enc.fragment,
+                    m.fragment_id,
+                ))
+            }
+            _ => Encoded::Text(fragments(text, enc.fragment, m.fragment_id)),
+        };
+    }
     match enc.compression {
-        Compression::None => Encoded::Text(fragments(text, enc.fragment, msg.fragment_id)),
-        Compression::Png => {
-            let mut framed = Vec::new();
-            png::frame(&mut framed, text);
-            let framed = String::from_utf8_lossy(&framed);
-            Encoded::Text(fragments(
-                framed.trim_end_matches('\n'),
-                enc.fragment,
-                msg.fragment_id,
-            ))
-        }
+        Compression::None | Compression::Png => Encoded::Failed("not binary".into()),
         Compression::Cbor => {
-            let Some((topic, msg)) = parts(text) else {
+            let Some((topic, msg)) = publish() else {
                 return Encoded::Failed("not a publish".into());
             };
-            let mut out = Vec::with_capacity(msg.len());
+            let out = scratch;
+            out.clear();
             let typed = !ty.is_empty() && types.msg(ty).is_some();
             if typed {
-                if let Ok(v) = serde_json::from_str::<Value>(msg) {
-                    if rosgate_ros2::cbor_typed::publish(types, ty, &topic, &v, &mut out).is_ok() {
+                if let Some(v) = m.parsed.get(msg) {
+                    if rosgate_ros2::cbor_typed::publish(types, ty, &topic, v, out).is_ok() {
                         return Encoded::Binary {
-                            bytes: out,
+                            bytes: Vec::new(),
+                            tail: out,
                             untyped: false,
                         };
                     }
@@ -212,47 +274,50 @@ pub fn encode<T: Types + ?Sized>(
             }
             // The type-unaware mapping: flagged `untyped` only when a
             // known type did not fit.
-            match cbor::publish(&mut out, &topic, msg) {
+            match cbor::publish(out, &topic, msg) {
                 Ok(()) => Encoded::Binary {
-                    bytes: out,
+                    bytes: Vec::new(),
+                    tail: out,
                     untyped: typed,
                 },
                 Err(e) => Encoded::Failed(format!("{e:?}")),
             }
         }
         Compression::CborRaw => {
-            let Some((topic, json)) = parts(text) else {
+            let Some((topic, json)) = publish() else {
                 return Encoded::Failed("not a publish".into());
             };
-            let made;
-            let cdr: &[u8] = match msg.cdr {
+            let cdr: &[u8] = match m.cdr {
                 Some(c) => c,
                 None => {
-                    let encoded = serde_json::from_str::<Value>(json)
-                        .map_err(|e| e.to_string())
+                    let encoded = m
+                        .parsed
+                        .get(json)
+                        .ok_or_else(|| "not JSON".to_string())
                         .and_then(|v| {
-                            rosgate_ros2::cdr::encode(types, ty, &v).map_err(|e| format!("{e:?}"))
+                            rosgate_ros2::cdr::encode_into(types, ty, v, scratch)
+                                .map_err(|e| format!("{e:?}"))
                         });
-                    made = match encoded {
-                        Ok(c) => c,
-                        Err(why) => return Encoded::Failed(format!("not {ty}: {why}")),
-                    };
-                    &made
+                    if let Err(why) = encoded {
+                        return Encoded::Failed(format!("not {ty}: {why}"));
+                    }
+                    scratch
                 }
             };
             let since = wall
                 .duration_since(SystemTime::UNIX_EPOCH)
                 .unwrap_or_default();
-            let mut out = Vec::with_capacity(cdr.len() + topic.len() + 48);
-            cbor::publish_raw(
-                &mut out,
+            let mut head = Vec::with_capacity(topic.len() + 48);
+            cbor::publish_raw_head(
+                &mut head,
                 &topic,
                 since.as_secs() as i64,
                 since.subsec_nanos(),
-                cdr,
+                cdr.len(),
             );
             Encoded::Binary {
-                bytes: out,
+                bytes: head,
+                tail: cdr,
                 untyped: false,
             }
         }
@@ -286,11 +351,44 @@ mod tests {
 
     const LINE: &[u8] = b"{\"op\":\"publish\",\"topic\":\"/t\",\"msg\":{\"data\":\"a\"}}\n";
 
+    /// [`Encoded`] with its binary pieces joined.
+    #[derive(Debug)]
+    enum Owned {
+        Text(Vec<u8>),
+        Binary { bytes: Vec<u8>, untyped: bool },
+        Failed(#[allow(dead_code)] String),
+    }
+
+    fn encode_t<T: Types + ?Sized>(
+        m: Message<'_>,
+        e: Encoding,
+        types: &T,
+        ty: &str,
+        wall: SystemTime,
+    ) -> Owned {
+        let mut scratch = b"old content".to_vec();
+        match encode(m, e, types, ty, wall, &mut scratch) {
+            Encoded::Text(t) => Owned::Text(t),
+            Encoded::Binary {
+                mut bytes,
+                tail,
+                untyped,
+            } => {
+                bytes.extend_from_slice(tail);
+                Owned::Binary { bytes, untyped }
+            }
+            Encoded::Failed(why) => Owned::Failed(why),
+        }
+    }
+
     fn m(line: &[u8]) -> Message<'_> {
         Message {
             line,
             cdr: None,
+            publish: None,
             fragment_id: 1,
+            // A parse of its own per call, as every test here encodes once.
+            parsed: Box::leak(Box::default()),
         }
     }
 
@@ -315,7 +413,7 @@ mod tests {
     fn cbor_is_typed_when_the_type_is_known_and_untyped_otherwise() {
         let reg = Registry::bundled();
         let now = SystemTime::UNIX_EPOCH;
-        let Encoded::Binary { bytes, untyped } = encode(
+        let Owned::Binary { bytes, untyped } = encode_t(
             m(LINE),
             enc(Compression::Cbor, None),
             &reg,
@@ -329,7 +427,7 @@ mod tests {
         cbor::publish(&mut want, "/t", r#"{"data":"a"}"#).unwrap();
         assert_eq!(bytes, want);
         // Not a String: the untyped mapping, flagged.
-        let Encoded::Binary { untyped, .. } = encode(
+        let Owned::Binary { untyped, .. } = encode_t(
             m(LINE),
             enc(Compression::Cbor, None),
             &reg,
@@ -339,8 +437,8 @@ mod tests {
             panic!("binary")
         };
         assert!(untyped);
-        let Encoded::Binary { untyped, .. } =
-            encode(m(LINE), enc(Compression::Cbor, None), &reg, "", now)
+        let Owned::Binary { untyped, .. } =
+            encode_t(m(LINE), enc(Compression::Cbor, None), &reg, "", now)
         else {
             panic!("binary")
         };
@@ -351,7 +449,7 @@ mod tests {
     fn cbor_raw_carries_cdr_with_its_header() {
         let reg = Registry::bundled();
         let wall = SystemTime::UNIX_EPOCH + std::time::Duration::new(5, 7);
-        let Encoded::Binary { bytes, .. } = encode(
+        let Owned::Binary { bytes, .. } = encode_t(
             m(LINE),
             enc(Compression::CborRaw, None),
             &reg,
@@ -365,15 +463,69 @@ mod tests {
         cbor::publish_raw(&mut want, "/t", 5, 7, &cdr);
         assert_eq!(bytes, want);
         assert!(matches!(
-            encode(
+            encode_t(
                 m(LINE),
                 enc(Compression::CborRaw, None),
                 &reg,
                 "std_msgs/msg/Int8",
                 wall
             ),
-            Encoded::Failed(_)
+            Owned::Failed(_)
         ));
+    }
+
+    #[test]
+    fn one_parse_serves_cbor_and_cbor_raw() {
+        let reg = Registry::bundled();
+        let parsed = Parsed::default();
+        let msg = Message {
+            line: LINE,
+            cdr: None,
+            publish: None,
+            fragment_id: 1,
+            parsed: &parsed,
+        };
+        let ty = "std_msgs/msg/String";
+        let wall = SystemTime::UNIX_EPOCH;
+        assert_eq!(parsed.parses(), 0);
+        // JSON and png never parse.
+        encode_t(msg, enc(Compression::None, Some(256)), &reg, ty, wall);
+        encode_t(msg, enc(Compression::Png, None), &reg, ty, wall);
+        assert_eq!(parsed.parses(), 0);
+        let Owned::Binary { untyped, .. } =
+            encode_t(msg, enc(Compression::Cbor, None), &reg, ty, wall)
+        else {
+            panic!("binary")
+        };
+        assert!(!untyped);
+        assert_eq!(parsed.parses(), 1);
+        assert!(matches!(
+            encode_t(msg, enc(Compression::CborRaw, None), &reg, ty, wall),
+            Owned::Binary { .. }
+        ));
+        assert!(matches!(
+            encode_t(msg, enc(Compression::Cbor, Some(300)), &reg, ty, wall),
+            Owned::Binary { .. }
+        ));
+        assert_eq!(parsed.parses(), 1);
+        // A message that is not JSON inside is tried once too.
+        let bad = Parsed::default();
+        let line = b"{\"op\":\"publish\",\"topic\":\"/t\",\"msg\":{\"data\":}}\n";
+        let msg = Message {
+            line,
+            cdr: None,
+            publish: None,
+            fragment_id: 1,
+            parsed: &bad,
+        };
+        for c in [
+            Compression::Cbor,
+            Compression::CborRaw,
+            Compression::CborRaw,
+        ] {
+            encode_t(msg, enc(c, None), &reg, ty, wall);
+        }
+        assert!(bad.parses() <= 1);
     }
 
     #[test]
@@ -383,7 +535,7 @@ mod tests {
             "{{\"op\":\"publish\",\"topic\":\"/t\",\"msg\":{{\"data\":\"{}\"}}}}\n",
             "x".repeat(600)
         );
-        let Encoded::Text(lines) = encode(
+        let Owned::Text(lines) = encode_t(
             m(long.as_bytes()),
             enc(Compression::None, Some(256)),
             &reg,
@@ -408,7 +560,7 @@ mod tests {
         }
         assert_eq!(joined, long.trim_end());
         // Short: whole.
-        let Encoded::Text(lines) = encode(
+        let Owned::Text(lines) = encode_t(
             m(LINE),
             enc(Compression::None, Some(256)),
             &reg,
@@ -423,7 +575,7 @@ mod tests {
     #[test]
     fn png_is_one_text_line() {
         let reg = Registry::bundled();
-        let Encoded::Text(lines) = encode(
+        let Owned::Text(lines) = encode_t(
             m(LINE),
             enc(Compression::Png, None),
             &reg,

@@ -24,9 +24,10 @@ use rosgate_wire::encode::{self, Level};
 use rosgate_wire::line::{Frame, LineReader};
 use rosgate_wire::ws::handshake::{HttpRequest, Opening};
 use rosgate_wire::ws::{self, WsEvent, WsReader};
+use rosgate_wire::Raw;
 
 use crate::codes::{CloseReason, ErrorCode};
-use crate::encoding::Encoding;
+use crate::encoding::{Encoding, Parsed};
 
 /// Status code for a protocol violation (RFC 6455 §7.4.1).
 const WS_CLOSE_PROTOCOL_ERROR: u16 = 1002;
@@ -179,6 +180,20 @@ impl Framing {
         }
     }
 
+    /// One binary message of `parts` (joined) framed, in one fresh shared
+    /// buffer (the payload copied once); `None` for a framing that has no
+    /// binary messages (NDJSON).
+    pub fn binary_shared(self, parts: [&[u8]; 2]) -> Option<Rc<[u8]>> {
+        match self {
+            Framing::Lines => None,
+            Framing::WebSocket => {
+                let len = parts[0].len() + parts[1].len();
+                let (h, n) = ws::frame::header(ws::frame::OP_BINARY, len);
+                Some(encode::concat_shared(&[&h[..n], parts[0], parts[1]]))
+            }
+        }
+    }
+
     /// Appends one binary message framed; `false` (nothing appended) for
     /// a framing that has no binary messages (NDJSON).
     pub fn push_binary(self, out: &mut Vec<u8>, payload: &[u8]) -> bool {
@@ -208,28 +223,64 @@ type EncodedKey = (Encoding, Framing);
 /// The message is carried as its publish line and, when it arrived as CDR
 /// (a ROS 2 sample), may carry those bytes beside it ([`Framed::set_cdr`]):
 /// `cbor-raw` then sends them as they came instead of encoding the JSON.
+///
+/// A single publish may start as its pieces instead of its line
+/// ([`Framed::from_parts`], the QoS path): each copy is then made from the
+/// pieces on first need, the line itself included, so a megabyte image that
+/// only WebSocket and binary subscribers want is never first joined into
+/// a line that nobody sends.
 #[derive(Debug)]
-pub struct Framed {
+pub struct Framed<'a> {
     copies: [Option<Rc<[u8]>>; Framing::COUNT],
+    /// The one publish's pieces (topic prefix, `msg`, the closing `}\n`),
+    /// when it was given so, and its `msg` as text.
+    parts: Option<[&'a [u8]; 3]>,
+    msg: Option<&'a str>,
     /// Other encodings made, by (encoding, framing); a handful at most.
     encoded: Vec<(EncodedKey, Rc<[u8]>)>,
     /// The message's CDR as it arrived, encapsulation header included.
     cdr: Option<Rc<[u8]>>,
+    /// The one message's `msg` parsed once for all its encodings.
+    parsed: Parsed,
     msgs: usize,
     /// Bytes of the copies made so far, the lines included.
     created: usize,
 }
 
-impl Framed {
+impl<'a> Framed<'a> {
     /// `lines` holds `msgs` JSON lines.
-    pub fn new(lines: Rc<[u8]>, msgs: usize) -> Framed {
+    pub fn new(lines: Rc<[u8]>, msgs: usize) -> Framed<'a> {
         Framed {
             created: lines.len(),
             copies: [Some(lines), None],
+            parts: None,
+            msg: None,
             encoded: Vec::new(),
             cdr: None,
+            parsed: Parsed::default(),
             msgs,
         }
+    }
+
+    /// One publish given as its pieces (the topic's `prefix` and the raw
+    /// `msg`, as `rosgate_wire::encode::publish_parts` joins them); no copy
+    /// is made yet.
+    pub fn from_parts(prefix: &'a [u8], msg: Raw<'a>) -> Framed<'a> {
+        Framed {
+            created: 0,
+            copies: [None, None],
+            parts: Some(encode::publish_parts(prefix, msg)),
+            msg: Some(msg.get()),
+            encoded: Vec::new(),
+            cdr: None,
+            parsed: Parsed::default(),
+            msgs: 1,
+        }
+    }
+
+    /// The raw `msg` of a publish given as its pieces.
+    pub fn msg(&self) -> Option<&'a str> {
+        self.msg
     }
 
     /// Drops this handle's references; returns (bytes of every copy made,
@@ -255,16 +306,20 @@ impl Framed {
         self.cdr = Some(cdr);
     }
 
+    /// The one message's `msg` as a value, parsed on first need and
+    /// shared by every encoding made of it (`encoding::encode`).
+    pub fn parsed(&self) -> &Parsed {
+        &self.parsed
+    }
+
     /// The message's CDR, when it came as CDR.
     pub fn cdr(&self) -> Option<&[u8]> {
         self.cdr.as_deref()
     }
 
-    /// The JSON lines as given.
-    pub fn lines(&self) -> &[u8] {
-        self.copies[Framing::Lines.index()]
-            .as_deref()
-            .unwrap_or(&[])
+    /// The JSON lines (joined from the pieces on first need).
+    pub fn lines(&mut self) -> Rc<[u8]> {
+        self.get(Framing::Lines)
     }
 
     /// The copy in `enc` for `framing`, if made (empty: it could not be).
@@ -277,7 +332,11 @@ impl Framed {
 
     /// Keeps `bytes`, the copy in `enc` for `framing` (counted as made).
     pub fn keep_encoded(&mut self, enc: Encoding, framing: Framing, bytes: Vec<u8>) -> Rc<[u8]> {
-        let rc: Rc<[u8]> = Rc::from(bytes);
+        self.keep_shared(enc, framing, Rc::from(bytes))
+    }
+
+    /// Keeps `rc`, the copy in `enc` for `framing` (counted as made).
+    pub fn keep_shared(&mut self, enc: Encoding, framing: Framing, rc: Rc<[u8]>) -> Rc<[u8]> {
         self.created += rc.len();
         self.encoded.push(((enc, framing), Rc::clone(&rc)));
         rc
@@ -289,13 +348,40 @@ impl Framed {
         if let Some(rc) = &self.copies[framing.index()] {
             return Rc::clone(rc);
         }
+        if let Some(parts) = self.parts {
+            let rc = match framing {
+                Framing::Lines => encode::concat_shared(&parts),
+                Framing::WebSocket => {
+                    // The line without its `\n`: the prefix, `msg`, `}`.
+                    let close = parts[2].strip_suffix(b"\n").unwrap_or(parts[2]);
+                    let len = parts[0].len() + parts[1].len() + close.len();
+                    let (h, n) = ws::frame::header(ws::frame::OP_TEXT, len);
+                    encode::concat_shared(&[&h[..n], parts[0], parts[1], close])
+                }
+            };
+            self.created += rc.len();
+            self.copies[framing.index()] = Some(Rc::clone(&rc));
+            return rc;
+        }
         let lines = self.copies[Framing::Lines.index()]
             .as_deref()
             .unwrap_or(&[]);
-        // Each frame header is at most 10 bytes and replaces one `\n`.
-        let mut framed = Vec::with_capacity(lines.len() + 9 * self.msgs);
-        framing.push_lines(&mut framed, lines);
-        let rc: Rc<[u8]> = Rc::from(framed);
+        let rc: Rc<[u8]> = match (framing, self.msgs) {
+            // One line (an image, most publishes): header and body go
+            // straight into the shared buffer, one allocation and one
+            // copy, not a Vec copied again into an Rc.
+            (Framing::WebSocket, 1) => {
+                let body = lines.strip_suffix(b"\n").unwrap_or(lines);
+                let (h, n) = ws::frame::header(ws::frame::OP_TEXT, body.len());
+                encode::concat_shared(&[&h[..n], body])
+            }
+            _ => {
+                // Each frame header is at most 10 bytes and replaces one `\n`.
+                let mut framed = Vec::with_capacity(lines.len() + 9 * self.msgs);
+                framing.push_lines(&mut framed, lines);
+                Rc::from(framed)
+            }
+        };
         self.created += rc.len();
         self.copies[framing.index()] = Some(Rc::clone(&rc));
         rc
@@ -464,4 +550,61 @@ fn looks_like_json_object(msg: &[u8]) -> bool {
     msg.iter()
         .find(|b| !matches!(b, b' ' | b'\t' | b'\n' | b'\r'))
         .is_some_and(|&b| b == b'{')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A one-line message framed in one piece and a batch framed line by
+    /// line give the same frames as `push_text_lines`, short and long.
+    #[test]
+    fn one_line_and_batches_frame_alike() {
+        let long = format!("{{\"data\":\"{}\"}}\n", "x".repeat(70_000));
+        for (lines, msgs) in [
+            (b"{\"a\":1}\n".to_vec(), 1),
+            (long.clone().into_bytes(), 1),
+            (format!("{{\"a\":1}}\n{long}").into_bytes(), 2),
+        ] {
+            let mut want = Vec::new();
+            Framing::WebSocket.push_lines(&mut want, &lines);
+            let mut f = Framed::new(Rc::from(&lines[..]), msgs);
+            assert_eq!(&f.get(Framing::WebSocket)[..], &want[..]);
+            assert_eq!(&f.get(Framing::Lines)[..], &lines[..]);
+        }
+    }
+
+    /// A publish given as its pieces makes the same copies as its line,
+    /// each on first need, and counts only those.
+    #[test]
+    fn pieces_frame_like_the_line() {
+        let prefix = br#"{"op":"publish","topic":"/t","msg":"#;
+        let msg = Raw::from_valid_json(r#"{"data":"x"}"#);
+        let line = rosgate_wire::encode::publish_parts(prefix, msg).concat();
+        let mut whole = Framed::new(Rc::from(&line[..]), 1);
+        let mut pieces = Framed::from_parts(prefix, msg);
+        assert_eq!(pieces.msg(), Some(r#"{"data":"x"}"#));
+        assert_eq!(
+            pieces.get(Framing::WebSocket),
+            whole.get(Framing::WebSocket)
+        );
+        assert_eq!(pieces.finish().0, line.len() + 1);
+        let mut pieces = Framed::from_parts(prefix, msg);
+        assert_eq!(&pieces.lines()[..], &line[..]);
+        assert_eq!(pieces.finish(), (line.len(), line.len()));
+    }
+
+    #[test]
+    fn binary_frames_join_their_parts() {
+        let payload = vec![7u8; 70_000];
+        let rc = Framing::WebSocket
+            .binary_shared([b"head", &payload])
+            .unwrap();
+        let mut want = Vec::new();
+        let mut joined = b"head".to_vec();
+        joined.extend_from_slice(&payload);
+        assert!(Framing::WebSocket.push_binary(&mut want, &joined));
+        assert_eq!(&rc[..], &want[..]);
+        assert!(Framing::Lines.binary_shared([b"a", b"b"]).is_none());
+    }
 }

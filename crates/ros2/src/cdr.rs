@@ -322,6 +322,22 @@ pub(crate) fn is_empty_member(f: &Field) -> bool {
 /// `msg` (a JSON object in rosbridge's shape) as a CDR payload of type
 /// `ty`, encapsulation header included.
 pub fn encode<T: Types + ?Sized>(types: &T, ty: &str, msg: &Value) -> Result<Vec<u8>, CdrError> {
+    let mut buf = Vec::with_capacity(64);
+    encode_into(types, ty, msg, &mut buf)?;
+    Ok(buf)
+}
+
+/// [`encode`] into `buf` (cleared first; its capacity kept): a caller
+/// encoding message after message reuses one buffer instead of faulting
+/// in fresh pages for each multi-megabyte one. On error `buf` holds a
+/// partial encoding.
+pub fn encode_into<T: Types + ?Sized>(
+    types: &T,
+    ty: &str,
+    msg: &Value,
+    buf: &mut Vec<u8>,
+) -> Result<(), CdrError> {
+    buf.clear();
     let def = lookup(types, ty)?;
     let Value::Object(obj) = msg else {
         return err(CdrErrorKind::NotAnObject {
@@ -331,11 +347,12 @@ pub fn encode<T: Types + ?Sized>(types: &T, ty: &str, msg: &Value) -> Result<Vec
     };
     let mut enc = Enc {
         types: Lookup::new(types),
-        buf: Vec::with_capacity(64),
+        buf: std::mem::take(buf),
     };
     enc.buf.extend_from_slice(&HEADER_LE);
-    enc.structure(def, Some(obj), 1)?;
-    Ok(enc.buf)
+    let r = enc.structure(def, Some(obj), 1);
+    *buf = enc.buf;
+    r
 }
 
 struct Enc<'t, T: ?Sized> {

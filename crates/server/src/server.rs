@@ -204,6 +204,8 @@ impl Server {
             }
         }
         hub.set_graph_settings(graph);
+        // The encode time counters' clock (the core reads none itself).
+        hub.set_cost_clock(Instant::now);
         hub.set_param_overrides(config.param_overrides.clone());
         hub.set_access(config.access.clone());
         hub.set_http_settings(crate::assets::http_settings());

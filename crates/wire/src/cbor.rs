@@ -257,6 +257,14 @@ pub fn publish(out: &mut Vec<u8>, topic: &str, msg_json: &str) -> Result<(), Jso
 /// For a ROS 2 sample, `bytes` is its CDR, encapsulation header included,
 /// as rclpy's raw subscription hands it to rosbridge.
 pub fn publish_raw(out: &mut Vec<u8>, topic: &str, secs: i64, nsecs: u32, bytes_: &[u8]) {
+    publish_raw_head(out, topic, secs, nsecs, bytes_.len());
+    out.extend_from_slice(bytes_);
+}
+
+/// [`publish_raw`] up to its `bytes`' content: what precedes `len` bytes
+/// of payload, for a caller that puts the payload after it without
+/// copying it here first (a multi-megabyte image's CDR).
+pub fn publish_raw_head(out: &mut Vec<u8>, topic: &str, secs: i64, nsecs: u32, len: usize) {
     map(out, 3);
     text(out, "op");
     text(out, "publish");
@@ -269,7 +277,7 @@ pub fn publish_raw(out: &mut Vec<u8>, topic: &str, secs: i64, nsecs: u32, bytes_
     text(out, "nsecs");
     uint(out, u64::from(nsecs));
     text(out, "bytes");
-    bytes(out, bytes_);
+    head(out, major::BYTES, len as u64);
 }
 
 /// Why [`from_json`] refused its input. On error, `out` may hold a partial

@@ -18,13 +18,20 @@
 //! - binary compressions are refused on a transport without binary
 //!   messages (NDJSON), and `cbor-raw` for a type the gateway does not
 //!   know, at subscribe, with the request's id;
+//! - the core reads no clock: `cbor-raw`'s stamp is the wall clock at the
+//!   turn's `now` (`Hub::wall`, anchored by the shell's `GraphSettings`),
+//!   and the encode time counters (`encoded_*_micros`) are read from the
+//!   clock the shell hands in ([`Hub::set_cost_clock`]); without one (the
+//!   simulator, tests) they stay 0, and nothing is decided on them;
+//! - a message's `msg` is parsed to a value at most once for all its
+//!   encodings (`encoding::Parsed`, held by its `Framed`);
 //! - a ROS 2 sample routed with its CDR ([`Hub::remote_needs_json`] said
 //!   nobody needs its JSON) reaches only `cbor-raw` subscribers, which
 //!   send those bytes as they came.
 
 use std::rc::Rc;
 use std::sync::Arc;
-use std::time::{Instant, SystemTime};
+use std::time::{Duration, Instant, UNIX_EPOCH};
 
 use super::Hub;
 use crate::counters::{Counter, ErrorCode};
@@ -34,7 +41,23 @@ use crate::registry::{Role, TopicId};
 use crate::transport::{Framed, Framing, Transport};
 use crate::ConnRef;
 
+/// Bytes. The largest encoders' scratch buffer kept from one message to
+/// the next (`Hub::frames_for`): a binary encoding is made in it, then
+/// copied once into the shared frame. Kept, a 1280x720 image's 2.8 MB of
+/// CDR does not fault fresh pages in for every message (glibc maps
+/// allocations above `MMAP_THRESHOLD` anew each time); a larger one is
+/// freed after use. Freed as well when the shell trims an idle gateway
+/// (`Hub::shrink_tables`).
+pub const MAX_ENCODE_SCRATCH_BYTES: usize = 16 * 1024 * 1024;
+
 impl Hub {
+    /// Gives the shell's monotonic clock, read around each encode for the
+    /// `encoded_*_micros` counters only (a cost, measured where it is
+    /// spent; the hub decides nothing on it). Without it they stay 0.
+    pub fn set_cost_clock(&mut self, clock: fn() -> Instant) {
+        self.cost_clock = Some(clock);
+    }
+
     /// Whether `me` may subscribe to `topic` (of type `ty`, as the request
     /// or the topic has it; empty when neither does) in `enc`; if not, says
     /// why with the request's `id` and returns false.
@@ -118,7 +141,8 @@ impl Hub {
 
     /// The bytes of the one message of `framed` (a publish of topic `t`)
     /// for a queue with `framing`, in `enc`; `None` when it cannot be made
-    /// so (counted).
+    /// so (counted). `now` is the turn's time: `cbor-raw`'s stamp is the
+    /// wall clock at `now` (`Hub::wall`), never a clock read here.
     pub(super) fn frames_for(
         &mut self,
         domain: Domain,
@@ -126,6 +150,7 @@ impl Hub {
         framed: &mut Framed,
         framing: Framing,
         enc: Encoding,
+        now: Instant,
     ) -> Option<Rc<[u8]>> {
         if enc.is_plain() {
             return Some(framed.get(framing));
@@ -134,19 +159,38 @@ impl Hub {
             // Empty: it could not be made, tried once for every subscriber.
             return (!rc.is_empty()).then_some(rc);
         }
-        let ty = self.registries[domain as usize]
+        let (ty, name) = self.registries[domain as usize]
             .topic(t)
-            .map_or(String::new(), |e| e.ty().to_owned());
+            .map_or((String::new(), String::new()), |e| {
+                (e.ty().to_owned(), e.name().to_owned())
+            });
         let types = Arc::clone(self.types());
-        let started = Instant::now();
+        let (secs, nanos) = self.wall(now);
+        let wall = UNIX_EPOCH + Duration::new(secs, nanos);
+        // The encode's cost, read from the shell's clock when it gave one
+        // (`Hub::set_cost_clock`): only a counter, nothing decided on it.
+        let started = self.cost_clock.map(|clock| clock());
+        // A binary encoding of a publish given as its pieces takes the
+        // topic and `msg` as they are: its line is never joined for it.
+        let publish = match framed.msg() {
+            Some(msg) if enc.compression.binary() => Some((name.as_str(), msg)),
+            _ => None,
+        };
+        let line = match publish {
+            Some(_) => None,
+            None => Some(framed.lines()),
+        };
         let msg = encoding::Message {
-            line: framed.lines(),
+            line: line.as_deref().unwrap_or(&[]),
+            publish,
             cdr: framed.cdr(),
             fragment_id: self.fragment_ids + 1,
+            parsed: framed.parsed(),
         };
-        let made = encoding::encode(msg, enc, &*types, &ty, SystemTime::now());
-        let mut out = Vec::new();
-        match made {
+        let mut scratch = std::mem::take(&mut self.encode_scratch);
+        let made = encoding::encode(msg, enc, &*types, &ty, wall, &mut scratch);
+        let mut text = Vec::new();
+        let kept = match made {
             Encoded::Text(lines) => {
                 if enc.fragment.is_some() && lines.starts_with(br#"{"op":"fragment""#) {
                     self.fragment_ids += 1;
@@ -154,25 +198,44 @@ impl Hub {
                     let n = lines.iter().filter(|&&b| b == b'\n').count();
                     self.counters.add(Counter::FragmentFrames, n as u64);
                 }
-                framing.push_lines(&mut out, &lines);
+                framing.push_lines(&mut text, &lines);
+                None
             }
-            Encoded::Binary { bytes, untyped } => {
+            Encoded::Binary {
+                bytes,
+                tail,
+                untyped,
+            } => {
                 if untyped {
                     self.counters.inc(Counter::CborUntyped);
                 }
-                if !framing.push_binary(&mut out, &bytes) {
-                    self.counters.inc(Counter::EncodeFailed);
-                    framed.keep_encoded(enc, framing, Vec::new());
-                    return None;
+                // Header, head and payload straight into the shared frame.
+                match framing.binary_shared([&bytes, tail]) {
+                    Some(rc) => Some(rc),
+                    None => {
+                        self.counters.inc(Counter::EncodeFailed);
+                        self.keep_scratch(scratch);
+                        framed.keep_encoded(enc, framing, Vec::new());
+                        return None;
+                    }
                 }
             }
             Encoded::Failed(_) => {
                 self.counters.inc(Counter::EncodeFailed);
+                self.keep_scratch(scratch);
                 framed.keep_encoded(enc, framing, Vec::new());
                 return None;
             }
-        }
-        let micros = started.elapsed().as_micros() as u64;
+        };
+        self.keep_scratch(scratch);
+        let out = match kept {
+            Some(rc) => framed.keep_shared(enc, framing, rc),
+            None => framed.keep_encoded(enc, framing, text),
+        };
+        let micros = match (started, self.cost_clock) {
+            (Some(t0), Some(clock)) => clock().saturating_duration_since(t0).as_micros() as u64,
+            _ => 0,
+        };
         let counters = match enc.compression {
             Compression::None => None,
             Compression::Cbor => Some((
@@ -196,6 +259,20 @@ impl Hub {
             self.counters.add(bytes, out.len() as u64);
             self.counters.add(time, micros);
         }
-        Some(framed.keep_encoded(enc, framing, out))
+        Some(out)
+    }
+
+    /// Puts the encoders' scratch buffer back for the next message, unless
+    /// it grew past [`MAX_ENCODE_SCRATCH_BYTES`] (one huge message does
+    /// not pin its size for good).
+    fn keep_scratch(&mut self, scratch: Vec<u8>) {
+        if scratch.capacity() <= MAX_ENCODE_SCRATCH_BYTES {
+            self.encode_scratch = scratch;
+        }
+    }
+
+    /// Frees the encoders' scratch buffer (an idle gateway's trim).
+    pub(super) fn release_encode_scratch(&mut self) {
+        self.encode_scratch = Vec::new();
     }
 }

@@ -216,6 +216,11 @@ pub struct Hub {
     fragment_ids: u64,
     /// Connections with fragmented messages in flight (`fragments.rs`).
     fragments: fragments::Fragments,
+    /// The shell's clock for cost counters only (`encodings.rs`).
+    cost_clock: Option<fn() -> Instant>,
+    /// The binary encoders' buffer, kept between messages (`encodings.rs`,
+    /// at most `MAX_ENCODE_SCRATCH_BYTES`).
+    encode_scratch: Vec<u8>,
 }
 
 /// Why a connection was not admitted: what to send it, and the reason.
@@ -272,6 +277,8 @@ impl Hub {
             types: types::Types::default(),
             fragment_ids: 0,
             fragments: fragments::Fragments::default(),
+            cost_clock: None,
+            encode_scratch: Vec::new(),
         }
     }
 
@@ -1181,6 +1188,7 @@ impl Hub {
         self.registries.shrink();
         self.nodes.shrink();
         self.calls.shrink();
+        self.release_encode_scratch();
     }
 
     // ----- shutdown --------------------------------------------------------------

@@ -337,7 +337,7 @@ impl Hub {
         let enc = self.registries[domain as usize]
             .member_qos(to, Role::Subscriber, t)
             .map_or(Encoding::default(), |q| q.encoding);
-        let Some(frames) = self.frames_for(domain, t, framed, framing, enc) else {
+        let Some(frames) = self.frames_for(domain, t, framed, framing, enc, now) else {
             return false;
         };
         let dropped = self.queue_framed(to, t, frames, now);
@@ -385,7 +385,16 @@ impl Hub {
         self.flush_publishes(now);
         let reg = &self.registries[domain as usize];
         let Some(topic) = reg.topic(t) else { return };
-        let frame = encode::publish_shared(topic.prefix(), msg);
+        // The line is joined only when something needs it (a latched
+        // cache, a NDJSON subscriber, a text encoding): a megabyte image
+        // for WebSocket and binary subscribers goes from its pieces
+        // straight into their frames (`Framed::from_parts`). The prefix is
+        // the topic's (a few dozen bytes), copied to outlive the borrow.
+        let prefix = topic.prefix().to_vec();
+        let frame_len = encode::publish_parts(&prefix, msg)
+            .iter()
+            .map(|p| p.len())
+            .sum::<usize>();
         let offer = from
             .and_then(|p| reg.member_qos(p, Role::Publisher, t))
             .map(|q| (q.qos, q.latched()));
@@ -399,13 +408,13 @@ impl Hub {
                 .iter()
                 .map(|r| r.cache_bytes())
                 .sum::<usize>();
-            if total + frame.len() > LATCH_BYTES_TOTAL {
+            if total + frame_len > LATCH_BYTES_TOTAL {
                 self.counters.inc(Counter::LatchDropped);
             } else {
                 // The cache's own copy, counted in the registry's bytes: a
                 // frame shared with the queues would hide their release of
                 // it from the ledger (see `queue_one`).
-                let f: Rc<[u8]> = Rc::from(&frame[..]);
+                let f: Rc<[u8]> = encode::publish_shared(&prefix, msg);
                 let evicted = self.registries.update(domain, |r| {
                     r.cache_push(p, t, seq, f, depth, LATCH_BYTES_PER_PUBLISHER)
                 });
@@ -417,7 +426,7 @@ impl Hub {
             .map_or(Vec::new(), |e| e.subscribers().to_vec());
         // One frame (and one copy per framing) for every subscriber, counted
         // once in the ledger, as on the fast path (`deliver`).
-        let mut framed = Framed::new(frame, 1);
+        let mut framed = Framed::from_parts(&prefix, msg);
         if let Some(cdr) = cdr {
             // A ROS 2 sample's own bytes, for `cbor-raw` (`frames_for`).
             framed.set_cdr(Rc::clone(cdr));
