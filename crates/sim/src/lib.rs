@@ -131,6 +131,7 @@ mod names;
 mod rng;
 mod violation;
 mod ws;
+mod ws_decode;
 
 pub mod binary;
 pub mod fuzzing;

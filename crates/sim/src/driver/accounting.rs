@@ -35,7 +35,7 @@ use rosgate_core::CloseReason;
 
 use super::Sim;
 use crate::actions::MAX_CLIENTS;
-use crate::model::{TopicFrame, ENTRY_BYTES};
+use crate::model::{FrameKey, TopicFrame, ENTRY_BYTES};
 use crate::violation::Violation;
 
 /// Which hub call is being accounted for.
@@ -295,7 +295,7 @@ impl Sim {
     /// whose every holder at that moment (after the depth drops, made as
     /// they were queued) lost them in `shed`.
     fn released_at_enforce(&self, shed: &[Vec<TopicFrame>], removed: &[Vec<TopicFrame>]) -> usize {
-        let mut by_depth: HashMap<(u64, bool), u32> = HashMap::new();
+        let mut by_depth: HashMap<FrameKey, u32> = HashMap::new();
         for (s, gone) in removed.iter().enumerate() {
             for f in gone {
                 if !shed[s].iter().any(|x| x.msg == f.msg) {
@@ -303,7 +303,7 @@ impl Sim {
                 }
             }
         }
-        let mut lost: HashMap<(u64, bool), u32> = HashMap::new();
+        let mut lost: HashMap<FrameKey, u32> = HashMap::new();
         for f in shed.iter().flatten() {
             *lost.entry(f.key()).or_default() += 1;
         }
@@ -381,7 +381,7 @@ impl Sim {
 
     /// Bytes of the shared frames whose every holder lost them in `removed`.
     fn released_by(&self, removed: &[Vec<TopicFrame>]) -> usize {
-        let mut gone: HashMap<(u64, bool), u32> = HashMap::new();
+        let mut gone: HashMap<FrameKey, u32> = HashMap::new();
         for f in removed.iter().flatten() {
             *gone.entry(f.key()).or_default() += 1;
         }
@@ -505,7 +505,7 @@ impl Sim {
             })
             .collect();
         queues.sort_unstable_by(|a, b| b.cmp(a));
-        let mut holders: HashMap<(u64, bool), (usize, u32)> = self.model.frames.clone();
+        let mut holders: HashMap<FrameKey, (usize, u32)> = self.model.frames.clone();
         for (_, _, s) in queues {
             if total <= target {
                 break;

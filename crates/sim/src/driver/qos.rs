@@ -56,11 +56,11 @@ use rosgate_wire::encode;
 use super::requests::{CallLine, Form, Spec};
 use super::Sim;
 use crate::actions::{QosReq, MAX_CLIENTS, SERVICES, TOPICS};
+use crate::model::encodings::{ws_wire, Comp, EncM};
 use crate::model::qos::{compatible, Asked, PubState, QosM, SubState, ThrottleM};
 use crate::model::requests::Effect;
 use crate::model::{tick_ceil, Bucket, Lvl, TopicFrame};
 use crate::violation::Violation;
-use crate::ws;
 
 /// How many of [`TOPICS`] QoS requests use (plain requests use them too).
 const QOS_TOPICS: usize = 3;
@@ -167,6 +167,10 @@ const fn a(reliable: Option<bool>, transient: Option<bool>, depth: Option<u32>, 
         },
         throttle_ms: ms,
         peers: false,
+        enc: EncM {
+            comp: Comp::None,
+            fragment: None,
+        },
     }
 }
 
@@ -221,7 +225,12 @@ impl Sim {
                     return self.topic_request(slot, f, op, name, None, id);
                 }
                 let op = if sub { "subscribe" } else { "advertise" };
-                self.qos_topic_request(slot, f, op, name, spec, id)
+                let enc = if sub && f.rosbridge {
+                    self.pick_encoding(payload, throttled)
+                } else {
+                    EncM::default()
+                };
+                self.qos_topic_request(slot, f, op, name, spec, enc, id)
             }
             2 => {
                 let call = CallLine {
@@ -238,6 +247,31 @@ impl Sim {
                 let payload = payload & !(0xff << 4);
                 self.publish_request(slot, f, name, None, payload, id)
             }
+        }
+    }
+
+    /// The outgoing encoding a WebSocket subscribe asks for, by the bits
+    /// 0-2 of `pick`: none, `cbor`, `png`, `cbor` with a `fragment_size`
+    /// (binary messages are never cut) or, for three of them, the run's
+    /// cutting encoding ([`Sim::cut`]; not with a throttle, whose flushes
+    /// the hub makes in its timers' order: see `model/encodings.rs`).
+    fn pick_encoding(&self, pick: u16, throttled: bool) -> EncM {
+        let plain = EncM::default();
+        match pick & 7 {
+            1 | 2 | 3 if !throttled => self.cut,
+            4 => EncM {
+                comp: Comp::Cbor,
+                fragment: None,
+            },
+            5 => EncM {
+                comp: Comp::Png,
+                fragment: None,
+            },
+            6 => EncM {
+                comp: Comp::Cbor,
+                fragment: self.cut.fragment,
+            },
+            _ => plain,
         }
     }
 
@@ -280,6 +314,7 @@ impl Sim {
                         SubState {
                             qos: asked.qos,
                             throttle,
+                            enc: asked.enc,
                         },
                     );
                 }
@@ -447,7 +482,8 @@ impl Sim {
         self.publishes += 1;
         let n = self.publishes;
         let line: Rc<[u8]> = line.into();
-        let framed: Rc<[u8]> = ws::server_text_frame(&line).into();
+        // Made once per encoding, when a subscriber first takes it.
+        let mut made: Vec<(EncM, Rc<[u8]>)> = Vec::new();
         for s in 0..MAX_CLIENTS {
             let Some(c) = self.model.clients[s].as_ref() else {
                 continue;
@@ -471,20 +507,32 @@ impl Sim {
             if throttled && !self.throttle_admit(s, domain, name, &tcp) {
                 continue;
             }
-            let wire = if ws {
-                Rc::clone(&framed)
-            } else {
+            let enc = self.enc_of(s, name);
+            let wire = if !ws {
                 Rc::clone(&tcp)
+            } else if let Some((_, w)) = made.iter().find(|(e, _)| *e == enc) {
+                Rc::clone(w)
+            } else {
+                let w = ws_wire(name, &line, enc, &mut self.model.fragment_ids);
+                made.push((enc, Rc::clone(&w)));
+                w
             };
             let f = TopicFrame {
                 msg: n,
                 line: Rc::clone(&line),
                 wire,
                 ws,
+                enc,
                 topic: Some(self.bucket(domain, name)),
             };
             self.queue_topic(s, f, true);
         }
+    }
+
+    /// The encoding `slot`'s subscription of `name` asked for.
+    fn enc_of(&self, slot: usize, name: &str) -> EncM {
+        let c = self.model.client(slot);
+        c.sub_qos.get(name).map_or(EncM::default(), |q| q.enc)
     }
 
     /// Queues topic frame `f` to `slot` (counted in `delivered` when
@@ -603,8 +651,9 @@ impl Sim {
     fn deliver_copy(&mut self, slot: usize, domain: u8, name: &str, tcp: &Rc<[u8]>, counted: bool) {
         let line: Rc<[u8]> = tcp[..tcp.len() - 1].into();
         let ws = self.model.client(slot).rosbridge();
+        let enc = self.enc_of(slot, name);
         let wire: Rc<[u8]> = if ws {
-            ws::server_text_frame(&line).into()
+            ws_wire(name, &line, enc, &mut self.model.fragment_ids)
         } else {
             Rc::from(&tcp[..])
         };
@@ -614,6 +663,7 @@ impl Sim {
             line,
             wire,
             ws,
+            enc,
             topic: Some(self.bucket(domain, name)),
         };
         self.queue_topic(slot, f, counted);

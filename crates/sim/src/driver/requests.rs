@@ -39,6 +39,7 @@ use super::Sim;
 use crate::actions::{
     NamedReq, Req, DOMAIN_FIELDS, NAMES, NAMESPACES, NODE_NAMES, REMAPS, SERVICES, TOPICS,
 };
+use crate::model::encodings::EncM;
 use crate::model::qos::Asked;
 use crate::model::requests::{CallSend, Effect};
 use crate::model::Id;
@@ -584,7 +585,8 @@ impl Sim {
 
     /// A subscribe or advertise (`op`) of `name` with the QoS members
     /// `extra` of `spec`, which state its `asked` (`None`: the decoder
-    /// refuses them).
+    /// refuses them), and the outgoing encoding `enc` (a subscribe on
+    /// WebSocket).
     pub(crate) fn qos_topic_request(
         &mut self,
         slot: usize,
@@ -592,6 +594,7 @@ impl Sim {
         op: &'static str,
         name: &str,
         (extra, asked): Spec,
+        enc: EncM,
         id: u8,
     ) -> (Vec<u8>, Effect) {
         let (line, effect) = self.topic_request(slot, f, op, name, None, id);
@@ -606,6 +609,7 @@ impl Sim {
         for (k, v) in extra {
             m.push((k, v.to_string()));
         }
+        m.extend(enc.members());
         push_id(&mut m, id.as_ref());
         let effect = match asked {
             Some(asked) => Effect::Topic {
@@ -613,7 +617,7 @@ impl Sim {
                 name: name.to_string(),
                 id,
                 node,
-                asked,
+                asked: Asked { enc, ..asked },
             },
             None => Effect::Error { id, code: None },
         };

@@ -1,0 +1,213 @@
+//! The subscribers' side of outgoing encodings (`docs/protocol.md`,
+//! "Outgoing encodings"): what `driver/reader.rs` hands over when a
+//! WebSocket client receives a binary frame, a `png` frame or a
+//! `fragment` frame, and the check of every plain publish against the
+//! encoding its subscription asked for.
+//!
+//! Each message is the next topic frame the model queued for the client
+//! (so the loss rules, shedding, queue limits, depth, throttling and
+//! latching, are the plain JSON subscriber's), and must be in the
+//! encoding that frame was made in; its content, decoded by `ws_decode.rs`
+//! apart from the gateway's encoders, must be the JSON publish a plain
+//! subscriber gets (numbers by value):
+//! - a `cbor` binary frame: the CBOR map `{"op","topic","msg"}`;
+//! - a `png` frame: the image's text, read as JSON;
+//! - `fragment` frames: back to back, numbered as the protocol page says,
+//!   joined to exactly the text the subscription's encoding makes (a plain
+//!   publish or a `png` frame), and only when that text is longer than its
+//!   `fragment_size` (at least 256 characters); a text that long never
+//!   arrives whole.
+
+use serde_json::Value;
+
+use super::Sim;
+use crate::model::encodings::{Comp, EncM};
+use crate::model::TopicFrame;
+use crate::violation::Violation;
+use crate::ws_decode::{cbor_value, png_text, same_json, Reassembler};
+
+/// At most this much of a received message is quoted in a violation.
+const SHOW_CHARS: usize = 200;
+
+fn show(v: &Value) -> String {
+    v.to_string().chars().take(SHOW_CHARS).collect()
+}
+
+/// Whether `text` is longer than `enc`'s `fragment_size` (and so is cut).
+fn cut(enc: EncM, text: &str) -> bool {
+    enc.fragment.is_some_and(|n| {
+        text.chars().count() > (n as usize).max(rosgate_wire::fragment::MIN_FRAGMENT_CHARS)
+    })
+}
+
+impl Sim {
+    /// The next topic frame queued for `slot`, which `what` (a message in
+    /// `comp`) must be.
+    fn next_encoded(&self, slot: usize, comp: Comp, what: &str) -> Result<TopicFrame, Violation> {
+        let c = self.model.client(slot);
+        match c.exp.topic.front() {
+            Some(f) if f.enc.comp == comp => Ok(f.clone()),
+            Some(f) => Err(self.violation(format!(
+                "slot {slot} got {what}, the next message queued for it is in {:?}: {}",
+                f.enc,
+                String::from_utf8_lossy(&f.line[..f.line.len().min(SHOW_CHARS)])
+            ))),
+            None => {
+                Err(self.violation(format!("slot {slot} got {what}, nothing is queued for it")))
+            }
+        }
+    }
+
+    /// The next topic frame of `slot` arrived, checked: it leaves the
+    /// model's queue.
+    fn took_encoded(&mut self, slot: usize) {
+        self.counts.publishes_received += 1;
+        self.counts.ws_publishes_received += 1;
+        if let Some(f) = self.model.client_mut(slot).exp.topic.pop_front() {
+            self.model.release_frame(f.key());
+        }
+    }
+
+    /// A plain publish `line` that `slot` received (`reassembled`: from
+    /// `fragment` frames): its subscription asked for plain JSON, and the
+    /// text is cut exactly when it is longer than its `fragment_size`.
+    pub(super) fn check_plain(
+        &self,
+        slot: usize,
+        line: &[u8],
+        reassembled: bool,
+    ) -> Result<(), Violation> {
+        let Some(f) = self.model.client(slot).exp.topic.front() else {
+            return Ok(());
+        };
+        if f.enc.comp != Comp::None {
+            return Err(self.violation(format!(
+                "slot {slot} got a JSON publish, the next message queued for it is in {:?}",
+                f.enc
+            )));
+        }
+        let text = String::from_utf8_lossy(line);
+        if cut(f.enc, &text) != reassembled {
+            return Err(self.violation(format!(
+                "slot {slot} got a publish of {} characters {} fragments, its fragment_size is {:?}",
+                text.chars().count(),
+                if reassembled { "in" } else { "without" },
+                f.enc.fragment
+            )));
+        }
+        Ok(())
+    }
+
+    /// A binary frame to `slot`: a `cbor` message.
+    pub(super) fn on_binary(&mut self, slot: usize, payload: &[u8]) -> Result<(), Violation> {
+        self.counts.ws_cbor_received += 1;
+        let f = self.next_encoded(slot, Comp::Cbor, "a binary frame")?;
+        let got = cbor_value(payload)
+            .map_err(|e| self.violation(format!("slot {slot}: a binary frame: {e}")))?;
+        let want: Value = serde_json::from_slice(&f.line)
+            .map_err(|e| self.violation(format!("the model's publish is not JSON: {e}")))?;
+        if !same_json(&got, &want) {
+            return Err(self.violation(format!(
+                "slot {slot}: a cbor message reads {}, the publish is {}",
+                show(&got),
+                show(&want)
+            )));
+        }
+        self.took_encoded(slot);
+        Ok(())
+    }
+
+    /// A `{"op":"png"}` frame `v` (text `line`) to `slot` (`reassembled`:
+    /// from `fragment` frames).
+    pub(super) fn on_png(
+        &mut self,
+        slot: usize,
+        line: &[u8],
+        v: &Value,
+        reassembled: bool,
+    ) -> Result<(), Violation> {
+        self.counts.ws_png_received += 1;
+        let f = self.next_encoded(slot, Comp::Png, "a png frame")?;
+        let text = String::from_utf8_lossy(line);
+        if cut(f.enc, &text) != reassembled {
+            return Err(self.violation(format!(
+                "slot {slot} got a png frame of {} characters {} fragments, its fragment_size is {:?}",
+                text.chars().count(),
+                if reassembled { "in" } else { "without" },
+                f.enc.fragment
+            )));
+        }
+        let members = v.as_object().map_or(0, |m| m.len());
+        let data = v
+            .get("data")
+            .and_then(Value::as_str)
+            .filter(|_| members == 2);
+        let Some(data) = data else {
+            return Err(self.violation(format!("slot {slot}: a malformed png frame {}", show(v))));
+        };
+        let inner =
+            png_text(data).map_err(|e| self.violation(format!("slot {slot}: a png frame: {e}")))?;
+        let got: Value = serde_json::from_str(&inner).map_err(|e| {
+            self.violation(format!("slot {slot}: a png frame's text is not JSON ({e})"))
+        })?;
+        let want: Value = serde_json::from_slice(&f.line)
+            .map_err(|e| self.violation(format!("the model's publish is not JSON: {e}")))?;
+        if got != want {
+            return Err(self.violation(format!(
+                "slot {slot}: a png frame reads {}, the publish is {}",
+                show(&got),
+                show(&want)
+            )));
+        }
+        self.took_encoded(slot);
+        Ok(())
+    }
+
+    /// A `{"op":"fragment"}` frame `v` to `slot`: the first starts a
+    /// message, the last hands its text to the reader as one frame's.
+    pub(super) fn on_fragment(&mut self, slot: usize, v: &Value) -> Result<(), Violation> {
+        self.counts.ws_fragments_received += 1;
+        let next = self.model.client(slot).exp.topic.front().map(|f| f.enc);
+        let Some(enc) = next.filter(|e| e.fragment.is_some()) else {
+            return Err(self.violation(format!(
+                "slot {slot} got a fragment, the next message queued for it is {next:?}: {}",
+                show(v)
+            )));
+        };
+        let size = enc.fragment.unwrap_or_default() as usize;
+        let side = self
+            .model
+            .client_mut(slot)
+            .ws_mut()
+            .expect("a WebSocket client");
+        let mut r = match side.fragments.take() {
+            Some(r) => r,
+            None => Reassembler::start(v, size, side.last_fragment_id)
+                .map_err(|e| self.violation(format!("slot {slot}: {e}")))?,
+        };
+        let done = r
+            .push(v)
+            .map_err(|e| self.violation(format!("slot {slot}: {e}")))?;
+        let side = self
+            .model
+            .client_mut(slot)
+            .ws_mut()
+            .expect("a WebSocket client");
+        side.last_fragment_id = r.id();
+        let Some(text) = done else {
+            side.fragments = Some(r);
+            return Ok(());
+        };
+        self.counts.ws_fragmented_received += 1;
+        self.on_reassembled(slot, text.as_bytes())
+    }
+
+    /// Whether `slot` is in the middle of a fragmented message (nothing
+    /// else may come until its last piece).
+    pub(super) fn mid_fragments(&self, slot: usize) -> bool {
+        self.model
+            .client(slot)
+            .ws()
+            .is_some_and(|w| w.fragments.is_some())
+    }
+}
