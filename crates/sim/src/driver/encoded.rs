@@ -7,7 +7,8 @@
 //! Each message is the next topic frame the model queued for the client
 //! (so the loss rules, shedding, queue limits, depth, throttling and
 //! latching, are the plain JSON subscriber's), and must be in the
-//! encoding that frame was made in; its content, decoded by `ws_decode.rs`
+//! encoding that frame was made in, exactly its bytes (fragment ids
+//! included); its content, decoded by `ws_decode.rs`
 //! apart from the gateway's encoders, must be the JSON publish a plain
 //! subscriber gets (numbers by value):
 //! - a `cbor` binary frame: the CBOR map `{"op","topic","msg"}`;
@@ -20,10 +21,13 @@
 
 use serde_json::Value;
 
+use rosgate_wire::ws::client;
+
 use super::Sim;
 use crate::model::encodings::{Comp, EncM};
 use crate::model::TopicFrame;
 use crate::violation::Violation;
+use crate::ws::{self, OP_BINARY};
 use crate::ws_decode::{cbor_value, png_text, same_json, Reassembler};
 
 /// At most this much of a received message is quoted in a violation.
@@ -56,6 +60,20 @@ impl Sim {
                 Err(self.violation(format!("slot {slot} got {what}, nothing is queued for it")))
             }
         }
+    }
+
+    /// The bytes `slot` received for its next topic frame `f` (`wire`,
+    /// framed again) must be those the model made.
+    fn check_wire(&self, slot: usize, f: &TopicFrame, wire: &[u8]) -> Result<(), Violation> {
+        if *f.wire == *wire {
+            return Ok(());
+        }
+        Err(self.violation(format!(
+            "slot {slot} got {} bytes for a message in {:?}, the model made {} other bytes",
+            wire.len(),
+            f.enc,
+            f.wire.len()
+        )))
     }
 
     /// The next topic frame of `slot` arrived, checked: it leaves the
@@ -102,6 +120,9 @@ impl Sim {
     pub(super) fn on_binary(&mut self, slot: usize, payload: &[u8]) -> Result<(), Violation> {
         self.counts.ws_cbor_received += 1;
         let f = self.next_encoded(slot, Comp::Cbor, "a binary frame")?;
+        let mut wire = Vec::new();
+        client::push_frame(&mut wire, true, OP_BINARY, payload, None);
+        self.check_wire(slot, &f, &wire)?;
         let got = cbor_value(payload)
             .map_err(|e| self.violation(format!("slot {slot}: a binary frame: {e}")))?;
         let want: Value = serde_json::from_slice(&f.line)
@@ -137,6 +158,9 @@ impl Sim {
                 f.enc.fragment
             )));
         }
+        if !reassembled {
+            self.check_wire(slot, &f, &ws::server_text_frame(line))?;
+        }
         let members = v.as_object().map_or(0, |m| m.len());
         let data = v
             .get("data")
@@ -165,15 +189,21 @@ impl Sim {
 
     /// A `{"op":"fragment"}` frame `v` to `slot`: the first starts a
     /// message, the last hands its text to the reader as one frame's.
-    pub(super) fn on_fragment(&mut self, slot: usize, v: &Value) -> Result<(), Violation> {
+    pub(super) fn on_fragment(
+        &mut self,
+        slot: usize,
+        line: &[u8],
+        v: &Value,
+    ) -> Result<(), Violation> {
         self.counts.ws_fragments_received += 1;
-        let next = self.model.client(slot).exp.topic.front().map(|f| f.enc);
-        let Some(enc) = next.filter(|e| e.fragment.is_some()) else {
+        let next = self.model.client(slot).exp.topic.front().cloned();
+        let Some(f) = next.filter(|f| f.enc.fragment.is_some()) else {
             return Err(self.violation(format!(
-                "slot {slot} got a fragment, the next message queued for it is {next:?}: {}",
+                "slot {slot} got a fragment, but no message queued for it next is cut: {}",
                 show(v)
             )));
         };
+        let enc = f.enc;
         let size = enc.fragment.unwrap_or_default() as usize;
         let side = self
             .model
@@ -194,10 +224,14 @@ impl Sim {
             .ws_mut()
             .expect("a WebSocket client");
         side.last_fragment_id = r.id();
+        side.fragment_wire
+            .extend_from_slice(&ws::server_text_frame(line));
         let Some(text) = done else {
             side.fragments = Some(r);
             return Ok(());
         };
+        let wire = std::mem::take(&mut side.fragment_wire);
+        self.check_wire(slot, &f, &wire)?;
         self.counts.ws_fragmented_received += 1;
         self.on_reassembled(slot, text.as_bytes())
     }

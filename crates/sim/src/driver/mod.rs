@@ -798,6 +798,7 @@ impl Sim {
         let lazy = feed == HandshakeFeed::WithFirstFrame;
         let side = WsSide {
             fragments: None,
+            fragment_wire: Vec::new(),
             last_fragment_id: 0,
             status: self.model.ws_status,
             pending_handshake: lazy.then(|| request.clone()),

@@ -210,7 +210,7 @@ impl Sim {
                 self.on_publish(slot, line, &v)
             }
             "action_feedback" => self.on_publish(slot, line, &v),
-            "fragment" => self.on_fragment(slot, &v),
+            "fragment" => self.on_fragment(slot, line, &v),
             "png" => self.on_png(slot, line, &v, false),
             "status" => self.on_status(slot, line, &v),
             "call_service" => self.on_forwarded_call(slot, line, &v),

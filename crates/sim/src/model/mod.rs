@@ -303,8 +303,10 @@ pub(crate) struct WsSide {
     /// Our opening named a browser origin that is not allowed: the hub
     /// must answer 403 and close as `origin_refused`.
     pub origin_refused: bool,
-    /// The outgoing fragmented message being received, if any.
+    /// The outgoing fragmented message being received, if any, and its
+    /// frames so far (as the server sent them).
     pub fragments: Option<Reassembler>,
+    pub fragment_wire: Vec<u8>,
     /// The id of the last fragmented message received (they grow).
     pub last_fragment_id: u64,
 }
