@@ -54,6 +54,7 @@ mod effects;
 mod encoded;
 mod federation;
 mod feed;
+mod fragments;
 mod goals;
 mod param_access;
 mod params;
@@ -232,8 +233,10 @@ counts! {
     /// Messages from another gateway delivered (`Action::Remote`).
     remote_publishes,
     lines_sent,
-    /// Requests sent as rosbridge `fragment` pieces.
+    /// Requests sent as rosbridge `fragment` pieces, and those of them
+    /// malformed (refused with an error status, nothing delivered).
     fragmented_sent,
+    fragmented_refused,
     lines_received,
     publishes_received,
     topic_bytes_shed,

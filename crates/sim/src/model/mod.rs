@@ -443,6 +443,9 @@ pub(crate) struct Client {
     /// A write this step brought its control bytes to the soft limit or
     /// below.
     pub soft_dipped: bool,
+    /// The deadlines of the `fragment` messages it sent that the gateway
+    /// refused (each stays in its table until then; `driver/fragments.rs`).
+    pub failed_fragments: Vec<Duration>,
 }
 
 impl Client {
@@ -481,6 +484,7 @@ impl Client {
             reliable_warned: false,
             soft_since: None,
             soft_dipped: false,
+            failed_fragments: Vec::new(),
         }
     }
 
