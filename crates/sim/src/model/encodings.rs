@@ -13,6 +13,10 @@
 //! `driver/reader.rs` compares the content with the JSON publish a plain
 //! subscriber gets.
 //!
+//! `cbor-raw` is left out: the hub stamps its `secs`/`nsecs` with the
+//! machine's clock, not its own (`tests/cbor_raw_clock.rs`), so its bytes
+//! (their length included) cannot be predicted.
+//!
 //! Invariants the model keeps with it:
 //! - one message is made once per encoding for every subscriber that asked
 //!   for the same (one shared frame in the ledger, [`EncM`] in its key);
