@@ -230,7 +230,8 @@ impl Sim {
                 } else {
                     EncM::default()
                 };
-                self.qos_topic_request(slot, f, op, name, spec, enc, id)
+                let spec = (spec.0, spec.1.map(|x| Asked { enc, ..x }));
+                self.qos_topic_request(slot, f, op, name, spec, id)
             }
             2 => {
                 let call = CallLine {
@@ -258,7 +259,7 @@ impl Sim {
     fn pick_encoding(&self, pick: u16, throttled: bool) -> EncM {
         let plain = EncM::default();
         match pick & 7 {
-            1 | 2 | 3 if !throttled => self.cut,
+            1..=3 if !throttled => self.cut,
             4 => EncM {
                 comp: Comp::Cbor,
                 fragment: None,

@@ -39,7 +39,6 @@ use super::Sim;
 use crate::actions::{
     NamedReq, Req, DOMAIN_FIELDS, NAMES, NAMESPACES, NODE_NAMES, REMAPS, SERVICES, TOPICS,
 };
-use crate::model::encodings::EncM;
 use crate::model::qos::Asked;
 use crate::model::requests::{CallSend, Effect};
 use crate::model::Id;
@@ -585,8 +584,8 @@ impl Sim {
 
     /// A subscribe or advertise (`op`) of `name` with the QoS members
     /// `extra` of `spec`, which state its `asked` (`None`: the decoder
-    /// refuses them), and the outgoing encoding `enc` (a subscribe on
-    /// WebSocket).
+    /// refuses them), with the outgoing encoding it asks for (a subscribe
+    /// on WebSocket).
     pub(crate) fn qos_topic_request(
         &mut self,
         slot: usize,
@@ -594,7 +593,6 @@ impl Sim {
         op: &'static str,
         name: &str,
         (extra, asked): Spec,
-        enc: EncM,
         id: u8,
     ) -> (Vec<u8>, Effect) {
         let (line, effect) = self.topic_request(slot, f, op, name, None, id);
@@ -609,7 +607,9 @@ impl Sim {
         for (k, v) in extra {
             m.push((k, v.to_string()));
         }
-        m.extend(enc.members());
+        if let Some(a) = asked {
+            m.extend(a.enc.members());
+        }
         push_id(&mut m, id.as_ref());
         let effect = match asked {
             Some(asked) => Effect::Topic {
@@ -617,7 +617,7 @@ impl Sim {
                 name: name.to_string(),
                 id,
                 node,
-                asked: Asked { enc, ..asked },
+                asked,
             },
             None => Effect::Error { id, code: None },
         };
