@@ -24,7 +24,7 @@ use serde_json::Value;
 use rosgate_wire::ws::client;
 
 use super::Sim;
-use crate::model::encodings::{Comp, EncM};
+use crate::model::encodings::{Comp, EncM, TYPED_TOPIC};
 use crate::model::TopicFrame;
 use crate::violation::Violation;
 use crate::ws::{self, OP_BINARY};
@@ -133,6 +133,9 @@ impl Sim {
                 show(&got),
                 show(&want)
             )));
+        }
+        if got["topic"] == TYPED_TOPIC {
+            self.counts.ws_cbor_typed_received += 1;
         }
         self.took_encoded(slot);
         Ok(())

@@ -258,6 +258,8 @@ counts! {
     /// Messages WebSocket subscribers received in `cbor` (binary frames)
     /// and `png`, `fragment` frames and the messages they joined to.
     ws_cbor_received,
+    /// Of them, typed (the typed topic's, `uint8[]` a byte string).
+    ws_cbor_typed_received,
     ws_png_received,
     ws_fragments_received,
     ws_fragmented_received,

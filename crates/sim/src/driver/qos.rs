@@ -56,7 +56,7 @@ use rosgate_wire::encode;
 use super::requests::{CallLine, Form, Spec};
 use super::Sim;
 use crate::actions::{QosReq, MAX_CLIENTS, SERVICES, TOPICS};
-use crate::model::encodings::{ws_wire, Comp, EncM};
+use crate::model::encodings::{ws_wire, Comp, EncM, TYPED_TOPIC};
 use crate::model::qos::{compatible, Asked, PubState, QosM, SubState, ThrottleM};
 use crate::model::requests::Effect;
 use crate::model::{tick_ceil, Bucket, Lvl, TopicFrame};
@@ -196,8 +196,9 @@ impl Sim {
     }
 
     /// The line of [`crate::Req::Qos`] and its effect: by `op % 4` a
-    /// subscribe or advertise stating QoS (spec `spec`), a call that waits
-    /// for its provider, a publish, on one of the first topics.
+    /// subscribe or advertise stating QoS (spec `spec`; a WebSocket
+    /// subscribe an outgoing encoding too), a call that waits for its
+    /// provider, a publish, on one of the first topics or the typed one.
     pub(crate) fn qos_request(&mut self, slot: usize, f: Form, q: QosReq) -> (Vec<u8>, Effect) {
         let QosReq {
             op,
@@ -206,7 +207,12 @@ impl Sim {
             payload,
             id,
         } = q;
-        let name = TOPICS[topic as usize % QOS_TOPICS];
+        // A quarter of them on the typed topic instead (not for calls).
+        let name = if topic >= 0xc0 {
+            TYPED_TOPIC
+        } else {
+            TOPICS[topic as usize % QOS_TOPICS]
+        };
         let tight = self.tight_budget();
         match op % 4 {
             0 | 1 => {
@@ -252,15 +258,16 @@ impl Sim {
     }
 
     /// The outgoing encoding a WebSocket subscribe asks for, by the bits
-    /// 0-2 of `pick`: none, `cbor`, `png`, `cbor` with a `fragment_size`
-    /// (binary messages are never cut) or, for three of them, the run's
+    /// 0-2 of `pick`: none, `cbor` (two of them), `png`, `cbor` with a
+    /// `fragment_size` (binary messages are never cut) or, for three of
+    /// them, the run's
     /// cutting encoding ([`Sim::cut`]; not with a throttle, whose flushes
     /// the hub makes in its timers' order: see `model/encodings.rs`).
     fn pick_encoding(&self, pick: u16, throttled: bool) -> EncM {
         let plain = EncM::default();
         match pick & 7 {
             1..=3 if !throttled => self.cut,
-            4 => EncM {
+            4 | 7 => EncM {
                 comp: Comp::Cbor,
                 fragment: None,
             },

@@ -1,10 +1,11 @@
 //! The model's data for outgoing encodings (`docs/protocol.md`, "Outgoing
 //! encodings"): what a WebSocket subscription asks for ([`EncM`]:
 //! `compression` and `fragment_size`) and the bytes its queue holds for
-//! one publish ([`ws_wire`]).
+//! one publish ([`ws_wire`]), and the topic whose type the gateway knows
+//! ([`TYPED_TOPIC`], typed `cbor`).
 //!
 //! The bytes are made with the wire crate's encoders (`rosgate_wire::cbor`,
-//! `png`, `fragment`), composed here as the protocol page states them
+//! `png`, `fragment`; typed CBOR with `rosgate_ros2::cbor_typed`), composed here as the protocol page states them
 //! (the hub composes them in `crates/core/src/encoding.rs`): the
 //! accounting (`driver/accounting.rs`) matches queue entries and counts
 //! the ledger byte for byte, so it needs them exactly. That the bytes are
@@ -28,11 +29,27 @@
 //!   `driver/qos.rs`).
 
 use std::rc::Rc;
+use std::sync::{Arc, OnceLock};
 
+use rosgate_ros2::cbor_typed;
+use rosgate_ros2::registry::Registry;
 use rosgate_wire::ws::client;
 use rosgate_wire::{cbor, encode, fragment, png};
 
 use crate::ws::{self, OP_BINARY};
+
+/// The topic whose every registration names [`TYPED_TYPE`] (QoS requests
+/// pick it, `driver/qos.rs`), so the gateway knows its type and its
+/// `cbor` messages are typed: their `uint8[]` a byte string.
+pub(crate) const TYPED_TOPIC: &str = "/u8";
+/// Its type, a bundled one with a `uint8[]` field.
+pub(crate) const TYPED_TYPE: &str = "std_msgs/msg/UInt8MultiArray";
+
+/// The bundled types, as the hub has them without `--interfaces`.
+fn bundled() -> &'static Arc<Registry> {
+    static TYPES: OnceLock<Arc<Registry>> = OnceLock::new();
+    TYPES.get_or_init(Registry::bundled_shared)
+}
 
 /// A subscription's `compression`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -88,8 +105,17 @@ pub(crate) fn ws_wire(topic: &str, line: &[u8], enc: EncM, frag_ids: &mut u64) -
             let prefix = encode::publish_prefix(topic).len();
             let msg = &text[prefix..text.len() - 1];
             let mut payload = Vec::new();
+            // The typed topic's messages fit its type; the others go
+            // type-unaware, as do messages that do not fit a known type.
+            let typed = topic == TYPED_TOPIC
+                && serde_json::from_str(msg).is_ok_and(|v| {
+                    cbor_typed::publish(&**bundled(), TYPED_TYPE, topic, &v, &mut payload).is_ok()
+                });
+            if !typed {
+                payload.clear();
+            }
             // The simulation's payloads are valid JSON within the depth.
-            if cbor::publish(&mut payload, topic, msg).is_ok() {
+            if typed || cbor::publish(&mut payload, topic, msg).is_ok() {
                 client::push_frame(&mut out, true, OP_BINARY, &payload, None);
             }
         }
