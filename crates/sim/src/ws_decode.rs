@@ -9,6 +9,8 @@
 //!   strings and RFC 8746 typed arrays (tags 64-87, little-endian ones
 //!   only, as rosbridge's `cbor_conversion.py` writes them) as arrays of
 //!   numbers, so a typed message compares with the JSON it came from;
+//! - [`raw_msg_matches`]: a `cbor-raw` message's CDR, read with the ros2
+//!   crate's decoder of ROS 2 samples, against the JSON publish;
 //! - [`png_text`]: the JSON text a `{"op":"png","data":..}` frame carries
 //!   (base64, RFC 4648; PNG with IHDR/IDAT/IEND, 8-bit RGB, filter type 0
 //!   rows; zlib, RFC 1950, with stored deflate blocks, RFC 1951 §3.2.4),
@@ -235,6 +237,68 @@ pub(crate) fn same_json(a: &Value, b: &Value) -> bool {
                     .all(|(k, v)| y.get(k).is_some_and(|w| same_json(v, w)))
         }
         _ => a == b,
+    }
+}
+
+/// Whether the `msg` of a `cbor-raw` message (`{"secs","nsecs","bytes"}`,
+/// already read as JSON by [`cbor_value`], so `bytes` is a list of
+/// numbers) carries `want` as CDR of `ty`: the 4-byte encapsulation
+/// header, then the fields, decoded with the ros2 crate's CDR decoder
+/// (`rosgate_ros2::cdr::decode_json`, the reader of ROS 2 samples, not the
+/// encoder the gateway used); a `uint8[]` it writes as base64 text compares
+/// with a list of numbers. Returns `(secs, nsecs)`.
+pub(crate) fn raw_msg_matches(
+    types: &rosgate_ros2::registry::Registry,
+    ty: &str,
+    msg: &Value,
+    want: &Value,
+) -> Result<(i64, u64), String> {
+    let members = msg.as_object().map_or(0, |m| m.len());
+    let secs = msg.get("secs").and_then(Value::as_i64);
+    let nsecs = msg.get("nsecs").and_then(Value::as_u64);
+    let bytes = msg.get("bytes").and_then(rosgate_ros2::cdr::octets);
+    let (Some(secs), Some(nsecs), Some(bytes), 3) = (secs, nsecs, bytes, members) else {
+        return Err(format!(
+            "a cbor-raw msg that is not {{secs, nsecs, bytes}}: {msg}"
+        ));
+    };
+    if nsecs >= 1_000_000_000 {
+        return Err(format!("cbor-raw nsecs {nsecs}"));
+    }
+    if !bytes.starts_with(&[0, 1, 0, 0]) {
+        return Err(format!(
+            "CDR without the little-endian header: {bytes:02x?}"
+        ));
+    }
+    let mut json = Vec::new();
+    rosgate_ros2::cdr::decode_json(types, ty, &bytes, &mut json)
+        .map_err(|e| format!("CDR of {ty}: {e:?}"))?;
+    let got: Value =
+        serde_json::from_slice(&json).map_err(|e| format!("decoded CDR is not JSON: {e}"))?;
+    if same_octets(&got, want) {
+        Ok((secs, nsecs))
+    } else {
+        Err(format!("its CDR reads {got}, the message is {want}"))
+    }
+}
+
+/// [`same_json`], but a `uint8[]` may be base64 text on one side and a
+/// list of numbers on the other.
+fn same_octets(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::String(_), Value::Array(_)) | (Value::Array(_), Value::String(_)) => {
+            let (x, y) = (rosgate_ros2::cdr::octets(a), rosgate_ros2::cdr::octets(b));
+            x.is_some() && x == y
+        }
+        (Value::Array(x), Value::Array(y)) => {
+            x.len() == y.len() && x.iter().zip(y).all(|(p, q)| same_octets(p, q))
+        }
+        (Value::Object(x), Value::Object(y)) => {
+            x.len() == y.len()
+                && x.iter()
+                    .all(|(k, v)| y.get(k).is_some_and(|w| same_octets(v, w)))
+        }
+        _ => same_json(a, b),
     }
 }
 
@@ -479,6 +543,21 @@ mod tests {
         assert_eq!(v, serde_json::json!([[1, 65535], [-1, 2], [7, 8]]));
         assert!(cbor_value(&out[..out.len() - 1]).is_err());
         assert!(cbor_value(&[0x9f]).is_err());
+    }
+
+    #[test]
+    fn cbor_raw_reads_back_through_cdr() {
+        let types = rosgate_ros2::registry::Registry::bundled_shared();
+        let ty = "std_msgs/msg/UInt8MultiArray";
+        let msg = serde_json::json!({"layout":{"dim":[],"data_offset":7},"data":[1,2,255]});
+        let cdr = rosgate_ros2::cdr::encode(&*types, ty, &msg).expect("fits");
+        let mut out = Vec::new();
+        cbor::publish_raw(&mut out, "/u8", 5, 7, &cdr);
+        let v = cbor_value(&out).expect("decodes");
+        assert_eq!(v["topic"], "/u8");
+        assert_eq!(raw_msg_matches(&types, ty, &v["msg"], &msg), Ok((5, 7)));
+        let other = serde_json::json!({"layout":{"dim":[],"data_offset":7},"data":[1,2]});
+        assert!(raw_msg_matches(&types, ty, &v["msg"], &other).is_err());
     }
 
     #[test]

@@ -3,7 +3,7 @@
 //! other time the sans-io core writes does (`Hub::wall`,
 //! `crates/core/src/hub/graph.rs`): then the bytes one message becomes
 //! are a function of the hub's inputs, and the simulation can predict
-//! them (`crates/sim/src/model/encodings.rs` leaves `cbor-raw` out until
+//! them (`crates/sim/src/model/encodings.rs` asks for no `cbor-raw`, `CBOR_RAW`, until
 //! they are). Today `crates/core/src/hub/encodings.rs` stamps them with
 //! `SystemTime::now()`, so this test fails; it is ignored until that is
 //! fixed (`cargo test -p rosgate-sim --test cbor_raw_clock -- --ignored`).

@@ -12,6 +12,8 @@
 //! apart from the gateway's encoders, must be the JSON publish a plain
 //! subscriber gets (numbers by value):
 //! - a `cbor` binary frame: the CBOR map `{"op","topic","msg"}`;
+//! - a `cbor-raw` binary frame: `msg` is `{"secs","nsecs","bytes"}`, the
+//!   bytes CDR of the topic's type that decodes to the JSON `msg`;
 //! - a `png` frame: the image's text, read as JSON;
 //! - `fragment` frames: back to back, numbered as the protocol page says,
 //!   joined to exactly the text the subscription's encoding makes (a plain
@@ -24,11 +26,11 @@ use serde_json::Value;
 use rosgate_wire::ws::client;
 
 use super::Sim;
-use crate::model::encodings::{Comp, EncM, TYPED_TOPIC};
+use crate::model::encodings::{bundled, Comp, EncM, TYPED_TOPIC, TYPED_TYPE};
 use crate::model::TopicFrame;
 use crate::violation::Violation;
 use crate::ws::{self, OP_BINARY};
-use crate::ws_decode::{cbor_value, png_text, same_json, Reassembler};
+use crate::ws_decode::{cbor_value, png_text, raw_msg_matches, same_json, Reassembler};
 
 /// At most this much of a received message is quoted in a violation.
 const SHOW_CHARS: usize = 200;
@@ -116,10 +118,19 @@ impl Sim {
         Ok(())
     }
 
-    /// A binary frame to `slot`: a `cbor` message.
+    /// A binary frame to `slot`: a `cbor` or `cbor-raw` message.
     pub(super) fn on_binary(&mut self, slot: usize, payload: &[u8]) -> Result<(), Violation> {
         self.counts.ws_cbor_received += 1;
-        let f = self.next_encoded(slot, Comp::Cbor, "a binary frame")?;
+        let raw = self
+            .model
+            .client(slot)
+            .exp
+            .topic
+            .front()
+            .map(|f| f.enc.comp)
+            == Some(Comp::CborRaw);
+        let comp = if raw { Comp::CborRaw } else { Comp::Cbor };
+        let f = self.next_encoded(slot, comp, "a binary frame")?;
         let mut wire = Vec::new();
         client::push_frame(&mut wire, true, OP_BINARY, payload, None);
         self.check_wire(slot, &f, &wire)?;
@@ -127,7 +138,19 @@ impl Sim {
             .map_err(|e| self.violation(format!("slot {slot}: a binary frame: {e}")))?;
         let want: Value = serde_json::from_slice(&f.line)
             .map_err(|e| self.violation(format!("the model's publish is not JSON: {e}")))?;
-        if !same_json(&got, &want) {
+        if raw {
+            let head = got["op"] == want["op"] && got["topic"] == want["topic"];
+            let members = got.as_object().map_or(0, |m| m.len());
+            raw_msg_matches(bundled(), TYPED_TYPE, &got["msg"], &want["msg"])
+                .map_err(|e| e.to_string())
+                .and_then(|_| {
+                    (head && members == 3)
+                        .then_some(())
+                        .ok_or_else(|| format!("a cbor-raw message {}", show(&got)))
+                })
+                .map_err(|e| self.violation(format!("slot {slot}: {e}")))?;
+            self.counts.ws_cbor_raw_received += 1;
+        } else if !same_json(&got, &want) {
             return Err(self.violation(format!(
                 "slot {slot}: a cbor message reads {}, the publish is {}",
                 show(&got),

@@ -260,6 +260,8 @@ counts! {
     ws_cbor_received,
     /// Of them, typed (the typed topic's, `uint8[]` a byte string).
     ws_cbor_typed_received,
+    /// Of them, `cbor-raw` (none until the schedule asks for it).
+    ws_cbor_raw_received,
     ws_png_received,
     ws_fragments_received,
     ws_fragmented_received,

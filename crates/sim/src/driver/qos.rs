@@ -56,7 +56,7 @@ use rosgate_wire::encode;
 use super::requests::{CallLine, Form, Spec};
 use super::Sim;
 use crate::actions::{QosReq, MAX_CLIENTS, SERVICES, TOPICS};
-use crate::model::encodings::{ws_wire, Comp, EncM, TYPED_TOPIC};
+use crate::model::encodings::{ws_wire, Comp, EncM, CBOR_RAW, TYPED_TOPIC};
 use crate::model::qos::{compatible, Asked, PubState, QosM, SubState, ThrottleM};
 use crate::model::requests::Effect;
 use crate::model::{tick_ceil, Bucket, Lvl, TopicFrame};
@@ -232,7 +232,7 @@ impl Sim {
                 }
                 let op = if sub { "subscribe" } else { "advertise" };
                 let enc = if sub && f.rosbridge {
-                    self.pick_encoding(payload, throttled)
+                    self.pick_encoding(payload, throttled, name == TYPED_TOPIC)
                 } else {
                     EncM::default()
                 };
@@ -259,13 +259,18 @@ impl Sim {
 
     /// The outgoing encoding a WebSocket subscribe asks for, by the bits
     /// 0-2 of `pick`: none, `cbor` (two of them), `png`, `cbor` with a
-    /// `fragment_size` (binary messages are never cut) or, for three of
+    /// `fragment_size` (binary messages are never cut; on the typed topic
+    /// `cbor-raw` instead, once [`CBOR_RAW`] allows it) or, for three of
     /// them, the run's
     /// cutting encoding ([`Sim::cut`]; not with a throttle, whose flushes
     /// the hub makes in its timers' order: see `model/encodings.rs`).
-    fn pick_encoding(&self, pick: u16, throttled: bool) -> EncM {
+    fn pick_encoding(&self, pick: u16, throttled: bool, typed: bool) -> EncM {
         let plain = EncM::default();
         match pick & 7 {
+            6 | 7 if typed && CBOR_RAW => EncM {
+                comp: Comp::CborRaw,
+                fragment: None,
+            },
             1..=3 if !throttled => self.cut,
             4 | 7 => EncM {
                 comp: Comp::Cbor,
@@ -521,7 +526,7 @@ impl Sim {
             } else if let Some((_, w)) = made.iter().find(|(e, _)| *e == enc) {
                 Rc::clone(w)
             } else {
-                let w = ws_wire(name, &line, enc, &mut self.model.fragment_ids);
+                let w = ws_wire(name, &line, enc, &mut self.model.fragment_ids, self.offset);
                 made.push((enc, Rc::clone(&w)));
                 w
             };
@@ -661,7 +666,7 @@ impl Sim {
         let ws = self.model.client(slot).rosbridge();
         let enc = self.enc_of(slot, name);
         let wire: Rc<[u8]> = if ws {
-            ws_wire(name, &line, enc, &mut self.model.fragment_ids)
+            ws_wire(name, &line, enc, &mut self.model.fragment_ids, self.offset)
         } else {
             Rc::from(&tcp[..])
         };

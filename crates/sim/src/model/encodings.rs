@@ -14,9 +14,7 @@
 //! `driver/reader.rs` compares the content with the JSON publish a plain
 //! subscriber gets.
 //!
-//! `cbor-raw` is left out: the hub stamps its `secs`/`nsecs` with the
-//! machine's clock, not its own (`tests/cbor_raw_clock.rs`), so its bytes
-//! (their length included) cannot be predicted.
+//! `cbor-raw` is modelled but not asked for yet (see [`CBOR_RAW`]).
 //!
 //! Invariants the model keeps with it:
 //! - one message is made once per encoding for every subscriber that asked
@@ -30,6 +28,7 @@
 
 use std::rc::Rc;
 use std::sync::{Arc, OnceLock};
+use std::time::Duration;
 
 use rosgate_ros2::cbor_typed;
 use rosgate_ros2::registry::Registry;
@@ -46,7 +45,7 @@ pub(crate) const TYPED_TOPIC: &str = "/u8";
 pub(crate) const TYPED_TYPE: &str = "std_msgs/msg/UInt8MultiArray";
 
 /// The bundled types, as the hub has them without `--interfaces`.
-fn bundled() -> &'static Arc<Registry> {
+pub(crate) fn bundled() -> &'static Arc<Registry> {
     static TYPES: OnceLock<Arc<Registry>> = OnceLock::new();
     TYPES.get_or_init(Registry::bundled_shared)
 }
@@ -57,8 +56,19 @@ pub(crate) enum Comp {
     #[default]
     None,
     Cbor,
+    /// Only on [`TYPED_TOPIC`], and only with [`CBOR_RAW`].
+    CborRaw,
     Png,
 }
+
+/// Whether the schedule asks for `cbor-raw`: not yet. The hub stamps its
+/// `secs`/`nsecs` with the machine's clock (`SystemTime::now()` in
+/// `crates/core/src/hub/encodings.rs`), not its own (`now` and its
+/// wall-clock base, the epoch at the hub's creation here), so the bytes
+/// cannot be predicted (`tests/cbor_raw_clock.rs` fails, ignored, until
+/// that is fixed). Everything else is in place: [`ws_wire`] stamps by the
+/// hub's clock, `driver/encoded.rs` decodes the CDR.
+pub(crate) const CBOR_RAW: bool = false;
 
 /// What a WebSocket subscription asks its messages to be made as.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -80,6 +90,7 @@ impl EncM {
         match self.comp {
             Comp::None => {}
             Comp::Cbor => m.push(("compression", "\"cbor\"".to_string())),
+            Comp::CborRaw => m.push(("compression", "\"cbor-raw\"".to_string())),
             Comp::Png => m.push(("compression", "\"png\"".to_string())),
         }
         if let Some(n) = self.fragment {
@@ -93,8 +104,15 @@ impl EncM {
 /// publish `line` (its JSON, without a newline, as
 /// `encode::publish_prefix(topic)` + msg + `}`); `frag_ids`: the
 /// fragmented messages the hub has made so far, one more when this one is
-/// cut.
-pub(crate) fn ws_wire(topic: &str, line: &[u8], enc: EncM, frag_ids: &mut u64) -> Rc<[u8]> {
+/// cut; `wall`: the hub's wall clock (`cbor-raw`'s stamp), time since the
+/// epoch.
+pub(crate) fn ws_wire(
+    topic: &str,
+    line: &[u8],
+    enc: EncM,
+    frag_ids: &mut u64,
+    wall: Duration,
+) -> Rc<[u8]> {
     if enc.is_plain() {
         return ws::server_text_frame(line).into();
     }
@@ -116,6 +134,20 @@ pub(crate) fn ws_wire(topic: &str, line: &[u8], enc: EncM, frag_ids: &mut u64) -
             }
             // The simulation's payloads are valid JSON within the depth.
             if typed || cbor::publish(&mut payload, topic, msg).is_ok() {
+                client::push_frame(&mut out, true, OP_BINARY, &payload, None);
+            }
+        }
+        Comp::CborRaw => {
+            let prefix = encode::publish_prefix(topic).len();
+            let msg = &text[prefix..text.len() - 1];
+            let cdr = serde_json::from_str(msg)
+                .ok()
+                .and_then(|v| rosgate_ros2::cdr::encode(&**bundled(), TYPED_TYPE, &v).ok());
+            // Only the typed topic's messages, which fit, go in cbor-raw.
+            if let Some(cdr) = cdr {
+                let mut payload = Vec::new();
+                let (secs, nsecs) = (wall.as_secs() as i64, wall.subsec_nanos());
+                cbor::publish_raw(&mut payload, topic, secs, nsecs, &cdr);
                 client::push_frame(&mut out, true, OP_BINARY, &payload, None);
             }
         }
