@@ -25,10 +25,6 @@
 
 use serde_json::{Map, Number, Value};
 
-/// Nesting a CBOR item may have here (the simulation's messages are
-/// shallow; a deeper item is an error, not a stack overflow).
-const MAX_DEPTH: usize = 64;
-
 /// A CBOR item read as JSON (see the module docs).
 pub(crate) fn cbor_value(b: &[u8]) -> Result<Value, String> {
     let mut r = Cbor { b, i: 0 };
@@ -83,7 +79,9 @@ impl Cbor<'_> {
     }
 
     fn item(&mut self, depth: usize) -> Result<Value, String> {
-        if depth > MAX_DEPTH {
+        // The gateway's own bound on JSON nesting: a deeper item is an
+        // error here, not a stack overflow.
+        if depth > rosgate_wire::MAX_JSON_DEPTH {
             return Err("CBOR nested too deep".into());
         }
         let (major, info, arg) = self.head()?;

@@ -19,7 +19,7 @@
 //! there, so that no piece meets that bound (which the model does not
 //! predict).
 
-use rosgate_wire::fragment::{Piece, MESSAGE_OVERHEAD, PIECE_OVERHEAD};
+use rosgate_wire::fragment::{Piece, MAX_FRAGMENTED_IN_FLIGHT, MESSAGE_OVERHEAD, PIECE_OVERHEAD};
 use rosgate_wire::ws::client;
 
 use super::feed::Write;
@@ -27,10 +27,6 @@ use super::requests::parse_id;
 use super::{Outgoing, Sim};
 use crate::model::{Id, Unit};
 use crate::ws::OP_TEXT;
-
-/// Failed messages a connection may still hold when it sends pieces
-/// (half the gateway's bound of 16 in flight).
-const MAX_FAILED_HELD: usize = 8;
 
 impl Sim {
     /// The request as `fragment` pieces, when `out.split % 8 == 3` picks
@@ -58,7 +54,8 @@ impl Sim {
         let margin = std::time::Duration::from_secs(1);
         let failed = &mut self.model.client_mut(slot).failed_fragments;
         failed.retain(|&d| d + margin > now);
-        if failed.len() >= MAX_FAILED_HELD {
+        // At most half the gateway's bound on messages in flight.
+        if failed.len() >= MAX_FRAGMENTED_IN_FLIGHT / 2 {
             return None;
         }
         let text = std::str::from_utf8(&out.content).ok()?;
