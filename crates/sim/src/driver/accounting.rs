@@ -352,14 +352,15 @@ impl Sim {
         let mut iov = vec![IoSlice::new(&[]); q.frames().max(1)];
         let n = q.fill(&mut iov, usize::MAX);
         let model = &c.exp.topic;
+        let part = c.head_part();
         let mut next = 0;
         for (j, s) in iov[..n].iter().enumerate() {
             let s: &[u8] = s;
-            let found = if j == 0 && !c.inbuf.is_empty() {
+            let found = if j == 0 && !part.is_empty() {
                 // A partly written head: the client holds its first bytes.
                 let f = model.front().filter(|f| {
-                    f.wire.len() == c.inbuf.len() + s.len()
-                        && f.wire.starts_with(&c.inbuf)
+                    f.wire.len() == part.len() + s.len()
+                        && f.wire.starts_with(&part)
                         && f.wire.ends_with(s)
                 });
                 if let Some(f) = f {

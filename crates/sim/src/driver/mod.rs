@@ -1023,7 +1023,8 @@ impl Sim {
             };
             self.drain(s, budget)?;
             let c = self.model.client(s);
-            if c.inbuf.is_empty() && self.hub.out(c.conn.key).is_none_or(|q| q.is_empty()) {
+            let idle = c.head_part().is_empty();
+            if idle && self.hub.out(c.conn.key).is_none_or(|q| q.is_empty()) {
                 self.check_quiescent(s)?;
             }
         }

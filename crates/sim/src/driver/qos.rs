@@ -854,7 +854,7 @@ impl Sim {
 
     /// The partly written head of `slot`'s queue, if it is a topic frame.
     pub(crate) fn peek_head(&self, slot: usize) -> Option<u64> {
-        if self.model.client(slot).inbuf.is_empty() {
+        if self.model.client(slot).head_part().is_empty() {
             return None;
         }
         self.peek_head_msg(slot)

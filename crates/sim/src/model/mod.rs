@@ -588,6 +588,16 @@ impl Client {
         }
     }
 
+    /// What the client received of the entry at the head of its queue
+    /// and has not finished: the frames of a fragmented message taken so
+    /// far (one queue entry: `model/encodings.rs`), then the partial
+    /// frame or line it holds.
+    pub fn head_part(&self) -> Vec<u8> {
+        let mut part = self.ws().map_or(Vec::new(), |w| w.fragment_wire.clone());
+        part.extend_from_slice(&self.inbuf);
+        part
+    }
+
     /// Speaks the rosbridge dialect (WebSocket): per-id registrations,
     /// lenient decoding, rosbridge-style answers.
     pub fn rosbridge(&self) -> bool {
