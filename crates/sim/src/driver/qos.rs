@@ -580,7 +580,24 @@ impl Sim {
                 self.depth_drops.push((slot, m));
             }
         }
-        self.check_reliable(slot);
+        // The hub checks a reliable backlog on its QoS path only (a topic
+        // with a membership that states QoS, `hub/topics.rs`), never on
+        // the fast path or for goal feedback (`hub/qos.rs` `queue_shared`).
+        if self.qos_path(slot, b.0.as_str()) {
+            self.check_reliable(slot);
+        }
+    }
+
+    /// Whether a publish on `name` to `slot` takes the hub's QoS path: some
+    /// registration of the topic in its domain states QoS (an encoding
+    /// counts, `model/encodings.rs`).
+    fn qos_path(&self, slot: usize, name: &str) -> bool {
+        let domain = self.model.client(slot).domain;
+        // Every client the model holds: one closing this turn keeps its
+        // registrations until it is freed.
+        self.model.clients.iter().flatten().any(|c| {
+            c.domain == domain && (c.sub_qos.contains_key(name) || c.pub_qos.contains_key(name))
+        })
     }
 
     /// The reliable backlog of `slot` after a queueing: past the queue
