@@ -15,15 +15,18 @@
 //! | `violation` | [`Violation`], what every check returns (a leaf) |
 //! | `actions` | [`SimConfig`], [`Action`], [`Req`], the names requests pick from; drawing them, decoding them from bytes and back |
 //! | `ws` | the WebSocket client side: handshakes, masked frames, a strict server-frame parser |
+//! | `ws_decode` | what a subscriber in an outgoing encoding decodes, written apart from the gateway's encoders: CBOR (typed arrays, byte strings) as JSON, a `png` frame's text, outgoing `fragment` frames reassembled |
 //! | `names` | the model's ROS 2 names: node names, namespaces, remap rules, expansion, a node's bytes |
-//! | `model` | the expected state (data only): clients (TCP or WebSocket) with their domain and nodes, owed lines and frames, services, calls; its children `model::goals`, `model::qos`, `model::params` hold those features' data, `model::requests` a request's model effect |
+//! | `model` | the expected state (data only): clients (TCP or WebSocket) with their domain and nodes, owed lines and frames, services, calls; its children `model::goals`, `model::qos`, `model::params` hold those features' data, `model::encodings` a subscription's outgoing encoding and the bytes its queue holds, `model::requests` a request's model effect |
 //! | `driver` | [`Sim`]: one loop turn per action (act, expire, flush, close drained, free), admission, disconnects, the shutdown, [`run_seed`]; its children are the behaviour, each an `impl Sim` block: |
 //! | `driver::requests` | the JSON text of each request in its style and dialect, and its model effect |
 //! | `driver::feed` | how bytes reach the hub: writes cut into reads, effects applied at the read that completes a request, half-sent requests |
+//! | `driver::fragments` | requests sent as rosbridge `fragment` pieces: valid ones (the request's own effect), malformed publishes (one error status with the id, nothing delivered) |
 //! | `driver::accounting` | every hub call checked right after it: queued and shed frames, the memory budget's rule, closes and their reasons |
 //! | `driver::effects` | what each accepted request does to the model as it is fed |
 //! | `driver::controls` | WebSocket control traffic: pings, close frames, protocol violations |
 //! | `driver::reader` | the clients' side: received lines and frames crossed off against the model |
+//! | `driver::encoded` | the subscribers' side of outgoing encodings: `cbor` binary frames, `png` frames, `fragment` frames, each the next message queued, exactly its bytes, its content the JSON publish |
 //! | `driver::goals` | actions: servers, goals, feedback, results, cancels, orphans; requests waiting for a provider |
 //! | `driver::qos` | QoS: latching, depth, throttling, reliability, compatibility, peer counts |
 //! | `driver::params` | parameters: the owner's operations, the hub's stores checked, `/parameter_events` |
@@ -35,7 +38,7 @@
 //!
 //! Layers depend downward only, with no import cycle between modules:
 //! `driver` (and its children) on `model` (and its children) on `actions`,
-//! `names`, `ws`, `rng`; `violation` is a leaf.
+//! `names`, `ws`, `ws_decode`, `rng`; `violation` is a leaf.
 //!
 //! Clients connect over TCP (NDJSON, the base protocol) or WebSocket
 //! (rosbridge v2), and both kinds subscribe to the same topics and call
@@ -73,7 +76,16 @@
 //!   `result:false` failure) and publish frames (in order, exact bytes,
 //!   so carrying the expanded name; a slow reader misses exactly the
 //!   frames identified as shed, whose bytes the hub counted in
-//!   `dropped_bytes`);
+//!   `dropped_bytes`); a WebSocket subscription may ask for an outgoing
+//!   encoding (`compression` `cbor`, typed on a topic whose type the
+//!   gateway knows, or `png`, a `fragment_size`; `cbor-raw` is modelled
+//!   but not asked for yet, `model/encodings.rs` `CBOR_RAW`): it is
+//!   owed exactly the plain subscriber's messages under the same rules,
+//!   each made as the protocol page says (one binary frame, a `png` frame,
+//!   `fragment` frames numbered from 1), whose decoded content is the JSON
+//!   publish; requests may come as `fragment` pieces, valid (the request's
+//!   effect) or malformed (an error status with the pieces' id, nothing
+//!   delivered);
 //! - for WebSocket clients, the handshake answer (101 with the right
 //!   accept key, or the HTTP refusal), one text frame per line carrying
 //!   exactly its bytes, a pong per ping, and the close frame (echoed, or
@@ -131,6 +143,7 @@ mod names;
 mod rng;
 mod violation;
 mod ws;
+mod ws_decode;
 
 pub mod binary;
 pub mod fuzzing;

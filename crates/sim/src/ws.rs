@@ -170,7 +170,7 @@ pub(crate) fn parse_server_frame(buf: &[u8]) -> Result<Option<(ServerFrame, usiz
     if !frame.fin {
         return Err("a server frame without FIN (we never fragment)".into());
     }
-    if !matches!(frame.opcode, OP_TEXT | OP_CLOSE | OP_PONG) {
+    if !matches!(frame.opcode, OP_TEXT | OP_BINARY | OP_CLOSE | OP_PONG) {
         return Err(format!("a server frame with opcode {:#x}", frame.opcode));
     }
     let frame = ServerFrame {
@@ -273,7 +273,12 @@ mod tests {
         }
         assert!(parse_server_frame(&[0x81, 126, 0, 5, 1, 2, 3, 4, 5]).is_err());
         assert!(parse_server_frame(&[0x01, 0]).is_err());
-        assert!(parse_server_frame(&[0x82, 0]).is_err());
+        assert!(parse_server_frame(&[0x02, 0]).is_err());
+        assert!(parse_server_frame(&[0x83, 0]).is_err());
+        let (f, _) = parse_server_frame(&[0x82, 1, 0xf6])
+            .expect("valid")
+            .expect("whole");
+        assert_eq!((f.opcode, f.payload), (OP_BINARY, vec![0xf6]));
     }
 
     #[test]

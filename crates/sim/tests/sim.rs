@@ -5,9 +5,10 @@
 //! and destroyed, ROS names and domains, actions (goals, feedback,
 //! results, cancels, requests waiting for a provider), QoS
 //! (compatibility, reliability, latching, throttling, depth, peer
-//! counts) and parameters (declared, set, read, validated, watched, held
-//! by the gateway), with the model's invariants checked after every hub
-//! call and every step.
+//! counts), outgoing encodings (cbor, png, fragment_size), requests in
+//! `fragment` pieces (valid and malformed) and parameters (declared, set,
+//! read, validated, watched, held by the gateway), with the model's
+//! invariants checked after every hub call and every step.
 //!
 //! `ROSGATE_SIM_SEED=<n>` replays one seed (and prints what it did);
 //! `ROSGATE_SIM_STEPS=<n>` changes the number of steps per seed;
@@ -121,8 +122,16 @@ fn seeded_simulation() {
         "{total:?}"
     );
     // ... and requests sent as rosbridge `fragment` pieces, reassembled
-    // to the same effect as whole.
-    assert!(total.fragmented_sent > 0, "{total:?}");
+    // to the same effect as whole, and malformed ones refused.
+    assert!(
+        total.fragmented_sent > 0 && total.fragmented_refused > 0,
+        "{total:?}"
+    );
+    // ... and subscribers in outgoing encodings: cbor, png, fragments.
+    assert!(
+        total.ws_cbor_received > 0 && total.ws_png_received > 0 && total.ws_fragmented_received > 0,
+        "{total:?}"
+    );
     assert!(
         total.shutdowns > 0
             && total.shutdown_failures_received > 0

@@ -35,7 +35,7 @@ use rosgate_core::CloseReason;
 
 use super::Sim;
 use crate::actions::MAX_CLIENTS;
-use crate::model::{TopicFrame, ENTRY_BYTES};
+use crate::model::{FrameKey, TopicFrame, ENTRY_BYTES};
 use crate::violation::Violation;
 
 /// Which hub call is being accounted for.
@@ -295,7 +295,7 @@ impl Sim {
     /// whose every holder at that moment (after the depth drops, made as
     /// they were queued) lost them in `shed`.
     fn released_at_enforce(&self, shed: &[Vec<TopicFrame>], removed: &[Vec<TopicFrame>]) -> usize {
-        let mut by_depth: HashMap<(u64, bool), u32> = HashMap::new();
+        let mut by_depth: HashMap<FrameKey, u32> = HashMap::new();
         for (s, gone) in removed.iter().enumerate() {
             for f in gone {
                 if !shed[s].iter().any(|x| x.msg == f.msg) {
@@ -303,7 +303,7 @@ impl Sim {
                 }
             }
         }
-        let mut lost: HashMap<(u64, bool), u32> = HashMap::new();
+        let mut lost: HashMap<FrameKey, u32> = HashMap::new();
         for f in shed.iter().flatten() {
             *lost.entry(f.key()).or_default() += 1;
         }
@@ -352,14 +352,15 @@ impl Sim {
         let mut iov = vec![IoSlice::new(&[]); q.frames().max(1)];
         let n = q.fill(&mut iov, usize::MAX);
         let model = &c.exp.topic;
+        let part = c.head_part();
         let mut next = 0;
         for (j, s) in iov[..n].iter().enumerate() {
             let s: &[u8] = s;
-            let found = if j == 0 && !c.inbuf.is_empty() {
+            let found = if j == 0 && !part.is_empty() {
                 // A partly written head: the client holds its first bytes.
                 let f = model.front().filter(|f| {
-                    f.wire.len() == c.inbuf.len() + s.len()
-                        && f.wire.starts_with(&c.inbuf)
+                    f.wire.len() == part.len() + s.len()
+                        && f.wire.starts_with(&part)
                         && f.wire.ends_with(s)
                 });
                 if let Some(f) = f {
@@ -381,7 +382,7 @@ impl Sim {
 
     /// Bytes of the shared frames whose every holder lost them in `removed`.
     fn released_by(&self, removed: &[Vec<TopicFrame>]) -> usize {
-        let mut gone: HashMap<(u64, bool), u32> = HashMap::new();
+        let mut gone: HashMap<FrameKey, u32> = HashMap::new();
         for f in removed.iter().flatten() {
             *gone.entry(f.key()).or_default() += 1;
         }
@@ -505,7 +506,7 @@ impl Sim {
             })
             .collect();
         queues.sort_unstable_by(|a, b| b.cmp(a));
-        let mut holders: HashMap<(u64, bool), (usize, u32)> = self.model.frames.clone();
+        let mut holders: HashMap<FrameKey, (usize, u32)> = self.model.frames.clone();
         for (_, _, s) in queues {
             if total <= target {
                 break;

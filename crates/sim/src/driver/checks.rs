@@ -540,19 +540,20 @@ impl Sim {
             // head (which the client holds): when what it holds could also
             // be the start of a control line, either.
             let full: usize = c.exp.topic.iter().map(|f| f.wire.len()).sum();
+            let part = c.head_part();
             let head = c
                 .exp
                 .topic
                 .front()
-                .filter(|f| !c.inbuf.is_empty() && f.wire.starts_with(&c.inbuf));
-            let ok = q.topic_bytes() == full
-                || head.is_some() && q.topic_bytes() == full - c.inbuf.len();
+                .filter(|f| !part.is_empty() && f.wire.starts_with(&part));
+            let ok =
+                q.topic_bytes() == full || head.is_some() && q.topic_bytes() == full - part.len();
             if !ok {
                 return Err(self.violation(format!(
                     "slot {s}: {} topic bytes queued, the model's {} frames hold {full} ({} received of the head)",
                     q.topic_bytes(),
                     c.exp.topic.len(),
-                    c.inbuf.len()
+                    part.len()
                 )));
             }
             let mine = (
@@ -885,8 +886,10 @@ impl Sim {
                     "slot {s}: a call without id never answered ({r:?})"
                 )));
             }
-            if !c.inbuf.is_empty() {
-                return Err(self.violation(format!("slot {s}: a partial line or frame is left")));
+            if !c.head_part().is_empty() {
+                return Err(self.violation(format!(
+                    "slot {s}: a partial line, frame or fragmented message is left"
+                )));
             }
         }
         Ok(())

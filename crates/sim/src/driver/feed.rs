@@ -151,10 +151,21 @@ impl Sim {
         if whole && (visible(out) || rosbridge) {
             // Decided before the whole write is built: that may expect a
             // pong for a ping between its frames.
-            if let Some(f) = self.fragmented_write(slot, out) {
+            let publish = matches!(effect, Effect::Publish { .. });
+            if let Some((w, refused)) = self.fragmented_write(slot, out, publish) {
                 self.counts.lines_sent += 1;
                 self.counts.fragmented_sent += 1;
-                return self.deliver(slot, f, Some(effect), false, !rosbridge);
+                let effect = match refused {
+                    Some(id) => {
+                        self.counts.fragmented_refused += 1;
+                        Effect::Error {
+                            id: Some(id),
+                            code: None,
+                        }
+                    }
+                    None => effect,
+                };
+                return self.deliver(slot, w, Some(effect), false, !rosbridge);
             }
         }
         let w = if rosbridge {
@@ -176,88 +187,6 @@ impl Sim {
             return self.deliver(slot, w, None, false, false);
         }
         self.deliver(slot, w, Some(effect), false, !rosbridge)
-    }
-
-    /// The request as rosbridge `fragment` pieces (`hub/fragments.rs`),
-    /// when `out.split % 8 == 3` picks it and it fits: 2-4 pieces cut at
-    /// character boundaries, in order or reversed, under an id of their
-    /// own; on TCP one line each (from an established client, whose first
-    /// piece would otherwise complete its opening early), on WebSocket one
-    /// text message each. All of them go in one write, so the message is
-    /// complete, and nothing held, once its last byte is read: the request
-    /// then has exactly the effect it has when sent whole.
-    fn fragmented_write(&mut self, slot: usize, out: &Outgoing) -> Option<Write> {
-        use rosgate_wire::fragment::{Piece, MESSAGE_OVERHEAD, PIECE_OVERHEAD};
-        let c = self.model.client(slot);
-        let rosbridge = c.rosbridge();
-        if out.split % 8 != 3 || (!rosbridge && !c.established) {
-            return None;
-        }
-        let text = std::str::from_utf8(&out.content).ok()?;
-        let n = 2 + usize::from(out.split / 8) % 3;
-        let chars: Vec<usize> = text.char_indices().map(|(i, _)| i).collect();
-        if chars.len() < n {
-            return None;
-        }
-        let mut bounds: Vec<usize> = (0..n).map(|k| chars[k * chars.len() / n]).collect();
-        bounds.push(text.len());
-        let id = format!("\"frag-{}\"", self.counter);
-        let max = self.limits.max_line_bytes;
-        let held = MESSAGE_OVERHEAD + id.len() + text.len() + n * PIECE_OVERHEAD;
-        if held > max {
-            return None;
-        }
-        let mut order: Vec<usize> = (0..n).collect();
-        if out.split & 64 != 0 {
-            order.reverse();
-        }
-        let mut frames = Vec::with_capacity(n);
-        for k in order {
-            let piece = Piece {
-                data: &text[bounds[k]..bounds[k + 1]],
-                num: k as u64,
-                total: n as u64,
-            };
-            let mut line = Vec::new();
-            piece.write(&mut line, rosgate_wire::Raw::from_valid_json(&id));
-            if line.len() > max {
-                return None;
-            }
-            if rosbridge {
-                line.pop();
-                let mut f = Vec::new();
-                client::push_frame(&mut f, true, OP_TEXT, &line, Some(self.mask()));
-                let unit = Unit::Data {
-                    len: f.len(),
-                    payload: line.len(),
-                    fin: true,
-                };
-                frames.push((f, unit));
-            } else {
-                let unit = Unit::Line(line.len());
-                frames.push((line, unit));
-            }
-        }
-        if rosbridge {
-            return Some(self.ws_write(slot, frames, out.split >> 2));
-        }
-        let mut bytes = Vec::new();
-        let mut units = Vec::new();
-        for (l, u) in frames {
-            bytes.extend_from_slice(&l);
-            units.push(u);
-        }
-        let total = bytes.len();
-        let cuts = match out.split >> 6 {
-            0 => vec![total],
-            k => vec![total * usize::from(k) / 4, total],
-        };
-        Some(Write {
-            bytes,
-            units,
-            cuts,
-            handshake: None,
-        })
     }
 
     /// A WebSocket message as `fragments` text frames (cut at random

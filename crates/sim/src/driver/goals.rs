@@ -45,6 +45,7 @@ use super::requests::{
 };
 use super::Sim;
 use crate::actions::{GoalReq, ACTIONS};
+use crate::model::encodings::EncM;
 use crate::model::goals::{
     timeout_secs, Fate, GoalModel, GoalOp, GoalResp, GoalSend, WaitModel, CANCEL_GOAL_SUFFIX,
 };
@@ -708,6 +709,7 @@ impl Sim {
             line: line.into(),
             wire,
             ws,
+            enc: EncM::default(),
             topic,
         };
         self.queue_topic(slot, f, true);

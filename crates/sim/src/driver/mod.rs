@@ -38,6 +38,7 @@ use rosgate_core::{CloseReason, Transport};
 use rosgate_wire::ws::client;
 
 use crate::actions::{Action, Req, SimConfig, MAX_CLIENTS};
+use crate::model::encodings::{Comp, EncM};
 use crate::model::requests::Effect;
 use crate::model::{Client, Link, Model, ReadMode, Unit, WsSide};
 use crate::names::NodeModel;
@@ -50,8 +51,10 @@ mod accounting;
 mod checks;
 mod controls;
 mod effects;
+mod encoded;
 mod federation;
 mod feed;
+mod fragments;
 mod goals;
 mod param_access;
 mod params;
@@ -230,8 +233,10 @@ counts! {
     /// Messages from another gateway delivered (`Action::Remote`).
     remote_publishes,
     lines_sent,
-    /// Requests sent as rosbridge `fragment` pieces.
+    /// Requests sent as rosbridge `fragment` pieces, and those of them
+    /// malformed (refused with an error status, nothing delivered).
     fragmented_sent,
+    fragmented_refused,
     lines_received,
     publishes_received,
     topic_bytes_shed,
@@ -250,6 +255,16 @@ counts! {
     ws_origins_refused,
     /// Publish frames WebSocket subscribers received.
     ws_publishes_received,
+    /// Messages WebSocket subscribers received in `cbor` (binary frames)
+    /// and `png`, `fragment` frames and the messages they joined to.
+    ws_cbor_received,
+    /// Of them, typed (the typed topic's, `uint8[]` a byte string).
+    ws_cbor_typed_received,
+    /// Of them, `cbor-raw` (none until the schedule asks for it).
+    ws_cbor_raw_received,
+    ws_png_received,
+    ws_fragments_received,
+    ws_fragmented_received,
     /// Calls a WebSocket provider answered (read the rosbridge way).
     ws_provided_answers,
     /// Responses WebSocket callers received.
@@ -442,6 +457,10 @@ pub struct Sim {
     /// Connections the hub call being made closes for their reliable
     /// backlog.
     pub(crate) reliable_closes: Vec<usize>,
+    /// The one encoding that cuts messages into `fragment` frames in this
+    /// run (`model/encodings.rs`): plain JSON or `png`, with a
+    /// `fragment_size`.
+    pub(crate) cut: EncM,
 }
 
 /// How often the hub sweeps: a quarter of the shortest per-connection
@@ -456,6 +475,15 @@ fn sweep_interval(l: &Limits) -> Duration {
         shortest = shortest.min(idle);
     }
     (shortest / 4).clamp(Duration::from_millis(10), Duration::from_secs(1))
+}
+
+/// The encoding that cuts messages in the run of `seed` (see [`Sim::cut`]).
+fn cut_encoding(seed: u64) -> EncM {
+    let bits = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 61;
+    EncM {
+        comp: if bits & 1 == 0 { Comp::None } else { Comp::Png },
+        fragment: Some([100, 256, 300, 1000][(bits >> 1) as usize]),
+    }
 }
 
 impl Sim {
@@ -495,6 +523,7 @@ impl Sim {
             depth_drops: Vec::new(),
             reliable_closes: Vec::new(),
             interest: BTreeSet::new(),
+            cut: cut_encoding(cfg.seed),
         }
     }
 
@@ -775,6 +804,9 @@ impl Sim {
         let origin_refused = answer == Answer::Forbidden;
         let lazy = feed == HandshakeFeed::WithFirstFrame;
         let side = WsSide {
+            fragments: None,
+            fragment_wire: Vec::new(),
+            last_fragment_id: 0,
             status: self.model.ws_status,
             pending_handshake: lazy.then(|| request.clone()),
             hs_done: false,
@@ -991,7 +1023,8 @@ impl Sim {
             };
             self.drain(s, budget)?;
             let c = self.model.client(s);
-            if c.inbuf.is_empty() && self.hub.out(c.conn.key).is_none_or(|q| q.is_empty()) {
+            let idle = c.head_part().is_empty();
+            if idle && self.hub.out(c.conn.key).is_none_or(|q| q.is_empty()) {
                 self.check_quiescent(s)?;
             }
         }

@@ -56,11 +56,11 @@ use rosgate_wire::encode;
 use super::requests::{CallLine, Form, Spec};
 use super::Sim;
 use crate::actions::{QosReq, MAX_CLIENTS, SERVICES, TOPICS};
+use crate::model::encodings::{ws_wire, Comp, EncM, CBOR_RAW, TYPED_TOPIC};
 use crate::model::qos::{compatible, Asked, PubState, QosM, SubState, ThrottleM};
 use crate::model::requests::Effect;
 use crate::model::{tick_ceil, Bucket, Lvl, TopicFrame};
 use crate::violation::Violation;
-use crate::ws;
 
 /// How many of [`TOPICS`] QoS requests use (plain requests use them too).
 const QOS_TOPICS: usize = 3;
@@ -167,6 +167,10 @@ const fn a(reliable: Option<bool>, transient: Option<bool>, depth: Option<u32>, 
         },
         throttle_ms: ms,
         peers: false,
+        enc: EncM {
+            comp: Comp::None,
+            fragment: None,
+        },
     }
 }
 
@@ -192,8 +196,9 @@ impl Sim {
     }
 
     /// The line of [`crate::Req::Qos`] and its effect: by `op % 4` a
-    /// subscribe or advertise stating QoS (spec `spec`), a call that waits
-    /// for its provider, a publish, on one of the first topics.
+    /// subscribe or advertise stating QoS (spec `spec`; a WebSocket
+    /// subscribe an outgoing encoding too), a call that waits for its
+    /// provider, a publish, on one of the first topics or the typed one.
     pub(crate) fn qos_request(&mut self, slot: usize, f: Form, q: QosReq) -> (Vec<u8>, Effect) {
         let QosReq {
             op,
@@ -202,7 +207,12 @@ impl Sim {
             payload,
             id,
         } = q;
-        let name = TOPICS[topic as usize % QOS_TOPICS];
+        // A quarter of them on the typed topic instead (not for calls).
+        let name = if topic >= 0xc0 {
+            TYPED_TOPIC
+        } else {
+            TOPICS[topic as usize % QOS_TOPICS]
+        };
         let tight = self.tight_budget();
         match op % 4 {
             0 | 1 => {
@@ -221,6 +231,12 @@ impl Sim {
                     return self.topic_request(slot, f, op, name, None, id);
                 }
                 let op = if sub { "subscribe" } else { "advertise" };
+                let enc = if sub && f.rosbridge {
+                    self.pick_encoding(payload, throttled, name == TYPED_TOPIC)
+                } else {
+                    EncM::default()
+                };
+                let spec = (spec.0, spec.1.map(|x| Asked { enc, ..x }));
                 self.qos_topic_request(slot, f, op, name, spec, id)
             }
             2 => {
@@ -238,6 +254,37 @@ impl Sim {
                 let payload = payload & !(0xff << 4);
                 self.publish_request(slot, f, name, None, payload, id)
             }
+        }
+    }
+
+    /// The outgoing encoding a WebSocket subscribe asks for, by the bits
+    /// 0-2 of `pick`: none, `cbor` (two of them), `png`, `cbor` with a
+    /// `fragment_size` (binary messages are never cut; on the typed topic
+    /// `cbor-raw` instead, once [`CBOR_RAW`] allows it) or, for three of
+    /// them, the run's
+    /// cutting encoding ([`Sim::cut`]; not with a throttle, whose flushes
+    /// the hub makes in its timers' order: see `model/encodings.rs`).
+    fn pick_encoding(&self, pick: u16, throttled: bool, typed: bool) -> EncM {
+        let plain = EncM::default();
+        match pick & 7 {
+            6 | 7 if typed && CBOR_RAW => EncM {
+                comp: Comp::CborRaw,
+                fragment: None,
+            },
+            1..=3 if !throttled => self.cut,
+            4 | 7 => EncM {
+                comp: Comp::Cbor,
+                fragment: None,
+            },
+            5 => EncM {
+                comp: Comp::Png,
+                fragment: None,
+            },
+            6 => EncM {
+                comp: Comp::Cbor,
+                fragment: self.cut.fragment,
+            },
+            _ => plain,
         }
     }
 
@@ -280,6 +327,7 @@ impl Sim {
                         SubState {
                             qos: asked.qos,
                             throttle,
+                            enc: asked.enc,
                         },
                     );
                 }
@@ -447,7 +495,8 @@ impl Sim {
         self.publishes += 1;
         let n = self.publishes;
         let line: Rc<[u8]> = line.into();
-        let framed: Rc<[u8]> = ws::server_text_frame(&line).into();
+        // Made once per encoding, when a subscriber first takes it.
+        let mut made: Vec<(EncM, Rc<[u8]>)> = Vec::new();
         for s in 0..MAX_CLIENTS {
             let Some(c) = self.model.clients[s].as_ref() else {
                 continue;
@@ -471,20 +520,32 @@ impl Sim {
             if throttled && !self.throttle_admit(s, domain, name, &tcp) {
                 continue;
             }
-            let wire = if ws {
-                Rc::clone(&framed)
-            } else {
+            let enc = self.enc_of(s, name);
+            let wire = if !ws {
                 Rc::clone(&tcp)
+            } else if let Some((_, w)) = made.iter().find(|(e, _)| *e == enc) {
+                Rc::clone(w)
+            } else {
+                let w = ws_wire(name, &line, enc, &mut self.model.fragment_ids, self.offset);
+                made.push((enc, Rc::clone(&w)));
+                w
             };
             let f = TopicFrame {
                 msg: n,
                 line: Rc::clone(&line),
                 wire,
                 ws,
+                enc,
                 topic: Some(self.bucket(domain, name)),
             };
             self.queue_topic(s, f, true);
         }
+    }
+
+    /// The encoding `slot`'s subscription of `name` asked for.
+    fn enc_of(&self, slot: usize, name: &str) -> EncM {
+        let c = self.model.client(slot);
+        c.sub_qos.get(name).map_or(EncM::default(), |q| q.enc)
     }
 
     /// Queues topic frame `f` to `slot` (counted in `delivered` when
@@ -519,7 +580,24 @@ impl Sim {
                 self.depth_drops.push((slot, m));
             }
         }
-        self.check_reliable(slot);
+        // The hub checks a reliable backlog on its QoS path only (a topic
+        // with a membership that states QoS, `hub/topics.rs`), never on
+        // the fast path or for goal feedback (`hub/qos.rs` `queue_shared`).
+        if self.qos_path(slot, b.0.as_str()) {
+            self.check_reliable(slot);
+        }
+    }
+
+    /// Whether a publish on `name` to `slot` takes the hub's QoS path: some
+    /// registration of the topic in its domain states QoS (an encoding
+    /// counts, `model/encodings.rs`).
+    fn qos_path(&self, slot: usize, name: &str) -> bool {
+        let domain = self.model.client(slot).domain;
+        // Every client the model holds: one closing this turn keeps its
+        // registrations until it is freed.
+        self.model.clients.iter().flatten().any(|c| {
+            c.domain == domain && (c.sub_qos.contains_key(name) || c.pub_qos.contains_key(name))
+        })
     }
 
     /// The reliable backlog of `slot` after a queueing: past the queue
@@ -603,8 +681,9 @@ impl Sim {
     fn deliver_copy(&mut self, slot: usize, domain: u8, name: &str, tcp: &Rc<[u8]>, counted: bool) {
         let line: Rc<[u8]> = tcp[..tcp.len() - 1].into();
         let ws = self.model.client(slot).rosbridge();
+        let enc = self.enc_of(slot, name);
         let wire: Rc<[u8]> = if ws {
-            ws::server_text_frame(&line).into()
+            ws_wire(name, &line, enc, &mut self.model.fragment_ids, self.offset)
         } else {
             Rc::from(&tcp[..])
         };
@@ -614,6 +693,7 @@ impl Sim {
             line,
             wire,
             ws,
+            enc,
             topic: Some(self.bucket(domain, name)),
         };
         self.queue_topic(slot, f, counted);
@@ -791,7 +871,7 @@ impl Sim {
 
     /// The partly written head of `slot`'s queue, if it is a topic frame.
     pub(crate) fn peek_head(&self, slot: usize) -> Option<u64> {
-        if self.model.client(slot).inbuf.is_empty() {
+        if self.model.client(slot).head_part().is_empty() {
             return None;
         }
         self.peek_head_msg(slot)

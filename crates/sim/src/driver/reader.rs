@@ -5,7 +5,8 @@
 //! unexpected (an unknown line, a response for a call still in flight, a
 //! publish out of order or never sent, a status the client's filter
 //! withholds, a frame a server must not send, bytes after a close) is a
-//! violation.
+//! violation. Binary, `png` and `fragment` frames (outgoing encodings)
+//! are decoded and checked in `driver/encoded.rs`.
 
 use serde_json::Value;
 
@@ -15,7 +16,7 @@ use super::requests::{canon, json_string};
 use super::Sim;
 use crate::model::{matches, Fwd, Link, Lvl, Resp};
 use crate::violation::Violation;
-use crate::ws::{self, Answer, ServerFrame, OP_CLOSE, OP_PONG, OP_TEXT};
+use crate::ws::{self, Answer, ServerFrame, OP_BINARY, OP_CLOSE, OP_PONG, OP_TEXT};
 use rosgate_wire::ws::client::Response;
 
 /// The stats gauges the model predicts, in [`crate::model::Model::gauges`]
@@ -130,7 +131,14 @@ impl Sim {
 
     /// One complete server frame to WebSocket client `slot`.
     fn on_frame(&mut self, slot: usize, frame: ServerFrame) -> Result<(), Violation> {
+        if frame.opcode != OP_TEXT && self.mid_fragments(slot) {
+            return Err(self.violation(format!(
+                "slot {slot} got opcode {:#x} amid a fragmented message",
+                frame.opcode
+            )));
+        }
         match frame.opcode {
+            OP_BINARY => self.on_binary(slot, &frame.payload),
             OP_TEXT => {
                 // Exactly one JSON line, without its newline.
                 if frame.payload.contains(&b'\n') {
@@ -190,8 +198,20 @@ impl Sim {
                 self.violation(format!("slot {slot} got a line without op: {}", show(line)))
             );
         };
+        if op != "fragment" && self.mid_fragments(slot) {
+            return Err(self.violation(format!(
+                "slot {slot} got {} amid a fragmented message",
+                show(line)
+            )));
+        }
         match op {
-            "publish" | "action_feedback" => self.on_publish(slot, line, &v),
+            "publish" => {
+                self.check_plain(slot, line, false)?;
+                self.on_publish(slot, line, &v)
+            }
+            "action_feedback" => self.on_publish(slot, line, &v),
+            "fragment" => self.on_fragment(slot, line, &v),
+            "png" => self.on_png(slot, line, &v, false),
             "status" => self.on_status(slot, line, &v),
             "call_service" => self.on_forwarded_call(slot, line, &v),
             "service_response" => self.on_response(slot, line, &v),
@@ -200,6 +220,26 @@ impl Sim {
             "action_result" => self.on_goal_result(slot, line, &v),
             "peers" => self.on_peers(slot, line, &v),
             _ => Err(self.violation(format!("slot {slot} got unknown op: {}", show(line)))),
+        }
+    }
+
+    /// The text `fragment` frames to `slot` joined to: a publish or a
+    /// `png` frame, as if it had come whole (`driver/encoded.rs`).
+    pub(super) fn on_reassembled(&mut self, slot: usize, text: &[u8]) -> Result<(), Violation> {
+        let v: Value = serde_json::from_slice(text).map_err(|e| {
+            self.violation(format!(
+                "slot {slot}: fragments joined to a non-JSON text ({e}): {}",
+                show(text)
+            ))
+        })?;
+        match v.get("op").and_then(Value::as_str) {
+            Some("publish") => {
+                self.check_plain(slot, text, true)?;
+                self.counts.lines_received += 1;
+                self.on_publish(slot, text, &v)
+            }
+            Some("png") => self.on_png(slot, text, &v, true),
+            _ => Err(self.violation(format!("slot {slot}: fragments joined to {}", show(text)))),
         }
     }
 

@@ -39,6 +39,7 @@ use super::Sim;
 use crate::actions::{
     NamedReq, Req, DOMAIN_FIELDS, NAMES, NAMESPACES, NODE_NAMES, REMAPS, SERVICES, TOPICS,
 };
+use crate::model::encodings::{TYPED_TOPIC, TYPED_TYPE};
 use crate::model::qos::Asked;
 use crate::model::requests::{CallSend, Effect};
 use crate::model::Id;
@@ -114,6 +115,17 @@ pub(crate) enum Spacing {
 /// before decoding.
 pub(crate) fn blank_cr_lf(s: &str) -> String {
     s.replace(['\r', '\n'], " ")
+}
+
+/// The `type` registrations of `name` state: the typed topic's own, a
+/// bundled type with a `uint8[]`, else `std_msgs/String` (which none of
+/// the other payloads fit).
+fn topic_type(name: &str) -> &'static str {
+    if name == TYPED_TOPIC {
+        TYPED_TYPE
+    } else {
+        "std_msgs/String"
+    }
 }
 
 pub(crate) fn json_string(s: &str) -> String {
@@ -422,6 +434,20 @@ impl Sim {
         }
     }
 
+    /// A message of [`TYPED_TYPE`] (a `std_msgs/msg/UInt8MultiArray`), unique
+    /// by its `data_offset`, its `data` up to 383 bytes by `shape`.
+    pub(crate) fn typed_payload(&mut self, shape: u16) -> String {
+        self.counter += 1;
+        let n = self.counter;
+        let data: Vec<String> = (0..(shape >> 7) % 384)
+            .map(|k| ((n + k as u64) % 256).to_string())
+            .collect();
+        format!(
+            r#"{{"layout":{{"dim":[],"data_offset":{n}}},"data":[{}]}}"#,
+            data.join(",")
+        )
+    }
+
     /// The line `slot` sends for `req` in `style` (without its terminator)
     /// and its effect on the model if the hub accepts it.
     pub(crate) fn request(&mut self, slot: usize, style: u8, req: &Req) -> (Vec<u8>, Effect) {
@@ -567,8 +593,8 @@ impl Sim {
             self.fresh_id(slot, id)
         };
         let mut m: Members<'_> = vec![("op", json_string(op)), ("topic", jstr(name, esc))];
-        if matches!(op, "subscribe" | "advertise") && !f.lean {
-            m.push(("type", jstr("std_msgs/String", esc)));
+        if matches!(op, "subscribe" | "advertise") && (!f.lean || name == TYPED_TOPIC) {
+            m.push(("type", jstr(topic_type(name), esc)));
         }
         push_node(&mut m, node.as_deref(), esc);
         push_id(&mut m, id.as_ref());
@@ -584,7 +610,8 @@ impl Sim {
 
     /// A subscribe or advertise (`op`) of `name` with the QoS members
     /// `extra` of `spec`, which state its `asked` (`None`: the decoder
-    /// refuses them).
+    /// refuses them), with the outgoing encoding it asks for (a subscribe
+    /// on WebSocket).
     pub(crate) fn qos_topic_request(
         &mut self,
         slot: usize,
@@ -600,11 +627,14 @@ impl Sim {
         };
         let esc = f.style & 4 != 0;
         let mut m: Members<'_> = vec![("op", json_string(op)), ("topic", jstr(name, esc))];
-        if !f.lean {
-            m.push(("type", jstr("std_msgs/String", esc)));
+        if !f.lean || name == TYPED_TOPIC {
+            m.push(("type", jstr(topic_type(name), esc)));
         }
         for (k, v) in extra {
             m.push((k, v.to_string()));
+        }
+        if let Some(a) = asked {
+            m.extend(a.enc.members());
         }
         push_id(&mut m, id.as_ref());
         let effect = match asked {
@@ -631,7 +661,11 @@ impl Sim {
     ) -> (Vec<u8>, Effect) {
         let esc = f.style & 4 != 0;
         let id = self.fresh_id(slot, id);
-        let msg = self.payload(payload, f.spacing);
+        let msg = if name == TYPED_TOPIC {
+            self.typed_payload(payload)
+        } else {
+            self.payload(payload, f.spacing)
+        };
         let mut m: Members<'_> = vec![
             ("op", json_string("publish")),
             ("topic", jstr(name, esc)),

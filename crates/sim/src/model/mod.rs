@@ -50,11 +50,14 @@ use rosgate_wire::encode;
 use crate::actions::MAX_CLIENTS;
 use crate::names::NodeModel;
 use crate::ws::Answer;
+use crate::ws_decode::Reassembler;
+use encodings::EncM;
 use goals::{Fate, GoalModel, GoalResp, WaitModel};
 use params::ParamsModel;
 use qos::{PubState, SubState, ThrottleTimer};
 use requests::Effect;
 
+pub(crate) mod encodings;
 pub(crate) mod goals;
 pub(crate) mod params;
 pub(crate) mod qos;
@@ -118,6 +121,9 @@ pub(crate) struct TopicFrame {
     pub wire: Rc<[u8]>,
     /// Framed for WebSocket.
     pub ws: bool,
+    /// The encoding it was made in (plain for TCP, goal feedback and
+    /// subscriptions that asked for none).
+    pub enc: EncM,
     /// The topic it was published on (its queue bucket, for depth and
     /// reliability); `None` for goal feedback (a bucket of its own).
     pub topic: Option<Bucket>,
@@ -128,10 +134,13 @@ pub(crate) struct TopicFrame {
 /// entry of the same name is another topic for the queues).
 pub(crate) type Bucket = (String, u64);
 
+/// A shared frame in the ledger: publish, framing, encoding.
+pub(crate) type FrameKey = (u64, bool, EncM);
+
 impl TopicFrame {
     /// The key of the shared frame in the ledger.
-    pub fn key(&self) -> (u64, bool) {
-        (self.msg, self.ws)
+    pub fn key(&self) -> FrameKey {
+        (self.msg, self.ws, self.enc)
     }
 }
 
@@ -294,6 +303,12 @@ pub(crate) struct WsSide {
     /// Our opening named a browser origin that is not allowed: the hub
     /// must answer 403 and close as `origin_refused`.
     pub origin_refused: bool,
+    /// The outgoing fragmented message being received, if any, and its
+    /// frames so far (as the server sent them).
+    pub fragments: Option<Reassembler>,
+    pub fragment_wire: Vec<u8>,
+    /// The id of the last fragmented message received (they grow).
+    pub last_fragment_id: u64,
 }
 
 /// One unit of a client's write, for what a partial write leaves buffered
@@ -428,6 +443,9 @@ pub(crate) struct Client {
     /// A write this step brought its control bytes to the soft limit or
     /// below.
     pub soft_dipped: bool,
+    /// The deadlines of the `fragment` messages it sent that the gateway
+    /// refused (each stays in its table until then; `driver/fragments.rs`).
+    pub failed_fragments: Vec<Duration>,
 }
 
 impl Client {
@@ -466,6 +484,7 @@ impl Client {
             reliable_warned: false,
             soft_since: None,
             soft_dipped: false,
+            failed_fragments: Vec::new(),
         }
     }
 
@@ -567,6 +586,16 @@ impl Client {
             Link::Ws(w) => Some(w),
             Link::Tcp => None,
         }
+    }
+
+    /// What the client received of the entry at the head of its queue
+    /// and has not finished: the frames of a fragmented message taken so
+    /// far (one queue entry: `model/encodings.rs`), then the partial
+    /// frame or line it holds.
+    pub fn head_part(&self) -> Vec<u8> {
+        let mut part = self.ws().map_or(Vec::new(), |w| w.fragment_wire.clone());
+        part.extend_from_slice(&self.inbuf);
+        part
     }
 
     /// Speaks the rosbridge dialect (WebSocket): per-id registrations,
@@ -706,7 +735,10 @@ pub(crate) struct Model {
     pub node_uids: u64,
     /// Shared topic frames alive: (publish, framing) -> (bytes, queues
     /// holding it).
-    pub frames: HashMap<(u64, bool), (usize, u32)>,
+    pub frames: HashMap<FrameKey, (usize, u32)>,
+    /// Messages the hub has cut into `fragment` frames so far (the id of
+    /// the last; `model/encodings.rs`).
+    pub fragment_ids: u64,
     /// Their bytes: what `memory().frames` must be.
     pub frames_bytes: usize,
     /// Shutting down: input is ignored.
@@ -745,6 +777,7 @@ impl Model {
             strict,
             node_uids: 0,
             frames: HashMap::new(),
+            fragment_ids: 0,
             frames_bytes: 0,
             draining: false,
             next_sweep: first_sweep,
@@ -763,7 +796,7 @@ impl Model {
     }
 
     /// One queue no longer holds frame `key` (written, shed or freed).
-    pub fn release_frame(&mut self, key: (u64, bool)) {
+    pub fn release_frame(&mut self, key: FrameKey) {
         if let Some(e) = self.frames.get_mut(&key) {
             e.1 -= 1;
             if e.1 == 0 {

@@ -2,13 +2,16 @@
 //! registration states ([`QosM`], [`Asked`]) and ROS 2's compatibility
 //! rule ([`compatible`], `docs/protocol.md` "QoS"), a subscription's and an advertisement's QoS
 //! state ([`SubState`], [`ThrottleM`], [`PubState`]) and the throttle
-//! timers ([`ThrottleTimer`]).
+//! timers ([`ThrottleTimer`]). A subscription's outgoing encoding is
+//! stated with its QoS and kept in its state (`model/encodings.rs`).
 
 use std::collections::VecDeque;
 use std::rc::Rc;
 use std::time::Duration;
 
 use rosgate_core::ConnRef;
+
+use super::encodings::EncM;
 
 /// What a registration states, as the model reads it.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -42,11 +45,13 @@ pub(crate) struct Asked {
     /// `throttle_rate`, ms (0: none).
     pub throttle_ms: u64,
     pub peers: bool,
+    /// `compression` and `fragment_size` (subscriptions on WebSocket).
+    pub enc: EncM,
 }
 
 impl Asked {
     pub fn anything(&self) -> bool {
-        self.qos.stated() || self.throttle_ms > 0 || self.peers
+        self.qos.stated() || self.throttle_ms > 0 || self.peers || !self.enc.is_plain()
     }
 }
 
@@ -55,6 +60,8 @@ impl Asked {
 pub(crate) struct SubState {
     pub qos: QosM,
     pub throttle: Option<ThrottleM>,
+    /// The encoding its messages are made in.
+    pub enc: EncM,
 }
 
 /// A throttled subscription.
