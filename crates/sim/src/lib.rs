@@ -78,8 +78,8 @@
 //!   frames identified as shed, whose bytes the hub counted in
 //!   `dropped_bytes`); a WebSocket subscription may ask for an outgoing
 //!   encoding (`compression` `cbor`, typed on a topic whose type the
-//!   gateway knows, or `png`, a `fragment_size`; `cbor-raw` is modelled
-//!   but not asked for yet, `model/encodings.rs` `CBOR_RAW`): it is
+//!   gateway knows, or `png`, a `fragment_size`, or `cbor-raw` on the
+//!   typed topic, `model/encodings.rs` `CBOR_RAW`): it is
 //!   owed exactly the plain subscriber's messages under the same rules,
 //!   each made as the protocol page says (one binary frame, a `png` frame,
 //!   `fragment` frames numbered from 1), whose decoded content is the JSON

@@ -3,10 +3,9 @@
 //! other time the sans-io core writes does (`Hub::wall`,
 //! `crates/core/src/hub/graph.rs`): then the bytes one message becomes
 //! are a function of the hub's inputs, and the simulation can predict
-//! them (`crates/sim/src/model/encodings.rs` asks for no `cbor-raw`, `CBOR_RAW`, until
-//! they are). Today `crates/core/src/hub/encodings.rs` stamps them with
-//! `SystemTime::now()`, so this test fails; it is ignored until that is
-//! fixed (`cargo test -p rosgate-sim --test cbor_raw_clock -- --ignored`).
+//! them (`crates/sim/src/model/encodings.rs` models `cbor-raw` byte for
+//! byte). `crates/core/src/hub/encodings.rs` once stamped them with
+//! `SystemTime::now()`; this test keeps it from coming back.
 
 use std::io::IoSlice;
 use std::time::{Duration, Instant};
@@ -27,7 +26,6 @@ fn queued(hub: &Hub, key: u32) -> Vec<u8> {
 }
 
 #[test]
-#[ignore = "crates/core/src/hub/encodings.rs stamps cbor-raw with SystemTime::now(), not the hub's clock"]
 fn cbor_raw_is_stamped_by_the_hubs_clock() {
     let base = Instant::now();
     // Its wall-clock base is the epoch at `base` (`GraphSettings::new`).

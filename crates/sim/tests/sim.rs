@@ -127,9 +127,14 @@ fn seeded_simulation() {
         total.fragmented_sent > 0 && total.fragmented_refused > 0,
         "{total:?}"
     );
-    // ... and subscribers in outgoing encodings: cbor, png, fragments.
+    // ... and subscribers in outgoing encodings: cbor (typed too),
+    // cbor-raw, png, fragments.
     assert!(
-        total.ws_cbor_received > 0 && total.ws_png_received > 0 && total.ws_fragmented_received > 0,
+        total.ws_cbor_received > 0
+            && total.ws_cbor_typed_received > 0
+            && total.ws_cbor_raw_received > 0
+            && total.ws_png_received > 0
+            && total.ws_fragmented_received > 0,
         "{total:?}"
     );
     assert!(

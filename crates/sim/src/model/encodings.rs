@@ -14,7 +14,7 @@
 //! `driver/reader.rs` compares the content with the JSON publish a plain
 //! subscriber gets.
 //!
-//! `cbor-raw` is modelled but not asked for yet (see [`CBOR_RAW`]).
+//! `cbor-raw` is modelled and asked for on the typed topic (see [`CBOR_RAW`]).
 //!
 //! Invariants the model keeps with it:
 //! - one message is made once per encoding for every subscriber that asked
@@ -61,14 +61,12 @@ pub(crate) enum Comp {
     Png,
 }
 
-/// Whether the schedule asks for `cbor-raw`: not yet. The hub stamps its
-/// `secs`/`nsecs` with the machine's clock (`SystemTime::now()` in
-/// `crates/core/src/hub/encodings.rs`), not its own (`now` and its
-/// wall-clock base, the epoch at the hub's creation here), so the bytes
-/// cannot be predicted (`tests/cbor_raw_clock.rs` fails, ignored, until
-/// that is fixed). Everything else is in place: [`ws_wire`] stamps by the
-/// hub's clock, `driver/encoded.rs` decodes the CDR.
-pub(crate) const CBOR_RAW: bool = false;
+/// Whether the schedule asks for `cbor-raw`. The hub stamps its
+/// `secs`/`nsecs` by its own clock (`now` and its wall-clock base, the
+/// epoch at the hub's creation here: `Hub::wall`), so [`ws_wire`] makes
+/// the same bytes (`tests/cbor_raw_clock.rs` keeps that so) and
+/// `driver/encoded.rs` decodes the CDR.
+pub(crate) const CBOR_RAW: bool = true;
 
 /// What a WebSocket subscription asks its messages to be made as.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
