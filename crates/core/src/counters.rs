@@ -64,7 +64,7 @@ family! {
         DepthDropped => "depth_dropped", "Messages dropped by a subscription's depth (also counted in dropped).";
         ThrottleDropped => "throttle_dropped", "Messages a throttled subscription skipped (a newer one came within the interval).";
         ReliableWarnings => "reliable_warnings", "Warnings to reliable subscribers falling behind.";
-        PeerNotifications => "peer_notifications", "Subscriber counts sent to publishers that asked for them.";
+        PeerNotifications => "peer_notifications", "Subscriber counts sent to publishers that asked for them (not those dropped with a publisher closed in the same turn).";
         HttpRequests => "http_requests", "Plain HTTP requests answered on the WebSocket port (metrics, health, dashboard).";
         NamesRejected => "names_rejected", "Names refused by the ROS 2 name rules (also counted in errors.invalid_name).";
         IntrospectionItems => "introspection_items", "Names and entries listed by built-in introspection replies (work they cost).";

@@ -588,7 +588,27 @@ impl Hub {
                 }
             }
         }
-        self.flush_peers(now);
+        // `expire` leaves for later only what a budget defers
+        // (`has_expire_backlog`): the peer counts are settled this turn.
+        // A `peers` line can overflow its publisher's control queue and
+        // close it (P6); `close` then marks the topics that publisher
+        // subscribed to (`peers_leaving`), and their other watchers are
+        // owed a count without it. A round after the first runs only when
+        // the one before closed a connection, and a connection closes
+        // once, so the rounds are at most the connections plus one.
+        //
+        // A line queued to a publisher closed meanwhile never leaves (its
+        // queue goes with it): only the lines to publishers still open
+        // once the counts are settled are counted.
+        let mut told = Vec::new();
+        for _ in 0..=self.conns.len() {
+            if !self.qos_timers.has_immediate() {
+                break;
+            }
+            self.flush_peers(&mut told, now);
+        }
+        let sent = told.iter().filter(|&&p| self.live(p)).count();
+        self.counters.add(Counter::PeerNotifications, sent as u64);
     }
 
     /// Marks `t`'s peer counts for recomputation at the end of the turn,
@@ -614,8 +634,9 @@ impl Hub {
     }
 
     /// Tells each watching publisher of a changed topic its count of
-    /// compatible, open subscribers, if it changed.
-    fn flush_peers(&mut self, now: Instant) {
+    /// compatible, open subscribers, if it changed; adds each publisher
+    /// told to `told`.
+    fn flush_peers(&mut self, told: &mut Vec<ConnRef>, now: Instant) {
         let dirty: Vec<(Domain, Rc<str>)> = self.qos_timers.peers_dirty.drain().collect();
         for (domain, name) in dirty {
             let reg = &self.registries[domain as usize];
@@ -660,7 +681,7 @@ impl Hub {
                         q.peers = Some(Some(n));
                     }
                 });
-                self.counters.inc(Counter::PeerNotifications);
+                told.push(p);
                 let mut out = Vec::new();
                 out.extend_from_slice(br#"{"op":"peers","topic":"#);
                 encode::json_string(&mut out, &name);

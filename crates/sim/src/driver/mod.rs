@@ -983,7 +983,7 @@ impl Sim {
         self.expire_validations(tick_now);
         if self.hub.inspect().has_expire_backlog() {
             return Err(self.violation(format!(
-                "expire left timed-out calls for later with {} in flight",
+                "expire left work for later (overdue calls, failures of gone providers, graph or peer-count news, held requests) with {} calls in flight",
                 self.hub.inspect().calls().len()
             )));
         }

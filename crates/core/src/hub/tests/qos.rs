@@ -482,6 +482,99 @@ fn a_crowd_arriving_in_one_turn_makes_one_notification() {
     assert_eq!(got[0]["subscribers"], 0);
 }
 
+/// Pads `key`'s unread control queue with error replies so that exactly
+/// `room` bytes are left below `max_control_bytes` (`cap`).
+fn fill_control(t: &mut T, key: u32, cap: usize, room: usize) {
+    let queued = |t: &T| t.hub.conn(key).map_or(0, |c| c.out().control_bytes());
+    // An error reply echoes the id; ids longer than 1 KiB are refused.
+    let pad = |t: &mut T, n: usize| {
+        let id = "x".repeat(n);
+        t.send(key, &format!(r#"{{"op":"no_such_op","id":"{id}"}}"#));
+    };
+    let before = queued(t);
+    pad(t, 1);
+    let reply = queued(t) - before;
+    loop {
+        let left = cap - room - queued(t);
+        if left == 0 {
+            return;
+        }
+        assert!(left >= reply, "cap {cap} leaves room for whole replies");
+        // A reply of `left` bytes, or one leaving at least a whole reply.
+        let n = if left - reply < 1024 {
+            left - reply + 1
+        } else {
+            (left - 2 * reply).min(1024)
+        };
+        pad(t, n);
+    }
+}
+
+/// A `peers` line that overflows its publisher's control queue closes it
+/// (P6) in `expire`'s own flush; the topics it subscribed to change count
+/// by that close. Their other watchers are told in the same turn, and
+/// `expire` leaves nothing for later (the shell would otherwise poll again
+/// for work it was promised done): once for a topic whose only watcher is
+/// the closed publisher itself, once for another publisher's topic. The
+/// line that overflowed is not counted as sent: it went with p1's queue.
+#[test]
+fn a_peers_line_that_overflows_its_publisher_leaves_expire_no_backlog() {
+    const CAP: usize = 2_000;
+    let mut t = T::new(Limits {
+        max_control_bytes: CAP,
+        ..Limits::default()
+    });
+    // `p1` watches /a and subscribes to /a itself and to /b; `p2` watches /b.
+    let p1 = t.open();
+    let p2 = t.open();
+    t.send(
+        p1,
+        r#"{"op":"advertise","topic":"/a","type":"T","peers":true}"#,
+    );
+    t.send(p1, r#"{"op":"subscribe","topic":"/a","type":"T"}"#);
+    t.send(p1, r#"{"op":"subscribe","topic":"/b","type":"T"}"#);
+    t.send(
+        p2,
+        r#"{"op":"advertise","topic":"/b","type":"T","peers":true}"#,
+    );
+    t.advance(0);
+    let mut seen_a = None;
+    let mut seen_b = None;
+    last_peers(&t.recv(p1), &mut seen_a);
+    last_peers(&t.recv(p2), &mut seen_b);
+    assert_eq!((seen_a, seen_b), (Some(1), Some(1)));
+    // The next /a count (2) no longer fits in p1's control queue.
+    let line = br#"{"op":"peers","topic":"/a","subscribers":2}"#.len() + 1;
+    fill_control(&mut t, p1, CAP, line - 1);
+    let s = t.open();
+    t.send(s, r#"{"op":"subscribe","topic":"/a","type":"T"}"#);
+    let told = t.hub.counters().get(Counter::PeerNotifications);
+    t.now += Duration::from_millis(1);
+    t.hub.expire(t.now);
+    assert_eq!(t.hub.counters().closes_of(CloseReason::ControlOverflow), 1);
+    assert_eq!(
+        t.hub.counters().get(Counter::PeerNotifications) - told,
+        1,
+        "p2's line counted, not the line p1's closed queue dropped"
+    );
+    assert!(t.hub.conn(p1).is_some_and(|c| !c.is_open()), "p1 closing");
+    assert!(
+        !t.hub.inspect().has_expire_backlog(),
+        "expire left the counts p1's close changed for a later turn"
+    );
+    let got: Vec<Value> = t
+        .recv(p2)
+        .into_iter()
+        .filter(|v| v["op"] == "peers")
+        .collect();
+    assert_eq!(got.len(), 1, "p2 told once, this turn: {got:?}");
+    assert_eq!(got[0]["topic"], "/b");
+    assert_eq!(got[0]["subscribers"], 0, "p1 is gone");
+    t.free_closed();
+    t.advance(1);
+    assert!(t.recv(p2).is_empty(), "nothing more once p1 is freed");
+}
+
 #[test]
 fn waiting_calls_fail_at_their_deadline_with_the_reason() {
     let mut t = T::new(Limits::default());
