@@ -637,7 +637,11 @@ impl Hub {
     /// compatible, open subscribers, if it changed; adds each publisher
     /// told to `told`.
     fn flush_peers(&mut self, told: &mut Vec<ConnRef>, now: Instant) {
-        let dirty: Vec<(Domain, Rc<str>)> = self.qos_timers.peers_dirty.drain().collect();
+        let mut dirty: Vec<(Domain, Rc<str>)> = self.qos_timers.peers_dirty.drain().collect();
+        // In a stable order (the set's is random per process), so the
+        // lines a turn sends, and which of them overflows a queue first,
+        // are a function of the hub's inputs (crates/sim replays them).
+        dirty.sort_unstable();
         for (domain, name) in dirty {
             let reg = &self.registries[domain as usize];
             let Some(t) = reg.topic_id(&name) else {
