@@ -31,14 +31,7 @@ use zenoh::{Session, Wait};
 use super::replying::Replying;
 use super::{RosLink, RosShared, Server, Typed};
 
-/// The id a call from ROS 2 goes to the bridge with (`rq<n>`).
-pub(super) fn call_id(n: u64) -> String {
-    format!("rq{n}")
-}
-
-pub(super) fn parse_call_id(raw_id: &str) -> Option<u64> {
-    raw_id.strip_prefix("\"rq")?.strip_suffix('"')?.parse().ok()
-}
+use rosgate_peers::ros2::edge::parse_call_id;
 
 impl RosShared {
     /// A call from a ROS 2 client of a service a local client provides,
@@ -201,17 +194,5 @@ impl RosLink {
                 },
             );
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn call_ids_round_trip_and_foreign_ids_are_not_ours() {
-        assert_eq!(parse_call_id(&format!("\"{}\"", call_id(42))), Some(42));
-        assert_eq!(parse_call_id("\"fq42\""), None);
-        assert_eq!(parse_call_id("42"), None);
     }
 }

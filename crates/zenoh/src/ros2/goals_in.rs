@@ -37,9 +37,10 @@ use zenoh::sample::Locality;
 use zenoh::{Session, Wait};
 use zenoh_ext::{AdvancedPublisher, AdvancedPublisherBuilderExt, CacheConfig, MissDetectionConfig};
 
-use super::replying::{stamp_json, Replying};
+use super::replying::Replying;
 use super::{unix_ns, RosLink, RosShared, Typed};
 use crate::worker::Declared;
+use rosgate_peers::ros2::answer::stamp_json;
 
 /// A topic this gateway puts for an action: its data key and its
 /// publisher's GID.
@@ -79,14 +80,7 @@ struct PartTypes {
     response: String,
 }
 
-/// The bridge's goal id for goal `n` from ROS 2 (`ra<n>`).
-pub(super) fn goal_id(n: u64) -> String {
-    format!("ra{n}")
-}
-
-fn parse_goal_id(raw: &str) -> Option<u64> {
-    raw.strip_prefix("\"ra")?.strip_suffix('"')?.parse().ok()
-}
+use rosgate_peers::ros2::edge::parse_goal_id;
 
 /// What a query carries: its attachment and its payload decoded as `ty`.
 fn decode(types: &Registry, ty: &str, q: &Query) -> Result<(Attachment, Value), String> {
@@ -483,17 +477,5 @@ impl RosLink {
                 _tokens: tokens,
             },
         );
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn goal_ids_round_trip_and_others_are_not_ours() {
-        assert_eq!(parse_goal_id(&format!("\"{}\"", goal_id(7))), Some(7));
-        assert_eq!(parse_goal_id("\"fg7\""), None);
-        assert_eq!(parse_goal_id("\"rq7\""), None);
     }
 }
