@@ -100,6 +100,13 @@ impl Driver {
         self.send(hub, now);
     }
 
+    /// The gateway stops: every peer closes ([`Peer::close`]), then goes.
+    pub fn close(mut self) {
+        for p in &mut self.peers {
+            p.close();
+        }
+    }
+
     /// Bytes the peers hold of what the network told them.
     pub fn held_bytes(&self) -> usize {
         self.peers.iter().map(|p| p.held_bytes()).sum()

@@ -81,4 +81,7 @@ pub trait Peer {
     }
     /// Adds the peer's part to `/rosgate/federation`'s status object.
     fn status(&self, status: &mut serde_json::Value);
+    /// The gateway stops: the peer withdraws what it declared and stops
+    /// its threads, if it has any of its own.
+    fn close(&mut self) {}
 }

@@ -1,0 +1,748 @@
+//! The DDS shell of the ROS 2 link (`rosgate_ros2::link`), behind the
+//! [`Peer`] trait: the link decides, this executes with RustDDS on the
+//! loop thread, sharing everything that is not DDS with the rmw_zenoh
+//! shell (`rosgate_peers::ros2`: the link's queue, the hub's edge, the
+//! graph and types into the hub).
+//!
+//! Each turn: discovery (from the pump, `pump.rs`) through the adapter
+//! (`rosgate_ros2::link::rmw_dds::Graph`) into the link; the link's queue
+//! (samples the pump took) into the link; the link's actions executed:
+//! - `Subscribe`: a raw reader of `rt/<topic>`, typed as local clients
+//!   named it or as the topic's DDS writers are (made when one is known),
+//!   asking no more QoS than the writers offer; handed to the pump;
+//! - `Publisher`/`Put`: this gateway's writer of `rt/<topic>`, typed as
+//!   the ROS 2 subscription declared it (transient local at the hub's
+//!   latched depth), and the client's JSON encoded as CDR of that type;
+//!   a write never blocks the loop (reliable with `max_blocking_time` 0:
+//!   what does not fit is shed and counted);
+//! - calls, goals and type descriptions (`Query`, `SendGoal`, `Describe`
+//!   ...): refused at once with a reason (not carried over DDS yet), so
+//!   each still ends exactly once; offers of local services are not
+//!   announced yet;
+//! - the link's deliveries: kept by the hub's edge, handed over in order.
+//!
+//! And this gateway in the ROS 2 graph: its node (`rosgate_<id>`) and the
+//! nodes local clients declared, with this gateway's readers and writers,
+//! on `ros_discovery_info` (as rmw_dds_common does), so `ros2 node list`
+//! and `ros2 topic info -v` show them.
+//!
+//! Invariants: the link's (every call ends once; samples of this gateway's
+//! own writers are not news: their GUIDs are the link's `OwnPublisher`s,
+//! and the pump skips this participant's samples); every table here is
+//! bounded by the link's (one reader per topic it subscribes, one writer
+//! per topic it publishes).
+
+use std::collections::HashMap;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use mio::Token;
+use rosgate_core::bridge::PeerId;
+use rosgate_core::hub::Bridges;
+use rosgate_core::nodes::Domain;
+use rosgate_peers::ros2::edge::{HubEdge, Side};
+use rosgate_peers::ros2::sync::LinkSync;
+use rosgate_peers::{Peer, Put};
+use rosgate_ros2::cdr;
+use rosgate_ros2::link::rmw_dds::{self, Graph, NodeInfo, ParticipantInfo, Role};
+use rosgate_ros2::link::{self, Event, Gid, InQuery, Link, Reply as LinkReply};
+use rosgate_ros2::registry::Registry;
+use rosgate_ros2::rmw::{self, Qos};
+use rustdds::no_key::DataWriter;
+use rustdds::{DomainParticipant, Publisher, RTPSEntity, Subscriber, TopicKind};
+
+use crate::pump::{self, Disc, Kind, Pump};
+use crate::qos;
+use crate::raw::Raw;
+use crate::requests::NoRequests;
+
+/// Milliseconds. The graph introspection lists is rebuilt at most this
+/// often, however fast discovery runs (as the rmw_zenoh side's).
+pub const DDS_GRAPH_INTERVAL_MS: u64 = 250;
+
+type Writer = DataWriter<Vec<u8>, Raw>;
+
+/// One domain's DDS participant and what this gateway made in it.
+pub(crate) struct Dom {
+    pub(crate) dp: DomainParticipant,
+    publisher: Publisher,
+    subscriber: Subscriber,
+    /// The participant's GUID (its `ros_discovery_info` GID).
+    gid: Gid,
+    graph: Graph,
+    info_writer: Writer,
+    /// Whether this gateway's `ros_discovery_info` must be written again.
+    info_dirty: bool,
+}
+
+/// This gateway's reader of a topic, with the pump.
+struct Sub {
+    token: Token,
+    gid: Gid,
+}
+
+/// This gateway's writer of a topic.
+struct Pub {
+    writer: Writer,
+    gid: Gid,
+}
+
+/// The DDS peer. See the module docs.
+pub(crate) struct DdsPeer {
+    domains: Vec<Domain>,
+    doms: HashMap<Domain, Dom>,
+    pump: Option<Pump>,
+    link: Link,
+    edge: HubEdge,
+    sync: LinkSync,
+    replying: HashMap<InQuery, NoRequests>,
+    next_in_query: u64,
+    /// Topics the link subscribes to, with the type local clients named
+    /// (full ROS name), until a reader is made for them.
+    wanted: HashMap<(Domain, String), Option<String>>,
+    subs: HashMap<(Domain, Rc<str>), Sub>,
+    pubs: HashMap<(Domain, Rc<str>), Pub>,
+    /// Interest and providers the link decided, for the hub at the turn.
+    to_hub: Vec<Side>,
+    next_token: usize,
+    /// Whether the last put the link asked went out.
+    put_ok: bool,
+    /// Nodes local clients declared in bridged domains (namespace, name).
+    client_nodes: Vec<(Domain, String, String)>,
+    nodes_generation: Option<u64>,
+    /// Writes shed (a full reliable history), calls refused, ever.
+    shed: u64,
+    refused: u64,
+}
+
+impl DdsPeer {
+    pub(crate) fn new(
+        domains: Vec<Domain>,
+        doms: HashMap<Domain, Dom>,
+        pump: Pump,
+        types: Registry,
+    ) -> DdsPeer {
+        DdsPeer {
+            domains,
+            doms,
+            pump: Some(pump),
+            link: Link::with_types(types),
+            edge: HubEdge::default(),
+            sync: LinkSync::default(),
+            replying: HashMap::new(),
+            next_in_query: 0,
+            wanted: HashMap::new(),
+            subs: HashMap::new(),
+            pubs: HashMap::new(),
+            to_hub: Vec::new(),
+            next_token: pump::FIRST_TOPIC_TOKEN,
+            put_ok: true,
+            client_nodes: Vec::new(),
+            nodes_generation: None,
+            shed: 0,
+            refused: 0,
+        }
+    }
+
+    fn shared(&self) -> Option<&Arc<pump::Shared>> {
+        self.pump.as_ref().map(|p| &p.shared)
+    }
+
+    fn bridged(&self, domain: Domain) -> bool {
+        self.domains.contains(&domain)
+    }
+
+    /// Discovery since the last turn, through the adapter, into the link;
+    /// topics waiting for a writer's type retried.
+    fn discovery(&mut self) {
+        let Some(sh) = self.shared().cloned() else {
+            return;
+        };
+        let mut events = Vec::new();
+        let mut any = false;
+        for (domain, d) in sh.take_discovery() {
+            let Some(dom) = self.doms.get_mut(&domain) else {
+                continue;
+            };
+            any = true;
+            match d {
+                Disc::Found(ep) => dom.graph.found(ep, &mut events),
+                Disc::Lost(g) => dom.graph.lost(&g, &mut events),
+                Disc::ParticipantLost(p) => dom.graph.participant_lost(&p, &mut events),
+                Disc::Info(info) => dom.graph.info(info, &mut events),
+            }
+        }
+        for e in events {
+            self.link.handle(e);
+        }
+        if any {
+            let waiting: Vec<(Domain, String)> = self
+                .wanted
+                .keys()
+                .filter(|(d, t)| !self.subs.contains_key(&(*d, Rc::from(t.as_str()))))
+                .cloned()
+                .collect();
+            for (d, t) in waiting {
+                self.make_reader(d, &t);
+            }
+        }
+    }
+
+    /// Executes what the link asks (see the module docs).
+    fn run_link(&mut self) {
+        while let Some(a) = self.link.poll() {
+            let refused = match a {
+                link::Action::Subscribe {
+                    domain,
+                    topic,
+                    ty,
+                    on,
+                } => {
+                    if let Ok(d) = Domain::try_from(domain) {
+                        self.exec_subscribe(d, topic, ty.map(|(t, _)| t), on);
+                    }
+                    None
+                }
+                link::Action::Publisher {
+                    domain,
+                    topic,
+                    ty,
+                    hash,
+                    latched,
+                    on,
+                } => {
+                    if let Ok(d) = Domain::try_from(domain) {
+                        self.exec_publisher(d, &topic, &ty, &hash, latched, on);
+                    }
+                    None
+                }
+                link::Action::Put {
+                    domain,
+                    topic,
+                    ty,
+                    payload,
+                    ..
+                } => {
+                    if let Ok(d) = Domain::try_from(domain) {
+                        self.exec_put(d, &topic, &ty, &payload);
+                    }
+                    None
+                }
+                link::Action::Deliver(t) => {
+                    let side = self.edge.deliver(&mut self.link, t);
+                    match side {
+                        Side::Nothing | Side::Wake | Side::GoalEnded { .. } => {}
+                        // No action is offered to DDS yet: no goal comes.
+                        Side::Goal { .. } => {}
+                        s @ (Side::Interest { .. } | Side::Provider { .. }) => self.to_hub.push(s),
+                    }
+                    if let Some(sh) = self.shared() {
+                        sh.queue.inbox().wake();
+                    }
+                    None
+                }
+                link::Action::Query { query, .. }
+                | link::Action::SendGoal { query, .. }
+                | link::Action::GetResult { query, .. }
+                | link::Action::Describe { query, .. } => {
+                    self.refused += 1;
+                    Some((
+                        query,
+                        "services, actions and type descriptions do not cross DDS yet (issue 26)",
+                    ))
+                }
+                // Not carried yet (see the module docs); nothing waits on them.
+                link::Action::CancelGoal { .. }
+                | link::Action::WatchFeedback { .. }
+                | link::Action::Offer { .. }
+                | link::Action::PutFeedback { .. }
+                | link::Action::PutStatus { .. } => None,
+                link::Action::Reply { query, .. } => {
+                    self.replying.remove(&query);
+                    None
+                }
+            };
+            if let Some((query, why)) = refused {
+                self.link.handle(Event::Reply {
+                    query,
+                    reply: LinkReply::Refused(why.into()),
+                });
+            }
+        }
+        // A reader or writer made or dropped: said on `ros_discovery_info`
+        // now, not at the next turn (the loop may sleep until then).
+        self.write_infos();
+    }
+
+    fn exec_subscribe(&mut self, domain: Domain, topic: String, ty: Option<String>, on: bool) {
+        let k = (domain, topic.clone());
+        if !on {
+            self.wanted.remove(&k);
+            if let Some(s) = self.subs.remove(&(domain, Rc::from(topic.as_str()))) {
+                if let Some(sh) = self.shared() {
+                    sh.remove(s.token);
+                }
+                self.info_changed(domain);
+            }
+            return;
+        }
+        self.wanted.insert(k, ty);
+        self.make_reader(domain, &topic);
+    }
+
+    /// A reader of `topic` for the pump, typed as local clients named it
+    /// or as its writers are; none yet when neither is known (made when a
+    /// writer is discovered).
+    fn make_reader(&mut self, domain: Domain, topic: &str) {
+        let key = (domain, Rc::<str>::from(topic));
+        if self.subs.contains_key(&key) {
+            return;
+        }
+        let Some(dom) = self.doms.get(&domain) else {
+            return;
+        };
+        let dds_topic = rmw_dds::dds_name(topic, Role::Topic);
+        let writers: Vec<&rmw_dds::Endpoint> = dom
+            .graph
+            .endpoints()
+            .filter(|e| e.writer && e.topic == dds_topic)
+            .collect();
+        let named = self
+            .wanted
+            .get(&(domain, topic.to_string()))
+            .cloned()
+            .flatten();
+        let dds_type = named
+            .as_deref()
+            .and_then(rmw::dds_type_name)
+            .or_else(|| writers.first().map(|w| w.dds_type.clone()));
+        let Some(dds_type) = dds_type else {
+            return;
+        };
+        let Some(ros_type) = rmw::ros_type_name(&dds_type) else {
+            return;
+        };
+        let offered: Vec<Qos> = writers
+            .iter()
+            .filter(|w| w.dds_type == dds_type)
+            .map(|w| w.qos)
+            .collect();
+        let q = qos::reader(&offered);
+        let made = dom
+            .dp
+            .create_topic(dds_topic, dds_type, &q, TopicKind::NoKey)
+            .and_then(|t| {
+                dom.subscriber
+                    .create_simple_datareader_no_key::<Vec<u8>, Raw>(&t, Some(q.clone()))
+            });
+        let reader = match made {
+            Ok(r) => r,
+            Err(e) => {
+                rosgate_core::log!(Warn, "dds: cannot subscribe to {topic}: {e}");
+                return;
+            }
+        };
+        let gid = reader.guid().to_bytes();
+        self.next_token += 1;
+        let token = Token(self.next_token);
+        let kind = Kind::Topic {
+            domain,
+            topic: topic.to_string(),
+            ty: ros_type,
+        };
+        let Some(sh) = self.shared() else {
+            return;
+        };
+        if sh.add(token, reader, kind) {
+            self.subs.insert(key, Sub { token, gid });
+            self.info_changed(domain);
+        }
+    }
+
+    fn exec_publisher(
+        &mut self,
+        domain: Domain,
+        topic: &str,
+        ty: &str,
+        hash: &str,
+        latched: Option<u32>,
+        on: bool,
+    ) {
+        if let Some(p) = self.pubs.remove(&(domain, Rc::from(topic))) {
+            self.link.handle(Event::OwnPublisher {
+                gid: p.gid,
+                on: false,
+            });
+            self.info_changed(domain);
+        }
+        if !on {
+            return;
+        }
+        let (Some(dom), Some(dds_type)) = (self.doms.get(&domain), rmw::dds_type_name(ty)) else {
+            return;
+        };
+        let q = qos::writer(latched);
+        let made = dom
+            .dp
+            .create_topic(
+                rmw_dds::dds_name(topic, Role::Topic),
+                dds_type,
+                &q,
+                TopicKind::NoKey,
+            )
+            .and_then(|t| {
+                dom.publisher
+                    .create_datawriter_no_key::<Vec<u8>, Raw>(&t, Some(q.clone()))
+            });
+        let writer = match made {
+            Ok(w) => w,
+            Err(e) => {
+                rosgate_core::log!(Warn, "dds: cannot publish {topic} ({ty}, {hash}): {e}");
+                return;
+            }
+        };
+        let gid = writer.guid().to_bytes();
+        self.link.handle(Event::OwnPublisher { gid, on: true });
+        self.pubs
+            .insert((domain, Rc::from(topic)), Pub { writer, gid });
+        self.info_changed(domain);
+    }
+
+    fn exec_put(&mut self, domain: Domain, topic: &str, ty: &str, msg: &[u8]) {
+        let types = self.link.types().clone();
+        let Some(p) = self.pubs.get(&(domain, Rc::from(topic))) else {
+            self.put_ok = false;
+            return;
+        };
+        let bytes = rosgate_ros2::json::from_slice(msg)
+            .map_err(|e| e.to_string())
+            .and_then(|v| cdr::encode(&*types, ty, &v).map_err(|e| e.to_string()));
+        let bytes = match bytes {
+            Ok(b) => b,
+            Err(e) => {
+                rosgate_core::log!(
+                    Debug,
+                    "dds: a message on {topic} not sent to ROS 2: it is not {ty}: {e}"
+                );
+                self.put_ok = false;
+                return;
+            }
+        };
+        if let Err(e) = p.writer.write(bytes, None) {
+            // Reliable with no blocking time: a full history sheds.
+            rosgate_core::log!(Debug, "dds: a message on {topic} shed: {e}");
+            self.shed += 1;
+            self.put_ok = false;
+        }
+    }
+
+    fn info_changed(&mut self, domain: Domain) {
+        if let Some(d) = self.doms.get_mut(&domain) {
+            d.info_dirty = true;
+        }
+    }
+
+    /// This gateway's node name: `rosgate_<first 8 hex digits of its
+    /// participant's GUID prefix>`, so two gateways in one graph differ.
+    fn node_name(gid: &Gid) -> String {
+        let hex = rmw_dds::participant_of(gid);
+        format!("rosgate_{}", &hex[hex.len().saturating_sub(8)..])
+    }
+
+    /// Writes this gateway's `ros_discovery_info` of each domain where it
+    /// changed: its node with its readers and writers, and the nodes local
+    /// clients declared.
+    fn write_infos(&mut self) {
+        for (&domain, dom) in self.doms.iter_mut() {
+            if !dom.info_dirty {
+                continue;
+            }
+            dom.info_dirty = false;
+            let mut gateway = NodeInfo {
+                namespace: "/".into(),
+                name: Self::node_name(&dom.gid),
+                readers: Vec::new(),
+                writers: Vec::new(),
+            };
+            for ((d, _), s) in &self.subs {
+                if *d == domain {
+                    gateway.readers.push(s.gid);
+                }
+            }
+            for ((d, _), p) in &self.pubs {
+                if *d == domain {
+                    gateway.writers.push(p.gid);
+                }
+            }
+            let mut nodes = vec![gateway];
+            for (d, ns, name) in &self.client_nodes {
+                if *d == domain && nodes.len() < rmw_dds::MAX_DDS_NODES_PER_PARTICIPANT {
+                    nodes.push(NodeInfo {
+                        namespace: ns.clone(),
+                        name: name.clone(),
+                        readers: Vec::new(),
+                        writers: Vec::new(),
+                    });
+                }
+            }
+            let info = ParticipantInfo {
+                gid: dom.gid,
+                nodes,
+            };
+            if let Err(e) = dom.info_writer.write(rmw_dds::encode_info(&info), None) {
+                rosgate_core::log!(Debug, "dds: ros_discovery_info not written: {e}");
+                dom.info_dirty = true;
+            }
+        }
+    }
+
+    /// Interest and providers the link decided, into the hub.
+    fn tell_hub(&mut self, hub: &mut Bridges<'_>, now: Instant) {
+        for s in self.to_hub.drain(..) {
+            match s {
+                Side::Interest { domain, topic, on } => {
+                    hub.remote_interest(domain, &topic, on, now)
+                }
+                Side::Provider {
+                    kind,
+                    domain,
+                    name,
+                    ty,
+                } => hub.remote_provider(kind, domain, &name, ty.as_deref(), PeerId::Ros2),
+                _ => {}
+            }
+        }
+    }
+
+    /// The DDS side's part of `/rosgate/federation`.
+    fn status_json(&self) -> serde_json::Value {
+        let link = self.link.stats();
+        let sh = self.shared();
+        let load = |f: fn(&pump::Shared) -> u64| sh.map_or(0, |s| f(s));
+        serde_json::json!({
+            "domains": self.domains,
+            "nodes": self.doms.values().map(|d| Self::node_name(&d.gid)).collect::<Vec<_>>(),
+            "entities": link.entities,
+            "subscriptions": link.topics_subscribed,
+            "servers": link.services_served,
+            "ignored": link.ignored,
+            "undecodable": self.edge.undecodable() + link.unknown_type,
+            "own_samples": link.own,
+            "subscribed": self.subs.len(),
+            "publishing": self.pubs.len(),
+            "writes_shed": self.shed,
+            "requests_refused": self.refused,
+            "client_nodes": self.client_nodes.len(),
+            "link_events_dropped": sh.map_or(0, |s| s.queue.dropped()),
+            "discovery_dropped": load(|s| s.disc_dropped.load(std::sync::atomic::Ordering::Relaxed)),
+            "readers_refused": load(|s| s.cmds_refused.load(std::sync::atomic::Ordering::Relaxed)),
+            "bad_discovery_info": load(|s| s.bad_info.load(std::sync::atomic::Ordering::Relaxed)),
+            "graph_refused": self.doms.values().map(|d| d.graph.refused).sum::<u64>(),
+        })
+    }
+}
+
+impl Dom {
+    /// A domain's participant, limited to `network` (loopback by default),
+    /// with its `ros_discovery_info` writer and (for the pump) reader.
+    pub(crate) fn open(
+        domain: Domain,
+        network: std::net::IpAddr,
+    ) -> Result<(Dom, pump::Reader), String> {
+        let dp = rustdds::DomainParticipantBuilder::new(u16::from(domain))
+            .with_only_networks([network])
+            .build()
+            .map_err(|e| format!("dds: cannot join domain {domain}: {e}"))?;
+        let err = |e: rustdds::dds::result::CreateError| format!("dds: domain {domain}: {e}");
+        let publisher = dp.create_publisher(&qos::writer(None)).map_err(err)?;
+        let subscriber = dp.create_subscriber(&qos::reader(&[])).map_err(err)?;
+        let info_topic = dp
+            .create_topic(
+                rmw_dds::DISCOVERY_TOPIC.into(),
+                rmw_dds::DISCOVERY_TYPE.into(),
+                &qos::discovery(false),
+                TopicKind::NoKey,
+            )
+            .map_err(err)?;
+        let info_writer = publisher
+            .create_datawriter_no_key::<Vec<u8>, Raw>(&info_topic, Some(qos::discovery(false)))
+            .map_err(err)?;
+        let info_reader = subscriber
+            .create_simple_datareader_no_key::<Vec<u8>, Raw>(
+                &info_topic,
+                Some(qos::discovery(true)),
+            )
+            .map_err(err)?;
+        let gid = dp.guid().to_bytes();
+        Ok((
+            Dom {
+                dp,
+                publisher,
+                subscriber,
+                gid,
+                graph: Graph::new(u32::from(domain)),
+                info_writer,
+                info_dirty: true,
+            },
+            info_reader,
+        ))
+    }
+}
+
+impl Peer for DdsPeer {
+    /// The nodes local clients declared in bridged domains, mirrored on
+    /// `ros_discovery_info` when the hub's nodes changed.
+    fn sync(&mut self, hub: &mut Bridges<'_>, _now: Instant) {
+        let generation = hub.nodes().generation();
+        if self.nodes_generation == Some(generation) {
+            return;
+        }
+        self.nodes_generation = Some(generation);
+        let mut now = Vec::new();
+        for &d in &self.domains {
+            for (_, tag) in hub.nodes().in_domain(d) {
+                if let Some(n) = hub.nodes().get(tag) {
+                    now.push((d, n.namespace().to_string(), n.name().to_string()));
+                }
+            }
+        }
+        if now != self.client_nodes {
+            self.client_nodes = now;
+            for d in self.domains.clone() {
+                self.info_changed(d);
+            }
+        }
+    }
+
+    fn want(&mut self, hub: &Bridges<'_>, domain: Domain, topic: Rc<str>) {
+        if !self.bridged(domain) {
+            return;
+        }
+        self.link.handle(Event::Want {
+            domain: u32::from(domain),
+            topic: topic.to_string(),
+            ty: hub.topic_type(domain, &topic).map(str::to_string),
+            on: true,
+        });
+        self.run_link();
+    }
+
+    fn unwant(&mut self, domain: Domain, topic: &Rc<str>) {
+        if !self.bridged(domain) {
+            return;
+        }
+        self.link.handle(Event::Want {
+            domain: u32::from(domain),
+            topic: topic.to_string(),
+            ty: None,
+            on: false,
+        });
+        self.run_link();
+    }
+
+    // Local services and actions are not offered over DDS yet.
+    fn provide(&mut self, _domain: Domain, _name: Rc<str>, _ty: &str) {}
+    fn unprovide(&mut self, _domain: Domain, _name: &Rc<str>) {}
+    fn serve(&mut self, _domain: Domain, _name: Rc<str>, _ty: &str) {}
+    fn unserve(&mut self, _domain: Domain, _name: &Rc<str>) {}
+
+    /// What reaches ROS 2 is not counted as sent; what it refuses is
+    /// counted as dropped.
+    fn publish(&mut self, domain: Domain, topic: &str, msg: &str, depth: Option<u32>) -> Put {
+        if !self.bridged(domain) {
+            return Put::Skipped;
+        }
+        self.put_ok = true;
+        self.link.handle(Event::Publish {
+            domain: u32::from(domain),
+            topic: topic.to_string(),
+            latched: depth,
+            payload: msg.as_bytes().to_vec(),
+        });
+        self.run_link();
+        if self.put_ok {
+            Put::Skipped
+        } else {
+            Put::Dropped
+        }
+    }
+
+    fn id(&self) -> PeerId {
+        PeerId::Ros2
+    }
+
+    /// A call of a ROS 2 service: the link's (which refuses it for now,
+    /// so the caller gets its one failed answer).
+    fn call(&mut self, domain: Domain, service: &str, id: &str, args: &str, now: Instant) -> bool {
+        if !self.bridged(domain) || !self.link.serves_service(u32::from(domain), service) {
+            return false;
+        }
+        self.link.handle(Event::Call {
+            now,
+            id: id.to_string(),
+            domain: u32::from(domain),
+            service: service.to_string(),
+            payload: args.as_bytes().to_vec(),
+        });
+        self.run_link();
+        true
+    }
+
+    // No call or goal from ROS 2 reaches the hub yet: nothing to answer.
+    fn answer(&mut self, _id: &str, _values: &str, _result: bool) {}
+
+    fn goal(
+        &mut self,
+        _domain: Domain,
+        _action: &str,
+        _id: &str,
+        _ty: &str,
+        _args: &str,
+        _now: Instant,
+    ) -> bool {
+        false
+    }
+
+    fn cancel(&mut self, _domain: Domain, _action: &str, _id: &str) {}
+
+    fn goal_update(&mut self, _id: &str, _values: &str, _end: Option<(u8, bool)>) {}
+
+    fn turn(&mut self, hub: &mut Bridges<'_>, now: Instant) -> Option<Instant> {
+        self.discovery();
+        if let Some(sh) = self.shared().cloned() {
+            sh.queue.feed(
+                &mut self.link,
+                &mut self.replying,
+                &mut self.next_in_query,
+                now,
+            );
+        }
+        self.run_link();
+        self.tell_hub(hub, now);
+        let types = self.link.types().clone();
+        if let Some(sh) = self.shared().cloned() {
+            self.edge
+                .hand_over(hub, &types, sh.queue.inbox(), PeerId::Ros2, now);
+        }
+        let interval = Duration::from_millis(DDS_GRAPH_INTERVAL_MS);
+        self.sync
+            .after_turn(&self.link, hub, &self.domains, interval, now)
+    }
+
+    fn held_bytes(&self) -> usize {
+        self.link.stats().bytes
+    }
+
+    fn status(&self, status: &mut serde_json::Value) {
+        status["dds"] = self.status_json();
+    }
+
+    /// Stops the pump (its readers go with it); the participants close as
+    /// they drop.
+    fn close(&mut self) {
+        if let Some(p) = self.pump.take() {
+            p.stop();
+        }
+    }
+}
