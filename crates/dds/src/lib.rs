@@ -17,9 +17,10 @@
 //! What crosses in this slice: the graph (ROS 2 nodes, topics, services
 //! in rosapi and the dashboard; this gateway's node and its client nodes
 //! in `ros2 node list`), topics both ways (typed, checked; CDR untouched
-//! for `cbor-raw` subscribers), transient local both ways. Services,
-//! actions, parameters and learned types do not cross DDS yet: a call to
-//! a ROS 2 service fails at once with a reason (docs/ros2.md).
+//! for `cbor-raw` subscribers), transient local both ways, services both
+//! ways (with rmw_fastrtps's request identity), and so node parameters
+//! both ways. Actions and learned types do not cross DDS yet: a goal to a
+//! ROS 2 action server fails at once with a reason (docs/ros2.md).
 //!
 //! Security and bounds (docs/security.md, docs/limits.md): discovery and
 //! data stay on loopback unless `--dds-network ADDR` names an interface,

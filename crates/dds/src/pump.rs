@@ -71,7 +71,16 @@ pub enum Kind {
     },
     /// `ros_discovery_info` of a domain.
     Info(Domain),
+    /// Replies (`rr/`) to this gateway's calls, read by its reader `reader`.
+    Reply { domain: Domain, reader: Gid },
+    /// Requests (`rq/`) of ROS 2 clients to a service this gateway offers.
+    Request { domain: Domain, service: String },
 }
+
+/// A request's or reply's identity as rmw_fastrtps matches them: a GUID
+/// (the client's reply reader when the request names it, else its request
+/// writer) and the request's sequence number.
+pub type SampleId = (Gid, i64);
 
 /// What DDS discovery or `ros_discovery_info` said, for the loop.
 #[derive(Debug)]
@@ -80,6 +89,19 @@ pub enum Disc {
     Lost(Gid),
     ParticipantLost([u8; 12]),
     Info(ParticipantInfo),
+    /// A reply to one of this gateway's calls: the reader that took it,
+    /// the request it answers (its related sample identity), its CDR.
+    Reply {
+        reader: Gid,
+        related: Option<SampleId>,
+        payload: Vec<u8>,
+    },
+    /// A ROS 2 client's request: its identity, its CDR.
+    Request {
+        service: String,
+        id: SampleId,
+        payload: Vec<u8>,
+    },
 }
 
 enum Cmd {
@@ -311,7 +333,7 @@ fn status(sh: &Shared, domain: Domain, l: &DomainParticipantStatusListener) {
             Disc::Found(e) => sh.own.contains(&prefix(&e.guid)),
             Disc::Lost(g) => sh.own.contains(&prefix(g)),
             Disc::ParticipantLost(p) => sh.own.contains(p),
-            Disc::Info(_) => false,
+            _ => false,
         };
         if !own {
             sh.discovered(domain, d);
@@ -342,6 +364,39 @@ fn take(sh: &Shared, r: &mut Reader, kind: &Kind) -> bool {
                     sh.bad_info.fetch_add(1, Ordering::Relaxed);
                 }
             },
+            Kind::Reply { domain, reader } => {
+                let related = s
+                    .write_options
+                    .related_sample_identity()
+                    .map(|r| (r.writer_guid.to_bytes(), i64::from(r.sequence_number)));
+                sh.discovered(
+                    *domain,
+                    Disc::Reply {
+                        reader: *reader,
+                        related,
+                        payload: s.sample,
+                    },
+                );
+            }
+            Kind::Request { domain, service } => {
+                // rmw_fastrtps's clients name their reply reader in the
+                // request's related sample identity; others are known by
+                // their request writer.
+                let guid = s
+                    .write_options
+                    .related_sample_identity()
+                    .map(|r| r.writer_guid.to_bytes())
+                    .filter(|g| g.iter().any(|b| *b != 0))
+                    .unwrap_or(writer);
+                sh.discovered(
+                    *domain,
+                    Disc::Request {
+                        service: service.clone(),
+                        id: (guid, i64::from(s.sequence_number)),
+                        payload: s.sample,
+                    },
+                );
+            }
             Kind::Topic { domain, topic, ty } => {
                 if sh.own.contains(&prefix(&writer)) {
                     continue;

@@ -1,8 +1,8 @@
-//! ROS 2 clients' requests to what this gateway offers over DDS: not
-//! carried yet (this slice bridges the graph and topics; services and
-//! actions over DDS are issue 26's next step, docs/ros2.md). The link's
-//! queue is typed by how a request is answered; with no request ever
-//! queued, that type has no value.
+//! The link's queue (`rosgate_peers::ros2::queue`) is typed by how a
+//! request queued in it is answered. The DDS side queues none there: a
+//! ROS 2 client's request comes with the discovery events (`pump.rs`),
+//! is decoded on the loop thread and given to the link with its DDS
+//! identity (`shell.rs`). So that type has no value.
 
 use rosgate_peers::ros2::queue::Refuse;
 

@@ -15,10 +15,18 @@
 //!   latched depth), and the client's JSON encoded as CDR of that type;
 //!   a write never blocks the loop (reliable with `max_blocking_time` 0:
 //!   what does not fit is shed and counted);
-//! - calls, goals and type descriptions (`Query`, `SendGoal`, `Describe`
-//!   ...): refused at once with a reason (not carried over DDS yet), so
-//!   each still ends exactly once; offers of local services are not
-//!   announced yet;
+//! - calls both ways, as rmw_fastrtps makes them: this gateway joins a
+//!   service ROS 2 serves as a client when its server is discovered (a
+//!   request writer on `rq/<name>Request`, a reply reader on
+//!   `rr/<name>Reply`), writes a call's request with its reply reader's
+//!   GUID as the related sample identity, and matches the reply by the
+//!   request's sequence number; a local service the link offers gets a
+//!   request reader and a reply writer, and each reply carries its
+//!   request's identity (the client's reply reader, or its writer, and the
+//!   sequence number) as its related sample identity;
+//! - goals and type descriptions (`SendGoal`, `Describe` ...): refused at
+//!   once with a reason (not carried over DDS yet), so each still ends
+//!   exactly once; local actions are not offered yet;
 //! - the link's deliveries: kept by the hub's edge, handed over in order.
 //!
 //! And this gateway in the ROS 2 graph: its node (`rosgate_<id>`) and the
@@ -88,6 +96,47 @@ struct Pub {
     gid: Gid,
 }
 
+/// This gateway as a client of a ROS 2 service: its request writer and
+/// reply reader (made when a server is discovered, so both are matched by
+/// the time a client calls).
+struct Client {
+    writer: Writer,
+    writer_gid: Gid,
+    token: Token,
+    reader: Gid,
+}
+
+/// A local service offered to ROS 2: its request reader and reply writer.
+struct Server {
+    token: Token,
+    reader: Gid,
+    writer: Writer,
+    writer_gid: Gid,
+    /// The service's ROS type (`pkg/srv/X`).
+    ty: String,
+}
+
+/// A call this gateway sent, waiting for its reply.
+struct Pending {
+    query: link::QueryId,
+    /// The response's ROS type.
+    response: String,
+    at: Instant,
+}
+
+/// A ROS 2 client's request given to the link, until its one reply.
+struct Replying {
+    domain: Domain,
+    service: Rc<str>,
+    id: pump::SampleId,
+    /// The response's ROS type.
+    response: String,
+}
+
+/// Services this gateway is a client of, all domains; servers of further
+/// ones are not called (the call fails at once).
+pub const MAX_DDS_CLIENTS: usize = 1024;
+
 /// The DDS peer. See the module docs.
 pub(crate) struct DdsPeer {
     domains: Vec<Domain>,
@@ -96,8 +145,16 @@ pub(crate) struct DdsPeer {
     link: Link,
     edge: HubEdge,
     sync: LinkSync,
-    replying: HashMap<InQuery, NoRequests>,
+    /// The link's queue's requests (none: requests come through the pump's
+    /// discovery queue, decoded on the loop thread).
+    queued: HashMap<InQuery, NoRequests>,
     next_in_query: u64,
+    clients: HashMap<(Domain, Rc<str>), Client>,
+    servers: HashMap<(Domain, Rc<str>), Server>,
+    /// Calls sent, by the reply reader and the request's sequence number.
+    pending: HashMap<pump::SampleId, Pending>,
+    /// ROS 2 clients' requests the link has.
+    replying: HashMap<InQuery, Replying>,
     /// Topics the link subscribes to, with the type local clients named
     /// (full ROS name), until a reader is made for them.
     wanted: HashMap<(Domain, String), Option<String>>,
@@ -111,9 +168,11 @@ pub(crate) struct DdsPeer {
     /// Nodes local clients declared in bridged domains (namespace, name).
     client_nodes: Vec<(Domain, String, String)>,
     nodes_generation: Option<u64>,
-    /// Writes shed (a full reliable history), calls refused, ever.
+    /// Writes shed (a full reliable history), calls refused, replies and
+    /// requests that did not decode or matched no call, ever.
     shed: u64,
     refused: u64,
+    stray: u64,
 }
 
 impl DdsPeer {
@@ -130,8 +189,12 @@ impl DdsPeer {
             link: Link::with_types(types),
             edge: HubEdge::default(),
             sync: LinkSync::default(),
-            replying: HashMap::new(),
+            queued: HashMap::new(),
             next_in_query: 0,
+            clients: HashMap::new(),
+            servers: HashMap::new(),
+            pending: HashMap::new(),
+            replying: HashMap::new(),
             wanted: HashMap::new(),
             subs: HashMap::new(),
             pubs: HashMap::new(),
@@ -142,6 +205,7 @@ impl DdsPeer {
             nodes_generation: None,
             shed: 0,
             refused: 0,
+            stray: 0,
         }
     }
 
@@ -155,7 +219,7 @@ impl DdsPeer {
 
     /// Discovery since the last turn, through the adapter, into the link;
     /// topics waiting for a writer's type retried.
-    fn discovery(&mut self) {
+    fn discovery(&mut self, now: Instant) {
         let Some(sh) = self.shared().cloned() else {
             return;
         };
@@ -165,12 +229,33 @@ impl DdsPeer {
             let Some(dom) = self.doms.get_mut(&domain) else {
                 continue;
             };
+            let dom = &mut dom.graph;
             any = true;
             match d {
-                Disc::Found(ep) => dom.graph.found(ep, &mut events),
-                Disc::Lost(g) => dom.graph.lost(&g, &mut events),
-                Disc::ParticipantLost(p) => dom.graph.participant_lost(&p, &mut events),
-                Disc::Info(info) => dom.graph.info(info, &mut events),
+                Disc::Found(ep) => dom.found(ep, &mut events),
+                Disc::Lost(g) => dom.lost(&g, &mut events),
+                Disc::ParticipantLost(p) => dom.participant_lost(&p, &mut events),
+                Disc::Info(info) => dom.info(info, &mut events),
+                Disc::Reply {
+                    reader,
+                    related,
+                    payload,
+                } => {
+                    for e in events.drain(..) {
+                        self.link.handle(e);
+                    }
+                    self.on_reply(reader, related, &payload);
+                }
+                Disc::Request {
+                    service,
+                    id,
+                    payload,
+                } => {
+                    for e in events.drain(..) {
+                        self.link.handle(e);
+                    }
+                    self.on_request(domain, &service, id, &payload, now);
+                }
             }
         }
         for e in events {
@@ -235,6 +320,15 @@ impl DdsPeer {
                         Side::Nothing | Side::Wake | Side::GoalEnded { .. } => {}
                         // No action is offered to DDS yet: no goal comes.
                         Side::Goal { .. } => {}
+                        Side::Provider {
+                            kind: rosgate_core::registry::Provided::Service,
+                            domain,
+                            ref name,
+                            ref ty,
+                        } => {
+                            self.client_of(domain, name, ty.as_deref());
+                            self.to_hub.push(side);
+                        }
                         s @ (Side::Interest { .. } | Side::Provider { .. }) => self.to_hub.push(s),
                     }
                     if let Some(sh) = self.shared() {
@@ -242,31 +336,54 @@ impl DdsPeer {
                     }
                     None
                 }
-                link::Action::Query { query, .. }
-                | link::Action::SendGoal { query, .. }
+                link::Action::Query {
+                    query,
+                    domain,
+                    service,
+                    ty,
+                    payload,
+                    ..
+                } => Domain::try_from(domain)
+                    .map_err(|e| e.to_string())
+                    .and_then(|d| self.exec_call(d, &service, &ty, query, &payload))
+                    .err()
+                    .map(|why| (query, why)),
+                link::Action::SendGoal { query, .. }
                 | link::Action::GetResult { query, .. }
                 | link::Action::Describe { query, .. } => {
                     self.refused += 1;
                     Some((
                         query,
-                        "services, actions and type descriptions do not cross DDS yet (issue 26)",
+                        "actions and type descriptions do not cross DDS yet (issue 26)".into(),
                     ))
                 }
                 // Not carried yet (see the module docs); nothing waits on them.
                 link::Action::CancelGoal { .. }
                 | link::Action::WatchFeedback { .. }
-                | link::Action::Offer { .. }
+                | link::Action::Offer { action: true, .. }
                 | link::Action::PutFeedback { .. }
                 | link::Action::PutStatus { .. } => None,
-                link::Action::Reply { query, .. } => {
-                    self.replying.remove(&query);
+                link::Action::Offer {
+                    domain,
+                    name,
+                    ty,
+                    on,
+                    ..
+                } => {
+                    if let Ok(d) = Domain::try_from(domain) {
+                        self.exec_offer(d, &name, &ty, on);
+                    }
+                    None
+                }
+                link::Action::Reply { query, reply } => {
+                    self.exec_reply(query, reply);
                     None
                 }
             };
             if let Some((query, why)) = refused {
                 self.link.handle(Event::Reply {
                     query,
-                    reply: LinkReply::Refused(why.into()),
+                    reply: LinkReply::Refused(why),
                 });
             }
         }
@@ -437,6 +554,345 @@ impl DdsPeer {
         }
     }
 
+    /// A change of what local clients provide in a bridged domain.
+    fn local_change(&mut self, e: Event) {
+        let bridged = match &e {
+            Event::Provide { domain, .. } => {
+                Domain::try_from(*domain).is_ok_and(|d| self.bridged(d))
+            }
+            _ => false,
+        };
+        if bridged {
+            self.link.handle(e);
+            self.run_link();
+        }
+    }
+
+    /// Joins service `name` (of ROS type `ty`) as a client, when ROS 2
+    /// serves it; leaves it when it no longer does (`None`).
+    fn client_of(&mut self, domain: Domain, name: &str, ty: Option<&str>) {
+        let key = (domain, Rc::<str>::from(name));
+        let Some(ty) = ty else {
+            if let Some(c) = self.clients.remove(&key) {
+                if let Some(sh) = self.shared() {
+                    sh.remove(c.token);
+                }
+                self.info_changed(domain);
+            }
+            return;
+        };
+        if self.clients.contains_key(&key) || self.clients.len() >= MAX_DDS_CLIENTS {
+            return;
+        }
+        let (Some(dom), Some((req, rep))) = (self.doms.get(&domain), rmw_dds::service_types(ty))
+        else {
+            return;
+        };
+        let q = qos::writer(None);
+        let made = dom
+            .dp
+            .create_topic(
+                rmw_dds::dds_name(name, Role::Request),
+                req,
+                &q,
+                TopicKind::NoKey,
+            )
+            .and_then(|t| {
+                dom.publisher
+                    .create_datawriter_no_key::<Vec<u8>, Raw>(&t, Some(q.clone()))
+            })
+            .and_then(|w| {
+                let t = dom.dp.create_topic(
+                    rmw_dds::dds_name(name, Role::Reply),
+                    rep,
+                    &q,
+                    TopicKind::NoKey,
+                )?;
+                let r = dom
+                    .subscriber
+                    .create_simple_datareader_no_key::<Vec<u8>, Raw>(&t, Some(q.clone()))?;
+                Ok((w, r))
+            });
+        let (writer, reader) = match made {
+            Ok(m) => m,
+            Err(e) => {
+                rosgate_core::log!(Warn, "dds: cannot join {name} as a client: {e}");
+                return;
+            }
+        };
+        let reader_gid = reader.guid().to_bytes();
+        self.next_token += 1;
+        let token = Token(self.next_token);
+        let Some(sh) = self.shared() else {
+            return;
+        };
+        if !sh.add(
+            token,
+            reader,
+            Kind::Reply {
+                domain,
+                reader: reader_gid,
+            },
+        ) {
+            return;
+        }
+        let writer_gid = writer.guid().to_bytes();
+        self.clients.insert(
+            key,
+            Client {
+                writer,
+                writer_gid,
+                token,
+                reader: reader_gid,
+            },
+        );
+        self.info_changed(domain);
+    }
+
+    /// A local client's call of `service` (the link's query `query`): the
+    /// request as CDR of the service's request type, written with this
+    /// gateway's reply reader as its related sample identity (as
+    /// rmw_fastrtps's clients do, so the server's reply names it).
+    fn exec_call(
+        &mut self,
+        domain: Domain,
+        service: &str,
+        ty: &str,
+        query: link::QueryId,
+        args: &[u8],
+    ) -> Result<(), String> {
+        let types = self.link.types().clone();
+        let Some(srv) = types.srv(ty) else {
+            return Err(format!(
+                "the ROS 2 service's type {ty} is unknown here (--interfaces)"
+            ));
+        };
+        let v = rosgate_ros2::json::from_slice(args).unwrap_or_default();
+        let bytes = cdr::encode(&*types, &srv.request, &v)
+            .map_err(|e| format!("the arguments are not {}: {e}", srv.request))?;
+        let response = srv.response.clone();
+        let Some(c) = self.clients.get(&(domain, Rc::from(service))) else {
+            return Err("the gateway is not a client of this service (too many services)".into());
+        };
+        let related = rustdds::rpc::SampleIdentity {
+            writer_guid: rustdds::GUID::from_bytes(c.reader),
+            sequence_number: rustdds::SequenceNumber::UNKNOWN,
+        };
+        let options = rustdds::with_key::WriteOptionsBuilder::new()
+            .related_sample_identity(related)
+            .build();
+        let sent = c
+            .writer
+            .write_with_options(bytes, options)
+            .map_err(|e| format!("the request was not sent: {e}"))?;
+        let now = Instant::now();
+        // Calls the link forgot (its own deadline) go after theirs.
+        self.pending
+            .retain(|_, p| now.saturating_duration_since(p.at) < link::CALL_TIMEOUT);
+        self.pending.insert(
+            (c.reader, i64::from(sent.sequence_number)),
+            Pending {
+                query,
+                response,
+                at: now,
+            },
+        );
+        Ok(())
+    }
+
+    /// A reply to one of this gateway's calls: decoded by its response
+    /// type for the link (a reply matching no call is counted, dropped).
+    fn on_reply(&mut self, reader: Gid, related: Option<pump::SampleId>, payload: &[u8]) {
+        let key = related.map(|(_, seq)| (reader, seq));
+        let Some(p) = key.and_then(|k| self.pending.remove(&k)) else {
+            self.stray += 1;
+            return;
+        };
+        let mut json = Vec::new();
+        let reply = match cdr::decode_json(&**self.link.types(), &p.response, payload, &mut json) {
+            Ok(()) => LinkReply::Service(json),
+            Err(e) => LinkReply::Refused(format!(
+                "the ROS 2 server's reply is not {}: {e}",
+                p.response
+            )),
+        };
+        self.link.handle(Event::Reply {
+            query: p.query,
+            reply,
+        });
+    }
+
+    /// The link offers a local service to ROS 2 (`on`), or withdraws it:
+    /// a request reader and a reply writer, listed on `ros_discovery_info`
+    /// under this gateway's node.
+    fn exec_offer(&mut self, domain: Domain, name: &str, ty: &str, on: bool) {
+        let key = (domain, Rc::<str>::from(name));
+        if let Some(s) = self.servers.remove(&key) {
+            if let Some(sh) = self.shared() {
+                sh.remove(s.token);
+            }
+            self.info_changed(domain);
+        }
+        if !on {
+            return;
+        }
+        let types = self.link.types().clone();
+        let Some(srv) = types.srv(ty).map(|d| d.name.clone()) else {
+            rosgate_core::log!(
+                Info,
+                "dds: service {name} not offered to ROS 2: its type {ty:?} is unknown (--interfaces)"
+            );
+            return;
+        };
+        let (Some(dom), Some((req, rep))) = (self.doms.get(&domain), rmw_dds::service_types(&srv))
+        else {
+            return;
+        };
+        let q = qos::writer(None);
+        let made = dom
+            .dp
+            .create_topic(
+                rmw_dds::dds_name(name, Role::Request),
+                req,
+                &q,
+                TopicKind::NoKey,
+            )
+            .and_then(|t| {
+                dom.subscriber
+                    .create_simple_datareader_no_key::<Vec<u8>, Raw>(&t, Some(q.clone()))
+            })
+            .and_then(|r| {
+                let t = dom.dp.create_topic(
+                    rmw_dds::dds_name(name, Role::Reply),
+                    rep,
+                    &q,
+                    TopicKind::NoKey,
+                )?;
+                let w = dom
+                    .publisher
+                    .create_datawriter_no_key::<Vec<u8>, Raw>(&t, Some(q.clone()))?;
+                Ok((r, w))
+            });
+        let (reader, writer) = match made {
+            Ok(m) => m,
+            Err(e) => {
+                rosgate_core::log!(Warn, "dds: cannot offer {name} to ROS 2: {e}");
+                return;
+            }
+        };
+        let reader_gid = reader.guid().to_bytes();
+        self.next_token += 1;
+        let token = Token(self.next_token);
+        let Some(sh) = self.shared() else {
+            return;
+        };
+        let kind = Kind::Request {
+            domain,
+            service: name.to_string(),
+        };
+        if !sh.add(token, reader, kind) {
+            return;
+        }
+        let writer_gid = writer.guid().to_bytes();
+        self.servers.insert(
+            key,
+            Server {
+                token,
+                reader: reader_gid,
+                writer,
+                writer_gid,
+                ty: srv,
+            },
+        );
+        self.info_changed(domain);
+    }
+
+    /// A ROS 2 client's request to a service offered here: decoded by its
+    /// request type on the loop thread and given to the link (which
+    /// answers it exactly once); one that does not decode is dropped
+    /// (DDS has no error reply) and counted.
+    fn on_request(
+        &mut self,
+        domain: Domain,
+        service: &str,
+        id: pump::SampleId,
+        payload: &[u8],
+        now: Instant,
+    ) {
+        let Some(s) = self.servers.get(&(domain, Rc::from(service))) else {
+            self.stray += 1;
+            return;
+        };
+        let types = self.link.types().clone();
+        let Some(def) = types.srv(&s.ty) else {
+            self.stray += 1;
+            return;
+        };
+        let mut args = Vec::new();
+        if cdr::decode_json(&*types, &def.request, payload, &mut args).is_err() {
+            self.stray += 1;
+            return;
+        }
+        self.next_in_query += 1;
+        let query = InQuery(self.next_in_query);
+        self.replying.insert(
+            query,
+            Replying {
+                domain,
+                service: Rc::from(service),
+                id,
+                response: def.response.clone(),
+            },
+        );
+        self.link.handle(Event::Request {
+            now,
+            query,
+            domain: u32::from(domain),
+            name: service.to_string(),
+            request: link::Request::Service(args),
+        });
+    }
+
+    /// The link's one answer to a ROS 2 client's request: CDR of the
+    /// response type, written with the request's identity as the related
+    /// sample identity (what rmw_fastrtps's clients match replies by). An
+    /// error has no reply in DDS: the client's own wait ends it.
+    fn exec_reply(&mut self, query: InQuery, answer: link::Answer) {
+        let Some(r) = self.replying.remove(&query) else {
+            return;
+        };
+        let types = self.link.types().clone();
+        let v = match rosgate_peers::ros2::answer::answer_json(&types, &r.response, (0, 0), answer)
+        {
+            Ok(v) => v,
+            Err(why) => {
+                rosgate_core::log!(Debug, "dds: a call of {} failed: {why}", r.service);
+                return;
+            }
+        };
+        let Some(s) = self.servers.get(&(r.domain, r.service.clone())) else {
+            return;
+        };
+        let bytes = match cdr::encode(&*types, &r.response, &v) {
+            Ok(b) => b,
+            Err(e) => {
+                rosgate_core::log!(Warn, "dds: the answer is not {}: {e}", r.response);
+                return;
+            }
+        };
+        let related = rustdds::rpc::SampleIdentity {
+            writer_guid: rustdds::GUID::from_bytes(r.id.0),
+            sequence_number: rustdds::SequenceNumber::new(r.id.1),
+        };
+        let options = rustdds::with_key::WriteOptionsBuilder::new()
+            .related_sample_identity(related)
+            .build();
+        if let Err(e) = s.writer.write_with_options(bytes, options) {
+            rosgate_core::log!(Debug, "dds: a reply to {} shed: {e}", r.service);
+            self.shed += 1;
+        }
+    }
+
     fn info_changed(&mut self, domain: Domain) {
         if let Some(d) = self.doms.get_mut(&domain) {
             d.info_dirty = true;
@@ -473,6 +929,18 @@ impl DdsPeer {
             for ((d, _), p) in &self.pubs {
                 if *d == domain {
                     gateway.writers.push(p.gid);
+                }
+            }
+            for ((d, _), c) in &self.clients {
+                if *d == domain {
+                    gateway.writers.push(c.writer_gid);
+                    gateway.readers.push(c.reader);
+                }
+            }
+            for ((d, _), s) in &self.servers {
+                if *d == domain {
+                    gateway.readers.push(s.reader);
+                    gateway.writers.push(s.writer_gid);
                 }
             }
             let mut nodes = vec![gateway];
@@ -533,6 +1001,11 @@ impl DdsPeer {
             "publishing": self.pubs.len(),
             "writes_shed": self.shed,
             "requests_refused": self.refused,
+            "calls_waiting": self.pending.len(),
+            "requests_from_ros2": self.replying.len(),
+            "clients": self.clients.len(),
+            "serving": self.servers.len(),
+            "stray_replies_or_requests": self.stray,
             "client_nodes": self.client_nodes.len(),
             "link_events_dropped": sh.map_or(0, |s| s.queue.dropped()),
             "discovery_dropped": load(|s| s.disc_dropped.load(std::sync::atomic::Ordering::Relaxed)),
@@ -641,9 +1114,25 @@ impl Peer for DdsPeer {
         self.run_link();
     }
 
-    // Local services and actions are not offered over DDS yet.
-    fn provide(&mut self, _domain: Domain, _name: Rc<str>, _ty: &str) {}
-    fn unprovide(&mut self, _domain: Domain, _name: &Rc<str>) {}
+    fn provide(&mut self, domain: Domain, name: Rc<str>, ty: &str) {
+        self.local_change(Event::Provide {
+            domain: u32::from(domain),
+            name: name.to_string(),
+            ty: Some(ty.to_string()),
+        });
+    }
+
+    /// The local provider went: the link answers its calls waiting with
+    /// an error, and withdraws the offer.
+    fn unprovide(&mut self, domain: Domain, name: &Rc<str>) {
+        self.local_change(Event::Provide {
+            domain: u32::from(domain),
+            name: name.to_string(),
+            ty: None,
+        });
+    }
+
+    // Local actions are not offered over DDS yet.
     fn serve(&mut self, _domain: Domain, _name: Rc<str>, _ty: &str) {}
     fn unserve(&mut self, _domain: Domain, _name: &Rc<str>) {}
 
@@ -689,8 +1178,13 @@ impl Peer for DdsPeer {
         true
     }
 
-    // No call or goal from ROS 2 reaches the hub yet: nothing to answer.
-    fn answer(&mut self, _id: &str, _values: &str, _result: bool) {}
+    /// The local provider answered a ROS 2 client's call: the link replies.
+    fn answer(&mut self, id: &str, values: &str, result: bool) {
+        if let Some(e) = rosgate_peers::ros2::edge::answer_event(id, values, result) {
+            self.link.handle(e);
+            self.run_link();
+        }
+    }
 
     fn goal(
         &mut self,
@@ -709,11 +1203,11 @@ impl Peer for DdsPeer {
     fn goal_update(&mut self, _id: &str, _values: &str, _end: Option<(u8, bool)>) {}
 
     fn turn(&mut self, hub: &mut Bridges<'_>, now: Instant) -> Option<Instant> {
-        self.discovery();
+        self.discovery(now);
         if let Some(sh) = self.shared().cloned() {
             sh.queue.feed(
                 &mut self.link,
-                &mut self.replying,
+                &mut self.queued,
                 &mut self.next_in_query,
                 now,
             );

@@ -43,6 +43,22 @@ pub fn parse_call_id(raw_id: &str) -> Option<u64> {
     raw_id.strip_prefix("\"rq")?.strip_suffix('"')?.parse().ok()
 }
 
+/// A local provider's answer (`values`, `ok`) to the bridge call `id`, as
+/// the link's event, when `id` is a call from ROS 2 (`rq<n>`); a failed
+/// answer's values are its reason.
+pub fn answer_event(id: &str, values: &str, ok: bool) -> Option<Event> {
+    let call = parse_call_id(id)?;
+    let result = if ok {
+        Ok(values.as_bytes().to_vec())
+    } else {
+        Err(serde_json::from_str::<Value>(values)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_string))
+            .unwrap_or_else(|| values.to_string()))
+    };
+    Some(Event::Answer { call, result })
+}
+
 /// The bridge's goal id for goal `n` from ROS 2 (`ra<n>`).
 pub fn goal_id(n: u64) -> String {
     format!("ra{n}")
