@@ -26,7 +26,10 @@ Checks:
 4. services both ways: rosgate -> rclpy AddTwoInts server, rclpy
    AddTwoInts client -> an NDJSON provider;
 5. parameters both ways: `rosgate param get/set` of an rclpy node, and
-   `ros2 param get` of a gateway client's node.
+   `ros2 param get` of a gateway client's node;
+6. actions both ways: an NDJSON goal (with feedback) to an rclpy Fibonacci
+   action server, and an rclpy action client's goal to an NDJSON action
+   server.
 """
 
 import argparse
@@ -97,6 +100,49 @@ for i in range(3):
     f = c.call_async(AddTwoInts.Request(a=i, b=40))
     rclpy.spin_until_future_complete(n, f, timeout_sec=10)
     print("sum", f.result().sum if f.done() and f.result() else None, flush=True)
+'''
+
+
+FIB_SERVER = r'''
+import time, rclpy
+from rclpy.action import ActionServer
+from rclpy.node import Node
+from example_interfaces.action import Fibonacci
+class Fib(Node):
+    def __init__(self):
+        super().__init__("dds_fibonacci_server")
+        self.server = ActionServer(self, Fibonacci, "/dds_fibonacci", self.execute)
+        print("ready", flush=True)
+    def execute(self, handle):
+        seq = [0, 1]
+        for i in range(1, handle.request.order):
+            seq.append(seq[i] + seq[i - 1])
+            fb = Fibonacci.Feedback()
+            fb.sequence = seq
+            handle.publish_feedback(fb)
+            time.sleep(0.05)
+        handle.succeed()
+        r = Fibonacci.Result()
+        r.sequence = seq[: handle.request.order]
+        return r
+rclpy.init()
+rclpy.spin(Fib())
+'''
+
+FIB_CLIENT = r'''
+import rclpy
+from rclpy.action import ActionClient
+from rclpy.node import Node
+from example_interfaces.action import Fibonacci
+rclpy.init(); n = Node("dds_fibonacci_client")
+c = ActionClient(n, Fibonacci, "/rosgate_fibonacci")
+print("server ready", c.wait_for_server(timeout_sec=20), flush=True)
+fbs = []
+f = c.send_goal_async(Fibonacci.Goal(order=4), feedback_callback=lambda m: fbs.append(1))
+rclpy.spin_until_future_complete(n, f, timeout_sec=10)
+r = f.result().get_result_async()
+rclpy.spin_until_future_complete(n, r, timeout_sec=20)
+print("result", r.result().status, list(r.result().result.sequence), "feedback", len(fbs), flush=True)
 '''
 
 
@@ -251,6 +297,35 @@ def main():
         check("transient local both ways", latched)
         check("services both ways (AddTwoInts)", services)
         check("parameters both ways", params)
+
+        def actions():
+            py(FIB_SERVER, "fib_server")
+            c = Line(port)
+
+            def goal():
+                c.send({"op": "send_action_goal", "id": "g1", "action": "/dds_fibonacci",
+                        "action_type": "example_interfaces/action/Fibonacci",
+                        "args": {"order": 5}, "feedback": True, "wait": True, "timeout": 30})
+                return c.wait(lambda m: m.get("id") == "g1" and m.get("op") == "action_result",
+                              "the goal's result", 40)
+            r = goal()
+            fb = [m for m in c.seen if m.get("op") == "action_feedback"]
+            assert r["status"] == 4 and r["values"] == {"sequence": [0, 1, 1, 2, 3]}, r
+            assert fb, "no feedback"
+            srv = Line(port)
+            srv.send({"op": "advertise_action", "action": "/rosgate_fibonacci",
+                      "type": "example_interfaces/action/Fibonacci"})
+            start([sys.executable, "-c", FIB_CLIENT], "fib_client")
+            g = srv.wait(lambda m: m.get("op") == "send_action_goal", "a goal from rclpy", 40)
+            srv.send({"op": "action_feedback", "action": g["action"], "id": g["id"],
+                      "values": {"sequence": [0, 1]}})
+            srv.send({"op": "action_result", "action": g["action"], "id": g["id"],
+                      "values": {"sequence": [0, 1, 1, 2]}, "status": 4, "result": True})
+            wait_for("rclpy's result", lambda: "result 4 [0, 1, 1, 2]" in log_of("fib_client"))
+            return (f"rosgate -> rclpy: status 4, {len(fb)} feedback; rclpy -> rosgate: "
+                    + log_of("fib_client").splitlines()[-1])
+
+        check("actions both ways (Fibonacci)", actions)
     finally:
         for p in reversed(procs):
             p.terminate()

@@ -7,7 +7,7 @@
 //! adapter `link/rmw_dds.rs`), and everything a shell does that is not DDS
 //! is `rosgate_peers`'s, shared with the rmw_zenoh side.
 //!
-//! - `shell.rs`: the link's actions executed with RustDDS on the loop
+//! - `shell/`: the link's actions executed with RustDDS on the loop
 //!   thread, behind `rosgate_peers::Peer`; this gateway's nodes on
 //!   `ros_discovery_info`;
 //! - `pump.rs`: the one thread of ours, which drains RustDDS's readers and
@@ -19,8 +19,8 @@
 //! in `ros2 node list`), topics both ways (typed, checked; CDR untouched
 //! for `cbor-raw` subscribers), transient local both ways, services both
 //! ways (with rmw_fastrtps's request identity), and so node parameters
-//! both ways. Actions and learned types do not cross DDS yet: a goal to a
-//! ROS 2 action server fails at once with a reason (docs/ros2.md).
+//! both ways, and actions both ways (their goal services and topics).
+//! Types are not learned from nodes over DDS yet (docs/ros2.md).
 //!
 //! Security and bounds (docs/security.md, docs/limits.md): discovery and
 //! data stay on loopback unless `--dds-network ADDR` names an interface,
@@ -53,7 +53,7 @@ use rosgate_peers::{Driver, Inbox, ToLoop};
 use rosgate_ros2::registry::Registry;
 
 pub use pump::{DDS_SAMPLES_PER_READER_WAKE, MAX_DDS_COMMANDS, MAX_DDS_DISCOVERY_EVENTS};
-pub use shell::DDS_GRAPH_INTERVAL_MS;
+pub use shell::{DDS_GRAPH_INTERVAL_MS, MAX_DDS_CLIENTS};
 
 /// The largest DDS domain id (the RTPS port mapping of the default port
 /// parameters leaves no valid port above it; rmw refuses more too).

@@ -75,6 +75,8 @@ pub enum Kind {
     Reply { domain: Domain, reader: Gid },
     /// Requests (`rq/`) of ROS 2 clients to a service this gateway offers.
     Request { domain: Domain, service: String },
+    /// The feedback topic of an action this gateway's goals are in flight to.
+    Feedback { domain: Domain, action: String },
 }
 
 /// A request's or reply's identity as rmw_fastrtps matches them: a GUID
@@ -100,6 +102,11 @@ pub enum Disc {
     Request {
         service: String,
         id: SampleId,
+        payload: Vec<u8>,
+    },
+    /// A feedback message of an action (CDR).
+    Feedback {
+        action: String,
         payload: Vec<u8>,
     },
 }
@@ -397,6 +404,13 @@ fn take(sh: &Shared, r: &mut Reader, kind: &Kind) -> bool {
                     },
                 );
             }
+            Kind::Feedback { domain, action } => sh.discovered(
+                *domain,
+                Disc::Feedback {
+                    action: action.clone(),
+                    payload: s.sample,
+                },
+            ),
             Kind::Topic { domain, topic, ty } => {
                 if sh.own.contains(&prefix(&writer)) {
                     continue;

@@ -2,7 +2,7 @@
 //! request queued in it is answered. The DDS side queues none there: a
 //! ROS 2 client's request comes with the discovery events (`pump.rs`),
 //! is decoded on the loop thread and given to the link with its DDS
-//! identity (`shell.rs`). So that type has no value.
+//! identity (`shell/calls.rs`). So that type has no value.
 
 use rosgate_peers::ros2::queue::Refuse;
 

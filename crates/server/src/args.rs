@@ -127,8 +127,7 @@ OPTIONS:
                                 tcp/localhost:7447 (docs/ros2.md)
     --dds-domain N              join the ROS 2 graph of domain N that runs DDS
                                 (Fast DDS, rmw_fastrtps; repeatable; bridged
-                                with rosgate domain N): topics and the graph
-                                cross, services not yet (docs/ros2.md)
+                                with rosgate domain N; docs/ros2.md)
     --dds-network ADDR          the interface DDS discovery and data use
                                 [default: 127.0.0.1]; another needs
                                 --allow-unauthenticated-network

@@ -23,10 +23,11 @@
 //!   request's sequence number; a local service the link offers gets a
 //!   request reader and a reply writer, and each reply carries its
 //!   request's identity (the client's reply reader, or its writer, and the
-//!   sequence number) as its related sample identity;
-//! - goals and type descriptions (`SendGoal`, `Describe` ...): refused at
-//!   once with a reason (not carried over DDS yet), so each still ends
-//!   exactly once; local actions are not offered yet;
+//!   sequence number) as its related sample identity (`calls.rs`);
+//! - goals both ways, with those services and the actions' topics
+//!   (`goals.rs`);
+//! - type descriptions (`Describe`): refused at once with a reason (not
+//!   asked over DDS yet), so each ask still ends exactly once;
 //! - the link's deliveries: kept by the hub's edge, handed over in order.
 //!
 //! And this gateway in the ROS 2 graph: its node (`rosgate_<id>`) and the
@@ -65,11 +66,17 @@ use crate::qos;
 use crate::raw::Raw;
 use crate::requests::NoRequests;
 
+mod calls;
+mod goals;
+
+pub use calls::MAX_DDS_CLIENTS;
+use calls::{Client, Pending, Replying, Server};
+
 /// Milliseconds. The graph introspection lists is rebuilt at most this
 /// often, however fast discovery runs (as the rmw_zenoh side's).
 pub const DDS_GRAPH_INTERVAL_MS: u64 = 250;
 
-type Writer = DataWriter<Vec<u8>, Raw>;
+pub(super) type Writer = DataWriter<Vec<u8>, Raw>;
 
 /// One domain's DDS participant and what this gateway made in it.
 pub(crate) struct Dom {
@@ -85,9 +92,9 @@ pub(crate) struct Dom {
 }
 
 /// This gateway's reader of a topic, with the pump.
-struct Sub {
-    token: Token,
-    gid: Gid,
+pub(super) struct Sub {
+    pub(super) token: Token,
+    pub(super) gid: Gid,
 }
 
 /// This gateway's writer of a topic.
@@ -95,47 +102,6 @@ struct Pub {
     writer: Writer,
     gid: Gid,
 }
-
-/// This gateway as a client of a ROS 2 service: its request writer and
-/// reply reader (made when a server is discovered, so both are matched by
-/// the time a client calls).
-struct Client {
-    writer: Writer,
-    writer_gid: Gid,
-    token: Token,
-    reader: Gid,
-}
-
-/// A local service offered to ROS 2: its request reader and reply writer.
-struct Server {
-    token: Token,
-    reader: Gid,
-    writer: Writer,
-    writer_gid: Gid,
-    /// The service's ROS type (`pkg/srv/X`).
-    ty: String,
-}
-
-/// A call this gateway sent, waiting for its reply.
-struct Pending {
-    query: link::QueryId,
-    /// The response's ROS type.
-    response: String,
-    at: Instant,
-}
-
-/// A ROS 2 client's request given to the link, until its one reply.
-struct Replying {
-    domain: Domain,
-    service: Rc<str>,
-    id: pump::SampleId,
-    /// The response's ROS type.
-    response: String,
-}
-
-/// Services this gateway is a client of, all domains; servers of further
-/// ones are not called (the call fails at once).
-pub const MAX_DDS_CLIENTS: usize = 1024;
 
 /// The DDS peer. See the module docs.
 pub(crate) struct DdsPeer {
@@ -155,6 +121,13 @@ pub(crate) struct DdsPeer {
     pending: HashMap<pump::SampleId, Pending>,
     /// ROS 2 clients' requests the link has.
     replying: HashMap<InQuery, Replying>,
+    /// ROS 2 action servers' types, by action (from the link's providers).
+    action_types: HashMap<(Domain, Rc<str>), String>,
+    /// Feedback topics of actions goals are in flight to.
+    feedback: HashMap<(Domain, Rc<str>), Sub>,
+    /// Local actions offered to ROS 2.
+    offered_actions: HashMap<(Domain, Rc<str>), goals::OfferedAction>,
+    goal_seq: u64,
     /// Topics the link subscribes to, with the type local clients named
     /// (full ROS name), until a reader is made for them.
     wanted: HashMap<(Domain, String), Option<String>>,
@@ -195,6 +168,10 @@ impl DdsPeer {
             servers: HashMap::new(),
             pending: HashMap::new(),
             replying: HashMap::new(),
+            action_types: HashMap::new(),
+            feedback: HashMap::new(),
+            offered_actions: HashMap::new(),
+            goal_seq: 0,
             wanted: HashMap::new(),
             subs: HashMap::new(),
             pubs: HashMap::new(),
@@ -255,6 +232,12 @@ impl DdsPeer {
                         self.link.handle(e);
                     }
                     self.on_request(domain, &service, id, &payload, now);
+                }
+                Disc::Feedback { action, payload } => {
+                    for e in events.drain(..) {
+                        self.link.handle(e);
+                    }
+                    self.on_feedback(domain, &action, &payload);
                 }
             }
         }
@@ -318,18 +301,34 @@ impl DdsPeer {
                     let side = self.edge.deliver(&mut self.link, t);
                     match side {
                         Side::Nothing | Side::Wake | Side::GoalEnded { .. } => {}
-                        // No action is offered to DDS yet: no goal comes.
-                        Side::Goal { .. } => {}
+                        Side::Goal {
+                            goal,
+                            domain,
+                            action,
+                            args,
+                        } => {
+                            // The action offered to ROS 2 names the type.
+                            let ty = self
+                                .offered_actions
+                                .get(&(domain, Rc::from(action.as_str())))
+                                .map(|o| o.ty.clone())
+                                .unwrap_or_default();
+                            self.edge.goal(goal, domain, action, ty, args);
+                        }
                         Side::Provider {
-                            kind: rosgate_core::registry::Provided::Service,
+                            kind,
                             domain,
                             ref name,
                             ref ty,
                         } => {
-                            self.client_of(domain, name, ty.as_deref());
+                            if kind == rosgate_core::registry::Provided::Service {
+                                self.client_of(domain, name, ty.as_deref());
+                            } else {
+                                self.action_client_of(domain, name, ty.as_deref());
+                            }
                             self.to_hub.push(side);
                         }
-                        s @ (Side::Interest { .. } | Side::Provider { .. }) => self.to_hub.push(s),
+                        s @ Side::Interest { .. } => self.to_hub.push(s),
                     }
                     if let Some(sh) = self.shared() {
                         sh.queue.inbox().wake();
@@ -348,21 +347,84 @@ impl DdsPeer {
                     .and_then(|d| self.exec_call(d, &service, &ty, query, &payload))
                     .err()
                     .map(|why| (query, why)),
-                link::Action::SendGoal { query, .. }
-                | link::Action::GetResult { query, .. }
-                | link::Action::Describe { query, .. } => {
+                link::Action::SendGoal {
+                    query,
+                    domain,
+                    action,
+                    uuid,
+                    payload,
+                } => Domain::try_from(domain)
+                    .map_err(|e| e.to_string())
+                    .and_then(|d| self.exec_send_goal(d, &action, uuid, query, &payload))
+                    .err()
+                    .map(|why| (query, why)),
+                link::Action::GetResult {
+                    query,
+                    domain,
+                    action,
+                    uuid,
+                } => Domain::try_from(domain)
+                    .map_err(|e| e.to_string())
+                    .and_then(|d| self.exec_get_result(d, &action, uuid, query))
+                    .err()
+                    .map(|why| (query, why)),
+                link::Action::CancelGoal {
+                    query,
+                    domain,
+                    action,
+                    uuid,
+                } => {
+                    if let Ok(d) = Domain::try_from(domain) {
+                        self.exec_cancel(d, &action, uuid, query);
+                    }
+                    None
+                }
+                link::Action::WatchFeedback { domain, action, on } => {
+                    if let Ok(d) = Domain::try_from(domain) {
+                        self.exec_watch_feedback(d, &action, on);
+                    }
+                    None
+                }
+                link::Action::Describe { query, .. } => {
                     self.refused += 1;
                     Some((
                         query,
-                        "actions and type descriptions do not cross DDS yet (issue 26)".into(),
+                        "type descriptions are not asked over DDS yet (issue 26): add the type with --interfaces".into(),
                     ))
                 }
-                // Not carried yet (see the module docs); nothing waits on them.
-                link::Action::CancelGoal { .. }
-                | link::Action::WatchFeedback { .. }
-                | link::Action::Offer { action: true, .. }
-                | link::Action::PutFeedback { .. }
-                | link::Action::PutStatus { .. } => None,
+                link::Action::Offer {
+                    domain,
+                    name,
+                    ty,
+                    action: true,
+                    on,
+                } => {
+                    if let Ok(d) = Domain::try_from(domain) {
+                        self.exec_offer_action(d, &name, &ty, on);
+                    }
+                    None
+                }
+                link::Action::PutFeedback {
+                    domain,
+                    action,
+                    uuid,
+                    payload,
+                } => {
+                    if let Ok(d) = Domain::try_from(domain) {
+                        self.exec_put_action(d, &action, Some((uuid, &payload)), &[]);
+                    }
+                    None
+                }
+                link::Action::PutStatus {
+                    domain,
+                    action,
+                    goals,
+                } => {
+                    if let Ok(d) = Domain::try_from(domain) {
+                        self.exec_put_action(d, &action, None, &goals);
+                    }
+                    None
+                }
                 link::Action::Offer {
                     domain,
                     name,
@@ -557,7 +619,7 @@ impl DdsPeer {
     /// A change of what local clients provide in a bridged domain.
     fn local_change(&mut self, e: Event) {
         let bridged = match &e {
-            Event::Provide { domain, .. } => {
+            Event::Provide { domain, .. } | Event::Serve { domain, .. } => {
                 Domain::try_from(*domain).is_ok_and(|d| self.bridged(d))
             }
             _ => false,
@@ -565,331 +627,6 @@ impl DdsPeer {
         if bridged {
             self.link.handle(e);
             self.run_link();
-        }
-    }
-
-    /// Joins service `name` (of ROS type `ty`) as a client, when ROS 2
-    /// serves it; leaves it when it no longer does (`None`).
-    fn client_of(&mut self, domain: Domain, name: &str, ty: Option<&str>) {
-        let key = (domain, Rc::<str>::from(name));
-        let Some(ty) = ty else {
-            if let Some(c) = self.clients.remove(&key) {
-                if let Some(sh) = self.shared() {
-                    sh.remove(c.token);
-                }
-                self.info_changed(domain);
-            }
-            return;
-        };
-        if self.clients.contains_key(&key) || self.clients.len() >= MAX_DDS_CLIENTS {
-            return;
-        }
-        let (Some(dom), Some((req, rep))) = (self.doms.get(&domain), rmw_dds::service_types(ty))
-        else {
-            return;
-        };
-        let q = qos::writer(None);
-        let made = dom
-            .dp
-            .create_topic(
-                rmw_dds::dds_name(name, Role::Request),
-                req,
-                &q,
-                TopicKind::NoKey,
-            )
-            .and_then(|t| {
-                dom.publisher
-                    .create_datawriter_no_key::<Vec<u8>, Raw>(&t, Some(q.clone()))
-            })
-            .and_then(|w| {
-                let t = dom.dp.create_topic(
-                    rmw_dds::dds_name(name, Role::Reply),
-                    rep,
-                    &q,
-                    TopicKind::NoKey,
-                )?;
-                let r = dom
-                    .subscriber
-                    .create_simple_datareader_no_key::<Vec<u8>, Raw>(&t, Some(q.clone()))?;
-                Ok((w, r))
-            });
-        let (writer, reader) = match made {
-            Ok(m) => m,
-            Err(e) => {
-                rosgate_core::log!(Warn, "dds: cannot join {name} as a client: {e}");
-                return;
-            }
-        };
-        let reader_gid = reader.guid().to_bytes();
-        self.next_token += 1;
-        let token = Token(self.next_token);
-        let Some(sh) = self.shared() else {
-            return;
-        };
-        if !sh.add(
-            token,
-            reader,
-            Kind::Reply {
-                domain,
-                reader: reader_gid,
-            },
-        ) {
-            return;
-        }
-        let writer_gid = writer.guid().to_bytes();
-        self.clients.insert(
-            key,
-            Client {
-                writer,
-                writer_gid,
-                token,
-                reader: reader_gid,
-            },
-        );
-        self.info_changed(domain);
-    }
-
-    /// A local client's call of `service` (the link's query `query`): the
-    /// request as CDR of the service's request type, written with this
-    /// gateway's reply reader as its related sample identity (as
-    /// rmw_fastrtps's clients do, so the server's reply names it).
-    fn exec_call(
-        &mut self,
-        domain: Domain,
-        service: &str,
-        ty: &str,
-        query: link::QueryId,
-        args: &[u8],
-    ) -> Result<(), String> {
-        let types = self.link.types().clone();
-        let Some(srv) = types.srv(ty) else {
-            return Err(format!(
-                "the ROS 2 service's type {ty} is unknown here (--interfaces)"
-            ));
-        };
-        let v = rosgate_ros2::json::from_slice(args).unwrap_or_default();
-        let bytes = cdr::encode(&*types, &srv.request, &v)
-            .map_err(|e| format!("the arguments are not {}: {e}", srv.request))?;
-        let response = srv.response.clone();
-        let Some(c) = self.clients.get(&(domain, Rc::from(service))) else {
-            return Err("the gateway is not a client of this service (too many services)".into());
-        };
-        let related = rustdds::rpc::SampleIdentity {
-            writer_guid: rustdds::GUID::from_bytes(c.reader),
-            sequence_number: rustdds::SequenceNumber::UNKNOWN,
-        };
-        let options = rustdds::with_key::WriteOptionsBuilder::new()
-            .related_sample_identity(related)
-            .build();
-        let sent = c
-            .writer
-            .write_with_options(bytes, options)
-            .map_err(|e| format!("the request was not sent: {e}"))?;
-        let now = Instant::now();
-        // Calls the link forgot (its own deadline) go after theirs.
-        self.pending
-            .retain(|_, p| now.saturating_duration_since(p.at) < link::CALL_TIMEOUT);
-        self.pending.insert(
-            (c.reader, i64::from(sent.sequence_number)),
-            Pending {
-                query,
-                response,
-                at: now,
-            },
-        );
-        Ok(())
-    }
-
-    /// A reply to one of this gateway's calls: decoded by its response
-    /// type for the link (a reply matching no call is counted, dropped).
-    fn on_reply(&mut self, reader: Gid, related: Option<pump::SampleId>, payload: &[u8]) {
-        let key = related.map(|(_, seq)| (reader, seq));
-        let Some(p) = key.and_then(|k| self.pending.remove(&k)) else {
-            self.stray += 1;
-            return;
-        };
-        let mut json = Vec::new();
-        let reply = match cdr::decode_json(&**self.link.types(), &p.response, payload, &mut json) {
-            Ok(()) => LinkReply::Service(json),
-            Err(e) => LinkReply::Refused(format!(
-                "the ROS 2 server's reply is not {}: {e}",
-                p.response
-            )),
-        };
-        self.link.handle(Event::Reply {
-            query: p.query,
-            reply,
-        });
-    }
-
-    /// The link offers a local service to ROS 2 (`on`), or withdraws it:
-    /// a request reader and a reply writer, listed on `ros_discovery_info`
-    /// under this gateway's node.
-    fn exec_offer(&mut self, domain: Domain, name: &str, ty: &str, on: bool) {
-        let key = (domain, Rc::<str>::from(name));
-        if let Some(s) = self.servers.remove(&key) {
-            if let Some(sh) = self.shared() {
-                sh.remove(s.token);
-            }
-            self.info_changed(domain);
-        }
-        if !on {
-            return;
-        }
-        let types = self.link.types().clone();
-        let Some(srv) = types.srv(ty).map(|d| d.name.clone()) else {
-            rosgate_core::log!(
-                Info,
-                "dds: service {name} not offered to ROS 2: its type {ty:?} is unknown (--interfaces)"
-            );
-            return;
-        };
-        let (Some(dom), Some((req, rep))) = (self.doms.get(&domain), rmw_dds::service_types(&srv))
-        else {
-            return;
-        };
-        let q = qos::writer(None);
-        let made = dom
-            .dp
-            .create_topic(
-                rmw_dds::dds_name(name, Role::Request),
-                req,
-                &q,
-                TopicKind::NoKey,
-            )
-            .and_then(|t| {
-                dom.subscriber
-                    .create_simple_datareader_no_key::<Vec<u8>, Raw>(&t, Some(q.clone()))
-            })
-            .and_then(|r| {
-                let t = dom.dp.create_topic(
-                    rmw_dds::dds_name(name, Role::Reply),
-                    rep,
-                    &q,
-                    TopicKind::NoKey,
-                )?;
-                let w = dom
-                    .publisher
-                    .create_datawriter_no_key::<Vec<u8>, Raw>(&t, Some(q.clone()))?;
-                Ok((r, w))
-            });
-        let (reader, writer) = match made {
-            Ok(m) => m,
-            Err(e) => {
-                rosgate_core::log!(Warn, "dds: cannot offer {name} to ROS 2: {e}");
-                return;
-            }
-        };
-        let reader_gid = reader.guid().to_bytes();
-        self.next_token += 1;
-        let token = Token(self.next_token);
-        let Some(sh) = self.shared() else {
-            return;
-        };
-        let kind = Kind::Request {
-            domain,
-            service: name.to_string(),
-        };
-        if !sh.add(token, reader, kind) {
-            return;
-        }
-        let writer_gid = writer.guid().to_bytes();
-        self.servers.insert(
-            key,
-            Server {
-                token,
-                reader: reader_gid,
-                writer,
-                writer_gid,
-                ty: srv,
-            },
-        );
-        self.info_changed(domain);
-    }
-
-    /// A ROS 2 client's request to a service offered here: decoded by its
-    /// request type on the loop thread and given to the link (which
-    /// answers it exactly once); one that does not decode is dropped
-    /// (DDS has no error reply) and counted.
-    fn on_request(
-        &mut self,
-        domain: Domain,
-        service: &str,
-        id: pump::SampleId,
-        payload: &[u8],
-        now: Instant,
-    ) {
-        let Some(s) = self.servers.get(&(domain, Rc::from(service))) else {
-            self.stray += 1;
-            return;
-        };
-        let types = self.link.types().clone();
-        let Some(def) = types.srv(&s.ty) else {
-            self.stray += 1;
-            return;
-        };
-        let mut args = Vec::new();
-        if cdr::decode_json(&*types, &def.request, payload, &mut args).is_err() {
-            self.stray += 1;
-            return;
-        }
-        self.next_in_query += 1;
-        let query = InQuery(self.next_in_query);
-        self.replying.insert(
-            query,
-            Replying {
-                domain,
-                service: Rc::from(service),
-                id,
-                response: def.response.clone(),
-            },
-        );
-        self.link.handle(Event::Request {
-            now,
-            query,
-            domain: u32::from(domain),
-            name: service.to_string(),
-            request: link::Request::Service(args),
-        });
-    }
-
-    /// The link's one answer to a ROS 2 client's request: CDR of the
-    /// response type, written with the request's identity as the related
-    /// sample identity (what rmw_fastrtps's clients match replies by). An
-    /// error has no reply in DDS: the client's own wait ends it.
-    fn exec_reply(&mut self, query: InQuery, answer: link::Answer) {
-        let Some(r) = self.replying.remove(&query) else {
-            return;
-        };
-        let types = self.link.types().clone();
-        let v = match rosgate_peers::ros2::answer::answer_json(&types, &r.response, (0, 0), answer)
-        {
-            Ok(v) => v,
-            Err(why) => {
-                rosgate_core::log!(Debug, "dds: a call of {} failed: {why}", r.service);
-                return;
-            }
-        };
-        let Some(s) = self.servers.get(&(r.domain, r.service.clone())) else {
-            return;
-        };
-        let bytes = match cdr::encode(&*types, &r.response, &v) {
-            Ok(b) => b,
-            Err(e) => {
-                rosgate_core::log!(Warn, "dds: the answer is not {}: {e}", r.response);
-                return;
-            }
-        };
-        let related = rustdds::rpc::SampleIdentity {
-            writer_guid: rustdds::GUID::from_bytes(r.id.0),
-            sequence_number: rustdds::SequenceNumber::new(r.id.1),
-        };
-        let options = rustdds::with_key::WriteOptionsBuilder::new()
-            .related_sample_identity(related)
-            .build();
-        if let Err(e) = s.writer.write_with_options(bytes, options) {
-            rosgate_core::log!(Debug, "dds: a reply to {} shed: {e}", r.service);
-            self.shed += 1;
         }
     }
 
@@ -941,6 +678,16 @@ impl DdsPeer {
                 if *d == domain {
                     gateway.readers.push(s.reader);
                     gateway.writers.push(s.writer_gid);
+                }
+            }
+            for ((d, _), f) in &self.feedback {
+                if *d == domain {
+                    gateway.readers.push(f.gid);
+                }
+            }
+            for ((d, _), a) in &self.offered_actions {
+                if *d == domain {
+                    gateway.writers.extend(a.gids());
                 }
             }
             let mut nodes = vec![gateway];
@@ -1132,9 +879,21 @@ impl Peer for DdsPeer {
         });
     }
 
-    // Local actions are not offered over DDS yet.
-    fn serve(&mut self, _domain: Domain, _name: Rc<str>, _ty: &str) {}
-    fn unserve(&mut self, _domain: Domain, _name: &Rc<str>) {}
+    fn serve(&mut self, domain: Domain, name: Rc<str>, ty: &str) {
+        self.local_change(Event::Serve {
+            domain: u32::from(domain),
+            name: name.to_string(),
+            ty: Some(ty.to_string()),
+        });
+    }
+
+    fn unserve(&mut self, domain: Domain, name: &Rc<str>) {
+        self.local_change(Event::Serve {
+            domain: u32::from(domain),
+            name: name.to_string(),
+            ty: None,
+        });
+    }
 
     /// What reaches ROS 2 is not counted as sent; what it refuses is
     /// counted as dropped.
@@ -1186,21 +945,51 @@ impl Peer for DdsPeer {
         }
     }
 
+    /// A goal to a ROS 2 action server: the link's, with a fresh UUID.
     fn goal(
         &mut self,
-        _domain: Domain,
-        _action: &str,
-        _id: &str,
+        domain: Domain,
+        action: &str,
+        id: &str,
         _ty: &str,
-        _args: &str,
-        _now: Instant,
+        args: &str,
+        now: Instant,
     ) -> bool {
-        false
+        if !self.bridged(domain) || !self.link.serves_action(u32::from(domain), action) {
+            return false;
+        }
+        if self.link.has_goal_out(u32::from(domain), id) {
+            // The same goal again: the link ignores it; it ends once.
+            return true;
+        }
+        let uuid = self.goal_uuid(id);
+        self.link.handle(Event::SendGoal {
+            now,
+            id: id.to_string(),
+            domain: u32::from(domain),
+            action: action.to_string(),
+            uuid,
+            payload: args.as_bytes().to_vec(),
+        });
+        self.run_link();
+        true
     }
 
-    fn cancel(&mut self, _domain: Domain, _action: &str, _id: &str) {}
+    /// A local client cancels its goal to ROS 2: the link sends it (now,
+    /// or when the server accepts the goal).
+    fn cancel(&mut self, domain: Domain, _action: &str, id: &str) {
+        if self.link.has_goal_out(u32::from(domain), id) {
+            self.link.handle(Event::CancelGoal {
+                domain: u32::from(domain),
+                id: id.to_string(),
+            });
+            self.run_link();
+        }
+    }
 
-    fn goal_update(&mut self, _id: &str, _values: &str, _end: Option<(u8, bool)>) {}
+    fn goal_update(&mut self, id: &str, values: &str, end: Option<(u8, bool)>) {
+        self.goal_from_local(id, values, end);
+    }
 
     fn turn(&mut self, hub: &mut Bridges<'_>, now: Instant) -> Option<Instant> {
         self.discovery(now);
