@@ -35,7 +35,7 @@
 
 mod pump;
 mod qos;
-mod raw;
+pub mod raw;
 mod requests;
 mod shell;
 
