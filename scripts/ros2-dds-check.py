@@ -33,7 +33,10 @@ Checks:
    `ros2 param get` of a gateway client's node;
 6. actions both ways: an NDJSON goal (with feedback) to an rclpy Fibonacci
    action server, and an rclpy action client's goal to an NDJSON action
-   server.
+   server;
+7. a type the gateway does not bundle (`test_msgs/msg/BasicTypes`) learned
+   from the publishing node's `~/get_type_description` (skipped when
+   test_msgs is not installed).
 """
 
 import argparse
@@ -147,6 +150,22 @@ rclpy.spin_until_future_complete(n, f, timeout_sec=10)
 r = f.result().get_result_async()
 rclpy.spin_until_future_complete(n, r, timeout_sec=20)
 print("result", r.result().status, list(r.result().result.sequence), "feedback", len(fbs), flush=True)
+'''
+
+
+BASIC_TALKER = r'''
+import rclpy
+from test_msgs.msg import BasicTypes
+rclpy.init(); n = rclpy.create_node("dds_basic_talker")
+p = n.create_publisher(BasicTypes, "/basic", 10)
+print("ready", flush=True)
+i = 0
+while True:
+    m = BasicTypes()
+    m.int32_value = i
+    p.publish(m)
+    i += 1
+    rclpy.spin_once(n, timeout_sec=0.1)
 '''
 
 
@@ -348,6 +367,20 @@ def main():
                     + log_of("fib_client").splitlines()[-1])
 
         check("actions both ways (Fibonacci)", actions)
+
+        def learned():
+            has = subprocess.run([sys.executable, "-c", "import test_msgs.msg"], env=env,
+                                 capture_output=True).returncode == 0
+            if not has:
+                return "skipped: test_msgs is not installed"
+            py(BASIC_TALKER, "basic_talker")
+            c = Line(port)
+            c.send({"op": "subscribe", "topic": "/basic", "type": "test_msgs/msg/BasicTypes"})
+            m = c.wait(lambda m: m.get("op") == "publish", "a sample of an unbundled type", 40)
+            assert "int32_value" in m["msg"], m
+            return f"test_msgs/msg/BasicTypes learned; int32_value {m['msg']['int32_value']}"
+
+        check("a type the gateway lacks learned from the node", learned)
     finally:
         for p in reversed(procs):
             p.terminate()

@@ -19,8 +19,8 @@
 //! in `ros2 node list`), topics both ways (typed, checked; CDR untouched
 //! for `cbor-raw` subscribers), transient local both ways, services both
 //! ways (with rmw_fastrtps's request identity), and so node parameters
-//! both ways, and actions both ways (their goal services and topics).
-//! Types are not learned from nodes over DDS yet (docs/ros2.md).
+//! both ways, actions both ways (their goal services and topics), and
+//! types learned from the nodes that publish them.
 //!
 //! Security and bounds (docs/security.md, docs/limits.md): discovery and
 //! data stay on loopback unless `--dds-network ADDR` names an interface,
@@ -53,7 +53,7 @@ use rosgate_peers::{Driver, Inbox, ToLoop};
 use rosgate_ros2::registry::Registry;
 
 pub use pump::{DDS_SAMPLES_PER_READER_WAKE, MAX_DDS_COMMANDS, MAX_DDS_DISCOVERY_EVENTS};
-pub use shell::{DDS_GRAPH_INTERVAL_MS, MAX_DDS_CLIENTS};
+pub use shell::{DDS_GRAPH_INTERVAL_MS, MAX_DDS_CLIENTS, MAX_DDS_WAITING_CALLS};
 
 /// The largest DDS domain id (the RTPS port mapping of the default port
 /// parameters leaves no valid port above it; rmw refuses more too).

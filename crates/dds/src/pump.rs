@@ -109,6 +109,8 @@ pub enum Disc {
         action: String,
         payload: Vec<u8>,
     },
+    /// One of this gateway's readers or writers matched a remote one.
+    Matched(Gid),
 }
 
 enum Cmd {
@@ -327,6 +329,12 @@ fn status(sh: &Shared, domain: Domain, l: &DomainParticipantStatusListener) {
             }
             DomainParticipantStatusEvent::WriterLost { guid, .. }
             | DomainParticipantStatusEvent::ReaderLost { guid, .. } => Disc::Lost(guid.to_bytes()),
+            DomainParticipantStatusEvent::RemoteReaderMatched { local_writer, .. } => {
+                Disc::Matched(local_writer.to_bytes())
+            }
+            DomainParticipantStatusEvent::RemoteWriterMatched { local_reader, .. } => {
+                Disc::Matched(local_reader.to_bytes())
+            }
             DomainParticipantStatusEvent::ParticipantLost { id, .. } => {
                 let mut p = [0; 12];
                 if let Some(b) = id.as_ref().get(..12) {

@@ -30,14 +30,23 @@ use crate::qos;
 use crate::raw::Raw;
 
 /// This gateway as a client of a ROS 2 service: its request writer and
-/// reply reader (made when a server is discovered, so both are matched by
-/// the time a client calls).
+/// reply reader (made when a server is discovered). A request is written
+/// only once both have matched the server's (a volatile writer's sample
+/// reaches only the readers matched when it is written, and rmw_fastrtps's
+/// servers answer only clients whose reply reader they have matched):
+/// until then it waits here.
 pub(super) struct Client {
     pub(super) writer: Writer,
     pub(super) writer_gid: Gid,
     pub(super) token: Token,
     pub(super) reader: Gid,
+    /// Requests waiting for the match (CDR, query, response type, expect).
+    pub(super) waiting: Vec<(Vec<u8>, link::QueryId, String, Expect)>,
 }
+
+/// Calls to one service waiting for this gateway's request writer and
+/// reply reader to match the server's; more fail at once.
+pub const MAX_DDS_WAITING_CALLS: usize = 64;
 
 /// A local service (or an action's goal service) offered to ROS 2: its
 /// request reader and reply writer.
@@ -65,6 +74,8 @@ pub(super) enum Expect {
     Result,
     /// `cancel_goal`'s: the goal ends through its result; nothing to tell.
     Nothing,
+    /// `~/get_type_description`'s: the description, if the node gave one.
+    Described,
 }
 
 /// A call this gateway sent, waiting for its reply.
@@ -169,6 +180,7 @@ impl DdsPeer {
                 writer_gid,
                 token,
                 reader: reader_gid,
+                waiting: Vec::new(),
             },
         );
         self.info_changed(domain);
@@ -214,10 +226,79 @@ impl DdsPeer {
         };
         let bytes = cdr::encode(&*types, &def.request, v)
             .map_err(|e| format!("the request is not {}: {e}", def.request))?;
-        let Some(c) = self.clients.get(&(domain, Rc::from(service))) else {
-            return Err(format!(
+        let key = (domain, Rc::<str>::from(service));
+        let ready = self
+            .clients
+            .get(&key)
+            .map(|c| self.matched.contains(&c.writer_gid) && self.matched.contains(&c.reader));
+        match ready {
+            None => Err(format!(
                 "the gateway is not a client of {service} (its server is not known, or too many services)"
-            ));
+            )),
+            Some(true) => self.write_request(&key, bytes, query, def.response.clone(), expect),
+            Some(false) => {
+                let Some(c) = self.clients.get_mut(&key) else {
+                    return Ok(());
+                };
+                if c.waiting.len() >= MAX_DDS_WAITING_CALLS {
+                    return Err(format!(
+                        "too many calls of {service} waiting for the server to match"
+                    ));
+                }
+                c.waiting.push((bytes, query, def.response.clone(), expect));
+                Ok(())
+            }
+        }
+    }
+
+    /// One of this gateway's readers or writers matched: the calls waiting
+    /// for a client that is now ready are written, in order.
+    pub(super) fn on_matched(&mut self, gid: Gid) {
+        if !self.matched.insert(gid) {
+            return;
+        }
+        let ready: Vec<(Domain, Rc<str>)> = self
+            .clients
+            .iter()
+            .filter(|(_, c)| {
+                !c.waiting.is_empty()
+                    && self.matched.contains(&c.writer_gid)
+                    && self.matched.contains(&c.reader)
+            })
+            .map(|(k, _)| k.clone())
+            .collect();
+        for key in ready {
+            let waiting = self
+                .clients
+                .get_mut(&key)
+                .map(|c| std::mem::take(&mut c.waiting))
+                .unwrap_or_default();
+            for (bytes, query, response, expect) in waiting {
+                if let Err(why) = self.write_request(&key, bytes, query, response, expect) {
+                    if expect != Expect::Nothing {
+                        self.link.handle(Event::Reply {
+                            query,
+                            reply: LinkReply::Refused(why),
+                        });
+                    }
+                }
+            }
+        }
+        self.run_link();
+    }
+
+    /// Writes a request (CDR) with this gateway's reply reader as its
+    /// related sample identity, and keeps the call for its reply.
+    fn write_request(
+        &mut self,
+        key: &(Domain, Rc<str>),
+        bytes: Vec<u8>,
+        query: link::QueryId,
+        response: String,
+        expect: Expect,
+    ) -> Result<(), String> {
+        let Some(c) = self.clients.get(key) else {
+            return Err("the service's server went".into());
         };
         let related = rustdds::rpc::SampleIdentity {
             writer_guid: rustdds::GUID::from_bytes(c.reader),
@@ -246,12 +327,29 @@ impl DdsPeer {
             key,
             Pending {
                 query,
-                response: def.response.clone(),
+                response,
                 expect,
                 at: now,
             },
         );
         Ok(())
+    }
+
+    /// The link asks node `node` to describe type `ty` (hash `hash`): a
+    /// call of its `~/get_type_description` (every Jazzy node serves it),
+    /// whose answer the link checks against the hash.
+    pub(super) fn exec_describe(
+        &mut self,
+        domain: Domain,
+        node: &str,
+        ty: &str,
+        hash: &str,
+        query: link::QueryId,
+    ) -> Result<(), String> {
+        let service = format!("{}/get_type_description", node.trim_end_matches('/'));
+        let v = rosgate_ros2::describe::request(ty, hash);
+        let srv = rosgate_ros2::describe::SERVICE_TYPE;
+        self.send_request(domain, &service, srv, &v, query, Expect::Described)
     }
 
     /// A reply to one of this gateway's calls: decoded by its response
@@ -278,6 +376,9 @@ impl DdsPeer {
             (Err(why), _) => LinkReply::Refused(why),
             (Ok(_), Expect::Service) => LinkReply::Service(json),
             (Ok(v), Expect::Accepted) => LinkReply::Accepted(v["accepted"] == true),
+            (Ok(v), Expect::Described) => {
+                rosgate_peers::ros2::answer::described("a node", "a type", v)
+            }
             (Ok(v), _) => LinkReply::Result {
                 status: i8::try_from(v["status"].as_i64().unwrap_or(0)).unwrap_or(0),
                 payload: v["result"].to_string().into_bytes(),

@@ -26,8 +26,8 @@
 //!   sequence number) as its related sample identity (`calls.rs`);
 //! - goals both ways, with those services and the actions' topics
 //!   (`goals.rs`);
-//! - type descriptions (`Describe`): refused at once with a reason (not
-//!   asked over DDS yet), so each ask still ends exactly once;
+//! - type descriptions (`Describe`): a call of the node's
+//!   `~/get_type_description` (`calls.rs`);
 //! - the link's deliveries: kept by the hub's edge, handed over in order.
 //!
 //! And this gateway in the ROS 2 graph: its node (`rosgate_<id>`) and the
@@ -69,8 +69,8 @@ use crate::requests::NoRequests;
 mod calls;
 mod goals;
 
-pub use calls::MAX_DDS_CLIENTS;
 use calls::{Client, Pending, Replying, Server};
+pub use calls::{MAX_DDS_CLIENTS, MAX_DDS_WAITING_CALLS};
 
 /// Milliseconds. The graph introspection lists is rebuilt at most this
 /// often, however fast discovery runs (as the rmw_zenoh side's).
@@ -128,6 +128,9 @@ pub(crate) struct DdsPeer {
     /// Local actions offered to ROS 2.
     offered_actions: HashMap<(Domain, Rc<str>), goals::OfferedAction>,
     goal_seq: u64,
+    /// This gateway's readers and writers that matched a remote one
+    /// (bounded by them: one entry each).
+    matched: std::collections::HashSet<Gid>,
     /// Topics the link subscribes to, with the type local clients named
     /// (full ROS name), until a reader is made for them.
     wanted: HashMap<(Domain, String), Option<String>>,
@@ -172,6 +175,7 @@ impl DdsPeer {
             feedback: HashMap::new(),
             offered_actions: HashMap::new(),
             goal_seq: 0,
+            matched: std::collections::HashSet::new(),
             wanted: HashMap::new(),
             subs: HashMap::new(),
             pubs: HashMap::new(),
@@ -232,6 +236,12 @@ impl DdsPeer {
                         self.link.handle(e);
                     }
                     self.on_request(domain, &service, id, &payload, now);
+                }
+                Disc::Matched(gid) => {
+                    for e in events.drain(..) {
+                        self.link.handle(e);
+                    }
+                    self.on_matched(gid);
                 }
                 Disc::Feedback { action, payload } => {
                     for e in events.drain(..) {
@@ -385,13 +395,17 @@ impl DdsPeer {
                     }
                     None
                 }
-                link::Action::Describe { query, .. } => {
-                    self.refused += 1;
-                    Some((
-                        query,
-                        "type descriptions are not asked over DDS yet (issue 26): add the type with --interfaces".into(),
-                    ))
-                }
+                link::Action::Describe {
+                    query,
+                    domain,
+                    node,
+                    ty,
+                    hash,
+                } => Domain::try_from(domain)
+                    .map_err(|e| e.to_string())
+                    .and_then(|d| self.exec_describe(d, &node, &ty, &hash, query))
+                    .err()
+                    .map(|why| (query, why)),
                 link::Action::Offer {
                     domain,
                     name,
@@ -1013,8 +1027,10 @@ impl Peer for DdsPeer {
             .after_turn(&self.link, hub, &self.domains, interval, now)
     }
 
+    /// The link's entities and the adapter's endpoints and node lists
+    /// (what DDS participants announced).
     fn held_bytes(&self) -> usize {
-        self.link.stats().bytes
+        self.link.stats().bytes + self.doms.values().map(|d| d.graph.bytes()).sum::<usize>()
     }
 
     fn status(&self, status: &mut serde_json::Value) {

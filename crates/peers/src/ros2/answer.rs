@@ -1,10 +1,11 @@
 //! The link's one answer to a ROS 2 client's request as the JSON of the
 //! request's response type, for the shell to encode as CDR and send the
 //! way its transport replies (rmw_zenoh: a query's reply; DDS: a sample on
-//! the `rr/` topic with the request's identity).
+//! the `rr/` topic with the request's identity); and a node's answer to
+//! the link's `~/get_type_description`, as the link's reply.
 
 use rosgate_ros2::cdr;
-use rosgate_ros2::link::{Answer, Stamp};
+use rosgate_ros2::link::{Answer, Reply, Stamp};
 use rosgate_ros2::registry::Registry;
 use serde_json::{json, Value};
 
@@ -46,4 +47,19 @@ pub fn answer_json(
             json!({"return_code": code, "goals_canceling": infos})
         }
     })
+}
+
+/// A node's `~/get_type_description` response `v` (JSON of the response
+/// type) for `ty`, as the link's reply: the description when the node gave
+/// one (the link checks its hash).
+pub fn described(node: &str, ty: &str, mut v: Value) -> Reply {
+    if v["successful"] != true {
+        rosgate_core::log!(
+            Info,
+            "ros2: {node} cannot describe {ty}: {}",
+            v["failure_reason"].as_str().unwrap_or_default()
+        );
+        return Reply::Described(None);
+    }
+    Reply::Described(Some(v["type_description"].take()))
 }

@@ -98,13 +98,17 @@ pub fn service_types(ros: &str) -> Option<(String, String)> {
 }
 
 /// The type hash an endpoint's USER_DATA announces (`typehash=RIHS01_...;`),
-/// or empty.
+/// or empty. The value may come as the parameter's bytes whole (a CDR
+/// length first, padding after), so the key is looked for anywhere.
 pub fn type_hash(user_data: &[u8]) -> String {
-    let Ok(s) = std::str::from_utf8(user_data) else {
+    const KEY: &[u8] = b"typehash=";
+    let Some(at) = user_data.windows(KEY.len()).position(|w| w == KEY) else {
         return String::new();
     };
-    s.split(';')
-        .find_map(|kv| kv.trim().strip_prefix("typehash="))
+    let rest = &user_data[at + KEY.len()..];
+    let end = rest.iter().position(|&b| b == b';').unwrap_or(rest.len());
+    std::str::from_utf8(&rest[..end])
+        .ok()
         .filter(|h| h.starts_with("RIHS01_") && h.len() <= 80)
         .unwrap_or("")
         .to_string()
@@ -360,6 +364,29 @@ pub struct Graph {
     given: HashMap<[u8; 12], BTreeMap<Gid, Entity>>,
     /// Endpoints or node lists refused by a bound, ever.
     pub refused: u64,
+    /// What the tables hold, for the memory ledger ([`Graph::bytes`]).
+    bytes: usize,
+}
+
+/// Bytes an endpoint or a node list costs beside its strings and GIDs
+/// (the map entries, the struct), for the memory ledger.
+const DDS_ENTRY_COST: usize = 96;
+
+fn endpoint_cost(e: &Endpoint) -> usize {
+    DDS_ENTRY_COST + e.topic.len() + e.dds_type.len() + e.hash.len()
+}
+
+fn info_cost(i: &ParticipantInfo) -> usize {
+    DDS_ENTRY_COST
+        + i.nodes
+            .iter()
+            .map(|n| {
+                DDS_ENTRY_COST
+                    + n.namespace.len()
+                    + n.name.len()
+                    + 16 * (n.readers.len() + n.writers.len())
+            })
+            .sum::<usize>()
 }
 
 fn prefix(g: &Gid) -> [u8; 12] {
@@ -375,6 +402,12 @@ impl Graph {
             domain,
             ..Graph::default()
         }
+    }
+
+    /// Bytes the endpoints and node lists remembered hold (the entities
+    /// given to the link are the link's to count).
+    pub fn bytes(&self) -> usize {
+        self.bytes
     }
 
     /// The endpoint of GID `gid`, if known.
@@ -394,13 +427,17 @@ impl Graph {
             return;
         }
         let p = prefix(&ep.guid);
-        self.endpoints.insert(ep.guid, ep);
+        self.bytes += endpoint_cost(&ep);
+        if let Some(old) = self.endpoints.insert(ep.guid, ep) {
+            self.bytes -= endpoint_cost(&old);
+        }
         self.settle(p, out);
     }
 
     /// An endpoint was lost.
     pub fn lost(&mut self, gid: &Gid, out: &mut Vec<Event>) {
-        if self.endpoints.remove(gid).is_some() {
+        if let Some(old) = self.endpoints.remove(gid) {
+            self.bytes -= endpoint_cost(&old);
             self.settle(prefix(gid), out);
         }
     }
@@ -412,14 +449,27 @@ impl Graph {
             self.refused += 1;
             return;
         }
-        self.infos.insert(p, info);
+        self.bytes += info_cost(&info);
+        if let Some(old) = self.infos.insert(p, info) {
+            self.bytes -= info_cost(&old);
+        }
         self.settle(p, out);
     }
 
     /// A participant left: its nodes and endpoints go.
     pub fn participant_lost(&mut self, p: &[u8; 12], out: &mut Vec<Event>) {
-        self.infos.remove(p);
-        self.endpoints.retain(|g, _| prefix(g) != *p);
+        if let Some(old) = self.infos.remove(p) {
+            self.bytes -= info_cost(&old);
+        }
+        let mut freed = 0;
+        self.endpoints.retain(|g, e| {
+            let keep = prefix(g) != *p;
+            if !keep {
+                freed += endpoint_cost(e);
+            }
+            keep
+        });
+        self.bytes -= freed;
         self.settle(*p, out);
     }
 
@@ -542,6 +592,11 @@ mod tests {
         assert_eq!(type_hash(format!("typehash={h};").as_bytes()), h);
         assert_eq!(type_hash(&user_data(h)), h);
         assert_eq!(type_hash(b"other=1;"), "");
+        // As the parameter's value whole: its length first, padding after.
+        let mut whole = 72u32.to_le_bytes().to_vec();
+        whole.extend_from_slice(format!("typehash={h};").as_bytes());
+        whole.extend_from_slice(&[0, 0]);
+        assert_eq!(type_hash(&whole), h);
         assert_eq!(type_hash(&[0xff, 0xfe]), "");
     }
 
@@ -631,8 +686,10 @@ mod tests {
         g.lost(&w, &mut out);
         assert_eq!(out, vec![Event::Gone(w)]);
         out.clear();
+        assert!(g.bytes() > 0);
         g.participant_lost(&[1; 12], &mut out);
         assert_eq!(out.len(), 1, "the node goes");
+        assert_eq!(g.bytes(), 0, "what it held is given back");
     }
 
     #[test]

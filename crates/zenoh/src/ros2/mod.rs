@@ -1011,16 +1011,8 @@ fn describe_reply(
         rosgate_core::log!(Info, "ros2: {node}'s description of {ty} does not decode");
         return LinkReply::Described(None);
     }
-    let mut v: serde_json::Value = serde_json::from_slice(&json).unwrap_or_default();
-    if v["successful"] != true {
-        rosgate_core::log!(
-            Info,
-            "ros2: {node} cannot describe {ty}: {}",
-            v["failure_reason"].as_str().unwrap_or_default()
-        );
-        return LinkReply::Described(None);
-    }
-    LinkReply::Described(Some(v["type_description"].take()))
+    let v: serde_json::Value = serde_json::from_slice(&json).unwrap_or_default();
+    rosgate_peers::ros2::answer::described(node, ty, v)
 }
 
 /// This gateway's node name in the ROS 2 graph: `rosgate_<first 8 hex
