@@ -60,13 +60,13 @@ pub fn writer(latched: Option<u32>) -> QosPolicies {
 /// asks no more than they offer (best effort when one is, transient local
 /// only when all are), so it matches every writer.
 pub fn reader(offered: &[Qos]) -> QosPolicies {
-    let best_effort = offered
-        .iter()
-        .any(|q| q.reliability == Reliability::BestEffort);
     let transient = !offered.is_empty()
         && offered
             .iter()
             .all(|q| q.durability == Durability::TransientLocal);
+    let best_effort = offered
+        .iter()
+        .any(|q| q.reliability == Reliability::BestEffort);
     let depth = offered.iter().map(|q| q.depth).max().unwrap_or(10).max(10);
     QosPolicyBuilder::new()
         .reliability(if best_effort {
