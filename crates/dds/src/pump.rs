@@ -56,13 +56,6 @@ pub const MAX_DDS_DISCOVERY_EVENTS: usize = 4 * rosgate_ros2::link::MAX_ENTITIES
 /// busy topic from starving the rest).
 pub const DDS_SAMPLES_PER_READER_WAKE: usize = 256;
 
-/// Milliseconds. When nothing is ready for this long, the pump looks at
-/// every reader anyway: RustDDS's readiness for a reader can be missed
-/// under a burst of large fragmented samples (seen with 900 KB images
-/// from Fast DDS: the reader held samples and was never signalled again),
-/// so a sample waits at most this long for the next sweep.
-pub const DDS_READER_SWEEP_MS: u64 = 100;
-
 pub type Reader = SimpleDataReader<Vec<u8>, Raw>;
 
 const WAKER: Token = Token(0);
@@ -274,11 +267,7 @@ fn run(
     // the pump waits (their readiness will not come again for those).
     let mut again: Vec<Token> = Vec::new();
     loop {
-        let timeout = Some(if again.is_empty() {
-            std::time::Duration::from_millis(DDS_READER_SWEEP_MS)
-        } else {
-            std::time::Duration::ZERO
-        });
+        let timeout = (!again.is_empty()).then_some(std::time::Duration::ZERO);
         if let Err(e) = poll.poll(&mut events, timeout) {
             if e.kind() == std::io::ErrorKind::Interrupted {
                 continue;
@@ -287,11 +276,6 @@ fn run(
             return;
         }
         let mut ready: Vec<Token> = events.iter().map(|e| e.token()).collect();
-        if ready.is_empty() && again.is_empty() {
-            // A quiet sweep: every reader is looked at, in case a
-            // readiness was missed (see DDS_READER_SWEEP_MS).
-            ready.extend(readers.keys().copied());
-        }
         ready.append(&mut again);
         ready.sort_unstable();
         ready.dedup();
@@ -375,6 +359,10 @@ fn status(sh: &Shared, domain: Domain, l: &DomainParticipantStatusListener) {
 /// Takes what a reader has, at most [`DDS_SAMPLES_PER_READER_WAKE`];
 /// true when more may wait.
 fn take(sh: &Shared, r: &mut Reader, kind: &Kind) -> bool {
+    // RustDDS signals a reader through a bounded notification channel that
+    // taking does not empty: undrained, it fills and the reader is never
+    // signalled again (seen after about 277 900 KB images from Fast DDS).
+    r.drain_read_notifications();
     for _ in 0..DDS_SAMPLES_PER_READER_WAKE {
         let s = match r.try_take_one() {
             Ok(Some(s)) => s,
