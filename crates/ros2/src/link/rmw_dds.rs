@@ -82,7 +82,8 @@ pub fn ros_name(dds: &str) -> Option<(String, Role)> {
 
 /// The DDS topic name of a ROS 2 name in a role (`/chatter` -> `rt/chatter`).
 pub fn dds_name(ros: &str, role: Role) -> String {
-    let bare = ros.trim_start_matches('/');
+    // One `/` only: the mapping is the inverse of `ros_name` for any name.
+    let bare = ros.strip_prefix('/').unwrap_or(ros);
     match role {
         Role::Topic => format!("rt/{bare}"),
         Role::Request => format!("rq/{bare}Request"),
@@ -577,6 +578,12 @@ mod tests {
         assert_eq!(dds_name("/chatter", Role::Topic), "rt/chatter");
         assert_eq!(dds_name("/a/b", Role::Request), "rq/a/bRequest");
         assert_eq!(dds_name("/a/b", Role::Reply), "rr/a/bReply");
+        assert_eq!(ros_name("rt//a"), Some(("//a".into(), Role::Topic)));
+        assert_eq!(
+            dds_name("//a", Role::Topic),
+            "rt//a",
+            "the inverse, whatever the name"
+        );
         assert_eq!(
             service_types("example_interfaces/srv/AddTwoInts"),
             Some((
