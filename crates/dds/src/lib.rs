@@ -45,7 +45,6 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use mio::Token;
-use rosgate_core::counters::Counter;
 use rosgate_core::nodes::Domain;
 use rosgate_core::Hub;
 use rosgate_peers::ros2::queue::LinkQueue;
@@ -108,7 +107,6 @@ impl Settings {
 pub struct Dds {
     driver: Driver,
     inbox: Arc<Inbox>,
-    last_status: Option<Instant>,
     names: Vec<String>,
 }
 
@@ -157,7 +155,6 @@ impl Dds {
         Ok(Dds {
             driver: Driver::new(vec![Box::new(peer)]),
             inbox,
-            last_status: None,
             names,
         })
     }
@@ -167,18 +164,7 @@ impl Dds {
     pub fn turn(&mut self, hub: &mut Hub, now: Instant) {
         let hub = &mut hub.bridges();
         self.driver.turn(hub, now);
-        let dropped = self.inbox.take_dropped();
-        if dropped > 0 {
-            hub.count(Counter::FederationInDropped, dropped);
-        }
-        hub.set_held(self.inbox.pending_bytes() + self.driver.held_bytes());
-        if self
-            .last_status
-            .is_none_or(|t| now.saturating_duration_since(t).as_millis() >= 200)
-        {
-            self.last_status = Some(now);
-            hub.set_status(self.driver.status().to_string());
-        }
+        self.driver.account(hub, &self.inbox, 0, now, |_| {});
     }
 
     /// Samples waiting in the loop's inbox, in bytes.

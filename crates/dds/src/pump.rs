@@ -71,8 +71,8 @@ pub enum Kind {
     },
     /// `ros_discovery_info` of a domain.
     Info(Domain),
-    /// Replies (`rr/`) to this gateway's calls, read by its reader `reader`.
-    Reply { domain: Domain, reader: Gid },
+    /// Replies (`rr/`) to this gateway's calls.
+    Reply { domain: Domain },
     /// Requests (`rq/`) of ROS 2 clients to a service this gateway offers.
     Request { domain: Domain, service: String },
     /// The feedback topic of an action this gateway's goals are in flight to.
@@ -383,7 +383,8 @@ fn take(sh: &Shared, r: &mut Reader, kind: &Kind) -> bool {
                     sh.bad_info.fetch_add(1, Ordering::Relaxed);
                 }
             },
-            Kind::Reply { domain, reader } => {
+            Kind::Reply { domain } => {
+                let reader = r.guid().to_bytes();
                 let related = s
                     .write_options
                     .related_sample_identity()
@@ -391,7 +392,7 @@ fn take(sh: &Shared, r: &mut Reader, kind: &Kind) -> bool {
                 sh.discovered(
                     *domain,
                     Disc::Reply {
-                        reader: *reader,
+                        reader,
                         related,
                         payload: s.sample,
                     },

@@ -25,6 +25,7 @@ use rosgate_core::out::MAX_IOVECS;
 use rosgate_wire::decode::{self, Op, Request};
 
 use crate::peer::{Peer, Put};
+use crate::Inbox;
 
 /// Bytes. Taken from the bridges' queues per loop turn; the rest waits
 /// for the next turn (so one busy topic cannot hold the loop).
@@ -46,7 +47,12 @@ pub struct Driver {
     changes: Vec<InterestChange>,
     msgs: Vec<BridgeMsg>,
     buf: Vec<u8>,
+    last_status: Option<Instant>,
 }
+
+/// Milliseconds. The peers' status (`/rosgate/federation`) is rebuilt at
+/// most this often.
+pub const STATUS_INTERVAL_MS: u128 = 200;
 
 impl Driver {
     /// A driver of `peers` (in the order they get each change).
@@ -98,6 +104,35 @@ impl Driver {
         // After the topic data: a client's publishes before its call
         // leave before the call, as they did through the bridge's queue.
         self.send(hub, now);
+    }
+
+    /// After the turn, what the hub accounts for: samples the network's
+    /// hand-off dropped (`federation_in_dropped`), the bytes held (the
+    /// inbox's, the peers', and `held` more the network keeps beside
+    /// them) in the memory ledger, and the peers' status (with `extra`
+    /// added) at most every [`STATUS_INTERVAL_MS`].
+    pub fn account(
+        &mut self,
+        hub: &mut Bridges<'_>,
+        inbox: &Inbox,
+        held: usize,
+        now: Instant,
+        extra: impl FnOnce(&mut serde_json::Value),
+    ) {
+        let dropped = inbox.take_dropped();
+        if dropped > 0 {
+            hub.count(Counter::FederationInDropped, dropped);
+        }
+        hub.set_held(held + inbox.pending_bytes() + self.held_bytes());
+        if self
+            .last_status
+            .is_none_or(|t| now.saturating_duration_since(t).as_millis() >= STATUS_INTERVAL_MS)
+        {
+            self.last_status = Some(now);
+            let mut status = self.status();
+            extra(&mut status);
+            hub.set_status(status.to_string());
+        }
     }
 
     /// The gateway stops: every peer closes ([`Peer::close`]), then goes.

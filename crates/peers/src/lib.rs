@@ -24,6 +24,6 @@ pub mod lines;
 mod peer;
 pub mod ros2;
 
-pub use driver::{provider_id, Driver, DRAIN_BYTES_PER_TURN};
+pub use driver::{provider_id, Driver, DRAIN_BYTES_PER_TURN, STATUS_INTERVAL_MS};
 pub use inbox::{Inbox, Job, ToLoop, INBOX_BYTES, MAX_PENDING_SAMPLES};
 pub use peer::{Peer, Put};

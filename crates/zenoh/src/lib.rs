@@ -232,7 +232,6 @@ pub struct Federation {
     /// ROS 2 (when joined), then the gateways: one of each kind at most,
     /// found by [`Peer::id`] for the messages that name it.
     driver: Driver,
-    last_status: Option<Instant>,
 }
 
 impl std::fmt::Debug for Federation {
@@ -302,7 +301,6 @@ impl Federation {
             inbox,
             shared,
             driver: Driver::new(peers),
-            last_status: None,
         })
     }
 
@@ -331,25 +329,15 @@ impl Federation {
         // Everything below reaches the hub through its network facade.
         let hub = &mut hub.bridges();
         self.driver.turn(hub, now);
-        let dropped = self.inbox.take_dropped();
-        if dropped > 0 {
-            hub.count(Counter::FederationInDropped, dropped);
-        }
         let ignored = self.shared.take_ignored();
         if ignored > 0 {
             hub.count(Counter::FederationAnnouncementsIgnored, ignored);
         }
-        let held = self.driver.held_bytes();
-        hub.set_held(self.shared.held_bytes() + self.inbox.pending_bytes() + held);
-        if self
-            .last_status
-            .is_none_or(|t| now.saturating_duration_since(t).as_millis() >= 200)
-        {
-            self.last_status = Some(now);
-            let mut status = self.driver.status();
-            status["zenoh_worker"] = self.worker.decls().status();
-            hub.set_status(status.to_string());
-        }
+        let worker = self.worker.decls();
+        self.driver
+            .account(hub, &self.inbox, self.shared.held_bytes(), now, |status| {
+                status["zenoh_worker"] = worker.status();
+            });
     }
 
     /// Samples waiting in the loop's inbox, in bytes.

@@ -21,13 +21,11 @@ use rosgate_core::nodes::Domain;
 use rosgate_ros2::cdr;
 use rosgate_ros2::link::rmw_dds::{self, Role};
 use rosgate_ros2::link::{self, Event, Gid, InQuery, Reply as LinkReply};
-use rustdds::{RTPSEntity, TopicKind};
 use serde_json::Value;
 
-use super::{DdsPeer, Writer};
+use super::{DdsPeer, Sub, Writer};
 use crate::pump::{self, Kind};
 use crate::qos;
-use crate::raw::Raw;
 
 /// This gateway as a client of a ROS 2 service: its request writer and
 /// reply reader (made when a server is discovered). A request is written
@@ -120,59 +118,24 @@ impl DdsPeer {
         if self.clients.contains_key(&key) || self.clients.len() >= MAX_DDS_CLIENTS {
             return;
         }
-        let (Some(dom), Some((req, rep))) = (self.doms.get(&domain), rmw_dds::service_types(ty))
-        else {
+        let Some((req, rep)) = rmw_dds::service_types(ty) else {
             return;
         };
         let q = qos::writer(None);
-        let made = dom
-            .dp
-            .create_topic(
-                rmw_dds::dds_name(name, Role::Request),
-                req,
-                &q,
-                TopicKind::NoKey,
-            )
-            .and_then(|t| {
-                dom.publisher
-                    .create_datawriter_no_key::<Vec<u8>, Raw>(&t, Some(q.clone()))
-            })
-            .and_then(|w| {
-                let t = dom.dp.create_topic(
-                    rmw_dds::dds_name(name, Role::Reply),
-                    rep,
-                    &q,
-                    TopicKind::NoKey,
-                )?;
-                let r = dom
-                    .subscriber
-                    .create_simple_datareader_no_key::<Vec<u8>, Raw>(&t, Some(q.clone()))?;
-                Ok((w, r))
-            });
-        let (writer, reader) = match made {
-            Ok(m) => m,
-            Err(e) => {
-                rosgate_core::log!(Warn, "dds: cannot join {name} as a client: {e}");
-                return;
-            }
-        };
-        let reader_gid = reader.guid().to_bytes();
-        self.next_token += 1;
-        let token = Token(self.next_token);
-        let Some(sh) = self.shared() else {
+        let what = format!("cannot join {name} as a client");
+        let request = rmw_dds::dds_name(name, Role::Request);
+        let Some((writer, writer_gid)) = self.writer(domain, request, req, &q, &what) else {
             return;
         };
-        if !sh.add(
+        let reply = rmw_dds::dds_name(name, Role::Reply);
+        let kind = Kind::Reply { domain };
+        let Some(Sub {
             token,
-            reader,
-            Kind::Reply {
-                domain,
-                reader: reader_gid,
-            },
-        ) {
+            gid: reader_gid,
+        }) = self.reader_to_pump(domain, reply, rep, &q, kind, &what)
+        else {
             return;
-        }
-        let writer_gid = writer.guid().to_bytes();
+        };
         self.clients.insert(
             key,
             Client {
@@ -428,59 +391,27 @@ impl DdsPeer {
         goal_part: Option<(&'static str, Rc<str>)>,
     ) {
         let types = self.link.types().clone();
-        let (Some(def), Some(dom), Some((req, rep))) = (
-            types.srv(srv),
-            self.doms.get(&domain),
-            rmw_dds::service_types(srv),
-        ) else {
+        let (Some(def), Some((req, rep))) = (types.srv(srv), rmw_dds::service_types(srv)) else {
             return;
         };
         let q = qos::writer(None);
-        let made = dom
-            .dp
-            .create_topic(
-                rmw_dds::dds_name(name, Role::Request),
-                req,
-                &q,
-                TopicKind::NoKey,
-            )
-            .and_then(|t| {
-                dom.subscriber
-                    .create_simple_datareader_no_key::<Vec<u8>, Raw>(&t, Some(q.clone()))
-            })
-            .and_then(|r| {
-                let t = dom.dp.create_topic(
-                    rmw_dds::dds_name(name, Role::Reply),
-                    rep,
-                    &q,
-                    TopicKind::NoKey,
-                )?;
-                let w = dom
-                    .publisher
-                    .create_datawriter_no_key::<Vec<u8>, Raw>(&t, Some(q.clone()))?;
-                Ok((r, w))
-            });
-        let (reader, writer) = match made {
-            Ok(m) => m,
-            Err(e) => {
-                rosgate_core::log!(Warn, "dds: cannot offer {name} to ROS 2: {e}");
-                return;
-            }
-        };
-        let reader_gid = reader.guid().to_bytes();
-        self.next_token += 1;
-        let token = Token(self.next_token);
-        let Some(sh) = self.shared() else {
+        let what = format!("cannot offer {name} to ROS 2");
+        let reply = rmw_dds::dds_name(name, Role::Reply);
+        let Some((writer, writer_gid)) = self.writer(domain, reply, rep, &q, &what) else {
             return;
         };
+        let request = rmw_dds::dds_name(name, Role::Request);
         let kind = Kind::Request {
             domain,
             service: name.to_string(),
         };
-        if !sh.add(token, reader, kind) {
+        let Some(Sub {
+            token,
+            gid: reader_gid,
+        }) = self.reader_to_pump(domain, request, req, &q, kind, &what)
+        else {
             return;
-        }
-        let writer_gid = writer.guid().to_bytes();
+        };
         self.servers.insert(
             (domain, Rc::from(name)),
             Server {

@@ -16,20 +16,17 @@
 
 use std::rc::Rc;
 
-use mio::Token;
 use rosgate_core::nodes::Domain;
 use rosgate_ros2::action;
 use rosgate_ros2::cdr;
 use rosgate_ros2::link::rmw_dds::{self, Role};
 use rosgate_ros2::link::{self, Event, Gid, Stamp};
 use rosgate_ros2::rmw;
-use rustdds::{RTPSEntity, TopicKind};
 
 use super::calls::Expect;
-use super::{DdsPeer, Sub, Writer};
+use super::{DdsPeer, Writer};
 use crate::pump::Kind;
 use crate::qos;
-use crate::raw::Raw;
 
 /// A local action offered to ROS 2: its feedback and status writers (its
 /// goal services are `calls.rs`'s servers).
@@ -168,44 +165,18 @@ impl DdsPeer {
         let Some(def) = ty.as_deref().and_then(|t| types.action(t)) else {
             return;
         };
-        let (Some(dom), Some(dds_type)) = (
-            self.doms.get(&domain),
-            rmw::dds_type_name(&def.feedback_message),
-        ) else {
+        let Some(dds_type) = rmw::dds_type_name(&def.feedback_message) else {
             return;
         };
         let q = qos::reader(&[]);
-        let made = dom
-            .dp
-            .create_topic(
-                rmw_dds::dds_name(&format!("{name}{}", action::FEEDBACK), Role::Topic),
-                dds_type,
-                &q,
-                TopicKind::NoKey,
-            )
-            .and_then(|t| {
-                dom.subscriber
-                    .create_simple_datareader_no_key::<Vec<u8>, Raw>(&t, Some(q.clone()))
-            });
-        let reader = match made {
-            Ok(r) => r,
-            Err(e) => {
-                rosgate_core::log!(Warn, "dds: cannot read {name}'s feedback: {e}");
-                return;
-            }
-        };
-        let gid = reader.guid().to_bytes();
-        self.next_token += 1;
-        let token = Token(self.next_token);
-        let Some(sh) = self.shared() else {
-            return;
-        };
+        let topic = rmw_dds::dds_name(&format!("{name}{}", action::FEEDBACK), Role::Topic);
         let kind = Kind::Feedback {
             domain,
             action: name.to_string(),
         };
-        if sh.add(token, reader, kind) {
-            self.feedback.insert(key, Sub { token, gid });
+        let what = format!("cannot read {name}'s feedback");
+        if let Some(sub) = self.reader_to_pump(domain, topic, dds_type, &q, kind, &what) {
+            self.feedback.insert(key, sub);
             self.info_changed(domain);
         }
     }
@@ -308,30 +279,15 @@ impl DdsPeer {
         ty: &str,
         latched: Option<u32>,
     ) -> Option<(Writer, Gid)> {
-        let dom = self.doms.get(&domain)?;
-        let q = qos::writer(latched);
-        let made = dom
-            .dp
-            .create_topic(
-                rmw_dds::dds_name(&format!("{name}{part}"), Role::Topic),
-                rmw::dds_type_name(ty)?,
-                &q,
-                TopicKind::NoKey,
-            )
-            .and_then(|t| {
-                dom.publisher
-                    .create_datawriter_no_key::<Vec<u8>, Raw>(&t, Some(q.clone()))
-            });
-        match made {
-            Ok(w) => {
-                let gid = w.guid().to_bytes();
-                Some((w, gid))
-            }
-            Err(e) => {
-                rosgate_core::log!(Warn, "dds: cannot offer {name}{part}: {e}");
-                None
-            }
-        }
+        let topic = rmw_dds::dds_name(&format!("{name}{part}"), Role::Topic);
+        let what = format!("cannot offer {name}{part}");
+        self.writer(
+            domain,
+            topic,
+            rmw::dds_type_name(ty)?,
+            &qos::writer(latched),
+            &what,
+        )
     }
 
     /// The link's feedback for a goal from ROS 2, or (`goals`) the

@@ -51,15 +51,16 @@ use rosgate_core::bridge::PeerId;
 use rosgate_core::hub::Bridges;
 use rosgate_core::nodes::Domain;
 use rosgate_peers::ros2::edge::{HubEdge, Side};
+use rosgate_peers::ros2::exec::{run_link, Exec};
 use rosgate_peers::ros2::sync::LinkSync;
 use rosgate_peers::{Peer, Put};
 use rosgate_ros2::cdr;
 use rosgate_ros2::link::rmw_dds::{self, Graph, NodeInfo, ParticipantInfo, Role};
-use rosgate_ros2::link::{self, Event, Gid, InQuery, Link, Reply as LinkReply};
+use rosgate_ros2::link::{self, Event, Gid, InQuery, Link, Stamp, ToHub};
 use rosgate_ros2::registry::Registry;
 use rosgate_ros2::rmw::{self, Qos};
 use rustdds::no_key::DataWriter;
-use rustdds::{DomainParticipant, Publisher, RTPSEntity, Subscriber, TopicKind};
+use rustdds::{DomainParticipant, Publisher, QosPolicies, RTPSEntity, Subscriber, TopicKind};
 
 use crate::pump::{self, Disc, Kind, Pump};
 use crate::qos;
@@ -267,205 +268,54 @@ impl DdsPeer {
         }
     }
 
-    /// Executes what the link asks (see the module docs).
+    /// Executes what the link asks (see the module docs):
+    /// `rosgate_peers::ros2::exec::run_link` dispatches each action to
+    /// this shell's `Exec` methods.
     fn run_link(&mut self) {
-        while let Some(a) = self.link.poll() {
-            let refused = match a {
-                link::Action::Subscribe {
-                    domain,
-                    topic,
-                    ty,
-                    on,
-                } => {
-                    if let Ok(d) = Domain::try_from(domain) {
-                        self.exec_subscribe(d, topic, ty.map(|(t, _)| t), on);
-                    }
-                    None
-                }
-                link::Action::Publisher {
-                    domain,
-                    topic,
-                    ty,
-                    hash,
-                    latched,
-                    on,
-                } => {
-                    if let Ok(d) = Domain::try_from(domain) {
-                        self.exec_publisher(d, &topic, &ty, &hash, latched, on);
-                    }
-                    None
-                }
-                link::Action::Put {
-                    domain,
-                    topic,
-                    ty,
-                    payload,
-                    ..
-                } => {
-                    if let Ok(d) = Domain::try_from(domain) {
-                        self.exec_put(d, &topic, &ty, &payload);
-                    }
-                    None
-                }
-                link::Action::Deliver(t) => {
-                    let side = self.edge.deliver(&mut self.link, t);
-                    match side {
-                        Side::Nothing | Side::Wake | Side::GoalEnded { .. } => {}
-                        Side::Goal {
-                            goal,
-                            domain,
-                            action,
-                            args,
-                        } => {
-                            // The action offered to ROS 2 names the type.
-                            let ty = self
-                                .offered_actions
-                                .get(&(domain, Rc::from(action.as_str())))
-                                .map(|o| o.ty.clone())
-                                .unwrap_or_default();
-                            self.edge.goal(goal, domain, action, ty, args);
-                        }
-                        Side::Provider {
-                            kind,
-                            domain,
-                            ref name,
-                            ref ty,
-                        } => {
-                            if kind == rosgate_core::registry::Provided::Service {
-                                self.client_of(domain, name, ty.as_deref());
-                            } else {
-                                self.action_client_of(domain, name, ty.as_deref());
-                            }
-                            self.to_hub.push(side);
-                        }
-                        s @ Side::Interest { .. } => self.to_hub.push(s),
-                    }
-                    if let Some(sh) = self.shared() {
-                        sh.queue.inbox().wake();
-                    }
-                    None
-                }
-                link::Action::Query {
-                    query,
-                    domain,
-                    service,
-                    ty,
-                    payload,
-                    ..
-                } => Domain::try_from(domain)
-                    .map_err(|e| e.to_string())
-                    .and_then(|d| self.exec_call(d, &service, &ty, query, &payload))
-                    .err()
-                    .map(|why| (query, why)),
-                link::Action::SendGoal {
-                    query,
-                    domain,
-                    action,
-                    uuid,
-                    payload,
-                } => Domain::try_from(domain)
-                    .map_err(|e| e.to_string())
-                    .and_then(|d| self.exec_send_goal(d, &action, uuid, query, &payload))
-                    .err()
-                    .map(|why| (query, why)),
-                link::Action::GetResult {
-                    query,
-                    domain,
-                    action,
-                    uuid,
-                } => Domain::try_from(domain)
-                    .map_err(|e| e.to_string())
-                    .and_then(|d| self.exec_get_result(d, &action, uuid, query))
-                    .err()
-                    .map(|why| (query, why)),
-                link::Action::CancelGoal {
-                    query,
-                    domain,
-                    action,
-                    uuid,
-                } => {
-                    if let Ok(d) = Domain::try_from(domain) {
-                        self.exec_cancel(d, &action, uuid, query);
-                    }
-                    None
-                }
-                link::Action::WatchFeedback { domain, action, on } => {
-                    if let Ok(d) = Domain::try_from(domain) {
-                        self.exec_watch_feedback(d, &action, on);
-                    }
-                    None
-                }
-                link::Action::Describe {
-                    query,
-                    domain,
-                    node,
-                    ty,
-                    hash,
-                } => Domain::try_from(domain)
-                    .map_err(|e| e.to_string())
-                    .and_then(|d| self.exec_describe(d, &node, &ty, &hash, query))
-                    .err()
-                    .map(|why| (query, why)),
-                link::Action::Offer {
-                    domain,
-                    name,
-                    ty,
-                    action: true,
-                    on,
-                } => {
-                    if let Ok(d) = Domain::try_from(domain) {
-                        self.exec_offer_action(d, &name, &ty, on);
-                    }
-                    None
-                }
-                link::Action::PutFeedback {
-                    domain,
-                    action,
-                    uuid,
-                    payload,
-                } => {
-                    if let Ok(d) = Domain::try_from(domain) {
-                        self.exec_put_action(d, &action, Some((uuid, &payload)), &[]);
-                    }
-                    None
-                }
-                link::Action::PutStatus {
-                    domain,
-                    action,
-                    goals,
-                } => {
-                    if let Ok(d) = Domain::try_from(domain) {
-                        self.exec_put_action(d, &action, None, &goals);
-                    }
-                    None
-                }
-                link::Action::Offer {
-                    domain,
-                    name,
-                    ty,
-                    on,
-                    ..
-                } => {
-                    if let Ok(d) = Domain::try_from(domain) {
-                        self.exec_offer(d, &name, &ty, on);
-                    }
-                    None
-                }
-                link::Action::Reply { query, reply } => {
-                    self.exec_reply(query, reply);
-                    None
-                }
-            };
-            if let Some((query, why)) = refused {
-                self.link.handle(Event::Reply {
-                    query,
-                    reply: LinkReply::Refused(why),
-                });
-            }
-        }
+        run_link(self);
         // A reader or writer made or dropped: said on `ros_discovery_info`
         // now, not at the next turn (the loop may sleep until then).
         self.write_infos();
+    }
+
+    /// A delivery of the link, kept by the hub's edge for the turn; what
+    /// it asks of this shell besides, done.
+    fn deliver(&mut self, t: ToHub) {
+        let side = self.edge.deliver(&mut self.link, t);
+        match side {
+            Side::Nothing | Side::Wake | Side::GoalEnded { .. } => {}
+            Side::Goal {
+                goal,
+                domain,
+                action,
+                args,
+            } => {
+                // The action offered to ROS 2 names the type.
+                let ty = self
+                    .offered_actions
+                    .get(&(domain, Rc::from(action.as_str())))
+                    .map(|o| o.ty.clone())
+                    .unwrap_or_default();
+                self.edge.goal(goal, domain, action, ty, args);
+            }
+            Side::Provider {
+                kind,
+                domain,
+                ref name,
+                ref ty,
+            } => {
+                if kind == rosgate_core::registry::Provided::Service {
+                    self.client_of(domain, name, ty.as_deref());
+                } else {
+                    self.action_client_of(domain, name, ty.as_deref());
+                }
+                self.to_hub.push(side);
+            }
+            s @ Side::Interest { .. } => self.to_hub.push(s),
+        }
+        if let Some(sh) = self.shared() {
+            sh.queue.inbox().wake();
+        }
     }
 
     fn exec_subscribe(&mut self, domain: Domain, topic: String, ty: Option<String>, on: bool) {
@@ -522,9 +372,64 @@ impl DdsPeer {
             .map(|w| w.qos)
             .collect();
         let q = qos::reader(&offered);
+        let kind = Kind::Topic {
+            domain,
+            topic: topic.to_string(),
+            ty: ros_type,
+        };
+        let what = format!("cannot subscribe to {topic}");
+        if let Some(sub) = self.reader_to_pump(domain, dds_topic, dds_type, &q, kind, &what) {
+            self.subs.insert(key, sub);
+            self.info_changed(domain);
+        }
+    }
+
+    /// A raw writer of DDS topic `topic` typed `dds_type` in `domain`,
+    /// and its GID; `None` (logged, naming `what`) when RustDDS refuses.
+    pub(super) fn writer(
+        &self,
+        domain: Domain,
+        topic: String,
+        dds_type: String,
+        q: &QosPolicies,
+        what: &str,
+    ) -> Option<(Writer, Gid)> {
+        let dom = self.doms.get(&domain)?;
         let made = dom
             .dp
-            .create_topic(dds_topic, dds_type, &q, TopicKind::NoKey)
+            .create_topic(topic, dds_type, q, TopicKind::NoKey)
+            .and_then(|t| {
+                dom.publisher
+                    .create_datawriter_no_key::<Vec<u8>, Raw>(&t, Some(q.clone()))
+            });
+        match made {
+            Ok(w) => {
+                let gid = w.guid().to_bytes();
+                Some((w, gid))
+            }
+            Err(e) => {
+                rosgate_core::log!(Warn, "dds: {what}: {e}");
+                None
+            }
+        }
+    }
+
+    /// A raw reader of DDS topic `topic` typed `dds_type` in `domain`,
+    /// handed to the pump as `kind`: its token and GID; `None` (logged,
+    /// naming `what`, or counted by the pump) when it cannot be made.
+    pub(super) fn reader_to_pump(
+        &mut self,
+        domain: Domain,
+        topic: String,
+        dds_type: String,
+        q: &QosPolicies,
+        kind: Kind,
+        what: &str,
+    ) -> Option<Sub> {
+        let dom = self.doms.get(&domain)?;
+        let made = dom
+            .dp
+            .create_topic(topic, dds_type, q, TopicKind::NoKey)
             .and_then(|t| {
                 dom.subscriber
                     .create_simple_datareader_no_key::<Vec<u8>, Raw>(&t, Some(q.clone()))
@@ -532,25 +437,16 @@ impl DdsPeer {
         let reader = match made {
             Ok(r) => r,
             Err(e) => {
-                rosgate_core::log!(Warn, "dds: cannot subscribe to {topic}: {e}");
-                return;
+                rosgate_core::log!(Warn, "dds: {what}: {e}");
+                return None;
             }
         };
         let gid = reader.guid().to_bytes();
         self.next_token += 1;
         let token = Token(self.next_token);
-        let kind = Kind::Topic {
-            domain,
-            topic: topic.to_string(),
-            ty: ros_type,
-        };
-        let Some(sh) = self.shared() else {
-            return;
-        };
-        if sh.add(token, reader, kind) {
-            self.subs.insert(key, Sub { token, gid });
-            self.info_changed(domain);
-        }
+        self.shared()?
+            .add(token, reader, kind)
+            .then_some(Sub { token, gid })
     }
 
     fn exec_publisher(
@@ -572,30 +468,15 @@ impl DdsPeer {
         if !on {
             return;
         }
-        let (Some(dom), Some(dds_type)) = (self.doms.get(&domain), rmw::dds_type_name(ty)) else {
+        let Some(dds_type) = rmw::dds_type_name(ty) else {
             return;
         };
         let q = qos::writer(latched);
-        let made = dom
-            .dp
-            .create_topic(
-                rmw_dds::dds_name(topic, Role::Topic),
-                dds_type,
-                &q,
-                TopicKind::NoKey,
-            )
-            .and_then(|t| {
-                dom.publisher
-                    .create_datawriter_no_key::<Vec<u8>, Raw>(&t, Some(q.clone()))
-            });
-        let writer = match made {
-            Ok(w) => w,
-            Err(e) => {
-                rosgate_core::log!(Warn, "dds: cannot publish {topic} ({ty}, {hash}): {e}");
-                return;
-            }
+        let what = format!("cannot publish {topic} ({ty}, {hash})");
+        let topic_name = rmw_dds::dds_name(topic, Role::Topic);
+        let Some((writer, gid)) = self.writer(domain, topic_name, dds_type, &q, &what) else {
+            return;
         };
-        let gid = writer.guid().to_bytes();
         self.link.handle(Event::OwnPublisher { gid, on: true });
         self.pubs
             .insert((domain, Rc::from(topic)), Pub { writer, gid });
@@ -821,6 +702,108 @@ impl Dom {
             },
             info_reader,
         ))
+    }
+}
+
+impl Exec for DdsPeer {
+    fn link(&mut self) -> &mut Link {
+        &mut self.link
+    }
+
+    fn subscribe(&mut self, domain: Domain, topic: &str, ty: Option<(String, String)>, on: bool) {
+        self.exec_subscribe(domain, topic.to_string(), ty.map(|(t, _)| t), on);
+    }
+
+    fn publisher(
+        &mut self,
+        domain: Domain,
+        topic: &str,
+        ty: &str,
+        hash: &str,
+        latched: Option<u32>,
+        on: bool,
+    ) {
+        self.exec_publisher(domain, topic, ty, hash, latched, on);
+    }
+
+    fn put(&mut self, domain: Domain, topic: &str, ty: &str, payload: &[u8]) {
+        self.exec_put(domain, topic, ty, payload);
+    }
+
+    fn call(
+        &mut self,
+        domain: Domain,
+        service: &str,
+        ty: &str,
+        _hash: &str,
+        query: link::QueryId,
+        payload: &[u8],
+    ) -> Result<(), String> {
+        self.exec_call(domain, service, ty, query, payload)
+    }
+
+    fn send_goal(
+        &mut self,
+        domain: Domain,
+        action: &str,
+        uuid: [u8; 16],
+        query: link::QueryId,
+        goal: &[u8],
+    ) -> Result<(), String> {
+        self.exec_send_goal(domain, action, uuid, query, goal)
+    }
+
+    fn get_result(
+        &mut self,
+        domain: Domain,
+        action: &str,
+        uuid: [u8; 16],
+        query: link::QueryId,
+    ) -> Result<(), String> {
+        self.exec_get_result(domain, action, uuid, query)
+    }
+
+    fn cancel_goal(&mut self, domain: Domain, action: &str, uuid: [u8; 16], query: link::QueryId) {
+        self.exec_cancel(domain, action, uuid, query);
+    }
+
+    fn watch_feedback(&mut self, domain: Domain, action: &str, on: bool) {
+        self.exec_watch_feedback(domain, action, on);
+    }
+
+    fn describe(
+        &mut self,
+        domain: Domain,
+        node: &str,
+        ty: &str,
+        hash: &str,
+        query: link::QueryId,
+    ) -> Result<(), String> {
+        self.exec_describe(domain, node, ty, hash, query)
+    }
+
+    fn offer(&mut self, domain: Domain, name: &str, ty: &str, action: bool, on: bool) {
+        if action {
+            self.exec_offer_action(domain, name, ty, on);
+        } else {
+            self.exec_offer(domain, name, ty, on);
+        }
+    }
+
+    fn put_feedback(&mut self, domain: Domain, action: &str, uuid: [u8; 16], payload: &[u8]) {
+        self.exec_put_action(domain, action, Some((uuid, payload)), &[]);
+    }
+
+    fn put_status(&mut self, domain: Domain, action: &str, goals: &[([u8; 16], Stamp, i8)]) {
+        self.exec_put_action(domain, action, None, goals);
+    }
+
+    fn reply(&mut self, query: InQuery, answer: link::Answer) {
+        self.exec_reply(query, answer);
+    }
+
+    fn deliver(&mut self, t: ToHub) {
+        DdsPeer::deliver(self, t);
     }
 }
 

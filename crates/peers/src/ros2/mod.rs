@@ -16,6 +16,7 @@
 
 pub mod answer;
 pub mod edge;
+pub mod exec;
 pub mod goals;
 pub mod queue;
 pub mod sync;

@@ -30,9 +30,10 @@ use rosgate_core::hub::Bridges;
 use rosgate_core::nodes::Domain;
 use rosgate_core::registry::Provided;
 use rosgate_peers::ros2::edge::Side;
+use rosgate_peers::ros2::exec::{run_link, Exec};
 use rosgate_peers::ros2::queue::Refuse;
 use rosgate_ros2::cdr;
-use rosgate_ros2::link::{self, Event, Reply as LinkReply, ToHub};
+use rosgate_ros2::link::{self, Answer, Event, Link, Reply as LinkReply, Stamp, ToHub};
 use rosgate_ros2::rmw;
 use serde_json::Value;
 use zenoh::query::Reply;
@@ -75,169 +76,14 @@ impl RosLink {
         true
     }
 
-    /// Executes what the link asks (see the module docs).
+    /// Executes what the link asks (see the module docs), with this
+    /// session: `rosgate_peers::ros2::exec::run_link` dispatches each
+    /// action to [`ZenohExec`].
     pub(super) fn run_link(&mut self, session: &Session) {
-        while let Some(a) = self.link.poll() {
-            let refused = match a {
-                link::Action::Query {
-                    query,
-                    domain,
-                    service,
-                    ty,
-                    hash,
-                    payload,
-                    ..
-                } => Domain::try_from(domain)
-                    .map_err(|e| e.to_string())
-                    .and_then(|d| {
-                        let typed = Typed::of(&ty, &hash)
-                            .ok_or_else(|| format!("the ROS 2 service's type {ty} has no key"))?;
-                        self.exec_call(session, d, &service, typed, query, &payload)
-                    })
-                    .err()
-                    .map(|why| (query, why)),
-                link::Action::SendGoal {
-                    query,
-                    domain,
-                    action,
-                    uuid,
-                    payload,
-                } => {
-                    let args = String::from_utf8_lossy(&payload).into_owned();
-                    Domain::try_from(domain)
-                        .map_err(|e| e.to_string())
-                        .and_then(|d| self.exec_send_goal(session, d, &action, uuid, query, &args))
-                        .err()
-                        .map(|why| (query, why))
-                }
-                link::Action::GetResult { query, uuid, .. } => self
-                    .exec_get_result(uuid, query)
-                    .err()
-                    .map(|why| (query, why)),
-                link::Action::CancelGoal {
-                    domain,
-                    action,
-                    uuid,
-                    ..
-                } => {
-                    if let Ok(d) = Domain::try_from(domain) {
-                        self.send_cancel(session, d, &action, uuid);
-                    }
-                    None
-                }
-                link::Action::WatchFeedback { domain, action, on } => {
-                    if let Ok(d) = Domain::try_from(domain) {
-                        if on {
-                            let typed = self.feedback_type(d, &action);
-                            self.watch_feedback(session, d, &action, typed);
-                        } else {
-                            self.feedback.remove(&(d, Rc::from(action.as_str())));
-                        }
-                    }
-                    None
-                }
-                link::Action::Deliver(t) => {
-                    self.deliver(t);
-                    None
-                }
-                link::Action::Subscribe {
-                    domain,
-                    topic,
-                    ty,
-                    on,
-                } => {
-                    if let Ok(d) = Domain::try_from(domain) {
-                        self.exec_subscribe(session, d, &topic, ty, on);
-                    }
-                    None
-                }
-                link::Action::Publisher {
-                    domain,
-                    topic,
-                    ty,
-                    hash,
-                    latched,
-                    on,
-                } => {
-                    if let Ok(d) = Domain::try_from(domain) {
-                        let typed = Typed::of(&ty, &hash);
-                        self.exec_publisher(session, d, &topic, typed, latched, on);
-                    }
-                    None
-                }
-                link::Action::Put {
-                    domain,
-                    topic,
-                    ty,
-                    payload,
-                    ..
-                } => {
-                    if let Ok(d) = Domain::try_from(domain) {
-                        self.exec_put(session, d, &topic, &ty, &payload);
-                    }
-                    None
-                }
-                link::Action::Describe {
-                    query,
-                    domain,
-                    node,
-                    ty,
-                    hash,
-                } => Domain::try_from(domain)
-                    .map_err(|e| e.to_string())
-                    .and_then(|d| self.exec_describe(d, &node, &ty, &hash, query))
-                    .err()
-                    .map(|why| (query, why)),
-                link::Action::Reply { query, reply } => {
-                    self.exec_reply(query, reply);
-                    None
-                }
-                link::Action::Offer {
-                    domain,
-                    name,
-                    ty,
-                    action,
-                    on,
-                } => {
-                    if let Ok(d) = Domain::try_from(domain) {
-                        if action {
-                            self.exec_offer_action_change(session, d, &name, &ty, on);
-                        } else {
-                            self.exec_offer_service(session, d, &name, &ty, on);
-                        }
-                    }
-                    None
-                }
-                link::Action::PutFeedback {
-                    domain,
-                    action,
-                    uuid,
-                    payload,
-                } => {
-                    if let Ok(d) = Domain::try_from(domain) {
-                        self.exec_put_feedback(d, &action, uuid, &payload);
-                    }
-                    None
-                }
-                link::Action::PutStatus {
-                    domain,
-                    action,
-                    goals,
-                } => {
-                    if let Ok(d) = Domain::try_from(domain) {
-                        self.exec_put_status(d, &action, &goals);
-                    }
-                    None
-                }
-            };
-            // What could not be sent is the peer's refusal, to the link.
-            if let Some((query, why)) = refused {
-                self.link.handle(Event::Reply {
-                    query,
-                    reply: LinkReply::Refused(why),
-                });
-            }
-        }
+        run_link(&mut ZenohExec {
+            shell: self,
+            session,
+        });
     }
 
     /// A delivery of the link, kept by the hub's edge for the turn; what
@@ -358,5 +204,130 @@ impl RosLink {
         let types = self.link.types().clone();
         self.edge
             .hand_over(hub, &types, &self.shared.inbox, PeerId::Ros2, now);
+    }
+}
+
+/// The rmw_zenoh shell with the session it executes the link's actions in.
+struct ZenohExec<'a> {
+    shell: &'a mut RosLink,
+    session: &'a Session,
+}
+
+impl Exec for ZenohExec<'_> {
+    fn link(&mut self) -> &mut Link {
+        &mut self.shell.link
+    }
+
+    fn subscribe(&mut self, domain: Domain, topic: &str, ty: Option<(String, String)>, on: bool) {
+        self.shell
+            .exec_subscribe(self.session, domain, topic, ty, on);
+    }
+
+    fn publisher(
+        &mut self,
+        domain: Domain,
+        topic: &str,
+        ty: &str,
+        hash: &str,
+        latched: Option<u32>,
+        on: bool,
+    ) {
+        let typed = Typed::of(ty, hash);
+        self.shell
+            .exec_publisher(self.session, domain, topic, typed, latched, on);
+    }
+
+    fn put(&mut self, domain: Domain, topic: &str, ty: &str, payload: &[u8]) {
+        self.shell
+            .exec_put(self.session, domain, topic, ty, payload);
+    }
+
+    fn call(
+        &mut self,
+        domain: Domain,
+        service: &str,
+        ty: &str,
+        hash: &str,
+        query: link::QueryId,
+        payload: &[u8],
+    ) -> Result<(), String> {
+        let typed = Typed::of(ty, hash)
+            .ok_or_else(|| format!("the ROS 2 service's type {ty} has no key"))?;
+        self.shell
+            .exec_call(self.session, domain, service, typed, query, payload)
+    }
+
+    fn send_goal(
+        &mut self,
+        domain: Domain,
+        action: &str,
+        uuid: [u8; 16],
+        query: link::QueryId,
+        goal: &[u8],
+    ) -> Result<(), String> {
+        let args = String::from_utf8_lossy(goal).into_owned();
+        self.shell
+            .exec_send_goal(self.session, domain, action, uuid, query, &args)
+    }
+
+    fn get_result(
+        &mut self,
+        _domain: Domain,
+        _action: &str,
+        uuid: [u8; 16],
+        query: link::QueryId,
+    ) -> Result<(), String> {
+        self.shell.exec_get_result(uuid, query)
+    }
+
+    fn cancel_goal(&mut self, domain: Domain, action: &str, uuid: [u8; 16], _query: link::QueryId) {
+        self.shell.send_cancel(self.session, domain, action, uuid);
+    }
+
+    fn watch_feedback(&mut self, domain: Domain, action: &str, on: bool) {
+        if on {
+            let typed = self.shell.feedback_type(domain, action);
+            self.shell
+                .watch_feedback(self.session, domain, action, typed);
+        } else {
+            self.shell.feedback.remove(&(domain, Rc::from(action)));
+        }
+    }
+
+    fn describe(
+        &mut self,
+        domain: Domain,
+        node: &str,
+        ty: &str,
+        hash: &str,
+        query: link::QueryId,
+    ) -> Result<(), String> {
+        self.shell.exec_describe(domain, node, ty, hash, query)
+    }
+
+    fn offer(&mut self, domain: Domain, name: &str, ty: &str, action: bool, on: bool) {
+        if action {
+            self.shell
+                .exec_offer_action_change(self.session, domain, name, ty, on);
+        } else {
+            self.shell
+                .exec_offer_service(self.session, domain, name, ty, on);
+        }
+    }
+
+    fn put_feedback(&mut self, domain: Domain, action: &str, uuid: [u8; 16], payload: &[u8]) {
+        self.shell.exec_put_feedback(domain, action, uuid, payload);
+    }
+
+    fn put_status(&mut self, domain: Domain, action: &str, goals: &[([u8; 16], Stamp, i8)]) {
+        self.shell.exec_put_status(domain, action, goals);
+    }
+
+    fn reply(&mut self, query: link::InQuery, answer: Answer) {
+        self.shell.exec_reply(query, answer);
+    }
+
+    fn deliver(&mut self, t: ToHub) {
+        self.shell.deliver(t);
     }
 }
