@@ -4,14 +4,18 @@
 //!
 //! The first byte picks a message type; the rest is, at once, a CDR
 //! payload of that type, an attachment, and (when it is UTF-8) a
-//! liveliness token, a data key and a QoS chunk. Nothing may panic; what
+//! liveliness token, a data key and a QoS chunk, and what DDS brings: a
+//! `ros_discovery_info` sample (`link::rmw_dds`), USER_DATA, a DDS topic
+//! name, and the adapter's graph fed the node list. Nothing may panic; what
 //! decodes must be valid JSON that encodes back to the same values (floats
 //! bit for bit, NaN as NaN), and a goal id in it reads back as its 16
 //! bytes; a token that parses must
-//! render to a key that parses to the same token.
+//! render to a key that parses to the same token; a node list that
+//! decodes must encode back to what decodes to it again.
 
 use std::sync::OnceLock;
 
+use crate::link::rmw_dds;
 use crate::registry::Registry;
 use crate::rmw::{self, Attachment, Qos, Token};
 use crate::{action, cdr};
@@ -54,11 +58,31 @@ pub fn check(data: &[u8]) {
     if let Some(a) = Attachment::decode(rest) {
         assert_eq!(Attachment::decode(&a.encode()), Some(a));
     }
+    let _ = rmw_dds::type_hash(rest);
+    if let Some(info) = rmw_dds::decode_info(rest) {
+        let again = rmw_dds::decode_info(&rmw_dds::encode_info(&info));
+        assert_eq!(
+            again.as_ref(),
+            Some(&info),
+            "a node list changes through CDR and back"
+        );
+        let mut g = rmw_dds::Graph::new(0);
+        let mut events = Vec::new();
+        g.info(info.clone(), &mut events);
+        g.participant_lost(&info.gid[..12].try_into().unwrap_or([0; 12]), &mut events);
+        assert_eq!(g.bytes(), 0, "the graph gives back what it held");
+    }
     if let Ok(text) = std::str::from_utf8(rest) {
         if let Some(t) = Token::parse(text) {
             assert_eq!(Token::parse(&t.to_key()).as_ref(), Some(&t), "{text:?}");
         }
         let _ = rmw::parse_data_key(text);
+        if let Some((name, role)) = rmw_dds::ros_name(text) {
+            assert_eq!(
+                rmw_dds::ros_name(&rmw_dds::dds_name(&name, role)),
+                Some((name, role))
+            );
+        }
         let _ = Qos::parse(text);
     }
     let ty = TYPES[usize::from(pick) % TYPES.len()];

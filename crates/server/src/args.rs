@@ -106,7 +106,8 @@ OPTIONS:
     --allow-unauthenticated-network
                                 listen beyond loopback without --auth-tokens,
                                 and reach Zenoh peers beyond loopback without
-                                mutual TLS or user/password (docs/security.md)
+                                mutual TLS or user/password, or DDS beyond
+                                loopback (docs/security.md)
     --tls-cert FILE             TLS: PEM certificate chain (server first); with
                                 --tls-key, both listeners speak TLS (wss://,
                                 and TLS on the TCP port)
@@ -124,6 +125,12 @@ OPTIONS:
                                 domain N); without --zenoh-connect/--zenoh-listen
                                 connects to rmw_zenoh's router at
                                 tcp/localhost:7447 (docs/ros2.md)
+    --dds-domain N              join the ROS 2 graph of domain N that runs DDS
+                                (Fast DDS, rmw_fastrtps; repeatable; bridged
+                                with rosgate domain N; docs/ros2.md)
+    --dds-network ADDR          the interface DDS discovery and data use
+                                [default: 127.0.0.1]; another needs
+                                --allow-unauthenticated-network
     --interfaces DIR            more .msg/.srv/.action types beside the bundled
                                 ones, for rosapi's definitions, the binary
                                 encodings and --ros-domain
@@ -392,6 +399,32 @@ pub fn parse(argv: Vec<OsString>) -> Result<Command, String> {
             Ok(d) if d <= max => c.zenoh.ros_domains.push(d),
             _ => return Err(format!("--ros-domain {d}: ROS domain ids go up to {max}")),
         }
+    }
+    for d in args
+        .values_from_str::<_, u64>("--dds-domain")
+        .map_err(|e| format!("--dds-domain: {e}"))?
+    {
+        let max = rosgate_core::nodes::MAX_DOMAIN;
+        match u8::try_from(d) {
+            Ok(d) if d <= max => c.dds.domains.push(d),
+            _ => return Err(format!("--dds-domain {d}: ROS domain ids go up to {max}")),
+        }
+    }
+    c.dds.network = opt::<std::net::IpAddr>(&mut args, "--dds-network")?;
+    if c.dds.network.is_some() && c.dds.domains.is_empty() {
+        return Err("--dds-network goes with --dds-domain".into());
+    }
+    if !c.dds.domains.is_empty() && !cfg!(feature = "dds") {
+        return Err(
+            "--dds-domain: this rosgate was built without DDS; build it with `cargo build --release --features dds`".into(),
+        );
+    }
+    if !c.dds.domains.is_empty() && c.zenoh.given() {
+        // One driver of the hub's peers per gateway for now: the two
+        // sides would each take the hub's interest changes (issue 26).
+        return Err(
+            "--dds-domain with --zenoh-* or --ros-domain: joining DDS and Zenoh at once is not supported yet (docs/ros2.md)".into(),
+        );
     }
     c.interfaces = args
         .values_from_str::<_, String>("--interfaces")

@@ -151,6 +151,8 @@ pub struct Config {
     pub tls: Option<crate::tls::TlsConfig>,
     /// `--zenoh-*`: federation with other gateways (docs/federation.md).
     pub zenoh: ZenohFlags,
+    /// `--dds-domain`, `--dds-network`: ROS 2 graphs joined over DDS.
+    pub dds: DdsFlags,
     /// `--interfaces`: more `.msg`/`.srv`/`.action` directories, beside
     /// the bundled packages.
     pub interfaces: Vec<std::path::PathBuf>,
@@ -167,6 +169,17 @@ pub struct ZenohFlags {
     pub scouting: bool,
     /// `--ros-domain`: ROS 2 graphs (rmw_zenoh) joined (docs/ros2.md).
     pub ros_domains: Vec<u8>,
+}
+
+/// The `--dds-*` flags (docs/ros2.md): ROS 2 graphs over DDS, joined when
+/// a domain is given (and the gateway was built with the `dds` feature).
+#[derive(Debug, Clone, Default)]
+pub struct DdsFlags {
+    /// `--dds-domain`: the DDS domains joined, each bridged with the
+    /// rosgate domain of its id.
+    pub domains: Vec<u8>,
+    /// `--dds-network`: the interface DDS uses (loopback otherwise).
+    pub network: Option<std::net::IpAddr>,
 }
 
 impl ZenohFlags {
@@ -201,6 +214,7 @@ impl Default for Config {
             tls: None,
             interfaces: Vec::new(),
             zenoh: ZenohFlags::default(),
+            dds: DdsFlags::default(),
         }
     }
 }

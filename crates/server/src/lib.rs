@@ -25,6 +25,8 @@ pub mod args;
 pub mod assets;
 pub mod cli;
 pub mod config;
+#[cfg(feature = "dds")]
+pub mod dds;
 #[cfg(feature = "zenoh")]
 pub mod federation;
 pub mod files;

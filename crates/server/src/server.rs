@@ -115,6 +115,9 @@ pub struct Server {
     /// Zenoh, when `--zenoh-*` federates this gateway with others.
     #[cfg(feature = "zenoh")]
     federation: Option<rosgate_zenoh::Federation>,
+    /// DDS, when `--dds-domain` joins ROS 2 graphs over DDS.
+    #[cfg(feature = "dds")]
+    dds: Option<rosgate_dds::Dds>,
     /// The inbox may hold jobs beyond the last turn's budget.
     inbox_pending: bool,
     hub: Hub,
@@ -170,6 +173,8 @@ impl Server {
             config.allow_unauthenticated_network,
             &types,
         )?;
+        #[cfg(feature = "dds")]
+        let dds = crate::dds::prepare(&config.dds, config.allow_unauthenticated_network, &types)?;
         let poll = Poll::new()?;
         let mut listener =
             bind(config.listen).map_err(|e| in_context(e, "listen", config.listen))?;
@@ -211,9 +216,13 @@ impl Server {
         hub.set_http_settings(crate::assets::http_settings());
         #[cfg(feature = "zenoh")]
         let federation = crate::federation::start(zenoh, &handle, &mut hub)?;
+        #[cfg(feature = "dds")]
+        let dds = crate::dds::start(dds, &handle, &mut hub)?;
         Ok(Server {
             #[cfg(feature = "zenoh")]
             federation,
+            #[cfg(feature = "dds")]
+            dds,
             poll,
             listener,
             ws_listener,
@@ -303,6 +312,10 @@ impl Server {
             #[cfg(feature = "zenoh")]
             if let Some(f) = self.federation.as_mut() {
                 f.turn(&mut self.hub, now);
+            }
+            #[cfg(feature = "dds")]
+            if let Some(d) = self.dds.as_mut() {
+                d.turn(&mut self.hub, now);
             }
             self.hub.expire(now);
             self.flush(now, &mut keys);
@@ -962,6 +975,10 @@ impl Server {
         #[cfg(feature = "zenoh")]
         if let Some(f) = self.federation.take() {
             f.close();
+        }
+        #[cfg(feature = "dds")]
+        if let Some(d) = self.dds.take() {
+            d.close();
         }
         if log::enabled(LogLevel::Info) {
             log::counters("stopped", &self.hub.stats_json());

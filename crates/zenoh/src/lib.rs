@@ -1,6 +1,8 @@
 //! rosgate over Zenoh: one session and its two kinds of peer, other
 //! gateways (`gateways/`, issue 16) and ROS 2 graphs over rmw_zenoh
-//! (`ros2/`, feature `ros2`, issue 17), behind one trait (`peer.rs`); the
+//! (`ros2/`, feature `ros2`, issue 17), behind one trait
+//! (`rosgate_peers::Peer`, driven each turn by `rosgate_peers::Driver`,
+//! which the DDS side shares); the
 //! network side of the federation seam in `rosgate_core::hub`
 //! (`hub/federation.rs`), which it reaches only through the hub's network
 //! facade, `rosgate_core::hub::Bridges` (`hub.bridges()`): the server
@@ -13,7 +15,7 @@
 //!
 //! Zenoh runs its own threads. What they receive reaches the mio loop only
 //! as jobs through the loop's bounded inbox ([`ToLoop`]), handed over by
-//! `inbox.rs` (shared by both peers, owner of the samples' budget); a full
+//! `rosgate_peers::Inbox` (shared by both peers, owner of the samples' budget); a full
 //! inbox drops topic samples (counted) and never blocks Zenoh. What the loop
 //! sends goes out from the loop thread itself in [`Federation::turn`]:
 //! puts with congestion control `Drop`, so a slow network sheds rather
@@ -40,7 +42,7 @@
 //!   shared tables (`remote::Shared`) are locked for a few map operations,
 //!   and the hand-off to the loop (`inbox.rs`) never waits;
 //! - the samples waiting for the loop are bounded by [`INBOX_BYTES`] and
-//!   [`MAX_PENDING_SAMPLES`] (`inbox.rs`); the remote tables by
+//!   [`MAX_PENDING_SAMPLES`] (`rosgate_peers::Inbox`); the remote tables by
 //!   [`remote::MAX_GATEWAYS`] and [`remote::MAX_REMOTE_INTEREST`];
 //! - a payload from the network is delivered only if it is one JSON value
 //!   the wire decoder accepts, with raw line breaks blanked (it is framed
@@ -51,8 +53,6 @@
 mod exposure;
 mod first_reply;
 mod gateways;
-mod inbox;
-mod peer;
 #[cfg(feature = "ros2")]
 mod ros2;
 mod ros_settings;
@@ -60,25 +60,17 @@ mod worker;
 
 pub use gateways::keys;
 use gateways::{remote, Gateways};
-use peer::{Peer, Put};
+use rosgate_peers::{Driver, Inbox, Peer};
 
-use std::io::IoSlice;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
 
-use rosgate_core::bridge::BridgeMsg;
 use rosgate_core::counters::Counter;
-use rosgate_core::hub::{Bridges, InterestChange, Offer};
-use rosgate_core::nodes::Domain;
-use rosgate_core::out::MAX_IOVECS;
 use rosgate_core::Hub;
 use rosgate_ros2::registry::Registry;
-use rosgate_wire::decode::{self, Op, Request};
 use zenoh::{Session, Wait};
 
-use inbox::Inbox;
-pub use inbox::{Job, ToLoop, INBOX_BYTES, MAX_PENDING_SAMPLES};
 use remote::Shared;
 pub use remote::{
     GRAPH_ITEMS_PER_TURN, MAX_GATEWAYS, MAX_GRAPH_BYTES, MAX_PENDING_GRAPH_BYTES, MAX_REMOTE_CALLS,
@@ -87,11 +79,8 @@ pub use remote::{
 #[cfg(feature = "ros2")]
 pub use ros2::{MAX_ROS_ENTITIES, MAX_ROS_ENTITIES_PER_NODE, MAX_ROS_NODES, ROS_GRAPH};
 pub use ros_settings::RosSettings;
+pub use rosgate_peers::{Job, ToLoop, DRAIN_BYTES_PER_TURN, INBOX_BYTES, MAX_PENDING_SAMPLES};
 pub use worker::{MAX_ZENOH_COMMANDS, WORKER_STOP_MS};
-
-/// Bytes. Taken from the bridges' queues per loop turn; the rest waits
-/// for the next turn (so one busy topic cannot hold the loop).
-pub const DRAIN_BYTES_PER_TURN: usize = 4 << 20;
 
 /// Milliseconds. Zenoh's link lease when no `--zenoh-config` says
 /// otherwise: a gateway cut off (not closed) is lost by the others
@@ -205,14 +194,6 @@ impl Settings {
     }
 }
 
-/// The JSON id (`"rg-<n>"`) the hub gave call or goal `n`: the id a peer
-/// answers with.
-fn provider_id(n: u64) -> String {
-    let mut v = Vec::with_capacity(24);
-    rosgate_wire::ids::push_call_id(&mut v, n);
-    String::from_utf8_lossy(&v).into_owned()
-}
-
 fn json_list(items: &[String]) -> String {
     let quoted: Vec<String> = items.iter().map(|s| format!("{s:?}")).collect();
     format!("[{}]", quoted.join(","))
@@ -250,12 +231,7 @@ pub struct Federation {
     shared: Arc<Shared>,
     /// ROS 2 (when joined), then the gateways: one of each kind at most,
     /// found by [`Peer::id`] for the messages that name it.
-    peers: Vec<Box<dyn Peer>>,
-    changes: Vec<InterestChange>,
-    /// The hub's typed messages of this turn (kept for its capacity).
-    msgs: Vec<BridgeMsg>,
-    buf: Vec<u8>,
-    last_status: Option<Instant>,
+    driver: Driver,
 }
 
 impl std::fmt::Debug for Federation {
@@ -324,11 +300,7 @@ impl Federation {
             zid,
             inbox,
             shared,
-            peers,
-            changes: Vec::new(),
-            msgs: Vec::new(),
-            buf: Vec::new(),
-            last_status: None,
+            driver: Driver::new(peers),
         })
     }
 
@@ -349,179 +321,23 @@ impl Federation {
             .collect()
     }
 
-    /// One loop turn's work: remote interest into the hub, local interest
-    /// into Zenoh, the bridges' queued messages into Zenoh, counters and
-    /// the status into the hub.
+    /// One loop turn's work: the peers' turn (`rosgate_peers::Driver`:
+    /// remote interest into the hub, local interest into Zenoh, the
+    /// bridges' queued messages into Zenoh), then counters and the status
+    /// into the hub.
     pub fn turn(&mut self, hub: &mut Hub, now: Instant) {
         // Everything below reaches the hub through its network facade.
         let hub = &mut hub.bridges();
-        for p in &mut self.peers {
-            p.sync(hub, now);
-        }
-        hub.take_interest_changes(&mut self.changes, now);
-        let changes = std::mem::take(&mut self.changes);
-        for c in &changes {
-            for p in &mut self.peers {
-                let (d, name) = (c.domain, c.name.clone());
-                match (c.kind, c.wanted) {
-                    (Offer::Topic, true) => p.want(hub, d, name),
-                    (Offer::Topic, false) => p.unwant(d, &name),
-                    (Offer::Service, true) => p.provide(d, name, &c.ty),
-                    (Offer::Service, false) => p.unprovide(d, &name),
-                    (Offer::Action, true) => p.serve(d, name, &c.ty),
-                    (Offer::Action, false) => p.unserve(d, &name),
-                }
-            }
-        }
-        self.changes = changes;
-        self.changes.clear();
-        // When a peer wants the next turn at the latest (a change held
-        // back for its interval), so the loop does not sleep past it.
-        let mut due: Option<Instant> = None;
-        for p in &mut self.peers {
-            if let Some(t) = p.turn(hub, now) {
-                due = Some(due.map_or(t, |d| d.min(t)));
-            }
-        }
-        hub.set_due(due);
-        let domains: Vec<Domain> = hub.domains().collect();
-        for domain in domains {
-            self.drain(hub, domain, now);
-        }
-        // After the topic data: a client's publishes before its call
-        // leave before the call, as they did through the bridge's queue.
-        self.send(hub, now);
-        let dropped = self.inbox.take_dropped();
-        if dropped > 0 {
-            hub.count(Counter::FederationInDropped, dropped);
-        }
+        self.driver.turn(hub, now);
         let ignored = self.shared.take_ignored();
         if ignored > 0 {
             hub.count(Counter::FederationAnnouncementsIgnored, ignored);
         }
-        let held: usize = self.peers.iter().map(|p| p.held_bytes()).sum();
-        hub.set_held(self.shared.held_bytes() + self.inbox.pending_bytes() + held);
-        if self
-            .last_status
-            .is_none_or(|t| now.saturating_duration_since(t).as_millis() >= 200)
-        {
-            self.last_status = Some(now);
-            let mut status = serde_json::json!({});
-            for p in &self.peers {
-                p.status(&mut status);
-            }
-            status["zenoh_worker"] = self.worker.decls().status();
-            hub.set_status(status.to_string());
-        }
-    }
-
-    /// Sends the topic data the bridge of `domain` has queued: one put
-    /// per message, to every peer.
-    fn drain(&mut self, hub: &mut Bridges<'_>, domain: Domain, now: Instant) {
-        let Some(out) = hub.queue(domain) else {
-            return;
-        };
-        if out.is_empty() {
-            return;
-        }
-        let mut iov = [IoSlice::new(&[]); MAX_IOVECS];
-        let n = out.fill(&mut iov, DRAIN_BYTES_PER_TURN);
-        let mut buf = std::mem::take(&mut self.buf);
-        buf.clear();
-        for s in &iov[..n] {
-            buf.extend_from_slice(s);
-        }
-        hub.drained(domain, buf.len(), now);
-        let (mut sent, mut dropped) = (0u64, 0u64);
-        // Whether the topic's messages cross marked as latched, asked once
-        // per topic per drain.
-        let mut latched: Option<(String, Option<u32>)> = None;
-        for line in buf.split(|&b| b == b'\n') {
-            // Only topic data is queued for a bridge: calls, goals and
-            // answers come typed from the hub's outbox ([`Federation::send`]).
-            let Ok(Request {
-                op: Op::Publish { topic, msg },
-                ..
-            }) = decode::decode(line)
-            else {
-                continue;
-            };
-            let depth = match &latched {
-                Some((t, d)) if *t == *topic => *d,
-                _ => {
-                    let d = hub.latched_depth(domain, &topic);
-                    latched = Some((topic.to_string(), d));
-                    d
-                }
-            };
-            for p in self.peers.iter_mut() {
-                match p.publish(domain, &topic, msg.get(), depth) {
-                    Put::Sent => sent += 1,
-                    Put::Dropped => dropped += 1,
-                    Put::Skipped => {}
-                }
-            }
-        }
-        self.buf = buf;
-        hub.count(Counter::FederationOut, sent);
-        hub.count(Counter::FederationOutDropped, dropped);
-    }
-
-    /// Hands the hub's calls, goals, cancels and answers each to the peer
-    /// it names. A call or goal for a peer that is not joined, or that
-    /// cannot take it, fails at once (the hub answers its caller).
-    fn send(&mut self, hub: &mut Bridges<'_>, now: Instant) {
-        let mut msgs = std::mem::take(&mut self.msgs);
-        hub.take_bridge_msgs(&mut msgs);
-        for m in msgs.drain(..) {
-            let to = m.to();
-            let Some(p) = self.peers.iter_mut().find(|p| p.id() == to) else {
-                if let BridgeMsg::Call { id, .. } | BridgeMsg::Goal { id, .. } = m {
-                    hub.peer_refused(id, now);
-                }
-                continue;
-            };
-            match m {
-                BridgeMsg::Call {
-                    domain,
-                    service,
-                    id,
-                    args,
-                    ..
-                } => {
-                    if !p.call(domain, &service, &provider_id(id), &args, now) {
-                        hub.peer_refused(id, now);
-                    }
-                }
-                BridgeMsg::Goal {
-                    domain,
-                    action,
-                    id,
-                    action_type,
-                    args,
-                    ..
-                } => {
-                    if !p.goal(domain, &action, &provider_id(id), &action_type, &args, now) {
-                        hub.peer_refused(id, now);
-                    }
-                }
-                BridgeMsg::Cancel {
-                    domain, action, id, ..
-                } => p.cancel(domain, &action, &provider_id(id)),
-                BridgeMsg::Response {
-                    id, values, result, ..
-                } => p.answer(&id, &values, result),
-                BridgeMsg::Feedback { id, values, .. } => p.goal_update(&id, &values, None),
-                BridgeMsg::Result {
-                    id,
-                    values,
-                    status,
-                    result,
-                    ..
-                } => p.goal_update(&id, &values, Some((status, result))),
-            }
-        }
-        self.msgs = msgs;
+        let worker = self.worker.decls();
+        self.driver
+            .account(hub, &self.inbox, self.shared.held_bytes(), now, |status| {
+                status["zenoh_worker"] = worker.status();
+            });
     }
 
     /// Samples waiting in the loop's inbox, in bytes.
@@ -537,13 +353,13 @@ impl Federation {
         let Federation {
             session,
             worker,
-            peers,
+            driver,
             ..
         } = self;
         worker.stop();
         // Their declarations went with the worker: dropping their ids now
         // queues nothing.
-        drop(peers);
+        drop(driver);
         let _ = session.close().wait();
     }
 }

@@ -57,6 +57,7 @@ pub mod calls;
 pub mod goals_in;
 pub mod goals_out;
 mod graph;
+pub mod rmw_dds;
 pub mod rmw_zenoh;
 pub mod types;
 

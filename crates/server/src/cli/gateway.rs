@@ -71,9 +71,15 @@ fn list(ctx: &Ctx, verbose: bool) -> Result<(), Error> {
             (id, when)
         })
         .collect();
-    // A joined ROS 2 graph (--ros-domain) is listed as one more "gateway".
+    // A joined ROS 2 graph (--ros-domain, --dds-domain) is listed as one
+    // more "gateway"; the status says which transport (`dds` or `ros2`).
     if graph_of("ros2").is_some() {
-        rows.push(("ros2".into(), "ROS 2 graph over rmw_zenoh".into()));
+        let over = if v.get("dds").is_some() {
+            "DDS"
+        } else {
+            "rmw_zenoh"
+        };
+        rows.push(("ros2".into(), format!("ROS 2 graph over {over}")));
     }
     for (id, when) in rows {
         let graph = graph_of(&id).unwrap_or(Value::Null);

@@ -32,11 +32,11 @@ use zenoh::sample::{Locality, Sample};
 use zenoh::{Session, Wait};
 
 use crate::first_reply::FirstReply;
-use crate::inbox::Inbox;
-use crate::peer::{Peer, Put};
 use crate::worker::{Declared, Decls};
 use crate::{GOAL_QUERY_TIMEOUT_HOURS, GRAPH_INTERVAL_MS, LATCHED_ATTACHMENT, QUERY_TIMEOUT_SECS};
 use remote::{Change, Shared};
+use rosgate_peers::Inbox;
+use rosgate_peers::{Peer, Put};
 
 pub mod keys;
 pub(crate) mod remote;

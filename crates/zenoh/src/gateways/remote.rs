@@ -35,8 +35,9 @@ use zenoh::query::{Query, Reply};
 use zenoh::sample::{Sample, SampleKind};
 use zenoh::Wait;
 
-use crate::inbox::Inbox;
 use crate::keys;
+use rosgate_peers::lines::{aborted_line, failure_line};
+use rosgate_peers::Inbox;
 
 /// Gateways. Other gateways remembered; more are ignored (and counted).
 pub const MAX_GATEWAYS: usize = 1024;
@@ -828,18 +829,6 @@ fn goal_line(action: &str, id: &str, payload: &[u8]) -> Option<(String, bool)> {
     }
 }
 
-/// An aborted `action_result` (status 6) for goal `id` with `why`.
-pub(crate) fn aborted_line(action: &str, id: &str, why: &str) -> String {
-    // Whoever aborts a goal says why where an operator looks (`--log-level
-    // debug`), not only in the result the client may not print.
-    rosgate_core::log!(Debug, "goal {id} of {action} aborted: {why}");
-    format!(
-        "{{\"op\":\"action_result\",\"action\":{},\"values\":{},\"status\":6,\"result\":false,\"id\":{id}}}",
-        serde_json::Value::from(action),
-        serde_json::Value::from(why)
-    )
-}
-
 /// `{"op":"service_response",...}` for call `id` (raw JSON) of `service`
 /// from another gateway's reply `{"values":..,"result":..}`, if it is one
 /// valid object (the id goes last, so a reply cannot name another call).
@@ -863,15 +852,6 @@ fn response_line(service: &str, id: &str, payload: &[u8]) -> Option<String> {
     }
 }
 
-/// A failed `service_response` for call `id` with `why`.
-pub(crate) fn failure_line(service: &str, id: &str, why: &str) -> String {
-    format!(
-        "{{\"op\":\"service_response\",\"service\":{},\"values\":{},\"result\":false,\"id\":{id}}}",
-        serde_json::Value::from(service),
-        serde_json::Value::from(why)
-    )
-}
-
 /// What an interest or provider entry costs in the ledger: its names and
 /// [`TABLE_ENTRY_COST`].
 fn key_cost(name: &str, who: &str) -> usize {
@@ -893,7 +873,7 @@ mod tests {
     /// same service, nor the other way round.
     #[test]
     fn provider_changes_name_the_peer_first_and_last_of_its_kind() {
-        let inbox = crate::inbox::Inbox::new(std::sync::Arc::new(|_: crate::Job| true));
+        let inbox = rosgate_peers::Inbox::new(std::sync::Arc::new(|_: crate::Job| true));
         let s = Shared::new("me".into(), std::sync::Arc::new(inbox));
         let ty = || Some("pkg/srv/Add".to_string());
         let svc = || "/add".to_string();

@@ -31,14 +31,7 @@ use zenoh::{Session, Wait};
 use super::replying::Replying;
 use super::{RosLink, RosShared, Server, Typed};
 
-/// The id a call from ROS 2 goes to the bridge with (`rq<n>`).
-pub(super) fn call_id(n: u64) -> String {
-    format!("rq{n}")
-}
-
-pub(super) fn parse_call_id(raw_id: &str) -> Option<u64> {
-    raw_id.strip_prefix("\"rq")?.strip_suffix('"')?.parse().ok()
-}
+use rosgate_peers::ros2::edge::answer_event;
 
 impl RosShared {
     /// A call from a ROS 2 client of a service a local client provides,
@@ -127,18 +120,10 @@ impl RosLink {
     /// A local provider's answer the bridge drained: true when it answers
     /// a call from ROS 2 (`rq<n>`), which the link then replies to.
     pub(crate) fn answer(&mut self, session: &Session, id: &str, values: &str, ok: &str) -> bool {
-        let Some(call) = parse_call_id(id) else {
+        let Some(answer) = answer_event(id, values, ok == "true") else {
             return false;
         };
-        let result = if ok == "true" {
-            Ok(values.as_bytes().to_vec())
-        } else {
-            Err(serde_json::from_str::<serde_json::Value>(values)
-                .ok()
-                .and_then(|v| v.as_str().map(str::to_string))
-                .unwrap_or_else(|| values.to_string()))
-        };
-        self.link.handle(Event::Answer { call, result });
+        self.link.handle(answer);
         self.run_link(session);
         true
     }
@@ -201,17 +186,5 @@ impl RosLink {
                 },
             );
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn call_ids_round_trip_and_foreign_ids_are_not_ours() {
-        assert_eq!(parse_call_id(&format!("\"{}\"", call_id(42))), Some(42));
-        assert_eq!(parse_call_id("\"fq42\""), None);
-        assert_eq!(parse_call_id("42"), None);
     }
 }

@@ -27,19 +27,22 @@ use std::sync::Arc;
 use rosgate_core::nodes::Domain;
 use rosgate_ros2::action::{self, status};
 use rosgate_ros2::cdr;
-use rosgate_ros2::link::{Event, GoalUpdate, Request, Stamp};
+use rosgate_ros2::link::{Event, Stamp};
 use rosgate_ros2::registry::Registry;
 use rosgate_ros2::rmw::{self, Attachment, EntityKind, Qos};
-use serde_json::{json, Value};
+use serde_json::Value;
 use zenoh::qos::CongestionControl;
 use zenoh::query::Query;
 use zenoh::sample::Locality;
 use zenoh::{Session, Wait};
 use zenoh_ext::{AdvancedPublisher, AdvancedPublisherBuilderExt, CacheConfig, MissDetectionConfig};
 
-use super::replying::{stamp_json, Replying};
+use super::replying::Replying;
 use super::{unix_ns, RosLink, RosShared, Typed};
 use crate::worker::Declared;
+use rosgate_peers::ros2::goals::{
+    feedback_json, goal_request, goal_update, stamp_now, status_json,
+};
 
 /// A topic this gateway puts for an action: its data key and its
 /// publisher's GID.
@@ -79,14 +82,7 @@ struct PartTypes {
     response: String,
 }
 
-/// The bridge's goal id for goal `n` from ROS 2 (`ra<n>`).
-pub(super) fn goal_id(n: u64) -> String {
-    format!("ra{n}")
-}
-
-fn parse_goal_id(raw: &str) -> Option<u64> {
-    raw.strip_prefix("\"ra")?.strip_suffix('"')?.parse().ok()
-}
+use rosgate_peers::ros2::edge::parse_goal_id;
 
 /// What a query carries: its attachment and its payload decoded as `ty`.
 fn decode(types: &Registry, ty: &str, q: &Query) -> Result<(Attachment, Value), String> {
@@ -105,15 +101,6 @@ fn decode(types: &Registry, ty: &str, q: &Query) -> Result<(Attachment, Value), 
     Ok((att, v))
 }
 
-/// Now, as a ROS 2 time stamp (the shell's clock, not the link's).
-fn stamp_now() -> Stamp {
-    let ns = unix_ns();
-    (
-        ns.div_euclid(1_000_000_000),
-        ns.rem_euclid(1_000_000_000) as u32,
-    )
-}
-
 impl RosShared {
     /// A ROS 2 client's request to goal service `part` of action `name`,
     /// on Zenoh's thread: decoded as `req_ty` and queued for the link with
@@ -128,31 +115,11 @@ impl RosShared {
             }
         };
         let stamp = stamp_now();
-        let request = match part {
-            action::SEND_GOAL => {
-                let Some(uuid) = action::goal_id_of(&v) else {
-                    let _ = q.reply_err("a goal without a goal id").wait();
-                    return;
-                };
-                let payload = v["goal"].to_string().into_bytes();
-                Request::SendGoal {
-                    uuid,
-                    stamp,
-                    payload,
-                }
-            }
-            action::GET_RESULT => Request::GetResult {
-                uuid: action::goal_id_of(&v).unwrap_or_default(),
-            },
-            _ => {
-                let info = &v["goal_info"];
-                Request::CancelGoal {
-                    uuid: action::goal_id_of(info).unwrap_or_default(),
-                    before: (
-                        info["stamp"]["sec"].as_i64().unwrap_or(0),
-                        u32::try_from(info["stamp"]["nanosec"].as_u64().unwrap_or(0)).unwrap_or(0),
-                    ),
-                }
+        let request = match goal_request(part, &v, stamp) {
+            Ok(r) => r,
+            Err(why) => {
+                let _ = q.reply_err(why).wait();
+                return;
             }
         };
         let to = Replying {
@@ -234,34 +201,8 @@ impl RosLink {
             .ok()
             .and_then(|d| self.actions.get(&(d, Rc::from(name))));
         let result_type = offered.map(|o| o.result_type.clone());
-        let values: Value = rosgate_ros2::json::from_str(values).unwrap_or_default();
-        let update = match end {
-            None => GoalUpdate::Feedback(values.to_string().into_bytes()),
-            Some((st, ok)) => {
-                let mut st = st.parse::<i64>().unwrap_or(status::ABORTED);
-                if ok != "true" || !(status::SUCCEEDED..=status::ABORTED).contains(&st) {
-                    st = status::ABORTED;
-                }
-                // A result that does not fit the type: aborted, with the
-                // type's defaults (the link's reply fills them in).
-                let fits = result_type.as_deref().is_none_or(|ty| {
-                    cdr::encode(&*self.types(), ty, &json!({"status": st, "result": values}))
-                        .is_ok()
-                });
-                let payload = if fits {
-                    values.to_string().into_bytes()
-                } else {
-                    if st == status::SUCCEEDED {
-                        st = status::ABORTED;
-                    }
-                    Vec::new()
-                };
-                GoalUpdate::End {
-                    status: i8::try_from(st).unwrap_or(status::ABORTED as i8),
-                    payload,
-                }
-            }
-        };
+        let end = end.map(|(st, ok)| (st.parse::<i64>().unwrap_or(status::ABORTED), ok == "true"));
+        let update = goal_update(&self.types(), result_type.as_deref(), values, end);
         self.link.handle(Event::GoalUpdate { goal: n, update });
         self.run_link(session);
         true
@@ -275,8 +216,7 @@ impl RosLink {
         uuid: [u8; 16],
         payload: &[u8],
     ) {
-        let feedback: Value = rosgate_ros2::json::from_slice(payload).unwrap_or_default();
-        let msg = json!({"goal_id": {"uuid": uuid.to_vec()}, "feedback": feedback});
+        let msg = feedback_json(uuid, payload);
         self.put(domain, name, false, &msg);
     }
 
@@ -288,16 +228,7 @@ impl RosLink {
         name: &str,
         goals: &[([u8; 16], Stamp, i8)],
     ) {
-        let list: Vec<Value> = goals
-            .iter()
-            .map(|(u, s, st)| {
-                json!({
-                    "goal_info": {"goal_id": {"uuid": u.to_vec()}, "stamp": stamp_json(*s)},
-                    "status": st,
-                })
-            })
-            .collect();
-        self.put(domain, name, true, &json!({ "status_list": list }));
+        self.put(domain, name, true, &status_json(goals));
     }
 
     /// Puts `msg` on the feedback or (`status`) the status topic of an
@@ -483,17 +414,5 @@ impl RosLink {
                 _tokens: tokens,
             },
         );
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn goal_ids_round_trip_and_others_are_not_ours() {
-        assert_eq!(parse_goal_id(&format!("\"{}\"", goal_id(7))), Some(7));
-        assert_eq!(parse_goal_id("\"fg7\""), None);
-        assert_eq!(parse_goal_id("\"rq7\""), None);
     }
 }

@@ -34,7 +34,6 @@ use zenoh::{Session, Wait};
 
 use super::{unix_ns, RosLink, RosShared, Typed};
 use crate::first_reply::FirstReply;
-use crate::remote::aborted_line;
 use crate::worker::Declared;
 use crate::{GOAL_QUERY_TIMEOUT_HOURS, QUERY_TIMEOUT_SECS};
 
@@ -367,33 +366,5 @@ impl RosLink {
                 _token: token,
             },
         );
-    }
-}
-
-/// The bridge's `action_result` line for a goal the link ended.
-pub(super) fn end_line(
-    action_name: &str,
-    id: &str,
-    st: i64,
-    result: Result<Vec<u8>, String>,
-) -> String {
-    match result {
-        Ok(values) if (status::SUCCEEDED..=status::ABORTED).contains(&st) => format!(
-            "{{\"op\":\"action_result\",\"action\":{},\"values\":{},\"status\":{st},\"result\":true,\"id\":{id}}}",
-            Value::from(action_name),
-            String::from_utf8_lossy(&values)
-        ),
-        Ok(_) => aborted_line(
-            action_name,
-            id,
-            &format!("the ROS 2 action server ended the goal in status {st}"),
-        ),
-        Err(why) if st == status::UNKNOWN => format!(
-            "{{\"op\":\"action_result\",\"action\":{},\"values\":{},\"status\":{},\"result\":false,\"id\":{id}}}",
-            Value::from(action_name),
-            Value::from(why),
-            status::UNKNOWN
-        ),
-        Err(why) => aborted_line(action_name, id, &why),
     }
 }

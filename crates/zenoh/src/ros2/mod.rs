@@ -50,7 +50,7 @@
 //!   `rosgate_ros2::link::MAX_FETCHES` types asked, `MAX_FETCHES_PER_NODE`
 //!   of one node, `FETCHES_PER_TURN` per loop turn (a turn is a tick),
 //!   `rosgate_ros2::link::MAX_CALLS_IN`
-//!   calls from ROS 2 waiting, [`exec::MAX_QUEUED_REQUESTS`] queued for the
+//!   calls from ROS 2 waiting, `rosgate_peers::ros2::queue::MAX_QUEUED_REQUESTS` queued for the
 //!   loop's next turn); what they hold is in the memory ledger;
 //! - the graph introspection lists is rebuilt at most every
 //!   [`crate::GRAPH_INTERVAL_MS`], however fast tokens come.
@@ -58,7 +58,7 @@
 use std::collections::{HashMap, HashSet};
 use std::rc::Rc;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use rosgate_core::hub::Bridges;
@@ -78,9 +78,12 @@ use zenoh_ext::{
     HistoryConfig, MissDetectionConfig,
 };
 
-use crate::inbox::Inbox;
 use crate::remote::Shared;
 use crate::worker::{Declared, Decls};
+use rosgate_peers::ros2::edge::HubEdge;
+use rosgate_peers::ros2::queue::LinkQueue;
+use rosgate_peers::ros2::sync::LinkSync;
+use rosgate_peers::Inbox;
 
 mod calls_in;
 mod exec;
@@ -92,9 +95,7 @@ pub(crate) use peer::start;
 
 use crate::RosSettings;
 
-/// The name introspection gives the ROS 2 graph's part of a domain (where
-/// another gateway's id would be).
-pub const ROS_GRAPH: &str = "ros2";
+pub use rosgate_peers::ros2::ROS_GRAPH;
 
 /// ROS 2 entities (liveliness tokens) remembered per gateway; more are
 /// ignored (and counted). The link's bound.
@@ -152,7 +153,7 @@ pub(crate) struct RosShared {
     call_seq: AtomicI64,
     /// Events for the ROS 2 link from Zenoh's threads (tokens, samples,
     /// replies, query ends, feedback, requests), for the loop's next turn.
-    link_inbox: Mutex<exec::LinkInbox>,
+    queue: LinkQueue<replying::Replying>,
 }
 
 fn unix_ns() -> i64 {
@@ -162,6 +163,36 @@ fn unix_ns() -> i64 {
 }
 
 impl RosShared {
+    /// An event for the link, for the loop's next turn (`LinkQueue::event`).
+    fn to_link(&self, e: Event) {
+        self.queue.event(e);
+    }
+
+    /// A ROS 2 sample for the link, within the loop's inbox budget.
+    fn to_link_sample(&self, e: Event) {
+        self.queue.sample(e);
+    }
+
+    /// A ROS 2 client's request for the link, with the query it answers.
+    fn to_link_request(
+        &self,
+        to: replying::Replying,
+        domain: Domain,
+        name: &str,
+        request: rosgate_ros2::link::Request,
+    ) {
+        self.queue.request(to, domain, name, request);
+    }
+
+    /// A reply to the link's query, or its end without one.
+    fn reply_to_link(
+        &self,
+        query: rosgate_ros2::link::QueryId,
+        r: Option<Result<rosgate_ros2::link::Reply, String>>,
+    ) {
+        self.queue.reply(query, r);
+    }
+
     /// A ROS 2 liveliness token came or went: the link's event (the link
     /// admits it or not: names, bounds).
     fn on_token(&self, s: &Sample) {
@@ -241,20 +272,10 @@ impl RosShared {
 /// A sample as rosbridge JSON, decoded by the type its key names (an
 /// action's feedback, read on Zenoh's thread by a registry snapshot).
 fn sample_json(types: &Registry, s: &Sample) -> Option<String> {
+    use rosgate_peers::ros2::edge::decode_json;
     let (_, _, dds, _) = rmw::parse_data_key(s.key_expr().as_str())?;
     let ty = rmw::ros_type_name(&dds)?;
     decode_json(types, &ty, &s.payload().to_bytes())
-}
-
-/// A ROS 2 sample's CDR as rosbridge JSON, decoded as `ty`; `None` when it
-/// does not decode.
-fn decode_json(types: &Registry, ty: &str, payload: &[u8]) -> Option<String> {
-    let mut json = Vec::new();
-    if let Err(e) = cdr::decode_json(types, ty, payload, &mut json) {
-        rosgate_core::log!(Debug, "ros2: a sample of {ty} dropped: {e}");
-        return None;
-    }
-    String::from_utf8(json).ok()
 }
 
 /// This gateway's ROS 2 node in one domain.
@@ -311,9 +332,11 @@ pub(crate) struct RosLink {
     link: rosgate_ros2::link::Link,
     /// What executing the link's goals keeps beside it.
     goals_out: goals_out::GoalsOut,
-    /// The link's lines for the hub, in order, until the turn hands them
-    /// over (one per call or goal end, and one turn's feedback).
-    link_out: Vec<(Domain, exec::ForHub)>,
+    /// The link's deliveries for the hub, in order, until the turn hands
+    /// them over (one per call or goal end, and one turn's feedback).
+    edge: HubEdge,
+    /// The link's counts, types and graph last installed in the hub.
+    sync: LinkSync,
     /// ROS 2 clients' queries the link has been given, until it answers
     /// each (once): at most what the link keeps waiting (calls and
     /// `get_result`s), as it answers the others in the same turn.
@@ -336,37 +359,12 @@ pub(crate) struct RosLink {
     client_nodes: HashMap<(Domain, String), ClientNode>,
     /// The hub's node generation `client_nodes` was last synced with.
     nodes_generation: Option<u64>,
-    /// The link's registry the hub's type check was last installed with.
-    checker: Option<Arc<Registry>>,
     /// The other gateways the link was last told of (at most
     /// `remote::MAX_GATEWAYS`), and the federation's count they are of.
     gateways: HashSet<String>,
     gateways_seen: u64,
-    /// The link's refusal counts already added to the hub's counters.
-    counted: (u64, u64),
-    /// Samples the link handed over that did not decode (counted).
-    undecodable: u64,
     /// Whether the last put the link asked went out (for the bridge).
     put_ok: bool,
-    /// When the graph was last rebuilt for introspection.
-    last_graph: Option<std::time::Instant>,
-    /// The link's graph generation last installed (none yet: the first
-    /// turn installs the empty graph).
-    graph_installed: Option<u64>,
-}
-
-/// The hub's check of client messages against the ROS 2 type of a topic
-/// that ROS 2 subscribes to: the message must encode (by a snapshot of
-/// the link's registry, installed again when the link learns a type).
-struct Check(Arc<Registry>);
-
-impl rosgate_core::hub::TypeCheck for Check {
-    fn check(&self, ty: &str, msg: &str) -> Result<(), String> {
-        let v: serde_json::Value = rosgate_ros2::json::from_str(msg).map_err(|e| e.to_string())?;
-        cdr::encode(&*self.0, ty, &v)
-            .map(drop)
-            .map_err(|e| e.to_string())
-    }
 }
 
 impl RosLink {
@@ -384,11 +382,11 @@ impl RosLink {
         let shared = Arc::new(RosShared {
             zid: zid.clone(),
             fed,
-            inbox,
+            inbox: inbox.clone(),
             ignored: AtomicU64::new(0),
             session: session.clone(),
             call_seq: AtomicI64::new(0),
-            link_inbox: Mutex::new(exec::LinkInbox::default()),
+            queue: LinkQueue::new(inbox.clone()),
         });
         let mut link = RosLink {
             zid,
@@ -400,7 +398,8 @@ impl RosLink {
             goal_seq: 0,
             link: rosgate_ros2::link::Link::with_types(types),
             goals_out: goals_out::GoalsOut::default(),
-            link_out: Vec::new(),
+            edge: HubEdge::default(),
+            sync: LinkSync::default(),
             replying: HashMap::new(),
             next_in_query: 0,
             _watch: Vec::new(),
@@ -412,14 +411,9 @@ impl RosLink {
             actions: HashMap::new(),
             client_nodes: HashMap::new(),
             nodes_generation: None,
-            checker: None,
             gateways: HashSet::new(),
             gateways_seen: 0,
-            counted: (0, 0),
-            undecodable: 0,
             put_ok: true,
-            last_graph: None,
-            graph_installed: None,
         };
         for &d in &settings.domains {
             let nid = link.next_id();
@@ -888,45 +882,9 @@ impl RosLink {
             // Types asked past this turn's allowance: the next turn sends them.
             self.shared.inbox.wake();
         }
-        let stats = self.link.stats();
-        hub.count(
-            rosgate_core::counters::Counter::Ros2NamesRejected,
-            stats.names_rejected - self.counted.0,
-        );
-        hub.count(
-            rosgate_core::counters::Counter::Ros2EntitiesRefused,
-            stats.refused - self.counted.1,
-        );
-        self.counted = (stats.names_rejected, stats.refused);
-        // The hub checks client messages by the link's registry, and
-        // describes and encodes by it (`Hub::types`): both installed again
-        // when the link learned a type.
-        let types = self.link.types();
-        if self.checker.as_ref().is_none_or(|c| !Arc::ptr_eq(c, types)) {
-            self.checker = Some(types.clone());
-            hub.set_type_checker(Box::new(Check(types.clone())));
-            hub.set_types(types.clone());
-        }
-        // Rebuilt at most every interval: a burst of tokens costs one
-        // rebuild, not one per turn.
         let interval = std::time::Duration::from_millis(crate::GRAPH_INTERVAL_MS as u64);
-        let dirty = self.graph_installed != Some(self.link.graph_generation());
-        if let Some(due) = self.last_graph.map(|t| t + interval) {
-            if now < due {
-                return dirty.then_some(due);
-            }
-        }
-        if !dirty {
-            return None;
-        }
-        self.last_graph = Some(now);
-        self.graph_installed = Some(self.link.graph_generation());
-        for &d in &self.domains {
-            let (nodes, topics) = self.link.graph(u32::from(d));
-            let graph = rosgate_core::hub::RemoteGraph::of(nodes, topics);
-            hub.install_remote_graph(ROS_GRAPH, d, graph);
-        }
-        None
+        self.sync
+            .after_turn(&self.link, hub, &self.domains, interval, now)
     }
 
     /// Tells the link which participants are other rosgate gateways (their
@@ -1007,7 +965,7 @@ impl RosLink {
             "types_learned": link.types_learned,
             "types_refused": link.types_refused,
             "types_known": self.link.types().msgs().count(),
-            "undecodable": self.undecodable + link.unknown_type,
+            "undecodable": self.edge.undecodable() + link.unknown_type,
             "own_samples": link.own,
             "echoes": link.echoes,
         });
@@ -1024,7 +982,7 @@ impl RosLink {
         v["goals_in_flight"] = serde_json::Value::from(link.goals_out);
         v["calls_in_flight"] = serde_json::Value::from(link.calls_out);
         v["calls_from_ros2"] = serde_json::Value::from(link.calls_in);
-        v["link_events_dropped"] = serde_json::Value::from(self.shared.link_events_dropped());
+        v["link_events_dropped"] = serde_json::Value::from(self.shared.queue.dropped());
         v["goals_from_ros2"] = serde_json::Value::from(link.goals_in);
         v["results_waiting"] = serde_json::Value::from(self.link.results_waiting());
         v["actions_served"] = serde_json::Value::from(self.actions.len());
@@ -1053,16 +1011,8 @@ fn describe_reply(
         rosgate_core::log!(Info, "ros2: {node}'s description of {ty} does not decode");
         return LinkReply::Described(None);
     }
-    let mut v: serde_json::Value = serde_json::from_slice(&json).unwrap_or_default();
-    if v["successful"] != true {
-        rosgate_core::log!(
-            Info,
-            "ros2: {node} cannot describe {ty}: {}",
-            v["failure_reason"].as_str().unwrap_or_default()
-        );
-        return LinkReply::Described(None);
-    }
-    LinkReply::Described(Some(v["type_description"].take()))
+    let v: serde_json::Value = serde_json::from_slice(&json).unwrap_or_default();
+    rosgate_peers::ros2::answer::described(node, ty, v)
 }
 
 /// This gateway's node name in the ROS 2 graph: `rosgate_<first 8 hex

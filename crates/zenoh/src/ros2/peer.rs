@@ -14,11 +14,11 @@ use rosgate_ros2::registry::Registry;
 use zenoh::Session;
 
 use super::RosLink;
-use crate::inbox::Inbox;
-use crate::peer::{Peer, Put};
 use crate::remote::Shared;
 use crate::worker::Decls;
 use crate::RosSettings;
+use rosgate_peers::Inbox;
+use rosgate_peers::{Peer, Put};
 
 struct RosPeer {
     link: RosLink,

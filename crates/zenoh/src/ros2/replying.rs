@@ -7,10 +7,10 @@
 //! Invariant: a query is replied to at most once (the reply consumes it);
 //! the link answers each query it is given exactly once.
 
+use rosgate_peers::ros2::answer::answer_json;
 use rosgate_ros2::cdr;
-use rosgate_ros2::link::{self, Answer, Stamp};
+use rosgate_ros2::link::{self, Answer};
 use rosgate_ros2::rmw::Attachment;
-use serde_json::{json, Value};
 use zenoh::query::Query;
 use zenoh::Wait;
 
@@ -67,53 +67,15 @@ impl Replying {
     }
 }
 
-pub(super) fn stamp_json(s: Stamp) -> Value {
-    json!({"sec": s.0, "nanosec": s.1})
-}
-
-/// The link's answer to a goal service's request, as CDR of the response
-/// type.
-fn goal_reply(to: Replying, answer: Answer) {
-    let v = match answer {
-        Answer::Accepted(accepted) => json!({"accepted": accepted, "stamp": stamp_json(to.stamp)}),
-        Answer::Result { status, payload } => {
-            // No result (an unknown goal, an abort): the type's defaults.
-            let result = match rosgate_ros2::json::from_slice(&payload) {
-                Ok(v) if !payload.is_empty() => v,
-                _ => cdr::default_json(&*to.types, &to.response_type)
-                    .map(|d| d["result"].clone())
-                    .unwrap_or_default(),
-            };
-            json!({"status": status, "result": result})
-        }
-        Answer::Cancel { code, goals } => {
-            let infos: Vec<Value> = goals
-                .iter()
-                .map(|(u, s)| json!({"goal_id": {"uuid": u.to_vec()}, "stamp": stamp_json(*s)}))
-                .collect();
-            json!({"return_code": code, "goals_canceling": infos})
-        }
-        Answer::Error(why) => return to.error(why),
-        Answer::Service(_) => return to.error("not a goal service's answer".into()),
-    };
-    to.reply_json(&v);
-}
-
 impl RosLink {
     /// The link's one answer to a ROS 2 client's request `query`.
     pub(super) fn exec_reply(&mut self, query: link::InQuery, answer: Answer) {
         let Some(to) = self.replying.remove(&query) else {
             return;
         };
-        match answer {
-            Answer::Service(json) => {
-                let v: serde_json::Value =
-                    rosgate_ros2::json::from_str(std::str::from_utf8(&json).unwrap_or("null"))
-                        .unwrap_or_default();
-                to.reply_json(&v);
-            }
-            Answer::Error(why) => to.error(why),
-            other => goal_reply(to, other),
+        match answer_json(&to.types, &to.response_type, to.stamp, answer) {
+            Ok(v) => to.reply_json(&v),
+            Err(why) => to.error(why),
         }
     }
 }

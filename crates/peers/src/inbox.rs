@@ -1,9 +1,10 @@
-//! The hand-off from Zenoh's threads to the loop, shared by both peers
-//! (`gateways/`, `ros2/`): jobs queued through the loop's bounded inbox
+//! The hand-off from a network's threads (Zenoh's, RustDDS's) to the loop,
+//! shared by the peers that network carries (Zenoh: `gateways/`, `ros2/`;
+//! DDS: its ROS 2 peer): jobs queued through the loop's bounded inbox
 //! ([`ToLoop`], the `rosgate` crate's `inbox.rs`), and the budget of the
 //! samples waiting there. It owns the counts of samples and bytes
 //! waiting, and of samples dropped and received; the peers' own tables
-//! stay with them (`gateways/remote.rs`, `ros2/`).
+//! stay with them.
 //!
 //! Invariants:
 //! - nothing here blocks: a job is offered to the loop without waiting,
@@ -45,13 +46,13 @@ pub const INBOX_BYTES: usize = 64 << 20;
 pub const MAX_PENDING_SAMPLES: usize = 4096;
 
 /// See the module docs.
-pub(crate) struct Inbox {
+pub struct Inbox {
     to_loop: ToLoop,
     /// Bytes of the samples handed to the loop and not yet taken.
     pending_bytes: AtomicUsize,
     /// Samples handed to the loop and not yet taken: past
     /// [`MAX_PENDING_SAMPLES`] a sample is dropped before it is even
-    /// checked, so a flood costs Zenoh's threads (and the CPU the loop
+    /// checked, so a flood costs the network's threads (and the CPU the loop
     /// shares with them) next to nothing.
     pending_samples: AtomicUsize,
     /// Dropped since the loop last took the count (for `/metrics`).
@@ -61,7 +62,7 @@ pub(crate) struct Inbox {
 }
 
 impl Inbox {
-    pub(crate) fn new(to_loop: ToLoop) -> Inbox {
+    pub fn new(to_loop: ToLoop) -> Inbox {
         Inbox {
             to_loop,
             pending_bytes: AtomicUsize::new(0),
@@ -74,10 +75,7 @@ impl Inbox {
 
     /// Queues `job` for the loop thread, where it gets the hub's network
     /// facade; false when the inbox refused it (the job is dropped unrun).
-    pub(crate) fn send(
-        &self,
-        job: impl FnOnce(&mut Bridges<'_>, Instant) + Send + 'static,
-    ) -> bool {
+    pub fn send(&self, job: impl FnOnce(&mut Bridges<'_>, Instant) + Send + 'static) -> bool {
         (self.to_loop)(Box::new(move |hub: &mut Hub, now| {
             job(&mut hub.bridges(), now)
         }))
@@ -85,14 +83,14 @@ impl Inbox {
 
     /// Wakes the loop for work it takes in its next turn; a refused wake
     /// means the loop is busy (a full inbox) and will turn anyway.
-    pub(crate) fn wake(&self) {
+    pub fn wake(&self) {
         let _ = (self.to_loop)(Box::new(|_, _| {}));
     }
 
     /// Hands a message for `topic` (one valid JSON value) to the loop as
     /// a remote publish, or drops it (counted) when the budget is spent or
     /// the inbox refuses it.
-    pub(crate) fn deliver(
+    pub fn deliver(
         self: &Arc<Self>,
         domain: Domain,
         topic: &str,
@@ -122,9 +120,7 @@ impl Inbox {
     /// the loop another way (the ROS 2 link's queue); false, and counted
     /// as dropped, when the budget is spent. The loop gives the room back
     /// with [`Inbox::release_sample`] when it takes the sample.
-    // Used by the ROS 2 peer only.
-    #[cfg_attr(not(feature = "ros2"), allow(dead_code))]
-    pub(crate) fn reserve_sample(&self, n: usize) -> bool {
+    pub fn reserve_sample(&self, n: usize) -> bool {
         if !self.take_room(n) {
             return false;
         }
@@ -149,20 +145,20 @@ impl Inbox {
     }
 
     /// Gives back the room a sample of `n` bytes took.
-    pub(crate) fn release_sample(&self, n: usize) {
+    pub fn release_sample(&self, n: usize) {
         self.pending_bytes.fetch_sub(n, Ordering::AcqRel);
         self.pending_samples.fetch_sub(1, Ordering::AcqRel);
     }
 
     /// Whether samples already fill the loop's inbox: a further one would
     /// be refused anyway, so it is dropped before it costs anything.
-    pub(crate) fn is_full(&self) -> bool {
+    pub fn is_full(&self) -> bool {
         self.pending_samples.load(Ordering::Acquire) >= MAX_PENDING_SAMPLES
     }
 
     /// Hands a finished `service_response` or action line to the loop (as
     /// the bridge's answer to the call or goal it names).
-    pub(crate) fn reply_line(&self, domain: Domain, line: String) {
+    pub fn reply_line(&self, domain: Domain, line: String) {
         if !self.send(move |hub, now| hub.remote_reply(domain, line.as_bytes(), now)) {
             // The caller's own deadline on its gateway still fails it.
             self.drop_one();
@@ -170,28 +166,28 @@ impl Inbox {
     }
 
     /// Counts one sample (or answer) dropped.
-    pub(crate) fn drop_one(&self) {
+    pub fn drop_one(&self) {
         self.dropped.fetch_add(1, Ordering::Relaxed);
         self.dropped_total.fetch_add(1, Ordering::Relaxed);
     }
 
     /// Samples dropped since the last call.
-    pub(crate) fn take_dropped(&self) -> u64 {
+    pub fn take_dropped(&self) -> u64 {
         self.dropped.swap(0, Ordering::Relaxed)
     }
 
     /// Bytes of the samples waiting for the loop (in the memory ledger).
-    pub(crate) fn pending_bytes(&self) -> usize {
+    pub fn pending_bytes(&self) -> usize {
         self.pending_bytes.load(Ordering::Relaxed)
     }
 
     /// Samples handed to the loop, ever.
-    pub(crate) fn received(&self) -> u64 {
+    pub fn received(&self) -> u64 {
         self.received.load(Ordering::Relaxed)
     }
 
     /// Samples dropped, ever.
-    pub(crate) fn dropped_total(&self) -> u64 {
+    pub fn dropped_total(&self) -> u64 {
         self.dropped_total.load(Ordering::Relaxed)
     }
 }

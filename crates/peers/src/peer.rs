@@ -1,6 +1,7 @@
-//! [`Peer`]: what the Zenoh session's side of the loop asks of each kind of
-//! peer it carries (other gateways, ROS 2 graphs), so [`crate::Federation`]
-//! hands the hub's changes and the bridges' topic data to each in turn,
+//! [`Peer`]: what the loop asks of each kind of peer network it carries
+//! (other gateways over Zenoh, ROS 2 graphs over rmw_zenoh or DDS), so the
+//! [`crate::Driver`] hands the hub's changes and the bridges' topic data to
+//! each in turn,
 //! and each of the hub's typed messages to the peer whose [`Peer::id`] it
 //! names, with no knowledge of which peers exist. A peer reaches the hub
 //! only through its network facade ([`Bridges`]), handed to it each turn.
@@ -19,18 +20,17 @@ use rosgate_core::nodes::Domain;
 
 /// What became of a message put to a peer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Put {
+pub enum Put {
     /// Put (counted as sent).
     Sent,
     /// Not put: shed or refused (counted as dropped).
     Dropped,
-    /// Nothing for this peer, or not counted (only the ROS 2 peer says so).
-    #[cfg_attr(not(feature = "ros2"), allow(dead_code))]
+    /// Nothing for this peer, or not counted (only the ROS 2 peers say so).
     Skipped,
 }
 
-/// One kind of peer of the Zenoh session. All run on the loop thread.
-pub(crate) trait Peer {
+/// One kind of peer. All run on the loop thread.
+pub trait Peer {
     /// Start of a turn, before the hub's changes: what the peer learned
     /// (from Zenoh's threads) into the hub.
     fn sync(&mut self, hub: &mut Bridges<'_>, now: Instant);
@@ -81,4 +81,7 @@ pub(crate) trait Peer {
     }
     /// Adds the peer's part to `/rosgate/federation`'s status object.
     fn status(&self, status: &mut serde_json::Value);
+    /// The gateway stops: the peer withdraws what it declared and stops
+    /// its threads, if it has any of its own.
+    fn close(&mut self) {}
 }
