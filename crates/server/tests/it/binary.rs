@@ -390,6 +390,24 @@ fn fragment_size_splits_long_messages_into_whole_sets() {
     assert_eq!(counter(&s, "fragment_frames"), 8, "{s}");
 }
 
+/// The next message sent as `fragment` frames under `id`, reassembled:
+/// the frames must come back to back, numbered from 0.
+fn reassemble(ws: &mut Ws, id: &str) -> String {
+    let first = ws.json();
+    assert_eq!(
+        (first["op"].as_str(), first["id"].as_str()),
+        (Some("fragment"), Some(id))
+    );
+    let total = first["total"].as_u64().unwrap();
+    let mut text = first["data"].as_str().unwrap().to_owned();
+    for n in 1..total {
+        let f = ws.json();
+        assert_eq!((f["id"].as_str(), f["num"].as_u64()), (Some(id), Some(n)));
+        text.push_str(f["data"].as_str().unwrap());
+    }
+    text
+}
+
 #[test]
 fn call_service_fragment_size_splits_the_answer_under_the_calls_id() {
     let gw = Gateway::start(&[]);
@@ -407,18 +425,7 @@ fn call_service_fragment_size_splits_the_answer_under_the_calls_id() {
         &format!(r#"{{"s":"{big}"}}"#),
         "true",
     );
-    let first = ws.json();
-    assert_eq!(
-        (first["op"].as_str(), first["id"].as_str()),
-        (Some("fragment"), Some("c7"))
-    );
-    let total = first["total"].as_u64().unwrap();
-    let mut text = first["data"].as_str().unwrap().to_owned();
-    for n in 1..total {
-        let f = ws.json();
-        assert_eq!((f["id"].as_str(), f["num"].as_u64()), (Some("c7"), Some(n)));
-        text.push_str(f["data"].as_str().unwrap());
-    }
+    let text = reassemble(&mut ws, "c7");
     let whole: Value = serde_json::from_str(&text).unwrap();
     assert_eq!(whole["op"], "service_response");
     assert_eq!(whole["id"], "c7");
@@ -471,18 +478,7 @@ fn call_service_compression_encodes_the_answer_and_tcp_refuses_it() {
         &format!(r#"{{"s":"{big}"}}"#),
         "true",
     );
-    let first = ws.json();
-    assert_eq!(
-        (first["op"].as_str(), first["id"].as_str()),
-        (Some("fragment"), Some("p1"))
-    );
-    let total = first["total"].as_u64().unwrap();
-    let mut text = first["data"].as_str().unwrap().to_owned();
-    for n in 1..total {
-        let f = ws.json();
-        assert_eq!((f["id"].as_str(), f["num"].as_u64()), (Some("p1"), Some(n)));
-        text.push_str(f["data"].as_str().unwrap());
-    }
+    let text = reassemble(&mut ws, "p1");
     let png: Value = serde_json::from_str(&text).unwrap();
     assert_eq!(png["op"], "png");
     let inner: Value = serde_json::from_str(&png_text(png["data"].as_str().unwrap())).unwrap();
