@@ -559,11 +559,21 @@ pub struct Registry {
     topics_created: u64,
     /// Bytes of latched caches (also in `bytes`).
     cache_bytes: usize,
+    /// Changes of topics' membership or type so far: a reader that kept
+    /// the count (a Foxglove session's channels, `hub/foxglove.rs`) knows
+    /// whether to look again.
+    changes: u64,
 }
 
 impl Registry {
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// See the `changes` field: moves whenever a topic gains or loses a
+    /// member, appears, goes or gets its type.
+    pub fn changes(&self) -> u64 {
+        self.changes
     }
 
     pub fn topic_id(&self, name: &str) -> Option<TopicId> {
@@ -883,6 +893,7 @@ impl Registry {
         if let (Some(ty), Some(topic)) = (ty, self.topics.get_mut(t as usize)) {
             let publisher = role == Role::Publisher;
             if topic.ty.is_empty() || (publisher && !topic.ty_from_publisher) {
+                self.changes += u64::from(*topic.ty != *ty);
                 topic.ty = ty.into();
                 topic.ty_from_publisher = publisher;
             }
@@ -911,6 +922,7 @@ impl Registry {
                     qos: None,
                 };
                 regs.members(role).insert(t, member);
+                self.changes += 1;
                 *match role {
                     Role::Subscriber => &mut self.subscriptions,
                     Role::Publisher => &mut self.publishers,
@@ -1017,6 +1029,7 @@ impl Registry {
         if regs.is_empty() {
             self.conns.remove(&who);
         }
+        self.changes += 1;
         *self.count(role) -= 1;
         let Some(topic) = self.topics.get_mut(t as usize) else {
             return false;

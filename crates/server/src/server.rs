@@ -74,6 +74,7 @@ const LISTENER: Token = Token(usize::MAX - 1);
 const SIGNALS: Token = Token(usize::MAX - 2);
 const WS_LISTENER: Token = Token(usize::MAX - 3);
 const WAKER: Token = Token(usize::MAX - 4);
+const FOXGLOVE_LISTENER: Token = Token(usize::MAX - 5);
 
 /// Bytes of traffic after which an idle moment is used to trim the heap.
 const TRIM_AFTER_BYTES: u64 = 16 * 1024 * 1024;
@@ -109,6 +110,9 @@ pub struct Server {
     poll: Poll,
     listener: TcpListener,
     ws_listener: Option<TcpListener>,
+    /// `--foxglove-listen`: WebSocket openings that must offer a Foxglove
+    /// subprotocol (the same handshake, TLS and tokens as `ws_listener`).
+    foxglove_listener: Option<TcpListener>,
     signals: Signals,
     inbox: Inbox,
     handle: Handle,
@@ -127,6 +131,7 @@ pub struct Server {
     accept_backoff: Duration,
     accept_pending: bool,
     ws_accept_pending: bool,
+    foxglove_accept_pending: bool,
     shutdown: bool,
     /// When a graceful shutdown stops flushing, once one started.
     drain_until: Option<Instant>,
@@ -184,6 +189,27 @@ impl Server {
             }
             None => None,
         };
+        let foxglove_listener = match config.foxglove_listen {
+            Some(addr) => match bind(addr) {
+                Ok(mut l) => {
+                    poll.registry()
+                        .register(&mut l, FOXGLOVE_LISTENER, Interest::READABLE)?;
+                    Some(l)
+                }
+                // The default address, not asked for: the rosbridge port
+                // answers Foxglove clients too, so a second gateway (or a
+                // test's) starts without it.
+                Err(e) if config.foxglove_listen_default => {
+                    log!(
+                        Warn,
+                        "foxglove-listen {addr}: {e}; the Foxglove listener is off (Foxglove clients may use the WebSocket port; --foxglove-listen ADDR|off chooses)"
+                    );
+                    None
+                }
+                Err(e) => return Err(in_context(e, "foxglove-listen", addr)),
+            },
+            None => None,
+        };
         let mut signals = Signals::new([SIGINT, SIGTERM, SIGUSR1])?;
         poll.registry()
             .register(&mut signals, SIGNALS, Interest::READABLE)?;
@@ -217,6 +243,7 @@ impl Server {
             poll,
             listener,
             ws_listener,
+            foxglove_listener,
             signals,
             inbox,
             handle,
@@ -230,6 +257,7 @@ impl Server {
             accept_backoff: Duration::from_millis(ACCEPT_BACKOFF_MIN_MS),
             accept_pending: true,
             ws_accept_pending: true,
+            foxglove_accept_pending: true,
             shutdown: false,
             drain_until: None,
             shutdown_grace: config.shutdown_grace,
@@ -261,6 +289,11 @@ impl Server {
         self.ws_listener.as_ref().map(|l| l.local_addr())
     }
 
+    /// The Foxglove listener's address, if it is on.
+    pub fn foxglove_local_addr(&self) -> Option<io::Result<SocketAddr>> {
+        self.foxglove_listener.as_ref().map(|l| l.local_addr())
+    }
+
     /// Runs until SIGINT or SIGTERM (or [`Handle::stop`]), then shuts down
     /// gracefully: stops accepting, fails calls in flight, flushes queued
     /// output for up to the grace period, says goodbye (WebSocket close
@@ -290,6 +323,7 @@ impl Server {
                 match ev.token() {
                     LISTENER => self.accept_pending = true,
                     WS_LISTENER => self.ws_accept_pending = true,
+                    FOXGLOVE_LISTENER => self.foxglove_accept_pending = true,
                     SIGNALS => self.on_signals(),
                     WAKER => self.inbox_pending = true,
                     Token(k) => self.on_event(k as u32, ev),
@@ -322,8 +356,12 @@ impl Server {
         if let Some(l) = self.ws_listener.as_mut() {
             let _ = self.poll.registry().deregister(l);
         }
+        if let Some(l) = self.foxglove_listener.as_mut() {
+            let _ = self.poll.registry().deregister(l);
+        }
         self.accept_pending = false;
         self.ws_accept_pending = false;
+        self.foxglove_accept_pending = false;
         self.hub.begin_shutdown(now);
         self.drain_until = Some(now + self.shutdown_grace);
         // Write what is queued now; who has nothing left goes at once.
@@ -437,12 +475,16 @@ impl Server {
             self.accept_paused_until = None;
             self.accept_pending = true;
             self.ws_accept_pending = self.ws_listener.is_some();
+            self.foxglove_accept_pending = self.foxglove_listener.is_some();
         }
         if self.accept_pending {
             self.accept_pending = self.accept_from(Transport::Tcp, now);
         }
         if self.ws_accept_pending && self.accept_paused_until.is_none() {
             self.ws_accept_pending = self.accept_from(Transport::WebSocket, now);
+        }
+        if self.foxglove_accept_pending && self.accept_paused_until.is_none() {
+            self.foxglove_accept_pending = self.accept_from(Transport::Foxglove, now);
         }
     }
 
@@ -453,6 +495,7 @@ impl Server {
             let listener = match transport {
                 Transport::Tcp => Some(&self.listener),
                 Transport::WebSocket => self.ws_listener.as_ref(),
+                Transport::Foxglove => self.foxglove_listener.as_ref(),
             };
             let Some(listener) = listener else {
                 return false;

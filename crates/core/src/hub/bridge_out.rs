@@ -136,7 +136,9 @@ impl Hub {
             .conn(to.key)
             .is_some_and(|c| c.transport() != Transport::Tcp);
         let text = match encoding.compression {
-            Compression::None => text.to_owned(),
+            // A call never asks for a Foxglove encoding (it is no
+            // `compression` a client can name).
+            Compression::None | Compression::Foxglove { .. } => text.to_owned(),
             Compression::Png => {
                 let mut framed = Vec::new();
                 rosgate_wire::png::frame(&mut framed, text);

@@ -62,6 +62,7 @@ mod bridges;
 mod clients;
 mod encodings;
 mod federation;
+mod foxglove;
 mod fragments;
 mod graph;
 mod http;
@@ -214,6 +215,9 @@ pub struct Hub {
     /// The `id` of the last message sent in `fragment` frames
     /// (`encodings.rs`): each such message has its own, from 1.
     fragment_ids: u64,
+    /// Connections that became Foxglove sessions (`hub/foxglove.rs`),
+    /// those gone pruned as they are met.
+    foxglove_conns: Vec<ConnRef>,
     /// Connections with fragmented messages in flight (`fragments.rs`).
     fragments: fragments::Fragments,
     /// The shell's clock for cost counters only (`encodings.rs`).
@@ -276,6 +280,7 @@ impl Hub {
             metrics_turn: None,
             types: types::Types::default(),
             fragment_ids: 0,
+            foxglove_conns: Vec::new(),
             fragments: fragments::Fragments::default(),
             cost_clock: None,
             encode_scratch: Vec::new(),
@@ -438,7 +443,7 @@ impl Hub {
         let mut conn = Conn::new(gen, now, transport, self.ws_status, peer, limited);
         conn.set_domain(match transport {
             Transport::Tcp => self.settings.tcp_domain,
-            Transport::WebSocket => self.settings.ws_domain,
+            Transport::WebSocket | Transport::Foxglove => self.settings.ws_domain,
         });
         if self.settings.strict_names {
             conn.set_resolves();
@@ -509,7 +514,7 @@ impl Hub {
             // With authentication on, the opening ends with a valid token.
             if !c.is_established() && c.is_authed() {
                 c.establish();
-                let ws = c.transport() == Transport::WebSocket;
+                let ws = c.transport() != Transport::Tcp;
                 self.pending_count -= 1;
                 if ws {
                     self.log_open(me, now);
@@ -717,6 +722,8 @@ impl Hub {
             Inbound::Opened { response, opening } => self.on_opened(me, &response, &opening, now),
             Inbound::Reply(bytes) => self.send_raw(me, &bytes, now),
             Inbound::Http(req) => self.on_http(me, req, now),
+            Inbound::FoxgloveText(msg) => self.foxglove_text(me, msg, now),
+            Inbound::FoxgloveBinary(msg) => self.foxglove_binary(me, msg, now),
             Inbound::Close {
                 reason,
                 last,
@@ -736,6 +743,10 @@ impl Hub {
     /// A WebSocket opening: the origin and token first, then what its URL
     /// asks for; the upgrade response, or a refusal and the close.
     fn on_opened(&mut self, me: ConnRef, response: &[u8], opening: &Opening, now: Instant) {
+        if let Some(refusal) = self.foxglove_refusal(me, opening) {
+            self.send_raw(me, &refusal, now);
+            return self.close(me.key, CloseReason::ProtocolError, now);
+        }
         let (refusal, reason) = match self.check_opening(me, opening, now) {
             Err(auth::OpeningRefused::Now(refusal, reason)) => (refusal, reason),
             Err(auth::OpeningRefused::Held) => return,
@@ -743,6 +754,9 @@ impl Hub {
                 Ok(node) => {
                     self.send_raw(me, response, now);
                     self.establish(me, now);
+                    if let Some(protocol) = opening.foxglove {
+                        self.foxglove_start(me, protocol, now);
+                    }
                     if let Some(node) = node {
                         self.declare_opened(me, node, now);
                     }
@@ -1078,7 +1092,11 @@ impl Hub {
             return;
         }
         let mut out = Vec::with_capacity(64 + msg.len());
-        rosgate_wire::encode::status(&mut out, level, msg, id);
+        if self.is_foxglove(to) {
+            foxglove::status(&mut out, level, msg);
+        } else {
+            rosgate_wire::encode::status(&mut out, level, msg, id);
+        }
         self.send_control(to, &out, now);
     }
 
@@ -1275,6 +1293,7 @@ impl Hub {
         // Last: the closes above are in the graph's news and peer counts.
         self.flush_qos(now);
         self.flush_graph(now);
+        self.foxglove_sync_all(now);
     }
 
     /// Fails `calls` (taken from a provider that left or withdrew them)

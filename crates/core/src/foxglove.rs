@@ -1,0 +1,257 @@
+//! `Session`: what one Foxglove WebSocket connection holds of the
+//! protocol (`docs/protocol.md`, "Foxglove WebSocket protocol"): the
+//! channels advertised to it (one per (topic, type) of its domain), its
+//! subscriptions by the client's ids. The hub (`hub/foxglove.rs`) turns
+//! them into its ordinary operations: a subscription is the connection's
+//! registration on the topic in the encoding
+//! `Compression::Foxglove { sub, cdr }`, so delivery, shedding and the
+//! memory ledger are the rosbridge subscriptions' own.
+//!
+//! Invariants:
+//! - channel ids are never reused within a session (a topic that goes
+//!   and comes back gets a new id), so a late message of an old channel
+//!   cannot be read as a new one's;
+//! - at most [`MAX_FOXGLOVE_CHANNELS`] channels are advertised to one
+//!   session; topics past it are not advertised (the hub says so once);
+//! - a channel has at most one subscription (the hub registers one per
+//!   topic and connection), so subscriptions are bounded by channels;
+//! - the session goes with its connection (it lives in `Conn`): nothing
+//!   to withdraw elsewhere, the registrations go through `Registry::withdraw`.
+
+use std::collections::{BTreeMap, HashMap};
+
+/// Channels advertised to one Foxglove session at most.
+pub const MAX_FOXGLOVE_CHANNELS: usize = 10_000;
+
+/// A channel of the server, as advertised.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Channel {
+    pub topic: String,
+    /// The type as the topic has it in the registry.
+    pub ty: String,
+    /// `cdr` (the type is known) or `json`.
+    pub cdr: bool,
+    /// The subscription on it, if any.
+    pub sub: Option<u32>,
+}
+
+/// See the module docs.
+#[derive(Debug)]
+pub struct Session {
+    /// The subprotocol agreed (echoed in the opening).
+    protocol: &'static str,
+    channels: BTreeMap<u32, Channel>,
+    /// (topic, type) -> channel id.
+    by_topic: HashMap<(String, String), u32>,
+    /// Subscription id -> channel id.
+    subs: HashMap<u32, u32>,
+    next_channel: u32,
+    /// The registry change count the channels were last made from.
+    synced: Option<u64>,
+    /// The channel limit was reported.
+    told_full: bool,
+}
+
+/// What a subscribe asks of the hub, or why it is refused.
+#[derive(Debug, PartialEq, Eq)]
+pub enum SubscribeCheck<'a> {
+    /// Register on this channel.
+    Register(&'a Channel),
+    Refused(String),
+}
+
+impl Session {
+    pub fn new(protocol: &'static str) -> Session {
+        Session {
+            protocol,
+            channels: BTreeMap::new(),
+            by_topic: HashMap::new(),
+            subs: HashMap::new(),
+            next_channel: 1,
+            synced: None,
+            told_full: false,
+        }
+    }
+
+    pub fn protocol(&self) -> &'static str {
+        self.protocol
+    }
+
+    /// Channels advertised now.
+    pub fn channels(&self) -> impl Iterator<Item = (u32, &Channel)> {
+        self.channels.iter().map(|(&id, c)| (id, c))
+    }
+
+    pub fn channel_count(&self) -> usize {
+        self.channels.len()
+    }
+
+    pub fn subscription_count(&self) -> usize {
+        self.subs.len()
+    }
+
+    /// Whether the channels were made from registry change count `epoch`.
+    pub fn synced_at(&self, epoch: u64) -> bool {
+        self.synced == Some(epoch)
+    }
+
+    pub fn set_synced(&mut self, epoch: u64) {
+        self.synced = Some(epoch);
+    }
+
+    /// Makes the channels those of `want` ((topic, type, cdr), at most
+    /// [`MAX_FOXGLOVE_CHANNELS`] taken): returns the channels gone (with
+    /// their subscriptions, which the hub withdraws) and the ids of those
+    /// added, and whether `want` was cut (first time only).
+    pub fn sync(&mut self, want: &[(String, String, bool)]) -> Synced {
+        let mut keep: HashMap<(&str, &str), bool> = HashMap::with_capacity(want.len());
+        for (topic, ty, cdr) in want.iter().take(MAX_FOXGLOVE_CHANNELS) {
+            keep.insert((topic.as_str(), ty.as_str()), *cdr);
+        }
+        let mut gone = Vec::new();
+        self.channels.retain(|&id, c| {
+            let stays = keep.get(&(c.topic.as_str(), c.ty.as_str())) == Some(&c.cdr);
+            if !stays {
+                gone.push((id, c.clone()));
+            }
+            stays
+        });
+        for (_, c) in &gone {
+            self.by_topic.remove(&(c.topic.clone(), c.ty.clone()));
+            if let Some(sub) = c.sub {
+                self.subs.remove(&sub);
+            }
+        }
+        let mut added = Vec::new();
+        for (topic, ty, cdr) in want.iter().take(MAX_FOXGLOVE_CHANNELS) {
+            let key = (topic.clone(), ty.clone());
+            if self.by_topic.contains_key(&key) {
+                continue;
+            }
+            let id = self.next_channel;
+            self.next_channel = self.next_channel.wrapping_add(1).max(1);
+            self.by_topic.insert(key, id);
+            self.channels.insert(
+                id,
+                Channel {
+                    topic: topic.clone(),
+                    ty: ty.clone(),
+                    cdr: *cdr,
+                    sub: None,
+                },
+            );
+            added.push(id);
+        }
+        let cut = want.len() > MAX_FOXGLOVE_CHANNELS && !self.told_full;
+        self.told_full |= cut;
+        Synced { gone, added, cut }
+    }
+
+    pub fn channel(&self, id: u32) -> Option<&Channel> {
+        self.channels.get(&id)
+    }
+
+    /// Whether subscription `sub` on channel `chan` may be made.
+    pub fn check_subscribe(&self, sub: u32, chan: u32) -> SubscribeCheck<'_> {
+        if let Some(c) = self.subs.get(&sub) {
+            return SubscribeCheck::Refused(format!(
+                "subscription id {sub} is in use (channel {c}); not subscribed"
+            ));
+        }
+        match self.channels.get(&chan) {
+            None => SubscribeCheck::Refused(format!(
+                "subscription {sub}: no channel {chan} is advertised; not subscribed"
+            )),
+            Some(c) => match c.sub {
+                Some(other) => SubscribeCheck::Refused(format!(
+                    "subscription {sub}: channel {chan} ({}) is subscribed already (subscription {other}); not subscribed",
+                    c.topic
+                )),
+                None => SubscribeCheck::Register(c),
+            },
+        }
+    }
+
+    /// Records subscription `sub` on channel `chan` (the hub registered).
+    pub fn subscribed(&mut self, sub: u32, chan: u32) {
+        if let Some(c) = self.channels.get_mut(&chan) {
+            c.sub = Some(sub);
+            self.subs.insert(sub, chan);
+        }
+    }
+
+    /// Forgets subscription `sub`; its channel, if it was one.
+    pub fn unsubscribe(&mut self, sub: u32) -> Option<&Channel> {
+        let chan = self.subs.remove(&sub)?;
+        let c = self.channels.get_mut(&chan)?;
+        c.sub = None;
+        Some(c)
+    }
+}
+
+/// What [`Session::sync`] changed.
+#[derive(Debug, Default)]
+pub struct Synced {
+    /// Channels no longer advertised, with their subscription if any.
+    pub gone: Vec<(u32, Channel)>,
+    /// Ids of the channels advertised anew.
+    pub added: Vec<u32>,
+    /// `want` held more than [`MAX_FOXGLOVE_CHANNELS`] (said once).
+    pub cut: bool,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn want(list: &[(&str, &str)]) -> Vec<(String, String, bool)> {
+        list.iter()
+            .map(|(t, ty)| (t.to_string(), ty.to_string(), true))
+            .collect()
+    }
+
+    #[test]
+    fn channels_follow_the_graph_and_ids_are_not_reused() {
+        let mut s = Session::new("foxglove.sdk.v1");
+        let r = s.sync(&want(&[("/a", "x/msg/A"), ("/b", "x/msg/B")]));
+        assert_eq!(r.added, vec![1, 2]);
+        assert!(matches!(
+            s.check_subscribe(7, 1),
+            SubscribeCheck::Register(_)
+        ));
+        s.subscribed(7, 1);
+        assert!(matches!(
+            s.check_subscribe(7, 2),
+            SubscribeCheck::Refused(_)
+        ));
+        assert!(matches!(
+            s.check_subscribe(8, 1),
+            SubscribeCheck::Refused(_)
+        ));
+        assert!(matches!(
+            s.check_subscribe(8, 9),
+            SubscribeCheck::Refused(_)
+        ));
+        // /a goes: its channel and subscription with it.
+        let r = s.sync(&want(&[("/b", "x/msg/B")]));
+        assert_eq!(r.gone.len(), 1);
+        assert_eq!(r.gone[0].1.sub, Some(7));
+        assert_eq!(s.subscription_count(), 0);
+        // It comes back: a new id.
+        let r = s.sync(&want(&[("/a", "x/msg/A"), ("/b", "x/msg/B")]));
+        assert_eq!(r.added, vec![3]);
+        assert_eq!(s.unsubscribe(7), None);
+    }
+
+    #[test]
+    fn channels_are_bounded() {
+        let mut s = Session::new("foxglove.sdk.v1");
+        let many: Vec<_> = (0..MAX_FOXGLOVE_CHANNELS + 5)
+            .map(|i| (format!("/t{i}"), "x/msg/A".to_string(), true))
+            .collect();
+        let r = s.sync(&many);
+        assert!(r.cut);
+        assert_eq!(s.channel_count(), MAX_FOXGLOVE_CHANNELS);
+        assert!(!s.sync(&many).cut, "said once");
+    }
+}

@@ -1,0 +1,350 @@
+//! The Foxglove WebSocket protocol at the hub (`docs/protocol.md`,
+//! "Foxglove WebSocket protocol"): a session starts when a WebSocket
+//! opening agreed to a Foxglove subprotocol (`rosgate_wire::ws::handshake`)
+//! on either WebSocket listener; its JSON ops and binary messages
+//! (`rosgate_wire::foxglove::client`) become the hub's ordinary operations,
+//! and the hub's news becomes the protocol's messages
+//! (`rosgate_wire::foxglove::server`). The session's tables are
+//! `crate::foxglove::Session`'s, kept in the connection.
+//!
+//! - Opening: on the Foxglove listener an opening without a Foxglove
+//!   subprotocol is refused (400, naming the subprotocols); with
+//!   `--auth-tokens` a Foxglove client must present its token in the
+//!   opening (`Authorization: Bearer` or `?token=`: the protocol has no
+//!   `auth` op); the origin check, token check and roles are the
+//!   rosbridge port's own (`hub/auth.rs`), run before anything here.
+//! - Channels: one per topic of the session's domain that has a type and
+//!   a publisher, hidden topics left out (`names::is_hidden`), advertised
+//!   at the start and re-made once per turn when the domain's registry
+//!   changed (`Registry::changes`); `cdr` with the type's `ros2msg` text
+//!   (`hub/types.rs`, the text rosapi's `typedefs_full_text` gives) when
+//!   the gateway knows the type, else `json` with a permissive JSON
+//!   schema.
+//! - Subscriptions: the connection's registration on the topic in
+//!   `Compression::Foxglove { sub, cdr }` (`encoding.rs`): the qos path's
+//!   queueing, shedding and ledger apply, the message data made once per
+//!   message and subscription id, its CDR once per message
+//!   (`hub/encodings.rs`), a ROS 2 sample's CDR sent as it came.
+//! - Bad input gets a `status` of level error naming the problem, and
+//!   changes nothing else.
+//!
+//! Invariants: every Foxglove output to a session goes through the
+//! connection's control queue (JSON) or its topic queue (message data);
+//! a subscription the hub refused (roles, limits) is not recorded in the
+//! session; the list of sessions is pruned of dead connections as it is
+//! walked.
+
+use std::time::Instant;
+
+use rosgate_wire::encode::Level;
+use rosgate_wire::foxglove::client::{self, ClientBinary, ClientOp};
+use rosgate_wire::foxglove::server::{self, Channel, ServerInfo, StatusLevel};
+use rosgate_wire::names::is_hidden;
+use rosgate_wire::qos::Qos;
+use rosgate_wire::ws::handshake::{self, Opening};
+
+use super::qos::{Asked, Registering};
+use super::Hub;
+use crate::conn::ConnRef;
+use crate::counters::ErrorCode;
+use crate::encoding::{Compression, Encoding};
+use crate::foxglove::{Session, SubscribeCheck, MAX_FOXGLOVE_CHANNELS};
+use crate::registry::Role;
+use crate::transport::Transport;
+
+/// The schema of a channel whose type the gateway does not know: any
+/// JSON value.
+const PERMISSIVE_SCHEMA: &str = "{}";
+
+/// A hub status as a Foxglove `status` line.
+pub(super) fn status(out: &mut Vec<u8>, level: Level, msg: &str) {
+    let level = match level {
+        Level::Info => StatusLevel::Info,
+        Level::Warning => StatusLevel::Warning,
+        Level::Error => StatusLevel::Error,
+    };
+    server::status(out, level, msg, None);
+}
+
+impl Hub {
+    /// Whether `me` speaks the Foxglove protocol.
+    pub(super) fn is_foxglove(&self, me: ConnRef) -> bool {
+        self.conn(me.key)
+            .is_some_and(|c| c.gen() == me.gen && c.foxglove().is_some())
+    }
+
+    /// The HTTP refusal of an opening the Foxglove rules refuse, checked
+    /// before the origin and token: a Foxglove listener's opening without
+    /// the subprotocol, or a Foxglove opening without a token when tokens
+    /// are required.
+    pub(super) fn foxglove_refusal(&self, me: ConnRef, opening: &Opening) -> Option<Vec<u8>> {
+        let on_foxglove_port = self
+            .conn(me.key)
+            .is_some_and(|c| c.transport() == Transport::Foxglove);
+        if on_foxglove_port && opening.foxglove.is_none() {
+            let why = format!(
+                "this port speaks the Foxglove WebSocket protocol: offer the subprotocol {} (Sec-WebSocket-Protocol); rosbridge clients use the rosbridge port (--ws-listen)",
+                rosgate_wire::foxglove::SUBPROTOCOLS.join(" or ")
+            );
+            return Some(handshake::refusal(400, "Bad Request", &why));
+        }
+        let tokenless = opening.foxglove.is_some()
+            && self.access.required()
+            && super::auth::presented_token(opening.authorization.as_deref(), &opening.target)
+                .is_none();
+        tokenless.then(|| {
+            handshake::refusal(
+                401,
+                "Unauthorized",
+                "a Foxglove client must present its token in the opening (Authorization: Bearer TOKEN, or ?token=TOKEN in the URL)",
+            )
+        })
+    }
+
+    /// Starts the session of `me`, whose opening agreed to `protocol`:
+    /// `serverInfo`, then the channels.
+    pub(super) fn foxglove_start(&mut self, me: ConnRef, protocol: &'static str, now: Instant) {
+        let Some(c) = self.live_mut(me) else { return };
+        c.start_foxglove(Session::new(protocol));
+        self.foxglove_conns.push(me);
+        let version = env!("CARGO_PKG_VERSION");
+        let session_id = format!("{}-{}-{}", self.wall(self.started).0, me.key, me.gen);
+        let distro = self.settings.distro.clone();
+        let mut out = Vec::new();
+        server::server_info(
+            &mut out,
+            &ServerInfo {
+                name: "rosgate",
+                capabilities: &[],
+                supported_encodings: &["cdr", "json"],
+                metadata: &[("rosgate_version", version), ("ROS_DISTRO", &distro)],
+                session_id: &session_id,
+            },
+        );
+        self.send_control(me, &out, now);
+        self.foxglove_sync(me, now);
+    }
+
+    /// A session's JSON op.
+    pub(super) fn foxglove_text(&mut self, me: ConnRef, msg: &[u8], now: Instant) {
+        self.establish(me, now);
+        self.flush_publishes(now);
+        match client::decode_text(msg) {
+            Err(why) => self.protocol_error(me, ErrorCode::FoxgloveRequest, &why, None, now),
+            Ok(ClientOp::Subscribe(subs)) => {
+                for (sub, chan) in subs {
+                    self.foxglove_subscribe(me, sub, chan, now);
+                }
+            }
+            Ok(ClientOp::Unsubscribe(ids)) => {
+                for sub in ids {
+                    self.foxglove_unsubscribe(me, sub, now);
+                }
+            }
+            Ok(op) => {
+                let what = match op {
+                    ClientOp::Advertise(_) | ClientOp::Unadvertise(_) => "clientPublish",
+                    ClientOp::GetParameters { .. }
+                    | ClientOp::SetParameters { .. }
+                    | ClientOp::SubscribeParameterUpdates(_)
+                    | ClientOp::UnsubscribeParameterUpdates(_) => "parameters",
+                    ClientOp::SubscribeConnectionGraph | ClientOp::UnsubscribeConnectionGraph => {
+                        "connectionGraph"
+                    }
+                    ClientOp::FetchAsset { .. } => "assets",
+                    ClientOp::Subscribe(_) | ClientOp::Unsubscribe(_) => "",
+                };
+                let why = format!(
+                    "this server does not have the {what} capability (see serverInfo); nothing done"
+                );
+                self.protocol_error(me, ErrorCode::FoxgloveRequest, &why, None, now)
+            }
+        }
+    }
+
+    /// A session's binary message.
+    pub(super) fn foxglove_binary(&mut self, me: ConnRef, msg: &[u8], now: Instant) {
+        self.establish(me, now);
+        self.flush_publishes(now);
+        let why = match client::decode_binary(msg) {
+            Err(why) => why,
+            Ok(ClientBinary::MessageData { channel, .. }) => format!(
+                "client message data on channel {channel}: this server does not have the clientPublish capability; dropped"
+            ),
+            Ok(ClientBinary::ServiceCallRequest { service, call, .. }) => format!(
+                "service call {call} to service {service}: this server does not have the services capability; not called"
+            ),
+        };
+        self.protocol_error(me, ErrorCode::FoxgloveRequest, &why, None, now);
+    }
+
+    fn foxglove_subscribe(&mut self, me: ConnRef, sub: u32, chan: u32, now: Instant) {
+        let Some(session) = self.conn(me.key).and_then(|c| c.foxglove()) else {
+            return;
+        };
+        let (topic, ty, cdr) = match session.check_subscribe(sub, chan) {
+            SubscribeCheck::Refused(why) => {
+                return self.protocol_error(me, ErrorCode::FoxgloveRequest, &why, None, now)
+            }
+            SubscribeCheck::Register(c) => (c.topic.clone(), c.ty.clone(), c.cdr),
+        };
+        let asked = Asked {
+            qos: Qos::default(),
+            peers: false,
+            throttle_ms: 0,
+            encoding: Encoding {
+                compression: Compression::Foxglove { sub, cdr },
+                fragment: None,
+            },
+        };
+        let r = Registering {
+            role: Role::Subscriber,
+            topic: &topic,
+            ty: Some(&ty),
+            asked,
+        };
+        self.register(me, r, None, None, now);
+        let Some(domain) = self.conn(me.key).map(|c| c.domain()) else {
+            return;
+        };
+        let reg = &self.registries[domain as usize];
+        let made = reg
+            .topic_id(&topic)
+            .is_some_and(|t| reg.is_member(me, Role::Subscriber, t));
+        if made {
+            if let Some(s) = self.live_mut(me).and_then(|c| c.foxglove_mut()) {
+                s.subscribed(sub, chan);
+            }
+        }
+    }
+
+    fn foxglove_unsubscribe(&mut self, me: ConnRef, sub: u32, now: Instant) {
+        let gone = self
+            .live_mut(me)
+            .and_then(|c| c.foxglove_mut())
+            .and_then(|s| s.unsubscribe(sub).map(|c| c.topic.clone()));
+        match gone {
+            Some(topic) => self.unregister(me, Role::Subscriber, &topic, None, None, now),
+            None => {
+                let why = format!("no subscription {sub}; nothing to unsubscribe");
+                self.protocol_error(me, ErrorCode::FoxgloveRequest, &why, None, now)
+            }
+        }
+    }
+
+    /// Re-makes the channels of every session whose domain changed since
+    /// its last look (once per turn, from `Hub::expire`).
+    pub(super) fn foxglove_sync_all(&mut self, now: Instant) {
+        if self.foxglove_conns.is_empty() {
+            return;
+        }
+        let conns = &self.conns;
+        self.foxglove_conns.retain(|r| {
+            conns
+                .get(r.key as usize)
+                .is_some_and(|c| c.gen() == r.gen && c.is_open())
+        });
+        for i in 0..self.foxglove_conns.len() {
+            let me = self.foxglove_conns[i];
+            self.foxglove_sync(me, now);
+        }
+    }
+
+    /// Makes `me`'s channels those of its domain now, if the domain's
+    /// registry changed since: `unadvertise` of the channels gone (their
+    /// subscriptions withdrawn), `advertise` of the new ones.
+    fn foxglove_sync(&mut self, me: ConnRef, now: Instant) {
+        let Some(c) = self.conn(me.key).filter(|c| c.gen() == me.gen) else {
+            return;
+        };
+        let domain = c.domain();
+        let reg = &self.registries[domain as usize];
+        let epoch = reg.changes();
+        if c.foxglove().is_none_or(|s| s.synced_at(epoch)) {
+            return;
+        }
+        let types = std::sync::Arc::clone(self.types());
+        let want: Vec<(String, String, bool)> = reg
+            .topics_sorted(false)
+            .filter(|(_, e)| !e.ty().is_empty() && !e.publishers().is_empty())
+            .map(|(name, e)| (name, e.ty()))
+            .filter(|(name, _)| !is_hidden(name))
+            .take(MAX_FOXGLOVE_CHANNELS + 1)
+            .map(|(name, ty)| (name.to_owned(), ty.to_owned(), types.msg(ty).is_some()))
+            .collect();
+        let Some(synced) = self.live_mut(me).and_then(|c| c.foxglove_mut()).map(|s| {
+            s.set_synced(epoch);
+            s.sync(&want)
+        }) else {
+            return;
+        };
+        for (_, gone) in &synced.gone {
+            if gone.sub.is_some() {
+                self.unregister(me, Role::Subscriber, &gone.topic, None, None, now);
+            }
+        }
+        let mut out = Vec::new();
+        if !synced.gone.is_empty() {
+            let ids: Vec<u32> = synced.gone.iter().map(|(id, _)| *id).collect();
+            server::unadvertise(&mut out, &ids);
+        }
+        if !synced.added.is_empty() {
+            // The texts first (rendering borrows the hub), then the lines.
+            let mut texts = Vec::with_capacity(synced.added.len());
+            if let Some(s) = self.conn(me.key).and_then(|c| c.foxglove()) {
+                for &id in &synced.added {
+                    if let Some(ch) = s.channel(id) {
+                        texts.push((id, ch.clone()));
+                    }
+                }
+            }
+            let mut rendered = Vec::with_capacity(texts.len());
+            for (id, ch) in texts {
+                let schema = if ch.cdr {
+                    self.typedef_json(&ch.ty)
+                        .ok()
+                        .and_then(|(json, _)| serde_json::from_str::<String>(&json).ok())
+                } else {
+                    None
+                };
+                let name = if ch.cdr {
+                    types.msg(&ch.ty).map_or(ch.ty.clone(), |d| d.name.clone())
+                } else {
+                    ch.ty.clone()
+                };
+                rendered.push((id, ch, name, schema));
+            }
+            let channels: Vec<Channel<'_>> = rendered
+                .iter()
+                .map(|(id, ch, name, schema)| match schema {
+                    Some(text) => Channel {
+                        id: *id,
+                        topic: &ch.topic,
+                        encoding: "cdr",
+                        schema_name: name,
+                        schema: text,
+                        schema_encoding: "ros2msg",
+                    },
+                    None => Channel {
+                        id: *id,
+                        topic: &ch.topic,
+                        encoding: "json",
+                        schema_name: name,
+                        schema: PERMISSIVE_SCHEMA,
+                        schema_encoding: "jsonschema",
+                    },
+                })
+                .collect();
+            server::advertise(&mut out, &channels);
+        }
+        if !out.is_empty() {
+            self.send_control(me, &out, now);
+        }
+        if synced.cut {
+            let why = format!(
+                "more than {MAX_FOXGLOVE_CHANNELS} topics: only the first {MAX_FOXGLOVE_CHANNELS} by name are advertised"
+            );
+            self.send_status(me, Level::Warning, &why, None, now);
+        }
+    }
+}

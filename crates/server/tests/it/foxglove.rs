@@ -1,0 +1,254 @@
+//! The Foxglove WebSocket protocol on the wire (`docs/protocol.md`,
+//! "Foxglove WebSocket protocol"): the listener and the rosbridge port's
+//! subprotocol, `serverInfo`, channels from the graph, subscriptions and
+//! binary message data (byte layouts as the spec and foxglove-sdk's
+//! snapshots give them), bad input. The real binary on ephemeral ports;
+//! every read has a deadline.
+
+use std::net::SocketAddr;
+use std::time::Instant;
+
+use serde_json::{json, Value};
+
+use crate::support::*;
+use crate::wsclient::*;
+
+const FOXGLOVE: &str = "Sec-WebSocket-Protocol: foxglove.websocket.v1\r\n";
+
+fn foxglove_addr(gw: &Gateway) -> SocketAddr {
+    gw.logs()
+        .iter()
+        .find_map(|l| {
+            l.split("foxglove listening on ws://")
+                .nth(1)?
+                .trim()
+                .parse()
+                .ok()
+        })
+        .expect("foxglove listening line")
+}
+
+fn gateway() -> Gateway {
+    Gateway::start(&["--foxglove-listen", "127.0.0.1:0"])
+}
+
+/// A Foxglove client on the Foxglove port: the opening's answer head and
+/// the session, its `serverInfo` read.
+fn foxglove(gw: &Gateway, headers: &str) -> (String, Ws, Value) {
+    let s = std::net::TcpStream::connect(foxglove_addr(gw)).expect("connect foxglove port");
+    let mut ws = Ws::over(s);
+    let head = ws.handshake(&upgrade_request("/", headers));
+    assert!(head.starts_with("HTTP/1.1 101"), "{head}");
+    let info = ws.json();
+    (head, ws, info)
+}
+
+/// The next text message that is not a status, parsed.
+fn next_op(ws: &mut Ws, op: &str) -> Value {
+    let dl = deadline(REPLY);
+    loop {
+        let f = ws
+            .try_frame(dl)
+            .unwrap_or_else(|| panic!("no {op} before the deadline"));
+        if f.0 == 0x1 {
+            let v: Value = serde_json::from_slice(&f.1).expect("json");
+            if v["op"] == op {
+                return v;
+            }
+        }
+    }
+}
+
+/// The next binary message.
+fn next_binary(ws: &mut Ws) -> Vec<u8> {
+    let dl = deadline(REPLY);
+    loop {
+        let f = ws
+            .try_frame(dl)
+            .expect("a binary message before the deadline");
+        if f.0 == 0x2 {
+            return f.1;
+        }
+    }
+}
+
+/// The channel advertised for `topic`, waiting for it.
+fn channel_of(ws: &mut Ws, topic: &str) -> Value {
+    let dl = deadline(REPLY);
+    while Instant::now() < dl {
+        let adv = next_op(ws, "advertise");
+        if let Some(c) = adv["channels"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["topic"] == topic)
+        {
+            return c.clone();
+        }
+    }
+    panic!("no channel for {topic}");
+}
+
+#[test]
+fn server_info_channels_and_cdr_message_data() {
+    let gw = gateway();
+    let (head, mut fx, info) = foxglove(&gw, FOXGLOVE);
+    assert!(
+        head.contains("\r\nSec-WebSocket-Protocol: foxglove.websocket.v1\r\n"),
+        "{head}"
+    );
+    assert_eq!(info["op"], "serverInfo");
+    assert_eq!(info["name"], "rosgate");
+    assert_eq!(info["supportedEncodings"], json!(["cdr", "json"]));
+    assert_eq!(info["metadata"]["ROS_DISTRO"], "jazzy");
+    assert!(info["metadata"]["rosgate_version"].is_string());
+    assert!(info["sessionId"].is_string());
+
+    // A rosbridge client publishes JSON on a topic of a known type.
+    let mut pubr = Ws::connect(&gw);
+    pubr.send_text(r#"{"op":"advertise","topic":"/fx_chatter","type":"std_msgs/msg/String"}"#);
+    let ch = channel_of(&mut fx, "/fx_chatter");
+    assert_eq!(ch["encoding"], "cdr");
+    assert_eq!(ch["schemaName"], "std_msgs/msg/String");
+    assert_eq!(ch["schemaEncoding"], "ros2msg");
+    assert_eq!(ch["schema"], "string data\n");
+    let chan = ch["id"].as_u64().unwrap();
+
+    fx.send_text(&format!(
+        r#"{{"op":"subscribe","subscriptions":[{{"id":42,"channelId":{chan}}}]}}"#
+    ));
+    // The subscription is made within the turn that reads it; the
+    // publish comes from another connection, a moment later.
+    std::thread::sleep(ms(50));
+    let before = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as u64;
+    pubr.send_text(r#"{"op":"publish","topic":"/fx_chatter","msg":{"data":"hi"}}"#);
+    let data = next_binary(&mut fx);
+    // opcode 0x01, subscription id (u32 LE), log time (u64 LE ns), CDR.
+    assert_eq!(data[0], 0x01);
+    assert_eq!(&data[1..5], &42u32.to_le_bytes());
+    let log_time = u64::from_le_bytes(data[5..13].try_into().unwrap());
+    assert!(log_time >= before - 5_000_000_000 && log_time <= before + 60_000_000_000);
+    // CDR little-endian encapsulation, then the string: length 3, "hi\0".
+    assert_eq!(&data[13..24], &[0, 1, 0, 0, 3, 0, 0, 0, b'h', b'i', 0]);
+
+    // Unsubscribed: nothing more comes.
+    fx.send_text(r#"{"op":"unsubscribe","subscriptionIds":[42]}"#);
+    fx.send_text(r#"{"op":"unsubscribe","subscriptionIds":[42]}"#);
+    let st = next_op(&mut fx, "status");
+    assert_eq!(st["level"], 2);
+    assert!(
+        st["message"]
+            .as_str()
+            .unwrap()
+            .contains("no subscription 42"),
+        "{st}"
+    );
+    pubr.send_text(r#"{"op":"publish","topic":"/fx_chatter","msg":{"data":"again"}}"#);
+    let dl = deadline(ms(300));
+    while let Some(f) = fx.try_frame(dl) {
+        assert_ne!(f.0, 0x2, "message data after unsubscribe");
+    }
+
+    // The publisher leaves: its channel is unadvertised.
+    drop(pubr);
+    let un = next_op(&mut fx, "unadvertise");
+    assert_eq!(un["channelIds"], json!([chan]));
+}
+
+#[test]
+fn a_topic_of_unknown_type_is_a_json_channel() {
+    let gw = gateway();
+    let (_, mut fx, _) = foxglove(&gw, "Sec-WebSocket-Protocol: foxglove.sdk.v1\r\n");
+    let mut pubr = Ws::connect(&gw);
+    pubr.send_text(r#"{"op":"advertise","topic":"/fx_unknown","type":"nobody_msgs/msg/Nope"}"#);
+    let ch = channel_of(&mut fx, "/fx_unknown");
+    assert_eq!(ch["encoding"], "json");
+    assert_eq!(ch["schemaEncoding"], "jsonschema");
+    assert_eq!(ch["schemaName"], "nobody_msgs/msg/Nope");
+    let chan = ch["id"].as_u64().unwrap();
+    fx.send_text(&format!(
+        r#"{{"op":"subscribe","subscriptions":[{{"id":1,"channelId":{chan}}}]}}"#
+    ));
+    // The subscription is registered within the turn; the publish after it.
+    std::thread::sleep(ms(50));
+    pubr.send_text(r#"{"op":"publish","topic":"/fx_unknown","msg":{"x":[1,2]}}"#);
+    let data = next_binary(&mut fx);
+    assert_eq!(&data[..5], &[0x01, 1, 0, 0, 0]);
+    assert_eq!(&data[13..], br#"{"x":[1,2]}"#);
+}
+
+#[test]
+fn the_foxglove_port_needs_the_subprotocol_and_the_rosbridge_port_offers_it() {
+    let gw = gateway();
+    // No subprotocol on the Foxglove port: 400 naming them.
+    let s = std::net::TcpStream::connect(foxglove_addr(&gw)).expect("connect");
+    let mut ws = Ws::over(s);
+    let head = ws.handshake(&upgrade_request("/", ""));
+    assert!(head.starts_with("HTTP/1.1 400"), "{head}");
+    ws.fill();
+    let body = String::from_utf8_lossy(&ws.buf).to_string();
+    assert!(body.contains("foxglove.sdk.v1"), "{body}");
+
+    // The rosbridge port speaks Foxglove to a client that offers it.
+    let mut ws = Ws::raw(&gw);
+    let head = ws.handshake(&upgrade_request("/", FOXGLOVE));
+    assert!(
+        head.contains("Sec-WebSocket-Protocol: foxglove.websocket.v1"),
+        "{head}"
+    );
+    assert_eq!(ws.json()["op"], "serverInfo");
+    // ... and rosbridge to one that does not.
+    let mut rb = Ws::connect(&gw);
+    rb.send_text(r#"{"op":"call_service","service":"/rosgate/stats","id":"s","args":{}}"#);
+    assert_eq!(rb.json()["op"], "service_response");
+}
+
+#[test]
+fn bad_input_is_an_error_status_and_nothing_else() {
+    let gw = gateway();
+    let (_, mut fx, _) = foxglove(&gw, FOXGLOVE);
+    let expect_error = |fx: &mut Ws, send: &dyn Fn(&mut Ws), says: &str| {
+        send(fx);
+        let st = next_op(fx, "status");
+        assert_eq!(st["level"], 2, "{st}");
+        let msg = st["message"].as_str().unwrap();
+        assert!(msg.contains(says), "{says:?} not in {msg:?}");
+    };
+    expect_error(&mut fx, &|w| w.send_text("{nope"), "not a JSON message");
+    expect_error(
+        &mut fx,
+        &|w| w.send_text(r#"{"op":"dance"}"#),
+        "unknown op \"dance\"",
+    );
+    expect_error(
+        &mut fx,
+        &|w| w.send_text(r#"{"op":"subscribe","subscriptions":[{"id":1,"channelId":999}]}"#),
+        "no channel 999",
+    );
+    expect_error(
+        &mut fx,
+        &|w| w.send_text(r#"{"op":"subscribe","subscriptions":[{"id":"x","channelId":1}]}"#),
+        "\"id\"",
+    );
+    expect_error(
+        &mut fx,
+        &|w| w.send_frame(0x2, true, &[0x09, 1]),
+        "opcode 0x09",
+    );
+    expect_error(&mut fx, &|w| w.send_frame(0x2, true, &[0x01, 1]), "shorter");
+    // Still a working session.
+    let mut pubr = Ws::connect(&gw);
+    pubr.send_text(r#"{"op":"advertise","topic":"/fx_after","type":"std_msgs/msg/Int32"}"#);
+    let ch = channel_of(&mut fx, "/fx_after");
+    assert_eq!(ch["encoding"], "cdr");
+    let mut gw = gw;
+    gw.assert_alive();
+    let s = gw.stats();
+    assert!(
+        s["errors"]["foxglove_request"].as_u64().unwrap_or(0) >= 6,
+        "{s}"
+    );
+}
