@@ -1,0 +1,157 @@
+// @foxglove/ws-protocol's FoxgloveClient (npm 0.8, unchanged) against
+// rosgate's Foxglove WebSocket protocol (docs/protocol.md, "Foxglove
+// WebSocket protocol"). scripts/clients.sh starts rosgate on ephemeral ports
+// and passes ROSGATE_FOXGLOVE_URL (the --foxglove-listen port) and
+// ROSGATE_WS_URL (the rosbridge port, where a plain rosbridge client
+// publishes, and where a client offering the Foxglove subprotocol is served
+// the same protocol). Messages are decoded as the Foxglove app decodes them:
+// the channel's ros2msg schema parsed by @foxglove/rosmsg, the CDR read by
+// @foxglove/rosmsg2-serialization's MessageReader.
+
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import wsProtocol from "@foxglove/ws-protocol";
+import { parse as parseMessageDefinition } from "@foxglove/rosmsg";
+import { MessageReader } from "@foxglove/rosmsg2-serialization";
+import WebSocket from "ws";
+
+// The package is CommonJS: its exports come as one object.
+const { FoxgloveClient } = wsProtocol;
+
+const FOXGLOVE_URL = process.env.ROSGATE_FOXGLOVE_URL;
+const WS_URL = process.env.ROSGATE_WS_URL;
+if (!FOXGLOVE_URL || !WS_URL) {
+  throw new Error("ROSGATE_FOXGLOVE_URL / ROSGATE_WS_URL are not set: run through scripts/clients.sh");
+}
+
+/** Resolves with the first `event` of `client` that `pred` accepts, or fails after `ms`. */
+function next(client, event, pred = () => true, ms = 5000) {
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => {
+      client.off(event, on);
+      reject(new Error(`no ${event} within ${ms} ms`));
+    }, ms);
+    const on = (v) => {
+      if (!pred(v)) return;
+      clearTimeout(timer);
+      client.off(event, on);
+      resolve(v);
+    };
+    client.on(event, on);
+  });
+}
+
+/** A FoxgloveClient over `ws` at `url`, once its serverInfo came. */
+async function connect(url = FOXGLOVE_URL) {
+  const ws = new WebSocket(url, [FoxgloveClient.SUPPORTED_SUBPROTOCOL]);
+  const client = new FoxgloveClient({ ws });
+  const info = await next(client, "serverInfo");
+  return { client, info };
+}
+
+/** A plain rosbridge client on the rosbridge port. */
+async function rosbridge() {
+  const ws = new WebSocket(WS_URL);
+  await new Promise((resolve, reject) => {
+    ws.once("open", resolve);
+    ws.once("error", reject);
+  });
+  return {
+    send: (op) => ws.send(JSON.stringify(op)),
+    close: () => ws.close(),
+  };
+}
+
+/** The channel advertised for `topic` (advertise events until it comes). */
+async function channelOf(client, topic) {
+  const channels = await next(client, "advertise", (chs) => chs.some((c) => c.topic === topic));
+  return channels.find((c) => c.topic === topic);
+}
+
+test("serverInfo says what rosgate serves", async () => {
+  const { client, info } = await connect();
+  try {
+    assert.equal(info.name, "rosgate");
+    assert.deepEqual(info.supportedEncodings, ["cdr", "json"]);
+    assert.equal(typeof info.metadata.rosgate_version, "string");
+    assert.equal(typeof info.sessionId, "string");
+  } finally {
+    client.close();
+  }
+});
+
+test("a rosbridge publisher's JSON arrives as CDR the Foxglove app decodes", async () => {
+  const { client } = await connect();
+  const pub = await rosbridge();
+  try {
+    const topic = "/fx_node_chatter";
+    pub.send({ op: "advertise", topic, type: "std_msgs/msg/String" });
+    const channel = await channelOf(client, topic);
+    assert.equal(channel.encoding, "cdr");
+    assert.equal(channel.schemaEncoding, "ros2msg");
+    assert.equal(channel.schemaName, "std_msgs/msg/String");
+    const reader = new MessageReader(parseMessageDefinition(channel.schema, { ros2: true }));
+    const sub = client.subscribe(channel.id);
+    // Publish until the subscription is in place (the two connections race).
+    let n = 0;
+    const timer = setInterval(() => pub.send({ op: "publish", topic, msg: { data: `hello ${n++}` } }), 20);
+    try {
+      const msg = await next(client, "message", (m) => m.subscriptionId === sub);
+      const decoded = reader.readMessage(new Uint8Array(msg.data.buffer, msg.data.byteOffset, msg.data.byteLength));
+      assert.match(decoded.data, /^hello \d+$/);
+      const nowNs = BigInt(Date.now()) * 1000000n;
+      assert.ok(msg.timestamp > nowNs - 60_000_000_000n && msg.timestamp <= nowNs + 5_000_000_000n, `log time ${msg.timestamp}`);
+    } finally {
+      clearInterval(timer);
+    }
+    // The publisher leaves: its channel goes.
+    const gone = next(client, "unadvertise", (ids) => ids.includes(channel.id));
+    pub.close();
+    await gone;
+  } finally {
+    client.close();
+  }
+});
+
+test("a topic of an unknown type is a json channel", async () => {
+  const { client } = await connect();
+  const pub = await rosbridge();
+  try {
+    const topic = "/fx_node_unknown";
+    pub.send({ op: "advertise", topic, type: "nobody_msgs/msg/Nope" });
+    const channel = await channelOf(client, topic);
+    assert.equal(channel.encoding, "json");
+    const sub = client.subscribe(channel.id);
+    const timer = setInterval(() => pub.send({ op: "publish", topic, msg: { x: [1, 2] } }), 20);
+    try {
+      const msg = await next(client, "message", (m) => m.subscriptionId === sub);
+      assert.deepEqual(JSON.parse(new TextDecoder().decode(msg.data)), { x: [1, 2] });
+    } finally {
+      clearInterval(timer);
+    }
+  } finally {
+    pub.close();
+    client.close();
+  }
+});
+
+test("the rosbridge port serves a client that offers the subprotocol", async () => {
+  const { client, info } = await connect(WS_URL);
+  try {
+    assert.equal(info.name, "rosgate");
+  } finally {
+    client.close();
+  }
+});
+
+test("a subscription to no channel is an error status", async () => {
+  const { client } = await connect();
+  try {
+    const status = next(client, "status", (s) => s.level === 2);
+    client.subscribe(987654);
+    const s = await status;
+    assert.match(s.message, /no channel 987654/);
+  } finally {
+    client.close();
+  }
+});
