@@ -19,9 +19,14 @@
 //!   to withdraw elsewhere, the registrations go through `Registry::withdraw`.
 
 use std::collections::{BTreeMap, HashMap};
+use std::time::{Duration, Instant};
 
 /// Channels advertised to one Foxglove session at most.
 pub const MAX_FOXGLOVE_CHANNELS: usize = 10_000;
+
+/// A session whose messages are shed hears so in a warning `status` at
+/// most this often, with the count since the last one.
+pub const DROP_WARNING_INTERVAL: Duration = Duration::from_secs(1);
 
 /// A channel of the server, as advertised.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -50,6 +55,9 @@ pub struct Session {
     synced: Option<u64>,
     /// The channel limit was reported.
     told_full: bool,
+    /// Messages shed since the last warning, and when that was.
+    dropped: u64,
+    warned_at: Option<Instant>,
 }
 
 /// What a subscribe asks of the hub, or why it is refused.
@@ -70,7 +78,28 @@ impl Session {
             next_channel: 1,
             synced: None,
             told_full: false,
+            dropped: 0,
+            warned_at: None,
         }
+    }
+
+    /// Counts `n` messages shed from the connection's queue.
+    pub fn note_dropped(&mut self, n: u64) {
+        self.dropped += n;
+    }
+
+    /// The messages shed to report now, if any and the last warning is
+    /// [`DROP_WARNING_INTERVAL`] old (debounced).
+    pub fn take_drop_warning(&mut self, now: Instant) -> Option<u64> {
+        if self.dropped == 0
+            || self
+                .warned_at
+                .is_some_and(|t| now.saturating_duration_since(t) < DROP_WARNING_INTERVAL)
+        {
+            return None;
+        }
+        self.warned_at = Some(now);
+        Some(std::mem::take(&mut self.dropped))
     }
 
     pub fn protocol(&self) -> &'static str {
@@ -241,6 +270,19 @@ mod tests {
         let r = s.sync(&want(&[("/a", "x/msg/A"), ("/b", "x/msg/B")]));
         assert_eq!(r.added, vec![3]);
         assert_eq!(s.unsubscribe(7), None);
+    }
+
+    #[test]
+    fn drop_warnings_are_debounced() {
+        let t0 = Instant::now();
+        let mut s = Session::new("foxglove.sdk.v1");
+        assert_eq!(s.take_drop_warning(t0), None);
+        s.note_dropped(3);
+        assert_eq!(s.take_drop_warning(t0), Some(3));
+        s.note_dropped(2);
+        assert_eq!(s.take_drop_warning(t0 + Duration::from_millis(500)), None);
+        s.note_dropped(1);
+        assert_eq!(s.take_drop_warning(t0 + DROP_WARNING_INTERVAL), Some(3));
     }
 
     #[test]

@@ -25,6 +25,9 @@
 //!   queueing, shedding and ledger apply, the message data made once per
 //!   message and subscription id, its CDR once per message
 //!   (`hub/encodings.rs`), a ROS 2 sample's CDR sent as it came.
+//! - Shedding: a session's messages are shed like any subscriber's
+//!   (`out.rs`, counted in `dropped`); the session hears a warning `status`
+//!   with the count, debounced (`foxglove::DROP_WARNING_INTERVAL`).
 //! - Bad input gets a `status` of level error naming the problem, and
 //!   changes nothing else.
 //!
@@ -247,6 +250,17 @@ impl Hub {
         for i in 0..self.foxglove_conns.len() {
             let me = self.foxglove_conns[i];
             self.foxglove_sync(me, now);
+            let shed = self
+                .live_mut(me)
+                .and_then(|c| c.foxglove_mut())
+                .and_then(|s| s.take_drop_warning(now));
+            if let Some(n) = shed {
+                let why = format!(
+                    "{n} messages dropped: this connection reads slower than its subscriptions publish (queue limit {} bytes, shed fairly across topics)",
+                    self.limits.max_queue_bytes
+                );
+                self.send_status(me, Level::Warning, &why, None, now);
+            }
         }
     }
 

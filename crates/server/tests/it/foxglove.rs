@@ -252,3 +252,140 @@ fn bad_input_is_an_error_status_and_nothing_else() {
         "{s}"
     );
 }
+
+/// Tokens as on the rosbridge port (`hub/auth.rs`): in the opening only,
+/// since the protocol has no `auth` op.
+#[test]
+fn tokens_are_checked_in_the_opening() {
+    use crate::security::{token_file, ADMIN, BUILTIN_TOKENS};
+    let tf = token_file(BUILTIN_TOKENS);
+    let gw = Gateway::start(&[
+        "--foxglove-listen",
+        "127.0.0.1:0",
+        "--auth-tokens",
+        tf.path(),
+    ]);
+    let open = |target: &str, headers: &str| {
+        let s = std::net::TcpStream::connect(foxglove_addr(&gw)).expect("connect");
+        let mut ws = Ws::over(s);
+        let head = ws.handshake(&upgrade_request(target, &format!("{FOXGLOVE}{headers}")));
+        (head, ws)
+    };
+    let (head, mut ws) = open("/", "");
+    assert!(head.starts_with("HTTP/1.1 401"), "{head}");
+    ws.fill();
+    assert!(
+        String::from_utf8_lossy(&ws.buf).contains("must present its token"),
+        "{:?}",
+        String::from_utf8_lossy(&ws.buf)
+    );
+    let (head, _) = open("/?token=wrong", "");
+    assert!(head.starts_with("HTTP/1.1 401"), "{head}");
+    let (head, mut ws) = open(&format!("/?token={ADMIN}"), "");
+    assert!(head.starts_with("HTTP/1.1 101"), "{head}");
+    assert_eq!(ws.json()["op"], "serverInfo");
+    let (head, mut ws) = open("/", &format!("Authorization: Bearer {ADMIN}\r\n"));
+    assert!(head.starts_with("HTTP/1.1 101"), "{head}");
+    assert_eq!(ws.json()["op"], "serverInfo");
+}
+
+/// Beyond loopback without tokens the gateway refuses to start, naming
+/// the Foxglove listener (README, docs/security.md).
+#[test]
+fn the_foxglove_listener_beyond_loopback_needs_tokens() {
+    let out = run(&[
+        "--listen",
+        "127.0.0.1:0",
+        "--ws-listen",
+        "127.0.0.1:0",
+        "--foxglove-listen",
+        "0.0.0.0:0",
+    ]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("foxglove 0.0.0.0:0"), "{err}");
+    let out = run(&["--foxglove-listen", "nowhere"]);
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("--foxglove-listen: invalid address"),
+        "{out:?}"
+    );
+}
+
+/// A session that reads slower than its subscription publishes is shed
+/// like a rosbridge subscriber (fairly, counted) and told so in a warning
+/// status; the gateway and other clients go on.
+#[test]
+fn a_slow_session_is_shed_and_told() {
+    use socket2::{Domain, Socket, Type};
+    let gw = Gateway::start(&[
+        "--foxglove-listen",
+        "127.0.0.1:0",
+        "--max-queue-bytes",
+        "65536",
+    ]);
+    let s = Socket::new(Domain::IPV4, Type::STREAM, None).expect("socket");
+    s.set_recv_buffer_size(4096).expect("SO_RCVBUF");
+    s.connect_timeout(
+        &foxglove_addr(&gw).into(),
+        std::time::Duration::from_secs(5),
+    )
+    .expect("connect");
+    let mut fx = Ws::over(s.into());
+    let head = fx.handshake(&upgrade_request("/", FOXGLOVE));
+    assert!(head.starts_with("HTTP/1.1 101"), "{head}");
+    assert_eq!(fx.json()["op"], "serverInfo");
+    let mut pubr = Ws::connect(&gw);
+    pubr.send_text(r#"{"op":"advertise","topic":"/fx_flood","type":"std_msgs/msg/String"}"#);
+    let chan = channel_of(&mut fx, "/fx_flood")["id"].as_u64().unwrap();
+    fx.send_text(&format!(
+        r#"{{"op":"subscribe","subscriptions":[{{"id":5,"channelId":{chan}}}]}}"#
+    ));
+    std::thread::sleep(ms(50));
+    let big = "x".repeat(20_000);
+    for _ in 0..300 {
+        pubr.send_text(&format!(
+            r#"{{"op":"publish","topic":"/fx_flood","msg":{{"data":"{big}"}}}}"#
+        ));
+    }
+    // The rosbridge side is unaffected: it is answered at once.
+    pubr.send_text(r#"{"op":"call_service","service":"/rosgate/stats","id":"s","args":{}}"#);
+    let dl = deadline(REPLY);
+    let stats = loop {
+        let v = pubr.json();
+        if v["id"] == "s" {
+            break v;
+        }
+        assert!(Instant::now() < dl);
+    };
+    assert!(stats["values"]["dropped"].as_u64().unwrap() > 0, "{stats}");
+    // The slow session reads on: message data, then a warning with the count.
+    let dl = deadline(ms(10_000));
+    let mut data = 0;
+    let warning = loop {
+        let f = fx
+            .try_frame(dl)
+            .expect("a warning status before the deadline");
+        match f.0 {
+            0x2 => {
+                assert_eq!(&f.1[..5], &[0x01, 5, 0, 0, 0]);
+                data += 1;
+            }
+            0x1 => {
+                let v: Value = serde_json::from_slice(&f.1).unwrap();
+                if v["op"] == "status" && v["level"] == 1 {
+                    break v;
+                }
+            }
+            _ => {}
+        }
+    };
+    assert!(
+        warning["message"]
+            .as_str()
+            .unwrap()
+            .contains("messages dropped"),
+        "{warning}"
+    );
+    assert!(data < 300, "{data} of 300 delivered: nothing was shed");
+}
