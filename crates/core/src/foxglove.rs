@@ -24,6 +24,10 @@ use std::time::{Duration, Instant};
 /// Channels advertised to one Foxglove session at most.
 pub const MAX_FOXGLOVE_CHANNELS: usize = 10_000;
 
+/// Client channels (`advertise` from the client, for `clientPublish`) one
+/// session holds at most.
+pub const MAX_FOXGLOVE_CLIENT_CHANNELS: usize = 10_000;
+
 /// A session whose messages are shed hears so in a warning `status` at
 /// most this often, with the count since the last one.
 pub const DROP_WARNING_INTERVAL: Duration = Duration::from_secs(1);
@@ -38,6 +42,16 @@ pub struct Channel {
     pub cdr: bool,
     /// The subscription on it, if any.
     pub sub: Option<u32>,
+}
+
+/// A client channel: the client publishes `topic` through it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClientChannel {
+    pub topic: String,
+    /// Its type (the client's `schemaName`), as registered.
+    pub ty: String,
+    /// `cdr` (decoded by `ty`), else `json`.
+    pub cdr: bool,
 }
 
 /// See the module docs.
@@ -55,6 +69,8 @@ pub struct Session {
     synced: Option<u64>,
     /// The channel limit was reported.
     told_full: bool,
+    /// Client channels by the client's ids.
+    client_channels: HashMap<u32, ClientChannel>,
     /// Messages shed since the last warning, and when that was.
     dropped: u64,
     warned_at: Option<Instant>,
@@ -78,9 +94,41 @@ impl Session {
             next_channel: 1,
             synced: None,
             told_full: false,
+            client_channels: HashMap::new(),
             dropped: 0,
             warned_at: None,
         }
+    }
+
+    /// Why client channel `id` cannot be added, if it cannot.
+    pub fn check_client_channel(&self, id: u32) -> Option<String> {
+        if self.client_channels.contains_key(&id) {
+            return Some(format!(
+                "client channel {id} is advertised already; not advertised"
+            ));
+        }
+        (self.client_channels.len() >= MAX_FOXGLOVE_CLIENT_CHANNELS).then(|| {
+            format!(
+                "client channel {id}: this session holds {MAX_FOXGLOVE_CLIENT_CHANNELS} client channels, the limit; not advertised"
+            )
+        })
+    }
+
+    /// Records client channel `id` (the hub registered its publisher).
+    pub fn add_client_channel(&mut self, id: u32, ch: ClientChannel) {
+        self.client_channels.insert(id, ch);
+    }
+
+    pub fn client_channel(&self, id: u32) -> Option<&ClientChannel> {
+        self.client_channels.get(&id)
+    }
+
+    /// Forgets client channel `id`: it and whether another client channel
+    /// still publishes its topic (then the registration stays).
+    pub fn remove_client_channel(&mut self, id: u32) -> Option<(ClientChannel, bool)> {
+        let ch = self.client_channels.remove(&id)?;
+        let shared = self.client_channels.values().any(|c| c.topic == ch.topic);
+        Some((ch, shared))
     }
 
     /// Counts `n` messages shed from the connection's queue.
@@ -283,6 +331,35 @@ mod tests {
         assert_eq!(s.take_drop_warning(t0 + Duration::from_millis(500)), None);
         s.note_dropped(1);
         assert_eq!(s.take_drop_warning(t0 + DROP_WARNING_INTERVAL), Some(3));
+    }
+
+    #[test]
+    fn client_channels_share_a_topic_and_are_bounded() {
+        let mut s = Session::new("foxglove.sdk.v1");
+        let ch = |t: &str| ClientChannel {
+            topic: t.into(),
+            ty: "x/msg/A".into(),
+            cdr: false,
+        };
+        s.add_client_channel(1, ch("/a"));
+        s.add_client_channel(2, ch("/a"));
+        assert!(s.check_client_channel(1).is_some());
+        assert_eq!(
+            s.remove_client_channel(1).map(|(_, shared)| shared),
+            Some(true)
+        );
+        assert_eq!(
+            s.remove_client_channel(2).map(|(_, shared)| shared),
+            Some(false)
+        );
+        assert_eq!(s.remove_client_channel(2), None);
+        for i in 0..MAX_FOXGLOVE_CLIENT_CHANNELS as u32 {
+            s.add_client_channel(i, ch("/b"));
+        }
+        assert!(s
+            .check_client_channel(u32::MAX)
+            .unwrap()
+            .contains("the limit"));
     }
 
     #[test]

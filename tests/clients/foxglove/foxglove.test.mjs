@@ -12,7 +12,7 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import wsProtocol from "@foxglove/ws-protocol";
 import { parse as parseMessageDefinition } from "@foxglove/rosmsg";
-import { MessageReader } from "@foxglove/rosmsg2-serialization";
+import { MessageReader, MessageWriter } from "@foxglove/rosmsg2-serialization";
 import WebSocket from "ws";
 
 // The package is CommonJS: its exports come as one object.
@@ -152,6 +152,43 @@ test("a subscription to no channel is an error status", async () => {
     const s = await status;
     assert.match(s.message, /no channel 987654/);
   } finally {
+    client.close();
+  }
+});
+
+test("clientPublish: CDR from a MessageWriter reaches a rosbridge subscriber as JSON", async () => {
+  const { client, info } = await connect();
+  const sub = new WebSocket(WS_URL);
+  await new Promise((resolve, reject) => {
+    sub.once("open", resolve);
+    sub.once("error", reject);
+  });
+  try {
+    assert.ok(info.capabilities.includes("clientPublish"));
+    const topic = "/fx_node_client_pub";
+    const heard = new Promise((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error("no publish within 5 s")), 5000);
+      sub.on("message", (data) => {
+        const m = JSON.parse(data.toString());
+        if (m.op === "publish" && m.topic === topic) {
+          clearTimeout(timer);
+          resolve(m.msg);
+        }
+      });
+    });
+    sub.send(JSON.stringify({ op: "subscribe", topic, type: "std_msgs/msg/String" }));
+    const schema = "string data\n";
+    const writer = new MessageWriter(parseMessageDefinition(schema, { ros2: true }));
+    const chan = client.advertise({ topic, encoding: "cdr", schemaName: "std_msgs/msg/String", schema, schemaEncoding: "ros2msg" });
+    // Until the subscription and the advertisement are both in place.
+    const timer = setInterval(() => client.sendMessage(chan, writer.writeMessage({ data: "from foxglove" })), 20);
+    try {
+      assert.deepEqual(await heard, { data: "from foxglove" });
+    } finally {
+      clearInterval(timer);
+    }
+  } finally {
+    sub.close();
     client.close();
   }
 });

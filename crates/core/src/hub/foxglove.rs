@@ -28,6 +28,12 @@
 //! - Shedding: a session's messages are shed like any subscriber's
 //!   (`out.rs`, counted in `dropped`); the session hears a warning `status`
 //!   with the count, debounced (`foxglove::DROP_WARNING_INTERVAL`).
+//! - Client publishing (`clientPublish`): a client channel is the
+//!   connection's `advertise` of the topic with the channel's
+//!   `schemaName` as its type; a message on it is the connection's
+//!   publish (roles, the ROS 2 type check, the batch, bridges): JSON as
+//!   it came (checked to be an object), CDR decoded once by the type
+//!   (`rosgate_ros2::cdr::decode_json`).
 //! - Bad input gets a `status` of level error naming the problem, and
 //!   changes nothing else.
 //!
@@ -46,12 +52,15 @@ use rosgate_wire::names::is_hidden;
 use rosgate_wire::qos::Qos;
 use rosgate_wire::ws::handshake::{self, Opening};
 
+use rosgate_wire::Raw;
+
 use super::qos::{Asked, Registering};
-use super::Hub;
+use super::{Hub, Origin};
+use crate::access::Class;
 use crate::conn::ConnRef;
-use crate::counters::ErrorCode;
+use crate::counters::{Counter, ErrorCode};
 use crate::encoding::{Compression, Encoding};
-use crate::foxglove::{Session, SubscribeCheck, MAX_FOXGLOVE_CHANNELS};
+use crate::foxglove::{ClientChannel, Session, SubscribeCheck, MAX_FOXGLOVE_CHANNELS};
 use crate::registry::Role;
 use crate::transport::Transport;
 
@@ -118,7 +127,7 @@ impl Hub {
             &mut out,
             &ServerInfo {
                 name: "rosgate",
-                capabilities: &[],
+                capabilities: &["clientPublish"],
                 supported_encodings: &["cdr", "json"],
                 metadata: &[("rosgate_version", version), ("ROS_DISTRO", &distro)],
                 session_id: &session_id,
@@ -142,6 +151,16 @@ impl Hub {
             Ok(ClientOp::Unsubscribe(ids)) => {
                 for sub in ids {
                     self.foxglove_unsubscribe(me, sub, now);
+                }
+            }
+            Ok(ClientOp::Advertise(chans)) => {
+                for ch in chans {
+                    self.foxglove_client_advertise(me, ch, now);
+                }
+            }
+            Ok(ClientOp::Unadvertise(ids)) => {
+                for id in ids {
+                    self.foxglove_client_unadvertise(me, id, now);
                 }
             }
             Ok(op) => {
@@ -171,14 +190,140 @@ impl Hub {
         self.flush_publishes(now);
         let why = match client::decode_binary(msg) {
             Err(why) => why,
-            Ok(ClientBinary::MessageData { channel, .. }) => format!(
-                "client message data on channel {channel}: this server does not have the clientPublish capability; dropped"
-            ),
+            Ok(ClientBinary::MessageData { channel, payload }) => {
+                return self.foxglove_client_publish(me, channel, payload, now)
+            }
             Ok(ClientBinary::ServiceCallRequest { service, call, .. }) => format!(
                 "service call {call} to service {service}: this server does not have the services capability; not called"
             ),
         };
         self.protocol_error(me, ErrorCode::FoxgloveRequest, &why, None, now);
+    }
+
+    /// A client channel: the connection becomes a publisher of its topic
+    /// (an ordinary `advertise`, roles and limits included).
+    fn foxglove_client_advertise(&mut self, me: ConnRef, ch: client::ClientChannel, now: Instant) {
+        let refused = |why: String| Some(why);
+        let why = match self.conn(me.key).and_then(|c| c.foxglove()) {
+            None => return,
+            Some(s) => s.check_client_channel(ch.id),
+        }
+        .or_else(|| match ch.encoding.as_str() {
+            "json" => None,
+            "cdr" if self.types().msg(&ch.schema_name).is_some() => None,
+            "cdr" => refused(format!(
+                "client channel {} ({}): cdr needs a type this gateway knows, and it does not know {:?} (--interfaces adds definitions; json needs none); not advertised",
+                ch.id, ch.topic, ch.schema_name
+            )),
+            other => refused(format!(
+                "client channel {} ({}): encoding {other:?} is not one of supportedEncodings (cdr, json); not advertised",
+                ch.id, ch.topic
+            )),
+        });
+        if let Some(why) = why {
+            return self.protocol_error(me, ErrorCode::FoxgloveRequest, &why, None, now);
+        }
+        let ty = (!ch.schema_name.is_empty()).then_some(ch.schema_name.as_str());
+        let asked = Asked {
+            qos: Qos::default(),
+            peers: false,
+            throttle_ms: 0,
+            encoding: Encoding::default(),
+        };
+        let r = Registering {
+            role: Role::Publisher,
+            topic: &ch.topic,
+            ty,
+            asked,
+        };
+        self.register(me, r, None, None, now);
+        let Some(domain) = self.conn(me.key).map(|c| c.domain()) else {
+            return;
+        };
+        let reg = &self.registries[domain as usize];
+        let made = reg
+            .topic_id(&ch.topic)
+            .is_some_and(|t| reg.is_member(me, Role::Publisher, t));
+        if made {
+            let cdr = ch.encoding == "cdr";
+            let entry = ClientChannel {
+                topic: ch.topic,
+                ty: ch.schema_name,
+                cdr,
+            };
+            if let Some(s) = self.live_mut(me).and_then(|c| c.foxglove_mut()) {
+                s.add_client_channel(ch.id, entry);
+            }
+        }
+    }
+
+    fn foxglove_client_unadvertise(&mut self, me: ConnRef, id: u32, now: Instant) {
+        let gone = self
+            .live_mut(me)
+            .and_then(|c| c.foxglove_mut())
+            .and_then(|s| s.remove_client_channel(id));
+        match gone {
+            Some((ch, false)) => self.unregister(me, Role::Publisher, &ch.topic, None, None, now),
+            Some((_, true)) => {}
+            None => {
+                let why = format!("no client channel {id}; nothing to unadvertise");
+                self.protocol_error(me, ErrorCode::FoxgloveRequest, &why, None, now)
+            }
+        }
+    }
+
+    /// A message on a client channel: routed as the connection's publish
+    /// (the type check, the batch, bridges), JSON as it came, CDR decoded
+    /// once by the channel's type.
+    fn foxglove_client_publish(&mut self, me: ConnRef, id: u32, payload: &[u8], now: Instant) {
+        let Some(ch) = self
+            .conn(me.key)
+            .and_then(|c| c.foxglove())
+            .and_then(|s| s.client_channel(id))
+            .cloned()
+        else {
+            let why = format!("client message data on channel {id}: no such client channel (advertise it first); dropped");
+            return self.protocol_error(me, ErrorCode::FoxgloveRequest, &why, None, now);
+        };
+        let Some(domain) = self.conn(me.key).map(|c| c.domain()) else {
+            return;
+        };
+        if !self.permit(me, Class::Publish, &ch.topic, None, now) {
+            return;
+        }
+        let json = if ch.cdr {
+            let mut out = Vec::with_capacity(payload.len() * 2 + 16);
+            let types = std::sync::Arc::clone(self.types());
+            match rosgate_ros2::cdr::decode_json(&*types, &ch.ty, payload, &mut out) {
+                Ok(()) => {
+                    self.counters.inc(Counter::CdrPublished);
+                    String::from_utf8(out).ok()
+                }
+                Err(e) => {
+                    let why = format!(
+                        "client message data on channel {id} ({}): not CDR of {}: {e:?}; dropped",
+                        ch.topic, ch.ty
+                    );
+                    return self.protocol_error(me, ErrorCode::FoxgloveRequest, &why, None, now);
+                }
+            }
+        } else {
+            std::str::from_utf8(payload)
+                .ok()
+                .filter(|t| {
+                    rosgate_wire::scan::scan_object(t, rosgate_wire::MAX_JSON_DEPTH, |_| {}).is_ok()
+                })
+                .map(str::to_owned)
+        };
+        let Some(json) = json else {
+            let why = format!(
+                "client message data on channel {id} ({}): not a JSON object; dropped",
+                ch.topic
+            );
+            return self.protocol_error(me, ErrorCode::FoxgloveRequest, &why, None, now);
+        };
+        let origin = Origin::Client { conn: me, id: None };
+        self.route(origin, domain, &ch.topic, Raw::from_valid_json(&json), now);
     }
 
     fn foxglove_subscribe(&mut self, me: ConnRef, sub: u32, chan: u32, now: Instant) {

@@ -389,3 +389,81 @@ fn a_slow_session_is_shed_and_told() {
     );
     assert!(data < 300, "{data} of 300 delivered: nothing was shed");
 }
+
+/// `clientPublish`: a client channel makes the session a publisher; its
+/// JSON goes out as it came, its CDR decoded by the channel's type; bad
+/// payloads and unknown channels are error statuses.
+#[test]
+fn client_channels_publish_json_and_cdr() {
+    let gw = gateway();
+    let (_, mut fx, info) = foxglove(&gw, FOXGLOVE);
+    assert!(
+        info["capabilities"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("clientPublish")),
+        "{info}"
+    );
+    let mut sub = Ws::connect(&gw);
+    sub.send_text(r#"{"op":"subscribe","topic":"/fx_cp","type":"std_msgs/msg/String"}"#);
+    fx.send_text(
+        r#"{"op":"advertise","channels":[
+            {"id":1,"topic":"/fx_cp","encoding":"json","schemaName":"std_msgs/msg/String"},
+            {"id":2,"topic":"/fx_cp","encoding":"cdr","schemaName":"std_msgs/msg/String"},
+            {"id":3,"topic":"/fx_cp","encoding":"protobuf","schemaName":"x"},
+            {"id":4,"topic":"/fx_cp2","encoding":"cdr","schemaName":"nobody_msgs/msg/Nope"}]}"#,
+    );
+    for says in [
+        "\"protobuf\" is not one of",
+        "does not know \"nobody_msgs/msg/Nope\"",
+    ] {
+        let st = next_op(&mut fx, "status");
+        assert_eq!(st["level"], 2, "{st}");
+        assert!(st["message"].as_str().unwrap().contains(says), "{st}");
+    }
+    let mut data = vec![0x01];
+    data.extend_from_slice(&1u32.to_le_bytes());
+    data.extend_from_slice(br#"{"data":"from json"}"#);
+    fx.send_frame(0x2, true, &data);
+    let m = sub.json();
+    assert_eq!(m["op"], "publish");
+    assert_eq!(m["msg"], json!({"data": "from json"}));
+    let mut data = vec![0x01];
+    data.extend_from_slice(&2u32.to_le_bytes());
+    data.extend_from_slice(&[0, 1, 0, 0, 4, 0, 0, 0, b'c', b'd', b'r', 0]);
+    fx.send_frame(0x2, true, &data);
+    assert_eq!(sub.json()["msg"], json!({"data": "cdr"}));
+
+    // Bad CDR, bad JSON, no such channel: error statuses, nothing sent.
+    let bad: [(&[u8], u32, &str); 3] = [
+        (&[9, 9], 2, "not CDR of std_msgs/msg/String"),
+        (b"[1]", 1, "not a JSON object"),
+        (b"{}", 7, "no such client channel"),
+    ];
+    for (payload, chan, says) in bad {
+        let mut data = vec![0x01];
+        data.extend_from_slice(&chan.to_le_bytes());
+        data.extend_from_slice(payload);
+        fx.send_frame(0x2, true, &data);
+        let st = next_op(&mut fx, "status");
+        assert!(
+            st["message"].as_str().unwrap().contains(says),
+            "{says}: {st}"
+        );
+    }
+    // Unadvertised (both channels): the topic loses its publisher.
+    fx.send_text(r#"{"op":"unadvertise","channelIds":[1,2]}"#);
+    fx.send_text(r#"{"op":"unadvertise","channelIds":[1]}"#);
+    let st = next_op(&mut fx, "status");
+    assert!(
+        st["message"]
+            .as_str()
+            .unwrap()
+            .contains("no client channel 1"),
+        "{st}"
+    );
+    let dl = deadline(ms(300));
+    while let Some(f) = sub.try_frame(dl) {
+        panic!("nothing more for the subscriber: {f:?}");
+    }
+}
