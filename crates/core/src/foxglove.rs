@@ -28,6 +28,9 @@ pub const MAX_FOXGLOVE_CHANNELS: usize = 10_000;
 /// session holds at most.
 pub const MAX_FOXGLOVE_CLIENT_CHANNELS: usize = 10_000;
 
+/// Services advertised to one session at most.
+pub const MAX_FOXGLOVE_SERVICES: usize = 10_000;
+
 /// A session whose messages are shed hears so in a warning `status` at
 /// most this often, with the count since the last one.
 pub const DROP_WARNING_INTERVAL: Duration = Duration::from_secs(1);
@@ -54,6 +57,14 @@ pub struct ClientChannel {
     pub cdr: bool,
 }
 
+/// A service of the session's domain, as advertised to it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Service {
+    pub name: String,
+    /// Its type as the registry has it (any name form).
+    pub ty: String,
+}
+
 /// See the module docs.
 #[derive(Debug)]
 pub struct Session {
@@ -69,6 +80,11 @@ pub struct Session {
     synced: Option<u64>,
     /// The channel limit was reported.
     told_full: bool,
+    /// Services advertised, by id (never reused), and by (name, type).
+    services: BTreeMap<u32, Service>,
+    service_ids: HashMap<(String, String), u32>,
+    next_service: u32,
+    told_services_full: bool,
     /// Client channels by the client's ids.
     client_channels: HashMap<u32, ClientChannel>,
     /// Messages shed since the last warning, and when that was.
@@ -94,10 +110,61 @@ impl Session {
             next_channel: 1,
             synced: None,
             told_full: false,
+            services: BTreeMap::new(),
+            service_ids: HashMap::new(),
+            next_service: 1,
+            told_services_full: false,
             client_channels: HashMap::new(),
             dropped: 0,
             warned_at: None,
         }
+    }
+
+    /// Makes the advertised services those of `want` ((name, type), at
+    /// most [`MAX_FOXGLOVE_SERVICES`]): the ids gone, the ids added, and
+    /// whether `want` was cut (first time only).
+    pub fn sync_services(&mut self, want: &[(String, String)]) -> (Vec<u32>, Vec<u32>, bool) {
+        let keep: std::collections::HashSet<(&str, &str)> = want
+            .iter()
+            .take(MAX_FOXGLOVE_SERVICES)
+            .map(|(n, t)| (n.as_str(), t.as_str()))
+            .collect();
+        let mut gone = Vec::new();
+        self.services.retain(|&id, s| {
+            let stays = keep.contains(&(s.name.as_str(), s.ty.as_str()));
+            if !stays {
+                gone.push((id, (s.name.clone(), s.ty.clone())));
+            }
+            stays
+        });
+        for (_, key) in &gone {
+            self.service_ids.remove(key);
+        }
+        let mut added = Vec::new();
+        for (name, ty) in want.iter().take(MAX_FOXGLOVE_SERVICES) {
+            let key = (name.clone(), ty.clone());
+            if self.service_ids.contains_key(&key) {
+                continue;
+            }
+            let id = self.next_service;
+            self.next_service = self.next_service.wrapping_add(1).max(1);
+            self.service_ids.insert(key, id);
+            self.services.insert(
+                id,
+                Service {
+                    name: name.clone(),
+                    ty: ty.clone(),
+                },
+            );
+            added.push(id);
+        }
+        let cut = want.len() > MAX_FOXGLOVE_SERVICES && !self.told_services_full;
+        self.told_services_full |= cut;
+        (gone.into_iter().map(|(id, _)| id).collect(), added, cut)
+    }
+
+    pub fn service(&self, id: u32) -> Option<&Service> {
+        self.services.get(&id)
     }
 
     /// Why client channel `id` cannot be added, if it cannot.
@@ -360,6 +427,27 @@ mod tests {
             .check_client_channel(u32::MAX)
             .unwrap()
             .contains("the limit"));
+    }
+
+    #[test]
+    fn services_follow_the_graph_with_fresh_ids() {
+        let mut s = Session::new("foxglove.sdk.v1");
+        let w = |l: &[&str]| -> Vec<(String, String)> {
+            l.iter()
+                .map(|n| (n.to_string(), "x/srv/S".to_string()))
+                .collect()
+        };
+        assert_eq!(
+            s.sync_services(&w(&["/a", "/b"])),
+            (vec![], vec![1, 2], false)
+        );
+        assert_eq!(s.sync_services(&w(&["/b"])), (vec![1], vec![], false));
+        assert_eq!(s.sync_services(&w(&["/a", "/b"])), (vec![], vec![3], false));
+        assert_eq!(s.service(3).map(|x| x.name.as_str()), Some("/a"));
+        let many: Vec<_> = (0..MAX_FOXGLOVE_SERVICES + 1)
+            .map(|i| (format!("/s{i}"), "x/srv/S".to_string()))
+            .collect();
+        assert!(s.sync_services(&many).2);
     }
 
     #[test]

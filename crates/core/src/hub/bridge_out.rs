@@ -93,6 +93,9 @@ impl Hub {
         if self.answer_bridge(to, peer, msg) {
             return;
         }
+        if self.is_foxglove(to) {
+            return self.foxglove_answer(to, id, answer, now);
+        }
         // The hub's reused buffer: an answer per call is the calls' hot path.
         let mut out = std::mem::take(&mut self.scratch);
         out.clear();

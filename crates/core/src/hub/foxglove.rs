@@ -34,6 +34,15 @@
 //!   publish (roles, the ROS 2 type check, the batch, bridges): JSON as
 //!   it came (checked to be an object), CDR decoded once by the type
 //!   (`rosgate_ros2::cdr::decode_json`).
+//! - Services (`services`): every service of the domain with a provider
+//!   (a client's, another gateway's, the ROS 2 graph's; hidden ones left
+//!   out) is advertised with its request and response schemas (`cdr` and
+//!   `ros2msg` when the type is known, else `json`), re-made with the
+//!   channels; a call request is decoded (CDR by the request type, or
+//!   JSON) and made as `call_service` with an id naming the session's
+//!   service and call ids, and its one answer or failure comes back as a
+//!   binary service call response (CDR encoded by the response type) or a
+//!   `serviceCallFailure` with the call id.
 //! - Bad input gets a `status` of level error naming the problem, and
 //!   changes nothing else.
 //!
@@ -47,21 +56,27 @@ use std::time::Instant;
 
 use rosgate_wire::encode::Level;
 use rosgate_wire::foxglove::client::{self, ClientBinary, ClientOp};
-use rosgate_wire::foxglove::server::{self, Channel, ServerInfo, StatusLevel};
+use rosgate_wire::foxglove::server::{self, Channel, MessageSchema, ServerInfo, StatusLevel};
 use rosgate_wire::names::is_hidden;
 use rosgate_wire::qos::Qos;
 use rosgate_wire::ws::handshake::{self, Opening};
 
 use rosgate_wire::Raw;
 
+use super::answer::Answer;
 use super::qos::{Asked, Registering};
+use super::services::CallArgs;
 use super::{Hub, Origin};
 use crate::access::Class;
 use crate::conn::ConnRef;
 use crate::counters::{Counter, ErrorCode};
 use crate::encoding::{Compression, Encoding};
-use crate::foxglove::{ClientChannel, Session, SubscribeCheck, MAX_FOXGLOVE_CHANNELS};
+use crate::foxglove::{
+    ClientChannel, Session, SubscribeCheck, MAX_FOXGLOVE_CHANNELS, MAX_FOXGLOVE_SERVICES,
+};
+use crate::nodes::Domain;
 use crate::registry::Role;
+use crate::transport::Framing;
 use crate::transport::Transport;
 
 /// The schema of a channel whose type the gateway does not know: any
@@ -127,7 +142,7 @@ impl Hub {
             &mut out,
             &ServerInfo {
                 name: "rosgate",
-                capabilities: &["clientPublish"],
+                capabilities: &["clientPublish", "services"],
                 supported_encodings: &["cdr", "json"],
                 metadata: &[("rosgate_version", version), ("ROS_DISTRO", &distro)],
                 session_id: &session_id,
@@ -193,9 +208,12 @@ impl Hub {
             Ok(ClientBinary::MessageData { channel, payload }) => {
                 return self.foxglove_client_publish(me, channel, payload, now)
             }
-            Ok(ClientBinary::ServiceCallRequest { service, call, .. }) => format!(
-                "service call {call} to service {service}: this server does not have the services capability; not called"
-            ),
+            Ok(ClientBinary::ServiceCallRequest {
+                service,
+                call,
+                encoding,
+                payload,
+            }) => return self.foxglove_call(me, service, call, encoding, payload, now),
         };
         self.protocol_error(me, ErrorCode::FoxgloveRequest, &why, None, now);
     }
@@ -496,14 +514,262 @@ impl Hub {
                 .collect();
             server::advertise(&mut out, &channels);
         }
+        let services_cut = self.foxglove_sync_services(me, domain, &mut out);
         if !out.is_empty() {
             self.send_control(me, &out, now);
+        }
+        if services_cut {
+            let why = format!(
+                "more than {MAX_FOXGLOVE_SERVICES} services: only the first {MAX_FOXGLOVE_SERVICES} by name are advertised"
+            );
+            self.send_status(me, Level::Warning, &why, None, now);
         }
         if synced.cut {
             let why = format!(
                 "more than {MAX_FOXGLOVE_CHANNELS} topics: only the first {MAX_FOXGLOVE_CHANNELS} by name are advertised"
             );
             self.send_status(me, Level::Warning, &why, None, now);
+        }
+    }
+
+    /// Appends to `out` the `unadvertiseServices`/`advertiseServices` that
+    /// make `me`'s services those of `domain` now; true when the list was
+    /// cut (first time only).
+    fn foxglove_sync_services(&mut self, me: ConnRef, domain: Domain, out: &mut Vec<u8>) -> bool {
+        let reg = &self.registries[domain as usize];
+        let want: Vec<(String, String)> = reg
+            .service_names(false)
+            .take(MAX_FOXGLOVE_SERVICES + 1)
+            .filter_map(|n| reg.service(n).map(|s| (n.to_owned(), s.ty().to_owned())))
+            .collect();
+        let Some((gone, added, cut)) = self
+            .live_mut(me)
+            .and_then(|c| c.foxglove_mut())
+            .map(|s| s.sync_services(&want))
+        else {
+            return false;
+        };
+        if !gone.is_empty() {
+            server::unadvertise_services(out, &gone);
+        }
+        if added.is_empty() {
+            return cut;
+        }
+        let listed: Vec<(u32, String, String)> = match self.conn(me.key).and_then(|c| c.foxglove())
+        {
+            Some(s) => added
+                .iter()
+                .filter_map(|&id| s.service(id).map(|x| (id, x.name.clone(), x.ty.clone())))
+                .collect(),
+            None => return cut,
+        };
+        let types = std::sync::Arc::clone(self.types());
+        // (id, name, type, [(encoding, schema name, schema encoding, text)]).
+        let mut sides = Vec::with_capacity(listed.len());
+        for (id, name, ty) in listed {
+            let (full, halves) = match types.srv(&ty) {
+                Some(def) => (
+                    def.name.clone(),
+                    Some((def.request.clone(), def.response.clone())),
+                ),
+                None => (ty.clone(), None),
+            };
+            let side = |hub: &Hub, half: Option<String>, suffix: &str| match half
+                .as_deref()
+                .and_then(|h| {
+                    hub.typedef_json(h)
+                        .ok()
+                        .and_then(|(j, _)| serde_json::from_str::<String>(&j).ok())
+                        .map(|text| (h.to_owned(), text))
+                }) {
+                Some((schema_name, text)) => ("cdr", schema_name, "ros2msg", text),
+                None => (
+                    "json",
+                    format!("{full}{suffix}"),
+                    "jsonschema",
+                    PERMISSIVE_SCHEMA.to_owned(),
+                ),
+            };
+            let req = side(self, halves.as_ref().map(|h| h.0.clone()), "_Request");
+            let resp = side(self, halves.as_ref().map(|h| h.1.clone()), "_Response");
+            sides.push((id, name, full.clone(), req, resp));
+        }
+        let services: Vec<server::Service<'_>> = sides
+            .iter()
+            .map(|(id, name, ty, req, resp)| server::Service {
+                id: *id,
+                name,
+                ty,
+                request: MessageSchema {
+                    encoding: req.0,
+                    schema_name: &req.1,
+                    schema_encoding: req.2,
+                    schema: &req.3,
+                },
+                response: MessageSchema {
+                    encoding: resp.0,
+                    schema_name: &resp.1,
+                    schema_encoding: resp.2,
+                    schema: &resp.3,
+                },
+            })
+            .collect();
+        server::advertise_services(out, &services);
+        cut
+    }
+
+    /// A session's service call request: decoded by the service's request
+    /// type (CDR) or read as JSON, then called like `call_service`, its
+    /// id naming the session's service id, call id and encoding, so its
+    /// one answer (or failure) comes back to [`Hub::foxglove_answer`].
+    fn foxglove_call(
+        &mut self,
+        me: ConnRef,
+        service: u32,
+        call: u32,
+        encoding: &str,
+        payload: &[u8],
+        now: Instant,
+    ) {
+        let Some(svc) = self
+            .conn(me.key)
+            .and_then(|c| c.foxglove())
+            .and_then(|s| s.service(service))
+            .cloned()
+        else {
+            let why = format!("no service {service} is advertised; not called");
+            return self.foxglove_call_failed(me, service, call, &why, now);
+        };
+        let args = match encoding {
+            "json" => std::str::from_utf8(payload)
+                .ok()
+                .filter(|t| {
+                    rosgate_wire::scan::scan_object(t, rosgate_wire::MAX_JSON_DEPTH, |_| {}).is_ok()
+                })
+                .map(str::to_owned)
+                .ok_or_else(|| {
+                    format!("{}: the request is not a JSON object; not called", svc.name)
+                }),
+            "cdr" => {
+                let types = std::sync::Arc::clone(self.types());
+                match types.srv(&svc.ty) {
+                    None => Err(format!(
+                        "{}: cdr needs the definition of {}, which this gateway does not know (json needs none); not called",
+                        svc.name, svc.ty
+                    )),
+                    Some(def) => {
+                        let mut out = Vec::with_capacity(payload.len() * 2 + 16);
+                        match rosgate_ros2::cdr::decode_json(&*types, &def.request, payload, &mut out) {
+                            Ok(()) => String::from_utf8(out).map_err(|_| String::new()),
+                            Err(e) => Err(format!(
+                                "{}: the request is not CDR of {}: {e:?}; not called",
+                                svc.name, def.request
+                            )),
+                        }
+                    }
+                }
+            }
+            other => Err(format!(
+                "{}: encoding {other:?} is not one of supportedEncodings (cdr, json); not called",
+                svc.name
+            )),
+        };
+        let args = match args {
+            Ok(a) => a,
+            Err(why) => return self.foxglove_call_failed(me, service, call, &why, now),
+        };
+        // The call's id is a JSON string the answer is read back from.
+        let id = format!("\"fx:{service}:{call}:{encoding}\"");
+        let call_args = CallArgs {
+            args: Some(Raw::from_valid_json(&args)),
+            timeout: None,
+            wait: false,
+            goal: None,
+            encoding: Encoding::default(),
+        };
+        self.call_service(me, &svc.name, None, call_args, Some(id.as_bytes()), now);
+    }
+
+    fn foxglove_call_failed(
+        &mut self,
+        me: ConnRef,
+        service: u32,
+        call: u32,
+        why: &str,
+        now: Instant,
+    ) {
+        self.counters.error(ErrorCode::FoxgloveRequest);
+        let mut out = Vec::new();
+        server::service_call_failure(&mut out, service, call, why);
+        self.send_control(me, &out, now);
+    }
+
+    /// The answer to a session's call (`id` as [`Hub::foxglove_call`] made
+    /// it): a binary service call response in the request's encoding (CDR
+    /// encoded by the response type), or `serviceCallFailure` with the
+    /// reason.
+    pub(super) fn foxglove_answer(
+        &mut self,
+        to: ConnRef,
+        id: Option<&[u8]>,
+        answer: Answer<'_>,
+        now: Instant,
+    ) {
+        let parsed = id
+            .and_then(|b| std::str::from_utf8(b).ok())
+            .and_then(|s| s.strip_prefix("\"fx:"))
+            .and_then(|s| s.strip_suffix('"'))
+            .and_then(|s| {
+                let mut it = s.splitn(3, ':');
+                let service: u32 = it.next()?.parse().ok()?;
+                let call: u32 = it.next()?.parse().ok()?;
+                Some((service, call, it.next()?.to_owned()))
+            });
+        let Some((service, call, encoding)) = parsed else {
+            // Not a call of this protocol (none other is made on a session).
+            return;
+        };
+        if answer.result != b"true" {
+            let why = serde_json::from_slice::<String>(answer.values)
+                .unwrap_or_else(|_| String::from_utf8_lossy(answer.values).into_owned());
+            let mut out = Vec::new();
+            server::service_call_failure(&mut out, service, call, &why);
+            return self.send_control(to, &out, now);
+        }
+        let payload = if encoding == "cdr" {
+            let ty = self
+                .conn(to.key)
+                .and_then(|c| c.foxglove())
+                .and_then(|s| s.service(service))
+                .map(|s| s.ty.clone())
+                .unwrap_or_default();
+            let types = std::sync::Arc::clone(self.types());
+            let made = types
+                .srv(&ty)
+                .ok_or_else(|| format!("the service's type {ty:?} is not known"))
+                .and_then(|def| {
+                    let v: serde_json::Value =
+                        serde_json::from_slice(answer.values).map_err(|e| e.to_string())?;
+                    let mut out = Vec::new();
+                    rosgate_ros2::cdr::encode_into(&*types, &def.response, &v, &mut out)
+                        .map_err(|e| format!("the answer is not {}: {e:?}", def.response))?;
+                    Ok(out)
+                });
+            match made {
+                Ok(b) => b,
+                Err(why) => {
+                    let mut out = Vec::new();
+                    server::service_call_failure(&mut out, service, call, &why);
+                    return self.send_control(to, &out, now);
+                }
+            }
+        } else {
+            answer.values.to_vec()
+        };
+        let body = server::service_call_response(service, call, &encoding, &payload);
+        let mut frame = Vec::with_capacity(body.len() + 10);
+        if Framing::WebSocket.push_binary(&mut frame, &body) {
+            self.send_raw(to, &frame, now);
         }
     }
 }

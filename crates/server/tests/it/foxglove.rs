@@ -467,3 +467,127 @@ fn client_channels_publish_json_and_cdr() {
         panic!("nothing more for the subscriber: {f:?}");
     }
 }
+
+/// Services: advertised with their schemas; a call request (CDR or JSON)
+/// reaches the provider as `call_service`, and its answer comes back as a
+/// binary service call response in the request's encoding; failures as
+/// `serviceCallFailure` with the call id.
+#[test]
+fn services_are_advertised_and_called() {
+    let gw = gateway();
+    let (_, mut fx, info) = foxglove(&gw, FOXGLOVE);
+    assert!(
+        info["capabilities"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("services")),
+        "{info}"
+    );
+    let mut prov = Ws::connect(&gw);
+    prov.send_text(
+        r#"{"op":"advertise_service","service":"/fx_add","type":"example_interfaces/srv/AddTwoInts"}"#,
+    );
+    let adv = next_op(&mut fx, "advertiseServices");
+    let svc = adv["services"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["name"] == "/fx_add")
+        .cloned()
+        .unwrap_or_else(|| panic!("{adv}"));
+    assert_eq!(svc["type"], "example_interfaces/srv/AddTwoInts");
+    assert_eq!(svc["request"]["encoding"], "cdr");
+    assert_eq!(
+        svc["request"]["schemaName"],
+        "example_interfaces/srv/AddTwoInts_Request"
+    );
+    assert_eq!(svc["request"]["schema"], "int64 a\nint64 b\n");
+    assert_eq!(svc["response"]["schema"], "int64 sum\n");
+    let sid = svc["id"].as_u64().unwrap() as u32;
+
+    let request = |call: u32, enc: &str, payload: &[u8]| {
+        let mut b = vec![0x02];
+        b.extend_from_slice(&sid.to_le_bytes());
+        b.extend_from_slice(&call.to_le_bytes());
+        b.extend_from_slice(&(enc.len() as u32).to_le_bytes());
+        b.extend_from_slice(enc.as_bytes());
+        b.extend_from_slice(payload);
+        b
+    };
+    // CDR: a = 2, b = 3.
+    let mut cdr = vec![0, 1, 0, 0];
+    cdr.extend_from_slice(&2i64.to_le_bytes());
+    cdr.extend_from_slice(&3i64.to_le_bytes());
+    fx.send_frame(0x2, true, &request(7, "cdr", &cdr));
+    let c = next_json(&mut prov, "call_service");
+    assert_eq!(c["args"], json!({"a": 2, "b": 3}));
+    prov.send_text(&format!(
+        r#"{{"op":"service_response","service":"/fx_add","id":{},"values":{{"sum":5}},"result":true}}"#,
+        c["id"]
+    ));
+    let r = next_binary(&mut fx);
+    let mut want = vec![0x03];
+    want.extend_from_slice(&sid.to_le_bytes());
+    want.extend_from_slice(&7u32.to_le_bytes());
+    want.extend_from_slice(&3u32.to_le_bytes());
+    want.extend_from_slice(b"cdr");
+    want.extend_from_slice(&[0, 1, 0, 0]);
+    want.extend_from_slice(&5i64.to_le_bytes());
+    assert_eq!(r, want);
+
+    // JSON, answered as JSON.
+    fx.send_frame(0x2, true, &request(8, "json", br#"{"a":1,"b":1}"#));
+    let c = next_json(&mut prov, "call_service");
+    prov.send_text(&format!(
+        r#"{{"op":"service_response","service":"/fx_add","id":{},"values":{{"sum":2}},"result":true}}"#,
+        c["id"]
+    ));
+    let r = next_binary(&mut fx);
+    assert_eq!(&r[5..9], &8u32.to_le_bytes());
+    assert_eq!(&r[13..17], b"json");
+    assert_eq!(&r[17..], br#"{"sum":2}"#);
+
+    // The provider refuses: serviceCallFailure with the call id.
+    fx.send_frame(0x2, true, &request(9, "json", br#"{"a":1,"b":1}"#));
+    let c = next_json(&mut prov, "call_service");
+    prov.send_text(&format!(
+        r#"{{"op":"service_response","service":"/fx_add","id":{},"values":"busy","result":false}}"#,
+        c["id"]
+    ));
+    let f = next_op(&mut fx, "serviceCallFailure");
+    assert_eq!(f["callId"], 9);
+    assert_eq!(f["serviceId"], sid);
+    assert!(f["message"].as_str().unwrap().contains("busy"), "{f}");
+
+    // Bad CDR, an unknown service: failures, nothing called.
+    fx.send_frame(0x2, true, &request(10, "cdr", &[0, 1, 0, 0, 1]));
+    let f = next_op(&mut fx, "serviceCallFailure");
+    assert_eq!(f["callId"], 10);
+    assert!(f["message"].as_str().unwrap().contains("not CDR"), "{f}");
+    let mut b = request(11, "json", b"{}");
+    b[1..5].copy_from_slice(&999u32.to_le_bytes());
+    fx.send_frame(0x2, true, &b);
+    let f = next_op(&mut fx, "serviceCallFailure");
+    assert_eq!(f["callId"], 11);
+    assert!(
+        f["message"].as_str().unwrap().contains("no service 999"),
+        "{f}"
+    );
+
+    // The provider leaves: its service is unadvertised.
+    drop(prov);
+    let un = next_op(&mut fx, "unadvertiseServices");
+    assert_eq!(un["serviceIds"], json!([sid]));
+}
+
+/// The next text message of `ws` with `op`, skipping others.
+fn next_json(ws: &mut Ws, op: &str) -> Value {
+    let dl = deadline(REPLY);
+    loop {
+        assert!(Instant::now() < dl, "no {op}");
+        let v = ws.json();
+        if v["op"] == op {
+            return v;
+        }
+    }
+}

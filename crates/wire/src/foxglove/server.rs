@@ -108,6 +108,86 @@ pub fn unadvertise(out: &mut Vec<u8>, ids: &[u32]) {
     line(out, &json!({"op": "unadvertise", "channelIds": ids}));
 }
 
+/// One side (request or response) of a service as `advertiseServices`
+/// describes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MessageSchema<'a> {
+    /// `cdr` or `json`.
+    pub encoding: &'a str,
+    pub schema_name: &'a str,
+    /// `ros2msg` or `jsonschema`.
+    pub schema_encoding: &'a str,
+    pub schema: &'a str,
+}
+
+/// A service as `advertiseServices` lists it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Service<'a> {
+    pub id: u32,
+    pub name: &'a str,
+    pub ty: &'a str,
+    pub request: MessageSchema<'a>,
+    pub response: MessageSchema<'a>,
+}
+
+/// `advertiseServices`: each service's `request` and `response` schemas
+/// (the spec's current fields) and, for clients written against
+/// foxglove_bridge, `requestSchema`/`responseSchema` with the same texts.
+pub fn advertise_services(out: &mut Vec<u8>, services: &[Service<'_>]) {
+    let side = |m: &MessageSchema<'_>| {
+        json!({
+            "encoding": m.encoding,
+            "schemaName": m.schema_name,
+            "schemaEncoding": m.schema_encoding,
+            "schema": m.schema,
+        })
+    };
+    let list: Vec<Value> = services
+        .iter()
+        .map(|s| {
+            json!({
+                "id": s.id,
+                "name": s.name,
+                "type": s.ty,
+                "request": side(&s.request),
+                "response": side(&s.response),
+                "requestSchema": s.request.schema,
+                "responseSchema": s.response.schema,
+            })
+        })
+        .collect();
+    line(out, &json!({"op": "advertiseServices", "services": list}));
+}
+
+/// `unadvertiseServices` of service `ids`.
+pub fn unadvertise_services(out: &mut Vec<u8>, ids: &[u32]) {
+    line(
+        out,
+        &json!({"op": "unadvertiseServices", "serviceIds": ids}),
+    );
+}
+
+/// `serviceCallFailure` of call `call` to service `service`.
+pub fn service_call_failure(out: &mut Vec<u8>, service: u32, call: u32, message: &str) {
+    line(
+        out,
+        &json!({"op": "serviceCallFailure", "serviceId": service, "callId": call, "message": message}),
+    );
+}
+
+/// A service call response (binary): opcode, service id, call id,
+/// encoding length (u32 LE each), the encoding, then the payload.
+pub fn service_call_response(service: u32, call: u32, encoding: &str, payload: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(13 + encoding.len() + payload.len());
+    out.push(OP_SERVICE_CALL_RESPONSE);
+    out.extend_from_slice(&service.to_le_bytes());
+    out.extend_from_slice(&call.to_le_bytes());
+    out.extend_from_slice(&(encoding.len() as u32).to_le_bytes());
+    out.extend_from_slice(encoding.as_bytes());
+    out.extend_from_slice(payload);
+    out
+}
+
 /// The header of a message data message: what precedes the payload.
 pub fn message_data_head(subscription: u32, log_time_ns: u64) -> [u8; MESSAGE_DATA_HEAD] {
     let mut h = [0u8; MESSAGE_DATA_HEAD];
@@ -146,6 +226,49 @@ mod tests {
             [0x01, 0x1e, 0x00, 0x00, 0x00, 0xd2, 0x04, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00]
         );
         assert_eq!(time(1234), [0x02, 0xd2, 0x04, 0, 0, 0, 0, 0, 0]);
+    }
+
+    /// foxglove-sdk's `service_call_response__tests__encode` layout:
+    /// opcode 0x03, service id, call id, encoding length, encoding, payload.
+    #[test]
+    fn service_call_response_layout() {
+        let b = service_call_response(10, 11, "json", b"{}");
+        assert_eq!(
+            b,
+            [3, 10, 0, 0, 0, 11, 0, 0, 0, 4, 0, 0, 0, b'j', b's', b'o', b'n', b'{', b'}']
+        );
+        let mut out = Vec::new();
+        service_call_failure(&mut out, 1, 2, "no");
+        assert_eq!(
+            parse(&out),
+            json!({"op":"serviceCallFailure","serviceId":1,"callId":2,"message":"no"})
+        );
+        out.clear();
+        let side = MessageSchema {
+            encoding: "cdr",
+            schema_name: "x/srv/S_Request",
+            schema_encoding: "ros2msg",
+            schema: "int64 a\n",
+        };
+        advertise_services(
+            &mut out,
+            &[Service {
+                id: 3,
+                name: "/s",
+                ty: "x/srv/S",
+                request: side.clone(),
+                response: side,
+            }],
+        );
+        let v = parse(&out);
+        assert_eq!(v["services"][0]["request"]["schemaName"], "x/srv/S_Request");
+        assert_eq!(v["services"][0]["requestSchema"], "int64 a\n");
+        out.clear();
+        unadvertise_services(&mut out, &[3]);
+        assert_eq!(
+            parse(&out),
+            json!({"op":"unadvertiseServices","serviceIds":[3]})
+        );
     }
 
     #[test]
