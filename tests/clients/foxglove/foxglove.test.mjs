@@ -192,3 +192,44 @@ test("clientPublish: CDR from a MessageWriter reaches a rosbridge subscriber as 
     client.close();
   }
 });
+
+test("services: a CDR call from MessageWriter is answered in CDR the reader decodes", async () => {
+  const { client, info } = await connect();
+  const prov = new WebSocket(WS_URL);
+  await new Promise((resolve, reject) => {
+    prov.once("open", resolve);
+    prov.once("error", reject);
+  });
+  try {
+    assert.ok(info.capabilities.includes("services"));
+    const name = "/fx_node_add";
+    // A rosbridge provider: adds.
+    prov.on("message", (data) => {
+      const m = JSON.parse(data.toString());
+      if (m.op === "call_service" && m.service === name) {
+        prov.send(JSON.stringify({ op: "service_response", service: name, id: m.id, values: { sum: m.args.a + m.args.b }, result: true }));
+      }
+    });
+    const advertised = next(client, "advertiseServices", (svcs) => svcs.some((s) => s.name === name));
+    prov.send(JSON.stringify({ op: "advertise_service", service: name, type: "example_interfaces/srv/AddTwoInts" }));
+    const service = (await advertised).find((s) => s.name === name);
+    assert.equal(service.request.encoding, "cdr");
+    const writer = new MessageWriter(parseMessageDefinition(service.request.schema, { ros2: true }));
+    const reader = new MessageReader(parseMessageDefinition(service.response.schema, { ros2: true }));
+    const answered = next(client, "serviceCallResponse", (r) => r.callId === 41);
+    const body = writer.writeMessage({ a: 40n, b: 2n });
+    client.sendServiceCallRequest({ serviceId: service.id, callId: 41, encoding: "cdr", data: new DataView(body.buffer, body.byteOffset, body.byteLength) });
+    const r = await answered;
+    assert.equal(r.serviceId, service.id);
+    assert.equal(r.encoding, "cdr");
+    const decoded = reader.readMessage(new Uint8Array(r.data.buffer, r.data.byteOffset, r.data.byteLength));
+    assert.equal(decoded.sum, 42n);
+    // A call to no service: serviceCallFailure with the call id.
+    const failed = next(client, "serviceCallFailure", (f) => f.callId === 43);
+    client.sendServiceCallRequest({ serviceId: 987654, callId: 43, encoding: "json", data: new DataView(new TextEncoder().encode("{}").buffer) });
+    assert.match((await failed).message, /no service 987654/);
+  } finally {
+    prov.close();
+    client.close();
+  }
+});
