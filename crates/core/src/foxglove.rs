@@ -28,6 +28,10 @@ pub const MAX_FOXGLOVE_CHANNELS: usize = 10_000;
 /// session holds at most.
 pub const MAX_FOXGLOVE_CLIENT_CHANNELS: usize = 10_000;
 
+/// Under sim time, a session hears the time (when it moved) at most this
+/// often.
+pub const TIME_INTERVAL: Duration = Duration::from_millis(50);
+
 /// Services advertised to one session at most.
 pub const MAX_FOXGLOVE_SERVICES: usize = 10_000;
 
@@ -65,6 +69,86 @@ pub struct Service {
     pub ty: String,
 }
 
+/// The connection graph as a session was last told it: topics' publishers
+/// and subscribers and services' providers, by name, as node names
+/// (sorted).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Graph {
+    pub published: BTreeMap<String, Vec<String>>,
+    pub subscribed: BTreeMap<String, Vec<String>>,
+    pub services: BTreeMap<String, Vec<String>>,
+}
+
+/// What changed from one [`Graph`] to the next, as
+/// `connectionGraphUpdate` says it: entries added or changed, names gone.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct GraphDiff {
+    pub published: Vec<(String, Vec<String>)>,
+    pub subscribed: Vec<(String, Vec<String>)>,
+    pub services: Vec<(String, Vec<String>)>,
+    pub removed_topics: Vec<String>,
+    pub removed_services: Vec<String>,
+}
+
+impl GraphDiff {
+    pub fn is_empty(&self) -> bool {
+        *self == GraphDiff::default()
+    }
+}
+
+fn changed(
+    old: &BTreeMap<String, Vec<String>>,
+    new: &BTreeMap<String, Vec<String>>,
+) -> Vec<(String, Vec<String>)> {
+    let mut out: Vec<(String, Vec<String>)> = new
+        .iter()
+        .filter(|(k, v)| old.get(*k) != Some(v))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    // A name that lost every member of one side but stays on the other.
+    for k in old.keys().filter(|k| !new.contains_key(*k)) {
+        out.push((k.clone(), Vec::new()));
+    }
+    out
+}
+
+impl Graph {
+    /// What `self` (told) must hear to become `new`.
+    pub fn diff(&self, new: &Graph) -> GraphDiff {
+        let topic_in =
+            |g: &Graph, k: &str| g.published.contains_key(k) || g.subscribed.contains_key(k);
+        let gone_topics: Vec<String> = self
+            .published
+            .keys()
+            .chain(self.subscribed.keys())
+            .filter(|k| !topic_in(new, k))
+            .cloned()
+            .collect::<std::collections::BTreeSet<_>>()
+            .into_iter()
+            .collect();
+        let strip = |l: Vec<(String, Vec<String>)>| -> Vec<(String, Vec<String>)> {
+            l.into_iter()
+                .filter(|(k, _)| !gone_topics.contains(k))
+                .collect()
+        };
+        GraphDiff {
+            published: strip(changed(&self.published, &new.published)),
+            subscribed: strip(changed(&self.subscribed, &new.subscribed)),
+            services: changed(&self.services, &new.services)
+                .into_iter()
+                .filter(|(k, _)| new.services.contains_key(k))
+                .collect(),
+            removed_services: self
+                .services
+                .keys()
+                .filter(|k| !new.services.contains_key(*k))
+                .cloned()
+                .collect(),
+            removed_topics: gone_topics,
+        }
+    }
+}
+
 /// See the module docs.
 #[derive(Debug)]
 pub struct Session {
@@ -85,6 +169,10 @@ pub struct Session {
     service_ids: HashMap<(String, String), u32>,
     next_service: u32,
     told_services_full: bool,
+    /// The connection graph as last told, while subscribed to it.
+    graph: Option<Graph>,
+    /// The last time message's stamp (ns) and when it was sent.
+    time: Option<(u64, Instant)>,
     /// Client channels by the client's ids.
     client_channels: HashMap<u32, ClientChannel>,
     /// Messages shed since the last warning, and when that was.
@@ -114,6 +202,8 @@ impl Session {
             service_ids: HashMap::new(),
             next_service: 1,
             told_services_full: false,
+            graph: None,
+            time: None,
             client_channels: HashMap::new(),
             dropped: 0,
             warned_at: None,
@@ -196,6 +286,37 @@ impl Session {
         let ch = self.client_channels.remove(&id)?;
         let shared = self.client_channels.values().any(|c| c.topic == ch.topic);
         Some((ch, shared))
+    }
+
+    /// `subscribeConnectionGraph` (`true`) or its end.
+    pub fn watch_graph(&mut self, on: bool) {
+        self.graph = on.then(Graph::default);
+    }
+
+    pub fn watches_graph(&self) -> bool {
+        self.graph.is_some()
+    }
+
+    /// What the session must hear to know `now` (kept as told); `None`
+    /// when it does not watch the graph or nothing changed.
+    pub fn graph_update(&mut self, now: Graph) -> Option<GraphDiff> {
+        let told = self.graph.as_mut()?;
+        let d = told.diff(&now);
+        *told = now;
+        (!d.is_empty()).then_some(d)
+    }
+
+    /// Whether a time message stamped `ns` is due at `now`: a new stamp,
+    /// and the last message at least `interval` ago.
+    pub fn time_due(&mut self, ns: u64, now: Instant, interval: Duration) -> bool {
+        let due = match self.time {
+            None => true,
+            Some((last, at)) => last != ns && now.saturating_duration_since(at) >= interval,
+        };
+        if due {
+            self.time = Some((ns, now));
+        }
+        due
     }
 
     /// Counts `n` messages shed from the connection's queue.
@@ -448,6 +569,62 @@ mod tests {
             .map(|i| (format!("/s{i}"), "x/srv/S".to_string()))
             .collect();
         assert!(s.sync_services(&many).2);
+    }
+
+    #[test]
+    fn graph_updates_are_incremental() {
+        let g = |pubs: &[(&str, &[&str])], subs: &[(&str, &[&str])], svcs: &[(&str, &[&str])]| {
+            let m = |l: &[(&str, &[&str])]| -> BTreeMap<String, Vec<String>> {
+                l.iter()
+                    .map(|(k, v)| (k.to_string(), v.iter().map(|s| s.to_string()).collect()))
+                    .collect()
+            };
+            Graph {
+                published: m(pubs),
+                subscribed: m(subs),
+                services: m(svcs),
+            }
+        };
+        let mut s = Session::new("foxglove.sdk.v1");
+        assert_eq!(s.graph_update(Graph::default()), None, "not watching");
+        s.watch_graph(true);
+        let d = s
+            .graph_update(g(
+                &[("/a", &["/n"])],
+                &[("/a", &["/m"])],
+                &[("/s", &["/n"])],
+            ))
+            .unwrap();
+        assert_eq!(d.published, vec![("/a".into(), vec!["/n".into()])]);
+        assert_eq!(d.services.len(), 1);
+        assert_eq!(
+            s.graph_update(g(
+                &[("/a", &["/n"])],
+                &[("/a", &["/m"])],
+                &[("/s", &["/n"])]
+            )),
+            None
+        );
+        // /a loses its publisher but keeps its subscriber; /s goes.
+        let d = s.graph_update(g(&[], &[("/a", &["/m"])], &[])).unwrap();
+        assert_eq!(d.published, vec![("/a".into(), vec![])]);
+        assert_eq!(d.removed_services, vec!["/s".to_string()]);
+        assert!(d.removed_topics.is_empty());
+        // /a goes.
+        let d = s.graph_update(Graph::default()).unwrap();
+        assert_eq!(d.removed_topics, vec!["/a".to_string()]);
+        assert!(d.subscribed.is_empty());
+    }
+
+    #[test]
+    fn time_is_sent_when_it_moves_at_a_bounded_rate() {
+        let t0 = Instant::now();
+        let ms = Duration::from_millis;
+        let mut s = Session::new("foxglove.sdk.v1");
+        assert!(s.time_due(1, t0, ms(50)));
+        assert!(!s.time_due(2, t0 + ms(10), ms(50)));
+        assert!(!s.time_due(1, t0 + ms(60), ms(50)), "the same stamp");
+        assert!(s.time_due(3, t0 + ms(60), ms(50)));
     }
 
     #[test]

@@ -43,6 +43,13 @@
 //!   service and call ids, and its one answer or failure comes back as a
 //!   binary service call response (CDR encoded by the response type) or a
 //!   `serviceCallFailure` with the call id.
+//! - Connection graph (`connectionGraph`): a watching session is told
+//!   the topics' publishers and subscribers and the services' providers
+//!   by node name, at once and then incrementally (only what changed,
+//!   `foxglove::Graph::diff`), when the domain's registry changed.
+//! - Time (`time`, under `--use-sim-time`): the latest `/clock` as a
+//!   binary time message when it moved, at most every
+//!   `foxglove::TIME_INTERVAL`.
 //! - Bad input gets a `status` of level error naming the problem, and
 //!   changes nothing else.
 //!
@@ -72,7 +79,8 @@ use crate::conn::ConnRef;
 use crate::counters::{Counter, ErrorCode};
 use crate::encoding::{Compression, Encoding};
 use crate::foxglove::{
-    ClientChannel, Session, SubscribeCheck, MAX_FOXGLOVE_CHANNELS, MAX_FOXGLOVE_SERVICES,
+    ClientChannel, Graph, Session, SubscribeCheck, MAX_FOXGLOVE_CHANNELS, MAX_FOXGLOVE_SERVICES,
+    TIME_INTERVAL,
 };
 use crate::nodes::Domain;
 use crate::registry::Role;
@@ -137,12 +145,16 @@ impl Hub {
         let version = env!("CARGO_PKG_VERSION");
         let session_id = format!("{}-{}-{}", self.wall(self.started).0, me.key, me.gen);
         let distro = self.settings.distro.clone();
+        let mut caps = vec!["clientPublish", "services", "connectionGraph"];
+        if self.settings.use_sim_time {
+            caps.push("time");
+        }
         let mut out = Vec::new();
         server::server_info(
             &mut out,
             &ServerInfo {
                 name: "rosgate",
-                capabilities: &["clientPublish", "services"],
+                capabilities: &caps,
                 supported_encodings: &["cdr", "json"],
                 metadata: &[("rosgate_version", version), ("ROS_DISTRO", &distro)],
                 session_id: &session_id,
@@ -178,6 +190,17 @@ impl Hub {
                     self.foxglove_client_unadvertise(me, id, now);
                 }
             }
+            Ok(ClientOp::SubscribeConnectionGraph) => {
+                if let Some(s) = self.live_mut(me).and_then(|c| c.foxglove_mut()) {
+                    s.watch_graph(true);
+                }
+                self.foxglove_graph(me, now);
+            }
+            Ok(ClientOp::UnsubscribeConnectionGraph) => {
+                if let Some(s) = self.live_mut(me).and_then(|c| c.foxglove_mut()) {
+                    s.watch_graph(false);
+                }
+            }
             Ok(op) => {
                 let what = match op {
                     ClientOp::Advertise(_) | ClientOp::Unadvertise(_) => "clientPublish",
@@ -185,9 +208,7 @@ impl Hub {
                     | ClientOp::SetParameters { .. }
                     | ClientOp::SubscribeParameterUpdates(_)
                     | ClientOp::UnsubscribeParameterUpdates(_) => "parameters",
-                    ClientOp::SubscribeConnectionGraph | ClientOp::UnsubscribeConnectionGraph => {
-                        "connectionGraph"
-                    }
+                    ClientOp::SubscribeConnectionGraph | ClientOp::UnsubscribeConnectionGraph => "",
                     ClientOp::FetchAsset { .. } => "assets",
                     ClientOp::Subscribe(_) | ClientOp::Unsubscribe(_) => "",
                 };
@@ -410,9 +431,36 @@ impl Hub {
                 .get(r.key as usize)
                 .is_some_and(|c| c.gen() == r.gen && c.is_open())
         });
+        // Under sim time, the time each session hears, per domain.
+        let mut clock: Vec<(Domain, Option<u64>)> = Vec::new();
         for i in 0..self.foxglove_conns.len() {
             let me = self.foxglove_conns[i];
             self.foxglove_sync(me, now);
+            if self.settings.use_sim_time {
+                let domain = self.conn(me.key).map_or(0, |c| c.domain());
+                let ns = match clock.iter().find(|(d, _)| *d == domain) {
+                    Some((_, ns)) => *ns,
+                    None => {
+                        let ns = self
+                            .graph_time(domain, now)
+                            .ok()
+                            .map(|(s, n)| s.saturating_mul(1_000_000_000).saturating_add(n.into()));
+                        clock.push((domain, ns));
+                        ns
+                    }
+                };
+                let due = ns.is_some_and(|ns| {
+                    self.live_mut(me)
+                        .and_then(|c| c.foxglove_mut())
+                        .is_some_and(|s| s.time_due(ns, now, TIME_INTERVAL))
+                });
+                if let (true, Some(ns)) = (due, ns) {
+                    let mut frame = Vec::with_capacity(11);
+                    if Framing::WebSocket.push_binary(&mut frame, &server::time(ns)) {
+                        self.send_raw(me, &frame, now);
+                    }
+                }
+            }
             let shed = self
                 .live_mut(me)
                 .and_then(|c| c.foxglove_mut())
@@ -515,6 +563,7 @@ impl Hub {
             server::advertise(&mut out, &channels);
         }
         let services_cut = self.foxglove_sync_services(me, domain, &mut out);
+        self.foxglove_graph_into(me, domain, &mut out);
         if !out.is_empty() {
             self.send_control(me, &out, now);
         }
@@ -772,4 +821,83 @@ impl Hub {
             self.send_raw(to, &frame, now);
         }
     }
+
+    /// Tells `me` what changed in its domain's connection graph, if it
+    /// watches it.
+    fn foxglove_graph(&mut self, me: ConnRef, now: Instant) {
+        let Some(domain) = self.conn(me.key).map(|c| c.domain()) else {
+            return;
+        };
+        let mut out = Vec::new();
+        self.foxglove_graph_into(me, domain, &mut out);
+        if !out.is_empty() {
+            self.send_control(me, &out, now);
+        }
+    }
+
+    /// Appends to `out` the `connectionGraphUpdate` that brings `me` (if
+    /// it watches the graph) to `domain`'s graph now: the topics and
+    /// services it is advertised (hidden ones left out, the same bounds),
+    /// with their nodes.
+    fn foxglove_graph_into(&mut self, me: ConnRef, domain: Domain, out: &mut Vec<u8>) {
+        if !self
+            .conn(me.key)
+            .and_then(|c| c.foxglove())
+            .is_some_and(|s| s.watches_graph())
+        {
+            return;
+        }
+        let reg = &self.registries[domain as usize];
+        let mut g = Graph::default();
+        for (name, _) in reg.topics_sorted(false).take(MAX_FOXGLOVE_CHANNELS) {
+            if is_hidden(name) {
+                continue;
+            }
+            let Some(t) = reg.topic_id(name) else {
+                continue;
+            };
+            for (role, into) in [
+                (Role::Publisher, &mut g.published),
+                (Role::Subscriber, &mut g.subscribed),
+            ] {
+                let mut ids: Vec<String> = reg
+                    .topic_nodes(t, role)
+                    .into_iter()
+                    .map(|(who, tag)| self.node_label(who, tag))
+                    .collect();
+                if ids.is_empty() {
+                    continue;
+                }
+                ids.sort();
+                ids.dedup();
+                into.insert(name.to_owned(), ids);
+            }
+        }
+        for name in reg.service_names(false).take(MAX_FOXGLOVE_SERVICES) {
+            if let Some(svc) = reg.service(name) {
+                let id = self.node_label(svc.provider(), svc.node());
+                g.services.insert(name.to_owned(), vec![id]);
+            }
+        }
+        let Some(d) = self
+            .live_mut(me)
+            .and_then(|c| c.foxglove_mut())
+            .and_then(|s| s.graph_update(g))
+        else {
+            return;
+        };
+        let u = server::GraphUpdate {
+            published: ends(&d.published),
+            subscribed: ends(&d.subscribed),
+            services: ends(&d.services),
+            removed_topics: d.removed_topics.iter().map(String::as_str).collect(),
+            removed_services: d.removed_services.iter().map(String::as_str).collect(),
+        };
+        server::connection_graph_update(out, &u);
+    }
+}
+
+/// A diff's entries as the encoder takes them.
+fn ends(l: &[(String, Vec<String>)]) -> Vec<server::Endpoints<'_>> {
+    l.iter().map(|(k, v)| (k.as_str(), v.as_slice())).collect()
 }

@@ -591,3 +591,78 @@ fn next_json(ws: &mut Ws, op: &str) -> Value {
         }
     }
 }
+
+/// The connection graph: all at once on subscribing, then only changes.
+#[test]
+fn the_connection_graph_is_told_incrementally() {
+    let gw = gateway();
+    let (_, mut fx, info) = foxglove(&gw, FOXGLOVE);
+    assert!(
+        info["capabilities"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("connectionGraph")),
+        "{info}"
+    );
+    let mut a = Ws::connect_at(&gw, "/?node=fx_talker", "");
+    a.send_text(r#"{"op":"advertise","topic":"/fx_g","type":"std_msgs/msg/String"}"#);
+    let _ = channel_of(&mut fx, "/fx_g");
+    fx.send_text(r#"{"op":"subscribeConnectionGraph"}"#);
+    let u = next_op(&mut fx, "connectionGraphUpdate");
+    let published = u["publishedTopics"].as_array().unwrap();
+    assert!(
+        published
+            .iter()
+            .any(|t| t["name"] == "/fx_g" && t["publisherIds"] == json!(["/fx_talker"])),
+        "{u}"
+    );
+    // A subscriber comes: only that changes.
+    let mut b = Ws::connect_at(&gw, "/?node=fx_listener", "");
+    b.send_text(r#"{"op":"subscribe","topic":"/fx_g"}"#);
+    let u = next_op(&mut fx, "connectionGraphUpdate");
+    assert_eq!(
+        u["subscribedTopics"],
+        json!([{"name": "/fx_g", "subscriberIds": ["/fx_listener"]}]),
+        "{u}"
+    );
+    assert_eq!(u["publishedTopics"], json!([]), "{u}");
+    // Both go: the topic is removed.
+    drop(a);
+    drop(b);
+    let dl = deadline(REPLY);
+    loop {
+        let u = next_op(&mut fx, "connectionGraphUpdate");
+        if u["removedTopics"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("/fx_g"))
+        {
+            break;
+        }
+        assert!(Instant::now() < dl, "{u}");
+    }
+    fx.send_text(r#"{"op":"unsubscribeConnectionGraph"}"#);
+}
+
+/// Under --use-sim-time a session hears `/clock` as binary time messages.
+#[test]
+fn sim_time_is_sent_as_time_messages() {
+    let gw = Gateway::start(&["--foxglove-listen", "127.0.0.1:0", "--use-sim-time"]);
+    let (_, mut fx, info) = foxglove(&gw, FOXGLOVE);
+    assert!(
+        info["capabilities"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("time")),
+        "{info}"
+    );
+    let mut clock = Ws::connect(&gw);
+    clock.send_text(r#"{"op":"advertise","topic":"/clock","type":"rosgraph_msgs/msg/Clock"}"#);
+    clock.send_text(r#"{"op":"publish","topic":"/clock","msg":{"clock":{"sec":12,"nanosec":5}}}"#);
+    let t = next_binary(&mut fx);
+    assert_eq!(t[0], 0x02);
+    assert_eq!(
+        u64::from_le_bytes(t[1..9].try_into().unwrap()),
+        12_000_000_005
+    );
+}

@@ -188,6 +188,40 @@ pub fn service_call_response(service: u32, call: u32, encoding: &str, payload: &
     out
 }
 
+/// A name (topic or service) and the ids (node names) on it.
+pub type Endpoints<'a> = (&'a str, &'a [String]);
+
+/// What a `connectionGraphUpdate` carries: the topics and services added
+/// or changed, and those gone.
+#[derive(Debug, Clone, Default)]
+pub struct GraphUpdate<'a> {
+    pub published: Vec<Endpoints<'a>>,
+    pub subscribed: Vec<Endpoints<'a>>,
+    pub services: Vec<Endpoints<'a>>,
+    pub removed_topics: Vec<&'a str>,
+    pub removed_services: Vec<&'a str>,
+}
+
+/// `connectionGraphUpdate`.
+pub fn connection_graph_update(out: &mut Vec<u8>, u: &GraphUpdate<'_>) {
+    let list = |key: &str, l: &[Endpoints<'_>]| -> Vec<Value> {
+        l.iter()
+            .map(|(name, ids)| json!({"name": name, key: ids}))
+            .collect()
+    };
+    line(
+        out,
+        &json!({
+            "op": "connectionGraphUpdate",
+            "publishedTopics": list("publisherIds", &u.published),
+            "subscribedTopics": list("subscriberIds", &u.subscribed),
+            "advertisedServices": list("providerIds", &u.services),
+            "removedTopics": u.removed_topics,
+            "removedServices": u.removed_services,
+        }),
+    );
+}
+
 /// The header of a message data message: what precedes the payload.
 pub fn message_data_head(subscription: u32, log_time_ns: u64) -> [u8; MESSAGE_DATA_HEAD] {
     let mut h = [0u8; MESSAGE_DATA_HEAD];
@@ -268,6 +302,30 @@ mod tests {
         assert_eq!(
             parse(&out),
             json!({"op":"unadvertiseServices","serviceIds":[3]})
+        );
+    }
+
+    #[test]
+    fn connection_graph_update_names_its_lists_as_the_spec() {
+        let ids = vec!["/n".to_string()];
+        let mut out = Vec::new();
+        connection_graph_update(
+            &mut out,
+            &GraphUpdate {
+                published: vec![("/t", &ids)],
+                subscribed: vec![],
+                services: vec![("/s", &ids)],
+                removed_topics: vec!["/old"],
+                removed_services: vec![],
+            },
+        );
+        assert_eq!(
+            parse(&out),
+            json!({"op":"connectionGraphUpdate",
+                "publishedTopics":[{"name":"/t","publisherIds":["/n"]}],
+                "subscribedTopics":[],
+                "advertisedServices":[{"name":"/s","providerIds":["/n"]}],
+                "removedTopics":["/old"],"removedServices":[]})
         );
     }
 
