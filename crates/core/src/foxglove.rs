@@ -32,6 +32,10 @@ pub const MAX_FOXGLOVE_CLIENT_CHANNELS: usize = 10_000;
 /// often.
 pub const TIME_INTERVAL: Duration = Duration::from_millis(50);
 
+/// Parameter names one session watches (`subscribeParameterUpdates`) at
+/// most.
+pub const MAX_FOXGLOVE_PARAM_WATCHES: usize = 10_000;
+
 /// Services advertised to one session at most.
 pub const MAX_FOXGLOVE_SERVICES: usize = 10_000;
 
@@ -169,6 +173,8 @@ pub struct Session {
     service_ids: HashMap<(String, String), u32>,
     next_service: u32,
     told_services_full: bool,
+    /// Parameter names watched, as the client names them (`/node.param`).
+    param_watches: std::collections::HashSet<String>,
     /// The connection graph as last told, while subscribed to it.
     graph: Option<Graph>,
     /// The last time message's stamp (ns) and when it was sent.
@@ -202,6 +208,7 @@ impl Session {
             service_ids: HashMap::new(),
             next_service: 1,
             told_services_full: false,
+            param_watches: std::collections::HashSet::new(),
             graph: None,
             time: None,
             client_channels: HashMap::new(),
@@ -286,6 +293,27 @@ impl Session {
         let ch = self.client_channels.remove(&id)?;
         let shared = self.client_channels.values().any(|c| c.topic == ch.topic);
         Some((ch, shared))
+    }
+
+    /// Watches parameter `name`; false (nothing changed) past
+    /// [`MAX_FOXGLOVE_PARAM_WATCHES`].
+    pub fn watch_param(&mut self, name: &str) -> bool {
+        if self.param_watches.contains(name) {
+            return true;
+        }
+        if self.param_watches.len() >= MAX_FOXGLOVE_PARAM_WATCHES {
+            return false;
+        }
+        self.param_watches.insert(name.to_owned());
+        true
+    }
+
+    pub fn unwatch_param(&mut self, name: &str) {
+        self.param_watches.remove(name);
+    }
+
+    pub fn watches_param(&self, name: &str) -> bool {
+        self.param_watches.contains(name)
     }
 
     /// `subscribeConnectionGraph` (`true`) or its end.
@@ -625,6 +653,19 @@ mod tests {
         assert!(!s.time_due(2, t0 + ms(10), ms(50)));
         assert!(!s.time_due(1, t0 + ms(60), ms(50)), "the same stamp");
         assert!(s.time_due(3, t0 + ms(60), ms(50)));
+    }
+
+    #[test]
+    fn parameter_watches_are_bounded() {
+        let mut s = Session::new("foxglove.sdk.v1");
+        for i in 0..MAX_FOXGLOVE_PARAM_WATCHES {
+            assert!(s.watch_param(&format!("/n.p{i}")));
+        }
+        assert!(s.watch_param("/n.p0"), "already watched");
+        assert!(!s.watch_param("/n.more"));
+        s.unwatch_param("/n.p0");
+        assert!(!s.watches_param("/n.p0"));
+        assert!(s.watch_param("/n.more"));
     }
 
     #[test]

@@ -71,6 +71,7 @@ use rosgate_wire::ws::handshake::{self, Opening};
 use rosgate_wire::Raw;
 
 use super::answer::Answer;
+use super::params::{Answering, Reply};
 use super::qos::{Asked, Registering};
 use super::services::CallArgs;
 use super::{Hub, Origin};
@@ -83,6 +84,7 @@ use crate::foxglove::{
     TIME_INTERVAL,
 };
 use crate::nodes::Domain;
+use crate::params::ParamValue;
 use crate::registry::Role;
 use crate::transport::Framing;
 use crate::transport::Transport;
@@ -90,6 +92,83 @@ use crate::transport::Transport;
 /// The schema of a channel whose type the gateway does not know: any
 /// JSON value.
 const PERMISSIVE_SCHEMA: &str = "{}";
+
+/// Parameters one `getParameters` or `setParameters` lists or takes at
+/// most (the rest are left out).
+pub const MAX_FOXGLOVE_PARAMS_LISTED: usize = 10_000;
+
+/// How the id of a session's parameter set starts (then the parameter's
+/// Foxglove name and the client's id, each after a `\u{1f}`).
+const SET_ID: &str = "fxs";
+
+/// A Foxglove parameter name (`/node.param`, as foxglove_bridge names
+/// them; node names have no `.`) as (node, parameter); a name without a
+/// node part is a global (held) parameter.
+fn split_param(name: &str) -> (String, &str) {
+    match name.split_once('.') {
+        Some((node, param)) if node.starts_with('/') && !param.is_empty() => {
+            (node.to_owned(), param)
+        }
+        _ => (crate::params::GLOBAL.to_owned(), name),
+    }
+}
+
+/// The Foxglove name of `param` of `node`.
+fn param_name(node: &str, param: &str) -> String {
+    if node == crate::params::GLOBAL {
+        param.to_owned()
+    } else {
+        format!("{node}.{param}")
+    }
+}
+
+/// A parameter as `parameterValues` lists it: byte arrays as base64 with
+/// `type` `byte_array`, doubles (and double arrays) with `type` `float64`
+/// (`float64_array`) so an integral double stays one (as foxglove_bridge
+/// sends them); `null` for one not set.
+fn param_json(name: &str, v: &ParamValue) -> serde_json::Value {
+    use ParamValue as P;
+    match v {
+        P::Bytes(b) => {
+            serde_json::json!({"name": name, "value": handshake::base64(b), "type": "byte_array"})
+        }
+        P::Double(_) => serde_json::json!({"name": name, "value": v.to_json(), "type": "float64"}),
+        P::DoubleArray(_) => {
+            serde_json::json!({"name": name, "value": v.to_json(), "type": "float64_array"})
+        }
+        _ => serde_json::json!({"name": name, "value": v.to_json()}),
+    }
+}
+
+/// A `setParameters` entry's value as the store takes it, by its `type`
+/// hint when given.
+fn param_value(p: &serde_json::Value) -> Result<ParamValue, String> {
+    use ParamValue as P;
+    let v = p.get("value").unwrap_or(&serde_json::Value::Null);
+    match p.get("type").and_then(serde_json::Value::as_str) {
+        Some("byte_array") => rosgate_ros2::cdr::octets(v)
+            .map(P::Bytes)
+            .ok_or_else(|| "a byte_array value is base64 text".to_string()),
+        Some("float64") => v
+            .as_f64()
+            .map(P::Double)
+            .ok_or_else(|| "a float64 value is a number".to_string()),
+        Some("float64_array") => v
+            .as_array()
+            .and_then(|a| {
+                a.iter()
+                    .map(serde_json::Value::as_f64)
+                    .collect::<Option<Vec<_>>>()
+            })
+            .map(P::DoubleArray)
+            .ok_or_else(|| "a float64_array value is an array of numbers".to_string()),
+        Some(other) => Err(format!(
+            "unknown parameter type {other:?} (byte_array, float64, float64_array)"
+        )),
+        None if v.is_null() => Err("deleting a parameter (value null) is not supported".into()),
+        None => P::from_json(v),
+    }
+}
 
 /// A hub status as a Foxglove `status` line.
 pub(super) fn status(out: &mut Vec<u8>, level: Level, msg: &str) {
@@ -145,7 +224,13 @@ impl Hub {
         let version = env!("CARGO_PKG_VERSION");
         let session_id = format!("{}-{}-{}", self.wall(self.started).0, me.key, me.gen);
         let distro = self.settings.distro.clone();
-        let mut caps = vec!["clientPublish", "services", "connectionGraph"];
+        let mut caps = vec![
+            "clientPublish",
+            "services",
+            "connectionGraph",
+            "parameters",
+            "parametersSubscribe",
+        ];
         if self.settings.use_sim_time {
             caps.push("time");
         }
@@ -190,6 +275,32 @@ impl Hub {
                     self.foxglove_client_unadvertise(me, id, now);
                 }
             }
+            Ok(ClientOp::GetParameters { names, id }) => {
+                self.foxglove_get_params(me, &names, id.as_deref(), now)
+            }
+            Ok(ClientOp::SetParameters { parameters, id }) => {
+                self.foxglove_set_params(me, &parameters, id.as_deref(), now)
+            }
+            Ok(ClientOp::SubscribeParameterUpdates(names)) => {
+                let mut full = 0;
+                if let Some(s) = self.live_mut(me).and_then(|c| c.foxglove_mut()) {
+                    full = names.iter().filter(|n| !s.watch_param(n)).count();
+                }
+                if full > 0 {
+                    let why = format!(
+                        "{full} parameters not watched: a session watches {} at most",
+                        crate::foxglove::MAX_FOXGLOVE_PARAM_WATCHES
+                    );
+                    self.protocol_error(me, ErrorCode::FoxgloveRequest, &why, None, now);
+                }
+            }
+            Ok(ClientOp::UnsubscribeParameterUpdates(names)) => {
+                if let Some(s) = self.live_mut(me).and_then(|c| c.foxglove_mut()) {
+                    for n in &names {
+                        s.unwatch_param(n);
+                    }
+                }
+            }
             Ok(ClientOp::SubscribeConnectionGraph) => {
                 if let Some(s) = self.live_mut(me).and_then(|c| c.foxglove_mut()) {
                     s.watch_graph(true);
@@ -207,7 +318,7 @@ impl Hub {
                     ClientOp::GetParameters { .. }
                     | ClientOp::SetParameters { .. }
                     | ClientOp::SubscribeParameterUpdates(_)
-                    | ClientOp::UnsubscribeParameterUpdates(_) => "parameters",
+                    | ClientOp::UnsubscribeParameterUpdates(_) => "",
                     ClientOp::SubscribeConnectionGraph | ClientOp::UnsubscribeConnectionGraph => "",
                     ClientOp::FetchAsset { .. } => "assets",
                     ClientOp::Subscribe(_) | ClientOp::Unsubscribe(_) => "",
@@ -764,6 +875,12 @@ impl Hub {
         answer: Answer<'_>,
         now: Instant,
     ) {
+        if let Some(set) = id
+            .and_then(|b| serde_json::from_slice::<String>(b).ok())
+            .and_then(|s| s.strip_prefix(SET_ID).map(str::to_owned))
+        {
+            return self.foxglove_set_answered(to, &set, answer, now);
+        }
         let parsed = id
             .and_then(|b| std::str::from_utf8(b).ok())
             .and_then(|s| s.strip_prefix("\"fx:"))
@@ -894,6 +1011,158 @@ impl Hub {
             removed_services: d.removed_services.iter().map(String::as_str).collect(),
         };
         server::connection_graph_update(out, &u);
+    }
+
+    /// `getParameters`: the parameters this gateway holds (declared by
+    /// its clients' nodes, or held for nobody) that the role may read; all
+    /// of them for an empty list. One `parameterValues` with the `id`.
+    fn foxglove_get_params(
+        &mut self,
+        me: ConnRef,
+        names: &[String],
+        id: Option<&str>,
+        now: Instant,
+    ) {
+        let Some(domain) = self.conn(me.key).map(|c| c.domain()) else {
+            return;
+        };
+        let role = self.viewer(me);
+        let store = self.params.store(domain);
+        let mut listed = Vec::new();
+        if names.is_empty() {
+            for (node, param, p) in store.all().take(MAX_FOXGLOVE_PARAMS_LISTED) {
+                let key = super::params::param_key(node, param);
+                if self.visible(role, &[Class::ParamRead], &key) {
+                    listed.push(param_json(&param_name(node, param), &p.value));
+                }
+            }
+        } else {
+            for name in names.iter().take(MAX_FOXGLOVE_PARAMS_LISTED) {
+                let (node, param) = split_param(name);
+                let key = super::params::param_key(&node, param);
+                if !self.visible(role, &[Class::ParamRead], &key) {
+                    continue;
+                }
+                if let Some(p) = store.get(&node, param) {
+                    listed.push(param_json(name, &p.value));
+                }
+            }
+        }
+        let mut out = Vec::new();
+        server::parameter_values(&mut out, &listed, id);
+        self.send_control(me, &out, now);
+    }
+
+    /// `setParameters`: each change through the owner's rules and
+    /// validation (`Hub::request_set`, as rosapi's `set_param`); each
+    /// answer comes back to [`Hub::foxglove_set_answered`].
+    fn foxglove_set_params(
+        &mut self,
+        me: ConnRef,
+        params: &[serde_json::Value],
+        id: Option<&str>,
+        now: Instant,
+    ) {
+        let Some(domain) = self.conn(me.key).map(|c| c.domain()) else {
+            return;
+        };
+        for p in params.iter().take(MAX_FOXGLOVE_PARAMS_LISTED) {
+            let Some(name) = p.get("name").and_then(serde_json::Value::as_str) else {
+                let why = "setParameters: each parameter needs a string \"name\"";
+                self.protocol_error(me, ErrorCode::FoxgloveRequest, why, None, now);
+                continue;
+            };
+            let value = match param_value(p) {
+                Ok(v) => v,
+                Err(why) => {
+                    let why = format!("setParameters {name}: {why}; not set");
+                    self.protocol_error(me, ErrorCode::FoxgloveRequest, &why, None, now);
+                    continue;
+                }
+            };
+            let (node, param) = split_param(name);
+            let set_id =
+                serde_json::Value::from(format!("{SET_ID}\u{1f}{name}\u{1f}{}", id.unwrap_or("")))
+                    .to_string();
+            let at = Answering {
+                me,
+                service: "/rosapi/set_param",
+                id: Some(set_id.as_bytes()),
+            };
+            let changes = vec![(param.to_owned(), value)];
+            self.request_set(at, domain, &node, changes, Reply::Rosapi, now);
+        }
+    }
+
+    /// The end of one parameter's set (`rest`: the Foxglove name and the
+    /// client's id): its value now in `parameterValues` with the id, or an
+    /// error status naming the refusal.
+    fn foxglove_set_answered(&mut self, to: ConnRef, rest: &str, answer: Answer<'_>, now: Instant) {
+        let mut it = rest.trim_start_matches('\u{1f}').splitn(2, '\u{1f}');
+        let name = it.next().unwrap_or("").to_owned();
+        let id = it.next().filter(|i| !i.is_empty()).map(str::to_owned);
+        if answer.result != b"true" {
+            let why = serde_json::from_slice::<String>(answer.values)
+                .unwrap_or_else(|_| String::from_utf8_lossy(answer.values).into_owned());
+            let why = format!("setParameters {name}: {why}");
+            return self.protocol_error(to, ErrorCode::BadParameter, &why, None, now);
+        }
+        let Some(domain) = self.conn(to.key).map(|c| c.domain()) else {
+            return;
+        };
+        let (node, param) = split_param(&name);
+        let value = self
+            .params
+            .store(domain)
+            .get(&node, param)
+            .map_or(ParamValue::NotSet, |p| p.value.clone());
+        let mut out = Vec::new();
+        server::parameter_values(&mut out, &[param_json(&name, &value)], id.as_deref());
+        self.send_control(to, &out, now);
+    }
+
+    /// A parameter changed (`hub/params.rs` `param_event`): the sessions
+    /// of `domain` watching it (and allowed to read it) hear its value
+    /// (`null` when it went).
+    pub(super) fn foxglove_param_changed(
+        &mut self,
+        domain: Domain,
+        node: &str,
+        param: &str,
+        now: Instant,
+    ) {
+        if self.foxglove_conns.is_empty() {
+            return;
+        }
+        let name = param_name(node, param);
+        let key = super::params::param_key(node, param);
+        let watching: Vec<ConnRef> = self
+            .foxglove_conns
+            .iter()
+            .copied()
+            .filter(|r| {
+                self.conn(r.key).is_some_and(|c| {
+                    c.gen() == r.gen
+                        && c.is_open()
+                        && c.domain() == domain
+                        && c.foxglove().is_some_and(|s| s.watches_param(&name))
+                })
+            })
+            .filter(|&r| self.visible(self.viewer(r), &[Class::ParamRead], &key))
+            .collect();
+        if watching.is_empty() {
+            return;
+        }
+        let value = self
+            .params
+            .store(domain)
+            .get(node, param)
+            .map_or(ParamValue::NotSet, |p| p.value.clone());
+        let mut out = Vec::new();
+        server::parameter_values(&mut out, &[param_json(&name, &value)], None);
+        for r in watching {
+            self.send_control(r, &out, now);
+        }
     }
 }
 

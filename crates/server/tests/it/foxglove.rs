@@ -666,3 +666,74 @@ fn sim_time_is_sent_as_time_messages() {
         12_000_000_005
     );
 }
+
+/// Parameters: `/node.param` names, get (all or by name), set through the
+/// owner's rules, updates to watchers; float64 and byte_array typed as
+/// foxglove_bridge types them.
+#[test]
+fn parameters_are_read_set_and_watched() {
+    let gw = gateway();
+    let (_, mut fx, info) = foxglove(&gw, FOXGLOVE);
+    for cap in ["parameters", "parametersSubscribe"] {
+        assert!(
+            info["capabilities"]
+                .as_array()
+                .unwrap()
+                .contains(&json!(cap)),
+            "{info}"
+        );
+    }
+    let mut owner = Ws::connect_at(&gw, "/?node=fx_owner", "");
+    owner.send_text(
+        r#"{"op":"declare_parameter","name":"speed","value":1.0,"descriptor":{"floating_point_range":{"from_value":0.0,"to_value":2.0,"step":0.0}},"id":"d1"}"#,
+    );
+    owner.send_text(
+        r#"{"op":"declare_parameter","name":"blob","value":{"type":5,"byte_array_value":[1,2,3]},"id":"d2"}"#,
+    );
+    // The declarations are made once the owner's connection was read.
+    std::thread::sleep(ms(100));
+    fx.send_text(r#"{"op":"getParameters","parameterNames":[],"id":"all"}"#);
+    let v = next_op(&mut fx, "parameterValues");
+    assert_eq!(v["id"], "all");
+    let ps = v["parameters"].as_array().unwrap();
+    assert!(
+        ps.contains(&json!({"name":"/fx_owner.speed","value":1.0,"type":"float64"})),
+        "{v}"
+    );
+    assert!(
+        ps.contains(&json!({"name":"/fx_owner.blob","value":"AQID","type":"byte_array"})),
+        "{v}"
+    );
+    fx.send_text(r#"{"op":"subscribeParameterUpdates","parameterNames":["/fx_owner.speed"]}"#);
+    fx.send_text(
+        r#"{"op":"setParameters","parameters":[{"name":"/fx_owner.speed","value":1.5}],"id":"s1"}"#,
+    );
+    // The watcher's update and the reply with the id, in either order.
+    let mut got_reply = false;
+    let mut got_update = false;
+    while !(got_reply && got_update) {
+        let v = next_op(&mut fx, "parameterValues");
+        assert_eq!(v["parameters"][0]["value"], 1.5, "{v}");
+        match v["id"].as_str() {
+            Some("s1") => got_reply = true,
+            None => got_update = true,
+            Some(other) => panic!("id {other}"),
+        }
+    }
+    // Out of the descriptor's range: refused, the value stays.
+    fx.send_text(
+        r#"{"op":"setParameters","parameters":[{"name":"/fx_owner.speed","value":9.0}],"id":"s2"}"#,
+    );
+    let st = next_op(&mut fx, "status");
+    assert_eq!(st["level"], 2, "{st}");
+    assert!(
+        st["message"].as_str().unwrap().contains("/fx_owner.speed"),
+        "{st}"
+    );
+    fx.send_text(r#"{"op":"getParameters","parameterNames":["/fx_owner.speed"],"id":"g"}"#);
+    let v = next_op(&mut fx, "parameterValues");
+    assert_eq!(
+        v["parameters"],
+        json!([{"name":"/fx_owner.speed","value":1.5,"type":"float64"}])
+    );
+}

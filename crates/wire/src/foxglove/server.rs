@@ -188,6 +188,16 @@ pub fn service_call_response(service: u32, call: u32, encoding: &str, payload: &
     out
 }
 
+/// `parameterValues`: `parameters` as given (each `{name, value, type?}`),
+/// with the request's `id` when it had one.
+pub fn parameter_values(out: &mut Vec<u8>, parameters: &[Value], id: Option<&str>) {
+    let mut v = json!({"op": "parameterValues", "parameters": parameters});
+    if let Some(id) = id {
+        v["id"] = Value::from(id);
+    }
+    line(out, &v);
+}
+
 /// A name (topic or service) and the ids (node names) on it.
 pub type Endpoints<'a> = (&'a str, &'a [String]);
 
