@@ -79,6 +79,9 @@ pub struct Conn {
     bridge: bool,
     /// The Foxglove protocol's state, when the opening agreed to it.
     foxglove: Option<Box<crate::foxglove::Session>>,
+    /// Accepted on the Foxglove listener: its opening must offer a
+    /// Foxglove subprotocol.
+    foxglove_port: bool,
 }
 
 impl Conn {
@@ -117,7 +120,17 @@ impl Conn {
             held: false,
             bridge: false,
             foxglove: None,
+            foxglove_port: false,
         }
+    }
+
+    /// Whether it came from the Foxglove listener.
+    pub fn on_foxglove_port(&self) -> bool {
+        self.foxglove_port
+    }
+
+    pub(crate) fn set_foxglove_port(&mut self) {
+        self.foxglove_port = true;
     }
 
     /// The Foxglove session, when the connection speaks that protocol.

@@ -119,6 +119,7 @@ family! {
         GoalsPending => "goals_pending", "Action goals in flight (orphans waiting for their server included).";
         QueuedBytes => "queued_bytes", "Bytes queued for clients, topic and control data (a shared frame counts once per queue).";
         ConnectionsPending => "connections_pending", "Connections that have not completed their opening.";
+        FoxgloveSessions => "foxglove_sessions", "Connections speaking the Foxglove WebSocket protocol now (either WebSocket port).";
         MemoryBytes => "memory_bytes", "Bytes held for clients, against the memory budget.";
         MemoryBudgetBytes => "memory_budget_bytes", "The memory budget (--max-memory-bytes).";
         MemoryFramesBytes => "memory_frames_bytes", "Bytes of shared topic frames alive (each counted once).";

@@ -42,12 +42,9 @@ pub enum Transport {
     Tcp,
     /// rosbridge v2 over WebSocket: one JSON object per text frame (and
     /// the Foxglove WebSocket protocol for a client that offers its
-    /// subprotocol).
+    /// subprotocol; the Foxglove listener's connections are WebSocket ones
+    /// that must, `Hub::open_foxglove_from`).
     WebSocket,
-    /// The Foxglove WebSocket protocol's own listener
-    /// (`--foxglove-listen`): a WebSocket opening must offer a Foxglove
-    /// subprotocol (`rosgate_wire::foxglove::SUBPROTOCOLS`).
-    Foxglove,
 }
 
 impl Transport {
@@ -56,7 +53,6 @@ impl Transport {
         match self {
             Transport::Tcp => "tcp",
             Transport::WebSocket => "ws",
-            Transport::Foxglove => "foxglove",
         }
     }
 
@@ -70,7 +66,7 @@ impl Transport {
                 encode::status(&mut out, Level::Error, msg, None);
                 out
             }
-            Transport::WebSocket | Transport::Foxglove => format!(
+            Transport::WebSocket => format!(
                 "HTTP/1.1 {status} {reason}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{msg}",
                 msg.len()
             )
@@ -488,7 +484,7 @@ impl Link {
                 },
                 foxglove: false,
             },
-            Transport::WebSocket | Transport::Foxglove => Link {
+            Transport::WebSocket => Link {
                 input: Input::WebSocket(WsReader::new()),
                 framing: Framing::WebSocket,
                 policy: Policy {

@@ -76,6 +76,15 @@ const WS_LISTENER: Token = Token(usize::MAX - 3);
 const WAKER: Token = Token(usize::MAX - 4);
 const FOXGLOVE_LISTENER: Token = Token(usize::MAX - 5);
 
+/// Which listener a connection was accepted on: the hub's `Transport`, or
+/// the Foxglove listener (a WebSocket whose opening must offer a Foxglove
+/// subprotocol, `Hub::open_foxglove_from`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Listener {
+    Plain(Transport),
+    Foxglove,
+}
+
 /// Bytes of traffic after which an idle moment is used to trim the heap.
 const TRIM_AFTER_BYTES: u64 = 16 * 1024 * 1024;
 
@@ -478,24 +487,24 @@ impl Server {
             self.foxglove_accept_pending = self.foxglove_listener.is_some();
         }
         if self.accept_pending {
-            self.accept_pending = self.accept_from(Transport::Tcp, now);
+            self.accept_pending = self.accept_from(Listener::Plain(Transport::Tcp), now);
         }
         if self.ws_accept_pending && self.accept_paused_until.is_none() {
-            self.ws_accept_pending = self.accept_from(Transport::WebSocket, now);
+            self.ws_accept_pending = self.accept_from(Listener::Plain(Transport::WebSocket), now);
         }
         if self.foxglove_accept_pending && self.accept_paused_until.is_none() {
-            self.foxglove_accept_pending = self.accept_from(Transport::Foxglove, now);
+            self.foxglove_accept_pending = self.accept_from(Listener::Foxglove, now);
         }
     }
 
     /// Accepts until the backlog is empty; returns whether accepting must
     /// resume later (after an EMFILE pause).
-    fn accept_from(&mut self, transport: Transport, now: Instant) -> bool {
+    fn accept_from(&mut self, kind: Listener, now: Instant) -> bool {
         loop {
-            let listener = match transport {
-                Transport::Tcp => Some(&self.listener),
-                Transport::WebSocket => self.ws_listener.as_ref(),
-                Transport::Foxglove => self.foxglove_listener.as_ref(),
+            let listener = match kind {
+                Listener::Plain(Transport::Tcp) => Some(&self.listener),
+                Listener::Plain(Transport::WebSocket) => self.ws_listener.as_ref(),
+                Listener::Foxglove => self.foxglove_listener.as_ref(),
             };
             let Some(listener) = listener else {
                 return false;
@@ -503,7 +512,7 @@ impl Server {
             match listener.accept() {
                 Ok((stream, addr)) => {
                     self.accept_backoff = Duration::from_millis(ACCEPT_BACKOFF_MIN_MS);
-                    self.admit(stream, addr, transport, now);
+                    self.admit(stream, addr, kind, now);
                 }
                 Err(e) if e.kind() == ErrorKind::WouldBlock => return false,
                 Err(e) if e.kind() == ErrorKind::Interrupted => continue,
@@ -530,14 +539,12 @@ impl Server {
         }
     }
 
-    fn admit(
-        &mut self,
-        mut stream: TcpStream,
-        addr: SocketAddr,
-        transport: Transport,
-        now: Instant,
-    ) {
-        let r = match self.hub.open_from(transport, Some(addr), now) {
+    fn admit(&mut self, mut stream: TcpStream, addr: SocketAddr, kind: Listener, now: Instant) {
+        let opened = match kind {
+            Listener::Plain(transport) => self.hub.open_from(transport, Some(addr), now),
+            Listener::Foxglove => self.hub.open_foxglove_from(Some(addr), now),
+        };
+        let r = match opened {
             Ok(r) => r,
             Err(refusal) => {
                 // Best effort: the socket is fresh, so the line fits its

@@ -87,7 +87,6 @@ use crate::nodes::Domain;
 use crate::params::ParamValue;
 use crate::registry::Role;
 use crate::transport::Framing;
-use crate::transport::Transport;
 
 /// The schema of a channel whose type the gateway does not know: any
 /// JSON value.
@@ -181,6 +180,33 @@ pub(super) fn status(out: &mut Vec<u8>, level: Level, msg: &str) {
 }
 
 impl Hub {
+    /// Admits a connection from the Foxglove listener (`--foxglove-listen`)
+    /// as [`Hub::open_from`] admits a WebSocket one; its opening must then
+    /// offer a Foxglove subprotocol (`Hub::foxglove_refusal`).
+    pub fn open_foxglove_from(
+        &mut self,
+        peer: Option<std::net::SocketAddr>,
+        now: Instant,
+    ) -> Result<ConnRef, super::Refusal> {
+        let r = self.open_from(crate::transport::Transport::WebSocket, peer, now)?;
+        if let Some(c) = self.live_mut(r) {
+            c.set_foxglove_port();
+        }
+        Ok(r)
+    }
+
+    /// Foxglove sessions open now (the list may hold some gone since the
+    /// last turn's pruning: they are not counted).
+    pub(super) fn foxglove_session_count(&self) -> usize {
+        self.foxglove_conns
+            .iter()
+            .filter(|r| {
+                self.conn(r.key)
+                    .is_some_and(|c| c.gen() == r.gen && c.is_open())
+            })
+            .count()
+    }
+
     /// Whether `me` speaks the Foxglove protocol.
     pub(super) fn is_foxglove(&self, me: ConnRef) -> bool {
         self.conn(me.key)
@@ -192,9 +218,7 @@ impl Hub {
     /// the subprotocol, or a Foxglove opening without a token when tokens
     /// are required.
     pub(super) fn foxglove_refusal(&self, me: ConnRef, opening: &Opening) -> Option<Vec<u8>> {
-        let on_foxglove_port = self
-            .conn(me.key)
-            .is_some_and(|c| c.transport() == Transport::Foxglove);
+        let on_foxglove_port = self.conn(me.key).is_some_and(|c| c.on_foxglove_port());
         if on_foxglove_port && opening.foxglove.is_none() {
             let why = format!(
                 "this port speaks the Foxglove WebSocket protocol: offer the subprotocol {} (Sec-WebSocket-Protocol); rosbridge clients use the rosbridge port (--ws-listen)",
@@ -251,6 +275,7 @@ impl Hub {
 
     /// A session's JSON op.
     pub(super) fn foxglove_text(&mut self, me: ConnRef, msg: &[u8], now: Instant) {
+        self.counters.inc(Counter::LinesIn);
         self.establish(me, now);
         self.flush_publishes(now);
         match client::decode_text(msg) {
@@ -333,6 +358,7 @@ impl Hub {
 
     /// A session's binary message.
     pub(super) fn foxglove_binary(&mut self, me: ConnRef, msg: &[u8], now: Instant) {
+        self.counters.inc(Counter::LinesIn);
         self.establish(me, now);
         self.flush_publishes(now);
         let why = match client::decode_binary(msg) {

@@ -9,7 +9,8 @@
 //! 1. at start: `new`, `set_graph_settings`, `set_ws_status`,
 //!    `set_access`, `set_http_settings`, `set_param_overrides`,
 //!    `enable_federation` (with `--federation`);
-//! 2. `open_from` for each accepted socket (a `Refusal` to send and drop),
+//! 2. `open_from` for each accepted socket (`open_foxglove_from` on the
+//!    Foxglove listener, `hub/foxglove.rs`; a `Refusal` to send and drop),
 //!    `on_bytes` for what was read, `on_eof`/`close` when the peer goes
 //!    away or I/O fails;
 //! 3. `expire(now)` once per loop turn (call deadlines, write stalls, the
@@ -380,6 +381,10 @@ impl Hub {
         g.set(Gauge::CallsWaiting, self.waiting.len() as u64);
         g.set(Gauge::QueuedBytes, self.mem.queued as u64);
         g.set(Gauge::ConnectionsPending, self.pending_count as u64);
+        g.set(
+            Gauge::FoxgloveSessions,
+            self.foxglove_session_count() as u64,
+        );
         let m = self.memory();
         g.set(Gauge::MemoryBytes, m.total() as u64);
         g.set(
@@ -443,7 +448,7 @@ impl Hub {
         let mut conn = Conn::new(gen, now, transport, self.ws_status, peer, limited);
         conn.set_domain(match transport {
             Transport::Tcp => self.settings.tcp_domain,
-            Transport::WebSocket | Transport::Foxglove => self.settings.ws_domain,
+            Transport::WebSocket => self.settings.ws_domain,
         });
         if self.settings.strict_names {
             conn.set_resolves();

@@ -244,9 +244,22 @@ fn bad_input_is_an_error_status_and_nothing_else() {
     pubr.send_text(r#"{"op":"advertise","topic":"/fx_after","type":"std_msgs/msg/Int32"}"#);
     let ch = channel_of(&mut fx, "/fx_after");
     assert_eq!(ch["encoding"], "cdr");
+    // Operators see the session: its transport, subprotocol and tables.
+    pubr.send_text(r#"{"op":"call_service","service":"/rosgate/connections","id":"c","args":{}}"#);
+    let conns = next_json(&mut pubr, "service_response");
+    let me = conns["values"]["connections"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["transport"] == "foxglove")
+        .cloned()
+        .unwrap_or_else(|| panic!("{conns}"));
+    assert_eq!(me["foxglove"]["subprotocol"], "foxglove.websocket.v1");
+    assert!(me["foxglove"]["channels"].as_u64().unwrap() >= 1, "{me}");
     let mut gw = gw;
     gw.assert_alive();
     let s = gw.stats();
+    assert_eq!(s["foxglove_sessions"], 1, "{s}");
     assert!(
         s["errors"]["foxglove_request"].as_u64().unwrap_or(0) >= 6,
         "{s}"
@@ -463,7 +476,7 @@ fn client_channels_publish_json_and_cdr() {
         "{st}"
     );
     let dl = deadline(ms(300));
-    while let Some(f) = sub.try_frame(dl) {
+    if let Some(f) = sub.try_frame(dl) {
         panic!("nothing more for the subscriber: {f:?}");
     }
 }
