@@ -164,8 +164,9 @@ pub struct Session {
     /// Subscription id -> channel id.
     subs: HashMap<u32, u32>,
     next_channel: u32,
-    /// The registry change count the channels were last made from.
-    synced: Option<u64>,
+    /// The change counts (the domain's registry, other gateways' and the
+    /// ROS 2 graph's) the channels were last made from.
+    synced: Option<(u64, u64)>,
     /// The channel limit was reported.
     told_full: bool,
     /// Services advertised, by id (never reused), and by (name, type).
@@ -383,12 +384,12 @@ impl Session {
         self.subs.len()
     }
 
-    /// Whether the channels were made from registry change count `epoch`.
-    pub fn synced_at(&self, epoch: u64) -> bool {
+    /// Whether the channels were made from change counts `epoch`.
+    pub fn synced_at(&self, epoch: (u64, u64)) -> bool {
         self.synced == Some(epoch)
     }
 
-    pub fn set_synced(&mut self, epoch: u64) {
+    pub fn set_synced(&mut self, epoch: (u64, u64)) {
         self.synced = Some(epoch);
     }
 

@@ -124,6 +124,10 @@ pub(super) struct Federation {
     builtin: HashMap<TopicKey, u32>,
     /// What other gateways said their graph is, per domain and gateway.
     pub(super) graphs: BTreeMap<(Domain, String), RemoteGraph>,
+    /// Changes of `graphs` so far: a reader that kept the count (a
+    /// Foxglove session's channels, `hub/foxglove.rs`) knows whether to
+    /// look again.
+    pub(super) graphs_changes: u64,
     /// Items in `graphs`, all together (at most
     /// [`MAX_REMOTE_GRAPH_ITEMS_TOTAL`]).
     pub(super) graph_items: usize,
@@ -446,6 +450,7 @@ impl Hub {
         // Publishers that want peer counts learn the new remote counts:
         // the topics of the old graph and of the new one.
         let touched: Vec<String> = g.topics.iter().map(|(n, _, _)| n.clone()).collect();
+        self.fed.graphs_changes += 1;
         let old = if items == 0 {
             self.fed.graphs.remove(&key)
         } else {
@@ -468,6 +473,7 @@ impl Hub {
     /// publishers: their caches belonged to their publishers.
     pub(super) fn forget_gateway(&mut self, gw: &str, now: Instant) {
         self.fed.graphs.retain(|(_, g), _| g != gw);
+        self.fed.graphs_changes += 1;
         if let Some((items, bytes)) = self.fed.per_gateway.remove(gw) {
             self.fed.graph_items -= items;
             self.fed.graph_bytes -= bytes;

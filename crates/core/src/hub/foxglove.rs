@@ -14,9 +14,11 @@
 //!   `auth` op); the origin check, token check and roles are the
 //!   rosbridge port's own (`hub/auth.rs`), run before anything here.
 //! - Channels: one per topic of the session's domain that has a type and
-//!   a publisher, hidden topics left out (`names::is_hidden`), advertised
-//!   at the start and re-made once per turn when the domain's registry
-//!   changed (`Registry::changes`); `cdr` with the type's `ros2msg` text
+//!   a publisher here, or that another gateway or the ROS 2 graph
+//!   announced (`hub/federation.rs` `remote_topics`), hidden topics left
+//!   out (`names::is_hidden`), advertised at the start and re-made once
+//!   per turn when the domain's registry or the remote graphs changed
+//!   (`Registry::changes`, `graphs_changes`); `cdr` with the type's `ros2msg` text
 //!   (`hub/types.rs`, the text rosapi's `typedefs_full_text` gives) when
 //!   the gateway knows the type, else `json` with a permissive JSON
 //!   schema.
@@ -621,15 +623,29 @@ impl Hub {
         };
         let domain = c.domain();
         let reg = &self.registries[domain as usize];
-        let epoch = reg.changes();
+        let epoch = (reg.changes(), self.fed.graphs_changes);
         if c.foxglove().is_none_or(|s| s.synced_at(epoch)) {
             return;
         }
         let types = std::sync::Arc::clone(self.types());
-        let want: Vec<(String, String, bool)> = reg
+        // Local topics with a publisher, then other gateways' and the ROS 2
+        // graph's topics not already listed; by name.
+        let mut named: std::collections::BTreeMap<&str, &str> = reg
             .topics_sorted(false)
             .filter(|(_, e)| !e.ty().is_empty() && !e.publishers().is_empty())
             .map(|(name, e)| (name, e.ty()))
+            .take(MAX_FOXGLOVE_CHANNELS + 1)
+            .collect();
+        for (name, ty) in self.remote_topics(domain) {
+            if named.len() > MAX_FOXGLOVE_CHANNELS {
+                break;
+            }
+            if !ty.is_empty() && !is_hidden(name) {
+                named.entry(name).or_insert(ty);
+            }
+        }
+        let want: Vec<(String, String, bool)> = named
+            .into_iter()
             .filter(|(name, _)| !is_hidden(name))
             .take(MAX_FOXGLOVE_CHANNELS + 1)
             .map(|(name, ty)| (name.to_owned(), ty.to_owned(), types.msg(ty).is_some()))
