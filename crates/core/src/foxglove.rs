@@ -36,6 +36,14 @@ pub const TIME_INTERVAL: Duration = Duration::from_millis(50);
 /// most.
 pub const MAX_FOXGLOVE_PARAM_WATCHES: usize = 10_000;
 
+/// Goals one session keeps (sent through an action's `send_goal`
+/// service, for `get_result` and `cancel_goal`); past it, the oldest ended
+/// one is forgotten, and with none ended a new goal is refused.
+pub const MAX_FOXGLOVE_GOALS: usize = 1_000;
+
+/// `get_result` calls waiting for one goal's end at most.
+pub const MAX_FOXGLOVE_RESULT_WAITERS: usize = 16;
+
 /// Services advertised to one session at most.
 pub const MAX_FOXGLOVE_SERVICES: usize = 10_000;
 
@@ -153,6 +161,23 @@ impl Graph {
     }
 }
 
+/// A `get_result` call waiting for its goal's end: (service id, call id,
+/// encoding).
+pub type Waiter = (u32, u32, String);
+
+/// A goal a session sent, by its UUID.
+#[derive(Debug, Clone, Default)]
+pub struct Goal {
+    /// The action's name and type.
+    pub action: String,
+    pub ty: String,
+    /// Its end when it came: (`action_msgs/msg/GoalStatus` status, the
+    /// result's JSON, or the reason when it failed without a result).
+    pub end: Option<(i8, String)>,
+    /// `get_result` calls answered at its end.
+    pub waiting: Vec<Waiter>,
+}
+
 /// See the module docs.
 #[derive(Debug)]
 pub struct Session {
@@ -174,6 +199,9 @@ pub struct Session {
     service_ids: HashMap<(String, String), u32>,
     next_service: u32,
     told_services_full: bool,
+    /// Goals sent, by UUID, in the order sent.
+    goals: HashMap<[u8; 16], Goal>,
+    goal_order: std::collections::VecDeque<[u8; 16]>,
     /// Parameter names watched, as the client names them (`/node.param`).
     param_watches: std::collections::HashSet<String>,
     /// The connection graph as last told, while subscribed to it.
@@ -209,6 +237,8 @@ impl Session {
             service_ids: HashMap::new(),
             next_service: 1,
             told_services_full: false,
+            goals: HashMap::new(),
+            goal_order: std::collections::VecDeque::new(),
             param_watches: std::collections::HashSet::new(),
             graph: None,
             time: None,
@@ -294,6 +324,89 @@ impl Session {
         let ch = self.client_channels.remove(&id)?;
         let shared = self.client_channels.values().any(|c| c.topic == ch.topic);
         Some((ch, shared))
+    }
+
+    /// Records goal `uuid` of `action`; `Err` says why not (the UUID is in
+    /// use, or [`MAX_FOXGLOVE_GOALS`] goals are in flight).
+    pub fn add_goal(&mut self, uuid: [u8; 16], action: &str, ty: &str) -> Result<(), String> {
+        if self.goals.contains_key(&uuid) {
+            return Err("a goal with this goal_id was sent already".into());
+        }
+        if self.goals.len() >= MAX_FOXGLOVE_GOALS {
+            let ended = self
+                .goal_order
+                .iter()
+                .position(|u| self.goals.get(u).is_some_and(|g| g.end.is_some()));
+            match ended {
+                Some(i) => {
+                    if let Some(u) = self.goal_order.remove(i) {
+                        self.goals.remove(&u);
+                    }
+                }
+                None => {
+                    return Err(format!(
+                        "this session has {MAX_FOXGLOVE_GOALS} goals in flight, the limit"
+                    ))
+                }
+            }
+        }
+        self.goals.insert(
+            uuid,
+            Goal {
+                action: action.to_owned(),
+                ty: ty.to_owned(),
+                ..Goal::default()
+            },
+        );
+        self.goal_order.push_back(uuid);
+        Ok(())
+    }
+
+    pub fn goal(&self, uuid: &[u8; 16]) -> Option<&Goal> {
+        self.goals.get(uuid)
+    }
+
+    /// Records goal `uuid`'s end; the `get_result` calls waiting for it.
+    pub fn end_goal(&mut self, uuid: &[u8; 16], status: i8, result: String) -> Vec<Waiter> {
+        match self.goals.get_mut(uuid) {
+            Some(g) => {
+                g.end = Some((status, result));
+                std::mem::take(&mut g.waiting)
+            }
+            None => Vec::new(),
+        }
+    }
+
+    /// A `get_result` call for goal `uuid`: its end now if it came (the
+    /// call is answered at once), else `Ok(None)` and it waits; `Err` for an
+    /// unknown goal or too many waiting.
+    pub fn wait_result(
+        &mut self,
+        uuid: &[u8; 16],
+        w: Waiter,
+    ) -> Result<Option<(i8, String)>, String> {
+        let g = self
+            .goals
+            .get_mut(uuid)
+            .ok_or_else(|| "no goal of this session has this goal_id".to_string())?;
+        if let Some(end) = &g.end {
+            return Ok(Some(end.clone()));
+        }
+        if g.waiting.len() >= MAX_FOXGLOVE_RESULT_WAITERS {
+            return Err(format!(
+                "{MAX_FOXGLOVE_RESULT_WAITERS} get_result calls wait for this goal already"
+            ));
+        }
+        g.waiting.push(w);
+        Ok(None)
+    }
+
+    /// The subscription on the channel of `topic`, if any.
+    pub fn subscription_on(&self, topic: &str) -> Option<u32> {
+        self.channels
+            .values()
+            .find(|c| c.topic == topic)
+            .and_then(|c| c.sub)
     }
 
     /// Watches parameter `name`; false (nothing changed) past
@@ -667,6 +780,33 @@ mod tests {
         s.unwatch_param("/n.p0");
         assert!(!s.watches_param("/n.p0"));
         assert!(s.watch_param("/n.more"));
+    }
+
+    #[test]
+    fn goals_are_bounded_and_their_results_wait() {
+        let mut s = Session::new("foxglove.sdk.v1");
+        let u = |i: u16| {
+            let mut b = [0u8; 16];
+            b[..2].copy_from_slice(&i.to_le_bytes());
+            b
+        };
+        s.add_goal(u(0), "/a", "x/action/A").unwrap();
+        assert!(s.add_goal(u(0), "/a", "x/action/A").is_err());
+        assert_eq!(s.wait_result(&u(0), (1, 2, "json".into())), Ok(None));
+        assert!(s.wait_result(&u(9), (1, 3, "json".into())).is_err());
+        let waiting = s.end_goal(&u(0), 4, "{}".into());
+        assert_eq!(waiting, vec![(1, 2, "json".to_string())]);
+        assert_eq!(
+            s.wait_result(&u(0), (1, 4, "json".into())),
+            Ok(Some((4, "{}".to_string())))
+        );
+        for i in 1..MAX_FOXGLOVE_GOALS as u16 {
+            s.add_goal(u(i), "/a", "x/action/A").unwrap();
+        }
+        // Full: the oldest ended goal (0) makes room; then none is ended.
+        s.add_goal(u(60000), "/a", "x/action/A").unwrap();
+        assert!(s.goal(&u(0)).is_none());
+        assert!(s.add_goal(u(60001), "/a", "x/action/A").is_err());
     }
 
     #[test]

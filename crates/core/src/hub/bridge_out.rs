@@ -240,6 +240,13 @@ impl Hub {
         if self.answer_bridge(to, peer, msg) {
             return;
         }
+        if self.is_foxglove(to) {
+            let status = std::str::from_utf8(status)
+                .ok()
+                .and_then(|s| s.parse().ok())
+                .unwrap_or(6);
+            return self.foxglove_goal_end(to, id, status, values, now);
+        }
         let mut out = Vec::new();
         encode::action_result(&mut out, action_json, id, values, status, result);
         self.send_control(to, &out, now);
@@ -269,6 +276,11 @@ impl Hub {
         };
         if self.answer_bridge(to, peer, msg) {
             return;
+        }
+        if self.is_foxglove(to) {
+            let mut v = Vec::with_capacity(reason.len() + 2);
+            encode::json_string(&mut v, reason);
+            return self.foxglove_goal_end(to, id, status as i8, &v, now);
         }
         let mut out = Vec::new();
         encode::action_failure(&mut out, action_json, id, status, reason);

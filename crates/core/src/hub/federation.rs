@@ -792,8 +792,28 @@ impl Hub {
         if before.is_none() && ty.is_none() {
             return;
         }
+        self.fed.graphs_changes += 1;
         // Settled by the shell's next `take_interest_changes`, this turn.
         self.fed.dirty_services.insert(key);
+    }
+
+    /// The services (or actions) of `domain` that peers provide, with
+    /// their types (ROS 2's first), sorted by name.
+    pub(super) fn remote_provided(&self, kind: Provided, domain: Domain) -> Vec<(String, String)> {
+        let mut v: Vec<(String, String)> = self
+            .fed
+            .remote_services
+            .iter()
+            .filter(|((k, d, _), _)| *k == kind && *d == domain)
+            .filter_map(|((_, _, name), slot)| {
+                let ty = PeerId::ALL
+                    .into_iter()
+                    .find_map(|p| slot[p.index()].clone())?;
+                Some((name.to_string(), ty.to_string()))
+            })
+            .collect();
+        v.sort();
+        v
     }
 
     /// The peer that provides `kind name` of `domain` for the bridge, and

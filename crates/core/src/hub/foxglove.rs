@@ -45,6 +45,8 @@
 //!   service and call ids, and its one answer or failure comes back as a
 //!   binary service call response (CDR encoded by the response type) or a
 //!   `serviceCallFailure` with the call id.
+//! - Actions: as a ROS 2 client sees them, their hidden `_action/*`
+//!   services and feedback channel (`hub/foxglove_actions.rs`).
 //! - Connection graph (`connectionGraph`): a watching session is told
 //!   the topics' publishers and subscribers and the services' providers
 //!   by node name, at once and then incrementally (only what changed,
@@ -73,6 +75,7 @@ use rosgate_wire::ws::handshake::{self, Opening};
 use rosgate_wire::Raw;
 
 use super::answer::Answer;
+use super::foxglove_actions::is_feedback_channel;
 use super::params::{Answering, Reply};
 use super::qos::{Asked, Registering};
 use super::services::CallArgs;
@@ -514,6 +517,13 @@ impl Hub {
             }
             SubscribeCheck::Register(c) => (c.topic.clone(), c.ty.clone(), c.cdr),
         };
+        if is_feedback_channel(&topic) {
+            // The session's goals' feedback comes through it, unregistered.
+            if let Some(s) = self.live_mut(me).and_then(|c| c.foxglove_mut()) {
+                s.subscribed(sub, chan);
+            }
+            return;
+        }
         let asked = Asked {
             qos: Qos::default(),
             peers: false,
@@ -550,6 +560,7 @@ impl Hub {
             .and_then(|c| c.foxglove_mut())
             .and_then(|s| s.unsubscribe(sub).map(|c| c.topic.clone()));
         match gone {
+            Some(topic) if is_feedback_channel(&topic) => {}
             Some(topic) => self.unregister(me, Role::Subscriber, &topic, None, None, now),
             None => {
                 let why = format!("no subscription {sub}; nothing to unsubscribe");
@@ -644,12 +655,14 @@ impl Hub {
                 named.entry(name).or_insert(ty);
             }
         }
-        let want: Vec<(String, String, bool)> = named
+        let mut want: Vec<(String, String, bool)> = named
             .into_iter()
             .filter(|(name, _)| !is_hidden(name))
             .take(MAX_FOXGLOVE_CHANNELS + 1)
             .map(|(name, ty)| (name.to_owned(), ty.to_owned(), types.msg(ty).is_some()))
             .collect();
+        // Actions' feedback channels (hidden names, listed on purpose).
+        want.extend(self.foxglove_action_parts(domain).0);
         let Some(synced) = self.live_mut(me).and_then(|c| c.foxglove_mut()).map(|s| {
             s.set_synced(epoch);
             s.sync(&want)
@@ -657,7 +670,7 @@ impl Hub {
             return;
         };
         for (_, gone) in &synced.gone {
-            if gone.sub.is_some() {
+            if gone.sub.is_some() && !is_feedback_channel(&gone.topic) {
                 self.unregister(me, Role::Subscriber, &gone.topic, None, None, now);
             }
         }
@@ -739,11 +752,18 @@ impl Hub {
     /// cut (first time only).
     fn foxglove_sync_services(&mut self, me: ConnRef, domain: Domain, out: &mut Vec<u8>) -> bool {
         let reg = &self.registries[domain as usize];
-        let want: Vec<(String, String)> = reg
+        let mut want: Vec<(String, String)> = reg
             .service_names(false)
             .take(MAX_FOXGLOVE_SERVICES + 1)
             .filter_map(|n| reg.service(n).map(|s| (n.to_owned(), s.ty().to_owned())))
             .collect();
+        // Other gateways' and ROS 2 servers' services, then the actions'.
+        for (n, t) in self.remote_provided(crate::registry::Provided::Service, domain) {
+            if !is_hidden(&n) && !want.iter().any(|(m, _)| *m == n) {
+                want.push((n, t));
+            }
+        }
+        want.extend(self.foxglove_action_parts(domain).1);
         let Some((gone, added, cut)) = self
             .live_mut(me)
             .and_then(|c| c.foxglove_mut())
@@ -880,6 +900,9 @@ impl Hub {
             Ok(a) => a,
             Err(why) => return self.foxglove_call_failed(me, service, call, &why, now),
         };
+        if self.foxglove_action_call(me, &svc, (service, call), encoding, &args, now) {
+            return;
+        }
         // The call's id is a JSON string the answer is read back from.
         let id = format!("\"fx:{service}:{call}:{encoding}\"");
         let call_args = CallArgs {
@@ -892,7 +915,7 @@ impl Hub {
         self.call_service(me, &svc.name, None, call_args, Some(id.as_bytes()), now);
     }
 
-    fn foxglove_call_failed(
+    pub(super) fn foxglove_call_failed(
         &mut self,
         me: ConnRef,
         service: u32,

@@ -64,6 +64,7 @@ mod clients;
 mod encodings;
 mod federation;
 mod foxglove;
+mod foxglove_actions;
 mod fragments;
 mod graph;
 mod http;

@@ -750,3 +750,105 @@ fn parameters_are_read_set_and_watched() {
         json!([{"name":"/fx_owner.speed","value":1.5,"type":"float64"}])
     );
 }
+
+/// Actions as a ROS 2 client sees them: the hidden `_action/*` services
+/// and feedback channel; a goal sent through `send_goal` reaches the
+/// rosbridge action server, its feedback comes on the channel (CDR of
+/// `Fibonacci_FeedbackMessage`), `get_result` waits for its end;
+/// `cancel_goal` of an unknown goal says so.
+#[test]
+fn actions_are_services_and_a_feedback_channel() {
+    let gw = gateway();
+    let (_, mut fx, _) = foxglove(&gw, FOXGLOVE);
+    let mut server = Ws::connect(&gw);
+    server.send_text(
+        r#"{"op":"advertise_action","action":"/fx_fib","type":"example_interfaces/action/Fibonacci"}"#,
+    );
+    let ch = channel_of(&mut fx, "/fx_fib/_action/feedback");
+    assert_eq!(
+        ch["schemaName"],
+        "example_interfaces/action/Fibonacci_FeedbackMessage"
+    );
+    let dl = deadline(REPLY);
+    let mut ids = std::collections::HashMap::new();
+    while ids.len() < 3 {
+        assert!(Instant::now() < dl, "{ids:?}");
+        let adv = next_op(&mut fx, "advertiseServices");
+        for s in adv["services"].as_array().unwrap() {
+            ids.insert(
+                s["name"].as_str().unwrap().to_string(),
+                s["id"].as_u64().unwrap() as u32,
+            );
+        }
+        ids.retain(|k, _| k.starts_with("/fx_fib/_action/"));
+    }
+    fx.send_text(&format!(
+        r#"{{"op":"subscribe","subscriptions":[{{"id":3,"channelId":{}}}]}}"#,
+        ch["id"]
+    ));
+    let request = |sid: u32, call: u32, body: &str| {
+        let mut b = vec![0x02];
+        b.extend_from_slice(&sid.to_le_bytes());
+        b.extend_from_slice(&call.to_le_bytes());
+        b.extend_from_slice(&4u32.to_le_bytes());
+        b.extend_from_slice(b"json");
+        b.extend_from_slice(body.as_bytes());
+        b
+    };
+    let uuid: Vec<u8> = (1..=16).collect();
+    let goal_id = json!({"uuid": uuid}).to_string();
+    fx.send_frame(
+        0x2,
+        true,
+        &request(
+            ids["/fx_fib/_action/send_goal"],
+            1,
+            &format!(r#"{{"goal_id":{goal_id},"goal":{{"order":3}}}}"#),
+        ),
+    );
+    let r = next_binary(&mut fx);
+    assert_eq!(r[0], 0x03);
+    let v: Value = serde_json::from_slice(&r[17..]).unwrap();
+    assert_eq!(v["accepted"], true, "{v}");
+    let g = next_json(&mut server, "send_action_goal");
+    assert_eq!(g["args"], json!({"order": 3}));
+    // get_result before the end: it waits.
+    fx.send_frame(
+        0x2,
+        true,
+        &request(
+            ids["/fx_fib/_action/get_result"],
+            2,
+            &format!(r#"{{"goal_id":{goal_id}}}"#),
+        ),
+    );
+    server.send_text(&format!(
+        r#"{{"op":"action_feedback","id":{},"action":"/fx_fib","values":{{"sequence":[0,1]}}}}"#,
+        g["id"]
+    ));
+    let fb = next_binary(&mut fx);
+    assert_eq!(&fb[..5], &[0x01, 3, 0, 0, 0]);
+    // FeedbackMessage: CDR header, the 16-byte UUID, then the sequence
+    // (int32[]: length 2, 0, 1).
+    assert_eq!(&fb[13..17], &[0, 1, 0, 0]);
+    assert_eq!(&fb[17..33], &uuid[..]);
+    assert_eq!(&fb[33..], &[2, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0]);
+    server.send_text(&format!(
+        r#"{{"op":"action_result","id":{},"action":"/fx_fib","values":{{"sequence":[0,1,1]}},"status":4,"result":true}}"#,
+        g["id"]
+    ));
+    let r = next_binary(&mut fx);
+    assert_eq!(&r[5..9], &2u32.to_le_bytes());
+    let v: Value = serde_json::from_slice(&r[17..]).unwrap();
+    assert_eq!(v, json!({"status": 4, "result": {"sequence": [0, 1, 1]}}));
+    // Cancelling a goal this session does not have.
+    let other = json!({"goal_info": {"goal_id": {"uuid": vec![9u8; 16]}, "stamp": {"sec": 0, "nanosec": 0}}});
+    fx.send_frame(
+        0x2,
+        true,
+        &request(ids["/fx_fib/_action/cancel_goal"], 3, &other.to_string()),
+    );
+    let r = next_binary(&mut fx);
+    let v: Value = serde_json::from_slice(&r[17..]).unwrap();
+    assert_eq!(v["return_code"], 2, "{v}");
+}
