@@ -233,3 +233,59 @@ test("services: a CDR call from MessageWriter is answered in CDR the reader deco
     client.close();
   }
 });
+
+test("parameters: get, set through the owner's rules, and updates", async () => {
+  const { client, info } = await connect();
+  const owner = new WebSocket(WS_URL.replace(/\/?$/, "/?node=fx_node_owner"));
+  await new Promise((resolve, reject) => {
+    owner.once("open", resolve);
+    owner.once("error", reject);
+  });
+  try {
+    assert.ok(info.capabilities.includes("parameters"));
+    // A double (JSON.stringify(2.0) is "2", an integer): as a ParameterValue.
+    owner.send(JSON.stringify({ op: "declare_parameter", name: "gain", value: { type: 3, double_value: 2 }, id: "d" }));
+    const name = "/fx_node_owner.gain";
+    // Until the declaration was read.
+    let values;
+    for (let i = 0; i < 50 && !values?.parameters.length; i++) {
+      const got = next(client, "parameterValues", (v) => v.id === `g${i}`);
+      client.getParameters([name], `g${i}`);
+      values = await got;
+      if (!values.parameters.length) await new Promise((r) => setTimeout(r, 20));
+    }
+    assert.deepEqual(values.parameters, [{ name, value: 2, type: "float64" }]);
+    client.subscribeParameterUpdates([name]);
+    const update = next(client, "parameterValues", (v) => v.id === undefined);
+    const reply = next(client, "parameterValues", (v) => v.id === "s");
+    client.setParameters([{ name, value: 1.25 }], "s");
+    assert.equal((await reply).parameters[0].value, 1.25);
+    assert.equal((await update).parameters[0].value, 1.25);
+  } finally {
+    owner.close();
+    client.close();
+  }
+});
+
+test("connection graph: the publisher's node, then its subscriber", async () => {
+  const { client, info } = await connect();
+  const talker = new WebSocket(WS_URL.replace(/\/?$/, "/?node=fx_node_talker"));
+  await new Promise((resolve, reject) => {
+    talker.once("open", resolve);
+    talker.once("error", reject);
+  });
+  try {
+    assert.ok(info.capabilities.includes("connectionGraph"));
+    const topic = "/fx_node_graph";
+    const seen = next(client, "connectionGraphUpdate", (u) =>
+      u.publishedTopics.some((t) => t.name === topic && t.publisherIds.includes("/fx_node_talker")));
+    client.subscribeConnectionGraph();
+    talker.send(JSON.stringify({ op: "advertise", topic, type: "std_msgs/msg/String" }));
+    await seen;
+    const gone = next(client, "connectionGraphUpdate", (u) => u.removedTopics.includes(topic));
+    talker.close();
+    await gone;
+  } finally {
+    client.close();
+  }
+});
