@@ -15,6 +15,10 @@
 #               WebSocket port and over the NDJSON TCP port (custom transport);
 #               typedefs.test.mjs also parses every rosapi definition text
 #               with @foxglove/rosmsg (the Foxglove app's parser, a devDependency)
+#   foxglove    @foxglove/ws-protocol's FoxgloveClient (npm 0.8, unchanged) in
+#               tests/clients/foxglove, on the Foxglove listener and on the
+#               rosbridge port's subprotocol; messages decoded with
+#               @foxglove/rosmsg + @foxglove/rosmsg2-serialization
 #   roslibrust  tests/clients/roslibrust, a standalone cargo crate
 #   readme      the README's client examples (examples/add_two_ints.mjs and
 #               .py, which the README shows verbatim) run as a newcomer would,
@@ -47,7 +51,7 @@
 # failed (an expected failure that passes is reported, not fatal).
 #
 # Environment:
-#   CLIENT_SUITES="roslibpy roslib roslibrust readme security tls"   suites to run
+#   CLIENT_SUITES="roslibpy roslib foxglove roslibrust readme security tls"   suites to run
 #   ROSLIBPY_TRANSPORTS="twisted asyncio"        roslibpy's transports (one pytest run each)
 #   ROSGATE_BIN=path                             use this gateway binary, skip the build
 #   FIBONACCI_PERIOD=1.0                         seconds per step of the /fibonacci action
@@ -61,7 +65,7 @@ set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 CLIENTS=$ROOT/tests/clients
 WORK=$CLIENTS/.work
-SUITES=${CLIENT_SUITES:-roslibpy roslib roslibrust readme security tls ros2}
+SUITES=${CLIENT_SUITES:-roslibpy roslib foxglove roslibrust readme security tls ros2}
 # 1.10.2: current; 1.6.2: what Jazzy's rmw_zenoh 0.2.9 vendored (0.2.10's
 # 1.8.0 has no binary wheel, and building it needs Rust 1.93).
 ROS2_ZENOH_VERSIONS=${ROS2_ZENOH_VERSIONS:-1.10.2 1.6.2}
@@ -89,18 +93,20 @@ trap 'exit 130' INT TERM
 
 # Starts a gateway on ephemeral ports, with any further flags given (under
 # --tls-cert its lines say wss:// and tls://); sets WS_PORT, TCP_PORT,
-# GATEWAY_PID.
+# FOXGLOVE_PORT, GATEWAY_PID.
 start_gateway() {
     local name=$1
     shift
     local err=$WORK/gateway-$name.log
     : >"$err"
-    "$BIN" --listen 127.0.0.1:0 --ws-listen 127.0.0.1:0 "$@" 2>"$err" &
+    "$BIN" --listen 127.0.0.1:0 --ws-listen 127.0.0.1:0 --foxglove-listen 127.0.0.1:0 "$@" 2>"$err" &
     GATEWAY_PID=$!
     WS_PORT=
     TCP_PORT=
+    FOXGLOVE_PORT=
     for _ in $(seq 100); do
         WS_PORT=$(sed -n 's#^rosgate websocket listening on wss\{0,1\}://127\.0\.0\.1:\([0-9]*\)$#\1#p' "$err")
+        FOXGLOVE_PORT=$(sed -n 's#^rosgate foxglove listening on wss\{0,1\}://127\.0\.0\.1:\([0-9]*\)$#\1#p' "$err")
         TCP_PORT=$(sed -n 's#^rosgate .* listening on \(tls://\)\{0,1\}127\.0\.0\.1:\([0-9]*\)$#\2#p' "$err")
         [[ -n $WS_PORT && -n $TCP_PORT ]] && return 0
         kill -0 "$GATEWAY_PID" 2>/dev/null || break
@@ -345,6 +351,34 @@ run_roslib() {
     # Pending tests are marked `todo` (node counts them apart from pass/fail).
     stop_gateway roslib || { f=$((f + 1)); note+=" [gateway died]"; }
     record roslib "${p:-0}" "$((${f:-0} + ${c:-0}))" "${t:-0}" 0 "${s:-0}" "$note"
+}
+
+# -------------------------------------------------------------- foxglove
+
+run_foxglove() {
+    local dir=$CLIENTS/foxglove out=$WORK/foxglove.log
+    command -v node >/dev/null && command -v npm >/dev/null || { broken foxglove "node/npm not found"; return; }
+    (cd "$dir" && timeout 300 npm ci --no-audit --no-fund --loglevel=error) >"$WORK/foxglove-install.log" 2>&1 ||
+        { cat "$WORK/foxglove-install.log" >&2; broken foxglove "npm ci failed"; return; }
+    start_gateway foxglove || { broken foxglove "gateway did not start"; return; }
+    log "@foxglove/ws-protocol $(cd "$dir" && node -p 'require("./node_modules/@foxglove/ws-protocol/package.json").version' 2>/dev/null || echo '?') tests, node $(node --version) -> ws://127.0.0.1:$FOXGLOVE_PORT and ws://127.0.0.1:$WS_PORT"
+    (cd "$dir" && ROSGATE_FOXGLOVE_URL=ws://127.0.0.1:$FOXGLOVE_PORT ROSGATE_WS_URL=ws://127.0.0.1:$WS_PORT \
+        timeout -k 10 300 node --test --test-concurrency=1 --test-timeout=60000 --test-reporter=spec \
+        ./*.test.mjs) >"$out" 2>&1
+    local rc=$?
+    grep -E '✖' "$out" | grep -v 'failing tests:' | sed 's/^/  /' | sort -u
+    local p f c note=
+    p=$(sed -n 's/^ℹ pass \([0-9]*\)$/\1/p' "$out")
+    f=$(sed -n 's/^ℹ fail \([0-9]*\)$/\1/p' "$out")
+    c=$(sed -n 's/^ℹ cancelled \([0-9]*\)$/\1/p' "$out")
+    echo "  foxglove: pass ${p:-?} fail ${f:-?} cancelled ${c:-?} (exit $rc)"
+    if [[ -z $p || $rc -ne 0 && ${f:-0}${c:-0} == 00 ]]; then
+        note="node --test exit $rc, see $out"
+        tail -30 "$out" | sed 's/^/  | /'
+        f=$((${f:-0} + 1))
+    fi
+    stop_gateway foxglove || { f=$((f + 1)); note+=" [gateway died]"; }
+    record foxglove "${p:-0}" "$((${f:-0} + ${c:-0}))" 0 0 0 "$note"
 }
 
 # ------------------------------------------------------------ roslibrust
@@ -617,7 +651,7 @@ run_ros2() {
     record ros2 "$p" "$f" "$xf" "$xp" "$s" "$note"
 }
 
-for suite in roslibpy roslib roslibrust readme security tls ros2; do
+for suite in roslibpy roslib foxglove roslibrust readme security tls ros2; do
     want "$suite" || continue
     t0=$SECONDS
     "run_$suite"
@@ -628,7 +662,7 @@ echo
 echo "Real-client suites against rosgate ($((SECONDS - STARTED)) s):"
 printf '  %-11s %7s %7s %17s %16s %8s\n' suite passed failed expected-failures unexpected-pass skipped
 TP=0 TF=0 TX=0 TS=0 STATUS=0
-for suite in roslibpy roslib roslibrust readme security tls ros2; do
+for suite in roslibpy roslib foxglove roslibrust readme security tls ros2; do
     want "$suite" || continue
     printf '  %-11s %7s %7s %17s %16s %8s  %s\n' "$suite" "${PASS[$suite]}" "${FAIL[$suite]}" \
         "${XFAIL[$suite]}" "${XPASS[$suite]}" "${SKIP[$suite]}" "${NOTE[$suite]}"

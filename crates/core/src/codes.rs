@@ -105,6 +105,7 @@ family! {
         InvalidDomain => "invalid_domain", "A domain out of range, or a change of domain after registering.";
         UnknownGoal => "unknown_goal", "Feedback, results or cancels naming no goal of their connection.";
         BadParameter => "bad_parameter", "Parameter operations refused (bad name, value or descriptor; not declared; rules; limits).";
+        FoxgloveRequest => "foxglove_request", "Foxglove WebSocket protocol messages refused (not that protocol's JSON or binary layout, an unknown op or opcode, an unknown channel, subscription or service id, a capability this server does not have).";
         BadArgs => "bad_args", "Calls to a built-in service with arguments it cannot use.";
         Unauthenticated => "unauthenticated", "Requests before the connection authenticated.";
         Forbidden => "forbidden", "Operations the connection's role may not do.";

@@ -77,6 +77,11 @@ pub struct Conn {
     /// A federation link, not a client (`hub/federation.rs`): no socket,
     /// no deadlines, never counted or listed as a client.
     bridge: bool,
+    /// The Foxglove protocol's state, when the opening agreed to it.
+    foxglove: Option<Box<crate::foxglove::Session>>,
+    /// Accepted on the Foxglove listener: its opening must offer a
+    /// Foxglove subprotocol.
+    foxglove_port: bool,
 }
 
 impl Conn {
@@ -114,7 +119,33 @@ impl Conn {
             authed: false,
             held: false,
             bridge: false,
+            foxglove: None,
+            foxglove_port: false,
         }
+    }
+
+    /// Whether it came from the Foxglove listener.
+    pub fn on_foxglove_port(&self) -> bool {
+        self.foxglove_port
+    }
+
+    pub(crate) fn set_foxglove_port(&mut self) {
+        self.foxglove_port = true;
+    }
+
+    /// The Foxglove session, when the connection speaks that protocol.
+    pub fn foxglove(&self) -> Option<&crate::foxglove::Session> {
+        self.foxglove.as_deref()
+    }
+
+    pub(crate) fn foxglove_mut(&mut self) -> Option<&mut crate::foxglove::Session> {
+        self.foxglove.as_deref_mut()
+    }
+
+    /// Makes it a Foxglove session (its opening agreed to the protocol).
+    pub(crate) fn start_foxglove(&mut self, session: crate::foxglove::Session) {
+        self.policy = Policy::foxglove(self.policy.statuses());
+        self.foxglove = Some(Box::new(session));
     }
 
     /// Whether it is a federation link rather than a client.

@@ -85,6 +85,9 @@ family! {
         EncodedCborRawFrames => "encoded_cbor_raw_frames", "Messages encoded in the cbor-raw compression (CDR in a CBOR frame).";
         EncodedCborRawBytes => "encoded_cbor_raw_bytes", "Bytes of cbor-raw frames encoded (framing included).";
         EncodedCborRawMicros => "encoded_cbor_raw_micros", "Time spent encoding cbor-raw frames, microseconds.";
+        EncodedFoxgloveFrames => "encoded_foxglove_frames", "Message data frames made for Foxglove subscriptions (once per message and subscription id; the CDR once per message).";
+        EncodedFoxgloveBytes => "encoded_foxglove_bytes", "Bytes of Foxglove message data frames made (framing included).";
+        EncodedFoxgloveMicros => "encoded_foxglove_micros", "Time spent making Foxglove message data frames, microseconds.";
         EncodedPngFrames => "encoded_png_frames", "Messages encoded in the png compression.";
         EncodedPngBytes => "encoded_png_bytes", "Bytes of png frames encoded (framing and fragments included).";
         EncodedPngMicros => "encoded_png_micros", "Time spent encoding png frames, microseconds.";
@@ -116,6 +119,7 @@ family! {
         GoalsPending => "goals_pending", "Action goals in flight (orphans waiting for their server included).";
         QueuedBytes => "queued_bytes", "Bytes queued for clients, topic and control data (a shared frame counts once per queue).";
         ConnectionsPending => "connections_pending", "Connections that have not completed their opening.";
+        FoxgloveSessions => "foxglove_sessions", "Connections speaking the Foxglove WebSocket protocol now (either WebSocket port).";
         MemoryBytes => "memory_bytes", "Bytes held for clients, against the memory budget.";
         MemoryBudgetBytes => "memory_budget_bytes", "The memory budget (--max-memory-bytes).";
         MemoryFramesBytes => "memory_frames_bytes", "Bytes of shared topic frames alive (each counted once).";

@@ -56,6 +56,15 @@ pub enum Compression {
     Cbor,
     CborRaw,
     Png,
+    /// A Foxglove session's subscription `sub` (never asked by name): a
+    /// binary message data message (`rosgate_wire::foxglove::server`)
+    /// with the message's CDR when `cdr` (a ROS 2 sample's as it came,
+    /// else encoded by the topic's type like `cbor-raw`'s), or its `msg`
+    /// JSON text (a topic of a type the gateway does not know).
+    Foxglove {
+        sub: u32,
+        cdr: bool,
+    },
 }
 
 impl Compression {
@@ -85,17 +94,29 @@ impl Compression {
             Compression::Cbor => "cbor",
             Compression::CborRaw => "cbor-raw",
             Compression::Png => "png",
+            Compression::Foxglove { .. } => "foxglove",
         }
     }
 
     /// Whether frames of it are binary (WebSocket only).
     pub fn binary(self) -> bool {
-        matches!(self, Compression::Cbor | Compression::CborRaw)
+        matches!(
+            self,
+            Compression::Cbor | Compression::CborRaw | Compression::Foxglove { .. }
+        )
     }
 
     /// Whether it needs the topic's type to be known.
     pub fn needs_type(self) -> bool {
-        self == Compression::CborRaw
+        matches!(
+            self,
+            Compression::CborRaw | Compression::Foxglove { cdr: true, .. }
+        )
+    }
+
+    /// Whether a ROS 2 sample's CDR is all it needs (no JSON).
+    pub fn takes_cdr(self) -> bool {
+        self.needs_type()
     }
 }
 
@@ -283,26 +304,36 @@ pub fn encode<'a, T: Types + ?Sized>(
                 Err(e) => Encoded::Failed(format!("{e:?}")),
             }
         }
+        Compression::Foxglove { sub, cdr } => {
+            let Some((_, json)) = publish() else {
+                return Encoded::Failed("not a publish".into());
+            };
+            let since = wall
+                .duration_since(SystemTime::UNIX_EPOCH)
+                .unwrap_or_default();
+            let ns = u64::try_from(since.as_nanos()).unwrap_or(u64::MAX);
+            let head = rosgate_wire::foxglove::server::message_data_head(sub, ns).to_vec();
+            let body: &[u8] = if cdr {
+                match cdr_of(m, json, types, ty, scratch) {
+                    Ok(c) => c,
+                    Err(why) => return Encoded::Failed(why),
+                }
+            } else {
+                json.as_bytes()
+            };
+            Encoded::Binary {
+                bytes: head,
+                tail: body,
+                untyped: false,
+            }
+        }
         Compression::CborRaw => {
             let Some((topic, json)) = publish() else {
                 return Encoded::Failed("not a publish".into());
             };
-            let cdr: &[u8] = match m.cdr {
-                Some(c) => c,
-                None => {
-                    let encoded = m
-                        .parsed
-                        .get(json)
-                        .ok_or_else(|| "not JSON".to_string())
-                        .and_then(|v| {
-                            rosgate_ros2::cdr::encode_into(types, ty, v, scratch)
-                                .map_err(|e| format!("{e:?}"))
-                        });
-                    if let Err(why) = encoded {
-                        return Encoded::Failed(format!("not {ty}: {why}"));
-                    }
-                    scratch
-                }
+            let cdr = match cdr_of(m, json, types, ty, scratch) {
+                Ok(c) => c,
+                Err(why) => return Encoded::Failed(why),
             };
             let since = wall
                 .duration_since(SystemTime::UNIX_EPOCH)
@@ -322,6 +353,53 @@ pub fn encode<'a, T: Types + ?Sized>(
             }
         }
     }
+}
+
+/// The CDR of a message: as it came, or `json` (its `msg`) encoded by
+/// type `ty` into `scratch`.
+fn cdr_of<'a, T: Types + ?Sized>(
+    m: Message<'a>,
+    json: &str,
+    types: &T,
+    ty: &str,
+    scratch: &'a mut Vec<u8>,
+) -> Result<&'a [u8], String> {
+    if let Some(c) = m.cdr {
+        return Ok(c);
+    }
+    m.parsed
+        .get(json)
+        .ok_or_else(|| "not JSON".to_string())
+        .and_then(|v| {
+            rosgate_ros2::cdr::encode_into(types, ty, v, scratch).map_err(|e| format!("{e:?}"))
+        })
+        .map_err(|why| format!("not {ty}: {why}"))?;
+    Ok(scratch)
+}
+
+/// A publish's CDR by type `ty`, for a message that has none yet (the
+/// hub keeps it beside the message, `transport::Framed::keep_cdr`, so
+/// every Foxglove subscription of it shares one encoding).
+pub fn cdr_for<T: Types + ?Sized>(m: Message<'_>, types: &T, ty: &str) -> Result<Vec<u8>, String> {
+    let line = m.line;
+    let text = || std::str::from_utf8(line.strip_suffix(b"\n").unwrap_or(line));
+    let json = match m.publish {
+        Some((_, msg)) => msg,
+        None => {
+            let text = text().map_err(|_| "not UTF-8".to_string())?;
+            return match parts(text) {
+                Some((_, msg)) => {
+                    let mut out = Vec::new();
+                    cdr_of(Message { cdr: None, ..m }, msg, types, ty, &mut out)?;
+                    Ok(out)
+                }
+                None => Err("not a publish".into()),
+            };
+        }
+    };
+    let mut out = Vec::new();
+    cdr_of(Message { cdr: None, ..m }, json, types, ty, &mut out)?;
+    Ok(out)
 }
 
 /// `text` as one JSON line, or as `fragment` lines with `id` when longer

@@ -12,6 +12,7 @@
 //! | [`registry`] | `Registry`: topics (subscribers, publishers), services (provider), and each connection's reverse index; `withdraw(conn)` |
 //! | [`calls`] | `Calls`: calls in flight, their deadlines (timer wheel) and the per-connection indexes; `drop_conn(conn)` |
 //! | `transport` | the seam between kinds of connection: input framing, output framing, dialect policy |
+//! | [`foxglove`] | `Session`: one Foxglove WebSocket connection's channels and subscriptions by the client's ids |
 //! | `conn` | `Conn`: one connection's transport and output state (a slab entry) |
 //! | `conn_ref` | `ConnRef` (key + generation): the handle other tables keep |
 //! | [`codes`] | `CloseReason` and `ErrorCode`: why connections close and requests are refused |
@@ -46,6 +47,7 @@ pub(crate) mod conn_ref;
 pub mod counters;
 pub mod encoding;
 pub(crate) mod family;
+pub mod foxglove;
 pub(crate) mod hash;
 pub mod hub;
 pub mod limits;

@@ -559,11 +559,23 @@ pub struct Registry {
     topics_created: u64,
     /// Bytes of latched caches (also in `bytes`).
     cache_bytes: usize,
+    /// Changes of topics' membership or type, and of services' and
+    /// actions' providers, so far: a reader that kept
+    /// the count (a Foxglove session's channels, `hub/foxglove.rs`) knows
+    /// whether to look again.
+    changes: u64,
 }
 
 impl Registry {
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// See the `changes` field: moves whenever a topic gains or loses a
+    /// member, appears, goes or gets its type, and whenever a service or
+    /// action gets or loses its provider.
+    pub fn changes(&self) -> u64 {
+        self.changes
     }
 
     pub fn topic_id(&self, name: &str) -> Option<TopicId> {
@@ -883,6 +895,7 @@ impl Registry {
         if let (Some(ty), Some(topic)) = (ty, self.topics.get_mut(t as usize)) {
             let publisher = role == Role::Publisher;
             if topic.ty.is_empty() || (publisher && !topic.ty_from_publisher) {
+                self.changes += u64::from(*topic.ty != *ty);
                 topic.ty = ty.into();
                 topic.ty_from_publisher = publisher;
             }
@@ -911,6 +924,7 @@ impl Registry {
                     qos: None,
                 };
                 regs.members(role).insert(t, member);
+                self.changes += 1;
                 *match role {
                     Role::Subscriber => &mut self.subscriptions,
                     Role::Publisher => &mut self.publishers,
@@ -1017,6 +1031,7 @@ impl Registry {
         if regs.is_empty() {
             self.conns.remove(&who);
         }
+        self.changes += 1;
         *self.count(role) -= 1;
         let Some(topic) = self.topics.get_mut(t as usize) else {
             return false;
@@ -1103,6 +1118,7 @@ impl Registry {
             }
         };
         let old = table.by_name.insert(Rc::clone(&key), new);
+        self.changes += 1;
         let old_bytes = old.as_ref().map_or(0, |o| service_bytes(name, o));
         self.bytes = self.bytes + new_bytes - old_bytes;
         let regs = self.conns.entry(who).or_default();
@@ -1149,6 +1165,7 @@ impl Registry {
     fn remove_provided(&mut self, kind: Provided, who: ConnRef, name: &str) {
         let k = kind as usize;
         if let Some(old) = self.providers[k].by_name.remove(name) {
+            self.changes += 1;
             let b = service_bytes(name, &old);
             self.bytes -= b;
             self.providers[k].names.remove(name);
@@ -1195,6 +1212,7 @@ impl Registry {
                 work += names.len();
                 for name in names {
                     if let Some(old) = self.providers[k].by_name.remove(&name) {
+                        self.changes += 1;
                         self.bytes -= service_bytes(&name, &old);
                         self.providers[k].names.remove(&name);
                     }

@@ -40,7 +40,10 @@ pub enum Transport {
     /// Newline-delimited JSON over TCP: the base protocol
     /// (`docs/protocol.md`), strictly.
     Tcp,
-    /// rosbridge v2 over WebSocket: one JSON object per text frame.
+    /// rosbridge v2 over WebSocket: one JSON object per text frame (and
+    /// the Foxglove WebSocket protocol for a client that offers its
+    /// subprotocol; the Foxglove listener's connections are WebSocket ones
+    /// that must, `Hub::open_foxglove_from`).
     WebSocket,
 }
 
@@ -135,9 +138,25 @@ impl Policy {
         self.statuses.wants(level)
     }
 
+    /// Its status filter.
+    pub fn statuses(self) -> StatusFilter {
+        self.statuses
+    }
+
     /// The same policy with another status filter (`set_level`).
     pub fn with_statuses(self, statuses: StatusFilter) -> Policy {
         Policy { statuses, ..self }
+    }
+
+    /// A Foxglove session's policy: its JSON is not rosbridge's (the hub
+    /// reads it with `rosgate_wire::foxglove`), its registrations are the
+    /// session's (one per channel, kept by the session), and it hears
+    /// `statuses`.
+    pub fn foxglove(statuses: StatusFilter) -> Policy {
+        Policy {
+            dialect: Dialect::Strict,
+            statuses,
+        }
     }
 
     /// rosbridge keys subscriptions and advertisements by request id within
@@ -238,8 +257,11 @@ pub struct Framed<'a> {
     msg: Option<&'a str>,
     /// Other encodings made, by (encoding, framing); a handful at most.
     encoded: Vec<(EncodedKey, Rc<[u8]>)>,
-    /// The message's CDR as it arrived, encapsulation header included.
+    /// The message's CDR as it arrived, encapsulation header included
+    /// (or as made here, `keep_cdr`).
     cdr: Option<Rc<[u8]>>,
+    /// `cdr` was made here: counted in `created` and in `finish`.
+    cdr_made: bool,
     /// The one message's `msg` parsed once for all its encodings.
     parsed: Parsed,
     msgs: usize,
@@ -257,6 +279,7 @@ impl<'a> Framed<'a> {
             msg: None,
             encoded: Vec::new(),
             cdr: None,
+            cdr_made: false,
             parsed: Parsed::default(),
             msgs,
         }
@@ -273,6 +296,7 @@ impl<'a> Framed<'a> {
             msg: Some(msg.get()),
             encoded: Vec::new(),
             cdr: None,
+            cdr_made: false,
             parsed: Parsed::default(),
             msgs: 1,
         }
@@ -291,6 +315,7 @@ impl<'a> Framed<'a> {
             .iter()
             .flatten()
             .chain(self.encoded.iter().map(|(_, rc)| rc))
+            .chain(self.cdr.iter().filter(|_| self.cdr_made))
             .filter(|rc| Rc::strong_count(rc) == 1)
             .map(|rc| rc.len())
             .sum();
@@ -304,6 +329,14 @@ impl<'a> Framed<'a> {
     #[allow(dead_code)]
     pub fn set_cdr(&mut self, cdr: Rc<[u8]>) {
         self.cdr = Some(cdr);
+    }
+
+    /// Keeps the one message's CDR made from its JSON (counted as made):
+    /// every encoding that takes CDR shares it.
+    pub fn keep_cdr(&mut self, cdr: Rc<[u8]>) {
+        self.created += cdr.len();
+        self.cdr = Some(cdr);
+        self.cdr_made = true;
     }
 
     /// The one message's `msg` as a value, parsed on first need and
@@ -402,6 +435,10 @@ pub enum Inbound<'a> {
     /// the hub refuses what `opening` asks for, send `response` exactly as
     /// given, first.
     Opened { response: Vec<u8>, opening: Opening },
+    /// A text message of a Foxglove session (a JSON op of that protocol).
+    FoxgloveText(&'a [u8]),
+    /// A binary message of a Foxglove session.
+    FoxgloveBinary(&'a [u8]),
     /// A plain HTTP request on the WebSocket port: the hub answers it
     /// (metrics, health, the dashboard) and closes.
     Http(HttpRequest),
@@ -428,6 +465,9 @@ pub struct Link {
     input: Input,
     framing: Framing,
     policy: Policy,
+    /// The opening agreed to a Foxglove subprotocol: messages are that
+    /// protocol's, not rosbridge's.
+    foxglove: bool,
 }
 
 impl Link {
@@ -442,6 +482,7 @@ impl Link {
                     dialect: Dialect::Strict,
                     statuses: StatusFilter::All,
                 },
+                foxglove: false,
             },
             Transport::WebSocket => Link {
                 input: Input::WebSocket(WsReader::new()),
@@ -450,6 +491,7 @@ impl Link {
                     dialect: Dialect::Rosbridge,
                     statuses: ws_status,
                 },
+                foxglove: false,
             },
         }
     }
@@ -470,7 +512,18 @@ impl Link {
                 Frame::Line(line) => on(Inbound::Message(line)),
                 Frame::TooLong => on(Inbound::TooLong),
             }),
-            Input::WebSocket(reader) => reader.feed(bytes, max, |event| on(ws_inbound(event))),
+            Input::WebSocket(reader) => {
+                let foxglove = &mut self.foxglove;
+                reader.feed(bytes, max, |event| {
+                    if *foxglove {
+                        return on(foxglove_inbound(event));
+                    }
+                    if let WsEvent::Open { opening, .. } = &event {
+                        *foxglove = opening.foxglove.is_some();
+                    }
+                    on(ws_inbound(event))
+                })
+            }
         }
     }
 
@@ -539,6 +592,16 @@ fn ws_inbound(event: WsEvent<'_>) -> Inbound<'_> {
             last: Some(ws::frame::close(WS_CLOSE_PROTOCOL_ERROR)),
             detail: why,
         },
+    }
+}
+
+/// A Foxglove session's events: its text and binary messages are that
+/// protocol's; the rest as on any WebSocket.
+fn foxglove_inbound(event: WsEvent<'_>) -> Inbound<'_> {
+    match event {
+        WsEvent::Text(msg) => Inbound::FoxgloveText(msg),
+        WsEvent::Binary(msg) => Inbound::FoxgloveBinary(msg),
+        other => ws_inbound(other),
     }
 }
 

@@ -865,7 +865,8 @@
     const open = C ? C.list.length : st.connections_open;
     const count = (tr) => C.list.filter((c) => c.transport === tr).length;
     const opening = C ? C.list.filter((c) => c.established === false).length : 0;
-    const connSub = C ? [`${count('tcp')} tcp · ${count('ws')} ws`, opening ? `${opening} opening` : '', C.domains > 1 ? `${C.domains} domains` : '']
+    const fox = C ? count('foxglove') : 0;
+    const connSub = C ? [`${count('tcp')} tcp · ${count('ws')} ws${fox ? ` · ${fox} foxglove` : ''}`, opening ? `${opening} opening` : '', C.domains > 1 ? `${C.domains} domains` : '']
       .filter(Boolean).join(' · ') : `${fmtNum(st.connections_accepted ?? 0)} accepted in all`;
     const mem = st.memory_bytes, budget = st.memory_budget_bytes;
     const memPct = budget ? Math.min(100, (100 * mem) / budget) : 0;
@@ -1036,7 +1037,8 @@
   }
 
   function transportPill(tr) {
-    return tr ? `<span class="pill ${esc(tr)}">${esc(tr === 'ws' ? 'WebSocket' : tr.toUpperCase())}</span>` : '<span class="muted">–</span>';
+    const label = { ws: 'WebSocket', foxglove: 'Foxglove' }[tr] || String(tr).toUpperCase();
+    return tr ? `<span class="pill ${esc(tr)}">${esc(label)}</span>` : '<span class="muted">–</span>';
   }
   function reasonPill(reason, forced) {
     const cls = forced ? 'bad' : reason === 'peer_closed' ? 'ok' : 'neutral';

@@ -42,6 +42,9 @@ GROUPS (`rosgate GROUP --help` lists the commands):
 OPTIONS:
     --listen ADDR               TCP address to serve [default: {DEFAULT_LISTEN}]
     --ws-listen ADDR|off        WebSocket (rosbridge v2) address [default: {DEFAULT_WS_LISTEN}]
+    --foxglove-listen ADDR|off  Foxglove WebSocket protocol address (the rosbridge
+                                port answers Foxglove clients too)
+                                [default: {DEFAULT_FOXGLOVE_LISTEN}]
     --ws-status LEVEL           statuses sent to WebSocket clients:
                                 none|error|warning|all [default: warning]
     --tcp-domain N              domain (0-232) of TCP clients that choose none [default: 0]
@@ -177,6 +180,9 @@ pub fn exposed(c: &Config) -> Vec<(&'static str, std::net::SocketAddr)> {
     if let Some(ws) = c.ws_listen.filter(|a| !a.ip().is_loopback()) {
         v.push(("websocket", ws));
     }
+    if let Some(fx) = c.foxglove_listen.filter(|a| !a.ip().is_loopback()) {
+        v.push(("foxglove", fx));
+    }
     v
 }
 
@@ -224,6 +230,17 @@ pub fn parse(argv: Vec<OsString>) -> Result<Command, String> {
             Some(
                 v.parse()
                     .map_err(|e| format!("--ws-listen: invalid address {v:?}: {e}"))?,
+            )
+        };
+    }
+    if let Some(v) = opt::<String>(&mut args, "--foxglove-listen")? {
+        c.foxglove_listen_default = false;
+        c.foxglove_listen = if v == "off" {
+            None
+        } else {
+            Some(
+                v.parse()
+                    .map_err(|e| format!("--foxglove-listen: invalid address {v:?}: {e}"))?,
             )
         };
     }

@@ -27,6 +27,11 @@ pub const DEFAULT_LISTEN: SocketAddr = SocketAddr::V4(SocketAddrV4::new(Ipv4Addr
 pub const DEFAULT_WS_LISTEN: SocketAddr =
     SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::LOCALHOST, 9090));
 
+/// Default Foxglove WebSocket protocol address: the Foxglove app's
+/// default URL (`ws://localhost:8765`), as foxglove_bridge serves it.
+pub const DEFAULT_FOXGLOVE_LISTEN: SocketAddr =
+    SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::LOCALHOST, 8765));
+
 /// Connections. Listen backlog: a fleet reconnecting after a restart arrives
 /// in one burst, and mio's default of 128 overflows (the kernel caps this at
 /// `net.core.somaxconn`).
@@ -125,6 +130,14 @@ pub struct Config {
     pub ws_listen: Option<SocketAddr>,
     /// Statuses WebSocket clients receive.
     pub ws_status: StatusFilter,
+    /// The Foxglove WebSocket protocol's listener (`--foxglove-listen`);
+    /// `None` when off.
+    pub foxglove_listen: Option<SocketAddr>,
+    /// `foxglove_listen` is the default, not asked for: a busy port is
+    /// then a warning, not a failure (the rosbridge port answers
+    /// Foxglove clients too), so a second gateway on one machine, or a
+    /// test's, still starts.
+    pub foxglove_listen_default: bool,
     pub limits: Limits,
     pub log_level: LogLevel,
     /// `--log-format`: text for people, JSON lines for log shippers.
@@ -200,6 +213,8 @@ impl Default for Config {
             listen: DEFAULT_LISTEN,
             ws_listen: Some(DEFAULT_WS_LISTEN),
             ws_status: StatusFilter::Warnings,
+            foxglove_listen: Some(DEFAULT_FOXGLOVE_LISTEN),
+            foxglove_listen_default: true,
             limits: Limits::default(),
             log_level: LogLevel::Info,
             log_format: LogFormat::Text,
@@ -230,6 +245,10 @@ mod tests {
         assert_eq!(
             c.ws_listen.map(|a| a.to_string()),
             Some("127.0.0.1:9090".into())
+        );
+        assert_eq!(
+            c.foxglove_listen.map(|a| a.to_string()),
+            Some("127.0.0.1:8765".into())
         );
     }
 }

@@ -119,6 +119,11 @@ fn announce(server: &Server) {
         Some(Err(e)) => eprintln!("rosgate: websocket local_addr: {e}"),
         None => {}
     }
+    match server.foxglove_local_addr() {
+        Some(Ok(addr)) => eprintln!("rosgate foxglove listening on {ws}{addr}"),
+        Some(Err(e)) => eprintln!("rosgate: foxglove local_addr: {e}"),
+        None => {}
+    }
     match server.local_addr() {
         Ok(addr) => eprintln!(
             "rosgate {} listening on {tcp}{addr}",
@@ -137,6 +142,16 @@ fn announce_json(server: &Server) {
         log::notice(
             "listening",
             &[("transport", Val::Str("ws")), ("addr", Val::Str(&addr))],
+        );
+    }
+    if let Some(Ok(addr)) = server.foxglove_local_addr() {
+        let addr = format!("{ws}{addr}");
+        log::notice(
+            "listening",
+            &[
+                ("transport", Val::Str("foxglove")),
+                ("addr", Val::Str(&addr)),
+            ],
         );
     }
     if let Ok(addr) = server.local_addr() {

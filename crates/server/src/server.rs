@@ -74,6 +74,16 @@ const LISTENER: Token = Token(usize::MAX - 1);
 const SIGNALS: Token = Token(usize::MAX - 2);
 const WS_LISTENER: Token = Token(usize::MAX - 3);
 const WAKER: Token = Token(usize::MAX - 4);
+const FOXGLOVE_LISTENER: Token = Token(usize::MAX - 5);
+
+/// Which listener a connection was accepted on: the hub's `Transport`, or
+/// the Foxglove listener (a WebSocket whose opening must offer a Foxglove
+/// subprotocol, `Hub::open_foxglove_from`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Listener {
+    Plain(Transport),
+    Foxglove,
+}
 
 /// Bytes of traffic after which an idle moment is used to trim the heap.
 const TRIM_AFTER_BYTES: u64 = 16 * 1024 * 1024;
@@ -109,6 +119,9 @@ pub struct Server {
     poll: Poll,
     listener: TcpListener,
     ws_listener: Option<TcpListener>,
+    /// `--foxglove-listen`: WebSocket openings that must offer a Foxglove
+    /// subprotocol (the same handshake, TLS and tokens as `ws_listener`).
+    foxglove_listener: Option<TcpListener>,
     signals: Signals,
     inbox: Inbox,
     handle: Handle,
@@ -130,6 +143,7 @@ pub struct Server {
     accept_backoff: Duration,
     accept_pending: bool,
     ws_accept_pending: bool,
+    foxglove_accept_pending: bool,
     shutdown: bool,
     /// When a graceful shutdown stops flushing, once one started.
     drain_until: Option<Instant>,
@@ -189,6 +203,27 @@ impl Server {
             }
             None => None,
         };
+        let foxglove_listener = match config.foxglove_listen {
+            Some(addr) => match bind(addr) {
+                Ok(mut l) => {
+                    poll.registry()
+                        .register(&mut l, FOXGLOVE_LISTENER, Interest::READABLE)?;
+                    Some(l)
+                }
+                // The default address, not asked for: the rosbridge port
+                // answers Foxglove clients too, so a second gateway (or a
+                // test's) starts without it.
+                Err(e) if config.foxglove_listen_default => {
+                    log!(
+                        Warn,
+                        "foxglove-listen {addr}: {e}; the Foxglove listener is off (Foxglove clients may use the WebSocket port; --foxglove-listen ADDR|off chooses)"
+                    );
+                    None
+                }
+                Err(e) => return Err(in_context(e, "foxglove-listen", addr)),
+            },
+            None => None,
+        };
         let mut signals = Signals::new([SIGINT, SIGTERM, SIGUSR1])?;
         poll.registry()
             .register(&mut signals, SIGNALS, Interest::READABLE)?;
@@ -226,6 +261,7 @@ impl Server {
             poll,
             listener,
             ws_listener,
+            foxglove_listener,
             signals,
             inbox,
             handle,
@@ -239,6 +275,7 @@ impl Server {
             accept_backoff: Duration::from_millis(ACCEPT_BACKOFF_MIN_MS),
             accept_pending: true,
             ws_accept_pending: true,
+            foxglove_accept_pending: true,
             shutdown: false,
             drain_until: None,
             shutdown_grace: config.shutdown_grace,
@@ -270,6 +307,11 @@ impl Server {
         self.ws_listener.as_ref().map(|l| l.local_addr())
     }
 
+    /// The Foxglove listener's address, if it is on.
+    pub fn foxglove_local_addr(&self) -> Option<io::Result<SocketAddr>> {
+        self.foxglove_listener.as_ref().map(|l| l.local_addr())
+    }
+
     /// Runs until SIGINT or SIGTERM (or [`Handle::stop`]), then shuts down
     /// gracefully: stops accepting, fails calls in flight, flushes queued
     /// output for up to the grace period, says goodbye (WebSocket close
@@ -299,6 +341,7 @@ impl Server {
                 match ev.token() {
                     LISTENER => self.accept_pending = true,
                     WS_LISTENER => self.ws_accept_pending = true,
+                    FOXGLOVE_LISTENER => self.foxglove_accept_pending = true,
                     SIGNALS => self.on_signals(),
                     WAKER => self.inbox_pending = true,
                     Token(k) => self.on_event(k as u32, ev),
@@ -335,8 +378,12 @@ impl Server {
         if let Some(l) = self.ws_listener.as_mut() {
             let _ = self.poll.registry().deregister(l);
         }
+        if let Some(l) = self.foxglove_listener.as_mut() {
+            let _ = self.poll.registry().deregister(l);
+        }
         self.accept_pending = false;
         self.ws_accept_pending = false;
+        self.foxglove_accept_pending = false;
         self.hub.begin_shutdown(now);
         self.drain_until = Some(now + self.shutdown_grace);
         // Write what is queued now; who has nothing left goes at once.
@@ -450,22 +497,27 @@ impl Server {
             self.accept_paused_until = None;
             self.accept_pending = true;
             self.ws_accept_pending = self.ws_listener.is_some();
+            self.foxglove_accept_pending = self.foxglove_listener.is_some();
         }
         if self.accept_pending {
-            self.accept_pending = self.accept_from(Transport::Tcp, now);
+            self.accept_pending = self.accept_from(Listener::Plain(Transport::Tcp), now);
         }
         if self.ws_accept_pending && self.accept_paused_until.is_none() {
-            self.ws_accept_pending = self.accept_from(Transport::WebSocket, now);
+            self.ws_accept_pending = self.accept_from(Listener::Plain(Transport::WebSocket), now);
+        }
+        if self.foxglove_accept_pending && self.accept_paused_until.is_none() {
+            self.foxglove_accept_pending = self.accept_from(Listener::Foxglove, now);
         }
     }
 
     /// Accepts until the backlog is empty; returns whether accepting must
     /// resume later (after an EMFILE pause).
-    fn accept_from(&mut self, transport: Transport, now: Instant) -> bool {
+    fn accept_from(&mut self, kind: Listener, now: Instant) -> bool {
         loop {
-            let listener = match transport {
-                Transport::Tcp => Some(&self.listener),
-                Transport::WebSocket => self.ws_listener.as_ref(),
+            let listener = match kind {
+                Listener::Plain(Transport::Tcp) => Some(&self.listener),
+                Listener::Plain(Transport::WebSocket) => self.ws_listener.as_ref(),
+                Listener::Foxglove => self.foxglove_listener.as_ref(),
             };
             let Some(listener) = listener else {
                 return false;
@@ -473,7 +525,7 @@ impl Server {
             match listener.accept() {
                 Ok((stream, addr)) => {
                     self.accept_backoff = Duration::from_millis(ACCEPT_BACKOFF_MIN_MS);
-                    self.admit(stream, addr, transport, now);
+                    self.admit(stream, addr, kind, now);
                 }
                 Err(e) if e.kind() == ErrorKind::WouldBlock => return false,
                 Err(e) if e.kind() == ErrorKind::Interrupted => continue,
@@ -500,14 +552,12 @@ impl Server {
         }
     }
 
-    fn admit(
-        &mut self,
-        mut stream: TcpStream,
-        addr: SocketAddr,
-        transport: Transport,
-        now: Instant,
-    ) {
-        let r = match self.hub.open_from(transport, Some(addr), now) {
+    fn admit(&mut self, mut stream: TcpStream, addr: SocketAddr, kind: Listener, now: Instant) {
+        let opened = match kind {
+            Listener::Plain(transport) => self.hub.open_from(transport, Some(addr), now),
+            Listener::Foxglove => self.hub.open_foxglove_from(Some(addr), now),
+        };
+        let r = match opened {
             Ok(r) => r,
             Err(refusal) => {
                 // Best effort: the socket is fresh, so the line fits its

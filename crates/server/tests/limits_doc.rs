@@ -401,6 +401,10 @@ const NOT_LIMITS: &[(&str, &str)] = &[
     // Addresses, not limits.
     ("DEFAULT_LISTEN", "the TCP listen address"),
     ("DEFAULT_WS_LISTEN", "the WebSocket listen address"),
+    (
+        "DEFAULT_FOXGLOVE_LISTEN",
+        "the Foxglove WebSocket protocol's listen address",
+    ),
     ("DEFAULT_URL", "where the CLI connects by default"),
     // Tuning of a data structure, invisible from outside.
     (

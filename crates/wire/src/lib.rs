@@ -11,6 +11,7 @@
 //! | [`encode`] | outgoing frames written into a caller's buffer; JSON string escaping |
 //! | [`cbor`] | CBOR (RFC 8949) and RFC 8746 typed arrays as rosbridge's `cbor` compression writes them; JSON -> CBOR |
 //! | [`png`] | rosbridge's `png` compression: the text as an RGB image, PNG, base64, the `png` frame |
+//! | [`foxglove`] | the Foxglove WebSocket protocol: subprotocols, a client's JSON ops and binary frames in, the server's messages out |
 //! | [`fragment`] | rosbridge's `fragment` op: splitting a frame, and bounded per-connection reassembly |
 //! | [`names`] | ROS 2 names: validation, expansion (relative, `~/`), remaps, hidden names |
 //! | [`qos`] | QoS as clients ask for it (`qos`, `latch`, `queue_length`) and the compatibility rule |
@@ -27,6 +28,7 @@
 pub mod cbor;
 pub mod decode;
 pub mod encode;
+pub mod foxglove;
 pub mod fragment;
 pub mod ids;
 pub mod line;

@@ -321,10 +321,15 @@ impl Hub {
         let Some(seq) = parse_call_id(id.get().as_bytes()) else {
             return self.stale_action_message(me, "action_feedback", id, now);
         };
-        let (caller, wanted, line, fed) = match self.calls.goal_from(seq, me) {
+        let (caller, wanted, line, fed, foxglove) = match self.calls.goal_from(seq, me) {
             Ok(call) => {
                 let wanted =
                     !call.is_orphaned() && matches!(call.kind(), CallKind::Goal { feedback: true });
+                // A Foxglove session's goal: its id names the goal's UUID.
+                let foxglove = self
+                    .is_foxglove(call.caller())
+                    .then(|| call.caller_id().map(<[u8]>::to_vec))
+                    .flatten();
                 let mut line = Vec::new();
                 // For a peer beyond a bridge: its id and the peer, no line.
                 let fed = (wanted && self.fed.enabled && self.is_bridge(call.caller()))
@@ -337,7 +342,7 @@ impl Hub {
                         values.get().as_bytes(),
                     );
                 }
-                (call.caller(), wanted, line, fed)
+                (call.caller(), wanted, line, fed, foxglove)
             }
             // Late feedback of a goal that just ended: dropped.
             Err(NotOutstanding::Unknown) => {
@@ -356,6 +361,9 @@ impl Hub {
             return self.feedback_to_bridge(cid.as_deref(), peer, values.get().as_bytes());
         }
         self.counters.inc(Counter::FeedbackForwarded);
+        if let Some(id) = foxglove {
+            return self.foxglove_goal_feedback(caller, &id, values.get().as_bytes(), now);
+        }
         self.deliver_sheddable(caller, &line, FEEDBACK_BUCKET, now);
     }
 

@@ -38,7 +38,7 @@ use rosgate_wire::encode::Level;
 
 /// The token a request carries: `Authorization: Bearer <token>`, else the
 /// target's `?token=` (roslibjs cannot set headers).
-fn presented_token(authorization: Option<&str>, target: &str) -> Option<String> {
+pub(super) fn presented_token(authorization: Option<&str>, target: &str) -> Option<String> {
     if let Some(a) = authorization {
         let a = a.trim();
         if a.len() > 7 && a[..7].eq_ignore_ascii_case("bearer ") {

@@ -93,6 +93,9 @@ impl Hub {
         if self.answer_bridge(to, peer, msg) {
             return;
         }
+        if self.is_foxglove(to) {
+            return self.foxglove_answer(to, id, answer, now);
+        }
         // The hub's reused buffer: an answer per call is the calls' hot path.
         let mut out = std::mem::take(&mut self.scratch);
         out.clear();
@@ -136,7 +139,9 @@ impl Hub {
             .conn(to.key)
             .is_some_and(|c| c.transport() != Transport::Tcp);
         let text = match encoding.compression {
-            Compression::None => text.to_owned(),
+            // A call never asks for a Foxglove encoding (it is no
+            // `compression` a client can name).
+            Compression::None | Compression::Foxglove { .. } => text.to_owned(),
             Compression::Png => {
                 let mut framed = Vec::new();
                 rosgate_wire::png::frame(&mut framed, text);
@@ -235,6 +240,13 @@ impl Hub {
         if self.answer_bridge(to, peer, msg) {
             return;
         }
+        if self.is_foxglove(to) {
+            let status = std::str::from_utf8(status)
+                .ok()
+                .and_then(|s| s.parse().ok())
+                .unwrap_or(6);
+            return self.foxglove_goal_end(to, id, status, values, now);
+        }
         let mut out = Vec::new();
         encode::action_result(&mut out, action_json, id, values, status, result);
         self.send_control(to, &out, now);
@@ -264,6 +276,11 @@ impl Hub {
         };
         if self.answer_bridge(to, peer, msg) {
             return;
+        }
+        if self.is_foxglove(to) {
+            let mut v = Vec::with_capacity(reason.len() + 2);
+            encode::json_string(&mut v, reason);
+            return self.foxglove_goal_end(to, id, status as i8, &v, now);
         }
         let mut out = Vec::new();
         encode::action_failure(&mut out, action_json, id, status, reason);

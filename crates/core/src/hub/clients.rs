@@ -216,8 +216,20 @@ impl Hub {
                 "client": self.client_label(me),
                 "nodes": nodes,
                 "peer": peer_of(c),
-                // A federation link stands for the other gateways.
-                "transport": if c.is_bridge() { "federation" } else { c.transport().label() },
+                // A federation link stands for the other gateways; a
+                // Foxglove session is one on either WebSocket port.
+                "transport": if c.is_bridge() {
+                    "federation"
+                } else if c.foxglove().is_some() {
+                    "foxglove"
+                } else {
+                    c.transport().label()
+                },
+                "foxglove": c.foxglove().map(|s| json!({
+                    "subprotocol": s.protocol(),
+                    "channels": s.channel_count(),
+                    "subscriptions": s.subscription_count(),
+                })),
                 "domain": c.domain(),
                 "established": c.is_established(),
                 "role": role,

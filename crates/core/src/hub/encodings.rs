@@ -25,6 +25,9 @@
 //!   simulator, tests) they stay 0, and nothing is decided on them;
 //! - a message's `msg` is parsed to a value at most once for all its
 //!   encodings (`encoding::Parsed`, held by its `Framed`);
+//! - a message's CDR is made at most once for all the subscriptions that
+//!   take CDR (`cbor-raw`, Foxglove sessions): kept beside the message
+//!   (`Framed::keep_cdr`), counted as made;
 //! - a ROS 2 sample routed with its CDR ([`Hub::remote_needs_json`] said
 //!   nobody needs its JSON) reaches only `cbor-raw` subscribers, which
 //!   send those bytes as they came.
@@ -133,9 +136,8 @@ impl Hub {
             if !self.live(sub) || self.is_bridge(sub) {
                 return false;
             }
-            !reg.member_qos(sub, Role::Subscriber, t).is_some_and(|q| {
-                q.encoding.compression == Compression::CborRaw && q.throttle.is_none()
-            })
+            !reg.member_qos(sub, Role::Subscriber, t)
+                .is_some_and(|q| q.encoding.compression.takes_cdr() && q.throttle.is_none())
         })
     }
 
@@ -180,6 +182,28 @@ impl Hub {
             Some(_) => None,
             None => Some(framed.lines()),
         };
+        if enc.compression.takes_cdr() && framed.cdr().is_none() {
+            // Encoded once for every subscription that takes CDR (a
+            // Foxglove session's id is in its frame, not in its CDR).
+            let made = {
+                let m = encoding::Message {
+                    line: line.as_deref().unwrap_or(&[]),
+                    publish: framed.msg().map(|msg| (name.as_str(), msg)),
+                    cdr: None,
+                    fragment_id: 0,
+                    parsed: framed.parsed(),
+                };
+                encoding::cdr_for(m, &*types, &ty)
+            };
+            match made {
+                Ok(cdr) => framed.keep_cdr(Rc::from(cdr)),
+                Err(_) => {
+                    self.counters.inc(Counter::EncodeFailed);
+                    framed.keep_encoded(enc, framing, Vec::new());
+                    return None;
+                }
+            }
+        }
         let msg = encoding::Message {
             line: line.as_deref().unwrap_or(&[]),
             publish,
@@ -238,6 +262,11 @@ impl Hub {
         };
         let counters = match enc.compression {
             Compression::None => None,
+            Compression::Foxglove { .. } => Some((
+                Counter::EncodedFoxgloveFrames,
+                Counter::EncodedFoxgloveBytes,
+                Counter::EncodedFoxgloveMicros,
+            )),
             Compression::Cbor => Some((
                 Counter::EncodedCborFrames,
                 Counter::EncodedCborBytes,

@@ -124,6 +124,10 @@ pub(super) struct Federation {
     builtin: HashMap<TopicKey, u32>,
     /// What other gateways said their graph is, per domain and gateway.
     pub(super) graphs: BTreeMap<(Domain, String), RemoteGraph>,
+    /// Changes of `graphs` so far: a reader that kept the count (a
+    /// Foxglove session's channels, `hub/foxglove.rs`) knows whether to
+    /// look again.
+    pub(super) graphs_changes: u64,
     /// Items in `graphs`, all together (at most
     /// [`MAX_REMOTE_GRAPH_ITEMS_TOTAL`]).
     pub(super) graph_items: usize,
@@ -446,6 +450,7 @@ impl Hub {
         // Publishers that want peer counts learn the new remote counts:
         // the topics of the old graph and of the new one.
         let touched: Vec<String> = g.topics.iter().map(|(n, _, _)| n.clone()).collect();
+        self.fed.graphs_changes += 1;
         let old = if items == 0 {
             self.fed.graphs.remove(&key)
         } else {
@@ -468,6 +473,7 @@ impl Hub {
     /// publishers: their caches belonged to their publishers.
     pub(super) fn forget_gateway(&mut self, gw: &str, now: Instant) {
         self.fed.graphs.retain(|(_, g), _| g != gw);
+        self.fed.graphs_changes += 1;
         if let Some((items, bytes)) = self.fed.per_gateway.remove(gw) {
             self.fed.graph_items -= items;
             self.fed.graph_bytes -= bytes;
@@ -786,8 +792,28 @@ impl Hub {
         if before.is_none() && ty.is_none() {
             return;
         }
+        self.fed.graphs_changes += 1;
         // Settled by the shell's next `take_interest_changes`, this turn.
         self.fed.dirty_services.insert(key);
+    }
+
+    /// The services (or actions) of `domain` that peers provide, with
+    /// their types (ROS 2's first), sorted by name.
+    pub(super) fn remote_provided(&self, kind: Provided, domain: Domain) -> Vec<(String, String)> {
+        let mut v: Vec<(String, String)> = self
+            .fed
+            .remote_services
+            .iter()
+            .filter(|((k, d, _), _)| *k == kind && *d == domain)
+            .filter_map(|((_, _, name), slot)| {
+                let ty = PeerId::ALL
+                    .into_iter()
+                    .find_map(|p| slot[p.index()].clone())?;
+                Some((name.to_string(), ty.to_string()))
+            })
+            .collect();
+        v.sort();
+        v
     }
 
     /// The peer that provides `kind name` of `domain` for the bridge, and

@@ -9,7 +9,8 @@
 //! 1. at start: `new`, `set_graph_settings`, `set_ws_status`,
 //!    `set_access`, `set_http_settings`, `set_param_overrides`,
 //!    `enable_federation` (with `--federation`);
-//! 2. `open_from` for each accepted socket (a `Refusal` to send and drop),
+//! 2. `open_from` for each accepted socket (`open_foxglove_from` on the
+//!    Foxglove listener, `hub/foxglove.rs`; a `Refusal` to send and drop),
 //!    `on_bytes` for what was read, `on_eof`/`close` when the peer goes
 //!    away or I/O fails;
 //! 3. `expire(now)` once per loop turn (call deadlines, write stalls, the
@@ -62,6 +63,8 @@ mod bridges;
 mod clients;
 mod encodings;
 mod federation;
+mod foxglove;
+mod foxglove_actions;
 mod fragments;
 mod graph;
 mod http;
@@ -214,6 +217,9 @@ pub struct Hub {
     /// The `id` of the last message sent in `fragment` frames
     /// (`encodings.rs`): each such message has its own, from 1.
     fragment_ids: u64,
+    /// Connections that became Foxglove sessions (`hub/foxglove.rs`),
+    /// those gone pruned as they are met.
+    foxglove_conns: Vec<ConnRef>,
     /// Connections with fragmented messages in flight (`fragments.rs`).
     fragments: fragments::Fragments,
     /// The shell's clock for cost counters only (`encodings.rs`).
@@ -276,6 +282,7 @@ impl Hub {
             metrics_turn: None,
             types: types::Types::default(),
             fragment_ids: 0,
+            foxglove_conns: Vec::new(),
             fragments: fragments::Fragments::default(),
             cost_clock: None,
             encode_scratch: Vec::new(),
@@ -375,6 +382,10 @@ impl Hub {
         g.set(Gauge::CallsWaiting, self.waiting.len() as u64);
         g.set(Gauge::QueuedBytes, self.mem.queued as u64);
         g.set(Gauge::ConnectionsPending, self.pending_count as u64);
+        g.set(
+            Gauge::FoxgloveSessions,
+            self.foxglove_session_count() as u64,
+        );
         let m = self.memory();
         g.set(Gauge::MemoryBytes, m.total() as u64);
         g.set(
@@ -509,7 +520,7 @@ impl Hub {
             // With authentication on, the opening ends with a valid token.
             if !c.is_established() && c.is_authed() {
                 c.establish();
-                let ws = c.transport() == Transport::WebSocket;
+                let ws = c.transport() != Transport::Tcp;
                 self.pending_count -= 1;
                 if ws {
                     self.log_open(me, now);
@@ -717,6 +728,8 @@ impl Hub {
             Inbound::Opened { response, opening } => self.on_opened(me, &response, &opening, now),
             Inbound::Reply(bytes) => self.send_raw(me, &bytes, now),
             Inbound::Http(req) => self.on_http(me, req, now),
+            Inbound::FoxgloveText(msg) => self.foxglove_text(me, msg, now),
+            Inbound::FoxgloveBinary(msg) => self.foxglove_binary(me, msg, now),
             Inbound::Close {
                 reason,
                 last,
@@ -736,6 +749,10 @@ impl Hub {
     /// A WebSocket opening: the origin and token first, then what its URL
     /// asks for; the upgrade response, or a refusal and the close.
     fn on_opened(&mut self, me: ConnRef, response: &[u8], opening: &Opening, now: Instant) {
+        if let Some(refusal) = self.foxglove_refusal(me, opening) {
+            self.send_raw(me, &refusal, now);
+            return self.close(me.key, CloseReason::ProtocolError, now);
+        }
         let (refusal, reason) = match self.check_opening(me, opening, now) {
             Err(auth::OpeningRefused::Now(refusal, reason)) => (refusal, reason),
             Err(auth::OpeningRefused::Held) => return,
@@ -743,6 +760,9 @@ impl Hub {
                 Ok(node) => {
                     self.send_raw(me, response, now);
                     self.establish(me, now);
+                    if let Some(protocol) = opening.foxglove {
+                        self.foxglove_start(me, protocol, now);
+                    }
                     if let Some(node) = node {
                         self.declare_opened(me, node, now);
                     }
@@ -1078,7 +1098,11 @@ impl Hub {
             return;
         }
         let mut out = Vec::with_capacity(64 + msg.len());
-        rosgate_wire::encode::status(&mut out, level, msg, id);
+        if self.is_foxglove(to) {
+            foxglove::status(&mut out, level, msg);
+        } else {
+            rosgate_wire::encode::status(&mut out, level, msg, id);
+        }
         self.send_control(to, &out, now);
     }
 
@@ -1275,6 +1299,7 @@ impl Hub {
         // Last: the closes above are in the graph's news and peer counts.
         self.flush_qos(now);
         self.flush_graph(now);
+        self.foxglove_sync_all(now);
     }
 
     /// Fails `calls` (taken from a provider that left or withdrew them)

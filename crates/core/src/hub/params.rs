@@ -128,7 +128,7 @@ impl Params {
 
 /// How the requester of a set is answered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Reply {
+pub(super) enum Reply {
     /// rosapi `set_param`: `{}` or `result:false` with the reason.
     Rosapi,
     /// `set_parameters`: one result per parameter.
@@ -482,7 +482,7 @@ impl Hub {
     /// allow and no validation is needed, sent to the owner for validation
     /// otherwise; `me` is answered (now or when the owner answers) in the
     /// `reply` shape. An atomic set is applied all or nothing.
-    fn request_set(
+    pub(super) fn request_set(
         &mut self,
         at: Answering<'_>,
         domain: Domain,
@@ -825,6 +825,7 @@ impl Hub {
         now: Instant,
     ) {
         self.counters.inc(Counter::ParamEvents);
+        self.foxglove_param_changed(domain, node, name, now);
         if !self.listens(domain, PARAMETER_EVENTS) {
             return;
         }

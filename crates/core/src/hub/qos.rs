@@ -776,6 +776,12 @@ impl Hub {
         self.mem.frames -= d.released as usize;
         self.counters.add(Counter::Dropped, d.frames);
         self.counters.add(Counter::DroppedBytes, d.bytes);
+        if d.frames > 0 {
+            // Told once per turn at most, debounced (`hub/foxglove.rs`).
+            if let Some(s) = c.foxglove_mut() {
+                s.note_dropped(d.frames);
+            }
+        }
         if c.set_dirty() {
             self.dirty.push(to.key);
         }

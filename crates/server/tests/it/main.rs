@@ -15,6 +15,7 @@ mod bounds;
 mod cli;
 mod errors;
 mod files;
+mod foxglove;
 mod fragments;
 mod framing;
 mod graph;

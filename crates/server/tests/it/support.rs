@@ -98,8 +98,16 @@ impl Gateway {
     /// Starts `rosgate --listen 127.0.0.1:0 FLAGS...` and waits for its "listening on" line.
     pub fn start(flags: &[&str]) -> Gateway {
         // The WebSocket listener gets an ephemeral port too, so parallel
-        // gateways never fight over 9090.
-        let mut args = vec!["--listen", "127.0.0.1:0", "--ws-listen", "127.0.0.1:0"];
+        // gateways never fight over 9090; the Foxglove listener is off
+        // unless a test asks for it (8765 is the user's).
+        let mut args = vec![
+            "--listen",
+            "127.0.0.1:0",
+            "--ws-listen",
+            "127.0.0.1:0",
+            "--foxglove-listen",
+            "off",
+        ];
         args.extend_from_slice(flags);
         Gateway::spawn_args(&args).unwrap_or_else(|e| panic!("gateway failed to start: {e}"))
     }

@@ -800,6 +800,7 @@ fn the_start_up_lines_say_wss_and_tls_and_the_json_ones_too() {
     // JSON logs: the same addresses, with their schemes.
     let mut child = Command::new(BIN)
         .args(["--listen", "127.0.0.1:0", "--ws-listen", "127.0.0.1:0"])
+        .args(["--foxglove-listen", "127.0.0.1:0"])
         .args(["--tls-cert", &certs.cert, "--tls-key", &certs.key])
         .args(["--log-format", "json"])
         .stdin(Stdio::null())
@@ -819,7 +820,7 @@ fn the_start_up_lines_say_wss_and_tls_and_the_json_ones_too() {
         }
     });
     let mut lines: Vec<Value> = Vec::new();
-    while lines.len() < 2 {
+    while lines.len() < 3 {
         let Ok(l) = rx.recv_timeout(Duration::from_secs(10)) else {
             break;
         };
@@ -831,13 +832,19 @@ fn the_start_up_lines_say_wss_and_tls_and_the_json_ones_too() {
     }
     let _ = child.kill();
     let _ = child.wait();
-    assert_eq!(lines.len(), 2, "{lines:?}");
+    assert_eq!(lines.len(), 3, "{lines:?}");
     assert!(
         lines[0]["addr"].as_str().unwrap().starts_with("wss://"),
         "{lines:?}"
     );
+    // The Foxglove listener speaks TLS as the WebSocket one does.
+    assert_eq!(lines[1]["transport"], "foxglove", "{lines:?}");
     assert!(
-        lines[1]["addr"].as_str().unwrap().starts_with("tls://"),
+        lines[1]["addr"].as_str().unwrap().starts_with("wss://"),
+        "{lines:?}"
+    );
+    assert!(
+        lines[2]["addr"].as_str().unwrap().starts_with("tls://"),
         "{lines:?}"
     );
 }

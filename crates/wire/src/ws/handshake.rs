@@ -8,8 +8,11 @@
 //!   and clients differ in what they send);
 //! - a request that does not ask for an upgrade is an ordinary HTTP request
 //!   ([`Outcome::Http`]), answered by the hub and then closed;
-//! - we never agree to an extension or subprotocol: permessage-deflate is
-//!   declined by not echoing it, which RFC 6455 permits.
+//! - we never agree to an extension: permessage-deflate is declined by not
+//!   echoing it, which RFC 6455 permits; the only subprotocols agreed to
+//!   are the Foxglove WebSocket protocol's (`crate::foxglove::SUBPROTOCOLS`),
+//!   echoed when offered (the hub then speaks that protocol on the
+//!   connection); any other offer is declined by not echoing it.
 
 /// Longest accepted request head (request line + headers).
 pub const MAX_REQUEST_BYTES: usize = 8 * 1024;
@@ -27,6 +30,9 @@ pub struct Opening {
     pub origin: Option<String>,
     /// The `Authorization` header's value.
     pub authorization: Option<String>,
+    /// The Foxglove subprotocol the client offered and the response
+    /// echoes (`Sec-WebSocket-Protocol`), if any.
+    pub foxglove: Option<&'static str>,
 }
 
 /// A plain HTTP request (no upgrade) on the WebSocket port: `/metrics`,
@@ -130,15 +136,27 @@ fn respond(req: &httparse::Request<'_, '_>) -> Outcome {
         );
     }
     let accept = accept_key(key);
+    // Several headers may each list protocols (RFC 6455 §4.1): any of
+    // them may offer Foxglove's.
+    let foxglove = req
+        .headers
+        .iter()
+        .filter(|h| h.name.eq_ignore_ascii_case("sec-websocket-protocol"))
+        .filter_map(|h| std::str::from_utf8(h.value).ok())
+        .find_map(crate::foxglove::choose);
+    let protocol = foxglove
+        .map(|p| format!("Sec-WebSocket-Protocol: {p}\r\n"))
+        .unwrap_or_default();
     Outcome::Accept {
         response: format!(
-            "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: {accept}\r\n\r\n"
+            "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: {accept}\r\n{protocol}\r\n"
         )
         .into_bytes(),
         opening: Opening {
             target: target.to_string(),
             origin,
             authorization,
+            foxglove,
         },
     }
 }
@@ -307,6 +325,31 @@ mod tests {
         assert!(resp.starts_with("HTTP/1.1 101 "));
         assert!(resp.contains("Sec-WebSocket-Accept: s3pPLMBiTxaQ9kYGzzhZRbK+xOo=\r\n"));
         assert!(!resp.contains("deflate"));
+        assert!(!resp.contains("Sec-WebSocket-Protocol"));
+        assert_eq!(opening.foxglove, None);
+    }
+
+    /// A Foxglove subprotocol offered is echoed and kept; another is not.
+    #[test]
+    fn foxglove_subprotocols_are_echoed() {
+        for (offer, want) in [
+            ("foxglove.websocket.v1", Some("foxglove.websocket.v1")),
+            ("chat, foxglove.sdk.v1", Some("foxglove.sdk.v1")),
+            ("chat", None),
+        ] {
+            let req = format!("GET / HTTP/1.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Protocol: {offer}\r\n\r\n");
+            let Some((Outcome::Accept { response, opening }, _)) = parse(req.as_bytes()) else {
+                panic!("rejected")
+            };
+            assert_eq!(opening.foxglove, want);
+            let resp = String::from_utf8(response).unwrap();
+            match want {
+                Some(p) => {
+                    assert!(resp.contains(&format!("\r\nSec-WebSocket-Protocol: {p}\r\n\r\n")))
+                }
+                None => assert!(!resp.contains("Sec-WebSocket-Protocol")),
+            }
+        }
     }
 
     #[test]

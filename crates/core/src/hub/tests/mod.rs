@@ -16,6 +16,7 @@ mod auth;
 mod bounds;
 mod cdr_pass;
 mod federation;
+mod foxglove;
 mod fragments;
 mod params;
 mod qos;

@@ -1,0 +1,137 @@
+//! Foxglove sessions at the hub (`hub/foxglove.rs`) on a fake clock: the
+//! ROS 2 graph's topics become channels, and a ROS 2 sample's CDR reaches
+//! a session's subscription as it came, never decoded.
+
+use super::*;
+use crate::hub::RemoteGraph;
+
+/// `std_msgs/msg/String` "hi" as CDR with two bytes of trailing padding a
+/// re-encoding would not make: only the bytes as they came carry them.
+const HI: [u8; 13] = [0, 1, 0, 0, 3, 0, 0, 0, b'h', b'i', 0, 0xAA, 0xBB];
+
+/// A WebSocket connection whose opening offered `foxglove.websocket.v1`,
+/// its `serverInfo` read.
+fn open_foxglove(t: &mut T) -> u32 {
+    let key = t
+        .hub
+        .open_as(Transport::WebSocket, t.now)
+        .expect("admitted")
+        .key;
+    let hs = client::request(
+        "x",
+        "/",
+        WS_KEY,
+        &[("Sec-WebSocket-Protocol", "foxglove.websocket.v1")],
+    );
+    t.hub.on_bytes(key, hs.as_bytes(), t.now);
+    let raw = t.raw(key);
+    let head = client::Response::parse(&raw)
+        .expect("an HTTP response")
+        .expect("a complete head");
+    let rest = raw[head.len..].to_vec();
+    let mut msgs = Vec::new();
+    client::Reader::new().feed(&rest, usize::MAX, |e| {
+        if let client::Event::Text(t) = e {
+            msgs.push(serde_json::from_slice::<Value>(t).expect("JSON"));
+        }
+    });
+    assert_eq!(msgs[0]["op"], "serverInfo", "{msgs:?}");
+    key
+}
+
+/// The text messages and binary messages queued for `key`.
+fn frames(t: &mut T, key: u32) -> (Vec<Value>, Vec<Vec<u8>>) {
+    let bytes = t.raw(key);
+    let (mut text, mut bin) = (Vec::new(), Vec::new());
+    client::Reader::new().feed(&bytes, usize::MAX, |e| match e {
+        client::Event::Text(m) => text.push(serde_json::from_slice(m).expect("JSON")),
+        client::Event::Binary(b) => bin.push(b.to_vec()),
+        other => panic!("{other:?}"),
+    });
+    (text, bin)
+}
+
+#[test]
+fn ros2_topics_are_channels_and_their_cdr_goes_out_untouched() {
+    let mut t = T::new(Limits::default());
+    t.hub.enable_federation();
+    let fx = open_foxglove(&mut t);
+    let graph = RemoteGraph::of(
+        vec!["/talker".into()],
+        vec![("/chatter".into(), "std_msgs/msg/String".into(), 0)],
+    );
+    t.hub.bridges().install_remote_graph("ros2", 0, graph);
+    let now = t.now;
+    t.hub.expire(now);
+    let (text, _) = frames(&mut t, fx);
+    let adv = text
+        .iter()
+        .find(|v| v["op"] == "advertise")
+        .unwrap_or_else(|| panic!("{text:?}"));
+    let ch = &adv["channels"][0];
+    assert_eq!(ch["topic"], "/chatter");
+    assert_eq!(ch["encoding"], "cdr");
+    let chan = ch["id"].as_u64().unwrap();
+    t.ws_send(
+        fx,
+        &format!(r#"{{"op":"subscribe","subscriptions":[{{"id":7,"channelId":{chan}}}]}}"#),
+    );
+    // Only a session taking CDR subscribes: nothing needs decoding.
+    assert!(!t.hub.bridges().needs_json(0, "/chatter", None));
+    let now = t.now;
+    t.hub
+        .bridges()
+        .remote_publish_cdr(0, "/chatter", None, &HI, None, now);
+    let (_, bin) = frames(&mut t, fx);
+    assert_eq!(bin.len(), 1, "{bin:?}");
+    assert_eq!(&bin[0][..5], &[0x01, 7, 0, 0, 0]);
+    assert_eq!(&bin[0][13..], &HI[..]);
+    assert_eq!(t.hub.counters().get(Counter::CdrPassedThrough), 1);
+    assert_eq!(t.hub.counters().get(Counter::EncodedFoxgloveFrames), 1);
+    // The graph forgets the topic: the channel goes, and its subscription.
+    t.hub
+        .bridges()
+        .install_remote_graph("ros2", 0, RemoteGraph::of(vec![], vec![]));
+    let now = t.now;
+    t.hub.expire(now);
+    let (text, _) = frames(&mut t, fx);
+    assert!(
+        text.iter()
+            .any(|v| v["op"] == "unadvertise" && v["channelIds"] == serde_json::json!([chan])),
+        "{text:?}"
+    );
+    assert!(!t.hub.bridges().needs_json(0, "/chatter", None));
+}
+
+#[test]
+fn one_json_publish_is_encoded_to_cdr_once_for_every_session() {
+    let mut t = T::new(Limits::default());
+    let sessions: Vec<u32> = (0..3).map(|_| open_foxglove(&mut t)).collect();
+    let p = t.open();
+    t.send(
+        p,
+        r#"{"op":"advertise","topic":"/c","type":"std_msgs/msg/String"}"#,
+    );
+    let now = t.now;
+    t.hub.expire(now);
+    for (i, &fx) in sessions.iter().enumerate() {
+        let (text, _) = frames(&mut t, fx);
+        let chan = text.iter().find(|v| v["op"] == "advertise").unwrap()["channels"][0]["id"]
+            .as_u64()
+            .unwrap();
+        // Two sessions number their subscription alike, one not.
+        let sub = if i == 2 { 9 } else { 0 };
+        t.ws_send(
+            fx,
+            &format!(r#"{{"op":"subscribe","subscriptions":[{{"id":{sub},"channelId":{chan}}}]}}"#),
+        );
+    }
+    t.send(p, r#"{"op":"publish","topic":"/c","msg":{"data":"hi"}}"#);
+    for &fx in &sessions {
+        let (_, bin) = frames(&mut t, fx);
+        assert_eq!(bin.len(), 1);
+        assert_eq!(&bin[0][13..], &[0, 1, 0, 0, 3, 0, 0, 0, b'h', b'i', 0]);
+    }
+    // One frame per subscription id (two ids), one CDR for all.
+    assert_eq!(t.hub.counters().get(Counter::EncodedFoxgloveFrames), 2);
+}

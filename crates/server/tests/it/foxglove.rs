@@ -1,0 +1,854 @@
+//! The Foxglove WebSocket protocol on the wire (`docs/protocol.md`,
+//! "Foxglove WebSocket protocol"): the listener and the rosbridge port's
+//! subprotocol, `serverInfo`, channels from the graph, subscriptions and
+//! binary message data (byte layouts as the spec and foxglove-sdk's
+//! snapshots give them), bad input. The real binary on ephemeral ports;
+//! every read has a deadline.
+
+use std::net::SocketAddr;
+use std::time::Instant;
+
+use serde_json::{json, Value};
+
+use crate::support::*;
+use crate::wsclient::*;
+
+const FOXGLOVE: &str = "Sec-WebSocket-Protocol: foxglove.websocket.v1\r\n";
+
+fn foxglove_addr(gw: &Gateway) -> SocketAddr {
+    gw.logs()
+        .iter()
+        .find_map(|l| {
+            l.split("foxglove listening on ws://")
+                .nth(1)?
+                .trim()
+                .parse()
+                .ok()
+        })
+        .expect("foxglove listening line")
+}
+
+fn gateway() -> Gateway {
+    Gateway::start(&["--foxglove-listen", "127.0.0.1:0"])
+}
+
+/// A Foxglove client on the Foxglove port: the opening's answer head and
+/// the session, its `serverInfo` read.
+fn foxglove(gw: &Gateway, headers: &str) -> (String, Ws, Value) {
+    let s = std::net::TcpStream::connect(foxglove_addr(gw)).expect("connect foxglove port");
+    let mut ws = Ws::over(s);
+    let head = ws.handshake(&upgrade_request("/", headers));
+    assert!(head.starts_with("HTTP/1.1 101"), "{head}");
+    let info = ws.json();
+    (head, ws, info)
+}
+
+/// The next text message that is not a status, parsed.
+fn next_op(ws: &mut Ws, op: &str) -> Value {
+    let dl = deadline(REPLY);
+    loop {
+        let f = ws
+            .try_frame(dl)
+            .unwrap_or_else(|| panic!("no {op} before the deadline"));
+        if f.0 == 0x1 {
+            let v: Value = serde_json::from_slice(&f.1).expect("json");
+            if v["op"] == op {
+                return v;
+            }
+        }
+    }
+}
+
+/// The next binary message.
+fn next_binary(ws: &mut Ws) -> Vec<u8> {
+    let dl = deadline(REPLY);
+    loop {
+        let f = ws
+            .try_frame(dl)
+            .expect("a binary message before the deadline");
+        if f.0 == 0x2 {
+            return f.1;
+        }
+    }
+}
+
+/// The channel advertised for `topic`, waiting for it.
+fn channel_of(ws: &mut Ws, topic: &str) -> Value {
+    let dl = deadline(REPLY);
+    while Instant::now() < dl {
+        let adv = next_op(ws, "advertise");
+        if let Some(c) = adv["channels"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["topic"] == topic)
+        {
+            return c.clone();
+        }
+    }
+    panic!("no channel for {topic}");
+}
+
+#[test]
+fn server_info_channels_and_cdr_message_data() {
+    let gw = gateway();
+    let (head, mut fx, info) = foxglove(&gw, FOXGLOVE);
+    assert!(
+        head.contains("\r\nSec-WebSocket-Protocol: foxglove.websocket.v1\r\n"),
+        "{head}"
+    );
+    assert_eq!(info["op"], "serverInfo");
+    assert_eq!(info["name"], "rosgate");
+    assert_eq!(info["supportedEncodings"], json!(["cdr", "json"]));
+    assert_eq!(info["metadata"]["ROS_DISTRO"], "jazzy");
+    assert!(info["metadata"]["rosgate_version"].is_string());
+    assert!(info["sessionId"].is_string());
+
+    // A rosbridge client publishes JSON on a topic of a known type.
+    let mut pubr = Ws::connect(&gw);
+    pubr.send_text(r#"{"op":"advertise","topic":"/fx_chatter","type":"std_msgs/msg/String"}"#);
+    let ch = channel_of(&mut fx, "/fx_chatter");
+    assert_eq!(ch["encoding"], "cdr");
+    assert_eq!(ch["schemaName"], "std_msgs/msg/String");
+    assert_eq!(ch["schemaEncoding"], "ros2msg");
+    assert_eq!(ch["schema"], "string data\n");
+    let chan = ch["id"].as_u64().unwrap();
+
+    fx.send_text(&format!(
+        r#"{{"op":"subscribe","subscriptions":[{{"id":42,"channelId":{chan}}}]}}"#
+    ));
+    // The subscription is made within the turn that reads it; the
+    // publish comes from another connection, a moment later.
+    std::thread::sleep(ms(50));
+    let before = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as u64;
+    pubr.send_text(r#"{"op":"publish","topic":"/fx_chatter","msg":{"data":"hi"}}"#);
+    let data = next_binary(&mut fx);
+    // opcode 0x01, subscription id (u32 LE), log time (u64 LE ns), CDR.
+    assert_eq!(data[0], 0x01);
+    assert_eq!(&data[1..5], &42u32.to_le_bytes());
+    let log_time = u64::from_le_bytes(data[5..13].try_into().unwrap());
+    assert!(log_time >= before - 5_000_000_000 && log_time <= before + 60_000_000_000);
+    // CDR little-endian encapsulation, then the string: length 3, "hi\0".
+    assert_eq!(&data[13..24], &[0, 1, 0, 0, 3, 0, 0, 0, b'h', b'i', 0]);
+
+    // Unsubscribed: nothing more comes.
+    fx.send_text(r#"{"op":"unsubscribe","subscriptionIds":[42]}"#);
+    fx.send_text(r#"{"op":"unsubscribe","subscriptionIds":[42]}"#);
+    let st = next_op(&mut fx, "status");
+    assert_eq!(st["level"], 2);
+    assert!(
+        st["message"]
+            .as_str()
+            .unwrap()
+            .contains("no subscription 42"),
+        "{st}"
+    );
+    pubr.send_text(r#"{"op":"publish","topic":"/fx_chatter","msg":{"data":"again"}}"#);
+    let dl = deadline(ms(300));
+    while let Some(f) = fx.try_frame(dl) {
+        assert_ne!(f.0, 0x2, "message data after unsubscribe");
+    }
+
+    // The publisher leaves: its channel is unadvertised.
+    drop(pubr);
+    let un = next_op(&mut fx, "unadvertise");
+    assert_eq!(un["channelIds"], json!([chan]));
+}
+
+#[test]
+fn a_topic_of_unknown_type_is_a_json_channel() {
+    let gw = gateway();
+    let (_, mut fx, _) = foxglove(&gw, "Sec-WebSocket-Protocol: foxglove.sdk.v1\r\n");
+    let mut pubr = Ws::connect(&gw);
+    pubr.send_text(r#"{"op":"advertise","topic":"/fx_unknown","type":"nobody_msgs/msg/Nope"}"#);
+    let ch = channel_of(&mut fx, "/fx_unknown");
+    assert_eq!(ch["encoding"], "json");
+    assert_eq!(ch["schemaEncoding"], "jsonschema");
+    assert_eq!(ch["schemaName"], "nobody_msgs/msg/Nope");
+    let chan = ch["id"].as_u64().unwrap();
+    fx.send_text(&format!(
+        r#"{{"op":"subscribe","subscriptions":[{{"id":1,"channelId":{chan}}}]}}"#
+    ));
+    // The subscription is registered within the turn; the publish after it.
+    std::thread::sleep(ms(50));
+    pubr.send_text(r#"{"op":"publish","topic":"/fx_unknown","msg":{"x":[1,2]}}"#);
+    let data = next_binary(&mut fx);
+    assert_eq!(&data[..5], &[0x01, 1, 0, 0, 0]);
+    assert_eq!(&data[13..], br#"{"x":[1,2]}"#);
+}
+
+#[test]
+fn the_foxglove_port_needs_the_subprotocol_and_the_rosbridge_port_offers_it() {
+    let gw = gateway();
+    // No subprotocol on the Foxglove port: 400 naming them.
+    let s = std::net::TcpStream::connect(foxglove_addr(&gw)).expect("connect");
+    let mut ws = Ws::over(s);
+    let head = ws.handshake(&upgrade_request("/", ""));
+    assert!(head.starts_with("HTTP/1.1 400"), "{head}");
+    ws.fill();
+    let body = String::from_utf8_lossy(&ws.buf).to_string();
+    assert!(body.contains("foxglove.sdk.v1"), "{body}");
+
+    // The rosbridge port speaks Foxglove to a client that offers it.
+    let mut ws = Ws::raw(&gw);
+    let head = ws.handshake(&upgrade_request("/", FOXGLOVE));
+    assert!(
+        head.contains("Sec-WebSocket-Protocol: foxglove.websocket.v1"),
+        "{head}"
+    );
+    assert_eq!(ws.json()["op"], "serverInfo");
+    // ... and rosbridge to one that does not.
+    let mut rb = Ws::connect(&gw);
+    rb.send_text(r#"{"op":"call_service","service":"/rosgate/stats","id":"s","args":{}}"#);
+    assert_eq!(rb.json()["op"], "service_response");
+}
+
+#[test]
+fn bad_input_is_an_error_status_and_nothing_else() {
+    let gw = gateway();
+    let (_, mut fx, _) = foxglove(&gw, FOXGLOVE);
+    let expect_error = |fx: &mut Ws, send: &dyn Fn(&mut Ws), says: &str| {
+        send(fx);
+        let st = next_op(fx, "status");
+        assert_eq!(st["level"], 2, "{st}");
+        let msg = st["message"].as_str().unwrap();
+        assert!(msg.contains(says), "{says:?} not in {msg:?}");
+    };
+    expect_error(&mut fx, &|w| w.send_text("{nope"), "not a JSON message");
+    expect_error(
+        &mut fx,
+        &|w| w.send_text(r#"{"op":"dance"}"#),
+        "unknown op \"dance\"",
+    );
+    expect_error(
+        &mut fx,
+        &|w| w.send_text(r#"{"op":"subscribe","subscriptions":[{"id":1,"channelId":999}]}"#),
+        "no channel 999",
+    );
+    expect_error(
+        &mut fx,
+        &|w| w.send_text(r#"{"op":"subscribe","subscriptions":[{"id":"x","channelId":1}]}"#),
+        "\"id\"",
+    );
+    expect_error(
+        &mut fx,
+        &|w| w.send_frame(0x2, true, &[0x09, 1]),
+        "opcode 0x09",
+    );
+    expect_error(&mut fx, &|w| w.send_frame(0x2, true, &[0x01, 1]), "shorter");
+    // Still a working session.
+    let mut pubr = Ws::connect(&gw);
+    pubr.send_text(r#"{"op":"advertise","topic":"/fx_after","type":"std_msgs/msg/Int32"}"#);
+    let ch = channel_of(&mut fx, "/fx_after");
+    assert_eq!(ch["encoding"], "cdr");
+    // Operators see the session: its transport, subprotocol and tables.
+    pubr.send_text(r#"{"op":"call_service","service":"/rosgate/connections","id":"c","args":{}}"#);
+    let conns = next_json(&mut pubr, "service_response");
+    let me = conns["values"]["connections"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["transport"] == "foxglove")
+        .cloned()
+        .unwrap_or_else(|| panic!("{conns}"));
+    assert_eq!(me["foxglove"]["subprotocol"], "foxglove.websocket.v1");
+    assert!(me["foxglove"]["channels"].as_u64().unwrap() >= 1, "{me}");
+    let mut gw = gw;
+    gw.assert_alive();
+    let s = gw.stats();
+    assert_eq!(s["foxglove_sessions"], 1, "{s}");
+    assert!(
+        s["errors"]["foxglove_request"].as_u64().unwrap_or(0) >= 6,
+        "{s}"
+    );
+}
+
+/// Tokens as on the rosbridge port (`hub/auth.rs`): in the opening only,
+/// since the protocol has no `auth` op.
+#[test]
+fn tokens_are_checked_in_the_opening() {
+    use crate::security::{token_file, ADMIN, BUILTIN_TOKENS};
+    let tf = token_file(BUILTIN_TOKENS);
+    let gw = Gateway::start(&[
+        "--foxglove-listen",
+        "127.0.0.1:0",
+        "--auth-tokens",
+        tf.path(),
+    ]);
+    let open = |target: &str, headers: &str| {
+        let s = std::net::TcpStream::connect(foxglove_addr(&gw)).expect("connect");
+        let mut ws = Ws::over(s);
+        let head = ws.handshake(&upgrade_request(target, &format!("{FOXGLOVE}{headers}")));
+        (head, ws)
+    };
+    let (head, mut ws) = open("/", "");
+    assert!(head.starts_with("HTTP/1.1 401"), "{head}");
+    ws.fill();
+    assert!(
+        String::from_utf8_lossy(&ws.buf).contains("must present its token"),
+        "{:?}",
+        String::from_utf8_lossy(&ws.buf)
+    );
+    let (head, _) = open("/?token=wrong", "");
+    assert!(head.starts_with("HTTP/1.1 401"), "{head}");
+    let (head, mut ws) = open(&format!("/?token={ADMIN}"), "");
+    assert!(head.starts_with("HTTP/1.1 101"), "{head}");
+    assert_eq!(ws.json()["op"], "serverInfo");
+    let (head, mut ws) = open("/", &format!("Authorization: Bearer {ADMIN}\r\n"));
+    assert!(head.starts_with("HTTP/1.1 101"), "{head}");
+    assert_eq!(ws.json()["op"], "serverInfo");
+}
+
+/// Beyond loopback without tokens the gateway refuses to start, naming
+/// the Foxglove listener (README, docs/security.md).
+#[test]
+fn the_foxglove_listener_beyond_loopback_needs_tokens() {
+    let out = run(&[
+        "--listen",
+        "127.0.0.1:0",
+        "--ws-listen",
+        "127.0.0.1:0",
+        "--foxglove-listen",
+        "0.0.0.0:0",
+    ]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("foxglove 0.0.0.0:0"), "{err}");
+    let out = run(&["--foxglove-listen", "nowhere"]);
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("--foxglove-listen: invalid address"),
+        "{out:?}"
+    );
+}
+
+/// A session that reads slower than its subscription publishes is shed
+/// like a rosbridge subscriber (fairly, counted) and told so in a warning
+/// status; the gateway and other clients go on.
+#[test]
+fn a_slow_session_is_shed_and_told() {
+    use socket2::{Domain, Socket, Type};
+    let gw = Gateway::start(&[
+        "--foxglove-listen",
+        "127.0.0.1:0",
+        "--max-queue-bytes",
+        "65536",
+    ]);
+    let s = Socket::new(Domain::IPV4, Type::STREAM, None).expect("socket");
+    s.set_recv_buffer_size(4096).expect("SO_RCVBUF");
+    s.connect_timeout(
+        &foxglove_addr(&gw).into(),
+        std::time::Duration::from_secs(5),
+    )
+    .expect("connect");
+    let mut fx = Ws::over(s.into());
+    let head = fx.handshake(&upgrade_request("/", FOXGLOVE));
+    assert!(head.starts_with("HTTP/1.1 101"), "{head}");
+    assert_eq!(fx.json()["op"], "serverInfo");
+    let mut pubr = Ws::connect(&gw);
+    pubr.send_text(r#"{"op":"advertise","topic":"/fx_flood","type":"std_msgs/msg/String"}"#);
+    let chan = channel_of(&mut fx, "/fx_flood")["id"].as_u64().unwrap();
+    fx.send_text(&format!(
+        r#"{{"op":"subscribe","subscriptions":[{{"id":5,"channelId":{chan}}}]}}"#
+    ));
+    std::thread::sleep(ms(50));
+    let big = "x".repeat(20_000);
+    for _ in 0..300 {
+        pubr.send_text(&format!(
+            r#"{{"op":"publish","topic":"/fx_flood","msg":{{"data":"{big}"}}}}"#
+        ));
+    }
+    // The rosbridge side is unaffected: it is answered at once.
+    pubr.send_text(r#"{"op":"call_service","service":"/rosgate/stats","id":"s","args":{}}"#);
+    let dl = deadline(REPLY);
+    let stats = loop {
+        let v = pubr.json();
+        if v["id"] == "s" {
+            break v;
+        }
+        assert!(Instant::now() < dl);
+    };
+    assert!(stats["values"]["dropped"].as_u64().unwrap() > 0, "{stats}");
+    // The slow session reads on: message data, then a warning with the count.
+    let dl = deadline(ms(10_000));
+    let mut data = 0;
+    let warning = loop {
+        let f = fx
+            .try_frame(dl)
+            .expect("a warning status before the deadline");
+        match f.0 {
+            0x2 => {
+                assert_eq!(&f.1[..5], &[0x01, 5, 0, 0, 0]);
+                data += 1;
+            }
+            0x1 => {
+                let v: Value = serde_json::from_slice(&f.1).unwrap();
+                if v["op"] == "status" && v["level"] == 1 {
+                    break v;
+                }
+            }
+            _ => {}
+        }
+    };
+    assert!(
+        warning["message"]
+            .as_str()
+            .unwrap()
+            .contains("messages dropped"),
+        "{warning}"
+    );
+    assert!(data < 300, "{data} of 300 delivered: nothing was shed");
+}
+
+/// `clientPublish`: a client channel makes the session a publisher; its
+/// JSON goes out as it came, its CDR decoded by the channel's type; bad
+/// payloads and unknown channels are error statuses.
+#[test]
+fn client_channels_publish_json_and_cdr() {
+    let gw = gateway();
+    let (_, mut fx, info) = foxglove(&gw, FOXGLOVE);
+    assert!(
+        info["capabilities"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("clientPublish")),
+        "{info}"
+    );
+    let mut sub = Ws::connect(&gw);
+    sub.send_text(r#"{"op":"subscribe","topic":"/fx_cp","type":"std_msgs/msg/String"}"#);
+    fx.send_text(
+        r#"{"op":"advertise","channels":[
+            {"id":1,"topic":"/fx_cp","encoding":"json","schemaName":"std_msgs/msg/String"},
+            {"id":2,"topic":"/fx_cp","encoding":"cdr","schemaName":"std_msgs/msg/String"},
+            {"id":3,"topic":"/fx_cp","encoding":"protobuf","schemaName":"x"},
+            {"id":4,"topic":"/fx_cp2","encoding":"cdr","schemaName":"nobody_msgs/msg/Nope"}]}"#,
+    );
+    for says in [
+        "\"protobuf\" is not one of",
+        "does not know \"nobody_msgs/msg/Nope\"",
+    ] {
+        let st = next_op(&mut fx, "status");
+        assert_eq!(st["level"], 2, "{st}");
+        assert!(st["message"].as_str().unwrap().contains(says), "{st}");
+    }
+    let mut data = vec![0x01];
+    data.extend_from_slice(&1u32.to_le_bytes());
+    data.extend_from_slice(br#"{"data":"from json"}"#);
+    fx.send_frame(0x2, true, &data);
+    let m = sub.json();
+    assert_eq!(m["op"], "publish");
+    assert_eq!(m["msg"], json!({"data": "from json"}));
+    let mut data = vec![0x01];
+    data.extend_from_slice(&2u32.to_le_bytes());
+    data.extend_from_slice(&[0, 1, 0, 0, 4, 0, 0, 0, b'c', b'd', b'r', 0]);
+    fx.send_frame(0x2, true, &data);
+    assert_eq!(sub.json()["msg"], json!({"data": "cdr"}));
+
+    // Bad CDR, bad JSON, no such channel: error statuses, nothing sent.
+    let bad: [(&[u8], u32, &str); 3] = [
+        (&[9, 9], 2, "not CDR of std_msgs/msg/String"),
+        (b"[1]", 1, "not a JSON object"),
+        (b"{}", 7, "no such client channel"),
+    ];
+    for (payload, chan, says) in bad {
+        let mut data = vec![0x01];
+        data.extend_from_slice(&chan.to_le_bytes());
+        data.extend_from_slice(payload);
+        fx.send_frame(0x2, true, &data);
+        let st = next_op(&mut fx, "status");
+        assert!(
+            st["message"].as_str().unwrap().contains(says),
+            "{says}: {st}"
+        );
+    }
+    // Unadvertised (both channels): the topic loses its publisher.
+    fx.send_text(r#"{"op":"unadvertise","channelIds":[1,2]}"#);
+    fx.send_text(r#"{"op":"unadvertise","channelIds":[1]}"#);
+    let st = next_op(&mut fx, "status");
+    assert!(
+        st["message"]
+            .as_str()
+            .unwrap()
+            .contains("no client channel 1"),
+        "{st}"
+    );
+    let dl = deadline(ms(300));
+    if let Some(f) = sub.try_frame(dl) {
+        panic!("nothing more for the subscriber: {f:?}");
+    }
+}
+
+/// Services: advertised with their schemas; a call request (CDR or JSON)
+/// reaches the provider as `call_service`, and its answer comes back as a
+/// binary service call response in the request's encoding; failures as
+/// `serviceCallFailure` with the call id.
+#[test]
+fn services_are_advertised_and_called() {
+    let gw = gateway();
+    let (_, mut fx, info) = foxglove(&gw, FOXGLOVE);
+    assert!(
+        info["capabilities"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("services")),
+        "{info}"
+    );
+    let mut prov = Ws::connect(&gw);
+    prov.send_text(
+        r#"{"op":"advertise_service","service":"/fx_add","type":"example_interfaces/srv/AddTwoInts"}"#,
+    );
+    let adv = next_op(&mut fx, "advertiseServices");
+    let svc = adv["services"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["name"] == "/fx_add")
+        .cloned()
+        .unwrap_or_else(|| panic!("{adv}"));
+    assert_eq!(svc["type"], "example_interfaces/srv/AddTwoInts");
+    assert_eq!(svc["request"]["encoding"], "cdr");
+    assert_eq!(
+        svc["request"]["schemaName"],
+        "example_interfaces/srv/AddTwoInts_Request"
+    );
+    assert_eq!(svc["request"]["schema"], "int64 a\nint64 b\n");
+    assert_eq!(svc["response"]["schema"], "int64 sum\n");
+    let sid = svc["id"].as_u64().unwrap() as u32;
+
+    let request = |call: u32, enc: &str, payload: &[u8]| {
+        let mut b = vec![0x02];
+        b.extend_from_slice(&sid.to_le_bytes());
+        b.extend_from_slice(&call.to_le_bytes());
+        b.extend_from_slice(&(enc.len() as u32).to_le_bytes());
+        b.extend_from_slice(enc.as_bytes());
+        b.extend_from_slice(payload);
+        b
+    };
+    // CDR: a = 2, b = 3.
+    let mut cdr = vec![0, 1, 0, 0];
+    cdr.extend_from_slice(&2i64.to_le_bytes());
+    cdr.extend_from_slice(&3i64.to_le_bytes());
+    fx.send_frame(0x2, true, &request(7, "cdr", &cdr));
+    let c = next_json(&mut prov, "call_service");
+    assert_eq!(c["args"], json!({"a": 2, "b": 3}));
+    prov.send_text(&format!(
+        r#"{{"op":"service_response","service":"/fx_add","id":{},"values":{{"sum":5}},"result":true}}"#,
+        c["id"]
+    ));
+    let r = next_binary(&mut fx);
+    let mut want = vec![0x03];
+    want.extend_from_slice(&sid.to_le_bytes());
+    want.extend_from_slice(&7u32.to_le_bytes());
+    want.extend_from_slice(&3u32.to_le_bytes());
+    want.extend_from_slice(b"cdr");
+    want.extend_from_slice(&[0, 1, 0, 0]);
+    want.extend_from_slice(&5i64.to_le_bytes());
+    assert_eq!(r, want);
+
+    // JSON, answered as JSON.
+    fx.send_frame(0x2, true, &request(8, "json", br#"{"a":1,"b":1}"#));
+    let c = next_json(&mut prov, "call_service");
+    prov.send_text(&format!(
+        r#"{{"op":"service_response","service":"/fx_add","id":{},"values":{{"sum":2}},"result":true}}"#,
+        c["id"]
+    ));
+    let r = next_binary(&mut fx);
+    assert_eq!(&r[5..9], &8u32.to_le_bytes());
+    assert_eq!(&r[13..17], b"json");
+    assert_eq!(&r[17..], br#"{"sum":2}"#);
+
+    // The provider refuses: serviceCallFailure with the call id.
+    fx.send_frame(0x2, true, &request(9, "json", br#"{"a":1,"b":1}"#));
+    let c = next_json(&mut prov, "call_service");
+    prov.send_text(&format!(
+        r#"{{"op":"service_response","service":"/fx_add","id":{},"values":"busy","result":false}}"#,
+        c["id"]
+    ));
+    let f = next_op(&mut fx, "serviceCallFailure");
+    assert_eq!(f["callId"], 9);
+    assert_eq!(f["serviceId"], sid);
+    assert!(f["message"].as_str().unwrap().contains("busy"), "{f}");
+
+    // Bad CDR, an unknown service: failures, nothing called.
+    fx.send_frame(0x2, true, &request(10, "cdr", &[0, 1, 0, 0, 1]));
+    let f = next_op(&mut fx, "serviceCallFailure");
+    assert_eq!(f["callId"], 10);
+    assert!(f["message"].as_str().unwrap().contains("not CDR"), "{f}");
+    let mut b = request(11, "json", b"{}");
+    b[1..5].copy_from_slice(&999u32.to_le_bytes());
+    fx.send_frame(0x2, true, &b);
+    let f = next_op(&mut fx, "serviceCallFailure");
+    assert_eq!(f["callId"], 11);
+    assert!(
+        f["message"].as_str().unwrap().contains("no service 999"),
+        "{f}"
+    );
+
+    // The provider leaves: its service is unadvertised.
+    drop(prov);
+    let un = next_op(&mut fx, "unadvertiseServices");
+    assert_eq!(un["serviceIds"], json!([sid]));
+}
+
+/// The next text message of `ws` with `op`, skipping others.
+fn next_json(ws: &mut Ws, op: &str) -> Value {
+    let dl = deadline(REPLY);
+    loop {
+        assert!(Instant::now() < dl, "no {op}");
+        let v = ws.json();
+        if v["op"] == op {
+            return v;
+        }
+    }
+}
+
+/// The connection graph: all at once on subscribing, then only changes.
+#[test]
+fn the_connection_graph_is_told_incrementally() {
+    let gw = gateway();
+    let (_, mut fx, info) = foxglove(&gw, FOXGLOVE);
+    assert!(
+        info["capabilities"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("connectionGraph")),
+        "{info}"
+    );
+    let mut a = Ws::connect_at(&gw, "/?node=fx_talker", "");
+    a.send_text(r#"{"op":"advertise","topic":"/fx_g","type":"std_msgs/msg/String"}"#);
+    let _ = channel_of(&mut fx, "/fx_g");
+    fx.send_text(r#"{"op":"subscribeConnectionGraph"}"#);
+    let u = next_op(&mut fx, "connectionGraphUpdate");
+    let published = u["publishedTopics"].as_array().unwrap();
+    assert!(
+        published
+            .iter()
+            .any(|t| t["name"] == "/fx_g" && t["publisherIds"] == json!(["/fx_talker"])),
+        "{u}"
+    );
+    // A subscriber comes: only that changes.
+    let mut b = Ws::connect_at(&gw, "/?node=fx_listener", "");
+    b.send_text(r#"{"op":"subscribe","topic":"/fx_g"}"#);
+    let u = next_op(&mut fx, "connectionGraphUpdate");
+    assert_eq!(
+        u["subscribedTopics"],
+        json!([{"name": "/fx_g", "subscriberIds": ["/fx_listener"]}]),
+        "{u}"
+    );
+    assert_eq!(u["publishedTopics"], json!([]), "{u}");
+    // Both go: the topic is removed.
+    drop(a);
+    drop(b);
+    let dl = deadline(REPLY);
+    loop {
+        let u = next_op(&mut fx, "connectionGraphUpdate");
+        if u["removedTopics"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("/fx_g"))
+        {
+            break;
+        }
+        assert!(Instant::now() < dl, "{u}");
+    }
+    fx.send_text(r#"{"op":"unsubscribeConnectionGraph"}"#);
+}
+
+/// Under --use-sim-time a session hears `/clock` as binary time messages.
+#[test]
+fn sim_time_is_sent_as_time_messages() {
+    let gw = Gateway::start(&["--foxglove-listen", "127.0.0.1:0", "--use-sim-time"]);
+    let (_, mut fx, info) = foxglove(&gw, FOXGLOVE);
+    assert!(
+        info["capabilities"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("time")),
+        "{info}"
+    );
+    let mut clock = Ws::connect(&gw);
+    clock.send_text(r#"{"op":"advertise","topic":"/clock","type":"rosgraph_msgs/msg/Clock"}"#);
+    clock.send_text(r#"{"op":"publish","topic":"/clock","msg":{"clock":{"sec":12,"nanosec":5}}}"#);
+    let t = next_binary(&mut fx);
+    assert_eq!(t[0], 0x02);
+    assert_eq!(
+        u64::from_le_bytes(t[1..9].try_into().unwrap()),
+        12_000_000_005
+    );
+}
+
+/// Parameters: `/node.param` names, get (all or by name), set through the
+/// owner's rules, updates to watchers; float64 and byte_array typed as
+/// foxglove_bridge types them.
+#[test]
+fn parameters_are_read_set_and_watched() {
+    let gw = gateway();
+    let (_, mut fx, info) = foxglove(&gw, FOXGLOVE);
+    for cap in ["parameters", "parametersSubscribe"] {
+        assert!(
+            info["capabilities"]
+                .as_array()
+                .unwrap()
+                .contains(&json!(cap)),
+            "{info}"
+        );
+    }
+    let mut owner = Ws::connect_at(&gw, "/?node=fx_owner", "");
+    owner.send_text(
+        r#"{"op":"declare_parameter","name":"speed","value":1.0,"descriptor":{"floating_point_range":{"from_value":0.0,"to_value":2.0,"step":0.0}},"id":"d1"}"#,
+    );
+    owner.send_text(
+        r#"{"op":"declare_parameter","name":"blob","value":{"type":5,"byte_array_value":[1,2,3]},"id":"d2"}"#,
+    );
+    // The declarations are made once the owner's connection was read.
+    std::thread::sleep(ms(100));
+    fx.send_text(r#"{"op":"getParameters","parameterNames":[],"id":"all"}"#);
+    let v = next_op(&mut fx, "parameterValues");
+    assert_eq!(v["id"], "all");
+    let ps = v["parameters"].as_array().unwrap();
+    assert!(
+        ps.contains(&json!({"name":"/fx_owner.speed","value":1.0,"type":"float64"})),
+        "{v}"
+    );
+    assert!(
+        ps.contains(&json!({"name":"/fx_owner.blob","value":"AQID","type":"byte_array"})),
+        "{v}"
+    );
+    fx.send_text(r#"{"op":"subscribeParameterUpdates","parameterNames":["/fx_owner.speed"]}"#);
+    fx.send_text(
+        r#"{"op":"setParameters","parameters":[{"name":"/fx_owner.speed","value":1.5}],"id":"s1"}"#,
+    );
+    // The watcher's update and the reply with the id, in either order.
+    let mut got_reply = false;
+    let mut got_update = false;
+    while !(got_reply && got_update) {
+        let v = next_op(&mut fx, "parameterValues");
+        assert_eq!(v["parameters"][0]["value"], 1.5, "{v}");
+        match v["id"].as_str() {
+            Some("s1") => got_reply = true,
+            None => got_update = true,
+            Some(other) => panic!("id {other}"),
+        }
+    }
+    // Out of the descriptor's range: refused, the value stays.
+    fx.send_text(
+        r#"{"op":"setParameters","parameters":[{"name":"/fx_owner.speed","value":9.0}],"id":"s2"}"#,
+    );
+    let st = next_op(&mut fx, "status");
+    assert_eq!(st["level"], 2, "{st}");
+    assert!(
+        st["message"].as_str().unwrap().contains("/fx_owner.speed"),
+        "{st}"
+    );
+    fx.send_text(r#"{"op":"getParameters","parameterNames":["/fx_owner.speed"],"id":"g"}"#);
+    let v = next_op(&mut fx, "parameterValues");
+    assert_eq!(
+        v["parameters"],
+        json!([{"name":"/fx_owner.speed","value":1.5,"type":"float64"}])
+    );
+}
+
+/// Actions as a ROS 2 client sees them: the hidden `_action/*` services
+/// and feedback channel; a goal sent through `send_goal` reaches the
+/// rosbridge action server, its feedback comes on the channel (CDR of
+/// `Fibonacci_FeedbackMessage`), `get_result` waits for its end;
+/// `cancel_goal` of an unknown goal says so.
+#[test]
+fn actions_are_services_and_a_feedback_channel() {
+    let gw = gateway();
+    let (_, mut fx, _) = foxglove(&gw, FOXGLOVE);
+    let mut server = Ws::connect(&gw);
+    server.send_text(
+        r#"{"op":"advertise_action","action":"/fx_fib","type":"example_interfaces/action/Fibonacci"}"#,
+    );
+    let ch = channel_of(&mut fx, "/fx_fib/_action/feedback");
+    assert_eq!(
+        ch["schemaName"],
+        "example_interfaces/action/Fibonacci_FeedbackMessage"
+    );
+    let dl = deadline(REPLY);
+    let mut ids = std::collections::HashMap::new();
+    while ids.len() < 3 {
+        assert!(Instant::now() < dl, "{ids:?}");
+        let adv = next_op(&mut fx, "advertiseServices");
+        for s in adv["services"].as_array().unwrap() {
+            ids.insert(
+                s["name"].as_str().unwrap().to_string(),
+                s["id"].as_u64().unwrap() as u32,
+            );
+        }
+        ids.retain(|k, _| k.starts_with("/fx_fib/_action/"));
+    }
+    fx.send_text(&format!(
+        r#"{{"op":"subscribe","subscriptions":[{{"id":3,"channelId":{}}}]}}"#,
+        ch["id"]
+    ));
+    let request = |sid: u32, call: u32, body: &str| {
+        let mut b = vec![0x02];
+        b.extend_from_slice(&sid.to_le_bytes());
+        b.extend_from_slice(&call.to_le_bytes());
+        b.extend_from_slice(&4u32.to_le_bytes());
+        b.extend_from_slice(b"json");
+        b.extend_from_slice(body.as_bytes());
+        b
+    };
+    let uuid: Vec<u8> = (1..=16).collect();
+    let goal_id = json!({"uuid": uuid}).to_string();
+    fx.send_frame(
+        0x2,
+        true,
+        &request(
+            ids["/fx_fib/_action/send_goal"],
+            1,
+            &format!(r#"{{"goal_id":{goal_id},"goal":{{"order":3}}}}"#),
+        ),
+    );
+    let r = next_binary(&mut fx);
+    assert_eq!(r[0], 0x03);
+    let v: Value = serde_json::from_slice(&r[17..]).unwrap();
+    assert_eq!(v["accepted"], true, "{v}");
+    let g = next_json(&mut server, "send_action_goal");
+    assert_eq!(g["args"], json!({"order": 3}));
+    // get_result before the end: it waits.
+    fx.send_frame(
+        0x2,
+        true,
+        &request(
+            ids["/fx_fib/_action/get_result"],
+            2,
+            &format!(r#"{{"goal_id":{goal_id}}}"#),
+        ),
+    );
+    server.send_text(&format!(
+        r#"{{"op":"action_feedback","id":{},"action":"/fx_fib","values":{{"sequence":[0,1]}}}}"#,
+        g["id"]
+    ));
+    let fb = next_binary(&mut fx);
+    assert_eq!(&fb[..5], &[0x01, 3, 0, 0, 0]);
+    // FeedbackMessage: CDR header, the 16-byte UUID, then the sequence
+    // (int32[]: length 2, 0, 1).
+    assert_eq!(&fb[13..17], &[0, 1, 0, 0]);
+    assert_eq!(&fb[17..33], &uuid[..]);
+    assert_eq!(&fb[33..], &[2, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0]);
+    server.send_text(&format!(
+        r#"{{"op":"action_result","id":{},"action":"/fx_fib","values":{{"sequence":[0,1,1]}},"status":4,"result":true}}"#,
+        g["id"]
+    ));
+    let r = next_binary(&mut fx);
+    assert_eq!(&r[5..9], &2u32.to_le_bytes());
+    let v: Value = serde_json::from_slice(&r[17..]).unwrap();
+    assert_eq!(v, json!({"status": 4, "result": {"sequence": [0, 1, 1]}}));
+    // Cancelling a goal this session does not have.
+    let other = json!({"goal_info": {"goal_id": {"uuid": vec![9u8; 16]}, "stamp": {"sec": 0, "nanosec": 0}}});
+    fx.send_frame(
+        0x2,
+        true,
+        &request(ids["/fx_fib/_action/cancel_goal"], 3, &other.to_string()),
+    );
+    let r = next_binary(&mut fx);
+    let v: Value = serde_json::from_slice(&r[17..]).unwrap();
+    assert_eq!(v["return_code"], 2, "{v}");
+}
