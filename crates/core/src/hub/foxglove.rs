@@ -46,7 +46,7 @@
 //!   binary service call response (CDR encoded by the response type) or a
 //!   `serviceCallFailure` with the call id.
 //! - Actions: as a ROS 2 client sees them, their hidden `_action/*`
-//!   services and feedback channel (`hub/foxglove_actions.rs`).
+//!   services and feedback and status channels (`hub/foxglove_actions.rs`).
 //! - Connection graph (`connectionGraph`): a watching session is told
 //!   the topics' publishers and subscribers and the services' providers
 //!   by node name, at once and then incrementally (only what changed,
@@ -75,7 +75,7 @@ use rosgate_wire::ws::handshake::{self, Opening};
 use rosgate_wire::Raw;
 
 use super::answer::Answer;
-use super::foxglove_actions::is_feedback_channel;
+use super::foxglove_actions::is_goal_channel;
 use super::params::{Answering, Reply};
 use super::qos::{Asked, Registering};
 use super::services::CallArgs;
@@ -517,8 +517,9 @@ impl Hub {
             }
             SubscribeCheck::Register(c) => (c.topic.clone(), c.ty.clone(), c.cdr),
         };
-        if is_feedback_channel(&topic) {
-            // The session's goals' feedback comes through it, unregistered.
+        if is_goal_channel(&topic) {
+            // The session's goals' feedback or status comes through it,
+            // unregistered.
             if let Some(s) = self.live_mut(me).and_then(|c| c.foxglove_mut()) {
                 s.subscribed(sub, chan);
             }
@@ -560,7 +561,7 @@ impl Hub {
             .and_then(|c| c.foxglove_mut())
             .and_then(|s| s.unsubscribe(sub).map(|c| c.topic.clone()));
         match gone {
-            Some(topic) if is_feedback_channel(&topic) => {}
+            Some(topic) if is_goal_channel(&topic) => {}
             Some(topic) => self.unregister(me, Role::Subscriber, &topic, None, None, now),
             None => {
                 let why = format!("no subscription {sub}; nothing to unsubscribe");
@@ -661,7 +662,8 @@ impl Hub {
             .take(MAX_FOXGLOVE_CHANNELS + 1)
             .map(|(name, ty)| (name.to_owned(), ty.to_owned(), types.msg(ty).is_some()))
             .collect();
-        // Actions' feedback channels (hidden names, listed on purpose).
+        // Actions' feedback and status channels (hidden names, listed on
+        // purpose).
         want.extend(self.foxglove_action_parts(domain).0);
         let Some(synced) = self.live_mut(me).and_then(|c| c.foxglove_mut()).map(|s| {
             s.set_synced(epoch);
@@ -670,7 +672,7 @@ impl Hub {
             return;
         };
         for (_, gone) in &synced.gone {
-            if gone.sub.is_some() && !is_feedback_channel(&gone.topic) {
+            if gone.sub.is_some() && !is_goal_channel(&gone.topic) {
                 self.unregister(me, Role::Subscriber, &gone.topic, None, None, now);
             }
         }
