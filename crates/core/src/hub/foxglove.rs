@@ -35,7 +35,9 @@
 //!   `schemaName` as its type; a message on it is the connection's
 //!   publish (roles, the ROS 2 type check, the batch, bridges): JSON as
 //!   it came (checked to be an object), CDR decoded once by the type
-//!   (`rosgate_ros2::cdr::decode_json`).
+//!   (`rosgate_ros2::cdr::decode_json`) and kept beside the JSON, so
+//!   Foxglove and `cbor-raw` subscribers get the client's bytes untouched
+//!   (the bridges, and so ROS 2 peers, take the JSON and encode it again).
 //! - Services (`services`): every service of the domain with a provider
 //!   (a client's, another gateway's, the ROS 2 graph's; hidden ones left
 //!   out) is advertised with its request and response schemas (`cdr` and
@@ -455,7 +457,8 @@ impl Hub {
 
     /// A message on a client channel: routed as the connection's publish
     /// (the type check, the batch, bridges), JSON as it came, CDR decoded
-    /// once by the channel's type.
+    /// once by the channel's type for JSON subscribers and the bridges, and
+    /// kept beside it for the subscribers that take CDR.
     fn foxglove_client_publish(&mut self, me: ConnRef, id: u32, payload: &[u8], now: Instant) {
         let Some(ch) = self
             .conn(me.key)
@@ -504,7 +507,15 @@ impl Hub {
             return self.protocol_error(me, ErrorCode::FoxgloveRequest, &why, None, now);
         };
         let origin = Origin::Client { conn: me, id: None };
-        self.route(origin, domain, &ch.topic, Raw::from_valid_json(&json), now);
+        let msg = Raw::from_valid_json(&json);
+        if ch.cdr {
+            // The client's CDR goes with its JSON: Foxglove and `cbor-raw`
+            // subscribers get it untouched, not encoded again.
+            let cdr: std::rc::Rc<[u8]> = std::rc::Rc::from(payload);
+            self.route_with_cdr(origin, domain, &ch.topic, msg, Some(&cdr), now);
+        } else {
+            self.route(origin, domain, &ch.topic, msg, now);
+        }
     }
 
     fn foxglove_subscribe(&mut self, me: ConnRef, sub: u32, chan: u32, now: Instant) {

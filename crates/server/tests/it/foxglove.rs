@@ -481,6 +481,38 @@ fn client_channels_publish_json_and_cdr() {
     }
 }
 
+/// A client channel's CDR reaches another Foxglove session byte for byte
+/// (a trailing padding byte our encoder never writes included: it was not
+/// encoded again), and a rosbridge subscriber as the JSON decoded from it.
+#[test]
+fn client_cdr_reaches_foxglove_subscribers_untouched() {
+    let gw = gateway();
+    let (_, mut publ, _) = foxglove(&gw, FOXGLOVE);
+    let (_, mut watcher, _) = foxglove(&gw, FOXGLOVE);
+    let mut json_sub = Ws::connect(&gw);
+    json_sub.send_text(r#"{"op":"subscribe","topic":"/fx_raw","type":"std_msgs/msg/String"}"#);
+    publ.send_text(
+        r#"{"op":"advertise","channels":[{"id":1,"topic":"/fx_raw","encoding":"cdr","schemaName":"std_msgs/msg/String"}]}"#,
+    );
+    let ch = channel_of(&mut watcher, "/fx_raw");
+    watcher.send_text(&format!(
+        r#"{{"op":"subscribe","subscriptions":[{{"id":9,"channelId":{}}}]}}"#,
+        ch["id"]
+    ));
+    let cdr = [0u8, 1, 0, 0, 3, 0, 0, 0, b'h', b'i', 0, 0xab];
+    let mut frame = vec![0x01];
+    frame.extend_from_slice(&1u32.to_le_bytes());
+    frame.extend_from_slice(&cdr);
+    // The subscription is made within the turn that reads it.
+    std::thread::sleep(ms(50));
+    publ.send_frame(0x2, true, &frame);
+    let data = next_binary(&mut watcher);
+    assert_eq!(&data[..5], &[0x01, 9, 0, 0, 0]);
+    assert_eq!(&data[13..], &cdr[..], "the client's CDR, byte for byte");
+    let m = json_sub.json();
+    assert_eq!(m["msg"], json!({"data": "hi"}), "{m}");
+}
+
 /// Services: advertised with their schemas; a call request (CDR or JSON)
 /// reaches the provider as `call_service`, and its answer comes back as a
 /// binary service call response in the request's encoding; failures as
