@@ -135,7 +135,17 @@ test("simple-client: lists our channels and prints a json channel's messages", a
 
 test("mcap-record: the MCAP file holds our channel, its ros2msg schema and CDR that decodes", async () => {
   const dir = await mkdtemp(path.join(tmpdir(), "rosgate-mcap-"));
-  const file = path.join(dir, "out.mcap");
+  try {
+    const file = path.join(dir, "out.mcap");
+    const topic = await record(file);
+    await checkRecording(file, topic);
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+});
+
+/** Runs mcap-record into `file` until it has recorded one of our topics a while; that topic. */
+async function record(file) {
   const c = cli("mcap-record", FOXGLOVE_URL, "-o", file, "-n");
   let topic;
   let pub;
@@ -156,43 +166,44 @@ test("mcap-record: the MCAP file holds our channel, its ros2msg schema and CDR t
     await new Promise((r) => setTimeout(r, 500));
     const exit = await c.stop();
     assert.equal(exit.code, 0, c.output());
+    return topic;
   } finally {
     await c.stop();
     pub?.close();
   }
+}
+
+/** Reads `file` back with @mcap/core: `topic`'s channel, schema and messages. */
+async function checkRecording(file, topic) {
+  const handle = await open(file, "r");
   try {
-    const handle = await open(file, "r");
-    try {
-      const readable = {
-        size: async () => BigInt((await handle.stat()).size),
-        read: async (offset, length) => {
-          const buf = new Uint8Array(Number(length));
-          await handle.read(buf, 0, Number(length), Number(offset));
-          return buf;
-        },
-      };
-      const reader = await McapIndexedReader.Initialize({ readable });
-      const channel = [...reader.channelsById.values()].find((ch) => ch.topic === topic);
-      assert.ok(channel, `no channel ${topic} in the file`);
-      assert.equal(channel.messageEncoding, "cdr");
-      const schema = reader.schemasById.get(channel.schemaId);
-      assert.equal(schema.name, "std_msgs/msg/String");
-      assert.equal(schema.encoding, "ros2msg");
-      const text = new TextDecoder().decode(schema.data);
-      const decode = new MessageReader(parseMessageDefinition(text, { ros2: true }));
-      let count = 0;
-      for await (const msg of reader.readMessages({ topics: [topic] })) {
-        assert.match(decode.readMessage(msg.data).data, /^rec \d+$/);
-        count++;
-      }
-      assert.ok(count > 0, "no message recorded");
-    } finally {
-      await handle.close();
+    const readable = {
+      size: async () => BigInt((await handle.stat()).size),
+      read: async (offset, length) => {
+        const buf = new Uint8Array(Number(length));
+        await handle.read(buf, 0, Number(length), Number(offset));
+        return buf;
+      },
+    };
+    const reader = await McapIndexedReader.Initialize({ readable });
+    const channel = [...reader.channelsById.values()].find((ch) => ch.topic === topic);
+    assert.ok(channel, `no channel ${topic} in the file`);
+    assert.equal(channel.messageEncoding, "cdr");
+    const schema = reader.schemasById.get(channel.schemaId);
+    assert.equal(schema.name, "std_msgs/msg/String");
+    assert.equal(schema.encoding, "ros2msg");
+    const text = new TextDecoder().decode(schema.data);
+    const decode = new MessageReader(parseMessageDefinition(text, { ros2: true }));
+    let count = 0;
+    for await (const msg of reader.readMessages({ topics: [topic] })) {
+      assert.match(decode.readMessage(msg.data).data, /^rec \d+$/);
+      count++;
     }
+    assert.ok(count > 0, "no message recorded");
   } finally {
-    await rm(dir, { recursive: true, force: true });
+    await handle.close();
   }
-});
+}
 
 test("perf-test-client: subscribes and counts our messages", async () => {
   const topic = "/fx_cli_perf";
