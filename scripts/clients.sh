@@ -18,7 +18,9 @@
 #   foxglove    @foxglove/ws-protocol's FoxgloveClient (npm 0.8, unchanged) in
 #               tests/clients/foxglove, on the Foxglove listener and on the
 #               rosbridge port's subprotocol; messages decoded with
-#               @foxglove/rosmsg + @foxglove/rosmsg2-serialization
+#               @foxglove/rosmsg + @foxglove/rosmsg2-serialization; and the
+#               @foxglove/ws-protocol-examples CLIs (simple-client,
+#               mcap-record read back with @mcap/core, perf-test-client)
 #   roslibrust  tests/clients/roslibrust, a standalone cargo crate
 #   readme      the README's client examples (examples/add_two_ints.mjs and
 #               .py, which the README shows verbatim) run as a newcomer would,

@@ -171,6 +171,11 @@ pub struct Goal {
     /// The action's name and type.
     pub action: String,
     pub ty: String,
+    /// When it was sent (wall time: seconds, nanoseconds), its
+    /// `GoalInfo.stamp` on the status channel.
+    pub stamp: (u64, u32),
+    /// A `cancel_goal` of it was accepted (status CANCELING until its end).
+    pub canceling: bool,
     /// Its end when it came: (`action_msgs/msg/GoalStatus` status, the
     /// result's JSON, or the reason when it failed without a result).
     pub end: Option<(i8, String)>,
@@ -326,9 +331,16 @@ impl Session {
         Some((ch, shared))
     }
 
-    /// Records goal `uuid` of `action`; `Err` says why not (the UUID is in
-    /// use, or [`MAX_FOXGLOVE_GOALS`] goals are in flight).
-    pub fn add_goal(&mut self, uuid: [u8; 16], action: &str, ty: &str) -> Result<(), String> {
+    /// Records goal `uuid` of `action`, sent at `stamp`; `Err` says why
+    /// not (the UUID is in use, or [`MAX_FOXGLOVE_GOALS`] goals are in
+    /// flight).
+    pub fn add_goal(
+        &mut self,
+        uuid: [u8; 16],
+        action: &str,
+        ty: &str,
+        stamp: (u64, u32),
+    ) -> Result<(), String> {
         if self.goals.contains_key(&uuid) {
             return Err("a goal with this goal_id was sent already".into());
         }
@@ -355,6 +367,7 @@ impl Session {
             Goal {
                 action: action.to_owned(),
                 ty: ty.to_owned(),
+                stamp,
                 ..Goal::default()
             },
         );
@@ -364,6 +377,22 @@ impl Session {
 
     pub fn goal(&self, uuid: &[u8; 16]) -> Option<&Goal> {
         self.goals.get(uuid)
+    }
+
+    /// Marks goal `uuid` as being canceled (a `cancel_goal` was accepted).
+    pub fn canceling(&mut self, uuid: &[u8; 16]) {
+        if let Some(g) = self.goals.get_mut(uuid) {
+            g.canceling = true;
+        }
+    }
+
+    /// The goals of `action` this session keeps, in the order sent:
+    /// (UUID, the goal).
+    pub fn goals_of<'a>(&'a self, action: &'a str) -> impl Iterator<Item = ([u8; 16], &'a Goal)> {
+        self.goal_order
+            .iter()
+            .filter_map(|u| Some((*u, self.goals.get(u)?)))
+            .filter(move |(_, g)| g.action == action)
     }
 
     /// Records goal `uuid`'s end; the `get_result` calls waiting for it.
@@ -790,8 +819,8 @@ mod tests {
             b[..2].copy_from_slice(&i.to_le_bytes());
             b
         };
-        s.add_goal(u(0), "/a", "x/action/A").unwrap();
-        assert!(s.add_goal(u(0), "/a", "x/action/A").is_err());
+        s.add_goal(u(0), "/a", "x/action/A", (0, 0)).unwrap();
+        assert!(s.add_goal(u(0), "/a", "x/action/A", (0, 0)).is_err());
         assert_eq!(s.wait_result(&u(0), (1, 2, "json".into())), Ok(None));
         assert!(s.wait_result(&u(9), (1, 3, "json".into())).is_err());
         let waiting = s.end_goal(&u(0), 4, "{}".into());
@@ -801,12 +830,12 @@ mod tests {
             Ok(Some((4, "{}".to_string())))
         );
         for i in 1..MAX_FOXGLOVE_GOALS as u16 {
-            s.add_goal(u(i), "/a", "x/action/A").unwrap();
+            s.add_goal(u(i), "/a", "x/action/A", (0, 0)).unwrap();
         }
         // Full: the oldest ended goal (0) makes room; then none is ended.
-        s.add_goal(u(60000), "/a", "x/action/A").unwrap();
+        s.add_goal(u(60000), "/a", "x/action/A", (0, 0)).unwrap();
         assert!(s.goal(&u(0)).is_none());
-        assert!(s.add_goal(u(60001), "/a", "x/action/A").is_err());
+        assert!(s.add_goal(u(60001), "/a", "x/action/A", (0, 0)).is_err());
     }
 
     #[test]

@@ -1596,3 +1596,142 @@ fn graphs_come_only_from_present_gateways_within_their_bound_and_go_with_them() 
     });
     assert!(graph_of(&federation(&a), gw).is_none());
 }
+
+/// The Foxglove listener's address in `gw`'s log.
+fn foxglove_addr(gw: &Gateway) -> std::net::SocketAddr {
+    gw.logs()
+        .iter()
+        .find_map(|l| {
+            l.split("foxglove listening on ws://")
+                .nth(1)?
+                .trim()
+                .parse()
+                .ok()
+        })
+        .expect("foxglove listening line")
+}
+
+/// A Foxglove session on `gw` (`serverInfo` read).
+fn foxglove(gw: &Gateway) -> wsclient::Ws {
+    let s = std::net::TcpStream::connect(foxglove_addr(gw)).expect("connect foxglove port");
+    let mut ws = wsclient::Ws::over(s);
+    let head = ws.handshake(&wsclient::upgrade_request(
+        "/",
+        "Sec-WebSocket-Protocol: foxglove.websocket.v1\r\n",
+    ));
+    assert!(head.starts_with("HTTP/1.1 101"), "{head}");
+    assert_eq!(ws.json()["op"], "serverInfo");
+    ws
+}
+
+/// The channel advertised to `fx` for `topic`, waiting up to [`CROSS`].
+fn foxglove_channel(fx: &mut wsclient::Ws, topic: &str) -> Value {
+    let dl = deadline(CROSS);
+    loop {
+        let f = fx
+            .try_frame(dl)
+            .unwrap_or_else(|| panic!("no channel for {topic} within {CROSS:?}"));
+        if f.0 != 0x1 {
+            continue;
+        }
+        let v: Value = serde_json::from_slice(&f.1).expect("json");
+        if v["op"] != "advertise" {
+            continue;
+        }
+        if let Some(c) = v["channels"]
+            .as_array()
+            .and_then(|a| a.iter().find(|c| c["topic"] == topic))
+        {
+            return c.clone();
+        }
+    }
+}
+
+/// The Foxglove protocol through a federation (docs/protocol.md,
+/// "Foxglove WebSocket protocol"; docs/federation.md): a publisher on one
+/// gateway is a channel of a Foxglove session on another, with its
+/// `ros2msg` schema, and its messages arrive as CDR; the session's own
+/// client channel (`clientPublish`) reaches a subscriber on the first
+/// gateway.
+#[test]
+fn a_foxglove_session_sees_and_feeds_another_gateways_topics() {
+    let (pa, pb) = (free_port(), free_port());
+    let a = gateway(pa, &[], &[]);
+    let b = gateway(pb, &[pa], &["--foxglove-listen", "127.0.0.1:0"]);
+    wait_federation(&b, "sees A", |v| gateways(v) == 1);
+    let mut fx = foxglove(&b);
+
+    // A rosbridge publisher on A: B's session gets the channel from A's graph.
+    let mut pubr = a.client();
+    pubr.send_line(
+        r#"{"op":"advertise","topic":"/fed/fx","type":"std_msgs/msg/String","id":"adv"}"#,
+    );
+    let ch = foxglove_channel(&mut fx, "/fed/fx");
+    assert_eq!(ch["encoding"], "cdr", "{ch}");
+    assert_eq!(ch["schemaName"], "std_msgs/msg/String", "{ch}");
+    assert_eq!(ch["schemaEncoding"], "ros2msg", "{ch}");
+    assert_eq!(ch["schema"], "string data\n", "{ch}");
+    let chan = ch["id"].as_u64().expect("channel id");
+    fx.send_text(&format!(
+        r#"{{"op":"subscribe","subscriptions":[{{"id":7,"channelId":{chan}}}]}}"#
+    ));
+    // Until B's interest has reached A: publish until a message comes.
+    let dl = deadline(CROSS);
+    let data = loop {
+        pubr.send_line(&publish_line("/fed/fx", r#"{"data":"hi"}"#));
+        if let Some((0x2, data)) = fx.try_frame(deadline(ms(100))) {
+            break data;
+        }
+        assert!(Instant::now() < dl, "no message crossed within {CROSS:?}");
+    };
+    // opcode 0x01, subscription id, log time, then CDR: "hi".
+    assert_eq!(data[0], 0x01);
+    assert_eq!(&data[1..5], &7u32.to_le_bytes());
+    assert_eq!(&data[13..], &[0, 1, 0, 0, 3, 0, 0, 0, b'h', b'i', 0]);
+
+    // clientPublish on B (CDR) reaches a rosbridge subscriber on A.
+    let mut sub = a.client();
+    subscribe(&mut sub, "/fed/fx_back");
+    wait_federation(&b, "A wants /fed/fx_back", |v| {
+        lists(v, "wanted_remotely", "/fed/fx_back")
+    });
+    fx.send_text(
+        r#"{"op":"advertise","channels":[{"id":1,"topic":"/fed/fx_back","encoding":"cdr","schemaName":"std_msgs/msg/String"}]}"#,
+    );
+    let mut frame = vec![0x01];
+    frame.extend_from_slice(&1u32.to_le_bytes());
+    frame.extend_from_slice(&[0, 1, 0, 0, 5, 0, 0, 0, b'b', b'a', b'c', b'k', 0]);
+    let dl = deadline(CROSS);
+    loop {
+        fx.send_frame(0x2, true, &frame);
+        if let Recv::Line(l) = sub.try_recv_line(deadline(ms(100))) {
+            let v: Value = serde_json::from_slice(&l).expect("json");
+            assert_eq!(v["topic"], "/fed/fx_back", "{v}");
+            assert_eq!(v["msg"]["data"], "back", "{v}");
+            break;
+        }
+        assert!(
+            Instant::now() < dl,
+            "clientPublish did not cross within {CROSS:?}"
+        );
+    }
+
+    // A's publisher leaves: B's session hears the channel go.
+    drop(pubr);
+    let dl = deadline(CROSS);
+    loop {
+        let f = fx
+            .try_frame(dl)
+            .unwrap_or_else(|| panic!("channel {chan} not unadvertised within {CROSS:?}"));
+        if f.0 == 0x1 {
+            let v: Value = serde_json::from_slice(&f.1).expect("json");
+            if v["op"] == "unadvertise"
+                && v["channelIds"]
+                    .as_array()
+                    .is_some_and(|a| a.iter().any(|i| i == chan))
+            {
+                break;
+            }
+        }
+    }
+}

@@ -2902,3 +2902,85 @@ fn ros2_cdr_reaches_cbor_raw_subscribers_byte_for_byte_undecoded() {
         "decoded once for the JSON subscriber: {after}"
     );
 }
+
+/// The Foxglove WebSocket protocol with a ROS 2 node's topic
+/// (docs/protocol.md, "Foxglove WebSocket protocol"): the node's publisher
+/// makes a `cdr` channel with the `ros2msg` schema, and its samples reach
+/// the session byte for byte as the node put them (a padding byte no
+/// encoder of ours would write included: nothing decoded or re-encoded).
+#[test]
+fn a_ros2_publishers_topic_is_a_foxglove_channel_with_its_cdr_untouched() {
+    let (gw, ep) = ros_gateway(&["--foxglove-listen", "127.0.0.1:0"]);
+    let mut node = RosNode::join(&ep, "fx_talker");
+    let (mp_key, _mp) = node.declare(
+        EntityKind::Publisher,
+        "/chatter",
+        STRING_DDS,
+        STRING_HASH,
+        7,
+    );
+    let gid = rmw::gid(&mp_key);
+    let addr: std::net::SocketAddr = gw
+        .logs()
+        .iter()
+        .find_map(|l| {
+            l.split("foxglove listening on ws://")
+                .nth(1)?
+                .trim()
+                .parse()
+                .ok()
+        })
+        .expect("foxglove listening line");
+    let mut fx = Ws::over(std::net::TcpStream::connect(addr).expect("connect foxglove"));
+    let head = fx.handshake(&wsclient::upgrade_request(
+        "/",
+        "Sec-WebSocket-Protocol: foxglove.websocket.v1\r\n",
+    ));
+    assert!(head.starts_with("HTTP/1.1 101"), "{head}");
+    assert_eq!(fx.json()["op"], "serverInfo");
+    let dl = deadline(CROSS);
+    let ch = loop {
+        let Some((0x1, p)) = fx.try_frame(dl) else {
+            assert!(
+                Instant::now() < dl,
+                "no channel for /chatter within {CROSS:?}"
+            );
+            continue;
+        };
+        let v: Value = serde_json::from_slice(&p).expect("JSON");
+        if let Some(c) = v["channels"]
+            .as_array()
+            .and_then(|a| a.iter().find(|c| c["topic"] == "/chatter"))
+        {
+            break c.clone();
+        }
+    };
+    assert_eq!(ch["encoding"], "cdr", "{ch}");
+    assert_eq!(ch["schemaName"], "std_msgs/msg/String", "{ch}");
+    assert_eq!(ch["schemaEncoding"], "ros2msg", "{ch}");
+    assert_eq!(ch["schema"], "string data\n", "{ch}");
+    fx.send_text(&format!(
+        r#"{{"op":"subscribe","subscriptions":[{{"id":5,"channelId":{}}}]}}"#,
+        ch["id"]
+    ));
+    // "hi" and a trailing padding byte 0xab (CDR ends may be padded; our
+    // encoder pads with nothing).
+    let mut sample = cdr_string("hi");
+    sample.push(0xab);
+    let mut seq = 0i64;
+    let dl = deadline(CROSS);
+    let data = loop {
+        seq += 1;
+        node.session
+            .put(CHATTER_KEY, sample.clone())
+            .attachment(attachment(seq, unix_ns(), &gid))
+            .wait()
+            .expect("put");
+        if let Some((0x2, data)) = fx.try_frame(deadline(ms(100))) {
+            break data;
+        }
+        assert!(Instant::now() < dl, "no sample crossed within {CROSS:?}");
+    };
+    assert_eq!(&data[..5], &[0x01, 5, 0, 0, 0]);
+    assert_eq!(&data[13..], &sample[..], "the node's CDR, byte for byte");
+}

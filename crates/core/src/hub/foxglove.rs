@@ -35,7 +35,9 @@
 //!   `schemaName` as its type; a message on it is the connection's
 //!   publish (roles, the ROS 2 type check, the batch, bridges): JSON as
 //!   it came (checked to be an object), CDR decoded once by the type
-//!   (`rosgate_ros2::cdr::decode_json`).
+//!   (`rosgate_ros2::cdr::decode_json`) and kept beside the JSON, so
+//!   Foxglove and `cbor-raw` subscribers get the client's bytes untouched
+//!   (the bridges, and so ROS 2 peers, take the JSON and encode it again).
 //! - Services (`services`): every service of the domain with a provider
 //!   (a client's, another gateway's, the ROS 2 graph's; hidden ones left
 //!   out) is advertised with its request and response schemas (`cdr` and
@@ -46,7 +48,7 @@
 //!   binary service call response (CDR encoded by the response type) or a
 //!   `serviceCallFailure` with the call id.
 //! - Actions: as a ROS 2 client sees them, their hidden `_action/*`
-//!   services and feedback channel (`hub/foxglove_actions.rs`).
+//!   services and feedback and status channels (`hub/foxglove_actions.rs`).
 //! - Connection graph (`connectionGraph`): a watching session is told
 //!   the topics' publishers and subscribers and the services' providers
 //!   by node name, at once and then incrementally (only what changed,
@@ -75,7 +77,7 @@ use rosgate_wire::ws::handshake::{self, Opening};
 use rosgate_wire::Raw;
 
 use super::answer::Answer;
-use super::foxglove_actions::is_feedback_channel;
+use super::foxglove_actions::is_goal_channel;
 use super::params::{Answering, Reply};
 use super::qos::{Asked, Registering};
 use super::services::CallArgs;
@@ -455,7 +457,8 @@ impl Hub {
 
     /// A message on a client channel: routed as the connection's publish
     /// (the type check, the batch, bridges), JSON as it came, CDR decoded
-    /// once by the channel's type.
+    /// once by the channel's type for JSON subscribers and the bridges, and
+    /// kept beside it for the subscribers that take CDR.
     fn foxglove_client_publish(&mut self, me: ConnRef, id: u32, payload: &[u8], now: Instant) {
         let Some(ch) = self
             .conn(me.key)
@@ -504,7 +507,15 @@ impl Hub {
             return self.protocol_error(me, ErrorCode::FoxgloveRequest, &why, None, now);
         };
         let origin = Origin::Client { conn: me, id: None };
-        self.route(origin, domain, &ch.topic, Raw::from_valid_json(&json), now);
+        let msg = Raw::from_valid_json(&json);
+        if ch.cdr {
+            // The client's CDR goes with its JSON: Foxglove and `cbor-raw`
+            // subscribers get it untouched, not encoded again.
+            let cdr: std::rc::Rc<[u8]> = std::rc::Rc::from(payload);
+            self.route_with_cdr(origin, domain, &ch.topic, msg, Some(&cdr), now);
+        } else {
+            self.route(origin, domain, &ch.topic, msg, now);
+        }
     }
 
     fn foxglove_subscribe(&mut self, me: ConnRef, sub: u32, chan: u32, now: Instant) {
@@ -517,8 +528,9 @@ impl Hub {
             }
             SubscribeCheck::Register(c) => (c.topic.clone(), c.ty.clone(), c.cdr),
         };
-        if is_feedback_channel(&topic) {
-            // The session's goals' feedback comes through it, unregistered.
+        if is_goal_channel(&topic) {
+            // The session's goals' feedback or status comes through it,
+            // unregistered.
             if let Some(s) = self.live_mut(me).and_then(|c| c.foxglove_mut()) {
                 s.subscribed(sub, chan);
             }
@@ -560,7 +572,7 @@ impl Hub {
             .and_then(|c| c.foxglove_mut())
             .and_then(|s| s.unsubscribe(sub).map(|c| c.topic.clone()));
         match gone {
-            Some(topic) if is_feedback_channel(&topic) => {}
+            Some(topic) if is_goal_channel(&topic) => {}
             Some(topic) => self.unregister(me, Role::Subscriber, &topic, None, None, now),
             None => {
                 let why = format!("no subscription {sub}; nothing to unsubscribe");
@@ -661,7 +673,8 @@ impl Hub {
             .take(MAX_FOXGLOVE_CHANNELS + 1)
             .map(|(name, ty)| (name.to_owned(), ty.to_owned(), types.msg(ty).is_some()))
             .collect();
-        // Actions' feedback channels (hidden names, listed on purpose).
+        // Actions' feedback and status channels (hidden names, listed on
+        // purpose).
         want.extend(self.foxglove_action_parts(domain).0);
         let Some(synced) = self.live_mut(me).and_then(|c| c.foxglove_mut()).map(|s| {
             s.set_synced(epoch);
@@ -670,7 +683,7 @@ impl Hub {
             return;
         };
         for (_, gone) in &synced.gone {
-            if gone.sub.is_some() && !is_feedback_channel(&gone.topic) {
+            if gone.sub.is_some() && !is_goal_channel(&gone.topic) {
                 self.unregister(me, Role::Subscriber, &gone.topic, None, None, now);
             }
         }

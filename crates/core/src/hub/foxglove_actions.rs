@@ -2,9 +2,11 @@
 //! foxglove_bridge does not offer): every action of the domain is
 //! advertised as its hidden `<action>/_action/send_goal`, `get_result` and
 //! `cancel_goal` services (`pkg/action/A_SendGoal`, `A_GetResult`,
-//! `action_msgs/srv/CancelGoal`) and its `<action>/_action/feedback`
-//! channel (`A_FeedbackMessage`), so a Foxglove panel can send goals and
-//! watch their feedback. The goals are the hub's own (`hub/actions.rs`):
+//! `action_msgs/srv/CancelGoal`), its `<action>/_action/feedback`
+//! channel (`A_FeedbackMessage`) and its `<action>/_action/status` channel
+//! (`action_msgs/msg/GoalStatusArray`), so a Foxglove panel can send goals
+//! and watch their feedback and status. The goals are the hub's own
+//! (`hub/actions.rs`):
 //!
 //! - `send_goal` sends the goal with feedback (`Hub::send_action_goal`,
 //!   roles and limits included) under an id naming the goal's UUID, and is
@@ -14,6 +16,11 @@
 //! - the goal's feedback comes to this session only, as message data on the
 //!   feedback channel when the session subscribed to it (CDR of
 //!   `A_FeedbackMessage`, the goal's UUID in it);
+//! - the status channel, when the session subscribed to it, carries the
+//!   statuses of this session's goals of the action (those it keeps, as
+//!   an action server's status lists the goals it keeps): a
+//!   `GoalStatusArray` whenever one changes, EXECUTING when sent,
+//!   CANCELING when a cancel is accepted, then its end's status;
 //! - the goal's end is kept (`foxglove::Session::end_goal`) and answers
 //!   the `get_result` calls waiting for it, or the next ones;
 //! - `cancel_goal` of a goal of this session cancels it (`return_code` 0),
@@ -22,12 +29,14 @@
 //! Invariants: goals and waiting calls are bounded per session
 //! (`foxglove::MAX_FOXGLOVE_GOALS`, `MAX_FOXGLOVE_RESULT_WAITERS`); every
 //! `get_result` call is answered once (at once, at its goal's end, or with
-//! `serviceCallFailure`); the feedback channel holds no registration.
+//! `serviceCallFailure`); the feedback and status channels hold no
+//! registration (what they carry is the session's own).
 
 use std::time::Instant;
 
 use serde_json::{json, Value};
 
+use rosgate_ros2::action::{status, STATUS, STATUS_TYPE};
 use rosgate_wire::decode::GoalRequest;
 use rosgate_wire::foxglove::server;
 use rosgate_wire::Raw;
@@ -56,9 +65,10 @@ const GOAL_ID: &str = "fxg:";
 const CANCEL_ACCEPTED: i8 = 0;
 const CANCEL_UNKNOWN_GOAL: i8 = 2;
 
-/// Whether `topic` is an action's feedback channel (no registration).
-pub(super) fn is_feedback_channel(topic: &str) -> bool {
-    topic.ends_with(FEEDBACK)
+/// Whether `topic` is an action's feedback or status channel, which
+/// carry the session's own goals (no registration).
+pub(super) fn is_goal_channel(topic: &str) -> bool {
+    topic.ends_with(FEEDBACK) || topic.ends_with(STATUS)
 }
 
 /// Channels as `Session::sync` takes them: (topic, type, cdr).
@@ -107,7 +117,7 @@ impl Hub {
         v
     }
 
-    /// The feedback channels ((topic, type, cdr)) and the services ((name,
+    /// The feedback and status channels ((topic, type, cdr)) and the services ((name,
     /// type)) that expose `domain`'s actions of known types.
     pub(super) fn foxglove_action_parts(&self, domain: Domain) -> (ChannelWants, ServiceWants) {
         let types = self.types();
@@ -122,6 +132,7 @@ impl Hub {
                 def.feedback_message.clone(),
                 true,
             ));
+            channels.push((format!("{name}{STATUS}"), STATUS_TYPE.to_owned(), true));
             services.push((format!("{name}{SEND_GOAL}"), def.send_goal.clone()));
             services.push((format!("{name}{GET_RESULT}"), def.get_result.clone()));
             services.push((format!("{name}{CANCEL_GOAL}"), CANCEL_TYPE.to_owned()));
@@ -177,10 +188,11 @@ impl Hub {
                     .strip_suffix("_SendGoal")
                     .unwrap_or(&svc.ty)
                     .to_owned();
+                let stamp = self.wall(now);
                 let added = self
                     .live_mut(me)
                     .and_then(|c| c.foxglove_mut())
-                    .map(|s| s.add_goal(uuid, &action, &action_ty));
+                    .map(|s| s.add_goal(uuid, &action, &action_ty, stamp));
                 if let Some(Err(why)) = added {
                     let why = format!("{}: {why}; not sent", svc.name);
                     self.foxglove_call_failed(me, service, call, &why, now);
@@ -195,9 +207,12 @@ impl Hub {
                     timeout: None,
                     wait: false,
                 };
-                let (sec, nanosec) = self.wall(now);
+                let (sec, nanosec) = stamp;
                 let reply = json!({"accepted": true, "stamp": {"sec": sec, "nanosec": nanosec}});
                 self.foxglove_reply(me, (service, call), encoding, &reply_ty, &reply, now);
+                // Executing before it is sent: a goal refused at once ends
+                // within `send_action_goal`, and its end's status comes after.
+                self.foxglove_goal_status(me, &action, now);
                 let id = format!("\"{GOAL_ID}{}\"", hex(&uuid));
                 self.send_action_goal(me, &g, None, id.as_bytes(), now);
             }
@@ -232,6 +247,10 @@ impl Hub {
                     .is_some_and(|g| g.end.is_none());
                 let info = req.get("goal_info").cloned().unwrap_or(Value::Null);
                 let reply = if mine {
+                    if let Some(s) = self.live_mut(me).and_then(|c| c.foxglove_mut()) {
+                        s.canceling(&uuid);
+                    }
+                    self.foxglove_goal_status(me, &action, now);
                     let id = format!("\"{GOAL_ID}{}\"", hex(&uuid));
                     self.cancel_action_goal(me, &action, Raw::from_valid_json(&id), now);
                     json!({"return_code": CANCEL_ACCEPTED, "goals_canceling": [info]})
@@ -335,16 +354,60 @@ impl Hub {
             self.counters.error(ErrorCode::FoxgloveRequest);
             return;
         }
+        self.foxglove_message(to, sub, &cdr, now);
+    }
+
+    /// Message data of subscription `sub` (CDR), logged now.
+    fn foxglove_message(&mut self, to: ConnRef, sub: u32, cdr: &[u8], now: Instant) {
         let (sec, nanosec) = self.wall(now);
         let ns = sec
             .saturating_mul(1_000_000_000)
             .saturating_add(nanosec.into());
         let mut body = server::message_data_head(sub, ns).to_vec();
-        body.extend_from_slice(&cdr);
+        body.extend_from_slice(cdr);
         let mut frame = Vec::with_capacity(body.len() + 10);
         if Framing::WebSocket.push_binary(&mut frame, &body) {
             self.send_raw(to, &frame, now);
         }
+    }
+
+    /// The statuses of session `to`'s goals of `action`, as a
+    /// `GoalStatusArray` on the action's status channel, when the session
+    /// subscribed to it.
+    fn foxglove_goal_status(&mut self, to: ConnRef, action: &str, now: Instant) {
+        let topic = format!("{action}{STATUS}");
+        let Some(s) = self.conn(to.key).and_then(|c| c.foxglove()) else {
+            return;
+        };
+        let Some(sub) = s.subscription_on(&topic) else {
+            return;
+        };
+        let list: Vec<Value> = s
+            .goals_of(action)
+            .map(|(uuid, g)| {
+                let st = match (&g.end, g.canceling) {
+                    (Some((end, _)), _) => i64::from(*end),
+                    (None, true) => status::CANCELING,
+                    (None, false) => status::EXECUTING,
+                };
+                let (sec, nanosec) = g.stamp;
+                json!({
+                    "goal_info": {
+                        "goal_id": {"uuid": uuid.to_vec()},
+                        "stamp": {"sec": sec, "nanosec": nanosec},
+                    },
+                    "status": st,
+                })
+            })
+            .collect();
+        let msg = json!({ "status_list": list });
+        let types = std::sync::Arc::clone(self.types());
+        let mut cdr = Vec::new();
+        if rosgate_ros2::cdr::encode_into(&*types, STATUS_TYPE, &msg, &mut cdr).is_err() {
+            self.counters.error(ErrorCode::FoxgloveRequest);
+            return;
+        }
+        self.foxglove_message(to, sub, &cdr, now);
     }
 
     /// A session's goal ended (`status` as `action_msgs/msg/GoalStatus`,
@@ -372,6 +435,7 @@ impl Hub {
             .action(&goal.ty)
             .and_then(|d| self.types().srv(&d.get_result).map(|s| s.response.clone()))
             .unwrap_or_default();
+        self.foxglove_goal_status(to, &goal.action, now);
         for (service, call, encoding) in waiting {
             self.foxglove_result_reply(
                 to,

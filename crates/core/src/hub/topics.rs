@@ -238,9 +238,9 @@ impl Hub {
     }
 
     /// [`Hub::route`] of a message that may carry its CDR bytes as it
-    /// arrived from the ROS 2 graph (`cdr`): a `cbor-raw` subscriber gets
-    /// those bytes untouched (`hub/encodings.rs`); everyone else gets
-    /// `msg`.
+    /// arrived (`cdr`: from the ROS 2 graph, or a Foxglove client's CDR
+    /// message data): a `cbor-raw` or Foxglove subscriber gets those bytes
+    /// untouched (`hub/encodings.rs`); everyone else gets `msg`.
     pub(crate) fn route_with_cdr(
         &mut self,
         origin: Origin<'_>,
@@ -252,7 +252,10 @@ impl Hub {
     ) {
         let (from, remote) = match origin {
             Origin::Client { conn, id } => {
-                return self.route_client(conn, id, domain, topic, msg, now);
+                return match cdr {
+                    None => self.route_client(conn, id, domain, topic, msg, now),
+                    Some(cdr) => self.route_client_cdr(conn, id, domain, topic, msg, cdr, now),
+                };
             }
             Origin::Gateway => (None, false),
             Origin::Remote { latched } => {
@@ -293,13 +296,35 @@ impl Hub {
         self.fan_out(Some(conn), false, domain, topic, msg, None, now)
     }
 
+    /// [`Hub::route_client`] of a message with its CDR (a Foxglove
+    /// client's): the same checks; the CDR goes with it on the QoS path,
+    /// where the subscribers that take CDR are. Off the hot path (its own
+    /// copy of `fan_out`).
+    #[allow(clippy::too_many_arguments)]
+    #[inline(never)]
+    fn route_client_cdr(
+        &mut self,
+        conn: ConnRef,
+        id: Option<&[u8]>,
+        domain: Domain,
+        topic: &str,
+        msg: Raw<'_>,
+        cdr: &Rc<[u8]>,
+        now: Instant,
+    ) {
+        if !self.checks.is_empty() && self.refused_by_type(domain, topic, conn, msg, id, now) {
+            return;
+        }
+        self.fan_out(Some(conn), false, domain, topic, msg, Some(cdr), now)
+    }
+
     /// [`Hub::route`] past its origin: `from` the publisher whose QoS
     /// applies (a client, or the bridge as a latched publisher), `remote`
     /// skips bridges; only a client's publish (`from` and not `remote`)
     /// is batched. Inlined into `route_client` and `route`, so each copy
     /// has its origin's flags as constants (and `cdr`, only ever used on
-    /// the QoS path where `cbor-raw` subscribers are, `None` on the
-    /// client's).
+    /// the QoS path where `cbor-raw` and Foxglove subscribers are, `None`
+    /// on the client's hot path; `route_client_cdr` has its own copy).
     #[allow(clippy::too_many_arguments)]
     #[inline(always)]
     fn fan_out(

@@ -481,6 +481,38 @@ fn client_channels_publish_json_and_cdr() {
     }
 }
 
+/// A client channel's CDR reaches another Foxglove session byte for byte
+/// (a trailing padding byte our encoder never writes included: it was not
+/// encoded again), and a rosbridge subscriber as the JSON decoded from it.
+#[test]
+fn client_cdr_reaches_foxglove_subscribers_untouched() {
+    let gw = gateway();
+    let (_, mut publ, _) = foxglove(&gw, FOXGLOVE);
+    let (_, mut watcher, _) = foxglove(&gw, FOXGLOVE);
+    let mut json_sub = Ws::connect(&gw);
+    json_sub.send_text(r#"{"op":"subscribe","topic":"/fx_raw","type":"std_msgs/msg/String"}"#);
+    publ.send_text(
+        r#"{"op":"advertise","channels":[{"id":1,"topic":"/fx_raw","encoding":"cdr","schemaName":"std_msgs/msg/String"}]}"#,
+    );
+    let ch = channel_of(&mut watcher, "/fx_raw");
+    watcher.send_text(&format!(
+        r#"{{"op":"subscribe","subscriptions":[{{"id":9,"channelId":{}}}]}}"#,
+        ch["id"]
+    ));
+    let cdr = [0u8, 1, 0, 0, 3, 0, 0, 0, b'h', b'i', 0, 0xab];
+    let mut frame = vec![0x01];
+    frame.extend_from_slice(&1u32.to_le_bytes());
+    frame.extend_from_slice(&cdr);
+    // The subscription is made within the turn that reads it.
+    std::thread::sleep(ms(50));
+    publ.send_frame(0x2, true, &frame);
+    let data = next_binary(&mut watcher);
+    assert_eq!(&data[..5], &[0x01, 9, 0, 0, 0]);
+    assert_eq!(&data[13..], &cdr[..], "the client's CDR, byte for byte");
+    let m = json_sub.json();
+    assert_eq!(m["msg"], json!({"data": "hi"}), "{m}");
+}
+
 /// Services: advertised with their schemas; a call request (CDR or JSON)
 /// reaches the provider as `call_service`, and its answer comes back as a
 /// binary service call response in the request's encoding; failures as
@@ -757,17 +789,42 @@ fn parameters_are_read_set_and_watched() {
 /// `Fibonacci_FeedbackMessage`), `get_result` waits for its end;
 /// `cancel_goal` of an unknown goal says so.
 #[test]
-fn actions_are_services_and_a_feedback_channel() {
+fn actions_are_services_and_feedback_and_status_channels() {
     let gw = gateway();
     let (_, mut fx, _) = foxglove(&gw, FOXGLOVE);
     let mut server = Ws::connect(&gw);
     server.send_text(
         r#"{"op":"advertise_action","action":"/fx_fib","type":"example_interfaces/action/Fibonacci"}"#,
     );
-    let ch = channel_of(&mut fx, "/fx_fib/_action/feedback");
+    // The feedback and status channels come in one advertise.
+    let dl = deadline(REPLY);
+    let (ch, st_ch) = loop {
+        assert!(Instant::now() < dl, "no channels for /fx_fib");
+        let adv = next_op(&mut fx, "advertise");
+        let find = |t: &str| {
+            adv["channels"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|c| c["topic"] == t)
+                .cloned()
+        };
+        if let Some(f) = find("/fx_fib/_action/feedback") {
+            break (f, find("/fx_fib/_action/status").expect("status channel"));
+        }
+    };
     assert_eq!(
         ch["schemaName"],
         "example_interfaces/action/Fibonacci_FeedbackMessage"
+    );
+    assert_eq!(st_ch["schemaName"], "action_msgs/msg/GoalStatusArray");
+    assert_eq!(st_ch["encoding"], "cdr");
+    assert!(
+        st_ch["schema"]
+            .as_str()
+            .unwrap()
+            .starts_with("action_msgs/msg/GoalStatus[] status_list\n"),
+        "{st_ch}"
     );
     let dl = deadline(REPLY);
     let mut ids = std::collections::HashMap::new();
@@ -783,9 +840,22 @@ fn actions_are_services_and_a_feedback_channel() {
         ids.retain(|k, _| k.starts_with("/fx_fib/_action/"));
     }
     fx.send_text(&format!(
-        r#"{{"op":"subscribe","subscriptions":[{{"id":3,"channelId":{}}}]}}"#,
-        ch["id"]
+        r#"{{"op":"subscribe","subscriptions":[{{"id":3,"channelId":{}}},{{"id":4,"channelId":{}}}]}}"#,
+        ch["id"], st_ch["id"]
     ));
+    // A GoalStatusArray of one goal (after the message data head and the
+    // CDR header): its length 1, the UUID, the stamp (sec, nanosec), the
+    // status.
+    let one_status = |m: &[u8], uuid: &[u8], status: u8| {
+        assert_eq!(&m[..5], &[0x01, 4, 0, 0, 0], "status channel message");
+        assert_eq!(&m[13..17], &[0, 1, 0, 0]);
+        assert_eq!(&m[17..21], &1u32.to_le_bytes());
+        assert_eq!(&m[21..37], uuid);
+        let sec = u32::from_le_bytes(m[37..41].try_into().unwrap());
+        assert!(sec > 1_600_000_000, "stamp {sec}");
+        assert_eq!(m[45], status, "GoalStatus");
+        assert_eq!(m.len(), 46);
+    };
     let request = |sid: u32, call: u32, body: &str| {
         let mut b = vec![0x02];
         b.extend_from_slice(&sid.to_le_bytes());
@@ -810,6 +880,8 @@ fn actions_are_services_and_a_feedback_channel() {
     assert_eq!(r[0], 0x03);
     let v: Value = serde_json::from_slice(&r[17..]).unwrap();
     assert_eq!(v["accepted"], true, "{v}");
+    // EXECUTING (2): the gateway's goals have no acceptance step.
+    one_status(&next_binary(&mut fx), &uuid, 2);
     let g = next_json(&mut server, "send_action_goal");
     assert_eq!(g["args"], json!({"order": 3}));
     // get_result before the end: it waits.
@@ -837,6 +909,8 @@ fn actions_are_services_and_a_feedback_channel() {
         r#"{{"op":"action_result","id":{},"action":"/fx_fib","values":{{"sequence":[0,1,1]}},"status":4,"result":true}}"#,
         g["id"]
     ));
+    // SUCCEEDED (4) on the status channel, then the waiting get_result.
+    one_status(&next_binary(&mut fx), &uuid, 4);
     let r = next_binary(&mut fx);
     assert_eq!(&r[5..9], &2u32.to_le_bytes());
     let v: Value = serde_json::from_slice(&r[17..]).unwrap();
@@ -851,4 +925,63 @@ fn actions_are_services_and_a_feedback_channel() {
     let r = next_binary(&mut fx);
     let v: Value = serde_json::from_slice(&r[17..]).unwrap();
     assert_eq!(v["return_code"], 2, "{v}");
+
+    // A second goal, canceled: the status lists both goals (the ended one
+    // kept), the second EXECUTING, then CANCELING, then CANCELED.
+    let uuid2: Vec<u8> = (101..=116).collect();
+    let goal_id2 = json!({"uuid": uuid2}).to_string();
+    fx.send_frame(
+        0x2,
+        true,
+        &request(
+            ids["/fx_fib/_action/send_goal"],
+            4,
+            &format!(r#"{{"goal_id":{goal_id2},"goal":{{"order":5}}}}"#),
+        ),
+    );
+    assert_eq!(next_binary(&mut fx)[0], 0x03);
+    let both = statuses(&next_binary(&mut fx));
+    assert_eq!(both, vec![(uuid.clone(), 4), (uuid2.clone(), 2)]);
+    let g2 = next_json(&mut server, "send_action_goal");
+    let cancel =
+        json!({"goal_info": {"goal_id": {"uuid": uuid2}, "stamp": {"sec": 0, "nanosec": 0}}});
+    fx.send_frame(
+        0x2,
+        true,
+        &request(ids["/fx_fib/_action/cancel_goal"], 5, &cancel.to_string()),
+    );
+    assert_eq!(
+        statuses(&next_binary(&mut fx)),
+        vec![(uuid.clone(), 4), (uuid2.clone(), 3)]
+    );
+    let r = next_binary(&mut fx);
+    let v: Value = serde_json::from_slice(&r[17..]).unwrap();
+    assert_eq!(v["return_code"], 0, "{v}");
+    let c = next_json(&mut server, "cancel_action_goal");
+    assert_eq!(c["id"], g2["id"]);
+    server.send_text(&format!(
+        r#"{{"op":"action_result","id":{},"action":"/fx_fib","values":{{"sequence":[]}},"status":5,"result":false}}"#,
+        g2["id"]
+    ));
+    assert_eq!(statuses(&next_binary(&mut fx)), vec![(uuid, 4), (uuid2, 5)]);
+}
+
+/// The (UUID, status) list of a `GoalStatusArray` message on subscription
+/// 4 (message data head, then CDR: the count, and per `GoalStatus` the
+/// UUID, the stamp's sec and nanosec aligned to 4, the status).
+fn statuses(m: &[u8]) -> Vec<(Vec<u8>, u8)> {
+    assert_eq!(&m[..5], &[0x01, 4, 0, 0, 0], "status channel message");
+    assert_eq!(&m[13..17], &[0, 1, 0, 0]);
+    let cdr = &m[17..];
+    let n = u32::from_le_bytes(cdr[..4].try_into().unwrap()) as usize;
+    let mut at = 4;
+    let mut out = Vec::new();
+    for _ in 0..n {
+        let uuid = cdr[at..at + 16].to_vec();
+        at = (at + 16).next_multiple_of(4) + 8;
+        out.push((uuid, cdr[at]));
+        at += 1;
+    }
+    assert_eq!(at, cdr.len(), "nothing after the list");
+    out
 }
