@@ -165,7 +165,7 @@ impl DdsPeer {
             pump: Some(pump),
             link: Link::with_types(types),
             edge: HubEdge::default(),
-            sync: LinkSync::default(),
+            sync: LinkSync::new(rosgate_peers::ros2::DDS_GRAPH),
             queued: HashMap::new(),
             next_in_query: 0,
             clients: HashMap::new(),
@@ -612,14 +612,14 @@ impl DdsPeer {
         for s in self.to_hub.drain(..) {
             match s {
                 Side::Interest { domain, topic, on } => {
-                    hub.remote_interest(domain, &topic, on, now)
+                    hub.remote_interest(PeerId::Dds, domain, &topic, on, now)
                 }
                 Side::Provider {
                     kind,
                     domain,
                     name,
                     ty,
-                } => hub.remote_provider(kind, domain, &name, ty.as_deref(), PeerId::Ros2),
+                } => hub.remote_provider(kind, domain, &name, ty.as_deref(), PeerId::Dds),
                 _ => {}
             }
         }
@@ -914,7 +914,7 @@ impl Peer for DdsPeer {
     }
 
     fn id(&self) -> PeerId {
-        PeerId::Ros2
+        PeerId::Dds
     }
 
     /// A call of a ROS 2 service: the link's (which refuses it for now,
@@ -1003,7 +1003,7 @@ impl Peer for DdsPeer {
         let types = self.link.types().clone();
         if let Some(sh) = self.shared().cloned() {
             self.edge
-                .hand_over(hub, &types, sh.queue.inbox(), PeerId::Ros2, now);
+                .hand_over(hub, &types, sh.queue.inbox(), PeerId::Dds, now);
         }
         let interval = Duration::from_millis(DDS_GRAPH_INTERVAL_MS);
         self.sync
