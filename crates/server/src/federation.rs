@@ -53,6 +53,9 @@ fn settings(flags: &ZenohFlags, types: &Arc<Registry>) -> Settings {
     }
 }
 
+/// The session and its peers.
+pub type Started = (Federation, Vec<Box<dyn Peer>>);
+
 /// Opens the Zenoh session that [`prepare`] checked, with `inbox` (the
 /// gateway's) as its peers' way into the loop: the session and its peers,
 /// for the gateway's one driver (`peers.rs`).
@@ -60,7 +63,7 @@ pub fn start(
     prepared: Option<Prepared>,
     inbox: Arc<Inbox>,
     hub: &mut Hub,
-) -> io::Result<Option<(Federation, Vec<Box<dyn Peer>>)>> {
+) -> io::Result<Option<Started>> {
     let Some(Prepared { settings, prepared }) = prepared else {
         return Ok(None);
     };
