@@ -15,6 +15,7 @@ use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use rosgate_dds::raw::Raw;
+use rosgate_ros2::link::rmw_dds::{self, NodeInfo, ParticipantInfo};
 use rosgate_ros2::rmw::{Endpoint, EntityKind, Qos, Token};
 use rustdds::no_key::DataWriter;
 use rustdds::policy::{Durability, History, Reliability};
@@ -159,6 +160,38 @@ fn a_dds_sample_reaches_rmw_zenoh_and_a_client_and_never_comes_back_to_dds() {
         .expect("subscriber")
         .create_simple_datareader_no_key::<Vec<u8>, Raw>(&ltopic, None)
         .expect("reader");
+    // The listener is a ROS 2 node's (on `ros_discovery_info`), so the
+    // gateway counts it as a DDS subscriber of /chatter: were samples
+    // echoed, they would be written to it.
+    let info_qos = QosPolicyBuilder::new()
+        .reliability(reliable)
+        .durability(Durability::TransientLocal)
+        .history(History::KeepLast { depth: 1 })
+        .build();
+    let info_topic = listener
+        .create_topic(
+            rmw_dds::DISCOVERY_TOPIC.into(),
+            rmw_dds::DISCOVERY_TYPE.into(),
+            &info_qos,
+            TopicKind::NoKey,
+        )
+        .expect("info topic");
+    let info: DataWriter<Vec<u8>, Raw> = listener
+        .create_publisher(&info_qos)
+        .expect("publisher")
+        .create_datawriter_no_key::<Vec<u8>, Raw>(&info_topic, Some(info_qos))
+        .expect("info writer");
+    let node = ParticipantInfo {
+        gid: listener.guid().to_bytes(),
+        nodes: vec![NodeInfo {
+            namespace: "/".into(),
+            name: "dds_listener".into(),
+            readers: vec![reader.guid().to_bytes()],
+            writers: vec![],
+        }],
+    };
+    info.write(rmw_dds::encode_info(&node), None)
+        .expect("node announced");
     // A local client.
     let mut client = gw.client();
     client.subscribe("/chatter");
