@@ -237,3 +237,154 @@ fn a_dds_sample_reaches_rmw_zenoh_and_a_client_and_never_comes_back_to_dds() {
     assert_eq!(writers, vec![writer.guid()], "only the talker wrote to DDS");
     assert!(seen.values().all(|&c| c == 1), "{seen:?}");
 }
+
+/// rmw_zenoh's attachment, built by hand (`docs/rmw_zenoh.md`,
+/// "Attachment"): i64 LE sequence number, i64 LE timestamp, varint 16,
+/// the GID.
+fn attachment(seq: i64, gid: &[u8; 16]) -> Vec<u8> {
+    let ts = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as i64)
+        .unwrap_or(0);
+    let mut a = Vec::with_capacity(33);
+    a.extend_from_slice(&seq.to_le_bytes());
+    a.extend_from_slice(&ts.to_le_bytes());
+    a.push(0x10);
+    a.extend_from_slice(gid);
+    a
+}
+
+#[test]
+fn an_rmw_zenoh_sample_reaches_dds_and_never_comes_back_to_rmw_zenoh() {
+    let d: u16 = 190 + (std::process::id() as u16 % 40);
+    let ds = d.to_string();
+    let ep = format!("tcp/127.0.0.1:{}", free_zenoh_port());
+    let _gw = Gateway::start(&[
+        "--tcp-domain",
+        &ds,
+        "--dds-domain",
+        &ds,
+        "--ros-domain",
+        &ds,
+        "--zenoh-listen",
+        &ep,
+    ]);
+    // A DDS listener of rt/back, a ROS 2 node's.
+    let reliable = Reliability::Reliable {
+        max_blocking_time: Duration::from_millis(100).into(),
+    };
+    let qos = QosPolicyBuilder::new()
+        .reliability(reliable)
+        .durability(Durability::Volatile)
+        .history(History::KeepLast { depth: 100 })
+        .build();
+    let listener = rustdds::DomainParticipantBuilder::new(d)
+        .with_only_networks([loopback()])
+        .build()
+        .expect("participant");
+    let topic = listener
+        .create_topic("rt/back".into(), STRING_DDS.into(), &qos, TopicKind::NoKey)
+        .expect("topic");
+    let reader = listener
+        .create_subscriber(&qos)
+        .expect("subscriber")
+        .create_simple_datareader_no_key::<Vec<u8>, Raw>(&topic, None)
+        .expect("reader");
+    let info_qos = QosPolicyBuilder::new()
+        .reliability(reliable)
+        .durability(Durability::TransientLocal)
+        .history(History::KeepLast { depth: 1 })
+        .build();
+    let info_topic = listener
+        .create_topic(
+            rmw_dds::DISCOVERY_TOPIC.into(),
+            rmw_dds::DISCOVERY_TYPE.into(),
+            &info_qos,
+            TopicKind::NoKey,
+        )
+        .expect("info topic");
+    let info: DataWriter<Vec<u8>, Raw> = listener
+        .create_publisher(&info_qos)
+        .expect("publisher")
+        .create_datawriter_no_key::<Vec<u8>, Raw>(&info_topic, Some(info_qos))
+        .expect("info writer");
+    let node = ParticipantInfo {
+        gid: listener.guid().to_bytes(),
+        nodes: vec![NodeInfo {
+            namespace: "/".into(),
+            name: "dds_listener".into(),
+            readers: vec![reader.guid().to_bytes()],
+            writers: vec![],
+        }],
+    };
+    info.write(rmw_dds::encode_info(&node), None)
+        .expect("node announced");
+    // An rmw_zenoh node that publishes and subscribes /back; its own puts
+    // stay off its own subscriber (remote destinations only), so anything
+    // that subscriber hears would be the gateway's echo.
+    let mut c = zenoh::Config::default();
+    for (k, v) in [
+        ("mode", r#""peer""#.to_string()),
+        ("connect/endpoints", format!("[{ep:?}]")),
+        ("listen/endpoints", r#"["tcp/127.0.0.1:0"]"#.to_string()),
+        ("scouting/multicast/enabled", "false".to_string()),
+        ("timestamping/enabled", "true".to_string()),
+    ] {
+        c.insert_json5(k, &v).expect("zenoh config");
+    }
+    let z = zenoh::open(c).wait().expect("zenoh session");
+    let zid = z.zid().to_string();
+    let dom = u32::from(d);
+    let key = format!("{d}/back/{STRING_DDS}/{STRING_HASH}");
+    let endpoint = Endpoint {
+        name: "/back".into(),
+        dds_type: STRING_DDS.into(),
+        hash: STRING_HASH.into(),
+        qos: Qos::keep_last(10),
+    };
+    let _node = z
+        .liveliness()
+        .declare_token(token(dom, &zid, 0, EntityKind::Node, None))
+        .wait()
+        .expect("node token");
+    let zsub = z.declare_subscriber(&key).wait().expect("subscriber");
+    let _ms = z
+        .liveliness()
+        .declare_token(token(
+            dom,
+            &zid,
+            1,
+            EntityKind::Subscription,
+            Some(endpoint.clone()),
+        ))
+        .wait()
+        .expect("subscription token");
+    let _mp = z
+        .liveliness()
+        .declare_token(token(dom, &zid, 2, EntityKind::Publisher, Some(endpoint)))
+        .wait()
+        .expect("publisher token");
+    let gid = [7u8; 16];
+    let dl = deadline(CROSS);
+    let mut n = 0i64;
+    let heard = loop {
+        assert!(Instant::now() < dl, "nothing reached DDS within {CROSS:?}");
+        n += 1;
+        z.put(&key, cdr_string(&format!("back {n}")))
+            .attachment(attachment(n, &gid))
+            .allowed_destination(zenoh::sample::Locality::Remote)
+            .wait()
+            .expect("put");
+        std::thread::sleep(ms(100));
+        if let Ok(Some(s)) = reader.try_take_one() {
+            break text_of(&s.sample);
+        }
+    };
+    assert!(heard.starts_with("back "), "{heard}");
+    std::thread::sleep(ms(500));
+    let mut echoes = Vec::new();
+    while let Ok(Some(s)) = zsub.try_recv() {
+        echoes.push(text_of(&s.payload().to_bytes()));
+    }
+    assert!(echoes.is_empty(), "sent back to rmw_zenoh: {echoes:?}");
+}
