@@ -149,6 +149,8 @@ pub(crate) struct DdsPeer {
     /// requests that did not decode or matched no call, ever.
     shed: u64,
     refused: u64,
+    /// DDS readers this gateway's writers could not meet (`qos::mismatch`).
+    qos_mismatches: u64,
     stray: u64,
 }
 
@@ -187,6 +189,7 @@ impl DdsPeer {
             nodes_generation: None,
             shed: 0,
             refused: 0,
+            qos_mismatches: 0,
             stray: 0,
         }
     }
@@ -471,9 +474,38 @@ impl DdsPeer {
         let Some(dds_type) = rmw::dds_type_name(ty) else {
             return;
         };
-        let q = qos::writer(latched);
-        let what = format!("cannot publish {topic} ({ty}, {hash})");
         let topic_name = rmw_dds::dds_name(topic, Role::Topic);
+        // The writer offers what the topic's DDS readers request (deadline,
+        // liveliness); what it still cannot meet is reported, as rosgate
+        // reports an incompatible pair among clients (`hub/qos.rs`).
+        let requested: Vec<Qos> = self
+            .doms
+            .get(&domain)
+            .into_iter()
+            .flat_map(|d| d.graph.endpoints())
+            .filter(|e| !e.writer && e.topic == topic_name && e.dds_type == dds_type)
+            .map(|e| e.qos)
+            .collect();
+        let offered = Qos {
+            reliability: rosgate_ros2::rmw::Reliability::Reliable,
+            durability: if latched.is_some() {
+                rosgate_ros2::rmw::Durability::TransientLocal
+            } else {
+                rosgate_ros2::rmw::Durability::Volatile
+            },
+            ..qos::offer(&requested)
+        };
+        for r in &requested {
+            if let Some(why) = qos::mismatch(&offered, r) {
+                self.qos_mismatches += 1;
+                rosgate_core::log!(
+                    Warn,
+                    "dds: QoS mismatch on {topic}: this gateway's writer cannot meet a DDS reader's request: incompatible {why}; no messages flow to it"
+                );
+            }
+        }
+        let q = qos::writer_offering(latched, &offered);
+        let what = format!("cannot publish {topic} ({ty}, {hash})");
         let Some((writer, gid)) = self.writer(domain, topic_name, dds_type, &q, &what) else {
             return;
         };
@@ -642,6 +674,7 @@ impl DdsPeer {
             "subscribed": self.subs.len(),
             "publishing": self.pubs.len(),
             "writes_shed": self.shed,
+            "qos_mismatches": self.qos_mismatches,
             "requests_refused": self.refused,
             "calls_waiting": self.pending.len(),
             "requests_from_ros2": self.replying.len(),
