@@ -1,23 +1,24 @@
 //! rosgate over Zenoh: one session and its two kinds of peer, other
 //! gateways (`gateways/`, issue 16) and ROS 2 graphs over rmw_zenoh
 //! (`ros2/`, feature `ros2`, issue 17), behind one trait
-//! (`rosgate_peers::Peer`, driven each turn by `rosgate_peers::Driver`,
-//! which the DDS side shares); the
-//! network side of the federation seam in `rosgate_core::hub`
-//! (`hub/federation.rs`), which it reaches only through the hub's network
-//! facade, `rosgate_core::hub::Bridges` (`hub.bridges()`): the server
-//! hands [`Federation::turn`] the hub, and every peer and every job gets
-//! the facade. This module owns the session's settings and opening, and
-//! each turn: the hub's interest changes to every peer, the bridges' topic
-//! data (their queues) to every peer, and the hub's calls, goals and
-//! answers (its typed outbox, `rosgate_core::bridge`) each to the one peer
-//! it names.
+//! (`rosgate_peers::Peer`); the peers are driven each turn by the
+//! gateway's one `rosgate_peers::Driver` (the server's `peers.rs`), beside
+//! the DDS side's. The network side of the federation seam in
+//! `rosgate_core::hub` (`hub/federation.rs`), which it reaches only
+//! through the hub's network facade, `rosgate_core::hub::Bridges`
+//! (`hub.bridges()`): every peer and every job gets the facade. This
+//! module owns the session's settings and opening ([`Federation::start`],
+//! which hands back the peers), and what the session counts after each
+//! turn ([`Federation::after_turn`]); the driver hands the hub's interest
+//! changes to every peer, the bridges' topic data (their queues) to every
+//! peer, and the hub's calls, goals and answers (its typed outbox,
+//! `rosgate_core::bridge`) each to the one peer it names.
 //!
 //! Zenoh runs its own threads. What they receive reaches the mio loop only
 //! as jobs through the loop's bounded inbox ([`ToLoop`]), handed over by
 //! `rosgate_peers::Inbox` (shared by both peers, owner of the samples' budget); a full
 //! inbox drops topic samples (counted) and never blocks Zenoh. What the loop
-//! sends goes out from the loop thread itself in [`Federation::turn`]:
+//! sends goes out from the loop thread itself in the driver's turn:
 //! puts with congestion control `Drop`, so a slow network sheds rather
 //! than stalling the loop. What the loop declares (subscribers,
 //! queryables, tokens) and undeclares goes through the Zenoh worker
@@ -33,7 +34,7 @@
 //!   token for a topic only while it has local subscribers of it;
 //! - a gateway puts a topic's messages into Zenoh only while some other
 //!   gateway's interest token for it is alive: its bridge subscribes then,
-//!   and the bridge's queue is what [`Federation::turn`] drains;
+//!   and the bridge's queue is what the driver's turn drains;
 //! - one sample per publish, whatever the number of interested gateways
 //!   or of their subscribers: fan-out stays local.
 //!

@@ -11,8 +11,8 @@
 //! a client's connection, queue or registration: it names a domain (whose
 //! bridge acts for it), a topic, a call or goal id the hub gave out, never
 //! a connection. [`Hub`]'s own public methods stay the I/O shell's contract
-//! (`mod.rs`); the server's one entry into the network side is
-//! `rosgate_zenoh::Federation::turn(&mut Hub, now)`, which takes this view.
+//! (`mod.rs`); the server's one entry into the network side is its one
+//! `rosgate_peers::Driver` (`Driver::turn`), which takes this view.
 //!
 //! The groups (each method says what it does):
 //! - interest: [`Bridges::take_interest_changes`] (local interest and
@@ -22,6 +22,9 @@
 //!   bridge), [`Bridges::remote_publish_cdr`] for a ROS 2 sample with its
 //!   CDR (and [`Bridges::needs_json`], whether to decode it at all), the bridges' queues out ([`Bridges::domains`],
 //!   [`Bridges::queue`], [`Bridges::drained`]), [`Bridges::latched_depth`];
+//!   samples one ROS 2 side sent that another wants
+//!   ([`Bridges::forward_wanted`], [`Bridges::forward`],
+//!   [`Bridges::take_forwards`]: to that side only, never back);
 //! - calls, goals and answers: the peers' calls, goals and cancels
 //!   ([`Bridges::remote_call`], [`Bridges::remote_goal`],
 //!   [`Bridges::remote_cancel`]) and their answers ([`Bridges::remote_reply`]);
