@@ -30,24 +30,45 @@ pub const MAX_BRIDGE_OUTBOX_BYTES: usize = 8 << 20;
 /// Bytes counted per message beyond its strings.
 const BRIDGE_MSG_OVERHEAD: usize = 64;
 
-/// The kind of peer on the other side of a bridge: a ROS 2 graph (over
-/// rmw_zenoh) or the other rosgate gateways.
+/// The kind of peer on the other side of a bridge: a ROS 2 graph over
+/// rmw_zenoh (`Ros2`), a ROS 2 graph over DDS (`Dds`), or the other
+/// rosgate gateways.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum PeerId {
     Ros2,
+    Dds,
     Gateways,
 }
 
 impl PeerId {
-    /// Every peer kind, in the order the shell may index them.
-    pub const ALL: [PeerId; 2] = [PeerId::Ros2, PeerId::Gateways];
+    /// Every peer kind, in the order the shell may index them (and the
+    /// order of preference among providers: ROS 2 graphs first).
+    pub const ALL: [PeerId; 3] = [PeerId::Ros2, PeerId::Dds, PeerId::Gateways];
 
     /// Its place in [`PeerId::ALL`].
     pub fn index(self) -> usize {
         match self {
             PeerId::Ros2 => 0,
-            PeerId::Gateways => 1,
+            PeerId::Dds => 1,
+            PeerId::Gateways => 2,
         }
+    }
+
+    /// Its bit in a set of peers (`u8`, one bit per [`PeerId::ALL`]).
+    pub fn bit(self) -> u8 {
+        1 << self.index()
+    }
+
+    /// Whether topic data that came from peer `self` crosses to peer `to`
+    /// (and `to`'s interest in a topic makes `self` subscribe to it): only
+    /// between two different ROS 2 sides (a DDS graph and an rmw_zenoh
+    /// one, issue 26). Never back to the peer it came from (no echo), and
+    /// never to or from the other gateways: each gateway joins its ROS 2
+    /// graphs itself, so two gateways in one graph would otherwise deliver
+    /// every sample twice, and the federation's rule stays "a remote
+    /// sample reaches local clients only" (`hub/federation.rs`).
+    pub fn forwards_to(self, to: PeerId) -> bool {
+        self != to && self != PeerId::Gateways && to != PeerId::Gateways
     }
 }
 

@@ -42,13 +42,11 @@ mod shell;
 use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr};
 use std::sync::Arc;
-use std::time::Instant;
 
 use mio::Token;
 use rosgate_core::nodes::Domain;
-use rosgate_core::Hub;
 use rosgate_peers::ros2::queue::LinkQueue;
-use rosgate_peers::{Driver, Inbox, ToLoop};
+pub use rosgate_peers::{Inbox, Peer};
 use rosgate_ros2::registry::Registry;
 
 pub use pump::{DDS_SAMPLES_PER_READER_WAKE, MAX_DDS_COMMANDS, MAX_DDS_DISCOVERY_EVENTS};
@@ -102,11 +100,9 @@ impl Settings {
     }
 }
 
-/// The loop thread's side of DDS: its peer (the ROS 2 graphs joined),
-/// driven each turn as the Zenoh side's are. See the module docs.
+/// The loop thread's side of DDS: the graphs joined. Its peer is driven
+/// by the gateway's one `rosgate_peers::Driver`, beside the Zenoh side's.
 pub struct Dds {
-    driver: Driver,
-    inbox: Arc<Inbox>,
     names: Vec<String>,
 }
 
@@ -120,10 +116,11 @@ impl std::fmt::Debug for Dds {
 
 impl Dds {
     /// Joins the DDS graph of each domain `settings` names (checked by
-    /// [`Settings::check`]), with `to_loop` as the way into the loop.
-    pub fn start(settings: &Settings, to_loop: ToLoop) -> Result<Dds, String> {
+    /// [`Settings::check`]), with `inbox` (the gateway's) as the way into
+    /// the loop. Returns its peer, for the gateway's driver (closing the
+    /// peer stops the pump, then the participants close as they drop).
+    pub fn start(settings: &Settings, inbox: Arc<Inbox>) -> Result<(Dds, Box<dyn Peer>), String> {
         settings.check()?;
-        let inbox = Arc::new(Inbox::new(to_loop));
         let mut doms = HashMap::new();
         let mut listeners = Vec::new();
         let mut own = Vec::new();
@@ -137,7 +134,7 @@ impl Dds {
             info_readers.push((d, info_reader));
             doms.insert(d, dom);
         }
-        let pump = pump::Pump::start(listeners, own, LinkQueue::new(inbox.clone()))?;
+        let pump = pump::Pump::start(listeners, own, LinkQueue::new(inbox))?;
         for (i, (d, r)) in info_readers.into_iter().enumerate() {
             pump.shared
                 .add(Token(pump::FIRST_READER_TOKEN + i), r, pump::Kind::Info(d));
@@ -152,30 +149,7 @@ impl Dds {
             pump,
             settings.types.as_ref().clone(),
         );
-        Ok(Dds {
-            driver: Driver::new(vec![Box::new(peer)]),
-            inbox,
-            names,
-        })
-    }
-
-    /// One loop turn's work: the peer's turn (`rosgate_peers::Driver`),
-    /// then counters, the ledger and the status into the hub.
-    pub fn turn(&mut self, hub: &mut Hub, now: Instant) {
-        let hub = &mut hub.bridges();
-        self.driver.turn(hub, now);
-        self.driver.account(hub, &self.inbox, 0, now, |_| {});
-    }
-
-    /// Samples waiting in the loop's inbox, in bytes.
-    pub fn inbox_bytes(&self) -> usize {
-        self.inbox.pending_bytes()
-    }
-
-    /// Leaves the DDS graphs: the pump stops (its readers go), then the
-    /// participants close as they drop.
-    pub fn close(self) {
-        self.driver.close();
+        Ok((Dds { names }, Box::new(peer)))
     }
 }
 

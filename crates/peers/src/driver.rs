@@ -1,6 +1,9 @@
 //! [`Driver`]: one loop turn of the peers, whatever network carries them.
-//! Each turn it hands every peer what it learned into the hub (`sync`),
-//! the hub's interest changes (topics wanted, services and actions
+//! One driver owns every peer of the gateway (other gateways, rmw_zenoh,
+//! DDS), so the hub's interest changes and typed messages have one
+//! consumer. Each turn it hands every peer what it learned into the hub
+//! (`sync`), the samples one ROS 2 side sent that another wants to that
+//! side (never back: `PeerId::forwards_to`), the hub's interest changes (topics wanted, services and actions
 //! provided) to every peer, the peers' own periodic work (`turn`), the
 //! bridges' topic data (their queues) to every peer, and each of the hub's
 //! typed messages (calls, goals, cancels, answers) to the one peer it
@@ -19,7 +22,7 @@ use std::time::Instant;
 
 use rosgate_core::bridge::BridgeMsg;
 use rosgate_core::counters::Counter;
-use rosgate_core::hub::{Bridges, InterestChange, Offer};
+use rosgate_core::hub::{Bridges, Forward, InterestChange, Offer};
 use rosgate_core::nodes::Domain;
 use rosgate_core::out::MAX_IOVECS;
 use rosgate_wire::decode::{self, Op, Request};
@@ -39,12 +42,13 @@ pub fn provider_id(n: u64) -> String {
     String::from_utf8_lossy(&v).into_owned()
 }
 
-/// The peers of one network and the buffers their turn reuses. See the
+/// Every peer of the gateway and the buffers their turn reuses. See the
 /// module docs.
 #[derive(Default)]
 pub struct Driver {
     peers: Vec<Box<dyn Peer>>,
     changes: Vec<InterestChange>,
+    forwards: Vec<Forward>,
     msgs: Vec<BridgeMsg>,
     buf: Vec<u8>,
     last_status: Option<Instant>,
@@ -71,10 +75,14 @@ impl Driver {
         for p in &mut self.peers {
             p.sync(hub, now);
         }
+        self.forward(hub);
         hub.take_interest_changes(&mut self.changes, now);
         let changes = std::mem::take(&mut self.changes);
         for c in &changes {
             for p in &mut self.peers {
+                if c.to.is_some_and(|to| to != p.id()) {
+                    continue;
+                }
                 let (d, name) = (c.domain, c.name.clone());
                 match (c.kind, c.wanted) {
                     (Offer::Topic, true) => p.want(hub, d, name),
@@ -154,6 +162,30 @@ impl Driver {
             p.status(&mut status);
         }
         status
+    }
+
+    /// Puts the samples one ROS 2 side sent this turn that another wants
+    /// (`Bridges::forward`) to every peer they cross to
+    /// (`PeerId::forwards_to`): never back to the peer they came from.
+    fn forward(&mut self, hub: &mut Bridges<'_>) {
+        let mut fwd = std::mem::take(&mut self.forwards);
+        hub.take_forwards(&mut fwd);
+        let (mut sent, mut dropped) = (0u64, 0u64);
+        for f in fwd.drain(..) {
+            for p in self.peers.iter_mut() {
+                if !f.from.forwards_to(p.id()) {
+                    continue;
+                }
+                match p.publish(f.domain, &f.topic, &f.msg, f.latched) {
+                    Put::Sent => sent += 1,
+                    Put::Dropped => dropped += 1,
+                    Put::Skipped => {}
+                }
+            }
+        }
+        self.forwards = fwd;
+        hub.count(Counter::FederationOut, sent);
+        hub.count(Counter::FederationOutDropped, dropped);
     }
 
     /// Sends the topic data the bridge of `domain` has queued: one put

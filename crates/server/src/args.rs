@@ -436,13 +436,6 @@ pub fn parse(argv: Vec<OsString>) -> Result<Command, String> {
             "--dds-domain: this rosgate was built without DDS; build it with `cargo build --release --features dds`".into(),
         );
     }
-    if !c.dds.domains.is_empty() && c.zenoh.given() {
-        // One driver of the hub's peers per gateway for now: the two
-        // sides would each take the hub's interest changes (issue 26).
-        return Err(
-            "--dds-domain with --zenoh-* or --ros-domain: joining DDS and Zenoh at once is not supported yet (docs/ros2.md)".into(),
-        );
-    }
     c.interfaces = args
         .values_from_str::<_, String>("--interfaces")
         .map_err(|e| format!("--interfaces: {e}"))?

@@ -1,18 +1,16 @@
 //! `--dds-domain`, `--dds-network`: starts `rosgate-dds` (ROS 2 graphs
 //! over DDS) with the loop's inbox as its way in; the loop then calls its
-//! `turn` every iteration (`server.rs`). Opens no Zenoh session.
+//! peer is driven with the others (`peers.rs`). Opens no Zenoh session.
 
 use std::io;
 use std::sync::Arc;
 
 use rosgate_core::log;
 use rosgate_core::Hub;
-use rosgate_dds::{Dds, Settings};
-use rosgate_peers::ToLoop;
+use rosgate_dds::{Dds, Inbox, Peer, Settings};
 use rosgate_ros2::registry::Registry;
 
 use crate::config::DdsFlags;
-use crate::inbox::Handle;
 
 /// Checks the `--dds-*` flags before the server binds anything (a
 /// network beyond loopback is refused unless `allow_unauthenticated`).
@@ -35,18 +33,18 @@ pub fn prepare(
     Ok(Some(settings))
 }
 
-/// Joins the DDS graphs [`prepare`] checked.
+/// Joins the DDS graphs [`prepare`] checked, with `inbox` (the
+/// gateway's, shared with Zenoh's peers) as the way into the loop: DDS's
+/// peer, for the gateway's one driver (`peers.rs`).
 pub fn start(
     settings: Option<Settings>,
-    handle: &Handle,
+    inbox: Arc<Inbox>,
     hub: &mut Hub,
-) -> io::Result<Option<Dds>> {
+) -> io::Result<Option<(Dds, Box<dyn Peer>)>> {
     let Some(settings) = settings else {
         return Ok(None);
     };
-    let h = handle.clone();
-    let to_loop: ToLoop = Arc::new(move |job| h.send(job).is_ok());
-    let dds = Dds::start(&settings, to_loop).map_err(io::Error::other)?;
+    let started = Dds::start(&settings, inbox).map_err(io::Error::other)?;
     hub.enable_federation();
     log!(
         Info,
@@ -56,5 +54,5 @@ pub fn start(
             .network
             .map_or_else(|| "127.0.0.1".to_string(), |n| n.to_string())
     );
-    Ok(Some(dds))
+    Ok(Some(started))
 }

@@ -1,7 +1,7 @@
 //! `--zenoh-*` and `--ros-domain`: starts `rosgate-zenoh` (other gateways
 //! and ROS 2 graphs over one Zenoh session) with the
-//! loop's inbox as its way in; the loop then calls its `turn` every
-//! iteration (`server.rs`).
+//! loop's inbox as its way in; its peers are driven with the others
+//! (`peers.rs`).
 
 use std::io;
 use std::sync::Arc;
@@ -9,10 +9,9 @@ use std::sync::Arc;
 use rosgate_core::log;
 use rosgate_core::Hub;
 use rosgate_ros2::registry::Registry;
-use rosgate_zenoh::{Federation, Settings, ToLoop};
+use rosgate_zenoh::{Federation, Inbox, Peer, Settings};
 
 use crate::config::ZenohFlags;
-use crate::inbox::Handle;
 
 /// Checks the `--zenoh-*` flags and reads the files they name, before the
 /// server binds anything: a bad flag or file is reported first, whatever
@@ -54,18 +53,21 @@ fn settings(flags: &ZenohFlags, types: &Arc<Registry>) -> Settings {
     }
 }
 
-/// Opens the Zenoh session that [`prepare`] checked.
+/// The session and its peers.
+pub type Started = (Federation, Vec<Box<dyn Peer>>);
+
+/// Opens the Zenoh session that [`prepare`] checked, with `inbox` (the
+/// gateway's) as its peers' way into the loop: the session and its peers,
+/// for the gateway's one driver (`peers.rs`).
 pub fn start(
     prepared: Option<Prepared>,
-    handle: &Handle,
+    inbox: Arc<Inbox>,
     hub: &mut Hub,
-) -> io::Result<Option<Federation>> {
+) -> io::Result<Option<Started>> {
     let Some(Prepared { settings, prepared }) = prepared else {
         return Ok(None);
     };
-    let h = handle.clone();
-    let to_loop: ToLoop = Arc::new(move |job| h.send(job).is_ok());
-    let f = Federation::start(prepared, to_loop).map_err(io::Error::other)?;
+    let (f, peers) = Federation::start(prepared, inbox).map_err(io::Error::other)?;
     hub.enable_federation();
     // Where it really listens: the session's locators, with the ports the
     // system chose.
@@ -85,5 +87,5 @@ pub fn start(
             settings.ros.domains
         );
     }
-    Ok(Some(f))
+    Ok(Some((f, peers)))
 }

@@ -32,5 +32,7 @@ pub mod federation;
 pub mod files;
 pub mod inbox;
 pub mod params_file;
+#[cfg(any(feature = "zenoh", feature = "dds"))]
+pub mod peers;
 pub mod server;
 pub mod tls;

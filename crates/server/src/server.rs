@@ -125,12 +125,10 @@ pub struct Server {
     signals: Signals,
     inbox: Inbox,
     handle: Handle,
-    /// Zenoh, when `--zenoh-*` federates this gateway with others.
-    #[cfg(feature = "zenoh")]
-    federation: Option<rosgate_zenoh::Federation>,
-    /// DDS, when `--dds-domain` joins ROS 2 graphs over DDS.
-    #[cfg(feature = "dds")]
-    dds: Option<rosgate_dds::Dds>,
+    /// Zenoh (`--zenoh-*`, `--ros-domain`) and DDS (`--dds-domain`): every
+    /// peer network joined, behind one driver.
+    #[cfg(any(feature = "zenoh", feature = "dds"))]
+    peers: Option<crate::peers::Peers>,
     /// The inbox may hold jobs beyond the last turn's budget.
     inbox_pending: bool,
     hub: Hub,
@@ -181,14 +179,22 @@ impl Server {
         // Every flag and file is checked before anything is bound, so a
         // bad one is reported whatever else would fail (a busy port).
         let types = interface_types(&config.interfaces)?;
+        #[cfg(any(feature = "zenoh", feature = "dds"))]
+        #[allow(unused_mut)]
+        let mut prepared = crate::peers::Prepared::default();
         #[cfg(feature = "zenoh")]
-        let zenoh = crate::federation::prepare(
-            &config.zenoh,
-            config.allow_unauthenticated_network,
-            &types,
-        )?;
+        {
+            prepared.zenoh = crate::federation::prepare(
+                &config.zenoh,
+                config.allow_unauthenticated_network,
+                &types,
+            )?;
+        }
         #[cfg(feature = "dds")]
-        let dds = crate::dds::prepare(&config.dds, config.allow_unauthenticated_network, &types)?;
+        {
+            prepared.dds =
+                crate::dds::prepare(&config.dds, config.allow_unauthenticated_network, &types)?;
+        }
         let poll = Poll::new()?;
         let mut listener =
             bind(config.listen).map_err(|e| in_context(e, "listen", config.listen))?;
@@ -249,15 +255,11 @@ impl Server {
         hub.set_param_overrides(config.param_overrides.clone());
         hub.set_access(config.access.clone());
         hub.set_http_settings(crate::assets::http_settings());
-        #[cfg(feature = "zenoh")]
-        let federation = crate::federation::start(zenoh, &handle, &mut hub)?;
-        #[cfg(feature = "dds")]
-        let dds = crate::dds::start(dds, &handle, &mut hub)?;
+        #[cfg(any(feature = "zenoh", feature = "dds"))]
+        let peers = crate::peers::Peers::start(prepared, &handle, &mut hub)?;
         Ok(Server {
-            #[cfg(feature = "zenoh")]
-            federation,
-            #[cfg(feature = "dds")]
-            dds,
+            #[cfg(any(feature = "zenoh", feature = "dds"))]
+            peers,
             poll,
             listener,
             ws_listener,
@@ -352,13 +354,9 @@ impl Server {
             }
             self.read_ready(now);
             self.run_inbox(now);
-            #[cfg(feature = "zenoh")]
-            if let Some(f) = self.federation.as_mut() {
-                f.turn(&mut self.hub, now);
-            }
-            #[cfg(feature = "dds")]
-            if let Some(d) = self.dds.as_mut() {
-                d.turn(&mut self.hub, now);
+            #[cfg(any(feature = "zenoh", feature = "dds"))]
+            if let Some(p) = self.peers.as_mut() {
+                p.turn(&mut self.hub, now);
             }
             self.hub.expire(now);
             self.flush(now, &mut keys);
@@ -1022,13 +1020,9 @@ impl Server {
         }
         let mut scratch = Vec::new();
         self.free_closed(now, &mut scratch, usize::MAX);
-        #[cfg(feature = "zenoh")]
-        if let Some(f) = self.federation.take() {
-            f.close();
-        }
-        #[cfg(feature = "dds")]
-        if let Some(d) = self.dds.take() {
-            d.close();
+        #[cfg(any(feature = "zenoh", feature = "dds"))]
+        if let Some(p) = self.peers.take() {
+            p.close();
         }
         if log::enabled(LogLevel::Info) {
             log::counters("stopped", &self.hub.stats_json());

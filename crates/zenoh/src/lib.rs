@@ -1,23 +1,24 @@
 //! rosgate over Zenoh: one session and its two kinds of peer, other
 //! gateways (`gateways/`, issue 16) and ROS 2 graphs over rmw_zenoh
 //! (`ros2/`, feature `ros2`, issue 17), behind one trait
-//! (`rosgate_peers::Peer`, driven each turn by `rosgate_peers::Driver`,
-//! which the DDS side shares); the
-//! network side of the federation seam in `rosgate_core::hub`
-//! (`hub/federation.rs`), which it reaches only through the hub's network
-//! facade, `rosgate_core::hub::Bridges` (`hub.bridges()`): the server
-//! hands [`Federation::turn`] the hub, and every peer and every job gets
-//! the facade. This module owns the session's settings and opening, and
-//! each turn: the hub's interest changes to every peer, the bridges' topic
-//! data (their queues) to every peer, and the hub's calls, goals and
-//! answers (its typed outbox, `rosgate_core::bridge`) each to the one peer
-//! it names.
+//! (`rosgate_peers::Peer`); the peers are driven each turn by the
+//! gateway's one `rosgate_peers::Driver` (the server's `peers.rs`), beside
+//! the DDS side's. The network side of the federation seam in
+//! `rosgate_core::hub` (`hub/federation.rs`), which it reaches only
+//! through the hub's network facade, `rosgate_core::hub::Bridges`
+//! (`hub.bridges()`): every peer and every job gets the facade. This
+//! module owns the session's settings and opening ([`Federation::start`],
+//! which hands back the peers), and what the session counts after each
+//! turn ([`Federation::after_turn`]); the driver hands the hub's interest
+//! changes to every peer, the bridges' topic data (their queues) to every
+//! peer, and the hub's calls, goals and answers (its typed outbox,
+//! `rosgate_core::bridge`) each to the one peer it names.
 //!
 //! Zenoh runs its own threads. What they receive reaches the mio loop only
 //! as jobs through the loop's bounded inbox ([`ToLoop`]), handed over by
 //! `rosgate_peers::Inbox` (shared by both peers, owner of the samples' budget); a full
 //! inbox drops topic samples (counted) and never blocks Zenoh. What the loop
-//! sends goes out from the loop thread itself in [`Federation::turn`]:
+//! sends goes out from the loop thread itself in the driver's turn:
 //! puts with congestion control `Drop`, so a slow network sheds rather
 //! than stalling the loop. What the loop declares (subscribers,
 //! queryables, tokens) and undeclares goes through the Zenoh worker
@@ -33,7 +34,7 @@
 //!   token for a topic only while it has local subscribers of it;
 //! - a gateway puts a topic's messages into Zenoh only while some other
 //!   gateway's interest token for it is alive: its bridge subscribes then,
-//!   and the bridge's queue is what [`Federation::turn`] drains;
+//!   and the bridge's queue is what the driver's turn drains;
 //! - one sample per publish, whatever the number of interested gateways
 //!   or of their subscribers: fan-out stays local.
 //!
@@ -60,14 +61,13 @@ mod worker;
 
 pub use gateways::keys;
 use gateways::{remote, Gateways};
-use rosgate_peers::{Driver, Inbox, Peer};
+pub use rosgate_peers::{Inbox, Peer};
 
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Instant;
 
 use rosgate_core::counters::Counter;
-use rosgate_core::Hub;
+use rosgate_core::hub::Bridges;
 use rosgate_ros2::registry::Registry;
 use zenoh::{Session, Wait};
 
@@ -225,13 +225,8 @@ pub struct Federation {
     /// The thread every declaration of the peers is made and dropped on.
     worker: worker::Worker,
     zid: String,
-    /// The hand-off to the loop, shared by the peers.
-    inbox: Arc<Inbox>,
     /// The gateways' tables, shared with the ROS 2 peer.
     shared: Arc<Shared>,
-    /// ROS 2 (when joined), then the gateways: one of each kind at most,
-    /// found by [`Peer::id`] for the messages that name it.
-    driver: Driver,
 }
 
 impl std::fmt::Debug for Federation {
@@ -267,14 +262,19 @@ impl Settings {
 
 impl Federation {
     /// Opens the Zenoh session, announces this gateway and starts
-    /// watching the others and their interest.
-    pub fn start(prepared: Prepared, to_loop: ToLoop) -> Result<Federation, String> {
+    /// watching the others and their interest. Returns its peers (ROS 2
+    /// over rmw_zenoh when joined, then the gateways), for the gateway's
+    /// one `rosgate_peers::Driver`, with `inbox` (the gateway's) as their
+    /// way into the loop.
+    pub fn start(
+        prepared: Prepared,
+        inbox: Arc<Inbox>,
+    ) -> Result<(Federation, Vec<Box<dyn Peer>>), String> {
         let Prepared { config, ros } = prepared;
         let session = zenoh::open(config)
             .wait()
             .map_err(|e| format!("zenoh: cannot open a session: {e}"))?;
         let zid = session.zid().to_string();
-        let inbox = Arc::new(Inbox::new(to_loop));
         let shared = Arc::new(Shared::new(zid.clone(), inbox.clone()));
         let worker = worker::Worker::start(&session)?;
         let gateways = Gateways::start(&session, shared.clone(), inbox.clone(), worker.decls())?;
@@ -294,14 +294,15 @@ impl Federation {
         #[cfg(not(feature = "ros2"))]
         let _ = ros;
         peers.push(Box::new(gateways));
-        Ok(Federation {
-            session,
-            worker,
-            zid,
-            inbox,
-            shared,
-            driver: Driver::new(peers),
-        })
+        Ok((
+            Federation {
+                session,
+                worker,
+                zid,
+                shared,
+            },
+            peers,
+        ))
     }
 
     /// This gateway's Zenoh id.
@@ -321,45 +322,38 @@ impl Federation {
             .collect()
     }
 
-    /// One loop turn's work: the peers' turn (`rosgate_peers::Driver`:
-    /// remote interest into the hub, local interest into Zenoh, the
-    /// bridges' queued messages into Zenoh), then counters and the status
-    /// into the hub.
-    pub fn turn(&mut self, hub: &mut Hub, now: Instant) {
-        // Everything below reaches the hub through its network facade.
-        let hub = &mut hub.bridges();
-        self.driver.turn(hub, now);
+    /// After the peers' turn (`rosgate_peers::Driver::turn`): what this
+    /// session counts into the hub (announcements ignored).
+    pub fn after_turn(&self, hub: &mut Bridges<'_>) {
         let ignored = self.shared.take_ignored();
         if ignored > 0 {
             hub.count(Counter::FederationAnnouncementsIgnored, ignored);
         }
-        let worker = self.worker.decls();
-        self.driver
-            .account(hub, &self.inbox, self.shared.held_bytes(), now, |status| {
-                status["zenoh_worker"] = worker.status();
-            });
     }
 
-    /// Samples waiting in the loop's inbox, in bytes.
-    pub fn inbox_bytes(&self) -> usize {
-        self.inbox.pending_bytes()
+    /// Bytes the gateways' tables hold (for the memory ledger).
+    pub fn held_bytes(&self) -> usize {
+        self.shared.held_bytes()
+    }
+
+    /// The Zenoh worker's part of the status.
+    pub fn worker_status(&self) -> serde_json::Value {
+        self.worker.decls().status()
     }
 
     /// Withdraws this gateway from the federation (its tokens go at once,
     /// so the others need not wait for the lease): the worker drops every
-    /// declaration first (waiting at most [`WORKER_STOP_MS`]), then the
+    /// declaration first (waiting at most [`WORKER_STOP_MS`]), then
+    /// `peers_gone` closes the peers (the gateway's driver), then the
     /// session closes.
-    pub fn close(self) {
+    pub fn close(self, peers_gone: impl FnOnce()) {
         let Federation {
-            session,
-            worker,
-            driver,
-            ..
+            session, worker, ..
         } = self;
         worker.stop();
         // Their declarations went with the worker: dropping their ids now
         // queues nothing.
-        drop(driver);
+        peers_gone();
         let _ = session.close().wait();
     }
 }

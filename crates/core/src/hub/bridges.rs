@@ -11,8 +11,8 @@
 //! a client's connection, queue or registration: it names a domain (whose
 //! bridge acts for it), a topic, a call or goal id the hub gave out, never
 //! a connection. [`Hub`]'s own public methods stay the I/O shell's contract
-//! (`mod.rs`); the server's one entry into the network side is
-//! `rosgate_zenoh::Federation::turn(&mut Hub, now)`, which takes this view.
+//! (`mod.rs`); the server's one entry into the network side is its one
+//! `rosgate_peers::Driver` (`Driver::turn`), which takes this view.
 //!
 //! The groups (each method says what it does):
 //! - interest: [`Bridges::take_interest_changes`] (local interest and
@@ -22,6 +22,9 @@
 //!   bridge), [`Bridges::remote_publish_cdr`] for a ROS 2 sample with its
 //!   CDR (and [`Bridges::needs_json`], whether to decode it at all), the bridges' queues out ([`Bridges::domains`],
 //!   [`Bridges::queue`], [`Bridges::drained`]), [`Bridges::latched_depth`];
+//!   samples one ROS 2 side sent that another wants
+//!   ([`Bridges::forward_wanted`], [`Bridges::forward`],
+//!   [`Bridges::take_forwards`]: to that side only, never back);
 //! - calls, goals and answers: the peers' calls, goals and cancels
 //!   ([`Bridges::remote_call`], [`Bridges::remote_goal`],
 //!   [`Bridges::remote_cancel`]) and their answers ([`Bridges::remote_reply`]);
@@ -43,7 +46,7 @@ use std::time::Instant;
 use rosgate_ros2::registry::Registry;
 use rosgate_wire::Raw;
 
-use super::{InterestChange, Origin, RemoteGoal, RemoteGraph, TypeCheck};
+use super::{Forward, InterestChange, Origin, RemoteGoal, RemoteGraph, TypeCheck};
 use crate::bridge::{BridgeMsg, PeerId};
 use crate::counters::Counter;
 use crate::nodes::{Domain, Nodes};
@@ -74,10 +77,19 @@ impl Bridges<'_> {
         self.hub.take_interest_changes(into, now);
     }
 
-    /// Peers now want `topic` of `domain` (or none does any more): the
-    /// domain's bridge subscribes or unsubscribes.
-    pub fn remote_interest(&mut self, domain: Domain, topic: &str, wanted: bool, now: Instant) {
-        self.hub.remote_interest(domain, topic, wanted, now);
+    /// Peer `from` now wants `topic` of `domain` (or no longer does): the
+    /// domain's bridge subscribes while some peer does, and another ROS 2
+    /// side's interest is announced to the ROS 2 sides
+    /// ([`PeerId::forwards_to`]).
+    pub fn remote_interest(
+        &mut self,
+        from: PeerId,
+        domain: Domain,
+        topic: &str,
+        wanted: bool,
+        now: Instant,
+    ) {
+        self.hub.remote_interest(from, domain, topic, wanted, now);
     }
 
     /// The peer `from` provides the service or action `name` (`kind`) of
@@ -153,6 +165,37 @@ impl Bridges<'_> {
             Some(&cdr),
             now,
         );
+    }
+
+    /// Whether a sample peer `from` sent on `topic` of `domain` crosses to
+    /// another ROS 2 side that wants it ([`PeerId::forwards_to`]): then
+    /// the shell hands it to [`Bridges::forward`] as JSON too.
+    pub fn forward_wanted(&self, from: PeerId, domain: Domain, topic: &str) -> bool {
+        self.hub.forward_wanted(from, domain, topic)
+    }
+
+    /// Keeps a sample of peer `from` for the shell to put to the other
+    /// ROS 2 sides ([`Bridges::take_forwards`]); never back to `from`.
+    pub fn forward(
+        &mut self,
+        from: PeerId,
+        domain: Domain,
+        topic: &str,
+        msg: &str,
+        latched: Option<u32>,
+    ) {
+        self.hub.forward(Forward {
+            from,
+            domain,
+            topic: Rc::from(topic),
+            msg: Box::from(msg),
+            latched,
+        });
+    }
+
+    /// The samples kept by [`Bridges::forward`] since the last call.
+    pub fn take_forwards(&mut self, into: &mut Vec<Forward>) {
+        self.hub.take_forwards(into);
     }
 
     /// The domains with a live bridge, whose queues the shell drains.

@@ -87,7 +87,30 @@ pub struct InterestChange {
     pub ty: Rc<str>,
     /// On (a local subscriber or provider now exists) or off.
     pub wanted: bool,
+    /// The one peer the change is for (a topic another ROS 2 side wants:
+    /// [`PeerId::forwards_to`]), or every peer (`None`).
+    pub to: Option<PeerId>,
 }
+
+/// A sample one ROS 2 side sent that another ROS 2 side wants
+/// ([`PeerId::forwards_to`]): the shell puts it to every peer it crosses
+/// to, never back to `from`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Forward {
+    pub from: PeerId,
+    pub domain: Domain,
+    pub topic: Rc<str>,
+    /// The sample as JSON (valid).
+    pub msg: Box<str>,
+    /// From a latched publisher keeping that many.
+    pub latched: Option<u32>,
+}
+
+/// Bytes. Samples waiting for the shell to forward them from one ROS 2
+/// side to another ([`Forward`]); the shell takes them every turn, so
+/// this holds one turn's worth at most; past it a sample is not forwarded
+/// (counted in `federation_out_dropped`).
+pub const MAX_FORWARD_BYTES: usize = 8 << 20;
 
 type TopicKey = (Domain, Rc<str>);
 /// A service or an action of a domain.
@@ -98,17 +121,24 @@ type ProvKey = (Provided, Domain, Rc<str>);
 pub(super) struct Federation {
     pub(super) enabled: bool,
     bridges: HashMap<Domain, ConnRef>,
-    /// Topics remote gateways want, which the domain's bridge subscribes.
-    remote: HashSet<TopicKey>,
-    /// Topics announced to the shell as wanted here.
+    /// Topics peers want, with which peers ([`PeerId::bit`]): the
+    /// domain's bridge subscribes to each.
+    remote: HashMap<TopicKey, u8>,
+    /// Topics announced to the shell as wanted here (local subscribers).
     announced: HashSet<TopicKey>,
+    /// Topics announced to some peers only, because another ROS 2 side
+    /// wants them ([`PeerId::forwards_to`]): the peers told, as bits.
+    cross: HashMap<TopicKey, u8>,
+    /// Samples to forward between ROS 2 sides, and their bytes.
+    pub(super) forwards: Vec<Forward>,
+    pub(super) forward_bytes: usize,
     /// Topics whose local subscribers changed this turn.
     dirty: HashSet<TopicKey>,
     /// Services and actions other gateways or ROS 2 provide, with their
     /// type, per peer ([`PeerId::index`]): the domain's bridge provides
     /// them here while no local client does, and its calls and goals go to
     /// the first peer listed ([`Hub::serving_peer`]).
-    pub(super) remote_services: HashMap<ProvKey, [Option<Rc<str>>; 2]>,
+    pub(super) remote_services: HashMap<ProvKey, [Option<Rc<str>>; PeerId::ALL.len()]>,
     /// Calls, goals and answers for the peers (`crate::bridge`).
     pub(super) outbox: Outbox,
     /// The peer whose call, goal or cancel the bridge is making now
@@ -373,7 +403,8 @@ impl Hub {
         v["enabled"] = true.into();
         v["domain"] = domain.into();
         v["wanted_here"] = serde_json::json!(list(&self.fed.announced));
-        v["wanted_remotely"] = serde_json::json!(list(&self.fed.remote));
+        let remote: HashSet<TopicKey> = self.fed.remote.keys().cloned().collect();
+        v["wanted_remotely"] = serde_json::json!(list(&remote));
         // The other gateways' graphs of this domain, each marked with its
         // gateway (what the role may see of them).
         let graphs: Vec<serde_json::Value> = self
@@ -611,10 +642,13 @@ impl Hub {
         remote.max(1)
     }
 
-    /// Remote gateways now want `topic` of `domain` (or none does any
-    /// more): the domain's bridge subscribes or unsubscribes.
+    /// Peer `from` now wants `topic` of `domain` (or no longer does):
+    /// the domain's bridge subscribes while some peer wants it, and a
+    /// ROS 2 side's interest is announced to the other ROS 2 sides
+    /// ([`PeerId::forwards_to`]).
     pub(super) fn remote_interest(
         &mut self,
+        from: PeerId,
         domain: Domain,
         topic: &str,
         wanted: bool,
@@ -624,19 +658,81 @@ impl Hub {
             return;
         }
         let key = (domain, Rc::<str>::from(topic));
-        if wanted == self.fed.remote.contains(&key) {
+        let before = self.fed.remote.get(&key).copied().unwrap_or(0);
+        let after = if wanted {
+            before | from.bit()
+        } else {
+            before & !from.bit()
+        };
+        if before == after {
+            return;
+        }
+        if PeerId::ALL.iter().any(|&p| from.forwards_to(p)) {
+            self.fed.dirty.insert(key.clone());
+        }
+        if (before == 0) == (after == 0) {
+            self.fed.remote.insert(key, after);
             return;
         }
         let Some(bridge) = self.bridge(domain, now) else {
             return;
         };
         if wanted {
-            self.fed.remote.insert(key);
+            self.fed.remote.insert(key, after);
             self.register(bridge, Registering::subscriber(topic), None, None, now);
         } else {
             self.fed.remote.remove(&key);
             self.unregister(bridge, Role::Subscriber, topic, None, None, now);
         }
+    }
+
+    /// Whether another ROS 2 side's interest in `topic` of `domain` makes
+    /// peer `to` want it ([`PeerId::forwards_to`]).
+    fn cross_wanted(&self, domain: Domain, topic: &Rc<str>, to: PeerId) -> bool {
+        let mask = self
+            .fed
+            .remote
+            .get(&(domain, topic.clone()))
+            .copied()
+            .unwrap_or(0);
+        PeerId::ALL
+            .iter()
+            .any(|&p| mask & p.bit() != 0 && p.forwards_to(to))
+    }
+
+    /// Whether a sample peer `from` sent on `topic` of `domain` is wanted
+    /// by another ROS 2 side ([`PeerId::forwards_to`]).
+    pub(super) fn forward_wanted(&self, from: PeerId, domain: Domain, topic: &str) -> bool {
+        if !self.fed.enabled || self.fed.remote.is_empty() {
+            return false;
+        }
+        let mask = self
+            .fed
+            .remote
+            .get(&(domain, Rc::<str>::from(topic)))
+            .copied()
+            .unwrap_or(0);
+        PeerId::ALL
+            .iter()
+            .any(|&p| mask & p.bit() != 0 && from.forwards_to(p))
+    }
+
+    /// Keeps a sample for the shell to forward ([`Forward`]); past
+    /// [`MAX_FORWARD_BYTES`] it is dropped (counted).
+    pub(super) fn forward(&mut self, f: Forward) {
+        let bytes = f.msg.len() + f.topic.len() + 64;
+        if self.fed.forward_bytes + bytes > MAX_FORWARD_BYTES {
+            self.counters.inc(Counter::FederationOutDropped);
+            return;
+        }
+        self.fed.forward_bytes += bytes;
+        self.fed.forwards.push(f);
+    }
+
+    /// The samples kept for forwarding since the last call.
+    pub(super) fn take_forwards(&mut self, into: &mut Vec<Forward>) {
+        into.append(&mut self.fed.forwards);
+        self.fed.forward_bytes = 0;
     }
 
     /// The deepest latched (transient local) cache of a local, non-bridge
@@ -735,7 +831,7 @@ impl Hub {
             .map(|(&d, _)| d)
             .collect();
         for d in gone {
-            if self.fed.remote.iter().any(|(x, _)| *x == d) {
+            if self.fed.remote.keys().any(|(x, _)| *x == d) {
                 self.bridge(d, now);
             } else {
                 self.fed.bridges.remove(&d);
@@ -747,24 +843,53 @@ impl Hub {
         }
         let dirty: Vec<TopicKey> = self.fed.dirty.drain().collect();
         for (domain, topic) in dirty {
-            let wanted = self.locally_wanted(domain, &topic);
+            let local = self.locally_wanted(domain, &topic);
+            // What each peer was told, and is to be told now: local
+            // interest goes to every peer; a ROS 2 side's only to the
+            // other ROS 2 sides.
+            let mut cross_now = 0u8;
+            for p in PeerId::ALL {
+                if self.cross_wanted(domain, &topic, p) {
+                    cross_now |= p.bit();
+                }
+            }
             let key = (domain, topic);
-            if wanted == self.fed.announced.contains(&key) {
-                continue;
+            let was_local = self.fed.announced.contains(&key);
+            let cross_was = self.fed.cross.get(&key).copied().unwrap_or(0);
+            if local != was_local {
+                if local {
+                    self.fed.announced.insert(key.clone());
+                } else {
+                    self.fed.announced.remove(&key);
+                    self.bridge_unlatches(key.0, &key.1.clone(), now);
+                }
             }
-            if wanted {
-                self.fed.announced.insert(key.clone());
+            if cross_now == 0 {
+                self.fed.cross.remove(&key);
             } else {
-                self.fed.announced.remove(&key);
-                self.bridge_unlatches(key.0, &key.1.clone(), now);
+                self.fed.cross.insert(key.clone(), cross_now);
             }
-            into.push(InterestChange {
+            let change = |wanted, to| InterestChange {
                 domain: key.0,
                 kind: Offer::Topic,
-                name: key.1,
+                name: key.1.clone(),
                 ty: Rc::from(""),
                 wanted,
-            });
+                to,
+            };
+            if cross_now == 0 && cross_was == 0 {
+                if local != was_local {
+                    into.push(change(local, None));
+                }
+                continue;
+            }
+            for p in PeerId::ALL {
+                let was = was_local || cross_was & p.bit() != 0;
+                let is = local || cross_now & p.bit() != 0;
+                if was != is {
+                    into.push(change(is, Some(p)));
+                }
+            }
         }
     }
 
@@ -1056,6 +1181,7 @@ impl Hub {
                     name: name.clone(),
                     ty: local.clone().unwrap_or_else(|| Rc::from("")),
                     wanted: local.is_some(),
+                    to: None,
                 });
             }
             let by_bridge = current.as_ref().is_some_and(|(p, _)| self.is_bridge(*p));
@@ -1153,7 +1279,7 @@ impl Hub {
         let again: Vec<Rc<str>> = self
             .fed
             .remote
-            .iter()
+            .keys()
             .filter(|(d, _)| *d == domain)
             .map(|(_, t)| t.clone())
             .collect();

@@ -94,8 +94,9 @@ use rosgate_wire::Raw;
 pub use auth::{AUTH_RELEASES_PER_TURN, MAX_AUTH_HELD};
 pub use bridges::Bridges;
 pub use federation::{
-    InterestChange, Offer, RemoteGoal, RemoteGraph, MAX_REMOTE_GRAPH_BYTES_TOTAL,
-    MAX_REMOTE_GRAPH_ITEMS, MAX_REMOTE_GRAPH_ITEMS_PER_GATEWAY, MAX_REMOTE_GRAPH_ITEMS_TOTAL,
+    Forward, InterestChange, Offer, RemoteGoal, RemoteGraph, MAX_FORWARD_BYTES,
+    MAX_REMOTE_GRAPH_BYTES_TOTAL, MAX_REMOTE_GRAPH_ITEMS, MAX_REMOTE_GRAPH_ITEMS_PER_GATEWAY,
+    MAX_REMOTE_GRAPH_ITEMS_TOTAL,
 };
 pub use graph::{
     GraphSettings, CLIENT_COUNT, CLOCK, CONNECTED_CLIENTS, CONNECTED_CLIENTS_INTERVAL,

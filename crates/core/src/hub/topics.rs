@@ -11,7 +11,10 @@
 //! - the ROS 2 type check of a client's publish ([`TypeCheck`]);
 //! - the no-echo rule: a message from another gateway or the ROS 2 graph
 //!   ([`Origin::Remote`]) never goes to a bridge, so nothing goes back to
-//!   the network it came from and nothing loops between gateways.
+//!   the network it came from and nothing loops between gateways (a
+//!   sample that crosses from one ROS 2 side to the other goes beside the
+//!   router, as a `Forward` the driver puts to that side only:
+//!   `hub/federation.rs`, `PeerId::forwards_to`).
 //!
 //! Registrations are per connection in the strict dialect (the protocol
 //! file) and per request id within the connection in the rosbridge dialect

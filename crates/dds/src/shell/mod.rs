@@ -149,6 +149,8 @@ pub(crate) struct DdsPeer {
     /// requests that did not decode or matched no call, ever.
     shed: u64,
     refused: u64,
+    /// DDS readers this gateway's writers could not meet (`qos::mismatch`).
+    qos_mismatches: u64,
     stray: u64,
 }
 
@@ -165,7 +167,7 @@ impl DdsPeer {
             pump: Some(pump),
             link: Link::with_types(types),
             edge: HubEdge::default(),
-            sync: LinkSync::default(),
+            sync: LinkSync::new(rosgate_peers::ros2::DDS_GRAPH),
             queued: HashMap::new(),
             next_in_query: 0,
             clients: HashMap::new(),
@@ -187,6 +189,7 @@ impl DdsPeer {
             nodes_generation: None,
             shed: 0,
             refused: 0,
+            qos_mismatches: 0,
             stray: 0,
         }
     }
@@ -471,9 +474,38 @@ impl DdsPeer {
         let Some(dds_type) = rmw::dds_type_name(ty) else {
             return;
         };
-        let q = qos::writer(latched);
-        let what = format!("cannot publish {topic} ({ty}, {hash})");
         let topic_name = rmw_dds::dds_name(topic, Role::Topic);
+        // The writer offers what the topic's DDS readers request (deadline,
+        // liveliness); what it still cannot meet is reported, as rosgate
+        // reports an incompatible pair among clients (`hub/qos.rs`).
+        let requested: Vec<Qos> = self
+            .doms
+            .get(&domain)
+            .into_iter()
+            .flat_map(|d| d.graph.endpoints())
+            .filter(|e| !e.writer && e.topic == topic_name && e.dds_type == dds_type)
+            .map(|e| e.qos)
+            .collect();
+        let offered = Qos {
+            reliability: rosgate_ros2::rmw::Reliability::Reliable,
+            durability: if latched.is_some() {
+                rosgate_ros2::rmw::Durability::TransientLocal
+            } else {
+                rosgate_ros2::rmw::Durability::Volatile
+            },
+            ..qos::offer(&requested)
+        };
+        for r in &requested {
+            if let Some(why) = qos::mismatch(&offered, r) {
+                self.qos_mismatches += 1;
+                rosgate_core::log!(
+                    Warn,
+                    "dds: QoS mismatch on {topic}: this gateway's writer cannot meet a DDS reader's request: incompatible {why}; no messages flow to it"
+                );
+            }
+        }
+        let q = qos::writer_offering(latched, &offered);
+        let what = format!("cannot publish {topic} ({ty}, {hash})");
         let Some((writer, gid)) = self.writer(domain, topic_name, dds_type, &q, &what) else {
             return;
         };
@@ -612,14 +644,14 @@ impl DdsPeer {
         for s in self.to_hub.drain(..) {
             match s {
                 Side::Interest { domain, topic, on } => {
-                    hub.remote_interest(domain, &topic, on, now)
+                    hub.remote_interest(PeerId::Dds, domain, &topic, on, now)
                 }
                 Side::Provider {
                     kind,
                     domain,
                     name,
                     ty,
-                } => hub.remote_provider(kind, domain, &name, ty.as_deref(), PeerId::Ros2),
+                } => hub.remote_provider(kind, domain, &name, ty.as_deref(), PeerId::Dds),
                 _ => {}
             }
         }
@@ -642,6 +674,7 @@ impl DdsPeer {
             "subscribed": self.subs.len(),
             "publishing": self.pubs.len(),
             "writes_shed": self.shed,
+            "qos_mismatches": self.qos_mismatches,
             "requests_refused": self.refused,
             "calls_waiting": self.pending.len(),
             "requests_from_ros2": self.replying.len(),
@@ -914,7 +947,7 @@ impl Peer for DdsPeer {
     }
 
     fn id(&self) -> PeerId {
-        PeerId::Ros2
+        PeerId::Dds
     }
 
     /// A call of a ROS 2 service: the link's (which refuses it for now,
@@ -1003,7 +1036,7 @@ impl Peer for DdsPeer {
         let types = self.link.types().clone();
         if let Some(sh) = self.shared().cloned() {
             self.edge
-                .hand_over(hub, &types, sh.queue.inbox(), PeerId::Ros2, now);
+                .hand_over(hub, &types, sh.queue.inbox(), PeerId::Dds, now);
         }
         let interval = Duration::from_millis(DDS_GRAPH_INTERVAL_MS);
         self.sync

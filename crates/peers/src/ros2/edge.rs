@@ -451,7 +451,10 @@ impl HubEdge {
                     // CDR as the node put it. A transient local publisher's
                     // samples are latched in the hub, so clients that
                     // subscribe later get them as from a local one.
-                    let json = if hub.needs_json(domain, &topic, latched) {
+                    // Another ROS 2 side wants it too: it crosses as JSON
+                    // (`PeerId::forwards_to`; never back to `peer`).
+                    let forward = hub.forward_wanted(peer, domain, &topic);
+                    let json = if forward || hub.needs_json(domain, &topic, latched) {
                         match decode_json(types, &ty, &payload) {
                             Some(json) => Some(json),
                             None => {
@@ -463,6 +466,9 @@ impl HubEdge {
                     } else {
                         None
                     };
+                    if let (true, Some(j)) = (forward, json.as_deref()) {
+                        hub.forward(peer, domain, &topic, j, latched);
+                    }
                     let msg = json.as_deref().map(Raw::from_valid_json);
                     hub.remote_publish_cdr(domain, &topic, msg, &payload, latched, now);
                 }

@@ -21,6 +21,10 @@ pub mod goals;
 pub mod queue;
 pub mod sync;
 
-/// The name introspection gives the ROS 2 graph's part of a domain (where
-/// another gateway's id would be).
+/// The name introspection gives the rmw_zenoh ROS 2 graph's part of a
+/// domain (where another gateway's id would be).
 pub const ROS_GRAPH: &str = "ros2";
+
+/// The name introspection gives the DDS ROS 2 graph's part of a domain,
+/// beside [`ROS_GRAPH`] when a gateway joins both.
+pub const DDS_GRAPH: &str = "dds";

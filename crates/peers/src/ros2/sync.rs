@@ -2,7 +2,9 @@
 //! that the hub must see: the link's refusal counts into the hub's
 //! counters, the link's registry as the hub's types and type check
 //! (installed again only when the link learned a type), and the link's
-//! graph as the introspection lists of gateway [`super::ROS_GRAPH`],
+//! graph as the introspection lists of the gateway its shell names
+//! ([`super::ROS_GRAPH`] for rmw_zenoh, [`super::DDS_GRAPH`] for DDS, so
+//! both sides' graphs stand side by side),
 //! rebuilt at most once per interval however fast the graph changes.
 
 use std::sync::Arc;
@@ -15,11 +17,11 @@ use rosgate_ros2::link::Link;
 use rosgate_ros2::registry::Registry;
 
 use super::edge::Check;
-use super::ROS_GRAPH;
 
 /// What was last installed in the hub. See the module docs.
-#[derive(Default)]
 pub struct LinkSync {
+    /// The name the graph is installed under.
+    graph: &'static str,
     /// The link's refusal counts already added to the hub's counters.
     counted: (u64, u64),
     /// The link's registry the hub's type check was last installed with.
@@ -32,6 +34,17 @@ pub struct LinkSync {
 }
 
 impl LinkSync {
+    /// Installs the link's graph as gateway `graph`'s.
+    pub fn new(graph: &'static str) -> LinkSync {
+        LinkSync {
+            graph,
+            counted: (0, 0),
+            checker: None,
+            last_graph: None,
+            graph_installed: None,
+        }
+    }
+
     /// The link's counts, types and graph (of `domains`, at most every
     /// `interval`) into the hub. Returns when it wants the next turn at
     /// the latest (a graph change held back for its interval).
@@ -75,7 +88,7 @@ impl LinkSync {
         for &d in domains {
             let (nodes, topics) = link.graph(u32::from(d));
             let graph = RemoteGraph::of(nodes, topics);
-            hub.install_remote_graph(ROS_GRAPH, d, graph);
+            hub.install_remote_graph(self.graph, d, graph);
         }
         None
     }

@@ -71,15 +71,13 @@ fn list(ctx: &Ctx, verbose: bool) -> Result<(), Error> {
             (id, when)
         })
         .collect();
-    // A joined ROS 2 graph (--ros-domain, --dds-domain) is listed as one
-    // more "gateway"; the status says which transport (`dds` or `ros2`).
+    // A joined ROS 2 graph is listed as one more "gateway": `ros2` over
+    // rmw_zenoh (--ros-domain), `dds` over DDS (--dds-domain).
     if graph_of("ros2").is_some() {
-        let over = if v.get("dds").is_some() {
-            "DDS"
-        } else {
-            "rmw_zenoh"
-        };
-        rows.push(("ros2".into(), format!("ROS 2 graph over {over}")));
+        rows.push(("ros2".into(), "ROS 2 graph over rmw_zenoh".into()));
+    }
+    if graph_of("dds").is_some() {
+        rows.push(("dds".into(), "ROS 2 graph over DDS".into()));
     }
     for (id, when) in rows {
         let graph = graph_of(&id).unwrap_or(Value::Null);

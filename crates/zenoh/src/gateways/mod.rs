@@ -389,8 +389,8 @@ impl Peer for Gateways {
     fn sync(&mut self, hub: &mut Bridges<'_>, now: Instant) {
         for c in self.shared.take_changes() {
             match c {
-                Change::Interest(domain, topic, wanted) => {
-                    hub.remote_interest(domain, &topic, wanted, now)
+                Change::Interest(domain, topic, wanted, peer) => {
+                    hub.remote_interest(peer, domain, &topic, wanted, now)
                 }
                 Change::Provider(kind, domain, name, ty, peer) => {
                     hub.remote_provider(kind, domain, &name, ty.as_deref(), peer)

@@ -55,7 +55,7 @@ pub const MAX_REMOTE_CALLS: usize = 4096;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Change {
     /// Some other gateway wants the topic (or none any more).
-    Interest(Domain, String, bool),
+    Interest(Domain, String, bool, PeerId),
     /// The first of a peer's kind (another gateway, or a ROS 2 node)
     /// provides the service or serves the action, of this type (or the
     /// last of that kind no longer does).
@@ -300,11 +300,13 @@ impl Shared {
     }
 
     /// `who` (another gateway, or a ROS 2 subscription) wants `topic` of
-    /// `domain`, or no longer does: the hub hears of it when the first
-    /// comes and when the last goes.
+    /// `domain`, or no longer does: the hub hears of it, as the interest
+    /// of `who`'s kind of peer ([`peer_of`]), when the first of that kind
+    /// comes and when its last goes.
     pub(crate) fn interest(&self, domain: Domain, topic: String, who: String, on: bool) {
         let mut t = self.tables();
         let cost = key_cost(&topic, &who);
+        let peer = peer_of(&who);
         let key = (domain, topic);
         let change = if on {
             if t.entries >= MAX_REMOTE_INTEREST || key.1.len() > MAX_NAME_BYTES {
@@ -312,7 +314,7 @@ impl Shared {
                 return;
             }
             let set = t.interest.entry(key.clone()).or_default();
-            let first = set.is_empty();
+            let first = !set.iter().any(|w| peer_of(w) == peer);
             let added = set.insert(who);
             t.entries += usize::from(added);
             if added {
@@ -324,8 +326,8 @@ impl Shared {
                 return;
             };
             let removed = set.remove(&who);
-            let last = removed && set.is_empty();
-            if last {
+            let last = removed && !set.iter().any(|w| peer_of(w) == peer);
+            if set.is_empty() {
                 t.interest.remove(&key);
             }
             t.entries -= usize::from(removed);
@@ -335,7 +337,7 @@ impl Shared {
             last
         };
         if change {
-            t.changes.push(Change::Interest(key.0, key.1, on));
+            t.changes.push(Change::Interest(key.0, key.1, on, peer));
             drop(t);
             self.wake();
         }

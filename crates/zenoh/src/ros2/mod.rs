@@ -399,7 +399,7 @@ impl RosLink {
             link: rosgate_ros2::link::Link::with_types(types),
             goals_out: goals_out::GoalsOut::default(),
             edge: HubEdge::default(),
-            sync: LinkSync::default(),
+            sync: LinkSync::new(rosgate_peers::ros2::ROS_GRAPH),
             replying: HashMap::new(),
             next_in_query: 0,
             _watch: Vec::new(),

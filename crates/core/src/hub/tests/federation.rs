@@ -79,14 +79,16 @@ fn interest_is_reported_once_per_topic_and_follows_the_last_local_subscriber() {
 fn a_bridge_subscribes_for_other_gateways_and_is_never_local_interest() {
     let mut t = fed();
     let p = t.open();
-    t.hub.remote_interest(0, "/x", true, t.now);
+    t.hub
+        .remote_interest(PeerId::Gateways, 0, "/x", true, t.now);
     assert!(changes(&mut t).is_empty(), "a bridge is not local interest");
     let br = bridge(&t);
     t.recv(br);
     t.send(p, r#"{"op":"publish","topic":"/x","msg":{"n":1}}"#);
     assert_eq!(publishes(&t.recv(br)), vec![serde_json::json!({"n":1})]);
     // Withdrawn: nothing more for the bridge.
-    t.hub.remote_interest(0, "/x", false, t.now);
+    t.hub
+        .remote_interest(PeerId::Gateways, 0, "/x", false, t.now);
     t.send(p, r#"{"op":"publish","topic":"/x","msg":{"n":2}}"#);
     assert!(publishes(&t.recv(br)).is_empty());
 }
@@ -98,7 +100,8 @@ fn remote_samples_reach_local_subscribers_and_never_a_bridge() {
     t.send(s, r#"{"op":"subscribe","topic":"/x","type":"t"}"#);
     t.recv(s);
     // Another gateway wants /x too: the bridge subscribes.
-    t.hub.remote_interest(0, "/x", true, t.now);
+    t.hub
+        .remote_interest(PeerId::Gateways, 0, "/x", true, t.now);
     let br = bridge(&t);
     t.recv(br);
     let remote = Origin::Remote { latched: None };
@@ -112,13 +115,90 @@ fn remote_samples_reach_local_subscribers_and_never_a_bridge() {
     assert_eq!(t.hub.counters().get(Counter::FederationIn), 1);
 }
 
+/// Topic changes as (name, wanted, peer it is for).
+fn changes_to(t: &mut T) -> Vec<(String, bool, Option<PeerId>)> {
+    let mut v = Vec::new();
+    let now = t.now;
+    t.hub.take_interest_changes(&mut v, now);
+    v.into_iter()
+        .filter(|c| c.kind == Offer::Topic)
+        .map(|c| (c.name.to_string(), c.wanted, c.to))
+        .collect()
+}
+
+#[test]
+fn one_ros2_sides_interest_is_announced_to_the_other_only() {
+    let mut t = fed();
+    // An rmw_zenoh subscriber of /x: the DDS side (only) is told.
+    t.hub.remote_interest(PeerId::Ros2, 0, "/x", true, t.now);
+    assert_eq!(
+        changes_to(&mut t),
+        vec![("/x".to_string(), true, Some(PeerId::Dds))]
+    );
+    // Another gateway's interest is nobody's but the bridge's.
+    t.hub
+        .remote_interest(PeerId::Gateways, 0, "/y", true, t.now);
+    assert!(changes_to(&mut t).is_empty());
+    // A local subscriber now: the peers not told yet are.
+    let a = t.open();
+    t.send(a, r#"{"op":"subscribe","topic":"/x","type":"t"}"#);
+    assert_eq!(
+        changes_to(&mut t),
+        vec![
+            ("/x".to_string(), true, Some(PeerId::Ros2)),
+            ("/x".to_string(), true, Some(PeerId::Gateways))
+        ]
+    );
+    // rmw_zenoh's subscriber goes: DDS still has the local one.
+    t.hub.remote_interest(PeerId::Ros2, 0, "/x", false, t.now);
+    assert!(changes_to(&mut t).is_empty());
+    t.send(a, r#"{"op":"unsubscribe","topic":"/x"}"#);
+    // Nobody's cross interest left: one change for every peer.
+    assert_eq!(changes_to(&mut t), vec![("/x".to_string(), false, None)]);
+}
+
+#[test]
+fn a_sample_is_forwarded_to_the_other_ros2_side_and_never_back() {
+    let mut t = fed();
+    t.hub.remote_interest(PeerId::Ros2, 0, "/x", true, t.now);
+    t.hub
+        .remote_interest(PeerId::Gateways, 0, "/x", true, t.now);
+    // From DDS: rmw_zenoh wants it.
+    assert!(t.hub.bridges().forward_wanted(PeerId::Dds, 0, "/x"));
+    // From rmw_zenoh: only rmw_zenoh (itself) and the gateways want it.
+    assert!(!t.hub.bridges().forward_wanted(PeerId::Ros2, 0, "/x"));
+    // From the gateways: never forwarded.
+    assert!(!t.hub.bridges().forward_wanted(PeerId::Gateways, 0, "/x"));
+    t.hub
+        .bridges()
+        .forward(PeerId::Dds, 0, "/x", r#"{"n":1}"#, None);
+    let mut v = Vec::new();
+    t.hub.bridges().take_forwards(&mut v);
+    assert_eq!(v.len(), 1);
+    assert_eq!(v[0].from, PeerId::Dds);
+    t.hub.bridges().take_forwards(&mut v);
+    assert_eq!(v.len(), 1, "taken once");
+}
+
+#[test]
+fn the_forwarding_rule_crosses_ros2_sides_only() {
+    use PeerId::*;
+    for from in PeerId::ALL {
+        assert!(!from.forwards_to(from), "no echo");
+    }
+    assert!(Dds.forwards_to(Ros2) && Ros2.forwards_to(Dds));
+    assert!(!Dds.forwards_to(Gateways) && !Gateways.forwards_to(Dds));
+    assert!(!Ros2.forwards_to(Gateways) && !Gateways.forwards_to(Ros2));
+}
+
 #[test]
 fn with_federation_off_nothing_is_reported_or_opened() {
     let mut t = T::new(Limits::default());
     let a = t.open();
     t.send(a, r#"{"op":"subscribe","topic":"/x","type":"t"}"#);
     assert!(changes(&mut t).is_empty());
-    t.hub.remote_interest(0, "/x", true, t.now);
+    t.hub
+        .remote_interest(PeerId::Gateways, 0, "/x", true, t.now);
     assert_eq!(t.hub.federation_links().count(), 0);
     assert_eq!(t.hub.conn_count(), 1);
 }
@@ -127,8 +207,10 @@ fn with_federation_off_nothing_is_reported_or_opened() {
 fn a_bridge_closed_by_the_gateway_comes_back_with_every_remote_interest() {
     let mut t = fed();
     let p = t.open();
-    t.hub.remote_interest(0, "/x", true, t.now);
-    t.hub.remote_interest(0, "/y", true, t.now);
+    t.hub
+        .remote_interest(PeerId::Gateways, 0, "/x", true, t.now);
+    t.hub
+        .remote_interest(PeerId::Gateways, 0, "/y", true, t.now);
     let br = bridge(&t);
     t.hub.close(br, CloseReason::MemoryPressure, t.now);
     t.free_closed();
