@@ -13,6 +13,9 @@
 //! Built only with the `ros2` feature.
 
 #[allow(dead_code)]
+#[path = "it/fxclient.rs"]
+mod fxclient;
+#[allow(dead_code)]
 #[path = "it/support.rs"]
 mod support;
 #[allow(dead_code)]
@@ -2920,45 +2923,9 @@ fn a_ros2_publishers_topic_is_a_foxglove_channel_with_its_cdr_untouched() {
         7,
     );
     let gid = rmw::gid(&mp_key);
-    let addr: std::net::SocketAddr = gw
-        .logs()
-        .iter()
-        .find_map(|l| {
-            l.split("foxglove listening on ws://")
-                .nth(1)?
-                .trim()
-                .parse()
-                .ok()
-        })
-        .expect("foxglove listening line");
-    let mut fx = Ws::over(std::net::TcpStream::connect(addr).expect("connect foxglove"));
-    let head = fx.handshake(&wsclient::upgrade_request(
-        "/",
-        "Sec-WebSocket-Protocol: foxglove.websocket.v1\r\n",
-    ));
-    assert!(head.starts_with("HTTP/1.1 101"), "{head}");
-    assert_eq!(fx.json()["op"], "serverInfo");
-    let dl = deadline(CROSS);
-    let ch = loop {
-        let Some((0x1, p)) = fx.try_frame(dl) else {
-            assert!(
-                Instant::now() < dl,
-                "no channel for /chatter within {CROSS:?}"
-            );
-            continue;
-        };
-        let v: Value = serde_json::from_slice(&p).expect("JSON");
-        if let Some(c) = v["channels"]
-            .as_array()
-            .and_then(|a| a.iter().find(|c| c["topic"] == "/chatter"))
-        {
-            break c.clone();
-        }
-    };
-    assert_eq!(ch["encoding"], "cdr", "{ch}");
-    assert_eq!(ch["schemaName"], "std_msgs/msg/String", "{ch}");
-    assert_eq!(ch["schemaEncoding"], "ros2msg", "{ch}");
-    assert_eq!(ch["schema"], "string data\n", "{ch}");
+    let mut fx = fxclient::foxglove(&gw);
+    let ch = fxclient::foxglove_channel(&mut fx, "/chatter", CROSS);
+    fxclient::assert_string_cdr_channel(&ch);
     fx.send_text(&format!(
         r#"{{"op":"subscribe","subscriptions":[{{"id":5,"channelId":{}}}]}}"#,
         ch["id"]
