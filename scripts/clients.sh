@@ -208,6 +208,13 @@ record() { # suite pass fail xfail xpass skip [note]
 # A suite that could not run at all counts as one failure.
 broken() { record "$1" 0 1 0 0 0 "$2"; log "$1: $2"; }
 
+# The count `ℹ WHAT N` of a `node --test --test-reporter=spec` log (empty
+# when the run did not get as far as its summary).
+node_count() { sed -n "s/^ℹ $1 \([0-9]*\)\$/\1/p" "$2"; } # what log
+# Whether such a run did not finish: no pass count, or a non-zero exit
+# with nothing failed or cancelled.
+node_unfinished() { [[ -z $1 || $2 -ne 0 && ${3:-0}${4:-0} == 00 ]]; } # pass exit fail cancelled
+
 # ----------------------------------------------------------------- build
 
 if [[ -n ${ROSGATE_BIN:-} ]]; then
@@ -339,13 +346,13 @@ run_roslib() {
     local rc=$?
     grep -E '✖|# TODO' "$out" | grep -v 'failing tests:' | sed 's/^/  /' | sort -u
     local p f t s c note=
-    p=$(sed -n 's/^ℹ pass \([0-9]*\)$/\1/p' "$out")
-    f=$(sed -n 's/^ℹ fail \([0-9]*\)$/\1/p' "$out")
-    t=$(sed -n 's/^ℹ todo \([0-9]*\)$/\1/p' "$out")
-    s=$(sed -n 's/^ℹ skipped \([0-9]*\)$/\1/p' "$out")
-    c=$(sed -n 's/^ℹ cancelled \([0-9]*\)$/\1/p' "$out")
+    p=$(node_count pass "$out")
+    f=$(node_count fail "$out")
+    t=$(node_count todo "$out")
+    s=$(node_count skipped "$out")
+    c=$(node_count cancelled "$out")
     echo "  roslib: pass ${p:-?} fail ${f:-?} cancelled ${c:-?} todo ${t:-?} skipped ${s:-?} (exit $rc)"
-    if [[ -z $p || $rc -ne 0 && ${f:-0}${c:-0} == 00 ]]; then
+    if node_unfinished "$p" "$rc" "$f" "$c"; then
         note="node --test exit $rc, see $out"
         tail -30 "$out" | sed 's/^/  | /'
         f=$((${f:-0} + 1))
@@ -370,11 +377,11 @@ run_foxglove() {
     local rc=$?
     grep -E '✖' "$out" | grep -v 'failing tests:' | sed 's/^/  /' | sort -u
     local p f c note=
-    p=$(sed -n 's/^ℹ pass \([0-9]*\)$/\1/p' "$out")
-    f=$(sed -n 's/^ℹ fail \([0-9]*\)$/\1/p' "$out")
-    c=$(sed -n 's/^ℹ cancelled \([0-9]*\)$/\1/p' "$out")
+    p=$(node_count pass "$out")
+    f=$(node_count fail "$out")
+    c=$(node_count cancelled "$out")
     echo "  foxglove: pass ${p:-?} fail ${f:-?} cancelled ${c:-?} (exit $rc)"
-    if [[ -z $p || $rc -ne 0 && ${f:-0}${c:-0} == 00 ]]; then
+    if node_unfinished "$p" "$rc" "$f" "$c"; then
         note="node --test exit $rc, see $out"
         tail -30 "$out" | sed 's/^/  | /'
         f=$((${f:-0} + 1))
@@ -538,13 +545,13 @@ run_security() {
     rc=$?
     grep -E '✖' "$out" | grep -v 'failing tests:' | sed 's/^/  /' | sort -u
     local np nf nc
-    np=$(sed -n 's/^ℹ pass \([0-9]*\)$/\1/p' "$out")
-    nf=$(sed -n 's/^ℹ fail \([0-9]*\)$/\1/p' "$out")
-    nc=$(sed -n 's/^ℹ cancelled \([0-9]*\)$/\1/p' "$out")
+    np=$(node_count pass "$out")
+    nf=$(node_count fail "$out")
+    nc=$(node_count cancelled "$out")
     echo "  security-roslib: pass ${np:-?} fail ${nf:-?} cancelled ${nc:-?} (exit $rc)"
     p=$((p + ${np:-0}))
     f=$((f + ${nf:-0} + ${nc:-0}))
-    if [[ -z $np || $rc -ne 0 && ${nf:-0}${nc:-0} == 00 ]]; then
+    if node_unfinished "$np" "$rc" "$nf" "$nc"; then
         f=$((f + 1))
         note+="[security-roslib: node --test exit $rc, see $out] "
         tail -30 "$out" | sed 's/^/  | /'

@@ -59,7 +59,6 @@ Checks:
 """
 
 import argparse
-import importlib.util
 import os
 import shutil
 import subprocess
@@ -67,15 +66,10 @@ import sys
 import tempfile
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from ros2check import (FIB_SERVER, Line, Run, fib_result, free_port, send_fib_goal,
+                       start_router, typed, wait_for, zenohd)
 
-# The NDJSON client with deadlines and free_port, shared with the rmw_zenoh
-# check (one copy of each).
-_spec = importlib.util.spec_from_file_location(
-    "ros2_real_check", os.path.join(ROOT, "scripts", "ros2-real-check.py"))
-_real = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(_real)
-Line, free_port = _real.Line, _real.free_port
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 TALKER = r'''
 import rclpy, time
@@ -129,32 +123,6 @@ for i in range(3):
     print("sum", f.result().@SUM@ if f.done() and f.result() else None, flush=True)
 '''
 
-
-FIB_SERVER = r'''
-import time, rclpy
-from rclpy.action import ActionServer
-from rclpy.node import Node
-from @ACTION_PKG@.action import Fibonacci
-class Fib(Node):
-    def __init__(self):
-        super().__init__("dds_fibonacci_server")
-        self.server = ActionServer(self, Fibonacci, "/dds_fibonacci", self.execute)
-        print("ready", flush=True)
-    def execute(self, handle):
-        seq = [0, 1]
-        for i in range(1, handle.request.order):
-            seq.append(seq[i] + seq[i - 1])
-            fb = Fibonacci.Feedback()
-            fb.sequence = seq
-            handle.publish_feedback(fb)
-            time.sleep(0.05)
-        handle.succeed()
-        r = Fibonacci.Result()
-        r.sequence = seq[: handle.request.order]
-        return r
-rclpy.init()
-rclpy.spin(Fib())
-'''
 
 FIB_CLIENT = r'''
 import rclpy
@@ -244,13 +212,6 @@ WHEEL_TYPES = {"SRV_PKG": "test_msgs", "SRV": "BasicTypes", "A": "int64_value",
                "B": "int32_value", "SUM": "int64_value", "ACTION_PKG": "test_msgs"}
 
 
-def typed(code, types):
-    for k, v in types.items():
-        code = code.replace(f"@{k}@", v)
-    assert "@" not in code, code
-    return code
-
-
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--rosgate", default=os.path.join(ROOT, "target/debug/rosgate"))
@@ -263,9 +224,6 @@ def main():
     ap.add_argument("--logs", help="directory for the processes' logs (emptied first; "
                     "default: a new temporary directory)")
     a = ap.parse_args()
-    procs = []
-    failures = []
-    checks = 0
     if a.logs:
         shutil.rmtree(a.logs, ignore_errors=True)
         os.makedirs(a.logs)
@@ -276,35 +234,8 @@ def main():
     env["ROS_DOMAIN_ID"] = str(a.domain)
     env.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
 
-    def start(args, name):
-        log = open(os.path.join(work, name + ".log"), "w")
-        p = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, env=env)
-        procs.append(p)
-        return p
-
-    def log_of(name):
-        with open(os.path.join(work, name + ".log")) as f:
-            return f.read()
-
-    def wait_for(what, fn, secs=30):
-        dl = time.monotonic() + secs
-        while True:
-            v = fn()
-            if v or time.monotonic() > dl:
-                assert v, f"no {what} within {secs} s"
-                return v
-            time.sleep(0.25)
-
-    def check(name, fn):
-        nonlocal checks
-        checks += 1
-        t = time.monotonic()
-        try:
-            detail = fn()
-            print(f"ok    {name} ({time.monotonic() - t:.1f} s){': ' + detail if detail else ''}")
-        except Exception as e:  # a failed check is reported, the rest still run
-            failures.append(name)
-            print(f"FAIL  {name}: {e}")
+    run = Run(work, env)
+    start, log_of, check = run.start, run.log_of, run.check
 
     def py(code, name, *args):
         start([sys.executable, "-c", code, *args], name)
@@ -361,24 +292,17 @@ def main():
 
     join = ["--dds-domain", str(a.domain)]
     if a.rmw == "zenoh":
-        zenohd = os.environ.get("RMW_ZENOHD") or shutil.which("rmw_zenohd")
-        if not zenohd:
-            sys.exit("rmw_zenohd not found: set RMW_ZENOHD or put it on PATH")
+        router = zenohd()
         endpoint = f"tcp/127.0.0.1:{free_port()}"
         env["ZENOH_CONFIG_OVERRIDE"] = f'connect/endpoints=["{endpoint}"]'
         join = ["--ros-domain", str(a.domain), "--zenoh-connect", endpoint]
     try:
         if a.rmw == "zenoh":
-            router_env = dict(env)
-            router_env["ZENOH_CONFIG_OVERRIDE"] = f'listen/endpoints=["{endpoint}"]'
-            log = open(os.path.join(work, "router.log"), "w")
-            procs.append(subprocess.Popen([zenohd], stdout=log, stderr=subprocess.STDOUT,
-                                          env=router_env))
-            time.sleep(1.0)
+            start_router(run, router, endpoint, env)
         start([a.rosgate, "--listen", f"127.0.0.1:{port}", "--ws-listen", f"127.0.0.1:{ws}",
                "--tcp-domain", str(a.domain), "--ws-domain", str(a.domain), *join, *extra],
               "rosgate")
-        wait_for("gateway", lambda: "listening on" in log_of("rosgate"))
+        run.wait_log("rosgate", "listening on")
         py(TALKER, "talker")
 
         def graph():
@@ -471,19 +395,11 @@ def main():
         check("parameters both ways", params)
 
         def actions():
-            py(typed(FIB_SERVER, types), "fib_server")
+            py(typed(FIB_SERVER, {**types, "NODE": "dds_fibonacci_server",
+                                  "ACTION": "/dds_fibonacci"}), "fib_server")
             c = Line(port)
-
-            def goal():
-                c.send({"op": "send_action_goal", "id": "g1", "action": "/dds_fibonacci",
-                        "action_type": action_type,
-                        "args": {"order": 5}, "feedback": True, "wait": True, "timeout": 30})
-                return c.wait(lambda m: m.get("id") == "g1" and m.get("op") == "action_result",
-                              "the goal's result", 40)
-            r = goal()
-            fb = [m for m in c.seen if m.get("op") == "action_feedback"]
-            assert r["status"] == 4 and r["values"] == {"sequence": [0, 1, 1, 2, 3]}, r
-            assert fb, "no feedback"
+            send_fib_goal(c, "g1", "/dds_fibonacci", action_type, 30)
+            fb = fib_result(c, "g1", 40)
             srv = Line(port)
             srv.send({"op": "advertise_action", "action": "/rosgate_fibonacci",
                       "type": action_type})
@@ -494,15 +410,13 @@ def main():
             srv.send({"op": "action_result", "action": g["action"], "id": g["id"],
                       "values": {"sequence": [0, 1, 1, 2]}, "status": 4, "result": True})
             wait_for("rclpy's result", lambda: "result 4 [0, 1, 1, 2]" in log_of("fib_client"))
-            return (f"rosgate -> rclpy: status 4, {len(fb)} feedback; rclpy -> rosgate: "
+            return (f"rosgate -> rclpy: status 4, {fb} feedback; rclpy -> rosgate: "
                     + log_of("fib_client").splitlines()[-1])
 
         check(f"actions both ways ({action_type})", actions)
 
         def learned():
-            has = subprocess.run([sys.executable, "-c", "import test_msgs.msg"], env=env,
-                                 capture_output=True).returncode == 0
-            if not has:
+            if not importable("test_msgs.msg"):
                 return "skipped: test_msgs is not installed"
             py(BASIC_TALKER, "basic_talker")
             c = Line(port)
@@ -513,16 +427,8 @@ def main():
 
         check("a type the gateway lacks learned from the node", learned)
     finally:
-        for p in reversed(procs):
-            p.terminate()
-        for p in procs:
-            try:
-                p.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                p.kill()
-    print(f"{checks - len(failures)} passed, {len(failures)} failed (logs in {work})")
-    sys.exit(1 if failures else 0)
-
+        run.stop()
+    run.exit()
 
 if __name__ == "__main__":
     main()

@@ -26,45 +26,19 @@ Checks:
 """
 
 import argparse
-import json
 import os
-import shutil
-import socket
 import subprocess
 import sys
 import tempfile
 import time
 
+from ros2check import (FIB_SERVER, Line, Run, fib_result, free_port, send_fib_goal,
+                       start_router, typed, zenohd)
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-SERVER = r'''
-import sys, time, rclpy
-from rclpy.action import ActionServer
-from rclpy.node import Node
-from example_interfaces.action import Fibonacci
-
-class Fib(Node):
-    def __init__(self):
-        super().__init__("fibonacci_server")
-        self.server = ActionServer(self, Fibonacci, "/fibonacci", self.execute)
-        print("serving", flush=True)
-
-    def execute(self, handle):
-        seq = [0, 1]
-        for i in range(1, handle.request.order):
-            seq.append(seq[i] + seq[i - 1])
-            fb = Fibonacci.Feedback()
-            fb.sequence = seq
-            handle.publish_feedback(fb)
-            time.sleep(0.05)
-        handle.succeed()
-        r = Fibonacci.Result()
-        r.sequence = seq[: handle.request.order]
-        return r
-
-rclpy.init()
-rclpy.spin(Fib())
-'''
+SERVER = typed(FIB_SERVER, {"ACTION_PKG": "example_interfaces", "NODE": "fibonacci_server",
+                            "ACTION": "/fibonacci"})
 
 PARAM_NODE = r'''
 import rclpy
@@ -77,94 +51,19 @@ rclpy.spin(n)
 '''
 
 
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
-
-
-class Line:
-    """A NDJSON connection to the gateway; every read has a deadline."""
-
-    def __init__(self, port):
-        self.s = socket.create_connection(("127.0.0.1", port), timeout=5)
-        self.f = self.s.makefile("rb")
-        self.seen = []
-
-    def send(self, obj):
-        self.s.sendall((json.dumps(obj) + "\n").encode())
-
-    def wait(self, pred, what, secs=30):
-        dl = time.monotonic() + secs
-        while time.monotonic() < dl:
-            self.s.settimeout(max(0.05, dl - time.monotonic()))
-            try:
-                line = self.f.readline()
-            except socket.timeout:
-                break
-            if not line:
-                break
-            m = json.loads(line)
-            self.seen.append(m)
-            if pred(m):
-                return m
-        raise AssertionError(f"no {what} within {secs} s; seen: {self.seen[-5:]}")
-
-    def call(self, service, args, secs=15):
-        cid = f"c{time.monotonic_ns()}"
-        self.send({"op": "call_service", "service": service, "args": args, "id": cid})
-        return self.wait(lambda m: m.get("id") == cid, f"answer of {service}", secs)
-
-
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--rosgate", default=os.path.join(ROOT, "target/debug/rosgate"))
     a = ap.parse_args()
-    zenohd = os.environ.get("RMW_ZENOHD") or shutil.which("rmw_zenohd")
-    if not zenohd:
-        sys.exit("rmw_zenohd not found: set RMW_ZENOHD or put it on PATH")
-    procs = []
-    failures = []
-    work = tempfile.mkdtemp(prefix="rosgate-ros2-real-")
+    router = zenohd()
+    run = Run(tempfile.mkdtemp(prefix="rosgate-ros2-real-"), None)
+    start, wait_log, check = run.start, run.wait_log, run.check
 
-    def start(args, name, env=None):
-        log = open(os.path.join(work, name + ".log"), "w")
-        p = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, env=env)
-        procs.append(p)
-        return p
-
-    def log_of(name):
-        with open(os.path.join(work, name + ".log")) as f:
-            return f.read()
-
-    def wait_log(name, text, secs=30):
-        dl = time.monotonic() + secs
-        while time.monotonic() < dl:
-            if text in log_of(name):
-                return
-            time.sleep(0.1)
-        raise AssertionError(f"{name} never said {text!r}: {log_of(name)[-800:]}")
-
-    def check(name, fn):
-        t = time.monotonic()
-        try:
-            detail = fn()
-            print(f"ok    {name} ({time.monotonic() - t:.1f} s){': ' + detail if detail else ''}")
-        except Exception as e:  # a failed check is reported, the rest still run
-            failures.append(name)
-            print(f"FAIL  {name}: {e}")
-
-    router = free_port()
-    endpoint = f"tcp/127.0.0.1:{router}"
-    env = dict(os.environ)
-    env["ZENOH_CONFIG_OVERRIDE"] = f'listen/endpoints=["{endpoint}"]'
+    endpoint = f"tcp/127.0.0.1:{free_port()}"
     node_env = dict(os.environ)
     node_env["ZENOH_CONFIG_OVERRIDE"] = f'connect/endpoints=["{endpoint}"]'
     try:
-        start([zenohd], "router", env)
-        time.sleep(1.0)
+        start_router(run, router, endpoint, os.environ)
         port = free_port()
         start([a.rosgate, "--listen", f"127.0.0.1:{port}", "--ws-listen", "127.0.0.1:0",
                "--ros-domain", "0", "--zenoh-connect", endpoint, "--log-level", "debug"], "rosgate")
@@ -173,17 +72,11 @@ def main():
 
         def goal_before_server():
             c = Line(port)
-            c.send({"op": "send_action_goal", "id": "early", "action": "/fibonacci",
-                    "action_type": "example_interfaces/action/Fibonacci", "args": {"order": 5},
-                    "feedback": True, "wait": True, "timeout": 60})
+            send_fib_goal(c, "early", "/fibonacci", "example_interfaces/action/Fibonacci", 60)
             time.sleep(1.0)
             start([sys.executable, "-c", SERVER], "fib_server", node_env)
-            r = c.wait(lambda m: m.get("id") == "early" and m.get("op") == "action_result",
-                       "the goal's result", 60)
-            fb = [m for m in c.seen if m.get("op") == "action_feedback"]
-            assert r["status"] == 4 and r["values"] == {"sequence": [0, 1, 1, 2, 3]}, r
-            assert fb, "no feedback"
-            return f"status 4, {len(fb)} feedback messages, result {r['values']}"
+            fb = fib_result(c, "early", 60)
+            return f"status 4, {fb} feedback messages, result [0, 1, 1, 2, 3]"
 
         def cli(*args):
             return subprocess.run([a.rosgate, *args, "--url", url], capture_output=True,
@@ -220,15 +113,8 @@ def main():
         check("a goal sent with wait before the rclpy action server starts", goal_before_server)
         check("rosgate param set and rosapi reach an rclpy node's parameters", param_set)
     finally:
-        for p in reversed(procs):
-            p.terminate()
-        for p in procs:
-            try:
-                p.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                p.kill()
-    print(f"{2 - len(failures)} passed, {len(failures)} failed (logs in {work})")
-    sys.exit(1 if failures else 0)
+        run.stop()
+    run.exit()
 
 
 if __name__ == "__main__":

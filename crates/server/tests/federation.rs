@@ -5,6 +5,9 @@
 //! dev-dependency).
 
 #[allow(dead_code)]
+#[path = "it/fxclient.rs"]
+mod fxclient;
+#[allow(dead_code)]
 #[path = "it/support.rs"]
 mod support;
 #[allow(dead_code)]
@@ -14,6 +17,7 @@ mod wsclient;
 use std::thread;
 use std::time::{Duration, Instant};
 
+use fxclient::*;
 use serde_json::Value;
 use support::*;
 
@@ -1597,56 +1601,6 @@ fn graphs_come_only_from_present_gateways_within_their_bound_and_go_with_them() 
     assert!(graph_of(&federation(&a), gw).is_none());
 }
 
-/// The Foxglove listener's address in `gw`'s log.
-fn foxglove_addr(gw: &Gateway) -> std::net::SocketAddr {
-    gw.logs()
-        .iter()
-        .find_map(|l| {
-            l.split("foxglove listening on ws://")
-                .nth(1)?
-                .trim()
-                .parse()
-                .ok()
-        })
-        .expect("foxglove listening line")
-}
-
-/// A Foxglove session on `gw` (`serverInfo` read).
-fn foxglove(gw: &Gateway) -> wsclient::Ws {
-    let s = std::net::TcpStream::connect(foxglove_addr(gw)).expect("connect foxglove port");
-    let mut ws = wsclient::Ws::over(s);
-    let head = ws.handshake(&wsclient::upgrade_request(
-        "/",
-        "Sec-WebSocket-Protocol: foxglove.websocket.v1\r\n",
-    ));
-    assert!(head.starts_with("HTTP/1.1 101"), "{head}");
-    assert_eq!(ws.json()["op"], "serverInfo");
-    ws
-}
-
-/// The channel advertised to `fx` for `topic`, waiting up to [`CROSS`].
-fn foxglove_channel(fx: &mut wsclient::Ws, topic: &str) -> Value {
-    let dl = deadline(CROSS);
-    loop {
-        let f = fx
-            .try_frame(dl)
-            .unwrap_or_else(|| panic!("no channel for {topic} within {CROSS:?}"));
-        if f.0 != 0x1 {
-            continue;
-        }
-        let v: Value = serde_json::from_slice(&f.1).expect("json");
-        if v["op"] != "advertise" {
-            continue;
-        }
-        if let Some(c) = v["channels"]
-            .as_array()
-            .and_then(|a| a.iter().find(|c| c["topic"] == topic))
-        {
-            return c.clone();
-        }
-    }
-}
-
 /// The Foxglove protocol through a federation (docs/protocol.md,
 /// "Foxglove WebSocket protocol"; docs/federation.md): a publisher on one
 /// gateway is a channel of a Foxglove session on another, with its
@@ -1666,11 +1620,8 @@ fn a_foxglove_session_sees_and_feeds_another_gateways_topics() {
     pubr.send_line(
         r#"{"op":"advertise","topic":"/fed/fx","type":"std_msgs/msg/String","id":"adv"}"#,
     );
-    let ch = foxglove_channel(&mut fx, "/fed/fx");
-    assert_eq!(ch["encoding"], "cdr", "{ch}");
-    assert_eq!(ch["schemaName"], "std_msgs/msg/String", "{ch}");
-    assert_eq!(ch["schemaEncoding"], "ros2msg", "{ch}");
-    assert_eq!(ch["schema"], "string data\n", "{ch}");
+    let ch = foxglove_channel(&mut fx, "/fed/fx", CROSS);
+    assert_string_cdr_channel(&ch);
     let chan = ch["id"].as_u64().expect("channel id");
     fx.send_text(&format!(
         r#"{{"op":"subscribe","subscriptions":[{{"id":7,"channelId":{chan}}}]}}"#

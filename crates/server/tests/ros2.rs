@@ -13,6 +13,9 @@
 //! Built only with the `ros2` feature.
 
 #[allow(dead_code)]
+#[path = "it/fxclient.rs"]
+mod fxclient;
+#[allow(dead_code)]
 #[path = "it/support.rs"]
 mod support;
 #[allow(dead_code)]
@@ -213,6 +216,30 @@ impl RosNode {
         node
     }
 
+    /// Declares this node's `/chatter` publisher (std_msgs/msg/String,
+    /// depth 7); returns its token key, its GID (for the samples'
+    /// attachments) and the token.
+    fn declare_chatter(&mut self) -> (String, [u8; 16], LivelinessToken) {
+        let (key, token) = self.declare(
+            EntityKind::Publisher,
+            "/chatter",
+            STRING_DDS,
+            STRING_HASH,
+            7,
+        );
+        let gid = rmw::gid(&key);
+        (key, gid, token)
+    }
+
+    /// Puts `cdr` on `/chatter` as sample `seq` of the publisher `gid`.
+    fn put_chatter(&self, seq: i64, gid: &[u8; 16], cdr: Vec<u8>) {
+        self.session
+            .put(CHATTER_KEY, cdr)
+            .attachment(attachment(seq, unix_ns(), gid))
+            .wait()
+            .expect("put");
+    }
+
     /// Declares an entity token of this node, as rmw_zenoh does; returns
     /// the token and its key (whose hash is the entity's GID).
     fn declare(
@@ -407,13 +434,7 @@ fn the_documented_literals_are_what_the_node_here_declares_and_sends() {
 fn ros2_messages_reach_tcp_and_websocket_subscribers_in_order() {
     let (gw, ep) = ros_gateway(&[]);
     let mut node = RosNode::join(&ep, "talker");
-    let (mp_key, _mp) = node.declare(
-        EntityKind::Publisher,
-        "/chatter",
-        STRING_DDS,
-        STRING_HASH,
-        7,
-    );
+    let (mp_key, gid, _mp) = node.declare_chatter();
     assert_eq!(
         mp_key,
         format!(
@@ -421,7 +442,6 @@ fn ros2_messages_reach_tcp_and_websocket_subscribers_in_order() {
             node.zid
         )
     );
-    let gid = rmw::gid(&mp_key);
 
     let mut tcp = gw.client();
     tcp.send_line(
@@ -438,11 +458,7 @@ fn ros2_messages_reach_tcp_and_websocket_subscribers_in_order() {
     let mut seq = 0i64;
     let mut put = |text: &str| {
         seq += 1;
-        node.session
-            .put(CHATTER_KEY, cdr_string(text))
-            .attachment(attachment(seq, unix_ns(), &gid))
-            .wait()
-            .expect("put");
+        node.put_chatter(seq, &gid, cdr_string(text));
     };
     // Probes until both subscribers hear one: the gateway's data
     // subscription is in.
@@ -1015,13 +1031,7 @@ fn rosapi_topics(gw: &Gateway) -> Vec<(String, String)> {
 fn rosapi_lists_a_ros2_topic_while_its_publisher_token_lives() {
     let (gw, ep) = ros_gateway(&[]);
     let mut node = RosNode::join(&ep, "talker");
-    let (_, mp) = node.declare(
-        EntityKind::Publisher,
-        "/chatter",
-        STRING_DDS,
-        STRING_HASH,
-        7,
-    );
+    let (_, _, mp) = node.declare_chatter();
     let chatter = ("/chatter".to_string(), "std_msgs/msg/String".to_string());
     let dl = deadline(CROSS);
     loop {
@@ -2593,14 +2603,7 @@ fn a_flood_of_ros2_samples_is_shed_and_counted_and_never_stalls_the_loop() {
     const N: i64 = 20_000;
     let (gw, ep) = ros_gateway(&[]);
     let mut node = RosNode::join(&ep, "flooder");
-    let (mp_key, _mp) = node.declare(
-        EntityKind::Publisher,
-        "/chatter",
-        STRING_DDS,
-        STRING_HASH,
-        7,
-    );
-    let gid = rmw::gid(&mp_key);
+    let (_, gid, _mp) = node.declare_chatter();
     let mut sub = gw.client();
     sub.send_line(r#"{"op":"subscribe","topic":"/chatter","type":"std_msgs/msg/String","id":"s"}"#);
     sub.expect_info("s");
@@ -2608,11 +2611,7 @@ fn a_flood_of_ros2_samples_is_shed_and_counted_and_never_stalls_the_loop() {
     let dl = deadline(CROSS);
     loop {
         assert!(Instant::now() < dl, "no probe crossed within {CROSS:?}");
-        node.session
-            .put(CHATTER_KEY, cdr_string("probe"))
-            .attachment(attachment(0, unix_ns(), &gid))
-            .wait()
-            .expect("put");
+        node.put_chatter(0, &gid, cdr_string("probe"));
         if let Recv::Line(_) = sub.try_recv_line(deadline(ms(50))) {
             break;
         }
@@ -2813,14 +2812,7 @@ fn cbor_raw_bytes(b: &[u8]) -> Vec<u8> {
 fn ros2_cdr_reaches_cbor_raw_subscribers_byte_for_byte_undecoded() {
     let (gw, ep) = ros_gateway(&[]);
     let mut node = RosNode::join(&ep, "talker");
-    let (mp_key, _mp) = node.declare(
-        EntityKind::Publisher,
-        "/chatter",
-        STRING_DDS,
-        STRING_HASH,
-        7,
-    );
-    let gid = rmw::gid(&mp_key);
+    let (_, gid, _mp) = node.declare_chatter();
     let mut ws = Ws::connect(&gw);
     ws.send_text(
         r#"{"op":"subscribe","topic":"/chatter","type":"std_msgs/msg/String","compression":"cbor-raw","id":"raw"}"#,
@@ -2843,11 +2835,7 @@ fn ros2_cdr_reaches_cbor_raw_subscribers_byte_for_byte_undecoded() {
         );
         seq += 1;
         let p = payload(seq as u32);
-        node.session
-            .put(CHATTER_KEY, p.clone())
-            .attachment(attachment(seq, unix_ns(), &gid))
-            .wait()
-            .expect("put");
+        node.put_chatter(seq, &gid, p.clone());
         sent.push(p);
         if let Some((op, frame)) = ws.try_frame(deadline(ms(100))) {
             assert_eq!(op, 0x2, "a binary frame: {frame:?}");
@@ -2885,11 +2873,7 @@ fn ros2_cdr_reaches_cbor_raw_subscribers_byte_for_byte_undecoded() {
     tcp.expect_info("tsub");
     let clean = cdr_string("decoded too");
     seq += 1;
-    node.session
-        .put(CHATTER_KEY, clean.clone())
-        .attachment(attachment(seq, unix_ns(), &gid))
-        .wait()
-        .expect("put");
+    node.put_chatter(seq, &gid, clean.clone());
     let v = parse_line(&tcp.recv_raw(deadline(CROSS)));
     assert_eq!(v["msg"], serde_json::json!({"data": "decoded too"}), "{v}");
     let (op, frame) = ws.frame();
@@ -2912,53 +2896,10 @@ fn ros2_cdr_reaches_cbor_raw_subscribers_byte_for_byte_undecoded() {
 fn a_ros2_publishers_topic_is_a_foxglove_channel_with_its_cdr_untouched() {
     let (gw, ep) = ros_gateway(&["--foxglove-listen", "127.0.0.1:0"]);
     let mut node = RosNode::join(&ep, "fx_talker");
-    let (mp_key, _mp) = node.declare(
-        EntityKind::Publisher,
-        "/chatter",
-        STRING_DDS,
-        STRING_HASH,
-        7,
-    );
-    let gid = rmw::gid(&mp_key);
-    let addr: std::net::SocketAddr = gw
-        .logs()
-        .iter()
-        .find_map(|l| {
-            l.split("foxglove listening on ws://")
-                .nth(1)?
-                .trim()
-                .parse()
-                .ok()
-        })
-        .expect("foxglove listening line");
-    let mut fx = Ws::over(std::net::TcpStream::connect(addr).expect("connect foxglove"));
-    let head = fx.handshake(&wsclient::upgrade_request(
-        "/",
-        "Sec-WebSocket-Protocol: foxglove.websocket.v1\r\n",
-    ));
-    assert!(head.starts_with("HTTP/1.1 101"), "{head}");
-    assert_eq!(fx.json()["op"], "serverInfo");
-    let dl = deadline(CROSS);
-    let ch = loop {
-        let Some((0x1, p)) = fx.try_frame(dl) else {
-            assert!(
-                Instant::now() < dl,
-                "no channel for /chatter within {CROSS:?}"
-            );
-            continue;
-        };
-        let v: Value = serde_json::from_slice(&p).expect("JSON");
-        if let Some(c) = v["channels"]
-            .as_array()
-            .and_then(|a| a.iter().find(|c| c["topic"] == "/chatter"))
-        {
-            break c.clone();
-        }
-    };
-    assert_eq!(ch["encoding"], "cdr", "{ch}");
-    assert_eq!(ch["schemaName"], "std_msgs/msg/String", "{ch}");
-    assert_eq!(ch["schemaEncoding"], "ros2msg", "{ch}");
-    assert_eq!(ch["schema"], "string data\n", "{ch}");
+    let (_, gid, _mp) = node.declare_chatter();
+    let mut fx = fxclient::foxglove(&gw);
+    let ch = fxclient::foxglove_channel(&mut fx, "/chatter", CROSS);
+    fxclient::assert_string_cdr_channel(&ch);
     fx.send_text(&format!(
         r#"{{"op":"subscribe","subscriptions":[{{"id":5,"channelId":{}}}]}}"#,
         ch["id"]
@@ -2971,11 +2912,7 @@ fn a_ros2_publishers_topic_is_a_foxglove_channel_with_its_cdr_untouched() {
     let dl = deadline(CROSS);
     let data = loop {
         seq += 1;
-        node.session
-            .put(CHATTER_KEY, sample.clone())
-            .attachment(attachment(seq, unix_ns(), &gid))
-            .wait()
-            .expect("put");
+        node.put_chatter(seq, &gid, sample.clone());
         if let Some((0x2, data)) = fx.try_frame(deadline(ms(100))) {
             break data;
         }

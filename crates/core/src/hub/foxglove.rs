@@ -385,6 +385,20 @@ impl Hub {
 
     /// A client channel: the connection becomes a publisher of its topic
     /// (an ordinary `advertise`, roles and limits included).
+    /// Registers `r` for the session `me` as for a rosbridge client, and
+    /// tells whether `me` is then a member of the topic (a refusal was told
+    /// to `me` by [`Hub::register`]; a connection gone is no member).
+    fn foxglove_register(&mut self, me: ConnRef, r: Registering<'_>, now: Instant) -> bool {
+        let (role, topic) = (r.role, r.topic);
+        self.register(me, r, None, None, now);
+        let Some(domain) = self.conn(me.key).map(|c| c.domain()) else {
+            return false;
+        };
+        let reg = &self.registries[domain as usize];
+        reg.topic_id(topic)
+            .is_some_and(|t| reg.is_member(me, role, t))
+    }
+
     fn foxglove_client_advertise(&mut self, me: ConnRef, ch: client::ClientChannel, now: Instant) {
         let refused = |why: String| Some(why);
         let why = match self.conn(me.key).and_then(|c| c.foxglove()) {
@@ -419,15 +433,7 @@ impl Hub {
             ty,
             asked,
         };
-        self.register(me, r, None, None, now);
-        let Some(domain) = self.conn(me.key).map(|c| c.domain()) else {
-            return;
-        };
-        let reg = &self.registries[domain as usize];
-        let made = reg
-            .topic_id(&ch.topic)
-            .is_some_and(|t| reg.is_member(me, Role::Publisher, t));
-        if made {
+        if self.foxglove_register(me, r, now) {
             let cdr = ch.encoding == "cdr";
             let entry = ClientChannel {
                 topic: ch.topic,
@@ -551,15 +557,7 @@ impl Hub {
             ty: Some(&ty),
             asked,
         };
-        self.register(me, r, None, None, now);
-        let Some(domain) = self.conn(me.key).map(|c| c.domain()) else {
-            return;
-        };
-        let reg = &self.registries[domain as usize];
-        let made = reg
-            .topic_id(&topic)
-            .is_some_and(|t| reg.is_member(me, Role::Subscriber, t));
-        if made {
+        if self.foxglove_register(me, r, now) {
             if let Some(s) = self.live_mut(me).and_then(|c| c.foxglove_mut()) {
                 s.subscribed(sub, chan);
             }

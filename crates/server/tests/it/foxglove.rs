@@ -5,42 +5,16 @@
 //! snapshots give them), bad input. The real binary on ephemeral ports;
 //! every read has a deadline.
 
-use std::net::SocketAddr;
 use std::time::Instant;
 
 use serde_json::{json, Value};
 
+use crate::fxclient::*;
 use crate::support::*;
 use crate::wsclient::*;
 
-const FOXGLOVE: &str = "Sec-WebSocket-Protocol: foxglove.websocket.v1\r\n";
-
-fn foxglove_addr(gw: &Gateway) -> SocketAddr {
-    gw.logs()
-        .iter()
-        .find_map(|l| {
-            l.split("foxglove listening on ws://")
-                .nth(1)?
-                .trim()
-                .parse()
-                .ok()
-        })
-        .expect("foxglove listening line")
-}
-
 fn gateway() -> Gateway {
     Gateway::start(&["--foxglove-listen", "127.0.0.1:0"])
-}
-
-/// A Foxglove client on the Foxglove port: the opening's answer head and
-/// the session, its `serverInfo` read.
-fn foxglove(gw: &Gateway, headers: &str) -> (String, Ws, Value) {
-    let s = std::net::TcpStream::connect(foxglove_addr(gw)).expect("connect foxglove port");
-    let mut ws = Ws::over(s);
-    let head = ws.handshake(&upgrade_request("/", headers));
-    assert!(head.starts_with("HTTP/1.1 101"), "{head}");
-    let info = ws.json();
-    (head, ws, info)
 }
 
 /// The next text message that is not a status, parsed.
@@ -74,25 +48,13 @@ fn next_binary(ws: &mut Ws) -> Vec<u8> {
 
 /// The channel advertised for `topic`, waiting for it.
 fn channel_of(ws: &mut Ws, topic: &str) -> Value {
-    let dl = deadline(REPLY);
-    while Instant::now() < dl {
-        let adv = next_op(ws, "advertise");
-        if let Some(c) = adv["channels"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|c| c["topic"] == topic)
-        {
-            return c.clone();
-        }
-    }
-    panic!("no channel for {topic}");
+    foxglove_channel(ws, topic, REPLY)
 }
 
 #[test]
 fn server_info_channels_and_cdr_message_data() {
     let gw = gateway();
-    let (head, mut fx, info) = foxglove(&gw, FOXGLOVE);
+    let (head, mut fx, info) = foxglove_session(&gw, FOXGLOVE);
     assert!(
         head.contains("\r\nSec-WebSocket-Protocol: foxglove.websocket.v1\r\n"),
         "{head}"
@@ -108,18 +70,10 @@ fn server_info_channels_and_cdr_message_data() {
     let mut pubr = Ws::connect(&gw);
     pubr.send_text(r#"{"op":"advertise","topic":"/fx_chatter","type":"std_msgs/msg/String"}"#);
     let ch = channel_of(&mut fx, "/fx_chatter");
-    assert_eq!(ch["encoding"], "cdr");
-    assert_eq!(ch["schemaName"], "std_msgs/msg/String");
-    assert_eq!(ch["schemaEncoding"], "ros2msg");
-    assert_eq!(ch["schema"], "string data\n");
+    assert_string_cdr_channel(&ch);
     let chan = ch["id"].as_u64().unwrap();
 
-    fx.send_text(&format!(
-        r#"{{"op":"subscribe","subscriptions":[{{"id":42,"channelId":{chan}}}]}}"#
-    ));
-    // The subscription is made within the turn that reads it; the
-    // publish comes from another connection, a moment later.
-    std::thread::sleep(ms(50));
+    foxglove_subscribe(&mut fx, 42, chan);
     let before = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
@@ -161,7 +115,7 @@ fn server_info_channels_and_cdr_message_data() {
 #[test]
 fn a_topic_of_unknown_type_is_a_json_channel() {
     let gw = gateway();
-    let (_, mut fx, _) = foxglove(&gw, "Sec-WebSocket-Protocol: foxglove.sdk.v1\r\n");
+    let (_, mut fx, _) = foxglove_session(&gw, "Sec-WebSocket-Protocol: foxglove.sdk.v1\r\n");
     let mut pubr = Ws::connect(&gw);
     pubr.send_text(r#"{"op":"advertise","topic":"/fx_unknown","type":"nobody_msgs/msg/Nope"}"#);
     let ch = channel_of(&mut fx, "/fx_unknown");
@@ -169,11 +123,7 @@ fn a_topic_of_unknown_type_is_a_json_channel() {
     assert_eq!(ch["schemaEncoding"], "jsonschema");
     assert_eq!(ch["schemaName"], "nobody_msgs/msg/Nope");
     let chan = ch["id"].as_u64().unwrap();
-    fx.send_text(&format!(
-        r#"{{"op":"subscribe","subscriptions":[{{"id":1,"channelId":{chan}}}]}}"#
-    ));
-    // The subscription is registered within the turn; the publish after it.
-    std::thread::sleep(ms(50));
+    foxglove_subscribe(&mut fx, 1, chan);
     pubr.send_text(r#"{"op":"publish","topic":"/fx_unknown","msg":{"x":[1,2]}}"#);
     let data = next_binary(&mut fx);
     assert_eq!(&data[..5], &[0x01, 1, 0, 0, 0]);
@@ -209,7 +159,7 @@ fn the_foxglove_port_needs_the_subprotocol_and_the_rosbridge_port_offers_it() {
 #[test]
 fn bad_input_is_an_error_status_and_nothing_else() {
     let gw = gateway();
-    let (_, mut fx, _) = foxglove(&gw, FOXGLOVE);
+    let (_, mut fx, _) = foxglove_session(&gw, FOXGLOVE);
     let expect_error = |fx: &mut Ws, send: &dyn Fn(&mut Ws), says: &str| {
         send(fx);
         let st = next_op(fx, "status");
@@ -351,10 +301,7 @@ fn a_slow_session_is_shed_and_told() {
     let mut pubr = Ws::connect(&gw);
     pubr.send_text(r#"{"op":"advertise","topic":"/fx_flood","type":"std_msgs/msg/String"}"#);
     let chan = channel_of(&mut fx, "/fx_flood")["id"].as_u64().unwrap();
-    fx.send_text(&format!(
-        r#"{{"op":"subscribe","subscriptions":[{{"id":5,"channelId":{chan}}}]}}"#
-    ));
-    std::thread::sleep(ms(50));
+    foxglove_subscribe(&mut fx, 5, chan);
     let big = "x".repeat(20_000);
     for _ in 0..300 {
         pubr.send_text(&format!(
@@ -409,14 +356,8 @@ fn a_slow_session_is_shed_and_told() {
 #[test]
 fn client_channels_publish_json_and_cdr() {
     let gw = gateway();
-    let (_, mut fx, info) = foxglove(&gw, FOXGLOVE);
-    assert!(
-        info["capabilities"]
-            .as_array()
-            .unwrap()
-            .contains(&json!("clientPublish")),
-        "{info}"
-    );
+    let (_, mut fx, info) = foxglove_session(&gw, FOXGLOVE);
+    assert_capability(&info, "clientPublish");
     let mut sub = Ws::connect(&gw);
     sub.send_text(r#"{"op":"subscribe","topic":"/fx_cp","type":"std_msgs/msg/String"}"#);
     fx.send_text(
@@ -487,24 +428,19 @@ fn client_channels_publish_json_and_cdr() {
 #[test]
 fn client_cdr_reaches_foxglove_subscribers_untouched() {
     let gw = gateway();
-    let (_, mut publ, _) = foxglove(&gw, FOXGLOVE);
-    let (_, mut watcher, _) = foxglove(&gw, FOXGLOVE);
+    let (_, mut publ, _) = foxglove_session(&gw, FOXGLOVE);
+    let (_, mut watcher, _) = foxglove_session(&gw, FOXGLOVE);
     let mut json_sub = Ws::connect(&gw);
     json_sub.send_text(r#"{"op":"subscribe","topic":"/fx_raw","type":"std_msgs/msg/String"}"#);
     publ.send_text(
         r#"{"op":"advertise","channels":[{"id":1,"topic":"/fx_raw","encoding":"cdr","schemaName":"std_msgs/msg/String"}]}"#,
     );
     let ch = channel_of(&mut watcher, "/fx_raw");
-    watcher.send_text(&format!(
-        r#"{{"op":"subscribe","subscriptions":[{{"id":9,"channelId":{}}}]}}"#,
-        ch["id"]
-    ));
+    foxglove_subscribe(&mut watcher, 9, &ch["id"]);
     let cdr = [0u8, 1, 0, 0, 3, 0, 0, 0, b'h', b'i', 0, 0xab];
     let mut frame = vec![0x01];
     frame.extend_from_slice(&1u32.to_le_bytes());
     frame.extend_from_slice(&cdr);
-    // The subscription is made within the turn that reads it.
-    std::thread::sleep(ms(50));
     publ.send_frame(0x2, true, &frame);
     let data = next_binary(&mut watcher);
     assert_eq!(&data[..5], &[0x01, 9, 0, 0, 0]);
@@ -520,14 +456,8 @@ fn client_cdr_reaches_foxglove_subscribers_untouched() {
 #[test]
 fn services_are_advertised_and_called() {
     let gw = gateway();
-    let (_, mut fx, info) = foxglove(&gw, FOXGLOVE);
-    assert!(
-        info["capabilities"]
-            .as_array()
-            .unwrap()
-            .contains(&json!("services")),
-        "{info}"
-    );
+    let (_, mut fx, info) = foxglove_session(&gw, FOXGLOVE);
+    assert_capability(&info, "services");
     let mut prov = Ws::connect(&gw);
     prov.send_text(
         r#"{"op":"advertise_service","service":"/fx_add","type":"example_interfaces/srv/AddTwoInts"}"#,
@@ -641,14 +571,8 @@ fn next_json(ws: &mut Ws, op: &str) -> Value {
 #[test]
 fn the_connection_graph_is_told_incrementally() {
     let gw = gateway();
-    let (_, mut fx, info) = foxglove(&gw, FOXGLOVE);
-    assert!(
-        info["capabilities"]
-            .as_array()
-            .unwrap()
-            .contains(&json!("connectionGraph")),
-        "{info}"
-    );
+    let (_, mut fx, info) = foxglove_session(&gw, FOXGLOVE);
+    assert_capability(&info, "connectionGraph");
     let mut a = Ws::connect_at(&gw, "/?node=fx_talker", "");
     a.send_text(r#"{"op":"advertise","topic":"/fx_g","type":"std_msgs/msg/String"}"#);
     let _ = channel_of(&mut fx, "/fx_g");
@@ -693,14 +617,8 @@ fn the_connection_graph_is_told_incrementally() {
 #[test]
 fn sim_time_is_sent_as_time_messages() {
     let gw = Gateway::start(&["--foxglove-listen", "127.0.0.1:0", "--use-sim-time"]);
-    let (_, mut fx, info) = foxglove(&gw, FOXGLOVE);
-    assert!(
-        info["capabilities"]
-            .as_array()
-            .unwrap()
-            .contains(&json!("time")),
-        "{info}"
-    );
+    let (_, mut fx, info) = foxglove_session(&gw, FOXGLOVE);
+    assert_capability(&info, "time");
     let mut clock = Ws::connect(&gw);
     clock.send_text(r#"{"op":"advertise","topic":"/clock","type":"rosgraph_msgs/msg/Clock"}"#);
     clock.send_text(r#"{"op":"publish","topic":"/clock","msg":{"clock":{"sec":12,"nanosec":5}}}"#);
@@ -718,15 +636,9 @@ fn sim_time_is_sent_as_time_messages() {
 #[test]
 fn parameters_are_read_set_and_watched() {
     let gw = gateway();
-    let (_, mut fx, info) = foxglove(&gw, FOXGLOVE);
+    let (_, mut fx, info) = foxglove_session(&gw, FOXGLOVE);
     for cap in ["parameters", "parametersSubscribe"] {
-        assert!(
-            info["capabilities"]
-                .as_array()
-                .unwrap()
-                .contains(&json!(cap)),
-            "{info}"
-        );
+        assert_capability(&info, cap);
     }
     let mut owner = Ws::connect_at(&gw, "/?node=fx_owner", "");
     owner.send_text(
@@ -791,7 +703,7 @@ fn parameters_are_read_set_and_watched() {
 #[test]
 fn actions_are_services_and_feedback_and_status_channels() {
     let gw = gateway();
-    let (_, mut fx, _) = foxglove(&gw, FOXGLOVE);
+    let (_, mut fx, _) = foxglove_session(&gw, FOXGLOVE);
     let mut server = Ws::connect(&gw);
     server.send_text(
         r#"{"op":"advertise_action","action":"/fx_fib","type":"example_interfaces/action/Fibonacci"}"#,

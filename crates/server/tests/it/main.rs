@@ -3,6 +3,8 @@
 //! Each test starts its own gateway on an ephemeral port (`--listen 127.0.0.1:0`).
 
 #[allow(dead_code)]
+mod fxclient;
+#[allow(dead_code)]
 mod peer;
 #[allow(dead_code)]
 mod support;
