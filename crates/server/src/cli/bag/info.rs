@@ -26,6 +26,13 @@ pub struct Scan {
 /// file has one, else by reading every message up to where it breaks.
 pub fn scan(path: &Path) -> Result<Scan, Error> {
     let buf = fs::read(path).map_err(|e| Error::Failed(format!("{}: {e}", path.display())))?;
+    // The MCAP magic (https://mcap.dev/spec#magic).
+    if !buf.starts_with(b"\x89MCAP0\r\n") {
+        return Err(Error::Failed(format!(
+            "{}: not an MCAP file (no MCAP magic at its start)",
+            path.display()
+        )));
+    }
     let mut s = Scan {
         topics: BTreeMap::new(),
         start_ns: u64::MAX,
