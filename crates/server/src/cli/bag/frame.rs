@@ -178,6 +178,38 @@ pub fn starts_with_header(definition: &str) -> bool {
     false
 }
 
+/// A definition as `.msg` files and rosbag2 write it: field types and
+/// `MSG:` lines name nested types `pkg/Type`, not `pkg/msg/Type` (the
+/// gateway's rosapi text). mcap-ros2-support's parser refuses the longer
+/// form (`InvalidResourceName`); Foxglove's takes both.
+pub fn msg_definition(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for line in text.split_inclusive('\n') {
+        let (lead, rest) = match line.strip_prefix("MSG: ") {
+            Some(r) => ("MSG: ", r),
+            None => ("", line),
+        };
+        out.push_str(lead);
+        let end = rest
+            .find(|c: char| c.is_whitespace() || c == '[')
+            .unwrap_or(rest.len());
+        let (ty, tail) = rest.split_at(end);
+        let mut parts = ty.split('/');
+        match (parts.next(), parts.next(), parts.next(), parts.next()) {
+            (Some(pkg), Some("msg"), Some(name), None)
+                if !pkg.is_empty() && !pkg.starts_with('#') =>
+            {
+                out.push_str(pkg);
+                out.push('/');
+                out.push_str(name);
+            }
+            _ => out.push_str(ty),
+        }
+        out.push_str(tail);
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -223,6 +255,15 @@ mod tests {
         let mut long = b.clone();
         long.push(0);
         assert!(parse(&long).is_none());
+    }
+
+    #[test]
+    fn definitions_in_msg_form() {
+        let t = "std_msgs/msg/Header header\ngeometry_msgs/msg/Point[] p # a/msg/b\n\n===\nMSG: geometry_msgs/msg/Point\nfloat64 x 0.0\n";
+        assert_eq!(
+            msg_definition(t),
+            "std_msgs/Header header\ngeometry_msgs/Point[] p # a/msg/b\n\n===\nMSG: geometry_msgs/Point\nfloat64 x 0.0\n"
+        );
     }
 
     #[test]

@@ -60,20 +60,21 @@ pub fn quote(s: &str) -> String {
     out
 }
 
-/// A QoS profile list as rosbag2 9 writes it; durations 0 (the default).
-fn qos(latched: bool) -> String {
+/// A QoS profile list as rosbag2 9 writes it (durations 0: the
+/// default), each line indented by `indent` spaces: in `metadata.yaml`
+/// and, unindented, in each MCAP channel's `offered_qos_profiles` (where
+/// rosbags reads it too, every key required).
+pub fn qos(latched: bool, indent: usize) -> String {
     let dur = if latched {
         "transient_local"
     } else {
         "volatile"
     };
-    let zero = |k: &str| format!("          {k}:\n            sec: 0\n            nsec: 0\n");
-    format!(
-        "        - history: keep_last\n          depth: 1\n          reliability: reliable\n          durability: {dur}\n{}{}          liveliness: automatic\n{}          avoid_ros_namespace_conventions: false\n",
-        zero("deadline"),
-        zero("lifespan"),
-        zero("liveliness_lease_duration")
-    )
+    let body = format!(
+        "- history: keep_last\n  depth: 1\n  reliability: reliable\n  durability: {dur}\n  deadline:\n    sec: 0\n    nsec: 0\n  lifespan:\n    sec: 0\n    nsec: 0\n  liveliness: automatic\n  liveliness_lease_duration:\n    sec: 0\n    nsec: 0\n  avoid_ros_namespace_conventions: false\n"
+    );
+    let pad = " ".repeat(indent);
+    body.lines().map(|l| format!("{pad}{l}\n")).collect()
 }
 
 impl Metadata {
@@ -93,7 +94,7 @@ impl Metadata {
                 quote(&t.name),
                 quote(&t.ty),
                 quote(&t.format),
-                qos(t.latched),
+                qos(t.latched, 8),
                 t.count
             ));
         }

@@ -182,14 +182,7 @@ impl Recorder {
         // rosbag2's MCAP plugin keeps each topic's QoS in its channel.
         md.insert(
             "offered_qos_profiles".to_string(),
-            format!(
-                "- history: keep_last\n  depth: 1\n  reliability: reliable\n  durability: {}\n",
-                if rec.latched {
-                    "transient_local"
-                } else {
-                    "volatile"
-                }
-            ),
+            metadata::qos(rec.latched, 0),
         );
         let ch = out
             .writer
@@ -503,7 +496,7 @@ pub fn run(ctx: &Ctx, o: Opts) -> Result<(), Error> {
                         ty,
                         format: if known { "cdr" } else { "json" }.into(),
                         latched,
-                        definition: def,
+                        definition: frame::msg_definition(&def),
                         count: 0,
                         channel: None,
                     },
