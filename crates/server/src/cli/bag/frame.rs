@@ -42,7 +42,7 @@ pub fn parse(b: &[u8]) -> Option<RawMsg<'_>> {
 }
 
 /// Nesting the skipper follows before it gives up.
-const MAX_DEPTH: usize = 16;
+const MAX_FRAME_NESTING: usize = 16;
 
 struct Reader<'a> {
     b: &'a [u8],
@@ -118,7 +118,7 @@ impl<'a> Reader<'a> {
     }
 
     fn skip(&mut self, depth: usize) -> Option<()> {
-        if depth > MAX_DEPTH {
+        if depth > MAX_FRAME_NESTING {
             return None;
         }
         let (major, arg) = self.head()?;

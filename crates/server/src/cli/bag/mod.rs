@@ -143,7 +143,7 @@ pub fn run(cmd: &str, mut a: Args, ctx: &Ctx) -> Result<(), Error> {
             let rate = args::positive("--rate", a.opt::<f64>(&["-r", "--rate"])?)?.unwrap_or(1.0);
             let looping = a.flag(["-l", "--loop"]);
             let offset = a.opt::<f64>(&["--start-offset"])?.unwrap_or(0.0);
-            if !(offset >= 0.0) {
+            if offset.is_nan() || offset < 0.0 {
                 return Err(Error::Usage(
                     "--start-offset: not a number of seconds >= 0".into(),
                 ));
