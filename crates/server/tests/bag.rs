@@ -106,8 +106,13 @@ impl Recorder {
     }
 
     /// SIGINT, then the exit status and stderr.
-    fn stop(mut self) -> (Option<i32>, Vec<String>) {
-        let rc = unsafe { libc::kill(self.child.id() as libc::pid_t, libc::SIGINT) };
+    fn stop(self) -> (Option<i32>, Vec<String>) {
+        self.stop_with(libc::SIGINT)
+    }
+
+    /// `sig`, then the exit status and stderr.
+    fn stop_with(mut self, sig: i32) -> (Option<i32>, Vec<String>) {
+        let rc = unsafe { libc::kill(self.child.id() as libc::pid_t, sig) };
         assert_eq!(rc, 0);
         let dl = deadline(Duration::from_secs(15));
         let st = loop {
@@ -360,6 +365,59 @@ fn record_splits_by_duration_and_metadata_lists_every_file() {
     let want: Vec<String> = (0..60).map(|i| format!("x{i}")).collect();
     assert_eq!(texts, want);
     assert!(yaml.contains("message_count: 60"), "{yaml}");
+}
+
+#[test]
+fn record_splits_by_size_and_sigterm_finishes_the_bag() {
+    let gw = Gateway::start(&[]);
+    let url = ws_url(&gw);
+    let mut p = Client::connect(&gw);
+    advertise(&mut p, "/z", "std_msgs/msg/String", false);
+    let bag = BagDir::new("size");
+    let mut r = Recorder::start(
+        &url,
+        &[
+            "/z",
+            "-o",
+            bag.s(),
+            "--max-bag-size",
+            "250000",
+            "--compression",
+            "lz4",
+        ],
+    );
+    r.wait_line(|l| l.contains("subscribed to /z"));
+    thread::sleep(ms(300));
+    let big = "z".repeat(50_000);
+    for i in 0..20 {
+        p.publish("/z", &format!(r#"{{"data":"{i} {big}"}}"#));
+    }
+    p.barrier();
+    thread::sleep(ms(500));
+    let (code, err) = r.stop_with(libc::SIGTERM);
+    assert_eq!(code, Some(0), "{err:?}");
+    let base = bag.0.file_name().unwrap().to_str().unwrap().to_string();
+    let mut all = Vec::new();
+    let mut n = 0;
+    while bag.0.join(format!("{base}_{n}.mcap")).exists() {
+        let msgs = messages(&bag.0.join(format!("{base}_{n}.mcap")));
+        // A file is split once its messages reach the size: at most one
+        // message past it.
+        let bytes: usize = msgs.iter().map(|m| m.3.len()).sum();
+        assert!(bytes < 250_000 + 60_000, "file {n}: {bytes} bytes");
+        all.extend(msgs);
+        n += 1;
+    }
+    assert!(n >= 4, "{n} files");
+    let heads: Vec<String> = all
+        .iter()
+        .map(|m| cdr_string(&m.3).split(' ').next().unwrap().to_string())
+        .collect();
+    let want: Vec<String> = (0..20).map(|i| i.to_string()).collect();
+    assert_eq!(heads, want);
+    let o = run(&["bag", "info", bag.s()]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("Messages:          20"), "{out}");
 }
 
 #[test]

@@ -450,27 +450,25 @@ impl Client {
 
     /// Splits bytes into frames and queues them.
     fn ingest(&mut self, bytes: &[u8]) -> Result<(), Error> {
-        let mut frames = Vec::new();
-        let mut bins = Vec::new();
+        // Text frames, and binary ones kept as bytes, in arrival order.
+        let mut frames: Vec<(Vec<u8>, bool)> = Vec::new();
         let keep_binary = self.keep_binary;
         let mut reply = Vec::new();
         let mut closed = None;
         match &mut self.conn {
             Conn::Tcp(lines) => lines.feed(bytes, MAX_FRAME, |f| {
                 if let Line::Line(l) = f {
-                    frames.push(l.to_vec());
+                    frames.push((l.to_vec(), false));
                 }
             }),
             Conn::Ws(reader) => reader.feed(bytes, MAX_FRAME, |e| match e {
-                WsIn::Text(t) => frames.push(t.to_vec()),
+                WsIn::Text(t) => frames.push((t.to_vec(), false)),
                 // The `cbor` and `cbor-raw` compressions: read as JSON.
-                WsIn::Binary(t) if keep_binary => {
-                    frames.push(Vec::new());
-                    bins.push(t.to_vec());
-                }
-                WsIn::Binary(t) => {
-                    frames.push(super::cbor::to_json(t).unwrap_or_default().into_bytes())
-                }
+                WsIn::Binary(t) if keep_binary => frames.push((t.to_vec(), true)),
+                WsIn::Binary(t) => frames.push((
+                    super::cbor::to_json(t).unwrap_or_default().into_bytes(),
+                    false,
+                )),
                 WsIn::Ping(p) => reply.extend_from_slice(&ws::client_frame(ws::OP_PONG, p)),
                 WsIn::Pong(_) => {}
                 WsIn::Close(code) => {
@@ -495,11 +493,9 @@ impl Client {
         if !reply.is_empty() {
             let _ = self.stream.write_all(&reply);
         }
-        let mut bins = bins.into_iter();
-        for f in frames {
-            // An empty frame stands for the next kept binary message.
-            let frame = if f.is_empty() && keep_binary {
-                bins.next().and_then(Frame::binary)
+        for (f, binary) in frames {
+            let frame = if binary {
+                Frame::binary(f)
             } else {
                 Frame::parse(&f)
             };

@@ -120,12 +120,20 @@ pub fn open(path: &Path) -> Result<(Metadata, Vec<std::path::PathBuf>, Vec<Strin
     if path.is_dir() {
         let yaml = path.join("metadata.yaml");
         match fs::read_to_string(&yaml) {
-            Ok(text) => {
-                let m = Metadata::parse(&text)
-                    .map_err(|e| Error::Failed(format!("{}: {e}", yaml.display())))?;
-                let files = m.files.iter().map(|f| path.join(&f.path)).collect();
-                return Ok((m, files, warnings));
-            }
+            Ok(text) => match Metadata::parse(&text) {
+                Ok(m) => {
+                    let files = m.files.iter().map(|f| path.join(&f.path)).collect();
+                    return Ok((m, files, warnings));
+                }
+                // Another storage is refused; a damaged file is read around.
+                Err(e) if e.contains("storage") => {
+                    return Err(Error::Failed(format!("{}: {e}", yaml.display())))
+                }
+                Err(e) => warnings.push(format!(
+                    "{}: {e}; reading the .mcap files instead",
+                    yaml.display()
+                )),
+            },
             Err(e) => warnings.push(format!(
                 "{}: {e}; reading the .mcap files instead",
                 yaml.display()

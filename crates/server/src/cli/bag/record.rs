@@ -15,8 +15,14 @@
 //!   one chunk ([`CHUNK_SIZE`]) and the connection's queue holds what
 //!   arrives during one topic-list call.
 //! - SIGINT/SIGTERM: the current file is finished (chunk, index, summary
-//!   with statistics), `metadata.yaml` written, exit 0. A write error (a
-//!   full disk) stops the recording the same way and exits 1.
+//!   with statistics), `metadata.yaml` written, exit 0. A write error
+//!   stops the recording the same way and exits 1. A disk about to fill
+//!   (less than [`MIN_FREE_BYTES`] left, looked at every
+//!   [`SPACE_CHECK_BYTES`] written) stops it while there is still room to
+//!   finish the file and the metadata; exit 1.
+//! - `metadata.yaml` is written when each file opens and at the end, each
+//!   time to a temporary file renamed over it, so a recording that dies
+//!   (or a disk that fills anyway) leaves the last complete one.
 
 use std::collections::{BTreeMap, HashMap};
 use std::fs;
@@ -41,6 +47,12 @@ pub const DISCOVERY_PERIOD: Duration = Duration::from_secs(1);
 pub const MAX_BAG_TOPICS: usize = 4096;
 /// MCAP chunk size (rosbag2's MCAP plugin default is 768 KiB too).
 pub const CHUNK_SIZE: u64 = 768 * 1024;
+/// Free space under which the recorder stops, finishing the open file
+/// (one chunk, its indexes and the summary) and the metadata in what is
+/// left.
+pub const MIN_FREE_BYTES: u64 = 8 * 1024 * 1024;
+/// Bytes written between two looks at the free space.
+pub const SPACE_CHECK_BYTES: u64 = 1024 * 1024;
 /// Depth asked of the gateway for each subscription: the most it takes
 /// (`rosgate_wire::qos::MAX_QOS_DEPTH`).
 const DEPTH: u32 = rosgate_wire::qos::MAX_QOS_DEPTH;
@@ -92,6 +104,34 @@ struct Recorder {
     count: u64,
     bytes: u64,
     unreadable: u64,
+    /// Bytes written since the free space was last looked at.
+    since_space_check: u64,
+}
+
+/// An MCAP error with its cause (the crate's `Display` leaves the I/O
+/// error out).
+fn mcap_err(e: mcap::McapError) -> String {
+    match std::error::Error::source(&e) {
+        Some(cause) => format!("{e}: {cause}"),
+        None => e.to_string(),
+    }
+}
+
+/// Bytes free for an unprivileged writer on `dir`'s file system; `None`
+/// when it cannot be told.
+fn free_bytes(dir: &Path) -> Option<u64> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(dir.as_os_str().as_bytes()).ok()?;
+    // SAFETY: `c` is a NUL-terminated path that outlives the call, and
+    // `st` is a plain C struct statvfs fills (zeroed is a valid value).
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    if unsafe { libc::statvfs(c.as_ptr(), &mut st) } != 0 {
+        return None;
+    }
+    // u64 on 64-bit Linux; narrower on some 32-bit targets.
+    #[allow(clippy::useless_conversion)]
+    let (avail, frsize) = (u64::from(st.f_bavail), u64::from(st.f_frsize));
+    Some(avail.saturating_mul(frsize))
 }
 
 fn wall_ns() -> u64 {
@@ -138,6 +178,7 @@ impl Recorder {
 
     /// Opens the next file and declares every topic in it.
     fn open(&mut self) -> Result<(), String> {
+        self.check_space()?;
         let (rel, full) = self.file_path(self.files.len());
         let f = fs::File::create(&full).map_err(|e| format!("{}: {e}", full.display()))?;
         let opts = WriteOptions::new()
@@ -147,7 +188,7 @@ impl Recorder {
             .chunk_size(Some(CHUNK_SIZE));
         let writer = opts
             .create(BufWriter::new(f))
-            .map_err(|e| format!("{}: {e}", full.display()))?;
+            .map_err(|e| format!("{}: {}", full.display(), mcap_err(e)))?;
         self.out = Some(Out {
             writer,
             meta: metadata::File {
@@ -161,7 +202,19 @@ impl Recorder {
         for t in names {
             self.declare(&t)?;
         }
-        Ok(())
+        self.write_metadata(None)
+    }
+
+    /// Fails when the disk is about to fill (see the module docs).
+    fn check_space(&mut self) -> Result<(), String> {
+        self.since_space_check = 0;
+        match free_bytes(&self.dir) {
+            Some(free) if free < MIN_FREE_BYTES => Err(format!(
+                "{}: the disk is nearly full ({free} bytes left, the recorder keeps {MIN_FREE_BYTES} to finish the file)",
+                self.dir.display()
+            )),
+            _ => Ok(()),
+        }
     }
 
     /// Adds the schema and channel of topic `t` to the open file.
@@ -177,7 +230,7 @@ impl Recorder {
         let schema = out
             .writer
             .add_schema(&rec.ty, schema_enc, def)
-            .map_err(|e| e.to_string())?;
+            .map_err(mcap_err)?;
         let mut md = BTreeMap::new();
         // rosbag2's MCAP plugin keeps each topic's QoS in its channel.
         md.insert(
@@ -187,7 +240,7 @@ impl Recorder {
         let ch = out
             .writer
             .add_channel(schema, t, &rec.format, &md)
-            .map_err(|e| e.to_string())?;
+            .map_err(mcap_err)?;
         rec.channel = Some(ch);
         Ok(())
     }
@@ -200,7 +253,7 @@ impl Recorder {
         for r in self.topics.values_mut() {
             r.channel = None;
         }
-        let res = out.writer.finish().map_err(|e| e.to_string());
+        let res = out.writer.finish().map(|_| ()).map_err(mcap_err);
         let flush = out
             .writer
             .into_inner()
@@ -209,6 +262,7 @@ impl Recorder {
             .and_then(|f| f.sync_all().map_err(|e| e.to_string()));
         self.files.push(out.meta);
         res.and(flush)
+            .map_err(|e| format!("{}: {e}", self.dir.display()))
     }
 
     fn write(
@@ -251,7 +305,7 @@ impl Recorder {
                 },
                 data,
             )
-            .map_err(|e| e.to_string())?;
+            .map_err(mcap_err)?;
         rec.count += 1;
         let m = &mut out.meta;
         if m.count == 0 || log_ns < m.start_ns {
@@ -261,9 +315,13 @@ impl Recorder {
         m.count += 1;
         out.bytes += data.len() as u64;
         self.bytes += data.len() as u64;
+        self.since_space_check += data.len() as u64;
         self.count += 1;
         self.first_ns = Some(self.first_ns.map_or(log_ns, |f| f.min(log_ns)));
         self.last_ns = self.last_ns.max(log_ns);
+        if self.since_space_check >= SPACE_CHECK_BYTES {
+            self.check_space()?;
+        }
         Ok(())
     }
 
@@ -303,9 +361,23 @@ impl Recorder {
         }
     }
 
+    /// Writes `metadata.yaml` through a temporary file renamed over it:
+    /// a failed write leaves the previous one whole.
     fn write_metadata(&self, dropped: Option<u64>) -> Result<(), String> {
         let p = self.dir.join("metadata.yaml");
-        fs::write(&p, self.metadata(dropped).to_yaml()).map_err(|e| format!("{}: {e}", p.display()))
+        let tmp = self.dir.join(".metadata.yaml.tmp");
+        let mut files = self.files.clone();
+        if let Some(o) = &self.out {
+            files.push(o.meta.clone());
+        }
+        let mut m = self.metadata(dropped);
+        m.files = files;
+        fs::write(&tmp, m.to_yaml())
+            .and_then(|()| fs::rename(&tmp, &p))
+            .map_err(|e| {
+                let _ = fs::remove_file(&tmp);
+                format!("{}: {e}", p.display())
+            })
     }
 }
 
@@ -415,6 +487,7 @@ pub fn run(ctx: &Ctx, o: Opts) -> Result<(), Error> {
         count: 0,
         bytes: 0,
         unreadable: 0,
+        since_space_check: 0,
     };
     let named: Vec<String> = o
         .topics
@@ -583,12 +656,10 @@ pub fn run(ctx: &Ctx, o: Opts) -> Result<(), Error> {
     if tty {
         eprintln!();
     }
-    let drops = if c.stopped() || failure.is_none() {
-        c.clear_stop();
-        dropped(&mut c, &node)
-    } else {
-        None
-    };
+    // Asked even after a failure: a closed connection answers nothing
+    // at once (`None`), a full disk does not stop the gateway answering.
+    c.clear_stop();
+    let drops = dropped(&mut c, &node);
     c.close();
     let closed = r.close();
     let meta = r.write_metadata(drops);
