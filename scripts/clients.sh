@@ -47,6 +47,12 @@
 #               roslibpy plus a plain TCP client as rosgate's; once with the
 #               current eclipse-zenoh and once with the one Jazzy's
 #               rmw_zenoh 0.2.9 vendored (ROS2_ZENOH_VERSIONS)
+#   bag         `rosgate bag` against outside tools (tests/clients/bag/check_bag.py):
+#               a bag it records is opened by PyPI rosbags (its own Jazzy type
+#               store deserializes every message) and by mcap +
+#               mcap-ros2-support (read and decoded from the ros2msg schemas);
+#               a bag rosbags' writer makes (MCAP storage) is played through
+#               the gateway to a roslibpy subscriber
 #
 # Each suite gets its own gateway on ephemeral loopback ports, bounded in
 # time. Prints per-suite counts and exits non-zero if anything unexpected
@@ -67,7 +73,7 @@ set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 CLIENTS=$ROOT/tests/clients
 WORK=$CLIENTS/.work
-SUITES=${CLIENT_SUITES:-roslibpy roslib foxglove roslibrust readme security tls ros2}
+SUITES=${CLIENT_SUITES:-roslibpy roslib foxglove roslibrust readme security tls ros2 bag}
 # 1.10.2: current; 1.6.2: what Jazzy's rmw_zenoh 0.2.9 vendored (0.2.10's
 # 1.8.0 has no binary wheel, and building it needs Rust 1.93).
 ROS2_ZENOH_VERSIONS=${ROS2_ZENOH_VERSIONS:-1.10.2 1.6.2}
@@ -660,7 +666,29 @@ run_ros2() {
     record ros2 "$p" "$f" "$xf" "$xp" "$s" "$note"
 }
 
-for suite in roslibpy roslib foxglove roslibrust readme security tls ros2; do
+run_bag() {
+    local dir=$CLIENTS/bag venv=$CLIENTS/bag/.venv out=$WORK/bag.log p f
+    if [[ ! -x $venv/bin/python ]]; then
+        python3 -m venv "$venv" || { broken bag "cannot create a venv"; return; }
+    fi
+    timeout 300 "$venv/bin/python" -m pip install -q --disable-pip-version-check \
+        -r "$dir/requirements.txt" >"$WORK/bag-install.log" 2>&1 ||
+        { cat "$WORK/bag-install.log" >&2; broken bag "pip install failed"; return; }
+    start_gateway bag || { broken bag "gateway did not start"; return; }
+    rm -rf "$WORK/bag"
+    mkdir -p "$WORK/bag"
+    log "rosgate bag <-> rosbags, mcap-ros2-support, roslibpy ($BIN)"
+    timeout -k 10 180 "$venv/bin/python" "$dir/check_bag.py" "$BIN" "$WS_PORT" "$WORK/bag" >"$out" 2>&1
+    cat "$out" >&2
+    p=$(sed -n 's/^passed \([0-9]*\) failed \([0-9]*\)$/\1/p' "$out")
+    f=$(sed -n 's/^passed \([0-9]*\) failed \([0-9]*\)$/\2/p' "$out")
+    if [[ -z $p ]]; then p=0 f=1; fi
+    stop_gateway bag || f=$((f + 1))
+    rm -rf "$WORK/bag"
+    record bag "$p" "$f" 0 0 0 ""
+}
+
+for suite in roslibpy roslib foxglove roslibrust readme security tls ros2 bag; do
     want "$suite" || continue
     t0=$SECONDS
     "run_$suite"
@@ -671,7 +699,7 @@ echo
 echo "Real-client suites against rosgate ($((SECONDS - STARTED)) s):"
 printf '  %-11s %7s %7s %17s %16s %8s\n' suite passed failed expected-failures unexpected-pass skipped
 TP=0 TF=0 TX=0 TS=0 STATUS=0
-for suite in roslibpy roslib foxglove roslibrust readme security tls ros2; do
+for suite in roslibpy roslib foxglove roslibrust readme security tls ros2 bag; do
     want "$suite" || continue
     printf '  %-11s %7s %7s %17s %16s %8s  %s\n' "$suite" "${PASS[$suite]}" "${FAIL[$suite]}" \
         "${XFAIL[$suite]}" "${XPASS[$suite]}" "${SKIP[$suite]}" "${NOTE[$suite]}"

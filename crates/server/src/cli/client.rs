@@ -72,6 +72,9 @@ pub struct Frame {
     text: String,
     /// (key, value) spans in `text`, in document order.
     members: Vec<(Range<usize>, Range<usize>)>,
+    /// A binary message kept as it came ([`Client::keep_binary`]); `text`
+    /// is then `{"op":"publish"}`.
+    pub binary: Option<Vec<u8>>,
 }
 
 impl Frame {
@@ -88,7 +91,18 @@ impl Frame {
             members.push((span(m.key), span(m.value)));
         })
         .ok()?;
-        Some(Frame { text, members })
+        Some(Frame {
+            text,
+            members,
+            binary: None,
+        })
+    }
+
+    /// A binary message kept as its bytes (op `publish`).
+    fn binary(bytes: Vec<u8>) -> Option<Frame> {
+        let mut f = Frame::parse(br#"{"op":"publish"}"#)?;
+        f.binary = Some(bytes);
+        Some(f)
     }
 
     /// The raw JSON of member `key` (the last one if repeated).
@@ -190,6 +204,9 @@ pub struct Client {
     /// Whether such a refusal fails the next wait (true for every command
     /// but `demo`, which reports it and keeps serving).
     pub refusals_fatal: bool,
+    /// Binary messages queued as their bytes ([`Frame::binary`]) rather
+    /// than read as JSON: `bag record` parses `cbor-raw` frames itself.
+    pub keep_binary: bool,
 }
 
 impl Client {
@@ -273,6 +290,7 @@ impl Client {
             buf: vec![0; 64 * 1024],
             refused: None,
             refusals_fatal: true,
+            keep_binary: false,
         };
         if !leftover.is_empty() {
             client.ingest(&leftover)?;
@@ -432,21 +450,25 @@ impl Client {
 
     /// Splits bytes into frames and queues them.
     fn ingest(&mut self, bytes: &[u8]) -> Result<(), Error> {
-        let mut frames = Vec::new();
+        // Text frames, and binary ones kept as bytes, in arrival order.
+        let mut frames: Vec<(Vec<u8>, bool)> = Vec::new();
+        let keep_binary = self.keep_binary;
         let mut reply = Vec::new();
         let mut closed = None;
         match &mut self.conn {
             Conn::Tcp(lines) => lines.feed(bytes, MAX_FRAME, |f| {
                 if let Line::Line(l) = f {
-                    frames.push(l.to_vec());
+                    frames.push((l.to_vec(), false));
                 }
             }),
             Conn::Ws(reader) => reader.feed(bytes, MAX_FRAME, |e| match e {
-                WsIn::Text(t) => frames.push(t.to_vec()),
+                WsIn::Text(t) => frames.push((t.to_vec(), false)),
                 // The `cbor` and `cbor-raw` compressions: read as JSON.
-                WsIn::Binary(t) => {
-                    frames.push(super::cbor::to_json(t).unwrap_or_default().into_bytes())
-                }
+                WsIn::Binary(t) if keep_binary => frames.push((t.to_vec(), true)),
+                WsIn::Binary(t) => frames.push((
+                    super::cbor::to_json(t).unwrap_or_default().into_bytes(),
+                    false,
+                )),
                 WsIn::Ping(p) => reply.extend_from_slice(&ws::client_frame(ws::OP_PONG, p)),
                 WsIn::Pong(_) => {}
                 WsIn::Close(code) => {
@@ -471,8 +493,13 @@ impl Client {
         if !reply.is_empty() {
             let _ = self.stream.write_all(&reply);
         }
-        for f in frames {
-            if let Some(frame) = Frame::parse(&f) {
+        for (f, binary) in frames {
+            let frame = if binary {
+                Frame::binary(f)
+            } else {
+                Frame::parse(&f)
+            };
+            if let Some(frame) = frame {
                 self.admit(frame);
             }
         }

@@ -15,6 +15,7 @@
 //! | `input` | messages, requests, goals and values from the command line (JSON or YAML) -> JSON |
 //! | `output` | the YAML-style printer (`ros2 topic echo`'s layout) and other formatting |
 //! | `topic`, `service`, `action`, `param`, `node`, `gateway` | one command group each |
+//! | `bag` | `rosgate bag record|info|play`: rosbag2 bags in MCAP |
 //! | `demo` | `rosgate demo`: a small robot served through the gateway, for the README's commands |
 //!
 //! Exit statuses: 0 success; 1 the gateway answered with a failure (the
@@ -26,6 +27,7 @@
 
 mod action;
 mod args;
+mod bag;
 mod cbor;
 mod client;
 mod demo;
@@ -55,7 +57,7 @@ pub const POLL: std::time::Duration = std::time::Duration::from_millis(100);
 /// The command groups, the first argument that selects the CLI (`demo` is
 /// a command on its own).
 pub const GROUPS: &[&str] = &[
-    "topic", "service", "action", "param", "node", "gateway", DEMO,
+    "topic", "service", "action", "param", "node", "gateway", "bag", DEMO,
 ];
 
 /// `rosgate demo`, a command without subcommands.
@@ -172,6 +174,7 @@ pub fn run(argv: Vec<OsString>) -> ExitCode {
         "param" => param::run(&cmd, args, &ctx),
         "node" => node::run(&cmd, args, &ctx),
         "gateway" => gateway::run(&cmd, args, &ctx),
+        "bag" => bag::run(&cmd, args, &ctx),
         _ => Err(Error::Usage(format!("unknown group {group:?}"))),
     };
     exit_status(&group, Some(&cmd), result)
@@ -254,6 +257,10 @@ fn group_help(group: &str) -> String {
         "action" => ("Actions of a running gateway", action::COMMANDS),
         "param" => ("Parameters of a running gateway's nodes", param::COMMANDS),
         "gateway" => ("The gateways of a federation", gateway::COMMANDS),
+        "bag" => (
+            "rosbag2 bags (MCAP) recorded from and played into a gateway",
+            bag::COMMANDS,
+        ),
         _ => ("Nodes of a running gateway", node::COMMANDS),
     };
     let mut s = format!("rosgate {group} - {about}\n\nUSAGE:\n    rosgate {group} COMMAND [ARGS] [OPTIONS]\n\nCOMMANDS:\n");
@@ -275,6 +282,7 @@ fn command_help(group: &str, cmd: &str) -> Option<&'static str> {
         "param" => param::help(cmd),
         "node" => node::help(cmd),
         "gateway" => gateway::help(cmd),
+        "bag" => bag::help(cmd),
         _ => None,
     }
 }

@@ -1,0 +1,480 @@
+//! `rosgate bag record|info|play` (docs/cli.md, "rosgate bag") against a
+//! real gateway: a raw TCP client publishes, the recorder runs as a
+//! subprocess and is stopped with SIGINT, the bag is read back with the
+//! `mcap` crate and `bag info`, and `bag play` is timed by a subscriber.
+//!
+//! Every wait has a deadline; a recorder that does not exit in time is
+//! killed and the test fails with its stderr.
+
+#[path = "it/support.rs"]
+#[allow(dead_code)]
+mod support;
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use support::*;
+
+fn ws_url(gw: &Gateway) -> String {
+    let addr = gw
+        .logs()
+        .iter()
+        .find_map(|l| {
+            l.split("websocket listening on ws://")
+                .nth(1)
+                .map(|a| a.trim().to_string())
+        })
+        .expect("websocket listening line");
+    format!("ws://{addr}/")
+}
+
+/// A fresh bag path under the temp dir (not created), removed on drop.
+struct BagDir(PathBuf);
+
+impl BagDir {
+    fn new(what: &str) -> BagDir {
+        let p = std::env::temp_dir().join(format!(
+            "rosgate_bag_{}_{}_{what}",
+            std::process::id(),
+            uniq()
+        ));
+        BagDir(p)
+    }
+    fn s(&self) -> &str {
+        self.0.to_str().unwrap()
+    }
+}
+
+impl Drop for BagDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A recorder subprocess with its stderr lines.
+struct Recorder {
+    child: Child,
+    lines: mpsc::Receiver<String>,
+    seen: Vec<String>,
+}
+
+impl Recorder {
+    fn start(url: &str, args: &[&str]) -> Recorder {
+        let mut child = Command::new(BIN)
+            .arg("bag")
+            .arg("record")
+            .args(args)
+            .arg("--url")
+            .arg(url)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn the recorder");
+        let err = child.stderr.take().unwrap();
+        let (tx, lines) = mpsc::channel();
+        thread::spawn(move || {
+            for l in BufReader::new(err).lines() {
+                let Ok(l) = l else { break };
+                if tx.send(l).is_err() {
+                    break;
+                }
+            }
+        });
+        Recorder {
+            child,
+            lines,
+            seen: Vec::new(),
+        }
+    }
+
+    fn wait_line(&mut self, pred: impl Fn(&str) -> bool) {
+        let dl = deadline(Duration::from_secs(10));
+        while !self.seen.iter().any(|l| pred(l)) {
+            match self
+                .lines
+                .recv_timeout(dl.saturating_duration_since(Instant::now()))
+            {
+                Ok(l) => self.seen.push(l),
+                Err(_) => panic!("line not seen within 10 s; stderr: {:?}", self.seen),
+            }
+        }
+    }
+
+    /// SIGINT, then the exit status and stderr.
+    fn stop(self) -> (Option<i32>, Vec<String>) {
+        self.stop_with(libc::SIGINT)
+    }
+
+    /// `sig`, then the exit status and stderr.
+    fn stop_with(mut self, sig: i32) -> (Option<i32>, Vec<String>) {
+        let rc = unsafe { libc::kill(self.child.id() as libc::pid_t, sig) };
+        assert_eq!(rc, 0);
+        let dl = deadline(Duration::from_secs(15));
+        let st = loop {
+            if let Some(st) = self.child.try_wait().unwrap() {
+                break st;
+            }
+            if Instant::now() >= dl {
+                let _ = self.child.kill();
+                panic!("the recorder did not exit; stderr: {:?}", self.seen);
+            }
+            thread::sleep(ms(10));
+        };
+        while let Ok(l) = self.lines.recv_timeout(ms(300)) {
+            self.seen.push(l);
+        }
+        (st.code(), std::mem::take(&mut self.seen))
+    }
+}
+
+impl Drop for Recorder {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Sends `line` and waits for the info status with `id`.
+fn req(c: &mut Client, line: &str, id: &str) {
+    c.send_line(line);
+    c.expect_info(serde_json::Value::from(id));
+}
+
+fn advertise(c: &mut Client, topic: &str, ty: &str, latch: bool) {
+    let id = format!("adv-{}", uniq());
+    req(
+        c,
+        &format!(
+            r#"{{"op":"advertise","topic":"{topic}","type":"{ty}","latch":{latch},"id":"{id}"}}"#
+        ),
+        &id,
+    );
+}
+
+/// (topic, log time, publish time, data) of every message in `file`.
+fn messages(file: &Path) -> Vec<(String, u64, u64, Vec<u8>)> {
+    let buf = std::fs::read(file).unwrap();
+    assert!(mcap::Summary::read(&buf).unwrap().is_some(), "no summary");
+    mcap::MessageStream::new(&buf)
+        .unwrap()
+        .map(|m| {
+            let m = m.unwrap();
+            assert_eq!(m.channel.message_encoding, "cdr");
+            let s = m.channel.schema.as_ref().unwrap();
+            assert_eq!(s.encoding, "ros2msg");
+            (
+                m.channel.topic.clone(),
+                m.log_time,
+                m.publish_time,
+                m.data.to_vec(),
+            )
+        })
+        .collect()
+}
+
+/// A std_msgs/String's text from its CDR.
+fn cdr_string(b: &[u8]) -> String {
+    let n = u32::from_le_bytes(b[4..8].try_into().unwrap()) as usize;
+    String::from_utf8(b[8..8 + n - 1].to_vec()).unwrap()
+}
+
+fn wall_ns() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as u64
+}
+
+const SKIP: &str = "^/(rosout|parameter_events|client_count|connected_clients|rosgate/.*)$";
+
+#[test]
+fn record_latched_late_topics_then_info_and_play_at_pace() {
+    let gw = Gateway::start(&[]);
+    let url = ws_url(&gw);
+    let mut p = Client::connect(&gw);
+    advertise(&mut p, "/lat", "std_msgs/msg/String", true);
+    p.publish("/lat", r#"{"data":"L"}"#);
+    advertise(&mut p, "/chatter", "std_msgs/msg/String", false);
+    p.barrier();
+    let bag = BagDir::new("rec");
+    let mut r = Recorder::start(&url, &["-a", "-x", SKIP, "-o", bag.s()]);
+    r.wait_line(|l| l.contains("subscribed to /chatter"));
+    r.wait_line(|l| l.contains("subscribed to /lat"));
+    // The subscriptions are in before the first publish: a barrier on
+    // the recorder's side is the topic_info the recorder waits for.
+    thread::sleep(ms(300));
+    let t0 = wall_ns();
+    for i in 0..50 {
+        p.publish("/chatter", &format!(r#"{{"data":"m{i}"}}"#));
+        thread::sleep(ms(10));
+    }
+    // A topic that appears mid-recording is picked up by -a.
+    advertise(&mut p, "/late", "std_msgs/msg/Int32", false);
+    p.publish("/late", r#"{"data":-1}"#);
+    r.wait_line(|l| l.contains("subscribed to /late"));
+    thread::sleep(ms(300));
+    for i in 0..5 {
+        p.publish("/late", &format!(r#"{{"data":{i}}}"#));
+    }
+    p.barrier();
+    thread::sleep(ms(500));
+    let t1 = wall_ns();
+    let (code, err) = r.stop();
+    assert_eq!(code, Some(0), "{err:?}");
+    let base = bag.0.file_name().unwrap().to_str().unwrap().to_string();
+    let file = bag.0.join(format!("{base}_0.mcap"));
+    let msgs = messages(&file);
+    let chatter: Vec<_> = msgs.iter().filter(|m| m.0 == "/chatter").collect();
+    let texts: Vec<String> = chatter.iter().map(|m| cdr_string(&m.3)).collect();
+    let want: Vec<String> = (0..50).map(|i| format!("m{i}")).collect();
+    assert_eq!(texts, want, "every message, in order");
+    for m in &chatter {
+        assert!(m.1 >= t0 && m.1 <= t1, "log time within the run");
+        assert_eq!(m.1, m.2, "no header: publish time is log time");
+    }
+    assert!(chatter.windows(2).all(|w| w[0].1 <= w[1].1));
+    let lat: Vec<_> = msgs.iter().filter(|m| m.0 == "/lat").collect();
+    assert_eq!(lat.len(), 1, "the latched message, once");
+    assert_eq!(cdr_string(&lat[0].3), "L");
+    let late = msgs.iter().filter(|m| m.0 == "/late").count();
+    assert!(late >= 5, "/late: {late}");
+    let yaml = std::fs::read_to_string(bag.0.join("metadata.yaml")).unwrap();
+    assert!(yaml.contains("storage_identifier: mcap"), "{yaml}");
+    assert!(yaml.contains(&format!("- \"{base}_0.mcap\"")), "{yaml}");
+    assert!(yaml.contains("durability: transient_local"), "{yaml}");
+    assert!(yaml.contains("\"rosgate.dropped\": \"0\""), "{yaml}");
+    assert!(
+        yaml.contains(&format!("message_count: {}", msgs.len())),
+        "{yaml}"
+    );
+
+    // info
+    let o = run(&["bag", "info", bag.s()]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(0), "{out}");
+    assert!(
+        out.contains(
+            "Topic: /chatter | Type: std_msgs/msg/String | Count: 50 | Serialization Format: cdr"
+        ),
+        "{out}"
+    );
+    assert!(
+        out.contains(&format!("Messages:          {}", msgs.len())),
+        "{out}"
+    );
+    assert!(
+        out.contains(
+            "/lat | Type: std_msgs/msg/String | Count: 1 | Serialization Format: cdr | Latched"
+        ),
+        "{out}"
+    );
+
+    // play at 2x to a subscriber: same texts, in order, at half the span.
+    let mut s = Client::connect(&gw);
+    let id = "sub-play";
+    req(
+        &mut s,
+        &format!(
+            r#"{{"op":"subscribe","topic":"/chatter","type":"std_msgs/msg/String","id":"{id}"}}"#
+        ),
+        id,
+    );
+    let span = (chatter[49].1 - chatter[0].1) as f64 / 1e9;
+    let player = thread::spawn({
+        let (url, dir) = (url.clone(), bag.s().to_string());
+        move || {
+            run_to_exit(
+                &[
+                    "bag", "play", &dir, "--topics", "/chatter", "--rate", "2", "--url", &url,
+                ],
+                &[],
+                Duration::from_secs(20),
+            )
+        }
+    });
+    let mut got = Vec::new();
+    let mut times = Vec::new();
+    let dl = deadline(Duration::from_secs(15));
+    while got.len() < 50 {
+        let v = s.recv_json(dl);
+        if v["op"] == "publish" {
+            got.push(v["msg"]["data"].as_str().unwrap().to_string());
+            times.push(Instant::now());
+        }
+    }
+    let o = player.join().unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert_eq!(got, want);
+    let played = times[49].duration_since(times[0]).as_secs_f64();
+    assert!(
+        (played - span / 2.0).abs() < 0.15 + span * 0.2,
+        "played {played:.3} s, recorded {span:.3} s at rate 2"
+    );
+}
+
+#[test]
+fn record_splits_by_duration_and_metadata_lists_every_file() {
+    let gw = Gateway::start(&[]);
+    let url = ws_url(&gw);
+    let mut p = Client::connect(&gw);
+    advertise(&mut p, "/s", "std_msgs/msg/String", false);
+    let bag = BagDir::new("split");
+    let mut r = Recorder::start(
+        &url,
+        &[
+            "/s",
+            "-o",
+            bag.s(),
+            "--max-bag-duration",
+            "0.3",
+            "--compression",
+            "zstd",
+        ],
+    );
+    r.wait_line(|l| l.contains("subscribed to /s"));
+    thread::sleep(ms(300));
+    for i in 0..60 {
+        p.publish("/s", &format!(r#"{{"data":"x{i}"}}"#));
+        thread::sleep(ms(20));
+    }
+    p.barrier();
+    thread::sleep(ms(300));
+    let (code, err) = r.stop();
+    assert_eq!(code, Some(0), "{err:?}");
+    let yaml = std::fs::read_to_string(bag.0.join("metadata.yaml")).unwrap();
+    let base = bag.0.file_name().unwrap().to_str().unwrap().to_string();
+    let mut all = Vec::new();
+    let mut n = 0;
+    while bag.0.join(format!("{base}_{n}.mcap")).exists() {
+        assert!(yaml.contains(&format!("{base}_{n}.mcap")), "{yaml}");
+        all.extend(messages(&bag.0.join(format!("{base}_{n}.mcap"))));
+        n += 1;
+    }
+    assert!(n >= 3, "{n} files: {yaml}");
+    let texts: Vec<String> = all.iter().map(|m| cdr_string(&m.3)).collect();
+    let want: Vec<String> = (0..60).map(|i| format!("x{i}")).collect();
+    assert_eq!(texts, want);
+    assert!(yaml.contains("message_count: 60"), "{yaml}");
+}
+
+#[test]
+fn record_splits_by_size_and_sigterm_finishes_the_bag() {
+    let gw = Gateway::start(&[]);
+    let url = ws_url(&gw);
+    let mut p = Client::connect(&gw);
+    advertise(&mut p, "/z", "std_msgs/msg/String", false);
+    let bag = BagDir::new("size");
+    let mut r = Recorder::start(
+        &url,
+        &[
+            "/z",
+            "-o",
+            bag.s(),
+            "--max-bag-size",
+            "250000",
+            "--compression",
+            "lz4",
+        ],
+    );
+    r.wait_line(|l| l.contains("subscribed to /z"));
+    thread::sleep(ms(300));
+    let big = "z".repeat(50_000);
+    for i in 0..20 {
+        p.publish("/z", &format!(r#"{{"data":"{i} {big}"}}"#));
+    }
+    p.barrier();
+    thread::sleep(ms(500));
+    let (code, err) = r.stop_with(libc::SIGTERM);
+    assert_eq!(code, Some(0), "{err:?}");
+    let base = bag.0.file_name().unwrap().to_str().unwrap().to_string();
+    let mut all = Vec::new();
+    let mut n = 0;
+    while bag.0.join(format!("{base}_{n}.mcap")).exists() {
+        let msgs = messages(&bag.0.join(format!("{base}_{n}.mcap")));
+        // A file is split once its messages reach the size: at most one
+        // message past it.
+        let bytes: usize = msgs.iter().map(|m| m.3.len()).sum();
+        assert!(bytes < 250_000 + 60_000, "file {n}: {bytes} bytes");
+        all.extend(msgs);
+        n += 1;
+    }
+    assert!(n >= 4, "{n} files");
+    let heads: Vec<String> = all
+        .iter()
+        .map(|m| cdr_string(&m.3).split(' ').next().unwrap().to_string())
+        .collect();
+    let want: Vec<String> = (0..20).map(|i| i.to_string()).collect();
+    assert_eq!(heads, want);
+    let o = run(&["bag", "info", bag.s()]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("Messages:          20"), "{out}");
+}
+
+#[test]
+fn bad_input_gets_clear_messages_and_exit_statuses() {
+    // Missing bag.
+    let o = run(&["bag", "info", "/nonexistent/rosgate_bag"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("no such file"));
+    // Not an MCAP file.
+    let f = TempFile::new("not.mcap", b"hello");
+    let o = run(&["bag", "info", f.path()]);
+    assert_eq!(o.status.code(), Some(1), "{o:?}");
+    // Record over TCP: a usage error (cbor-raw needs WebSocket).
+    let o = run(&["bag", "record", "-a", "--url", "tcp://127.0.0.1:1"]);
+    assert_eq!(o.status.code(), Some(2), "{o:?}");
+    // An unwritable output directory.
+    let gw = Gateway::start(&[]);
+    let url = ws_url(&gw);
+    let o = run(&[
+        "bag",
+        "record",
+        "-a",
+        "-o",
+        "/proc/rosgate_bag_x",
+        "--url",
+        &url,
+    ]);
+    assert_eq!(o.status.code(), Some(1), "{o:?}");
+    assert!(String::from_utf8_lossy(&o.stderr).contains("/proc/rosgate_bag_x"));
+
+    // A truncated file (a recording killed): what can be read is read,
+    // and the loss is said.
+    let mut p = Client::connect(&gw);
+    advertise(&mut p, "/t", "std_msgs/msg/String", false);
+    let bag = BagDir::new("trunc");
+    let mut r = Recorder::start(&url, &["/t", "-o", bag.s()]);
+    r.wait_line(|l| l.contains("subscribed to /t"));
+    thread::sleep(ms(300));
+    // Enough data for several chunks (768 KiB each).
+    let big = "y".repeat(100_000);
+    for _ in 0..40 {
+        p.publish("/t", &format!(r#"{{"data":"{big}"}}"#));
+    }
+    p.barrier();
+    thread::sleep(ms(500));
+    let (code, _) = r.stop();
+    assert_eq!(code, Some(0));
+    let base = bag.0.file_name().unwrap().to_str().unwrap().to_string();
+    let file = bag.0.join(format!("{base}_0.mcap"));
+    let bytes = std::fs::read(&file).unwrap();
+    let cut = TempFile::new("cut.mcap", &bytes[..bytes.len() / 2]);
+    let o = run(&["bag", "info", cut.path()]);
+    let (out, err) = (
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr),
+    );
+    assert_eq!(o.status.code(), Some(0), "{out} {err}");
+    assert!(err.contains("not finished"), "{err}");
+    assert!(out.contains("Topic: /t"), "{out}");
+}
