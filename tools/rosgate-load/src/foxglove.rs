@@ -9,7 +9,7 @@
 //! String's bytes, taken out of the CDR, back as the delivery. So every
 //! Foxglove delivery is verified byte for byte like a rosbridge one.
 //!
-//! A subscriber: WebSocket opening offering the subprotocol, then waits for
+//! A subscriber: WebSocket opening offering the subprotocols, then waits for
 //! the server's `advertise` of a channel named like the test topic,
 //! subscribes to it with subscription id 0, and (gateway runs) sends a
 //! `getParameters` with the token as its id: the server answers requests
@@ -32,8 +32,11 @@ use crate::payload::push_u64;
 use crate::rosgate::{json_str, Rosgate};
 use crate::transport::{Codec, DecodeError, Event};
 
-/// The subprotocol offered; foxglove-sdk and rosgate both accept it.
-const SUBPROTOCOL: &str = "foxglove.websocket.v1";
+/// The subprotocols offered, in order: rosgate takes either, foxglove-sdk
+/// (0.30) only the second; both frame message data alike.
+const SUBPROTOCOLS: [&str; 2] = ["foxglove.websocket.v1", "foxglove.sdk.v1"];
+/// The `Sec-WebSocket-Protocol` offer.
+const OFFER: &str = "foxglove.websocket.v1, foxglove.sdk.v1";
 /// The type publishers advertise: a known type, so the channel is `cdr`.
 const STRING_TYPE: &str = "std_msgs/msg/String";
 /// Message data: opcode, subscription id (u32), log time (u64).
@@ -200,7 +203,7 @@ impl<const SOURCE: bool> Codec for Client<SOURCE> {
             "/",
             &key,
             &[
-                ("Sec-WebSocket-Protocol", SUBPROTOCOL),
+                ("Sec-WebSocket-Protocol", OFFER),
                 ("User-Agent", "rosgate-load"),
             ],
         );
@@ -256,9 +259,10 @@ impl<const SOURCE: bool> Codec for Client<SOURCE> {
                 };
                 resp.check_accept(key)
                     .map_err(|e| DecodeError(format!("WebSocket opening refused: {e:?}")))?;
-                if resp.header("Sec-WebSocket-Protocol") != Some(SUBPROTOCOL) {
+                let taken = resp.header("Sec-WebSocket-Protocol");
+                if !SUBPROTOCOLS.iter().any(|p| Some(*p) == taken) {
                     return Err(DecodeError(format!(
-                        "the server did not take the subprotocol {SUBPROTOCOL}"
+                        "the server took none of the subprotocols {OFFER}"
                     )));
                 }
                 self.side = Side::Open { subscribed: false };
