@@ -104,7 +104,7 @@ OPTIONS:
                                     publishers send std_msgs/msg/String
                                     (the payload as `data`) as rosbridge
                                     JSON lines to --source-addr, so the
-                                    gateway makes CDR (fanout/large/latency)
+                                    gateway makes CDR (measured: fanout, large)
                            foxglove-source  the same subscribers against
                                     a server that publishes by itself
                                     (scripts/foxglove-sdk-pub.py): no
