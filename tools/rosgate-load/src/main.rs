@@ -100,7 +100,8 @@ OPTIONS:
                            nats     NATS pub/sub; calls as request/reply
                                     (no goals)
                            foxglove Foxglove WebSocket subscribers
-                                    (foxglove.websocket.v1) at --addr;
+                                    (offering foxglove.websocket.v1 and
+                                    foxglove.sdk.v1) at --addr;
                                     publishers send std_msgs/msg/String
                                     (the payload as `data`) as rosbridge
                                     JSON lines to --source-addr, so the
@@ -207,7 +208,17 @@ fn main() -> ExitCode {
         "rosgate" => run::<Rosgate>(params),
         "redis" => run::<Redis>(params),
         "nats" => run::<Nats>(params),
-        "foxglove" => run::<Foxglove>(params),
+        "foxglove" => {
+            // The publishers speak rosbridge TCP: not to the Foxglove port.
+            if params.source_addr.is_none() && params.pubs > 0 {
+                eprintln!(
+                    "rosgate-load: --transport foxglove needs --source-addr \
+                     (the gateway's TCP address, for the publishers)"
+                );
+                return ExitCode::from(2);
+            }
+            run::<Foxglove>(params)
+        }
         "foxglove-source" => {
             if params.pubs != 1 || !matches!(params.scenario, Scenario::Fanout | Scenario::Large) {
                 eprintln!(
