@@ -14,6 +14,7 @@
 //! | `transport` | the `Codec` trait every adapter implements |
 //! | `rosgate` | the rosbridge-style JSON adapter |
 //! | `redis` | RESP2 pub/sub adapter |
+//! | `foxglove` | Foxglove WebSocket subscribers (rosbridge TCP publishers of `std_msgs/msg/String`) |
 //! | `nats` | NATS text protocol adapter (pub/sub, request/reply) |
 //! | `raw` | one loopback TCP stream, no server (baseline) |
 //! | `payload` | payload stamping, padding, and its check |
@@ -28,6 +29,7 @@
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 
 mod cbor;
+mod foxglove;
 mod histogram;
 mod image;
 mod images;
@@ -49,6 +51,7 @@ use std::net::SocketAddr;
 use std::process::ExitCode;
 use std::time::Duration;
 
+use crate::foxglove::{Foxglove, FoxgloveSource};
 use crate::image::ImageSize;
 use crate::images::ImageParams;
 use crate::nats::Nats;
@@ -96,6 +99,17 @@ OPTIONS:
                            redis    RESP pub/sub (no calls, no goals)
                            nats     NATS pub/sub; calls as request/reply
                                     (no goals)
+                           foxglove Foxglove WebSocket subscribers
+                                    (offering foxglove.websocket.v1 and
+                                    foxglove.sdk.v1) at --addr;
+                                    publishers send std_msgs/msg/String
+                                    (the payload as `data`) as rosbridge
+                                    JSON lines to --source-addr, so the
+                                    gateway makes CDR (measured: fanout, large)
+                           foxglove-source  the same subscribers against
+                                    a server that publishes by itself
+                                    (scripts/foxglove-sdk-pub.py): no
+                                    publishers; fanout/large, --pubs 1
                            raw      no server: one TCP stream from a
                                     --raw-source at --addr (baseline;
                                     fanout/large, --pubs 1 --subs 1)
@@ -194,6 +208,27 @@ fn main() -> ExitCode {
         "rosgate" => run::<Rosgate>(params),
         "redis" => run::<Redis>(params),
         "nats" => run::<Nats>(params),
+        "foxglove" => {
+            // The publishers speak rosbridge TCP: not to the Foxglove port.
+            if params.source_addr.is_none() && params.pubs > 0 {
+                eprintln!(
+                    "rosgate-load: --transport foxglove needs --source-addr \
+                     (the gateway's TCP address, for the publishers)"
+                );
+                return ExitCode::from(2);
+            }
+            run::<Foxglove>(params)
+        }
+        "foxglove-source" => {
+            if params.pubs != 1 || !matches!(params.scenario, Scenario::Fanout | Scenario::Large) {
+                eprintln!(
+                    "rosgate-load: --transport foxglove-source is one server-side publisher: \
+                     fanout or large with --pubs 1"
+                );
+                return ExitCode::from(2);
+            }
+            run::<FoxgloveSource>(params)
+        }
         "raw" => {
             // The source sends as fast as TCP takes it: closed loop only.
             let closed = matches!(params.scenario, Scenario::Fanout | Scenario::Large);
@@ -207,7 +242,7 @@ fn main() -> ExitCode {
             run::<Raw>(params)
         }
         other => {
-            eprintln!("rosgate-load: unknown transport {other:?} (rosgate|redis|nats|raw)");
+            eprintln!("rosgate-load: unknown transport {other:?} (rosgate|redis|nats|raw|foxglove|foxglove-source)");
             return ExitCode::from(2);
         }
     };

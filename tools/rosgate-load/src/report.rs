@@ -209,6 +209,12 @@ impl Outcome {
             },
             // Rates only for clean runs: see the module docs.
             "msgs_per_s": if clean { json!(self.rate().round()) } else { Value::Null },
+            // Verified deliveries per second in the measured window, also
+            // for a run that failed: a server that sheds by design
+            // (foxglove-sdk drops a slow client's oldest messages) still
+            // has a delivered rate to compare; `out_of_order` says how
+            // much it shed.
+            "delivered_per_s": self.rate().round(),
             "mb_per_s": if clean { json!((self.mb_per_s() * 100.0).round() / 100.0) } else { Value::Null },
             "measured_s": self.measured.as_secs_f64(),
             "expected": self.expected,

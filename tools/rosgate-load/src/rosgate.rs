@@ -400,7 +400,7 @@ fn strip_cr(b: &[u8]) -> &[u8] {
 }
 
 /// Appends `s` as a JSON string literal.
-fn json_str(out: &mut Vec<u8>, s: &str) {
+pub(crate) fn json_str(out: &mut Vec<u8>, s: &str) {
     out.push(b'"');
     for &c in s.as_bytes() {
         match c {

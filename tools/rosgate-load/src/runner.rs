@@ -997,7 +997,10 @@ impl<C: Codec> Runner<C> {
         }
         // Latency matters more than segment count for every role here.
         let _ = peer.stream.set_nodelay(true);
-        peer.codec.hello(peer.tx.buf());
+        match peer.role {
+            Role::Pub(_) => peer.codec.publisher_hello(peer.tx.buf(), &self.book.topic),
+            _ => peer.codec.hello(peer.tx.buf()),
+        }
         match peer.role {
             Role::Sub(_) => {
                 peer.codec

@@ -97,6 +97,13 @@ pub trait Codec {
     /// Bytes to send as soon as the connection is up (handshakes).
     fn hello(&mut self, _out: &mut Vec<u8>) {}
 
+    /// What a publisher of `topic` sends as soon as its connection is up;
+    /// [`Codec::hello`] unless the transport's publishers speak another
+    /// protocol than its subscribers (`foxglove`).
+    fn publisher_hello(&mut self, out: &mut Vec<u8>, _topic: &str) {
+        self.hello(out);
+    }
+
     /// Subscribe to `topic`; acknowledged with `token`.
     fn subscribe(&mut self, out: &mut Vec<u8>, topic: &str, token: u64);
 
