@@ -27,7 +27,7 @@ use rosgate_core::nodes::Domain;
 use rosgate_core::out::MAX_IOVECS;
 use rosgate_wire::decode::{self, Op, Request};
 
-use crate::peer::{Peer, Put};
+use crate::peer::{Cdr, Peer, Put};
 use crate::Inbox;
 
 /// Bytes. Taken from the bridges' queues per loop turn; the rest waits
@@ -176,7 +176,8 @@ impl Driver {
                 if !f.from.forwards_to(p.id()) {
                     continue;
                 }
-                match p.publish(f.domain, &f.topic, &f.msg, f.latched) {
+                let cdr = f.cdr.as_ref().map(|(ty, bytes)| Cdr { ty, bytes });
+                match p.publish(f.domain, &f.topic, &f.msg, cdr, f.latched) {
                     Put::Sent => sent += 1,
                     Put::Dropped => dropped += 1,
                     Put::Skipped => {}
@@ -228,7 +229,7 @@ impl Driver {
                 }
             };
             for p in self.peers.iter_mut() {
-                match p.publish(domain, &topic, msg.get(), depth) {
+                match p.publish(domain, &topic, msg.get(), None, depth) {
                     Put::Sent => sent += 1,
                     Put::Dropped => dropped += 1,
                     Put::Skipped => {}

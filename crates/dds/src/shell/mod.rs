@@ -54,7 +54,7 @@ use rosgate_peers::ros2::asks::{self, Shell};
 use rosgate_peers::ros2::edge::{HubEdge, Side};
 use rosgate_peers::ros2::exec::{run_link, Exec};
 use rosgate_peers::ros2::sync::LinkSync;
-use rosgate_peers::{Peer, Put};
+use rosgate_peers::{Cdr, Peer, Put};
 use rosgate_ros2::cdr;
 use rosgate_ros2::link::rmw_dds::{self, Graph, NodeInfo, ParticipantInfo, Role};
 use rosgate_ros2::link::{self, Event, Gid, InQuery, Link, Stamp, ToHub};
@@ -490,15 +490,27 @@ impl DdsPeer {
         self.info_changed(domain);
     }
 
-    /// False when the message did not go out.
-    fn exec_put(&mut self, domain: Domain, topic: &str, ty: &str, msg: &[u8]) -> bool {
+    /// The link puts a message on `topic` as CDR of `ty`: `own` (its own
+    /// CDR of `ty`) as it is, else `msg` (JSON) encoded. False when it did
+    /// not go out.
+    fn exec_put(
+        &mut self,
+        domain: Domain,
+        topic: &str,
+        ty: &str,
+        msg: &[u8],
+        own: Option<&[u8]>,
+    ) -> bool {
         let types = self.link.types().clone();
         let Some(p) = self.pubs.get(&(domain, Rc::from(topic))) else {
             return false;
         };
-        let bytes = rosgate_ros2::json::from_slice(msg)
-            .map_err(|e| e.to_string())
-            .and_then(|v| cdr::encode(&*types, ty, &v).map_err(|e| e.to_string()));
+        let bytes = match own {
+            Some(b) => Ok(b.to_vec()),
+            None => rosgate_ros2::json::from_slice(msg)
+                .map_err(|e| e.to_string())
+                .and_then(|v| cdr::encode(&*types, ty, &v).map_err(|e| e.to_string())),
+        };
         let bytes = match bytes {
             Ok(b) => b,
             Err(e) => {
@@ -720,8 +732,15 @@ impl Exec for DdsPeer {
         self.exec_publisher(domain, topic, ty, hash, latched, on);
     }
 
-    fn put(&mut self, domain: Domain, topic: &str, ty: &str, payload: &[u8]) -> bool {
-        self.exec_put(domain, topic, ty, payload)
+    fn put(
+        &mut self,
+        domain: Domain,
+        topic: &str,
+        ty: &str,
+        payload: &[u8],
+        cdr: Option<&[u8]>,
+    ) -> bool {
+        self.exec_put(domain, topic, ty, payload, cdr)
     }
 
     fn call(
@@ -867,8 +886,15 @@ impl Peer for DdsPeer {
         asks::serve(self, domain, name, None);
     }
 
-    fn publish(&mut self, domain: Domain, topic: &str, msg: &str, depth: Option<u32>) -> Put {
-        asks::publish(self, domain, topic, msg, depth)
+    fn publish(
+        &mut self,
+        domain: Domain,
+        topic: &str,
+        msg: &str,
+        cdr: Option<Cdr<'_>>,
+        depth: Option<u32>,
+    ) -> Put {
+        asks::publish(self, domain, topic, msg, cdr, depth)
     }
 
     fn id(&self) -> PeerId {

@@ -12,7 +12,7 @@ use rosgate_core::nodes::Domain;
 use rosgate_ros2::link::Event;
 
 use super::exec::{run_link, Exec};
-use crate::Put;
+use crate::{Cdr, Put};
 
 /// A ROS 2 shell as the hub's asks see it: its link (through [`Exec`]),
 /// the domains it bridges, and how it executes the link's actions.
@@ -48,8 +48,10 @@ pub fn want(x: &mut impl Shell, domain: Domain, topic: &str, ty: Option<&str>, o
     });
 }
 
-/// A message (`msg`, JSON) the bridge of `domain` drained for `topic`: the
-/// link puts it to ROS 2 when ROS 2 subscribes to it. What reaches ROS 2
+/// A message (`msg`, JSON; `cdr`, its own CDR when it came as CDR) the
+/// bridge of `domain` drained for `topic`, or a sample of the other ROS 2
+/// side: the link puts it to ROS 2 when ROS 2 subscribes to it (the CDR
+/// untouched when the subscription's type is its type). What reaches ROS 2
 /// is not counted as sent (the gateways' puts are); a put that could not
 /// go out (it does not fit the subscription's type, or the transport
 /// refused it) is counted as dropped.
@@ -58,6 +60,7 @@ pub fn publish(
     domain: Domain,
     topic: &str,
     msg: &str,
+    cdr: Option<Cdr<'_>>,
     latched: Option<u32>,
 ) -> Put {
     if !x.bridged(domain) {
@@ -68,6 +71,7 @@ pub fn publish(
         topic: topic.to_string(),
         latched,
         payload: msg.as_bytes().to_vec(),
+        cdr: cdr.map(|c| (c.ty.to_string(), c.bytes.to_vec())),
     });
     if x.run() {
         Put::Skipped

@@ -442,7 +442,9 @@ impl HubEdge {
                     // samples are latched in the hub, so clients that
                     // subscribe later get them as from a local one.
                     // Another ROS 2 side wants it too: it crosses as JSON
-                    // (`PeerId::forwards_to`; never back to `peer`).
+                    // with its CDR, put untouched there when that side
+                    // subscribes with its type (`PeerId::forwards_to`;
+                    // never back to `peer`).
                     let forward = hub.forward_wanted(peer, domain, &topic);
                     let json = if forward || hub.needs_json(domain, &topic, latched) {
                         match decode_json(types, &ty, &payload) {
@@ -457,7 +459,7 @@ impl HubEdge {
                         None
                     };
                     if let (true, Some(j)) = (forward, json.as_deref()) {
-                        hub.forward(peer, domain, &topic, j, latched);
+                        hub.forward(peer, domain, &topic, j, Some((&ty, &payload)), latched);
                     }
                     let msg = json.as_deref().map(Raw::from_valid_json);
                     hub.remote_publish_cdr(domain, &topic, msg, &payload, latched, now);

@@ -29,9 +29,18 @@ pub trait Exec {
         latched: Option<u32>,
         on: bool,
     );
-    /// Put a client's message (JSON) on a topic as CDR of `ty`; false when
-    /// it could not go out (not `ty`, no publisher, the transport refused).
-    fn put(&mut self, domain: Domain, topic: &str, ty: &str, payload: &[u8]) -> bool;
+    /// Put a message on a topic as CDR of `ty`: `cdr` as it is when the
+    /// link gave it (the message came as CDR of `ty`), else `payload`
+    /// (JSON) encoded; false when it could not go out (not `ty`, no
+    /// publisher, the transport refused).
+    fn put(
+        &mut self,
+        domain: Domain,
+        topic: &str,
+        ty: &str,
+        payload: &[u8],
+        cdr: Option<&[u8]>,
+    ) -> bool;
     /// Call a ROS 2 service of type `ty` (hash `hash`) with JSON arguments.
     fn call(
         &mut self,
@@ -180,10 +189,11 @@ pub fn run_link(x: &mut (impl Exec + ?Sized)) -> bool {
                 topic,
                 ty,
                 payload,
+                cdr,
                 ..
             } => {
                 if let Ok(d) = in_domain(domain) {
-                    put_ok &= x.put(d, &topic, &ty, &payload);
+                    put_ok &= x.put(d, &topic, &ty, &payload, cdr.as_deref());
                 }
                 None
             }

@@ -218,9 +218,16 @@ impl Exec for ZenohExec<'_> {
             .exec_publisher(self.session, domain, topic, typed, latched, on);
     }
 
-    fn put(&mut self, domain: Domain, topic: &str, ty: &str, payload: &[u8]) -> bool {
+    fn put(
+        &mut self,
+        domain: Domain,
+        topic: &str,
+        ty: &str,
+        payload: &[u8],
+        cdr: Option<&[u8]>,
+    ) -> bool {
         self.shell
-            .exec_put(self.session, domain, topic, ty, payload)
+            .exec_put(self.session, domain, topic, ty, payload, cdr)
     }
 
     fn call(

@@ -706,9 +706,10 @@ impl RosLink {
         self.pubs.insert((domain, Rc::from(topic)), p);
     }
 
-    /// The link puts a client's message (`msg`, JSON) on `topic` as CDR of
-    /// `ty`, the ROS 2 subscription's type, through this gateway's
-    /// publisher of it. False when it did not go out.
+    /// The link puts a message on `topic` as CDR of `ty`, the ROS 2
+    /// subscription's type, through this gateway's publisher of it: `own`
+    /// (its own CDR of `ty`) as it is, else `msg` (JSON) encoded. False
+    /// when it did not go out.
     fn exec_put(
         &mut self,
         session: &Session,
@@ -716,22 +717,28 @@ impl RosLink {
         topic: &str,
         ty: &str,
         msg: &[u8],
+        own: Option<&[u8]>,
     ) -> bool {
         let types = self.types();
         let Some(p) = self.pubs.get_mut(&(domain, Rc::from(topic))) else {
             return false;
         };
-        let Ok(v) = rosgate_ros2::json::from_slice(msg) else {
-            return false;
-        };
-        let bytes = match cdr::encode(&*types, ty, &v) {
-            Ok(b) => b,
-            Err(e) => {
-                rosgate_core::log!(
-                    Debug,
-                    "ros2: a message on {topic} not sent to ROS 2: it is not {ty}: {e}"
-                );
-                return false;
+        let bytes = match own {
+            Some(b) => b.to_vec(),
+            None => {
+                let Ok(v) = rosgate_ros2::json::from_slice(msg) else {
+                    return false;
+                };
+                match cdr::encode(&*types, ty, &v) {
+                    Ok(b) => b,
+                    Err(e) => {
+                        rosgate_core::log!(
+                            Debug,
+                            "ros2: a message on {topic} not sent to ROS 2: it is not {ty}: {e}"
+                        );
+                        return false;
+                    }
+                }
             }
         };
         p.seq += 1;

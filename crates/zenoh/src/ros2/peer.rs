@@ -21,7 +21,7 @@ use crate::remote::Shared;
 use crate::worker::Decls;
 use crate::RosSettings;
 use rosgate_peers::Inbox;
-use rosgate_peers::{Peer, Put};
+use rosgate_peers::{Cdr, Peer, Put};
 
 struct RosPeer {
     link: RosLink,
@@ -80,14 +80,16 @@ impl Peer for RosPeer {
         asks::serve(&mut self.link.exec(&self.session), domain, name, None);
     }
 
-    fn publish(&mut self, domain: Domain, topic: &str, msg: &str, depth: Option<u32>) -> Put {
-        asks::publish(
-            &mut self.link.exec(&self.session),
-            domain,
-            topic,
-            msg,
-            depth,
-        )
+    fn publish(
+        &mut self,
+        domain: Domain,
+        topic: &str,
+        msg: &str,
+        cdr: Option<Cdr<'_>>,
+        depth: Option<u32>,
+    ) -> Put {
+        let mut x = self.link.exec(&self.session);
+        asks::publish(&mut x, domain, topic, msg, cdr, depth)
     }
 
     fn id(&self) -> PeerId {
