@@ -26,6 +26,7 @@ use rosgate_core::hub::{Bridges, Forward, InterestChange, Offer};
 use rosgate_core::nodes::Domain;
 use rosgate_core::out::MAX_IOVECS;
 use rosgate_wire::decode::{self, Op, Request};
+use rosgate_wire::encode;
 
 use crate::peer::{Cdr, Peer, Put};
 use crate::Inbox;
@@ -228,8 +229,16 @@ impl Driver {
                     d
                 }
             };
+            // A client's CDR the hub put on the line (`publish_with_cdr`):
+            // the ROS 2 peers put it untouched when ROS 2 subscribes with
+            // the topic's type; other gateways get `msg`.
+            let own = encode::publish_cdr(line)
+                .and_then(|b64| std::str::from_utf8(b64).ok())
+                .and_then(|b64| rosgate_ros2::cdr::octets(&serde_json::Value::from(b64)));
+            let ty = own.as_ref().and_then(|_| hub.topic_type(domain, &topic));
+            let cdr = own.as_deref().zip(ty).map(|(bytes, ty)| Cdr { ty, bytes });
             for p in self.peers.iter_mut() {
-                match p.publish(domain, &topic, msg.get(), None, depth) {
+                match p.publish(domain, &topic, msg.get(), cdr, depth) {
                     Put::Sent => sent += 1,
                     Put::Dropped => dropped += 1,
                     Put::Skipped => {}

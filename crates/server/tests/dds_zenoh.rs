@@ -284,7 +284,7 @@ fn an_rmw_zenoh_sample_reaches_dds_and_never_comes_back_to_rmw_zenoh() {
     let d: u16 = 190 + (std::process::id() as u16 % 40);
     let ds = d.to_string();
     let ep = format!("tcp/127.0.0.1:{}", free_zenoh_port());
-    let _gw = Gateway::start(&[
+    let gw = Gateway::start(&[
         "--tcp-domain",
         &ds,
         "--dds-domain",
@@ -418,4 +418,43 @@ fn an_rmw_zenoh_sample_reaches_dds_and_never_comes_back_to_rmw_zenoh() {
         echoes.push(text_of(&s.payload().to_bytes()));
     }
     assert!(echoes.is_empty(), "sent back to rmw_zenoh: {echoes:?}");
+    // A client's raw CDR publish on /back reaches both ROS 2 sides as the
+    // client's bytes (its padding included), not encoded again.
+    let mut c = gw.client();
+    c.send_line(r#"{"op":"advertise","topic":"/back","type":"std_msgs/msg/String","id":"adv"}"#);
+    c.expect_info("adv");
+    let own = padded_string("from a client");
+    let ints: Vec<String> = own.iter().map(|b| b.to_string()).collect();
+    let msg = format!(r#"{{"bytes":[{}]}}"#, ints.join(","));
+    let (mut to_dds, mut to_zenoh) = (None, None);
+    let dl = deadline(CROSS);
+    while to_dds.is_none() || to_zenoh.is_none() {
+        assert!(
+            Instant::now() < dl,
+            "within {CROSS:?}: DDS got {to_dds:?}, rmw_zenoh {to_zenoh:?}"
+        );
+        c.publish("/back", &msg);
+        std::thread::sleep(ms(100));
+        while let Ok(Some(s)) = reader.try_take_one() {
+            if text_of(&s.sample) == "from a client" {
+                to_dds = Some(s.sample);
+            }
+        }
+        while let Ok(Some(s)) = zsub.try_recv() {
+            let b = s.payload().to_bytes().to_vec();
+            if text_of(&b) == "from a client" {
+                to_zenoh = Some(b);
+            }
+        }
+    }
+    assert_eq!(
+        to_dds,
+        Some(own.clone()),
+        "DDS: the client's CDR, byte for byte"
+    );
+    assert_eq!(
+        to_zenoh,
+        Some(own),
+        "rmw_zenoh: the client's CDR, byte for byte"
+    );
 }

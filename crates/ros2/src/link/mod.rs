@@ -1075,9 +1075,13 @@ impl Link {
             });
         }
         // The CDR goes as it is only when it is of the subscription's
-        // type; any other (a subscription of another type, or no CDR) is
-        // the shell's to encode from the JSON.
-        let cdr = cdr.filter(|(t, _)| *t == ty).map(|(_, b)| b);
+        // type (named in full or short: `std_msgs/String`); any other (a
+        // subscription of another type, or no CDR) is the shell's to
+        // encode from the JSON.
+        let types = self.types();
+        let cdr = cdr
+            .filter(|(t, _)| *t == ty || types.msg(t).is_some_and(|m| m.name == ty))
+            .map(|(_, b)| b);
         self.push(Action::Put {
             domain,
             topic,

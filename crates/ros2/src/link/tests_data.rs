@@ -385,6 +385,11 @@ fn a_messages_own_cdr_is_put_untouched_only_when_it_is_of_the_subscriptions_type
     };
     assert_eq!(put(&mut l, STRING), Some(Some(own.clone())));
     assert_eq!(
+        put(&mut l, "std_msgs/String"),
+        Some(Some(own.clone())),
+        "the type named short"
+    );
+    assert_eq!(
         put(&mut l, "std_msgs/msg/Int32"),
         Some(None),
         "another type's CDR: the shell encodes the JSON"
