@@ -26,8 +26,9 @@ use rosgate_core::hub::{Bridges, Forward, InterestChange, Offer};
 use rosgate_core::nodes::Domain;
 use rosgate_core::out::MAX_IOVECS;
 use rosgate_wire::decode::{self, Op, Request};
+use rosgate_wire::encode;
 
-use crate::peer::{Peer, Put};
+use crate::peer::{Cdr, Peer, Put};
 use crate::Inbox;
 
 /// Bytes. Taken from the bridges' queues per loop turn; the rest waits
@@ -176,7 +177,8 @@ impl Driver {
                 if !f.from.forwards_to(p.id()) {
                     continue;
                 }
-                match p.publish(f.domain, &f.topic, &f.msg, f.latched) {
+                let cdr = f.cdr.as_ref().map(|(ty, bytes)| Cdr { ty, bytes });
+                match p.publish(f.domain, &f.topic, &f.msg, cdr, f.latched) {
                     Put::Sent => sent += 1,
                     Put::Dropped => dropped += 1,
                     Put::Skipped => {}
@@ -227,8 +229,16 @@ impl Driver {
                     d
                 }
             };
+            // A client's CDR the hub put on the line (`publish_with_cdr`):
+            // the ROS 2 peers put it untouched when ROS 2 subscribes with
+            // the topic's type; other gateways get `msg`.
+            let own = encode::publish_cdr(line)
+                .and_then(|b64| std::str::from_utf8(b64).ok())
+                .and_then(|b64| rosgate_ros2::cdr::octets(&serde_json::Value::from(b64)));
+            let ty = own.as_ref().and_then(|_| hub.topic_type(domain, &topic));
+            let cdr = own.as_deref().zip(ty).map(|(bytes, ty)| Cdr { ty, bytes });
             for p in self.peers.iter_mut() {
-                match p.publish(domain, &topic, msg.get(), depth) {
+                match p.publish(domain, &topic, msg.get(), cdr, depth) {
                     Put::Sent => sent += 1,
                     Put::Dropped => dropped += 1,
                     Put::Skipped => {}

@@ -26,4 +26,4 @@ pub mod ros2;
 
 pub use driver::{provider_id, Driver, DRAIN_BYTES_PER_TURN, STATUS_INTERVAL_MS};
 pub use inbox::{Inbox, Job, ToLoop, INBOX_BYTES, MAX_PENDING_SAMPLES};
-pub use peer::{Peer, Put};
+pub use peer::{Cdr, Peer, Put};

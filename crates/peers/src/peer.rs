@@ -29,6 +29,14 @@ pub enum Put {
     Skipped,
 }
 
+/// A message's own CDR beside its JSON, as a client or a ROS 2 node put it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Cdr<'a> {
+    /// Its full type name (`pkg/msg/Type`).
+    pub ty: &'a str,
+    pub bytes: &'a [u8],
+}
+
 /// One kind of peer. All run on the loop thread.
 pub trait Peer {
     /// Start of a turn, before the hub's changes: what the peer learned
@@ -44,8 +52,17 @@ pub trait Peer {
     fn serve(&mut self, domain: Domain, name: Rc<str>, ty: &str);
     fn unserve(&mut self, domain: Domain, name: &Rc<str>);
     /// A message the bridge of `domain` publishes (every peer gets it);
-    /// `depth` when the topic is latched.
-    fn publish(&mut self, domain: Domain, topic: &str, msg: &str, depth: Option<u32>) -> Put;
+    /// `cdr`, its own CDR when it came as CDR (the ROS 2 peers put it
+    /// untouched when ROS 2 subscribes with its type; other gateways get
+    /// `msg`); `depth` when the topic is latched.
+    fn publish(
+        &mut self,
+        domain: Domain,
+        topic: &str,
+        msg: &str,
+        cdr: Option<Cdr<'_>>,
+        depth: Option<u32>,
+    ) -> Put;
     /// Which peer this is (the hub's messages name it).
     fn id(&self) -> PeerId;
     /// The bridge calls a service this peer provides, as call `id` (the

@@ -39,8 +39,26 @@ fn cdr_string(text: &str) -> Vec<u8> {
     cdr
 }
 
+/// A String's CDR with trailing padding bytes 0xab to a multiple of 4
+/// (CDR ends may be padded; our encoder pads with nothing; RustDDS pads a
+/// shorter payload with zeros): what crosses must be these bytes, not the
+/// sample decoded and encoded again.
+fn padded_string(text: &str) -> Vec<u8> {
+    let mut cdr = cdr_string(text);
+    cdr.push(0xab);
+    while cdr.len() % 4 != 0 {
+        cdr.push(0xab);
+    }
+    cdr
+}
+
+/// The text of a String's CDR (by its length, so padding is not text).
 fn text_of(cdr: &[u8]) -> String {
-    cdr.get(8..cdr.len().saturating_sub(1))
+    let len = cdr
+        .get(4..8)
+        .and_then(|b| <[u8; 4]>::try_from(b).ok())
+        .map_or(0, |b| u32::from_le_bytes(b) as usize);
+    cdr.get(8..(8 + len).saturating_sub(1))
         .map(|b| String::from_utf8_lossy(b).into_owned())
         .unwrap_or_default()
 }
@@ -196,7 +214,7 @@ fn a_dds_sample_reaches_rmw_zenoh_and_a_client_and_never_comes_back_to_dds() {
     let mut client = gw.client();
     client.subscribe("/chatter");
     // Talk until the rmw_zenoh listener and the client have heard.
-    let (mut zenoh_heard, mut client_heard) = (None, None);
+    let (mut zenoh_heard, mut client_heard): (Option<Vec<u8>>, _) = (None, None);
     let dl = deadline(CROSS);
     let mut n = 0;
     while zenoh_heard.is_none() || client_heard.is_none() {
@@ -205,9 +223,9 @@ fn a_dds_sample_reaches_rmw_zenoh_and_a_client_and_never_comes_back_to_dds() {
             "within {CROSS:?}: rmw_zenoh heard {zenoh_heard:?}, the client {client_heard:?}"
         );
         n += 1;
-        let _ = writer.write(cdr_string(&format!("hello {n}")), None);
+        let _ = writer.write(padded_string(&format!("hello {n}")), None);
         if let Ok(Some(s)) = zsub.recv_timeout(ms(100)) {
-            zenoh_heard = Some(text_of(&s.payload().to_bytes()));
+            zenoh_heard = Some(s.payload().to_bytes().to_vec());
         }
         if let Recv::Line(l) = client.try_recv_line(deadline(ms(50))) {
             if String::from_utf8_lossy(&l).contains("hello ") {
@@ -215,12 +233,19 @@ fn a_dds_sample_reaches_rmw_zenoh_and_a_client_and_never_comes_back_to_dds() {
             }
         }
     }
-    assert!(zenoh_heard.is_some_and(|t| t.starts_with("hello ")));
+    let heard = zenoh_heard.unwrap_or_default();
+    let text = text_of(&heard);
+    assert!(text.starts_with("hello "), "{heard:?}");
+    assert_eq!(
+        heard,
+        padded_string(&text),
+        "the DDS talker's CDR, byte for byte (not decoded and encoded again)"
+    );
     // A few more, then the DDS listener's count of each text: once, from
     // the talker; a copy from the gateway would be an echo.
     for _ in 0..10 {
         n += 1;
-        let _ = writer.write(cdr_string(&format!("hello {n}")), None);
+        let _ = writer.write(padded_string(&format!("hello {n}")), None);
         std::thread::sleep(ms(50));
     }
     std::thread::sleep(ms(500));
@@ -259,7 +284,7 @@ fn an_rmw_zenoh_sample_reaches_dds_and_never_comes_back_to_rmw_zenoh() {
     let d: u16 = 190 + (std::process::id() as u16 % 40);
     let ds = d.to_string();
     let ep = format!("tcp/127.0.0.1:{}", free_zenoh_port());
-    let _gw = Gateway::start(&[
+    let gw = Gateway::start(&[
         "--tcp-domain",
         &ds,
         "--dds-domain",
@@ -370,21 +395,66 @@ fn an_rmw_zenoh_sample_reaches_dds_and_never_comes_back_to_rmw_zenoh() {
     let heard = loop {
         assert!(Instant::now() < dl, "nothing reached DDS within {CROSS:?}");
         n += 1;
-        z.put(&key, cdr_string(&format!("back {n}")))
+        z.put(&key, padded_string(&format!("back {n}")))
             .attachment(attachment(n, &gid))
             .allowed_destination(zenoh::sample::Locality::Remote)
             .wait()
             .expect("put");
         std::thread::sleep(ms(100));
         if let Ok(Some(s)) = reader.try_take_one() {
-            break text_of(&s.sample);
+            break s.sample;
         }
     };
-    assert!(heard.starts_with("back "), "{heard}");
+    let text = text_of(&heard);
+    assert!(text.starts_with("back "), "{heard:?}");
+    assert_eq!(
+        heard,
+        padded_string(&text),
+        "the rmw_zenoh node's CDR, byte for byte (not decoded and encoded again)"
+    );
     std::thread::sleep(ms(500));
     let mut echoes = Vec::new();
     while let Ok(Some(s)) = zsub.try_recv() {
         echoes.push(text_of(&s.payload().to_bytes()));
     }
     assert!(echoes.is_empty(), "sent back to rmw_zenoh: {echoes:?}");
+    // A client's raw CDR publish on /back reaches both ROS 2 sides as the
+    // client's bytes (its padding included), not encoded again.
+    let mut c = gw.client();
+    c.send_line(r#"{"op":"advertise","topic":"/back","type":"std_msgs/msg/String","id":"adv"}"#);
+    c.expect_info("adv");
+    let own = padded_string("from a client");
+    let ints: Vec<String> = own.iter().map(|b| b.to_string()).collect();
+    let msg = format!(r#"{{"bytes":[{}]}}"#, ints.join(","));
+    let (mut to_dds, mut to_zenoh) = (None, None);
+    let dl = deadline(CROSS);
+    while to_dds.is_none() || to_zenoh.is_none() {
+        assert!(
+            Instant::now() < dl,
+            "within {CROSS:?}: DDS got {to_dds:?}, rmw_zenoh {to_zenoh:?}"
+        );
+        c.publish("/back", &msg);
+        std::thread::sleep(ms(100));
+        while let Ok(Some(s)) = reader.try_take_one() {
+            if text_of(&s.sample) == "from a client" {
+                to_dds = Some(s.sample);
+            }
+        }
+        while let Ok(Some(s)) = zsub.try_recv() {
+            let b = s.payload().to_bytes().to_vec();
+            if text_of(&b) == "from a client" {
+                to_zenoh = Some(b);
+            }
+        }
+    }
+    assert_eq!(
+        to_dds,
+        Some(own.clone()),
+        "DDS: the client's CDR, byte for byte"
+    );
+    assert_eq!(
+        to_zenoh,
+        Some(own),
+        "rmw_zenoh: the client's CDR, byte for byte"
+    );
 }

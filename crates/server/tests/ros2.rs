@@ -601,6 +601,52 @@ fn client_messages_reach_a_ros2_subscription_as_cdr_with_rmw_attachments() {
     );
 }
 
+/// A client's raw CDR publish (`{"bytes":..}`, docs/protocol.md "Raw CDR")
+/// reaches a ROS 2 subscription of its type as the client's bytes: a
+/// trailing padding byte 0xab no encoder of ours would write included
+/// (nothing decoded and encoded again); its JSON form still reaches a
+/// TCP subscriber.
+#[test]
+fn a_clients_raw_cdr_reaches_a_ros2_subscription_byte_for_byte() {
+    let (gw, ep) = ros_gateway(&[]);
+    let mut node = RosNode::join(&ep, "raw_listener");
+    let sub = node
+        .session
+        .declare_subscriber(CHATTER_KEY)
+        .wait()
+        .expect("subscriber");
+    let _ms = node.declare(
+        EntityKind::Subscription,
+        "/chatter",
+        STRING_DDS,
+        STRING_HASH,
+        10,
+    );
+    let mut listener = gw.client();
+    listener.subscribe("/chatter");
+    let mut c = gw.client();
+    c.send_line(r#"{"op":"advertise","topic":"/chatter","type":"std_msgs/msg/String","id":"adv"}"#);
+    c.expect_info("adv");
+    let mut own = cdr_string("raw");
+    own.push(0xab);
+    let ints: Vec<String> = own.iter().map(|b| b.to_string()).collect();
+    let msg = format!(r#"{{"bytes":[{}]}}"#, ints.join(","));
+    let dl = deadline(CROSS);
+    let got = loop {
+        assert!(
+            Instant::now() < dl,
+            "nothing reached ROS 2 within {CROSS:?}"
+        );
+        c.publish("/chatter", &msg);
+        if let Ok(Some(s)) = sub.recv_timeout(ms(100)) {
+            break s.payload().to_bytes().to_vec();
+        }
+    };
+    assert_eq!(got, own, "the client's CDR, byte for byte");
+    let v = listener.recv();
+    assert_eq!(v["msg"]["data"], "raw", "{v}");
+}
+
 const POINT32_DDS: &str = "geometry_msgs::msg::dds_::Point32_";
 /// From rosidl's `geometry_msgs/msg/Point32.json` (Jazzy).
 const POINT32_HASH: &str =

@@ -449,6 +449,7 @@ impl World {
                     topic: TOPIC.into(),
                     latched,
                     payload: vec![],
+                    cdr: None,
                 })
             }
             _ => {

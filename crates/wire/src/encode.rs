@@ -64,6 +64,29 @@ pub fn publish_parts<'a>(prefix: &'a [u8], msg: Raw<'a>) -> [&'a [u8]; 3] {
     [prefix, msg.as_bytes(), b"}\n"]
 }
 
+/// A publish line that carries the message's own CDR beside `msg`, as
+/// base64 in a last member `cdr` (for a gateway's bridge: its ROS 2 peers
+/// put those bytes untouched; `crates/peers/src/driver.rs` reads it back
+/// with [`publish_cdr`]).
+pub fn publish_with_cdr(prefix: &[u8], msg: Raw<'_>, cdr: &[u8]) -> Rc<[u8]> {
+    let mut b64 = Vec::with_capacity(cdr.len().div_ceil(3) * 4);
+    crate::png::base64(&mut b64, cdr);
+    concat_shared(&[prefix, msg.as_bytes(), br#","cdr":""#, &b64, b"\"}\n"])
+}
+
+/// The base64 CDR of a line made by [`publish_with_cdr`] (without its
+/// newline), if it has one: its last member, the only way such a line
+/// ends with `"}` (a plain publish line ends with its object's `}}`).
+pub fn publish_cdr(line: &[u8]) -> Option<&[u8]> {
+    let body = line.strip_suffix(b"\"}")?;
+    const KEY: &[u8] = br#","cdr":""#;
+    let at = body.windows(KEY.len()).rposition(|w| w == KEY)?;
+    let b64 = &body[at + KEY.len()..];
+    b64.iter()
+        .all(|&c| c.is_ascii_alphanumeric() || matches!(c, b'+' | b'/' | b'='))
+        .then_some(b64)
+}
+
 /// The concatenation of `parts` in a fresh `Rc<[u8]>`.
 pub fn concat_shared(parts: &[&[u8]]) -> Rc<[u8]> {
     let len = parts.iter().map(|p| p.len()).sum();
@@ -310,5 +333,21 @@ mod tests {
         publish(&mut out, &prefix, raw);
         assert_eq!(&*publish_shared(&prefix, raw), &out[..]);
         assert_eq!(&*concat_shared(&[]), b"");
+    }
+
+    #[test]
+    fn a_bridges_line_carries_the_cdr_and_a_plain_line_none() {
+        let prefix = publish_prefix("/t");
+        let msg = Raw::from_valid_json(r#"{"data":"x\"}","cdr":"AAAA"}"#);
+        let line = publish_with_cdr(&prefix, msg, &[0, 1, 0, 0, 0xab]);
+        let line = line.strip_suffix(b"\n").expect("one line");
+        assert_eq!(publish_cdr(line), Some(&b"AAEAAKs="[..]));
+        let v: serde_json::Value = serde_json::from_slice(line).expect("JSON");
+        assert_eq!(v["msg"]["cdr"], "AAAA", "{v}");
+        assert_eq!(v["cdr"], "AAEAAKs=", "{v}");
+        // A plain line (even with a member `cdr` in its message) has none.
+        let plain = publish_shared(&prefix, msg);
+        let plain = plain.strip_suffix(b"\n").expect("one line");
+        assert_eq!(publish_cdr(plain), None);
     }
 }

@@ -174,14 +174,17 @@ impl Bridges<'_> {
         self.hub.forward_wanted(from, domain, topic)
     }
 
-    /// Keeps a sample of peer `from` for the shell to put to the other
-    /// ROS 2 sides ([`Bridges::take_forwards`]); never back to `from`.
+    /// Keeps a sample of peer `from` (`msg`, and its CDR of type `ty`) for
+    /// the shell to put to the other ROS 2 sides
+    /// ([`Bridges::take_forwards`]); never back to `from`.
+    #[allow(clippy::too_many_arguments)]
     pub fn forward(
         &mut self,
         from: PeerId,
         domain: Domain,
         topic: &str,
         msg: &str,
+        cdr: Option<(&str, &[u8])>,
         latched: Option<u32>,
     ) {
         self.hub.forward(Forward {
@@ -189,6 +192,7 @@ impl Bridges<'_> {
             domain,
             topic: Rc::from(topic),
             msg: Box::from(msg),
+            cdr: cdr.map(|(t, b)| (Box::from(t), Box::from(b))),
             latched,
         });
     }

@@ -102,6 +102,9 @@ pub struct Forward {
     pub topic: Rc<str>,
     /// The sample as JSON (valid).
     pub msg: Box<str>,
+    /// The sample's CDR as the node put it, and its full type name: the
+    /// other side puts it untouched when it subscribes with that type.
+    pub cdr: Option<(Box<str>, Box<[u8]>)>,
     /// From a latched publisher keeping that many.
     pub latched: Option<u32>,
 }
@@ -720,7 +723,8 @@ impl Hub {
     /// Keeps a sample for the shell to forward ([`Forward`]); past
     /// [`MAX_FORWARD_BYTES`] it is dropped (counted).
     pub(super) fn forward(&mut self, f: Forward) {
-        let bytes = f.msg.len() + f.topic.len() + 64;
+        let cdr = f.cdr.as_ref().map_or(0, |(t, b)| t.len() + b.len());
+        let bytes = f.msg.len() + f.topic.len() + cdr + 64;
         if self.fed.forward_bytes + bytes > MAX_FORWARD_BYTES {
             self.counters.inc(Counter::FederationOutDropped);
             return;

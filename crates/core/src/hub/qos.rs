@@ -449,6 +449,19 @@ impl Hub {
             if throttled && !self.throttle_admit(domain, sub, t, &mut framed, now) {
                 continue;
             }
+            if let (Some(cdr), true) = (cdr, self.is_bridge(sub)) {
+                // A client's CDR (a bridge never gets a ROS 2 sample: it
+                // skips bridges): its line carries the bytes too, for the
+                // ROS 2 peers to put untouched (`crates/peers/src/driver.rs`);
+                // other gateways get `msg` as before. Its own frame,
+                // counted as made.
+                let line = encode::publish_with_cdr(&prefix, msg, cdr);
+                self.mem.frames += line.len();
+                let dropped = self.queue_framed(sub, t, line, now);
+                self.counters.add(Counter::DepthDropped, dropped);
+                self.counters.inc(Counter::Delivered);
+                continue;
+            }
             if self.queue_shared(domain, sub, t, &mut framed, now) {
                 self.counters.inc(Counter::Delivered);
             }

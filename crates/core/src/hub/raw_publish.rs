@@ -102,9 +102,14 @@ impl Hub {
     ) {
         match self.cdr_to_json(domain, topic, msg) {
             Ok(None) => self.route(origin, domain, topic, msg, now),
-            Ok(Some(json)) => {
+            Ok(Some((json, cdr))) => {
                 self.counters.inc(Counter::CdrPublished);
-                self.route(origin, domain, topic, Raw::from_valid_json(&json), now)
+                // The client's CDR goes with its JSON: a bridge carries it
+                // to ROS 2, `cbor-raw` and Foxglove subscribers get it,
+                // all untouched (`route_with_cdr`).
+                let cdr: std::rc::Rc<[u8]> = std::rc::Rc::from(cdr);
+                let json = Raw::from_valid_json(&json);
+                self.route_with_cdr(origin, domain, topic, json, Some(&cdr), now)
             }
             Err(why) => {
                 if let Origin::Client { conn, id } = origin {
@@ -114,14 +119,15 @@ impl Hub {
         }
     }
 
-    /// The JSON of a raw CDR message; `Ok(None)` when `msg` is an ordinary
-    /// message after all; `Err` with the error status's text.
+    /// The JSON of a raw CDR message, with its bytes; `Ok(None)` when `msg`
+    /// is an ordinary message after all; `Err` with the error status's
+    /// text.
     fn cdr_to_json(
         &self,
         domain: Domain,
         topic: &str,
         msg: Raw<'_>,
-    ) -> Result<Option<String>, String> {
+    ) -> Result<Option<(String, Vec<u8>)>, String> {
         let Ok(mut members) = serde_json::from_str::<Map<String, Value>>(msg.get()) else {
             return Ok(None);
         };
@@ -161,7 +167,7 @@ impl Hub {
         rosgate_ros2::cdr::decode_json(&**types, ty, &cdr, &mut out)
             .map_err(|e| format!("publish on {topic}: the bytes are not CDR of {ty}: {e}"))?;
         String::from_utf8(out)
-            .map(Some)
+            .map(|json| Some((json, cdr)))
             .map_err(|_| format!("publish on {topic}: the bytes are not CDR of {ty}"))
     }
 }

@@ -351,8 +351,10 @@ impl Hub {
             return;
         };
         // QoS stated by someone (latched publishers count even with no
-        // subscriber: their cache must fill).
-        if e.has_qos() {
+        // subscriber: their cache must fill), or a client's message with
+        // its CDR, for a bridge's line (`publish_qos`; a remote sample
+        // never goes to a bridge, and stays on the fast path).
+        if e.has_qos() || (cdr.is_some() && !remote) {
             return self.publish_qos(domain, t, from, msg, cdr, skip_bridges, now);
         }
         if e.subscribers().is_empty() {

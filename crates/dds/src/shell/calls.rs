@@ -18,6 +18,7 @@ use std::time::Instant;
 
 use mio::Token;
 use rosgate_core::nodes::Domain;
+use rosgate_peers::ros2::asks::Shell;
 use rosgate_ros2::cdr;
 use rosgate_ros2::link::rmw_dds::{self, Role};
 use rosgate_ros2::link::{self, Event, Gid, InQuery, Reply as LinkReply};
@@ -247,7 +248,7 @@ impl DdsPeer {
                 }
             }
         }
-        self.run_link();
+        self.run();
     }
 
     /// Writes a request (CDR) with this gateway's reply reader as its

@@ -17,6 +17,7 @@
 use std::rc::Rc;
 
 use rosgate_core::nodes::Domain;
+use rosgate_peers::ros2::asks::Shell;
 use rosgate_ros2::action;
 use rosgate_ros2::cdr;
 use rosgate_ros2::link::rmw_dds::{self, Role};
@@ -343,7 +344,7 @@ impl DdsPeer {
             end,
         );
         self.link.handle(Event::GoalUpdate { goal: n, update });
-        self.run_link();
+        self.run();
     }
 
     /// A fresh goal UUID for the bridge's goal `id`.

@@ -50,10 +50,11 @@ use mio::Token;
 use rosgate_core::bridge::PeerId;
 use rosgate_core::hub::Bridges;
 use rosgate_core::nodes::Domain;
+use rosgate_peers::ros2::asks::{self, Shell};
 use rosgate_peers::ros2::edge::{HubEdge, Side};
 use rosgate_peers::ros2::exec::{run_link, Exec};
 use rosgate_peers::ros2::sync::LinkSync;
-use rosgate_peers::{Peer, Put};
+use rosgate_peers::{Cdr, Peer, Put};
 use rosgate_ros2::cdr;
 use rosgate_ros2::link::rmw_dds::{self, Graph, NodeInfo, ParticipantInfo, Role};
 use rosgate_ros2::link::{self, Event, Gid, InQuery, Link, Stamp, ToHub};
@@ -140,8 +141,6 @@ pub(crate) struct DdsPeer {
     /// Interest and providers the link decided, for the hub at the turn.
     to_hub: Vec<Side>,
     next_token: usize,
-    /// Whether the last put the link asked went out.
-    put_ok: bool,
     /// Nodes local clients declared in bridged domains (namespace, name).
     client_nodes: Vec<(Domain, String, String)>,
     nodes_generation: Option<u64>,
@@ -184,7 +183,6 @@ impl DdsPeer {
             pubs: HashMap::new(),
             to_hub: Vec::new(),
             next_token: pump::FIRST_TOPIC_TOKEN,
-            put_ok: true,
             client_nodes: Vec::new(),
             nodes_generation: None,
             shed: 0,
@@ -196,10 +194,6 @@ impl DdsPeer {
 
     fn shared(&self) -> Option<&Arc<pump::Shared>> {
         self.pump.as_ref().map(|p| &p.shared)
-    }
-
-    fn bridged(&self, domain: Domain) -> bool {
-        self.domains.contains(&domain)
     }
 
     /// Discovery since the last turn, through the adapter, into the link;
@@ -271,36 +265,17 @@ impl DdsPeer {
         }
     }
 
-    /// Executes what the link asks (see the module docs):
-    /// `rosgate_peers::ros2::exec::run_link` dispatches each action to
-    /// this shell's `Exec` methods.
-    fn run_link(&mut self) {
-        run_link(self);
-        // A reader or writer made or dropped: said on `ros_discovery_info`
-        // now, not at the next turn (the loop may sleep until then).
-        self.write_infos();
-    }
-
     /// A delivery of the link, kept by the hub's edge for the turn; what
     /// it asks of this shell besides, done.
     fn deliver(&mut self, t: ToHub) {
-        let side = self.edge.deliver(&mut self.link, t);
+        let offered = &self.offered_actions;
+        let side = self.edge.deliver(&mut self.link, t, |domain, action| {
+            offered
+                .get(&(domain, Rc::from(action)))
+                .map(|o| o.ty.clone())
+        });
         match side {
             Side::Nothing | Side::Wake | Side::GoalEnded { .. } => {}
-            Side::Goal {
-                goal,
-                domain,
-                action,
-                args,
-            } => {
-                // The action offered to ROS 2 names the type.
-                let ty = self
-                    .offered_actions
-                    .get(&(domain, Rc::from(action.as_str())))
-                    .map(|o| o.ty.clone())
-                    .unwrap_or_default();
-                self.edge.goal(goal, domain, action, ty, args);
-            }
             Side::Provider {
                 kind,
                 domain,
@@ -515,15 +490,27 @@ impl DdsPeer {
         self.info_changed(domain);
     }
 
-    fn exec_put(&mut self, domain: Domain, topic: &str, ty: &str, msg: &[u8]) {
+    /// The link puts a message on `topic` as CDR of `ty`: `own` (its own
+    /// CDR of `ty`) as it is, else `msg` (JSON) encoded. False when it did
+    /// not go out.
+    fn exec_put(
+        &mut self,
+        domain: Domain,
+        topic: &str,
+        ty: &str,
+        msg: &[u8],
+        own: Option<&[u8]>,
+    ) -> bool {
         let types = self.link.types().clone();
         let Some(p) = self.pubs.get(&(domain, Rc::from(topic))) else {
-            self.put_ok = false;
-            return;
+            return false;
         };
-        let bytes = rosgate_ros2::json::from_slice(msg)
-            .map_err(|e| e.to_string())
-            .and_then(|v| cdr::encode(&*types, ty, &v).map_err(|e| e.to_string()));
+        let bytes = match own {
+            Some(b) => Ok(b.to_vec()),
+            None => rosgate_ros2::json::from_slice(msg)
+                .map_err(|e| e.to_string())
+                .and_then(|v| cdr::encode(&*types, ty, &v).map_err(|e| e.to_string())),
+        };
         let bytes = match bytes {
             Ok(b) => b,
             Err(e) => {
@@ -531,30 +518,16 @@ impl DdsPeer {
                     Debug,
                     "dds: a message on {topic} not sent to ROS 2: it is not {ty}: {e}"
                 );
-                self.put_ok = false;
-                return;
+                return false;
             }
         };
         if let Err(e) = p.writer.write(bytes, None) {
             // Reliable with no blocking time: a full history sheds.
             rosgate_core::log!(Debug, "dds: a message on {topic} shed: {e}");
             self.shed += 1;
-            self.put_ok = false;
+            return false;
         }
-    }
-
-    /// A change of what local clients provide in a bridged domain.
-    fn local_change(&mut self, e: Event) {
-        let bridged = match &e {
-            Event::Provide { domain, .. } | Event::Serve { domain, .. } => {
-                Domain::try_from(*domain).is_ok_and(|d| self.bridged(d))
-            }
-            _ => false,
-        };
-        if bridged {
-            self.link.handle(e);
-            self.run_link();
-        }
+        true
     }
 
     fn info_changed(&mut self, domain: Domain) {
@@ -759,8 +732,15 @@ impl Exec for DdsPeer {
         self.exec_publisher(domain, topic, ty, hash, latched, on);
     }
 
-    fn put(&mut self, domain: Domain, topic: &str, ty: &str, payload: &[u8]) {
-        self.exec_put(domain, topic, ty, payload);
+    fn put(
+        &mut self,
+        domain: Domain,
+        topic: &str,
+        ty: &str,
+        payload: &[u8],
+        cdr: Option<&[u8]>,
+    ) -> bool {
+        self.exec_put(domain, topic, ty, payload, cdr)
     }
 
     fn call(
@@ -840,6 +820,21 @@ impl Exec for DdsPeer {
     }
 }
 
+impl Shell for DdsPeer {
+    fn bridged(&self, domain: Domain) -> bool {
+        self.domains.contains(&domain)
+    }
+
+    /// The link's actions, then a reader or writer made or dropped said
+    /// on `ros_discovery_info` now, not at the next turn (the loop may
+    /// sleep until then).
+    fn run(&mut self) -> bool {
+        let ok = run_link(self);
+        self.write_infos();
+        ok
+    }
+}
+
 impl Peer for DdsPeer {
     /// The nodes local clients declared in bridged domains, mirrored on
     /// `ros_discovery_info` when the hub's nodes changed.
@@ -866,113 +861,54 @@ impl Peer for DdsPeer {
     }
 
     fn want(&mut self, hub: &Bridges<'_>, domain: Domain, topic: Rc<str>) {
-        if !self.bridged(domain) {
-            return;
-        }
-        self.link.handle(Event::Want {
-            domain: u32::from(domain),
-            topic: topic.to_string(),
-            ty: hub.topic_type(domain, &topic).map(str::to_string),
-            on: true,
-        });
-        self.run_link();
+        asks::want(self, domain, &topic, hub.topic_type(domain, &topic), true);
     }
 
     fn unwant(&mut self, domain: Domain, topic: &Rc<str>) {
-        if !self.bridged(domain) {
-            return;
-        }
-        self.link.handle(Event::Want {
-            domain: u32::from(domain),
-            topic: topic.to_string(),
-            ty: None,
-            on: false,
-        });
-        self.run_link();
+        asks::want(self, domain, topic, None, false);
     }
 
     fn provide(&mut self, domain: Domain, name: Rc<str>, ty: &str) {
-        self.local_change(Event::Provide {
-            domain: u32::from(domain),
-            name: name.to_string(),
-            ty: Some(ty.to_string()),
-        });
+        asks::provide(self, domain, &name, Some(ty));
     }
 
     /// The local provider went: the link answers its calls waiting with
     /// an error, and withdraws the offer.
     fn unprovide(&mut self, domain: Domain, name: &Rc<str>) {
-        self.local_change(Event::Provide {
-            domain: u32::from(domain),
-            name: name.to_string(),
-            ty: None,
-        });
+        asks::provide(self, domain, name, None);
     }
 
     fn serve(&mut self, domain: Domain, name: Rc<str>, ty: &str) {
-        self.local_change(Event::Serve {
-            domain: u32::from(domain),
-            name: name.to_string(),
-            ty: Some(ty.to_string()),
-        });
+        asks::serve(self, domain, &name, Some(ty));
     }
 
     fn unserve(&mut self, domain: Domain, name: &Rc<str>) {
-        self.local_change(Event::Serve {
-            domain: u32::from(domain),
-            name: name.to_string(),
-            ty: None,
-        });
+        asks::serve(self, domain, name, None);
     }
 
-    /// What reaches ROS 2 is not counted as sent; what it refuses is
-    /// counted as dropped.
-    fn publish(&mut self, domain: Domain, topic: &str, msg: &str, depth: Option<u32>) -> Put {
-        if !self.bridged(domain) {
-            return Put::Skipped;
-        }
-        self.put_ok = true;
-        self.link.handle(Event::Publish {
-            domain: u32::from(domain),
-            topic: topic.to_string(),
-            latched: depth,
-            payload: msg.as_bytes().to_vec(),
-        });
-        self.run_link();
-        if self.put_ok {
-            Put::Skipped
-        } else {
-            Put::Dropped
-        }
+    fn publish(
+        &mut self,
+        domain: Domain,
+        topic: &str,
+        msg: &str,
+        cdr: Option<Cdr<'_>>,
+        depth: Option<u32>,
+    ) -> Put {
+        asks::publish(self, domain, topic, msg, cdr, depth)
     }
 
     fn id(&self) -> PeerId {
         PeerId::Dds
     }
 
-    /// A call of a ROS 2 service: the link's (which refuses it for now,
-    /// so the caller gets its one failed answer).
+    /// A call of a ROS 2 service: the link's, if a ROS 2 server serves it.
     fn call(&mut self, domain: Domain, service: &str, id: &str, args: &str, now: Instant) -> bool {
-        if !self.bridged(domain) || !self.link.serves_service(u32::from(domain), service) {
-            return false;
-        }
-        self.link.handle(Event::Call {
-            now,
-            id: id.to_string(),
-            domain: u32::from(domain),
-            service: service.to_string(),
-            payload: args.as_bytes().to_vec(),
-        });
-        self.run_link();
-        true
+        asks::call(self, domain, service, id, args, now)
     }
 
     /// The local provider answered a ROS 2 client's call: the link replies.
     fn answer(&mut self, id: &str, values: &str, result: bool) {
-        if let Some(e) = rosgate_peers::ros2::edge::answer_event(id, values, result) {
-            self.link.handle(e);
-            self.run_link();
-        }
+        asks::answer(self, id, values, result);
     }
 
     /// A goal to a ROS 2 action server: the link's, with a fresh UUID.
@@ -985,36 +921,13 @@ impl Peer for DdsPeer {
         args: &str,
         now: Instant,
     ) -> bool {
-        if !self.bridged(domain) || !self.link.serves_action(u32::from(domain), action) {
-            return false;
-        }
-        if self.link.has_goal_out(u32::from(domain), id) {
-            // The same goal again: the link ignores it; it ends once.
-            return true;
-        }
-        let uuid = self.goal_uuid(id);
-        self.link.handle(Event::SendGoal {
-            now,
-            id: id.to_string(),
-            domain: u32::from(domain),
-            action: action.to_string(),
-            uuid,
-            payload: args.as_bytes().to_vec(),
-        });
-        self.run_link();
-        true
+        asks::send_goal(self, domain, action, id, args, now, |x| x.goal_uuid(id))
     }
 
     /// A local client cancels its goal to ROS 2: the link sends it (now,
     /// or when the server accepts the goal).
     fn cancel(&mut self, domain: Domain, _action: &str, id: &str) {
-        if self.link.has_goal_out(u32::from(domain), id) {
-            self.link.handle(Event::CancelGoal {
-                domain: u32::from(domain),
-                id: id.to_string(),
-            });
-            self.run_link();
-        }
+        asks::cancel_goal(self, domain, id);
     }
 
     fn goal_update(&mut self, id: &str, values: &str, end: Option<(u8, bool)>) {
@@ -1031,7 +944,7 @@ impl Peer for DdsPeer {
                 now,
             );
         }
-        self.run_link();
+        self.run();
         self.tell_hub(hub, now);
         let types = self.link.types().clone();
         if let Some(sh) = self.shared().cloned() {

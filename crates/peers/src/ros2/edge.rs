@@ -176,14 +176,6 @@ pub enum Side {
         name: String,
         ty: Option<String>,
     },
-    /// A ROS 2 client's goal for the local action server: the shell adds
-    /// the action's type ([`HubEdge::goal`]).
-    Goal {
-        goal: u64,
-        domain: Domain,
-        action: String,
-        args: String,
-    },
 }
 
 /// The link's deliveries for the hub, in order, until the turn hands them
@@ -201,22 +193,15 @@ impl HubEdge {
         self.undecodable
     }
 
-    /// A ROS 2 client's goal (see [`Side::Goal`]) of action type `ty`.
-    pub fn goal(&mut self, goal: u64, domain: Domain, action: String, ty: String, args: String) {
-        self.out.push((
-            domain,
-            ForHub::Goal {
-                goal,
-                action,
-                ty,
-                args,
-            },
-        ));
-    }
-
     /// Keeps one delivery of the link for the turn, and says what else it
-    /// asks of the shell.
-    pub fn deliver(&mut self, link: &mut Link, t: ToHub) -> Side {
+    /// asks of the shell. `offered` is the type of an action the shell
+    /// offers to ROS 2 (a ROS 2 client's goal names none: the offer does).
+    pub fn deliver(
+        &mut self,
+        link: &mut Link,
+        t: ToHub,
+        offered: impl FnOnce(Domain, &str) -> Option<String>,
+    ) -> Side {
         let (domain, line, side) = match t {
             ToHub::ServiceResponse {
                 domain,
@@ -300,12 +285,17 @@ impl HubEdge {
                 else {
                     return Side::Nothing;
                 };
-                return Side::Goal {
-                    goal,
+                let ty = offered(domain, &action).unwrap_or_default();
+                self.out.push((
                     domain,
-                    action,
-                    args,
-                };
+                    ForHub::Goal {
+                        goal,
+                        action,
+                        ty,
+                        args,
+                    },
+                ));
+                return Side::Wake;
             }
             ToHub::Interest { domain, topic, ty } => {
                 // One interest per topic ROS 2 subscribes to (the link
@@ -452,7 +442,9 @@ impl HubEdge {
                     // samples are latched in the hub, so clients that
                     // subscribe later get them as from a local one.
                     // Another ROS 2 side wants it too: it crosses as JSON
-                    // (`PeerId::forwards_to`; never back to `peer`).
+                    // with its CDR, put untouched there when that side
+                    // subscribes with its type (`PeerId::forwards_to`;
+                    // never back to `peer`).
                     let forward = hub.forward_wanted(peer, domain, &topic);
                     let json = if forward || hub.needs_json(domain, &topic, latched) {
                         match decode_json(types, &ty, &payload) {
@@ -467,7 +459,7 @@ impl HubEdge {
                         None
                     };
                     if let (true, Some(j)) = (forward, json.as_deref()) {
-                        hub.forward(peer, domain, &topic, j, latched);
+                        hub.forward(peer, domain, &topic, j, Some((&ty, &payload)), latched);
                     }
                     let msg = json.as_deref().map(Raw::from_valid_json);
                     hub.remote_publish_cdr(domain, &topic, msg, &payload, latched, now);

@@ -29,8 +29,18 @@ pub trait Exec {
         latched: Option<u32>,
         on: bool,
     );
-    /// Put a client's message (JSON) on a topic as CDR of `ty`.
-    fn put(&mut self, domain: Domain, topic: &str, ty: &str, payload: &[u8]);
+    /// Put a message on a topic as CDR of `ty`: `cdr` as it is when the
+    /// link gave it (the message came as CDR of `ty`), else `payload`
+    /// (JSON) encoded; false when it could not go out (not `ty`, no
+    /// publisher, the transport refused).
+    fn put(
+        &mut self,
+        domain: Domain,
+        topic: &str,
+        ty: &str,
+        payload: &[u8],
+        cdr: Option<&[u8]>,
+    ) -> bool;
     /// Call a ROS 2 service of type `ty` (hash `hash`) with JSON arguments.
     fn call(
         &mut self,
@@ -86,8 +96,10 @@ pub trait Exec {
 
 /// Executes what the link asks until it has nothing more (see the module
 /// docs). An action naming a domain beyond the hub's is dropped (the link
-/// knows only the domains the shell bridges).
-pub fn run_link(x: &mut impl Exec) {
+/// knows only the domains the shell bridges). False when a put could not
+/// go out (the hub counts the message dropped).
+pub fn run_link(x: &mut (impl Exec + ?Sized)) -> bool {
+    let mut put_ok = true;
     while let Some(a) = x.link().poll() {
         let refused = match a {
             Action::Query {
@@ -177,10 +189,11 @@ pub fn run_link(x: &mut impl Exec) {
                 topic,
                 ty,
                 payload,
+                cdr,
                 ..
             } => {
                 if let Ok(d) = in_domain(domain) {
-                    x.put(d, &topic, &ty, &payload);
+                    put_ok &= x.put(d, &topic, &ty, &payload, cdr.as_deref());
                 }
                 None
             }
@@ -234,6 +247,7 @@ pub fn run_link(x: &mut impl Exec) {
             });
         }
     }
+    put_ok
 }
 
 fn in_domain(domain: link::Domain) -> Result<Domain, String> {

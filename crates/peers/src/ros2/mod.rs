@@ -11,10 +11,15 @@
 //!   handed over from the turn; CDR <-> JSON at the hub's edge;
 //! - [`sync`]: after each turn, the link's registry, counters and graph
 //!   into the hub;
+//! - [`asks`]: what the hub asks a shell (subscriptions, publishes, calls
+//!   and goals to ROS 2, what local clients provide and serve) as the
+//!   link's events, only in the domains the shell bridges;
+//! - [`exec`]: the link's actions dispatched to the shell's methods;
 //! - [`answer`]: the link's answer to a ROS 2 client's request as the JSON
 //!   of the response type.
 
 pub mod answer;
+pub mod asks;
 pub mod edge;
 pub mod exec;
 pub mod goals;

@@ -230,12 +230,14 @@ pub enum Event {
     },
     /// The hub publishes on a topic (payload in the hub's form); `latched`
     /// is the depth the hub keeps when the topic is latched (transient
-    /// local).
+    /// local); `cdr`, the message's own CDR with its full type name when
+    /// it came as CDR (a client's, or a sample of the other ROS 2 side).
     Publish {
         domain: Domain,
         topic: String,
         latched: Option<u32>,
         payload: Vec<u8>,
+        cdr: Option<(String, Vec<u8>)>,
     },
     /// The hub offers a service (`ty`), or stops (`None`).
     Provide {
@@ -387,13 +389,17 @@ pub enum Action {
         latched: Option<u32>,
         on: bool,
     },
-    /// Put a sample on a topic, typed as the ROS 2 subscription declared.
+    /// Put a sample on a topic, typed as the ROS 2 subscription declared:
+    /// `cdr` as it is when the message came as CDR of that very type
+    /// (ROS 2 gets the publisher's bytes untouched), else `payload`
+    /// encoded.
     Put {
         domain: Domain,
         topic: String,
         ty: String,
         hash: String,
         payload: Vec<u8>,
+        cdr: Option<Vec<u8>>,
     },
     /// Offer a local service (or action) to ROS 2, or withdraw it.
     Offer {
@@ -731,7 +737,8 @@ impl Link {
                 topic,
                 latched,
                 payload,
-            } => self.publish(domain, topic, latched, payload),
+                cdr,
+            } => self.publish(domain, topic, latched, payload, cdr),
             Event::Provide { domain, name, ty } => self.provide(domain, name, ty, false),
             Event::Serve { domain, name, ty } => self.provide(domain, name, ty, true),
             Event::Call {
@@ -1038,7 +1045,14 @@ impl Link {
     /// gateway's publisher of it: declared on the first publish, declared
     /// again when the type or the latched depth changes, withdrawn with the
     /// topic's last ROS 2 subscription.
-    fn publish(&mut self, domain: Domain, topic: String, latched: Option<u32>, payload: Vec<u8>) {
+    fn publish(
+        &mut self,
+        domain: Domain,
+        topic: String,
+        latched: Option<u32>,
+        payload: Vec<u8>,
+        cdr: Option<(String, Vec<u8>)>,
+    ) {
         let key = (domain, topic.clone());
         let Some(gid) = self.subscriptions.get(&key).and_then(|s| s.iter().next()) else {
             return;
@@ -1060,12 +1074,21 @@ impl Link {
                 on: true,
             });
         }
+        // The CDR goes as it is only when it is of the subscription's
+        // type (named in full or short: `std_msgs/String`); any other (a
+        // subscription of another type, or no CDR) is the shell's to
+        // encode from the JSON.
+        let types = self.types();
+        let cdr = cdr
+            .filter(|(t, _)| *t == ty || types.msg(t).is_some_and(|m| m.name == ty))
+            .map(|(_, b)| b);
         self.push(Action::Put {
             domain,
             topic,
             ty,
             hash,
             payload,
+            cdr,
         });
     }
 

@@ -246,6 +246,7 @@ fn a_local_publish_reaches_ros_only_while_it_subscribes_typed_as_it_declared() {
         ty: "std_msgs/msg/String".into(),
         hash: hash.clone(),
         payload: b"x".to_vec(),
+        cdr: None,
     };
     let declared = Action::Publisher {
         domain: D,
@@ -293,6 +294,7 @@ fn publish(topic: &str, latched: Option<u32>) -> Event {
         topic: topic.into(),
         latched,
         payload: b"x".to_vec(),
+        cdr: None,
     }
 }
 

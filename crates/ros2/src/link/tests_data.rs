@@ -238,6 +238,7 @@ fn the_ros_subscriptions_type_decides_what_is_put() {
         topic: "/t".into(),
         latched: Some(2),
         payload: b"{\"data\":1}".to_vec(),
+        cdr: None,
     });
     let out = drain(&mut l);
     assert_eq!(
@@ -257,6 +258,7 @@ fn the_ros_subscriptions_type_decides_what_is_put() {
                 ty: "std_msgs/msg/Int32".into(),
                 hash: "RIHS01_a".into(),
                 payload: b"{\"data\":1}".to_vec(),
+                cdr: None,
             }
         ]
     );
@@ -269,6 +271,7 @@ fn the_ros_subscriptions_type_decides_what_is_put() {
         topic: "/t".into(),
         latched: Some(2),
         payload: b"{\"data\":\"x\"}".to_vec(),
+        cdr: None,
     });
     let put: Vec<_> = drain(&mut l)
         .into_iter()
@@ -352,4 +355,43 @@ fn the_hub_is_told_again_when_the_subscription_that_types_a_topic_changes() {
     assert!(interest(&drain(&mut l)).is_empty());
     l.handle(Event::Gone(gid(7)));
     assert_eq!(interest(&drain(&mut l)), vec![None], "the last one");
+}
+
+#[test]
+fn a_messages_own_cdr_is_put_untouched_only_when_it_is_of_the_subscriptions_type() {
+    let mut l = Link::with_types(Registry::bundled());
+    l.handle(Event::Appeared(entity(
+        4,
+        EntityKind::Subscription,
+        "/t",
+        STRING,
+    )));
+    drain(&mut l);
+    // Trailing padding an encoder would not write: the bytes are the
+    // publisher's, not made again.
+    let own = vec![0, 1, 0, 0, 2, 0, 0, 0, b'a', 0, 0, 0];
+    let put = |l: &mut Link, ty: &str| {
+        l.handle(Event::Publish {
+            domain: D,
+            topic: "/t".into(),
+            latched: None,
+            payload: b"{\"data\":\"a\"}".to_vec(),
+            cdr: Some((ty.into(), own.clone())),
+        });
+        drain(l).into_iter().find_map(|a| match a {
+            Action::Put { cdr, .. } => Some(cdr),
+            _ => None,
+        })
+    };
+    assert_eq!(put(&mut l, STRING), Some(Some(own.clone())));
+    assert_eq!(
+        put(&mut l, "std_msgs/String"),
+        Some(Some(own.clone())),
+        "the type named short"
+    );
+    assert_eq!(
+        put(&mut l, "std_msgs/msg/Int32"),
+        Some(None),
+        "another type's CDR: the shell encodes the JSON"
+    );
 }

@@ -434,7 +434,15 @@ impl Peer for Gateways {
         self.provided.remove(&(Offer::Action, domain, name.clone()));
     }
 
-    fn publish(&mut self, domain: Domain, topic: &str, msg: &str, depth: Option<u32>) -> Put {
+    /// Other gateways get the JSON (their bridges' queues carry JSON).
+    fn publish(
+        &mut self,
+        domain: Domain,
+        topic: &str,
+        msg: &str,
+        _cdr: Option<rosgate_peers::Cdr<'_>>,
+        depth: Option<u32>,
+    ) -> Put {
         let put = self
             .session
             .put(keys::topic_key(domain, topic), msg.as_bytes())

@@ -8,7 +8,7 @@
 //!   a request that does not decode is refused there;
 //! - the link's `ToHub::Call`: the bridge's `call_service` (`rq<n>`);
 //! - the local provider's `service_response` to `rq<n>`: the link's
-//!   `Event::Answer`;
+//!   `Event::Answer` (`rosgate_peers::ros2::asks::answer`);
 //! - the link's `Reply` to a query: `replying.rs`.
 //!
 //! Invariant: the link answers each query it is given exactly once, so
@@ -21,7 +21,7 @@ use std::sync::Arc;
 
 use rosgate_core::nodes::Domain;
 use rosgate_ros2::cdr;
-use rosgate_ros2::link::{Event, Request};
+use rosgate_ros2::link::Request;
 use rosgate_ros2::registry::Registry;
 use rosgate_ros2::rmw::{self, Attachment, EntityKind};
 use zenoh::query::Query;
@@ -30,8 +30,6 @@ use zenoh::{Session, Wait};
 
 use super::replying::Replying;
 use super::{RosLink, RosShared, Server, Typed};
-
-use rosgate_peers::ros2::edge::answer_event;
 
 impl RosShared {
     /// A call from a ROS 2 client of a service a local client provides,
@@ -82,52 +80,6 @@ impl RosShared {
 }
 
 impl RosLink {
-    /// A local client provides `service` of type `ty`: the link's to
-    /// decide (it offers it to ROS 2, and takes its calls).
-    pub(crate) fn provide(&mut self, session: &Session, domain: Domain, name: Rc<str>, ty: &str) {
-        self.local_change(session, domain, |domain| Event::Provide {
-            domain,
-            name: name.to_string(),
-            ty: Some(ty.to_string()),
-        });
-    }
-
-    /// The local provider of `service` went: the link answers its calls
-    /// waiting with an error, and withdraws the offer.
-    pub(crate) fn unprovide(&mut self, session: &Session, domain: Domain, name: &Rc<str>) {
-        self.local_change(session, domain, |domain| Event::Provide {
-            domain,
-            name: name.to_string(),
-            ty: None,
-        });
-    }
-
-    /// A change of what local clients provide or serve in `domain` (a
-    /// bridged one): the link's event, and what the link then does.
-    pub(crate) fn local_change(
-        &mut self,
-        session: &Session,
-        domain: Domain,
-        event: impl FnOnce(u32) -> Event,
-    ) {
-        if !self.bridged(domain) {
-            return;
-        }
-        self.link.handle(event(u32::from(domain)));
-        self.run_link(session);
-    }
-
-    /// A local provider's answer the bridge drained: true when it answers
-    /// a call from ROS 2 (`rq<n>`), which the link then replies to.
-    pub(crate) fn answer(&mut self, session: &Session, id: &str, values: &str, ok: &str) -> bool {
-        let Some(answer) = answer_event(id, values, ok == "true") else {
-            return false;
-        };
-        self.link.handle(answer);
-        self.run_link(session);
-        true
-    }
-
     /// The link offers a local service to ROS 2 (`on`), or withdraws it:
     /// a complete queryable of its data key and its `SS` token, when its
     /// type is known.

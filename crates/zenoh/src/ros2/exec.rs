@@ -29,11 +29,12 @@ use rosgate_core::bridge::PeerId;
 use rosgate_core::hub::Bridges;
 use rosgate_core::nodes::Domain;
 use rosgate_core::registry::Provided;
+use rosgate_peers::ros2::asks::Shell;
 use rosgate_peers::ros2::edge::Side;
 use rosgate_peers::ros2::exec::{run_link, Exec};
 use rosgate_peers::ros2::queue::Refuse;
 use rosgate_ros2::cdr;
-use rosgate_ros2::link::{self, Answer, Event, Link, Reply as LinkReply, Stamp, ToHub};
+use rosgate_ros2::link::{self, Answer, Link, Reply as LinkReply, Stamp, ToHub};
 use rosgate_ros2::rmw;
 use serde_json::Value;
 use zenoh::query::Reply;
@@ -51,45 +52,32 @@ impl Refuse for Replying {
 }
 
 impl RosLink {
-    /// A call the bridge of `domain` received for `service`: the link's if
-    /// a ROS 2 server serves it (false otherwise: not ours).
-    pub(crate) fn call(
-        &mut self,
-        session: &Session,
-        domain: Domain,
-        service: &str,
-        id: &str,
-        args: &str,
-        now: Instant,
-    ) -> bool {
-        if !self.bridged(domain) || !self.link.serves_service(u32::from(domain), service) {
-            return false;
-        }
-        self.link.handle(Event::Call {
-            now,
-            id: id.to_string(),
-            domain: u32::from(domain),
-            service: service.to_string(),
-            payload: args.as_bytes().to_vec(),
-        });
-        self.run_link(session);
-        true
-    }
-
     /// Executes what the link asks (see the module docs), with this
     /// session: `rosgate_peers::ros2::exec::run_link` dispatches each
     /// action to [`ZenohExec`].
     pub(super) fn run_link(&mut self, session: &Session) {
-        run_link(&mut ZenohExec {
+        run_link(&mut self.exec(session));
+    }
+
+    /// This shell with the session it executes the link's actions in: what
+    /// the hub asks goes through it (`rosgate_peers::ros2::asks`).
+    pub(crate) fn exec<'a>(&'a mut self, session: &'a Session) -> ZenohExec<'a> {
+        ZenohExec {
             shell: self,
             session,
-        });
+        }
     }
 
     /// A delivery of the link, kept by the hub's edge for the turn; what
     /// it asks of this shell besides, done.
     fn deliver(&mut self, t: ToHub) {
-        match self.edge.deliver(&mut self.link, t) {
+        let actions = &self.actions;
+        let side = self.edge.deliver(&mut self.link, t, |domain, action| {
+            actions
+                .get(&(domain, Rc::from(action)))
+                .map(|o| o.ty.clone())
+        });
+        match side {
             Side::Nothing => return,
             Side::Wake => {}
             Side::GoalEnded { domain, id } => self.goal_ended(domain, &id),
@@ -119,19 +107,6 @@ impl RosLink {
                 };
                 self.shared.fed.provider(kind, domain, name, who, ty);
                 return;
-            }
-            Side::Goal {
-                goal,
-                domain,
-                action,
-                args,
-            } => {
-                // The action offered to ROS 2 names the type.
-                let ty = self
-                    .offered_type(domain, &action)
-                    .unwrap_or_default()
-                    .to_string();
-                self.edge.goal(goal, domain, action, ty, args);
             }
         }
         // Outside a turn (a call or goal refused as it is sent): the loop
@@ -208,9 +183,15 @@ impl RosLink {
 }
 
 /// The rmw_zenoh shell with the session it executes the link's actions in.
-struct ZenohExec<'a> {
-    shell: &'a mut RosLink,
+pub(crate) struct ZenohExec<'a> {
+    pub(super) shell: &'a mut RosLink,
     session: &'a Session,
+}
+
+impl Shell for ZenohExec<'_> {
+    fn bridged(&self, domain: Domain) -> bool {
+        self.shell.bridged(domain)
+    }
 }
 
 impl Exec for ZenohExec<'_> {
@@ -237,9 +218,16 @@ impl Exec for ZenohExec<'_> {
             .exec_publisher(self.session, domain, topic, typed, latched, on);
     }
 
-    fn put(&mut self, domain: Domain, topic: &str, ty: &str, payload: &[u8]) {
+    fn put(
+        &mut self,
+        domain: Domain,
+        topic: &str,
+        ty: &str,
+        payload: &[u8],
+        cdr: Option<&[u8]>,
+    ) -> bool {
         self.shell
-            .exec_put(self.session, domain, topic, ty, payload);
+            .exec_put(self.session, domain, topic, ty, payload, cdr)
     }
 
     fn call(

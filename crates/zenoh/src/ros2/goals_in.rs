@@ -63,7 +63,7 @@ struct Put {
 /// five entities' tokens.
 pub(super) struct Offered {
     /// The action's type (`pkg/action/A`).
-    ty: String,
+    pub(super) ty: String,
     /// `get_result`'s response type (an end's result must fit it).
     result_type: String,
     feedback_type: String,
@@ -135,33 +135,6 @@ impl RosShared {
 }
 
 impl RosLink {
-    /// A local client serves `name` of type `ty`: the link's to decide
-    /// (it offers it to ROS 2, and takes its goals).
-    pub(crate) fn serve_action(
-        &mut self,
-        session: &Session,
-        domain: Domain,
-        name: Rc<str>,
-        ty: &str,
-    ) {
-        self.local_change(session, domain, |domain| Event::Serve {
-            domain,
-            name: name.to_string(),
-            ty: Some(ty.to_string()),
-        });
-    }
-
-    /// The local server of `name` went: the link ends its running goals
-    /// aborted (answering the `get_result`s waiting) and withdraws the
-    /// offer.
-    pub(crate) fn unserve_action(&mut self, session: &Session, domain: Domain, name: &Rc<str>) {
-        self.local_change(session, domain, |domain| Event::Serve {
-            domain,
-            name: name.to_string(),
-            ty: None,
-        });
-    }
-
     /// The link offers action `name` (`on`), or withdraws it.
     pub(super) fn exec_offer_action_change(
         &mut self,
@@ -272,13 +245,6 @@ impl RosLink {
                 .allowed_destination(Locality::Remote)
                 .wait(),
         };
-    }
-
-    /// The action type of an action offered to ROS 2 (for the hub's goal).
-    pub(super) fn offered_type(&self, domain: Domain, name: &str) -> Option<&str> {
-        self.actions
-            .get(&(domain, Rc::from(name)))
-            .map(|o| o.ty.as_str())
     }
 
     /// The link offers a local action to ROS 2: the goal services'

@@ -19,7 +19,7 @@
 
 use std::collections::HashMap;
 use std::rc::Rc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use rosgate_core::nodes::Domain;
 use rosgate_ros2::action::{self, status};
@@ -106,53 +106,13 @@ impl RosShared {
 }
 
 impl RosLink {
-    /// A goal the bridge of `domain` received for `action`: the link's if
-    /// ROS 2 serves the action (false otherwise: not ours).
-    pub(crate) fn send_goal(
-        &mut self,
-        session: &Session,
-        domain: Domain,
-        action_name: &str,
-        id: &str,
-        args: &str,
-        now: Instant,
-    ) -> bool {
-        if !self.bridged(domain) || !self.link.serves_action(u32::from(domain), action_name) {
-            return false;
-        }
-        if self.link.has_goal_out(u32::from(domain), id) {
-            // The same goal again: the link ignores it; it ends once.
-            return true;
-        }
+    /// A fresh UUID for the bridge's goal `id` to ROS 2, kept so the
+    /// goal's replies find it.
+    pub(super) fn goal_uuid(&mut self, domain: Domain, id: &str) -> [u8; 16] {
         self.goal_seq += 1;
         let uuid = action::uuid(&format!("{}/{}/{}", self.zid, self.goal_seq, unix_ns()));
         self.goals_out.uuids.insert((domain, id.to_string()), uuid);
-        self.link.handle(Event::SendGoal {
-            now,
-            id: id.to_string(),
-            domain: u32::from(domain),
-            action: action_name.to_string(),
-            uuid,
-            payload: args.as_bytes().to_vec(),
-        });
-        self.run_link(session);
-        true
-    }
-
-    /// A cancel the bridge of `domain` received for goal `id`: the link's
-    /// if the goal went to ROS 2 (false otherwise). The link sends it now
-    /// if the server accepted the goal, else once it does; the goal ends
-    /// when the server says so, through its result.
-    pub(crate) fn cancel_goal(&mut self, session: &Session, domain: Domain, id: &str) -> bool {
-        if !self.link.has_goal_out(u32::from(domain), id) {
-            return false;
-        }
-        self.link.handle(Event::CancelGoal {
-            domain: u32::from(domain),
-            id: id.to_string(),
-        });
-        self.run_link(session);
-        true
+        uuid
     }
 
     /// The link ended the bridge's goal `id`: what was kept for it goes.

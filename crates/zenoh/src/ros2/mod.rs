@@ -363,8 +363,6 @@ pub(crate) struct RosLink {
     /// `remote::MAX_GATEWAYS`), and the federation's count they are of.
     gateways: HashSet<String>,
     gateways_seen: u64,
-    /// Whether the last put the link asked went out (for the bridge).
-    put_ok: bool,
 }
 
 impl RosLink {
@@ -413,7 +411,6 @@ impl RosLink {
             nodes_generation: None,
             gateways: HashSet::new(),
             gateways_seen: 0,
-            put_ok: true,
         };
         for &d in &settings.domains {
             let nid = link.next_id();
@@ -597,40 +594,6 @@ impl RosLink {
         Typed::of(&full, &types.hash(&full)?)
     }
 
-    /// Local clients subscribe to `topic`: the link's to decide (it asks
-    /// to subscribe to the topic's samples, of any type).
-    pub(crate) fn want(
-        &mut self,
-        session: &Session,
-        hub: &Bridges<'_>,
-        domain: Domain,
-        topic: Rc<str>,
-    ) {
-        if !self.bridged(domain) {
-            return;
-        }
-        self.link.handle(Event::Want {
-            domain: u32::from(domain),
-            topic: topic.to_string(),
-            ty: hub.topic_type(domain, &topic).map(str::to_string),
-            on: true,
-        });
-        self.run_link(session);
-    }
-
-    pub(crate) fn unwant(&mut self, session: &Session, domain: Domain, topic: &Rc<str>) {
-        if !self.bridged(domain) {
-            return;
-        }
-        self.link.handle(Event::Want {
-            domain: u32::from(domain),
-            topic: topic.to_string(),
-            ty: None,
-            on: false,
-        });
-        self.run_link(session);
-    }
-
     /// The link subscribes to `topic`'s samples from ROS 2 publishers of
     /// any type (`on`), announced as `ty` when local clients named one
     /// known here, or stops.
@@ -678,31 +641,6 @@ impl RosLink {
                 _token: token,
             },
         );
-    }
-
-    /// A message the bridge of `domain` drained for `topic`: the link puts
-    /// it to ROS 2 when ROS 2 subscribes to it. Returns false when it had
-    /// to be dropped (it does not fit the subscriptions' type).
-    pub(crate) fn publish(
-        &mut self,
-        session: &Session,
-        domain: Domain,
-        topic: &str,
-        msg: &str,
-        latched: Option<u32>,
-    ) -> bool {
-        if !self.bridged(domain) {
-            return true;
-        }
-        self.put_ok = true;
-        self.link.handle(Event::Publish {
-            domain: u32::from(domain),
-            topic: topic.to_string(),
-            latched,
-            payload: msg.as_bytes().to_vec(),
-        });
-        self.run_link(session);
-        self.put_ok
     }
 
     /// The link declares this gateway's publisher of `topic` to ROS 2,
@@ -768,31 +706,39 @@ impl RosLink {
         self.pubs.insert((domain, Rc::from(topic)), p);
     }
 
-    /// The link puts a client's message (`msg`, JSON) on `topic` as CDR of
-    /// `ty`, the ROS 2 subscription's type, through this gateway's
-    /// publisher of it.
-    fn exec_put(&mut self, session: &Session, domain: Domain, topic: &str, ty: &str, msg: &[u8]) {
+    /// The link puts a message on `topic` as CDR of `ty`, the ROS 2
+    /// subscription's type, through this gateway's publisher of it: `own`
+    /// (its own CDR of `ty`) as it is, else `msg` (JSON) encoded. False
+    /// when it did not go out.
+    fn exec_put(
+        &mut self,
+        session: &Session,
+        domain: Domain,
+        topic: &str,
+        ty: &str,
+        msg: &[u8],
+        own: Option<&[u8]>,
+    ) -> bool {
         let types = self.types();
         let Some(p) = self.pubs.get_mut(&(domain, Rc::from(topic))) else {
-            self.put_ok = false;
-            return;
+            return false;
         };
-        let v: serde_json::Value = match rosgate_ros2::json::from_slice(msg) {
-            Ok(v) => v,
-            Err(_) => {
-                self.put_ok = false;
-                return;
-            }
-        };
-        let bytes = match cdr::encode(&*types, ty, &v) {
-            Ok(b) => b,
-            Err(e) => {
-                rosgate_core::log!(
-                    Debug,
-                    "ros2: a message on {topic} not sent to ROS 2: it is not {ty}: {e}"
-                );
-                self.put_ok = false;
-                return;
+        let bytes = match own {
+            Some(b) => b.to_vec(),
+            None => {
+                let Ok(v) = rosgate_ros2::json::from_slice(msg) else {
+                    return false;
+                };
+                match cdr::encode(&*types, ty, &v) {
+                    Ok(b) => b,
+                    Err(e) => {
+                        rosgate_core::log!(
+                            Debug,
+                            "ros2: a message on {topic} not sent to ROS 2: it is not {ty}: {e}"
+                        );
+                        return false;
+                    }
+                }
             }
         };
         p.seq += 1;
@@ -801,7 +747,7 @@ impl RosLink {
             timestamp_ns: unix_ns(),
             gid: p.gid,
         };
-        self.put_ok = match &p.cache {
+        match &p.cache {
             // The cache lives on the worker: the put follows its
             // declaration there (worker.rs).
             Some(cache) => {
@@ -818,7 +764,7 @@ impl RosLink {
                 .allowed_destination(Locality::Remote)
                 .wait()
                 .is_ok(),
-        };
+        }
     }
 
     /// Withdraws this gateway's publisher of `topic` to ROS 2, if any.

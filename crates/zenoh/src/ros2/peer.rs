@@ -13,12 +13,15 @@ use rosgate_core::nodes::Domain;
 use rosgate_ros2::registry::Registry;
 use zenoh::Session;
 
+use rosgate_peers::ros2::asks;
+
+use super::exec::ZenohExec;
 use super::RosLink;
 use crate::remote::Shared;
 use crate::worker::Decls;
 use crate::RosSettings;
 use rosgate_peers::Inbox;
-use rosgate_peers::{Peer, Put};
+use rosgate_peers::{Cdr, Peer, Put};
 
 struct RosPeer {
     link: RosLink,
@@ -47,37 +50,46 @@ impl Peer for RosPeer {
     }
 
     fn want(&mut self, hub: &Bridges<'_>, domain: Domain, topic: Rc<str>) {
-        self.link.want(&self.session, hub, domain, topic);
+        let ty = hub.topic_type(domain, &topic);
+        asks::want(&mut self.link.exec(&self.session), domain, &topic, ty, true);
     }
 
     fn unwant(&mut self, domain: Domain, topic: &Rc<str>) {
-        self.link.unwant(&self.session, domain, topic);
+        asks::want(
+            &mut self.link.exec(&self.session),
+            domain,
+            topic,
+            None,
+            false,
+        );
     }
 
     fn provide(&mut self, domain: Domain, name: Rc<str>, ty: &str) {
-        self.link.provide(&self.session, domain, name, ty);
+        asks::provide(&mut self.link.exec(&self.session), domain, &name, Some(ty));
     }
 
     fn unprovide(&mut self, domain: Domain, name: &Rc<str>) {
-        self.link.unprovide(&self.session, domain, name);
+        asks::provide(&mut self.link.exec(&self.session), domain, name, None);
     }
 
     fn serve(&mut self, domain: Domain, name: Rc<str>, ty: &str) {
-        self.link.serve_action(&self.session, domain, name, ty);
+        asks::serve(&mut self.link.exec(&self.session), domain, &name, Some(ty));
     }
 
     fn unserve(&mut self, domain: Domain, name: &Rc<str>) {
-        self.link.unserve_action(&self.session, domain, name);
+        asks::serve(&mut self.link.exec(&self.session), domain, name, None);
     }
 
-    /// What reaches ROS 2 is not counted as sent (the gateways' puts are);
-    /// what it refuses is counted as dropped.
-    fn publish(&mut self, domain: Domain, topic: &str, msg: &str, depth: Option<u32>) -> Put {
-        if self.link.publish(&self.session, domain, topic, msg, depth) {
-            Put::Skipped
-        } else {
-            Put::Dropped
-        }
+    fn publish(
+        &mut self,
+        domain: Domain,
+        topic: &str,
+        msg: &str,
+        cdr: Option<Cdr<'_>>,
+        depth: Option<u32>,
+    ) -> Put {
+        let mut x = self.link.exec(&self.session);
+        asks::publish(&mut x, domain, topic, msg, cdr, depth)
     }
 
     fn id(&self) -> PeerId {
@@ -85,13 +97,18 @@ impl Peer for RosPeer {
     }
 
     fn call(&mut self, domain: Domain, service: &str, id: &str, args: &str, now: Instant) -> bool {
-        self.link
-            .call(&self.session, domain, service, id, args, now)
+        asks::call(
+            &mut self.link.exec(&self.session),
+            domain,
+            service,
+            id,
+            args,
+            now,
+        )
     }
 
     fn answer(&mut self, id: &str, values: &str, result: bool) {
-        let result = if result { "true" } else { "false" };
-        self.link.answer(&self.session, id, values, result);
+        asks::answer(&mut self.link.exec(&self.session), id, values, result);
     }
 
     fn goal(
@@ -103,12 +120,20 @@ impl Peer for RosPeer {
         args: &str,
         now: Instant,
     ) -> bool {
-        self.link
-            .send_goal(&self.session, domain, action, id, args, now)
+        let uuid = |x: &mut ZenohExec<'_>| x.shell.goal_uuid(domain, id);
+        asks::send_goal(
+            &mut self.link.exec(&self.session),
+            domain,
+            action,
+            id,
+            args,
+            now,
+            uuid,
+        )
     }
 
     fn cancel(&mut self, domain: Domain, _action: &str, id: &str) {
-        self.link.cancel_goal(&self.session, domain, id);
+        asks::cancel_goal(&mut self.link.exec(&self.session), domain, id);
     }
 
     fn goal_update(&mut self, id: &str, values: &str, end: Option<(u8, bool)>) {

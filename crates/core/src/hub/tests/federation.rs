@@ -169,13 +169,23 @@ fn a_sample_is_forwarded_to_the_other_ros2_side_and_never_back() {
     assert!(!t.hub.bridges().forward_wanted(PeerId::Ros2, 0, "/x"));
     // From the gateways: never forwarded.
     assert!(!t.hub.bridges().forward_wanted(PeerId::Gateways, 0, "/x"));
-    t.hub
-        .bridges()
-        .forward(PeerId::Dds, 0, "/x", r#"{"n":1}"#, None);
+    t.hub.bridges().forward(
+        PeerId::Dds,
+        0,
+        "/x",
+        r#"{"n":1}"#,
+        Some(("a/msg/N", &[0, 1, 0, 0, 1, 0, 0, 0])),
+        None,
+    );
     let mut v = Vec::new();
     t.hub.bridges().take_forwards(&mut v);
     assert_eq!(v.len(), 1);
     assert_eq!(v[0].from, PeerId::Dds);
+    let (ty, cdr) = v[0].cdr.as_ref().expect("the CDR goes with the JSON");
+    assert_eq!(
+        (&**ty, &**cdr),
+        ("a/msg/N", &[0u8, 1, 0, 0, 1, 0, 0, 0][..])
+    );
     t.hub.bridges().take_forwards(&mut v);
     assert_eq!(v.len(), 1, "taken once");
 }
