@@ -5,12 +5,14 @@
 //! and ROS 2 peers get the bytes as recorded; `json` topics (recorded by
 //! rosgate for types the gateway did not know) go as their JSON.
 //!
-//! - Pace: message i goes at start + (log_i - log_0) / rate; the wait is
+//! - Pace: message i goes at start + (log_i - log_0) / rate, start being
+//!   when the first message is ready (after its file is read); the wait is
 //!   the connection's read (it answers pings and sees Ctrl-C within
 //!   `POLL`).
 //! - Memory: one file is read at a time (a file is at most what
 //!   `--max-bag-size` let the recorder write).
 
+use std::cell::Cell;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::path::Path;
@@ -90,13 +92,17 @@ pub fn run(ctx: &Ctx, path: &str, o: Opts) -> Result<(), Error> {
     let start_ns = meta.start_ns.saturating_add(o.offset_ns);
     let mut sent = 0u64;
     loop {
-        let wall0 = Instant::now();
+        // The schedule starts at the first message, not before the file
+        // is read: reading a 5 GB file took 4.5 s, which the player then
+        // spent 12 s catching up on at full speed (scripts/bag-perf.sh).
+        let wall0 = Cell::new(Instant::now());
         let mut clock = o
             .clock_hz
-            .map(|hz| (Duration::from_secs_f64(1.0 / hz), wall0));
+            .map(|hz| (Duration::from_secs_f64(1.0 / hz), wall0.get()));
         let rate = o.rate;
-        let sim =
-            |now: Instant| start_ns + (now.duration_since(wall0).as_secs_f64() * rate * 1e9) as u64;
+        let sim = |now: Instant| {
+            start_ns + (now.duration_since(wall0.get()).as_secs_f64() * rate * 1e9) as u64
+        };
         let mut first: Option<u64> = None;
         for f in &files {
             let buf = fs::read(f).map_err(|e| Error::Failed(format!("{}: {e}", f.display())))?;
@@ -136,8 +142,14 @@ pub fn run(ctx: &Ctx, path: &str, o: Opts) -> Result<(), Error> {
                     c.check(&[&id])?;
                     advertised.insert(topic.to_string());
                 }
+                if first.is_none() {
+                    wall0.set(Instant::now());
+                    if let Some((_, next)) = clock.as_mut() {
+                        *next = wall0.get();
+                    }
+                }
                 let t0 = *first.get_or_insert(m.log_time);
-                let due = wall0
+                let due = wall0.get()
                     + Duration::from_secs_f64(m.log_time.saturating_sub(t0) as f64 / 1e9 / o.rate);
                 if !wait_until(&mut c, due, &mut clock, sim)? {
                     c.close();

@@ -2,11 +2,15 @@
 //! to a rosbag2 bag (MCAP files plus `metadata.yaml`).
 //!
 //! - One WebSocket connection; each recorded topic is subscribed with
-//!   `cbor-raw` (the CDR as the ROS 2 node put it) and a reliable QoS of
-//!   the deepest depth the gateway takes (docs/protocol.md, "QoS"), so the
-//!   gateway never sheds this recorder's messages: past its reliable
-//!   budget it closes the connection instead, which ends the recording
-//!   with exit 1. Topics whose type the gateway does not know are
+//!   `cbor-raw` (the CDR as the ROS 2 node put it) and a reliable QoS
+//!   with no depth (keep all; docs/protocol.md, "QoS"), so the gateway
+//!   never sheds this recorder's messages: past its reliable budget (twice
+//!   `--max-queue-bytes`) it closes the connection instead, which ends the
+//!   recording with exit 1. A depth, even the deepest the gateway takes
+//!   (1000), is keep-last: 20000 small messages/s fill it in a 50 ms
+//!   stall and the gateway dropped the oldest (scripts/bag-perf.sh saw
+//!   114 dropped in 5 s), while bytes, not messages, are what the
+//!   gateway's memory bound is about. Topics whose type the gateway does not know are
 //!   subscribed as JSON and recorded with a `json` schema and encoding.
 //! - With `-a`/`-e` (and for named topics not there yet), the topic list
 //!   (`/rosapi/topics_and_raw_types`) is read again every
@@ -53,9 +57,6 @@ pub const CHUNK_SIZE: u64 = 768 * 1024;
 pub const MIN_FREE_BYTES: u64 = 8 * 1024 * 1024;
 /// Bytes written between two looks at the free space.
 pub const SPACE_CHECK_BYTES: u64 = 1024 * 1024;
-/// Depth asked of the gateway for each subscription: the most it takes
-/// (`rosgate_wire::qos::MAX_QOS_DEPTH`).
-const DEPTH: u32 = rosgate_wire::qos::MAX_QOS_DEPTH;
 
 pub struct Opts {
     pub out: Option<String>,
@@ -548,10 +549,7 @@ pub fn run(ctx: &Ctx, o: Opts) -> Result<(), Error> {
                     .str("topic", &t)
                     .str("type", &ty)
                     .raw("id", &id)
-                    .raw(
-                        "qos",
-                        &format!("{{\"reliability\":\"reliable\",\"depth\":{DEPTH}}}"),
-                    );
+                    .raw("qos", r#"{"reliability":"reliable"}"#);
                 if known {
                     req = req.str("compression", "cbor-raw");
                 } else {
