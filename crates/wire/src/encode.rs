@@ -70,7 +70,7 @@ pub fn publish_parts<'a>(prefix: &'a [u8], msg: Raw<'a>) -> [&'a [u8]; 3] {
 /// with [`publish_cdr`]).
 pub fn publish_with_cdr(prefix: &[u8], msg: Raw<'_>, cdr: &[u8]) -> Rc<[u8]> {
     let mut b64 = Vec::with_capacity(cdr.len().div_ceil(3) * 4);
-    crate::png::base64(&mut b64, cdr);
+    crate::base64::encode_into(&mut b64, cdr);
     concat_shared(&[prefix, msg.as_bytes(), br#","cdr":""#, &b64, b"\"}\n"])
 }
 

@@ -25,6 +25,7 @@
 //! validated by the scanner but never re-serialized.
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 
+pub mod base64;
 pub mod cbor;
 pub mod decode;
 pub mod encode;

@@ -18,7 +18,7 @@ use std::fs;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use rosgate_wire::png::base64;
+use rosgate_wire::base64::encode_into as base64;
 
 use super::super::client::{Client, Event, Req};
 use super::super::{Ctx, Error};
