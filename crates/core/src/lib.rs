@@ -59,6 +59,7 @@ pub mod params;
 pub(crate) mod ratelimit;
 pub mod registry;
 pub(crate) mod timer;
+pub(crate) mod tiny_map;
 pub(crate) mod transport;
 
 pub use conn::{CloseReason, ConnRef};

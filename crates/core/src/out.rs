@@ -124,6 +124,11 @@ fn released_by(data: &Data) -> usize {
     }
 }
 
+/// Entries. A queue this small that has just sent its last control reply
+/// gives its buffer back (see [`OutQueue::consume`]): the first allocation
+/// a `VecDeque` makes holds four entries.
+const IDLE_QUEUE_CAPACITY: usize = 4;
+
 /// The output queue of one connection. See the module docs.
 #[derive(Debug, Default)]
 pub struct OutQueue {
@@ -413,6 +418,13 @@ impl OutQueue {
                     if e.topic != CONTROL {
                         self.topic_entries -= 1;
                         self.left(e.topic, e.msgs, e.len());
+                    } else if self.q.is_empty() && self.q.capacity() <= IDLE_QUEUE_CAPACITY {
+                        // A reply to a control request, and nothing more to
+                        // send: most such connections then stay idle, and
+                        // the queue's first allocation would be kept per
+                        // connection (`docs/performance.md`, memory per
+                        // connection). A topic subscriber keeps its buffer.
+                        self.q = VecDeque::new();
                     }
                 }
                 self.head_off = 0;
