@@ -478,3 +478,160 @@ fn bad_input_gets_clear_messages_and_exit_statuses() {
     assert!(err.contains("not finished"), "{err}");
     assert!(out.contains("Topic: /t"), "{out}");
 }
+
+/// A std_msgs/String's CDR holding `n` bytes: `i` in 8 digits, then `x`s.
+fn string_cdr(i: u32, n: usize) -> Vec<u8> {
+    let mut b = vec![0, 1, 0, 0];
+    b.extend_from_slice(&(n as u32 + 1).to_le_bytes());
+    b.extend_from_slice(format!("{i:08}").as_bytes());
+    b.resize(8 + n, b'x');
+    b.push(0);
+    b
+}
+
+/// Writes `file`: `n` std_msgs/String messages on `topic`, `each` bytes
+/// apart by `step_ns` of log time, with or without a summary.
+fn write_bag(file: &Path, topic: &str, n: u32, each: usize, step_ns: u64) {
+    use std::collections::BTreeMap;
+    let f = std::fs::File::create(file).unwrap();
+    let mut w = mcap::WriteOptions::new()
+        .profile("ros2")
+        .compression(None)
+        .create(std::io::BufWriter::new(f))
+        .unwrap();
+    let s = w
+        .add_schema("std_msgs/msg/String", "ros2msg", b"string data")
+        .unwrap();
+    let ch = w.add_channel(s, topic, "cdr", &BTreeMap::new()).unwrap();
+    let t0 = 1_700_000_000_000_000_000u64;
+    for i in 0..n {
+        let data = string_cdr(i, each);
+        w.write_to_known_channel(
+            &mcap::records::MessageHeader {
+                channel_id: ch,
+                sequence: i,
+                log_time: t0 + u64::from(i) * step_ns,
+                publish_time: t0 + u64::from(i) * step_ns,
+            },
+            &data,
+        )
+        .unwrap();
+    }
+    w.finish().unwrap();
+}
+
+/// Runs `rosgate ARGS` to its exit within `within`: (status code, stderr,
+/// peak RSS in bytes from its own rusage, `wait4`).
+fn run_rss(args: &[&str], within: Duration) -> (Option<i32>, String, u64) {
+    use std::io::Read;
+    let mut child = Command::new(BIN)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = child.stderr.take().unwrap();
+    let reader = thread::spawn(move || {
+        let mut s = String::new();
+        let _ = err.read_to_string(&mut s);
+        s
+    });
+    let pid = child.id() as libc::pid_t;
+    let dl = deadline(within);
+    let (code, rss) = loop {
+        let mut status = 0;
+        // SAFETY: plain out-parameters; `pid` is our unreaped child.
+        let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+        let r = unsafe { libc::wait4(pid, &mut status, libc::WNOHANG, &mut ru) };
+        if r == pid {
+            let code = libc::WIFEXITED(status).then(|| libc::WEXITSTATUS(status));
+            break (code, ru.ru_maxrss as u64 * 1024);
+        }
+        if Instant::now() >= dl {
+            let _ = child.kill();
+            panic!("{args:?} did not exit within {within:?}");
+        }
+        thread::sleep(ms(20));
+    };
+    // Reaped by wait4: `child` must not be waited for again.
+    std::mem::forget(child);
+    (code, reader.join().unwrap(), rss)
+}
+
+#[test]
+fn play_streams_a_bag_far_bigger_than_its_memory() {
+    // 112 MiB of 1 MiB messages: more than the whole bound play claims
+    // (MAX_PLAY_OVERLAP_BYTES 32 MiB of chunks + one MAX_PLAY_RECORD_BYTES
+    // 64 MiB record, docs/limits.md); reading the file whole would show.
+    const N: u32 = 112;
+    const BOUND: u64 = 96 << 20;
+    let gw = Gateway::start(&[]);
+    let url = ws_url(&gw);
+    let bag = BagDir::new("big");
+    std::fs::create_dir_all(&bag.0).unwrap();
+    let file = bag.0.join("big.mcap");
+    write_bag(&file, "/big", N, 1 << 20, 1_000_000);
+    let size = std::fs::metadata(&file).unwrap().len();
+    assert!(size > BOUND + (16 << 20), "{size}");
+    let mut s = Client::connect(&gw);
+    req(
+        &mut s,
+        r#"{"op":"subscribe","topic":"/big","type":"std_msgs/msg/String","id":"sb"}"#,
+        "sb",
+    );
+    let f = file.to_str().unwrap();
+    let (code, err, rss) = run_rss(
+        &["bag", "play", f, "--rate", "100000", "--url", &url],
+        Duration::from_secs(120),
+    );
+    assert_eq!(code, Some(0), "{err}");
+    assert!(err.contains(&format!("published {N} messages")), "{err}");
+    eprintln!("bag play: {size} byte bag, peak RSS {rss} bytes");
+    assert!(rss < BOUND, "peak RSS {rss} bytes for a {size} byte bag");
+    // What arrived is what was written, in order (this slow subscriber
+    // is best effort: the gateway may shed, never reorder; the newest
+    // message is always kept).
+    let dl = deadline(Duration::from_secs(60));
+    let mut last: Option<u32> = None;
+    while last != Some(N - 1) {
+        let v = s.recv_json(dl);
+        if v["op"] != "publish" {
+            continue;
+        }
+        let d = v["msg"]["data"].as_str().unwrap();
+        assert_eq!(d.len(), 1 << 20);
+        let i: u32 = d[..8].parse().unwrap();
+        assert!(last.is_none_or(|l| i > l), "{i} after {last:?}");
+        last = Some(i);
+    }
+}
+
+#[test]
+fn play_reads_a_file_without_summary_up_to_its_break() {
+    let gw = Gateway::start(&[]);
+    let url = ws_url(&gw);
+    let bag = BagDir::new("cutplay");
+    std::fs::create_dir_all(&bag.0).unwrap();
+    let file = bag.0.join("whole.mcap");
+    write_bag(&file, "/c", 400, 10_000, 1_000);
+    let bytes = std::fs::read(&file).unwrap();
+    let cut = bag.0.join("cut.mcap");
+    std::fs::write(&cut, &bytes[..bytes.len() / 2]).unwrap();
+    let o = run_to_exit(
+        &["bag", "play", cut.to_str().unwrap(), "--url", &url],
+        &[],
+        Duration::from_secs(30),
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    assert!(err.contains("no summary"), "{err}");
+    assert!(err.contains("the rest of this file is not read"), "{err}");
+    let n: u32 = err
+        .split("published ")
+        .nth(1)
+        .and_then(|t| t.split(' ').next())
+        .and_then(|t| t.parse().ok())
+        .unwrap_or_else(|| panic!("{err}"));
+    assert!(n > 100 && n < 400, "{n}: {err}");
+}

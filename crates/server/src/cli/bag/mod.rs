@@ -9,6 +9,7 @@
 //! | `record` | the recorder: subscriptions, discovery, MCAP files, splitting |
 //! | `info` | a bag's summary; reading unfinished files |
 //! | `play` | republishing a bag's CDR at the recorded pace |
+//! | `stream` | a bag file's messages read with bounded memory |
 //!
 //! Differences from `ros2 bag`: docs/cli.md, "rosgate bag".
 
@@ -17,6 +18,7 @@ mod info;
 mod metadata;
 mod play;
 mod record;
+mod stream;
 
 use record::MAX_BAG_TOPICS;
 

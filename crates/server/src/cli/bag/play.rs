@@ -9,12 +9,12 @@
 //!   when the first message is ready (after its file is read); the wait is
 //!   the connection's read (it answers pings and sees Ctrl-C within
 //!   `POLL`).
-//! - Memory: one file is read at a time (a file is at most what
-//!   `--max-bag-size` let the recorder write).
+//! - Memory: files are read one after another in start-time order, each
+//!   a chunk at a time through its summary's indexes (`stream`): bounded by
+//!   `stream::MAX_PLAY_OVERLAP_BYTES`, whatever the bag's size.
 
 use std::cell::Cell;
 use std::collections::{BTreeMap, BTreeSet};
-use std::fs;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -22,7 +22,7 @@ use rosgate_wire::base64::encode_into as base64;
 
 use super::super::client::{Client, Event, Req};
 use super::super::{Ctx, Error};
-use super::info;
+use super::{info, stream};
 
 pub struct Opts {
     pub rate: f64,
@@ -66,11 +66,22 @@ fn wait_until(
 }
 
 pub fn run(ctx: &Ctx, path: &str, o: Opts) -> Result<(), Error> {
-    let (meta, files, warnings) = info::open(Path::new(path))?;
+    let (meta, mut files, warnings) = info::open(Path::new(path))?;
+    // In start-time order, as rosbag2's sequential reader plays them
+    // (a stable sort: files without times keep the listed order).
+    if meta.files.len() == files.len() {
+        let mut keyed: Vec<(u64, std::path::PathBuf)> = meta
+            .files
+            .iter()
+            .map(|f| if f.count > 0 { f.start_ns } else { 0 })
+            .zip(files)
+            .collect();
+        keyed.sort_by_key(|k| k.0);
+        files = keyed.into_iter().map(|k| k.1).collect();
+    }
     for w in &warnings {
         eprintln!("rosgate bag play: warning: {w}");
     }
-    let only: BTreeSet<&str> = o.topics.iter().map(String::as_str).collect();
     let latched: BTreeMap<&str, bool> = meta
         .topics
         .iter()
@@ -105,24 +116,29 @@ pub fn run(ctx: &Ctx, path: &str, o: Opts) -> Result<(), Error> {
         };
         let mut first: Option<u64> = None;
         for f in &files {
-            let buf = fs::read(f).map_err(|e| Error::Failed(format!("{}: {e}", f.display())))?;
-            let stream = mcap::MessageStream::new(&buf)
-                .map_err(|e| Error::Failed(format!("{}: not an MCAP file: {e}", f.display())))?;
-            for m in stream {
+            let filter = stream::Filter {
+                topics: o.topics.iter().cloned().collect(),
+                start_ns,
+            };
+            let (mut msgs, warnings) = match stream::FileMessages::open(f, filter) {
+                Ok(x) => x,
+                Err(e) => {
+                    eprintln!("rosgate bag play: {e}; this file is not played");
+                    continue;
+                }
+            };
+            for w in warnings {
+                eprintln!("rosgate bag play: warning: {w}");
+            }
+            while let Some(m) = msgs.next_msg() {
                 let m = match m {
                     Ok(m) => m,
                     Err(e) => {
-                        eprintln!(
-                            "rosgate bag play: {}: {e}; the rest of this file is not played",
-                            f.display()
-                        );
+                        eprintln!("rosgate bag play: {e}");
                         break;
                     }
                 };
                 let topic = m.channel.topic.as_str();
-                if (!only.is_empty() && !only.contains(topic)) || m.log_time < start_ns {
-                    continue;
-                }
                 let ty = m
                     .channel
                     .schema
