@@ -635,3 +635,80 @@ fn play_reads_a_file_without_summary_up_to_its_break() {
         .unwrap_or_else(|| panic!("{err}"));
     assert!(n > 100 && n < 400, "{n}: {err}");
 }
+
+#[test]
+fn drops_are_counted_per_topic_in_progress_summary_and_metadata() {
+    let gw = Gateway::start(&[]);
+    let url = ws_url(&gw);
+    let mut p = Client::connect(&gw);
+    advertise(&mut p, "/fast", "std_msgs/msg/String", false);
+    advertise(&mut p, "/slow", "std_msgs/msg/String", false);
+    let bag = BagDir::new("drops");
+    // /fast is recorded best effort with depth 1 (an override in rosbag2's
+    // format): a burst must lose messages, and each loss is counted.
+    let q = TempFile::new(
+        "qos.yaml",
+        b"/fast:\n  history: keep_last\n  depth: 1\n  reliability: best_effort\n  durability: volatile\n",
+    );
+    let mut r = Recorder::start(
+        &url,
+        &[
+            "/fast",
+            "/slow",
+            "-o",
+            bag.s(),
+            "--qos-profile-overrides-path",
+            q.path(),
+        ],
+    );
+    r.wait_line(|l| l.contains("subscribed to /fast"));
+    r.wait_line(|l| l.contains("subscribed to /slow"));
+    thread::sleep(ms(300));
+    const N: usize = 3000;
+    let body = "f".repeat(5000);
+    for i in 0..N {
+        p.publish("/fast", &format!(r#"{{"data":"{i} {body}"}}"#));
+        if i % 150 == 0 {
+            p.publish("/slow", &format!(r#"{{"data":"{i}"}}"#));
+        }
+    }
+    p.barrier();
+    // A progress line with the drops (every 10 s off a terminal: wait for
+    // the summary instead, which the metadata must agree with).
+    thread::sleep(ms(1500));
+    let (code, err) = r.stop();
+    assert_eq!(code, Some(0), "{err:?}");
+    let base = bag.0.file_name().unwrap().to_str().unwrap().to_string();
+    let msgs = messages(&bag.0.join(format!("{base}_0.mcap")));
+    let fast = msgs.iter().filter(|m| m.0 == "/fast").count();
+    let slow = msgs.iter().filter(|m| m.0 == "/slow").count();
+    assert_eq!(slow, N / 150, "the reliable topic lost nothing");
+    let yaml = std::fs::read_to_string(bag.0.join("metadata.yaml")).unwrap();
+    let key = "\"rosgate.dropped./fast\": \"";
+    let dropped: usize = yaml
+        .split(key)
+        .nth(1)
+        .and_then(|t| t.split('"').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no {key} in {yaml}"));
+    eprintln!("/fast: {fast} recorded, {dropped} dropped");
+    assert!(dropped > 0, "{yaml}");
+    assert_eq!(fast + dropped, N, "recorded + dropped = published: {yaml}");
+    assert!(!yaml.contains("rosgate.dropped./slow"), "{yaml}");
+    assert!(
+        yaml.contains(&format!("\"rosgate.dropped\": \"{dropped}\"")),
+        "{yaml}"
+    );
+    assert!(
+        err.iter().any(|l| l.contains("/fast [std_msgs/msg/String]")
+            && l.contains(&format!("{dropped} dropped"))),
+        "{err:?}"
+    );
+    // bag info shows them.
+    let o = run(&["bag", "info", bag.s()]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        out.contains(&format!("rosgate.dropped./fast: {dropped}")),
+        "{out}"
+    );
+}

@@ -210,6 +210,16 @@ impl Hub {
                 .then(|| self.viewer(me).map(|r| self.access.role_name(r)))
                 .flatten();
             let out = c.out();
+            // Drops by topic name, for a recorder that must say what it
+            // lost per topic (`rosgate bag record`); absent when none.
+            let reg = self.registries.get(c.domain());
+            let by_topic: serde_json::Map<String, Value> = out
+                .dropped_by_topic()
+                .filter_map(|(t, n)| {
+                    let name = reg.topic(t)?.name();
+                    Some((name.to_string(), Value::from(n)))
+                })
+                .collect();
             list.push(json!({
                 "id": gen,
                 "name": self.conn_node_name(me),
@@ -238,6 +248,7 @@ impl Hub {
                 "queued_bytes": out.topic_bytes() + out.control_bytes(),
                 "delivered": out.queued_msgs(),
                 "dropped": out.dropped_msgs(),
+                "dropped_topics": (!by_topic.is_empty()).then_some(Value::Object(by_topic)),
             }));
         }
         let recent: Vec<Value> = self

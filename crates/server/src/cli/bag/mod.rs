@@ -9,6 +9,7 @@
 //! | `record` | the recorder: subscriptions, discovery, MCAP files, splitting |
 //! | `info` | a bag's summary; reading unfinished files |
 //! | `play` | republishing a bag's CDR at the recorded pace |
+//! | `qos` | `--qos-profile-overrides-path`: rosbag2's override file, mapped |
 //! | `stream` | a bag file's messages read with bounded memory |
 //!
 //! Differences from `ros2 bag`: docs/cli.md, "rosgate bag".
@@ -17,6 +18,7 @@ mod frame;
 mod info;
 mod metadata;
 mod play;
+mod qos;
 mod record;
 mod stream;
 
@@ -57,6 +59,9 @@ OPTIONS:
     --max-bag-size BYTES        start a new file past this size
     --max-bag-duration S        start a new file after S seconds
     --compression C             zstd|lz4|none: MCAP chunk compression [default: none]
+    --qos-profile-overrides-path FILE
+                                rosbag2 QoS overrides (YAML, topic -> profile)
+                                for the recorder's subscriptions
 "
         }
         "info" => {
@@ -83,6 +88,9 @@ OPTIONS:
     --topics T...           only these topics (repeat or list after it)
     --start-offset S        skip the first S seconds
     --clock [HZ]            publish /clock (rosgraph_msgs/Clock) [default HZ: 40]
+    --qos-profile-overrides-path FILE
+                            rosbag2 QoS overrides (YAML, topic -> profile)
+                            for the player's publishers
 "
         }
         _ => return None,
@@ -92,6 +100,20 @@ OPTIONS:
 fn regex(name: &str, v: Option<String>) -> Result<Option<Regex>, Error> {
     v.map(|r| Regex::new(&r).map_err(|e| Error::Usage(format!("{name}: {e}"))))
         .transpose()
+}
+
+/// `--qos-profile-overrides-path FILE`, read and mapped (notes on what
+/// does not map go to stderr).
+fn qos_overrides(a: &mut Args) -> Result<std::collections::BTreeMap<String, qos::Override>, Error> {
+    let Some(path) = a.opt::<String>(&["--qos-profile-overrides-path"])? else {
+        return Ok(Default::default());
+    };
+    let (m, notes) = qos::load(&path, MAX_BAG_TOPICS)
+        .map_err(|e| Error::Usage(format!("--qos-profile-overrides-path: {e}")))?;
+    for n in notes {
+        eprintln!("[rosgate bag] QoS override: {n}");
+    }
+    Ok(m)
 }
 
 pub fn run(cmd: &str, mut a: Args, ctx: &Ctx) -> Result<(), Error> {
@@ -115,6 +137,7 @@ pub fn run(cmd: &str, mut a: Args, ctx: &Ctx) -> Result<(), Error> {
                     )))
                 }
             };
+            let qos = qos_overrides(&mut a)?;
             let topics = a.finish(&[], MAX_BAG_TOPICS)?;
             let max_duration = max_dur
                 .map(|s| {
@@ -134,6 +157,7 @@ pub fn run(cmd: &str, mut a: Args, ctx: &Ctx) -> Result<(), Error> {
                     max_size,
                     max_duration,
                     compression,
+                    qos,
                 },
             )
         }
@@ -159,6 +183,7 @@ pub fn run(cmd: &str, mut a: Args, ctx: &Ctx) -> Result<(), Error> {
             } else {
                 args::positive("--clock-hz", a.opt::<f64>(&["--clock-hz"])?)?
             };
+            let qos = qos_overrides(&mut a)?;
             let p = a.finish(&["DIR|FILE"], MAX_BAG_TOPICS)?;
             // `--topics a b` puts b among the positionals.
             topics.extend(p[1..].iter().map(|t| args::absolute(t)));
@@ -171,6 +196,7 @@ pub fn run(cmd: &str, mut a: Args, ctx: &Ctx) -> Result<(), Error> {
                     topics,
                     offset_ns: (offset * 1e9) as u64,
                     clock_hz: clock,
+                    qos,
                 },
             )
         }

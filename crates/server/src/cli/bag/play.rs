@@ -30,6 +30,8 @@ pub struct Opts {
     pub topics: Vec<String>,
     pub offset_ns: u64,
     pub clock_hz: Option<f64>,
+    /// `--qos-profile-overrides-path`: the publisher QoS of these topics.
+    pub qos: BTreeMap<String, super::qos::Override>,
 }
 
 /// Waits until `t`, publishing `/clock` on the way; false on Ctrl-C.
@@ -151,7 +153,11 @@ pub fn run(ctx: &Ctx, path: &str, o: Opts) -> Result<(), Error> {
                         .str("topic", topic)
                         .str("type", &ty)
                         .raw("id", &id);
-                    if latched.get(topic).copied().unwrap_or(false) {
+                    // An override states the publisher's QoS whole; without
+                    // one, the recorded durability (latched) stands.
+                    if let Some(q) = o.qos.get(topic) {
+                        req = req.raw("qos", &q.json());
+                    } else if latched.get(topic).copied().unwrap_or(false) {
                         req = req.raw("latch", "true");
                     }
                     c.send(&req.finish())?;
