@@ -161,7 +161,9 @@ check("burst recorder exits 0", code == 0, dlog())
 try:
     with Reader(dbag) as r:
         kept = sum(1 for _ in r.messages())
-        custom = r.metadata.custom or {}
+        # rosbags 0.11 keeps custom_data on the directory reader it wraps
+        # (ReaderMetadata.custom); Reader has no property for it.
+        custom = r.storage.metadata.custom or {}
     lost = int(custom.get("rosgate.dropped./bag_burst", "0"))
     check("rosbags reads the per-topic drops in custom_data", lost > 0, custom)
     check("kept + dropped = published", kept + lost == B, (kept, lost, custom))
