@@ -712,3 +712,101 @@ fn drops_are_counted_per_topic_in_progress_summary_and_metadata() {
         "{out}"
     );
 }
+
+/// Calls a player service from `c` (waiting for its provider) and returns
+/// the response's `values`.
+fn player_call(c: &mut Client, svc: &str) -> serde_json::Value {
+    let id = format!("pc-{}", uniq());
+    c.send_line(&format!(
+        r#"{{"op":"call_service","service":"/rosbag2_player/{svc}","id":"{id}","args":{{}},"wait":true,"timeout":10}}"#
+    ));
+    let v = c.expect_response(
+        &format!("/rosbag2_player/{svc}"),
+        &serde_json::Value::from(id),
+    );
+    assert_eq!(v["result"], true, "{v}");
+    v["values"].clone()
+}
+
+/// The number in the next published /p message, `None` when none comes
+/// within `within`.
+fn next_played(s: &mut Client, within: Duration) -> Option<u32> {
+    let dl = deadline(within);
+    loop {
+        let v: serde_json::Value = match s.try_recv_line(dl) {
+            Recv::Line(l) => serde_json::from_slice(&l).unwrap(),
+            Recv::Timeout => return None,
+            other => panic!("{other:?}"),
+        };
+        if v["op"] == "publish" {
+            return v["msg"]["data"].as_str().unwrap()[..8].parse().ok();
+        }
+    }
+}
+
+#[test]
+fn play_pauses_and_resumes_through_the_rosbag2_player_services() {
+    let gw = Gateway::start(&[]);
+    let url = ws_url(&gw);
+    let bag = BagDir::new("pause");
+    std::fs::create_dir_all(&bag.0).unwrap();
+    let file = bag.0.join("p.mcap");
+    // 60 messages 25 ms apart: 1.5 s of playback.
+    write_bag(&file, "/p", 60, 16, 25_000_000);
+    let mut s = Client::connect(&gw);
+    req(
+        &mut s,
+        r#"{"op":"subscribe","topic":"/p","type":"std_msgs/msg/String","id":"sp"}"#,
+        "sp",
+    );
+    let player = thread::spawn({
+        let (url, f) = (url.clone(), file.to_str().unwrap().to_string());
+        move || {
+            run_to_exit(
+                &["bag", "play", &f, "--start-paused", "--url", &url],
+                &[],
+                Duration::from_secs(30),
+            )
+        }
+    });
+    let mut ctl = Client::connect(&gw);
+    assert_eq!(player_call(&mut ctl, "is_paused")["paused"], true);
+    assert_eq!(next_played(&mut s, ms(500)), None, "started paused");
+    assert_eq!(player_call(&mut ctl, "resume"), serde_json::json!({}));
+    assert_eq!(player_call(&mut ctl, "is_paused")["paused"], false);
+    let mut got = Vec::new();
+    while got.len() < 10 {
+        got.push(next_played(&mut s, Duration::from_secs(5)).expect("playing"));
+    }
+    player_call(&mut ctl, "pause");
+    // What was in flight when the pause came, then nothing.
+    while let Some(i) = next_played(&mut s, ms(200)) {
+        got.push(i);
+    }
+    let paused_at = got.len();
+    assert!(paused_at < 40, "the pause stopped playback: {paused_at}");
+    assert_eq!(next_played(&mut s, ms(600)), None, "nothing while paused");
+    assert_eq!(player_call(&mut ctl, "is_paused")["paused"], true);
+    let t = Instant::now();
+    player_call(&mut ctl, "toggle_paused");
+    while got.len() < 60 {
+        got.push(next_played(&mut s, Duration::from_secs(5)).expect("resumed"));
+    }
+    // The rest keeps its recorded spacing: no burst to catch up.
+    let rest = t.elapsed().as_secs_f64();
+    let want = (60 - paused_at) as f64 * 0.025;
+    assert!(
+        rest > want * 0.7,
+        "rest played in {rest:.3} s, recorded {want:.3} s"
+    );
+    assert_eq!(got, (0..60).collect::<Vec<u32>>());
+    let o = player.join().unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("paused") && err.contains("resumed"), "{err}");
+}

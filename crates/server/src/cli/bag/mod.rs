@@ -4,6 +4,7 @@
 //! | module | owns |
 //! |---|---|
 //! | this one | flags, help, dispatch |
+//! | `control` | play's pause/resume: schedule, player services, space key |
 //! | `frame` | a `cbor-raw` frame and a CDR `header.stamp`, read (sans-io) |
 //! | `metadata` | `metadata.yaml`: written as rosbag2 Jazzy does, parsed back |
 //! | `record` | the recorder: subscriptions, discovery, MCAP files, splitting |
@@ -14,6 +15,7 @@
 //!
 //! Differences from `ros2 bag`: docs/cli.md, "rosgate bag".
 
+mod control;
 mod frame;
 mod info;
 mod metadata;
@@ -81,6 +83,8 @@ USAGE:
 
 Advertises each topic with its recorded type (latched where it was
 transient local) and publishes its CDR as recorded (raw CDR publish).
+Space pauses and resumes (stdin a terminal); any client can call the
+services /rosbag2_player/pause, /resume, /toggle_paused, /is_paused.
 
 OPTIONS:
     -r, --rate X            pace factor [default: 1]
@@ -88,6 +92,8 @@ OPTIONS:
     --topics T...           only these topics (repeat or list after it)
     --start-offset S        skip the first S seconds
     --clock [HZ]            publish /clock (rosgraph_msgs/Clock) [default HZ: 40]
+    --start-paused          start paused (space, or the service
+                            /rosbag2_player/resume, starts it)
     --qos-profile-overrides-path FILE
                             rosbag2 QoS overrides (YAML, topic -> profile)
                             for the player's publishers
@@ -168,6 +174,7 @@ pub fn run(cmd: &str, mut a: Args, ctx: &Ctx) -> Result<(), Error> {
         "play" => {
             let rate = args::positive("--rate", a.opt::<f64>(&["-r", "--rate"])?)?.unwrap_or(1.0);
             let looping = a.flag(["-l", "--loop"]);
+            let start_paused = a.flag("--start-paused");
             let offset = a.opt::<f64>(&["--start-offset"])?.unwrap_or(0.0);
             if offset.is_nan() || offset < 0.0 {
                 return Err(Error::Usage(
@@ -197,6 +204,7 @@ pub fn run(cmd: &str, mut a: Args, ctx: &Ctx) -> Result<(), Error> {
                     offset_ns: (offset * 1e9) as u64,
                     clock_hz: clock,
                     qos,
+                    start_paused,
                 },
             )
         }
