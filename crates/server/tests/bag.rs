@@ -810,3 +810,108 @@ fn play_pauses_and_resumes_through_the_rosbag2_player_services() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("paused") && err.contains("resumed"), "{err}");
 }
+
+#[test]
+fn play_applies_a_rosbag2_qos_override_file_and_loop_ends_when_nothing_plays() {
+    let gw = Gateway::start(&[]);
+    let url = ws_url(&gw);
+    let bag = BagDir::new("qosplay");
+    std::fs::create_dir_all(&bag.0).unwrap();
+    let file = bag.0.join("q.mcap");
+    write_bag(&file, "/q", 40, 16, 25_000_000);
+    let q = TempFile::new(
+        "qos_play.yaml",
+        b"/q:\n  history: keep_last\n  depth: 3\n  reliability: best_effort\n  durability: transient_local\n  lifespan:\n    sec: 5\n    nsec: 0\n",
+    );
+    let mut child = Command::new(BIN)
+        .args([
+            "bag",
+            "play",
+            file.to_str().unwrap(),
+            "--loop",
+            "--qos-profile-overrides-path",
+            q.path(),
+            "--url",
+            &url,
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut c = Client::connect(&gw);
+    let dl = deadline(Duration::from_secs(10));
+    let publisher = loop {
+        let id = format!("ti-{}", uniq());
+        c.call(
+            "/rosgate/topic_info",
+            &format!("\"{id}\""),
+            r#"{"topic":"/q"}"#,
+        );
+        let v = c.expect_response("/rosgate/topic_info", &serde_json::Value::from(id));
+        if let Some(p) = v["values"]["publishers"].as_array().and_then(|p| p.first()) {
+            break p.clone();
+        }
+        assert!(Instant::now() < dl, "the player never advertised /q: {v}");
+        thread::sleep(ms(50));
+    };
+    assert_eq!(
+        publisher["qos"],
+        serde_json::json!({"reliability":"best_effort","durability":"transient_local","depth":3}),
+        "{publisher}"
+    );
+    // A late subscriber gets the 3 latched messages at once.
+    thread::sleep(ms(300));
+    let mut s = Client::connect(&gw);
+    s.send_line(r#"{"op":"subscribe","topic":"/q","type":"std_msgs/msg/String","id":"late"}"#);
+    let mut got = 0;
+    let dl = deadline(ms(20));
+    while let Recv::Line(_) = s.try_recv_line(dl) {
+        got += 1;
+    }
+    assert!(got >= 3, "{got} lines at once (status + 3 latched)");
+    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
+    let dl = deadline(Duration::from_secs(10));
+    let st = loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            break st;
+        }
+        assert!(Instant::now() < dl, "the player did not stop");
+        thread::sleep(ms(20));
+    };
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+    assert_eq!(st.code(), Some(0), "{err}");
+    assert!(err.contains("/q: lifespan is not applied"), "{err}");
+
+    // --loop over nothing playable ends instead of spinning.
+    let o = run_to_exit(
+        &[
+            "bag",
+            "play",
+            file.to_str().unwrap(),
+            "--loop",
+            "--topics",
+            "/none",
+            "--url",
+            &url,
+        ],
+        &[],
+        Duration::from_secs(10),
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    assert!(err.contains("nothing to play"), "{err}");
+    // A bad override file is a usage error.
+    let bad = TempFile::new("qos_bad.yaml", b"/q:\n  reliability: sometimes\n");
+    let o = run(&[
+        "bag",
+        "play",
+        file.to_str().unwrap(),
+        "--qos-profile-overrides-path",
+        bad.path(),
+        "--url",
+        &url,
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{o:?}");
+}

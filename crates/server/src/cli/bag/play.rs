@@ -208,6 +208,7 @@ pub fn run(ctx: &Ctx, path: &str, o: Opts) -> Result<(), Error> {
         // spent 12 s catching up on at full speed (scripts/bag-perf.sh).
         pl.pace.restart(Instant::now());
         let mut first = true;
+        let before = sent;
         for f in &files {
             let filter = stream::Filter {
                 topics: o.topics.iter().cloned().collect(),
@@ -285,6 +286,12 @@ pub fn run(ctx: &Ctx, path: &str, o: Opts) -> Result<(), Error> {
             }
         }
         if !o.looping {
+            break;
+        }
+        // A round that played nothing would spin: --loop over a bag with
+        // nothing playable (filtered out, or unreadable) ends.
+        if sent == before {
+            eprintln!("rosgate bag play: nothing to play; --loop stops");
             break;
         }
     }

@@ -272,6 +272,11 @@ impl FileMessages {
                                 ),
                             )));
                         };
+                        // The reader's own topic filter lets everything
+                        // through when no channel has the topics asked for.
+                        if !self.filter.wants(&ch.topic, header.log_time) {
+                            continue;
+                        }
                         return Some(Ok(Msg {
                             channel: ch.clone(),
                             log_time: header.log_time,
@@ -366,6 +371,11 @@ mod tests {
         };
         let (v, _) = all(&p, f);
         assert_eq!(v.len(), 250);
+        let none = Filter {
+            topics: ["/none".to_string()].into(),
+            start_ns: 0,
+        };
+        assert!(all(&p, none).0.is_empty(), "a topic no channel has");
         assert!(v.iter().all(|(t, l)| t == "/b" && *l >= 5000));
         // Cut in half: no summary; read linearly up to the cut, then said.
         let bytes = std::fs::read(&p).unwrap();
