@@ -915,3 +915,76 @@ fn play_applies_a_rosbag2_qos_override_file_and_loop_ends_when_nothing_plays() {
     ]);
     assert_eq!(o.status.code(), Some(2), "{o:?}");
 }
+
+/// Recording through a federation (docs/federation.md): the publisher is
+/// a client of gateway A, the recorder of gateway B, joined over Zenoh.
+/// Needs the `zenoh` feature (`cargo test -p rosgate --features zenoh
+/// --test bag`; `cargo test --workspace` turns it on).
+#[cfg(feature = "zenoh")]
+#[test]
+fn record_through_a_federation_gets_every_message_in_order() {
+    let (pa, pb) = (free_zenoh_port(), free_zenoh_port());
+    let la = format!("tcp/127.0.0.1:{pa}");
+    let lb = format!("tcp/127.0.0.1:{pb}");
+    let a = Gateway::start(&["--zenoh-listen", &la]);
+    let b = Gateway::start(&["--zenoh-listen", &lb, "--zenoh-connect", &la]);
+    let url_b = ws_url(&b);
+    let mut p = Client::connect(&a);
+    advertise(&mut p, "/fed/rec", "std_msgs/msg/String", false);
+    p.publish("/fed/rec", r#"{"data":"before"}"#);
+    p.barrier();
+    let bag = BagDir::new("fed");
+    let mut r = Recorder::start(&url_b, &["/fed/rec", "-o", bag.s()]);
+    // B lists A's topic once the federation told it (the recorder reads
+    // the topic list every second until the topic is there).
+    r.wait_line(|l| l.contains("subscribed to /fed/rec"));
+    // The recorder's interest has to reach A before A forwards: publish
+    // until the first message arrives on B's side, then the run proper.
+    let mut probe = Client::connect(&b);
+    req(
+        &mut probe,
+        r#"{"op":"subscribe","topic":"/fed/rec","type":"std_msgs/msg/String","id":"pr"}"#,
+        "pr",
+    );
+    let dl = deadline(Duration::from_secs(10));
+    loop {
+        p.publish("/fed/rec", r#"{"data":"warm"}"#);
+        match probe.try_recv_line(deadline(ms(100))) {
+            Recv::Line(l) if String::from_utf8_lossy(&l).contains("warm") => break,
+            _ => assert!(Instant::now() < dl, "nothing crossed from A to B"),
+        }
+    }
+    thread::sleep(ms(300));
+    const N: usize = 200;
+    for i in 0..N {
+        p.publish("/fed/rec", &format!(r#"{{"data":"f{i}"}}"#));
+        if i % 20 == 0 {
+            thread::sleep(ms(5));
+        }
+    }
+    p.barrier();
+    // Wait until the probe (on B, like the recorder) saw the last one.
+    let dl = deadline(Duration::from_secs(10));
+    loop {
+        match probe.try_recv_line(dl) {
+            Recv::Line(l) if String::from_utf8_lossy(&l).contains(&format!("f{}", N - 1)) => break,
+            Recv::Line(_) => {}
+            other => panic!("the last message never reached B: {other:?}"),
+        }
+    }
+    thread::sleep(ms(300));
+    let (code, err) = r.stop();
+    assert_eq!(code, Some(0), "{err:?}");
+    let base = bag.0.file_name().unwrap().to_str().unwrap().to_string();
+    let msgs = messages(&bag.0.join(format!("{base}_0.mcap")));
+    let texts: Vec<String> = msgs
+        .iter()
+        .map(|m| cdr_string(&m.3))
+        .filter(|t| t.starts_with('f'))
+        .collect();
+    let want: Vec<String> = (0..N).map(|i| format!("f{i}")).collect();
+    assert_eq!(texts, want, "every message, in order, as CDR");
+    let yaml = std::fs::read_to_string(bag.0.join("metadata.yaml")).unwrap();
+    assert!(yaml.contains("\"rosgate.dropped\": \"0\""), "{yaml}");
+    assert!(yaml.contains("type: \"std_msgs/msg/String\""), "{yaml}");
+}
