@@ -248,8 +248,12 @@ impl Hub {
                 "queued_bytes": out.topic_bytes() + out.control_bytes(),
                 "delivered": out.queued_msgs(),
                 "dropped": out.dropped_msgs(),
-                "dropped_topics": (!by_topic.is_empty()).then_some(Value::Object(by_topic)),
             }));
+            if !by_topic.is_empty() {
+                if let Some(Value::Object(m)) = list.last_mut() {
+                    m.insert("dropped_topics".into(), Value::Object(by_topic));
+                }
+            }
         }
         let recent: Vec<Value> = self
             .client_log
