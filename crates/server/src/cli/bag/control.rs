@@ -12,7 +12,7 @@
 //!   keep their recorded spacing and none is sent in a burst to catch up;
 //! - simulated time (`/clock`) stands still while paused;
 //! - the terminal is put in non-canonical, no-echo mode only when stdin
-//!   is a terminal, keeping signals (Ctrl-C still stops), and is restored
+//!   is a terminal and the player is its foreground job, keeping signals (Ctrl-C still stops), and is restored
 //!   when [`Keys`] is dropped: on every return, error or panic of the
 //!   player (a second Ctrl-C while stopping exits at once, before that).
 
@@ -184,6 +184,12 @@ impl Keys {
     pub fn open() -> Option<Keys> {
         let stdin = std::io::stdin();
         if !stdin.is_terminal() {
+            return None;
+        }
+        // Only in the terminal's foreground: a background job that set
+        // the terminal would be stopped (SIGTTOU), as would its reads.
+        // SAFETY: plain queries on fd 0 and this process.
+        if unsafe { libc::tcgetpgrp(0) != libc::getpgrp() } {
             return None;
         }
         // SAFETY: termios is a plain C struct (zeroed is valid) that
