@@ -988,3 +988,86 @@ fn record_through_a_federation_gets_every_message_in_order() {
     assert!(yaml.contains("\"rosgate.dropped\": \"0\""), "{yaml}");
     assert!(yaml.contains("type: \"std_msgs/msg/String\""), "{yaml}");
 }
+
+#[test]
+fn space_on_a_terminal_pauses_and_the_terminal_is_restored() {
+    use std::io::Write;
+    use std::os::fd::FromRawFd;
+    use std::os::unix::process::CommandExt;
+    let gw = Gateway::start(&[]);
+    let url = ws_url(&gw);
+    let bag = BagDir::new("tty");
+    std::fs::create_dir_all(&bag.0).unwrap();
+    let file = bag.0.join("t.mcap");
+    write_bag(&file, "/t", 400, 16, 25_000_000);
+    // A pseudo-terminal the player gets as its controlling terminal.
+    let (mut master, mut slave) = (0, 0);
+    let rc = unsafe {
+        libc::openpty(
+            &mut master,
+            &mut slave,
+            std::ptr::null_mut(),
+            std::ptr::null(),
+            std::ptr::null(),
+        )
+    };
+    assert_eq!(rc, 0);
+    let tty = unsafe { std::fs::File::from_raw_fd(slave) };
+    let mut keys = unsafe { std::fs::File::from_raw_fd(master) };
+    let mut cmd = Command::new(BIN);
+    cmd.args(["bag", "play", file.to_str().unwrap(), "--url", &url])
+        .stdin(tty.try_clone().unwrap())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    // SAFETY: async-signal-safe calls between fork and exec.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::setsid();
+            libc::ioctl(0, libc::TIOCSCTTY, 0);
+            Ok(())
+        });
+    }
+    let mut child = cmd.spawn().unwrap();
+    let mut ctl = Client::connect(&gw);
+    assert_eq!(player_call(&mut ctl, "is_paused")["paused"], false);
+    // Non-canonical and unechoed while it plays.
+    let lflag = |f: &std::fs::File| {
+        use std::os::fd::AsRawFd;
+        let mut t: libc::termios = unsafe { std::mem::zeroed() };
+        assert_eq!(unsafe { libc::tcgetattr(f.as_raw_fd(), &mut t) }, 0);
+        t.c_lflag
+    };
+    let dl = deadline(Duration::from_secs(5));
+    while lflag(&tty) & libc::ICANON != 0 {
+        assert!(Instant::now() < dl, "never put in non-canonical mode");
+        thread::sleep(ms(20));
+    }
+    assert_eq!(lflag(&tty) & libc::ECHO, 0);
+    keys.write_all(b" ").unwrap();
+    let dl = deadline(Duration::from_secs(5));
+    while player_call(&mut ctl, "is_paused")["paused"] != true {
+        assert!(Instant::now() < dl, "space did not pause");
+        thread::sleep(ms(20));
+    }
+    keys.write_all(b" ").unwrap();
+    let dl = deadline(Duration::from_secs(5));
+    while player_call(&mut ctl, "is_paused")["paused"] != false {
+        assert!(Instant::now() < dl, "space did not resume");
+        thread::sleep(ms(20));
+    }
+    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
+    let dl = deadline(Duration::from_secs(10));
+    let st = loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            break st;
+        }
+        assert!(Instant::now() < dl, "the player did not stop");
+        thread::sleep(ms(20));
+    };
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+    assert_eq!(st.code(), Some(0), "{err}");
+    assert!(err.contains("press space"), "{err}");
+    assert_ne!(lflag(&tty) & libc::ICANON, 0, "restored: {err}");
+    assert_ne!(lflag(&tty) & libc::ECHO, 0, "restored: {err}");
+}
