@@ -103,8 +103,11 @@ const PERMISSIVE_SCHEMA: &str = "{}";
 /// most (the rest are left out).
 pub const MAX_FOXGLOVE_PARAMS_LISTED: usize = 10_000;
 
-/// How the id of a session's parameter set starts (then the parameter's
-/// Foxglove name and the client's id, each after a `\u{1f}`).
+pub use super::params_remote::MAX_FOXGLOVE_PARAM_NODES;
+
+/// How the id of a session's parameter set starts (then a JSON array: the
+/// parameter's Foxglove name, the client's id or `null`, and the value set
+/// as `parameterValues` lists it).
 const SET_ID: &str = "fxs";
 
 /// A Foxglove parameter name (`/node.param`, as foxglove_bridge names
@@ -144,6 +147,11 @@ fn param_json(name: &str, v: &ParamValue) -> serde_json::Value {
         }
         _ => serde_json::json!({"name": name, "value": v.to_json()}),
     }
+}
+
+/// [`param_json`] of `param` of `node`, named as Foxglove names it.
+pub(super) fn param_json_of(node: &str, param: &str, v: &ParamValue) -> serde_json::Value {
+    param_json(&param_name(node, param), v)
 }
 
 /// A `setParameters` entry's value as the store takes it, by its `type`
@@ -1090,8 +1098,14 @@ impl Hub {
     }
 
     /// `getParameters`: the parameters this gateway holds (declared by
-    /// its clients' nodes, or held for nobody) that the role may read; all
-    /// of them for an empty list. One `parameterValues` with the `id`.
+    /// its clients' nodes, or held for nobody) and those of nodes whose
+    /// parameter services another provider serves (ROS 2 nodes, other
+    /// gateways' nodes: asked through their `get_parameters`, and for an
+    /// empty list their `list_parameters` first, as foxglove_bridge does;
+    /// `hub/params_remote.rs`), that the role may read; all of them for an
+    /// empty list. One `parameterValues` with the `id`, when every node
+    /// asked answered or failed (a node that fails or times out is left
+    /// out).
     fn foxglove_get_params(
         &mut self,
         me: ConnRef,
@@ -1105,6 +1119,9 @@ impl Hub {
         let role = self.viewer(me);
         let store = self.params.store(domain);
         let mut listed = Vec::new();
+        // Nodes beyond this gateway to ask, with the names wanted of each
+        // (empty: all of them), in the order first named.
+        let mut asks: Vec<(String, Vec<String>)> = Vec::new();
         if names.is_empty() {
             for (node, param, p) in store.all().take(MAX_FOXGLOVE_PARAMS_LISTED) {
                 let key = super::params::param_key(node, param);
@@ -1112,6 +1129,25 @@ impl Hub {
                     listed.push(param_json(&param_name(node, param), &p.value));
                 }
             }
+            let nodes: Vec<String> = self.registries[domain as usize]
+                .service_names(true)
+                .filter_map(|n| n.strip_suffix("/list_parameters"))
+                .filter(|n| !n.is_empty() && store.owner(n).is_none())
+                .map(str::to_owned)
+                .collect();
+            if nodes.len() > MAX_FOXGLOVE_PARAM_NODES {
+                let why = format!(
+                    "getParameters: {} nodes serve parameters; the first {MAX_FOXGLOVE_PARAM_NODES} are asked",
+                    nodes.len()
+                );
+                self.send_status(me, Level::Warning, &why, None, now);
+            }
+            asks.extend(
+                nodes
+                    .into_iter()
+                    .take(MAX_FOXGLOVE_PARAM_NODES)
+                    .map(|n| (n, Vec::new())),
+            );
         } else {
             for name in names.iter().take(MAX_FOXGLOVE_PARAMS_LISTED) {
                 let (node, param) = split_param(name);
@@ -1121,12 +1157,48 @@ impl Hub {
                 }
                 if let Some(p) = store.get(&node, param) {
                     listed.push(param_json(name, &p.value));
+                } else if store.owner(&node).is_none() && node != crate::params::GLOBAL {
+                    let full = asks.len() >= MAX_FOXGLOVE_PARAM_NODES;
+                    match asks.iter_mut().find(|(n, _)| *n == node) {
+                        Some((_, wanted)) => wanted.push(param.to_owned()),
+                        None if !full => asks.push((node, vec![param.to_owned()])),
+                        None => {}
+                    }
                 }
             }
         }
+        if asks.is_empty() {
+            return self.foxglove_send_values(me, &listed, id, now);
+        }
+        let Some((listed, id)) = self
+            .foxglove_get_remote(me, domain, asks, (listed, id), now)
+            .err()
+        else {
+            return;
+        };
+        self.foxglove_send_values(me, &listed, id.as_deref(), now);
+    }
+
+    /// One `parameterValues` of `listed` with the request's `id`.
+    pub(super) fn foxglove_send_values(
+        &mut self,
+        me: ConnRef,
+        listed: &[serde_json::Value],
+        id: Option<&str>,
+        now: Instant,
+    ) {
         let mut out = Vec::new();
-        server::parameter_values(&mut out, &listed, id);
+        server::parameter_values(&mut out, listed, id);
         self.send_control(me, &out, now);
+    }
+
+    /// Whether `me`'s role may read the parameter `p` (a `parameterValues`
+    /// entry) names.
+    pub(super) fn foxglove_may_read(&self, me: ConnRef, p: &serde_json::Value) -> bool {
+        let name = p["name"].as_str().unwrap_or("");
+        let (node, param) = split_param(name);
+        let key = super::params::param_key(&node, param);
+        self.visible(self.viewer(me), &[Class::ParamRead], &key)
     }
 
     /// `setParameters`: each change through the owner's rules and
@@ -1157,16 +1229,20 @@ impl Hub {
                 }
             };
             let (node, param) = split_param(name);
-            let set_id =
-                serde_json::Value::from(format!("{SET_ID}\u{1f}{name}\u{1f}{}", id.unwrap_or("")))
-                    .to_string();
+            let tail = serde_json::json!([name, id, param_json(name, &value)]);
+            let set_id = serde_json::Value::from(format!("{SET_ID}{tail}")).to_string();
             let at = Answering {
                 me,
                 service: "/rosapi/set_param",
                 id: Some(set_id.as_bytes()),
             };
-            let changes = vec![(param.to_owned(), value)];
-            self.request_set(at, domain, &node, changes, Reply::Rosapi, now);
+            // A node whose parameter services another provider serves (a
+            // ROS 2 node) is set through its `set_parameters`, as rosapi's
+            // `set_param` does; this gateway's own through the store.
+            if !self.forward_set_param(at, domain, &node, param, &value, now) {
+                let changes = vec![(param.to_owned(), value)];
+                self.request_set(at, domain, &node, changes, Reply::Rosapi, now);
+            }
         }
     }
 
@@ -1174,9 +1250,9 @@ impl Hub {
     /// client's id): its value now in `parameterValues` with the id, or an
     /// error status naming the refusal.
     fn foxglove_set_answered(&mut self, to: ConnRef, rest: &str, answer: Answer<'_>, now: Instant) {
-        let mut it = rest.trim_start_matches('\u{1f}').splitn(2, '\u{1f}');
-        let name = it.next().unwrap_or("").to_owned();
-        let id = it.next().filter(|i| !i.is_empty()).map(str::to_owned);
+        let tail: serde_json::Value = serde_json::from_str(rest).unwrap_or_default();
+        let name = tail[0].as_str().unwrap_or("").to_owned();
+        let id = tail[1].as_str().map(str::to_owned);
         if answer.result != b"true" {
             let why = serde_json::from_slice::<String>(answer.values)
                 .unwrap_or_else(|_| String::from_utf8_lossy(answer.values).into_owned());
@@ -1187,13 +1263,14 @@ impl Hub {
             return;
         };
         let (node, param) = split_param(&name);
-        let value = self
-            .params
-            .store(domain)
-            .get(&node, param)
-            .map_or(ParamValue::NotSet, |p| p.value.clone());
+        // The store's value when this gateway holds the node; the value
+        // set when its owner is elsewhere (a ROS 2 node accepted it).
+        let listed = match self.params.store(domain).get(&node, param) {
+            Some(p) => param_json(&name, &p.value),
+            None => tail[2].clone(),
+        };
         let mut out = Vec::new();
-        server::parameter_values(&mut out, &[param_json(&name, &value)], id.as_deref());
+        server::parameter_values(&mut out, &[listed], id.as_deref());
         self.send_control(to, &out, now);
     }
 

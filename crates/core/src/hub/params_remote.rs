@@ -22,6 +22,7 @@ use serde_json::{json, Value};
 use rosgate_wire::encode;
 use rosgate_wire::Raw;
 
+use super::answer::Answer;
 use super::params::Answering;
 use super::services::CallFailure;
 use super::Hub;
@@ -34,9 +35,30 @@ use crate::params::ParamValue;
 use crate::registry::Provided;
 
 /// rosapi requests forwarded to a node's parameter services, by call
-/// sequence number.
+/// sequence number, and the Foxglove `getParameters` requests they serve.
 #[derive(Debug, Default)]
-pub(super) struct RemoteParams(HashMap<u64, Forwarded>);
+pub(super) struct RemoteParams {
+    calls: HashMap<u64, Forwarded>,
+    /// Foxglove `getParameters` requests waiting for nodes' answers, by
+    /// request number; each ends when its last forwarded call does.
+    foxglove: HashMap<u64, FoxgloveGet>,
+    next_foxglove: u64,
+}
+
+/// Nodes a Foxglove `getParameters` of every parameter asks beyond this
+/// gateway (those serving `list_parameters`); the rest are left out (a
+/// warning says so).
+pub const MAX_FOXGLOVE_PARAM_NODES: usize = 64;
+
+/// One Foxglove `getParameters` answered from nodes' parameter services:
+/// the values gathered so far and the calls still out.
+#[derive(Debug)]
+struct FoxgloveGet {
+    me: ConnRef,
+    id: Option<String>,
+    pending: usize,
+    listed: Vec<Value>,
+}
 
 /// What a forwarded rosapi request needs to answer its requester.
 #[derive(Debug)]
@@ -56,6 +78,19 @@ enum Kind {
         default: String,
     },
     Set,
+    /// A Foxglove `getParameters` (request `req`) asked `node`'s
+    /// `list_parameters` (it asked for every parameter).
+    FoxgloveList {
+        req: u64,
+        node: String,
+    },
+    /// A Foxglove `getParameters` (request `req`) asked `node`'s
+    /// `get_parameters` for `names`.
+    FoxgloveGet {
+        req: u64,
+        node: String,
+        names: Vec<String>,
+    },
 }
 
 impl Hub {
@@ -132,6 +167,190 @@ impl Hub {
         true
     }
 
+    /// Foxglove `getParameters` beyond this gateway's store: `asks` are
+    /// nodes whose parameter services another provider serves (a ROS 2
+    /// node, another gateway's node), with the parameter names wanted
+    /// (empty: every parameter, through its `list_parameters`). `listed`
+    /// holds what the store answered already; the one `parameterValues`
+    /// with `id` goes when every node answered or failed. `Err` gives
+    /// `listed` and `id` back when no node could be asked: the caller
+    /// answers alone.
+    pub(super) fn foxglove_get_remote(
+        &mut self,
+        me: ConnRef,
+        domain: Domain,
+        asks: Vec<(String, Vec<String>)>,
+        (listed, id): (Vec<Value>, Option<&str>),
+        now: Instant,
+    ) -> Result<(), (Vec<Value>, Option<String>)> {
+        let req = self.remote_params.next_foxglove;
+        let mut pending = 0;
+        for (node, names) in asks {
+            let (short, args, kind) = if names.is_empty() {
+                let args = json!({ "prefixes": [], "depth": 0 }).to_string();
+                let kind = Kind::FoxgloveList {
+                    req,
+                    node: node.clone(),
+                };
+                ("list_parameters", args, kind)
+            } else {
+                let args = json!({ "names": names }).to_string();
+                let kind = Kind::FoxgloveGet {
+                    req,
+                    node: node.clone(),
+                    names,
+                };
+                ("get_parameters", args, kind)
+            };
+            let Some(owner) = self.param_owner_elsewhere(me, domain, &node, short) else {
+                continue;
+            };
+            if self.foxglove_forward(me, owner, &format!("{node}/{short}"), &args, kind, now) {
+                pending += 1;
+            }
+        }
+        let id = id.map(str::to_owned);
+        if pending == 0 {
+            return Err((listed, id));
+        }
+        self.remote_params.next_foxglove += 1;
+        let get = FoxgloveGet {
+            me,
+            id,
+            pending,
+            listed,
+        };
+        self.remote_params.foxglove.insert(req, get);
+        Ok(())
+    }
+
+    /// One call of a Foxglove request to a node's parameter service, an
+    /// ordinary call of the session (its limit, the call timeout). False
+    /// when the session's calls are at their limit.
+    fn foxglove_forward(
+        &mut self,
+        me: ConnRef,
+        owner: ConnRef,
+        service: &str,
+        args: &str,
+        kind: Kind,
+        now: Instant,
+    ) -> bool {
+        if self.calls.in_flight(me) + self.waiting.of(me) >= self.limits.max_calls_per_conn {
+            return false;
+        }
+        let mut service_json = Vec::new();
+        encode::json_string(&mut service_json, service);
+        let seq = self.calls.insert(
+            me,
+            owner,
+            &service_json,
+            None,
+            now,
+            now + self.limits.call_timeout,
+        );
+        self.counters.inc(Counter::CallsForwarded);
+        let f = Forwarded {
+            rosapi_json: Vec::new(),
+            kind,
+        };
+        self.remote_params.calls.insert(seq, f);
+        self.send_param_call(owner, seq, service, &service_json, args, now);
+        true
+    }
+
+    /// Sends call `seq` of `service` to `owner`: a client, or a peer
+    /// beyond a bridge.
+    fn send_param_call(
+        &mut self,
+        owner: ConnRef,
+        seq: u64,
+        service: &str,
+        service_json: &[u8],
+        args: &str,
+        now: Instant,
+    ) {
+        let domain = self.conn(owner.key).map_or(0, |c| c.domain());
+        let msg = |to| BridgeMsg::Call {
+            domain,
+            service: service.into(),
+            id: seq,
+            args: args.into(),
+            to,
+        };
+        if self.call_to_bridge(owner, seq, (Provided::Service, domain, service), msg, now) {
+            return;
+        }
+        let mut out = Vec::new();
+        encode::call_service(&mut out, service_json, seq, args);
+        self.send_control(owner, &out, now);
+    }
+
+    /// A node answered (or failed) one call of Foxglove request `req`:
+    /// its values gathered, a listing followed by the node's values, the
+    /// request answered when nothing is out any more.
+    fn foxglove_answered(&mut self, req: u64, kind: Kind, answer: Option<Value>, now: Instant) {
+        let Some(me) = self.remote_params.foxglove.get(&req).map(|g| g.me) else {
+            return;
+        };
+        match kind {
+            Kind::FoxgloveList { node, .. } => {
+                let names: Vec<String> = answer
+                    .as_ref()
+                    .and_then(|v| v["result"]["names"].as_array())
+                    .map(|a| {
+                        a.iter()
+                            .filter_map(Value::as_str)
+                            .take(super::foxglove::MAX_FOXGLOVE_PARAMS_LISTED)
+                            .map(str::to_owned)
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                let owner = self
+                    .conn(me.key)
+                    .map(|c| c.domain())
+                    .and_then(|d| self.param_owner_elsewhere(me, d, &node, "get_parameters"));
+                if let (false, Some(owner)) = (names.is_empty(), owner) {
+                    let args = json!({ "names": names }).to_string();
+                    let service = format!("{node}/get_parameters");
+                    let kind = Kind::FoxgloveGet { req, node, names };
+                    if self.foxglove_forward(me, owner, &service, &args, kind, now) {
+                        return;
+                    }
+                }
+            }
+            Kind::FoxgloveGet { node, names, .. } => {
+                let values = answer.as_ref().and_then(|v| v["values"].as_array());
+                let got: Vec<Value> = names
+                    .iter()
+                    .zip(values.into_iter().flatten())
+                    .filter_map(|(name, pv)| {
+                        let v = ParamValue::from_json(pv).ok()?;
+                        (!matches!(v, ParamValue::NotSet))
+                            .then(|| super::foxglove::param_json_of(&node, name, &v))
+                    })
+                    .collect();
+                let visible: Vec<Value> = got
+                    .into_iter()
+                    .filter(|p| self.foxglove_may_read(me, p))
+                    .collect();
+                if let Some(g) = self.remote_params.foxglove.get_mut(&req) {
+                    g.listed.extend(visible);
+                }
+            }
+            _ => {}
+        }
+        let done = self.remote_params.foxglove.get_mut(&req).is_some_and(|g| {
+            g.pending -= 1;
+            g.pending == 0
+        });
+        if done {
+            if let Some(g) = self.remote_params.foxglove.remove(&req) {
+                self.foxglove_send_values(g.me, &g.listed, g.id.as_deref(), now);
+            }
+        }
+    }
+
     /// Calls `service` (the node's parameter service) of `owner` with
     /// `args` for the rosapi request `at`, answered when the call ends.
     fn forward_param(
@@ -164,23 +383,10 @@ impl Hub {
             .insert(me, owner, &service_json, id, now, deadline);
         self.counters.inc(Counter::CallsForwarded);
         self.remote_params
-            .0
+            .calls
             .insert(seq, Forwarded { rosapi_json, kind });
         // The node's parameter service may be a peer's, beyond a bridge.
-        let domain = self.conn(owner.key).map_or(0, |c| c.domain());
-        let msg = |to| BridgeMsg::Call {
-            domain,
-            service: service.into(),
-            id: seq,
-            args: args.into(),
-            to,
-        };
-        if self.call_to_bridge(owner, seq, (Provided::Service, domain, service), msg, now) {
-            return;
-        }
-        let mut out = Vec::new();
-        encode::call_service(&mut out, &service_json, seq, args);
-        self.send_control(owner, &out, now);
+        self.send_param_call(owner, seq, service, &service_json, args, now);
     }
 
     /// The owner answered a forwarded rosapi request (`values`, `result`),
@@ -194,12 +400,20 @@ impl Hub {
     ) -> bool {
         // Every answered call asks: no hashing while none is in flight
         // (scripts/callgrind.sh measured that at ~1% of a call).
-        if self.remote_params.0.is_empty() {
+        if self.remote_params.calls.is_empty() {
             return false;
         }
-        let Some(f) = self.remote_params.0.remove(&call.seq()) else {
+        let Some(f) = self.remote_params.calls.remove(&call.seq()) else {
             return false;
         };
+        if let Kind::FoxgloveList { req, .. } | Kind::FoxgloveGet { req, .. } = f.kind {
+            let v = answer.ok().and_then(|(values, result)| {
+                let v: Value = serde_json::from_str(values?.get()).ok()?;
+                (result.get() == "true" && v.is_object()).then_some(v)
+            });
+            self.foxglove_answered(req, f.kind, v, now);
+            return true;
+        }
         let id = call.caller_id();
         let parsed = answer.and_then(|(values, result)| {
             let v: Value = values
@@ -214,27 +428,22 @@ impl Hub {
                 ))
             }
         });
-        let mut out = Vec::new();
-        match (parsed, &f.kind) {
-            (Err(why), _) => encode::service_failure(&mut out, &f.rosapi_json, id, &why),
+        // The answer in rosapi's shape (values, success), sent as any
+        // answer is (a Foxglove session's set reads it there).
+        let (values, ok): (Vec<u8>, bool) = match (parsed, &f.kind) {
+            (Err(why), _) => (Value::from(why).to_string().into_bytes(), false),
             (Ok(v), Kind::Set) => {
                 let first = &v["results"][0];
                 match first["successful"].as_bool() {
-                    Some(true) => encode::service_response(
-                        &mut out,
-                        &f.rosapi_json,
-                        id,
-                        br#"{"successful":true,"reason":""}"#,
-                        b"true",
-                        None,
-                    ),
+                    Some(true) => (br#"{"successful":true,"reason":""}"#.to_vec(), true),
                     _ => {
                         let why = first["reason"].as_str().filter(|r| !r.is_empty());
                         let why = why.unwrap_or("the node refused the value without a reason");
-                        encode::service_failure(&mut out, &f.rosapi_json, id, why)
+                        (Value::from(why).to_string().into_bytes(), false)
                     }
                 }
             }
+            (Ok(_), Kind::FoxgloveList { .. } | Kind::FoxgloveGet { .. }) => return true,
             (
                 Ok(v),
                 Kind::Get {
@@ -257,25 +466,35 @@ impl Hub {
                         json!({"value": v.to_json().to_string(), "successful": true, "reason": ""})
                     }
                 };
-                let values = values.to_string();
-                encode::service_response(
-                    &mut out,
-                    &f.rosapi_json,
-                    id,
-                    values.as_bytes(),
-                    b"true",
-                    None,
-                );
+                (values.to_string().into_bytes(), true)
             }
-        }
-        self.send_control(call.caller(), &out, now);
+        };
+        let answer = if ok {
+            Answer::ok(&values)
+        } else {
+            Answer::failed(&values)
+        };
+        self.send_service_answer(
+            call.caller(),
+            call.caller_peer(),
+            &f.rosapi_json,
+            id,
+            answer,
+            now,
+        );
         true
     }
 
-    /// Forgets the forwarded requests `me` made (it left).
+    /// Forgets the forwarded requests `me` made (it left), and the
+    /// Foxglove requests they served.
     pub(super) fn forget_remote_params(&mut self, seqs: &[u64]) {
         for s in seqs {
-            self.remote_params.0.remove(s);
+            let Some(f) = self.remote_params.calls.remove(s) else {
+                continue;
+            };
+            if let Kind::FoxgloveList { req, .. } | Kind::FoxgloveGet { req, .. } = f.kind {
+                self.remote_params.foxglove.remove(&req);
+            }
         }
     }
 }

@@ -897,3 +897,113 @@ fn statuses(m: &[u8]) -> Vec<(Vec<u8>, u8)> {
     assert_eq!(at, cdr.len(), "nothing after the list");
     out
 }
+
+/// Parameters of a node this gateway does not hold (a ROS 2 node, played
+/// here by a TCP client serving `/fx_remote/{list,get,set}_parameters`
+/// itself, as rclpy would): `getParameters` of everything asks the node's
+/// `list_parameters`, then its `get_parameters`; a named get asks
+/// `get_parameters` only; `setParameters` goes to its `set_parameters` and
+/// the reply lists the value set. A node that fails is left out.
+#[test]
+fn parameters_of_a_node_served_elsewhere_are_read_and_set_through_its_services() {
+    let gw = gateway();
+    let (_, mut fx, _) = foxglove_session(&gw, FOXGLOVE);
+    let mut node = gw.client();
+    for (short, ty) in [
+        ("list_parameters", "rcl_interfaces/srv/ListParameters"),
+        ("get_parameters", "rcl_interfaces/srv/GetParameters"),
+        ("set_parameters", "rcl_interfaces/srv/SetParameters"),
+    ] {
+        let id = format!("a_{short}");
+        node.send_line(&format!(
+            r#"{{"op":"advertise_service","service":"/fx_remote/{short}","type":"{ty}","id":"{id}"}}"#
+        ));
+        node.expect_info(id.as_str());
+    }
+    // The node's side: answers each call as rclpy would.
+    let serve = |node: &mut Client, want: &str, values: Value| -> Value {
+        let (call, _) = node.recv_until(|v| v["op"] == "call_service", deadline(REPLY));
+        assert_eq!(call["service"], want, "{call}");
+        node.send_line(
+            &json!({"op":"service_response","service":want,"id":call["id"],
+                    "values":values,"result":true})
+            .to_string(),
+        );
+        call["args"].clone()
+    };
+    fx.send_text(r#"{"op":"getParameters","parameterNames":[],"id":"all"}"#);
+    let args = serve(
+        &mut node,
+        "/fx_remote/list_parameters",
+        json!({"result":{"names":["gain","mode"],"prefixes":[]}}),
+    );
+    assert_eq!(args["prefixes"], json!([]), "{args}");
+    let args = serve(
+        &mut node,
+        "/fx_remote/get_parameters",
+        json!({"values":[{"type":3,"double_value":2.5},{"type":4,"string_value":"auto"}]}),
+    );
+    assert_eq!(args["names"], json!(["gain", "mode"]), "{args}");
+    let v = next_op(&mut fx, "parameterValues");
+    assert_eq!(v["id"], "all", "{v}");
+    let ps = v["parameters"].as_array().unwrap();
+    assert!(
+        ps.contains(&json!({"name":"/fx_remote.gain","value":2.5,"type":"float64"})),
+        "{v}"
+    );
+    assert!(
+        ps.contains(&json!({"name":"/fx_remote.mode","value":"auto"})),
+        "{v}"
+    );
+    // A named get: get_parameters only, with the names asked.
+    fx.send_text(r#"{"op":"getParameters","parameterNames":["/fx_remote.gain"],"id":"g"}"#);
+    let args = serve(
+        &mut node,
+        "/fx_remote/get_parameters",
+        json!({"values":[{"type":3,"double_value":2.5}]}),
+    );
+    assert_eq!(args["names"], json!(["gain"]), "{args}");
+    let v = next_op(&mut fx, "parameterValues");
+    assert_eq!(
+        (v["id"].clone(), v["parameters"].clone()),
+        (
+            json!("g"),
+            json!([{"name":"/fx_remote.gain","value":2.5,"type":"float64"}])
+        )
+    );
+    // A set goes to the node's set_parameters; the reply lists the value.
+    fx.send_text(
+        r#"{"op":"setParameters","parameters":[{"name":"/fx_remote.gain","value":3.5}],"id":"s"}"#,
+    );
+    let args = serve(
+        &mut node,
+        "/fx_remote/set_parameters",
+        json!({"results":[{"successful":true,"reason":""}]}),
+    );
+    assert_eq!(args["parameters"][0]["name"], "gain", "{args}");
+    assert_eq!(
+        args["parameters"][0]["value"]["double_value"], 3.5,
+        "{args}"
+    );
+    let v = next_op(&mut fx, "parameterValues");
+    assert_eq!(
+        (v["id"].clone(), v["parameters"].clone()),
+        (
+            json!("s"),
+            json!([{"name":"/fx_remote.gain","value":3.5,"type":"float64"}])
+        )
+    );
+    // The node fails its get: the answer comes, without its values.
+    fx.send_text(r#"{"op":"getParameters","parameterNames":["/fx_remote.gain"],"id":"f"}"#);
+    let (call, _) = node.recv_until(|v| v["op"] == "call_service", deadline(REPLY));
+    node.send_line(
+        &json!({"op":"service_response","service":"/fx_remote/get_parameters",
+                "id":call["id"],"values":"busy","result":false})
+        .to_string(),
+    );
+    let v = next_op(&mut fx, "parameterValues");
+    assert_eq!(
+        (v["id"].clone(), v["parameters"].clone()),
+        (json!("f"), json!([]))
+    );
+}
