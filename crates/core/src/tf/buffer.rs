@@ -308,6 +308,20 @@ impl TfBuffer {
         gone.len()
     }
 
+    /// Forgets every dynamic frame (nobody looks them up any more; the
+    /// next reader starts from fresh samples). Static frames stay.
+    pub fn drop_dynamic(&mut self) {
+        let gone: Vec<Box<str>> = self
+            .frames
+            .iter()
+            .filter(|(_, f)| !f.is_static)
+            .map(|(n, _)| n.clone())
+            .collect();
+        for n in &gone {
+            self.remove(n);
+        }
+    }
+
     fn remove(&mut self, child: &str) {
         let Some(f) = self.frames.remove(child) else {
             return;
