@@ -360,3 +360,54 @@ fn rosapi_lists_the_service_and_the_action_and_tf_frames_shows_the_tree() {
     let s = c.stats();
     assert!(counter(&s, "memory_tf_bytes") > 0, "{s}");
 }
+
+#[test]
+fn the_cli_echoes_a_transform_and_prints_the_tree() {
+    let gw = Gateway::start(&[]);
+    let mut p = tf_publisher(&gw);
+    publish_static(&mut p);
+    p.barrier();
+    // A robot's state publisher: /tf at 20 Hz while the test runs.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let running = stop.clone();
+    let robot = std::thread::spawn(move || {
+        let mut sec = 1;
+        while !running.load(std::sync::atomic::Ordering::Relaxed) && sec < 400 {
+            move_base(&mut p, sec, 2.0);
+            sec += 1;
+            std::thread::sleep(ms(50));
+        }
+    });
+    let url = format!("tcp://{}", gw.addr);
+    let out = run_to_exit(
+        &[
+            "tf", "echo", "world", "/base", "--once", "--rate", "20", "--url", &url,
+        ],
+        &[],
+        Duration::from_secs(10),
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    assert!(
+        text.contains("- Translation: [3.000, 0.000, 0.000]"),
+        "{text}"
+    );
+    assert!(
+        text.contains("in Quaternion [0.000, 0.000, 0.000, 1.000]"),
+        "{text}"
+    );
+    let out = run_to_exit(
+        &["tf", "frames", "--wait", "0.5", "--url", &url],
+        &[],
+        Duration::from_secs(10),
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    assert!(
+        text.starts_with("world\n  odom  (static)\n    base  ("),
+        "{text}"
+    );
+    assert!(text.contains(" Hz)"), "{text}");
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    robot.join().expect("robot thread");
+}
