@@ -45,9 +45,9 @@ pub const MAX_TF_DEPTH: usize = 1_000;
 pub const MAX_TF_FRAME_ID_CHARS: usize = 256;
 
 /// What one sample costs in [`TfBuffer::bytes`].
-const SAMPLE_COST: usize = std::mem::size_of::<(i64, Transform)>();
+const TF_SAMPLE_COST: usize = std::mem::size_of::<(i64, Transform)>();
 /// What one frame costs beyond its names and samples.
-const FRAME_COST: usize = 160;
+const TF_FRAME_COST: usize = 160;
 
 /// Who published a sample, for static frames' lifetime: the hub's
 /// connection handle packed in a `u64`; `None` is the gateway's own side
@@ -216,11 +216,11 @@ impl TfBuffer {
             )));
         }
         if !self.frames.contains_key(child) {
-            let cost = FRAME_COST + child.len() + parent.len() + SAMPLE_COST;
+            let cost = TF_FRAME_COST + child.len() + parent.len() + TF_SAMPLE_COST;
             if self.frames.len() >= MAX_TF_FRAMES || self.bytes + cost > MAX_TF_BUFFER_BYTES {
                 return Err(InsertError::Full);
             }
-            self.bytes += FRAME_COST + child.len() + parent.len();
+            self.bytes += TF_FRAME_COST + child.len() + parent.len();
             *self.parents.entry(parent.into()).or_insert(0) += 1;
             self.frames.insert(
                 child.into(),
@@ -241,7 +241,7 @@ impl TfBuffer {
             // /tf_static) starts over: old samples were in another frame.
             let old = std::mem::replace(&mut f.parent, parent.into());
             self.bytes = self.bytes + parent.len() - old.len();
-            self.bytes -= f.samples.len() * SAMPLE_COST;
+            self.bytes -= f.samples.len() * TF_SAMPLE_COST;
             f.samples.clear();
             f.is_static = is_static;
             if let Some(n) = self.parents.get_mut(&old) {
@@ -256,10 +256,10 @@ impl TfBuffer {
         f.received += 1;
         if is_static {
             // One sample, valid at any time.
-            self.bytes -= f.samples.len() * SAMPLE_COST;
+            self.bytes -= f.samples.len() * TF_SAMPLE_COST;
             f.samples.clear();
             f.samples.push_back((stamp_ns, tf));
-            self.bytes += SAMPLE_COST;
+            self.bytes += TF_SAMPLE_COST;
             return Ok(());
         }
         let newest = f.samples.back().map(|s| s.0);
@@ -274,7 +274,7 @@ impl TfBuffer {
             f.samples[at].1 = tf;
         } else {
             f.samples.insert(at, (stamp_ns, tf));
-            self.bytes += SAMPLE_COST;
+            self.bytes += TF_SAMPLE_COST;
         }
         // Prune: older than the cache time before the newest, over the
         // count, or over the buffer's bytes (this frame's history gives).
@@ -288,7 +288,7 @@ impl TfBuffer {
                 || self.bytes > MAX_TF_BUFFER_BYTES)
         {
             f.samples.pop_front();
-            self.bytes -= SAMPLE_COST;
+            self.bytes -= TF_SAMPLE_COST;
         }
         Ok(())
     }
@@ -326,7 +326,8 @@ impl TfBuffer {
         let Some(f) = self.frames.remove(child) else {
             return;
         };
-        self.bytes -= FRAME_COST + child.len() + f.parent.len() + f.samples.len() * SAMPLE_COST;
+        self.bytes -=
+            TF_FRAME_COST + child.len() + f.parent.len() + f.samples.len() * TF_SAMPLE_COST;
         if let Some(n) = self.parents.get_mut(&f.parent) {
             *n -= 1;
             if *n == 0 {
@@ -595,7 +596,7 @@ mod tests {
         assert_eq!(f.len(), 1);
         assert!((f[0].rate_hz - 1.0).abs() < 1e-9);
         // 20..=30 kept: 10 s before the newest.
-        assert_eq!(b.bytes(), FRAME_COST + 4 + 4 + 11 * SAMPLE_COST);
+        assert_eq!(b.bytes(), TF_FRAME_COST + 4 + 4 + 11 * TF_SAMPLE_COST);
         assert_eq!(
             b.insert("base", "odom", 5 * S, tf(0.0, 0.0, 0.0), false, None),
             Err(InsertError::TooOld)
@@ -604,12 +605,12 @@ mod tests {
         b.insert("base", "odom", 30 * S, tf(-1.0, 0.0, 0.0), false, None)
             .unwrap();
         assert!(near(&b.lookup("odom", "base").unwrap().0, -1.0, 0.0));
-        assert_eq!(b.bytes(), FRAME_COST + 4 + 4 + 11 * SAMPLE_COST);
+        assert_eq!(b.bytes(), TF_FRAME_COST + 4 + 4 + 11 * TF_SAMPLE_COST);
         // Re-parenting starts the history over.
         b.insert("base", "map", 31 * S, tf(3.0, 0.0, 0.0), false, None)
             .unwrap();
         assert!(!b.knows("odom"));
-        assert_eq!(b.bytes(), FRAME_COST + 4 + 3 + SAMPLE_COST);
+        assert_eq!(b.bytes(), TF_FRAME_COST + 4 + 3 + TF_SAMPLE_COST);
     }
 
     #[test]

@@ -33,8 +33,11 @@ pub const MAX_TF_SUBS_PER_CONN: usize = 16;
 /// TF subscriptions the gateway holds, all connections.
 pub const MAX_TF_SUBS: usize = 10_000;
 
-const TIMER_TICK_MS: u64 = 5;
-const TIMER_SLOTS: usize = 512;
+/// The subscriptions' timer wheel: 5 ms ticks (a 100 Hz subscription is
+/// at most half a period late), 512 slots (2.56 s a lap).
+pub const TF_TIMER_TICK_MS: u64 = 5;
+/// See [`TF_TIMER_TICK_MS`].
+pub const TF_TIMER_SLOTS: usize = 512;
 
 /// How a subscription's transforms reach its client.
 #[derive(Debug, Clone, PartialEq)]
@@ -176,7 +179,7 @@ impl Republisher {
             subs: HashMap::new(),
             per_conn: HashMap::new(),
             per_domain: [0; DOMAINS],
-            wheel: TimerWheel::new(now, Duration::from_millis(TIMER_TICK_MS), TIMER_SLOTS),
+            wheel: TimerWheel::new(now, Duration::from_millis(TF_TIMER_TICK_MS), TF_TIMER_SLOTS),
             next_id: 1,
         }
     }
