@@ -98,14 +98,9 @@ fn republish_tfs_sends_the_composed_transform_and_again_when_it_moves() {
     assert!((x_of(&v["msg"]["transforms"][0]) - 3.5).abs() < 1e-9, "{v}");
     // Still: no more messages.
     let quiet = deadline(ms(300));
-    loop {
-        match c.try_recv_line(quiet) {
-            Recv::Line(l) => {
-                let v = parse_line(&String::from_utf8_lossy(&l));
-                assert!(!is_publish_on(&v, &topic), "sent without a move: {v}");
-            }
-            _ => break,
-        }
+    while let Recv::Line(l) = c.try_recv_line(quiet) {
+        let v = parse_line(&String::from_utf8_lossy(&l));
+        assert!(!is_publish_on(&v, &topic), "sent without a move: {v}");
     }
 }
 
