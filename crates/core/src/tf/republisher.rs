@@ -256,7 +256,10 @@ impl Republisher {
             }
         }
         self.per_domain[s.domain as usize] -= 1;
-        if self.wheel.len() > 4 * self.subs.len() + 64 {
+        // Stale entries fire once and are dropped, but only while ticks
+        // run: with no subscription left nothing expires the wheel, and its
+        // deadline would stay in the past (a loop that never sleeps).
+        if self.subs.is_empty() || self.wheel.len() > 4 * self.subs.len() + 64 {
             let subs = &self.subs;
             self.wheel.retain(|k| subs.contains_key(&k));
         }
@@ -441,7 +444,9 @@ mod tests {
         assert_eq!(fired.iter().filter(|&&i| i == b).count(), 2);
         assert!(r.remove(a).is_some());
         assert!(r.due(t0 + Duration::from_secs(5)).iter().all(|&i| i == b));
-        for _ in 1..MAX_TF_SUBS_PER_CONN {
+        assert!(r.remove(b).is_some());
+        assert_eq!(r.next_deadline(), None, "no subscription, no wake-up");
+        for _ in 0..MAX_TF_SUBS_PER_CONN {
             r.add(conn(1), 0, topic(), req(json!({"target_frame": "w"})), t0)
                 .unwrap();
         }
