@@ -521,7 +521,10 @@ impl Hub {
             }
             "service_node" => {
                 let service = arg(args, "service");
-                let node = if builtin_type(service).is_some() {
+                // A client providing /republish_tfs wins over the gateway.
+                let node = if let Some(s) = reg.service(service).filter(|_| service == REPUBLISH_TFS_SERVICE) {
+                    self.node_label(s.provider(), s.node())
+                } else if builtin_type(service).is_some() {
                     GATEWAY_NODE.to_string()
                 } else if let Some(s) = reg.service(service) {
                     self.node_label(s.provider(), s.node())
@@ -879,7 +882,8 @@ impl Hub {
             })
             .collect();
         for (n, t) in builtin_services() {
-            map.insert(n, t.to_string());
+            // A client providing /republish_tfs keeps its own type.
+            map.entry(n).or_insert_with(|| t.to_string());
         }
         // The parameter services the gateway serves for nodes with
         // parameters (hidden ones only when asked).

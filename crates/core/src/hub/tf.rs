@@ -278,7 +278,9 @@ impl Hub {
         id: Option<&[u8]>,
         now: Instant,
     ) -> bool {
-        if name != REPUBLISH_TFS_SERVICE {
+        // A ROS 2 node or another gateway (a bridge) or a Foxglove session
+        // gets no TF from here: their answers take other paths.
+        if name != REPUBLISH_TFS_SERVICE || self.is_bridge(me) || self.is_foxglove(me) {
             return false;
         }
         let name_json = json_str(name);
@@ -322,7 +324,7 @@ impl Hub {
         id: &[u8],
         now: Instant,
     ) -> bool {
-        if action != TF_ACTION {
+        if action != TF_ACTION || self.is_bridge(me) || self.is_foxglove(me) {
             return false;
         }
         let action_json = json_str(action);
