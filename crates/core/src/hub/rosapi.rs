@@ -37,15 +37,16 @@ use rosgate_wire::Raw;
 
 use super::graph::{GATEWAY_NODE, GATEWAY_TOPICS};
 use super::params::NODE_PARAM_SERVICES;
-use super::tf::{
-    REPUBLISH_TFS_SERVICE, REPUBLISH_TFS_TYPE, TF_ACTION, TF_ACTION_TYPE, TF_FRAMES_SERVICE,
-};
+
 use super::Hub;
 use crate::access::{Class, RoleId};
 use crate::conn::ConnRef;
 use crate::counters::{Counter, ErrorCode};
 use crate::nodes::Domain;
 use crate::registry::{NodeTag, Provided, Role};
+use crate::tf::{
+    REPUBLISH_TFS_SERVICE, REPUBLISH_TFS_TYPE, TF_ACTION, TF_ACTION_TYPE, TF_FRAMES_SERVICE,
+};
 
 /// Services under this prefix are rosapi's, answered by the gateway.
 pub const ROSAPI_PREFIX: &str = "/rosapi/";

@@ -46,21 +46,10 @@ use crate::tf::buffer::FrameInfo;
 use crate::tf::msg::{self, Stamp};
 use crate::tf::republisher::{Delivery, Republisher};
 use crate::tf::TfBuffer;
-
-/// The republisher's service (roslibpy's TFClient).
-pub const REPUBLISH_TFS_SERVICE: &str = "/republish_tfs";
-/// Its type.
-pub const REPUBLISH_TFS_TYPE: &str = "tf2_web_republisher/RepublishTFs";
-/// The republisher's action, ROS 1 (topics under it) and ROS 2.
-pub const TF_ACTION: &str = "/tf2_web_republisher";
-/// The ROS 2 action's type.
-pub const TF_ACTION_TYPE: &str = "tf2_web_republisher_interfaces/action/TFSubscription";
-/// The topics read.
-pub const TF_TOPIC: &str = "/tf";
-pub const TF_STATIC_TOPIC: &str = "/tf_static";
-/// The gateway's own service listing a domain's frames (the CLI's `tf
-/// frames`, the dashboard).
-pub const TF_FRAMES_SERVICE: &str = "/rosgate/tf_frames";
+pub use crate::tf::{
+    REPUBLISH_TFS_SERVICE, REPUBLISH_TFS_TYPE, TF_ACTION, TF_ACTION_TYPE, TF_FRAMES_SERVICE,
+    TF_STATIC_TOPIC, TF_TOPIC,
+};
 
 /// Frames one `/rosgate/tf_frames` reply lists.
 pub const MAX_TF_FRAMES_LISTED: usize = 10_000;
