@@ -48,7 +48,10 @@ fn tf_from_the_ros2_graph_is_asked_for_only_while_a_tf_client_exists() {
     t.hub.enable_federation();
     let c = t.open();
     assert!(topic_changes(&mut t).is_empty());
+    assert!(!t.hub.remote_needs_json(0, "/tf", None));
     goal(&mut t, c, "\"g\"", &["base"], "odom", 10.0);
+    // A ROS 2 sample on /tf is decoded though no client subscribes.
+    assert!(t.hub.remote_needs_json(0, "/tf", None));
     assert_eq!(
         topic_changes(&mut t),
         vec![("/tf".to_string(), true), ("/tf_static".to_string(), true)]
