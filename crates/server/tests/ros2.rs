@@ -2974,12 +2974,12 @@ fn a_ros2_publishers_topic_is_a_foxglove_channel_with_its_cdr_untouched() {
 fn cdr_tf_message(sec: i32, parent: &str, child: &str, x: f64) -> Vec<u8> {
     let mut b = vec![0x00, 0x01, 0x00, 0x00];
     let align = |b: &mut Vec<u8>, n: usize| {
-        while !(b.len() - 4).is_multiple_of(n) {
+        while (b.len() - 4) % n != 0 {
             b.push(0);
         }
     };
     let string = |b: &mut Vec<u8>, s: &str| {
-        while !(b.len() - 4).is_multiple_of(4) {
+        while (b.len() - 4) % 4 != 0 {
             b.push(0);
         }
         b.extend_from_slice(&(s.len() as u32 + 1).to_le_bytes());
