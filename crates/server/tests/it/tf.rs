@@ -168,6 +168,7 @@ fn the_ros1_actionlib_action_works_over_its_topics() {
     c.advertise("/tf2_web_republisher/goal");
     c.advertise("/tf2_web_republisher/cancel");
     c.subscribe("/tf2_web_republisher/feedback");
+    c.subscribe("/tf2_web_republisher/result");
     let goal = json!({"goal_id": {"stamp": {"secs": 0, "nsecs": 0}, "id": "goal_42"},
         "goal": {"source_frames": ["base"], "target_frame": "world", "angular_thres": 2.0,
                  "trans_thres": 0.01, "rate": 20.0}});
@@ -184,7 +185,12 @@ fn the_ros1_actionlib_action_works_over_its_topics() {
     assert!(t["header"]["stamp"]["secs"].is_u64(), "ROS 1 stamps: {v}");
     // Canceled: no more feedback even when it moves.
     c.publish("/tf2_web_republisher/cancel", r#"{"id":"goal_42"}"#);
-    c.barrier();
+    let (v, _) = c.recv_until(
+        |v| is_publish_on(v, "/tf2_web_republisher/result"),
+        deadline(REPLY),
+    );
+    assert_eq!(v["msg"]["status"]["goal_id"]["id"], "goal_42", "{v}");
+    assert_eq!(v["msg"]["status"]["status"], 2, "PREEMPTED: {v}");
     move_base(&mut p, 2, 3.0);
     let quiet = deadline(ms(300));
     while let Recv::Line(l) = c.try_recv_line(quiet) {
@@ -405,4 +411,37 @@ fn the_cli_echoes_a_transform_and_prints_the_tree() {
     assert!(text.contains(" Hz)"), "{text}");
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     robot.join().expect("robot thread");
+}
+
+#[test]
+fn the_ros2_cancel_goal_service_ends_all_of_the_callers_tf_goals() {
+    let gw = Gateway::start(&[]);
+    let mut c = gw.client();
+    let mut other = gw.client();
+    let goal = |id: &str| {
+        json!({"op": "send_action_goal", "id": id, "action": "/tf2_web_republisher",
+            "action_type": "tf2_web_republisher_interfaces/action/TFSubscription",
+            "args": {"source_frames": ["x"], "target_frame": "y", "rate": 10.0}, "feedback": true})
+    };
+    c.send_json(&goal("a"));
+    c.send_json(&goal("b"));
+    other.send_json(&goal("o"));
+    other.barrier();
+    c.call("/tf2_web_republisher/_action/cancel_goal", "\"cg\"", "{}");
+    let (v, skipped) = c.recv_until(
+        |v| v["op"] == "service_response" && v["id"] == "cg",
+        deadline(REPLY),
+    );
+    assert_eq!(v["values"]["canceled"], 2, "{v}");
+    let mut ended: Vec<String> = skipped
+        .iter()
+        .filter(|v| v["op"] == "action_result")
+        .map(|v| v["id"].as_str().unwrap_or("").to_string())
+        .collect();
+    ended.sort();
+    assert_eq!(ended, ["a", "b"], "both ended, each once: {skipped:?}");
+    // The other connection's goal runs on.
+    c.call("/rosgate/tf_frames", "\"f\"", "{}");
+    let v = c.expect_response("/rosgate/tf_frames", &json!("f"));
+    assert_eq!(v["values"]["subscriptions"], 1, "{v}");
 }
