@@ -132,8 +132,10 @@
   // The gateway's wall clock now, in ms (the browser's clock may be off).
   const serverNow = () => Date.now() + S.clockOffsetMs;
   const isHidden = (name) => String(name).split('/').some((t) => t.startsWith('_'));
+  // The gateway's own: rosapi, /rosgate/*, parameter services, and TF's
+  // /republish_tfs (docs/tf.md; served by the gateway unless a client does).
   const isSystemService = (s) => s.startsWith('/rosapi/') || s.startsWith('/rosgate/') ||
-    PARAM_SERVICE_SUFFIXES.some((x) => s.endsWith(x));
+    s === '/republish_tfs' || PARAM_SERVICE_SUFFIXES.some((x) => s.endsWith(x));
   const randomToken = () => Array.from(crypto.getRandomValues(new Uint8Array(6)), (b) => b.toString(16).padStart(2, '0')).join('');
 
   // Runs `fn` over `items`, at most `n` at a time (initial snapshots can
@@ -886,7 +888,7 @@
       kpi('Connections', fmtNum(open ?? 0), connSub),
       kpi('Topics', fmtNum(userTopics.length), `${S.flowAt ? `${active} active · ` : ''}${plural(st.subscriptions ?? 0, 'sub')}`),
       kpi('Nodes', fmtNum(nodes), `${plural(S.params.size, 'parameter')}`),
-      kpi('Services', fmtNum(userServices), `${plural(S.actions.size, 'action')} · ${fmtNum(st.calls_pending ?? 0)} in flight`),
+      kpi('Services', fmtNum(userServices), `${plural([...S.actions.values()].filter((a) => a.node !== '/rosgate').length, 'action')} · ${fmtNum(st.calls_pending ?? 0)} in flight`),
       kpi('Messages', r ? fmtPerSec(r.published) : '–', r ? `published · ${fmtPerSec(r.delivered)} out` : 'measuring…', sparkline(S.history.published, 'c1'), 'graph'),
       kpi('Bandwidth', r ? `${fmtBytes(r.bytesIn + r.bytesOut)}/s` : '–', r ? `${fmtBytes(r.bytesIn)} in · ${fmtBytes(r.bytesOut)} out` : 'measuring…', sparkline(S.history.bytesOut.map((v, i) => v + (S.history.bytesIn[i] || 0)), 'c2'), 'graph'),
       kpi('Memory', mem != null ? fmtBytes(mem) : '–', budget ? `${memPct < 0.1 && mem ? '<0.1' : memPct.toFixed(1)}% of ${fmtBytes(budget)}` : '&nbsp;',
@@ -1156,7 +1158,8 @@
       ? `<table class="tbl"><thead><tr><th>Service</th><th>Provider</th></tr></thead><tbody>${services.slice(0, CFG.maxRows).map((s) =>
         `<tr><td><div class="name">${esc(s.name)}</div><div class="type">${esc(s.type || '—')}</div></td><td>${s.node ? nodeChip(s.node) : '<span class="muted">?</span>'}</td></tr>`).join('')}</tbody></table>`
       : `<div class="empty">No services${S.showSystem ? '' : ` (${hiddenCount} system services hidden: tick “system”)`}.</div>`;
-    const actions = [...S.actions.values()].filter((a) => matches(a.name, a.type, a.node)).sort((a, b) => a.name.localeCompare(b.name));
+    // The gateway's own actions (TF's /tf2_web_republisher) with the system ones.
+    const actions = [...S.actions.values()].filter((a) => (S.showSystem || a.node !== '/rosgate') && matches(a.name, a.type, a.node)).sort((a, b) => a.name.localeCompare(b.name));
     $('actions-count').textContent = actions.length || '';
     $('actions-body').innerHTML = actions.length
       ? `<table class="tbl"><thead><tr><th>Action</th><th>Server</th></tr></thead><tbody>${actions.slice(0, CFG.maxRows).map((a) =>
