@@ -89,6 +89,9 @@ pub enum LookupError {
     /// A link has no sample at the time every link knows (its history
     /// starts later).
     Extrapolation(String),
+    /// The composed transform is not finite (translations near the
+    /// largest double add up past it): JSON cannot carry it.
+    NotFinite,
 }
 
 impl std::fmt::Display for LookupError {
@@ -99,6 +102,7 @@ impl std::fmt::Display for LookupError {
             LookupError::Loop => {
                 write!(f, "the tree has a loop (or is deeper than {MAX_TF_DEPTH})")
             }
+            LookupError::NotFinite => write!(f, "the composed transform is not finite"),
             LookupError::Extrapolation(n) => write!(
                 f,
                 "frame {n:?} has no sample at the latest time common to the chain"
@@ -414,7 +418,11 @@ impl TfBuffer {
         for n in links_t.iter().rev() {
             anc_target = anc_target.compose(&link(n)?);
         }
-        Ok((anc_target.inverse().compose(&anc_source), time.unwrap_or(0)))
+        let out = anc_target.inverse().compose(&anc_source);
+        if !out.is_finite() {
+            return Err(LookupError::NotFinite);
+        }
+        Ok((out, time.unwrap_or(0)))
     }
 
     /// Every frame, sorted by child id, at most `max`.
@@ -561,6 +569,12 @@ mod tests {
             b.insert("z", "z", 0, Transform::IDENTITY, false, None),
             Err(InsertError::BadFrameId(_))
         ));
+        // Finite links whose sum is not: an error, never `inf` in JSON.
+        b.insert("far", "a", 0, tf(f64::MAX, 0.0, 0.0), true, None)
+            .unwrap();
+        b.insert("farther", "far", 0, tf(f64::MAX, 0.0, 0.0), true, None)
+            .unwrap();
+        assert_eq!(b.lookup("a", "farther"), Err(LookupError::NotFinite));
     }
 
     #[test]

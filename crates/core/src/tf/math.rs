@@ -183,6 +183,16 @@ impl Transform {
         })
     }
 
+    /// Whether every component is finite (composition of finite
+    /// transforms can overflow).
+    pub fn is_finite(&self) -> bool {
+        self.t.finite()
+            && self.r.x.is_finite()
+            && self.r.y.is_finite()
+            && self.r.z.is_finite()
+            && self.r.w.is_finite()
+    }
+
     /// `self * o`: `o` applied first, then `self` (a chain parent <-
     /// child <- grandchild composes as `parent_child.compose(child_grand)`).
     pub fn compose(&self, o: &Transform) -> Transform {
