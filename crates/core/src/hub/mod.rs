@@ -1493,6 +1493,7 @@ impl Hub {
             || !self.gone.is_empty()
             || self.graph.has_immediate()
             || self.qos_timers.has_immediate()
+            || self.tf.has_immediate()
             || self.held.has_overdue()
     }
 

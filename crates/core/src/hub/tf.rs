@@ -44,7 +44,7 @@ use crate::nodes::Domain;
 use crate::registry::Provided;
 use crate::tf::buffer::FrameInfo;
 use crate::tf::msg::{self, Stamp};
-use crate::tf::republisher::{Delivery, Republisher};
+use crate::tf::republisher::{Delivery, Republisher, MAX_TF_LOOKUPS_PER_TURN};
 use crate::tf::TfBuffer;
 pub use crate::tf::{
     REPUBLISH_TFS_SERVICE, REPUBLISH_TFS_TYPE, TF_ACTION, TF_ACTION_TYPE, TF_FRAMES_SERVICE,
@@ -95,6 +95,11 @@ impl TfState {
 
     pub(super) fn next_deadline(&self) -> Option<Instant> {
         self.repub.next_deadline()
+    }
+
+    /// Ticks wait for the next turn (the turn's lookups ran out).
+    pub(super) fn has_immediate(&self) -> bool {
+        self.repub.has_ready()
     }
 }
 
@@ -457,7 +462,7 @@ impl Hub {
         if self.tf.repub.is_empty() {
             return;
         }
-        for sub in self.tf.repub.due(now) {
+        for sub in self.tf.repub.due(now, MAX_TF_LOOKUPS_PER_TURN) {
             self.tf_tick(sub, now);
         }
     }

@@ -17,7 +17,7 @@
 //! - with a zero threshold every tick sends (as tf2_web_republisher's
 //!   `TFPair::updateNeeded`).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::time::{Duration, Instant};
 
 use super::buffer::{LookupError, TfBuffer};
@@ -32,6 +32,12 @@ pub const MAX_TF_SUBS_PER_CONN: usize = 16;
 
 /// TF subscriptions the gateway holds, all connections.
 pub const MAX_TF_SUBS: usize = 10_000;
+
+/// Source frames looked up per loop turn, all subscriptions together
+/// (P20): ticks due beyond it wait for the next turn, in order. A lookup
+/// walks a chain of a few frames (about a microsecond), so a turn spends
+/// a few milliseconds on TF at most.
+pub const MAX_TF_LOOKUPS_PER_TURN: usize = 5_000;
 
 /// The subscriptions' timer wheel: 5 ms ticks (a 100 Hz subscription is
 /// at most half a period late), 512 slots (2.56 s a lap).
@@ -123,6 +129,9 @@ pub struct Republisher {
     per_conn: HashMap<ConnRef, usize>,
     per_domain: [usize; DOMAINS],
     wheel: TimerWheel,
+    /// Fired, not yet ticked (the turn's lookups ran out): each id once,
+    /// out of the wheel until it ticks.
+    ready: VecDeque<u64>,
     next_id: u64,
 }
 
@@ -180,6 +189,7 @@ impl Republisher {
             per_conn: HashMap::new(),
             per_domain: [0; DOMAINS],
             wheel: TimerWheel::new(now, Duration::from_millis(TF_TIMER_TICK_MS), TF_TIMER_SLOTS),
+            ready: VecDeque::new(),
             next_id: 1,
         }
     }
@@ -259,6 +269,9 @@ impl Republisher {
         // Stale entries fire once and are dropped, but only while ticks
         // run: with no subscription left nothing expires the wheel, and its
         // deadline would stay in the past (a loop that never sleeps).
+        if self.subs.is_empty() {
+            self.ready.clear();
+        }
         if self.subs.is_empty() || self.wheel.len() > 4 * self.subs.len() + 64 {
             let subs = &self.subs;
             self.wheel.retain(|k| subs.contains_key(&k));
@@ -281,18 +294,35 @@ impl Republisher {
         ids
     }
 
-    /// Subscriptions whose tick is due at `now`; each is scheduled again
-    /// one period later (the caller may `remove` it instead).
-    pub fn due(&mut self, now: Instant) -> Vec<u64> {
-        let mut fired = Vec::new();
-        self.wheel.expire(now, |k| fired.push(k));
-        fired.retain(|k| self.subs.contains_key(k));
-        for &id in &fired {
-            if let Some(s) = self.subs.get(&id) {
-                self.wheel.insert(id, now + s.period);
+    /// Subscriptions whose tick is due at `now`, oldest first, with at
+    /// most `max_lookups` source frames among them (always at least one
+    /// subscription); each is scheduled again one period later (the caller
+    /// may `remove` it instead). The rest wait for the next call
+    /// ([`Republisher::has_ready`]).
+    pub fn due(&mut self, now: Instant, max_lookups: usize) -> Vec<u64> {
+        let ready = &mut self.ready;
+        self.wheel.expire(now, |k| ready.push_back(k));
+        let mut out = Vec::new();
+        let mut lookups = 0;
+        while let Some(id) = self.ready.pop_front() {
+            let Some(s) = self.subs.get(&id) else {
+                continue;
+            };
+            let n = s.pairs.len().max(1);
+            if !out.is_empty() && lookups + n > max_lookups {
+                self.ready.push_front(id);
+                break;
             }
+            lookups += n;
+            self.wheel.insert(id, now + s.period);
+            out.push(id);
         }
-        fired
+        out
+    }
+
+    /// Whether ticks wait for the next turn (the loop must not sleep).
+    pub fn has_ready(&self) -> bool {
+        !self.ready.is_empty()
     }
 
     /// When the next tick is due, if any.
@@ -436,14 +466,17 @@ mod tests {
         assert_eq!((r.in_domain(0), r.in_domain(3)), (1, 1));
         let mut fired = Vec::new();
         for ms in (0..=1000).step_by(5) {
-            for id in r.due(t0 + Duration::from_millis(ms)) {
+            for id in r.due(t0 + Duration::from_millis(ms), usize::MAX) {
                 fired.push(id);
             }
         }
         assert_eq!(fired.iter().filter(|&&i| i == a).count(), 10);
         assert_eq!(fired.iter().filter(|&&i| i == b).count(), 2);
         assert!(r.remove(a).is_some());
-        assert!(r.due(t0 + Duration::from_secs(5)).iter().all(|&i| i == b));
+        assert!(r
+            .due(t0 + Duration::from_secs(5), usize::MAX)
+            .iter()
+            .all(|&i| i == b));
         assert!(r.remove(b).is_some());
         assert_eq!(r.next_deadline(), None, "no subscription, no wake-up");
         for _ in 0..MAX_TF_SUBS_PER_CONN {
@@ -458,5 +491,38 @@ mod tests {
             .add(conn(2), 0, topic(), req(json!({"target_frame": "w"})), t0)
             .is_ok());
         assert_eq!(r.find(conn(2), |_| true).len(), 1);
+    }
+
+    #[test]
+    fn one_turn_looks_up_a_bounded_number_of_frames_and_the_rest_follow() {
+        let t0 = Instant::now();
+        let mut r = Republisher::new(t0);
+        let frames: Vec<String> = (0..100).map(|i| format!("f{i}")).collect();
+        for c in 0..10 {
+            r.add(
+                conn(c),
+                0,
+                topic(),
+                req(json!({"source_frames": frames, "target_frame": "w", "rate": 1})),
+                t0,
+            )
+            .unwrap();
+        }
+        let at = t0 + Duration::from_secs(1);
+        let first = r.due(at, 250);
+        assert_eq!(first.len(), 2, "200 lookups fit, a third 100 does not");
+        assert!(r.has_ready());
+        let mut all = first.clone();
+        while r.has_ready() {
+            let next = r.due(at, 250);
+            assert!(!next.is_empty() && next.len() <= 2);
+            all.extend(next);
+        }
+        all.sort_unstable();
+        all.dedup();
+        assert_eq!(all.len(), 10, "each ticks once");
+        // One over the budget still ticks (alone).
+        let big = r.due(t0 + Duration::from_secs(2), 10);
+        assert_eq!(big.len(), 1);
     }
 }
