@@ -14,6 +14,9 @@
 //!   `MAX_TF_FRAMES_PER_SUB` sources (`msg.rs`);
 //! - a source frame that cannot be looked up is warned about once, when it
 //!   breaks (again once after it worked and broke again), never per tick;
+//! - one call of [`Republisher::due`] hands out ticks of at most
+//!   [`MAX_TF_LOOKUPS_PER_TURN`] source frames (at least one
+//!   subscription); the rest wait in order, each subscription at most once;
 //! - with a zero threshold every tick sends (as tf2_web_republisher's
 //!   `TFPair::updateNeeded`).
 
