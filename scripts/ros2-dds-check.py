@@ -55,10 +55,16 @@ Checks:
    client's goal to an NDJSON action server;
 7. a type the gateway does not bundle (`test_msgs/msg/BasicTypes`) learned
    from the publishing node's `~/get_type_description` (skipped when
-   test_msgs is not installed).
+   test_msgs is not installed);
+8. with --roslibpy PYTHON: roslibpy, unchanged, over the rosbridge
+   WebSocket port: the rclpy talker's topic, a call to the rclpy service, a
+   goal to the rclpy action server (feedback and result), rosapi's nodes;
+9. with --roslib DIR: roslib (Node), unchanged, the same topic, service
+   and action.
 """
 
 import argparse
+import json
 import os
 import shutil
 import subprocess
@@ -156,6 +162,52 @@ while True:
     rclpy.spin_once(n, timeout_sec=0.1)
 '''
 
+# roslibpy, unchanged, over rosgate's rosbridge WebSocket port, with the
+# rclpy nodes on Fast DDS: a topic from the talker, a call to the rclpy
+# service, a goal to the rclpy action server (feedback and result), and
+# the talker in rosapi's nodes. Prints one JSON line.
+ROSLIBPY_CLIENT = r"""
+import json, os, sys, threading, time, roslibpy
+port, srv, srv_type, a, b, s, action, action_type = sys.argv[1:9]
+ros = roslibpy.Ros("127.0.0.1", int(port)); ros.run(timeout=10)
+got, fb, done = [], [], threading.Event()
+res = {}
+roslibpy.Topic(ros, "/chatter", "std_msgs/msg/String").subscribe(lambda m: got.append(m["data"]))
+answer = roslibpy.Service(ros, srv, srv_type).call(roslibpy.ServiceRequest({a: 2, b: 3}), timeout=20)
+c = roslibpy.ActionClient(ros, action, action_type)
+c.send_goal(roslibpy.Goal({"order": 5}), lambda r: (res.update(r["values"]), done.set()),
+            lambda f: fb.append(f), lambda e: (res.update(error=str(e)), done.set()))
+done.wait(30)
+end = time.monotonic() + 20
+while not got and time.monotonic() < end:
+    time.sleep(0.05)
+nodes = roslibpy.Service(ros, "/rosapi/nodes", "rosapi/Nodes").call(roslibpy.ServiceRequest(), timeout=10)
+print(json.dumps({"chatter": got[:1], "sum": answer[s], "result": res, "feedback": len(fb),
+                  "talker_in_rosapi": "/dds_talker" in nodes["nodes"]}), flush=True)
+os._exit(0)
+"""
+
+# roslib (Node, ESM), unchanged, the same checks as ROSLIBPY_CLIENT.
+ROSLIB_CLIENT = r"""
+import { Ros, Topic, Service, Action } from "roslib";
+const [port, srv, srvType, a, b, s, action, actionType] = process.argv.slice(2);
+const ros = new Ros({ url: `ws://127.0.0.1:${port}` });
+const fail = (why) => { console.log(JSON.stringify({ error: String(why) })); process.exit(1); };
+setTimeout(() => fail("timed out"), 60000).unref();
+ros.on("error", fail);
+ros.on("connection", async () => {
+  const chatter = new Promise((res) => new Topic({ ros, name: "/chatter",
+    messageType: "std_msgs/msg/String" }).subscribe((m) => res(m.data)));
+  const sum = await new Promise((res, rej) => new Service({ ros, name: srv, serviceType: srvType })
+    .callService({ [a]: 2, [b]: 3 }, (r) => res(r[s]), rej));
+  let feedback = 0;
+  const result = await new Promise((res, rej) => new Action({ ros, name: action,
+    actionType }).sendGoal({ order: 5 }, res, () => { feedback += 1; }, rej));
+  console.log(JSON.stringify({ chatter: [await chatter], sum, result, feedback }));
+  process.exit(0);
+});
+"""
+
 # `ros2 node list --no-daemon --spin-time 3` without the CLI: a node that
 # spins 3 s for discovery, then the graph's node names, one a line.
 NODE_LIST = r'''
@@ -217,6 +269,10 @@ def main():
     ap.add_argument("--rosgate", default=os.path.join(ROOT, "target/debug/rosgate"))
     ap.add_argument("--domain", type=int, default=100 + os.getpid() % 100)
     ap.add_argument("--rmw", choices=["dds", "zenoh"], default="dds")
+    ap.add_argument("--roslibpy", metavar="PYTHON",
+                    help="a Python with roslibpy 2.x: also run roslibpy against --dds-domain")
+    ap.add_argument("--roslib", metavar="DIR",
+                    help="a directory whose node_modules has roslib 2.x: also run roslib (Node)")
     ap.add_argument("--no-cli", action="store_true", help="do `ros2 node list` and "
                     "`ros2 param get` with rclpy even if `ros2` is on PATH")
     ap.add_argument("--wheel-types", action="store_true", help="use test_msgs' service and "
@@ -430,6 +486,35 @@ def main():
             return f"test_msgs/msg/BasicTypes learned; int32_value {m['msg']['int32_value']}"
 
         check("a type the gateway lacks learned from the node", learned)
+
+        # The rclpy talker, AddTwoInts server and Fibonacci server of the
+        # checks above are still running: real rosbridge clients reach them.
+        client_args = [str(ws), "/dds_add_two_ints", srv_type, types["A"], types["B"],
+                       types["SUM"], "/dds_fibonacci", action_type]
+
+        def outside(name, cmd, cwd=None):
+            out = subprocess.run(cmd + client_args, capture_output=True, text=True,
+                                 timeout=90, cwd=cwd)
+            assert out.returncode == 0, out
+            got = json.loads(out.stdout.strip().splitlines()[-1])
+            assert got["chatter"] and got["chatter"][0].startswith("hi "), got
+            assert got["sum"] == 5, got
+            assert list(got["result"].get("sequence", [])) == [0, 1, 1, 2, 3], got
+            assert got["feedback"] >= 1, got
+            return f"{name}: {json.dumps(got)}"
+
+        if a.roslibpy:
+            check("roslibpy (unchanged) against --dds-domain: topic, service, action, rosapi",
+                  lambda: outside("roslibpy", [a.roslibpy, "-c", ROSLIBPY_CLIENT]))
+        if a.roslib:
+            script = os.path.join(a.roslib, "rosgate-dds-check.mjs")
+            with open(script, "w") as f:
+                f.write(ROSLIB_CLIENT)
+            try:
+                check("roslib (Node, unchanged) against --dds-domain: topic, service, action",
+                      lambda: outside("roslib", ["node", script], cwd=a.roslib))
+            finally:
+                os.remove(script)
     finally:
         run.stop()
     run.exit()

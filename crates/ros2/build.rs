@@ -22,6 +22,7 @@ const BUNDLED: &[&str] = &[
     "geometry_msgs",
     "nav_msgs",
     "rcl_interfaces",
+    "rosbag2_interfaces",
     "sensor_msgs",
     "service_msgs",
     "std_msgs",

@@ -83,9 +83,13 @@ pub struct Call {
     orphaned: bool,
     /// When it was made (latency and duration histograms).
     started: Instant,
-    /// The peer on the other side when a bridge is its caller (the peer it
-    /// came from) or its provider (the peer that serves it).
-    peer: Option<PeerId>,
+    /// The peer beyond the bridge when a bridge is its caller (the peer it
+    /// came from).
+    caller_peer: Option<PeerId>,
+    /// The peer beyond the bridge when a bridge is its provider (the peer
+    /// that serves it). Both are set when one ROS 2 side calls the other's
+    /// service through the bridge (`PeerId::forwards_to`).
+    provider_peer: Option<PeerId>,
     /// How the caller asked for the answer (`compression`,
     /// `fragment_size`, rosbridge).
     encoding: Encoding,
@@ -113,9 +117,15 @@ impl Call {
         self.kind
     }
 
-    /// The peer beyond its bridge (see [`Calls::set_peer`]).
-    pub fn peer(&self) -> Option<PeerId> {
-        self.peer
+    /// The peer beyond its calling bridge (see [`Calls::set_caller_peer`]).
+    pub fn caller_peer(&self) -> Option<PeerId> {
+        self.caller_peer
+    }
+
+    /// The peer beyond its providing bridge (see
+    /// [`Calls::set_provider_peer`]).
+    pub fn provider_peer(&self) -> Option<PeerId> {
+        self.provider_peer
     }
 
     /// When it was made.
@@ -346,7 +356,8 @@ impl Calls {
             deadline,
             kind,
             orphaned: false,
-            peer: None,
+            caller_peer: None,
+            provider_peer: None,
             encoding: Encoding::default(),
             started,
         };
@@ -387,10 +398,17 @@ impl Calls {
         }
     }
 
-    /// Records the peer beyond the bridge that made or serves call `seq`.
-    pub fn set_peer(&mut self, seq: u64, peer: PeerId) {
+    /// Records the peer beyond the bridge that made call `seq`.
+    pub fn set_caller_peer(&mut self, seq: u64, peer: PeerId) {
         if let Some(c) = self.table.get_mut(&seq) {
-            c.peer = Some(peer);
+            c.caller_peer = Some(peer);
+        }
+    }
+
+    /// Records the peer beyond the bridge that serves call `seq`.
+    pub fn set_provider_peer(&mut self, seq: u64, peer: PeerId) {
+        if let Some(c) = self.table.get_mut(&seq) {
+            c.provider_peer = Some(peer);
         }
     }
 

@@ -29,3 +29,6 @@ impl Hasher for SeqHasher {
 
 /// A `HashMap`/`HashSet` hasher for gateway-chosen integer keys.
 pub type SeqBuild = BuildHasherDefault<SeqHasher>;
+
+/// A `HashMap` keyed by gateway-chosen integers.
+pub type SeqMap<K, V> = std::collections::HashMap<K, V, SeqBuild>;

@@ -61,6 +61,7 @@ pub(crate) mod ratelimit;
 pub mod registry;
 pub mod tf;
 pub(crate) mod timer;
+pub(crate) mod tiny_map;
 pub(crate) mod transport;
 
 pub use conn::{CloseReason, ConnRef};

@@ -52,6 +52,10 @@ const COALESCE_BYTES: usize = 16 * 1024;
 /// (40 bytes) with the slack of a ring that doubles as it grows.
 pub const ENTRY_COST: usize = 64;
 
+/// Topics whose drops one queue counts apart (`/rosgate/connections`'
+/// `dropped_topics`); drops on further topics count only in the total.
+pub const MAX_DROPPED_TOPICS: usize = 1024;
+
 /// Ring capacity (entries) an idle queue may keep; see [`OutQueue::trim`].
 pub const KEEP_ENTRIES: usize = 64;
 
@@ -124,6 +128,11 @@ fn released_by(data: &Data) -> usize {
     }
 }
 
+/// Entries. A queue this small that has just sent its last control reply
+/// gives its buffer back (see [`OutQueue::consume`]): the first allocation
+/// a `VecDeque` makes holds four entries.
+const IDLE_QUEUE_CAPACITY: usize = 4;
+
 /// The output queue of one connection. See the module docs.
 #[derive(Debug, Default)]
 pub struct OutQueue {
@@ -141,6 +150,8 @@ pub struct OutQueue {
     /// connection list of introspection and the dashboard).
     queued_msgs: u64,
     dropped_msgs: u64,
+    /// Of `dropped_msgs`, per topic id (at most [`MAX_DROPPED_TOPICS`]).
+    dropped_by_topic: HashMap<u32, u64, SeqBuild>,
 }
 
 impl OutQueue {
@@ -413,6 +424,13 @@ impl OutQueue {
                     if e.topic != CONTROL {
                         self.topic_entries -= 1;
                         self.left(e.topic, e.msgs, e.len());
+                    } else if self.q.is_empty() && self.q.capacity() <= IDLE_QUEUE_CAPACITY {
+                        // A reply to a control request, and nothing more to
+                        // send: most such connections then stay idle, and
+                        // the queue's first allocation would be kept per
+                        // connection (`docs/performance.md`, memory per
+                        // connection). A topic subscriber keeps its buffer.
+                        self.q = VecDeque::new();
                     }
                 }
                 self.head_off = 0;
@@ -513,6 +531,23 @@ impl OutQueue {
         )
     }
 
+    /// Topic messages dropped from this queue, by topic id (for the
+    /// topics counted apart, see [`MAX_DROPPED_TOPICS`]).
+    pub fn dropped_by_topic(&self) -> impl Iterator<Item = (u32, u64)> + '_ {
+        self.dropped_by_topic.iter().map(|(&t, &n)| (t, n))
+    }
+
+    fn count_dropped(&mut self, topic: u32, msgs: u32) {
+        let len = self.dropped_by_topic.len();
+        match self.dropped_by_topic.get_mut(&topic) {
+            Some(n) => *n += u64::from(msgs),
+            None if len < MAX_DROPPED_TOPICS => {
+                self.dropped_by_topic.insert(topic, u64::from(msgs));
+            }
+            None => {}
+        }
+    }
+
     /// Drops, oldest first, the topic entries that are not `protected` and
     /// for which `drop(topic, len)` says so; keeps the byte and entry
     /// counts exact.
@@ -526,7 +561,6 @@ impl OutQueue {
         let head_off = self.head_off;
         let mut i = 0;
         let mut gone: Vec<(u32, u32, usize)> = Vec::new();
-        let track = self.limits.is_some();
         self.q.retain(|e| {
             let idx = i;
             i += 1;
@@ -537,13 +571,15 @@ impl OutQueue {
             dropped.frames += u64::from(e.msgs);
             dropped.bytes += e.len() as u64;
             dropped.released += released_by(&e.data) as u64;
-            if track {
-                gone.push((e.topic, e.msgs, e.len()));
-            }
+            gone.push((e.topic, e.msgs, e.len()));
             false
         });
+        let track = self.limits.is_some();
         for (t, m, len) in gone {
-            self.left(t, m, len);
+            self.count_dropped(t, m);
+            if track {
+                self.left(t, m, len);
+            }
         }
         self.topic_bytes -= dropped.bytes as usize;
         self.topic_entries -= entries;
@@ -624,6 +660,29 @@ mod tests {
         let d = q.shed_all();
         assert_eq!((d.frames, d.bytes), (1, 10));
         assert_eq!(q.topic_bytes(), 20, "the newest message stays");
+    }
+
+    #[test]
+    fn drops_are_counted_per_topic_up_to_the_limit() {
+        let mut q = OutQueue::new();
+        let cap = 10_000;
+        for i in 0..200 {
+            q.push_topic(frame(1000), 1, 1, cap);
+            if i % 10 == 0 {
+                q.push_topic(frame(10), 2, 1, cap);
+            }
+        }
+        let by: HashMap<u32, u64> = q.dropped_by_topic().collect();
+        assert!(by[&1] > 0);
+        assert_eq!(by.values().sum::<u64>(), q.dropped_msgs());
+        // Past MAX_DROPPED_TOPICS topics, drops count in the total only.
+        let mut q = OutQueue::new();
+        for t in 0..(MAX_DROPPED_TOPICS as u32 + 10) {
+            q.push_topic(frame(10), t, 1, 1 << 20);
+        }
+        q.shed_all();
+        assert_eq!(q.dropped_by_topic().count(), MAX_DROPPED_TOPICS);
+        assert_eq!(q.dropped_msgs(), MAX_DROPPED_TOPICS as u64 + 9);
     }
 
     #[test]

@@ -47,6 +47,7 @@ use rosgate_wire::qos::{Durability, Qos};
 use crate::conn_ref::ConnRef;
 use crate::encoding::Encoding;
 pub use crate::nodes::NodeTag;
+use crate::tiny_map::TinyMap;
 
 /// Slab key of a topic entry; valid while the entry exists.
 pub type TopicId = u32;
@@ -297,7 +298,10 @@ type RegKey = (NodeTag, Option<Box<[u8]>>);
 #[derive(Debug)]
 enum Keys {
     One(RegKey),
-    Many(HashSet<RegKey>),
+    /// Boxed: the rare case should not size every membership (the box
+    /// halves `Keys`, and so every `Member`).
+    #[allow(clippy::box_collection)]
+    Many(Box<HashSet<RegKey>>),
 }
 
 impl Keys {
@@ -315,7 +319,7 @@ impl Keys {
                 let mut set = HashSet::with_capacity(2);
                 set.insert((k.0, k.1.take()));
                 set.insert(key);
-                *self = Keys::Many(set);
+                *self = Keys::Many(Box::new(set));
             }
             Keys::Many(set) => {
                 set.insert(key);
@@ -373,7 +377,7 @@ impl Keys {
         match self {
             Keys::One(k) => into.push(k.0),
             Keys::Many(set) => {
-                for k in set {
+                for k in set.iter() {
                     if !into[start..].contains(&k.0) {
                         into.push(k.0);
                     }
@@ -397,13 +401,63 @@ struct Member {
     qos: Option<Box<MemberQos>>,
 }
 
-/// Everything one connection registered.
+/// The services and actions one connection provides, by [`Provided`]:
+/// nothing allocated until it provides one.
+#[derive(Debug, Default)]
+struct Provides(Option<Box<[HashSet<Rc<str>>; 2]>>);
+
+impl Provides {
+    fn of(&self, k: usize) -> Option<&HashSet<Rc<str>>> {
+        self.0.as_ref().map(|p| &p[k])
+    }
+
+    fn contains(&self, k: usize, name: &str) -> bool {
+        self.of(k).is_some_and(|s| s.contains(name))
+    }
+
+    fn len(&self, k: usize) -> usize {
+        self.of(k).map_or(0, HashSet::len)
+    }
+
+    fn insert(&mut self, k: usize, name: Rc<str>) -> bool {
+        self.0.get_or_insert_with(Box::default)[k].insert(name)
+    }
+
+    fn remove(&mut self, k: usize, name: &str) -> bool {
+        let Some(p) = self.0.as_mut() else {
+            return false;
+        };
+        let removed = p[k].remove(name);
+        if p.iter().all(HashSet::is_empty) {
+            self.0 = None;
+        }
+        removed
+    }
+
+    fn is_empty(&self) -> bool {
+        self.0.is_none()
+    }
+
+    fn iter(&self, k: usize) -> impl Iterator<Item = &Rc<str>> + '_ {
+        self.of(k).into_iter().flatten()
+    }
+
+    fn into_sets(self) -> [HashSet<Rc<str>>; 2] {
+        self.0.map_or_else(Default::default, |p| *p)
+    }
+}
+
+/// Everything one connection registered. Sized for the common connection
+/// (one subscription or advertisement, no service): its first membership
+/// in each role is inline ([`TinyMap`]) and the services it provides are
+/// allocated only when it provides one (`docs/performance.md`, memory per
+/// connection).
 #[derive(Debug, Default)]
 struct ConnRegs {
-    subs: HashMap<TopicId, Member>,
-    pubs: HashMap<TopicId, Member>,
+    subs: TinyMap<Member>,
+    pubs: TinyMap<Member>,
     /// Services and actions provided, by [`Provided`].
-    provides: [HashSet<Rc<str>>; 2],
+    provides: Provides,
     /// Registrations of each role, every key counted.
     entries: [usize; 2],
     /// Bytes counted for this connection's memberships, ids and services.
@@ -411,7 +465,7 @@ struct ConnRegs {
 }
 
 impl ConnRegs {
-    fn members(&mut self, role: Role) -> &mut HashMap<TopicId, Member> {
+    fn members(&mut self, role: Role) -> &mut TinyMap<Member> {
         match role {
             Role::Subscriber => &mut self.subs,
             Role::Publisher => &mut self.pubs,
@@ -419,7 +473,7 @@ impl ConnRegs {
     }
 
     fn is_empty(&self) -> bool {
-        self.subs.is_empty() && self.pubs.is_empty() && self.provides.iter().all(HashSet::is_empty)
+        self.subs.is_empty() && self.pubs.is_empty() && self.provides.is_empty()
     }
 }
 
@@ -546,7 +600,8 @@ pub struct Registry {
     topic_names: SortedNames,
     /// By connection; an entry exists while the connection has registered
     /// anything (keys are unique among live connections).
-    conns: HashMap<ConnRef, ConnRegs>,
+    /// Boxed: a map of 200-byte values would cost that per empty bucket.
+    conns: HashMap<ConnRef, Box<ConnRegs>>,
     subscriptions: usize,
     publishers: usize,
     /// Publishers that want peer counts, over every topic: while 0, a
@@ -1095,8 +1150,8 @@ impl Registry {
     ) -> Result<Option<(ConnRef, NodeTag)>, TooMany> {
         let k = kind as usize;
         let regs = self.conns.get(&who);
-        let has = regs.is_some_and(|r| r.provides[k].contains(name));
-        if !has && regs.map_or(0, |r| r.provides[k].len()) >= max {
+        let has = regs.is_some_and(|r| r.provides.contains(k, name));
+        if !has && regs.map_or(0, |r| r.provides.len(k)) >= max {
             return Err(TooMany { limit: max });
         }
         let mut name_json = Vec::with_capacity(name.len() + 2);
@@ -1123,7 +1178,7 @@ impl Registry {
         self.bytes = self.bytes + new_bytes - old_bytes;
         let regs = self.conns.entry(who).or_default();
         if !has {
-            regs.provides[k].insert(key);
+            regs.provides.insert(k, key);
         }
         // The provider's share is the current entry's.
         match old {
@@ -1134,7 +1189,7 @@ impl Registry {
             Some(o) => {
                 regs.bytes += new_bytes;
                 if let Some(r) = self.conns.get_mut(&o.provider) {
-                    r.provides[k].remove(name);
+                    r.provides.remove(k, name);
                     r.bytes -= old_bytes;
                     if r.is_empty() {
                         self.conns.remove(&o.provider);
@@ -1170,7 +1225,7 @@ impl Registry {
             self.bytes -= b;
             self.providers[k].names.remove(name);
             if let Some(r) = self.conns.get_mut(&who) {
-                r.provides[k].remove(name);
+                r.provides.remove(k, name);
                 r.bytes -= b;
                 if r.is_empty() {
                     self.conns.remove(&who);
@@ -1208,7 +1263,7 @@ impl Registry {
             Some(_) => {}
         }
         if let Some(regs) = self.conns.remove(&who) {
-            for (k, names) in regs.provides.into_iter().enumerate() {
+            for (k, names) in regs.provides.into_sets().into_iter().enumerate() {
                 work += names.len();
                 for name in names {
                     if let Some(old) = self.providers[k].by_name.remove(&name) {
@@ -1228,7 +1283,7 @@ impl Registry {
         let Some(regs) = self.conns.get(&who) else {
             return;
         };
-        let pick = |m: &HashMap<TopicId, Member>| -> Vec<TopicId> {
+        let pick = |m: &TinyMap<Member>| -> Vec<TopicId> {
             m.iter()
                 .filter(|(_, m)| m.keys.has_node(node))
                 .map(|(&t, _)| t)
@@ -1239,8 +1294,8 @@ impl Registry {
         for kind in [Provided::Service, Provided::Action] {
             let table = &self.providers[kind as usize].by_name;
             provided.extend(
-                regs.provides[kind as usize]
-                    .iter()
+                regs.provides
+                    .iter(kind as usize)
                     .filter(|n| table.get(&***n).is_some_and(|s| s.node == node))
                     .map(|n| (kind, Rc::clone(n))),
             );
@@ -1314,8 +1369,8 @@ impl Registry {
             return Vec::new();
         };
         let table = &self.providers[kind as usize].by_name;
-        regs.provides[kind as usize]
-            .iter()
+        regs.provides
+            .iter(kind as usize)
             .filter(|n| {
                 table
                     .get(&***n)
@@ -1381,8 +1436,8 @@ impl Registry {
         self.conns.get(&who).map_or(Held::default(), |r| Held {
             subscriptions: r.subs.len(),
             advertisements: r.pubs.len(),
-            services: r.provides[Provided::Service as usize].len(),
-            actions: r.provides[Provided::Action as usize].len(),
+            services: r.provides.len(Provided::Service as usize),
+            actions: r.provides.len(Provided::Action as usize),
             entries: r.entries,
             bytes: r.bytes,
         })

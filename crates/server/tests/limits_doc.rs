@@ -328,6 +328,10 @@ fn every_flag_in_the_table_exists_in_the_usage_text() {
 /// or an operator meets, each with the reason. A name here must exist in
 /// the source and must not be documented (else it belongs in the table).
 const NOT_LIMITS: &[(&str, &str)] = &[
+    (
+        "IDLE_QUEUE_CAPACITY",
+        "when an output queue gives its buffer back (memory per idle connection), not a bound",
+    ),
     // The rmw_zenoh shell's names for the ROS 2 link's own limits (one
     // owner: the link's constants have the rows).
     (

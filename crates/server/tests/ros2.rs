@@ -2968,6 +2968,138 @@ fn a_ros2_publishers_topic_is_a_foxglove_channel_with_its_cdr_untouched() {
     assert_eq!(&data[13..], &sample[..], "the node's CDR, byte for byte");
 }
 
+/// `rosgate bag record` of a ROS 2 node's topic (issue 28): the recorder,
+/// a client of the gateway in `cbor-raw`, writes the node's CDR exactly
+/// as the node put it (trailing padding included), in order, with the
+/// `ros2msg` schema; nothing is decoded and encoded again on the way.
+#[test]
+fn a_ros2_topic_is_recorded_with_the_nodes_cdr_untouched() {
+    use std::io::{BufRead, BufReader};
+    use std::process::{Command, Stdio};
+    let (gw, ep) = ros_gateway(&[]);
+    let mut node = RosNode::join(&ep, "talker");
+    let (_, gid, _mp) = node.declare_chatter();
+    let ws = gw
+        .logs()
+        .iter()
+        .find_map(|l| {
+            l.split("websocket listening on ws://")
+                .nth(1)
+                .map(|a| a.trim().to_string())
+        })
+        .expect("websocket listening line");
+    let dir = std::env::temp_dir().join(format!("rosgate_ros2_bag_{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let mut rec = Command::new(env!("CARGO_BIN_EXE_rosgate"))
+        .args(["bag", "record", "/chatter", "-o"])
+        .arg(&dir)
+        .args(["--url", &format!("ws://{ws}/")])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn the recorder");
+    let err = rec.stderr.take().expect("stderr");
+    let (tx, lines) = std::sync::mpsc::channel::<String>();
+    thread::spawn(move || {
+        for l in BufReader::new(err).lines().map_while(Result::ok) {
+            if tx.send(l).is_err() {
+                break;
+            }
+        }
+    });
+    let mut seen = Vec::new();
+    let dl = deadline(CROSS);
+    while !seen
+        .iter()
+        .any(|l: &String| l.contains("subscribed to /chatter"))
+    {
+        match lines.recv_timeout(dl.saturating_duration_since(Instant::now())) {
+            Ok(l) => seen.push(l),
+            Err(_) => panic!("the recorder did not subscribe: {seen:?}"),
+        }
+    }
+    // A String's CDR with two padding bytes after it (0xab, not zeros): a
+    // recorder that decoded and encoded again would write it without them.
+    let padded = |text: &str| {
+        let mut b = cdr_string(text);
+        b.extend_from_slice(&[0xab, 0xab]);
+        b
+    };
+    // Probes until the gateway's data subscription is in (the recorder's
+    // interest crossed), watched through a TCP subscriber of its own.
+    let mut tcp = gw.client();
+    tcp.send_line(r#"{"op":"subscribe","topic":"/chatter","type":"std_msgs/msg/String","id":"s"}"#);
+    tcp.expect_info("s");
+    let mut seq = 0i64;
+    let dl = deadline(CROSS);
+    loop {
+        seq += 1;
+        node.put_chatter(seq, &gid, padded("probe"));
+        if let Recv::Line(l) = tcp.try_recv_line(deadline(Duration::from_millis(200))) {
+            if parse_line(&String::from_utf8_lossy(&l))["msg"]["data"] == "probe" {
+                break;
+            }
+        }
+        assert!(Instant::now() < dl, "no sample crossed");
+    }
+    let texts: Vec<String> = (0..30)
+        .map(|i| format!("rec {i} {}", "y".repeat(i)))
+        .collect();
+    for t in &texts {
+        seq += 1;
+        node.put_chatter(seq, &gid, padded(t));
+    }
+    // The TCP subscriber saw the last one: so did the recorder's queue.
+    let last = texts.last().cloned().unwrap_or_default();
+    let dl = deadline(CROSS);
+    loop {
+        let l = tcp.recv_raw(dl);
+        if parse_line(&l)["msg"]["data"] == last.as_str() {
+            break;
+        }
+    }
+    thread::sleep(Duration::from_millis(500));
+    // SAFETY: kill(2) on our own child's pid.
+    assert_eq!(
+        unsafe { libc::kill(rec.id() as libc::pid_t, libc::SIGINT) },
+        0
+    );
+    let dl = deadline(Duration::from_secs(15));
+    let status = loop {
+        if let Some(st) = rec.try_wait().expect("wait") {
+            break st;
+        }
+        assert!(Instant::now() < dl, "the recorder did not stop on SIGINT");
+        thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(status.code(), Some(0), "{seen:?}");
+    let base = dir
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or_default()
+        .to_string();
+    let buf = std::fs::read(dir.join(format!("{base}_0.mcap"))).expect("the bag's file");
+    let recorded: Vec<Vec<u8>> = mcap::MessageStream::new(&buf)
+        .expect("an MCAP file")
+        .map(|m| m.expect("a message"))
+        .inspect(|m| {
+            assert_eq!(m.channel.topic, "/chatter");
+            assert_eq!(m.channel.message_encoding, "cdr");
+            let s = m.channel.schema.as_ref().expect("a schema");
+            assert_eq!(
+                (s.name.as_str(), s.encoding.as_str()),
+                ("std_msgs/msg/String", "ros2msg")
+            );
+        })
+        .map(|m| m.data.to_vec())
+        .filter(|d| *d != padded("probe"))
+        .collect();
+    let want: Vec<Vec<u8>> = texts.iter().map(|t| padded(t)).collect();
+    assert_eq!(recorded, want, "every sample, in order, byte for byte");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// CDR of a `tf2_msgs/msg/TFMessage` with one `TransformStamped`
 /// (`parent` -> `child`, translation `x`, identity rotation), by hand:
 /// alignment counts from after the 4-byte encapsulation header.

@@ -125,6 +125,9 @@ OPTIONS:
                          caller and 4096 per action server by default
     --feedback N         goals: feedback messages per goal [default: 4]
     --conns N            idle connections [default: 10000]
+    --idle-subscribed    idle: each connection subscribes to --topic (one
+                         topic, nothing published), acknowledged before the
+                         RSS is read: the memory of an idle subscriber
     --size BYTES         payload size [default: 64; large: 1048576]
     --window N           closed loop: messages a publisher may be ahead of
                          its slowest subscriber [default: 1000, lowered so
@@ -360,6 +363,7 @@ fn parse_args() -> Result<Option<Mode>, String> {
     let setup_timeout = dur("--setup-timeout", 30.0)?;
     let settle = dur("--settle", 0.0)?;
     let source_addr: Option<SocketAddr> = args.opt_value_from_str("--source-addr").map_err(u)?;
+    let idle_subscribed = args.contains("--idle-subscribed");
     let server_pid: Option<u32> = args.opt_value_from_str("--server-pid").map_err(u)?;
     let topic: String = args
         .opt_value_from_str("--topic")
@@ -397,6 +401,7 @@ fn parse_args() -> Result<Option<Mode>, String> {
             action,
         },
     )?;
+    params.idle_subscribed = idle_subscribed;
     if let Some(a) = source_addr {
         if !a.ip().is_loopback() {
             return Err(format!("--source-addr {a} is not a loopback address"));

@@ -1010,6 +1010,14 @@ impl<C: Codec> Runner<C> {
                     self.book.acks_pending += 1;
                 }
             }
+            Role::Idle if self.p.idle_subscribed => {
+                peer.codec
+                    .subscribe(peer.tx.buf(), &self.book.topic, k as u64);
+                if !C::REMOTE_SOURCE {
+                    peer.awaiting_ack = true;
+                    self.book.acks_pending += 1;
+                }
+            }
             Role::Idle if peer.codec.barrier(peer.tx.buf(), k as u64) => {
                 peer.awaiting_ack = true;
                 self.book.acks_pending += 1;

@@ -138,6 +138,10 @@ pub struct Params {
     pub topic: String,
     pub service: String,
     pub action: String,
+    /// Idle: each connection subscribes to `topic` (one topic for all;
+    /// nothing is published on it), so the row measures an idle
+    /// *subscribed* connection (`--idle-subscribed`).
+    pub idle_subscribed: bool,
 }
 
 /// Raw values from the command line; `None` means "scenario default".
@@ -239,6 +243,7 @@ impl Params {
             topic,
             service,
             action,
+            idle_subscribed: false,
         };
         p.validate()?;
         Ok(p)

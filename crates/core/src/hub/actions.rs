@@ -232,7 +232,10 @@ impl Hub {
             return;
         }
         let server = match self.registries[domain as usize].provided(Provided::Action, action) {
-            Some(s) if self.live(s.provider()) && self.may_forward(me, s.provider()) => {
+            Some(s)
+                if self.live(s.provider())
+                    && self.may_forward(me, s.provider(), (Provided::Action, domain, action)) =>
+            {
                 s.provider()
             }
             _ if wait => {
@@ -291,10 +294,14 @@ impl Hub {
         if self.tf_cancel_goal(me, id.get().as_bytes(), now) {
             return;
         }
-        let goal = self
-            .calls
-            .goal_of(me, id.get().as_bytes())
-            .map(|c| (c.seq(), c.provider(), c.service_json().to_vec(), c.peer()));
+        let goal = self.calls.goal_of(me, id.get().as_bytes()).map(|c| {
+            (
+                c.seq(),
+                c.provider(),
+                c.service_json().to_vec(),
+                c.provider_peer(),
+            )
+        });
         match goal {
             Some((seq, server, action_json, peer)) => {
                 self.counters.inc(Counter::GoalCancels);
@@ -345,7 +352,7 @@ impl Hub {
                 let mut line = Vec::new();
                 // For a peer beyond a bridge: its id and the peer, no line.
                 let fed = (wanted && self.fed.enabled && self.is_bridge(call.caller()))
-                    .then(|| (call.caller_id().map(<[u8]>::to_vec), call.peer()));
+                    .then(|| (call.caller_id().map(<[u8]>::to_vec), call.caller_peer()));
                 if let (true, None, Some(cid)) = (wanted, &fed, call.caller_id()) {
                     encode::action_feedback(
                         &mut line,
@@ -423,7 +430,7 @@ impl Hub {
             result: result.get().as_bytes(),
         };
         let json = call.service_json();
-        self.send_goal_result(call.caller(), call.peer(), json, cid, end, now);
+        self.send_goal_result(call.caller(), call.caller_peer(), json, cid, end, now);
     }
 
     /// Feedback, a result or a cancel naming no goal of this connection.
@@ -455,7 +462,11 @@ impl Hub {
         let goals = self.calls.goals_for(me, &action_json);
         let canceled = goals.len() + self.tf_cancel_all(me, action, now);
         for seq in goals {
-            if let Some((server, peer)) = self.calls.get(seq).map(|c| (c.provider(), c.peer())) {
+            if let Some((server, peer)) = self
+                .calls
+                .get(seq)
+                .map(|c| (c.provider(), c.provider_peer()))
+            {
                 self.counters.inc(Counter::GoalCancels);
                 if self.cancel_to_bridge(server, seq, &action_json, peer) {
                     continue;
@@ -481,7 +492,7 @@ impl Hub {
     pub(super) fn goal_timed_out(&mut self, call: Call, now: Instant) {
         self.fail_goal(&call, CallFailure::Timeout, now);
         let (server, seq) = (call.provider(), call.seq());
-        if !self.cancel_to_bridge(server, seq, call.service_json(), call.peer()) {
+        if !self.cancel_to_bridge(server, seq, call.service_json(), call.provider_peer()) {
             let mut out = Vec::new();
             encode::cancel_action_goal(&mut out, call.service_json(), seq);
             self.send_control(server, &out, now);
@@ -496,7 +507,7 @@ impl Hub {
             let Some((server, json, peer)) = self
                 .calls
                 .get(seq)
-                .map(|c| (c.provider(), c.service_json().to_vec(), c.peer()))
+                .map(|c| (c.provider(), c.service_json().to_vec(), c.provider_peer()))
             else {
                 continue;
             };
@@ -535,7 +546,7 @@ impl Hub {
             reason: &reason,
         };
         let json = call.service_json();
-        self.send_goal_failure(call.caller(), call.peer(), json, cid, failure, now);
+        self.send_goal_failure(call.caller(), call.caller_peer(), json, cid, failure, now);
     }
 
     fn count_goal_failure(&mut self, why: CallFailure) {

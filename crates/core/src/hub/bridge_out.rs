@@ -313,7 +313,7 @@ impl Hub {
     /// one speaking now), so its answers go back there.
     pub(super) fn note_origin(&mut self, caller: ConnRef, seq: u64) {
         if let Some(Some(p)) = self.beyond(caller, None) {
-            self.calls.set_peer(seq, p);
+            self.calls.set_caller_peer(seq, p);
         }
     }
 
@@ -332,9 +332,9 @@ impl Hub {
         if !self.fed.enabled || !self.is_bridge(provider) {
             return false;
         }
-        let why = match self.serving_peer(kind, domain, name) {
+        let why = match self.serving_peer_for(kind, domain, name, self.fed.speaking) {
             Some((p, _)) => {
-                self.calls.set_peer(seq, p);
+                self.calls.set_provider_peer(seq, p);
                 match self.queue_for_peer(msg(p)) {
                     Ok(()) => return true,
                     Err(_) => {

@@ -210,6 +210,16 @@ impl Hub {
                 .then(|| self.viewer(me).map(|r| self.access.role_name(r)))
                 .flatten();
             let out = c.out();
+            // Drops by topic name, for a recorder that must say what it
+            // lost per topic (`rosgate bag record`); absent when none.
+            let reg = self.registries.get(c.domain());
+            let by_topic: serde_json::Map<String, Value> = out
+                .dropped_by_topic()
+                .filter_map(|(t, n)| {
+                    let name = reg.topic(t)?.name();
+                    Some((name.to_string(), Value::from(n)))
+                })
+                .collect();
             list.push(json!({
                 "id": gen,
                 "name": self.conn_node_name(me),
@@ -239,6 +249,11 @@ impl Hub {
                 "delivered": out.queued_msgs(),
                 "dropped": out.dropped_msgs(),
             }));
+            if !by_topic.is_empty() {
+                if let Some(Value::Object(m)) = list.last_mut() {
+                    m.insert("dropped_topics".into(), Value::Object(by_topic));
+                }
+            }
         }
         let recent: Vec<Value> = self
             .client_log

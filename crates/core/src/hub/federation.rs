@@ -24,6 +24,10 @@
 //!   (the publish router's rule, `Origin::Remote` in `hub/topics.rs`);
 //! - a bridge's subscriptions are never local interest (else two gateways
 //!   would keep each other interested forever);
+//! - a call or goal the bridge makes on behalf of a peer goes to a bridge
+//!   only when the peer serving it is another ROS 2 side
+//!   ([`PeerId::forwards_to`], [`Hub::may_forward`]): never back to its
+//!   own side, never from one gateway to a third;
 //! - interest changes are reported at most once per topic per turn, as
 //!   the state after the turn;
 //! - the tables hold one entry per topic that remote gateways want or
@@ -61,9 +65,12 @@ pub struct RemoteGoal<'a> {
 pub enum Offer {
     /// Local clients subscribe to the topic (or none does any more).
     Topic,
-    /// A local client provides the service (or none does any more).
+    /// A local client provides the service (or none does any more), or,
+    /// to the peers it crosses to, another ROS 2 side does
+    /// ([`PeerId::forwards_to`]).
     Service,
-    /// A local client serves the action (or none does any more).
+    /// A local client serves the action (or none does any more), or, as
+    /// for a service, another ROS 2 side does.
     Action,
 }
 
@@ -150,6 +157,10 @@ pub(super) struct Federation {
     pub(super) speaking: Option<PeerId>,
     /// Services and actions announced to the shell as provided here.
     provided: HashSet<ProvKey>,
+    /// Services and actions announced to some peers only, because another
+    /// ROS 2 side provides them ([`PeerId::forwards_to`]): the peers told,
+    /// as bits. The bridge serves their calls and goals from that side.
+    cross_provided: HashMap<ProvKey, u8>,
     /// Services and actions whose provider changed this turn.
     dirty_services: HashSet<ProvKey>,
     /// Services the hub answers itself for local nodes (their parameter
@@ -953,12 +964,27 @@ impl Hub {
         domain: Domain,
         name: &str,
     ) -> Option<(PeerId, Rc<str>)> {
+        self.serving_peer_for(kind, domain, name, None)
+    }
+
+    /// [`Hub::serving_peer`] for a call or goal the bridge makes on behalf
+    /// of peer `from` (`None`: a local client's): only a peer `from`'s
+    /// calls cross to ([`PeerId::forwards_to`]: one ROS 2 side to another,
+    /// never back, never between gateways), so no call travels in circles.
+    pub(super) fn serving_peer_for(
+        &self,
+        kind: Provided,
+        domain: Domain,
+        name: &str,
+        from: Option<PeerId>,
+    ) -> Option<(PeerId, Rc<str>)> {
         let slot = self
             .fed
             .remote_services
             .get(&(kind, domain, Rc::<str>::from(name)))?;
         PeerId::ALL
             .into_iter()
+            .filter(|&p| from.is_none_or(|f| f.forwards_to(p)))
             .find_map(|p| slot[p.index()].clone().map(|t| (p, t)))
     }
 
@@ -1133,11 +1159,25 @@ impl Hub {
         }
     }
 
-    /// Whether a call from `caller` may go to `provider`: a bridge never
-    /// calls a bridge (a call from another gateway is for a provider here,
-    /// not for a third gateway: no call travels in circles).
-    pub(super) fn may_forward(&self, caller: ConnRef, provider: ConnRef) -> bool {
-        !(self.fed.enabled && self.is_bridge(caller) && self.is_bridge(provider))
+    /// Whether a call from `caller` to `kind name` of `domain` may go to
+    /// `provider`: a bridge calls a bridge only for a peer whose calls
+    /// cross to the peer serving it (one ROS 2 side calling the other's
+    /// service, [`Hub::serving_peer_for`]); a call from another gateway is
+    /// for a provider here, not for a third gateway: no call travels in
+    /// circles.
+    pub(super) fn may_forward(
+        &self,
+        caller: ConnRef,
+        provider: ConnRef,
+        (kind, domain, name): (Provided, Domain, &str),
+    ) -> bool {
+        if !(self.fed.enabled && self.is_bridge(caller) && self.is_bridge(provider)) {
+            return true;
+        }
+        self.fed.speaking.is_some_and(|from| {
+            self.serving_peer_for(kind, domain, name, Some(from))
+                .is_some()
+        })
     }
 
     /// For each service whose provider changed: announce a local provider
@@ -1179,14 +1219,53 @@ impl Hub {
                 } else {
                     self.fed.provided.remove(&key);
                 }
-                into.push(InterestChange {
-                    domain,
-                    kind: kind.into(),
-                    name: name.clone(),
-                    ty: local.clone().unwrap_or_else(|| Rc::from("")),
-                    wanted: local.is_some(),
-                    to: None,
-                });
+            }
+            // Which peers another ROS 2 side's provider is offered to (a
+            // side that lacks it), and with its type: the bridge serves
+            // their calls from that side.
+            let (mut cross_now, mut cross_ty) = (0u8, None::<Rc<str>>);
+            if local.is_none() {
+                for p in PeerId::ALL {
+                    let served = self.fed.remote_services.get(&key);
+                    if served.is_some_and(|slot| slot[p.index()].is_some()) {
+                        continue;
+                    }
+                    if let Some((_, ty)) = self.serving_peer_for(kind, domain, &name, Some(p)) {
+                        cross_now |= p.bit();
+                        cross_ty = Some(ty);
+                    }
+                }
+            }
+            let cross_was = self.fed.cross_provided.get(&key).copied().unwrap_or(0);
+            if cross_now == 0 {
+                self.fed.cross_provided.remove(&key);
+            } else {
+                self.fed.cross_provided.insert(key.clone(), cross_now);
+            }
+            let change = |wanted: bool, to| InterestChange {
+                domain,
+                kind: kind.into(),
+                name: name.clone(),
+                ty: match (wanted, &local, &cross_ty) {
+                    (false, _, _) => Rc::from(""),
+                    (true, Some(t), _) | (true, None, Some(t)) => t.clone(),
+                    (true, None, None) => Rc::from(""),
+                },
+                wanted,
+                to,
+            };
+            if cross_now == 0 && cross_was == 0 {
+                if local.is_some() != was {
+                    into.push(change(local.is_some(), None));
+                }
+            } else {
+                for p in PeerId::ALL {
+                    let told = was || cross_was & p.bit() != 0;
+                    let tell = local.is_some() || cross_now & p.bit() != 0;
+                    if told != tell {
+                        into.push(change(tell, Some(p)));
+                    }
+                }
             }
             let by_bridge = current.as_ref().is_some_and(|(p, _)| self.is_bridge(*p));
             let remote = self.serving_peer(kind, domain, &name).map(|(_, t)| t);

@@ -73,9 +73,11 @@ impl Hub {
         if store.owner(node).is_some() || self.node_declared(domain, node) {
             return None;
         }
-        let service = self.registries[domain as usize].service(&format!("{node}/{short}"))?;
+        let name = format!("{node}/{short}");
+        let service = self.registries[domain as usize].service(&name)?;
         let provider = service.provider();
-        (self.live(provider) && self.may_forward(me, provider)).then_some(provider)
+        let key = (Provided::Service, domain, name.as_str());
+        (self.live(provider) && self.may_forward(me, provider, key)).then_some(provider)
     }
 
     /// Forwards rosapi `get_param` of `node:param` to the node's

@@ -304,7 +304,10 @@ impl Hub {
         // One look-up of the name: the provider, and the call recorded
         // with the service's name as JSON.
         let forwarded = match self.registries[domain as usize].service(name) {
-            Some(s) if self.live(s.provider()) && self.may_forward(me, s.provider()) => {
+            Some(s)
+                if self.live(s.provider())
+                    && self.may_forward(me, s.provider(), (Provided::Service, domain, name)) =>
+            {
                 let provider = s.provider();
                 let seq = self
                     .calls
@@ -402,10 +405,10 @@ impl Hub {
         };
         let (json, cid) = (call.service_json(), call.caller_id());
         let encoding = call.encoding();
-        if !encoding.is_plain() && call.peer().is_none() {
+        if !encoding.is_plain() && call.caller_peer().is_none() {
             return self.send_answer_encoded(call.caller(), json, cid, answer, encoding, now);
         }
-        self.send_service_answer(call.caller(), call.peer(), json, cid, answer, now);
+        self.send_service_answer(call.caller(), call.caller_peer(), json, cid, answer, now);
     }
 
     /// The failure a caller gets beside its `forbidden` status, so it does
@@ -448,7 +451,7 @@ impl Hub {
         self.count_failure(why);
         self.send_service_failure(
             call.caller(),
-            call.peer(),
+            call.caller_peer(),
             call.service_json(),
             call.caller_id(),
             &reason,

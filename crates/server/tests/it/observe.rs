@@ -283,6 +283,12 @@ fn a_subscriber_that_does_not_read_shows_its_drops() {
         "{e}, sent {sent}"
     );
     assert!(queued > 0, "it does not read: {e}");
+    // By topic: all of them on /flood.
+    assert_eq!(
+        e["dropped_topics"],
+        serde_json::json!({ "/flood": dropped }),
+        "{e}"
+    );
     // The newest entry is always kept, and publishes read in one wakeup (at
     // most ~64 KiB, P8) are queued as one entry.
     assert!(
@@ -296,6 +302,7 @@ fn a_subscriber_that_does_not_read_shows_its_drops() {
     for c in list["connections"].as_array().expect("list") {
         if c["peer"] != slow_peer.to_string().as_str() {
             assert_eq!(c["dropped"], 0, "{c}");
+            assert!(c.get("dropped_topics").is_none(), "{c}");
         }
     }
 }

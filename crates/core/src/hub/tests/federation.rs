@@ -532,6 +532,174 @@ fn answers_to_a_peers_call_or_goal_go_back_to_that_peer() {
     only_topic_data(&t.recv(br));
 }
 
+fn service_changes_to(t: &mut T) -> Vec<(String, String, bool, Option<PeerId>)> {
+    let mut v = Vec::new();
+    let now = t.now;
+    t.hub.take_interest_changes(&mut v, now);
+    v.into_iter()
+        .filter(|c| c.kind != Offer::Topic)
+        .map(|c| (c.name.to_string(), c.ty.to_string(), c.wanted, c.to))
+        .collect()
+}
+
+/// A service one ROS 2 side provides is offered to the other ROS 2 side
+/// only (never back, never to other gateways); that side's calls reach
+/// the provider's side through the bridge and the answer goes back to
+/// the caller's side; another gateway's call does not cross.
+#[test]
+fn a_service_of_one_ros2_side_is_offered_to_and_called_from_the_other() {
+    let mut t = fed();
+    t.hub.remote_provider(
+        Provided::Service,
+        0,
+        "/add",
+        Some("pkg/srv/Add"),
+        PeerId::Dds,
+    );
+    t.hub.remote_provider(
+        Provided::Action,
+        0,
+        "/fib",
+        Some("pkg/action/Fib"),
+        PeerId::Ros2,
+    );
+    let mut got = service_changes_to(&mut t);
+    got.sort_by_key(|c| format!("{c:?}"));
+    assert_eq!(
+        got,
+        vec![
+            (
+                "/add".into(),
+                "pkg/srv/Add".into(),
+                true,
+                Some(PeerId::Ros2)
+            ),
+            (
+                "/fib".into(),
+                "pkg/action/Fib".into(),
+                true,
+                Some(PeerId::Dds)
+            ),
+        ]
+    );
+    let br = bridge(&t);
+    t.recv(br);
+    let args = rosgate_wire::Raw::from_valid_json(r#"{"a":1}"#);
+    t.hub
+        .remote_call_from(PeerId::Ros2, 0, "/add", "z1", args, t.now);
+    let out = outbox(&mut t);
+    assert_eq!(calls_out(&out), vec![("/add".to_string(), PeerId::Dds)]);
+    let BridgeMsg::Call { id: seq, .. } = out[0] else {
+        panic!("{out:?}")
+    };
+    let answer = format!(
+        r#"{{"op":"service_response","service":"/add","id":"rg-{seq}","values":{{"sum":3}},"result":true}}"#
+    );
+    t.hub.remote_reply(0, answer.as_bytes(), t.now);
+    match &outbox(&mut t)[..] {
+        [BridgeMsg::Response {
+            id,
+            values,
+            result,
+            to,
+        }] => {
+            assert_eq!(
+                (&**id, &**values, *result),
+                ("\"z1\"", r#"{"sum":3}"#, true)
+            );
+            assert_eq!(*to, PeerId::Ros2, "back to the caller's side");
+        }
+        other => panic!("{other:?}"),
+    }
+    // A goal from DDS to rmw_zenoh's action crosses the same way.
+    let goal = RemoteGoal {
+        action: "/fib",
+        id: "d1",
+        ty: "pkg/action/Fib",
+        args,
+    };
+    t.hub.remote_goal_from(PeerId::Dds, 0, goal, t.now);
+    let out = outbox(&mut t);
+    assert!(
+        matches!(
+            &out[..],
+            [BridgeMsg::Goal {
+                to: PeerId::Ros2,
+                ..
+            }]
+        ),
+        "{out:?}"
+    );
+    // Neither another gateway's call nor the providing side's own goes
+    // anywhere: each fails at once, back to its peer.
+    for from in [PeerId::Gateways, PeerId::Dds] {
+        t.hub.remote_call_from(from, 0, "/add", "x", args, t.now);
+        let out = outbox(&mut t);
+        assert!(calls_out(&out).is_empty(), "{from:?}: {out:?}");
+        assert!(
+            matches!(&out[..], [BridgeMsg::Response { result: false, to, .. }] if *to == from),
+            "{out:?}"
+        );
+    }
+    only_topic_data(&t.recv(br));
+    // rmw_zenoh comes to provide /add itself: no longer offered to it.
+    t.hub.remote_provider(
+        Provided::Service,
+        0,
+        "/add",
+        Some("pkg/srv/Add"),
+        PeerId::Ros2,
+    );
+    assert_eq!(
+        service_changes_to(&mut t),
+        vec![("/add".into(), String::new(), false, Some(PeerId::Ros2))]
+    );
+    // A local provider now: every peer not told yet is; when it goes,
+    // the cross offers come back as they were.
+    let p = t.open();
+    t.send(
+        p,
+        r#"{"op":"advertise_action","action":"/fib","type":"pkg/action/Fib"}"#,
+    );
+    let mut got = service_changes_to(&mut t);
+    got.sort_by_key(|c| format!("{c:?}"));
+    assert_eq!(
+        got,
+        vec![
+            (
+                "/fib".into(),
+                "pkg/action/Fib".into(),
+                true,
+                Some(PeerId::Gateways)
+            ),
+            (
+                "/fib".into(),
+                "pkg/action/Fib".into(),
+                true,
+                Some(PeerId::Ros2)
+            ),
+        ]
+    );
+    t.hub.close(p, CloseReason::PeerClosed, t.now);
+    t.free_closed();
+    let mut got = service_changes_to(&mut t);
+    got.sort_by_key(|c| format!("{c:?}"));
+    assert_eq!(
+        got,
+        vec![
+            ("/fib".into(), String::new(), false, Some(PeerId::Gateways)),
+            ("/fib".into(), String::new(), false, Some(PeerId::Ros2)),
+        ]
+    );
+    // The provider's side goes: the offer is withdrawn from the other.
+    t.hub
+        .remote_provider(Provided::Action, 0, "/fib", None, PeerId::Ros2);
+    assert_eq!(
+        service_changes_to(&mut t),
+        vec![("/fib".into(), String::new(), false, Some(PeerId::Dds))]
+    );
+}
+
 /// Past the outbox's bound a call to a peer fails at once, exactly once,
 /// and is counted; nothing of it reaches the peer.
 #[test]

@@ -11,6 +11,7 @@ use std::path::Path;
 
 use super::super::{print, Error};
 use super::metadata::{Metadata, Topic};
+use super::stream;
 
 /// What one MCAP file holds.
 pub struct Scan {
@@ -25,14 +26,6 @@ pub struct Scan {
 /// Reads `path`'s channels and message counts: from the summary when the
 /// file has one, else by reading every message up to where it breaks.
 pub fn scan(path: &Path) -> Result<Scan, Error> {
-    let buf = fs::read(path).map_err(|e| Error::Failed(format!("{}: {e}", path.display())))?;
-    // The MCAP magic (https://mcap.dev/spec#magic).
-    if !buf.starts_with(b"\x89MCAP0\r\n") {
-        return Err(Error::Failed(format!(
-            "{}: not an MCAP file (no MCAP magic at its start)",
-            path.display()
-        )));
-    }
     let mut s = Scan {
         topics: BTreeMap::new(),
         start_ns: u64::MAX,
@@ -40,7 +33,10 @@ pub fn scan(path: &Path) -> Result<Scan, Error> {
         count: 0,
         lost: None,
     };
-    if let Ok(Some(sum)) = mcap::Summary::read(&buf) {
+    let shown = path.display();
+    let mut f = fs::File::open(path).map_err(|e| Error::Failed(format!("{shown}: {e}")))?;
+    // Only the summary section is read (stream::summary seeks to it).
+    if let Ok(Some(sum)) = stream::summary(&mut f) {
         if let Some(st) = &sum.stats {
             for (id, ch) in &sum.channels {
                 let t = s.topics.entry(ch.topic.clone()).or_default();
@@ -60,9 +56,11 @@ pub fn scan(path: &Path) -> Result<Scan, Error> {
             return Ok(s);
         }
     }
-    let stream = mcap::MessageStream::new(&buf)
-        .map_err(|e| Error::Failed(format!("{}: not an MCAP file: {e}", path.display())))?;
-    for m in stream {
+    drop(f);
+    let (mut msgs, _) =
+        stream::FileMessages::open(path, stream::Filter::default()).map_err(Error::Failed)?;
+    let indexed = msgs.indexed();
+    while let Some(m) = msgs.next_msg() {
         match m {
             Ok(m) => {
                 let t = s.topics.entry(m.channel.topic.clone()).or_default();
@@ -81,19 +79,14 @@ pub fn scan(path: &Path) -> Result<Scan, Error> {
                 s.end_ns = s.end_ns.max(m.log_time);
             }
             Err(e) => {
-                s.lost = Some(format!(
-                    "{}: read {} messages, then: {e} (the file was not finished: the rest is lost)",
-                    path.display(),
-                    s.count
-                ));
+                s.lost = Some(format!("{e} (the file was not finished: the rest is lost)"));
                 break;
             }
         }
     }
-    if s.lost.is_none() {
+    if s.lost.is_none() && !indexed {
         s.lost = Some(format!(
-            "{}: no summary (the file was not finished); {} messages read",
-            path.display(),
+            "{shown}: no summary (the file was not finished); {} messages read",
             s.count
         ));
     }

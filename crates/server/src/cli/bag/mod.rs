@@ -4,19 +4,25 @@
 //! | module | owns |
 //! |---|---|
 //! | this one | flags, help, dispatch |
+//! | `control` | play's pause/resume: schedule, player services, space key |
 //! | `frame` | a `cbor-raw` frame and a CDR `header.stamp`, read (sans-io) |
 //! | `metadata` | `metadata.yaml`: written as rosbag2 Jazzy does, parsed back |
 //! | `record` | the recorder: subscriptions, discovery, MCAP files, splitting |
 //! | `info` | a bag's summary; reading unfinished files |
 //! | `play` | republishing a bag's CDR at the recorded pace |
+//! | `qos` | `--qos-profile-overrides-path`: rosbag2's override file, mapped |
+//! | `stream` | a bag file's messages read with bounded memory |
 //!
 //! Differences from `ros2 bag`: docs/cli.md, "rosgate bag".
 
+mod control;
 mod frame;
 mod info;
 mod metadata;
 mod play;
+mod qos;
 mod record;
+mod stream;
 
 use record::MAX_BAG_TOPICS;
 
@@ -55,6 +61,9 @@ OPTIONS:
     --max-bag-size BYTES        start a new file past this size
     --max-bag-duration S        start a new file after S seconds
     --compression C             zstd|lz4|none: MCAP chunk compression [default: none]
+    --qos-profile-overrides-path FILE
+                                rosbag2 QoS overrides (YAML, topic -> profile)
+                                for the recorder's subscriptions
 "
         }
         "info" => {
@@ -74,6 +83,8 @@ USAGE:
 
 Advertises each topic with its recorded type (latched where it was
 transient local) and publishes its CDR as recorded (raw CDR publish).
+Space pauses and resumes (stdin a terminal); any client can call the
+services /rosbag2_player/pause, /resume, /toggle_paused, /is_paused.
 
 OPTIONS:
     -r, --rate X            pace factor [default: 1]
@@ -81,6 +92,11 @@ OPTIONS:
     --topics T...           only these topics (repeat or list after it)
     --start-offset S        skip the first S seconds
     --clock [HZ]            publish /clock (rosgraph_msgs/Clock) [default HZ: 40]
+    --start-paused          start paused (space, or the service
+                            /rosbag2_player/resume, starts it)
+    --qos-profile-overrides-path FILE
+                            rosbag2 QoS overrides (YAML, topic -> profile)
+                            for the player's publishers
 "
         }
         _ => return None,
@@ -90,6 +106,20 @@ OPTIONS:
 fn regex(name: &str, v: Option<String>) -> Result<Option<Regex>, Error> {
     v.map(|r| Regex::new(&r).map_err(|e| Error::Usage(format!("{name}: {e}"))))
         .transpose()
+}
+
+/// `--qos-profile-overrides-path FILE`, read and mapped (notes on what
+/// does not map go to stderr).
+fn qos_overrides(a: &mut Args) -> Result<std::collections::BTreeMap<String, qos::Override>, Error> {
+    let Some(path) = a.opt::<String>(&["--qos-profile-overrides-path"])? else {
+        return Ok(Default::default());
+    };
+    let (m, notes) = qos::load(&path, MAX_BAG_TOPICS)
+        .map_err(|e| Error::Usage(format!("--qos-profile-overrides-path: {e}")))?;
+    for n in notes {
+        eprintln!("[rosgate bag] QoS override: {n}");
+    }
+    Ok(m)
 }
 
 pub fn run(cmd: &str, mut a: Args, ctx: &Ctx) -> Result<(), Error> {
@@ -113,6 +143,7 @@ pub fn run(cmd: &str, mut a: Args, ctx: &Ctx) -> Result<(), Error> {
                     )))
                 }
             };
+            let qos = qos_overrides(&mut a)?;
             let topics = a.finish(&[], MAX_BAG_TOPICS)?;
             let max_duration = max_dur
                 .map(|s| {
@@ -132,6 +163,7 @@ pub fn run(cmd: &str, mut a: Args, ctx: &Ctx) -> Result<(), Error> {
                     max_size,
                     max_duration,
                     compression,
+                    qos,
                 },
             )
         }
@@ -142,6 +174,7 @@ pub fn run(cmd: &str, mut a: Args, ctx: &Ctx) -> Result<(), Error> {
         "play" => {
             let rate = args::positive("--rate", a.opt::<f64>(&["-r", "--rate"])?)?.unwrap_or(1.0);
             let looping = a.flag(["-l", "--loop"]);
+            let start_paused = a.flag("--start-paused");
             let offset = a.opt::<f64>(&["--start-offset"])?.unwrap_or(0.0);
             if offset.is_nan() || offset < 0.0 {
                 return Err(Error::Usage(
@@ -157,6 +190,7 @@ pub fn run(cmd: &str, mut a: Args, ctx: &Ctx) -> Result<(), Error> {
             } else {
                 args::positive("--clock-hz", a.opt::<f64>(&["--clock-hz"])?)?
             };
+            let qos = qos_overrides(&mut a)?;
             let p = a.finish(&["DIR|FILE"], MAX_BAG_TOPICS)?;
             // `--topics a b` puts b among the positionals.
             topics.extend(p[1..].iter().map(|t| args::absolute(t)));
@@ -169,6 +203,8 @@ pub fn run(cmd: &str, mut a: Args, ctx: &Ctx) -> Result<(), Error> {
                     topics,
                     offset_ns: (offset * 1e9) as u64,
                     clock_hz: clock,
+                    qos,
+                    start_paused,
                 },
             )
         }

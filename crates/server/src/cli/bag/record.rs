@@ -68,6 +68,8 @@ pub struct Opts {
     pub max_size: Option<u64>,
     pub max_duration: Option<Duration>,
     pub compression: Option<Compression>,
+    /// `--qos-profile-overrides-path`: the subscription QoS of these topics.
+    pub qos: BTreeMap<String, super::qos::Override>,
 }
 
 /// A topic being recorded.
@@ -107,6 +109,16 @@ struct Recorder {
     unreadable: u64,
     /// Bytes written since the free space was last looked at.
     since_space_check: u64,
+    /// What the gateway dropped from this connection, as last asked.
+    drops: Option<Drops>,
+}
+
+/// Messages the gateway dropped from the recorder's connection: all of
+/// them, and by topic (`dropped_topics` of `/rosgate/connections`).
+#[derive(Clone, Default)]
+struct Drops {
+    total: u64,
+    by_topic: BTreeMap<String, u64>,
 }
 
 /// An MCAP error with its cause (the crate's `Display` leaves the I/O
@@ -203,7 +215,7 @@ impl Recorder {
         for t in names {
             self.declare(&t)?;
         }
-        self.write_metadata(None)
+        self.write_metadata()
     }
 
     /// Fails when the disk is about to fill (see the module docs).
@@ -326,7 +338,7 @@ impl Recorder {
         Ok(())
     }
 
-    fn metadata(&self, dropped: Option<u64>) -> Metadata {
+    fn metadata(&self) -> Metadata {
         let start = self.first_ns.unwrap_or(0);
         let json: Vec<&str> = self
             .topics
@@ -336,8 +348,17 @@ impl Recorder {
             .collect();
         let mut custom = vec![(
             "rosgate.dropped".to_string(),
-            dropped.map_or("unknown".to_string(), |d| d.to_string()),
+            self.drops
+                .as_ref()
+                .map_or("unknown".to_string(), |d| d.total.to_string()),
         )];
+        // One key per topic that lost messages: rosbag2's custom_data is
+        // a flat string-to-string map (rosbags reads it as one).
+        for (t, n) in self.drops.iter().flat_map(|d| &d.by_topic) {
+            if *n > 0 {
+                custom.push((format!("rosgate.dropped.{t}"), n.to_string()));
+            }
+        }
         custom.push(("rosgate.unreadable".into(), self.unreadable.to_string()));
         if !json.is_empty() {
             custom.push(("rosgate.json_topics".into(), json.join(",")));
@@ -364,14 +385,14 @@ impl Recorder {
 
     /// Writes `metadata.yaml` through a temporary file renamed over it:
     /// a failed write leaves the previous one whole.
-    fn write_metadata(&self, dropped: Option<u64>) -> Result<(), String> {
+    fn write_metadata(&self) -> Result<(), String> {
         let p = self.dir.join("metadata.yaml");
         let tmp = self.dir.join(".metadata.yaml.tmp");
         let mut files = self.files.clone();
         if let Some(o) = &self.out {
             files.push(o.meta.clone());
         }
-        let mut m = self.metadata(dropped);
+        let mut m = self.metadata();
         m.files = files;
         fs::write(&tmp, m.to_yaml())
             .and_then(|()| fs::rename(&tmp, &p))
@@ -428,17 +449,30 @@ fn latched(c: &mut Client, topic: &str) -> Result<bool, Error> {
         }))
 }
 
-/// Messages the gateway dropped on this connection (`/rosgate/connections`,
-/// found by the node name this recorder declared).
-fn dropped(c: &mut Client, node: &str) -> Option<u64> {
+/// Messages the gateway dropped on this connection, in all and by topic
+/// (`/rosgate/connections`, found by the node name this recorder
+/// declared); `None` when it cannot be told.
+fn dropped(c: &mut Client, node: &str) -> Option<Drops> {
     let v = c.call("/rosgate/connections", "{}").ok()?;
     let val: serde_json::Value = serde_json::from_str(&v).ok()?;
-    val.get("connections")?
+    let me = val
+        .get("connections")?
         .as_array()?
         .iter()
-        .find(|x| x.get("client").and_then(|n| n.as_str()) == Some(node))?
-        .get("dropped")?
-        .as_u64()
+        .find(|x| x.get("client").and_then(|n| n.as_str()) == Some(node))?;
+    let by_topic = me
+        .get("dropped_topics")
+        .and_then(|d| d.as_object())
+        .map(|m| {
+            m.iter()
+                .filter_map(|(t, n)| Some((t.clone(), n.as_u64()?)))
+                .collect()
+        })
+        .unwrap_or_default();
+    Some(Drops {
+        total: me.get("dropped")?.as_u64()?,
+        by_topic,
+    })
 }
 
 pub fn run(ctx: &Ctx, o: Opts) -> Result<(), Error> {
@@ -489,6 +523,7 @@ pub fn run(ctx: &Ctx, o: Opts) -> Result<(), Error> {
         bytes: 0,
         unreadable: 0,
         since_space_check: 0,
+        drops: None,
     };
     let named: Vec<String> = o
         .topics
@@ -530,6 +565,11 @@ pub fn run(ctx: &Ctx, o: Opts) -> Result<(), Error> {
                     break;
                 }
             };
+            // Drops are asked as often as the topic list, for the
+            // progress line (and kept if the gateway closes on us).
+            if let Some(d) = dropped(&mut c, &node) {
+                r.drops = Some(d);
+            }
             for (t, ty, def) in list {
                 if r.topics.contains_key(&t) || !wanted(&t) || ty.is_empty() {
                     continue;
@@ -545,11 +585,21 @@ pub fn run(ctx: &Ctx, o: Opts) -> Result<(), Error> {
                     Err(e) => return Err(e),
                 };
                 let id = c.next_id();
+                // An override states the subscription's QoS; what it
+                // leaves unstated keeps the recorder's (reliable, keep all).
+                let qos = o.qos.get(&t).map_or_else(
+                    || r#"{"reliability":"reliable"}"#.to_string(),
+                    |q| {
+                        let mut q = q.clone();
+                        q.reliability = q.reliability.or(Some("reliable"));
+                        q.json()
+                    },
+                );
                 let mut req = Req::new("subscribe")
                     .str("topic", &t)
                     .str("type", &ty)
                     .raw("id", &id)
-                    .raw("qos", r#"{"reliability":"reliable"}"#);
+                    .raw("qos", &qos);
                 if known {
                     req = req.str("compression", "cbor-raw");
                 } else {
@@ -584,8 +634,22 @@ pub fn run(ctx: &Ctx, o: Opts) -> Result<(), Error> {
         if now >= next_progress {
             next_progress = now + Duration::from_secs(1);
             let secs = window.0.elapsed().as_secs_f64().max(1e-3);
+            let drops = match &r.drops {
+                None => "?".to_string(),
+                Some(d) if d.total == 0 => "0".to_string(),
+                Some(d) => {
+                    let worst: Vec<String> = d
+                        .by_topic
+                        .iter()
+                        .filter(|x| *x.1 > 0)
+                        .take(3)
+                        .map(|(t, n)| format!("{t} {n}"))
+                        .collect();
+                    format!("{} ({})", d.total, worst.join(", "))
+                }
+            };
             let line = format!(
-                "[rosgate bag] {:.0} s  topics {}  msgs {}  {:.1} msg/s  {:.2} MB/s",
+                "[rosgate bag] {:.0} s  topics {}  msgs {}  {:.1} msg/s  {:.2} MB/s  drops {drops}",
                 started.elapsed().as_secs_f64(),
                 r.topics.len(),
                 r.count,
@@ -657,10 +721,15 @@ pub fn run(ctx: &Ctx, o: Opts) -> Result<(), Error> {
     // Asked even after a failure: a closed connection answers nothing
     // at once (`None`), a full disk does not stop the gateway answering.
     c.clear_stop();
-    let drops = dropped(&mut c, &node);
+    // The last answer stands when the connection is gone (the gateway
+    // closed it): what it had dropped until then.
+    if let Some(d) = dropped(&mut c, &node) {
+        r.drops = Some(d);
+    }
     c.close();
     let closed = r.close();
-    let meta = r.write_metadata(drops);
+    let meta = r.write_metadata();
+    let drops = r.drops.as_ref().map(|d| d.total);
     eprintln!(
         "[rosgate bag] recorded {} messages on {} topics in {} file(s), {:.1} s, {:.2} MB; gateway drops: {}",
         r.count,
@@ -671,8 +740,13 @@ pub fn run(ctx: &Ctx, o: Opts) -> Result<(), Error> {
         drops.map_or("unknown".to_string(), |d| d.to_string())
     );
     for (t, rec) in &r.topics {
+        let lost = r
+            .drops
+            .as_ref()
+            .and_then(|d| d.by_topic.get(t))
+            .map_or(String::new(), |n| format!(", {n} dropped"));
         eprintln!(
-            "[rosgate bag]   {t} [{}]: {} ({})",
+            "[rosgate bag]   {t} [{}]: {} ({}){lost}",
             rec.ty, rec.count, rec.format
         );
     }
