@@ -135,7 +135,9 @@ impl Hub {
             }
             TF_STATIC_TOPIC => self.tf_samples(from, domain, msg.get(), true),
             ROS1_GOAL | ROS1_CANCEL => {
-                let Some(me) = from.filter(|&c| self.live(c)) else {
+                // A client's goal only: one coming through a bridge is
+                // served by the gateway its client is on.
+                let Some(me) = from.filter(|&c| self.live(c) && !self.is_bridge(c)) else {
                     return;
                 };
                 if self.tf_ros1_served_by_client(domain) {
