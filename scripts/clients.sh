@@ -8,7 +8,9 @@
 #               gateway; known-inapplicable tests are in
 #               tests/clients/roslibpy/expected_failures.txt. Then rosgate's
 #               own roslibpy tests, tests/clients/roslibpy/test_*.py (QoS,
-#               compression: what roslibpy decodes, xfail where it cannot);
+#               compression: what roslibpy decodes, xfail where it cannot;
+#               TF: roslibpy's TFClient against the gateway's own
+#               tf2_web_republisher);
 #               then that gateway's /metrics is read by prometheus_client's
 #               parser (tests/clients/metrics_check.py, counted with roslibpy)
 #   roslib      roslib (npm, 2.x) tests in tests/clients/roslib, over the

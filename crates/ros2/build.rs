@@ -28,6 +28,8 @@ const BUNDLED: &[&str] = &[
     "std_msgs",
     "std_srvs",
     "tf2_msgs",
+    "tf2_web_republisher",
+    "tf2_web_republisher_interfaces",
     "type_description_interfaces",
     "unique_identifier_msgs",
     "visualization_msgs",

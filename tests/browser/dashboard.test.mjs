@@ -355,6 +355,19 @@ test('the dashboard shows every topic\'s rate, the connections and the recent cl
     }
   });
 
+  await t.test('the TF card shows the frame tree once frames are published', async () => {
+    assert.ok(await page.locator('#tf').isHidden(), 'no frames, no TF card');
+    const tf = (parent, child) => ({
+      header: { stamp: { sec: 0, nanosec: 0 }, frame_id: parent }, child_frame_id: child,
+      transform: { translation: { x: 1, y: 0, z: 0 }, rotation: { x: 0, y: 0, z: 0, w: 1 } },
+    });
+    early.send({ op: 'publish', topic: '/tf_static', msg: { transforms: [tf('dash_world', 'dash_odom'), tf('dash_odom', 'dash_laser')] } });
+    await page.waitForFunction(() => /dash_laser/.test(document.querySelector('#tf-body')?.innerText ?? ''), null, { timeout: 6000 });
+    const text = await page.locator('#tf-body').innerText();
+    assert.ok(text.indexOf('dash_world') < text.indexOf('dash_odom') && text.indexOf('dash_odom') < text.indexOf('dash_laser'), text);
+    assert.match(text, /static/);
+  });
+
   await t.test('gateway counters and uptime are shown', async () => {
     await page.waitForFunction(() => !/–/.test(document.querySelector('[data-kpi="messages"] .value')?.textContent ?? '–'), null, { timeout: 10000 });
     assert.match(await page.locator('#uptime').innerText(), /^up \d+(s|m \d+s)$/);

@@ -129,6 +129,7 @@ family! {
         MemoryCallsBytes => "memory_calls_bytes", "Bytes held for calls in flight.";
         MemoryRegistrationsBytes => "memory_registrations_bytes", "Bytes held for registrations.";
         MemoryFederationBytes => "memory_federation_bytes", "Bytes held for what other gateways and ROS 2 nodes announced: their graphs, the federation's tables, samples waiting for the loop, calls and answers waiting for them in the outbox.";
+        MemoryTfBytes => "memory_tf_bytes", "Bytes held for TF: the frames and histories of /tf and /tf_static kept per domain, and the republisher's subscriptions (docs/tf.md).";
         Nodes => "nodes", "Nodes declared by connections, all domains.";
         Parameters => "parameters", "Parameters held (owned and held by the gateway), all domains.";
         Domains => "domains", "Domains with at least one client.";

@@ -19,6 +19,7 @@
 //! | `family` | the `family!` macro behind every counted enum |
 //! | [`out`] | `OutQueue`: shared frames, byte accounting, the fair drop policy |
 //! | `timer` | `TimerWheel`: hashed wheel of `u64` keys |
+//! | [`tf`] | `TfBuffer` (one domain's transform tree, bounded histories, lookups) and `Republisher` (tf2_web_republisher's subscriptions, rates, thresholds) |
 //! | [`counters`] | typed counters, gauges, and the one visitor every rendering uses |
 //! | [`limits`] | `Limits` and every `DEFAULT_*` the core enforces |
 //! | `memory` | the memory ledger and the arithmetic of the global budget |
@@ -58,6 +59,7 @@ pub mod out;
 pub mod params;
 pub(crate) mod ratelimit;
 pub mod registry;
+pub mod tf;
 pub(crate) mod timer;
 pub(crate) mod tiny_map;
 pub(crate) mod transport;

@@ -20,6 +20,7 @@
 //!                        their graphs kept here (`RemoteGraph::bytes`),
 //!                        and what the federation shell reports it holds
 //!                        (its tables, samples waiting in the inbox)
+//!       + tf             TF buffers and subscriptions (`hub/tf.rs`)
 //! ```
 //!
 //! Above the budget the hub sheds topic data first (queued frames of the
@@ -77,6 +78,9 @@ pub struct MemoryUse {
     /// Held for other gateways and ROS 2 nodes: bounded by the federation's
     /// own limits (docs/limits.md), as no connection holds it.
     pub federation: usize,
+    /// TF buffers and subscriptions (`hub/tf.rs`): bounded per domain by
+    /// `MAX_TF_BUFFER_BYTES`, as no connection holds them.
+    pub tf: usize,
 }
 
 impl MemoryUse {
@@ -88,5 +92,6 @@ impl MemoryUse {
             + self.calls
             + self.registrations
             + self.federation
+            + self.tf
     }
 }

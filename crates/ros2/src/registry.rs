@@ -512,7 +512,7 @@ mod tests {
         r.check().unwrap();
         assert!(bundled::DEFS.len() > 150, "{}", bundled::DEFS.len());
         let pkgs: BTreeSet<&str> = bundled::DEFS.iter().map(|d| d.0).collect();
-        assert_eq!(pkgs.len(), 15, "{pkgs:?}");
+        assert_eq!(pkgs.len(), 17, "{pkgs:?}");
         assert!(!pkgs.contains("test_msgs"));
         // Every bundled type has a hash (its closure is complete).
         for name in r.msgs.keys().chain(r.srvs.keys()).chain(r.actions.keys()) {

@@ -21,6 +21,10 @@
 //     subscribes to nothing to measure them. A counter that goes down
 //     means the topic disappeared and came back (it restarts from 0): its
 //     window starts over;
+//   - /rosgate/tf_frames: the domain's TF tree (each frame's parent, static
+//     or its rate); the card shows only when there are frames. The page
+//     holds no TF subscription, so dynamic frames show while some TF
+//     client exists (the gateway reads /tf only then, docs/tf.md);
 //   - /rosgate/connections: the open connections of every domain (peer
 //     ip:port, transport, declared nodes, queued bytes, messages delivered
 //     and dropped, age) and the last closes with their reason, so a page
@@ -128,8 +132,10 @@
   // The gateway's wall clock now, in ms (the browser's clock may be off).
   const serverNow = () => Date.now() + S.clockOffsetMs;
   const isHidden = (name) => String(name).split('/').some((t) => t.startsWith('_'));
+  // The gateway's own: rosapi, /rosgate/*, parameter services, and TF's
+  // /republish_tfs (docs/tf.md; served by the gateway unless a client does).
   const isSystemService = (s) => s.startsWith('/rosapi/') || s.startsWith('/rosgate/') ||
-    PARAM_SERVICE_SUFFIXES.some((x) => s.endsWith(x));
+    s === '/republish_tfs' || PARAM_SERVICE_SUFFIXES.some((x) => s.endsWith(x));
   const randomToken = () => Array.from(crypto.getRandomValues(new Uint8Array(6)), (b) => b.toString(16).padStart(2, '0')).join('');
 
   // Runs `fn` over `items`, at most `n` at a time (initial snapshots can
@@ -166,6 +172,7 @@
     flowAt: 0,
     conns: null,              // the last /rosgate/connections reply (+ derived fields)
     fed: null,                // the last /rosgate/federation reply
+    tf: null,                 // the last /rosgate/tf_frames reply
     fedSig: null,             // its graphs, to notice a change
     connRates: new Map(),     // connection key -> {t, delivered, rate}
     clockOffsetMs: 0,         // gateway wall clock - browser wall clock
@@ -589,17 +596,19 @@
     pollBusy = true;
     const epoch = S.epoch;
     const stamped = (p) => p.then((v) => [v, now()]);
-    const [st, ts, , fed] = await Promise.allSettled([
+    const [st, ts, , fed, tf] = await Promise.allSettled([
       stamped(bridge.call('/rosgate/stats')),
       stamped(topicStatsWalk()),
       refreshConns(true),
       bridge.call('/rosgate/federation'),
+      bridge.call('/rosgate/tf_frames'),
     ]);
     pollBusy = false;
     if (epoch !== S.epoch) return;
     if (st.status === 'fulfilled') onStats(...st.value);
     if (ts.status === 'fulfilled') onTopicStats(...ts.value);
     if (fed.status === 'fulfilled') onFederation(fed.value);
+    if (tf.status === 'fulfilled') { S.tf = tf.value; scheduleRender('tf'); }
   }
 
   // /rosgate/topic_stats answers a page (1000 topics) at a time: follow
@@ -819,6 +828,7 @@
     if (all) { renderServices(); renderFeed(); }
     if (want('nodes')) renderNodes();
     if (want('gateways')) renderGateways();
+    if (want('tf')) renderTf();
     if (want('params')) renderParams();
     if (want('health')) renderHealth();
   }
@@ -878,7 +888,7 @@
       kpi('Connections', fmtNum(open ?? 0), connSub),
       kpi('Topics', fmtNum(userTopics.length), `${S.flowAt ? `${active} active · ` : ''}${plural(st.subscriptions ?? 0, 'sub')}`),
       kpi('Nodes', fmtNum(nodes), `${plural(S.params.size, 'parameter')}`),
-      kpi('Services', fmtNum(userServices), `${plural(S.actions.size, 'action')} · ${fmtNum(st.calls_pending ?? 0)} in flight`),
+      kpi('Services', fmtNum(userServices), `${plural([...S.actions.values()].filter((a) => a.node !== '/rosgate').length, 'action')} · ${fmtNum(st.calls_pending ?? 0)} in flight`),
       kpi('Messages', r ? fmtPerSec(r.published) : '–', r ? `published · ${fmtPerSec(r.delivered)} out` : 'measuring…', sparkline(S.history.published, 'c1'), 'graph'),
       kpi('Bandwidth', r ? `${fmtBytes(r.bytesIn + r.bytesOut)}/s` : '–', r ? `${fmtBytes(r.bytesIn)} in · ${fmtBytes(r.bytesOut)} out` : 'measuring…', sparkline(S.history.bytesOut.map((v, i) => v + (S.history.bytesIn[i] || 0)), 'c2'), 'graph'),
       kpi('Memory', mem != null ? fmtBytes(mem) : '–', budget ? `${memPct < 0.1 && mem ? '<0.1' : memPct.toFixed(1)}% of ${fmtBytes(budget)}` : '&nbsp;',
@@ -1148,7 +1158,8 @@
       ? `<table class="tbl"><thead><tr><th>Service</th><th>Provider</th></tr></thead><tbody>${services.slice(0, CFG.maxRows).map((s) =>
         `<tr><td><div class="name">${esc(s.name)}</div><div class="type">${esc(s.type || '—')}</div></td><td>${s.node ? nodeChip(s.node) : '<span class="muted">?</span>'}</td></tr>`).join('')}</tbody></table>`
       : `<div class="empty">No services${S.showSystem ? '' : ` (${hiddenCount} system services hidden: tick “system”)`}.</div>`;
-    const actions = [...S.actions.values()].filter((a) => matches(a.name, a.type, a.node)).sort((a, b) => a.name.localeCompare(b.name));
+    // The gateway's own actions (TF's /tf2_web_republisher) with the system ones.
+    const actions = [...S.actions.values()].filter((a) => (S.showSystem || a.node !== '/rosgate') && matches(a.name, a.type, a.node)).sort((a, b) => a.name.localeCompare(b.name));
     $('actions-count').textContent = actions.length || '';
     $('actions-body').innerHTML = actions.length
       ? `<table class="tbl"><thead><tr><th>Action</th><th>Server</th></tr></thead><tbody>${actions.slice(0, CFG.maxRows).map((a) =>
@@ -1184,6 +1195,40 @@
     }
     html.push('</tbody></table>');
     $('nodes-body').innerHTML = html.join('');
+  }
+
+  // The TF tree: each frame under its parent, depth-first, roots first.
+  function renderTf() {
+    const r = S.tf;
+    const frames = Array.isArray(r?.frames) ? r.frames : [];
+    $('tf').hidden = !frames.length;
+    if (!frames.length) return;
+    $('tf-count').textContent = frames.length;
+    $('tf-aside').textContent = r.listening ? `${r.subscriptions} TF client${r.subscriptions === 1 ? '' : 's'}` : '/tf not read: no TF client';
+    const kids = new Map();
+    const isChild = new Set(frames.map((f) => f.child));
+    for (const f of frames) {
+      if (!kids.has(f.parent)) kids.set(f.parent, []);
+      kids.get(f.parent).push(f);
+    }
+    const rows = [];
+    const seen = new Set();
+    const walk = (name, depth) => {
+      if (seen.has(name) || depth > 64 || rows.length >= CFG.maxRows) return;
+      seen.add(name);
+      for (const f of (kids.get(name) || []).sort((a, b) => a.child.localeCompare(b.child))) {
+        if (matches(f.child, f.parent)) {
+          const how = f.static ? '<span class="pill neutral">static</span>' : esc(fmtHz(f.rate_hz));
+          rows.push(`<tr><td class="mono" style="padding-left:${0.6 + depth * 1.1}em">${esc(f.child)}</td><td>${how}</td><td class="num">${fmtNum(f.received)}</td></tr>`);
+        }
+        walk(f.child, depth + 1);
+      }
+    };
+    for (const root of [...kids.keys()].filter((p) => !isChild.has(p)).sort()) {
+      if (matches(root)) rows.push(`<tr><td class="mono">${esc(root)}</td><td></td><td></td></tr>`);
+      walk(root, 1);
+    }
+    $('tf-body').innerHTML = `<table class="tbl"><thead><tr><th>Frame</th><th>Rate</th><th class="num">Received</th></tr></thead><tbody>${rows.join('')}</tbody></table>`;
   }
 
   function renderGateways() {

@@ -372,6 +372,14 @@ const NOT_LIMITS: &[(&str, &str)] = &[
     ),
     ("ENTITY_COST", "ledger cost per ROS 2 entity remembered"),
     (
+        "TF_SAMPLE_COST",
+        "ledger cost per TF sample kept (crates/core/src/tf/buffer.rs)",
+    ),
+    (
+        "TF_FRAME_COST",
+        "ledger cost per TF frame kept beside its names (crates/core/src/tf/buffer.rs)",
+    ),
+    (
         "PIECE_OVERHEAD",
         "ledger cost per fragment piece held (crates/wire/src/fragment.rs)",
     ),

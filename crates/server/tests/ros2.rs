@@ -3099,3 +3099,90 @@ fn a_ros2_topic_is_recorded_with_the_nodes_cdr_untouched() {
     assert_eq!(recorded, want, "every sample, in order, byte for byte");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// CDR of a `tf2_msgs/msg/TFMessage` with one `TransformStamped`
+/// (`parent` -> `child`, translation `x`, identity rotation), by hand:
+/// alignment counts from after the 4-byte encapsulation header.
+fn cdr_tf_message(sec: i32, parent: &str, child: &str, x: f64) -> Vec<u8> {
+    let mut b = vec![0x00, 0x01, 0x00, 0x00];
+    let align = |b: &mut Vec<u8>, n: usize| {
+        while (b.len() - 4) % n != 0 {
+            b.push(0);
+        }
+    };
+    let string = |b: &mut Vec<u8>, s: &str| {
+        while (b.len() - 4) % 4 != 0 {
+            b.push(0);
+        }
+        b.extend_from_slice(&(s.len() as u32 + 1).to_le_bytes());
+        b.extend_from_slice(s.as_bytes());
+        b.push(0);
+    };
+    b.extend_from_slice(&1u32.to_le_bytes()); // one transform
+    b.extend_from_slice(&sec.to_le_bytes()); // header.stamp.sec
+    b.extend_from_slice(&0u32.to_le_bytes()); // header.stamp.nanosec
+    string(&mut b, parent);
+    string(&mut b, child);
+    align(&mut b, 8);
+    for v in [x, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0] {
+        b.extend_from_slice(&f64::to_le_bytes(v));
+    }
+    b
+}
+
+/// The issue's "the same with /tf coming from a ROS 2 peer": a node
+/// publishes `/tf` on the graph; the gateway asks for it only once a TF
+/// client exists, and that client's ROS 2 TF goal gets the node's
+/// transform, and follows it.
+#[test]
+fn tf_from_a_ros2_node_reaches_a_tf_client_of_the_gateway() {
+    let (gw, ep) = ros_gateway(&[]);
+    let mut node = RosNode::join(&ep, "state_publisher");
+    // The type's hash as the gateway computes it (rosgate-ros2's tests
+    // check its hashes against rosidl's).
+    let hash = rosgate_ros2::registry::Registry::bundled()
+        .hash("tf2_msgs/msg/TFMessage")
+        .expect("TFMessage is bundled");
+    let dds = "tf2_msgs::msg::dds_::TFMessage_";
+    let (key, _token) = node.declare(EntityKind::Publisher, "/tf", dds, &hash, 100);
+    let gid = rmw::gid(&key);
+    let data_key = format!("0/tf/{dds}/{hash}");
+    let mut c = gw.client();
+    c.send_line(
+        r#"{"op":"send_action_goal","id":"tf","action":"/tf2_web_republisher","action_type":"tf2_web_republisher_interfaces/action/TFSubscription","feedback":true,"args":{"source_frames":["base"],"target_frame":"odom","angular_thres":0.01,"trans_thres":0.01,"rate":20}}"#,
+    );
+    let mut seq = 0;
+    let mut x_at = |x: f64| {
+        let dl = deadline(CROSS);
+        loop {
+            seq += 1;
+            node.session
+                .put(&data_key, cdr_tf_message(seq as i32, "odom", "base", x))
+                .attachment(attachment(seq, unix_ns(), &gid))
+                .wait()
+                .expect("put");
+            if let Recv::Line(l) = c.try_recv_line(deadline(ms(100))) {
+                let v = parse_line(&String::from_utf8_lossy(&l));
+                if v["op"] == "action_feedback"
+                    && v["values"]["transforms"][0]["transform"]["translation"]["x"] == x
+                {
+                    return v;
+                }
+            }
+            assert!(
+                Instant::now() < dl,
+                "no feedback with x {x} within {CROSS:?}"
+            );
+        }
+    };
+    let v = x_at(1.25);
+    assert_eq!(
+        v["values"]["transforms"][0]["child_frame_id"], "base",
+        "{v}"
+    );
+    assert_eq!(
+        v["values"]["transforms"][0]["header"]["frame_id"], "odom",
+        "{v}"
+    );
+    x_at(2.5);
+}

@@ -222,6 +222,15 @@ impl Hub {
         if self.calls.goal_of(me, id).is_some() {
             return fail(self, CallFailure::DuplicateId);
         }
+        // tf2_web_republisher, served by the gateway when no client does
+        // (`tf.rs`).
+        if self.registries[domain as usize]
+            .provided(Provided::Action, action)
+            .is_none()
+            && self.tf_goal(me, domain, action, args, id, now)
+        {
+            return;
+        }
         let server = match self.registries[domain as usize].provided(Provided::Action, action) {
             Some(s)
                 if self.live(s.provider())
@@ -282,6 +291,9 @@ impl Hub {
         id: Raw<'_>,
         now: Instant,
     ) {
+        if self.tf_cancel_goal(me, id.get().as_bytes(), now) {
+            return;
+        }
         let goal = self.calls.goal_of(me, id.get().as_bytes()).map(|c| {
             (
                 c.seq(),
@@ -448,7 +460,7 @@ impl Hub {
         let mut action_json = Vec::with_capacity(action.len() + 2);
         encode::json_string(&mut action_json, action);
         let goals = self.calls.goals_for(me, &action_json);
-        let canceled = goals.len();
+        let canceled = goals.len() + self.tf_cancel_all(me, action, now);
         for seq in goals {
             if let Some((server, peer)) = self
                 .calls

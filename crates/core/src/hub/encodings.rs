@@ -122,7 +122,8 @@ impl Hub {
         if !self.federation_enabled() || (domain as usize) >= DOMAINS {
             return false;
         }
-        if latched.is_some() || self.sim_time_watch(domain, topic) {
+        // The gateway's own readers: /clock under sim time, TF (`tf.rs`).
+        if latched.is_some() || self.sim_time_watch(domain, topic) || self.tf_wants(domain, topic) {
             return true;
         }
         let reg = &self.registries[domain as usize];

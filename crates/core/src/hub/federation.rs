@@ -1331,6 +1331,9 @@ impl Hub {
     }
 
     fn locally_wanted(&self, domain: Domain, topic: &str) -> bool {
+        if self.tf_wants(domain, topic) {
+            return true;
+        }
         let reg = &self.registries[domain as usize];
         let Some(e) = reg.topic_id(topic).and_then(|t| reg.topic(t)) else {
             return false;

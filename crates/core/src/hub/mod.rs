@@ -76,6 +76,7 @@ mod qos;
 mod raw_publish;
 mod rosapi;
 mod services;
+mod tf;
 mod topics;
 mod types;
 mod waiting;
@@ -113,6 +114,10 @@ pub use rosapi::{
     ROSAPI_SERVICES, STATS_SERVICE, TOPIC_INFO_SERVICE, TOPIC_STATS_SERVICE,
 };
 pub use services::CallFailure;
+pub use tf::{
+    MAX_TF_FRAMES_LISTED, REPUBLISH_TFS_SERVICE, REPUBLISH_TFS_TYPE, TF_ACTION, TF_ACTION_TYPE,
+    TF_FRAMES_SERVICE,
+};
 pub(crate) use topics::Origin;
 pub use topics::TypeCheck;
 
@@ -190,6 +195,8 @@ pub struct Hub {
     remote_params: params_remote::RemoteParams,
     /// Throttle flushes and peer counts waiting for their time.
     qos_timers: qos::QosTimers,
+    /// TF: the buffers and the republisher's subscriptions (`tf.rs`).
+    tf: tf::TfState,
     /// Calls and goals waiting for a provider.
     waiting: waiting::Waiting,
     /// Bridges to other gateways and the interest announced to them.
@@ -270,6 +277,7 @@ impl Hub {
             params: params::Params::default(),
             remote_params: params_remote::RemoteParams::default(),
             qos_timers: qos::QosTimers::new(now),
+            tf: tf::TfState::new(now),
             waiting: waiting::Waiting::new(now),
             fed: federation::Federation::default(),
             http: http::HttpSettings::default(),
@@ -306,6 +314,7 @@ impl Hub {
             calls: self.calls.bytes() + self.waiting.bytes() + self.gone_bytes,
             registrations: self.registries.bytes() + self.nodes.bytes() + self.params.bytes(),
             federation: self.federation_bytes(),
+            tf: self.tf.bytes(),
         }
     }
 
@@ -400,6 +409,7 @@ impl Hub {
         g.set(Gauge::MemoryCallsBytes, m.calls as u64);
         g.set(Gauge::MemoryRegistrationsBytes, m.registrations as u64);
         g.set(Gauge::MemoryFederationBytes, m.federation as u64);
+        g.set(Gauge::MemoryTfBytes, m.tf as u64);
         g.set(Gauge::StartTimeSeconds, self.wall(self.started).0);
         g
     }
@@ -564,6 +574,7 @@ impl Hub {
         self.peers_leaving(domain, me);
         self.interest_leaving(domain, me);
         self.services_leaving(domain, me);
+        self.tf_conn_left(domain, me, now);
         let nodes: Vec<String> = self
             .nodes
             .of(me)
@@ -1296,6 +1307,7 @@ impl Hub {
         self.expire_fragments(now);
         self.enforce_memory(now);
         self.expire_waiting(now);
+        self.tf_expire(now);
         self.release_held(now);
         // Last: the closes above are in the graph's news and peer counts.
         self.flush_qos(now);
@@ -1481,6 +1493,7 @@ impl Hub {
             || !self.gone.is_empty()
             || self.graph.has_immediate()
             || self.qos_timers.has_immediate()
+            || self.tf.has_immediate()
             || self.held.has_overdue()
     }
 
@@ -1495,6 +1508,10 @@ impl Hub {
             None => t,
         };
         let t = match self.qos_timers.next_deadline() {
+            Some(q) => t.min(q),
+            None => t,
+        };
+        let t = match self.tf.next_deadline() {
             Some(q) => t.min(q),
             None => t,
         };

@@ -37,12 +37,16 @@ use rosgate_wire::Raw;
 
 use super::graph::{GATEWAY_NODE, GATEWAY_TOPICS};
 use super::params::NODE_PARAM_SERVICES;
+
 use super::Hub;
 use crate::access::{Class, RoleId};
 use crate::conn::ConnRef;
 use crate::counters::{Counter, ErrorCode};
 use crate::nodes::Domain;
 use crate::registry::{NodeTag, Provided, Role};
+use crate::tf::{
+    REPUBLISH_TFS_SERVICE, REPUBLISH_TFS_TYPE, TF_ACTION, TF_ACTION_TYPE, TF_FRAMES_SERVICE,
+};
 
 /// Services under this prefix are rosapi's, answered by the gateway.
 pub const ROSAPI_PREFIX: &str = "/rosapi/";
@@ -120,6 +124,8 @@ pub const FEDERATION_SERVICE: &str = "/rosgate/federation";
 const FEDERATION_TYPE: &str = "rosgate_msgs/srv/Federation";
 /// Type of the topic counters service (informational).
 const TOPIC_STATS_TYPE: &str = "rosgate_msgs/srv/TopicStats";
+/// Type of the TF frames service (informational).
+const TF_FRAMES_TYPE: &str = "rosgate_msgs/srv/TfFrames";
 /// Type of the connection list service (informational).
 const CONNECTIONS_TYPE: &str = "rosgate_msgs/srv/Connections";
 
@@ -134,6 +140,9 @@ fn builtin_services() -> impl Iterator<Item = (String, &'static str)> {
             (CONNECTIONS_SERVICE.to_string(), CONNECTIONS_TYPE),
             (TOPIC_STATS_SERVICE.to_string(), TOPIC_STATS_TYPE),
             (FEDERATION_SERVICE.to_string(), FEDERATION_TYPE),
+            (TF_FRAMES_SERVICE.to_string(), TF_FRAMES_TYPE),
+            // Served by the gateway unless a client provides it (`tf.rs`).
+            (REPUBLISH_TFS_SERVICE.to_string(), REPUBLISH_TFS_TYPE),
         ])
 }
 
@@ -153,6 +162,12 @@ fn builtin_type(name: &str) -> Option<&'static str> {
     }
     if name == FEDERATION_SERVICE {
         return Some(FEDERATION_TYPE);
+    }
+    if name == TF_FRAMES_SERVICE {
+        return Some(TF_FRAMES_TYPE);
+    }
+    if name == REPUBLISH_TFS_SERVICE {
+        return Some(REPUBLISH_TFS_TYPE);
     }
     let short = name.strip_prefix(ROSAPI_PREFIX)?;
     ROSAPI_SERVICES
@@ -253,6 +268,16 @@ impl Hub {
         if plain == "rosgate/connections" {
             self.counters.inc(Counter::BuiltinCalls);
             let values = self.connections_json(now).to_string();
+            self.reply(me, name, id, values.as_bytes(), now);
+            return true;
+        }
+        if plain == "rosgate/tf_frames" {
+            self.counters.inc(Counter::BuiltinCalls);
+            let domain = self.conn(me.key).map_or(0, |c| c.domain());
+            let args = args
+                .and_then(|a| serde_json::from_str::<Value>(a.get()).ok())
+                .unwrap_or(Value::Null);
+            let values = self.tf_frames_json(domain, &args);
             self.reply(me, name, id, values.as_bytes(), now);
             return true;
         }
@@ -497,7 +522,10 @@ impl Hub {
             }
             "service_node" => {
                 let service = arg(args, "service");
-                let node = if builtin_type(service).is_some() {
+                // A client providing /republish_tfs wins over the gateway.
+                let node = if let Some(s) = reg.service(service).filter(|_| service == REPUBLISH_TFS_SERVICE) {
+                    self.node_label(s.provider(), s.node())
+                } else if builtin_type(service).is_some() {
                     GATEWAY_NODE.to_string()
                 } else if let Some(s) = reg.service(service) {
                     self.node_label(s.provider(), s.node())
@@ -532,13 +560,22 @@ impl Hub {
                     .filter_map(|n| reg.provided(Provided::Action, n).map(|s| (n, s)))
                     .map(|(n, s)| (n.to_string(), self.node_label(s.provider(), s.node())))
                     .unzip();
+                // tf2_web_republisher, served by the gateway (`tf.rs`).
+                let (mut names, mut nodes) = (names, nodes);
+                if self.tf_serves_action(domain) && self.visible(role, ACTION_CLASSES, TF_ACTION) {
+                    let at = names.partition_point(|n| n.as_str() < TF_ACTION);
+                    names.insert(at, TF_ACTION.to_string());
+                    nodes.insert(at, GATEWAY_NODE.to_string());
+                }
                 items += names.len();
                 with_cut(json!({ "action_servers": names, "nodes": nodes }), cut)
             }
             "action_type" => {
+                let action = arg(args, "action");
                 let ty = reg
-                    .provided(Provided::Action, arg(args, "action"))
+                    .provided(Provided::Action, action)
                     .map(|s| s.ty().to_string())
+                    .or_else(|| (action == TF_ACTION).then(|| TF_ACTION_TYPE.to_string()))
                     .unwrap_or_default();
                 json!({ "type": ty })
             }
@@ -846,7 +883,8 @@ impl Hub {
             })
             .collect();
         for (n, t) in builtin_services() {
-            map.insert(n, t.to_string());
+            // A client providing /republish_tfs keeps its own type.
+            map.entry(n).or_insert_with(|| t.to_string());
         }
         // The parameter services the gateway serves for nodes with
         // parameters (hidden ones only when asked).

@@ -322,6 +322,7 @@ impl Hub {
         let Some((provider, seq)) = forwarded else {
             if self.cancel_goal_service(me, name, id, now)
                 || self.node_param_service(me, domain, name, args, id, now)
+                || self.tf_service(me, domain, name, args, id, now)
             {
                 return;
             }

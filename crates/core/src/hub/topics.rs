@@ -346,6 +346,10 @@ impl Hub {
         if self.sim_time_watch(domain, topic) {
             self.note_clock(domain, msg);
         }
+        // TF's tap (`tf.rs`): one prefix test here, the rest off the path.
+        if topic.as_bytes().starts_with(b"/tf") {
+            self.tf_tap(from, domain, topic, msg, now);
+        }
         let payload = msg.get().as_bytes();
         let Some((t, e)) = self.registries.publish_on(domain, topic, payload.len()) else {
             return;

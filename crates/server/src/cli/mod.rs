@@ -14,7 +14,7 @@
 //! | `stream` | plain TCP or TLS (`tls://`, `wss://`, `--ca-file`) under either transport |
 //! | `input` | messages, requests, goals and values from the command line (JSON or YAML) -> JSON |
 //! | `output` | the YAML-style printer (`ros2 topic echo`'s layout) and other formatting |
-//! | `topic`, `service`, `action`, `param`, `node`, `gateway` | one command group each |
+//! | `topic`, `service`, `action`, `param`, `node`, `gateway`, `tf` | one command group each |
 //! | `bag` | `rosgate bag record|info|play`: rosbag2 bags in MCAP |
 //! | `demo` | `rosgate demo`: a small robot served through the gateway, for the README's commands |
 //!
@@ -38,6 +38,7 @@ mod output;
 mod param;
 mod service;
 mod stream;
+mod tf;
 mod topic;
 mod url;
 mod ws;
@@ -57,7 +58,7 @@ pub const POLL: std::time::Duration = std::time::Duration::from_millis(100);
 /// The command groups, the first argument that selects the CLI (`demo` is
 /// a command on its own).
 pub const GROUPS: &[&str] = &[
-    "topic", "service", "action", "param", "node", "gateway", "bag", DEMO,
+    "topic", "service", "action", "param", "node", "gateway", "bag", "tf", DEMO,
 ];
 
 /// `rosgate demo`, a command without subcommands.
@@ -175,6 +176,7 @@ pub fn run(argv: Vec<OsString>) -> ExitCode {
         "node" => node::run(&cmd, args, &ctx),
         "gateway" => gateway::run(&cmd, args, &ctx),
         "bag" => bag::run(&cmd, args, &ctx),
+        "tf" => tf::run(&cmd, args, &ctx),
         _ => Err(Error::Usage(format!("unknown group {group:?}"))),
     };
     exit_status(&group, Some(&cmd), result)
@@ -257,6 +259,10 @@ fn group_help(group: &str) -> String {
         "action" => ("Actions of a running gateway", action::COMMANDS),
         "param" => ("Parameters of a running gateway's nodes", param::COMMANDS),
         "gateway" => ("The gateways of a federation", gateway::COMMANDS),
+        "tf" => (
+            "TF through the gateway's own tf2_web_republisher",
+            tf::COMMANDS,
+        ),
         "bag" => (
             "rosbag2 bags (MCAP) recorded from and played into a gateway",
             bag::COMMANDS,
@@ -279,6 +285,7 @@ fn command_help(group: &str, cmd: &str) -> Option<&'static str> {
         "topic" => topic::help(cmd),
         "service" => service::help(cmd),
         "action" => action::help(cmd),
+        "tf" => tf::help(cmd),
         "param" => param::help(cmd),
         "node" => node::help(cmd),
         "gateway" => gateway::help(cmd),

@@ -1197,7 +1197,13 @@ fn rosapi_lists_actions_per_domain(tr: Tr) {
         p.rosapi("rosapi/action_type", &format!(r#"{{"action":"{a}"}}"#))["type"].clone()
     };
     let v = servers(&mut cli0);
-    assert_eq!(v["action_servers"], json!(["/fib", "/nav"]), "{v}");
+    // The gateway's own TF action (docs/tf.md) is listed too, by its node.
+    assert_eq!(
+        v["action_servers"],
+        json!(["/fib", "/nav", "/tf2_web_republisher"]),
+        "{v}"
+    );
+    assert_eq!(v["nodes"][2], "/rosgate", "{v}");
     assert!(v.get("truncated").is_none(), "only a cut list says so: {v}");
     // Each server's node, in the same order: srv0 declared none, so its
     // connection's own name, which rosapi `nodes` lists.
@@ -1209,7 +1215,7 @@ fn rosapi_lists_actions_per_domain(tr: Tr) {
         }),
         "{v}"
     );
-    assert_eq!(v["nodes"], json!([srv0_name, srv0_name]), "{v}");
+    assert_eq!(v["nodes"], json!([srv0_name, srv0_name, "/rosgate"]), "{v}");
     let nodes = cli0.rosapi("/rosapi/nodes", "{}");
     assert!(
         nodes["nodes"]
@@ -1218,18 +1224,21 @@ fn rosapi_lists_actions_per_domain(tr: Tr) {
         "{nodes}"
     );
     let v3 = servers(&mut cli3);
-    assert_eq!(v3["action_servers"], json!(["/fib"]));
+    assert_eq!(
+        v3["action_servers"],
+        json!(["/fib", "/tf2_web_republisher"])
+    );
     // srv3 declared a node (to join domain 3): that node serves it.
-    assert_eq!(v3["nodes"], json!([srv3_node]), "{v3}");
+    assert_eq!(v3["nodes"], json!([srv3_node, "/rosgate"]), "{v3}");
     let all = cli0.rosapi("/rosapi/action_servers", r#"{"include_hidden":true}"#);
     assert_eq!(
         all["action_servers"],
-        json!(["/_hidden", "/fib", "/nav"]),
+        json!(["/_hidden", "/fib", "/nav", "/tf2_web_republisher"]),
         "{all}"
     );
     assert_eq!(
         all["nodes"],
-        json!([srv0_name, srv0_name, srv0_name]),
+        json!([srv0_name, srv0_name, srv0_name, "/rosgate"]),
         "{all}"
     );
     assert_eq!(ty(&mut cli0, "/fib"), FIB);
@@ -1248,14 +1257,20 @@ fn rosapi_lists_actions_per_domain(tr: Tr) {
     srv3.assert_quiet();
     // Lists follow unadvertise and disconnect.
     srv0.unadvertise_action("/nav");
-    assert_eq!(servers(&mut cli0)["action_servers"], json!(["/fib"]));
+    assert_eq!(
+        servers(&mut cli0)["action_servers"],
+        json!(["/fib", "/tf2_web_republisher"])
+    );
     drop(srv3);
     cli3.expect_goal_failure("/fib", &json!("f3"), 6);
     assert_eq!(
         servers(&mut cli3),
-        json!({"action_servers": [], "nodes": []})
+        json!({"action_servers": ["/tf2_web_republisher"], "nodes": ["/rosgate"]})
     );
-    assert_eq!(servers(&mut cli0)["action_servers"], json!(["/fib"]));
+    assert_eq!(
+        servers(&mut cli0)["action_servers"],
+        json!(["/fib", "/tf2_web_republisher"])
+    );
 }
 
 fn cancel_goal_service_cancels_all_of_the_callers_goals(tr: Tr) {

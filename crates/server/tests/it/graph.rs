@@ -1281,6 +1281,9 @@ fn rosapi_answers_every_service_with_rosapi_msgs_shapes() {
     want.push("/rosgate/topic_stats".into());
     want.push("/rosgate/stats".into());
     want.push("/rosgate/topic_info".into());
+    // TF (docs/tf.md): the gateway's own service and its frame listing.
+    want.push("/rosgate/tf_frames".into());
+    want.push("/republish_tfs".into());
     want.sort();
     assert_eq!(services, want);
     assert_eq!(
@@ -1434,7 +1437,7 @@ fn rosapi_answers_every_service_with_rosapi_msgs_shapes() {
     }
     assert_eq!(
         rosapi(&mut plain, "action_servers", json!({})),
-        json!({"action_servers":[],"nodes":[]})
+        json!({"action_servers":["/tf2_web_republisher"],"nodes":["/rosgate"]})
     );
     assert_eq!(
         rosapi(&mut plain, "action_type", json!({"action":"/x"})),

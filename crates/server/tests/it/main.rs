@@ -29,6 +29,7 @@ mod qos;
 mod security;
 mod services;
 mod stats;
+mod tf;
 mod tls;
 mod topics;
 mod typedefs;

@@ -303,6 +303,7 @@ impl Sim {
             (Gauge::MemoryCallsBytes, mem.calls),
             (Gauge::MemoryRegistrationsBytes, mem.registrations),
             (Gauge::MemoryFederationBytes, mem.federation),
+            (Gauge::MemoryTfBytes, mem.tf),
         ];
         for (gauge, want) in ledger {
             if g.get(gauge) != want as u64 {

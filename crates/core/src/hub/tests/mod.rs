@@ -22,6 +22,7 @@ mod params;
 mod qos;
 mod raw_publish;
 mod stalls;
+mod tf;
 mod typedefs;
 
 /// A hub on a fake clock with perfect (or absent) readers.
