@@ -37,7 +37,10 @@
 //!   it came (checked to be an object), CDR decoded once by the type
 //!   (`rosgate_ros2::cdr::decode_json`) and kept beside the JSON, so
 //!   Foxglove and `cbor-raw` subscribers get the client's bytes untouched
-//!   (the bridges, and so ROS 2 peers, take the JSON and encode it again).
+//!   (the bridges, and so ROS 2 peers, take the JSON and encode it again);
+//!   when nothing would read the JSON (`Hub::client_cdr_needs_json`: only
+//!   subscribers that take CDR), none is made, the CDR only checked
+//!   (`rosgate_ros2::cdr::validate`).
 //! - Services (`services`): every service of the domain with a provider
 //!   (a client's, another gateway's, the ROS 2 graph's; hidden ones left
 //!   out) is advertised with its request and response schemas (`cdr` and
@@ -480,6 +483,25 @@ impl Hub {
         };
         if !self.permit(me, Class::Publish, &ch.topic, None, now) {
             return;
+        }
+        if ch.cdr && !self.client_cdr_needs_json(me, domain, &ch.topic) {
+            // Only subscribers that take CDR read it: it goes as it came,
+            // with no JSON made (`null` in its place, as for a ROS 2
+            // sample, `Bridges::remote_publish_cdr`), once its framing is
+            // checked against the channel's type.
+            let types = std::sync::Arc::clone(self.types());
+            if let Err(e) = rosgate_ros2::cdr::validate(&*types, &ch.ty, payload) {
+                let why = format!(
+                    "client message data on channel {id} ({}): not CDR of {}: {e:?}; dropped",
+                    ch.topic, ch.ty
+                );
+                return self.protocol_error(me, ErrorCode::FoxgloveRequest, &why, None, now);
+            }
+            self.counters.inc(Counter::CdrPublishedUntouched);
+            let cdr: std::rc::Rc<[u8]> = std::rc::Rc::from(payload);
+            let origin = Origin::Client { conn: me, id: None };
+            let msg = Raw::from_valid_json("null");
+            return self.route_with_cdr(origin, domain, &ch.topic, msg, Some(&cdr), now);
         }
         let json = if ch.cdr {
             let mut out = Vec::with_capacity(payload.len() * 2 + 16);
