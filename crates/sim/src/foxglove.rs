@@ -129,7 +129,10 @@ impl Run {
         client::Reader::new().feed(rest, usize::MAX, |e| match e {
             client::Event::Text(t) => {
                 let v: Value = serde_json::from_slice(t).unwrap_or_else(|e| {
-                    panic!("a text message that is not JSON ({e}): {:?}", String::from_utf8_lossy(t))
+                    panic!(
+                        "a text message that is not JSON ({e}): {:?}",
+                        String::from_utf8_lossy(t)
+                    )
                 });
                 assert!(v["op"].is_string(), "a text message without op: {v}");
             }
@@ -153,7 +156,8 @@ fn take<'a>(data: &'a [u8], at: &mut usize, n: usize) -> &'a [u8] {
 }
 
 fn number(b: &[u8]) -> u64 {
-    b.iter().fold(0u64, |n, &x| n.wrapping_mul(251).wrapping_add(u64::from(x)))
+    b.iter()
+        .fold(0u64, |n, &x| n.wrapping_mul(251).wrapping_add(u64::from(x)))
 }
 
 fn session(data: &[u8]) {
@@ -228,7 +232,8 @@ fn session(data: &[u8]) {
             72..=79 => run.hub.on_bytes(key, body, now),
             // A rosbridge publish on the topic.
             80..=95 => {
-                let mut line = b"{\"op\":\"publish\",\"topic\":\"/c\",\"msg\":{\"data\":\"".to_vec();
+                let mut line =
+                    b"{\"op\":\"publish\",\"topic\":\"/c\",\"msg\":{\"data\":\"".to_vec();
                 line.extend(body.iter().filter(|b| b.is_ascii_alphanumeric()));
                 line.extend_from_slice(b"\"}}\n");
                 run.hub.on_bytes(run.tcp, &line, now);

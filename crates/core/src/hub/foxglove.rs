@@ -56,6 +56,8 @@
 //!   the topics' publishers and subscribers and the services' providers
 //!   by node name, at once and then incrementally (only what changed,
 //!   `foxglove::Graph::diff`), when the domain's registry changed.
+//! - Assets (`assets`, with `--foxglove-assets DIR`): `fetchAsset`
+//!   answered from the shell's source (`hub/foxglove_assets.rs`).
 //! - Time (`time`, under `--use-sim-time`): the latest `/clock` as a
 //!   binary time message when it moved, at most every
 //!   `foxglove::TIME_INTERVAL`.
@@ -268,6 +270,9 @@ impl Hub {
         if self.settings.use_sim_time {
             caps.push("time");
         }
+        if self.foxglove_serves_assets() {
+            caps.push("assets");
+        }
         let mut out = Vec::new();
         server::server_info(
             &mut out,
@@ -291,8 +296,8 @@ impl Hub {
         match client::decode_text(msg) {
             Err(why) => self.protocol_error(me, ErrorCode::FoxgloveRequest, &why, None, now),
             Ok(ClientOp::Subscribe(subs)) => {
-                for (sub, chan) in subs {
-                    self.foxglove_subscribe(me, sub, chan, now);
+                for s in subs {
+                    self.foxglove_subscribe(me, s, now);
                 }
             }
             Ok(ClientOp::Unsubscribe(ids)) => {
@@ -346,6 +351,9 @@ impl Hub {
                 if let Some(s) = self.live_mut(me).and_then(|c| c.foxglove_mut()) {
                     s.watch_graph(false);
                 }
+            }
+            Ok(ClientOp::FetchAsset { uri, request_id }) if self.foxglove_serves_assets() => {
+                self.foxglove_fetch_asset(me, &uri, request_id, now)
             }
             Ok(op) => {
                 let what = match op {
@@ -546,7 +554,11 @@ impl Hub {
         }
     }
 
-    fn foxglove_subscribe(&mut self, me: ConnRef, sub: u32, chan: u32, now: Instant) {
+    /// A session's subscription `s`: the connection's registration on the
+    /// channel's topic, throttled when it asked (`throttleMs`, the QoS
+    /// path's throttle, `hub/qos.rs`, as rosbridge's `throttle_rate`).
+    fn foxglove_subscribe(&mut self, me: ConnRef, s: client::Subscription, now: Instant) {
+        let (sub, chan) = (s.id, s.channel);
         let Some(session) = self.conn(me.key).and_then(|c| c.foxglove()) else {
             return;
         };
@@ -567,7 +579,7 @@ impl Hub {
         let asked = Asked {
             qos: Qos::default(),
             peers: false,
-            throttle_ms: 0,
+            throttle_ms: u64::from(s.throttle_ms),
             encoding: Encoding {
                 compression: Compression::Foxglove { sub, cdr },
                 fragment: None,

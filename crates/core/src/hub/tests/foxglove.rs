@@ -176,18 +176,26 @@ fn client_cdr_only_cdr_subscribers_read_is_never_decoded() {
     t.hub.on_bytes(publisher, &client_data(4, &HI), now);
     let (_, bin) = frames(&mut t, sub);
     assert_eq!(bin.len(), 1, "{bin:?}");
-    assert_eq!(&bin[0][13..], &HI[..], "the client's bytes, padding and all");
+    assert_eq!(
+        &bin[0][13..],
+        &HI[..],
+        "the client's bytes, padding and all"
+    );
     let c = t.hub.counters();
     assert_eq!(c.get(Counter::CdrPublishedUntouched), 1);
     assert_eq!(c.get(Counter::CdrPublished), 0, "no JSON made");
     // Bytes that do not frame as the type: an error status, nothing out.
     let now = t.now;
-    t.hub
-        .on_bytes(publisher, &client_data(4, &[0, 1, 0, 0, 9, 0, 0, 0, b'h']), now);
+    t.hub.on_bytes(
+        publisher,
+        &client_data(4, &[0, 1, 0, 0, 9, 0, 0, 0, b'h']),
+        now,
+    );
     let (text, _) = frames(&mut t, publisher);
     assert!(
-        text.iter()
-            .any(|v| v["op"] == "status" && v["level"] == 2 && v["message"].as_str().unwrap().contains("not CDR")),
+        text.iter().any(|v| v["op"] == "status"
+            && v["level"] == 2
+            && v["message"].as_str().unwrap().contains("not CDR")),
         "{text:?}"
     );
     assert!(frames(&mut t, sub).1.is_empty());
@@ -205,4 +213,40 @@ fn client_cdr_only_cdr_subscribers_read_is_never_decoded() {
     let c = t.hub.counters();
     assert_eq!(c.get(Counter::CdrPublished), 1);
     assert_eq!(c.get(Counter::CdrPublishedUntouched), 1);
+}
+
+#[test]
+fn a_throttled_subscription_gets_the_first_and_the_newest_of_each_interval() {
+    let mut t = T::new(Limits::default());
+    let fx = open_foxglove(&mut t);
+    let p = t.open();
+    t.send(
+        p,
+        r#"{"op":"advertise","topic":"/c","type":"std_msgs/msg/String"}"#,
+    );
+    let now = t.now;
+    t.hub.expire(now);
+    let (text, _) = frames(&mut t, fx);
+    let chan = text.iter().find(|v| v["op"] == "advertise").unwrap()["channels"][0]["id"]
+        .as_u64()
+        .unwrap();
+    t.ws_send(
+        fx,
+        &format!(r#"{{"op":"subscribe","subscriptions":[{{"id":5,"channelId":{chan},"throttleMs":100}}]}}"#),
+    );
+    for s in ["a", "b", "c"] {
+        t.send(
+            p,
+            &format!(r#"{{"op":"publish","topic":"/c","msg":{{"data":"{s}"}}}}"#),
+        );
+    }
+    let (_, bin) = frames(&mut t, fx);
+    assert_eq!(bin.len(), 1, "the first at once");
+    assert_eq!(&bin[0][13..], &[0, 1, 0, 0, 2, 0, 0, 0, b'a', 0]);
+    t.advance(100);
+    let (_, bin) = frames(&mut t, fx);
+    assert_eq!(bin.len(), 1, "the interval's newest at its end");
+    assert_eq!(&bin[0][..5], &[0x01, 5, 0, 0, 0]);
+    assert_eq!(&bin[0][13..], &[0, 1, 0, 0, 2, 0, 0, 0, b'c', 0]);
+    assert_eq!(t.hub.counters().get(Counter::ThrottleDropped), 1);
 }
