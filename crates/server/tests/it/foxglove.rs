@@ -986,3 +986,46 @@ fn no_assets_without_the_flag() {
     assert_eq!(s["level"], 2);
     assert!(s["message"].as_str().unwrap().contains("assets"), "{s}");
 }
+
+/// The `throttleMs` extension: a throttled subscription gets the first
+/// message at once and the newest of the interval at its end, an
+/// unthrottled one on the same channel everything; a bad value is an
+/// error status.
+#[test]
+fn a_subscription_may_be_throttled() {
+    let gw = gateway();
+    let (_, mut slow, _) = foxglove_session(&gw, FOXGLOVE);
+    let (_, mut all, _) = foxglove_session(&gw, FOXGLOVE);
+    let mut publ = Ws::connect(&gw);
+    publ.send_text(r#"{"op":"advertise","topic":"/fx_thr","type":"std_msgs/msg/String"}"#);
+    let ch = channel_of(&mut slow, "/fx_thr");
+    slow.send_text(&format!(
+        r#"{{"op":"subscribe","subscriptions":[{{"id":1,"channelId":{},"throttleMs":1000}}]}}"#,
+        ch["id"]
+    ));
+    let ch_all = channel_of(&mut all, "/fx_thr");
+    foxglove_subscribe(&mut all, 2, &ch_all["id"]);
+    let started = Instant::now();
+    for s in ["a", "b", "c"] {
+        publ.send_text(&format!(
+            r#"{{"op":"publish","topic":"/fx_thr","msg":{{"data":"{s}"}}}}"#
+        ));
+    }
+    for s in [b'a', b'b', b'c'] {
+        assert_eq!(next_binary(&mut all)[21], s);
+    }
+    assert_eq!(next_binary(&mut slow)[21], b'a', "the first at once");
+    let newest = next_binary(&mut slow);
+    assert_eq!(newest[21], b'c', "the interval's newest");
+    assert!(
+        started.elapsed() >= std::time::Duration::from_millis(900),
+        "held for the interval"
+    );
+    slow.send_text(&format!(
+        r#"{{"op":"subscribe","subscriptions":[{{"id":3,"channelId":{},"throttleMs":"x"}}]}}"#,
+        ch["id"]
+    ));
+    let s = next_op(&mut slow, "status");
+    assert_eq!(s["level"], 2);
+    assert!(s["message"].as_str().unwrap().contains("throttleMs"), "{s}");
+}
