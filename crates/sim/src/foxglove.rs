@@ -19,6 +19,20 @@
 //! the server opcodes (docs/protocol.md lists them); after every
 //! connection closed and was freed, the memory ledger holds nothing but
 //! held parameters and no topic is left.
+//!
+//! Not checked here: what a session must receive. That is the model's
+//! job for rosbridge clients (`driver`, `model`), and the model has no
+//! Foxglove session yet. It would need: the opening with a Foxglove
+//! subprotocol (`ws.rs`); the channels the hub advertises per session and
+//! when (re-made once per turn after a registry change, ids the hub's own,
+//! so learnt from the `advertise` it sends, and unadvertised with their
+//! subscriptions when a topic loses its publishers); `subscribe` and
+//! client `advertise` requests (`driver::requests`) and their effects;
+//! the predicted message data of each publish (subscription id, the turn's
+//! wall clock, the CDR of the JSON by its type, checked by decoding it
+//! back, as `driver::encoded` checks `cbor`); and the qos path's shedding,
+//! throttling and ledger for those queues (`driver::qos`,
+//! `driver::accounting`), with the debounced drop warning.
 
 use std::io::IoSlice;
 use std::time::{Duration, Instant};
