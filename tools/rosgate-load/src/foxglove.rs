@@ -52,11 +52,15 @@ const CDR_HEADER: usize = 4 + 4;
 
 /// Foxglove subscribers against a gateway fed by this tool's rosbridge
 /// JSON publishers.
-pub type Foxglove = Client<false, false>;
+pub type Foxglove = Client<false, false, false>;
 /// Foxglove subscribers against a server that publishes by itself.
-pub type FoxgloveSource = Client<true, false>;
+pub type FoxgloveSource = Client<true, false, false>;
 /// Foxglove subscribers and Foxglove CDR publishers (`clientPublish`).
-pub type FoxgloveCdr = Client<false, true>;
+pub type FoxgloveCdr = Client<false, true, false>;
+/// [`FoxgloveCdr`] with every subscriber numbering its subscription
+/// differently (its token), as independent Foxglove apps may: the gateway
+/// then makes one frame per subscription id, not one for all.
+pub type FoxgloveCdrIds = Client<false, true, true>;
 
 /// The client channel id a CDR publisher advertises (one per connection).
 const CLIENT_CHANNEL: u32 = 1;
@@ -84,7 +88,7 @@ enum Side {
 }
 
 #[derive(Debug)]
-pub struct Client<const SOURCE: bool, const CDR: bool> {
+pub struct Client<const SOURCE: bool, const CDR: bool, const IDS: bool> {
     max_frame: usize,
     side: Side,
     /// The test topic, leaked once per connection: deliveries borrow it
@@ -96,7 +100,7 @@ pub struct Client<const SOURCE: bool, const CDR: bool> {
     masks: u32,
 }
 
-impl<const SOURCE: bool, const CDR: bool> Client<SOURCE, CDR> {
+impl<const SOURCE: bool, const CDR: bool, const IDS: bool> Client<SOURCE, CDR, IDS> {
     fn push_text(&mut self, text: &[u8]) {
         self.masks = self
             .masks
@@ -139,9 +143,9 @@ impl<const SOURCE: bool, const CDR: bool> Client<SOURCE, CDR> {
                     .map(|c| c.id);
                 if let (Some(ch), Side::Open { subscribed: false }) = (found, &self.side) {
                     self.side = Side::Open { subscribed: true };
-                    let mut sub =
-                        b"{\"op\":\"subscribe\",\"subscriptions\":[{\"id\":0,\"channelId\":"
-                            .to_vec();
+                    let mut sub = b"{\"op\":\"subscribe\",\"subscriptions\":[{\"id\":".to_vec();
+                    push_u64(&mut sub, if IDS { self.token & 0xffff_ffff } else { 0 });
+                    sub.extend_from_slice(b",\"channelId\":");
                     push_u64(&mut sub, ch);
                     sub.extend_from_slice(b"}]}");
                     self.push_text(&sub);
@@ -176,7 +180,7 @@ impl<const SOURCE: bool, const CDR: bool> Client<SOURCE, CDR> {
     }
 }
 
-impl<const SOURCE: bool, const CDR: bool> Client<SOURCE, CDR> {
+impl<const SOURCE: bool, const CDR: bool, const IDS: bool> Client<SOURCE, CDR, IDS> {
     /// Writes the WebSocket opening offering the Foxglove subprotocols;
     /// returns its key.
     fn opening(&mut self, out: &mut Vec<u8>, token: u64) -> String {
@@ -230,11 +234,12 @@ fn string_of_data(body: &[u8]) -> Option<&[u8]> {
     (cdr.get(CDR_HEADER + len - 1) == Some(&0)).then_some(s)
 }
 
-impl<const SOURCE: bool, const CDR: bool> Codec for Client<SOURCE, CDR> {
-    const NAME: &'static str = match (SOURCE, CDR) {
-        (true, _) => "foxglove-source",
-        (false, true) => "foxglove-cdr",
-        (false, false) => "foxglove",
+impl<const SOURCE: bool, const CDR: bool, const IDS: bool> Codec for Client<SOURCE, CDR, IDS> {
+    const NAME: &'static str = match (SOURCE, CDR, IDS) {
+        (true, _, _) => "foxglove-source",
+        (false, true, true) => "foxglove-cdr-ids",
+        (false, true, false) => "foxglove-cdr",
+        (false, false, _) => "foxglove",
     };
     const REMOTE_SOURCE: bool = SOURCE;
 

@@ -51,7 +51,7 @@ use std::net::SocketAddr;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use crate::foxglove::{Foxglove, FoxgloveCdr, FoxgloveSource};
+use crate::foxglove::{Foxglove, FoxgloveCdr, FoxgloveCdrIds, FoxgloveSource};
 use crate::image::ImageSize;
 use crate::images::ImageParams;
 use crate::nats::Nats;
@@ -111,6 +111,9 @@ OPTIONS:
                                     --addr too, publishing the String as
                                     CDR on a `cdr` client channel, which
                                     the gateway passes on untouched
+                           foxglove-cdr-ids  the same, each subscriber
+                                    with its own subscription id (one
+                                    frame per id at the gateway)
                            foxglove-source  the same subscribers against
                                     a server that publishes by itself
                                     (scripts/foxglove-sdk-pub.py): no
@@ -230,6 +233,11 @@ fn main() -> ExitCode {
             params.source_addr = None;
             run::<FoxgloveCdr>(params)
         }
+        "foxglove-cdr-ids" => {
+            let mut params = params;
+            params.source_addr = None;
+            run::<FoxgloveCdrIds>(params)
+        }
         "foxglove-source" => {
             if params.pubs != 1 || !matches!(params.scenario, Scenario::Fanout | Scenario::Large) {
                 eprintln!(
@@ -253,7 +261,7 @@ fn main() -> ExitCode {
             run::<Raw>(params)
         }
         other => {
-            eprintln!("rosgate-load: unknown transport {other:?} (rosgate|redis|nats|raw|foxglove|foxglove-cdr|foxglove-source)");
+            eprintln!("rosgate-load: unknown transport {other:?} (rosgate|redis|nats|raw|foxglove|foxglove-cdr|foxglove-cdr-ids|foxglove-source)");
             return ExitCode::from(2);
         }
     };
