@@ -7,7 +7,9 @@
 //! length byte and that many bytes): a text message, a binary message
 //! from one of two Foxglove sessions (one subscribes to, the other
 //! publishes on a topic a TCP client also publishes on, so data flows
-//! both ways), a rosbridge JSON publish, a time step, or raw bytes into a
+//! both ways), a rosbridge JSON publish, a service call request to the
+//! service the TCP client provides and that client's answers (a sum, a
+//! failure, values not of the type), a time step, or raw bytes into a
 //! session's WebSocket stream. Templates put well-formed ops (`subscribe`,
 //! client `advertise` with `cdr` and `json` channels, message data, service
 //! calls, parameters, graph) within reach of a short input, and the
@@ -93,6 +95,9 @@ struct Run {
     now: Instant,
     fx: [Session; 2],
     tcp: u32,
+    /// Ids (JSON text) of the calls forwarded to the TCP provider and not
+    /// answered yet.
+    calls: Vec<String>,
 }
 
 impl Run {
@@ -187,7 +192,8 @@ fn session(data: &[u8]) {
     let tcp = hub.open(t0).expect("admitted").key;
     hub.on_bytes(
         tcp,
-        b"{\"op\":\"advertise\",\"topic\":\"/c\",\"type\":\"std_msgs/msg/String\"}\n",
+        b"{\"op\":\"advertise\",\"topic\":\"/c\",\"type\":\"std_msgs/msg/String\"}\n\
+          {\"op\":\"advertise_service\",\"service\":\"/s\",\"type\":\"example_interfaces/srv/AddTwoInts\"}\n",
         t0,
     );
     let mut run = Run {
@@ -195,6 +201,7 @@ fn session(data: &[u8]) {
         now: t0,
         fx,
         tcp,
+        calls: Vec::new(),
     };
     let mut opened = [false, false];
     let mut at = 0;
@@ -255,6 +262,54 @@ fn session(data: &[u8]) {
                 line.extend_from_slice(b"\"}}\n");
                 run.hub.on_bytes(run.tcp, &line, now);
             }
+            // A service call request: a small service id, CDR of two
+            // int64 or JSON, or the body as it is.
+            96..=103 => {
+                let service = u32::from(body.first().copied().unwrap_or(0) % 8);
+                let call = u32::from(body.get(1).copied().unwrap_or(0));
+                let rest = body.get(2..).unwrap_or(&[]);
+                let (encoding, payload): (&str, Vec<u8>) = match kind % 3 {
+                    0 => {
+                        let mut p = vec![0, 1, 0, 0];
+                        p.extend(rest.iter().chain([0u8; 16].iter()).take(16));
+                        ("cdr", p)
+                    }
+                    1 => (
+                        "json",
+                        format!(r#"{{"a":{},"b":2}}"#, number(rest)).into_bytes(),
+                    ),
+                    _ => ("cdr", rest.to_vec()),
+                };
+                let mut msg = vec![2];
+                msg.extend_from_slice(&service.to_le_bytes());
+                msg.extend_from_slice(&call.to_le_bytes());
+                msg.extend_from_slice(&(encoding.len() as u32).to_le_bytes());
+                msg.extend_from_slice(encoding.as_bytes());
+                msg.extend_from_slice(&payload);
+                let frame = client::frame(OP_BINARY, &msg, [4, 3, 2, 1]);
+                run.hub.on_bytes(key, &frame, now);
+            }
+            // The TCP provider answers the calls forwarded to it: a sum,
+            // a failure, or values that are not the response type.
+            104..=111 => {
+                let values = match body.first().copied().unwrap_or(0) % 3 {
+                    0 => format!(r#"{{"sum":{}}}"#, number(body)),
+                    1 => r#"{"sum":"x"}"#.to_owned(),
+                    _ => "{}".to_owned(),
+                };
+                let result = body.get(1).is_none_or(|b| b % 4 != 0);
+                let mut lines = Vec::new();
+                for id in std::mem::take(&mut run.calls) {
+                    lines.extend_from_slice(
+                        format!(
+                            r#"{{"op":"service_response","service":"/s","id":{id},"values":{values},"result":{result}}}"#
+                        )
+                        .as_bytes(),
+                    );
+                    lines.push(b'\n');
+                }
+                run.hub.on_bytes(run.tcp, &lines, now);
+            }
             // Time passes.
             _ => {
                 run.now += Duration::from_millis(number(body) % 20_000);
@@ -266,7 +321,18 @@ fn session(data: &[u8]) {
             run.check_session(i, o);
         }
         let tcp = run.tcp;
-        run.drain(tcp);
+        let out = run.drain(tcp);
+        for line in out.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
+            let v: Value = serde_json::from_slice(line).unwrap_or_else(|e| {
+                panic!(
+                    "a TCP line that is not JSON ({e}): {:?}",
+                    String::from_utf8_lossy(line)
+                )
+            });
+            if v["op"] == "call_service" {
+                run.calls.push(v["id"].to_string());
+            }
+        }
     }
     finish(run);
 }
