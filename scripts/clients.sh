@@ -377,9 +377,14 @@ run_foxglove() {
     command -v node >/dev/null && command -v npm >/dev/null || { broken foxglove "node/npm not found"; return; }
     (cd "$dir" && timeout 300 npm ci --no-audit --no-fund --loglevel=error) >"$WORK/foxglove-install.log" 2>&1 ||
         { cat "$WORK/foxglove-install.log" >&2; broken foxglove "npm ci failed"; return; }
-    start_gateway foxglove || { broken foxglove "gateway did not start"; return; }
+    # --foxglove-assets: one package with one file, for the assets test.
+    local assets=$WORK/foxglove-assets asset_text="solid rosgate-clients-asset"
+    mkdir -p "$assets/robot/meshes"
+    printf '%s' "$asset_text" >"$assets/robot/meshes/base.stl"
+    start_gateway foxglove --foxglove-assets "$assets" || { broken foxglove "gateway did not start"; return; }
     log "@foxglove/ws-protocol $(cd "$dir" && node -p 'require("./node_modules/@foxglove/ws-protocol/package.json").version' 2>/dev/null || echo '?') tests, node $(node --version) -> ws://127.0.0.1:$FOXGLOVE_PORT and ws://127.0.0.1:$WS_PORT"
     (cd "$dir" && ROSGATE_FOXGLOVE_URL=ws://127.0.0.1:$FOXGLOVE_PORT ROSGATE_WS_URL=ws://127.0.0.1:$WS_PORT \
+        ROSGATE_FOXGLOVE_ASSET_TEXT="$asset_text" \
         timeout -k 10 300 node --test --test-concurrency=1 --test-timeout=60000 --test-reporter=spec \
         ./*.test.mjs) >"$out" 2>&1
     local rc=$?

@@ -11,6 +11,10 @@
 #   loop: at most --window messages ahead of the slowest subscriber); the
 #   gateway encodes each JSON publish to CDR once. Server CPU is the
 #   gateway process's.
+# - rosgate-cdr: the same, fed by a Foxglove client publisher
+#   (`--transport foxglove-cdr`: `clientPublish` on a `cdr` channel) with
+#   the String already CDR, which the gateway passes on untouched: the
+#   like-for-like input of foxglove-sdk's `Channel.log` of CDR.
 # - foxglove-sdk: scripts/foxglove-sdk-pub.py logs CDR as fast as its
 #   Python loop can (open loop: foxglove-sdk drops a slow client's oldest
 #   messages, which the subscribers see as gaps, `out_of_order`). Its
@@ -25,6 +29,7 @@
 #
 # Environment:
 #   DURATION=5  measured seconds per run     REPS=1  repetitions
+#   SERVERS="rosgate rosgate-cdr foxglove-sdk"   the rows, in run order
 #   SUBS=16     Foxglove subscribers         SKIP_BUILD=1  use target/release
 #   PYTHON=python3 (needs `foxglove` importable: pip install foxglove-sdk)
 #   OUT=target/foxglove-compare.md
@@ -41,6 +46,7 @@ PYTHON=${PYTHON:-python3}
 OUT=${OUT:-target/foxglove-compare.md}
 RESULTS=${RESULTS:-target/foxglove-compare-results.jsonl}
 WARMUP=0.5
+SERVERS=${SERVERS:-rosgate rosgate-cdr foxglove-sdk}
 
 note() { echo "foxglove-compare.sh: $*" >&2; }
 
@@ -71,9 +77,9 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-# run_rosgate SIZE SCENARIO -> RESULT json on stdout
+# run_rosgate SIZE SCENARIO TRANSPORT -> RESULT json on stdout
 run_rosgate() {
-    local size=$1 scenario=$2 tcp= fx=
+    local size=$1 scenario=$2 transport=$3 tcp= fx=
     # Port 0 for both; the addresses are read from the start-up lines.
     # Emptied here, not by the background job's redirection, which may
     # come after the first look and show the last run's addresses.
@@ -92,7 +98,7 @@ run_rosgate() {
         note "rosgate did not start: $(tail -n 3 "$TMP/gw.log")"
         return 0
     fi
-    "${PIN_LOAD[@]}" timeout $((${DURATION%.*} + 60)) "$LOAD" --transport foxglove \
+    "${PIN_LOAD[@]}" timeout $((${DURATION%.*} + 60)) "$LOAD" --transport "$transport" \
         --scenario "$scenario" --size "$size" --subs "$SUBS" \
         --addr "$fx" --source-addr "$tcp" \
         --duration "$DURATION" --warmup "$WARMUP" --server-pid "$SRV" \
@@ -150,13 +156,13 @@ for rep in $(seq "$REPS"); do
     for size in 64 1048576; do
         scenario=fanout
         ((size > 64)) && scenario=large
-        for srv in rosgate foxglove-sdk; do
+        for srv in $SERVERS; do
             note "rep $rep: $srv, $size B to $SUBS subscribers"
-            if [[ $srv == rosgate ]]; then
-                r=$(run_rosgate "$size" "$scenario")
-            else
-                r=$(run_sdk "$size" "$scenario")
-            fi
+            case $srv in
+                rosgate) r=$(run_rosgate "$size" "$scenario" foxglove) ;;
+                rosgate-cdr) r=$(run_rosgate "$size" "$scenario" foxglove-cdr) ;;
+                *) r=$(run_sdk "$size" "$scenario") ;;
+            esac
             [[ -n $r ]] || { note "$srv $size: no result"; continue; }
             ROWS+=("$(jq -r --arg srv "$srv" --arg rep "$rep" --argjson loop "${LOOP[$size]}" '
                 (.delivered_per_s) as $d | (.server_cpu_pct // 0) as $c

@@ -102,6 +102,7 @@ family! {
         CdrPublished => "cdr_published", "Client publishes of raw CDR ({\"bytes\": ...}) decoded to JSON by the topic's type.";
         CdrIn => "cdr_in", "ROS 2 samples routed with their CDR bytes: cbor-raw subscribers get those bytes untouched.";
         CdrPassedThrough => "cdr_passed_through", "Of cdr_in, samples never decoded to JSON: every local subscriber of the topic takes cbor-raw.";
+        CdrPublishedUntouched => "cdr_published_untouched", "Foxglove client CDR messages never decoded to JSON: every local subscriber of the topic takes CDR (Foxglove cdr channels, cbor-raw), no bridge, no latch, no type check.";
     }
 }
 

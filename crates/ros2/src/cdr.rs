@@ -769,6 +769,31 @@ pub fn decode_json<T: Types + ?Sized>(
     r
 }
 
+/// Whether `cdr` (header included) frames as a message of type `ty`,
+/// as [`decode_json`] would read it, without making its JSON: the same
+/// header, bounds and length checks, and the same leniency (string bytes
+/// are not looked at). For a gateway passing a client's CDR on untouched
+/// to subscribers that take CDR: a megabyte string is one bounds check
+/// here, where its JSON would be a megabyte escaped.
+pub fn validate<T: Types + ?Sized>(types: &T, ty: &str, cdr: &[u8]) -> Result<(), CdrError> {
+    let def = lookup(types, ty)?;
+    let le = match cdr.first_chunk::<2>() {
+        Some(&[0x00, 0x01]) if cdr.len() >= HEADER_LEN => true,
+        Some(&[0x00, 0x00]) if cdr.len() >= HEADER_LEN => false,
+        Some(&id) if cdr.len() >= HEADER_LEN => return err(CdrErrorKind::BadHeader { id }),
+        _ => return err(CdrErrorKind::Truncated { offset: cdr.len() }),
+    };
+    let mut none = Vec::new();
+    let mut dec = Dec {
+        types: Lookup::new(types),
+        data: cdr,
+        pos: HEADER_LEN,
+        le,
+        out: &mut none,
+    };
+    dec.skip_structure(def, 1)
+}
+
 struct Dec<'t, 'b, 'o, T: ?Sized> {
     types: Lookup<'t, T>,
     data: &'b [u8],
@@ -824,6 +849,92 @@ impl<'t, 'b, T: Types + ?Sized> Dec<'t, 'b, '_, T> {
         } else {
             u32::from_be_bytes(a)
         })
+    }
+
+    /// [`Dec::structure`] without output (`validate`).
+    fn skip_structure(&mut self, def: &'t MsgDef, depth: usize) -> Res {
+        if depth > MAX_DEPTH {
+            return err(CdrErrorKind::TooDeep);
+        }
+        for f in &def.fields {
+            if is_empty_member(f) {
+                self.u8().map_err(|e| e.in_field(&f.name))?;
+                continue;
+            }
+            self.skip_field(f, depth).map_err(|e| e.in_field(&f.name))?;
+        }
+        Ok(())
+    }
+
+    /// [`Dec::field`] without output.
+    fn skip_field(&mut self, f: &'t Field, depth: usize) -> Res {
+        let elem = self.types.elem(&f.base)?;
+        let n = match f.shape {
+            Shape::Single => {
+                return match elem {
+                    Elem::Prim(p) => self.skip_prim(p),
+                    Elem::Struct(def) => self.skip_structure(def, depth + 1),
+                }
+            }
+            Shape::Array(n) => n as usize,
+            Shape::Bounded(bound) => {
+                let n = self.u32()?;
+                check_bound(Some(bound), n as usize)?;
+                n as usize
+            }
+            Shape::Sequence => self.u32()? as usize,
+        };
+        let min = match elem {
+            Elem::Prim(p) => fixed_size(p).unwrap_or(4),
+            Elem::Struct(_) => 1,
+        };
+        if n.checked_mul(min).is_none_or(|need| need > self.left()) {
+            return Err(self.truncated());
+        }
+        match elem {
+            Elem::Prim(p) if base64_shaped(p, f.shape) => self.take(n).map(|_| ()),
+            Elem::Prim(p) => {
+                if let Some(size) = fixed_size(p) {
+                    if n > 0 {
+                        self.align(size)?;
+                    }
+                    return self.take(n * size).map(|_| ());
+                }
+                for i in 0..n {
+                    self.skip_prim(p).map_err(|e| e.at_index(i))?;
+                }
+                Ok(())
+            }
+            Elem::Struct(def) => {
+                for i in 0..n {
+                    self.skip_structure(def, depth + 1)
+                        .map_err(|e| e.at_index(i))?;
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// [`Dec::prim`] without output.
+    fn skip_prim(&mut self, p: Prim) -> Res {
+        match p {
+            Prim::String(bound) => {
+                let len = self.u32()? as usize;
+                let bytes = self.take(len)?;
+                let text = bytes.strip_suffix(&[0]).unwrap_or(bytes);
+                check_bound(bound, text.len())
+            }
+            Prim::WString(bound) => {
+                let n = self.u32()? as usize;
+                check_bound(bound, n)?;
+                self.take(n.saturating_mul(2)).map(|_| ())
+            }
+            fixed => {
+                let size = fixed_size(fixed).unwrap_or(1);
+                self.align(size)?;
+                self.take(size).map(|_| ())
+            }
+        }
     }
 
     fn structure(&mut self, def: &'t MsgDef, depth: usize) -> Res {
@@ -2076,11 +2187,16 @@ mod tests {
             ("test/msg/Polys", json!({"polys": [{"points": [{}, {}]}]})),
         ] {
             let b = encode(&t, ty, &v).unwrap();
+            assert_eq!(validate(&t, ty, &b), Ok(()));
             for len in 0..b.len() {
                 let mut out = b"prefix".to_vec();
                 let r = decode_json(&t, ty, &b[..len], &mut out);
                 assert!(r.is_err(), "{ty} prefix {len} decoded");
                 assert_eq!(out, b"prefix", "output restored");
+                assert!(
+                    validate(&t, ty, &b[..len]).is_err(),
+                    "{ty} prefix {len} valid"
+                );
             }
         }
     }
@@ -2178,7 +2294,13 @@ mod tests {
                 }
             }
             let mut out = Vec::new();
-            if decode_json(&t, ty, &b, &mut out).is_ok() {
+            let decoded = decode_json(&t, ty, &b, &mut out);
+            assert_eq!(
+                validate(&t, ty, &b).map_err(|e| e.kind),
+                decoded.as_ref().map(|_| ()).map_err(|e| e.kind.clone()),
+                "validate agrees with decode_json on {ty}"
+            );
+            if decoded.is_ok() {
                 serde_json::from_slice::<Value>(&out).expect("decoded output is JSON");
             } else {
                 assert!(out.is_empty());

@@ -45,6 +45,9 @@ OPTIONS:
     --foxglove-listen ADDR|off  Foxglove WebSocket protocol address (the rosbridge
                                 port answers Foxglove clients too)
                                 [default: {DEFAULT_FOXGLOVE_LISTEN}]
+    --foxglove-assets DIR       serve Foxglove fetchAsset (the assets capability):
+                                package://PKG/path as DIR/PKG/path, file:// only
+                                inside DIR
     --ws-status LEVEL           statuses sent to WebSocket clients:
                                 none|error|warning|all [default: warning]
     --tcp-domain N              domain (0-232) of TCP clients that choose none [default: 0]
@@ -243,6 +246,9 @@ pub fn parse(argv: Vec<OsString>) -> Result<Command, String> {
                     .map_err(|e| format!("--foxglove-listen: invalid address {v:?}: {e}"))?,
             )
         };
+    }
+    if let Some(v) = opt::<String>(&mut args, "--foxglove-assets")? {
+        c.foxglove_assets = Some(std::path::PathBuf::from(v));
     }
     if let Some(v) = opt(&mut args, "--ws-status")? {
         c.ws_status = v;

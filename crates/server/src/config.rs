@@ -154,6 +154,9 @@ pub struct Config {
     pub use_sim_time: bool,
     /// Start-up parameter overrides (`--params FILE`).
     pub param_overrides: rosgate_core::params::Overrides,
+    /// The directory Foxglove `fetchAsset` serves (`--foxglove-assets`);
+    /// none, no `assets` capability.
+    pub foxglove_assets: Option<std::path::PathBuf>,
     /// Tokens, roles, allowed origins (`--auth-tokens`, `--auth-roles`,
     /// `--ws-allowed-origins`).
     pub access: rosgate_core::access::Access,
@@ -224,6 +227,7 @@ impl Default for Config {
             strict_names: false,
             use_sim_time: false,
             param_overrides: Default::default(),
+            foxglove_assets: None,
             access: Default::default(),
             allow_unauthenticated_network: false,
             tls: None,

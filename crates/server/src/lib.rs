@@ -15,6 +15,7 @@
 //! | [`tls`] | `--tls-cert`/`--tls-key`: loading the certificate, one rustls session per connection (the loop drives it) |
 //! | `federation` | `--zenoh-*` and `--ros-domain` (features `zenoh`, `ros2`): starts `rosgate-zenoh` and gives it the inbox |
 //! | [`assets`] | the dashboard's files, compiled in (served at `/` on the WebSocket port) |
+//! | [`foxglove_assets`] | `--foxglove-assets DIR`: the files Foxglove `fetchAsset` may read, resolved inside DIR |
 //!
 //! Clients speak newline-delimited JSON over TCP (`docs/protocol.md`) or
 //! rosbridge v2 over WebSocket.
@@ -30,6 +31,7 @@ pub mod dds;
 #[cfg(feature = "zenoh")]
 pub mod federation;
 pub mod files;
+pub mod foxglove_assets;
 pub mod inbox;
 pub mod params_file;
 #[cfg(any(feature = "zenoh", feature = "dds"))]

@@ -255,6 +255,15 @@ impl Server {
         hub.set_param_overrides(config.param_overrides.clone());
         hub.set_access(config.access.clone());
         hub.set_http_settings(crate::assets::http_settings());
+        if let Some(dir) = &config.foxglove_assets {
+            let assets = crate::foxglove_assets::DirAssets::new(dir).map_err(|e| {
+                io::Error::new(
+                    e.kind(),
+                    format!("--foxglove-assets {}: {e}", dir.display()),
+                )
+            })?;
+            hub.set_foxglove_assets(Box::new(assets));
+        }
         #[cfg(any(feature = "zenoh", feature = "dds"))]
         let peers = crate::peers::Peers::start(prepared, &handle, &mut hub)?;
         Ok(Server {

@@ -14,7 +14,7 @@ use rosgate_wire::ws::{WsEvent, WsReader};
 pub type Check = fn(&[u8]);
 
 /// Target names and their check functions.
-pub const TARGETS: [(&str, Check); 10] = [
+pub const TARGETS: [(&str, Check); 11] = [
     ("line_reader", line_reader),
     ("decode", decode),
     ("core", core),
@@ -25,6 +25,7 @@ pub const TARGETS: [(&str, Check); 10] = [
     ("cbor", crate::binary::cbor),
     ("fragment", crate::binary::fragment),
     ("cbor_typed", crate::binary::cbor_typed),
+    ("foxglove", crate::foxglove::foxglove),
 ];
 
 /// The ROS 2 link on a schedule the bytes choose (`src/link.rs`): nothing

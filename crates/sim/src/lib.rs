@@ -34,7 +34,7 @@
 //! | `driver::federation` | the hub as a federated gateway: other gateways' messages (`Action::Remote`, from fuzz input) and the interest it reports, checked every step against the model's subscribers |
 //! | `driver::checks` | the invariants: tables, the memory ledger, counters, quiescence, last words, [`Sim::finish`] |
 //! | `link` | the ROS 2 link (`rosgate_ros2::link`) on a seeded schedule and a fake clock: every call, goal and ROS 2 request answered exactly once ([`run_link_seed`]; the fuzz target `link` chooses with bytes, [`run_link_bytes`]) |
-//! | [`fuzzing`], [`scan_parity`], [`binary`] | the fuzz targets' checks (`binary`: CBOR conversion and fragment reassembly) |
+//! | [`fuzzing`], [`scan_parity`], [`binary`], [`foxglove`] | the fuzz targets' checks (`binary`: CBOR conversion and fragment reassembly; `foxglove`: a Foxglove client's ops and binary messages into the codec and a hub session) |
 //!
 //! Layers depend downward only, with no import cycle between modules:
 //! `driver` (and its children) on `model` (and its children) on `actions`,
@@ -146,6 +146,7 @@ mod ws;
 mod ws_decode;
 
 pub mod binary;
+pub mod foxglove;
 pub mod fuzzing;
 pub mod scan_parity;
 

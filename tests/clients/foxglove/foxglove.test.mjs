@@ -289,3 +289,26 @@ test("connection graph: the publisher's node, then its subscriber", async () => 
     client.close();
   }
 });
+
+// scripts/clients.sh starts the gateway with --foxglove-assets DIR, DIR
+// holding robot/meshes/base.stl with ROSGATE_FOXGLOVE_ASSET_TEXT in it.
+test("assets: a package:// file is fetched, a path out of the directory refused", async () => {
+  const text = process.env.ROSGATE_FOXGLOVE_ASSET_TEXT;
+  if (!text) throw new Error("ROSGATE_FOXGLOVE_ASSET_TEXT is not set: run through scripts/clients.sh");
+  const { client, info } = await connect();
+  try {
+    assert.ok(info.capabilities.includes("assets"), JSON.stringify(info.capabilities));
+    const ok = next(client, "fetchAssetResponse", (r) => r.requestId === 11);
+    client.fetchAsset("package://robot/meshes/base.stl", 11);
+    const got = await ok;
+    assert.equal(got.status, 0, got.error);
+    assert.equal(new TextDecoder().decode(got.data), text);
+    const bad = next(client, "fetchAssetResponse", (r) => r.requestId === 12);
+    client.fetchAsset("package://robot/../../etc/passwd", 12);
+    const refused = await bad;
+    assert.equal(refused.status, 1);
+    assert.match(refused.error, /\.\./);
+  } finally {
+    client.close();
+  }
+});

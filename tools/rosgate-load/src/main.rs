@@ -14,7 +14,7 @@
 //! | `transport` | the `Codec` trait every adapter implements |
 //! | `rosgate` | the rosbridge-style JSON adapter |
 //! | `redis` | RESP2 pub/sub adapter |
-//! | `foxglove` | Foxglove WebSocket subscribers (rosbridge TCP publishers of `std_msgs/msg/String`) |
+//! | `foxglove` | Foxglove WebSocket subscribers (rosbridge TCP publishers of `std_msgs/msg/String`, or Foxglove `clientPublish` of its CDR) |
 //! | `nats` | NATS text protocol adapter (pub/sub, request/reply) |
 //! | `raw` | one loopback TCP stream, no server (baseline) |
 //! | `payload` | payload stamping, padding, and its check |
@@ -51,7 +51,7 @@ use std::net::SocketAddr;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use crate::foxglove::{Foxglove, FoxgloveSource};
+use crate::foxglove::{Foxglove, FoxgloveCdr, FoxgloveCdrIds, FoxgloveSource};
 use crate::image::ImageSize;
 use crate::images::ImageParams;
 use crate::nats::Nats;
@@ -106,6 +106,14 @@ OPTIONS:
                                     (the payload as `data`) as rosbridge
                                     JSON lines to --source-addr, so the
                                     gateway makes CDR (measured: fanout, large)
+                           foxglove-cdr  the same subscribers; the
+                                    publishers are Foxglove clients at
+                                    --addr too, publishing the String as
+                                    CDR on a `cdr` client channel, which
+                                    the gateway passes on untouched
+                           foxglove-cdr-ids  the same, each subscriber
+                                    with its own subscription id (one
+                                    frame per id at the gateway)
                            foxglove-source  the same subscribers against
                                     a server that publishes by itself
                                     (scripts/foxglove-sdk-pub.py): no
@@ -222,6 +230,17 @@ fn main() -> ExitCode {
             }
             run::<Foxglove>(params)
         }
+        "foxglove-cdr" => {
+            // Publishers and subscribers both speak Foxglove, at --addr.
+            let mut params = params;
+            params.source_addr = None;
+            run::<FoxgloveCdr>(params)
+        }
+        "foxglove-cdr-ids" => {
+            let mut params = params;
+            params.source_addr = None;
+            run::<FoxgloveCdrIds>(params)
+        }
         "foxglove-source" => {
             if params.pubs != 1 || !matches!(params.scenario, Scenario::Fanout | Scenario::Large) {
                 eprintln!(
@@ -245,7 +264,7 @@ fn main() -> ExitCode {
             run::<Raw>(params)
         }
         other => {
-            eprintln!("rosgate-load: unknown transport {other:?} (rosgate|redis|nats|raw|foxglove|foxglove-source)");
+            eprintln!("rosgate-load: unknown transport {other:?} (rosgate|redis|nats|raw|foxglove|foxglove-cdr|foxglove-cdr-ids|foxglove-source)");
             return ExitCode::from(2);
         }
     };

@@ -30,7 +30,9 @@
 //!   (`Framed::keep_cdr`), counted as made;
 //! - a ROS 2 sample routed with its CDR ([`Hub::remote_needs_json`] said
 //!   nobody needs its JSON) reaches only `cbor-raw` subscribers, which
-//!   send those bytes as they came.
+//!   send those bytes as they came; so does a Foxglove client's CDR
+//!   publish when [`Hub::client_cdr_needs_json`] said so (only subscribers
+//!   that take CDR, no bridge, no cache, no type check, not the clock).
 
 use std::rc::Rc;
 use std::sync::Arc;
@@ -126,6 +128,13 @@ impl Hub {
         if latched.is_some() || self.sim_time_watch(domain, topic) || self.tf_wants(domain, topic) {
             return true;
         }
+        self.subscribers_need_json(domain, topic, false)
+    }
+
+    /// Whether a live subscriber of `topic` of `domain` needs a message's
+    /// JSON: one that does not take CDR unthrottled (a throttled one holds
+    /// the message's frames, `hub/qos.rs`), or (`bridges`) a bridge.
+    fn subscribers_need_json(&self, domain: Domain, topic: &str, bridges: bool) -> bool {
         let reg = &self.registries[domain as usize];
         let Some((t, e)) = reg
             .topic_id(topic)
@@ -134,12 +143,39 @@ impl Hub {
             return false;
         };
         e.subscribers().iter().any(|&sub| {
-            if !self.live(sub) || self.is_bridge(sub) {
+            if !self.live(sub) {
                 return false;
+            }
+            if self.is_bridge(sub) {
+                return bridges;
             }
             !reg.member_qos(sub, Role::Subscriber, t)
                 .is_some_and(|q| q.encoding.compression.takes_cdr() && q.throttle.is_none())
         })
+    }
+
+    /// Whether a Foxglove client's (`from`'s) CDR publish on `topic` of
+    /// `domain` must be decoded to JSON before it is routed: false only
+    /// when nothing would read the JSON, the way [`Hub::remote_needs_json`]
+    /// decides for a ROS 2 sample, and besides no bridge subscribes (a
+    /// client's message goes to the bridges as JSON beside its CDR), the
+    /// publisher does not latch (the cache keeps JSON) and no type check
+    /// covers the topic (it reads JSON). Either way the caller checks that
+    /// the CDR is of the channel's type (decoding it, or
+    /// `rosgate_ros2::cdr::validate`).
+    pub(super) fn client_cdr_needs_json(&self, from: ConnRef, domain: Domain, topic: &str) -> bool {
+        if (domain as usize) >= DOMAINS
+            || self.sim_time_watch(domain, topic)
+            || self.checks.covers(domain, topic)
+        {
+            return true;
+        }
+        let reg = &self.registries[domain as usize];
+        let latched = reg
+            .topic_id(topic)
+            .and_then(|t| reg.member_qos(from, Role::Publisher, t))
+            .is_some_and(|q| q.latched());
+        latched || self.subscribers_need_json(domain, topic, true)
     }
 
     /// The bytes of the one message of `framed` (a publish of topic `t`)

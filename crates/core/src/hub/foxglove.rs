@@ -37,7 +37,10 @@
 //!   it came (checked to be an object), CDR decoded once by the type
 //!   (`rosgate_ros2::cdr::decode_json`) and kept beside the JSON, so
 //!   Foxglove and `cbor-raw` subscribers get the client's bytes untouched
-//!   (the bridges, and so ROS 2 peers, take the JSON and encode it again).
+//!   (the bridges, and so ROS 2 peers, take the JSON and encode it again);
+//!   when nothing would read the JSON (`Hub::client_cdr_needs_json`: only
+//!   subscribers that take CDR), none is made, the CDR only checked
+//!   (`rosgate_ros2::cdr::validate`).
 //! - Services (`services`): every service of the domain with a provider
 //!   (a client's, another gateway's, the ROS 2 graph's; hidden ones left
 //!   out) is advertised with its request and response schemas (`cdr` and
@@ -53,6 +56,8 @@
 //!   the topics' publishers and subscribers and the services' providers
 //!   by node name, at once and then incrementally (only what changed,
 //!   `foxglove::Graph::diff`), when the domain's registry changed.
+//! - Assets (`assets`, with `--foxglove-assets DIR`): `fetchAsset`
+//!   answered from the shell's source (`hub/foxglove_assets.rs`).
 //! - Time (`time`, under `--use-sim-time`): the latest `/clock` as a
 //!   binary time message when it moved, at most every
 //!   `foxglove::TIME_INTERVAL`.
@@ -273,6 +278,9 @@ impl Hub {
         if self.settings.use_sim_time {
             caps.push("time");
         }
+        if self.foxglove_serves_assets() {
+            caps.push("assets");
+        }
         let mut out = Vec::new();
         server::server_info(
             &mut out,
@@ -296,8 +304,8 @@ impl Hub {
         match client::decode_text(msg) {
             Err(why) => self.protocol_error(me, ErrorCode::FoxgloveRequest, &why, None, now),
             Ok(ClientOp::Subscribe(subs)) => {
-                for (sub, chan) in subs {
-                    self.foxglove_subscribe(me, sub, chan, now);
+                for s in subs {
+                    self.foxglove_subscribe(me, s, now);
                 }
             }
             Ok(ClientOp::Unsubscribe(ids)) => {
@@ -351,6 +359,9 @@ impl Hub {
                 if let Some(s) = self.live_mut(me).and_then(|c| c.foxglove_mut()) {
                     s.watch_graph(false);
                 }
+            }
+            Ok(ClientOp::FetchAsset { uri, request_id }) if self.foxglove_serves_assets() => {
+                self.foxglove_fetch_asset(me, &uri, request_id, now)
             }
             Ok(op) => {
                 let what = match op {
@@ -489,6 +500,25 @@ impl Hub {
         if !self.permit(me, Class::Publish, &ch.topic, None, now) {
             return;
         }
+        if ch.cdr && !self.client_cdr_needs_json(me, domain, &ch.topic) {
+            // Only subscribers that take CDR read it: it goes as it came,
+            // with no JSON made (`null` in its place, as for a ROS 2
+            // sample, `Bridges::remote_publish_cdr`), once its framing is
+            // checked against the channel's type.
+            let types = std::sync::Arc::clone(self.types());
+            if let Err(e) = rosgate_ros2::cdr::validate(&*types, &ch.ty, payload) {
+                let why = format!(
+                    "client message data on channel {id} ({}): not CDR of {}: {e:?}; dropped",
+                    ch.topic, ch.ty
+                );
+                return self.protocol_error(me, ErrorCode::FoxgloveRequest, &why, None, now);
+            }
+            self.counters.inc(Counter::CdrPublishedUntouched);
+            let cdr: std::rc::Rc<[u8]> = std::rc::Rc::from(payload);
+            let origin = Origin::Client { conn: me, id: None };
+            let msg = Raw::from_valid_json("null");
+            return self.route_with_cdr(origin, domain, &ch.topic, msg, Some(&cdr), now);
+        }
         let json = if ch.cdr {
             let mut out = Vec::with_capacity(payload.len() * 2 + 16);
             let types = std::sync::Arc::clone(self.types());
@@ -532,7 +562,11 @@ impl Hub {
         }
     }
 
-    fn foxglove_subscribe(&mut self, me: ConnRef, sub: u32, chan: u32, now: Instant) {
+    /// A session's subscription `s`: the connection's registration on the
+    /// channel's topic, throttled when it asked (`throttleMs`, the QoS
+    /// path's throttle, `hub/qos.rs`, as rosbridge's `throttle_rate`).
+    fn foxglove_subscribe(&mut self, me: ConnRef, s: client::Subscription, now: Instant) {
+        let (sub, chan) = (s.id, s.channel);
         let Some(session) = self.conn(me.key).and_then(|c| c.foxglove()) else {
             return;
         };
@@ -553,7 +587,7 @@ impl Hub {
         let asked = Asked {
             qos: Qos::default(),
             peers: false,
-            throttle_ms: 0,
+            throttle_ms: u64::from(s.throttle_ms),
             encoding: Encoding {
                 compression: Compression::Foxglove { sub, cdr },
                 fragment: None,

@@ -65,6 +65,7 @@ mod encodings;
 mod federation;
 mod foxglove;
 mod foxglove_actions;
+mod foxglove_assets;
 mod fragments;
 mod graph;
 mod http;
@@ -99,6 +100,7 @@ pub use federation::{
     MAX_REMOTE_GRAPH_BYTES_TOTAL, MAX_REMOTE_GRAPH_ITEMS, MAX_REMOTE_GRAPH_ITEMS_PER_GATEWAY,
     MAX_REMOTE_GRAPH_ITEMS_TOTAL,
 };
+pub use foxglove_assets::{AssetSource, MAX_FOXGLOVE_ASSET_BYTES};
 pub use graph::{
     GraphSettings, CLIENT_COUNT, CLOCK, CONNECTED_CLIENTS, CONNECTED_CLIENTS_INTERVAL,
     GATEWAY_NODE, GATEWAY_TOPICS, GRAPH_TOPIC, MAX_GRAPH_EVENTS, MAX_NODES_PER_CONN, ROSOUT,
@@ -228,6 +230,9 @@ pub struct Hub {
     /// Connections that became Foxglove sessions (`hub/foxglove.rs`),
     /// those gone pruned as they are met.
     foxglove_conns: Vec<ConnRef>,
+    /// Where Foxglove `fetchAsset` reads files (`foxglove_assets.rs`):
+    /// none, no `assets` capability.
+    foxglove_assets: Option<Box<dyn AssetSource>>,
     /// Connections with fragmented messages in flight (`fragments.rs`).
     fragments: fragments::Fragments,
     /// The shell's clock for cost counters only (`encodings.rs`).
@@ -292,6 +297,7 @@ impl Hub {
             types: types::Types::default(),
             fragment_ids: 0,
             foxglove_conns: Vec::new(),
+            foxglove_assets: None,
             fragments: fragments::Fragments::default(),
             cost_clock: None,
             encode_scratch: Vec::new(),

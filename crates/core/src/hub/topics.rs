@@ -91,6 +91,11 @@ impl TypeChecks {
         self.checked.is_empty()
     }
 
+    /// Whether messages on `topic` of `domain` are checked against a type.
+    pub(super) fn covers(&self, domain: Domain, topic: &str) -> bool {
+        !self.checked.is_empty() && self.checked.contains_key(&(domain, Rc::<str>::from(topic)))
+    }
+
     /// Why `msg` does not fit the type `topic` must carry, if it does not.
     fn mismatch(&self, domain: Domain, topic: &str, msg: Raw<'_>) -> Option<String> {
         let ty = self.checked.get(&(domain, Rc::<str>::from(topic)))?;

@@ -1006,4 +1006,135 @@ fn parameters_of_a_node_served_elsewhere_are_read_and_set_through_its_services()
         (v["id"].clone(), v["parameters"].clone()),
         (json!("f"), json!([]))
     );
+
+/// A fetch asset response: (request id, status, error text, data).
+fn asset_response(m: &[u8]) -> (u32, u8, String, Vec<u8>) {
+    assert_eq!(m[0], 0x04, "{m:?}");
+    let id = u32::from_le_bytes(m[1..5].try_into().unwrap());
+    let status = m[5];
+    let n = u32::from_le_bytes(m[6..10].try_into().unwrap()) as usize;
+    let text = String::from_utf8(m[10..10 + n].to_vec()).unwrap();
+    (id, status, text, m[10 + n..].to_vec())
+}
+
+/// `--foxglove-assets DIR`: the `assets` capability; `package://` and
+/// `file://` inside DIR answered with the file's bytes, everything else
+/// (traversal, a link out of DIR, another scheme, a missing file) with
+/// status 1 and a reason, each with its request id.
+#[test]
+fn assets_are_served_from_the_directory_only() {
+    let top = std::env::temp_dir().join(format!("rosgate-it-assets-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&top);
+    let root = top.join("share");
+    std::fs::create_dir_all(root.join("robot/meshes")).unwrap();
+    std::fs::write(root.join("robot/meshes/base.stl"), b"solid base").unwrap();
+    std::fs::write(top.join("secret"), b"key").unwrap();
+    #[cfg(unix)]
+    std::os::unix::fs::symlink(top.join("secret"), root.join("robot/out")).unwrap();
+    let root_arg = root.display().to_string();
+    let gw = Gateway::start(&[
+        "--foxglove-listen",
+        "127.0.0.1:0",
+        "--foxglove-assets",
+        &root_arg,
+    ]);
+    let (_, mut fx, info) = foxglove_session(&gw, FOXGLOVE);
+    assert_capability(&info, "assets");
+    let real = std::fs::canonicalize(root.join("robot/meshes/base.stl")).unwrap();
+    let ok = [
+        (1, "package://robot/meshes/base.stl".to_owned()),
+        (2, format!("file://{}", real.display())),
+    ];
+    for (id, uri) in &ok {
+        fx.send_text(&json!({"op": "fetchAsset", "uri": uri, "requestId": id}).to_string());
+        let (got, status, text, data) = asset_response(&next_binary(&mut fx));
+        assert_eq!((got, status, text.as_str()), (*id, 0, ""), "{uri}");
+        assert_eq!(data, b"solid base");
+    }
+    let secret = std::fs::canonicalize(top.join("secret")).unwrap();
+    let refused = [
+        (3, "package://robot/../../secret".to_owned(), ".."),
+        (4, format!("file://{}", secret.display()), "outside"),
+        (5, "package://robot/out".to_owned(), "outside"),
+        (6, "https://example.com/a.stl".to_owned(), "only package://"),
+        (
+            7,
+            "package://robot/none.stl".to_owned(),
+            "package://robot/none.stl",
+        ),
+    ];
+    for (id, uri, why) in &refused {
+        if !cfg!(unix) && *id == 5 {
+            continue;
+        }
+        fx.send_text(&json!({"op": "fetchAsset", "uri": uri, "requestId": id}).to_string());
+        let (got, status, text, data) = asset_response(&next_binary(&mut fx));
+        assert_eq!((got, status), (*id, 1), "{uri}: {text}");
+        assert!(text.contains(why), "{uri}: {text}");
+        assert!(data.is_empty());
+    }
+    std::fs::remove_dir_all(&top).unwrap();
+}
+
+/// Without `--foxglove-assets` there is no capability, and a `fetchAsset`
+/// is an error status.
+#[test]
+fn no_assets_without_the_flag() {
+    let gw = gateway();
+    let (_, mut fx, info) = foxglove_session(&gw, FOXGLOVE);
+    assert!(
+        !info["capabilities"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|c| c == "assets"),
+        "{info}"
+    );
+    fx.send_text(r#"{"op":"fetchAsset","uri":"package://a/b","requestId":1}"#);
+    let s = next_op(&mut fx, "status");
+    assert_eq!(s["level"], 2);
+    assert!(s["message"].as_str().unwrap().contains("assets"), "{s}");
+}
+
+/// The `throttleMs` extension: a throttled subscription gets the first
+/// message at once and the newest of the interval at its end, an
+/// unthrottled one on the same channel everything; a bad value is an
+/// error status.
+#[test]
+fn a_subscription_may_be_throttled() {
+    let gw = gateway();
+    let (_, mut slow, _) = foxglove_session(&gw, FOXGLOVE);
+    let (_, mut all, _) = foxglove_session(&gw, FOXGLOVE);
+    let mut publ = Ws::connect(&gw);
+    publ.send_text(r#"{"op":"advertise","topic":"/fx_thr","type":"std_msgs/msg/String"}"#);
+    let ch = channel_of(&mut slow, "/fx_thr");
+    slow.send_text(&format!(
+        r#"{{"op":"subscribe","subscriptions":[{{"id":1,"channelId":{},"throttleMs":1000}}]}}"#,
+        ch["id"]
+    ));
+    let ch_all = channel_of(&mut all, "/fx_thr");
+    foxglove_subscribe(&mut all, 2, &ch_all["id"]);
+    let started = Instant::now();
+    for s in ["a", "b", "c"] {
+        publ.send_text(&format!(
+            r#"{{"op":"publish","topic":"/fx_thr","msg":{{"data":"{s}"}}}}"#
+        ));
+    }
+    for s in [b'a', b'b', b'c'] {
+        assert_eq!(next_binary(&mut all)[21], s);
+    }
+    assert_eq!(next_binary(&mut slow)[21], b'a', "the first at once");
+    let newest = next_binary(&mut slow);
+    assert_eq!(newest[21], b'c', "the interval's newest");
+    assert!(
+        started.elapsed() >= std::time::Duration::from_millis(900),
+        "held for the interval"
+    );
+    slow.send_text(&format!(
+        r#"{{"op":"subscribe","subscriptions":[{{"id":3,"channelId":{},"throttleMs":"x"}}]}}"#,
+        ch["id"]
+    ));
+    let s = next_op(&mut slow, "status");
+    assert_eq!(s["level"], 2);
+    assert!(s["message"].as_str().unwrap().contains("throttleMs"), "{s}");
 }

@@ -23,11 +23,26 @@ pub struct ClientChannel {
     pub schema_encoding: Option<String>,
 }
 
+/// One subscription of a `subscribe`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Subscription {
+    pub id: u32,
+    pub channel: u32,
+    /// `throttleMs`, a rosgate extension (docs/protocol.md, "Foxglove
+    /// WebSocket protocol"): at most one message per this many
+    /// milliseconds; 0 (or absent) none.
+    pub throttle_ms: u32,
+}
+
+/// The subscription's throttling extension field: an integer of
+/// milliseconds, as rosbridge's `throttle_rate`.
+pub const THROTTLE_FIELD: &str = "throttleMs";
+
 /// A client's JSON operation.
 #[derive(Debug, Clone, PartialEq)]
 pub enum ClientOp {
-    /// `subscribe`: (subscription id, channel id) pairs.
-    Subscribe(Vec<(u32, u32)>),
+    /// `subscribe`: one entry per subscription.
+    Subscribe(Vec<Subscription>),
     /// `unsubscribe`: subscription ids.
     Unsubscribe(Vec<u32>),
     /// `advertise`: client channels.
@@ -129,7 +144,16 @@ pub fn decode_text(msg: &[u8]) -> Result<ClientOp, String> {
         "subscribe" => ClientOp::Subscribe(
             array(&v, "subscriptions", op)?
                 .iter()
-                .map(|s| Ok((u32_field(s, "id", op)?, u32_field(s, "channelId", op)?)))
+                .map(|s| {
+                    Ok(Subscription {
+                        id: u32_field(s, "id", op)?,
+                        channel: u32_field(s, "channelId", op)?,
+                        throttle_ms: match s.get(THROTTLE_FIELD) {
+                            None | Some(Value::Null) => 0,
+                            Some(_) => u32_field(s, THROTTLE_FIELD, op)?,
+                        },
+                    })
+                })
                 .collect::<Result<_, String>>()?,
         ),
         "unsubscribe" => ClientOp::Unsubscribe(u32_list(&v, "subscriptionIds", op)?),
@@ -227,7 +251,23 @@ mod tests {
             br#"{"op":"subscribe","subscriptions":[{"id":0,"channelId":3},{"id":1,"channelId":5}]}"#,
         )
         .unwrap();
-        assert_eq!(op, ClientOp::Subscribe(vec![(0, 3), (1, 5)]));
+        let sub = |id, channel, throttle_ms| Subscription {
+            id,
+            channel,
+            throttle_ms,
+        };
+        assert_eq!(op, ClientOp::Subscribe(vec![sub(0, 3, 0), sub(1, 5, 0)]));
+        // rosgate's extension: a throttle in milliseconds per subscription.
+        let op = decode_text(
+            br#"{"op":"subscribe","subscriptions":[{"id":2,"channelId":3,"throttleMs":250}]}"#,
+        )
+        .unwrap();
+        assert_eq!(op, ClientOp::Subscribe(vec![sub(2, 3, 250)]));
+        let e = decode_text(
+            br#"{"op":"subscribe","subscriptions":[{"id":2,"channelId":3,"throttleMs":-1}]}"#,
+        )
+        .unwrap_err();
+        assert!(e.contains("throttleMs"), "{e}");
         let op = decode_text(br#"{"op":"unsubscribe","subscriptionIds":[0,1]}"#).unwrap();
         assert_eq!(op, ClientOp::Unsubscribe(vec![0, 1]));
     }

@@ -15,6 +15,8 @@ pub const OP_MESSAGE_DATA: u8 = 0x01;
 pub const OP_TIME: u8 = 0x02;
 /// Binary opcode of a service call response.
 pub const OP_SERVICE_CALL_RESPONSE: u8 = 0x03;
+/// Binary opcode of a fetch asset response.
+pub const OP_FETCH_ASSET_RESPONSE: u8 = 0x04;
 
 /// Bytes of a message data header: opcode, subscription id, log time.
 pub const MESSAGE_DATA_HEAD: usize = 1 + 4 + 8;
@@ -185,6 +187,24 @@ pub fn service_call_response(service: u32, call: u32, encoding: &str, payload: &
     out.extend_from_slice(&(encoding.len() as u32).to_le_bytes());
     out.extend_from_slice(encoding.as_bytes());
     out.extend_from_slice(payload);
+    out
+}
+
+/// A fetch asset response (spec, "Fetch Asset Response"): opcode 0x04,
+/// request id, status (0 the file's bytes follow, 1 an error text does),
+/// error text length and text, then the asset's bytes (none on error).
+pub fn fetch_asset_response(request_id: u32, asset: Result<&[u8], &str>) -> Vec<u8> {
+    let (status, error, data) = match asset {
+        Ok(data) => (0u8, "", data),
+        Err(why) => (1u8, why, &[][..]),
+    };
+    let mut out = Vec::with_capacity(10 + error.len() + data.len());
+    out.push(OP_FETCH_ASSET_RESPONSE);
+    out.extend_from_slice(&request_id.to_le_bytes());
+    out.push(status);
+    out.extend_from_slice(&(error.len() as u32).to_le_bytes());
+    out.extend_from_slice(error.as_bytes());
+    out.extend_from_slice(data);
     out
 }
 
@@ -385,5 +405,17 @@ mod tests {
         out.clear();
         unadvertise(&mut out, &[1, 2]);
         assert_eq!(parse(&out), json!({"op":"unadvertise","channelIds":[1,2]}));
+    }
+
+    #[test]
+    fn fetch_asset_response_layout() {
+        assert_eq!(
+            fetch_asset_response(0x0102_0304, Ok(b"ab")),
+            [0x04, 4, 3, 2, 1, 0, 0, 0, 0, 0, b'a', b'b']
+        );
+        assert_eq!(
+            fetch_asset_response(7, Err("no")),
+            [0x04, 7, 0, 0, 0, 1, 2, 0, 0, 0, b'n', b'o']
+        );
     }
 }

@@ -135,3 +135,118 @@ fn one_json_publish_is_encoded_to_cdr_once_for_every_session() {
     // One frame per subscription id (two ids), one CDR for all.
     assert_eq!(t.hub.counters().get(Counter::EncodedFoxgloveFrames), 2);
 }
+
+/// A masked client binary frame.
+fn ws_binary(payload: &[u8]) -> Vec<u8> {
+    client::frame(rosgate_wire::ws::frame::OP_BINARY, payload, [3, 5, 7, 11])
+}
+
+/// Client message data on client channel `chan`.
+fn client_data(chan: u32, cdr: &[u8]) -> Vec<u8> {
+    let mut b = vec![0x01];
+    b.extend_from_slice(&chan.to_le_bytes());
+    b.extend_from_slice(cdr);
+    ws_binary(&b)
+}
+
+#[test]
+fn client_cdr_only_cdr_subscribers_read_is_never_decoded() {
+    let mut t = T::new(Limits::default());
+    let publisher = open_foxglove(&mut t);
+    let sub = open_foxglove(&mut t);
+    t.ws_send(
+        publisher,
+        r#"{"op":"advertise","channels":[{"id":4,"topic":"/c","encoding":"cdr","schemaName":"std_msgs/msg/String"}]}"#,
+    );
+    let now = t.now;
+    t.hub.expire(now);
+    let (text, _) = frames(&mut t, sub);
+    let chan = text
+        .iter()
+        .find(|v| v["op"] == "advertise")
+        .unwrap_or_else(|| panic!("{text:?}"))["channels"][0]["id"]
+        .as_u64()
+        .unwrap();
+    t.ws_send(
+        sub,
+        &format!(r#"{{"op":"subscribe","subscriptions":[{{"id":3,"channelId":{chan}}}]}}"#),
+    );
+    frames(&mut t, publisher);
+    let now = t.now;
+    t.hub.on_bytes(publisher, &client_data(4, &HI), now);
+    let (_, bin) = frames(&mut t, sub);
+    assert_eq!(bin.len(), 1, "{bin:?}");
+    assert_eq!(
+        &bin[0][13..],
+        &HI[..],
+        "the client's bytes, padding and all"
+    );
+    let c = t.hub.counters();
+    assert_eq!(c.get(Counter::CdrPublishedUntouched), 1);
+    assert_eq!(c.get(Counter::CdrPublished), 0, "no JSON made");
+    // Bytes that do not frame as the type: an error status, nothing out.
+    let now = t.now;
+    t.hub.on_bytes(
+        publisher,
+        &client_data(4, &[0, 1, 0, 0, 9, 0, 0, 0, b'h']),
+        now,
+    );
+    let (text, _) = frames(&mut t, publisher);
+    assert!(
+        text.iter().any(|v| v["op"] == "status"
+            && v["level"] == 2
+            && v["message"].as_str().unwrap().contains("not CDR")),
+        "{text:?}"
+    );
+    assert!(frames(&mut t, sub).1.is_empty());
+    // A JSON subscriber joins: from now on the CDR is decoded for it.
+    let plain = t.open();
+    t.send(
+        plain,
+        r#"{"op":"subscribe","topic":"/c","type":"std_msgs/msg/String"}"#,
+    );
+    let now = t.now;
+    t.hub.on_bytes(publisher, &client_data(4, &HI), now);
+    let got = t.recv(plain);
+    assert_eq!(got.last().unwrap()["msg"]["data"], "hi", "{got:?}");
+    assert_eq!(&frames(&mut t, sub).1[0][13..], &HI[..]);
+    let c = t.hub.counters();
+    assert_eq!(c.get(Counter::CdrPublished), 1);
+    assert_eq!(c.get(Counter::CdrPublishedUntouched), 1);
+}
+
+#[test]
+fn a_throttled_subscription_gets_the_first_and_the_newest_of_each_interval() {
+    let mut t = T::new(Limits::default());
+    let fx = open_foxglove(&mut t);
+    let p = t.open();
+    t.send(
+        p,
+        r#"{"op":"advertise","topic":"/c","type":"std_msgs/msg/String"}"#,
+    );
+    let now = t.now;
+    t.hub.expire(now);
+    let (text, _) = frames(&mut t, fx);
+    let chan = text.iter().find(|v| v["op"] == "advertise").unwrap()["channels"][0]["id"]
+        .as_u64()
+        .unwrap();
+    t.ws_send(
+        fx,
+        &format!(r#"{{"op":"subscribe","subscriptions":[{{"id":5,"channelId":{chan},"throttleMs":100}}]}}"#),
+    );
+    for s in ["a", "b", "c"] {
+        t.send(
+            p,
+            &format!(r#"{{"op":"publish","topic":"/c","msg":{{"data":"{s}"}}}}"#),
+        );
+    }
+    let (_, bin) = frames(&mut t, fx);
+    assert_eq!(bin.len(), 1, "the first at once");
+    assert_eq!(&bin[0][13..], &[0, 1, 0, 0, 2, 0, 0, 0, b'a', 0]);
+    t.advance(100);
+    let (_, bin) = frames(&mut t, fx);
+    assert_eq!(bin.len(), 1, "the interval's newest at its end");
+    assert_eq!(&bin[0][..5], &[0x01, 5, 0, 0, 0]);
+    assert_eq!(&bin[0][13..], &[0, 1, 0, 0, 2, 0, 0, 0, b'c', 0]);
+    assert_eq!(t.hub.counters().get(Counter::ThrottleDropped), 1);
+}
