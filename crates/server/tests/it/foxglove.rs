@@ -1006,6 +1006,7 @@ fn parameters_of_a_node_served_elsewhere_are_read_and_set_through_its_services()
         (v["id"].clone(), v["parameters"].clone()),
         (json!("f"), json!([]))
     );
+}
 
 /// A fetch asset response: (request id, status, error text, data).
 fn asset_response(m: &[u8]) -> (u32, u8, String, Vec<u8>) {
