@@ -104,11 +104,7 @@ use crate::transport::Framing;
 /// JSON value.
 const PERMISSIVE_SCHEMA: &str = "{}";
 
-/// Parameters one `getParameters` or `setParameters` lists or takes at
-/// most (the rest are left out).
-pub const MAX_FOXGLOVE_PARAMS_LISTED: usize = 10_000;
-
-pub use super::params_remote::MAX_FOXGLOVE_PARAM_NODES;
+pub use super::params_remote::{MAX_FOXGLOVE_PARAMS_LISTED, MAX_FOXGLOVE_PARAM_NODES};
 
 /// How the id of a session's parameter set starts (then a JSON array: the
 /// parameter's Foxglove name, the client's id or `null`, and the value set
@@ -152,11 +148,6 @@ fn param_json(name: &str, v: &ParamValue) -> serde_json::Value {
         }
         _ => serde_json::json!({"name": name, "value": v.to_json()}),
     }
-}
-
-/// [`param_json`] of `param` of `node`, named as Foxglove names it.
-pub(super) fn param_json_of(node: &str, param: &str, v: &ParamValue) -> serde_json::Value {
-    param_json(&param_name(node, param), v)
 }
 
 /// A `setParameters` entry's value as the store takes it, by its `type`
@@ -1211,6 +1202,16 @@ impl Hub {
             return;
         };
         self.foxglove_send_values(me, &listed, id.as_deref(), now);
+    }
+
+    /// `param` of `node` as `parameterValues` lists it (Foxglove's name).
+    pub(super) fn foxglove_param_entry(
+        &self,
+        node: &str,
+        param: &str,
+        v: &ParamValue,
+    ) -> serde_json::Value {
+        param_json(&param_name(node, param), v)
     }
 
     /// One `parameterValues` of `listed` with the request's `id`.

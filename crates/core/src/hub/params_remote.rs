@@ -45,6 +45,11 @@ pub(super) struct RemoteParams {
     next_foxglove: u64,
 }
 
+/// Parameters one Foxglove `getParameters` or `setParameters` lists or
+/// takes at most (the rest are left out), of this gateway's store or of one
+/// node beyond it.
+pub const MAX_FOXGLOVE_PARAMS_LISTED: usize = 10_000;
+
 /// Nodes a Foxglove `getParameters` of every parameter asks beyond this
 /// gateway (those serving `list_parameters`); the rest are left out (a
 /// warning says so).
@@ -301,7 +306,7 @@ impl Hub {
                     .map(|a| {
                         a.iter()
                             .filter_map(Value::as_str)
-                            .take(super::foxglove::MAX_FOXGLOVE_PARAMS_LISTED)
+                            .take(MAX_FOXGLOVE_PARAMS_LISTED)
                             .map(str::to_owned)
                             .collect()
                     })
@@ -327,7 +332,7 @@ impl Hub {
                     .filter_map(|(name, pv)| {
                         let v = ParamValue::from_json(pv).ok()?;
                         (!matches!(v, ParamValue::NotSet))
-                            .then(|| super::foxglove::param_json_of(&node, name, &v))
+                            .then(|| self.foxglove_param_entry(&node, name, &v))
                     })
                     .collect();
                 let visible: Vec<Value> = got
