@@ -32,7 +32,10 @@
 #     scripts/ros2-dds-perf.sh [target/release/rosgate] [target/release/rosgate-load]
 #
 # REPS (default 2), SECS (measured seconds per run, default 5), PARTS
-# ("1 2" by default). Everything runs on loopback in a ROS domain of its
+# ("1 2" by default), KINDS ("string image"), SUBS ("1 16"), DEPTH (the
+# publisher's keep-last depth, default 10: at 50 000 String/s a depth of
+# 10 is 200 us of slack before a reliable writer overwrites what a reader
+# has not acknowledged). Everything runs on loopback in a ROS domain of its
 # own (150-199) with ephemeral ports; every process it started is stopped
 # at the end (and each run's gateway and publisher after the run). Writes
 # every result as one JSON line to $OUT (default: results.jsonl in its
@@ -43,7 +46,8 @@ set -u
 RG=$(realpath "${1:-target/release/rosgate}")
 LOAD=$(realpath "${2:-target/release/rosgate-load}")
 NODE=$(realpath "$(dirname "$0")/ros2-perf-node.py")
-REPS=${REPS:-2}; SECS=${SECS:-5}; PARTS=${PARTS:-1 2}
+REPS=${REPS:-2}; SECS=${SECS:-5}; PARTS=${PARTS:-1 2}; KINDS=${KINDS:-string image}
+SUBS=${SUBS:-1 16}; DEPTH=${DEPTH:-10}
 WARMUP=2; SETTLE=3
 D=$((150 + $$ % 50))
 W=$(mktemp -d /tmp/rosgate-dds-perf-XXXXXX)
@@ -107,12 +111,12 @@ EOF
 failed=0
 if [[ " $PARTS " == *" 1 "* ]]; then
   for rep in $(seq 1 "$REPS"); do
-    for kind in string image; do
-      for subs in 1 16; do
+    for kind in $KINDS; do
+      for subs in $SUBS; do
         for m in dds zenoh; do
           tag="p1-$kind-$subs-$m-$rep"
           start_gateway "$m" "$tag.rosgate.log" || { failed=1; continue; }
-          ros "$m" "$NODE" pub "$kind" "/perf/$kind" --secs $((SETTLE + WARMUP + SECS + 8)) \
+          ros "$m" "$NODE" pub "$kind" "/perf/$kind" --depth "$DEPTH" --secs $((SETTLE + WARMUP + SECS + 8)) \
             > "$tag.pub.log" 2>&1 & pub=$!; pids+=($pub)
           sleep "$SETTLE"
           scen=images; [ "$kind" = string ] && scen=strings
@@ -123,7 +127,7 @@ if [[ " $PARTS " == *" 1 "* ]]; then
           stop_pid "$pub"; stop_pid "$gw"
           [ "$rc" -ge 2 ] && { failed=1; echo "run $tag could not be carried out: $(tail -1 "$tag.load.log")"; }
           cat "$tag.pub.log" >> "$tag.load.log"
-          record part=1 mw="$m" kind="$kind" subs="$subs" rep="$rep" rc="$rc" "$tag.load.log"
+          record part=1 mw="$m" kind="$kind" subs="$subs" rep="$rep" depth="$DEPTH" rc="$rc" "$tag.load.log"
           echo "$tag: $(head -1 "$tag.load.log")"
         done
       done
@@ -133,15 +137,15 @@ fi
 
 if [[ " $PARTS " == *" 2 "* ]]; then
   for rep in $(seq 1 "$REPS"); do
-    for kind in string image; do
+    for kind in $KINDS; do
       for m in dds zenoh; do
         tag="p2-$kind-$m-$rep"
         rate=30; [ "$kind" = string ] && rate=1000
         start_gateway "$m" "$tag.rosgate.log" || { failed=1; continue; }
         total=$((SETTLE + WARMUP + SECS + 8))
-        ros "$m" "$NODE" sub "$kind" "/perf/$kind" --secs $((total - 2)) --warmup $((SETTLE + WARMUP)) \
+        ros "$m" "$NODE" sub "$kind" "/perf/$kind" --depth "$DEPTH" --secs $((total - 2)) --warmup $((SETTLE + WARMUP)) \
           > "$tag.sub.log" 2>&1 & sub=$!; pids+=($sub)
-        ros "$m" "$NODE" pub "$kind" "/perf/$kind" --rate "$rate" --secs "$total" \
+        ros "$m" "$NODE" pub "$kind" "/perf/$kind" --depth "$DEPTH" --rate "$rate" --secs "$total" \
           > "$tag.pub.log" 2>&1 & pub=$!; pids+=($pub)
         sleep "$SETTLE"
         scen=images; [ "$kind" = string ] && scen=strings
@@ -170,13 +174,13 @@ def g(d, *ks):
 def f(v, fmt="{:.0f}"):
     return "-" if v is None else fmt.format(v)
 print("\nPart 1: rclpy publisher -> rosgate -> N WebSocket subscribers (each row one run)")
-print("| middleware | message | subs | rep | published/s | delivered/s per sub | lost | p50 us | p99 us | gateway CPU % | gateway us/msg | rclpy pub CPU % | tool CPU % | other CPU % |")
-print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+print("| middleware | message | subs | depth | rep | published/s | delivered/s per sub | lost | p50 us | p99 us | gateway CPU % | gateway us/msg | rclpy pub CPU % | tool CPU % | other CPU % |")
+print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 for r in rows:
     if r["part"] != "1": continue
     res = r.get("result") or {}
     lost = sum((e.get("lost") or 0) for e in (res.get("per_encoding") or {}).values())
-    print(f"| {'Fast DDS' if r['mw']=='dds' else 'rmw_zenoh'} | {r['kind']} | {r['subs']} | {r['rep']} | "
+    print(f"| {'Fast DDS' if r['mw']=='dds' else 'rmw_zenoh'} | {r['kind']} | {r['subs']} | {r.get('depth', '10')} | {r['rep']} | "
           f"{f(res.get('published_per_s'))} | {f(res.get('msgs_per_s_per_sub'))} | {lost} | "
           f"{f(g(res,'latency_us','p50'))} | {f(g(res,'latency_us','p99'))} | {f(res.get('server_cpu_pct'))} | "
           f"{f(res.get('server_cpu_us_per_image'), '{:.1f}')} | {f(res.get('publisher_cpu_pct'))} | {f(res.get('client_cpu_pct'))} | {f(res.get('other_cpu_pct'))} |")

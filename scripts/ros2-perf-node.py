@@ -17,7 +17,7 @@ The messages follow rosgate-load's outside-publisher convention
   i % 251.
 The sequence starts at 0 and goes up by one per publish.
 
-`pub` publishes with a reliable, volatile, keep-last 10 QoS, as fast as
+`pub` publishes with a reliable, volatile, keep-last --depth (10) QoS, as fast as
 rclpy goes (--rate 0) or paced at --rate, for --secs, then prints one line
 `PUB {json}`: messages published, rate, and this process's CPU (% of one
 core) over the publishing time.
@@ -37,12 +37,17 @@ import time
 import rclpy
 from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
 
-QOS = QoSProfile(
-    depth=10,
-    history=HistoryPolicy.KEEP_LAST,
-    reliability=ReliabilityPolicy.RELIABLE,
-    durability=DurabilityPolicy.VOLATILE,
-)
+
+
+def qos(depth):
+    return QoSProfile(
+        depth=depth,
+        history=HistoryPolicy.KEEP_LAST,
+        reliability=ReliabilityPolicy.RELIABLE,
+        durability=DurabilityPolicy.VOLATILE,
+    )
+
+
 W, H = 640, 480
 
 
@@ -56,7 +61,7 @@ def pub(a, node):
         from std_msgs.msg import String as T
     else:
         from sensor_msgs.msg import Image as T
-    p = node.create_publisher(T, a.topic, QOS)
+    p = node.create_publisher(T, a.topic, qos(a.depth))
     msg = T()
     if a.kind == "image":
         msg.height, msg.width, msg.encoding, msg.is_bigendian, msg.step = H, W, "rgb8", 0, W * 3
@@ -122,7 +127,7 @@ def sub(a, node):
             st["n"] += 1
             lat.append(now - stamp)
 
-    node.create_subscription(T, a.topic, on, QOS)
+    node.create_subscription(T, a.topic, on, qos(a.depth))
     t0 = time.monotonic()
     t_measure[0] = t0 + a.warmup
     end = t0 + a.secs
@@ -155,6 +160,7 @@ def main():
     ap.add_argument("topic")
     ap.add_argument("--rate", type=float, default=None)
     ap.add_argument("--size", type=int, default=64)
+    ap.add_argument("--depth", type=int, default=10, help="keep-last depth of the QoS")
     ap.add_argument("--secs", type=float, default=10.0)
     ap.add_argument("--settle", type=float, default=0.0)
     ap.add_argument("--warmup", type=float, default=2.0)
