@@ -1105,7 +1105,7 @@ impl Outcome {
     pub fn human(&self) -> String {
         let p = &self.p;
         let mut out = format!(
-            "{} -> {} ws subs ({}): {:.0} msg/s per sub of {:.0} published, sent {} (skipped {}), server CPU {}{}, tool CPU {:.0}%{}",
+            "{} -> {} ws subs ({}): {:.0} msg/s per sub of {:.0} published{}, server CPU {}{}, tool CPU {:.0}%{}",
             self.what(),
             p.subs,
             p.encodings
@@ -1115,8 +1115,11 @@ impl Outcome {
                 .join(","),
             self.per_sub_rate(),
             self.published_rate(),
-            self.sent,
-            self.skipped,
+            if p.outside {
+                String::new()
+            } else {
+                format!(", sent {} (skipped {})", self.sent, self.skipped)
+            },
             match (self.cpu.server, self.cpu_per_image_us()) {
                 (Some(pct), Some(per)) => format!("{pct:.0}% ({per:.1} us/msg)"),
                 (Some(pct), None) => format!("{pct:.0}%"),
