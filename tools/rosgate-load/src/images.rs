@@ -72,6 +72,10 @@ pub const MAX_IMAGE_FRAME: usize = 64 << 20;
 /// Publish lines the publisher may have unsent before a due image is
 /// skipped instead of queued.
 pub const MAX_PUB_BACKLOG: usize = 4;
+/// The same for the `strings` scenario: a String line is ~150 bytes, and
+/// at tens of thousands a second a few lines are only microseconds of
+/// slack.
+pub const MAX_STRING_PUB_BACKLOG: usize = 1024;
 /// Bytes read from one subscriber per loop turn before the others get
 /// theirs.
 pub const IMAGE_READ_BUDGET: usize = 4 << 20;
@@ -833,7 +837,11 @@ impl Runner {
             if c.state != State::Open {
                 return;
             }
-            if c.tx.pending() > MAX_PUB_BACKLOG * line_len {
+            let backlog = match self.p.kind {
+                Kind::Image => MAX_PUB_BACKLOG,
+                Kind::String { .. } => MAX_STRING_PUB_BACKLOG,
+            };
+            if c.tx.pending() > backlog * line_len {
                 self.skipped += 1;
                 continue;
             }
