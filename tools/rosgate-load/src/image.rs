@@ -506,7 +506,7 @@ fn parse_seq(fid: &[u8]) -> Result<u64, Bad> {
 
 /// A decimal number at the start of `b` (at least one digit, no overflow)
 /// and what follows it.
-fn leading_u64(b: &[u8]) -> Option<(u64, &[u8])> {
+pub(crate) fn leading_u64(b: &[u8]) -> Option<(u64, &[u8])> {
     let n = b.iter().take_while(|c| c.is_ascii_digit()).count();
     if n == 0 || n > 19 {
         return None;

@@ -24,6 +24,19 @@
 //!   sequence number. A due image is skipped (and counted) when the
 //!   publisher still has [`MAX_PUB_BACKLOG`] lines unsent: the gateway is
 //!   not reading, and queueing more in the tool would only hide it.
+//! - `--scenario strings` is the same loop for `std_msgs/msg/String`
+//!   (see `text`): the publisher sends `data` `"<send ns> <seq> "` then
+//!   padding, JSON subscribers only.
+//! - `--publisher none` (issue 26): no publisher of ours; the topic's
+//!   messages come from someone else on the same machine (an rclpy node on
+//!   a ROS 2 graph the gateway joined). Its stamps must be wall-clock ns
+//!   (`CLOCK_REALTIME`, Python's `time.time_ns()`), and the measured
+//!   interval is wall-clock time too; its sequence numbers (Image:
+//!   `frame_id`, String: the second number of `data`) may start anywhere:
+//!   each subscriber syncs on the first one it sees and counts gaps from
+//!   there. An outside Image must carry the tool's pixel pattern (byte `i`
+//!   is `i % 251`). The drain ends when every subscriber has seen a stamp
+//!   past the measured interval (or at `--drain`).
 //! - Invariants of the accounting: every subscriber must see sequence
 //!   numbers 0, 1, 2, ... (a gap is loss, a step back is reordering), every
 //!   frame must decode, and in the encoding the subscriber asked for (a
@@ -48,6 +61,7 @@ use crate::histogram::Histogram;
 use crate::image::{Bad, Encoding, Image, ImageSize, Seen, IMAGE_TYPE};
 use crate::net::{connect_done, Filled, RxBuf, TxBuf};
 use crate::procfs::{CpuSample, CpuUse};
+use crate::text::{Text, STRING_TYPE};
 use crate::ticker::Ticker;
 
 /// Most subscribers in one run.
@@ -58,6 +72,10 @@ pub const MAX_IMAGE_FRAME: usize = 64 << 20;
 /// Publish lines the publisher may have unsent before a due image is
 /// skipped instead of queued.
 pub const MAX_PUB_BACKLOG: usize = 4;
+/// The same for the `strings` scenario: a String line is ~150 bytes, and
+/// at tens of thousands a second a few lines are only microseconds of
+/// slack.
+pub const MAX_STRING_PUB_BACKLOG: usize = 1024;
 /// Bytes read from one subscriber per loop turn before the others get
 /// theirs.
 pub const IMAGE_READ_BUDGET: usize = 4 << 20;
@@ -84,15 +102,46 @@ pub struct ImageParams {
     pub setup_timeout: Duration,
     pub server_pid: Option<u32>,
     pub topic: String,
+    /// Image or String.
+    pub kind: Kind,
+    /// No publisher of ours: someone else publishes (see the module doc).
+    pub outside: bool,
+    /// The outside publisher's process, for its CPU.
+    pub publisher_pid: Option<u32>,
 }
+
+/// The message a run carries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Image,
+    /// `std_msgs/msg/String`, `data` this many bytes.
+    String {
+        size: usize,
+    },
+}
+
+/// Highest `--rate` of our own String publisher, messages/s.
+pub const MAX_STRING_RATE: u64 = 200_000;
 
 impl ImageParams {
     pub fn validate(&self) -> Result<(), String> {
         if self.subs == 0 || self.subs > MAX_IMAGE_SUBS {
             return Err(format!("--subs must be in 1..={MAX_IMAGE_SUBS}"));
         }
-        if self.rate == 0 || self.rate > 1000 {
-            return Err("images: --rate must be in 1..=1000".into());
+        let max_rate = match self.kind {
+            Kind::Image => 1000,
+            Kind::String { .. } => MAX_STRING_RATE,
+        };
+        if !self.outside && (self.rate == 0 || self.rate > max_rate) {
+            return Err(format!("--rate must be in 1..={max_rate}"));
+        }
+        if matches!(self.kind, Kind::String { .. })
+            && self.encodings.iter().any(|e| *e != Encoding::Json)
+        {
+            return Err("strings: subscribers take json only".into());
+        }
+        if self.publisher_pid.is_some() && !self.outside {
+            return Err("--publisher-pid needs --publisher none".into());
         }
         if self.duration.is_zero() {
             return Err("--duration must be positive".into());
@@ -156,6 +205,11 @@ struct Conn {
 #[derive(Debug)]
 struct Sub {
     enc: Encoding,
+    /// `next_seq` is known: from the start for our own publisher, from the
+    /// first message for an outside one.
+    synced: bool,
+    /// Latest stamp seen in sequence, ns.
+    last_stamp: u64,
     next_seq: u64,
     received: u64,
     lost: u64,
@@ -166,6 +220,9 @@ struct Sub {
     /// interval, and how many.
     bytes: u64,
     measured: u64,
+    /// First and last sequence number due in the measured interval: what
+    /// the publisher sent in it, received or not.
+    span: Option<(u64, u64)>,
 }
 
 /// What [`Sub::account`] made of a frame.
@@ -185,9 +242,11 @@ enum Account {
 }
 
 impl Sub {
-    fn new(enc: Encoding) -> Self {
+    fn new(enc: Encoding, synced: bool) -> Self {
         Sub {
             enc,
+            synced,
+            last_stamp: 0,
             next_seq: 0,
             received: 0,
             lost: 0,
@@ -196,6 +255,7 @@ impl Sub {
             wrong_encoding: 0,
             bytes: 0,
             measured: 0,
+            span: None,
         }
     }
 
@@ -220,6 +280,10 @@ impl Sub {
                 return Account::Bad(e);
             }
         };
+        if !self.synced {
+            self.synced = true;
+            self.next_seq = seen.seq;
+        }
         if seen.encoding != self.enc {
             self.wrong_encoding += 1;
             self.received += 1;
@@ -236,11 +300,16 @@ impl Sub {
         self.lost += seen.seq - self.next_seq;
         self.next_seq = seen.seq + 1;
         self.received += 1;
+        self.last_stamp = seen.stamp_ns;
         if seen.stamp_ns < m0 || seen.stamp_ns >= m1 {
             return Account::Counted;
         }
         self.measured += 1;
         self.bytes += bytes;
+        self.span = Some(match self.span {
+            Some((first, _)) => (first, seen.seq),
+            None => (seen.seq, seen.seq),
+        });
         Account::Measured {
             latency: now.saturating_sub(seen.stamp_ns),
         }
@@ -259,7 +328,63 @@ struct Tally {
     wrong_encoding: u64,
     bytes: u64,
     measured: u64,
+    /// Messages published in the measured interval, as the subscriber that
+    /// saw most of them counts them (first to last sequence number).
+    published: u64,
     latency: Histogram,
+}
+
+/// The run's message, in the form the run needs.
+#[derive(Debug)]
+enum Msg {
+    Image(Image),
+    Text(Text),
+}
+
+impl Msg {
+    fn type_name(&self) -> &'static str {
+        match self {
+            Msg::Image(_) => IMAGE_TYPE,
+            Msg::Text(_) => STRING_TYPE,
+        }
+    }
+
+    fn publish_line(&self, out: &mut Vec<u8>, seq: u64, stamp_ns: u64) {
+        match self {
+            Msg::Image(i) => i.publish_line(out, seq, stamp_ns),
+            Msg::Text(t) => t.publish_line(out, seq, stamp_ns),
+        }
+    }
+
+    fn line_len_hint(&self) -> usize {
+        match self {
+            Msg::Image(i) => i.line_len_hint(),
+            Msg::Text(t) => t.line_len_hint(),
+        }
+    }
+
+    fn decode_text(&self, frame: &[u8]) -> Result<Seen, Bad> {
+        match self {
+            Msg::Image(i) => i.decode_text(frame),
+            Msg::Text(t) => t.decode_text(frame),
+        }
+    }
+
+    fn decode_binary(&self, frame: &[u8]) -> Result<Seen, Bad> {
+        match self {
+            Msg::Image(i) => i.decode_binary(frame),
+            Msg::Text(_) => Err(Bad("a binary frame for a json subscriber".into())),
+        }
+    }
+}
+
+/// Wall-clock ns (`CLOCK_REALTIME`): the clock of an outside publisher's
+/// stamps.
+fn wall_ns() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0)
 }
 
 /// What a run measured.
@@ -275,6 +400,8 @@ pub struct Outcome {
     cpu: CpuUse,
     /// Gateway CPU time over the measured interval.
     server_cpu: Option<Duration>,
+    /// The outside publisher's CPU over the measured interval, % of a core.
+    publisher_cpu: Option<f64>,
     disconnects: u64,
     errors: Vec<String>,
     send_lag: Histogram,
@@ -282,7 +409,7 @@ pub struct Outcome {
 
 pub struct Runner {
     p: ImageParams,
-    image: Image,
+    msg: Msg,
     poll: Poll,
     events: Events,
     conns: Vec<Conn>,
@@ -315,9 +442,12 @@ impl Runner {
     pub fn new(p: ImageParams) -> Result<Self, RunError> {
         p.validate().map_err(RunError::Setup)?;
         let poll = Poll::new().map_err(|e| RunError::Io("creating poll".into(), e))?;
-        let image = Image::new(p.size, &p.topic);
+        let msg = match p.kind {
+            Kind::Image => Msg::Image(Image::new(p.size, &p.topic)),
+            Kind::String { size } => Msg::Text(Text::new(&p.topic, size)),
+        };
         Ok(Runner {
-            image,
+            msg,
             poll,
             events: Events::with_capacity(1024),
             conns: Vec::new(),
@@ -340,8 +470,14 @@ impl Runner {
         })
     }
 
+    /// Now, on the clock of the stamps: the run's own, or the wall clock
+    /// for an outside publisher.
     fn ns(&self) -> u64 {
-        self.clock.elapsed().as_nanos() as u64
+        if self.p.outside {
+            wall_ns()
+        } else {
+            self.clock.elapsed().as_nanos() as u64
+        }
     }
 
     fn log(&mut self, what: String) {
@@ -392,9 +528,11 @@ impl Runner {
     /// Runs setup, warm-up, the measured interval and the drain.
     pub fn run(mut self) -> Result<Outcome, RunError> {
         let deadline = Instant::now() + self.p.setup_timeout;
-        self.connect(self.p.addr, None)?;
+        if !self.p.outside {
+            self.connect(self.p.addr, None)?;
+        }
         for i in 0..self.p.subs {
-            let sub = Sub::new(self.p.encoding_of(i));
+            let sub = Sub::new(self.p.encoding_of(i), !self.p.outside);
             self.connect(self.p.ws_addr, Some(sub))?;
         }
         while !self.conns.iter().all(|c| c.acked) {
@@ -425,7 +563,104 @@ impl Runner {
             self.turn(deadline)?;
         }
 
-        // Publishing starts one period from now.
+        let (t0, t1) = if self.p.outside {
+            let now = Instant::now();
+            let m0 = self.ns() + self.p.warmup.as_nanos() as u64;
+            self.measure = (m0, m0 + self.p.duration.as_nanos() as u64);
+            (now + self.p.warmup, now + self.p.warmup + self.p.duration)
+        } else {
+            self.start_publishing()
+        };
+        while Instant::now() < t0 {
+            self.turn(t0)?;
+        }
+        let before = CpuSample::take(self.p.server_pid);
+        let pub_before = self
+            .p
+            .publisher_pid
+            .and_then(|p| crate::procfs::proc_cpu(p).ok());
+        let server_before = self
+            .p
+            .server_pid
+            .and_then(|p| crate::procfs::proc_cpu(p).ok());
+        while Instant::now() < t1 {
+            self.turn(t1)?;
+        }
+        let after = CpuSample::take(self.p.server_pid);
+        let pub_after = self
+            .p
+            .publisher_pid
+            .and_then(|p| crate::procfs::proc_cpu(p).ok());
+        let server_after = self
+            .p
+            .server_pid
+            .and_then(|p| crate::procfs::proc_cpu(p).ok());
+        self.producing = false;
+        let measured_for = t1.saturating_duration_since(t0);
+
+        let drain_end = Instant::now() + self.p.drain;
+        while !self.complete() && Instant::now() < drain_end {
+            self.turn(drain_end)?;
+        }
+        if let Some(t) = self.ticker.take() {
+            let _ = self.poll.registry().deregister(&mut SourceFd(&t.raw_fd()));
+        }
+
+        let mut tallies: BTreeMap<Encoding, Tally> = BTreeMap::new();
+        for c in &self.conns {
+            let Some(s) = &c.sub else { continue };
+            let t = tallies.entry(s.enc).or_default();
+            t.subs += 1;
+            t.received += s.received;
+            if self.p.outside {
+                // What was published is known only by the gaps.
+                t.expected += s.received + s.lost;
+                t.lost += s.lost;
+            } else {
+                t.expected += self.sent;
+                // Whatever did not arrive by the end of the drain is lost.
+                t.lost += s.lost + self.sent.saturating_sub(s.next_seq);
+            }
+            t.reordered += s.reordered;
+            t.bad += s.bad;
+            t.wrong_encoding += s.wrong_encoding;
+            t.bytes += s.bytes;
+            t.measured += s.measured;
+            let span = s.span.map_or(0, |(a, b)| b - a + 1);
+            t.published = t.published.max(span);
+        }
+        for (enc, h) in std::mem::take(&mut self.latency) {
+            tallies.entry(enc).or_default().latency = h;
+        }
+        Ok(Outcome {
+            sent: self.sent,
+            skipped: self.skipped,
+            sent_measured: self.sent_measured,
+            measured_for,
+            tallies,
+            all: std::mem::take(&mut self.all),
+            cpu: before.until(&after),
+            server_cpu: match (server_before, server_after) {
+                (Some(a), Some(b)) => Some(b.saturating_sub(a)),
+                _ => None,
+            },
+            publisher_cpu: match (pub_before, pub_after) {
+                (Some(a), Some(b)) => Some(
+                    b.saturating_sub(a).as_secs_f64() / measured_for.as_secs_f64().max(1e-9)
+                        * 100.0,
+                ),
+                _ => None,
+            },
+            disconnects: self.disconnects,
+            errors: std::mem::take(&mut self.errors),
+            send_lag: std::mem::take(&mut self.send_lag),
+            p: self.p,
+        })
+    }
+
+    /// Starts our own publisher one period from now; returns the measured
+    /// interval.
+    fn start_publishing(&mut self) -> (Instant, Instant) {
         let period = Duration::from_nanos(1_000_000_000 / self.p.rate);
         match Ticker::new(period) {
             Ok(t) => {
@@ -449,76 +684,17 @@ impl Runner {
         self.measure = (m0, m1);
         self.producing = true;
         let at = |ns: u64| self.clock + Duration::from_nanos(ns);
-        let (t0, t1) = (at(m0), at(m1));
-        while Instant::now() < t0 {
-            self.turn(t0)?;
-        }
-        let before = CpuSample::take(self.p.server_pid);
-        let server_before = self
-            .p
-            .server_pid
-            .and_then(|p| crate::procfs::proc_cpu(p).ok());
-        while Instant::now() < t1 {
-            self.turn(t1)?;
-        }
-        let after = CpuSample::take(self.p.server_pid);
-        let server_after = self
-            .p
-            .server_pid
-            .and_then(|p| crate::procfs::proc_cpu(p).ok());
-        self.producing = false;
-        let measured_for = t1.saturating_duration_since(t0);
-
-        let drain_end = Instant::now() + self.p.drain;
-        while !self.complete() && Instant::now() < drain_end {
-            self.turn(drain_end)?;
-        }
-        if let Some(t) = self.ticker.take() {
-            let _ = self.poll.registry().deregister(&mut SourceFd(&t.raw_fd()));
-        }
-
-        let mut tallies: BTreeMap<Encoding, Tally> = BTreeMap::new();
-        for c in &self.conns {
-            let Some(s) = &c.sub else { continue };
-            let t = tallies.entry(s.enc).or_default();
-            t.subs += 1;
-            t.received += s.received;
-            t.expected += self.sent;
-            // Whatever did not arrive by the end of the drain is lost.
-            t.lost += s.lost + self.sent.saturating_sub(s.next_seq);
-            t.reordered += s.reordered;
-            t.bad += s.bad;
-            t.wrong_encoding += s.wrong_encoding;
-            t.bytes += s.bytes;
-            t.measured += s.measured;
-        }
-        for (enc, h) in std::mem::take(&mut self.latency) {
-            tallies.entry(enc).or_default().latency = h;
-        }
-        Ok(Outcome {
-            sent: self.sent,
-            skipped: self.skipped,
-            sent_measured: self.sent_measured,
-            measured_for,
-            tallies,
-            all: std::mem::take(&mut self.all),
-            cpu: before.until(&after),
-            server_cpu: match (server_before, server_after) {
-                (Some(a), Some(b)) => Some(b.saturating_sub(a)),
-                _ => None,
-            },
-            disconnects: self.disconnects,
-            errors: std::mem::take(&mut self.errors),
-            send_lag: std::mem::take(&mut self.send_lag),
-            p: self.p,
-        })
+        (at(m0), at(m1))
     }
 
-    /// Every sent image reached every open subscriber.
+    /// Every sent image reached every open subscriber (outside publisher:
+    /// every open subscriber saw a stamp past the measured interval).
     fn complete(&self) -> bool {
         self.conns.iter().all(|c| match &c.sub {
             None => c.tx.pending() == 0 || c.state == State::Closed,
-            Some(s) => s.next_seq >= self.sent || c.state == State::Closed,
+            Some(_) if c.state == State::Closed => true,
+            Some(s) if self.p.outside => s.last_stamp >= self.measure.1,
+            Some(s) => s.next_seq >= self.sent,
         })
     }
 
@@ -601,7 +777,7 @@ impl Runner {
             out.extend_from_slice(b"{\"op\":\"advertise\",\"topic\":");
             out.extend_from_slice(json!(self.p.topic).to_string().as_bytes());
             out.extend_from_slice(b",\"type\":\"");
-            out.extend_from_slice(IMAGE_TYPE.as_bytes());
+            out.extend_from_slice(self.msg.type_name().as_bytes());
             out.extend_from_slice(b"\",\"id\":\"adv\"}\n");
             return;
         }
@@ -622,7 +798,7 @@ impl Runner {
             "op": "subscribe",
             "id": format!("s{k}"),
             "topic": self.p.topic,
-            "type": IMAGE_TYPE,
+            "type": self.msg.type_name(),
         });
         if let Some(c) = enc.compression() {
             sub["compression"] = json!(c);
@@ -656,16 +832,20 @@ impl Runner {
                 return;
             }
             self.slot += 1;
-            let line_len = self.image.line_len_hint();
+            let line_len = self.msg.line_len_hint();
             let c = &mut self.conns[PUBLISHER];
             if c.state != State::Open {
                 return;
             }
-            if c.tx.pending() > MAX_PUB_BACKLOG * line_len {
+            let backlog = match self.p.kind {
+                Kind::Image => MAX_PUB_BACKLOG,
+                Kind::String { .. } => MAX_STRING_PUB_BACKLOG,
+            };
+            if c.tx.pending() > backlog * line_len {
                 self.skipped += 1;
                 continue;
             }
-            self.image.publish_line(c.tx.buf(), self.sent, due);
+            self.msg.publish_line(c.tx.buf(), self.sent, due);
             self.send_lag.record(now - due);
             if due >= self.measure.0 {
                 self.sent_measured += 1;
@@ -765,9 +945,9 @@ impl Runner {
                         self.status(k, &v);
                         None
                     } else if opcode == OP_TEXT {
-                        Some(self.image.decode_text(body))
+                        Some(self.msg.decode_text(body))
                     } else {
-                        Some(self.image.decode_binary(body))
+                        Some(self.msg.decode_binary(body))
                     }
                 }
                 OP_PING => {
@@ -874,7 +1054,7 @@ impl Outcome {
     /// No loss, no reordering, no bad or wrongly encoded frame, no image
     /// skipped by the publisher, no connection lost, and something sent.
     pub fn clean(&self) -> bool {
-        self.sent > 0
+        (self.sent > 0 || (self.p.outside && self.delivered_measured() > 0))
             && self.skipped == 0
             && self.disconnects == 0
             && self.tallies.values().all(Tally::clean)
@@ -897,24 +1077,65 @@ impl Outcome {
         (self.cpu.client >= 90.0).then_some("tool-bound")
     }
 
+    /// What was published, for the report: `images 640x480 rgb8 @30/s`,
+    /// `strings 64 B from outside`.
+    fn what(&self) -> String {
+        let p = &self.p;
+        let msg = match p.kind {
+            Kind::Image => format!("images {} rgb8", p.size),
+            Kind::String { size } => format!("strings {size} B"),
+        };
+        if p.outside {
+            format!("{msg} from an outside publisher")
+        } else {
+            format!("{msg} @{}/s", p.rate)
+        }
+    }
+
+    /// Messages per second each subscriber received in the measured
+    /// interval.
+    fn published_rate(&self) -> f64 {
+        let secs = self.measured_for.as_secs_f64().max(1e-9);
+        let n = self
+            .tallies
+            .values()
+            .map(|t| t.published)
+            .max()
+            .unwrap_or(0);
+        n as f64 / secs
+    }
+
+    fn per_sub_rate(&self) -> f64 {
+        let secs = self.measured_for.as_secs_f64().max(1e-9);
+        self.delivered_measured() as f64 / self.p.subs.max(1) as f64 / secs
+    }
+
     pub fn human(&self) -> String {
         let p = &self.p;
         let mut out = format!(
-            "images {} rgb8 @{}/s -> {} ws subs ({}): sent {} (skipped {}), server CPU {}, tool CPU {:.0}%{}",
-            p.size,
-            p.rate,
+            "{} -> {} ws subs ({}): {:.0} msg/s per sub of {:.0} published{}, server CPU {}{}, tool CPU {:.0}%{}",
+            self.what(),
             p.subs,
             p.encodings
                 .iter()
                 .map(|e| e.name())
                 .collect::<Vec<_>>()
                 .join(","),
-            self.sent,
-            self.skipped,
+            self.per_sub_rate(),
+            self.published_rate(),
+            if p.outside {
+                String::new()
+            } else {
+                format!(", sent {} (skipped {})", self.sent, self.skipped)
+            },
             match (self.cpu.server, self.cpu_per_image_us()) {
-                (Some(pct), Some(per)) => format!("{pct:.0}% ({per:.0} us/image)"),
+                (Some(pct), Some(per)) => format!("{pct:.0}% ({per:.1} us/msg)"),
                 (Some(pct), None) => format!("{pct:.0}%"),
                 _ => "n/a".into(),
+            },
+            match self.publisher_cpu {
+                Some(pct) => format!(", publisher CPU {pct:.0}%"),
+                None => String::new(),
             },
             self.cpu.client,
             if self.clean() { "" } else { " FAILED" },
@@ -924,7 +1145,7 @@ impl Outcome {
             let h = &t.latency;
             out.push_str(&format!(
                 "\n  {:<8} {:>3} subs: received {}/{} lost {} reordered {} bad {} wrong-encoding {}; \
-                 latency p50 {:.2} ms p99 {:.2} ms max {:.2} ms; {} B/image, {:.1} MB/s per sub",
+                 latency p50 {:.3} ms p99 {:.3} ms max {:.2} ms; {} B/msg, {:.1} MB/s per sub",
                 enc.name(),
                 t.subs,
                 t.received,
@@ -971,13 +1192,24 @@ impl Outcome {
                 )
             })
             .collect();
+        let (scenario, message) = match p.kind {
+            Kind::Image => (
+                "images",
+                json!({"type": IMAGE_TYPE, "image": p.size.to_string(), "image_bytes": p.size.data_len()}),
+            ),
+            Kind::String { size } => ("strings", json!({"type": STRING_TYPE, "data_bytes": size})),
+        };
         json!({
-            "scenario": "images",
+            "scenario": scenario,
             "transport": "rosgate",
             "ok": self.clean(),
-            "image": p.size.to_string(),
-            "image_bytes": p.size.data_len(),
-            "rate": p.rate,
+            "message": message,
+            "image": (p.kind == Kind::Image).then(|| p.size.to_string()),
+            "image_bytes": (p.kind == Kind::Image).then(|| p.size.data_len()),
+            "publisher": if p.outside { "none" } else { "tool" },
+            "rate": (!p.outside).then_some(p.rate),
+            "msgs_per_s_per_sub": (self.per_sub_rate() * 10.0).round() / 10.0,
+            "published_per_s": (self.published_rate() * 10.0).round() / 10.0,
             "subs": p.subs,
             "encodings": p.encodings.iter().map(|e| e.name()).collect::<Vec<_>>(),
             "duration_s": secs,
@@ -990,7 +1222,8 @@ impl Outcome {
             "send_lag_us": latency_json(&self.send_lag),
             "per_encoding": enc,
             "server_cpu_pct": self.cpu.server.map(|v| (v * 10.0).round() / 10.0),
-            "server_cpu_us_per_image": self.cpu_per_image_us().map(|v| v.round()),
+            "server_cpu_us_per_image": self.cpu_per_image_us().map(|v| (v * 10.0).round() / 10.0),
+            "publisher_cpu_pct": self.publisher_cpu.map(|v| (v * 10.0).round() / 10.0),
             "client_cpu_pct": (self.cpu.client * 10.0).round() / 10.0,
             "other_cpu_pct": self.cpu.other.map(|v| (v * 10.0).round() / 10.0),
             "bound": self.bound(),
@@ -1014,7 +1247,7 @@ mod tests {
     #[test]
     fn loss_reordering_bad_frames_and_the_measured_interval() {
         let m = (100, 200);
-        let mut s = Sub::new(Encoding::Json);
+        let mut s = Sub::new(Encoding::Json, true);
         // Warm-up: counted, not measured.
         assert_eq!(
             s.account(seen(0, 50, Encoding::Json), 10, 60, m),
@@ -1059,7 +1292,7 @@ mod tests {
     #[test]
     fn a_frame_in_another_encoding_is_counted_once_as_such() {
         let m = (0, 1000);
-        let mut s = Sub::new(Encoding::CborRaw);
+        let mut s = Sub::new(Encoding::CborRaw, true);
         assert_eq!(
             s.account(seen(0, 10, Encoding::Json), 10, 20, m),
             Account::WrongEncoding {
@@ -1079,5 +1312,24 @@ mod tests {
             Account::Measured { latency: 10 }
         );
         assert_eq!((s.wrong_encoding, s.lost, s.received), (2, 0, 3));
+    }
+
+    #[test]
+    fn an_outside_publisher_is_synced_on_its_first_message() {
+        let m = (100, 200);
+        let mut s = Sub::new(Encoding::Json, false);
+        // It was publishing before we subscribed: 5000 is no loss.
+        assert_eq!(
+            s.account(seen(5000, 90, Encoding::Json), 10, 95, m),
+            Account::Counted
+        );
+        assert_eq!(
+            s.account(seen(5002, 120, Encoding::Json), 10, 125, m),
+            Account::Measured { latency: 5 }
+        );
+        assert_eq!(
+            (s.received, s.lost, s.next_seq, s.last_stamp),
+            (2, 1, 5003, 120)
+        );
     }
 }

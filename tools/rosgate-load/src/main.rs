@@ -25,6 +25,7 @@
 //! | `ticker` | the timerfd that paces open-loop sends |
 //! | `images` | the `images` scenario: its own loop (TCP publisher, WebSocket subscribers), per-encoding tallies and report |
 //! | `image` | the Image message: the publisher's JSON line, the JSON / `cbor` / `cbor-raw` decoders, the CDR reader |
+//! | `text` | the `strings` scenario's String message: its `data` layout and JSON decoder |
 //! | `cbor` | a minimal CBOR reader |
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 
@@ -43,6 +44,7 @@ mod report;
 mod rosgate;
 mod runner;
 mod scenario;
+mod text;
 mod ticker;
 mod transport;
 
@@ -85,6 +87,25 @@ SCENARIOS (--scenario):
               subscribers at --ws-addr, each in one of --encodings; reports
               loss, latency (from the header stamp), bytes per subscriber and
               server CPU per delivered image, per encoding
+    strings   the same loop for std_msgs/msg/String (JSON subscribers
+              only): data is \"<send ns> <seq> \" then x padding to --size
+              bytes [default: 64], open loop at --rate [default: 1000]
+
+OUTSIDE PUBLISHER (images, strings: --publisher none):
+    The tool only subscribes; the topic's messages come from another
+    process on this machine (e.g. an rclpy node in a ROS 2 graph the
+    gateway joined; scripts/ros2-dds-perf.sh). Its stamps must be
+    wall-clock ns (CLOCK_REALTIME, Python's time.time_ns()): Image in
+    header.stamp, String as the first number of data. Its sequence number
+    (Image: header.frame_id in decimal; String: the second number of
+    data, \"<send ns> <seq> <padding>\") goes up by one per message from any
+    start: each subscriber syncs on its first message and counts gaps
+    from there as loss. An Image's data must be rgb8 of --image-size
+    with byte i = i % 251 (the tool's own pattern). The measured interval
+    is the wall-clock --duration after --warmup; latency is arrival minus
+    stamp, so it includes the publisher's own send path. The report's
+    msgs_per_s_per_sub is the delivered rate; --publisher-pid PID adds the
+    publisher's CPU over the measured interval.
 
 OPTIONS:
     --addr ADDR          gateway address, loopback only [default: 127.0.0.1:9095]
@@ -141,7 +162,10 @@ OPTIONS:
                          its slowest subscriber [default: 1000, lowered so
                          that N x size <= 4 MiB]
     --rate N             latency: messages/s per publisher [default: 20000];
-                         images: images/s [default: 30]
+                         images: images/s [default: 30]; strings: [1000]
+    --publisher WHO      images, strings: tool (ours, TCP JSON lines at
+                         --addr) or none (see OUTSIDE PUBLISHER) [default: tool]
+    --publisher-pid PID  with --publisher none: read its CPU from /proc/PID
     --duration SECS      measured time [default: 5]
     --warmup SECS        unmeasured (but verified) lead-in [default: 0.5]
     --drain SECS         wait for stragglers after the run [default: 3]
@@ -153,7 +177,8 @@ OPTIONS:
     --encodings LIST     images: comma-separated json, cbor, cbor-raw, or mix
                          (all three); subscriber i takes entry i mod length
                          [default: json]
-    --topic NAME         topic used [default: /bench/0; images: /bench/image]
+    --topic NAME         topic used [default: /bench/0; images: /bench/image;
+                         strings: /bench/string]
     --service NAME       service used [default: /bench/echo]
     --action NAME        action used [default: /bench/goal]
     -h, --help           print this help
@@ -347,11 +372,12 @@ fn parse_args() -> Result<Option<Mode>, String> {
         .map_err(u)?
         .unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 9095)));
     let scenario_name: Option<String> = args.opt_value_from_str("--scenario").map_err(u)?;
-    if scenario_name.as_deref() == Some("images") {
+    if let Some(name @ ("images" | "strings")) = scenario_name.as_deref() {
         if raw_source {
-            return Err("--raw-source is not a sender of images".into());
+            return Err(format!("--raw-source is not a sender of {name}"));
         }
-        return parse_images(args, addr).map(|p| Some(Mode::Images(p)));
+        let strings = name == "strings";
+        return parse_images(args, addr, strings).map(|p| Some(Mode::Images(p)));
     }
     let scenario: Scenario = match scenario_name {
         Some(s) => s.parse().map_err(|e: String| format!("{e} (or images)"))?,
@@ -433,11 +459,16 @@ fn parse_args() -> Result<Option<Mode>, String> {
 
 /// The `images` scenario's flags (the shared ones it does not use are
 /// refused as unexpected).
-fn parse_images(mut args: pico_args::Arguments, addr: SocketAddr) -> Result<ImageParams, String> {
+fn parse_images(
+    mut args: pico_args::Arguments,
+    addr: SocketAddr,
+    strings: bool,
+) -> Result<ImageParams, String> {
     let u = |e: pico_args::Error| e.to_string();
+    let scenario = if strings { "strings" } else { "images" };
     let transport: Option<String> = args.opt_value_from_str("--transport").map_err(u)?;
     if transport.as_deref().is_some_and(|t| t != Rosgate::NAME) {
-        return Err("--scenario images needs --transport rosgate".into());
+        return Err(format!("--scenario {scenario} needs --transport rosgate"));
     }
     let ws_addr: SocketAddr = args
         .opt_value_from_str("--ws-addr")
@@ -457,7 +488,21 @@ fn parse_images(mut args: pico_args::Arguments, addr: SocketAddr) -> Result<Imag
         Some(s) => image::parse_encodings(&s)?,
         None => vec![image::Encoding::Json],
     };
-    let rate: u64 = args.opt_value_from_str("--rate").map_err(u)?.unwrap_or(30);
+    let rate: u64 = args
+        .opt_value_from_str("--rate")
+        .map_err(u)?
+        .unwrap_or(if strings { 1000 } else { 30 });
+    let outside = match args
+        .opt_value_from_str::<_, String>("--publisher")
+        .map_err(u)?
+        .as_deref()
+    {
+        None | Some("tool") => false,
+        Some("none") => true,
+        Some(other) => return Err(format!("--publisher {other:?}: tool or none")),
+    };
+    let publisher_pid: Option<u32> = args.opt_value_from_str("--publisher-pid").map_err(u)?;
+    let data_size: usize = args.opt_value_from_str("--size").map_err(u)?.unwrap_or(64);
     let subs: usize = args.opt_value_from_str("--subs").map_err(u)?.unwrap_or(1);
     let mut dur = |name: &'static str, default: f64| -> Result<Duration, String> {
         let v: Option<f64> = args.opt_value_from_str(name).map_err(u)?;
@@ -471,17 +516,28 @@ fn parse_images(mut args: pico_args::Arguments, addr: SocketAddr) -> Result<Imag
     let topic: String = args
         .opt_value_from_str("--topic")
         .map_err(u)?
-        .unwrap_or_else(|| "/bench/image".into());
+        .unwrap_or_else(|| {
+            if strings {
+                "/bench/string".into()
+            } else {
+                "/bench/image".into()
+            }
+        });
     let rest = args.finish();
     if let Some(first) = rest.first() {
         return Err(format!(
-            "unexpected argument {:?} for --scenario images",
+            "unexpected argument {:?} for --scenario {scenario}",
             first.to_string_lossy()
         ));
     }
-    if let Some(pid) = server_pid {
-        if procfs::proc_cpu(pid).is_err() {
-            return Err(format!("--server-pid {pid}: no such process"));
+    for (flag, pid) in [
+        ("--server-pid", server_pid),
+        ("--publisher-pid", publisher_pid),
+    ] {
+        if let Some(pid) = pid {
+            if procfs::proc_cpu(pid).is_err() {
+                return Err(format!("{flag} {pid}: no such process"));
+            }
         }
     }
     let p = ImageParams {
@@ -497,6 +553,13 @@ fn parse_images(mut args: pico_args::Arguments, addr: SocketAddr) -> Result<Imag
         setup_timeout,
         server_pid,
         topic,
+        kind: if strings {
+            images::Kind::String { size: data_size }
+        } else {
+            images::Kind::Image
+        },
+        outside,
+        publisher_pid,
     };
     p.validate()?;
     Ok(p)
