@@ -31,7 +31,8 @@
 #   ROS2_ENV=... DDS_ROOT=... ZENOH_ROOT=... RMW_ZENOHD=... \
 #     scripts/ros2-dds-perf.sh [target/release/rosgate] [target/release/rosgate-load]
 #
-# REPS (default 2), SECS (measured seconds per run, default 5), PARTS
+# MWS (default "dds zenoh": the middlewares run), REPS (default 2), SECS
+# (measured seconds per run, default 5), PARTS
 # ("1 2" by default), KINDS ("string image"), SUBS ("1 16"), DEPTH (the
 # publisher's keep-last depth, default 10: at 50 000 String/s a depth of
 # 10 is 200 us of slack before a reliable writer overwrites what a reader
@@ -113,7 +114,7 @@ if [[ " $PARTS " == *" 1 "* ]]; then
   for rep in $(seq 1 "$REPS"); do
     for kind in $KINDS; do
       for subs in $SUBS; do
-        for m in dds zenoh; do
+        for m in ${MWS:-dds zenoh}; do
           tag="p1-$kind-$subs-$m-$rep"
           start_gateway "$m" "$tag.rosgate.log" || { failed=1; continue; }
           ros "$m" "$NODE" pub "$kind" "/perf/$kind" --depth "$DEPTH" --secs $((SETTLE + WARMUP + SECS + 8)) \
@@ -138,7 +139,7 @@ fi
 if [[ " $PARTS " == *" 2 "* ]]; then
   for rep in $(seq 1 "$REPS"); do
     for kind in $KINDS; do
-      for m in dds zenoh; do
+      for m in ${MWS:-dds zenoh}; do
         tag="p2-$kind-$m-$rep"
         rate=30; [ "$kind" = string ] && rate=1000
         start_gateway "$m" "$tag.rosgate.log" || { failed=1; continue; }

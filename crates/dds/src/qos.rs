@@ -242,9 +242,24 @@ pub fn writer(latched: Option<u32>) -> QosPolicies {
         .build()
 }
 
+/// Samples. The least history this gateway's reader keeps (whatever the
+/// writers offer): the slack between RustDDS's receive thread and the pump
+/// (`pump.rs`) taking each sample. At rclpy's top String rate over Fast
+/// DDS (about 50 000/s) a history of 10 gave the pump 200 us before a
+/// sample was overwritten, and 9-48 % were lost there (docs/performance.md,
+/// "ROS 2 over DDS (issue 26)").
+pub const MIN_DDS_READER_DEPTH: u32 = 256;
+
+/// Samples. The most history this gateway's reader keeps, whatever depth a
+/// writer offers (a writer offering keep-last 2^31 would otherwise make
+/// RustDDS keep that many samples while the pump lags).
+pub const MAX_DDS_READER_DEPTH: u32 = 1000;
+
 /// This gateway's reader of a topic whose writers offer `offered`: it
 /// asks no more than they offer (best effort when one is, transient local
-/// only when all are), so it matches every writer.
+/// only when all are), so it matches every writer; its history is the
+/// deepest offered, within [`MIN_DDS_READER_DEPTH`] and
+/// [`MAX_DDS_READER_DEPTH`].
 pub fn reader(offered: &[Qos]) -> QosPolicies {
     let transient = !offered.is_empty()
         && offered
@@ -253,7 +268,12 @@ pub fn reader(offered: &[Qos]) -> QosPolicies {
     let best_effort = offered
         .iter()
         .any(|q| q.reliability == Reliability::BestEffort);
-    let depth = offered.iter().map(|q| q.depth).max().unwrap_or(10).max(10);
+    let depth = offered
+        .iter()
+        .map(|q| q.depth)
+        .max()
+        .unwrap_or(0)
+        .clamp(MIN_DDS_READER_DEPTH, MAX_DDS_READER_DEPTH);
     QosPolicyBuilder::new()
         .reliability(if best_effort {
             policy::Reliability::BestEffort
@@ -323,6 +343,22 @@ mod tests {
             Some(policy::Liveliness::ManualByParticipant { .. })
         ));
         assert_eq!(of(&dds).liveliness, Qos::LIVELINESS_MANUAL_BY_NODE);
+    }
+
+    #[test]
+    fn the_readers_history_is_the_deepest_offered_within_its_bounds() {
+        let depth = |offered: &[Qos]| match reader(offered).history() {
+            Some(policy::History::KeepLast { depth }) => depth,
+            other => panic!("{other:?}"),
+        };
+        let of_depth = |d: u32| Qos {
+            depth: d,
+            ..Qos::default()
+        };
+        assert_eq!(depth(&[]), MIN_DDS_READER_DEPTH as i32);
+        assert_eq!(depth(&[of_depth(10)]), MIN_DDS_READER_DEPTH as i32);
+        assert_eq!(depth(&[of_depth(10), of_depth(500)]), 500);
+        assert_eq!(depth(&[of_depth(u32::MAX)]), MAX_DDS_READER_DEPTH as i32);
     }
 
     #[test]
