@@ -84,8 +84,20 @@ pub enum ScanError {
 pub fn scan_object<'a>(
     text: &'a str,
     max_depth: usize,
-    mut member: impl FnMut(Member<'a>),
+    member: impl FnMut(Member<'a>),
 ) -> Result<(), ScanError> {
+    scan_object_escapes(text, max_depth, member).map(|_| ())
+}
+
+/// [`scan_object`], also telling whether the text has an escape (a
+/// backslash) in any string, keys included: when it has none, a string
+/// value's contents are its span without the quotes, so a caller need not
+/// look for escapes again (the decoder's `op` and `topic`).
+pub fn scan_object_escapes<'a>(
+    text: &'a str,
+    max_depth: usize,
+    mut member: impl FnMut(Member<'a>),
+) -> Result<bool, ScanError> {
     use ScanError::Syntax;
 
     let b = text.as_bytes();
@@ -100,12 +112,17 @@ pub fn scan_object<'a>(
     let mut key = Key::default();
     let mut value_start = 0usize;
     let mut refused = Refusals::default();
+    let mut escapes = false;
 
     'value: loop {
         // `i` is where a value is expected, possibly after whitespace.
         let c = *b.get(i).ok_or(Syntax)?;
         match c {
-            b'"' => i = string(b, i + 1, &mut refused)?.0,
+            b'"' => {
+                let (next, escaped) = string(b, i + 1, &mut refused)?;
+                i = next;
+                escapes |= escaped;
+            }
             b'-' | b'0'..=b'9' => {
                 i = number(b, i, &mut refused)?;
                 // Arrays of numbers (common in messages) stay in this loop.
@@ -126,6 +143,7 @@ pub fn scan_object<'a>(
                 i = skip_ws(b, i + 1);
                 if b.get(i) != Some(&b'}') {
                     let (k, next) = member_key(b, i, &mut refused)?;
+                    escapes |= k.escaped;
                     if depth == 1 {
                         (key, value_start) = (k, next);
                     }
@@ -175,6 +193,7 @@ pub fn scan_object<'a>(
                             member(key.member(text, value_start, end)?);
                         }
                         let (k, next) = member_key(b, skip_ws(b, i), &mut refused)?;
+                        escapes |= k.escaped;
                         if depth == 1 {
                             (key, value_start) = (k, next);
                         }
@@ -196,7 +215,7 @@ pub fn scan_object<'a>(
                     } else if deepest > max_depth {
                         Err(ScanError::TooDeep)
                     } else {
-                        Ok(())
+                        Ok(escapes)
                     };
                 }
                 _ => return Err(Syntax),
