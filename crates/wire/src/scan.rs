@@ -101,35 +101,116 @@ pub fn scan_object_escapes<'a>(
     use ScanError::Syntax;
 
     let b = text.as_bytes();
-    let is_object = b.get(skip_ws(b, 0)) == Some(&b'{');
-    let mut i = 0;
+    let mut st = State::default();
+    let start = skip_ws(b, 0);
+    if b.get(start) != Some(&b'{') {
+        // Not an object: still exactly one valid value, for the verdict.
+        let end = value(b, start, 0, &mut st)?;
+        if skip_ws(b, end) != b.len() {
+            return Err(Syntax);
+        }
+        return Err(st.refused.first.unwrap_or(ScanError::NotObject));
+    }
+    // The object's members, one loop turn each: the key here, the value by
+    // `value` (which knows nothing of members), so that the per-member state
+    // stays out of the per-token machine.
+    st.deepest = 1;
+    let mut i = skip_ws(b, start + 1);
+    if b.get(i) == Some(&b'}') {
+        i = skip_ws(b, i + 1);
+    } else {
+        loop {
+            let (key, value_start) = member_key(b, i, &mut st.refused)?;
+            st.escapes |= key.escaped;
+            let end = value(b, value_start, 1, &mut st)?;
+            i = skip_ws(b, end);
+            let last = match b.get(i) {
+                Some(b',') => false,
+                Some(b'}') => true,
+                _ => return Err(Syntax),
+            };
+            if st.refused.member_done() {
+                member(key.member(text, value_start, end)?);
+            }
+            i = skip_ws(b, i + 1);
+            if last {
+                break;
+            }
+        }
+    }
+    if i != b.len() {
+        return Err(Syntax);
+    }
+    if let Some(e) = st.refused.first {
+        Err(e)
+    } else if st.deepest > max_depth {
+        Err(ScanError::TooDeep)
+    } else {
+        Ok(st.escapes)
+    }
+}
+
+/// What a scan learns beside the members.
+#[derive(Default)]
+struct State {
+    refused: Refusals,
+    /// Some string (or key) has an escape.
+    escapes: bool,
+    /// The deepest nesting seen (the outer container is 1).
+    deepest: usize,
+}
+
+/// Reads one value at `i` (no whitespace before it) nested in `base` open
+/// containers; returns the index after it. Scalars are read at once;
+/// containers by an iterative machine whose own depth starts at 0.
+#[inline(always)]
+fn value(b: &[u8], i: usize, base: usize, st: &mut State) -> Result<usize, ScanError> {
+    use ScanError::Syntax;
+
+    match b.get(i) {
+        Some(b'"') => {
+            let (next, escaped) = string(b, i + 1, &mut st.refused)?;
+            st.escapes |= escaped;
+            return Ok(next);
+        }
+        Some(b'-' | b'0'..=b'9') => return number(b, i, &mut st.refused),
+        Some(b'{' | b'[') => {}
+        Some(b't') => return literal(b, i, b"true"),
+        Some(b'f') => return literal(b, i, b"false"),
+        Some(b'n') => return literal(b, i, b"null"),
+        _ => return Err(Syntax),
+    }
+    container(b, i, base, st)
+}
+
+/// [`value`] of an array or object at `i`: out of line, so that a scalar
+/// member costs no set-up of the machine.
+#[inline(never)]
+fn container(b: &[u8], mut i: usize, base: usize, st: &mut State) -> Result<usize, ScanError> {
+    use ScanError::Syntax;
+
     let mut kinds = Kinds::new();
-    // Open containers; the innermost one is an object iff `in_obj`.
+    // Open containers (of this value); the innermost one is an object iff
+    // `in_obj`.
     let mut depth = 0usize;
-    let mut deepest = 0usize;
     let mut in_obj = false;
-    // The top-level member being read (meaningful while `depth == 1`).
-    let mut key = Key::default();
-    let mut value_start = 0usize;
-    let mut refused = Refusals::default();
-    let mut escapes = false;
 
     'value: loop {
         // `i` is where a value is expected, possibly after whitespace.
         let c = *b.get(i).ok_or(Syntax)?;
         match c {
             b'"' => {
-                let (next, escaped) = string(b, i + 1, &mut refused)?;
+                let (next, escaped) = string(b, i + 1, &mut st.refused)?;
                 i = next;
-                escapes |= escaped;
+                st.escapes |= escaped;
             }
             b'-' | b'0'..=b'9' => {
-                i = number(b, i, &mut refused)?;
+                i = number(b, i, &mut st.refused)?;
                 // Arrays of numbers (common in messages) stay in this loop.
-                if !in_obj && depth > 0 {
+                if !in_obj {
                     while b.get(i) == Some(&b',') {
                         match b.get(i + 1) {
-                            Some(b'-' | b'0'..=b'9') => i = number(b, i + 1, &mut refused)?,
+                            Some(b'-' | b'0'..=b'9') => i = number(b, i + 1, &mut st.refused)?,
                             _ => break,
                         }
                     }
@@ -138,26 +219,26 @@ pub fn scan_object_escapes<'a>(
             b'{' => {
                 kinds.set(depth, true);
                 depth += 1;
-                deepest = deepest.max(depth);
+                st.deepest = st.deepest.max(base + depth);
                 in_obj = true;
                 i = skip_ws(b, i + 1);
                 if b.get(i) != Some(&b'}') {
-                    let (k, next) = member_key(b, i, &mut refused)?;
-                    escapes |= k.escaped;
-                    if depth == 1 {
-                        (key, value_start) = (k, next);
-                    }
+                    let (k, next) = member_key(b, i, &mut st.refused)?;
+                    st.escapes |= k.escaped;
                     i = next;
                     continue 'value;
                 }
                 i += 1;
                 depth -= 1;
-                in_obj = depth > 0 && kinds.get(depth - 1);
+                if depth == 0 {
+                    return Ok(i);
+                }
+                in_obj = kinds.get(depth - 1);
             }
             b'[' => {
                 kinds.set(depth, false);
                 depth += 1;
-                deepest = deepest.max(depth);
+                st.deepest = st.deepest.max(base + depth);
                 in_obj = false;
                 i = skip_ws(b, i + 1);
                 if b.get(i) != Some(&b']') {
@@ -165,7 +246,10 @@ pub fn scan_object_escapes<'a>(
                 }
                 i += 1;
                 depth -= 1;
-                in_obj = depth > 0 && kinds.get(depth - 1);
+                if depth == 0 {
+                    return Ok(i);
+                }
+                in_obj = kinds.get(depth - 1);
             }
             b't' => i = literal(b, i, b"true")?,
             b'f' => i = literal(b, i, b"false")?,
@@ -176,53 +260,35 @@ pub fn scan_object_escapes<'a>(
             }
             _ => return Err(Syntax),
         }
-        // A value ends at `i`: go on to the next element, or close
-        // containers, reporting top-level members as they end.
+        // A value ends at `i` inside a container (`depth > 0`): go on to
+        // the next element, or close containers; back at depth 0 the
+        // value is whole.
         loop {
-            let end = i;
             let mut c = b.get(i).copied();
             if let Some(b' ' | b'\t' | b'\n' | b'\r') = c {
                 i = skip_ws(b, i + 1);
                 c = b.get(i).copied();
             }
             match c {
-                Some(b',') if depth > 0 => {
+                Some(b',') => {
                     i += 1;
                     if in_obj {
-                        if depth == 1 && refused.member_done() {
-                            member(key.member(text, value_start, end)?);
-                        }
-                        let (k, next) = member_key(b, skip_ws(b, i), &mut refused)?;
-                        escapes |= k.escaped;
-                        if depth == 1 {
-                            (key, value_start) = (k, next);
-                        }
+                        let (k, next) = member_key(b, skip_ws(b, i), &mut st.refused)?;
+                        st.escapes |= k.escaped;
                         i = next;
                     }
                     continue 'value;
                 }
-                Some(b']') if depth > 0 && !in_obj => {}
-                Some(b'}') if depth > 0 && in_obj => {
-                    if depth == 1 && refused.member_done() {
-                        member(key.member(text, value_start, end)?);
-                    }
-                }
-                None if depth == 0 => {
-                    return if let Some(e) = refused.first {
-                        Err(e)
-                    } else if !is_object {
-                        Err(ScanError::NotObject)
-                    } else if deepest > max_depth {
-                        Err(ScanError::TooDeep)
-                    } else {
-                        Ok(escapes)
-                    };
-                }
+                Some(b']') if !in_obj => {}
+                Some(b'}') if in_obj => {}
                 _ => return Err(Syntax),
             }
             i += 1;
             depth -= 1;
-            in_obj = depth > 0 && kinds.get(depth - 1);
+            if depth == 0 {
+                return Ok(i);
+            }
+            in_obj = kinds.get(depth - 1);
         }
     }
 }
