@@ -390,10 +390,46 @@ pub fn decode(line: &[u8]) -> Result<Request<'_>, DecodeError<'_>> {
 
 /// Decodes one line or WebSocket message under `dialect`.
 pub fn decode_as(line: &[u8], dialect: Dialect) -> Result<Request<'_>, DecodeError<'_>> {
+    decode_classified(line, classify(line).ascii, dialect)
+}
+
+/// Decodes `line` as [`decode_as`] does, but as if every raw CR and LF in
+/// it were a space, and hands the result to `f`. A raw CR or LF can only
+/// be JSON whitespace (inside strings it is refused), but forwarded inside
+/// a payload span it would split the frame for NDJSON readers and let one
+/// client forge lines for another: no span of the result holds one.
+///
+/// The pass that tests the line for ASCII also tests it for control
+/// bytes, so a line with no CR, LF or tab (nearly all) is neither searched
+/// again nor copied: one pass over its bytes before the scan instead of
+/// two (`memchr2` cost a publish ~70 instructions, scripts/callgrind.sh).
+pub fn decode_blanked<R>(
+    line: &[u8],
+    dialect: Dialect,
+    f: impl FnOnce(Result<Request<'_>, DecodeError<'_>>) -> R,
+) -> R {
+    let bytes = classify(line);
+    if bytes.controls && memchr::memchr2(b'\n', b'\r', line).is_some() {
+        let blanked: Vec<u8> = line
+            .iter()
+            .map(|&b| if b == b'\n' || b == b'\r' { b' ' } else { b })
+            .collect();
+        return f(decode_as(&blanked, dialect));
+    }
+    f(decode_classified(line, bytes.ascii, dialect))
+}
+
+/// [`decode_as`] of a line whose ASCII test is done (`ascii`).
+#[inline(always)]
+fn decode_classified(
+    line: &[u8],
+    ascii: bool,
+    dialect: Dialect,
+) -> Result<Request<'_>, DecodeError<'_>> {
     // One UTF-8 pass over the whole line (an ASCII test, `from_utf8` only
     // when it fails); the scanner then works on `str` and never re-checks
     // a span.
-    let Some(text) = utf8(line) else {
+    let Some(text) = utf8(line, ascii) else {
         return Err(DecodeError {
             kind: ErrorKind::BadUtf8,
             id: None,
@@ -473,36 +509,58 @@ pub fn decode_as(line: &[u8], dialect: Dialect) -> Result<Request<'_>, DecodeErr
     })
 }
 
-/// `line` as text if it is UTF-8. Request lines are nearly always ASCII,
-/// which [`ascii`] checks a word at a time with no per-byte work at the
-/// ends, where `from_utf8`'s ASCII path goes byte by byte up to its first
-/// aligned word and after its last double word (~140 instructions on a
-/// 110-byte publish line, scripts/callgrind.sh).
+/// `line` as text if it is UTF-8, given whether it is all ASCII (see
+/// [`classify`]). Request lines nearly always are; `from_utf8`'s ASCII path
+/// goes byte by byte up to its first aligned word and after its last
+/// double word (~140 instructions on a 110-byte publish line,
+/// scripts/callgrind.sh).
 #[inline(always)]
-fn utf8(line: &[u8]) -> Option<&str> {
-    if ascii(line) {
-        // SAFETY: ASCII is UTF-8.
+fn utf8(line: &[u8], ascii: bool) -> Option<&str> {
+    if ascii {
+        // SAFETY: `classify` saw no byte over 0x7f, and ASCII is UTF-8.
         return Some(unsafe { std::str::from_utf8_unchecked(line) });
     }
     std::str::from_utf8(line).ok()
 }
 
-/// Whether every byte of `b` is ASCII: the high bits of its words ORed
-/// together, the last word overlapping the one before it.
+/// What one pass over a line's bytes tells.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Bytes {
+    /// Every byte is ASCII.
+    ascii: bool,
+    /// Some byte is a control character (below 0x20).
+    controls: bool,
+}
+
+/// [`Bytes`] of `b`, a word at a time with no per-byte work at the ends
+/// (the last word overlaps the one before it): the high bits ORed, and
+/// the classic test for a byte below n (`(w - n * 0x01..) & !w & 0x80..`,
+/// exact as to whether there is one; its `!w` leaves out bytes over 0x7f).
 #[inline(always)]
-fn ascii(b: &[u8]) -> bool {
+fn classify(b: &[u8]) -> Bytes {
+    const LO: u64 = 0x0101_0101_0101_0101;
     const HI: u64 = 0x8080_8080_8080_8080;
     let Some(last) = b.last_chunk::<8>() else {
-        return b.iter().all(|&c| c < 0x80);
+        return Bytes {
+            ascii: b.iter().all(|&c| c < 0x80),
+            controls: b.iter().any(|&c| c < 0x20),
+        };
     };
-    let mut acc = u64::from_le_bytes(*last);
+    let below = |w: u64| w.wrapping_sub(LO * 0x20) & !w;
+    let last = u64::from_le_bytes(*last);
+    let (mut all, mut low) = (last, below(last));
     let mut words = b.chunks_exact(8);
     for w in &mut words {
         if let Some(w) = w.first_chunk::<8>() {
-            acc |= u64::from_le_bytes(*w);
+            let w = u64::from_le_bytes(*w);
+            all |= w;
+            low |= below(w);
         }
     }
-    acc & HI == 0
+    Bytes {
+        ascii: all & HI == 0,
+        controls: low & HI != 0,
+    }
 }
 
 /// The members we look at, as raw spans. Unknown members are skipped; when a
@@ -1042,14 +1100,63 @@ mod tests {
     }
 
     #[test]
-    fn ascii_sees_every_byte() {
+    fn blanked_decoding_forwards_no_raw_cr_or_lf() {
+        let line = b"{\"op\":\"publish\",\r\n\"topic\":\"/t\",\"msg\":{\"a\":\n[1,\r2]}}";
+        let msg = decode_blanked(line, Dialect::Strict, |r| match r {
+            Ok(Request {
+                op: Op::Publish { msg, .. },
+                ..
+            }) => msg.get().to_string(),
+            other => panic!("{other:?}"),
+        });
+        assert_eq!(msg, r#"{"a": [1, 2]}"#);
+        // A refused line's echoed id is blanked too.
+        let line = b"{\"op\":\"publish\",\"id\":[1,\n2],\"msg\":1e999}";
+        let id = decode_blanked(line, Dialect::Strict, |r| match r {
+            Err(e) => e.id.map(|i| i.get().to_string()),
+            Ok(r) => panic!("{r:?}"),
+        });
+        assert_eq!(id.as_deref(), Some("[1, 2]"));
+        // Without either (a tab is no reason), the line is decoded as it is.
+        let line = b"{\"op\":\"publish\",\t\"topic\":\"/t\",\"msg\":{\"a\":[1,2]}}";
+        let same = decode_blanked(line, Dialect::Strict, |r| {
+            matches!(r, Ok(Request { op: Op::Publish { msg, .. }, .. })
+                if line.as_ptr_range().contains(&msg.get().as_ptr()))
+        });
+        assert!(same, "spans borrow from the line");
+    }
+
+    #[test]
+    fn classify_sees_every_byte() {
+        let clean = Bytes {
+            ascii: true,
+            controls: false,
+        };
         for len in 0..40 {
-            let mut b = vec![b'a'; len];
-            assert!(ascii(&b));
+            let mut b = vec![b' '; len];
+            assert_eq!(classify(&b), clean);
             for at in 0..len {
-                b[at] = 0x80;
-                assert!(!ascii(&b), "len {len}, non-ASCII at {at}");
-                b[at] = b'a';
+                for (c, want) in [
+                    (0x80, (false, false)),
+                    (0xff, (false, false)),
+                    (0x1f, (true, true)),
+                    (0x00, (true, true)),
+                    (b'\n', (true, true)),
+                    (b'~', (true, false)),
+                    (0x7f, (true, false)),
+                ] {
+                    b[at] = c;
+                    let got = classify(&b);
+                    assert_eq!((got.ascii, got.controls), want, "len {len}, {c:#x} at {at}");
+                }
+                // A non-ASCII byte just below a control one hides nothing.
+                if at > 0 {
+                    b[at - 1] = 0xc3;
+                    b[at] = b'\r';
+                    assert_eq!(classify(&b).controls, true, "len {len}, CR at {at}");
+                    b[at - 1] = b' ';
+                }
+                b[at] = b' ';
             }
         }
         let (kind, _) = err(b"{\"op\":\"publish\",\"topic\":\"/t\xff\",\"msg\":{}}");
