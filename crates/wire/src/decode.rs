@@ -12,9 +12,13 @@
 //! - nesting deeper than [`MAX_JSON_DEPTH`] is refused (P3): we never recurse,
 //!   but the clients we forward to might.
 //!
-//! The line is validated once as UTF-8 and once as JSON by [`scan`], which
-//! accepts exactly what serde_json accepts and reports the top-level member
-//! spans; only names containing escapes go through serde_json to be decoded.
+//! The line is validated once as UTF-8 (a word-at-a-time ASCII test, which
+//! also notes control bytes for [`decode_blanked`]; `from_utf8` only when a
+//! byte is not ASCII) and once as JSON by [`scan`], which accepts exactly
+//! what serde_json accepts and reports the top-level member spans and
+//! whether any string has an escape (if none, `op` and `topic` are their
+//! spans without quotes); only names containing escapes go through
+//! serde_json to be decoded.
 //! Measurements against serde_json and simd-json: `benches/decode.rs` and
 //! docs/ARCHITECTURE.md.
 
