@@ -1157,7 +1157,7 @@ mod tests {
                 if at > 0 {
                     b[at - 1] = 0xc3;
                     b[at] = b'\r';
-                    assert_eq!(classify(&b).controls, true, "len {len}, CR at {at}");
+                    assert!(classify(&b).controls, "len {len}, CR at {at}");
                     b[at - 1] = b' ';
                 }
                 b[at] = b' ';
