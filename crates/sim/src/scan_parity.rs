@@ -9,7 +9,7 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::Value;
 
-use rosgate_wire::scan::{scan_object, Member, ScanError};
+use rosgate_wire::scan::{scan_object, scan_object_escapes, Member, ScanError};
 
 /// Fuzz entry point: checks `data` if it is UTF-8.
 pub fn scan(data: &[u8]) {
@@ -122,6 +122,13 @@ pub fn check(text: &str) {
         assert_eq!(verdict, expected, "depth {depth}, max {max}, {text:?}");
         assert_eq!(again, got.len(), "members with max {max} in {text:?}");
     }
+    // The escape flag the decoder trusts to skip its own look for `\`: a
+    // backslash can only be part of an escape in valid JSON.
+    assert_eq!(
+        scan_object_escapes(text, usize::MAX, |_| {}),
+        Ok(text.contains('\\')),
+        "escapes in {text:?}"
+    );
 }
 
 fn check_member(text: &str, m: &Member<'_>, raw_key: &str, raw_value: &str) {

@@ -12,9 +12,13 @@
 //! - nesting deeper than [`MAX_JSON_DEPTH`] is refused (P3): we never recurse,
 //!   but the clients we forward to might.
 //!
-//! The line is validated once as UTF-8 and once as JSON by [`scan`], which
-//! accepts exactly what serde_json accepts and reports the top-level member
-//! spans; only names containing escapes go through serde_json to be decoded.
+//! The line is validated once as UTF-8 (a word-at-a-time ASCII test, which
+//! also notes control bytes for [`decode_blanked`]; `from_utf8` only when a
+//! byte is not ASCII) and once as JSON by [`scan`], which accepts exactly
+//! what serde_json accepts and reports the top-level member spans and
+//! whether any string has an escape (if none, `op` and `topic` are their
+//! spans without quotes); only names containing escapes go through
+//! serde_json to be decoded.
 //! Measurements against serde_json and simd-json: `benches/decode.rs` and
 //! docs/ARCHITECTURE.md.
 
@@ -390,9 +394,46 @@ pub fn decode(line: &[u8]) -> Result<Request<'_>, DecodeError<'_>> {
 
 /// Decodes one line or WebSocket message under `dialect`.
 pub fn decode_as(line: &[u8], dialect: Dialect) -> Result<Request<'_>, DecodeError<'_>> {
-    // One UTF-8 pass over the whole line (std's is word-at-a-time on ASCII);
-    // the scanner then works on `str` and never re-checks a span.
-    let Ok(text) = std::str::from_utf8(line) else {
+    decode_classified(line, classify(line).ascii, dialect)
+}
+
+/// Decodes `line` as [`decode_as`] does, but as if every raw CR and LF in
+/// it were a space, and hands the result to `f`. A raw CR or LF can only
+/// be JSON whitespace (inside strings it is refused), but forwarded inside
+/// a payload span it would split the frame for NDJSON readers and let one
+/// client forge lines for another: no span of the result holds one.
+///
+/// The pass that tests the line for ASCII also tests it for control
+/// bytes, so a line with no CR, LF or tab (nearly all) is neither searched
+/// again nor copied: one pass over its bytes before the scan instead of
+/// two (`memchr2` cost a publish ~70 instructions, scripts/callgrind.sh).
+pub fn decode_blanked<R>(
+    line: &[u8],
+    dialect: Dialect,
+    f: impl FnOnce(Result<Request<'_>, DecodeError<'_>>) -> R,
+) -> R {
+    let bytes = classify(line);
+    if bytes.controls && memchr::memchr2(b'\n', b'\r', line).is_some() {
+        let blanked: Vec<u8> = line
+            .iter()
+            .map(|&b| if b == b'\n' || b == b'\r' { b' ' } else { b })
+            .collect();
+        return f(decode_as(&blanked, dialect));
+    }
+    f(decode_classified(line, bytes.ascii, dialect))
+}
+
+/// [`decode_as`] of a line whose ASCII test is done (`ascii`).
+#[inline(always)]
+fn decode_classified(
+    line: &[u8],
+    ascii: bool,
+    dialect: Dialect,
+) -> Result<Request<'_>, DecodeError<'_>> {
+    // One UTF-8 pass over the whole line (an ASCII test, `from_utf8` only
+    // when it fails); the scanner then works on `str` and never re-checks
+    // a span.
+    let Some(text) = utf8(line, ascii) else {
         return Err(DecodeError {
             kind: ErrorKind::BadUtf8,
             id: None,
@@ -400,9 +441,9 @@ pub fn decode_as(line: &[u8], dialect: Dialect) -> Result<Request<'_>, DecodeErr
         });
     };
     let mut fields = Fields::default();
-    let scanned = scan::scan_object(text, MAX_JSON_DEPTH, |m| fields.set(m));
+    let scanned = scan::scan_object_escapes(text, MAX_JSON_DEPTH, |m| fields.set(m));
     match scanned {
-        Ok(()) => {}
+        Ok(escapes) => fields.escapes = escapes,
         Err(ScanError::TooDeep) => return Err(fields.checked_error(ErrorKind::TooDeep)),
         // Grammatical JSON: every member that does not hold the refused
         // value has been read, wherever it lies, so the id is echoed.
@@ -431,7 +472,7 @@ pub fn decode_as(line: &[u8], dialect: Dialect) -> Result<Request<'_>, DecodeErr
     }
     let op_name = match fields.op {
         None => return Err(fields.error(ErrorKind::MissingOp, None)),
-        Some(raw) => match json_str(raw) {
+        Some(raw) => match fields.string(raw) {
             Some(s) => s,
             None => return Err(fields.error(ErrorKind::WrongType("op"), None)),
         },
@@ -472,6 +513,60 @@ pub fn decode_as(line: &[u8], dialect: Dialect) -> Result<Request<'_>, DecodeErr
     })
 }
 
+/// `line` as text if it is UTF-8, given whether it is all ASCII (see
+/// [`classify`]). Request lines nearly always are; `from_utf8`'s ASCII path
+/// goes byte by byte up to its first aligned word and after its last
+/// double word (~140 instructions on a 110-byte publish line,
+/// scripts/callgrind.sh).
+#[inline(always)]
+fn utf8(line: &[u8], ascii: bool) -> Option<&str> {
+    if ascii {
+        // SAFETY: `classify` saw no byte over 0x7f, and ASCII is UTF-8.
+        return Some(unsafe { std::str::from_utf8_unchecked(line) });
+    }
+    std::str::from_utf8(line).ok()
+}
+
+/// What one pass over a line's bytes tells.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Bytes {
+    /// Every byte is ASCII.
+    ascii: bool,
+    /// Some byte is a control character (below 0x20).
+    controls: bool,
+}
+
+/// [`Bytes`] of `b`, a word at a time with no per-byte work at the ends
+/// (the last word overlaps the one before it): the high bits ORed, and
+/// the classic test for a byte below n (`(w - n * 0x01..) & !w & 0x80..`,
+/// exact as to whether there is one; its `!w` leaves out bytes over 0x7f).
+#[inline(always)]
+fn classify(b: &[u8]) -> Bytes {
+    const LO: u64 = 0x0101_0101_0101_0101;
+    const HI: u64 = 0x8080_8080_8080_8080;
+    let Some(last) = b.last_chunk::<8>() else {
+        return Bytes {
+            ascii: b.iter().all(|&c| c < 0x80),
+            controls: b.iter().any(|&c| c < 0x20),
+        };
+    };
+    let below = |w: u64| w.wrapping_sub(LO * 0x20) & !w;
+    let last = u64::from_le_bytes(*last);
+    let (mut all, mut low) = (last, below(last));
+    let mut words = b.chunks_exact(8);
+    for w in &mut words {
+        if let Some(w) = w.first_chunk::<8>() {
+            let w = u64::from_le_bytes(*w);
+            all |= w;
+            low |= below(w);
+        }
+    }
+    Bytes {
+        ascii: all & HI == 0,
+        controls: low & HI != 0,
+    }
+}
+
 /// The members we look at, as raw spans. Unknown members are skipped; when a
 /// key repeats, the last one wins (as in serde_json's `Value`).
 #[derive(Default)]
@@ -507,6 +602,9 @@ struct Fields<'a> {
     wait: Option<Raw<'a>>,
     token: Option<Raw<'a>>,
     mac: Option<Raw<'a>>,
+    /// Whether the line has an escape in any string (after a clean scan):
+    /// if not, a string value is its span without the quotes.
+    escapes: bool,
     /// Members of the binary encodings and of `fragment` pieces, boxed on
     /// first sight: every publish (the hot path) initialises and checks
     /// one pointer for them instead of five members
@@ -526,22 +624,30 @@ struct RareFields<'a> {
 
 impl<'a> Fields<'a> {
     /// Records one top-level member; the last of a repeated key wins.
+    #[inline(always)]
     fn set(&mut self, m: Member<'a>) {
-        let slot = if m.key_escaped {
-            // Rare: decode the key to compare it (cold path, allocates).
-            let decoded = serde_json::from_str::<String>(&format!("\"{}\"", m.key));
-            match decoded {
-                Ok(k) => self.slot(&k),
-                Err(_) => None,
-            }
-        } else {
-            self.slot(m.key)
-        };
-        if let Some(slot) = slot {
+        if m.key_escaped {
+            return self.set_escaped(m);
+        }
+        if let Some(slot) = self.slot(m.key) {
             *slot = Some(Raw(m.value));
         }
     }
 
+    /// [`Fields::set`] of a member whose key has an escape: rare, decoded
+    /// to be compared (allocates). Out of line, so that `set` inlines into
+    /// the scan (a call per member cost a publish ~60 instructions,
+    /// scripts/callgrind.sh).
+    #[cold]
+    #[inline(never)]
+    fn set_escaped(&mut self, m: Member<'a>) {
+        let decoded = serde_json::from_str::<String>(&format!("\"{}\"", m.key));
+        if let Some(slot) = decoded.ok().and_then(|k| self.slot(&k)) {
+            *slot = Some(Raw(m.value));
+        }
+    }
+
+    #[inline(always)]
     fn slot(&mut self, key: &str) -> Option<&mut Option<Raw<'a>>> {
         Some(match key {
             "op" => &mut self.op,
@@ -652,6 +758,27 @@ impl<'a> Fields<'a> {
         }
     }
 
+    /// [`json_str`] of a member of a cleanly scanned line, without looking
+    /// for escapes again when the scan saw none.
+    #[inline(always)]
+    fn string(&self, raw: Raw<'a>) -> Option<Cow<'a, str>> {
+        if self.escapes {
+            return json_str(raw);
+        }
+        let inner = raw.get().strip_prefix('"')?.strip_suffix('"')?;
+        Some(Cow::Borrowed(inner))
+    }
+
+    /// [`name`] of a member of a cleanly scanned line (see [`Fields::string`]).
+    #[inline(always)]
+    fn name(&self, raw: Option<Raw<'a>>, field: &'static str) -> Result<Cow<'a, str>, ErrorKind> {
+        let raw = raw.ok_or(ErrorKind::MissingField(field))?;
+        if raw.0.len() > MAX_NAME_BYTES + 2 {
+            return Err(ErrorKind::NameTooLong(field));
+        }
+        self.string(raw).ok_or(ErrorKind::WrongType(field))
+    }
+
     fn build(&self, op: &str, dialect: Dialect) -> Result<Op<'a>, ErrorKind> {
         let strict = dialect == Dialect::Strict;
         // `type` is required by the strict dialect, optional otherwise; when
@@ -663,11 +790,15 @@ impl<'a> Fields<'a> {
                 raw => name(raw, "type").map(Some),
             }
         };
-        Ok(match op {
-            "publish" => Op::Publish {
-                topic: name(self.topic, "topic")?,
+        // The hot path first, on its own: the match below compares `op`
+        // against every name of its length.
+        if op == "publish" {
+            return Ok(Op::Publish {
+                topic: self.name(self.topic, "topic")?,
                 msg: self.msg.ok_or(ErrorKind::MissingField("msg"))?,
-            },
+            });
+        }
+        Ok(match op {
             "subscribe" => {
                 let mut qos = qos(self.qos)?;
                 if qos.depth.is_none() {
@@ -970,6 +1101,72 @@ mod tests {
         );
         let (kind, _) = err(br#"{"op":"subscribe","topic":"/t","type":"T","fragment_size":-1}"#);
         assert_eq!(kind, ErrorKind::WrongType("fragment_size"));
+    }
+
+    #[test]
+    fn blanked_decoding_forwards_no_raw_cr_or_lf() {
+        let line = b"{\"op\":\"publish\",\r\n\"topic\":\"/t\",\"msg\":{\"a\":\n[1,\r2]}}";
+        let msg = decode_blanked(line, Dialect::Strict, |r| match r {
+            Ok(Request {
+                op: Op::Publish { msg, .. },
+                ..
+            }) => msg.get().to_string(),
+            other => panic!("{other:?}"),
+        });
+        assert_eq!(msg, r#"{"a": [1, 2]}"#);
+        // A refused line's echoed id is blanked too.
+        let line = b"{\"op\":\"publish\",\"id\":[1,\n2],\"msg\":1e999}";
+        let id = decode_blanked(line, Dialect::Strict, |r| match r {
+            Err(e) => e.id.map(|i| i.get().to_string()),
+            Ok(r) => panic!("{r:?}"),
+        });
+        assert_eq!(id.as_deref(), Some("[1, 2]"));
+        // Without either (a tab is no reason), the line is decoded as it is.
+        let line = b"{\"op\":\"publish\",\t\"topic\":\"/t\",\"msg\":{\"a\":[1,2]}}";
+        let same = decode_blanked(line, Dialect::Strict, |r| {
+            matches!(r, Ok(Request { op: Op::Publish { msg, .. }, .. })
+                if line.as_ptr_range().contains(&msg.get().as_ptr()))
+        });
+        assert!(same, "spans borrow from the line");
+    }
+
+    #[test]
+    fn classify_sees_every_byte() {
+        let clean = Bytes {
+            ascii: true,
+            controls: false,
+        };
+        for len in 0..40 {
+            let mut b = vec![b' '; len];
+            assert_eq!(classify(&b), clean);
+            for at in 0..len {
+                for (c, want) in [
+                    (0x80, (false, false)),
+                    (0xff, (false, false)),
+                    (0x1f, (true, true)),
+                    (0x00, (true, true)),
+                    (b'\n', (true, true)),
+                    (b'~', (true, false)),
+                    (0x7f, (true, false)),
+                ] {
+                    b[at] = c;
+                    let got = classify(&b);
+                    assert_eq!((got.ascii, got.controls), want, "len {len}, {c:#x} at {at}");
+                }
+                // A non-ASCII byte just below a control one hides nothing.
+                if at > 0 {
+                    b[at - 1] = 0xc3;
+                    b[at] = b'\r';
+                    assert!(classify(&b).controls, "len {len}, CR at {at}");
+                    b[at - 1] = b' ';
+                }
+                b[at] = b' ';
+            }
+        }
+        let (kind, _) = err(b"{\"op\":\"publish\",\"topic\":\"/t\xff\",\"msg\":{}}");
+        assert_eq!(kind, ErrorKind::BadUtf8);
+        let r = ok(r#"{"op":"publish","topic":"/t\u00e9","msg":{"s":"\u00e9"}}"#);
+        assert!(matches!(r.op, Op::Publish { topic, .. } if topic == "/t\u{e9}"));
     }
 
     #[test]

@@ -6,13 +6,20 @@
 //! serde_json every payload byte goes through its generic skipping code
 //! (`ignore_str`, `ignore_value`, ...) at ~25-30 instructions per byte. This
 //! scanner accepts exactly the same texts (checked against serde_json by the
-//! differential test below and by the `scan` fuzz target) with less work:
-//! string bodies are scanned 32 and 8 bytes at a time (~1 instruction per
-//! byte), digits 8 at a time, arrays of numbers in their own loop, and
-//! nesting is iterative. Per token it still costs some 50-100 instructions,
-//! so short, token-dense lines gain least (callgrind, vs serde_json with
-//! `&RawValue` members: 16 vs 23 instructions per byte on a 100-byte publish
-//! line, 11 vs 19 on a numeric array, 1.0 vs 2.4 on a long string).
+//! differential test, crates/sim/tests/scan.rs, and by the `scan` fuzz
+//! target) with less work: string bodies are scanned 32 and 8 bytes at a
+//! time (~1 instruction per byte), digits 8 at a time, arrays of numbers in
+//! their own loop; the object's members are read by one loop (key, value,
+//! separator, report), and only a nested array or object enters the
+//! iterative machine (`container`), so that the per-member state stays out
+//! of the per-token work and a scalar member costs no set-up of it. Per
+//! token it still costs some 40-80 instructions, so short, token-dense
+//! lines gain least (callgrind, `scan_object` alone: 11.7 instructions per
+//! byte on a 117-byte publish line, 15.7 on an array of 100 integers, 18.7
+//! of 100 decimals, 1.25 on a 4 KiB string; 13.2, 18.0, 21.0 and 1.24
+//! before the member loop; serde_json with `&RawValue` members measured
+//! 23 on a 100-byte publish line, 19 on a numeric array, 2.4 on a long
+//! string).
 //!
 //! Invariants:
 //! - what it accepts, every standard parser accepts: `scan_object(t,
@@ -84,35 +91,133 @@ pub enum ScanError {
 pub fn scan_object<'a>(
     text: &'a str,
     max_depth: usize,
-    mut member: impl FnMut(Member<'a>),
+    member: impl FnMut(Member<'a>),
 ) -> Result<(), ScanError> {
+    scan_object_escapes(text, max_depth, member).map(|_| ())
+}
+
+/// [`scan_object`], also telling whether the text has an escape (a
+/// backslash) in any string, keys included: when it has none, a string
+/// value's contents are its span without the quotes, so a caller need not
+/// look for escapes again (the decoder's `op` and `topic`).
+pub fn scan_object_escapes<'a>(
+    text: &'a str,
+    max_depth: usize,
+    mut member: impl FnMut(Member<'a>),
+) -> Result<bool, ScanError> {
     use ScanError::Syntax;
 
     let b = text.as_bytes();
-    let is_object = b.get(skip_ws(b, 0)) == Some(&b'{');
-    let mut i = 0;
+    let mut st = State::default();
+    let start = skip_ws(b, 0);
+    if b.get(start) != Some(&b'{') {
+        // Not an object: still exactly one valid value, for the verdict.
+        let end = value(b, start, 0, &mut st)?;
+        if skip_ws(b, end) != b.len() {
+            return Err(Syntax);
+        }
+        return Err(st.refused.first.unwrap_or(ScanError::NotObject));
+    }
+    // The object's members, one loop turn each: the key here, the value by
+    // `value` (which knows nothing of members), so that the per-member state
+    // stays out of the per-token machine.
+    st.deepest = 1;
+    let mut i = skip_ws(b, start + 1);
+    if b.get(i) == Some(&b'}') {
+        i = skip_ws(b, i + 1);
+    } else {
+        loop {
+            let (key, value_start) = member_key(b, i, &mut st.refused)?;
+            st.escapes |= key.escaped;
+            let end = value(b, value_start, 1, &mut st)?;
+            i = skip_ws(b, end);
+            let last = match b.get(i) {
+                Some(b',') => false,
+                Some(b'}') => true,
+                _ => return Err(Syntax),
+            };
+            if st.refused.member_done() {
+                member(key.member(text, value_start, end)?);
+            }
+            i = skip_ws(b, i + 1);
+            if last {
+                break;
+            }
+        }
+    }
+    if i != b.len() {
+        return Err(Syntax);
+    }
+    if let Some(e) = st.refused.first {
+        Err(e)
+    } else if st.deepest > max_depth {
+        Err(ScanError::TooDeep)
+    } else {
+        Ok(st.escapes)
+    }
+}
+
+/// What a scan learns beside the members.
+#[derive(Default)]
+struct State {
+    refused: Refusals,
+    /// Some string (or key) has an escape.
+    escapes: bool,
+    /// The deepest nesting seen (the outer container is 1).
+    deepest: usize,
+}
+
+/// Reads one value at `i` (no whitespace before it) nested in `base` open
+/// containers; returns the index after it. Scalars are read at once;
+/// containers by an iterative machine whose own depth starts at 0.
+#[inline(always)]
+fn value(b: &[u8], i: usize, base: usize, st: &mut State) -> Result<usize, ScanError> {
+    use ScanError::Syntax;
+
+    match b.get(i) {
+        Some(b'"') => {
+            let (next, escaped) = string(b, i + 1, &mut st.refused)?;
+            st.escapes |= escaped;
+            return Ok(next);
+        }
+        Some(b'-' | b'0'..=b'9') => return number(b, i, &mut st.refused),
+        Some(b'{' | b'[') => {}
+        Some(b't') => return literal(b, i, b"true"),
+        Some(b'f') => return literal(b, i, b"false"),
+        Some(b'n') => return literal(b, i, b"null"),
+        _ => return Err(Syntax),
+    }
+    container(b, i, base, st)
+}
+
+/// [`value`] of an array or object at `i`: out of line, so that a scalar
+/// member costs no set-up of the machine.
+#[inline(never)]
+fn container(b: &[u8], mut i: usize, base: usize, st: &mut State) -> Result<usize, ScanError> {
+    use ScanError::Syntax;
+
     let mut kinds = Kinds::new();
-    // Open containers; the innermost one is an object iff `in_obj`.
+    // Open containers (of this value); the innermost one is an object iff
+    // `in_obj`.
     let mut depth = 0usize;
-    let mut deepest = 0usize;
     let mut in_obj = false;
-    // The top-level member being read (meaningful while `depth == 1`).
-    let mut key = Key::default();
-    let mut value_start = 0usize;
-    let mut refused = Refusals::default();
 
     'value: loop {
         // `i` is where a value is expected, possibly after whitespace.
         let c = *b.get(i).ok_or(Syntax)?;
         match c {
-            b'"' => i = string(b, i + 1, &mut refused)?.0,
+            b'"' => {
+                let (next, escaped) = string(b, i + 1, &mut st.refused)?;
+                i = next;
+                st.escapes |= escaped;
+            }
             b'-' | b'0'..=b'9' => {
-                i = number(b, i, &mut refused)?;
+                i = number(b, i, &mut st.refused)?;
                 // Arrays of numbers (common in messages) stay in this loop.
-                if !in_obj && depth > 0 {
+                if !in_obj {
                     while b.get(i) == Some(&b',') {
                         match b.get(i + 1) {
-                            Some(b'-' | b'0'..=b'9') => i = number(b, i + 1, &mut refused)?,
+                            Some(b'-' | b'0'..=b'9') => i = number(b, i + 1, &mut st.refused)?,
                             _ => break,
                         }
                     }
@@ -121,25 +226,26 @@ pub fn scan_object<'a>(
             b'{' => {
                 kinds.set(depth, true);
                 depth += 1;
-                deepest = deepest.max(depth);
+                st.deepest = st.deepest.max(base + depth);
                 in_obj = true;
                 i = skip_ws(b, i + 1);
                 if b.get(i) != Some(&b'}') {
-                    let (k, next) = member_key(b, i, &mut refused)?;
-                    if depth == 1 {
-                        (key, value_start) = (k, next);
-                    }
+                    let (k, next) = member_key(b, i, &mut st.refused)?;
+                    st.escapes |= k.escaped;
                     i = next;
                     continue 'value;
                 }
                 i += 1;
                 depth -= 1;
-                in_obj = depth > 0 && kinds.get(depth - 1);
+                if depth == 0 {
+                    return Ok(i);
+                }
+                in_obj = kinds.get(depth - 1);
             }
             b'[' => {
                 kinds.set(depth, false);
                 depth += 1;
-                deepest = deepest.max(depth);
+                st.deepest = st.deepest.max(base + depth);
                 in_obj = false;
                 i = skip_ws(b, i + 1);
                 if b.get(i) != Some(&b']') {
@@ -147,7 +253,10 @@ pub fn scan_object<'a>(
                 }
                 i += 1;
                 depth -= 1;
-                in_obj = depth > 0 && kinds.get(depth - 1);
+                if depth == 0 {
+                    return Ok(i);
+                }
+                in_obj = kinds.get(depth - 1);
             }
             b't' => i = literal(b, i, b"true")?,
             b'f' => i = literal(b, i, b"false")?,
@@ -158,52 +267,35 @@ pub fn scan_object<'a>(
             }
             _ => return Err(Syntax),
         }
-        // A value ends at `i`: go on to the next element, or close
-        // containers, reporting top-level members as they end.
+        // A value ends at `i` inside a container (`depth > 0`): go on to
+        // the next element, or close containers; back at depth 0 the
+        // value is whole.
         loop {
-            let end = i;
             let mut c = b.get(i).copied();
             if let Some(b' ' | b'\t' | b'\n' | b'\r') = c {
                 i = skip_ws(b, i + 1);
                 c = b.get(i).copied();
             }
             match c {
-                Some(b',') if depth > 0 => {
+                Some(b',') => {
                     i += 1;
                     if in_obj {
-                        if depth == 1 && refused.member_done() {
-                            member(key.member(text, value_start, end)?);
-                        }
-                        let (k, next) = member_key(b, skip_ws(b, i), &mut refused)?;
-                        if depth == 1 {
-                            (key, value_start) = (k, next);
-                        }
+                        let (k, next) = member_key(b, skip_ws(b, i), &mut st.refused)?;
+                        st.escapes |= k.escaped;
                         i = next;
                     }
                     continue 'value;
                 }
-                Some(b']') if depth > 0 && !in_obj => {}
-                Some(b'}') if depth > 0 && in_obj => {
-                    if depth == 1 && refused.member_done() {
-                        member(key.member(text, value_start, end)?);
-                    }
-                }
-                None if depth == 0 => {
-                    return if let Some(e) = refused.first {
-                        Err(e)
-                    } else if !is_object {
-                        Err(ScanError::NotObject)
-                    } else if deepest > max_depth {
-                        Err(ScanError::TooDeep)
-                    } else {
-                        Ok(())
-                    };
-                }
+                Some(b']') if !in_obj => {}
+                Some(b'}') if in_obj => {}
                 _ => return Err(Syntax),
             }
             i += 1;
             depth -= 1;
-            in_obj = depth > 0 && kinds.get(depth - 1);
+            if depth == 0 {
+                return Ok(i);
+            }
+            in_obj = kinds.get(depth - 1);
         }
     }
 }
@@ -243,13 +335,23 @@ impl Key {
     /// The member with this key and the value at `start..end`.
     #[inline(always)]
     fn member(self, text: &str, start: usize, end: usize) -> Result<Member<'_>, ScanError> {
-        // Every bound is next to an ASCII byte, so `get` never fails.
+        // Every bound is next to an ASCII byte, so `span` never fails.
         Ok(Member {
-            key: text.get(self.start..self.end).ok_or(ScanError::Syntax)?,
+            key: span(text, self.start, self.end).ok_or(ScanError::Syntax)?,
             key_escaped: self.escaped,
-            value: text.get(start..end).ok_or(ScanError::Syntax)?,
+            value: span(text, start, end).ok_or(ScanError::Syntax)?,
         })
     }
+}
+
+/// `text[start..end]`, checked. Two `split_at_checked` inline where
+/// `str::get` is an out-of-line call: ~25 instructions less per member
+/// (scripts/callgrind.sh).
+#[inline(always)]
+fn span(text: &str, start: usize, end: usize) -> Option<&str> {
+    let (head, _) = text.split_at_checked(end)?;
+    let (_, span) = head.split_at_checked(start)?;
+    Some(span)
 }
 
 /// Reads `"key" :` at `i`; returns the key and the index of the value
@@ -265,13 +367,16 @@ fn member_key(b: &[u8], i: usize, refused: &mut Refusals) -> Result<(Key, usize)
         end: after - 1,
         escaped,
     };
-    let colon = match b.get(after) {
-        Some(b':') => after,
-        _ => skip_ws(b, after),
+    // The colon is tested once on the common path (no whitespace before it).
+    let colon = if b.get(after) == Some(&b':') {
+        after
+    } else {
+        let colon = skip_ws(b, after);
+        if b.get(colon) != Some(&b':') {
+            return Err(ScanError::Syntax);
+        }
+        colon
     };
-    if b.get(colon) != Some(&b':') {
-        return Err(ScanError::Syntax);
-    }
     Ok((key, skip_ws(b, colon + 1)))
 }
 
@@ -475,9 +580,11 @@ fn hex4(b: &[u8], i: usize) -> Result<u32, ScanError> {
 const LO: u64 = 0x0101_0101_0101_0101;
 const HI: u64 = 0x8080_8080_8080_8080;
 
+/// The 8 bytes at `i`, if there are as many (`b.get(i..)?.first_chunk()`
+/// costs a subtraction and two checks more per word).
 #[inline(always)]
 fn word_at(b: &[u8], i: usize) -> Option<u64> {
-    let w = b.get(i..)?.first_chunk::<8>()?;
+    let w = b.get(i..i.wrapping_add(8))?.first_chunk::<8>()?;
     Some(u64::from_le_bytes(*w))
 }
 

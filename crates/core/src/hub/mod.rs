@@ -817,22 +817,10 @@ impl Hub {
             return;
         };
         self.counters.inc(Counter::LinesIn);
-        // A raw CR or LF can only be JSON whitespace here (raw control
-        // characters are invalid inside strings), but forwarded inside a
-        // payload span it would split the frame for NDJSON readers and let
-        // one client forge lines for another. Blank them out first; lines
-        // without either (nearly all) are not copied.
-        let mut blanked = Vec::new();
-        let line = if memchr::memchr2(b'\n', b'\r', line).is_some() {
-            blanked.extend(
-                line.iter()
-                    .map(|&b| if b == b'\n' || b == b'\r' { b' ' } else { b }),
-            );
-            &blanked[..]
-        } else {
-            line
-        };
-        match decode::decode_as(line, dialect) {
+        // Decoded with raw CRs and LFs read as spaces (they would split a
+        // forwarded frame for NDJSON readers); lines without either (nearly
+        // all) are not copied.
+        decode::decode_blanked(line, dialect, |decoded| match decoded {
             // The hot path, on the request where it lies (it is moved only
             // into the general case): a plain publish goes to the router.
             Ok(ref req) if self.plain_publish(at, req) => {
@@ -847,7 +835,7 @@ impl Hub {
             }
             Ok(req) => self.apply(me, at, req, now),
             Err(e) => self.reject(me, &e, now),
-        }
+        })
     }
 
     /// Sends the error status for a refused line.
