@@ -21,7 +21,11 @@ The load, per run:
     action goal `/tf2_web_republisher` (roslib's ROS2TFClient) for 20
     source frames (the mover and 19 links, different per client) in
     target `world` at rate --rate (10 Hz), thresholds 0.001 m / 0.001 rad;
-  - mode `raw`: the same connections subscribed to /tf.
+  - mode `raw`: the same connections subscribed to /tf;
+  - mode `none`: the publisher alone (the gateway's cost of /tf when no
+    TF client exists: /tf is then not parsed).
+A mode written `MODE:alt` runs the --alt gateway binary (a before/after in
+the same interleaved run).
 The clients are spread over --procs processes (4), which read every byte.
 
 Measured over --secs (30) after --warmup (3) s, per run:
@@ -334,8 +338,12 @@ def client_proc(port, mode, ids, n_links, rate, origin_ns, start_at, stop_at, ou
 # --------------------------------------------------------------------- runs
 
 
-def run(args, mode, workdir):
-    gw = Gateway(args.gateway, workdir, [])
+def run(args, spec, workdir, index):
+    mode, _, alt = spec.partition(":")
+    binary = args.alt if alt else args.gateway
+    if not os.access(binary, os.X_OK):
+        sys.exit(f"tf-perf.py: {binary} is not an executable")
+    gw = Gateway(binary, workdir, [])
     ctx = mp.get_context("fork")
     out = ctx.Queue()
     ready = ctx.Event()
@@ -363,9 +371,9 @@ def run(args, mode, workdir):
         s0, c0, t0 = gw.stats(), gw.cpu_secs(), time.monotonic()
         load0 = os.getloadavg()
         perf = None
-        if args.perf and mode == args.perf_mode and not args.perf_done:
-            args.perf_done = True
-            perf = subprocess.Popen(["perf", "record", "-F", "499", "-g", "-o", args.perf,
+        if args.perf and spec in args.perf_modes.split(","):
+            perf = subprocess.Popen(["perf", "record", "-F", "499", "--call-graph", "dwarf,16384", "-o",
+                                     f"{args.perf}.{index}",
                                      "-p", str(gw.proc.pid), "--", "sleep",
                                      str(max(1, int(stop_at - time.time()) - 1))],
                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -408,7 +416,8 @@ def run(args, mode, workdir):
         return s1.get(k, 0) - s0.get(k, 0)
 
     row = {
-        "mode": mode,
+        "mode": spec,
+        "binary": binary,
         "secs": round(secs, 2),
         "gw_cpu_pct": round(100 * (c1 - c0) / secs, 1),
         "clients_cpu_pct": round(100 * sum(c["cpu"] for c in cl) / args.secs, 1),
@@ -475,12 +484,12 @@ def main():
     ap.add_argument("--rate", type=float, default=10)
     ap.add_argument("--jump-ms", type=float, default=230)
     ap.add_argument("--out", default="target/tf-perf.md")
+    ap.add_argument("--alt", default="", help="the gateway of `MODE:alt` runs")
     ap.add_argument("--perf", default="",
-                    help="perf record -g the gateway over the first --perf-mode run's "
-                         "window into this file")
-    ap.add_argument("--perf-mode", default="repub")
+                    help="perf record -g the gateway over the window of every run "
+                         "listed in --perf-modes, into PERF.<run number>")
+    ap.add_argument("--perf-modes", default="repub")
     args = ap.parse_args()
-    args.perf_done = False
     os.chdir(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
     if not os.access(args.gateway, os.X_OK):
         sys.exit(f"tf-perf.py: {args.gateway} missing: cargo build --release -p rosgate")
@@ -492,7 +501,7 @@ def main():
         for mode in args.order.split(","):
             print(f"tf-perf.py: run {len(rows) + 1}: {mode}, load {os.getloadavg()}",
                   file=sys.stderr)
-            row = run(args, mode, workdir)
+            row = run(args, mode, workdir, len(rows) + 1)
             rows.append(row)
             f.write(json.dumps(row) + "\n")
             f.flush()
