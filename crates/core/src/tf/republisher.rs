@@ -88,6 +88,9 @@ pub struct Sub {
     pub angular_thres: f64,
     pub trans_thres: f64,
     pub period: Duration,
+    /// When its current tick is due: the next is one period after it,
+    /// not after the (later) time it fired, so the rate does not drift.
+    pub due: Instant,
     /// Transforms sent so far.
     pub sent: u64,
 }
@@ -242,6 +245,7 @@ impl Republisher {
                 angular_thres: req.angular_thres,
                 trans_thres: req.trans_thres,
                 period,
+                due: now + period,
                 sent: 0,
             },
         );
@@ -308,7 +312,7 @@ impl Republisher {
         let mut out = Vec::new();
         let mut lookups = 0;
         while let Some(id) = self.ready.pop_front() {
-            let Some(s) = self.subs.get(&id) else {
+            let Some(s) = self.subs.get_mut(&id) else {
                 continue;
             };
             let n = s.pairs.len().max(1);
@@ -317,7 +321,18 @@ impl Republisher {
                 break;
             }
             lookups += n;
-            self.wheel.insert(id, now + s.period);
+            // One period after the tick was due: the loop wakes a little
+            // after a deadline and the wheel rounds up to its next 5 ms
+            // slot, so `now + period` made a 10 Hz subscription tick at
+            // 9.5 Hz and a 100 Hz one at 67 Hz (docs/performance.md, "TF
+            // for the web"). A tick more than a period late skips the
+            // missed ones instead of bursting.
+            let mut next = s.due + s.period;
+            if next <= now {
+                next = now + s.period;
+            }
+            s.due = next;
+            self.wheel.insert(id, next);
             out.push(id);
         }
         out
@@ -494,6 +509,53 @@ mod tests {
             .add(conn(2), 0, topic(), req(json!({"target_frame": "w"})), t0)
             .is_ok());
         assert_eq!(r.find(conn(2), |_| true).len(), 1);
+    }
+
+    #[test]
+    fn ticks_keep_their_rate_when_the_loop_wakes_late() {
+        // The loop wakes 1.3 ms after each 5 ms slot: ticks still come
+        // at 10 Hz and 100 Hz over 10 s (one period after the tick was
+        // due, not after it fired), and a long stall skips ticks rather
+        // than sending them in a burst.
+        let t0 = Instant::now();
+        let mut r = Republisher::new(t0);
+        let slow = r
+            .add(
+                conn(1),
+                0,
+                topic(),
+                req(json!({"target_frame": "w", "rate": 10})),
+                t0,
+            )
+            .unwrap();
+        let fast = r
+            .add(
+                conn(1),
+                0,
+                topic(),
+                req(json!({"target_frame": "w", "rate": 100})),
+                t0,
+            )
+            .unwrap();
+        let mut fired = Vec::new();
+        let late = Duration::from_micros(1_300);
+        for ms in (0..10_000).step_by(5) {
+            fired.extend(r.due(t0 + Duration::from_millis(ms) + late, usize::MAX));
+        }
+        fn count(fired: &[u64], id: u64) -> usize {
+            fired.iter().filter(|&&i| i == id).count()
+        }
+        let (n_slow, n_fast) = (count(&fired, slow), count(&fired, fast));
+        assert!((99..=100).contains(&n_slow), "10 Hz: {n_slow}");
+        assert!((999..=1000).contains(&n_fast), "100 Hz: {n_fast}");
+        // A 1 s stall: each fires once, then one period later.
+        fired.clear();
+        let after = t0 + Duration::from_secs(11);
+        fired.extend(r.due(after, usize::MAX));
+        fired.extend(r.due(after + Duration::from_millis(5), usize::MAX));
+        assert_eq!((count(&fired, slow), count(&fired, fast)), (1, 1));
+        fired.extend(r.due(after + Duration::from_millis(10), usize::MAX));
+        assert_eq!((count(&fired, slow), count(&fired, fast)), (1, 2));
     }
 
     #[test]
