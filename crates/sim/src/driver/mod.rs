@@ -54,6 +54,7 @@ mod effects;
 mod encoded;
 mod federation;
 mod feed;
+mod foxglove;
 mod fragments;
 mod goals;
 mod param_access;
@@ -262,6 +263,17 @@ counts! {
     ws_cbor_typed_received,
     /// Of them, `cbor-raw` (none until the schedule asks for it).
     ws_cbor_raw_received,
+    /// Foxglove sessions started, typed-topic channels they read
+    /// advertised, subscriptions made and withdrawn (by `unsubscribe`, and
+    /// with their channel), message data received and checked, drop
+    /// warnings read.
+    fx_sessions,
+    fx_channels_learnt,
+    fx_subscribes,
+    fx_unsubscribes,
+    fx_channels_gone,
+    fx_received,
+    fx_drop_warnings,
     ws_png_received,
     ws_fragments_received,
     ws_fragmented_received,
@@ -454,6 +466,10 @@ pub struct Sim {
     /// Frames the depth of their subscription drops in the hub call being
     /// made: (slot, publish).
     pub(crate) depth_drops: Vec<(usize, u64)>,
+    /// Control bytes each Foxglove session was sent in this `expire` after
+    /// its memory enforcement (the channels re-made last in the turn):
+    /// the budget's rule ran without them.
+    pub(crate) fx_after_enforce: [usize; MAX_CLIENTS],
     /// Connections the hub call being made closes for their reliable
     /// backlog.
     pub(crate) reliable_closes: Vec<usize>,
@@ -521,6 +537,7 @@ impl Sim {
             failed_shutdown: 0,
             uncounted: 0,
             depth_drops: Vec::new(),
+            fx_after_enforce: [0; MAX_CLIENTS],
             reliable_closes: Vec::new(),
             interest: BTreeSet::new(),
             cut: cut_encoding(cfg.seed),
@@ -586,6 +603,12 @@ impl Sim {
                 let Some(s) = self.model.resolve_ws(*slot) else {
                     return Ok(());
                 };
+                // A session sends pings, pongs, close frames and protocol
+                // violations; not the binary and text messages of the
+                // rosbridge dialect (those would be Foxglove ops).
+                if self.is_fx(s) && matches!(kind % 8, 2 | 6 | 7) {
+                    return Ok(());
+                }
                 self.complete_pending(s)?;
                 if self.model.client(s).is_open() {
                     self.ws_control(s, *kind, *arg)?;
@@ -644,6 +667,12 @@ impl Sim {
                     _ => self.model.resolve(*slot),
                 };
                 let Some(s) = target else { return Ok(()) };
+                if self.is_fx(s) {
+                    if self.model.client(s).is_open() {
+                        return self.fx_request(s, req);
+                    }
+                    return Ok(());
+                }
                 self.complete_pending(s)?;
                 if self.model.client(s).is_open() {
                     self.send(s, *style, *split, req)?;
@@ -656,8 +685,8 @@ impl Sim {
                 cut,
                 req,
             } => match self.model.resolve(*slot) {
-                Some(s) => self.trickle(s, *style, *cut, req),
-                None => Ok(()),
+                Some(s) if !self.is_fx(s) => self.trickle(s, *style, *cut, req),
+                _ => Ok(()),
             },
             Action::Shutdown => self.shutdown(),
             Action::Remote { slot, topic, msg } => self.remote_publish(*slot, *topic, *msg),
@@ -784,7 +813,14 @@ impl Sim {
             return self.after_call(Cause::Open { victim }, pre);
         };
         self.counts.ws_connections += 1;
-        let (request, mut answer, feed) = ws::handshake(how, query.as_ref().map(|q| q.0));
+        // Bits 6-7 set on a plain, valid opening: a Foxglove session
+        // (`driver/foxglove.rs`).
+        let foxglove = query.is_none() && how >> 6 == 3 && how & 3 != 3;
+        let (request, mut answer, feed) = if foxglove {
+            ws::handshake_foxglove(how)
+        } else {
+            ws::handshake(how, query.as_ref().map(|q| q.0))
+        };
         // What an upgrade the URL's query makes the hub do, applied as it
         // completes; a query it refuses turns the 101 into a 400.
         let mut opening = None;
@@ -800,7 +836,7 @@ impl Sim {
                 }
             }
         }
-        let refused = !matches!(answer, Answer::Accept(_));
+        let refused = !matches!(answer, Answer::Accept(_) | Answer::AcceptFoxglove(_));
         let origin_refused = answer == Answer::Forbidden;
         let lazy = feed == HandshakeFeed::WithFirstFrame;
         let side = WsSide {
@@ -816,6 +852,7 @@ impl Sim {
             done: false,
             protocol_close: refused && !origin_refused,
             origin_refused,
+            fx: foxglove.then(Default::default),
         };
         let mut c = Client::new(r, Link::Ws(side), at, seq);
         c.domain = self.model.ws_domain;
@@ -841,6 +878,11 @@ impl Sim {
             cuts,
             handshake: Some((n, !refused)),
         };
+        // The hub starts the session as the opening completes, and the
+        // client may read its first messages within this very write.
+        if foxglove && !refused && !self.model.draining {
+            self.fx_started(slot);
+        }
         self.deliver(slot, w, opening, false, false)
     }
 
@@ -975,7 +1017,15 @@ impl Sim {
         let now = self.now();
         let pre = self.pre();
         let sweep_due = self.offset >= self.model.next_sweep;
+        let control = |sim: &Sim| -> [usize; MAX_CLIENTS] {
+            std::array::from_fn(|s| match &sim.model.clients[s] {
+                Some(c) if sim.is_fx(s) => sim.hub.out(c.conn.key).map_or(0, |q| q.control_bytes()),
+                _ => 0,
+            })
+        };
+        let before = control(self);
         self.hub.expire(now);
+        let after = control(self);
         let tick_now = Self::tick_of(self.offset);
         self.model.fail_calls_where(|c| c.due_tick <= tick_now);
         self.expire_goals(tick_now);
@@ -1005,7 +1055,12 @@ impl Sim {
             *g = overflow || sweep.as_ref().is_some_and(|p| p[s].is_some());
         }
         self.flush_qos(tick_now, gone);
-        self.after_call(Cause::Expire { sweep }, pre)
+        // Last in the hub's turn: the Foxglove sessions' channels.
+        self.fx_sync_all(gone);
+        self.fx_after_enforce = std::array::from_fn(|s| after[s].saturating_sub(before[s]));
+        let r = self.after_call(Cause::Expire { sweep }, pre);
+        self.fx_after_enforce = [0; MAX_CLIENTS];
+        r
     }
 
     fn flush_phase(&mut self) -> Result<(), Violation> {

@@ -82,6 +82,15 @@ pub(crate) enum Effect {
         domain: Option<u8>,
         node: Option<NodeModel>,
     },
+    /// A Foxglove session's `subscribe` of the typed topic's channel with
+    /// this subscription id (`driver/foxglove.rs`).
+    FxSubscribe {
+        sub: u32,
+    },
+    /// A Foxglove session's `unsubscribe` of one of its subscriptions.
+    FxUnsubscribe {
+        sub: u32,
+    },
     /// An action request (see `goals.rs`).
     Goal(GoalOp),
     /// A parameter operation of a node's owner (see `params.rs`).

@@ -1,0 +1,392 @@
+//! Foxglove WebSocket sessions (`docs/protocol.md`, "Foxglove WebSocket
+//! protocol"; the data is `model/foxglove.rs`): a WebSocket client that
+//! opens with the Foxglove subprotocol, learns the channels the hub
+//! advertises, subscribes to the typed topic's channel and unsubscribes.
+//!
+//! A subscription is the connection's registration on the topic in the
+//! encoding `Comp::Foxglove(sub)` (`model/encodings.rs` makes its message
+//! data), so it is owed exactly the messages a plain subscriber of the
+//! topic is owed, under the same rules (queue limit, memory budget,
+//! latching); each one is checked byte for byte (subscription id, the
+//! turn's wall clock, the CDR) and decoded back: its CDR must read as the
+//! JSON published (`ws_decode::fx_message_data`, `ws_decode::cdr_matches`).
+//!
+//! The hub's channel list is re-made once per turn after its registry
+//! changed (the end of `Hub::expire`); the model re-makes the typed
+//! topic's channel there too ([`Sim::fx_sync_all`]), and a channel that
+//! goes takes its subscription with it. The client reads: `serverInfo`
+//! first; every `advertise` and `unadvertise` of the typed topic's channel
+//! in the order the model made them (ids never reused, `cdr` with the
+//! topic's type); other channels, services, learnt and not predicted;
+//! statuses as owed (a refused subscription's error, a successful one's
+//! info through the status filter) and the debounced drop warning, which
+//! may tell no more messages than the model shed for the session.
+//! Requests a rosbridge client would send are not sent by a session: a
+//! `subscribe`, QoS or `publish` request drawn for it becomes a Foxglove
+//! `subscribe` to the typed topic's channel (when the client knows it as
+//! current and holds no subscription to it), an `unsubscribe` or
+//! `unadvertise` a Foxglove `unsubscribe` of one of its subscriptions;
+//! anything else is skipped.
+
+use serde_json::Value;
+
+use rosgate_wire::ws::client;
+
+use super::feed::Write;
+use super::Sim;
+use crate::actions::{Req, MAX_CLIENTS};
+use crate::model::encodings::{bundled, Comp, EncM, TYPED_TOPIC, TYPED_TYPE};
+use crate::model::foxglove::{ChanEvent, FxSide};
+use crate::model::qos::Asked;
+use crate::model::requests::Effect;
+use crate::model::{Lvl, Unit};
+use crate::violation::Violation;
+use crate::ws::OP_TEXT;
+use crate::ws_decode::{cdr_matches, fx_message_data};
+
+/// At most this much of a received message is quoted in a violation.
+const SHOW_CHARS: usize = 200;
+
+fn show(b: &[u8]) -> String {
+    String::from_utf8_lossy(b)
+        .chars()
+        .take(SHOW_CHARS)
+        .collect()
+}
+
+impl Sim {
+    fn fx(&self, slot: usize) -> Option<&FxSide> {
+        self.model.clients[slot]
+            .as_ref()?
+            .ws()
+            .and_then(|w| w.fx.as_ref())
+    }
+
+    fn fx_mut(&mut self, slot: usize) -> &mut FxSide {
+        self.model
+            .client_mut(slot)
+            .ws_mut()
+            .and_then(|w| w.fx.as_mut())
+            .expect("a Foxglove session")
+    }
+
+    /// Whether `slot` is a Foxglove session.
+    pub(crate) fn is_fx(&self, slot: usize) -> bool {
+        self.fx(slot).is_some()
+    }
+
+    /// The session's opening was answered (`foxglove_start`): its channels
+    /// are made at once.
+    pub(crate) fn fx_started(&mut self, slot: usize) {
+        self.counts.fx_sessions += 1;
+        self.fx_mut(slot).started = true;
+        self.fx_sync(slot);
+    }
+
+    /// The end of a turn's `expire`: every open session's channels re-made
+    /// (`gone`: closed in this expire, skipped as the hub skips them).
+    pub(crate) fn fx_sync_all(&mut self, gone: [bool; MAX_CLIENTS]) {
+        for (s, &g) in gone.iter().enumerate() {
+            let live = self.model.clients[s].as_ref().is_some_and(|c| {
+                c.is_open()
+                    && c.ws()
+                        .and_then(|w| w.fx.as_ref())
+                        .is_some_and(|f| f.started)
+            });
+            if live && !g {
+                self.fx_sync(s);
+            }
+        }
+    }
+
+    /// The typed topic's channel of session `slot` as the hub makes it
+    /// now: present while a connection of its domain advertises the topic
+    /// (one closing keeps its registrations until it is freed).
+    fn fx_sync(&mut self, slot: usize) {
+        let domain = self.model.client(slot).domain;
+        let want = self
+            .model
+            .clients
+            .iter()
+            .flatten()
+            .any(|c| c.domain == domain && c.pubs.contains_key(TYPED_TOPIC));
+        let fx = self.fx_mut(slot);
+        match (want, fx.chan) {
+            (true, None) => {
+                fx.made += 1;
+                fx.chan = Some(fx.made);
+                fx.owed.push_back(ChanEvent::Advertised);
+            }
+            (false, Some(_)) => {
+                fx.chan = None;
+                fx.owed.push_back(ChanEvent::Unadvertised);
+                let subs: Vec<u32> = fx
+                    .subs
+                    .iter()
+                    .filter(|(_, t)| *t == TYPED_TOPIC)
+                    .map(|(&id, _)| id)
+                    .collect();
+                for id in subs {
+                    self.fx_mut(slot).subs.remove(&id);
+                    self.counts.fx_channels_gone += 1;
+                    self.fx_withdraw(slot);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// The hub withdraws the session's registration on the typed topic
+    /// (an ordinary unregistration: its info status, through the filter).
+    fn fx_withdraw(&mut self, slot: usize) {
+        self.model.expect_status(slot, None, false);
+        let c = self.model.client_mut(slot);
+        let was = c.subs.contains_key(TYPED_TOPIC);
+        c.unregister(true, TYPED_TOPIC, None, None);
+        if was {
+            self.after_leave(slot, true, TYPED_TOPIC);
+        }
+        self.sync_topics();
+    }
+
+    /// A request drawn for session `slot`, as the session sends it (see
+    /// the module docs).
+    pub(crate) fn fx_request(&mut self, slot: usize, req: &Req) -> Result<(), Violation> {
+        let Some(fx) = self.fx(slot).filter(|f| f.info) else {
+            return Ok(());
+        };
+        let (text, effect) = match req {
+            Req::Subscribe { .. } | Req::Qos(_) | Req::Publish { .. } => {
+                let Some(chan) = fx.typed_channel() else {
+                    return Ok(());
+                };
+                if fx.subs.values().any(|t| t == TYPED_TOPIC) {
+                    return Ok(());
+                }
+                let sub = fx.next_sub;
+                (
+                    format!(
+                        r#"{{"op":"subscribe","subscriptions":[{{"id":{sub},"channelId":{chan}}}]}}"#
+                    ),
+                    Effect::FxSubscribe { sub },
+                )
+            }
+            Req::Unsubscribe { .. } | Req::Unadvertise { .. } => {
+                let Some(&sub) = fx.subs.keys().next() else {
+                    return Ok(());
+                };
+                (
+                    format!(r#"{{"op":"unsubscribe","subscriptionIds":[{sub}]}}"#),
+                    Effect::FxUnsubscribe { sub },
+                )
+            }
+            _ => return Ok(()),
+        };
+        if let Effect::FxSubscribe { .. } = effect {
+            self.fx_mut(slot).next_sub += 1;
+        }
+        let frame = client::frame(OP_TEXT, text.as_bytes(), [7, 1, 5, 3]);
+        let n = frame.len();
+        let w = Write {
+            bytes: frame,
+            units: vec![Unit::Data {
+                len: n,
+                payload: text.len(),
+                fin: true,
+            }],
+            cuts: vec![n],
+            handshake: None,
+        };
+        self.deliver(slot, w, Some(effect), false, false)
+    }
+
+    /// `subscribe` of the typed topic's channel with id `sub`: the
+    /// connection's registration (refused past the per-connection limit,
+    /// with an error status), recorded in the session when made.
+    pub(crate) fn fx_subscribe(&mut self, slot: usize, sub: u32) {
+        let asked = Asked {
+            enc: EncM {
+                comp: Comp::Foxglove(sub),
+                fragment: None,
+            },
+            ..Asked::default()
+        };
+        let before = self.counts.registrations_refused;
+        self.apply_topic(slot, "subscribe", TYPED_TOPIC, None, None, asked);
+        if self.counts.registrations_refused == before {
+            self.counts.fx_subscribes += 1;
+            self.fx_mut(slot).subs.insert(sub, TYPED_TOPIC.to_string());
+        }
+    }
+
+    /// `unsubscribe` of the session's subscription `sub`.
+    pub(crate) fn fx_unsubscribe(&mut self, slot: usize, sub: u32) {
+        if self.fx_mut(slot).subs.remove(&sub).is_some() {
+            self.counts.fx_unsubscribes += 1;
+            self.fx_withdraw(slot);
+        }
+    }
+
+    /// Frames shed from session `slot`'s queue (the drop warning may tell
+    /// of them).
+    pub(crate) fn fx_shed(&mut self, slot: usize, n: u64) {
+        if n > 0 && self.is_fx(slot) {
+            self.fx_mut(slot).shed += n;
+        }
+    }
+
+    /// A text message to session `slot`.
+    pub(crate) fn on_fx_text(&mut self, slot: usize, text: &[u8]) -> Result<(), Violation> {
+        let v: Value = serde_json::from_slice(text).map_err(|e| {
+            self.violation(format!(
+                "session {slot} got a non-JSON text ({e}): {}",
+                show(text)
+            ))
+        })?;
+        let op = v.get("op").and_then(Value::as_str).unwrap_or("");
+        let info = self.fx(slot).is_some_and(|f| f.info);
+        if info == (op == "serverInfo") {
+            return Err(self.violation(format!(
+                "session {slot}: serverInfo must come first and once, got {}",
+                show(text)
+            )));
+        }
+        match op {
+            "serverInfo" => {
+                self.fx_mut(slot).info = true;
+                Ok(())
+            }
+            "advertise" => self.on_fx_advertise(slot, &v),
+            "unadvertise" => self.on_fx_unadvertise(slot, &v),
+            "advertiseServices" | "unadvertiseServices" => Ok(()),
+            "status" => self.on_fx_status(slot, &v),
+            _ => Err(self.violation(format!(
+                "session {slot} got an op it never asked for: {}",
+                show(text)
+            ))),
+        }
+    }
+
+    fn on_fx_advertise(&mut self, slot: usize, v: &Value) -> Result<(), Violation> {
+        let Some(chans) = v.get("channels").and_then(Value::as_array) else {
+            return Err(self.violation(format!("session {slot}: advertise without channels")));
+        };
+        for ch in chans {
+            let id = ch.get("id").and_then(Value::as_u64).map(|i| i as u32);
+            let topic = ch.get("topic").and_then(Value::as_str);
+            let (Some(id), Some(topic)) = (id, topic) else {
+                return Err(self.violation(format!("session {slot}: a malformed channel {ch}")));
+            };
+            let fx = self.fx_mut(slot);
+            if !fx.ids.insert(id) {
+                return Err(self.violation(format!("session {slot}: channel id {id} reused")));
+            }
+            if topic != TYPED_TOPIC {
+                fx.learnt.insert(id, (topic.to_string(), 0));
+                continue;
+            }
+            let owed = fx.owed.pop_front();
+            fx.seen += 1;
+            let n = fx.seen;
+            fx.learnt.insert(id, (topic.to_string(), n));
+            let typed = ch["encoding"] == "cdr" && ch["schemaName"] == TYPED_TYPE;
+            if owed != Some(ChanEvent::Advertised) || !typed {
+                return Err(self.violation(format!(
+                    "session {slot} got the channel {ch}, the model owes {owed:?} (a cdr channel of {TYPED_TYPE})"
+                )));
+            }
+            self.counts.fx_channels_learnt += 1;
+        }
+        Ok(())
+    }
+
+    fn on_fx_unadvertise(&mut self, slot: usize, v: &Value) -> Result<(), Violation> {
+        let Some(ids) = v.get("channelIds").and_then(Value::as_array) else {
+            return Err(self.violation(format!("session {slot}: unadvertise without ids")));
+        };
+        for id in ids {
+            let id = id.as_u64().unwrap_or(u64::MAX) as u32;
+            let fx = self.fx_mut(slot);
+            let Some((topic, _)) = fx.learnt.remove(&id) else {
+                return Err(self.violation(format!(
+                    "session {slot}: unadvertise of channel {id}, never advertised to it"
+                )));
+            };
+            if topic == TYPED_TOPIC {
+                let owed = fx.owed.pop_front();
+                if owed != Some(ChanEvent::Unadvertised) {
+                    return Err(self.violation(format!(
+                        "session {slot}: unadvertise of {topic}'s channel, the model owes {owed:?}"
+                    )));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// A Foxglove `status` (level 0 info, 1 warning, 2 error): the drop
+    /// warning, or one the model owes (id-less, through the filter).
+    fn on_fx_status(&mut self, slot: usize, v: &Value) -> Result<(), Violation> {
+        let msg = v.get("message").and_then(Value::as_str).unwrap_or("");
+        let level = match v.get("level").and_then(Value::as_u64) {
+            Some(0) => Lvl::Info,
+            Some(1) => Lvl::Warning,
+            Some(2) => Lvl::Error,
+            _ => return Err(self.violation(format!("session {slot}: a bad status {v}"))),
+        };
+        if level == Lvl::Warning {
+            self.counts.warnings_received += 1;
+        }
+        let dropped = msg
+            .split_once(" messages dropped: ")
+            .and_then(|(n, _)| n.parse::<u64>().ok());
+        if let (Lvl::Warning, Some(n)) = (level, dropped) {
+            let fx = self.fx_mut(slot);
+            if n == 0 || fx.warned + n > fx.shed {
+                let (shed, warned) = (fx.shed, fx.warned);
+                return Err(self.violation(format!(
+                    "session {slot}: told {n} messages dropped, the model shed {shed} of which {warned} were told"
+                )));
+            }
+            fx.warned += n;
+            self.counts.fx_drop_warnings += 1;
+            return Ok(());
+        }
+        let e = &mut self.model.client_mut(slot).exp;
+        let n = match level {
+            Lvl::Error => &mut e.anon_error,
+            Lvl::Warning => &mut e.anon_warning,
+            Lvl::Info => &mut e.anon_info,
+        };
+        if *n == 0 {
+            return Err(self.violation(format!("session {slot} got an unexpected status {v}")));
+        }
+        *n -= 1;
+        Ok(())
+    }
+
+    /// A binary message to session `slot`: the message data of the next
+    /// topic frame queued for it.
+    pub(crate) fn on_fx_binary(&mut self, slot: usize, payload: &[u8]) -> Result<(), Violation> {
+        let (sub, ns, cdr) =
+            fx_message_data(payload).map_err(|e| self.violation(format!("session {slot}: {e}")))?;
+        let f = self.next_encoded(slot, Comp::Foxglove(sub), "message data")?;
+        let mut wire = Vec::new();
+        client::push_frame(&mut wire, true, crate::ws::OP_BINARY, payload, None);
+        self.check_wire(slot, &f, &wire)?;
+        let want: Value = serde_json::from_slice(&f.line)
+            .map_err(|e| self.violation(format!("the model's publish is not JSON: {e}")))?;
+        let wall = self.offset.as_nanos() as u64;
+        if ns > wall || want["topic"] != TYPED_TOPIC {
+            return Err(self.violation(format!(
+                "session {slot}: message data at {ns} ns (now {wall}) of {}",
+                want["topic"]
+            )));
+        }
+        cdr_matches(bundled(), TYPED_TYPE, cdr, &want["msg"])
+            .map_err(|e| self.violation(format!("session {slot}: message data: {e}")))?;
+        self.counts.fx_received += 1;
+        self.took_encoded(slot);
+        Ok(())
+    }
+}
