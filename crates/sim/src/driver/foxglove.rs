@@ -24,8 +24,10 @@
 //! Requests a rosbridge client would send are not sent by a session: a
 //! `subscribe`, QoS or `publish` request drawn for it becomes a Foxglove
 //! `subscribe` to the typed topic's channel (when the client knows it as
-//! current and holds no subscription to it), an `unsubscribe` or
-//! `unadvertise` a Foxglove `unsubscribe` of one of its subscriptions;
+//! current and holds no subscription to it); once subscribed, a
+//! `subscribe`, `unsubscribe` or `unadvertise` becomes a Foxglove
+//! `unsubscribe`, and a QoS or `publish` request a publish on the typed
+//! topic by a client of its domain that advertised it stating QoS;
 //! anything else is skipped.
 
 use serde_json::Value;
@@ -34,7 +36,7 @@ use rosgate_wire::ws::client;
 
 use super::feed::Write;
 use super::Sim;
-use crate::actions::{Req, MAX_CLIENTS};
+use crate::actions::{QosReq, Req, MAX_CLIENTS};
 use crate::model::encodings::{bundled, Comp, EncM, TYPED_TOPIC, TYPED_TYPE};
 use crate::model::foxglove::{ChanEvent, FxSide};
 use crate::model::qos::Asked;
@@ -73,6 +75,31 @@ impl Sim {
     /// Whether `slot` is a Foxglove session.
     pub(crate) fn is_fx(&self, slot: usize) -> bool {
         self.fx(slot).is_some()
+    }
+
+    /// Whether a Foxglove session sends something for `req` (see the
+    /// module docs).
+    pub(crate) fn fx_takes(req: &Req) -> bool {
+        matches!(
+            req,
+            Req::Subscribe { .. }
+                | Req::Unsubscribe { .. }
+                | Req::Unadvertise { .. }
+                | Req::Qos(_)
+                | Req::Publish { .. }
+        )
+    }
+
+    /// From `slot` on, the first client that is not a Foxglove session
+    /// (`ws`: a WebSocket one).
+    pub(crate) fn next_rosbridge(&self, slot: usize, ws: bool) -> Option<usize> {
+        (0..MAX_CLIENTS)
+            .map(|i| (slot + i) % MAX_CLIENTS)
+            .find(|&i| {
+                self.model.clients[i]
+                    .as_ref()
+                    .is_some_and(|c| !self.is_fx(i) && (!ws || c.rosbridge()))
+            })
     }
 
     /// The session's opening was answered (`foxglove_start`): its channels
@@ -151,12 +178,64 @@ impl Sim {
 
     /// A request drawn for session `slot`, as the session sends it (see
     /// the module docs).
-    pub(crate) fn fx_request(&mut self, slot: usize, req: &Req) -> Result<(), Violation> {
+    pub(crate) fn fx_request(
+        &mut self,
+        slot: usize,
+        style: u8,
+        split: u8,
+        req: &Req,
+    ) -> Result<(), Violation> {
         let Some(fx) = self.fx(slot).filter(|f| f.info) else {
             return Ok(());
         };
+        let subscribed = fx.subs.values().any(|t| t == TYPED_TOPIC);
+        let payload = match req {
+            Req::Publish { payload, .. } => Some(*payload),
+            Req::Qos(q) => Some(q.payload),
+            _ => None,
+        };
+        if let (true, Some(payload)) = (subscribed, payload) {
+            // Subscribed: a publisher of the typed topic publishes.
+            let q = QosReq {
+                op: 3,
+                topic: 0xff,
+                spec: 0,
+                payload,
+                id: 0,
+            };
+            let Some(p) = self.qos_publisher(slot as u8, &q) else {
+                return Ok(());
+            };
+            if self.model.client(p).domain != self.model.client(slot).domain {
+                return Ok(());
+            }
+            self.complete_pending(p)?;
+            if self.model.client(p).is_open() {
+                self.send(p, style, split, &Req::Qos(q))?;
+            }
+            return Ok(());
+        }
+        let toggle = subscribed && matches!(req, Req::Subscribe { .. });
         let (text, effect) = match req {
-            Req::Subscribe { .. } | Req::Qos(_) | Req::Publish { .. } => {
+            _ if toggle => {
+                let Some(&sub) = fx.subs.keys().next() else {
+                    return Ok(());
+                };
+                (
+                    format!(r#"{{"op":"unsubscribe","subscriptionIds":[{sub}]}}"#),
+                    Effect::FxUnsubscribe { sub },
+                )
+            }
+            Req::Unsubscribe { .. } | Req::Unadvertise { .. } => {
+                let Some(&sub) = fx.subs.keys().next() else {
+                    return Ok(());
+                };
+                (
+                    format!(r#"{{"op":"unsubscribe","subscriptionIds":[{sub}]}}"#),
+                    Effect::FxUnsubscribe { sub },
+                )
+            }
+            _ => {
                 let Some(chan) = fx.typed_channel() else {
                     return Ok(());
                 };
@@ -171,16 +250,6 @@ impl Sim {
                     Effect::FxSubscribe { sub },
                 )
             }
-            Req::Unsubscribe { .. } | Req::Unadvertise { .. } => {
-                let Some(&sub) = fx.subs.keys().next() else {
-                    return Ok(());
-                };
-                (
-                    format!(r#"{{"op":"unsubscribe","subscriptionIds":[{sub}]}}"#),
-                    Effect::FxUnsubscribe { sub },
-                )
-            }
-            _ => return Ok(()),
         };
         if let Effect::FxSubscribe { .. } = effect {
             self.fx_mut(slot).next_sub += 1;

@@ -600,14 +600,18 @@ impl Sim {
             Action::ConnectWs { how } => self.connect(Some(*how)),
             Action::ConnectWsAt { how, query } => self.connect_at(*how, *query),
             Action::WsControl { slot, kind, arg } => {
-                let Some(s) = self.model.resolve_ws(*slot) else {
+                let Some(mut s) = self.model.resolve_ws(*slot) else {
                     return Ok(());
                 };
                 // A session sends pings, pongs, close frames and protocol
-                // violations; not the binary and text messages of the
-                // rosbridge dialect (those would be Foxglove ops).
+                // violations; the binary and text messages of the
+                // rosbridge dialect (Foxglove ops to it) go to the next
+                // rosbridge client.
                 if self.is_fx(s) && matches!(kind % 8, 2 | 6 | 7) {
-                    return Ok(());
+                    match self.next_rosbridge(s, true) {
+                        Some(r) => s = r,
+                        None => return Ok(()),
+                    }
                 }
                 self.complete_pending(s)?;
                 if self.model.client(s).is_open() {
@@ -649,6 +653,12 @@ impl Sim {
                         .model
                         .holder(*slot)
                         .or_else(|| self.model.resolve(*slot)),
+                    // A QoS publish from a publisher that stated QoS on
+                    // its topic, if any did (so that incompatible pairs
+                    // are put to the test).
+                    Req::Qos(q) if q.op % 4 == 3 => self
+                        .qos_publisher(*slot, q)
+                        .or_else(|| self.model.resolve(*slot)),
                     // Feedback and results go from a server holding a goal.
                     Req::Goal(g) if matches!(g.op % 8, 4 | 5) => self
                         .model
@@ -666,12 +676,21 @@ impl Sim {
                         .or_else(|| self.model.resolve(*slot)),
                     _ => self.model.resolve(*slot),
                 };
-                let Some(s) = target else { return Ok(()) };
+                let Some(mut s) = target else { return Ok(()) };
                 if self.is_fx(s) {
-                    if self.model.client(s).is_open() {
-                        return self.fx_request(s, req);
+                    // A Foxglove session takes the topic requests its
+                    // protocol has; the rest go to the next rosbridge
+                    // client, as if the session were not there.
+                    if Self::fx_takes(req) {
+                        if self.model.client(s).is_open() {
+                            return self.fx_request(s, *style, *split, req);
+                        }
+                        return Ok(());
                     }
-                    return Ok(());
+                    match self.next_rosbridge(s, false) {
+                        Some(r) => s = r,
+                        None => return Ok(()),
+                    }
                 }
                 self.complete_pending(s)?;
                 if self.model.client(s).is_open() {
@@ -684,9 +703,13 @@ impl Sim {
                 style,
                 cut,
                 req,
-            } => match self.model.resolve(*slot) {
-                Some(s) if !self.is_fx(s) => self.trickle(s, *style, *cut, req),
-                _ => Ok(()),
+            } => match self
+                .model
+                .resolve(*slot)
+                .and_then(|s| self.next_rosbridge(s, false))
+            {
+                Some(s) => self.trickle(s, *style, *cut, req),
+                None => Ok(()),
             },
             Action::Shutdown => self.shutdown(),
             Action::Remote { slot, topic, msg } => self.remote_publish(*slot, *topic, *msg),
