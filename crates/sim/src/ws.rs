@@ -7,7 +7,8 @@
 //! code, so the two can still disagree. On top of the client's checks
 //! (what any server may send), this module holds rosgate to what it does
 //! send: final frames only, text, pong or close, a single upgrade with no
-//! extension or subprotocol.
+//! extension or subprotocol (but the Foxglove one, agreed to when a
+//! Foxglove client offers it: [`handshake_foxglove`]).
 
 use rosgate_wire::ws::client::{self, Response};
 pub(crate) use rosgate_wire::ws::frame::{OP_BINARY, OP_CLOSE, OP_CONT, OP_PING, OP_PONG, OP_TEXT};

@@ -14,7 +14,9 @@
 //! `driver/reader.rs` compares the content with the JSON publish a plain
 //! subscriber gets.
 //!
-//! `cbor-raw` is modelled and asked for on the typed topic (see [`CBOR_RAW`]).
+//! `cbor-raw` is modelled and asked for on the typed topic (see [`CBOR_RAW`]),
+//! and so is a Foxglove session's subscription to its channel
+//! ([`Comp::Foxglove`], `model/foxglove.rs`): message data carrying its CDR.
 //!
 //! Invariants the model keeps with it:
 //! - one message is made once per encoding for every subscriber that asked
