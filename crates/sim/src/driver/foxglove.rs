@@ -61,14 +61,14 @@ impl Sim {
         self.model.clients[slot]
             .as_ref()?
             .ws()
-            .and_then(|w| w.fx.as_ref())
+            .and_then(|w| w.fx.as_deref())
     }
 
     fn fx_mut(&mut self, slot: usize) -> &mut FxSide {
         self.model
             .client_mut(slot)
             .ws_mut()
-            .and_then(|w| w.fx.as_mut())
+            .and_then(|w| w.fx.as_deref_mut())
             .expect("a Foxglove session")
     }
 
@@ -117,7 +117,7 @@ impl Sim {
             let live = self.model.clients[s].as_ref().is_some_and(|c| {
                 c.is_open()
                     && c.ws()
-                        .and_then(|w| w.fx.as_ref())
+                        .and_then(|w| w.fx.as_deref())
                         .is_some_and(|f| f.started)
             });
             if live && !g {

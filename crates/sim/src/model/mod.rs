@@ -312,7 +312,7 @@ pub(crate) struct WsSide {
     pub last_fragment_id: u64,
     /// A Foxglove session (opened with its subprotocol) instead of a
     /// rosbridge client.
-    pub fx: Option<foxglove::FxSide>,
+    pub fx: Option<Box<foxglove::FxSide>>,
 }
 
 /// One unit of a client's write, for what a partial write leaves buffered
