@@ -41,12 +41,17 @@
 //! back to the JSON publish (`ws_decode::fx_message_data`,
 //! `ws_decode::cdr_matches`); its statuses as owed (a subscription's info,
 //! a refusal's error, through the status filter); the drop warning
-//! telling no more messages than the model shed for it.
+//! telling no more messages than the model shed for it; client publishing
+//! on a `json` channel of the typed topic (client `advertise` and
+//! `unadvertise` as the connection's advertisement, each message the
+//! connection's publish, owed to every subscriber; over the line limit,
+//! an error status).
 //!
 //! Still not modelled: the other topics' channels (learnt, not
 //! predicted: their type and publishers are not tracked), services and
 //! their calls, actions' channels, the connection graph, parameters,
-//! client `advertise` and client publishing (`json` and `cdr` channels),
+//! client publishing on `cdr` channels (the client's CDR passed untouched
+//! to CDR subscribers, decoded once for the others) and on other topics,
 //! `throttleMs`, and the drop warning's count and debounce exactly (it is
 //! bounded by the frames shed, never asserted to come). This target
 //! covers those only as well-formed output.

@@ -141,7 +141,12 @@ fn seeded_simulation() {
     // ... and Foxglove sessions: opened with the subprotocol, the typed
     // topic's channel learnt from the hub's advertise, subscribed to, its
     // message data received (exact bytes, the CDR decoded back), and
-    // subscriptions withdrawn by unsubscribe and with their channel.
+    // subscriptions withdrawn by unsubscribe and with their channel, and
+    // client channels advertised and published on.
+    assert!(
+        total.fx_client_channels > 0 && total.fx_client_publishes > 0,
+        "{total:?}"
+    );
     assert!(
         total.fx_sessions > 0
             && total.fx_channels_learnt > 0

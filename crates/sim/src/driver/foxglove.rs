@@ -21,14 +21,24 @@
 //! statuses as owed (a refused subscription's error, a successful one's
 //! info through the status filter) and the debounced drop warning, which
 //! may tell no more messages than the model shed for the session.
+//! A session also publishes (`clientPublish`): it advertises a `json`
+//! client channel on the typed topic (the connection's advertisement of
+//! it, so the hub's channel of the topic follows it like any publisher's),
+//! sends message data on it (the JSON of a typed message: the connection's
+//! publish, owed to every subscriber exactly as a rosbridge publish is;
+//! over the line limit, discarded with an error status) and unadvertises it.
+//!
 //! Requests a rosbridge client would send are not sent by a session: a
 //! `subscribe`, QoS or `publish` request drawn for it becomes a Foxglove
 //! `subscribe` to the typed topic's channel (when the client knows it as
 //! current and holds no subscription to it); once subscribed, a
 //! `subscribe`, `unsubscribe` or `unadvertise` becomes a Foxglove
 //! `unsubscribe`, and a QoS or `publish` request a publish on the typed
-//! topic by a client of its domain that advertised it stating QoS;
-//! anything else is skipped.
+//! topic by a client of its domain that advertised it stating QoS. An
+//! `advertise` becomes its client channel's `advertise`, then an
+//! `unadvertise` its `unadvertise` and a `publish` (even payloads, or any
+//! before it subscribed) a message on it. The other requests drawn for a
+//! session go to the next rosbridge client, as if it were not there.
 
 use serde_json::Value;
 
@@ -83,6 +93,7 @@ impl Sim {
         matches!(
             req,
             Req::Subscribe { .. }
+                | Req::Advertise { .. }
                 | Req::Unsubscribe { .. }
                 | Req::Unadvertise { .. }
                 | Req::Qos(_)
@@ -189,6 +200,47 @@ impl Sim {
             return Ok(());
         };
         let subscribed = fx.subs.values().any(|t| t == TYPED_TOPIC);
+        // Client publishing: advertise a `json` channel on the typed topic,
+        // publish on it (JSON bytes as the message data), unadvertise it.
+        let client = match (req, fx.client_chan) {
+            (Req::Advertise { .. }, None) => {
+                let chan = fx.next_client_chan;
+                let text = format!(
+                    r#"{{"op":"advertise","channels":[{{"id":{chan},"topic":"{TYPED_TOPIC}","encoding":"json","schemaName":"{TYPED_TYPE}"}}]}}"#
+                );
+                Some((OP_TEXT, text.into_bytes(), Effect::FxAdvertise { chan }))
+            }
+            (Req::Unadvertise { .. }, Some(chan)) => {
+                let text = format!(r#"{{"op":"unadvertise","channelIds":[{chan}]}}"#);
+                Some((OP_TEXT, text.into_bytes(), Effect::FxUnadvertise))
+            }
+            (Req::Publish { payload, .. }, Some(chan)) if payload & 1 == 0 || !subscribed => {
+                let msg = self.typed_payload(*payload);
+                let mut data = vec![1u8];
+                data.extend_from_slice(&chan.to_le_bytes());
+                data.extend_from_slice(msg.as_bytes());
+                let effect = Effect::Publish {
+                    name: TYPED_TOPIC.to_string(),
+                    msg,
+                    id: None,
+                    node: None,
+                };
+                Some((crate::ws::OP_BINARY, data, effect))
+            }
+            _ => None,
+        };
+        if let Some((op, payload, effect)) = client {
+            if let Effect::FxAdvertise { .. } = effect {
+                self.fx_mut(slot).next_client_chan += 1;
+            }
+            if let Effect::Publish { .. } = effect {
+                if payload.len() <= self.limits.max_line_bytes {
+                    self.counts.fx_client_publishes += 1;
+                }
+            }
+            return self.fx_write(slot, op, &payload, effect);
+        }
+        let fx = self.fx(slot).expect("a Foxglove session");
         let payload = match req {
             Req::Publish { payload, .. } => Some(*payload),
             Req::Qos(q) => Some(q.payload),
@@ -254,19 +306,69 @@ impl Sim {
         if let Effect::FxSubscribe { .. } = effect {
             self.fx_mut(slot).next_sub += 1;
         }
-        let frame = client::frame(OP_TEXT, text.as_bytes(), [7, 1, 5, 3]);
+        self.fx_write(slot, OP_TEXT, text.as_bytes(), effect)
+    }
+
+    /// Session `slot` sends one message (`op`: text or binary), whole in
+    /// one read; `effect` applies as the hub handles it.
+    fn fx_write(
+        &mut self,
+        slot: usize,
+        op: u8,
+        payload: &[u8],
+        effect: Effect,
+    ) -> Result<(), Violation> {
+        // A message over the line limit is discarded with an error status,
+        // as a rosbridge client's (`feed.rs`).
+        let effect = if payload.len() > self.limits.max_line_bytes {
+            self.counts.too_long += 1;
+            Effect::Error {
+                id: None,
+                code: None,
+            }
+        } else {
+            effect
+        };
+        let frame = client::frame(op, payload, [7, 1, 5, 3]);
         let n = frame.len();
         let w = Write {
             bytes: frame,
             units: vec![Unit::Data {
                 len: n,
-                payload: text.len(),
+                payload: payload.len(),
                 fin: true,
             }],
             cuts: vec![n],
             handshake: None,
         };
         self.deliver(slot, w, Some(effect), false, false)
+    }
+
+    /// Client `advertise` of `json` channel `chan` on the typed topic: the
+    /// connection's advertisement of it with the channel's type (refused
+    /// past the per-connection limit, with an error status).
+    pub(crate) fn fx_advertise(&mut self, slot: usize, chan: u32) {
+        let before = self.counts.registrations_refused;
+        self.apply_topic(slot, "advertise", TYPED_TOPIC, None, None, Asked::default());
+        if self.counts.registrations_refused == before {
+            self.counts.fx_client_channels += 1;
+            self.fx_mut(slot).client_chan = Some(chan);
+        }
+    }
+
+    /// Client `unadvertise` of its channel: the advertisement withdrawn.
+    pub(crate) fn fx_unadvertise(&mut self, slot: usize) {
+        if self.fx_mut(slot).client_chan.take().is_none() {
+            return;
+        }
+        self.model.expect_status(slot, None, false);
+        let c = self.model.client_mut(slot);
+        let was = c.pubs.contains_key(TYPED_TOPIC);
+        c.unregister(false, TYPED_TOPIC, None, None);
+        if was {
+            self.after_leave(slot, false, TYPED_TOPIC);
+        }
+        self.sync_topics();
     }
 
     /// `subscribe` of the typed topic's channel with id `sub`: the

@@ -274,6 +274,10 @@ counts! {
     fx_channels_gone,
     fx_received,
     fx_drop_warnings,
+    /// Client channels a session advertised, and the messages it
+    /// published on them.
+    fx_client_channels,
+    fx_client_publishes,
     ws_png_received,
     ws_fragments_received,
     ws_fragmented_received,

@@ -56,6 +56,10 @@ pub(crate) struct FxSide {
     pub subs: BTreeMap<u32, String>,
     /// The next subscription id the client uses.
     pub next_sub: u32,
+    /// Its client channel (`json`, on the typed topic) when it advertised
+    /// one, and the next id it gives one.
+    pub client_chan: Option<u32>,
+    pub next_client_chan: u32,
     /// Its topic frames shed, and how many of them a drop warning told.
     pub shed: u64,
     pub warned: u64,

@@ -91,6 +91,12 @@ pub(crate) enum Effect {
     FxUnsubscribe {
         sub: u32,
     },
+    /// A Foxglove session's client `advertise` of a `json` channel `chan`
+    /// on the typed topic, and its `unadvertise`.
+    FxAdvertise {
+        chan: u32,
+    },
+    FxUnadvertise,
     /// An action request (see `goals.rs`).
     Goal(GoalOp),
     /// A parameter operation of a node's owner (see `params.rs`).
