@@ -42,16 +42,17 @@
 //! `ws_decode::cdr_matches`); its statuses as owed (a subscription's info,
 //! a refusal's error, through the status filter); the drop warning
 //! telling no more messages than the model shed for it; client publishing
-//! on a `json` channel of the typed topic (client `advertise` and
+//! on a `json` or `cdr` channel of the typed topic (client `advertise` and
 //! `unadvertise` as the connection's advertisement, each message the
-//! connection's publish, owed to every subscriber; over the line limit,
-//! an error status).
+//! connection's publish, owed to every subscriber: JSON as sent, CDR as
+//! the hub decodes it for JSON subscribers and untouched for CDR ones;
+//! over the line limit, an error status).
 //!
 //! Still not modelled: the other topics' channels (learnt, not
 //! predicted: their type and publishers are not tracked), services and
 //! their calls, actions' channels, the connection graph, parameters,
-//! client publishing on `cdr` channels (the client's CDR passed untouched
-//! to CDR subscribers, decoded once for the others) and on other topics,
+//! client publishing on other topics (other types, types the gateway
+//! does not know, CDR that does not fit),
 //! `throttleMs`, and the drop warning's count and debounce exactly (it is
 //! bounded by the frames shed, never asserted to come). This target
 //! covers those only as well-formed output.

@@ -93,8 +93,8 @@
 //!   a subscription to it (a registration in the encoding
 //!   `Foxglove(sub)`, withdrawn by `unsubscribe` or with its channel), owed
 //!   exactly a plain subscriber's messages as message data whose CDR
-//!   decodes to the JSON publish; a `json` client channel on it, whose
-//!   messages are the connection's publishes;
+//!   decodes to the JSON publish; a `json` or `cdr` client channel on it,
+//!   whose messages are the connection's publishes;
 //! - for WebSocket clients, the handshake answer (101 with the right
 //!   accept key, or the HTTP refusal), one text frame per line carrying
 //!   exactly its bytes, a pong per ping, and the close frame (echoed, or

@@ -313,7 +313,7 @@ pub(crate) fn fx_message_data(b: &[u8]) -> Result<(u32, u64, &[u8]), String> {
 
 /// [`same_json`], but a `uint8[]` may be base64 text on one side and a
 /// list of numbers on the other.
-fn same_octets(a: &Value, b: &Value) -> bool {
+pub(crate) fn same_octets(a: &Value, b: &Value) -> bool {
     match (a, b) {
         (Value::String(_), Value::Array(_)) | (Value::Array(_), Value::String(_)) => {
             let (x, y) = (rosgate_ros2::cdr::octets(a), rosgate_ros2::cdr::octets(b));

@@ -144,7 +144,9 @@ fn seeded_simulation() {
     // subscriptions withdrawn by unsubscribe and with their channel, and
     // client channels advertised and published on.
     assert!(
-        total.fx_client_channels > 0 && total.fx_client_publishes > 0,
+        total.fx_client_channels > 0
+            && total.fx_client_publishes > 0
+            && total.fx_client_cdr_publishes > 0,
         "{total:?}"
     );
     assert!(

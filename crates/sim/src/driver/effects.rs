@@ -86,7 +86,7 @@ impl Sim {
             Effect::Nothing => {}
             Effect::FxSubscribe { sub } => self.fx_subscribe(slot, sub),
             Effect::FxUnsubscribe { sub } => self.fx_unsubscribe(slot, sub),
-            Effect::FxAdvertise { chan } => self.fx_advertise(slot, chan),
+            Effect::FxAdvertise { chan, cdr } => self.fx_advertise(slot, chan, cdr),
             Effect::FxUnadvertise => self.fx_unadvertise(slot),
             Effect::Error { id, code } => {
                 self.model.expect_status(slot, id.as_ref(), true);

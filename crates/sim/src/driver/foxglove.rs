@@ -21,12 +21,15 @@
 //! statuses as owed (a refused subscription's error, a successful one's
 //! info through the status filter) and the debounced drop warning, which
 //! may tell no more messages than the model shed for the session.
-//! A session also publishes (`clientPublish`): it advertises a `json`
-//! client channel on the typed topic (the connection's advertisement of
-//! it, so the hub's channel of the topic follows it like any publisher's),
-//! sends message data on it (the JSON of a typed message: the connection's
-//! publish, owed to every subscriber exactly as a rosbridge publish is;
-//! over the line limit, discarded with an error status) and unadvertises it.
+//! A session also publishes (`clientPublish`): it advertises a `json` or
+//! `cdr` client channel on the typed topic (the connection's advertisement
+//! of it, so the hub's channel of the topic follows it like any
+//! publisher's), sends message data on it and unadvertises it. A message
+//! is a typed message's JSON, or its CDR: the connection's publish, owed
+//! to every subscriber exactly as a rosbridge publish is; the JSON
+//! subscribers get is, for CDR, what the hub decodes it to (which must
+//! read as the message), and CDR subscribers get the client's bytes. Over
+//! the line limit a message is discarded with an error status.
 //!
 //! Requests a rosbridge client would send are not sent by a session: a
 //! `subscribe`, QoS or `publish` request drawn for it becomes a Foxglove
@@ -54,7 +57,7 @@ use crate::model::requests::Effect;
 use crate::model::{Lvl, Unit};
 use crate::violation::Violation;
 use crate::ws::OP_TEXT;
-use crate::ws_decode::{cdr_matches, fx_message_data};
+use crate::ws_decode::{cdr_matches, fx_message_data, same_octets};
 
 /// At most this much of a received message is quoted in a violation.
 const SHOW_CHARS: usize = 200;
@@ -203,22 +206,55 @@ impl Sim {
         // Client publishing: advertise a `json` channel on the typed topic,
         // publish on it (JSON bytes as the message data), unadvertise it.
         let client = match (req, fx.client_chan) {
-            (Req::Advertise { .. }, None) => {
+            (Req::Advertise { topic, .. }, None) => {
                 let chan = fx.next_client_chan;
+                let cdr = topic & 1 == 1;
+                let encoding = if cdr { "cdr" } else { "json" };
                 let text = format!(
-                    r#"{{"op":"advertise","channels":[{{"id":{chan},"topic":"{TYPED_TOPIC}","encoding":"json","schemaName":"{TYPED_TYPE}"}}]}}"#
+                    r#"{{"op":"advertise","channels":[{{"id":{chan},"topic":"{TYPED_TOPIC}","encoding":"{encoding}","schemaName":"{TYPED_TYPE}"}}]}}"#
                 );
-                Some((OP_TEXT, text.into_bytes(), Effect::FxAdvertise { chan }))
+                Some((
+                    OP_TEXT,
+                    text.into_bytes(),
+                    Effect::FxAdvertise { chan, cdr },
+                ))
             }
-            (Req::Unadvertise { .. }, Some(chan)) => {
+            (Req::Unadvertise { .. }, Some((chan, _))) => {
                 let text = format!(r#"{{"op":"unadvertise","channelIds":[{chan}]}}"#);
                 Some((OP_TEXT, text.into_bytes(), Effect::FxUnadvertise))
             }
-            (Req::Publish { payload, .. }, Some(chan)) if payload & 1 == 0 || !subscribed => {
-                let msg = self.typed_payload(*payload);
+            (Req::Publish { payload, .. }, Some((chan, cdr)))
+                if payload & 1 == 0 || !subscribed =>
+            {
+                let mut msg = self.typed_payload(*payload);
                 let mut data = vec![1u8];
                 data.extend_from_slice(&chan.to_le_bytes());
-                data.extend_from_slice(msg.as_bytes());
+                if cdr {
+                    // The message as CDR (the encoder both sides use), and
+                    // the JSON the hub decodes it to for its subscribers
+                    // (`rosgate_ros2::cdr::decode_json`), which must read
+                    // as the message.
+                    let v: Value = serde_json::from_str(&msg)
+                        .map_err(|e| self.violation(format!("a typed payload: {e}")))?;
+                    let bytes = rosgate_ros2::cdr::encode(&**bundled(), TYPED_TYPE, &v)
+                        .map_err(|e| self.violation(format!("a typed payload: {e:?}")))?;
+                    let mut json = Vec::new();
+                    rosgate_ros2::cdr::decode_json(&**bundled(), TYPED_TYPE, &bytes, &mut json)
+                        .map_err(|e| self.violation(format!("its CDR: {e:?}")))?;
+                    let text = String::from_utf8_lossy(&json).into_owned();
+                    let back: Value = serde_json::from_str(&text)
+                        .map_err(|e| self.violation(format!("its CDR decoded: {e}")))?;
+                    if !same_octets(&back, &v) {
+                        return Err(self.violation(format!("the CDR of {msg} decodes to {text}")));
+                    }
+                    data.extend_from_slice(&bytes);
+                    msg = text;
+                    if data.len() <= self.limits.max_line_bytes {
+                        self.counts.fx_client_cdr_publishes += 1;
+                    }
+                } else {
+                    data.extend_from_slice(msg.as_bytes());
+                }
                 let effect = Effect::Publish {
                     name: TYPED_TOPIC.to_string(),
                     msg,
@@ -347,12 +383,12 @@ impl Sim {
     /// Client `advertise` of `json` channel `chan` on the typed topic: the
     /// connection's advertisement of it with the channel's type (refused
     /// past the per-connection limit, with an error status).
-    pub(crate) fn fx_advertise(&mut self, slot: usize, chan: u32) {
+    pub(crate) fn fx_advertise(&mut self, slot: usize, chan: u32, cdr: bool) {
         let before = self.counts.registrations_refused;
         self.apply_topic(slot, "advertise", TYPED_TOPIC, None, None, Asked::default());
         if self.counts.registrations_refused == before {
             self.counts.fx_client_channels += 1;
-            self.fx_mut(slot).client_chan = Some(chan);
+            self.fx_mut(slot).client_chan = Some((chan, cdr));
         }
     }
 

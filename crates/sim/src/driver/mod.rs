@@ -278,6 +278,8 @@ counts! {
     /// published on them.
     fx_client_channels,
     fx_client_publishes,
+    /// Of them, on `cdr` channels.
+    fx_client_cdr_publishes,
     ws_png_received,
     ws_fragments_received,
     ws_fragmented_received,

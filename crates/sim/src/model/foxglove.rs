@@ -56,9 +56,9 @@ pub(crate) struct FxSide {
     pub subs: BTreeMap<u32, String>,
     /// The next subscription id the client uses.
     pub next_sub: u32,
-    /// Its client channel (`json`, on the typed topic) when it advertised
-    /// one, and the next id it gives one.
-    pub client_chan: Option<u32>,
+    /// Its client channel on the typed topic when it advertised one (id,
+    /// `cdr` rather than `json`), and the next id it gives one.
+    pub client_chan: Option<(u32, bool)>,
     pub next_client_chan: u32,
     /// Its topic frames shed, and how many of them a drop warning told.
     pub shed: u64,

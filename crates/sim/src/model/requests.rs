@@ -91,10 +91,11 @@ pub(crate) enum Effect {
     FxUnsubscribe {
         sub: u32,
     },
-    /// A Foxglove session's client `advertise` of a `json` channel `chan`
-    /// on the typed topic, and its `unadvertise`.
+    /// A Foxglove session's client `advertise` of channel `chan` (`cdr`, or
+    /// `json`) on the typed topic, and its `unadvertise`.
     FxAdvertise {
         chan: u32,
+        cdr: bool,
     },
     FxUnadvertise,
     /// An action request (see `goals.rs`).
