@@ -146,7 +146,8 @@ fn seeded_simulation() {
     assert!(
         total.fx_client_channels > 0
             && total.fx_client_publishes > 0
-            && total.fx_client_cdr_publishes > 0,
+            && total.fx_client_cdr_publishes > 0
+            && total.fx_client_cdr_read_as_json > 0,
         "{total:?}"
     );
     assert!(

@@ -38,9 +38,10 @@
 //! `subscribe`, `unsubscribe` or `unadvertise` becomes a Foxglove
 //! `unsubscribe`, and a QoS or `publish` request a publish on the typed
 //! topic by a client of its domain that advertised it stating QoS. An
-//! `advertise` becomes its client channel's `advertise`, then an
-//! `unadvertise` its `unadvertise` and a `publish` (even payloads, or any
-//! before it subscribed) a message on it. The other requests drawn for a
+//! `advertise` becomes its client channel's `advertise` (with a `cdr`
+//! channel, and once advertised, a plain subscribe to the topic by the
+//! next rosbridge client of its domain follows), then an `unadvertise` its `unadvertise` and a `publish` (even
+//! payloads, or any before it subscribed) a message on it. The other requests drawn for a
 //! session go to the next rosbridge client, as if it were not there.
 
 use serde_json::Value;
@@ -251,6 +252,20 @@ impl Sim {
                     msg = text;
                     if data.len() <= self.limits.max_line_bytes {
                         self.counts.fx_client_cdr_publishes += 1;
+                        // Whether a subscriber reads the decoded JSON.
+                        let domain = self.model.client(slot).domain;
+                        let json = self.model.clients.iter().flatten().any(|c| {
+                            c.domain == domain
+                                && c.is_open()
+                                && c.subs.contains_key(TYPED_TOPIC)
+                                && !matches!(
+                                    c.sub_qos.get(TYPED_TOPIC).map(|q| q.enc.comp),
+                                    Some(Comp::Foxglove(_) | Comp::CborRaw)
+                                )
+                        });
+                        if json {
+                            self.counts.fx_client_cdr_read_as_json += 1;
+                        }
                     }
                 } else {
                     data.extend_from_slice(msg.as_bytes());
@@ -263,11 +278,21 @@ impl Sim {
                 };
                 Some((crate::ws::OP_BINARY, data, effect))
             }
+            (Req::Advertise { .. }, Some(_)) => return self.plain_reader(slot, style, split),
             _ => None,
         };
         if let Some((op, payload, effect)) = client {
-            if let Effect::FxAdvertise { .. } = effect {
+            if let Effect::FxAdvertise { cdr, .. } = effect {
                 self.fx_mut(slot).next_client_chan += 1;
+                self.fx_write(slot, op, &payload, effect)?;
+                if cdr
+                    && self.model.clients[slot]
+                        .as_ref()
+                        .is_some_and(|c| c.is_open())
+                {
+                    return self.plain_reader(slot, style, split);
+                }
+                return Ok(());
             }
             if let Effect::Publish { .. } = effect {
                 if payload.len() <= self.limits.max_line_bytes {
@@ -343,6 +368,31 @@ impl Sim {
             self.fx_mut(slot).next_sub += 1;
         }
         self.fx_write(slot, OP_TEXT, text.as_bytes(), effect)
+    }
+
+    /// The next rosbridge client of session `slot`'s domain subscribes to
+    /// the typed topic in plain JSON: a reader of what the hub decodes
+    /// from the session's CDR.
+    fn plain_reader(&mut self, slot: usize, style: u8, split: u8) -> Result<(), Violation> {
+        let domain = self.model.client(slot).domain;
+        let Some(r) = self
+            .next_rosbridge(slot, false)
+            .filter(|&r| self.model.client(r).domain == domain)
+        else {
+            return Ok(());
+        };
+        let q = QosReq {
+            op: 0,
+            topic: 0xff,
+            spec: 0,
+            payload: 0,
+            id: 0,
+        };
+        self.complete_pending(r)?;
+        if self.model.client(r).is_open() {
+            self.send(r, style, split, &Req::Qos(q))?;
+        }
+        Ok(())
     }
 
     /// Session `slot` sends one message (`op`: text or binary), whole in

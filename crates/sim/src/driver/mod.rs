@@ -278,8 +278,10 @@ counts! {
     /// published on them.
     fx_client_channels,
     fx_client_publishes,
-    /// Of them, on `cdr` channels.
+    /// Of them, on `cdr` channels, and of those, with a subscriber that
+    /// reads the JSON the hub decodes.
     fx_client_cdr_publishes,
+    fx_client_cdr_read_as_json,
     ws_png_received,
     ws_fragments_received,
     ws_fragmented_received,
