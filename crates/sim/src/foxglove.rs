@@ -22,19 +22,40 @@
 //! connection closed and was freed, the memory ledger holds nothing but
 //! held parameters and no topic is left.
 //!
-//! Not checked here: what a session must receive. That is the model's
-//! job for rosbridge clients (`driver`, `model`), and the model has no
-//! Foxglove session yet. It would need: the opening with a Foxglove
-//! subprotocol (`ws.rs`); the channels the hub advertises per session and
-//! when (re-made once per turn after a registry change, ids the hub's own,
-//! so learnt from the `advertise` it sends, and unadvertised with their
-//! subscriptions when a topic loses its publishers); `subscribe` and
-//! client `advertise` requests (`driver::requests`) and their effects;
-//! the predicted message data of each publish (subscription id, the turn's
-//! wall clock, the CDR of the JSON by its type, checked by decoding it
-//! back, as `driver::encoded` checks `cbor`); and the qos path's shedding,
-//! throttling and ledger for those queues (`driver::qos`,
-//! `driver::accounting`), with the debounced drop warning.
+//! Not checked here: what a session must receive. The model does that
+//! for Foxglove sessions in the seeded simulation (`driver::foxglove`,
+//! `model::foxglove`): the opening with the subprotocol (`ws.rs`
+//! `handshake_foxglove`, the 101 agreeing to it once); `serverInfo`
+//! first; the channel of the model's typed topic
+//! (`model::encodings::TYPED_TOPIC`, a bundled type, so `cdr`) advertised
+//! and unadvertised in the order the model re-makes it (once per turn, at
+//! the end of `Hub::expire`, and at the opening), its id learnt from the
+//! hub's `advertise` and never reused; `subscribe` to it and
+//! `unsubscribe`, each the connection's registration in the encoding
+//! `Comp::Foxglove(sub)` (refused past the per-connection limit with an
+//! error status), withdrawn with the channel when the topic loses its
+//! publishers; the message data of each publish owed to it, under the
+//! plain subscriber's rules (queue limit and memory budget shedding,
+//! latching, the ledger of its shared frames), exactly its bytes
+//! (subscription id, the turn's wall clock, the CDR) and its CDR decoded
+//! back to the JSON publish (`ws_decode::fx_message_data`,
+//! `ws_decode::cdr_matches`); its statuses as owed (a subscription's info,
+//! a refusal's error, through the status filter); the drop warning
+//! telling no more messages than the model shed for it; client publishing
+//! on a `json` or `cdr` channel of the typed topic (client `advertise` and
+//! `unadvertise` as the connection's advertisement, each message the
+//! connection's publish, owed to every subscriber: JSON as sent, CDR as
+//! the hub decodes it for JSON subscribers and untouched for CDR ones;
+//! over the line limit, an error status).
+//!
+//! Still not modelled: the other topics' channels (learnt, not
+//! predicted: their type and publishers are not tracked), services and
+//! their calls, actions' channels, the connection graph, parameters,
+//! client publishing on other topics (other types, types the gateway
+//! does not know, CDR that does not fit),
+//! `throttleMs`, and the drop warning's count and debounce exactly (it is
+//! bounded by the frames shed, never asserted to come). This target
+//! covers those only as well-formed output.
 
 use std::io::IoSlice;
 use std::time::{Duration, Instant};

@@ -15,9 +15,9 @@
 //! | `violation` | [`Violation`], what every check returns (a leaf) |
 //! | `actions` | [`SimConfig`], [`Action`], [`Req`], the names requests pick from; drawing them, decoding them from bytes and back |
 //! | `ws` | the WebSocket client side: handshakes, masked frames, a strict server-frame parser |
-//! | `ws_decode` | what a subscriber in an outgoing encoding decodes, written apart from the gateway's encoders: CBOR (typed arrays, byte strings) as JSON, a `png` frame's text, outgoing `fragment` frames reassembled |
+//! | `ws_decode` | what a subscriber in an outgoing encoding decodes, written apart from the gateway's encoders: CBOR (typed arrays, byte strings) as JSON, a `png` frame's text, outgoing `fragment` frames reassembled, a Foxglove message data message and its CDR |
 //! | `names` | the model's ROS 2 names: node names, namespaces, remap rules, expansion, a node's bytes |
-//! | `model` | the expected state (data only): clients (TCP or WebSocket) with their domain and nodes, owed lines and frames, services, calls; its children `model::goals`, `model::qos`, `model::params` hold those features' data, `model::encodings` a subscription's outgoing encoding and the bytes its queue holds, `model::requests` a request's model effect |
+//! | `model` | the expected state (data only): clients (TCP or WebSocket) with their domain and nodes, owed lines and frames, services, calls; its children `model::goals`, `model::qos`, `model::params` hold those features' data, `model::encodings` a subscription's outgoing encoding and the bytes its queue holds, `model::foxglove` a Foxglove session's channels and subscriptions, `model::requests` a request's model effect |
 //! | `driver` | [`Sim`]: one loop turn per action (act, expire, flush, close drained, free), admission, disconnects, the shutdown, [`run_seed`]; its children are the behaviour, each an `impl Sim` block: |
 //! | `driver::requests` | the JSON text of each request in its style and dialect, and its model effect |
 //! | `driver::feed` | how bytes reach the hub: writes cut into reads, effects applied at the read that completes a request, half-sent requests |
@@ -27,6 +27,7 @@
 //! | `driver::controls` | WebSocket control traffic: pings, close frames, protocol violations |
 //! | `driver::reader` | the clients' side: received lines and frames crossed off against the model |
 //! | `driver::encoded` | the subscribers' side of outgoing encodings: `cbor` binary frames, `png` frames, `fragment` frames, each the next message queued, exactly its bytes, its content the JSON publish |
+//! | `driver::foxglove` | Foxglove sessions: the opening with the subprotocol, the typed topic's channel (re-made at the turn's end, learnt from the hub's `advertise`), `subscribe`/`unsubscribe`, message data (exact bytes, the CDR decoded back to the JSON publish), statuses and the drop warning |
 //! | `driver::goals` | actions: servers, goals, feedback, results, cancels, orphans; requests waiting for a provider |
 //! | `driver::qos` | QoS: latching, depth, throttling, reliability, compatibility, peer counts |
 //! | `driver::params` | parameters: the owner's operations, the hub's stores checked, `/parameter_events` |
@@ -86,6 +87,14 @@
 //!   publish; requests may come as `fragment` pieces, valid (the request's
 //!   effect) or malformed (an error status with the pieces' id, nothing
 //!   delivered);
+//! - for Foxglove sessions (WebSocket clients opening with the
+//!   `foxglove.websocket.v1` subprotocol, `driver/foxglove.rs`): the
+//!   typed topic's channel the hub advertises and unadvertises, in order,
+//!   a subscription to it (a registration in the encoding
+//!   `Foxglove(sub)`, withdrawn by `unsubscribe` or with its channel), owed
+//!   exactly a plain subscriber's messages as message data whose CDR
+//!   decodes to the JSON publish; a `json` or `cdr` client channel on it,
+//!   whose messages are the connection's publishes;
 //! - for WebSocket clients, the handshake answer (101 with the right
 //!   accept key, or the HTTP refusal), one text frame per line carrying
 //!   exactly its bytes, a pong per ping, and the close frame (echoed, or

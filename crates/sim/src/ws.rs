@@ -7,7 +7,8 @@
 //! code, so the two can still disagree. On top of the client's checks
 //! (what any server may send), this module holds rosgate to what it does
 //! send: final frames only, text, pong or close, a single upgrade with no
-//! extension or subprotocol.
+//! extension or subprotocol (but the Foxglove one, agreed to when a
+//! Foxglove client offers it: [`handshake_foxglove`]).
 
 use rosgate_wire::ws::client::{self, Response};
 pub(crate) use rosgate_wire::ws::frame::{OP_BINARY, OP_CLOSE, OP_CONT, OP_PING, OP_PONG, OP_TEXT};
@@ -30,6 +31,9 @@ const KEYS: [(&str, &str); 4] = [
 pub(crate) enum Answer {
     /// `101 Switching Protocols` with this `Sec-WebSocket-Accept`.
     Accept(&'static str),
+    /// The same, agreeing to the Foxglove subprotocol
+    /// ([`FOXGLOVE_SUBPROTOCOL`]) the request offered.
+    AcceptFoxglove(&'static str),
     /// An HTTP error with this status, then the connection closes;
     /// `version_hint`: it must name the supported version (426 for a wrong
     /// `Sec-WebSocket-Version`).
@@ -93,6 +97,26 @@ pub(crate) fn handshake(how: u8, query: Option<&str>) -> (Vec<u8>, Answer, Hands
         _ => return refused(how >> 4),
     };
     (request.into_bytes(), Answer::Accept(accept), feed)
+}
+
+/// The subprotocol a Foxglove client offers (`docs/protocol.md`, "Foxglove
+/// WebSocket protocol").
+pub(crate) const FOXGLOVE_SUBPROTOCOL: &str = "foxglove.websocket.v1";
+
+/// A Foxglove client's opening on the rosbridge port (the hub starts a
+/// session when the request offers the subprotocol): key `(how >> 4) & 3`,
+/// fed whole, byte by byte or in halves by `(how >> 2) & 3`.
+pub(crate) fn handshake_foxglove(how: u8) -> (Vec<u8>, Answer, HandshakeFeed) {
+    let feed = match (how >> 2) & 3 {
+        1 => HandshakeFeed::ByteByByte,
+        2 => HandshakeFeed::Halves,
+        _ => HandshakeFeed::Whole,
+    };
+    let (key, accept) = KEYS[((how >> 4) & 3) as usize];
+    let request = format!(
+        "GET / HTTP/1.1\r\nHost: 127.0.0.1:9090\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Protocol: {FOXGLOVE_SUBPROTOCOL}\r\n\r\n"
+    );
+    (request.into_bytes(), Answer::AcceptFoxglove(accept), feed)
 }
 
 /// A request the server must refuse, always fed whole.
@@ -185,6 +209,22 @@ pub(crate) fn check_response(resp: &Response, answer: &Answer) -> Result<(), Str
     let header = |name: &str| resp.all(name);
     let status = (resp.version, resp.status, resp.reason.as_str());
     match answer {
+        Answer::AcceptFoxglove(accept) => {
+            if status != (1, 101, "Switching Protocols") {
+                return Err(format!("expected 101, got {status:?}"));
+            }
+            resp.check_accept_value(accept)
+                .map_err(|e| format!("101 response: {e}: {resp:?}"))?;
+            let ok = header("upgrade").len() == 1
+                && header("sec-websocket-accept").len() == 1
+                && header("sec-websocket-extensions").is_empty()
+                && header("sec-websocket-protocol") == [FOXGLOVE_SUBPROTOCOL];
+            if !ok {
+                return Err(format!(
+                    "101 response to a Foxglove opening should agree to {FOXGLOVE_SUBPROTOCOL} once: {resp:?}"
+                ));
+            }
+        }
         Answer::Accept(accept) => {
             if status != (1, 101, "Switching Protocols") {
                 return Err(format!("expected 101, got {status:?}"));

@@ -263,26 +263,57 @@ pub(crate) fn raw_msg_matches(
     if nsecs >= 1_000_000_000 {
         return Err(format!("cbor-raw nsecs {nsecs}"));
     }
+    cdr_matches(types, ty, &bytes, want)?;
+    Ok((secs, nsecs))
+}
+
+/// Whether `bytes` are CDR of `ty` (the 4-byte little-endian encapsulation
+/// header, then the fields) that decodes to `want`, decoded as
+/// [`raw_msg_matches`] does.
+pub(crate) fn cdr_matches(
+    types: &rosgate_ros2::registry::Registry,
+    ty: &str,
+    bytes: &[u8],
+    want: &Value,
+) -> Result<(), String> {
     if !bytes.starts_with(&[0, 1, 0, 0]) {
         return Err(format!(
             "CDR without the little-endian header: {bytes:02x?}"
         ));
     }
     let mut json = Vec::new();
-    rosgate_ros2::cdr::decode_json(types, ty, &bytes, &mut json)
+    rosgate_ros2::cdr::decode_json(types, ty, bytes, &mut json)
         .map_err(|e| format!("CDR of {ty}: {e:?}"))?;
     let got: Value =
         serde_json::from_slice(&json).map_err(|e| format!("decoded CDR is not JSON: {e}"))?;
     if same_octets(&got, want) {
-        Ok((secs, nsecs))
+        Ok(())
     } else {
         Err(format!("its CDR reads {got}, the message is {want}"))
     }
 }
 
+/// A Foxglove server's message data message (`docs/protocol.md`, "Foxglove
+/// WebSocket protocol"; the protocol's binary layout, read here apart
+/// from `rosgate_wire::foxglove::server`): opcode 1, the subscription id
+/// (u32), the log time (u64 ns), both little-endian, then the payload.
+pub(crate) fn fx_message_data(b: &[u8]) -> Result<(u32, u64, &[u8]), String> {
+    if b.len() < 13 || b[0] != 1 {
+        return Err(format!(
+            "not a message data message: {:02x?}",
+            &b[..b.len().min(16)]
+        ));
+    }
+    let mut sub = [0u8; 4];
+    sub.copy_from_slice(&b[1..5]);
+    let mut ns = [0u8; 8];
+    ns.copy_from_slice(&b[5..13]);
+    Ok((u32::from_le_bytes(sub), u64::from_le_bytes(ns), &b[13..]))
+}
+
 /// [`same_json`], but a `uint8[]` may be base64 text on one side and a
 /// list of numbers on the other.
-fn same_octets(a: &Value, b: &Value) -> bool {
+pub(crate) fn same_octets(a: &Value, b: &Value) -> bool {
     match (a, b) {
         (Value::String(_), Value::Array(_)) | (Value::Array(_), Value::String(_)) => {
             let (x, y) = (rosgate_ros2::cdr::octets(a), rosgate_ros2::cdr::octets(b));

@@ -5,7 +5,8 @@
 //! and destroyed, ROS names and domains, actions (goals, feedback,
 //! results, cancels, requests waiting for a provider), QoS
 //! (compatibility, reliability, latching, throttling, depth, peer
-//! counts), outgoing encodings (cbor, png, fragment_size), requests in
+//! counts), outgoing encodings (cbor, png, fragment_size), Foxglove
+//! sessions (channels, subscriptions, message data), requests in
 //! `fragment` pieces (valid and malformed) and parameters (declared, set,
 //! read, validated, watched, held by the gateway), with the model's
 //! invariants checked after every hub call and every step.
@@ -135,6 +136,27 @@ fn seeded_simulation() {
             && total.ws_cbor_raw_received > 0
             && total.ws_png_received > 0
             && total.ws_fragmented_received > 0,
+        "{total:?}"
+    );
+    // ... and Foxglove sessions: opened with the subprotocol, the typed
+    // topic's channel learnt from the hub's advertise, subscribed to, its
+    // message data received (exact bytes, the CDR decoded back), and
+    // subscriptions withdrawn by unsubscribe and with their channel, and
+    // client channels advertised and published on.
+    assert!(
+        total.fx_client_channels > 0
+            && total.fx_client_publishes > 0
+            && total.fx_client_cdr_publishes > 0
+            && total.fx_client_cdr_read_as_json > 0,
+        "{total:?}"
+    );
+    assert!(
+        total.fx_sessions > 0
+            && total.fx_channels_learnt > 0
+            && total.fx_subscribes > 0
+            && total.fx_received > 0
+            && total.fx_unsubscribes > 0
+            && total.fx_channels_gone > 0,
         "{total:?}"
     );
     assert!(

@@ -267,6 +267,7 @@ impl Sim {
             )));
         }
         for (s, gone) in removed.into_iter().enumerate() {
+            self.fx_shed(s, gone.len() as u64);
             for f in gone {
                 self.counts.topic_bytes_shed += f.wire.len() as u64;
                 let q = &mut self.model.client_mut(s).exp.topic;
@@ -468,7 +469,9 @@ impl Sim {
         let target = budget / 8 * 7;
         // Every frame shed freed its entry's cost too.
         let entries: usize = removed.iter().map(Vec::len).sum();
-        let total = self.hub.memory().total() + released + ENTRY_BYTES * entries;
+        let late: usize = self.fx_after_enforce.iter().sum();
+        let total =
+            (self.hub.memory().total() + released + ENTRY_BYTES * entries).saturating_sub(late);
         if total <= budget {
             return v;
         }
@@ -541,7 +544,8 @@ impl Sim {
         let mut big: Vec<(usize, u32, usize)> = (0..MAX_CLIENTS)
             .filter(|&s| open[s])
             .map(|s| {
-                let held = self.held_by(s) - ENTRY_BYTES * removed[s].len();
+                let held =
+                    self.held_by(s) - ENTRY_BYTES * removed[s].len() - self.fx_after_enforce[s];
                 (held, self.model.client(s).conn.key, s)
             })
             .filter(|&(held, _, _)| held > 0)

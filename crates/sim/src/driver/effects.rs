@@ -84,6 +84,10 @@ impl Sim {
     fn apply_one(&mut self, slot: usize, effect: Effect) -> Result<(), Violation> {
         match effect {
             Effect::Nothing => {}
+            Effect::FxSubscribe { sub } => self.fx_subscribe(slot, sub),
+            Effect::FxUnsubscribe { sub } => self.fx_unsubscribe(slot, sub),
+            Effect::FxAdvertise { chan, cdr } => self.fx_advertise(slot, chan, cdr),
+            Effect::FxUnadvertise => self.fx_unadvertise(slot),
             Effect::Error { id, code } => {
                 self.model.expect_status(slot, id.as_ref(), true);
                 if let Some(code) = code {
@@ -163,7 +167,7 @@ impl Sim {
     /// beyond the per-connection limit (every rosbridge (topic, id) pair
     /// counts, a repeated one is free) is refused with the id, and nothing
     /// changes.
-    fn apply_topic(
+    pub(super) fn apply_topic(
         &mut self,
         slot: usize,
         op: &str,

@@ -49,7 +49,12 @@ fn cut(enc: EncM, text: &str) -> bool {
 impl Sim {
     /// The next topic frame queued for `slot`, which `what` (a message in
     /// `comp`) must be.
-    fn next_encoded(&self, slot: usize, comp: Comp, what: &str) -> Result<TopicFrame, Violation> {
+    pub(super) fn next_encoded(
+        &self,
+        slot: usize,
+        comp: Comp,
+        what: &str,
+    ) -> Result<TopicFrame, Violation> {
         let c = self.model.client(slot);
         match c.exp.topic.front() {
             Some(f) if f.enc.comp == comp => Ok(f.clone()),
@@ -66,7 +71,12 @@ impl Sim {
 
     /// The bytes `slot` received for its next topic frame `f` (`wire`,
     /// framed again) must be those the model made.
-    fn check_wire(&self, slot: usize, f: &TopicFrame, wire: &[u8]) -> Result<(), Violation> {
+    pub(super) fn check_wire(
+        &self,
+        slot: usize,
+        f: &TopicFrame,
+        wire: &[u8],
+    ) -> Result<(), Violation> {
         if *f.wire == *wire {
             return Ok(());
         }
@@ -80,7 +90,7 @@ impl Sim {
 
     /// The next topic frame of `slot` arrived, checked: it leaves the
     /// model's queue.
-    fn took_encoded(&mut self, slot: usize) {
+    pub(super) fn took_encoded(&mut self, slot: usize) {
         self.counts.publishes_received += 1;
         self.counts.ws_publishes_received += 1;
         if let Some(f) = self.model.client_mut(slot).exp.topic.pop_front() {

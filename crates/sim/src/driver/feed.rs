@@ -241,7 +241,10 @@ impl Sim {
         let mut ends = Vec::new();
         let mut handshake = None;
         if let Some(h) = side.pending_handshake.take() {
-            let accepted = matches!(side.answer, Some(Answer::Accept(_)));
+            let accepted = matches!(
+                side.answer,
+                Some(Answer::Accept(_) | Answer::AcceptFoxglove(_))
+            );
             handshake = Some((h.len(), accepted));
             units.push(Unit::Handshake(h.len()));
             bytes.extend_from_slice(&h);

@@ -54,6 +54,7 @@ mod effects;
 mod encoded;
 mod federation;
 mod feed;
+mod foxglove;
 mod fragments;
 mod goals;
 mod param_access;
@@ -262,6 +263,25 @@ counts! {
     ws_cbor_typed_received,
     /// Of them, `cbor-raw` (none until the schedule asks for it).
     ws_cbor_raw_received,
+    /// Foxglove sessions started, typed-topic channels they read
+    /// advertised, subscriptions made and withdrawn (by `unsubscribe`, and
+    /// with their channel), message data received and checked, drop
+    /// warnings read.
+    fx_sessions,
+    fx_channels_learnt,
+    fx_subscribes,
+    fx_unsubscribes,
+    fx_channels_gone,
+    fx_received,
+    fx_drop_warnings,
+    /// Client channels a session advertised, and the messages it
+    /// published on them.
+    fx_client_channels,
+    fx_client_publishes,
+    /// Of them, on `cdr` channels, and of those, with a subscriber that
+    /// reads the JSON the hub decodes.
+    fx_client_cdr_publishes,
+    fx_client_cdr_read_as_json,
     ws_png_received,
     ws_fragments_received,
     ws_fragmented_received,
@@ -454,6 +474,10 @@ pub struct Sim {
     /// Frames the depth of their subscription drops in the hub call being
     /// made: (slot, publish).
     pub(crate) depth_drops: Vec<(usize, u64)>,
+    /// Control bytes each Foxglove session was sent in this `expire` after
+    /// its memory enforcement (the channels re-made last in the turn):
+    /// the budget's rule ran without them.
+    pub(crate) fx_after_enforce: [usize; MAX_CLIENTS],
     /// Connections the hub call being made closes for their reliable
     /// backlog.
     pub(crate) reliable_closes: Vec<usize>,
@@ -521,6 +545,7 @@ impl Sim {
             failed_shutdown: 0,
             uncounted: 0,
             depth_drops: Vec::new(),
+            fx_after_enforce: [0; MAX_CLIENTS],
             reliable_closes: Vec::new(),
             interest: BTreeSet::new(),
             cut: cut_encoding(cfg.seed),
@@ -583,9 +608,19 @@ impl Sim {
             Action::ConnectWs { how } => self.connect(Some(*how)),
             Action::ConnectWsAt { how, query } => self.connect_at(*how, *query),
             Action::WsControl { slot, kind, arg } => {
-                let Some(s) = self.model.resolve_ws(*slot) else {
+                let Some(mut s) = self.model.resolve_ws(*slot) else {
                     return Ok(());
                 };
+                // A session sends pings, pongs, close frames and protocol
+                // violations; the binary and text messages of the
+                // rosbridge dialect (Foxglove ops to it) go to the next
+                // rosbridge client.
+                if self.is_fx(s) && matches!(kind % 8, 2 | 6 | 7) {
+                    match self.next_rosbridge(s, true) {
+                        Some(r) => s = r,
+                        None => return Ok(()),
+                    }
+                }
                 self.complete_pending(s)?;
                 if self.model.client(s).is_open() {
                     self.ws_control(s, *kind, *arg)?;
@@ -626,6 +661,12 @@ impl Sim {
                         .model
                         .holder(*slot)
                         .or_else(|| self.model.resolve(*slot)),
+                    // A QoS publish from a publisher that stated QoS on
+                    // its topic, if any did (so that incompatible pairs
+                    // are put to the test).
+                    Req::Qos(q) if q.op % 4 == 3 => self
+                        .qos_publisher(*slot, q)
+                        .or_else(|| self.model.resolve(*slot)),
                     // Feedback and results go from a server holding a goal.
                     Req::Goal(g) if matches!(g.op % 8, 4 | 5) => self
                         .model
@@ -643,7 +684,22 @@ impl Sim {
                         .or_else(|| self.model.resolve(*slot)),
                     _ => self.model.resolve(*slot),
                 };
-                let Some(s) = target else { return Ok(()) };
+                let Some(mut s) = target else { return Ok(()) };
+                if self.is_fx(s) {
+                    // A Foxglove session takes the topic requests its
+                    // protocol has; the rest go to the next rosbridge
+                    // client, as if the session were not there.
+                    if Self::fx_takes(req) {
+                        if self.model.client(s).is_open() {
+                            return self.fx_request(s, *style, *split, req);
+                        }
+                        return Ok(());
+                    }
+                    match self.next_rosbridge(s, false) {
+                        Some(r) => s = r,
+                        None => return Ok(()),
+                    }
+                }
                 self.complete_pending(s)?;
                 if self.model.client(s).is_open() {
                     self.send(s, *style, *split, req)?;
@@ -655,7 +711,11 @@ impl Sim {
                 style,
                 cut,
                 req,
-            } => match self.model.resolve(*slot) {
+            } => match self
+                .model
+                .resolve(*slot)
+                .and_then(|s| self.next_rosbridge(s, false))
+            {
                 Some(s) => self.trickle(s, *style, *cut, req),
                 None => Ok(()),
             },
@@ -784,7 +844,14 @@ impl Sim {
             return self.after_call(Cause::Open { victim }, pre);
         };
         self.counts.ws_connections += 1;
-        let (request, mut answer, feed) = ws::handshake(how, query.as_ref().map(|q| q.0));
+        // Bits 6-7 set on a plain, valid opening: a Foxglove session
+        // (`driver/foxglove.rs`).
+        let foxglove = query.is_none() && how >> 6 == 3 && how & 3 != 3;
+        let (request, mut answer, feed) = if foxglove {
+            ws::handshake_foxglove(how)
+        } else {
+            ws::handshake(how, query.as_ref().map(|q| q.0))
+        };
         // What an upgrade the URL's query makes the hub do, applied as it
         // completes; a query it refuses turns the 101 into a 400.
         let mut opening = None;
@@ -800,7 +867,7 @@ impl Sim {
                 }
             }
         }
-        let refused = !matches!(answer, Answer::Accept(_));
+        let refused = !matches!(answer, Answer::Accept(_) | Answer::AcceptFoxglove(_));
         let origin_refused = answer == Answer::Forbidden;
         let lazy = feed == HandshakeFeed::WithFirstFrame;
         let side = WsSide {
@@ -816,6 +883,7 @@ impl Sim {
             done: false,
             protocol_close: refused && !origin_refused,
             origin_refused,
+            fx: foxglove.then(Default::default),
         };
         let mut c = Client::new(r, Link::Ws(side), at, seq);
         c.domain = self.model.ws_domain;
@@ -841,6 +909,11 @@ impl Sim {
             cuts,
             handshake: Some((n, !refused)),
         };
+        // The hub starts the session as the opening completes, and the
+        // client may read its first messages within this very write.
+        if foxglove && !refused && !self.model.draining {
+            self.fx_started(slot);
+        }
         self.deliver(slot, w, opening, false, false)
     }
 
@@ -975,7 +1048,15 @@ impl Sim {
         let now = self.now();
         let pre = self.pre();
         let sweep_due = self.offset >= self.model.next_sweep;
+        let control = |sim: &Sim| -> [usize; MAX_CLIENTS] {
+            std::array::from_fn(|s| match &sim.model.clients[s] {
+                Some(c) if sim.is_fx(s) => sim.hub.out(c.conn.key).map_or(0, |q| q.control_bytes()),
+                _ => 0,
+            })
+        };
+        let before = control(self);
         self.hub.expire(now);
+        let after = control(self);
         let tick_now = Self::tick_of(self.offset);
         self.model.fail_calls_where(|c| c.due_tick <= tick_now);
         self.expire_goals(tick_now);
@@ -1005,7 +1086,12 @@ impl Sim {
             *g = overflow || sweep.as_ref().is_some_and(|p| p[s].is_some());
         }
         self.flush_qos(tick_now, gone);
-        self.after_call(Cause::Expire { sweep }, pre)
+        // Last in the hub's turn: the Foxglove sessions' channels.
+        self.fx_sync_all(gone);
+        self.fx_after_enforce = std::array::from_fn(|s| after[s].saturating_sub(before[s]));
+        let r = self.after_call(Cause::Expire { sweep }, pre);
+        self.fx_after_enforce = [0; MAX_CLIENTS];
+        r
     }
 
     fn flush_phase(&mut self) -> Result<(), Violation> {

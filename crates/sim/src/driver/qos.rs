@@ -180,7 +180,30 @@ const fn p(mut x: Asked) -> Asked {
     x
 }
 
+/// The topic a [`crate::Req::Qos`] names: a quarter of them the typed
+/// topic, the rest one of the first topics.
+fn qos_topic(topic: u8) -> &'static str {
+    if topic >= 0xc0 {
+        TYPED_TOPIC
+    } else {
+        TOPICS[topic as usize % QOS_TOPICS]
+    }
+}
+
 impl Sim {
+    /// From `slot` on, the first client (not a Foxglove session) that
+    /// advertised the topic of QoS request `q` stating QoS.
+    pub(crate) fn qos_publisher(&self, slot: u8, q: &QosReq) -> Option<usize> {
+        let name = qos_topic(q.topic);
+        let s = slot as usize % MAX_CLIENTS;
+        (0..MAX_CLIENTS).map(|i| (s + i) % MAX_CLIENTS).find(|&i| {
+            self.model.clients[i]
+                .as_ref()
+                .is_some_and(|c| c.pub_qos.contains_key(name))
+                && !self.is_fx(i)
+        })
+    }
+
     /// Whether this run leaves throttles, peer counts and waiting out (a
     /// small memory budget; see the module docs).
     pub(crate) fn tight_budget(&self) -> bool {
@@ -207,12 +230,7 @@ impl Sim {
             payload,
             id,
         } = q;
-        // A quarter of them on the typed topic instead (not for calls).
-        let name = if topic >= 0xc0 {
-            TYPED_TOPIC
-        } else {
-            TOPICS[topic as usize % QOS_TOPICS]
-        };
+        let name = qos_topic(topic);
         let tight = self.tight_budget();
         match op % 4 {
             0 | 1 => {

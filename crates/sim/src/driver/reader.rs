@@ -107,7 +107,7 @@ impl Sim {
                 let side = c.ws_mut().expect("a WebSocket client");
                 side.answer = None;
                 match answer {
-                    Answer::Accept(_) => side.open = true,
+                    Answer::Accept(_) | Answer::AcceptFoxglove(_) => side.open = true,
                     Answer::Refuse { .. } | Answer::BadQuery | Answer::Forbidden => {
                         side.done = true
                     }
@@ -137,7 +137,10 @@ impl Sim {
                 frame.opcode
             )));
         }
+        let fx = self.is_fx(slot);
         match frame.opcode {
+            OP_BINARY if fx => self.on_fx_binary(slot, &frame.payload),
+            OP_TEXT if fx => self.on_fx_text(slot, &frame.payload),
             OP_BINARY => self.on_binary(slot, &frame.payload),
             OP_TEXT => {
                 // Exactly one JSON line, without its newline.

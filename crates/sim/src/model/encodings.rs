@@ -14,7 +14,9 @@
 //! `driver/reader.rs` compares the content with the JSON publish a plain
 //! subscriber gets.
 //!
-//! `cbor-raw` is modelled and asked for on the typed topic (see [`CBOR_RAW`]).
+//! `cbor-raw` is modelled and asked for on the typed topic (see [`CBOR_RAW`]),
+//! and so is a Foxglove session's subscription to its channel
+//! ([`Comp::Foxglove`], `model/foxglove.rs`): message data carrying its CDR.
 //!
 //! Invariants the model keeps with it:
 //! - one message is made once per encoding for every subscriber that asked
@@ -59,6 +61,10 @@ pub(crate) enum Comp {
     /// Only on [`TYPED_TOPIC`], and only with [`CBOR_RAW`].
     CborRaw,
     Png,
+    /// A Foxglove session's subscription with this id (never asked by
+    /// name: `model/foxglove.rs`), on [`TYPED_TOPIC`] only: message data
+    /// carrying the CDR of [`TYPED_TYPE`].
+    Foxglove(u32),
 }
 
 /// Whether the schedule asks for `cbor-raw`. The hub stamps its
@@ -90,6 +96,7 @@ impl EncM {
             Comp::Cbor => m.push(("compression", "\"cbor\"".to_string())),
             Comp::CborRaw => m.push(("compression", "\"cbor-raw\"".to_string())),
             Comp::Png => m.push(("compression", "\"png\"".to_string())),
+            Comp::Foxglove(_) => {}
         }
         if let Some(n) = self.fragment {
             m.push(("fragment_size", n.to_string()));
@@ -146,6 +153,23 @@ pub(crate) fn ws_wire(
                 let mut payload = Vec::new();
                 let (secs, nsecs) = (wall.as_secs() as i64, wall.subsec_nanos());
                 cbor::publish_raw(&mut payload, topic, secs, nsecs, &cdr);
+                client::push_frame(&mut out, true, OP_BINARY, &payload, None);
+            }
+        }
+        Comp::Foxglove(sub) => {
+            // `rosgate_wire::foxglove::server::message_data_head`'s layout
+            // written out here: opcode 1, subscription id and the log time
+            // (the turn's wall clock, ns) little-endian, then the CDR.
+            let prefix = encode::publish_prefix(topic).len();
+            let msg = &text[prefix..text.len() - 1];
+            let cdr = serde_json::from_str(msg)
+                .ok()
+                .and_then(|v| rosgate_ros2::cdr::encode(&**bundled(), TYPED_TYPE, &v).ok());
+            if let Some(cdr) = cdr {
+                let mut payload = vec![1u8];
+                payload.extend_from_slice(&sub.to_le_bytes());
+                payload.extend_from_slice(&(wall.as_nanos() as u64).to_le_bytes());
+                payload.extend_from_slice(&cdr);
                 client::push_frame(&mut out, true, OP_BINARY, &payload, None);
             }
         }

@@ -58,6 +58,7 @@ use qos::{PubState, SubState, ThrottleTimer};
 use requests::Effect;
 
 pub(crate) mod encodings;
+pub(crate) mod foxglove;
 pub(crate) mod goals;
 pub(crate) mod params;
 pub(crate) mod qos;
@@ -309,6 +310,9 @@ pub(crate) struct WsSide {
     pub fragment_wire: Vec<u8>,
     /// The id of the last fragmented message received (they grow).
     pub last_fragment_id: u64,
+    /// A Foxglove session (opened with its subprotocol) instead of a
+    /// rosbridge client.
+    pub fx: Option<Box<foxglove::FxSide>>,
 }
 
 /// One unit of a client's write, for what a partial write leaves buffered

@@ -82,6 +82,22 @@ pub(crate) enum Effect {
         domain: Option<u8>,
         node: Option<NodeModel>,
     },
+    /// A Foxglove session's `subscribe` of the typed topic's channel with
+    /// this subscription id (`driver/foxglove.rs`).
+    FxSubscribe {
+        sub: u32,
+    },
+    /// A Foxglove session's `unsubscribe` of one of its subscriptions.
+    FxUnsubscribe {
+        sub: u32,
+    },
+    /// A Foxglove session's client `advertise` of channel `chan` (`cdr`, or
+    /// `json`) on the typed topic, and its `unadvertise`.
+    FxAdvertise {
+        chan: u32,
+        cdr: bool,
+    },
+    FxUnadvertise,
     /// An action request (see `goals.rs`).
     Goal(GoalOp),
     /// A parameter operation of a node's owner (see `params.rs`).
