@@ -192,6 +192,25 @@ fn wall_ns() -> u64 {
 
 const SKIP: &str = "^/(rosout|parameter_events|client_count|connected_clients|rosgate/.*)$";
 
+/// SIGINT to a player child; waits (10 s at most) for it to exit 0 and
+/// returns its stderr.
+fn interrupt_player(child: &mut Child) -> String {
+    // SAFETY: kill(2) on our own child's pid.
+    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
+    let dl = deadline(Duration::from_secs(10));
+    let st = loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            break st;
+        }
+        assert!(Instant::now() < dl, "the player did not stop");
+        thread::sleep(ms(20));
+    };
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+    assert_eq!(st.code(), Some(0), "{err}");
+    err
+}
+
 #[test]
 fn record_latched_late_topics_then_info_and_play_at_pace() {
     let gw = Gateway::start(&[]);
@@ -870,18 +889,7 @@ fn play_applies_a_rosbag2_qos_override_file_and_loop_ends_when_nothing_plays() {
         got += 1;
     }
     assert!(got >= 3, "{got} lines at once (status + 3 latched)");
-    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
-    let dl = deadline(Duration::from_secs(10));
-    let st = loop {
-        if let Some(st) = child.try_wait().unwrap() {
-            break st;
-        }
-        assert!(Instant::now() < dl, "the player did not stop");
-        thread::sleep(ms(20));
-    };
-    let mut err = String::new();
-    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
-    assert_eq!(st.code(), Some(0), "{err}");
+    let err = interrupt_player(&mut child);
     assert!(err.contains("/q: lifespan is not applied"), "{err}");
 
     // --loop over nothing playable ends instead of spinning.
@@ -1055,18 +1063,7 @@ fn space_on_a_terminal_pauses_and_the_terminal_is_restored() {
         assert!(Instant::now() < dl, "space did not resume");
         thread::sleep(ms(20));
     }
-    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
-    let dl = deadline(Duration::from_secs(10));
-    let st = loop {
-        if let Some(st) = child.try_wait().unwrap() {
-            break st;
-        }
-        assert!(Instant::now() < dl, "the player did not stop");
-        thread::sleep(ms(20));
-    };
-    let mut err = String::new();
-    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
-    assert_eq!(st.code(), Some(0), "{err}");
+    let err = interrupt_player(&mut child);
     assert!(err.contains("press space"), "{err}");
     assert_ne!(lflag(&tty) & libc::ICANON, 0, "restored: {err}");
     assert_ne!(lflag(&tty) & libc::ECHO, 0, "restored: {err}");

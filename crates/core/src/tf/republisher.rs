@@ -390,6 +390,13 @@ mod tests {
         }
     }
 
+    /// A subscription of connection 1 in `domain` to frames relative to
+    /// `w` at `rate` Hz, made at `t0`.
+    fn at_rate(r: &mut Republisher, domain: Domain, rate: u32, t0: Instant) -> u64 {
+        let q = req(json!({"target_frame": "w", "rate": rate}));
+        r.add(conn(1), domain, topic(), q, t0).unwrap()
+    }
+
     #[test]
     fn thresholds_decide_what_is_sent_and_the_first_always_goes() {
         let t0 = Instant::now();
@@ -463,24 +470,8 @@ mod tests {
     fn ticks_come_at_the_rate_from_the_wheel_and_limits_hold() {
         let t0 = Instant::now();
         let mut r = Republisher::new(t0);
-        let a = r
-            .add(
-                conn(1),
-                0,
-                topic(),
-                req(json!({"target_frame": "w", "rate": 10})),
-                t0,
-            )
-            .unwrap();
-        let b = r
-            .add(
-                conn(1),
-                3,
-                topic(),
-                req(json!({"target_frame": "w", "rate": 2})),
-                t0,
-            )
-            .unwrap();
+        let a = at_rate(&mut r, 0, 10, t0);
+        let b = at_rate(&mut r, 3, 2, t0);
         assert_eq!((r.in_domain(0), r.in_domain(3)), (1, 1));
         let mut fired = Vec::new();
         for ms in (0..=1000).step_by(5) {
@@ -519,24 +510,8 @@ mod tests {
         // than sending them in a burst.
         let t0 = Instant::now();
         let mut r = Republisher::new(t0);
-        let slow = r
-            .add(
-                conn(1),
-                0,
-                topic(),
-                req(json!({"target_frame": "w", "rate": 10})),
-                t0,
-            )
-            .unwrap();
-        let fast = r
-            .add(
-                conn(1),
-                0,
-                topic(),
-                req(json!({"target_frame": "w", "rate": 100})),
-                t0,
-            )
-            .unwrap();
+        let slow = at_rate(&mut r, 0, 10, t0);
+        let fast = at_rate(&mut r, 0, 100, t0);
         let mut fired = Vec::new();
         let late = Duration::from_micros(1_300);
         for ms in (0..10_000).step_by(5) {
