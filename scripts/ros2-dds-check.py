@@ -504,14 +504,14 @@ def main():
             return f"{name}: {json.dumps(got)}"
 
         if a.roslibpy:
-            check("roslibpy (unchanged) against --dds-domain: topic, service, action, rosapi",
+            check(f"roslibpy (unchanged) against {join[0]}: topic, service, action, rosapi",
                   lambda: outside("roslibpy", [a.roslibpy, "-c", ROSLIBPY_CLIENT]))
         if a.roslib:
             script = os.path.join(a.roslib, "rosgate-dds-check.mjs")
             with open(script, "w") as f:
                 f.write(ROSLIB_CLIENT)
             try:
-                check("roslib (Node, unchanged) against --dds-domain: topic, service, action",
+                check(f"roslib (Node, unchanged) against {join[0]}: topic, service, action",
                       lambda: outside("roslib", ["node", script], cwd=a.roslib))
             finally:
                 os.remove(script)
