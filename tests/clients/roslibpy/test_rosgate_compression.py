@@ -71,23 +71,6 @@ def unique(base):
     return "/roslibpy_%s/%s_%d_%d" % (TRANSPORT, base, os.getpid(), next(_names))
 
 
-@pytest.fixture
-def connect():
-    """Opens roslibpy connections for one test; closes them afterwards."""
-    opened = []
-
-    def make():
-        ros = roslibpy.Ros("127.0.0.1", PORT, transport=TRANSPORT)
-        ros.run(timeout=10)
-        assert ros.is_connected
-        opened.append(ros)
-        return ros
-
-    yield make
-    for ros in opened:
-        ros.close()
-
-
 def stats(ros):
     """A round trip on ros's own connection: the gateway handles a
     connection's requests in order, so everything sent before has been

@@ -39,23 +39,6 @@ def unique(base):
     return "/roslibpy_%s/%s_%d_%d" % (TRANSPORT, base, os.getpid(), next(_names))
 
 
-@pytest.fixture
-def connect():
-    """Opens roslibpy connections for one test; closes them afterwards."""
-    opened = []
-
-    def make():
-        ros = roslibpy.Ros("127.0.0.1", PORT, transport=TRANSPORT)
-        ros.run(timeout=10)
-        assert ros.is_connected
-        opened.append(ros)
-        return ros
-
-    yield make
-    for ros in opened:
-        ros.close()
-
-
 def call(ros, name, args=None, timeout=5):
     return roslibpy.Service(ros, name, "any/Any").call(roslibpy.ServiceRequest(args or {}), timeout=timeout)
 

@@ -43,23 +43,6 @@ def stamped(parent, child, x, y):
     }
 
 
-@pytest.fixture
-def connect():
-    """Opens roslibpy connections for one test; closes them afterwards."""
-    opened = []
-
-    def make():
-        ros = roslibpy.Ros("127.0.0.1", PORT, transport=TRANSPORT)
-        ros.run(timeout=10)
-        assert ros.is_connected
-        opened.append(ros)
-        return ros
-
-    yield make
-    for ros in opened:
-        ros.close()
-
-
 def wait_for(cond, what, timeout=5.0):
     end = time.monotonic() + timeout
     while time.monotonic() < end:
