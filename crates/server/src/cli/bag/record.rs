@@ -159,17 +159,7 @@ fn default_name() -> String {
     let secs = wall_ns() / 1_000_000_000;
     let days = secs / 86_400;
     let rem = secs % 86_400;
-    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm,
-    // http://howardhinnant.github.io/date_algorithms.html#civil_from_days).
-    let z = days as i64 + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
+    let (y, m, d) = rosgate_core::log::civil_from_days(days as i64);
     format!(
         "rosbag2_{y:04}_{m:02}_{d:02}-{:02}_{:02}_{:02}",
         rem / 3600,
