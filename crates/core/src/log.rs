@@ -232,7 +232,7 @@ fn timestamp() -> String {
 
 /// Days since 1970-01-01 to (year, month, day) in the proleptic Gregorian
 /// calendar; Howard Hinnant's algorithm
-/// (http://howardhinnant.github.io/date_algorithms.html#civil_from_days).
+/// (<http://howardhinnant.github.io/date_algorithms.html#civil_from_days>).
 /// The one copy: the log's stamps and the CLI's dates use it.
 pub fn civil_from_days(z: i64) -> (i64, u32, u32) {
     let z = z + 719_468;
