@@ -79,6 +79,48 @@ fn token(domain: u32, zid: &str, id: u64, kind: EntityKind, endpoint: Option<End
     .to_key()
 }
 
+/// Announces `participant`'s node `dds_listener` with its one reader on
+/// `ros_discovery_info`, as rmw_fastrtps does (reliable, transient local,
+/// keep last 1), so the gateway counts the reader as a ROS 2 node's; the
+/// writer returned must live as long as the node.
+fn announce_listener(
+    participant: &rustdds::DomainParticipant,
+    reader: [u8; 16],
+) -> DataWriter<Vec<u8>, Raw> {
+    let info_qos = QosPolicyBuilder::new()
+        .reliability(Reliability::Reliable {
+            max_blocking_time: Duration::from_millis(100).into(),
+        })
+        .durability(Durability::TransientLocal)
+        .history(History::KeepLast { depth: 1 })
+        .build();
+    let info_topic = participant
+        .create_topic(
+            rmw_dds::DISCOVERY_TOPIC.into(),
+            rmw_dds::DISCOVERY_TYPE.into(),
+            &info_qos,
+            TopicKind::NoKey,
+        )
+        .expect("info topic");
+    let info: DataWriter<Vec<u8>, Raw> = participant
+        .create_publisher(&info_qos)
+        .expect("publisher")
+        .create_datawriter_no_key::<Vec<u8>, Raw>(&info_topic, Some(info_qos))
+        .expect("info writer");
+    let node = ParticipantInfo {
+        gid: participant.guid().to_bytes(),
+        nodes: vec![NodeInfo {
+            namespace: "/".into(),
+            name: "dds_listener".into(),
+            readers: vec![reader],
+            writers: vec![],
+        }],
+    };
+    info.write(rmw_dds::encode_info(&node), None)
+        .expect("node announced");
+    info
+}
+
 #[test]
 fn a_dds_sample_reaches_rmw_zenoh_and_a_client_and_never_comes_back_to_dds() {
     let d: u16 = 110 + (std::process::id() as u16 % 40);
@@ -181,35 +223,7 @@ fn a_dds_sample_reaches_rmw_zenoh_and_a_client_and_never_comes_back_to_dds() {
     // The listener is a ROS 2 node's (on `ros_discovery_info`), so the
     // gateway counts it as a DDS subscriber of /chatter: were samples
     // echoed, they would be written to it.
-    let info_qos = QosPolicyBuilder::new()
-        .reliability(reliable)
-        .durability(Durability::TransientLocal)
-        .history(History::KeepLast { depth: 1 })
-        .build();
-    let info_topic = listener
-        .create_topic(
-            rmw_dds::DISCOVERY_TOPIC.into(),
-            rmw_dds::DISCOVERY_TYPE.into(),
-            &info_qos,
-            TopicKind::NoKey,
-        )
-        .expect("info topic");
-    let info: DataWriter<Vec<u8>, Raw> = listener
-        .create_publisher(&info_qos)
-        .expect("publisher")
-        .create_datawriter_no_key::<Vec<u8>, Raw>(&info_topic, Some(info_qos))
-        .expect("info writer");
-    let node = ParticipantInfo {
-        gid: listener.guid().to_bytes(),
-        nodes: vec![NodeInfo {
-            namespace: "/".into(),
-            name: "dds_listener".into(),
-            readers: vec![reader.guid().to_bytes()],
-            writers: vec![],
-        }],
-    };
-    info.write(rmw_dds::encode_info(&node), None)
-        .expect("node announced");
+    let _info = announce_listener(&listener, reader.guid().to_bytes());
     // A local client.
     let mut client = gw.client();
     client.subscribe("/chatter");
@@ -315,35 +329,7 @@ fn an_rmw_zenoh_sample_reaches_dds_and_never_comes_back_to_rmw_zenoh() {
         .expect("subscriber")
         .create_simple_datareader_no_key::<Vec<u8>, Raw>(&topic, None)
         .expect("reader");
-    let info_qos = QosPolicyBuilder::new()
-        .reliability(reliable)
-        .durability(Durability::TransientLocal)
-        .history(History::KeepLast { depth: 1 })
-        .build();
-    let info_topic = listener
-        .create_topic(
-            rmw_dds::DISCOVERY_TOPIC.into(),
-            rmw_dds::DISCOVERY_TYPE.into(),
-            &info_qos,
-            TopicKind::NoKey,
-        )
-        .expect("info topic");
-    let info: DataWriter<Vec<u8>, Raw> = listener
-        .create_publisher(&info_qos)
-        .expect("publisher")
-        .create_datawriter_no_key::<Vec<u8>, Raw>(&info_topic, Some(info_qos))
-        .expect("info writer");
-    let node = ParticipantInfo {
-        gid: listener.guid().to_bytes(),
-        nodes: vec![NodeInfo {
-            namespace: "/".into(),
-            name: "dds_listener".into(),
-            readers: vec![reader.guid().to_bytes()],
-            writers: vec![],
-        }],
-    };
-    info.write(rmw_dds::encode_info(&node), None)
-        .expect("node announced");
+    let _info = announce_listener(&listener, reader.guid().to_bytes());
     // An rmw_zenoh node that publishes and subscribes /back; its own puts
     // stay off its own subscriber (remote destinations only), so anything
     // that subscriber hears would be the gateway's echo.
