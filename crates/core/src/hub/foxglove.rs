@@ -83,7 +83,7 @@ use rosgate_wire::Raw;
 
 use super::answer::Answer;
 use super::foxglove_actions::is_goal_channel;
-use super::params::{Answering, Reply};
+use super::params::Answering;
 use super::qos::{Asked, Registering};
 use super::services::CallArgs;
 use super::{Hub, Origin};
@@ -1271,13 +1271,9 @@ impl Hub {
                 service: "/rosapi/set_param",
                 id: Some(set_id.as_bytes()),
             };
-            // A node whose parameter services another provider serves (a
-            // ROS 2 node) is set through its `set_parameters`, as rosapi's
-            // `set_param` does; this gateway's own through the store.
-            if !self.forward_set_param(at, domain, &node, param, &value, now) {
-                let changes = vec![(param.to_owned(), value)];
-                self.request_set(at, domain, &node, changes, Reply::Rosapi, now);
-            }
+            // As rosapi's `set_param`: a ROS 2 node's through its
+            // `set_parameters`, this gateway's own through the store.
+            self.set_param_anywhere(at, domain, &node, param, value, now);
         }
     }
 

@@ -478,6 +478,26 @@ impl Hub {
 
     // ----- requests from anyone --------------------------------------------------
 
+    /// One parameter set as rosapi's `set_param` makes it (answered in
+    /// rosapi's shape to `at`): through the node's `set_parameters` when
+    /// another provider serves it (a ROS 2 node, another gateway's node;
+    /// `hub/params_remote.rs`), else through this gateway's store and the
+    /// owner's validation ([`Hub::request_set`]).
+    pub(super) fn set_param_anywhere(
+        &mut self,
+        at: Answering<'_>,
+        domain: Domain,
+        node: &str,
+        param: &str,
+        value: ParamValue,
+        now: Instant,
+    ) {
+        if !self.forward_set_param(at, domain, node, param, &value, now) {
+            let changes = vec![(param.to_owned(), value)];
+            self.request_set(at, domain, node, changes, Reply::Rosapi, now);
+        }
+    }
+
     /// Sets `changes` of `node` for `me`: applied at once where the rules
     /// allow and no validation is needed, sent to the owner for validation
     /// otherwise; `me` is answered (now or when the owner answers) in the
@@ -983,10 +1003,7 @@ impl Hub {
                 match value.and_then(|v| checked.map(|()| v)) {
                     Err(e) => Err(e),
                     Ok(v) => {
-                        if !self.forward_set_param(at, domain, &node, param, &v, now) {
-                            let changes = vec![(param.to_string(), v)];
-                            self.request_set(at, domain, &node, changes, Reply::Rosapi, now);
-                        }
+                        self.set_param_anywhere(at, domain, &node, param, v, now);
                         return Some(Ok(Value::Null));
                     }
                 }
