@@ -241,27 +241,41 @@ impl Hub {
         kind: Kind,
         now: Instant,
     ) -> bool {
-        if self.calls.in_flight(me) + self.waiting.of(me) >= self.limits.max_calls_per_conn {
-            return false;
-        }
-        let mut service_json = Vec::new();
-        encode::json_string(&mut service_json, service);
-        let seq = self.calls.insert(
-            me,
-            owner,
-            &service_json,
-            None,
-            now,
-            now + self.limits.call_timeout,
-        );
-        self.counters.inc(Counter::CallsForwarded);
         let f = Forwarded {
             rosapi_json: Vec::new(),
             kind,
         };
+        self.forward_call((me, None), owner, service, args, f, now)
+            .is_ok()
+    }
+
+    /// Call `service` of `owner` with `args` for `me` (its request `id`),
+    /// recorded with `f` for its answer: an ordinary call of `me` (its
+    /// calls-in-flight limit, the call timeout). `Err` gives `f` back when
+    /// `me`'s calls are at their limit (nothing sent).
+    fn forward_call(
+        &mut self,
+        (me, id): (ConnRef, Option<&[u8]>),
+        owner: ConnRef,
+        service: &str,
+        args: &str,
+        f: Forwarded,
+        now: Instant,
+    ) -> Result<(), Forwarded> {
+        if self.calls.in_flight(me) + self.waiting.of(me) >= self.limits.max_calls_per_conn {
+            return Err(f);
+        }
+        let mut service_json = Vec::new();
+        encode::json_string(&mut service_json, service);
+        let deadline = now + self.limits.call_timeout;
+        let seq = self
+            .calls
+            .insert(me, owner, &service_json, id, now, deadline);
+        self.counters.inc(Counter::CallsForwarded);
         self.remote_params.calls.insert(seq, f);
+        // The node's parameter service may be a peer's, beyond a bridge.
         self.send_param_call(owner, seq, service, &service_json, args, now);
-        true
+        Ok(())
     }
 
     /// Sends call `seq` of `service` to `owner`: a client, or a peer
@@ -374,24 +388,13 @@ impl Hub {
         } = at;
         let mut rosapi_json = Vec::new();
         encode::json_string(&mut rosapi_json, rosapi);
-        if self.calls.in_flight(me) + self.waiting.of(me) >= self.limits.max_calls_per_conn {
+        let f = Forwarded { rosapi_json, kind };
+        if let Err(f) = self.forward_call((me, id), owner, service, args, f, now) {
             let reason = self.failure_text(CallFailure::TooMany, rosapi);
             let mut out = Vec::new();
-            encode::service_failure(&mut out, &rosapi_json, id, &reason);
-            return self.send_control(me, &out, now);
+            encode::service_failure(&mut out, &f.rosapi_json, id, &reason);
+            self.send_control(me, &out, now);
         }
-        let mut service_json = Vec::new();
-        encode::json_string(&mut service_json, service);
-        let deadline = now + self.limits.call_timeout;
-        let seq = self
-            .calls
-            .insert(me, owner, &service_json, id, now, deadline);
-        self.counters.inc(Counter::CallsForwarded);
-        self.remote_params
-            .calls
-            .insert(seq, Forwarded { rosapi_json, kind });
-        // The node's parameter service may be a peer's, beyond a bridge.
-        self.send_param_call(owner, seq, service, &service_json, args, now);
     }
 
     /// The owner answered a forwarded rosapi request (`values`, `result`),
