@@ -3,6 +3,9 @@
 //! `now`, between the socket phases, so nothing in the core needs a lock.
 //!
 //! Invariants:
+//! - a job queued is run: [`Handle::send`] wakes the loop unless a wake it
+//!   has not taken yet is outstanding, and the loop clears that mark
+//!   before it takes jobs, so no job waits behind a sleeping poll;
 //! - [`Handle::send`] never blocks: a full inbox refuses the job (and
 //!   counts it), because the threads that call it (Zenoh's, for one) must
 //!   not stall on a busy loop;
@@ -52,6 +55,10 @@ pub enum SendError {
 struct Shared {
     stop: AtomicBool,
     refused: AtomicU64,
+    /// A wake was written and the loop has not taken it yet: jobs queued
+    /// meanwhile need no wake of their own (one `eventfd` write per burst,
+    /// not per job; Zenoh's threads hand over samples one at a time).
+    armed: AtomicBool,
 }
 
 /// A cloneable, `Send` handle other threads use to reach the loop.
@@ -73,6 +80,12 @@ impl Handle {
     pub fn send(&self, job: Job) -> Result<(), SendError> {
         match self.tx.try_send(job) {
             Ok(()) => {
+                // The loop disarms before it takes jobs (`Inbox::run`),
+                // so a job queued after that finds the flag clear and
+                // wakes it again; one queued before is taken in that run.
+                if self.shared.armed.swap(true, Ordering::AcqRel) {
+                    return Ok(());
+                }
                 // A failed wake means the poll is gone: the loop has ended.
                 self.waker.wake().map_err(|_| SendError::Closed)
             }
@@ -119,6 +132,10 @@ impl Inbox {
     /// Runs up to `budget` queued jobs, stopping once they spent `work`
     /// units of the hub's work; returns whether jobs may be left.
     pub fn run(&self, hub: &mut Hub, now: Instant, budget: usize, work: u64) -> bool {
+        // Before taking jobs: a sender that queues one from here on wakes
+        // the loop again (see `Handle::send`). Acquire pairs with the
+        // senders' release, so every job queued before their swap shows.
+        self.shared.armed.swap(false, Ordering::AcqRel);
         let start = hub.work();
         let mut n = 0;
         while n < budget {
@@ -147,6 +164,41 @@ mod tests {
     use super::*;
     use rosgate_core::limits::Limits;
     use rosgate_wire::Raw;
+
+    /// A burst of jobs costs one wake; once the loop has taken it (run),
+    /// the next job wakes it again, so none waits behind a sleeping poll.
+    #[test]
+    fn a_burst_wakes_the_loop_once_and_a_job_after_the_run_wakes_it_again() {
+        let mut poll = mio::Poll::new().expect("poll");
+        let waker = Waker::new(poll.registry(), mio::Token(7)).expect("waker");
+        let (inbox, handle) = Inbox::new(waker, 64);
+        let now = Instant::now();
+        let mut hub = Hub::new(Limits::default(), now);
+        let mut events = mio::Events::with_capacity(16);
+        let mut wakes = |poll: &mut mio::Poll| {
+            poll.poll(&mut events, Some(std::time::Duration::from_millis(50)))
+                .expect("poll");
+            events.iter().filter(|e| e.token() == mio::Token(7)).count()
+        };
+        let ran = Arc::new(AtomicU64::new(0));
+        let job = |ran: &Arc<AtomicU64>| -> Job {
+            let ran = ran.clone();
+            Box::new(move |_, _| {
+                ran.fetch_add(1, Ordering::Relaxed);
+            })
+        };
+        for _ in 0..10 {
+            handle.send(job(&ran)).expect("queued");
+        }
+        assert_eq!(wakes(&mut poll), 1);
+        assert_eq!(wakes(&mut poll), 0, "no second wake for the same burst");
+        assert!(!inbox.run(&mut hub, now, INBOX_BUDGET, INBOX_TURN_WORK));
+        assert_eq!(ran.load(Ordering::Relaxed), 10);
+        handle.send(job(&ran)).expect("queued");
+        assert_eq!(wakes(&mut poll), 1, "a job after the run wakes the loop");
+        assert!(!inbox.run(&mut hub, now, INBOX_BUDGET, INBOX_TURN_WORK));
+        assert_eq!(ran.load(Ordering::Relaxed), 11);
+    }
 
     /// Jobs that fan out to many subscribers run a turn's work at a time,
     /// however many are queued; the rest wait, and every one runs in the
