@@ -113,6 +113,9 @@ impl Driver {
         // After the topic data: a client's publishes before its call
         // leave before the call, as they did through the bridge's queue.
         self.send(hub, now);
+        for p in &mut self.peers {
+            p.flush(hub);
+        }
     }
 
     /// After the turn, what the hub accounts for: samples the network's

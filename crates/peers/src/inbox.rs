@@ -116,6 +116,46 @@ impl Inbox {
         }
     }
 
+    /// Hands several messages for `topic` (each one valid JSON value, in
+    /// order) to the loop in one job, as [`Inbox::deliver`] does each:
+    /// those past the budget are dropped (counted).
+    pub fn deliver_many(
+        self: &Arc<Self>,
+        domain: Domain,
+        topic: &str,
+        msgs: Vec<String>,
+        latched: Option<u32>,
+    ) {
+        let mut kept = Vec::with_capacity(msgs.len());
+        for m in msgs {
+            if self.take_room(m.len()) {
+                kept.push(m);
+            }
+        }
+        if kept.is_empty() {
+            return;
+        }
+        let n = kept.len();
+        let bytes: usize = kept.iter().map(String::len).sum();
+        let me = self.clone();
+        let topic = topic.to_string();
+        let sent = self.send(move |hub, now| {
+            for msg in kept {
+                me.release_sample(msg.len());
+                hub.remote_publish(domain, &topic, Raw::from_valid_json(&msg), latched, now);
+            }
+        });
+        if sent {
+            self.received.fetch_add(n as u64, Ordering::Relaxed);
+        } else {
+            // The refused job was dropped unrun: its room comes back here.
+            self.pending_bytes.fetch_sub(bytes, Ordering::AcqRel);
+            self.pending_samples.fetch_sub(n, Ordering::AcqRel);
+            self.dropped.fetch_add(n as u64, Ordering::Relaxed);
+            self.dropped_total.fetch_add(n as u64, Ordering::Relaxed);
+        }
+    }
+
     /// Takes room for one sample of `n` bytes for a sample that reaches
     /// the loop another way (the ROS 2 link's queue); false, and counted
     /// as dropped, when the budget is spent. The loop gives the room back

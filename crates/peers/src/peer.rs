@@ -91,6 +91,10 @@ pub trait Peer {
     /// when it wants the next turn at the latest (work held back for an
     /// interval), if it does.
     fn turn(&mut self, hub: &mut Bridges<'_>, now: Instant) -> Option<Instant>;
+    /// End of the turn, after the topic data and the typed messages: a
+    /// peer that gathers a turn's messages (to put many as one) sends
+    /// them now.
+    fn flush(&mut self, _hub: &mut Bridges<'_>) {}
     /// Bytes the peer holds of what the network told it (its own tables;
     /// the shared ones are counted by the session), for the memory ledger.
     fn held_bytes(&self) -> usize {

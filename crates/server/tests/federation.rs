@@ -1686,3 +1686,109 @@ fn a_foxglove_session_sees_and_feeds_another_gateways_topics() {
         }
     }
 }
+
+/// What a Zenoh peer that is no gateway can put where gateways listen
+/// (docs/federation.md, "Services" and "Key expressions"): mail that is
+/// garbage, of another version or answering a call never made is dropped
+/// and counted; a call in valid mail is answered by mail, exactly once,
+/// and one with bad arguments refused with a reason; a topic's run of
+/// messages delivers its valid pieces in order and drops the others.
+#[test]
+fn mail_and_topic_runs_from_a_raw_peer_are_checked_piece_by_piece() {
+    use rosgate_zenoh::keys::{mail_key, topic_key};
+    use rosgate_zenoh::mail::{Mail, Record, Status, Writer};
+    use zenoh::Wait;
+    let zport = free_port();
+    let a = gateway(zport, &[], &[]);
+    let peer = raw_peer(zport);
+    let me = "abcdef0123456789";
+    let target = federation(&a)["gateway"]
+        .as_str()
+        .expect("the gateway's id")
+        .to_string();
+    let (tx, rx) = std::sync::mpsc::channel::<Vec<u8>>();
+    let _inbox = peer
+        .declare_subscriber(mail_key(me))
+        .callback(move |s| {
+            let _ = tx.send(s.payload().to_bytes().into_owned());
+        })
+        .wait()
+        .expect("subscribe to the posing peer's mail");
+    let mut provider = a.client();
+    advertise_service(&mut provider, "/add");
+    let put = |bytes: Vec<u8>| {
+        peer.put(mail_key(&target), bytes).wait().expect("put mail");
+    };
+    let dropped = |a: &Gateway| counter(&a.stats(), "federation_in_dropped");
+    let before = dropped(&a);
+    put(b"\x01".to_vec());
+    put(b"garbage".to_vec());
+    put(b"\x02\x00".to_vec());
+    a.wait_for_stats("the bad mail was dropped", |s| {
+        counter(s, "federation_in_dropped") >= before + 3
+    });
+    let mut forged = Writer::default();
+    forged.answer(me, 1, Status::Ok, b"{}");
+    put(forged.take());
+    let mut w = Writer::default();
+    w.call(me, 0, 7, "/add", br#"{"a":1,"b":2}"#);
+    w.call(me, 0, 8, "/add", br#"{"a":"#);
+    put(w.take());
+    answer_calls(&mut provider, 1, "a");
+    let mut got: Vec<(u64, Status, String)> = Vec::new();
+    let dl = deadline(CROSS);
+    while got.len() < 2 {
+        let left = dl.saturating_duration_since(Instant::now());
+        let bytes = rx
+            .recv_timeout(left)
+            .unwrap_or_else(|_| panic!("mail for the peer: got {got:?}"));
+        let mail = Mail::decode(&bytes, 100).expect("mail this version reads");
+        assert_eq!(mail.sender, target);
+        for r in mail.records {
+            match r {
+                Record::Answer { n, status, body } => {
+                    got.push((n, status, String::from_utf8_lossy(body).into_owned()))
+                }
+                other => panic!("only answers come back: {other:?}"),
+            }
+        }
+    }
+    got.sort_by_key(|g| g.0);
+    assert_eq!((got[0].0, got[0].1), (7, Status::Ok), "{got:?}");
+    let values: Value = serde_json::from_str(&got[0].2).expect("values are JSON");
+    assert_eq!(values["sum"], 3, "{got:?}");
+    assert_eq!((got[1].0, got[1].1), (8, Status::Refused), "{got:?}");
+    assert!(got[1].2.contains("JSON"), "{got:?}");
+    assert!(
+        rx.recv_timeout(ms(300)).is_err(),
+        "each call is answered once"
+    );
+
+    // A run of a topic's messages: the valid pieces, in order.
+    let mut sub = a.client();
+    subscribe(&mut sub, "/run");
+    let before = dropped(&a);
+    peer.put(
+        topic_key(0, "/run"),
+        "{\"data\":\"a\"}\n{\"data\":\n{\"data\":\"b\"}\n\n[1,2]",
+    )
+    .wait()
+    .expect("put a run");
+    let mut seen = Vec::new();
+    for _ in 0..3 {
+        let line = sub.recv_raw_until(|v| v["op"] == "publish", deadline(REPLY));
+        seen.push(msg_span(&line).to_string());
+    }
+    assert_eq!(seen, [r#"{"data":"a"}"#, r#"{"data":"b"}"#, "[1,2]"]);
+    a.wait_for_stats("the two bad pieces were counted", |s| {
+        counter(s, "federation_in_dropped") >= before + 2
+    });
+    // The gateway still answers its own clients.
+    let v = call_values(&mut a.client(), "/rosapi/topics", "{}");
+    assert!(
+        v["values"]["topics"]
+            .as_array()
+            .is_some_and(|t| t.iter().any(|t| t == "/run")),
+        "{v}"
+    );
+}

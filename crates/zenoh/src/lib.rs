@@ -52,6 +52,7 @@
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 
 mod exposure;
+#[cfg(feature = "ros2")]
 mod first_reply;
 mod gateways;
 #[cfg(feature = "ros2")]
@@ -59,7 +60,9 @@ mod ros2;
 mod ros_settings;
 mod worker;
 
+pub use gateways::calls::{CALL_TIMEOUT_SECS, MAX_CALLS_TO_GATEWAYS};
 pub use gateways::keys;
+pub use gateways::mail;
 use gateways::{remote, Gateways};
 pub use rosgate_peers::{Inbox, Peer};
 

@@ -7,11 +7,11 @@
 //! rosgate/<domain>/x/_<percent-encoded name>                samples (any other exact string)
 //! rosgate/gw/<zenoh id>                                     a gateway is up
 //! rosgate/i/<domain>/<zenoh id>/t/... or /x/...             that gateway has local subscribers
-//! rosgate/<domain>/st/<name>  or  .../sx/_<percent-encoded>  a service's queryable
 //! rosgate/<domain>/gt/<name>  (gx/_...)                      an action's goals (queryable)
 //! rosgate/<domain>/ct/<name>  (cx/_...)                      an action's cancels (subscriber)
 //! rosgate/p/<domain>/<zenoh id>/<s|a>_<type>/t/... or /x/... that gateway provides a service (s) or serves an action (a)
 //! rosgate/g/<domain>/<zenoh id>                              that gateway's nodes and topics (JSON, put on change)
+//! rosgate/m/<zenoh id>                                       that gateway's mail: calls to it, answers for it
 //! ```
 //!
 //! Invariants: every key produced is a valid Zenoh key expression with no
@@ -33,11 +33,6 @@ pub fn topic_key(domain: Domain, topic: &str) -> String {
 /// `topic` in `domain`.
 pub fn interest_key(domain: Domain, gw: &str, topic: &str) -> String {
     format!("{ROOT}/i/{domain}/{gw}/{}", tail(topic))
-}
-
-/// Where calls of `service` in `domain` are queried.
-pub fn service_key(domain: Domain, service: &str) -> String {
-    format!("{ROOT}/{domain}/s{}", tail(service))
 }
 
 /// Where goals of `action` in `domain` are queried.
@@ -98,6 +93,12 @@ pub const GRAPHS_ALL: &str = "rosgate/g/**";
 
 /// What a liveliness subscriber for provider tokens listens to.
 pub const PROVIDERS_ALL: &str = "rosgate/p/**";
+
+/// Where gateway `gw` takes its mail (calls of the services it provides,
+/// answers to the calls it made: `mail.rs`).
+pub fn mail_key(gw: &str) -> String {
+    format!("{ROOT}/m/{gw}")
+}
 
 /// The liveliness token of a gateway that is up.
 pub fn gateway_key(gw: &str) -> String {
@@ -252,8 +253,8 @@ mod tests {
 
     #[test]
     fn services_actions_and_their_providers_round_trip() {
-        assert_eq!(service_key(0, "/add"), "rosgate/0/st/add");
-        assert_eq!(service_key(0, "a b"), "rosgate/0/sx/_a%20b");
+        assert_eq!(mail_key("ab12"), "rosgate/m/ab12");
+        assert_eq!(topic_of(&mail_key("ab12")), None, "no topic's key");
         assert_eq!(goal_key(0, "/fib"), "rosgate/0/gt/fib");
         assert_eq!(cancel_key(0, "/fib"), "rosgate/0/ct/fib");
         let ty = "example_interfaces/srv/AddTwoInts";

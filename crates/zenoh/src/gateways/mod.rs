@@ -31,14 +31,16 @@ use zenoh::query::{ConsolidationMode, Query, QueryTarget, Reply};
 use zenoh::sample::{Locality, Sample};
 use zenoh::{Session, Wait};
 
-use crate::first_reply::FirstReply;
 use crate::worker::{Declared, Decls};
-use crate::{GOAL_QUERY_TIMEOUT_HOURS, GRAPH_INTERVAL_MS, LATCHED_ATTACHMENT, QUERY_TIMEOUT_SECS};
+use crate::{GOAL_QUERY_TIMEOUT_HOURS, GRAPH_INTERVAL_MS, LATCHED_ATTACHMENT};
+use mail::{Status, Writer};
 use remote::{Change, Shared};
 use rosgate_peers::Inbox;
 use rosgate_peers::{Peer, Put};
 
+pub mod calls;
 pub mod keys;
+pub mod mail;
 pub(crate) mod remote;
 
 /// What this gateway declared (on the worker) for a topic its clients
@@ -104,6 +106,23 @@ pub(crate) struct Gateways {
     last_graph: Option<Instant>,
     graph_epoch: u64,
     graph_domains: Vec<Domain>,
+    /// This turn's mail (calls and answers), by receiving gateway; put at
+    /// the end of the turn ([`Peer::flush`]), one sample per gateway.
+    mail: HashMap<Arc<str>, Writer>,
+    /// This turn's topic data, put at the end of the turn: runs of one
+    /// topic's messages, in the order they came.
+    topics_out: Vec<Batch>,
+}
+
+/// Messages of one topic put together as one sample: the messages joined
+/// by `\n` (a bridge's `msg` is the value of one NDJSON line, so it holds
+/// no raw line break; the receiver checks each piece anyway).
+struct Batch {
+    domain: Domain,
+    topic: String,
+    depth: Option<u32>,
+    payload: Vec<u8>,
+    count: u64,
 }
 
 impl Gateways {
@@ -153,9 +172,16 @@ impl Gateways {
             .callback(move |s: Sample| sh.on_graph(&s))
             .wait()
             .map_err(|e| fail("the graph watcher", e))?;
+        let sh = shared.clone();
+        let mailbox = session
+            .declare_subscriber(keys::mail_key(&zid))
+            .allowed_origin(Locality::Remote)
+            .callback(move |s: Sample| sh.on_mail(&s))
+            .wait()
+            .map_err(|e| fail("the mailbox", e))?;
         let started = decls.adopt(
-            "federation: this gateway's token and watchers",
-            (presence, gateways, interest, providers, graphs),
+            "federation: this gateway's token, watchers and mailbox",
+            (presence, gateways, interest, providers, graphs, mailbox),
         );
         Ok(Gateways {
             session: session.clone(),
@@ -169,6 +195,8 @@ impl Gateways {
             last_graph: None,
             graph_epoch: u64::MAX,
             graph_domains: Vec::new(),
+            mail: HashMap::new(),
+            topics_out: Vec::new(),
         })
     }
 
@@ -243,12 +271,9 @@ impl Gateways {
         self.wanted.insert((domain, topic), Wanted { _decl: decl });
     }
 
-    /// Declares the queryable and the provider token for a service a local
-    /// client provides.
+    /// Declares the provider token for a service a local client provides:
+    /// other gateways' calls of it come by mail (`calls.rs`).
     fn provide(&mut self, domain: Domain, name: Rc<str>, ty: &str) {
-        let sh = self.shared.clone();
-        let service: Arc<str> = Arc::from(&*name);
-        let key = keys::service_key(domain, &name);
         let token = keys::provider_key(
             rosgate_core::registry::Provided::Service,
             domain,
@@ -258,15 +283,7 @@ impl Gateways {
         );
         let decl = self.decls.declare(
             format!("federation: cannot offer service {name} to other gateways"),
-            move |session: &Session| {
-                let queryable = session
-                    .declare_queryable(key)
-                    .allowed_origin(Locality::Remote)
-                    .callback(move |q: Query| sh.on_query(domain, &service, q))
-                    .wait()?;
-                let token = session.liveliness().declare_token(token).wait()?;
-                Ok((queryable, token))
-            },
+            move |session: &Session| session.liveliness().declare_token(token).wait(),
         );
         self.provided
             .insert((Offer::Service, domain, name), Provided { _decl: decl });
@@ -356,33 +373,56 @@ impl Gateways {
             .wait();
     }
 
-    /// Forwards a call the bridge received (as the provider of another
-    /// gateway's service) as a Zenoh query; its reply, or its absence,
-    /// comes back as the bridge's `service_response`.
-    fn forward_call(&self, domain: Domain, service: &str, id: &str, args: &[u8]) {
-        // The first reply, or the query's end without one, answers the
-        // caller.
-        let (sh, service_name, call_id) =
-            (self.shared.clone(), service.to_string(), id.to_string());
-        let first = FirstReply::new(move |r: Option<&Reply>| {
-            sh.on_reply(domain, &service_name, &call_id, r)
-        });
-        let sent = self
-            .session
-            .get(keys::service_key(domain, service))
-            .payload(args.to_vec())
-            .target(QueryTarget::BestMatching)
-            // Every reply as it comes (feedback streams; Zenoh's default
-            // would hold replies back to consolidate them).
-            .consolidation(ConsolidationMode::None)
-            .allowed_destination(Locality::Remote)
-            .timeout(std::time::Duration::from_secs(QUERY_TIMEOUT_SECS))
-            .callback(move |r: Reply| first.on(&r))
-            .wait();
-        if let Err(e) = sent {
-            rosgate_core::log!(Debug, "federation: call of {service} not sent: {e}");
+    /// Puts this turn's topic batches, then its mail (after the topic
+    /// data: a client's publishes before its call leave before the call,
+    /// as they did through the bridge's queue). Returns the messages Zenoh
+    /// refused.
+    fn put_turn(&mut self) -> u64 {
+        let mut dropped = 0;
+        for b in self.topics_out.drain(..) {
+            let put = self
+                .session
+                .put(keys::topic_key(b.domain, &b.topic), b.payload)
+                .congestion_control(CongestionControl::Drop)
+                .allowed_destination(Locality::Remote)
+                .attachment(b.depth.map(|d| format!("{LATCHED_ATTACHMENT}{d}")))
+                .wait();
+            if put.is_err() {
+                dropped += b.count;
+            }
         }
+        for (gw, why) in self
+            .shared
+            .calls
+            .take_refusals()
+            .into_iter()
+            .map(|(gw, n, why)| (gw, (n, why)))
+        {
+            let w = self.mail.entry(gw).or_default();
+            w.answer(&self.zid, why.0, Status::Refused, why.1.as_bytes());
+        }
+        for (gw, w) in self.mail.iter_mut() {
+            if !w.is_empty() {
+                put_mail(&self.session, gw, w.take());
+            }
+        }
+        // Gateways mailed once keep an empty writer; bounded by
+        // MAX_GATEWAYS, but a gateway long gone needs none.
+        if self.mail.len() > remote::MAX_GATEWAYS {
+            self.mail.clear();
+        }
+        dropped
     }
+}
+
+/// Puts `mail` to gateway `gw`'s mailbox. Calls and answers are not shed
+/// under congestion (as Zenoh's queries are not): they wait for room.
+fn put_mail(session: &Session, gw: &str, mail: Vec<u8>) {
+    let _ = session
+        .put(keys::mail_key(gw), mail)
+        .congestion_control(CongestionControl::Block)
+        .allowed_destination(Locality::Remote)
+        .wait();
 }
 
 impl Peer for Gateways {
@@ -434,7 +474,9 @@ impl Peer for Gateways {
         self.provided.remove(&(Offer::Action, domain, name.clone()));
     }
 
-    /// Other gateways get the JSON (their bridges' queues carry JSON).
+    /// Other gateways get the JSON (their bridges' queues carry JSON),
+    /// a turn's run of one topic's messages as one sample
+    /// ([`Peer::flush`] puts them).
     fn publish(
         &mut self,
         domain: Domain,
@@ -443,16 +485,36 @@ impl Peer for Gateways {
         _cdr: Option<rosgate_peers::Cdr<'_>>,
         depth: Option<u32>,
     ) -> Put {
-        let put = self
-            .session
-            .put(keys::topic_key(domain, topic), msg.as_bytes())
-            .congestion_control(CongestionControl::Drop)
-            .allowed_destination(Locality::Remote)
-            .attachment(depth.map(|d| format!("{LATCHED_ATTACHMENT}{d}")))
-            .wait();
-        match put {
-            Ok(()) => Put::Sent,
-            Err(_) => Put::Dropped,
+        let same = self.topics_out.last_mut().filter(|b| {
+            b.domain == domain
+                && b.depth == depth
+                && b.topic == topic
+                && b.payload.len() + 1 + msg.len() <= mail::MAIL_BATCH_BYTES
+        });
+        match same {
+            Some(b) => {
+                b.payload.push(b'\n');
+                b.payload.extend_from_slice(msg.as_bytes());
+                b.count += 1;
+            }
+            None => self.topics_out.push(Batch {
+                domain,
+                topic: topic.to_string(),
+                depth,
+                payload: msg.as_bytes().to_vec(),
+                count: 1,
+            }),
+        }
+        Put::Sent
+    }
+
+    fn flush(&mut self, hub: &mut Bridges<'_>) {
+        let dropped = self.put_turn();
+        if dropped > 0 {
+            hub.count(
+                rosgate_core::counters::Counter::FederationOutDropped,
+                dropped,
+            );
         }
     }
 
@@ -460,14 +522,39 @@ impl Peer for Gateways {
         PeerId::Gateways
     }
 
-    fn call(&mut self, domain: Domain, service: &str, id: &str, args: &str, _now: Instant) -> bool {
-        self.forward_call(domain, service, id, args.as_bytes());
+    /// Mails the call to the gateway that provides the service (put at the
+    /// end of the turn, with the turn's other calls to it).
+    fn call(&mut self, domain: Domain, service: &str, id: &str, args: &str, now: Instant) -> bool {
+        let Some(gw) = self.shared.gateway_for(domain, service) else {
+            return false;
+        };
+        let w = self.mail.entry(gw.clone()).or_default();
+        let call = calls::Forward {
+            domain,
+            service,
+            id,
+            args: args.as_bytes(),
+        };
+        if !self.shared.calls.forward(w, &gw, call, now) {
+            return false;
+        }
+        if w.len() >= mail::MAIL_BATCH_BYTES {
+            put_mail(&self.session, &gw, w.take());
+        }
         true
     }
 
+    /// Mails the answer back to the calling gateway.
     fn answer(&mut self, id: &str, values: &str, result: bool) {
-        self.shared
-            .answer(id, values, if result { "true" } else { "false" });
+        let Some((gw, n)) = self.shared.calls.take_incoming(id) else {
+            return;
+        };
+        let status = if result { Status::Ok } else { Status::Failed };
+        let w = self.mail.entry(gw.clone()).or_default();
+        w.answer(&self.zid, n, status, values.as_bytes());
+        if w.len() >= mail::MAIL_BATCH_BYTES {
+            put_mail(&self.session, &gw, w.take());
+        }
     }
 
     fn goal(
@@ -496,7 +583,14 @@ impl Peer for Gateways {
     }
 
     fn turn(&mut self, hub: &mut Bridges<'_>, now: Instant) -> Option<Instant> {
-        self.announce_graph(hub, now)
+        let (failed, next_call) = self.shared.calls.expire(now);
+        for (domain, line) in failed {
+            hub.remote_reply(domain, line.as_bytes(), now);
+        }
+        match (self.announce_graph(hub, now), next_call) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
 
     fn status(&self, status: &mut serde_json::Value) {

@@ -35,8 +35,9 @@ use zenoh::query::{Query, Reply};
 use zenoh::sample::{Sample, SampleKind};
 use zenoh::Wait;
 
+use super::calls::Calls;
 use crate::keys;
-use rosgate_peers::lines::{aborted_line, failure_line};
+use rosgate_peers::lines::aborted_line;
 use rosgate_peers::Inbox;
 
 /// Gateways. Other gateways remembered; more are ignored (and counted).
@@ -119,8 +120,10 @@ pub(crate) struct Shared {
     /// The hand-off to the loop (shared with the ROS 2 peer).
     inbox: Arc<Inbox>,
     tables: Mutex<Tables>,
-    /// Calls from other gateways in progress here, by the id the bridge
-    /// calls with.
+    /// Service calls between gateways, both ways (`calls.rs`).
+    pub(crate) calls: Calls,
+    /// Goals from other gateways in progress here, by the id the bridge
+    /// sends them with.
     queries: Mutex<HashMap<u64, Query>>,
     /// Goals from other gateways in progress here: their caller's gateway
     /// and goal id (what a cancel names) to the query.
@@ -134,6 +137,7 @@ pub(crate) struct Shared {
 impl Shared {
     pub(crate) fn new(zid: String, inbox: Arc<Inbox>) -> Shared {
         Shared {
+            calls: Calls::new(zid.clone(), inbox.clone()),
             zid,
             inbox,
             tables: Mutex::new(Tables::default()),
@@ -203,6 +207,7 @@ impl Shared {
                     t.graph_bytes -= freed;
                     t.changes.push(Change::Left(gw.to_string()));
                     drop(t);
+                    self.calls.gateway_left(gw);
                     self.wake();
                 }
             }
@@ -419,37 +424,23 @@ impl Shared {
         }
     }
 
-    /// A call from another gateway of a service provided here: kept until
-    /// the bridge's answer comes back ([`Shared::answer`]), handed to the
-    /// loop as a call of the bridge.
-    pub(crate) fn on_query(&self, domain: Domain, service: &str, q: Query) {
-        let args = q
-            .payload()
-            .map(|p| p.to_bytes().into_owned())
-            .unwrap_or_else(|| b"{}".to_vec());
-        let Some(args) = valid_msg(&args) else {
-            let _ = q.reply_err("arguments are not one valid JSON value").wait();
-            return;
-        };
-        let Some(n) = self.keep_query(q) else {
-            return;
-        };
-        let service = service.to_string();
-        let sent = self.inbox.send(move |hub, now| {
-            hub.remote_call(
-                PeerId::Gateways,
-                domain,
-                &service,
-                &query_id(n),
-                Raw::from_valid_json(&args),
-                now,
-            );
-        });
-        if !sent {
-            if let Some(q) = self.take_query(n) {
-                let _ = q.reply_err("the provider's gateway is too busy").wait();
-            }
-        }
+    /// Mail from another gateway (`mail.rs`): calls of services provided
+    /// here and answers to calls forwarded from here (`calls.rs`).
+    pub(crate) fn on_mail(&self, s: &Sample) {
+        self.calls.on_mail(&s.payload().to_bytes(), valid_msg);
+    }
+
+    /// The gateway a call of `service` in `domain` goes to: of those that
+    /// provide it, the one with the lowest Zenoh id (every caller picks the
+    /// same), or none.
+    pub(crate) fn gateway_for(&self, domain: Domain, service: &str) -> Option<Arc<str>> {
+        let t = self.tables();
+        let key = (Provided::Service, domain, service.to_string());
+        t.providers
+            .get(&key)?
+            .keys()
+            .find(|w| peer_of(w) == PeerId::Gateways)
+            .map(|w| Arc::from(w.as_str()))
     }
 
     /// A goal from another gateway for an action served here: kept until
@@ -624,57 +615,22 @@ impl Shared {
             .remove(&n)
     }
 
-    /// The bridge's answer to call `id` (the JSON id it called with):
-    /// replied to the waiting query, `{"values":..,"result":..}`.
-    pub(crate) fn answer(&self, id: &str, values: &str, result: &str) -> bool {
-        let Some(n) = parse_query_id(id) else {
-            return false;
-        };
-        let Some(q) = self.take_query(n) else {
-            return false;
-        };
-        let payload = format!("{{\"values\":{values},\"result\":{result}}}");
-        q.reply(q.key_expr().clone(), payload).wait().is_ok()
-    }
-
-    /// A reply (or the end of the query) for a call forwarded to this
-    /// gateway's bridge: handed to the loop as the bridge's
-    /// `service_response` with the call's id.
-    pub(crate) fn on_reply(&self, domain: Domain, service: &str, id: &str, reply: Option<&Reply>) {
-        let line = match reply.map(Reply::result) {
-            Some(Ok(sample)) => response_line(service, id, &sample.payload().to_bytes())
-                .unwrap_or_else(|| {
-                    failure_line(service, id, "the provider's gateway sent an invalid answer")
-                }),
-            Some(Err(e)) => {
-                let why = String::from_utf8_lossy(&e.payload().to_bytes()).into_owned();
-                failure_line(
-                    service,
-                    id,
-                    &format!("the provider's gateway refused the call: {why}"),
-                )
-            }
-            None => failure_line(
-                service,
-                id,
-                "the provider's gateway did not answer (it left, or the call timed out there)",
-            ),
-        };
-        self.inbox.reply_line(domain, line);
-    }
-
-    /// A sample of a topic this gateway wants: validated here, on Zenoh's
-    /// thread, then handed to the loop.
+    /// A sample of a topic this gateway wants: one message, or a turn's
+    /// run of them joined by `\n` (`mod.rs`, `Batch`); each validated
+    /// here, on Zenoh's thread, then all handed to the loop in one job.
     pub(crate) fn on_sample(&self, domain: Domain, topic: &str, s: &Sample) {
         if self.inbox.is_full() {
             self.inbox.drop_one();
             return;
         }
         let payload = s.payload().to_bytes();
-        let Some(msg) = valid_msg(&payload) else {
-            self.inbox.drop_one();
-            return;
-        };
+        let mut msgs = Vec::new();
+        for piece in payload.split(|&b| b == b'\n') {
+            match valid_msg(piece) {
+                Some(m) => msgs.push(m),
+                None => self.inbox.drop_one(),
+            }
+        }
         let latched = s.attachment().and_then(|a| {
             let a = a.to_bytes();
             let depth = std::str::from_utf8(&a)
@@ -684,7 +640,15 @@ impl Shared {
                 .ok()?;
             Some(depth.clamp(1, rosgate_wire::qos::MAX_QOS_DEPTH))
         });
-        self.inbox.deliver(domain, topic, msg, latched);
+        match msgs.len() {
+            0 => {}
+            1 => {
+                if let Some(m) = msgs.pop() {
+                    self.inbox.deliver(domain, topic, m, latched);
+                }
+            }
+            _ => self.inbox.deliver_many(domain, topic, msgs, latched),
+        }
     }
 
     /// Transitions since the last call, in the order they came.
@@ -709,6 +673,7 @@ impl Shared {
 
     /// The network side of `/rosgate/federation`.
     pub(crate) fn status_json(&self, wanted: usize) -> String {
+        let (calls_out, calls_in) = self.calls.in_flight();
         let t = self.tables();
         let gateways: Vec<serde_json::Value> = t
             .gateways
@@ -721,7 +686,9 @@ impl Shared {
             "topics_wanted_here": wanted,
             "remote_interest_entries": t.entries,
             "remote_services": t.providers.len(),
-            "remote_calls_in_progress": self.queries.lock().map_or(0, |q| q.len()),
+            "remote_calls_in_progress": calls_in,
+            "remote_goals_in_progress": self.queries.lock().map_or(0, |q| q.len()),
+            "calls_to_gateways_in_progress": calls_out,
             "gateways_joined": t.joined,
             "gateways_left": t.left,
             "announcements_ignored": t.ignored,
@@ -737,22 +704,28 @@ impl Shared {
 /// as a client's `msg`: UTF-8, depth, numbers), with raw CR and LF (JSON
 /// whitespace) blanked so it cannot split an NDJSON line.
 fn valid_msg(payload: &[u8]) -> Option<String> {
+    const HEAD: &str = "{\"op\":\"publish\",\"topic\":\"/x\",\"msg\":";
     let text = std::str::from_utf8(payload).ok()?;
-    let text: String = text
-        .chars()
-        .map(|c| if c == '\n' || c == '\r' { ' ' } else { c })
-        .collect();
-    let line = format!("{{\"op\":\"publish\",\"topic\":\"/x\",\"msg\":{text}}}");
+    let blanked;
+    let text = if text.bytes().any(|b| b == b'\n' || b == b'\r') {
+        blanked = text.replace(['\n', '\r'], " ");
+        blanked.as_str()
+    } else {
+        text
+    };
+    let mut line = String::with_capacity(HEAD.len() + text.len() + 1);
+    line.push_str(HEAD);
+    line.push_str(text);
+    line.push('}');
     match decode::decode(line.as_bytes()) {
         Ok(Request {
             op: Op::Publish { msg, .. },
             ..
-        }) if msg.get() == text => Some(text),
+        }) if msg.get() == text => Some(text.to_string()),
         _ => None,
     }
 }
 
-/// The id the bridge calls with for query `n`: a JSON string.
 /// Which kind of peer an entry of `providers` is: a ROS 2 node's names
 /// start with the ROS 2 graph's name (`ROS_GRAPH` in `ros2/mod.rs`), a
 /// gateway's is its Zenoh id (hexadecimal).
@@ -762,14 +735,6 @@ fn peer_of(who: &str) -> PeerId {
     } else {
         PeerId::Gateways
     }
-}
-
-fn query_id(n: u64) -> String {
-    format!("fq{n}")
-}
-
-fn parse_query_id(id: &str) -> Option<u64> {
-    id.strip_prefix("\"fq")?.strip_suffix('"')?.parse().ok()
 }
 
 /// The id the bridge sends goal `n` with: a JSON string.
@@ -827,29 +792,6 @@ fn goal_line(action: &str, id: &str, payload: &[u8]) -> Option<(String, bool)> {
     };
     match decode::decode(line.as_bytes()) {
         Ok(Request { id: Some(got), .. }) if got.get() == id => Some((line, ended)),
-        _ => None,
-    }
-}
-
-/// `{"op":"service_response",...}` for call `id` (raw JSON) of `service`
-/// from another gateway's reply `{"values":..,"result":..}`, if it is one
-/// valid object (the id goes last, so a reply cannot name another call).
-fn response_line(service: &str, id: &str, payload: &[u8]) -> Option<String> {
-    let text = valid_msg(payload)?;
-    let inner = text.trim().strip_prefix('{')?.strip_suffix('}')?.trim();
-    if inner.is_empty() {
-        return None;
-    }
-    let line = format!(
-        "{{\"op\":\"service_response\",\"service\":{},{inner},\"id\":{id}}}",
-        serde_json::Value::from(service)
-    );
-    match decode::decode(line.as_bytes()) {
-        Ok(Request {
-            op: Op::ServiceResponse { .. },
-            id: Some(got),
-            ..
-        }) if got.get() == id => Some(line),
         _ => None,
     }
 }
