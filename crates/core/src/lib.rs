@@ -49,7 +49,7 @@ pub mod counters;
 pub mod encoding;
 pub(crate) mod family;
 pub mod foxglove;
-pub(crate) mod hash;
+pub mod hash;
 pub mod hub;
 pub mod limits;
 pub mod log;

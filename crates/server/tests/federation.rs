@@ -1767,6 +1767,21 @@ fn mail_and_topic_runs_from_a_raw_peer_are_checked_piece_by_piece() {
     // A run of a topic's messages: the valid pieces, in order.
     let mut sub = a.client();
     subscribe(&mut sub, "/run");
+    // The gateway subscribes in Zenoh on its worker: wait for its interest
+    // token (declared right after the subscriber) before putting.
+    let dl = deadline(CROSS);
+    loop {
+        let seen = peer
+            .liveliness()
+            .get(format!("rosgate/i/0/{target}/**"))
+            .wait()
+            .expect("liveliness get");
+        if seen.recv_timeout(ms(500)).ok().flatten().is_some() {
+            break;
+        }
+        assert!(Instant::now() < dl, "the gateway never wanted /run");
+        thread::sleep(ms(20));
+    }
     let before = dropped(&a);
     peer.put(
         topic_key(0, "/run"),

@@ -21,10 +21,11 @@
 //! - nothing here blocks: a few map operations under a lock, and
 //!   non-blocking sends to the loop (`inbox.rs`).
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
+use rosgate_core::hash::SeqMap;
 use rosgate_core::nodes::Domain;
 use rosgate_peers::lines::failure_line;
 use rosgate_peers::Inbox;
@@ -68,7 +69,7 @@ struct OutCall {
 
 #[derive(Debug, Default)]
 struct Outgoing {
-    calls: HashMap<u64, OutCall>,
+    calls: SeqMap<u64, OutCall>,
     /// (deadline, call number), oldest first; an entry whose call was
     /// answered is skipped when it comes up.
     deadlines: VecDeque<(Instant, u64)>,
@@ -79,7 +80,7 @@ struct Outgoing {
 struct Incoming {
     /// The number the bridge calls with -> the calling gateway and its
     /// number for the call.
-    calls: HashMap<u64, (Arc<str>, u64)>,
+    calls: SeqMap<u64, (Arc<str>, u64)>,
     next: u64,
 }
 

@@ -109,6 +109,12 @@ pub(crate) struct Gateways {
     /// This turn's mail (calls and answers), by receiving gateway; put at
     /// the end of the turn ([`Peer::flush`]), one sample per gateway.
     mail: HashMap<Arc<str>, Writer>,
+    /// Which gateway each service's calls go to ([`Shared::gateway_for`]),
+    /// remembered while the providers do not change (`called_epoch`,
+    /// [`Shared::provider_epoch`]); at most
+    /// [`remote::MAX_GATEWAYS`] services, then forgotten all at once.
+    called: HashMap<Domain, HashMap<String, Option<Arc<str>>>>,
+    called_epoch: u64,
     /// This turn's topic data, put at the end of the turn: runs of one
     /// topic's messages, in the order they came.
     topics_out: Vec<Batch>,
@@ -196,6 +202,8 @@ impl Gateways {
             graph_epoch: u64::MAX,
             graph_domains: Vec::new(),
             mail: HashMap::new(),
+            called: HashMap::new(),
+            called_epoch: u64::MAX,
             topics_out: Vec::new(),
         })
     }
@@ -525,7 +533,31 @@ impl Peer for Gateways {
     /// Mails the call to the gateway that provides the service (put at the
     /// end of the turn, with the turn's other calls to it).
     fn call(&mut self, domain: Domain, service: &str, id: &str, args: &str, now: Instant) -> bool {
-        let Some(gw) = self.shared.gateway_for(domain, service) else {
+        let epoch = self.shared.provider_epoch.load(Ordering::Acquire);
+        if epoch != self.called_epoch {
+            self.called.clear();
+            self.called_epoch = epoch;
+        }
+        let known = self
+            .called
+            .get(&domain)
+            .and_then(|m| m.get(service))
+            .cloned();
+        let gw = match known {
+            Some(gw) => gw,
+            None => {
+                let gw = self.shared.gateway_for(domain, service);
+                if self.called.values().map(HashMap::len).sum::<usize>() >= remote::MAX_GATEWAYS {
+                    self.called.clear();
+                }
+                self.called
+                    .entry(domain)
+                    .or_default()
+                    .insert(service.to_string(), gw.clone());
+                gw
+            }
+        };
+        let Some(gw) = gw else {
             return false;
         };
         let w = self.mail.entry(gw.clone()).or_default();

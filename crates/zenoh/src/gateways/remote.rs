@@ -130,6 +130,9 @@ pub(crate) struct Shared {
     origins: Mutex<HashMap<String, u64>>,
     next_query: AtomicU64,
     changed: AtomicBool,
+    /// Goes up whenever any provider token comes or goes, so the loop
+    /// knows when the gateway it picked for a service may have changed.
+    pub(crate) provider_epoch: AtomicU64,
     /// A gateway joined: everyone's graph must be announced again.
     pub(crate) republish: AtomicBool,
 }
@@ -145,6 +148,7 @@ impl Shared {
             origins: Mutex::new(HashMap::new()),
             next_query: AtomicU64::new(1),
             changed: AtomicBool::new(false),
+            provider_epoch: AtomicU64::new(0),
             republish: AtomicBool::new(false),
         }
     }
@@ -376,6 +380,7 @@ impl Shared {
         on: Option<String>,
     ) {
         let mut t = self.tables();
+        self.provider_epoch.fetch_add(1, Ordering::AcqRel);
         let cost = key_cost(&name, &who);
         let peer = peer_of(&who);
         let key = (kind, domain, name);
