@@ -14,7 +14,7 @@ use rosgate_wire::ws::{WsEvent, WsReader};
 pub type Check = fn(&[u8]);
 
 /// Target names and their check functions.
-pub const TARGETS: [(&str, Check); 11] = [
+pub const TARGETS: [(&str, Check); 12] = [
     ("line_reader", line_reader),
     ("decode", decode),
     ("core", core),
@@ -26,7 +26,38 @@ pub const TARGETS: [(&str, Check); 11] = [
     ("fragment", crate::binary::fragment),
     ("cbor_typed", crate::binary::cbor_typed),
     ("foxglove", crate::foxglove::foxglove),
+    ("mail", mail),
 ];
+
+/// The mail federated gateways send each other (`rosgate_wire::mail`):
+/// whatever the bytes, decoding never panics, and what it decodes, written
+/// again, decodes to the same records (nothing is read past a record's
+/// own bounds).
+pub fn mail(data: &[u8]) {
+    use rosgate_wire::mail::{Mail, Record, Writer};
+    let Some(m) = Mail::decode(data, 64) else {
+        return;
+    };
+    let mut w = Writer::default();
+    for r in &m.records {
+        match *r {
+            Record::Call {
+                domain,
+                n,
+                service,
+                args,
+            } => w.call(m.sender, domain, n, service, args),
+            Record::Answer { n, status, body } => w.answer(m.sender, n, status, body),
+        }
+    }
+    if m.records.is_empty() {
+        return;
+    }
+    let again = w.take();
+    let back = Mail::decode(&again, 64).expect("written mail decodes");
+    assert_eq!(back.sender, m.sender);
+    assert_eq!(back.records, m.records);
+}
 
 /// The ROS 2 link on a schedule the bytes choose (`src/link.rs`): nothing
 /// answered twice, everything answered once in the end.

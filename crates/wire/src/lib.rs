@@ -16,6 +16,7 @@
 //! | [`names`] | ROS 2 names: validation, expansion (relative, `~/`), remaps, hidden names |
 //! | [`qos`] | QoS as clients ask for it (`qos`, `latch`, `queue_length`) and the compatibility rule |
 //! | [`query`] | a request target's query string, percent-decoded (WebSocket URL options) |
+//! | [`mail`] | the binary records federated gateways mail each other (service calls and answers), batched |
 //! | [`ids`] | the gateway's provider-side call ids (`"rg-<n>"`): writing and strict parsing |
 //! | [`ws`] | WebSocket (RFC 6455) handshake and frames, sans-io |
 //! | [`raw`] | [`Raw`], a span of valid JSON forwarded byte for byte |
@@ -33,6 +34,7 @@ pub mod foxglove;
 pub mod fragment;
 pub mod ids;
 pub mod line;
+pub mod mail;
 pub mod names;
 pub mod png;
 pub mod qos;

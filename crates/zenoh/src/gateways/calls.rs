@@ -31,9 +31,9 @@ use rosgate_peers::lines::failure_line;
 use rosgate_peers::Inbox;
 use rosgate_wire::Raw;
 
-use super::mail::{Mail, Record, Status, Writer};
 use super::remote::MAX_REMOTE_CALLS;
 use crate::keys;
+use rosgate_wire::mail::{Mail, Record, Status, Writer};
 
 /// Calls this gateway forwarded to other gateways and waits on; more fail
 /// at once (the hub answers their callers).
@@ -45,7 +45,7 @@ pub const MAX_CALLS_TO_GATEWAYS: usize = 16_384;
 pub const CALL_TIMEOUT_SECS: u64 = 300;
 
 /// Records taken from one mail; the rest of it is ignored (a mail is at
-/// most about [`super::mail::MAIL_BATCH_BYTES`] from a gateway; this
+/// most about [`rosgate_wire::mail::MAIL_BATCH_BYTES`] from a gateway; this
 /// bounds what a hostile one makes us allocate per sample).
 const MAX_RECORDS_PER_MAIL: usize = 4096;
 

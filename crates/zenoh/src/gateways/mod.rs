@@ -40,7 +40,7 @@ use rosgate_peers::{Peer, Put};
 
 pub mod calls;
 pub mod keys;
-pub mod mail;
+pub use rosgate_wire::mail;
 pub(crate) mod remote;
 
 /// What this gateway declared (on the worker) for a topic its clients

@@ -1,7 +1,7 @@
-//! The mail between gateways: calls of services and their answers, many
-//! to a Zenoh sample, put to the receiving gateway's own key
-//! (`keys::mail_key`). Encoding and decoding only (sans-io); who sends and
-//! keeps what is `mod.rs` and `remote.rs`.
+//! The mail between federated gateways: calls of services and their
+//! answers, many to a Zenoh sample, put to the receiving gateway's own key
+//! (`rosgate_zenoh::keys::mail_key`). Encoding and decoding only (sans-io);
+//! who sends and keeps what is `crates/zenoh/src/gateways/calls.rs`.
 //!
 //! Why not a Zenoh query per call: a query costs, on both gateways, a
 //! routing entry, a clean-up task with its own timer on Zenoh's runtime
@@ -21,7 +21,8 @@
 //! input, whatever the bytes; a record cut short or of an unknown kind
 //! ends the decoding (the records before it stand).
 
-use rosgate_core::nodes::Domain;
+/// A rosgate domain (`rosgate_core::nodes::Domain`).
+pub type Domain = u8;
 
 /// The version byte this gateway writes and reads.
 pub const VERSION: u8 = 1;
