@@ -21,6 +21,7 @@
 #   WARMUP=0.5  unmeasured lead-in           SETTLE=2 seconds after setup
 #   SKIP_BUILD=1  use the existing target/release binaries (rosgate must
 #               have been built with `--features zenoh`)
+#   GATEWAY, LOAD  the binaries [target/release/rosgate, rosgate-load]
 #   OUT=target/compare-federation.md
 #   RESULTS=target/compare-federation-results.jsonl
 #
@@ -51,8 +52,8 @@ done
 if [[ -z ${SKIP_BUILD:-} ]]; then
     cargo build --release --quiet -p rosgate -p rosgate-load --features rosgate/zenoh
 fi
-GATEWAY=target/release/rosgate
-LOAD=target/release/rosgate-load
+GATEWAY=${GATEWAY:-target/release/rosgate}
+LOAD=${LOAD:-target/release/rosgate-load}
 if ! "$GATEWAY" --help | grep -q -- '--zenoh-listen'; then
     note "$GATEWAY has no federation: build it with --features zenoh"
     exit 1
@@ -190,7 +191,7 @@ median() {
 spread() {
     jq -r --arg row "$1" --arg srv "$2" \
         "select(.row == \$row and .server == \$srv and .ok == true) | ($3) // empty" "$RESULTS" |
-        sort -g | awk 'NR == 1 { lo = $1 } { hi = $1 } END { if (NR) printf "%g-%g", lo, hi }'
+        sort -g | awk 'NR == 1 { lo = $1 } { hi = $1 } END { if (NR) print lo, hi }'
 }
 fmt() {
     [[ -z $2 ]] && { echo "FAIL"; return 0; }
@@ -201,6 +202,19 @@ fmt() {
 other() {
     jq -r --arg row "$1" 'select(.row == $row) | .other_cpu_pct // empty' "$RESULTS" |
         sort -g | awk '{ v[NR] = $1 } END { if (NR) printf "%.0f%%", v[int((NR + 1) / 2)] }'
+}
+
+# cellof KIND MEDIAN ROW SERVER EXPR: "median (min-max)".
+cellof() {
+    local lo hi
+    read -r lo hi <<<"$(spread "$3" "$4" "$5")"
+    if [[ -z $2 ]]; then
+        echo FAIL
+    elif [[ $lo == "$hi" ]]; then
+        fmt "$1" "$2"
+    else
+        echo "$(fmt "$1" "$2") ($(fmt "$1" "$lo")-$(fmt "$1" "$hi"))"
+    fi
 }
 
 TABLE=()
@@ -220,7 +234,7 @@ line() {
     fi
     local target
     if [[ $6 == up ]]; then target="≥ ${5}x"; else target="≤ ${5}x"; fi
-    TABLE+=("| $1 | $(fmt "$3" "$r") ($(spread "$2" rosgate "$4")) | $(fmt "$3" "$n") ($(spread "$2" nats "$4")) | ${ratio}x | $target | $res | $(other "$2") |")
+    TABLE+=("| $1 | $(cellof "$3" "$r" "$2" rosgate "$4") | $(cellof "$3" "$n" "$2" nats "$4") | ${ratio}x | $target | $res | $(other "$2") |")
 }
 line "1->16 64 B across, delivered msg/s" fed-fanout-1x16 rate '.msgs_per_s' 2 up
 line "calls across, 32 callers x1, calls/s" fed-calls-32 rate '.msgs_per_s' 2 up

@@ -29,13 +29,17 @@
 #   OUT=target/compare.md
 #   RESULTS=target/compare-results.jsonl   every RESULT, tagged with
 #                     row/server/rep/rc
+#   FEDERATION=1      then run scripts/compare-federation.sh (issue 30: two
+#                     gateways over Zenoh vs a two-node NATS cluster, same
+#                     DURATION and REPS) and append its table; 0 skips it
 #   IMAGES=1          then run scripts/images.sh (issue 25: sensor_msgs/Image
 #                     to WebSocket subscribers in JSON/cbor/cbor-raw, rosgate
 #                     only, one repetition) and append its table; 0 skips it
 #
 # Bounded: about REPS x (27 x (DURATION + 1.5) + 30) seconds, which is
 # about 10 minutes with the defaults, plus about 13 x (DURATION + 2)
-# seconds for the images section. Exit status 0 when every run was
+# seconds for the images section and REPS x 6 x (DURATION + 8.5) for the
+# federation section (about 4 minutes). Exit status 0 when every run was
 # clean (targets missed are reported, not failed), 1 otherwise.
 
 set -euo pipefail
@@ -47,6 +51,7 @@ REPS=${REPS:-3}
 WARMUP=${WARMUP:-0.5}
 IDLE_CONNS=${IDLE_CONNS:-10000}
 IMAGES=${IMAGES:-1}
+FEDERATION=${FEDERATION:-1}
 SERVERS=${SERVERS:-rosgate redis nats}
 OUT=${OUT:-target/compare.md}
 RESULTS=${RESULTS:-target/compare-results.jsonl}
@@ -110,7 +115,12 @@ for s in $SERVERS; do
 done
 
 if [[ -z ${SKIP_BUILD:-} ]]; then
-    cargo build --release --quiet -p rosgate -p rosgate-load
+    # Zenoh for the federation section; federation off (no --zenoh-*) the
+    # single-gateway rows run the same code (docs/performance.md,
+    # "Federation (issue 16)": one boolean per delivery).
+    features=()
+    [[ $FEDERATION == 1 ]] && features=(--features rosgate/zenoh)
+    cargo build --release --quiet -p rosgate -p rosgate-load "${features[@]}"
 fi
 GATEWAY=target/release/rosgate
 LOAD=target/release/rosgate-load
@@ -467,6 +477,23 @@ if [[ $IMAGES == 1 ]]; then
     fi
     if [[ -f $IMAGES_OUT ]]; then
         { echo; cat "$IMAGES_OUT"; } >>"$OUT"
+    fi
+fi
+# The federation section: two gateways against a NATS cluster, each pair
+# started by the script itself, so the servers above are stopped first.
+if [[ $FEDERATION == 1 ]]; then
+    for s in "${!PID[@]}"; do
+        stop_server "$s"
+    done
+    FED_OUT=$(dirname "$OUT")/compare-federation.md
+    rm -f "$FED_OUT"
+    if ! SKIP_BUILD=1 DURATION=$DURATION WARMUP=$WARMUP REPS=$REPS OUT=$FED_OUT \
+        RESULTS=$(dirname "$RESULTS")/compare-federation-results.jsonl \
+        scripts/compare-federation.sh >/dev/null; then
+        FAILED=1
+    fi
+    if [[ -f $FED_OUT ]]; then
+        { echo; cat "$FED_OUT"; } >>"$OUT"
     fi
 fi
 echo
