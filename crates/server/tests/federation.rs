@@ -1720,6 +1720,23 @@ fn mail_and_topic_runs_from_a_raw_peer_are_checked_piece_by_piece() {
         peer.put(mail_key(&target), bytes).wait().expect("put mail");
     };
     let dropped = |a: &Gateway| counter(&a.stats(), "federation_in_dropped");
+    // Without a presence token the peer is no gateway: its mail, even a
+    // valid call, is dropped.
+    let mut early = Writer::default();
+    early.call(me, 0, 6, "/add", br#"{"a":1,"b":1}"#);
+    let before = dropped(&a);
+    put(early.take());
+    a.wait_for_stats("mail from no gateway was dropped", |s| {
+        counter(s, "federation_in_dropped") > before
+    });
+    let _presence = peer
+        .liveliness()
+        .declare_token(format!("rosgate/gw/{me}"))
+        .wait()
+        .expect("presence token");
+    wait_federation(&a, "the posing peer is seen as a gateway", |v| {
+        gateways(v) == 1
+    });
     let before = dropped(&a);
     put(b"\x01".to_vec());
     put(b"garbage".to_vec());

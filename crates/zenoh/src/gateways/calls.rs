@@ -44,6 +44,11 @@ pub const MAX_CALLS_TO_GATEWAYS: usize = 16_384;
 /// fails it for the client sooner; this one frees the entry.
 pub const CALL_TIMEOUT_SECS: u64 = 300;
 
+/// Refusals decided on Zenoh's threads and waiting for the loop to mail
+/// them; past it a refusal is dropped (the caller's own deadline fails
+/// its call).
+pub const MAX_PENDING_REFUSALS: usize = 4096;
+
 /// Records taken from one mail; the rest of it is ignored (a mail is at
 /// most about [`rosgate_wire::mail::MAIL_BATCH_BYTES`] from a gateway; this
 /// bounds what a hostile one makes us allocate per sample).
@@ -215,12 +220,20 @@ impl Calls {
     /// Zenoh's thread: mail from another gateway. Calls go to the loop as
     /// calls of the bridge (all of one mail in one job); answers go to the
     /// loop as the bridge's `service_response`s.
-    pub(crate) fn on_mail(&self, payload: &[u8], valid: impl Fn(&[u8]) -> Option<String>) {
+    /// Only mail from a gateway whose presence token lives (`present`) is
+    /// read, as graphs are (`remote.rs`), so who can make this gateway
+    /// call, and whom it answers, is bounded by `MAX_GATEWAYS`.
+    pub(crate) fn on_mail(
+        &self,
+        payload: &[u8],
+        present: impl Fn(&str) -> bool,
+        valid: impl Fn(&[u8]) -> Option<String>,
+    ) {
         let Some(mail) = Mail::decode(payload, MAX_RECORDS_PER_MAIL) else {
             self.inbox.drop_one();
             return;
         };
-        if !keys::is_zid(mail.sender) || mail.sender == self.zid {
+        if !keys::is_zid(mail.sender) || mail.sender == self.zid || !present(mail.sender) {
             self.inbox.drop_one();
             return;
         }
@@ -294,11 +307,15 @@ impl Calls {
             }
         }
         if !refused.is_empty() {
-            lock(&self.refusals).extend(
-                refused
-                    .into_iter()
-                    .map(|(gw, n, why)| (gw, n, why.to_string())),
-            );
+            let mut r = lock(&self.refusals);
+            for (gw, n, why) in refused {
+                if r.len() >= MAX_PENDING_REFUSALS {
+                    self.inbox.drop_one();
+                    continue;
+                }
+                r.push((gw, n, why.to_string()));
+            }
+            drop(r);
             self.inbox.wake();
         }
         self.to_loop(answers);
@@ -421,14 +438,14 @@ mod tests {
         };
         let mut other = Writer::default();
         other.answer("cc", n, Status::Ok, b"{\"sum\":3}");
-        c.on_mail(&other.take(), valid);
+        c.on_mail(&other.take(), |_| true, valid);
         assert_eq!(jobs.load(Ordering::Relaxed), 0, "not from another gateway");
         let mut ans = Writer::default();
         ans.answer("bb", n, Status::Ok, b"{\"sum\":3}");
         let ans = ans.take();
-        c.on_mail(&ans, valid);
+        c.on_mail(&ans, |_| true, valid);
         assert_eq!(jobs.load(Ordering::Relaxed), 1);
-        c.on_mail(&ans, valid);
+        c.on_mail(&ans, |_| true, valid);
         assert_eq!(jobs.load(Ordering::Relaxed), 1, "answered once");
         assert_eq!(c.in_flight(), (0, 0));
     }
@@ -468,7 +485,7 @@ mod tests {
         m.call("bb", 0, 1, "/s", b"{\"a\":1}");
         m.call("bb", 0, 2, "/s", b"{\"a\":");
         m.call("bb", 0, 3, "/s", b"[]");
-        c.on_mail(&m.take(), valid);
+        c.on_mail(&m.take(), |_| true, valid);
         // One job for the calls; the refusal's wake is a job too.
         assert_eq!(jobs.load(Ordering::Relaxed), 2);
         assert_eq!(c.in_flight(), (0, 2));
@@ -479,13 +496,17 @@ mod tests {
         assert_eq!((&*gw, n), ("bb", 1));
         assert!(c.take_incoming("\"fc1\"").is_none());
         assert!(c.take_incoming("\"rg-1\"").is_none());
-        // Its own mail, or a sender that is no Zenoh id: dropped.
+        // Its own mail, a sender that is no Zenoh id, or one with no
+        // presence token: dropped.
         let mut own = Writer::default();
         own.call("aa", 0, 9, "/s", b"1");
-        c.on_mail(&own.take(), valid);
+        c.on_mail(&own.take(), |_| true, valid);
         let mut bad = Writer::default();
         bad.call("not/an id", 0, 9, "/s", b"1");
-        c.on_mail(&bad.take(), valid);
+        c.on_mail(&bad.take(), |_| true, valid);
+        let mut absent = Writer::default();
+        absent.call("bb", 0, 9, "/s", b"1");
+        c.on_mail(&absent.take(), |gw| gw != "bb", valid);
         assert_eq!(c.in_flight(), (0, 1));
     }
 }

@@ -432,7 +432,9 @@ impl Shared {
     /// Mail from another gateway (`mail.rs`): calls of services provided
     /// here and answers to calls forwarded from here (`calls.rs`).
     pub(crate) fn on_mail(&self, s: &Sample) {
-        self.calls.on_mail(&s.payload().to_bytes(), valid_msg);
+        let present = |gw: &str| self.tables().gateways.contains_key(gw);
+        self.calls
+            .on_mail(&s.payload().to_bytes(), present, valid_msg);
     }
 
     /// The gateway a call of `service` in `domain` goes to: of those that
