@@ -110,6 +110,9 @@ pub struct Nodes {
     slab: Slab<Node>,
     by_conn: HashMap<ConnRef, Vec<u32>>,
     sorted: BTreeSet<(Domain, Rc<str>, u32)>,
+    /// Nodes per domain (empty until the first declaration), so whether a
+    /// domain has any is O(1): the federation asks every loop turn.
+    per_domain: Vec<u32>,
     bytes: usize,
     /// Counts declarations and removals: a reader that saw the same
     /// generation saw the same nodes.
@@ -153,6 +156,10 @@ impl Nodes {
         self.bytes += bytes;
         self.by_conn.entry(owner).or_default().push(key);
         self.sorted.insert((domain, Rc::clone(&full_name), key));
+        if self.per_domain.is_empty() {
+            self.per_domain = vec![0; DOMAINS];
+        }
+        self.per_domain[domain as usize] += 1;
         self.generation += 1;
         let same = self.named(domain, &full_name).count();
         Ok((NodeTag(key), same))
@@ -199,6 +206,11 @@ impl Nodes {
             .map(|&(_, _, k)| NodeTag(k))
     }
 
+    /// Whether `domain` has any node, in O(1).
+    pub fn has_domain(&self, domain: Domain) -> bool {
+        self.per_domain.get(domain as usize).is_some_and(|&n| n > 0)
+    }
+
     /// Every node of `domain`, in order of full name.
     pub fn in_domain(&self, domain: Domain) -> impl Iterator<Item = (&str, NodeTag)> {
         let from: Rc<str> = Rc::from("");
@@ -213,6 +225,7 @@ impl Nodes {
         let node = self.slab.try_remove(tag.0 as usize)?;
         self.generation += 1;
         self.bytes -= node.bytes;
+        self.per_domain[node.domain as usize] -= 1;
         self.sorted
             .remove(&(node.domain, Rc::clone(&node.full_name), tag.0));
         if let Some(list) = self.by_conn.get_mut(&node.owner) {
@@ -233,6 +246,7 @@ impl Nodes {
                 let node = self.slab.try_remove(k as usize)?;
                 self.generation += 1;
                 self.bytes -= node.bytes;
+                self.per_domain[node.domain as usize] -= 1;
                 self.sorted
                     .remove(&(node.domain, Rc::clone(&node.full_name), k));
                 Some((NodeTag(k), node))
@@ -334,5 +348,20 @@ mod tests {
             n.declare(A, 0, res("b", "/"), 1),
             Err(DeclareError::TooMany(1))
         );
+    }
+
+    /// `has_domain` follows declarations, removals and departures.
+    #[test]
+    fn has_domain_counts_the_nodes_of_each_domain() {
+        let mut n = Nodes::new();
+        assert!(!n.has_domain(3));
+        let (t, _) = n.declare(A, 3, res("a", "/"), 8).expect("ok");
+        n.declare(B, 3, res("b", "/"), 8).expect("ok");
+        n.declare(B, MAX_DOMAIN, res("c", "/"), 8).expect("ok");
+        assert!(n.has_domain(3) && n.has_domain(MAX_DOMAIN) && !n.has_domain(0));
+        n.remove(t);
+        assert!(n.has_domain(3));
+        n.drop_conn(B);
+        assert!(!n.has_domain(3) && !n.has_domain(MAX_DOMAIN));
     }
 }

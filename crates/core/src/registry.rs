@@ -888,6 +888,11 @@ impl Registry {
         self.conns.keys().copied()
     }
 
+    /// Whether any connection registered anything here, in O(1).
+    pub fn has_members(&self) -> bool {
+        !self.conns.is_empty()
+    }
+
     fn topic_or_insert(&mut self, name: &str) -> TopicId {
         if let Some(&id) = self.by_name.get(name) {
             return id;
