@@ -288,6 +288,22 @@ impl Bridges<'_> {
         self.hub.remote_reply(domain, line, now);
     }
 
+    /// A peer's answer to the call the hub forwarded to the bridge of
+    /// `domain` as `id` (the JSON id, `"rg-<n>"`), already taken apart:
+    /// what [`Bridges::remote_reply`] does with a `service_response` line,
+    /// without writing and decoding the line. `values` must be one valid
+    /// JSON value.
+    pub fn remote_answer(
+        &mut self,
+        domain: Domain,
+        id: &str,
+        values: Raw<'_>,
+        result: bool,
+        now: Instant,
+    ) {
+        self.hub.remote_answer(domain, id, values, result, now);
+    }
+
     /// Moves the hub's calls, goals, cancels and answers for the peers
     /// into `into`, in order, each naming its peer.
     pub fn take_bridge_msgs(&mut self, into: &mut Vec<BridgeMsg>) {

@@ -1101,6 +1101,37 @@ impl Hub {
         }
     }
 
+    /// See `Bridges::remote_answer`: the bridge's `service_response`, typed.
+    pub(super) fn remote_answer(
+        &mut self,
+        domain: Domain,
+        id: &str,
+        values: Raw<'_>,
+        result: bool,
+        now: Instant,
+    ) {
+        if !self.fed.enabled || (domain as usize) >= DOMAINS {
+            return;
+        }
+        let Some(&b) = self.fed.bridges.get(&domain) else {
+            return;
+        };
+        if !self.live(b) {
+            return;
+        }
+        // Counted as the line it stands for (the loop's turn budget).
+        self.counters.inc(Counter::LinesIn);
+        let result = Raw::from_valid_json(if result { "true" } else { "false" });
+        self.service_response(
+            b,
+            Some(Raw::from_valid_json(id)),
+            Some(values),
+            result,
+            None,
+            now,
+        );
+    }
+
     /// A provider of `service` in `domain` came, went or was replaced.
     pub(super) fn service_changed(&mut self, domain: Domain, service: &str) {
         self.provided_changed(Provided::Service, domain, service);

@@ -63,6 +63,40 @@ pub(crate) struct Forward<'a> {
     pub args: &'a [u8],
 }
 
+/// What the loop gets for a call forwarded from here.
+#[derive(Debug)]
+pub(crate) enum Reply {
+    /// The provider's answer: `values` (one valid JSON value) and `result`
+    /// for the bridge's call `id` (`Bridges::remote_answer`).
+    Answer {
+        domain: Domain,
+        id: String,
+        values: String,
+        result: bool,
+    },
+    /// A `service_response` line failing the call (`Bridges::remote_reply`).
+    Failed(Domain, String),
+}
+
+impl Reply {
+    pub(crate) fn deliver(self, hub: &mut rosgate_core::hub::Bridges<'_>, now: Instant) {
+        match self {
+            Reply::Answer {
+                domain,
+                id,
+                values,
+                result,
+            } => hub.remote_answer(domain, &id, Raw::from_valid_json(&values), result, now),
+            Reply::Failed(domain, line) => hub.remote_reply(domain, line.as_bytes(), now),
+        }
+    }
+}
+
+/// Calls (or answers) of one mail handed to the loop per job, so a job's
+/// work stays within a turn's budget (`INBOX_TURN_WORK` in the `rosgate`
+/// crate's `inbox.rs`) whatever a mail holds.
+const RECORDS_PER_JOB: usize = 256;
+
 #[derive(Debug)]
 struct OutCall {
     domain: Domain,
@@ -167,7 +201,7 @@ impl Calls {
 
     /// Loop thread: the calls past their deadline fail (their lines for
     /// the hub, with their domains); when the next one is due.
-    pub(crate) fn expire(&self, now: Instant) -> (Vec<(Domain, String)>, Option<Instant>) {
+    pub(crate) fn expire(&self, now: Instant) -> (Vec<Reply>, Option<Instant>) {
         let mut o = lock(&self.outgoing);
         let mut lines = Vec::new();
         while let Some(&(at, n)) = o.deadlines.front() {
@@ -176,7 +210,7 @@ impl Calls {
             }
             o.deadlines.pop_front();
             if let Some(c) = o.calls.remove(&n) {
-                lines.push((
+                lines.push(Reply::Failed(
                     c.domain,
                     failure_line(
                         &c.service,
@@ -203,11 +237,11 @@ impl Calls {
             .filter(|(_, c)| &*c.gateway == gateway)
             .map(|(&n, _)| n)
             .collect();
-        let lines: Vec<(Domain, String)> = gone
+        let lines: Vec<Reply> = gone
             .into_iter()
             .filter_map(|n| o.calls.remove(&n))
             .map(|c| {
-                (
+                Reply::Failed(
                     c.domain,
                     failure_line(&c.service, &c.id, "the provider's gateway left"),
                 )
@@ -238,7 +272,7 @@ impl Calls {
             return;
         }
         let sender: Arc<str> = Arc::from(mail.sender);
-        let mut calls = Vec::new();
+        let mut calls: Vec<(Domain, String, u64, String)> = Vec::new();
         let mut answers = Vec::new();
         let mut refused = Vec::new();
         for r in mail.records {
@@ -279,14 +313,16 @@ impl Calls {
                         continue;
                     };
                     drop(o);
-                    answers.push((c.domain, answer_line(&c, status, body, &valid)));
+                    answers.push(reply(c, status, body, &valid));
                 }
             }
         }
-        if !calls.is_empty() {
-            let numbers: Vec<u64> = calls.iter().map(|c| c.2).collect();
+        while !calls.is_empty() {
+            let rest = calls.split_off(calls.len().min(RECORDS_PER_JOB));
+            let chunk = std::mem::replace(&mut calls, rest);
+            let numbers: Vec<u64> = chunk.iter().map(|c| c.2).collect();
             let sent = self.inbox.send(move |hub, now| {
-                for (domain, service, mine, args) in calls {
+                for (domain, service, mine, args) in chunk {
                     hub.remote_call(
                         rosgate_core::bridge::PeerId::Gateways,
                         domain,
@@ -321,21 +357,22 @@ impl Calls {
         self.to_loop(answers);
     }
 
-    /// Hands `lines` (the bridge's `service_response`s) to the loop in one
-    /// job.
-    fn to_loop(&self, lines: Vec<(Domain, String)>) {
-        if lines.is_empty() {
-            return;
-        }
-        let n = lines.len() as u64;
-        if !self.inbox.send(move |hub, now| {
-            for (domain, line) in lines {
-                hub.remote_reply(domain, line.as_bytes(), now);
-            }
-        }) {
-            // The callers' own deadlines on this gateway still fail them.
-            for _ in 0..n {
-                self.inbox.drop_one();
+    /// Hands `replies` (for the bridge's calls) to the loop, at most
+    /// [`RECORDS_PER_JOB`] per job.
+    fn to_loop(&self, mut replies: Vec<Reply>) {
+        while !replies.is_empty() {
+            let rest = replies.split_off(replies.len().min(RECORDS_PER_JOB));
+            let chunk = std::mem::replace(&mut replies, rest);
+            let n = chunk.len();
+            if !self.inbox.send(move |hub, now| {
+                for r in chunk {
+                    r.deliver(hub, now);
+                }
+            }) {
+                // The callers' own deadlines on this gateway still fail them.
+                for _ in 0..n {
+                    self.inbox.drop_one();
+                }
             }
         }
     }
@@ -349,35 +386,42 @@ impl Calls {
     }
 }
 
-/// The bridge's `service_response` for call `c` from its gateway's answer.
-fn answer_line(
-    c: &OutCall,
+/// What the bridge gets for call `c` from its gateway's answer.
+fn reply(
+    c: OutCall,
     status: Status,
     body: &[u8],
     valid: &impl Fn(&[u8]) -> Option<String>,
-) -> String {
+) -> Reply {
     let result = match status {
         Status::Ok => true,
         Status::Failed => false,
         Status::Refused => {
             let why = String::from_utf8_lossy(body);
-            return failure_line(
-                &c.service,
-                &c.id,
-                &format!("the provider's gateway refused the call: {why}"),
+            return Reply::Failed(
+                c.domain,
+                failure_line(
+                    &c.service,
+                    &c.id,
+                    &format!("the provider's gateway refused the call: {why}"),
+                ),
             );
         }
     };
     match valid(body) {
-        Some(values) => format!(
-            "{{\"op\":\"service_response\",\"service\":{},\"values\":{values},\"result\":{result},\"id\":{}}}",
-            serde_json::Value::from(&*c.service),
-            c.id
-        ),
-        None => failure_line(
-            &c.service,
-            &c.id,
-            "the provider's gateway sent an invalid answer",
+        Some(values) => Reply::Answer {
+            domain: c.domain,
+            id: c.id,
+            values,
+            result,
+        },
+        None => Reply::Failed(
+            c.domain,
+            failure_line(
+                &c.service,
+                &c.id,
+                "the provider's gateway sent an invalid answer",
+            ),
         ),
     }
 }
@@ -470,7 +514,11 @@ mod tests {
         assert_eq!(due, now + Duration::from_secs(CALL_TIMEOUT_SECS));
         let (lines, next) = c.expire(due);
         assert_eq!(lines.len(), 1);
-        assert!(lines[0].1.contains("\"rg-2\""), "{:?}", lines[0]);
+        assert!(
+            matches!(&lines[0], Reply::Failed(0, l) if l.contains("\"rg-2\"")),
+            "{:?}",
+            lines[0]
+        );
         assert!(next.is_none());
         assert_eq!(c.in_flight(), (0, 0));
     }

@@ -616,8 +616,8 @@ impl Peer for Gateways {
 
     fn turn(&mut self, hub: &mut Bridges<'_>, now: Instant) -> Option<Instant> {
         let (failed, next_call) = self.shared.calls.expire(now);
-        for (domain, line) in failed {
-            hub.remote_reply(domain, line.as_bytes(), now);
+        for r in failed {
+            r.deliver(hub, now);
         }
         match (self.announce_graph(hub, now), next_call) {
             (Some(a), Some(b)) => Some(a.min(b)),

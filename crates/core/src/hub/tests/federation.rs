@@ -454,6 +454,31 @@ fn a_call_to_a_peers_provider_is_addressed_to_that_peer_once() {
             .any(|v| v["id"] == "c" && v["values"]["sum"] == 3),
         "{got:?}"
     );
+    // The same answer taken apart (`remote_answer`, what other gateways'
+    // mail gives): the caller gets it once, a second one is stale.
+    t.send(
+        caller,
+        r#"{"op":"call_service","service":"/add","id":"d","args":{}}"#,
+    );
+    let out = outbox(&mut t);
+    let BridgeMsg::Call { id: seq, .. } = out[0] else {
+        panic!("{out:?}")
+    };
+    let id = format!("\"rg-{seq}\"");
+    let sum = Raw::from_valid_json(r#"{"sum":4}"#);
+    t.hub.remote_answer(0, &id, sum, false, t.now);
+    let got = t.recv(caller);
+    assert!(
+        got.iter().any(|v| v["id"] == "d"
+            && v["values"]["sum"] == 4
+            && v["result"] == false),
+        "{got:?}"
+    );
+    t.hub.remote_answer(0, &id, sum, true, t.now);
+    assert!(
+        !t.recv(caller).iter().any(|v| v["op"] == "service_response"),
+        "answered once"
+    );
 }
 
 /// Answers, feedback and results to a call or goal that came from a peer
