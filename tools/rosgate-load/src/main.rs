@@ -2,8 +2,11 @@
 //! [`transport::Codec`] seam, for Redis and NATS on the same scenarios
 //! (`scripts/compare.sh`), plus a raw-TCP baseline.
 //!
-//! One thread, one mio poll loop, so the tool uses one core and leaves the
-//! others to the server; `scripts/load.sh` pins both with `taskset`. This
+//! By default one thread, one mio poll loop, so the tool uses one core and
+//! leaves the others to the server; `scripts/load.sh` pins both with
+//! `taskset`. `--threads N` spreads the connections over N such loops
+//! (`workers`), so that a fan-out run is limited by the server, not the
+//! tool. This
 //! file only parses flags, picks the transport, and prints; see `runner`
 //! for the event loop and the verification rules.
 //!
@@ -23,6 +26,7 @@
 //! | `procfs` | CPU and RSS of the tool and the server |
 //! | `report` | the human line and `RESULT {json}` |
 //! | `ticker` | the timerfd that paces open-loop sends |
+//! | `workers` | what the worker threads of one run share (`--threads`): progress, wake-ups, gates, pinning |
 //! | `images` | the `images` scenario: its own loop (TCP publisher, WebSocket subscribers), per-encoding tallies and report |
 //! | `image` | the Image message: the publisher's JSON line, the JSON / `cbor` / `cbor-raw` decoders, the CDR reader |
 //! | `text` | the `strings` scenario's String message: its `data` layout and JSON decoder |
@@ -47,6 +51,7 @@ mod scenario;
 mod text;
 mod ticker;
 mod transport;
+mod workers;
 
 use std::io::Write;
 use std::net::SocketAddr;
@@ -60,7 +65,7 @@ use crate::nats::Nats;
 use crate::raw::Raw;
 use crate::redis::Redis;
 use crate::rosgate::Rosgate;
-use crate::runner::{RunError, Runner};
+use crate::runner::RunError;
 use crate::scenario::{Overrides, Params, RunSettings, Scenario};
 use crate::transport::Codec;
 
@@ -170,6 +175,13 @@ OPTIONS:
     --warmup SECS        unmeasured (but verified) lead-in [default: 0.5]
     --drain SECS         wait for stragglers after the run [default: 3]
     --setup-timeout SECS connect + subscribe deadline [default: 30]
+    --threads N          worker threads, each with its own poll loop and a
+                         round-robin share of the connections (subscribers,
+                         then publishers, provider, callers); every check
+                         spans all of them [default: 1; idle: 1 only]
+    --pin-cpus LIST      pin worker w to CPU LIST[w mod len], e.g. 1 or 0,1
+                         or 2-3; the tool counts as saturated at 90% of
+                         min(threads, distinct CPUs) cores [default: none]
     --server-pid PID     read the server's CPU and RSS from /proc/PID
     --ws-addr ADDR       images: the gateway's WebSocket address, loopback
                          only [default: 127.0.0.1:9090]
@@ -349,8 +361,8 @@ enum Mode {
     Images(ImageParams),
 }
 
-fn run<C: Codec>(params: Params) -> Result<runner::Outcome, RunError> {
-    Runner::<C>::new(params)?.run()
+fn run<C: Codec + Send + 'static>(params: Params) -> Result<runner::Outcome, RunError> {
+    runner::run::<C>(params)
 }
 
 fn secs(name: &str, v: f64) -> Result<Duration, String> {
@@ -409,6 +421,17 @@ fn parse_args() -> Result<Option<Mode>, String> {
     let settle = dur("--settle", 0.0)?;
     let source_addr: Option<SocketAddr> = args.opt_value_from_str("--source-addr").map_err(u)?;
     let idle_subscribed = args.contains("--idle-subscribed");
+    let threads: usize = args
+        .opt_value_from_str("--threads")
+        .map_err(u)?
+        .unwrap_or(1);
+    let pin_cpus = match args
+        .opt_value_from_str::<_, String>("--pin-cpus")
+        .map_err(u)?
+    {
+        Some(s) => workers::parse_cpus(&s)?,
+        None => Vec::new(),
+    };
     let server_pid: Option<u32> = args.opt_value_from_str("--server-pid").map_err(u)?;
     let topic: String = args
         .opt_value_from_str("--topic")
@@ -447,6 +470,18 @@ fn parse_args() -> Result<Option<Mode>, String> {
         },
     )?;
     params.idle_subscribed = idle_subscribed;
+    if !(1..=workers::MAX_THREADS).contains(&threads) {
+        return Err(format!(
+            "--threads {threads}: 1 to {}",
+            workers::MAX_THREADS
+        ));
+    }
+    if threads > 1 && scenario == Scenario::Idle {
+        // Its pacing reads server counters between batches: one loop.
+        return Err("--scenario idle runs on one thread (--threads 1)".into());
+    }
+    params.threads = threads;
+    params.pin_cpus = pin_cpus;
     if let Some(a) = source_addr {
         if !a.ip().is_loopback() {
             return Err(format!("--source-addr {a} is not a loopback address"));
