@@ -26,6 +26,7 @@
 //! | `procfs` | CPU and RSS of the tool and the server |
 //! | `report` | the human line and `RESULT {json}` |
 //! | `ticker` | the timerfd that paces open-loop sends |
+//! | `ws` | any codec over a WebSocket: `ws` (rosbridge JSON), `nats-ws` |
 //! | `workers` | what the worker threads of one run share (`--threads`): progress, wake-ups, gates, pinning |
 //! | `images` | the `images` scenario: its own loop (TCP publisher, WebSocket subscribers), per-encoding tallies and report |
 //! | `image` | the Image message: the publisher's JSON line, the JSON / `cbor` / `cbor-raw` decoders, the CDR reader |
@@ -52,6 +53,7 @@ mod text;
 mod ticker;
 mod transport;
 mod workers;
+mod ws;
 
 use std::io::Write;
 use std::net::SocketAddr;
@@ -68,6 +70,7 @@ use crate::rosgate::Rosgate;
 use crate::runner::RunError;
 use crate::scenario::{Overrides, Params, RunSettings, Scenario};
 use crate::transport::Codec;
+use crate::ws::{NatsWs, RosgateWs};
 
 const USAGE: &str = "\
 rosgate-load - load generator for rosgate (rosbridge-style TCP/JSON)
@@ -125,6 +128,12 @@ OPTIONS:
                            redis    RESP pub/sub (no calls, no goals)
                            nats     NATS pub/sub; calls as request/reply
                                     (no goals)
+                           ws       rosbridge v2 JSON over WebSocket (the
+                                    gateway's --ws-listen port as --addr),
+                                    one message per text frame
+                           nats-ws  the NATS protocol over nats-server's
+                                    WebSocket listener (websocket {
+                                    no_tls: true }), in binary frames
                            foxglove Foxglove WebSocket subscribers
                                     (offering foxglove.websocket.v1 and
                                     foxglove.sdk.v1) at --addr;
@@ -245,7 +254,9 @@ fn main() -> ExitCode {
         eprintln!("rosgate-load: open-file limit {nofile} is below the {needed} this run needs");
         return ExitCode::from(2);
     }
-    if params.scenario == Scenario::Goals && transport != Rosgate::NAME {
+    if params.scenario == Scenario::Goals
+        && ![Rosgate::NAME, RosgateWs::NAME].contains(&transport.as_str())
+    {
         eprintln!(
             "rosgate-load: transport {transport} has no actions: \
              --scenario goals needs --transport rosgate"
@@ -256,6 +267,8 @@ fn main() -> ExitCode {
         "rosgate" => run::<Rosgate>(params),
         "redis" => run::<Redis>(params),
         "nats" => run::<Nats>(params),
+        "ws" => run::<RosgateWs>(params),
+        "nats-ws" => run::<NatsWs>(params),
         "foxglove" => {
             // The publishers speak rosbridge TCP: not to the Foxglove port.
             if params.source_addr.is_none() && params.pubs > 0 {
@@ -301,7 +314,7 @@ fn main() -> ExitCode {
             run::<Raw>(params)
         }
         other => {
-            eprintln!("rosgate-load: unknown transport {other:?} (rosgate|redis|nats|raw|foxglove|foxglove-cdr|foxglove-cdr-ids|foxglove-source)");
+            eprintln!("rosgate-load: unknown transport {other:?} (rosgate|redis|nats|ws|nats-ws|raw|foxglove|foxglove-cdr|foxglove-cdr-ids|foxglove-source)");
             return ExitCode::from(2);
         }
     };

@@ -1339,6 +1339,14 @@ impl<C: Codec> Runner<C> {
                 awaiting_ack,
                 ..
             } = &mut *peer;
+            if C::FRAMED {
+                rx.take_tail(n, &mut self.framed);
+                if let Err(e) = codec.unframe(&self.framed, &mut |b| rx.push(b)) {
+                    return Err(RunError::Protocol(format!(
+                        "connection {k} ({role:?}): {e}"
+                    )));
+                }
+            }
             loop {
                 let (ev, used) = match codec.decode(rx.unread()) {
                     Ok(Some(x)) => x,
