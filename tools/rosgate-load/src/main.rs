@@ -64,7 +64,7 @@ use crate::foxglove::{Foxglove, FoxgloveCdr, FoxgloveCdrIds, FoxgloveSource};
 use crate::image::ImageSize;
 use crate::images::ImageParams;
 use crate::nats::Nats;
-use crate::raw::Raw;
+use crate::raw::{Raw, Relay, SourceFormat};
 use crate::redis::Redis;
 use crate::rosgate::Rosgate;
 use crate::runner::RunError;
@@ -156,10 +156,20 @@ OPTIONS:
                            raw      no server: one TCP stream from a
                                     --raw-source at --addr (baseline;
                                     fanout/large, --pubs 1 --subs 1)
+                           relay    no server: --subs streams of a
+                                    gateway's publish lines from a
+                                    --raw-source --raw-format rosgate
+                                    --subs N (the fan-out ceiling;
+                                    fanout/large, --pubs 1)
     --raw-source         be the sender of a raw run instead: listen on --addr
-                         (port 0: any; printed on stderr) and stream
-                         --size payloads of --topic to each connection until
-                         it closes; runs until killed
+                         (port 0: any; printed on stderr), wait for --subs
+                         connections [default: 1] and stream the same --size
+                         payloads of --topic to each until one closes; then
+                         the next group; runs until killed
+    --raw-format FMT     what a --raw-source writes: raw (frames for
+                         --transport raw) or rosgate (a gateway's publish
+                         lines, encoded once per message, for --transport
+                         relay: the fan-out ceiling) [default: raw]
     --pubs N             publishers [fanout/latency/large: 1, fanin: 16]
     --subs N             subscribers [fanout: 16, others: 1]
     --callers N          callers [default: 32]
@@ -241,8 +251,8 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    if raw_source {
-        if let Err(e) = raw::serve(params.addr, params.size, &params.topic) {
+    if let Some((group, format)) = raw_source {
+        if let Err(e) = raw::serve(params.addr, params.size, &params.topic, group, format) {
             eprintln!("rosgate-load: raw source on {}: {e}", params.addr);
         }
         return ExitCode::from(3);
@@ -269,6 +279,17 @@ fn main() -> ExitCode {
         "nats" => run::<Nats>(params),
         "ws" => run::<RosgateWs>(params),
         "nats-ws" => run::<NatsWs>(params),
+        "relay" => {
+            let closed = matches!(params.scenario, Scenario::Fanout | Scenario::Large);
+            if !closed || params.pubs != 1 {
+                eprintln!(
+                    "rosgate-load: --transport relay reads a --raw-source --raw-format rosgate: \
+                     fanout or large with --pubs 1 only"
+                );
+                return ExitCode::from(2);
+            }
+            run::<Relay>(params)
+        }
         "foxglove" => {
             // The publishers speak rosbridge TCP: not to the Foxglove port.
             if params.source_addr.is_none() && params.pubs > 0 {
@@ -320,7 +341,7 @@ fn main() -> ExitCode {
     };
     match outcome {
         // The checks cannot see a raw source that sent nothing at all.
-        Ok(o) if o.transport == Raw::NAME && o.tally.delivered == 0 => {
+        Ok(o) if [Raw::NAME, Relay::NAME].contains(&o.transport) && o.tally.delivered == 0 => {
             eprintln!(
                 "rosgate-load: the raw source at {} sent nothing",
                 o.params.addr
@@ -369,8 +390,9 @@ fn run_images(p: ImageParams) -> ExitCode {
 
 /// What the command line asks for.
 enum Mode {
-    /// A scenario of the shared runner: transport, run, be a raw source.
-    Run(String, Params, bool),
+    /// A scenario of the shared runner: transport, run, and when the tool
+    /// is to be a raw source instead, its group size and format.
+    Run(String, Params, Option<(usize, SourceFormat)>),
     Images(ImageParams),
 }
 
@@ -391,6 +413,15 @@ fn parse_args() -> Result<Option<Mode>, String> {
         return Ok(None);
     }
     let raw_source = args.contains("--raw-source");
+    let raw_format = match args
+        .opt_value_from_str::<_, String>("--raw-format")
+        .map_err(|e| e.to_string())?
+        .as_deref()
+    {
+        None | Some("raw") => SourceFormat::Raw,
+        Some("rosgate") => SourceFormat::Rosgate,
+        Some(other) => return Err(format!("--raw-format {other:?}: raw or rosgate")),
+    };
     let u = |e: pico_args::Error| e.to_string();
     let addr: SocketAddr = args
         .opt_value_from_str("--addr")
@@ -423,6 +454,8 @@ fn parse_args() -> Result<Option<Mode>, String> {
         feedback: args.opt_value_from_str("--feedback").map_err(u)?,
         rate: args.opt_value_from_str("--rate").map_err(u)?,
     };
+    // A raw source serves this many connections at once [default: 1].
+    let raw_group = o.subs.unwrap_or(1);
     let mut dur = |name: &'static str, default: f64| -> Result<Duration, String> {
         let v: Option<f64> = args.opt_value_from_str(name).map_err(u)?;
         secs(name, v.unwrap_or(default))
@@ -502,6 +535,7 @@ fn parse_args() -> Result<Option<Mode>, String> {
     }
     params.source_addr = source_addr;
     params.settle = settle;
+    let raw_source = raw_source.then_some((raw_group, raw_format));
     Ok(Some(Mode::Run(transport, params, raw_source)))
 }
 
