@@ -220,4 +220,20 @@ mod tests {
         c.publish(&mut big, "/t", &[b'x'; 17]);
         assert!(c.decode(&big).is_err());
     }
+
+    #[test]
+    fn relay_reads_the_gateways_publish_lines() {
+        let mut out = Vec::new();
+        Rosgate::new(64).publish(&mut out, "/t", b"{\"a\":1}");
+        let mut r = Relay::new(64);
+        let (ev, used) = r.decode(&out).expect("ok").expect("full");
+        assert_eq!(
+            ev,
+            Event::Delivery {
+                topic: b"/t",
+                payload: b"{\"a\":1}"
+            }
+        );
+        assert_eq!(used, out.len());
+    }
 }
