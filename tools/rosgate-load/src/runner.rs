@@ -665,7 +665,10 @@ pub fn run<C: Codec + Send + 'static>(p: Params) -> Result<Outcome, RunError> {
                 let (p, shared) = (p.clone(), Arc::clone(&shared));
                 std::thread::Builder::new()
                     .name(format!("load-{w}"))
-                    .spawn(move || worker::<C>(p, w, shared))
+                    .spawn(move || {
+                        let _guard = AbortOnPanic(Arc::clone(&shared));
+                        worker::<C>(p, w, shared)
+                    })
             })
             .collect();
         handles
@@ -737,6 +740,18 @@ pub fn run<C: Codec + Send + 'static>(p: Params) -> Result<Outcome, RunError> {
         drained,
         params: p,
     })
+}
+
+/// Stops the other workers when a worker thread panics, so that none of
+/// them waits at a gate for it.
+struct AbortOnPanic(Arc<Shared>);
+
+impl Drop for AbortOnPanic {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.0.abort();
+        }
+    }
 }
 
 /// One worker's whole run, on the calling thread; a failure stops the
