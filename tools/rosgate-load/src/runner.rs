@@ -1835,4 +1835,108 @@ mod tests {
         receive(&mut book, Role::Caller(0), &bad);
         assert_eq!(book.t.corrupt, 1);
     }
+
+    /// A minimal rosbridge-style line broker for the multi-threaded runs
+    /// below: acknowledges subscribes, answers the stats call, and writes
+    /// every publish line to every subscriber. Blocking, one thread per
+    /// connection; it lives until the test process ends.
+    fn line_broker() -> std::net::SocketAddr {
+        use std::io::{BufRead, BufReader, Write};
+        use std::net::{TcpListener, TcpStream};
+        use std::sync::Mutex;
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let subs: Arc<Mutex<Vec<TcpStream>>> = Arc::default();
+        std::thread::spawn(move || {
+            for conn in listener.incoming() {
+                let Ok(conn) = conn else { return };
+                let subs = Arc::clone(&subs);
+                std::thread::spawn(move || {
+                    let mut out = conn.try_clone().expect("clone");
+                    for line in BufReader::new(conn).lines() {
+                        let Ok(line) = line else { return };
+                        if line.contains("\"op\":\"subscribe\"") {
+                            let id = line
+                                .split("\"id\":\"")
+                                .nth(1)
+                                .and_then(|r| r.split('"').next());
+                            let ack = format!(
+                                "{{\"op\":\"status\",\"level\":\"info\",\"msg\":\"ok\",\"id\":\"{}\"}}\n",
+                                id.unwrap_or("")
+                            );
+                            let mut list = subs.lock().expect("lock");
+                            let _ = out.write_all(ack.as_bytes());
+                            list.push(out.try_clone().expect("clone"));
+                        } else if line.contains("/rosgate/stats") {
+                            let _ = out.write_all(
+                                b"{\"op\":\"service_response\",\"service\":\"/rosgate/stats\",\"id\":\"stats\",\
+                                  \"values\":{\"connections_open\":0,\"published\":0,\"delivered\":0,\"dropped\":0},\
+                                  \"result\":true}\n",
+                            );
+                        } else if line.contains("\"op\":\"publish\"") {
+                            let mut list = subs.lock().expect("lock");
+                            for s in list.iter_mut() {
+                                let _ = s.write_all(line.as_bytes());
+                                let _ = s.write_all(b"\n");
+                            }
+                        }
+                    }
+                });
+            }
+        });
+        addr
+    }
+
+    fn threaded(
+        scenario: Scenario,
+        pubs: usize,
+        subs: usize,
+        addr: std::net::SocketAddr,
+    ) -> Outcome {
+        let o = Overrides {
+            pubs: Some(pubs),
+            subs: Some(subs),
+            window: Some(50),
+            ..Overrides::default()
+        };
+        let mut p = Params::resolve(
+            scenario,
+            addr,
+            o,
+            RunSettings {
+                duration: Duration::from_millis(300),
+                warmup: Duration::from_millis(50),
+                drain: Duration::from_secs(5),
+                setup_timeout: Duration::from_secs(5),
+                server_pid: None,
+                topic: "/t".into(),
+                service: "/s".into(),
+                action: "/a".into(),
+            },
+        )
+        .expect("valid params");
+        p.threads = 2;
+        run::<Rosgate>(p).expect("the run completes")
+    }
+
+    #[test]
+    fn two_workers_keep_every_check_across_threads() {
+        let addr = line_broker();
+        // Fan-out: subscribers on both workers, the window against the
+        // slowest of them; fan-in: publishers on both, woken across.
+        for (scenario, pubs, subs) in [(Scenario::Fanout, 1, 4), (Scenario::Fanin, 4, 1)] {
+            let o = threaded(scenario, pubs, subs, addr);
+            let t = &o.tally;
+            assert!(o.clean(), "{scenario:?}: {t:?} expected {}", o.expected);
+            assert!(o.drained, "{scenario:?}");
+            assert!(
+                o.expected > 0 && t.good == o.expected,
+                "{scenario:?}: {} of {}",
+                t.good,
+                o.expected
+            );
+            assert!(o.measured_good > 0 && t.latency.count() > 0, "{scenario:?}");
+            assert_eq!(o.tool_cores, tool_cores(2, &[]));
+        }
+    }
 }
