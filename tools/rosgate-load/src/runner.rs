@@ -279,7 +279,6 @@ struct Book {
     stats: Option<ServerCounters>,
     /// Latencies are recorded for messages intended at or after this (ns).
     measure_from_ns: u64,
-    logged: u64,
 }
 
 impl Book {
@@ -309,7 +308,6 @@ impl Book {
             refused: None,
             stats: None,
             measure_from_ns: u64::MAX,
-            logged: 0,
         }
     }
 
@@ -519,11 +517,13 @@ impl Book {
         self.shared.floor(i)
     }
 
+    /// Prints a problem; at most `MAX_LOGGED` of them per run, over every
+    /// worker.
     fn log(&mut self, args: fmt::Arguments<'_>) {
-        self.logged += 1;
-        if self.logged <= MAX_LOGGED {
+        let logged = self.shared.count_log();
+        if logged <= MAX_LOGGED {
             eprintln!("rosgate-load: {args}");
-        } else if self.logged == MAX_LOGGED + 1 {
+        } else if logged == MAX_LOGGED + 1 {
             eprintln!("rosgate-load: (further messages suppressed)");
         }
     }

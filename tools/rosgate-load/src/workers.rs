@@ -61,6 +61,8 @@ pub struct Shared {
     abort: AtomicBool,
     gate: Mutex<GateState>,
     gate_cv: Condvar,
+    /// Problems printed so far, by every worker (`runner`'s `MAX_LOGGED`).
+    logged: AtomicU64,
     /// When the run phase starts, set by worker 0 at the last setup gate.
     start: Mutex<Option<Instant>>,
 }
@@ -92,6 +94,7 @@ impl Shared {
             gate: Mutex::new(GateState::default()),
             gate_cv: Condvar::new(),
             start: Mutex::new(None),
+            logged: AtomicU64::new(0),
         }
     }
 
@@ -178,6 +181,11 @@ impl Shared {
                 }
             }
         }
+    }
+
+    /// Counts one printed problem; returns the count including it.
+    pub fn count_log(&self) -> u64 {
+        self.logged.fetch_add(1, Ordering::Relaxed) + 1
     }
 
     pub fn abort(&self) {
