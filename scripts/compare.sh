@@ -45,6 +45,9 @@
 #                     (--pin-cpus); on 2 cores every thread shares core 1,
 #                     which measured no faster than one (docs/performance.md,
 #                     "Load tool threads and WebSocket rows")
+#   LOAD_CPUS=        CPUs for the tool's threads instead (taskset and
+#                     --pin-cpus), e.g. LOAD_CPUS=0,1 THREADS=2 on 2 cores:
+#                     the tool then shares the servers' core 0
 #   WS=1              the WebSocket rows; 0 skips them
 #   IMAGES=1          then run scripts/images.sh (issue 25: sensor_msgs/Image
 #                     to WebSocket subscribers in JSON/cbor/cbor-raw, rosgate
@@ -67,6 +70,7 @@ IDLE_CONNS=${IDLE_CONNS:-10000}
 IMAGES=${IMAGES:-1}
 # ---- issue 30: load tool threads, WebSocket rows (see the header)
 THREADS=${THREADS:-1}
+LOAD_CPUS=${LOAD_CPUS:-}
 WS=${WS:-1}
 # ---- end issue 30
 SERVERS=${SERVERS:-rosgate redis nats}
@@ -143,7 +147,10 @@ bench_env compare.sh $((IDLE_CONNS + 256))
 
 # ---- issue 30: the tool's threads and where they run
 THREAD_ARGS=(--threads "$THREADS")
-if ((THREADS > 1)) && ((${#PIN_LOAD[@]} > 0)) && (($(nproc) > THREADS)); then
+if [[ -n $LOAD_CPUS ]]; then
+    PIN_LOAD=(taskset -c "$LOAD_CPUS")
+    THREAD_ARGS+=(--pin-cpus "$LOAD_CPUS")
+elif ((THREADS > 1)) && ((${#PIN_LOAD[@]} > 0)) && (($(nproc) > THREADS)); then
     PIN_LOAD=(taskset -c "1-$THREADS")
     THREAD_ARGS+=(--pin-cpus "1-$THREADS")
 fi
