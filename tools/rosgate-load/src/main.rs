@@ -234,7 +234,9 @@ OUTPUT:
     corruption, failed calls or goals, lost feedback or dropped
     connections prints FAILED and the
     counts instead of a rate. Tool and server CPU (% of one core, over the
-    measured interval) show which side was the bottleneck.
+    measured interval; the tool's summed over its threads) show which side
+    was the bottleneck: the tool is saturated at 90% of min(--threads, its
+    CPUs) cores.
 
 EXIT STATUS:
     0 clean run, 1 loss/corruption/reordering, 2 usage error, 3 the run

@@ -1,6 +1,11 @@
-//! `Runner`: one mio event loop that drives every connection of a run
-//! through its phases, and `Book`: the per-message accounting that decides
-//! whether the run was clean.
+//! `Runner`: one mio event loop that drives its connections of a run
+//! through their phases, and `Book`: the per-message accounting that
+//! decides whether the run was clean. [`run`] starts one `Runner` per
+//! worker thread (`--threads`, default 1): the run's roles are dealt round
+//! robin, worker 0 also owns the control connection and the server
+//! samples, gates keep the phases in step, and what the workers counted is
+//! merged at the end; what a decision on one worker needs from another
+//! (sequence progress, publishers' counts, wake-ups) is in `workers`.
 //!
 //! Phases, in order:
 //! 1. setup: connect (at most `MAX_CONNECTING` handshakes in flight, so the
@@ -10,7 +15,9 @@
 //! 2. warm-up, then measure: publishers and callers produce; rates, CPU and
 //!    latencies cover only the measured interval, verification covers all.
 //! 3. drain: production stops; wait for stragglers up to `--drain`, then
-//!    whatever is missing is lost.
+//!    whatever is missing is lost. With several workers, each waits until
+//!    every worker has what it waits for (a provider keeps answering
+//!    callers on other workers).
 //!
 //! Flow control:
 //! - closed loop (fanout, fanin, large): a publisher may be at most
