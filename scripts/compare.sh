@@ -55,9 +55,10 @@
 #
 # Bounded: about REPS x (32 x (DURATION + 1.5) + 30) seconds, which is
 # about 11 minutes with the defaults (27 runs per repetition before issue
-# 30, plus 1 ceiling-relay and 4 WebSocket runs), plus about
-# 13 x (DURATION + 2) seconds for the images section. Exit status 0 when every run was
-# clean (targets missed are reported, not failed), 1 otherwise.
+# 30, plus 1 ceiling-relay and 4 WebSocket runs; REPS=1 DURATION=3 took
+# 127 s on 2 cores), plus about 13 x (DURATION + 2) seconds for the images
+# section. Exit status 0 when every run was clean (targets missed are
+# reported, not failed), 1 otherwise.
 
 set -euo pipefail
 
@@ -563,7 +564,7 @@ fi
     echo "anything well above 0 means a shared, noisy host. Every run: $RESULTS."
     echo "Ceiling relay (issue 30): \`rosgate-load --raw-source --raw-format rosgate --subs 16\` on core 0"
     echo "writes the lines a gateway sends its 16 subscribers, each encoded once, with no publisher, parsing"
-    echo "or routing; the tool checks them as in a gateway run. Its rate is what the tool can receive at all;"
+    echo "or routing; the tool checks them as in a gateway run. Its rate is what the tool can receive at all."
     echo "WebSocket rows: rosgate's rosbridge WebSocket (\`--transport ws\`) vs nats-server's (\`nats-ws\`)."
 } >"$OUT.tmp"
 mv "$OUT.tmp" "$OUT"
