@@ -19,6 +19,17 @@
 # Peers are Debian packages: a missing one is installed with apt-get, and
 # skipped with a note when that fails.
 #
+# Issue 30 (load tool threads, WebSocket rows, ceiling relay): every run
+# but idle gets `--threads $THREADS`. The fan-out 1->16 64 B row is also
+# run against the ceiling relay (`rosgate-load --raw-source --raw-format
+# rosgate --subs 16` on the server's core: the lines a gateway sends its
+# subscribers, encoded once per message and written to 16 streams, no
+# publisher, no parsing, no routing), so the table can say how close
+# rosgate comes to what the tool can receive at all (target >= 0.8x). The
+# WebSocket rows run fan-in 16->1 and fan-out 1->16 (64 B) against
+# rosgate's rosbridge WebSocket (`--transport ws`) and nats-server's
+# WebSocket listener (`--transport nats-ws`); Redis has none.
+#
 # Environment:
 #   DURATION=5        measured seconds per run (idle holds 1 s: it measures RSS)
 #   REPS=3            repetitions; each cell is the median of the clean runs
@@ -32,15 +43,26 @@
 #   FEDERATION=1      then run scripts/compare-federation.sh (issue 30: two
 #                     gateways over Zenoh vs a two-node NATS cluster, same
 #                     DURATION and REPS) and append its table; 0 skips it
+#   THREADS=1         rosgate-load worker threads (--threads). With more
+#                     cores than THREADS, the tool runs on cores 1..THREADS
+#                     (--pin-cpus); on 2 cores every thread shares core 1,
+#                     which measured no faster than one (docs/performance.md,
+#                     "Load tool threads and WebSocket rows")
+#   LOAD_CPUS=        CPUs for the tool's threads instead (taskset and
+#                     --pin-cpus), e.g. LOAD_CPUS=0,1 THREADS=2 on 2 cores:
+#                     the tool then shares the servers' core 0
+#   WS=1              the WebSocket rows; 0 skips them
 #   IMAGES=1          then run scripts/images.sh (issue 25: sensor_msgs/Image
 #                     to WebSocket subscribers in JSON/cbor/cbor-raw, rosgate
 #                     only, one repetition) and append its table; 0 skips it
 #
-# Bounded: about REPS x (27 x (DURATION + 1.5) + 30) seconds, which is
-# about 10 minutes with the defaults, plus about 13 x (DURATION + 2)
-# seconds for the images section and REPS x 6 x (DURATION + 8.5) for the
-# federation section (about 4 minutes). Exit status 0 when every run was
-# clean (targets missed are reported, not failed), 1 otherwise.
+# Bounded: about REPS x (32 x (DURATION + 1.5) + 30) seconds, which is
+# about 11 minutes with the defaults (27 runs per repetition before issue
+# 30, plus 1 ceiling-relay and 4 WebSocket runs; REPS=1 DURATION=3 took
+# 127 s on 2 cores), plus about 13 x (DURATION + 2) seconds for the images
+# section and REPS x 6 x (DURATION + 8.5) for the federation section
+# (about 4 minutes). Exit status 0 when every run was clean (targets
+# missed are reported, not failed), 1 otherwise.
 
 set -euo pipefail
 
@@ -52,6 +74,11 @@ WARMUP=${WARMUP:-0.5}
 IDLE_CONNS=${IDLE_CONNS:-10000}
 IMAGES=${IMAGES:-1}
 FEDERATION=${FEDERATION:-1}
+# ---- issue 30: load tool threads, WebSocket rows (see the header)
+THREADS=${THREADS:-1}
+LOAD_CPUS=${LOAD_CPUS:-}
+WS=${WS:-1}
+# ---- end issue 30
 SERVERS=${SERVERS:-rosgate redis nats}
 OUT=${OUT:-target/compare.md}
 RESULTS=${RESULTS:-target/compare-results.jsonl}
@@ -129,9 +156,24 @@ LOAD=target/release/rosgate-load
 source scripts/bench-env.sh
 bench_env compare.sh $((IDLE_CONNS + 256))
 
+# ---- issue 30: the tool's threads and where they run
+THREAD_ARGS=(--threads "$THREADS")
+if [[ -n $LOAD_CPUS ]]; then
+    PIN_LOAD=(taskset -c "$LOAD_CPUS")
+    THREAD_ARGS+=(--pin-cpus "$LOAD_CPUS")
+elif ((THREADS > 1)) && ((${#PIN_LOAD[@]} > 0)) && (($(nproc) > THREADS)); then
+    PIN_LOAD=(taskset -c "1-$THREADS")
+    THREAD_ARGS+=(--pin-cpus "1-$THREADS")
+fi
+# ---- end issue 30
+
 # -------------------------------------------------------------- servers
 
 declare -A PID=() ADDR=() LOG=()
+# Issue 30: each server's WebSocket address and the transport that speaks
+# to it (redis has no WebSocket).
+declare -A WS_ADDR=()
+declare -A WS_TRANSPORT=([rosgate]=ws [nats]=nats-ws)
 TMP=$(mktemp -d -t rosgate-compare.XXXXXX)
 
 stop_server() {
@@ -169,25 +211,51 @@ await_addr() {
 
 start_rosgate() {
     local args=(--listen 127.0.0.1:0 --max-connections $((IDLE_CONNS + 64)) --log-level warn)
+    # Issue 30: the rosbridge WebSocket on a port of its own for the WS
+    # rows; the Foxglove listener (a fixed port by default) stays off.
     if "$GATEWAY" --help 2>/dev/null | grep -q -- '--ws-listen'; then
-        args+=(--ws-listen off)
+        if [[ $WS == 1 ]]; then
+            args+=(--ws-listen 127.0.0.1:0)
+        else
+            args+=(--ws-listen off)
+        fi
+    fi
+    if "$GATEWAY" --help 2>/dev/null | grep -q -- '--foxglove-listen'; then
+        args+=(--foxglove-listen off)
     fi
     "${PIN_SRV[@]}" "$GATEWAY" "${args[@]}" 2>"${LOG[rosgate]}" &
     PID[rosgate]=$!
-    await_addr rosgate 's/.*listening on \([0-9.]*:[0-9]*\).*/\1/p'
+    await_addr rosgate 's/.*listening on \([0-9.]*:[0-9]*\).*/\1/p' || return 1
+    WS_ADDR[rosgate]=$(sed -n 's/.*websocket listening on ws:\/\/\([0-9.]*:[0-9]*\).*/\1/p' "${LOG[rosgate]}" | head -n 1)
 }
 
 start_nats() {
     # -p -1: the server picks a free port and logs it.
-    "${PIN_SRV[@]}" nats-server -a 127.0.0.1 -p -1 >"${LOG[nats]}" 2>&1 &
+    # Issue 30: its WebSocket listener for the WS rows (port -1: any).
+    local conf=()
+    if [[ $WS == 1 ]]; then
+        printf 'websocket {\n  listen: "127.0.0.1:-1"\n  no_tls: true\n}\n' >"$TMP/nats.conf"
+        conf=(-c "$TMP/nats.conf")
+    fi
+    "${PIN_SRV[@]}" nats-server -a 127.0.0.1 -p -1 "${conf[@]}" >"${LOG[nats]}" 2>&1 &
     PID[nats]=$!
-    await_addr nats 's/.*Listening for client connections on \([0-9.]*:[0-9]*\).*/\1/p'
+    await_addr nats 's/.*Listening for client connections on \([0-9.]*:[0-9]*\).*/\1/p' || return 1
+    WS_ADDR[nats]=$(sed -n 's/.*Listening for websocket clients on ws:\/\/\([0-9.]*:[0-9]*\).*/\1/p' "${LOG[nats]}" | head -n 1)
 }
 
 start_raw() {
     "${PIN_SRV[@]}" "$LOAD" --raw-source --addr 127.0.0.1:0 --size 1048576 2>"${LOG[raw]}" &
     PID[raw]=$!
     await_addr raw 's/.*listening on \([0-9.]*:[0-9]*\).*/\1/p'
+}
+
+# Issue 30: the ceiling relay of the fan-out 1->16 64 B row (see the
+# header and tools/rosgate-load/src/raw.rs).
+start_relay() {
+    "${PIN_SRV[@]}" "$LOAD" --raw-source --raw-format rosgate --subs 16 --size 64 \
+        --addr 127.0.0.1:0 2>"${LOG[relay]}" &
+    PID[relay]=$!
+    await_addr relay 's/.*listening on \([0-9.]*:[0-9]*\).*/\1/p'
 }
 
 start_redis() {
@@ -232,7 +300,7 @@ restart() {
 ROWS=(
     "idle|--scenario idle --idle-subscribed --conns $IDLE_CONNS --duration 1|"
     "fanout-1x1|--scenario fanout --subs 1 --size 64|"
-    "fanout-1x16|--scenario fanout --subs 16 --size 64|"
+    "fanout-1x16|--scenario fanout --subs 16 --size 64|relay"
     "fanout-1x256|--scenario fanout --subs 256 --size 64|"
     "fanout-1x16-1k|--scenario fanout --subs 16 --size 1024|"
     "fanin-16x1|--scenario fanin --pubs 16 --size 64|"
@@ -241,6 +309,13 @@ ROWS=(
     "latency-1x16|--scenario latency --rate 20000 --subs 16|"
     "large-1m|--scenario large --size 1048576|raw"
 )
+
+# ---- issue 30: row | rosgate-load arguments, over each server's WebSocket
+WS_ROWS=(
+    "fanin-16x1-ws|--scenario fanin --pubs 16 --size 64"
+    "fanout-1x16-ws|--scenario fanout --subs 16 --size 64"
+)
+# ---- end issue 30
 
 # Setup (up to IDLE_CONNS connects), warm-up, drain and slack.
 LIMIT=$(awk -v d="$DURATION" -v w="$WARMUP" 'BEGIN { printf "%d", d + w + 40 }')
@@ -252,11 +327,18 @@ STARTED=$(date -u +%Y-%m-%dT%H:%M:%SZ)
 T0=$SECONDS
 
 # run ROW SERVER REP ARGS...: one rosgate-load run, its RESULT appended to
-# RESULTS with the row, server, repetition and exit status.
+# RESULTS with the row, server, repetition and exit status. ON_WS=1: over
+# the server's WebSocket (issue 30).
 run() {
     local row=$1 srv=$2 rep=$3 rc out human status
     shift 3
-    local target=(--transport "$srv" --addr "${ADDR[$srv]}" --server-pid "${PID[$srv]}")
+    local transport=$srv addr=${ADDR[$srv]}
+    if [[ ${ON_WS:-0} == 1 ]]; then
+        transport=${WS_TRANSPORT[$srv]} addr=${WS_ADDR[$srv]}
+    fi
+    local target=(--transport "$transport" --addr "$addr" --server-pid "${PID[$srv]}")
+    # Issue 30: the tool's threads (idle is one loop by design).
+    [[ " $* " == *" --scenario idle "* ]] || target+=("${THREAD_ARGS[@]}")
     # A row may set its own duration (idle).
     [[ " $* " == *" --duration "* ]] || target+=(--duration "$DURATION")
     set +e
@@ -287,7 +369,7 @@ run() {
 note "servers: ${ACTIVE[*]}; ${DURATION}s x ${REPS} reps; load average $LOAD_BEFORE"
 for rep in $(seq "$REPS"); do
     LIVE=()
-    for s in "${ACTIVE[@]}" raw; do
+    for s in "${ACTIVE[@]}" raw relay; do
         restart "$s" && LIVE+=("$s")
     done
     for row in "${ROWS[@]}"; do
@@ -296,6 +378,7 @@ for rep in $(seq "$REPS"); do
             # Redis pub/sub has no request/reply.
             [[ $name == calls-* && $srv == redis ]] && continue
             [[ $srv == raw && " $extra " != *" raw "* ]] && continue
+            [[ $srv == relay && " $extra " != *" relay "* ]] && continue
             if ! kill -0 "${PID[$srv]}" 2>/dev/null; then
                 note "$srv exited; restarting it"
                 restart "$srv" || continue
@@ -304,6 +387,19 @@ for rep in $(seq "$REPS"); do
             run "$name" "$srv" "$rep" $args
         done
     done
+    # ---- issue 30: the WebSocket rows
+    if [[ $WS == 1 ]]; then
+        for row in "${WS_ROWS[@]}"; do
+            IFS='|' read -r name args <<<"$row"
+            for srv in "${LIVE[@]}"; do
+                [[ -n ${WS_TRANSPORT[$srv]:-} && -n ${WS_ADDR[$srv]:-} ]] || continue
+                kill -0 "${PID[$srv]}" 2>/dev/null || continue
+                # shellcheck disable=SC2086 # args is a word list by design
+                ON_WS=1 run "$name" "$srv" "$rep" $args
+            done
+        done
+    fi
+    # ---- end issue 30
 done
 ELAPSED=$((SECONDS - T0))
 LOAD_AFTER=$(cut -d' ' -f1-3 /proc/loadavg)
@@ -433,12 +529,28 @@ if [[ -n $RAW_MBS ]]; then
 fi
 line "large 1 MiB 1->1, MB/s" large-1m mbs '.mb_per_s' "$RAW_TXT" v_raw
 
+# ---- issue 30: rosgate against the ceiling relay, and the WebSocket rows
+CEIL=$(median fanout-1x16 relay "$RATE")
+v_ceiling() { [[ -z $1 || -z $CEIL ]] && echo n/a && return; ge "$1" "$CEIL" 0.8 && echo PASS || echo MISS; }
+v_above_nats() { [[ -z $1 || -z $3 ]] && echo n/a && return; gt "$1" "$3" && echo PASS || echo MISS; }
+CEIL_TXT="≥ 0.8x ceiling relay"
+if [[ -n $CEIL ]]; then
+    r=$(median fanout-1x16 rosgate "$RATE")
+    CEIL_TXT="≥ 0.8x ceiling relay ($(cell fanout-1x16 relay rate "$RATE")${r:+: $(ratio "$r" "$CEIL")})"
+fi
+line "1->16 64 B vs ceiling relay, msg/s" fanout-1x16 rate "$RATE" "$CEIL_TXT" v_ceiling
+if [[ $WS == 1 ]]; then
+    line "WebSocket 16->1 64 B, delivered msg/s" fanin-16x1-ws rate "$RATE" "> nats" v_above_nats
+    line "WebSocket 1->16 64 B, delivered msg/s" fanout-1x16-ws rate "$RATE" "> nats" v_above_nats
+fi
+# ---- end issue 30
+
 {
     echo "## rosgate vs redis-server vs nats-server"
     echo
     echo "- $STARTED, $(nproc) cores ($(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1)), kernel $(uname -r)"
     echo "- load average before: $LOAD_BEFORE; after: $LOAD_AFTER; $(uptime | sed 's/^ *//')"
-    echo "- servers on core 0, rosgate-load on core 1 (${PIN_SRV[*]:-unpinned} / ${PIN_LOAD[*]:-unpinned}); loopback; ${DURATION}s measured (+${WARMUP}s warm-up) per run; median of ${REPS} interleaved repetitions; ${ELAPSED}s total"
+    echo "- servers on core 0, rosgate-load on core 1 (${PIN_SRV[*]:-unpinned} / ${PIN_LOAD[*]:-unpinned}; ${THREAD_ARGS[*]}); loopback; ${DURATION}s measured (+${WARMUP}s warm-up) per run; median of ${REPS} interleaved repetitions; ${ELAPSED}s total"
     echo "- rosgate $("$GATEWAY" --version 2>/dev/null | awk '{print $2}') ($(git rev-parse --short HEAD 2>/dev/null || echo '?')$(git diff --quiet HEAD -- src 2>/dev/null || echo ', src modified'))"
     for s in "${ACTIVE[@]}"; do
         case $s in
@@ -460,6 +572,10 @@ line "large 1 MiB 1->1, MB/s" large-1m mbs '.mb_per_s' "$RAW_TXT" v_raw
     echo "payloads and checks; a server run moves every byte over two such streams."
     echo "\"other CPU\": median CPU (% of one core) used by other processes during the row's runs;"
     echo "anything well above 0 means a shared, noisy host. Every run: $RESULTS."
+    echo "Ceiling relay (issue 30): \`rosgate-load --raw-source --raw-format rosgate --subs 16\` on core 0"
+    echo "writes the lines a gateway sends its 16 subscribers, each encoded once, with no publisher, parsing"
+    echo "or routing; the tool checks them as in a gateway run. Its rate is what the tool can receive at all."
+    echo "WebSocket rows: rosgate's rosbridge WebSocket (\`--transport ws\`) vs nats-server's (\`nats-ws\`)."
 } >"$OUT.tmp"
 mv "$OUT.tmp" "$OUT"
 

@@ -51,6 +51,17 @@ impl Histogram {
         self.sum += u128::from(v);
     }
 
+    /// Adds every value recorded in `other` (the run's worker threads
+    /// each keep their own histogram).
+    pub fn merge(&mut self, other: &Histogram) {
+        for (a, b) in self.counts.iter_mut().zip(other.counts.iter()) {
+            *a += b;
+        }
+        self.total += other.total;
+        self.max = self.max.max(other.max);
+        self.sum += other.sum;
+    }
+
     pub fn count(&self) -> u64 {
         self.total
     }
@@ -163,5 +174,30 @@ mod tests {
         assert!(h.quantile(0.9999) <= h.max());
         assert_eq!(h.count(), 10_000);
         assert_eq!(h.mean(), 5_000_500);
+    }
+
+    #[test]
+    fn merged_halves_equal_the_whole() {
+        let (mut whole, mut a, mut b) = (
+            Histogram::default(),
+            Histogram::default(),
+            Histogram::default(),
+        );
+        for v in 1..=1000u64 {
+            whole.record(v * 37);
+            if v % 2 == 0 {
+                a.record(v * 37)
+            } else {
+                b.record(v * 37)
+            }
+        }
+        a.merge(&b);
+        assert_eq!(
+            (a.count(), a.max(), a.mean()),
+            (whole.count(), whole.max(), whole.mean())
+        );
+        for q in [0.5, 0.9, 0.99, 1.0] {
+            assert_eq!(a.quantile(q), whole.quantile(q));
+        }
     }
 }

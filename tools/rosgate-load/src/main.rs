@@ -2,8 +2,11 @@
 //! [`transport::Codec`] seam, for Redis and NATS on the same scenarios
 //! (`scripts/compare.sh`), plus a raw-TCP baseline.
 //!
-//! One thread, one mio poll loop, so the tool uses one core and leaves the
-//! others to the server; `scripts/load.sh` pins both with `taskset`. This
+//! By default one thread, one mio poll loop, so the tool uses one core and
+//! leaves the others to the server; `scripts/load.sh` pins both with
+//! `taskset`. `--threads N` spreads the connections over N such loops
+//! (`workers`), so that a fan-out run is limited by the server, not the
+//! tool. This
 //! file only parses flags, picks the transport, and prints; see `runner`
 //! for the event loop and the verification rules.
 //!
@@ -23,6 +26,8 @@
 //! | `procfs` | CPU and RSS of the tool and the server |
 //! | `report` | the human line and `RESULT {json}` |
 //! | `ticker` | the timerfd that paces open-loop sends |
+//! | `ws` | any codec over a WebSocket: `ws` (rosbridge JSON), `nats-ws` |
+//! | `workers` | what the worker threads of one run share (`--threads`): progress, wake-ups, gates, pinning |
 //! | `images` | the `images` scenario: its own loop (TCP publisher, WebSocket subscribers), per-encoding tallies and report |
 //! | `image` | the Image message: the publisher's JSON line, the JSON / `cbor` / `cbor-raw` decoders, the CDR reader |
 //! | `text` | the `strings` scenario's String message: its `data` layout and JSON decoder |
@@ -47,6 +52,8 @@ mod scenario;
 mod text;
 mod ticker;
 mod transport;
+mod workers;
+mod ws;
 
 use std::io::Write;
 use std::net::SocketAddr;
@@ -57,12 +64,13 @@ use crate::foxglove::{Foxglove, FoxgloveCdr, FoxgloveCdrIds, FoxgloveSource};
 use crate::image::ImageSize;
 use crate::images::ImageParams;
 use crate::nats::Nats;
-use crate::raw::Raw;
+use crate::raw::{Raw, Relay, SourceFormat};
 use crate::redis::Redis;
 use crate::rosgate::Rosgate;
-use crate::runner::{RunError, Runner};
+use crate::runner::RunError;
 use crate::scenario::{Overrides, Params, RunSettings, Scenario};
 use crate::transport::Codec;
+use crate::ws::{NatsWs, RosgateWs};
 
 const USAGE: &str = "\
 rosgate-load - load generator for rosgate (rosbridge-style TCP/JSON)
@@ -120,6 +128,12 @@ OPTIONS:
                            redis    RESP pub/sub (no calls, no goals)
                            nats     NATS pub/sub; calls as request/reply
                                     (no goals)
+                           ws       rosbridge v2 JSON over WebSocket (the
+                                    gateway's --ws-listen port as --addr),
+                                    one message per text frame
+                           nats-ws  the NATS protocol over nats-server's
+                                    WebSocket listener (websocket {
+                                    no_tls: true }), in binary frames
                            foxglove Foxglove WebSocket subscribers
                                     (offering foxglove.websocket.v1 and
                                     foxglove.sdk.v1) at --addr;
@@ -142,10 +156,20 @@ OPTIONS:
                            raw      no server: one TCP stream from a
                                     --raw-source at --addr (baseline;
                                     fanout/large, --pubs 1 --subs 1)
+                           relay    no server: --subs streams of a
+                                    gateway's publish lines from a
+                                    --raw-source --raw-format rosgate
+                                    --subs N (the fan-out ceiling;
+                                    fanout/large, --pubs 1)
     --raw-source         be the sender of a raw run instead: listen on --addr
-                         (port 0: any; printed on stderr) and stream
-                         --size payloads of --topic to each connection until
-                         it closes; runs until killed
+                         (port 0: any; printed on stderr), wait for --subs
+                         connections [default: 1] and stream the same --size
+                         payloads of --topic to each until one closes; then
+                         the next group; runs until killed
+    --raw-format FMT     what a --raw-source writes: raw (frames for
+                         --transport raw) or rosgate (a gateway's publish
+                         lines, encoded once per message, for --transport
+                         relay: the fan-out ceiling) [default: raw]
     --pubs N             publishers [fanout/latency/large: 1, fanin: 16]
     --subs N             subscribers [fanout: 16, others: 1]
     --callers N          callers [default: 32]
@@ -170,6 +194,13 @@ OPTIONS:
     --warmup SECS        unmeasured (but verified) lead-in [default: 0.5]
     --drain SECS         wait for stragglers after the run [default: 3]
     --setup-timeout SECS connect + subscribe deadline [default: 30]
+    --threads N          worker threads, each with its own poll loop and a
+                         round-robin share of the connections (subscribers,
+                         then publishers, provider, callers); every check
+                         spans all of them [default: 1; idle: 1 only]
+    --pin-cpus LIST      pin worker w to CPU LIST[w mod len], e.g. 1 or 0,1
+                         or 2-3; the tool counts as saturated at 90% of
+                         min(threads, distinct CPUs) cores [default: none]
     --server-pid PID     read the server's CPU and RSS from /proc/PID
     --ws-addr ADDR       images: the gateway's WebSocket address, loopback
                          only [default: 127.0.0.1:9090]
@@ -203,7 +234,9 @@ OUTPUT:
     corruption, failed calls or goals, lost feedback or dropped
     connections prints FAILED and the
     counts instead of a rate. Tool and server CPU (% of one core, over the
-    measured interval) show which side was the bottleneck.
+    measured interval; the tool's summed over its threads) show which side
+    was the bottleneck: the tool is saturated at 90% of min(--threads, its
+    CPUs) cores.
 
 EXIT STATUS:
     0 clean run, 1 loss/corruption/reordering, 2 usage error, 3 the run
@@ -220,8 +253,8 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    if raw_source {
-        if let Err(e) = raw::serve(params.addr, params.size, &params.topic) {
+    if let Some((group, format)) = raw_source {
+        if let Err(e) = raw::serve(params.addr, params.size, &params.topic, group, format) {
             eprintln!("rosgate-load: raw source on {}: {e}", params.addr);
         }
         return ExitCode::from(3);
@@ -233,7 +266,9 @@ fn main() -> ExitCode {
         eprintln!("rosgate-load: open-file limit {nofile} is below the {needed} this run needs");
         return ExitCode::from(2);
     }
-    if params.scenario == Scenario::Goals && transport != Rosgate::NAME {
+    if params.scenario == Scenario::Goals
+        && ![Rosgate::NAME, RosgateWs::NAME].contains(&transport.as_str())
+    {
         eprintln!(
             "rosgate-load: transport {transport} has no actions: \
              --scenario goals needs --transport rosgate"
@@ -244,6 +279,19 @@ fn main() -> ExitCode {
         "rosgate" => run::<Rosgate>(params),
         "redis" => run::<Redis>(params),
         "nats" => run::<Nats>(params),
+        "ws" => run::<RosgateWs>(params),
+        "nats-ws" => run::<NatsWs>(params),
+        "relay" => {
+            let closed = matches!(params.scenario, Scenario::Fanout | Scenario::Large);
+            if !closed || params.pubs != 1 {
+                eprintln!(
+                    "rosgate-load: --transport relay reads a --raw-source --raw-format rosgate: \
+                     fanout or large with --pubs 1 only"
+                );
+                return ExitCode::from(2);
+            }
+            run::<Relay>(params)
+        }
         "foxglove" => {
             // The publishers speak rosbridge TCP: not to the Foxglove port.
             if params.source_addr.is_none() && params.pubs > 0 {
@@ -289,13 +337,13 @@ fn main() -> ExitCode {
             run::<Raw>(params)
         }
         other => {
-            eprintln!("rosgate-load: unknown transport {other:?} (rosgate|redis|nats|raw|foxglove|foxglove-cdr|foxglove-cdr-ids|foxglove-source)");
+            eprintln!("rosgate-load: unknown transport {other:?} (rosgate|redis|nats|ws|nats-ws|raw|foxglove|foxglove-cdr|foxglove-cdr-ids|foxglove-source)");
             return ExitCode::from(2);
         }
     };
     match outcome {
         // The checks cannot see a raw source that sent nothing at all.
-        Ok(o) if o.transport == Raw::NAME && o.tally.delivered == 0 => {
+        Ok(o) if [Raw::NAME, Relay::NAME].contains(&o.transport) && o.tally.delivered == 0 => {
             eprintln!(
                 "rosgate-load: the raw source at {} sent nothing",
                 o.params.addr
@@ -344,13 +392,14 @@ fn run_images(p: ImageParams) -> ExitCode {
 
 /// What the command line asks for.
 enum Mode {
-    /// A scenario of the shared runner: transport, run, be a raw source.
-    Run(String, Params, bool),
+    /// A scenario of the shared runner: transport, run, and when the tool
+    /// is to be a raw source instead, its group size and format.
+    Run(String, Params, Option<(usize, SourceFormat)>),
     Images(ImageParams),
 }
 
-fn run<C: Codec>(params: Params) -> Result<runner::Outcome, RunError> {
-    Runner::<C>::new(params)?.run()
+fn run<C: Codec + Send + 'static>(params: Params) -> Result<runner::Outcome, RunError> {
+    runner::run::<C>(params)
 }
 
 fn secs(name: &str, v: f64) -> Result<Duration, String> {
@@ -366,6 +415,15 @@ fn parse_args() -> Result<Option<Mode>, String> {
         return Ok(None);
     }
     let raw_source = args.contains("--raw-source");
+    let raw_format = match args
+        .opt_value_from_str::<_, String>("--raw-format")
+        .map_err(|e| e.to_string())?
+        .as_deref()
+    {
+        None | Some("raw") => SourceFormat::Raw,
+        Some("rosgate") => SourceFormat::Rosgate,
+        Some(other) => return Err(format!("--raw-format {other:?}: raw or rosgate")),
+    };
     let u = |e: pico_args::Error| e.to_string();
     let addr: SocketAddr = args
         .opt_value_from_str("--addr")
@@ -398,6 +456,8 @@ fn parse_args() -> Result<Option<Mode>, String> {
         feedback: args.opt_value_from_str("--feedback").map_err(u)?,
         rate: args.opt_value_from_str("--rate").map_err(u)?,
     };
+    // A raw source serves this many connections at once [default: 1].
+    let raw_group = o.subs.unwrap_or(1);
     let mut dur = |name: &'static str, default: f64| -> Result<Duration, String> {
         let v: Option<f64> = args.opt_value_from_str(name).map_err(u)?;
         secs(name, v.unwrap_or(default))
@@ -409,6 +469,17 @@ fn parse_args() -> Result<Option<Mode>, String> {
     let settle = dur("--settle", 0.0)?;
     let source_addr: Option<SocketAddr> = args.opt_value_from_str("--source-addr").map_err(u)?;
     let idle_subscribed = args.contains("--idle-subscribed");
+    let threads: usize = args
+        .opt_value_from_str("--threads")
+        .map_err(u)?
+        .unwrap_or(1);
+    let pin_cpus = match args
+        .opt_value_from_str::<_, String>("--pin-cpus")
+        .map_err(u)?
+    {
+        Some(s) => workers::parse_cpus(&s)?,
+        None => Vec::new(),
+    };
     let server_pid: Option<u32> = args.opt_value_from_str("--server-pid").map_err(u)?;
     let topic: String = args
         .opt_value_from_str("--topic")
@@ -447,6 +518,18 @@ fn parse_args() -> Result<Option<Mode>, String> {
         },
     )?;
     params.idle_subscribed = idle_subscribed;
+    if !(1..=workers::MAX_THREADS).contains(&threads) {
+        return Err(format!(
+            "--threads {threads}: 1 to {}",
+            workers::MAX_THREADS
+        ));
+    }
+    if threads > 1 && scenario == Scenario::Idle {
+        // Its pacing reads server counters between batches: one loop.
+        return Err("--scenario idle runs on one thread (--threads 1)".into());
+    }
+    params.threads = threads;
+    params.pin_cpus = pin_cpus;
     if let Some(a) = source_addr {
         if !a.ip().is_loopback() {
             return Err(format!("--source-addr {a} is not a loopback address"));
@@ -454,6 +537,7 @@ fn parse_args() -> Result<Option<Mode>, String> {
     }
     params.source_addr = source_addr;
     params.settle = settle;
+    let raw_source = raw_source.then_some((raw_group, raw_format));
     Ok(Some(Mode::Run(transport, params, raw_source)))
 }
 

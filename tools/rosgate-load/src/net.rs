@@ -45,6 +45,35 @@ impl RxBuf {
         }
     }
 
+    /// Moves the last `n` unread bytes (those of the latest read) out to
+    /// `into` (replacing its contents), for a framed transport to unframe.
+    pub fn take_tail(&mut self, n: usize, into: &mut Vec<u8>) {
+        let n = n.min(self.end - self.start);
+        into.clear();
+        into.extend_from_slice(&self.buf[self.end - n..self.end]);
+        self.end -= n;
+        if self.start == self.end {
+            self.start = 0;
+            self.end = 0;
+        }
+    }
+
+    /// Appends `bytes` to the unread bytes, growing the buffer as needed.
+    pub fn push(&mut self, bytes: &[u8]) {
+        if self.buf.len() - self.end < bytes.len() {
+            if self.start > 0 {
+                self.buf.copy_within(self.start..self.end, 0);
+                self.end -= self.start;
+                self.start = 0;
+            }
+            if self.buf.len() - self.end < bytes.len() {
+                self.buf.resize(self.end + bytes.len(), 0);
+            }
+        }
+        self.buf[self.end..self.end + bytes.len()].copy_from_slice(bytes);
+        self.end += bytes.len();
+    }
+
     /// One `read` into the free space, making room first: the unread tail
     /// moves to the front, and the buffer grows when a frame longer than it
     /// is being assembled (large-message scenario).

@@ -13,11 +13,23 @@
 //!
 //! A frame is `<u32 BE payload length><u8 topic length><topic><payload>`,
 //! so the subscriber still sees which topic a message was for.
+//!
+//! [`Relay`] is the fan-out ceiling (issue 30): the source, started with
+//! `--raw-format rosgate --subs N`, waits for N connections and writes the
+//! very lines a gateway sends its subscribers (`{"op":"publish",...}`,
+//! encoded once per message by the [`Rosgate`] codec) to each of them in
+//! turn, so the tool's subscribers decode and check exactly what they do
+//! in a gateway run, and the only work on the server's core is one encode
+//! per message and one `write` per subscriber per batch: no publisher to
+//! read, no parse, no routing. What the tool receives from it is what the
+//! tool (and loopback TCP) can take with no server in the way: the
+//! ceiling a gateway's fan-out row is compared with.
 
 use std::io::{self, Write};
 use std::net::{SocketAddr, TcpListener};
 
 use crate::payload::{Payload, Stamp};
+use crate::rosgate::Rosgate;
 use crate::transport::{Codec, DecodeError, Event};
 
 const HEADER: usize = 5;
@@ -80,22 +92,69 @@ impl Codec for Raw {
     }
 }
 
+/// What a `--raw-source` writes (`--raw-format`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SourceFormat {
+    /// [`Raw`] frames.
+    Raw,
+    /// A gateway's publish lines ([`Relay`]).
+    Rosgate,
+}
+
+/// [`Relay`]: the subscribers of a fan-out ceiling run read a raw source
+/// writing a gateway's publish lines; see the module docs.
+#[derive(Debug)]
+pub struct Relay(Rosgate);
+
+impl Codec for Relay {
+    const NAME: &'static str = "relay";
+    const REMOTE_SOURCE: bool = true;
+
+    fn new(max_frame: usize) -> Self {
+        Relay(Rosgate::new(max_frame))
+    }
+
+    fn subscribe(&mut self, _out: &mut Vec<u8>, _topic: &str, _token: u64) {}
+
+    fn publish(&mut self, _out: &mut Vec<u8>, _topic: &str, _payload: &[u8]) {}
+
+    fn advertise_service(&mut self, _out: &mut Vec<u8>, _service: &str, _token: u64) -> bool {
+        false
+    }
+
+    fn call(&mut self, _out: &mut Vec<u8>, _service: &str, _id: u64, _args: &[u8]) {}
+
+    fn respond(&mut self, _out: &mut Vec<u8>, _service: &str, _id: &[u8], _values: &[u8]) {}
+
+    fn decode<'a>(&mut self, buf: &'a [u8]) -> Result<Option<(Event<'a>, usize)>, DecodeError> {
+        self.0.decode(buf)
+    }
+}
+
 /// The `--raw-source` server: listens on `addr` (port 0 picks one; the
-/// address is printed on stderr), then serves one connection at a time,
-/// writing `size`-byte payloads from sequence 0 until the peer goes away.
-/// Runs until killed.
-pub fn serve(addr: SocketAddr, size: usize, topic: &str) -> io::Result<()> {
+/// address is printed on stderr), then serves `group` connections at a
+/// time, writing the same `size`-byte payloads from sequence 0 to each of
+/// them (a batch to each in turn) until one goes away. Runs until killed.
+pub fn serve(
+    addr: SocketAddr,
+    size: usize,
+    topic: &str,
+    group: usize,
+    format: SourceFormat,
+) -> io::Result<()> {
     let listener = TcpListener::bind(addr)?;
     eprintln!(
         "rosgate-load raw source listening on {}",
         listener.local_addr()?
     );
     let payload = Payload::new(size);
-    let mut codec = Raw::new(usize::MAX);
+    let mut raw = Raw::new(usize::MAX);
+    let mut lines = Rosgate::new(usize::MAX);
     let mut body = Vec::with_capacity(size + 128);
     let mut batch = Vec::with_capacity(size.max(SOURCE_BATCH) + 256);
+    let mut streams = Vec::with_capacity(group);
     for conn in listener.incoming() {
-        let mut stream = match conn {
+        let stream = match conn {
             Ok(s) => s,
             Err(e) => {
                 eprintln!("rosgate-load raw source: accept: {e}");
@@ -103,8 +162,12 @@ pub fn serve(addr: SocketAddr, size: usize, topic: &str) -> io::Result<()> {
             }
         };
         let _ = stream.set_nodelay(true);
+        streams.push(stream);
+        if streams.len() < group.max(1) {
+            continue;
+        }
         let mut seq = 0;
-        loop {
+        'group: loop {
             batch.clear();
             while batch.len() < SOURCE_BATCH {
                 body.clear();
@@ -114,14 +177,20 @@ pub fn serve(addr: SocketAddr, size: usize, topic: &str) -> io::Result<()> {
                     t_ns: 0,
                 };
                 payload.encode(&mut body, st);
-                codec.publish(&mut batch, topic, &body);
+                match format {
+                    SourceFormat::Raw => raw.publish(&mut batch, topic, &body),
+                    SourceFormat::Rosgate => lines.publish(&mut batch, topic, &body),
+                }
                 seq += 1;
             }
-            // The tool closes (resets) the stream when its run ends.
-            if stream.write_all(&batch).is_err() {
-                break;
+            for stream in &mut streams {
+                // The tool closes (resets) the streams when its run ends.
+                if stream.write_all(&batch).is_err() {
+                    break 'group;
+                }
             }
         }
+        streams.clear();
     }
     Ok(())
 }
@@ -150,5 +219,21 @@ mod tests {
         let mut big = Vec::new();
         c.publish(&mut big, "/t", &[b'x'; 17]);
         assert!(c.decode(&big).is_err());
+    }
+
+    #[test]
+    fn relay_reads_the_gateways_publish_lines() {
+        let mut out = Vec::new();
+        Rosgate::new(64).publish(&mut out, "/t", b"{\"a\":1}");
+        let mut r = Relay::new(64);
+        let (ev, used) = r.decode(&out).expect("ok").expect("full");
+        assert_eq!(
+            ev,
+            Event::Delivery {
+                topic: b"/t",
+                payload: b"{\"a\":1}"
+            }
+        );
+        assert_eq!(used, out.len());
     }
 }

@@ -68,7 +68,7 @@ impl Outcome {
 
     /// Which side ran out of CPU, if either did.
     pub fn bound(&self) -> Option<&'static str> {
-        if self.cpu.client >= SATURATED_PCT {
+        if self.cpu.client >= SATURATED_PCT * self.tool_cores as f64 {
             Some("tool-bound")
         } else if self.cpu.server.is_some_and(|s| s >= SATURATED_PCT) {
             Some("server-bound")
@@ -97,8 +97,13 @@ impl Outcome {
         let t = &self.tally;
         let head = format!("{:<8} {}", p.scenario.name(), p.shape());
         let cpu = format!(
-            "cpu tool {} server {}{}{}",
+            "cpu tool {}{} server {}{}{}",
             pct(Some(self.cpu.client)),
+            if self.tool_cores > 1 {
+                format!(" of {} cores", self.tool_cores)
+            } else {
+                String::new()
+            },
             pct(self.cpu.server),
             self.cpu
                 .other
@@ -235,6 +240,8 @@ impl Outcome {
             "latency_us": latency_json(&t.latency),
             "send_lag_us": if p.scenario == Scenario::Latency { latency_json(&t.send_lag) } else { Value::Null },
             "client_cpu_pct": (self.cpu.client * 10.0).round() / 10.0,
+            "threads": p.threads,
+            "tool_cores": self.tool_cores,
             "server_cpu_pct": self.cpu.server.map(|v| (v * 10.0).round() / 10.0),
             "other_cpu_pct": self.cpu.other.map(|v| (v * 10.0).round() / 10.0),
             "bound": self.bound(),

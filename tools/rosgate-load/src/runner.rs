@@ -1,6 +1,11 @@
-//! `Runner`: one mio event loop that drives every connection of a run
-//! through its phases, and `Book`: the per-message accounting that decides
-//! whether the run was clean.
+//! `Runner`: one mio event loop that drives its connections of a run
+//! through their phases, and `Book`: the per-message accounting that
+//! decides whether the run was clean. [`run`] starts one `Runner` per
+//! worker thread (`--threads`, default 1): the run's roles are dealt round
+//! robin, worker 0 also owns the control connection and the server
+//! samples, gates keep the phases in step, and what the workers counted is
+//! merged at the end; what a decision on one worker needs from another
+//! (sequence progress, publishers' counts, wake-ups) is in `workers`.
 //!
 //! Phases, in order:
 //! 1. setup: connect (at most `MAX_CONNECTING` handshakes in flight, so the
@@ -10,7 +15,9 @@
 //! 2. warm-up, then measure: publishers and callers produce; rates, CPU and
 //!    latencies cover only the measured interval, verification covers all.
 //! 3. drain: production stops; wait for stragglers up to `--drain`, then
-//!    whatever is missing is lost.
+//!    whatever is missing is lost. With several workers, each waits until
+//!    every worker has what it waits for (a provider keeps answering
+//!    callers on other workers).
 //!
 //! Flow control:
 //! - closed loop (fanout, fanin, large): a publisher may be at most
@@ -40,11 +47,12 @@ use std::collections::VecDeque;
 use std::fmt;
 use std::io::{self, ErrorKind};
 use std::os::fd::AsRawFd;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use mio::net::TcpStream;
 use mio::unix::SourceFd;
-use mio::{Events, Interest, Poll, Token};
+use mio::{Events, Interest, Poll, Token, Waker};
 use slab::Slab;
 
 use crate::histogram::Histogram;
@@ -54,6 +62,7 @@ use crate::procfs::{proc_rss, CpuSample, CpuUse};
 use crate::scenario::{Params, Scenario};
 use crate::ticker::Ticker;
 use crate::transport::{Codec, Event, ServerCounters};
+use crate::workers::{owner, pin_to, tool_cores, Shared, MAX_PARK};
 
 /// Non-blocking connects in flight at once: below the 128-entry listen
 /// backlog that std and mio use by default, so the load connections of a
@@ -75,6 +84,8 @@ const MAX_LOGGED: u64 = 5;
 const FRAME_SLACK: usize = 64 << 10;
 
 const TICKER: Token = Token(usize::MAX);
+/// Another worker woke this one (a subscriber there advanced).
+const WAKE: Token = Token(usize::MAX - 1);
 
 /// Why a run could not produce a result at all (as opposed to a result
 /// that shows loss).
@@ -83,6 +94,8 @@ pub enum RunError {
     Io(String, io::Error),
     Timeout(String),
     Protocol(String),
+    /// Another worker thread failed (it reports why).
+    Aborted,
 }
 
 impl fmt::Display for RunError {
@@ -91,6 +104,7 @@ impl fmt::Display for RunError {
             RunError::Io(what, e) => write!(f, "{what}: {e}"),
             RunError::Timeout(what) => write!(f, "timed out {what}"),
             RunError::Protocol(what) => f.write_str(what),
+            RunError::Aborted => f.write_str("another worker thread failed"),
         }
     }
 }
@@ -174,6 +188,29 @@ pub struct Tally {
     pub send_lag: Histogram,
 }
 
+impl Tally {
+    /// Adds another worker's counts (`--threads`).
+    fn merge(&mut self, o: &Tally) {
+        self.delivered += o.delivered;
+        self.good += o.good;
+        self.good_bytes += o.good_bytes;
+        self.out_of_order += o.out_of_order;
+        self.corrupt += o.corrupt;
+        self.misrouted += o.misrouted;
+        self.calls_sent += o.calls_sent;
+        self.calls_failed += o.calls_failed;
+        self.calls_answered += o.calls_answered;
+        self.served += o.served;
+        self.feedback_delivered += o.feedback_delivered;
+        self.feedback_good += o.feedback_good;
+        self.feedback_lost += o.feedback_lost;
+        self.disconnects += o.disconnects;
+        self.error_notices += o.error_notices;
+        self.latency.merge(&o.latency);
+        self.send_lag.merge(&o.send_lag);
+    }
+}
+
 #[derive(Debug, Default)]
 struct PubState {
     key: usize,
@@ -182,12 +219,23 @@ struct PubState {
     floor: u64,
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct CallerState {
     key: usize,
     next_id: u64,
     /// Calls (goals) in flight, oldest first.
     outstanding: VecDeque<Pending>,
+}
+
+impl Default for CallerState {
+    fn default() -> Self {
+        CallerState {
+            // Not a connection of this worker until `start_connects`.
+            key: usize::MAX,
+            next_id: 0,
+            outstanding: VecDeque::new(),
+        }
+    }
 }
 
 /// One call or goal in flight.
@@ -225,9 +273,11 @@ struct Book {
     /// The action server's feedback being encoded.
     scratch: Vec<u8>,
     npubs: usize,
-    /// Next expected sequence, indexed `sub * npubs + pub`: one flat table
-    /// so the window check scans contiguous memory.
-    next: Vec<u64>,
+    /// The next expected sequences and publishers' counts every worker
+    /// thread sees (`workers`).
+    shared: Arc<Shared>,
+    /// A subscriber of this worker advanced since the last wake-up check.
+    progressed: bool,
     pubs: Vec<PubState>,
     callers: Vec<CallerState>,
     t: Tally,
@@ -236,12 +286,10 @@ struct Book {
     stats: Option<ServerCounters>,
     /// Latencies are recorded for messages intended at or after this (ns).
     measure_from_ns: u64,
-    logged: u64,
 }
 
 impl Book {
-    /// `remote_source`: see [`Codec::REMOTE_SOURCE`].
-    fn new(p: &Params, remote_source: bool) -> Book {
+    fn new(p: &Params, shared: Arc<Shared>) -> Book {
         Book {
             payload: Payload::new(p.size),
             topic: p.topic.clone(),
@@ -251,11 +299,13 @@ impl Book {
             feedback: p.feedback as u64,
             scratch: Vec::with_capacity(p.size + 128),
             npubs: p.pubs,
-            next: vec![0; p.pubs * p.subs],
+            shared,
+            progressed: false,
             pubs: (0..p.pubs)
                 .map(|_| PubState {
-                    // A remote source's publishers have no connection here.
-                    key: if remote_source { usize::MAX } else { 0 },
+                    // A connection of this worker once `start_connects`
+                    // opens it; a remote source's publishers never are.
+                    key: usize::MAX,
                     ..PubState::default()
                 })
                 .collect(),
@@ -265,7 +315,6 @@ impl Book {
             refused: None,
             stats: None,
             measure_from_ns: u64::MAX,
-            logged: 0,
         }
     }
 
@@ -340,18 +389,19 @@ impl Book {
             t.misrouted += 1;
             return;
         }
-        let next = &mut self.next[sub * self.npubs + src];
-        if st.seq < *next {
+        let next = self.shared.next(sub, src);
+        if st.seq < next {
             // Duplicate or late: not progress, and never counted twice.
             t.out_of_order += 1;
             return;
         }
-        if st.seq > *next {
+        if st.seq > next {
             // The skipped ones are lost unless they turn up late (which is
             // out of order again); either way the run fails.
             t.out_of_order += 1;
         }
-        *next = st.seq + 1;
+        self.shared.set_next(sub, src, st.seq + 1);
+        self.progressed = true;
         t.good += 1;
         t.good_bytes += msg.len() as u64;
         if st.t_ns >= self.measure_from_ns {
@@ -468,22 +518,19 @@ impl Book {
         codec.goal_result(tx, &self.action, id, args);
     }
 
-    /// Lowest next-expected sequence of publisher `i` over all subscribers.
+    /// Lowest next-expected sequence of publisher `i` over all subscribers
+    /// (of every worker).
     fn floor(&self, i: usize) -> u64 {
-        self.next
-            .iter()
-            .skip(i)
-            .step_by(self.npubs)
-            .copied()
-            .min()
-            .unwrap_or(0)
+        self.shared.floor(i)
     }
 
+    /// Prints a problem; at most `MAX_LOGGED` of them per run, over every
+    /// worker.
     fn log(&mut self, args: fmt::Arguments<'_>) {
-        self.logged += 1;
-        if self.logged <= MAX_LOGGED {
+        let logged = self.shared.count_log();
+        if logged <= MAX_LOGGED {
             eprintln!("rosgate-load: {args}");
-        } else if self.logged == MAX_LOGGED + 1 {
+        } else if logged == MAX_LOGGED + 1 {
             eprintln!("rosgate-load: (further messages suppressed)");
         }
     }
@@ -512,7 +559,11 @@ pub struct Outcome {
     pub measured_bytes: u64,
     /// Goals: verified feedback in the measured interval.
     pub measured_feedback: u64,
+    /// Tool CPU counts every worker thread (`getrusage` of the process).
     pub cpu: CpuUse,
+    /// Cores the tool's workers could use at once (`workers::tool_cores`):
+    /// the tool is saturated near `100 % x tool_cores`, not at 100 %.
+    pub tool_cores: usize,
     pub server_rss: Option<u64>,
     /// Idle: server RSS before the idle connections were opened.
     pub server_rss_before: Option<u64>,
@@ -558,11 +609,15 @@ enum Phase {
 
 pub struct Runner<C: Codec> {
     p: Params,
+    /// This worker's index (`--threads`); worker 0 owns the control
+    /// connection, the server samples and the run's start time.
+    w: usize,
+    shared: Arc<Shared>,
     poll: Poll,
     events: Events,
     peers: Slab<Peer<C>>,
     book: Book,
-    /// Origin of every `*_ns` timestamp.
+    /// Origin of every `*_ns` timestamp (the same for every worker).
     clock: Instant,
     phase: Phase,
     run_start_ns: u64,
@@ -577,18 +632,166 @@ pub struct Runner<C: Codec> {
     control: Option<usize>,
     ticker: Option<Ticker>,
     scratch: Vec<u8>,
+    /// Raw bytes of one read of a framed transport, before `Codec::unframe`.
+    framed: Vec<u8>,
+}
+
+/// What one worker measured; [`run`] merges them into an [`Outcome`].
+struct Part {
+    tally: Tally,
+    /// This worker's counters at the start and the end of the measured
+    /// interval (worker 0's clocks and CPU samples are the run's).
+    a: Snapshot,
+    b: Snapshot,
+    drained: bool,
+    /// Worker 0 only.
+    head: Option<Head>,
+}
+
+/// What only worker 0 reads: the server's state and the run's timings.
+struct Head {
+    stats_before: Option<ServerCounters>,
+    stats_after: Option<ServerCounters>,
+    rss_before: Option<u64>,
+    server_rss: Option<u64>,
+    setup: Duration,
+    stats_rtt: Option<Duration>,
+}
+
+/// Runs `p` on `p.threads` workers, each a [`Runner`] with its own share
+/// of the connections and its own poll loop (see `workers`), and merges
+/// what they measured. One worker runs on the calling thread.
+pub fn run<C: Codec + Send + 'static>(p: Params) -> Result<Outcome, RunError> {
+    let threads = p.threads.max(1);
+    let shared = Arc::new(Shared::new(threads, p.pubs, p.subs));
+    let parts: Vec<Result<Part, RunError>> = if threads == 1 {
+        vec![worker::<C>(p.clone(), 0, Arc::clone(&shared))]
+    } else {
+        let handles: Vec<_> = (0..threads)
+            .map(|w| {
+                let (p, shared) = (p.clone(), Arc::clone(&shared));
+                std::thread::Builder::new()
+                    .name(format!("load-{w}"))
+                    .spawn(move || {
+                        let _guard = AbortOnPanic(Arc::clone(&shared));
+                        worker::<C>(p, w, shared)
+                    })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| match h {
+                Ok(h) => h
+                    .join()
+                    .unwrap_or_else(|_| Err(RunError::Protocol("a worker thread panicked".into()))),
+                Err(e) => {
+                    shared.abort();
+                    Err(RunError::Io("spawning a worker thread".into(), e))
+                }
+            })
+            .collect()
+    };
+    let mut ok = Vec::with_capacity(parts.len());
+    let mut first_err = None;
+    for part in parts {
+        match part {
+            Ok(part) => ok.push(part),
+            // The worker that failed says why; the others only followed.
+            Err(RunError::Aborted) => {}
+            Err(e) => {
+                first_err.get_or_insert(e);
+            }
+        }
+    }
+    if let Some(e) = first_err {
+        return Err(e);
+    }
+    if ok.len() != threads {
+        return Err(RunError::Aborted);
+    }
+    let mut tally = Tally::default();
+    let (mut good, mut bytes, mut feedback) = (0, 0, 0);
+    let mut drained = true;
+    for part in &ok {
+        tally.merge(&part.tally);
+        good += part.b.good - part.a.good;
+        bytes += part.b.good_bytes - part.a.good_bytes;
+        feedback += part.b.feedback_good - part.a.feedback_good;
+        drained &= part.drained;
+    }
+    let first = ok.swap_remove(0);
+    let Some(head) = first.head else {
+        return Err(RunError::Aborted);
+    };
+    let expected = match p.scenario {
+        Scenario::Calls | Scenario::Goals => tally.calls_sent,
+        Scenario::Idle => 0,
+        _ => (0..p.pubs).map(|i| shared.sent(i)).sum::<u64>() * p.subs as u64,
+    };
+    Ok(Outcome {
+        transport: C::NAME,
+        tally,
+        expected,
+        measured: first.b.at.saturating_duration_since(first.a.at),
+        measured_good: good,
+        measured_bytes: bytes,
+        measured_feedback: feedback,
+        cpu: first.a.cpu.until(&first.b.cpu),
+        tool_cores: tool_cores(threads, &p.pin_cpus),
+        server_rss: head.server_rss,
+        server_rss_before: head.rss_before,
+        stats_before: head.stats_before,
+        stats_after: head.stats_after,
+        setup: head.setup,
+        stats_rtt: head.stats_rtt,
+        drained,
+        params: p,
+    })
+}
+
+/// Stops the other workers when a worker thread panics, so that none of
+/// them waits at a gate for it.
+struct AbortOnPanic(Arc<Shared>);
+
+impl Drop for AbortOnPanic {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.0.abort();
+        }
+    }
+}
+
+/// One worker's whole run, on the calling thread; a failure stops the
+/// others (they return [`RunError::Aborted`]).
+fn worker<C: Codec>(p: Params, w: usize, shared: Arc<Shared>) -> Result<Part, RunError> {
+    if let Some(&cpu) = p.pin_cpus.get(w % p.pin_cpus.len().max(1)) {
+        if let Err(e) = pin_to(cpu) {
+            shared.abort();
+            return Err(RunError::Io(format!("pinning worker {w} to CPU {cpu}"), e));
+        }
+    }
+    let r = Runner::<C>::new(p, w, Arc::clone(&shared)).and_then(Runner::run_worker);
+    if r.is_err() {
+        shared.abort();
+    }
+    r
 }
 
 impl<C: Codec> Runner<C> {
-    pub fn new(p: Params) -> Result<Self, RunError> {
+    fn new(p: Params, w: usize, shared: Arc<Shared>) -> Result<Self, RunError> {
         let poll = Poll::new().map_err(|e| RunError::Io("creating poll".into(), e))?;
-        let book = Book::new(&p, C::REMOTE_SOURCE);
+        let waker = Waker::new(poll.registry(), WAKE)
+            .map_err(|e| RunError::Io("creating the waker".into(), e))?;
+        shared.set_waker(w, Arc::new(waker));
+        let book = Book::new(&p, Arc::clone(&shared));
         Ok(Runner {
             poll,
             events: Events::with_capacity(1024),
             peers: Slab::new(),
             book,
-            clock: Instant::now(),
+            clock: shared.clock,
+            w,
+            shared,
             phase: Phase::Setup,
             run_start_ns: 0,
             ready: Vec::new(),
@@ -599,50 +802,70 @@ impl<C: Codec> Runner<C> {
             control: None,
             ticker: None,
             scratch: Vec::with_capacity(p.size + 128),
+            framed: Vec::new(),
             p,
         })
     }
 
-    /// Runs every phase and returns the measurements.
-    pub fn run(mut self) -> Result<Outcome, RunError> {
+    fn gate(&self) -> Result<(), RunError> {
+        self.shared.gate().map_err(|_| RunError::Aborted)
+    }
+
+    /// Runs every phase and returns what this worker measured.
+    fn run_worker(mut self) -> Result<Part, RunError> {
         let setup_start = Instant::now();
         let setup_deadline = setup_start + self.p.setup_timeout;
         let server_pid = self.p.server_pid;
+        let lead = self.w == 0;
 
         // Control connection first, so "before" counters and RSS exclude
         // the load connections. A raw source has nothing to ask.
-        if !C::REMOTE_SOURCE {
-            self.to_connect.push_back(Role::Control);
+        let mut stats_before = None;
+        let mut rss_before = None;
+        if lead {
+            if !C::REMOTE_SOURCE {
+                self.to_connect.push_back(Role::Control);
+            }
+            self.wait(setup_deadline, "connecting the control connection", |r| {
+                r.connecting == 0 && r.to_connect.is_empty()
+            })?;
+            stats_before = self.server_stats(setup_deadline)?;
+            rss_before = server_pid.and_then(|pid| proc_rss(pid).ok());
         }
-        self.wait(setup_deadline, "connecting the control connection", |r| {
-            r.connecting == 0 && r.to_connect.is_empty()
-        })?;
-        let stats_before = self.server_stats(setup_deadline)?;
-        let rss_before = server_pid.and_then(|pid| proc_rss(pid).ok());
+        self.gate()?;
 
         let p = &self.p;
+        let (w, threads) = (self.w, self.shared.threads);
         let roles = (0..p.subs)
             .map(Role::Sub)
             .chain((0..p.pubs).map(Role::Pub).filter(|_| !C::REMOTE_SOURCE))
             .chain((p.scenario == Scenario::Calls).then_some(Role::Provider))
             .chain((p.scenario == Scenario::Goals).then_some(Role::ActionServer))
-            .chain((0..p.callers).map(Role::Caller));
+            .chain((0..p.callers).map(Role::Caller))
+            .enumerate()
+            .filter(|&(j, _)| owner(j, threads) == w)
+            .map(|(_, role)| role);
         self.to_connect.extend(roles);
         self.wait(setup_deadline, "connecting and subscribing", |r| {
             r.connecting == 0 && r.to_connect.is_empty() && r.book.acks_pending == 0
         })?;
-        if self.p.conns > 0 {
+        if lead && self.p.conns > 0 {
             let base = stats_before.map_or(1, |s| s.connections_open);
             self.open_idle(base, setup_deadline)?;
         }
-        let mut stats_rtt = None;
-        let setup = setup_start.elapsed();
-        // A federation carries interest and providers across in its own
-        // time; nothing on this side can see when it is done.
-        std::thread::sleep(self.p.settle);
+        self.gate()?;
+        let mut setup = Duration::ZERO;
+        if lead {
+            setup = setup_start.elapsed();
+            // A federation carries interest and providers across in its
+            // own time; nothing on this side can see when it is done.
+            std::thread::sleep(self.p.settle);
+            self.shared.set_start(Instant::now());
+        }
+        self.gate()?;
 
-        // Measure.
-        let now = Instant::now();
+        // Measure, from the one start every worker shares.
+        let now = self.shared.start().ok_or(RunError::Aborted)?;
         self.phase = Phase::Run;
         self.run_start_ns = self.ns(now);
         let warm_end = now + self.p.warmup;
@@ -650,7 +873,8 @@ impl<C: Codec> Runner<C> {
         self.book.measure_from_ns = self.ns(warm_end);
         // Nothing on the wire wakes the first producer turn.
         self.produce_again = true;
-        if self.p.scenario == Scenario::Latency {
+        let owns_pubs = self.book.pubs.iter().any(|s| s.key != usize::MAX);
+        if self.p.scenario == Scenario::Latency && owns_pubs {
             self.start_ticker();
         }
         while Instant::now() < warm_end {
@@ -661,49 +885,55 @@ impl<C: Codec> Runner<C> {
             self.turn(end)?;
         }
         let b = self.snapshot();
-        let server_rss = server_pid.and_then(|pid| proc_rss(pid).ok());
+        let server_rss = if lead {
+            server_pid.and_then(|pid| proc_rss(pid).ok())
+        } else {
+            None
+        };
 
-        // Drain.
+        // Drain: until every worker has all it waits for.
         self.phase = Phase::Drain;
+        self.shared.done_producing();
         if let Some(t) = self.ticker.take() {
             let _ = self.poll.registry().deregister(&mut SourceFd(&t.raw_fd()));
         }
         let drain_deadline = Instant::now() + self.p.drain;
-        while !self.complete() && Instant::now() < drain_deadline {
+        loop {
+            let mine = self.complete();
+            self.shared.set_drained(self.w, mine);
+            if (mine && self.shared.all_drained()) || Instant::now() >= drain_deadline {
+                break;
+            }
             self.turn(drain_deadline)?;
         }
         let drained = self.complete();
-        if self.p.scenario == Scenario::Idle && self.control.is_some() {
-            let t0 = Instant::now();
-            if self.server_stats(t0 + Duration::from_secs(5))?.is_some() {
-                stats_rtt = Some(t0.elapsed());
+        self.gate()?;
+        let mut head = None;
+        if lead {
+            let mut stats_rtt = None;
+            if self.p.scenario == Scenario::Idle && self.control.is_some() {
+                let t0 = Instant::now();
+                if self.server_stats(t0 + Duration::from_secs(5))?.is_some() {
+                    stats_rtt = Some(t0.elapsed());
+                }
             }
+            let stats_after = self.server_stats(Instant::now() + Duration::from_secs(5))?;
+            head = Some(Head {
+                stats_before,
+                stats_after,
+                rss_before,
+                server_rss,
+                setup,
+                stats_rtt,
+            });
         }
-        let stats_after = self.server_stats(Instant::now() + Duration::from_secs(5))?;
-
         self.abort_all();
-        let expected = match self.p.scenario {
-            Scenario::Calls | Scenario::Goals => self.book.t.calls_sent,
-            Scenario::Idle => 0,
-            _ => self.book.pubs.iter().map(|s| s.sent).sum::<u64>() * self.p.subs as u64,
-        };
-        Ok(Outcome {
-            transport: C::NAME,
-            tally: self.book.t.clone(),
-            expected,
-            measured: b.at.saturating_duration_since(a.at),
-            measured_good: b.good - a.good,
-            measured_bytes: b.good_bytes - a.good_bytes,
-            measured_feedback: b.feedback_good - a.feedback_good,
-            cpu: a.cpu.until(&b.cpu),
-            server_rss,
-            server_rss_before: rss_before,
-            stats_before,
-            stats_after,
-            setup,
-            stats_rtt,
+        Ok(Part {
+            tally: std::mem::take(&mut self.book.t),
+            a,
+            b,
             drained,
-            params: self.p,
+            head,
         })
     }
 
@@ -811,15 +1041,14 @@ impl<C: Codec> Runner<C> {
         self.peers.get(k).map_or(0, |p| p.tx.pending())
     }
 
-    /// Everything sent has been accounted for.
+    /// Everything sent has been accounted for: every publisher's messages
+    /// (of any worker) reached every subscriber, nothing of this worker's
+    /// is left unsent, and its callers have all their answers.
     fn complete(&self) -> bool {
         let b = &self.book;
-        let pubs_done = b
-            .pubs
-            .iter()
-            .enumerate()
-            .all(|(i, s)| b.floor(i) >= s.sent && self.unsent(s.key) == 0);
-        pubs_done && b.callers.iter().all(|c| c.outstanding.is_empty())
+        self.shared.all_delivered()
+            && b.pubs.iter().all(|s| self.unsent(s.key) == 0)
+            && b.callers.iter().all(|c| c.outstanding.is_empty())
     }
 
     /// Turns the loop until `done` or `deadline`; setup failures end it.
@@ -890,11 +1119,18 @@ impl<C: Codec> Runner<C> {
         // sleep in poll, not after.
         self.flush_dirty()?;
         let now = Instant::now();
-        let timeout = if !self.ready.is_empty() || !self.dirty.is_empty() || self.produce_again {
+        let mut timeout = if !self.ready.is_empty() || !self.dirty.is_empty() || self.produce_again
+        {
             Duration::ZERO
         } else {
             deadline.saturating_duration_since(now)
         };
+        if self.shared.multi() {
+            if self.shared.aborted() {
+                return Err(RunError::Aborted);
+            }
+            timeout = timeout.min(MAX_PARK);
+        }
         if let Err(e) = self.poll.poll(&mut self.events, Some(timeout)) {
             if e.kind() == ErrorKind::Interrupted {
                 return Ok(());
@@ -906,6 +1142,10 @@ impl<C: Codec> Runner<C> {
                 if let Some(t) = &self.ticker {
                     t.drain();
                 }
+                continue;
+            }
+            if ev.token() == WAKE {
+                // `produce` runs every turn and re-reads the floors.
                 continue;
             }
             let k = ev.token().0;
@@ -928,6 +1168,10 @@ impl<C: Codec> Runner<C> {
             }
         }
         self.read_ready()?;
+        if self.book.progressed && self.shared.multi() {
+            self.book.progressed = false;
+            self.shared.wake_parked(self.w);
+        }
         self.produce();
         self.flush_dirty()?;
         Ok(())
@@ -1117,6 +1361,14 @@ impl<C: Codec> Runner<C> {
                 awaiting_ack,
                 ..
             } = &mut *peer;
+            if C::FRAMED {
+                rx.take_tail(n, &mut self.framed);
+                if let Err(e) = codec.unframe(&self.framed, &mut |b| rx.push(b)) {
+                    return Err(RunError::Protocol(format!(
+                        "connection {k} ({role:?}): {e}"
+                    )));
+                }
+            }
             loop {
                 let (ev, used) = match codec.decode(rx.unread()) {
                     Ok(Some(x)) => x,
@@ -1284,13 +1536,26 @@ impl<C: Codec> Runner<C> {
                 let st = &mut self.book.pubs[i];
                 st.floor = floor;
                 if st.sent - floor >= window {
-                    // Resumed by a delivery.
-                    break;
+                    if !self.shared.multi() {
+                        // Resumed by a delivery.
+                        break;
+                    }
+                    // Resumed by a delivery here, or a wake-up from the
+                    // worker whose subscriber advanced: ask for it, then
+                    // look again (see `workers` on lost wake-ups).
+                    self.shared.park(self.w);
+                    let floor = self.book.floor(i);
+                    let st = &mut self.book.pubs[i];
+                    st.floor = floor;
+                    if st.sent - floor >= window {
+                        break;
+                    }
                 }
             }
             let seq = self.book.pubs[i].sent;
             budget = budget.saturating_sub(self.encode_publish(k, i, seq, now_ns));
             self.book.pubs[i].sent += 1;
+            self.shared.set_sent(i, seq + 1);
             if budget == 0 {
                 self.produce_again = true;
                 break;
@@ -1330,6 +1595,7 @@ impl<C: Codec> Runner<C> {
             }
             budget = budget.saturating_sub(self.encode_publish(k, i, seq, intended));
             self.book.pubs[i].sent += 1;
+            self.shared.set_sent(i, seq + 1);
             if budget == 0 {
                 self.produce_again = true;
                 break;
@@ -1431,7 +1697,7 @@ mod tests {
             },
         )
         .expect("valid params");
-        let mut book = Book::new(&p, false);
+        let mut book = Book::new(&p, Arc::new(Shared::new(1, p.pubs, p.subs)));
         book.measure_from_ns = 0;
         book
     }
@@ -1575,5 +1841,109 @@ mod tests {
         bad[i] = if bad[i] == b'A' { b'B' } else { b'A' };
         receive(&mut book, Role::Caller(0), &bad);
         assert_eq!(book.t.corrupt, 1);
+    }
+
+    /// A minimal rosbridge-style line broker for the multi-threaded runs
+    /// below: acknowledges subscribes, answers the stats call, and writes
+    /// every publish line to every subscriber. Blocking, one thread per
+    /// connection; it lives until the test process ends.
+    fn line_broker() -> std::net::SocketAddr {
+        use std::io::{BufRead, BufReader, Write};
+        use std::net::{TcpListener, TcpStream};
+        use std::sync::Mutex;
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let subs: Arc<Mutex<Vec<TcpStream>>> = Arc::default();
+        std::thread::spawn(move || {
+            for conn in listener.incoming() {
+                let Ok(conn) = conn else { return };
+                let subs = Arc::clone(&subs);
+                std::thread::spawn(move || {
+                    let mut out = conn.try_clone().expect("clone");
+                    for line in BufReader::new(conn).lines() {
+                        let Ok(line) = line else { return };
+                        if line.contains("\"op\":\"subscribe\"") {
+                            let id = line
+                                .split("\"id\":\"")
+                                .nth(1)
+                                .and_then(|r| r.split('"').next());
+                            let ack = format!(
+                                "{{\"op\":\"status\",\"level\":\"info\",\"msg\":\"ok\",\"id\":\"{}\"}}\n",
+                                id.unwrap_or("")
+                            );
+                            let mut list = subs.lock().expect("lock");
+                            let _ = out.write_all(ack.as_bytes());
+                            list.push(out.try_clone().expect("clone"));
+                        } else if line.contains("/rosgate/stats") {
+                            let _ = out.write_all(
+                                b"{\"op\":\"service_response\",\"service\":\"/rosgate/stats\",\"id\":\"stats\",\
+                                  \"values\":{\"connections_open\":0,\"published\":0,\"delivered\":0,\"dropped\":0},\
+                                  \"result\":true}\n",
+                            );
+                        } else if line.contains("\"op\":\"publish\"") {
+                            let mut list = subs.lock().expect("lock");
+                            for s in list.iter_mut() {
+                                let _ = s.write_all(line.as_bytes());
+                                let _ = s.write_all(b"\n");
+                            }
+                        }
+                    }
+                });
+            }
+        });
+        addr
+    }
+
+    fn threaded(
+        scenario: Scenario,
+        pubs: usize,
+        subs: usize,
+        addr: std::net::SocketAddr,
+    ) -> Outcome {
+        let o = Overrides {
+            pubs: Some(pubs),
+            subs: Some(subs),
+            window: Some(50),
+            ..Overrides::default()
+        };
+        let mut p = Params::resolve(
+            scenario,
+            addr,
+            o,
+            RunSettings {
+                duration: Duration::from_millis(300),
+                warmup: Duration::from_millis(50),
+                drain: Duration::from_secs(5),
+                setup_timeout: Duration::from_secs(5),
+                server_pid: None,
+                topic: "/t".into(),
+                service: "/s".into(),
+                action: "/a".into(),
+            },
+        )
+        .expect("valid params");
+        p.threads = 2;
+        run::<Rosgate>(p).expect("the run completes")
+    }
+
+    #[test]
+    fn two_workers_keep_every_check_across_threads() {
+        let addr = line_broker();
+        // Fan-out: subscribers on both workers, the window against the
+        // slowest of them; fan-in: publishers on both, woken across.
+        for (scenario, pubs, subs) in [(Scenario::Fanout, 1, 4), (Scenario::Fanin, 4, 1)] {
+            let o = threaded(scenario, pubs, subs, addr);
+            let t = &o.tally;
+            assert!(o.clean(), "{scenario:?}: {t:?} expected {}", o.expected);
+            assert!(o.drained, "{scenario:?}");
+            assert!(
+                o.expected > 0 && t.good == o.expected,
+                "{scenario:?}: {} of {}",
+                t.good,
+                o.expected
+            );
+            assert!(o.measured_good > 0 && t.latency.count() > 0, "{scenario:?}");
+            assert_eq!(o.tool_cores, tool_cores(2, &[]));
+        }
     }
 }

@@ -142,6 +142,11 @@ pub struct Params {
     /// nothing is published on it), so the row measures an idle
     /// *subscribed* connection (`--idle-subscribed`).
     pub idle_subscribed: bool,
+    /// Worker threads the connections are spread over (`--threads`).
+    pub threads: usize,
+    /// CPUs the workers are pinned to, worker `w` on entry `w mod len`
+    /// (`--pin-cpus`); empty: not pinned.
+    pub pin_cpus: Vec<usize>,
 }
 
 /// Raw values from the command line; `None` means "scenario default".
@@ -244,6 +249,8 @@ impl Params {
             service,
             action,
             idle_subscribed: false,
+            threads: 1,
+            pin_cpus: Vec::new(),
         };
         p.validate()?;
         Ok(p)

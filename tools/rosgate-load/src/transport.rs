@@ -91,6 +91,11 @@ pub trait Codec {
     /// subscription.
     const REMOTE_SOURCE: bool = false;
 
+    /// The protocol travels inside another framing (a WebSocket, `ws`):
+    /// the runner hands each read's raw bytes to [`Codec::unframe`], and
+    /// [`Codec::decode`] sees only the bytes it passes on.
+    const FRAMED: bool = false;
+
     /// `max_frame`: longest frame to accept, bytes.
     fn new(max_frame: usize) -> Self;
 
@@ -155,6 +160,14 @@ pub trait Codec {
     /// appended any.
     fn take_output(&mut self, _out: &mut Vec<u8>) -> bool {
         false
+    }
+
+    /// [`Codec::FRAMED`] transports: takes the raw bytes of one read and
+    /// hands the protocol bytes inside them, in order, to `out` (any
+    /// answers the framing owes, such as a pong, come out of
+    /// [`Codec::take_output`]). An error ends the run like a decode error.
+    fn unframe(&mut self, _raw: &[u8], _out: &mut dyn FnMut(&[u8])) -> Result<(), DecodeError> {
+        Ok(())
     }
 
     /// Parses the values of a `Stats` event.
