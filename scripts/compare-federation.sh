@@ -25,8 +25,8 @@
 #   OUT=target/compare-federation.md
 #   RESULTS=target/compare-federation-results.jsonl
 #
-# Bounded: about REPS x 6 x (DURATION + WARMUP + SETTLE + 6) seconds, about
-# 4 minutes with the defaults. Exit status 0 when every run was clean
+# Bounded: about REPS x 10 x (DURATION + WARMUP + SETTLE + 6) seconds, about
+# 7 minutes with the defaults. Exit status 0 when every run was clean
 # (targets missed are reported, not failed), 1 otherwise.
 
 set -euo pipefail
@@ -99,11 +99,12 @@ wait_log() {
     echo "$a"
 }
 
-# Sets SRC, DST (the nodes' client addresses) and SRV_PID (node B's).
+# Sets SRC, DST (the nodes' client addresses), SRC_WS, DST_WS (their
+# WebSocket addresses) and SRV_PID (node B's).
 start_rosgate() {
     local z
     z=$(free_port)
-    local args=(--listen 127.0.0.1:0 --ws-listen off --foxglove-listen off --log-level warn)
+    local args=(--listen 127.0.0.1:0 --ws-listen 127.0.0.1:0 --foxglove-listen off --log-level warn)
     "${PIN_SRV[@]}" "$GATEWAY" "${args[@]}" --zenoh-listen "tcp/127.0.0.1:$z" 2>"$TMP/a.log" &
     PIDS+=($!)
     "${PIN_SRV[@]}" "$GATEWAY" "${args[@]}" --zenoh-connect "tcp/127.0.0.1:$z" 2>"$TMP/b.log" &
@@ -112,31 +113,45 @@ start_rosgate() {
     local expr='s/.*listening on \([0-9.]*:[0-9]*\).*/\1/p'
     SRC=$(wait_log "$TMP/a.log" "$expr")
     DST=$(wait_log "$TMP/b.log" "$expr")
-    [[ -n $SRC && -n $DST ]]
+    local ws='s/.*websocket listening on ws:\/\/\([0-9.]*:[0-9]*\).*/\1/p'
+    SRC_WS=$(wait_log "$TMP/a.log" "$ws")
+    DST_WS=$(wait_log "$TMP/b.log" "$ws")
+    [[ -n $SRC && -n $DST && -n $SRC_WS && -n $DST_WS ]]
+}
+
+# nats_conf CLIENT WS ROUTE PEER-ROUTE: a node's configuration (the flags
+# have no WebSocket listener).
+nats_conf() {
+    printf 'listen: "127.0.0.1:%s"\ncluster {\n  name: rosgate-compare\n  listen: "127.0.0.1:%s"\n  routes: ["nats://127.0.0.1:%s"]\n}\nwebsocket {\n  listen: "127.0.0.1:%s"\n  no_tls: true\n}\n' \
+        "$1" "$3" "$4" "$2"
 }
 
 start_nats() {
-    local ca cb ra rb
-    ca=$(free_port) cb=$(free_port) ra=$(free_port) rb=$(free_port)
-    "${PIN_SRV[@]}" nats-server -a 127.0.0.1 -p "$ca" -cluster "nats://127.0.0.1:$ra" \
-        -cluster_name rosgate-compare -routes "nats://127.0.0.1:$rb" >"$TMP/na.log" 2>&1 &
+    local ca cb ra rb wa wb
+    ca=$(free_port) cb=$(free_port) ra=$(free_port) rb=$(free_port) wa=$(free_port) wb=$(free_port)
+    nats_conf "$ca" "$wa" "$ra" "$rb" >"$TMP/na.conf"
+    nats_conf "$cb" "$wb" "$rb" "$ra" >"$TMP/nb.conf"
+    "${PIN_SRV[@]}" nats-server -c "$TMP/na.conf" >"$TMP/na.log" 2>&1 &
     PIDS+=($!)
-    "${PIN_SRV[@]}" nats-server -a 127.0.0.1 -p "$cb" -cluster "nats://127.0.0.1:$rb" \
-        -cluster_name rosgate-compare -routes "nats://127.0.0.1:$ra" >"$TMP/nb.log" 2>&1 &
+    "${PIN_SRV[@]}" nats-server -c "$TMP/nb.conf" >"$TMP/nb.log" 2>&1 &
     PIDS+=($!)
     SRV_PID=$!
     # The route is up when both log it.
     local a b
     a=$(wait_log "$TMP/na.log" 's/.*\(Route connection created\).*/\1/p')
     b=$(wait_log "$TMP/nb.log" 's/.*\(Route connection created\).*/\1/p')
-    SRC=127.0.0.1:$ca DST=127.0.0.1:$cb
+    SRC=127.0.0.1:$ca DST=127.0.0.1:$cb SRC_WS=127.0.0.1:$wa DST_WS=127.0.0.1:$wb
     [[ -n $a && -n $b ]]
 }
 
+# row | rosgate-load arguments | ws: over WebSocket (rosbridge's for
+# rosgate, NATS's own for the cluster)
 ROWS=(
-    "fed-fanout-1x16|--scenario fanout --subs 16 --size 64"
-    "fed-calls-32|--scenario calls --callers 32 --inflight 1"
-    "fed-latency-1x1|--scenario latency --rate 5000 --subs 1"
+    "fed-fanout-1x16|--scenario fanout --subs 16 --size 64|"
+    "fed-calls-32|--scenario calls --callers 32 --inflight 1|"
+    "fed-latency-1x1|--scenario latency --rate 5000 --subs 1|"
+    "fed-fanout-1x16-ws|--scenario fanout --subs 16 --size 64|ws"
+    "fed-calls-32-ws|--scenario calls --callers 32 --inflight 1|ws"
 )
 SYSTEMS=(rosgate nats)
 LIMIT=$(awk -v d="$DURATION" -v w="$WARMUP" -v s="$SETTLE" 'BEGIN { printf "%d", d + w + s + 40 }')
@@ -150,7 +165,7 @@ T0=$SECONDS
 note "${DURATION}s x ${REPS} reps; load average $LOAD_BEFORE"
 for rep in $(seq "$REPS"); do
     for row in "${ROWS[@]}"; do
-        IFS='|' read -r name args <<<"$row"
+        IFS='|' read -r name args over <<<"$row"
         for sys in "${SYSTEMS[@]}"; do
             stop_all
             if ! "start_$sys"; then
@@ -159,10 +174,15 @@ for rep in $(seq "$REPS"); do
                 FAILED=1
                 continue
             fi
+            transport=$sys dst=$DST src=$SRC
+            if [[ $over == ws ]]; then
+                transport=ws dst=$DST_WS src=$SRC_WS
+                [[ $sys == nats ]] && transport=nats-ws
+            fi
             set +e
             # shellcheck disable=SC2086 # args is a word list by design
-            out=$(timeout --kill-after=5 "$LIMIT" "${PIN_LOAD[@]}" "$LOAD" --transport "$sys" \
-                --addr "$DST" --source-addr "$SRC" --server-pid "$SRV_PID" --settle "$SETTLE" \
+            out=$(timeout --kill-after=5 "$LIMIT" "${PIN_LOAD[@]}" "$LOAD" --transport "$transport" \
+                --addr "$dst" --source-addr "$src" --server-pid "$SRV_PID" --settle "$SETTLE" \
                 --duration "$DURATION" --warmup "$WARMUP" $args 2>"$TMP/stderr")
             rc=$?
             set -e
@@ -241,6 +261,8 @@ line "calls across, 32 callers x1, calls/s" fed-calls-32 rate '.msgs_per_s' 2 up
 line "calls across, 32 callers x1, p50" fed-calls-32 us '.latency_us.p50' 0.5 down
 line "latency 1->1 @5k/s across, p50" fed-latency-1x1 us '.latency_us.p50' 0.5 down
 line "latency 1->1 @5k/s across, p99" fed-latency-1x1 us '.latency_us.p99' 1 down
+line "WebSocket: 1->16 64 B across, delivered msg/s" fed-fanout-1x16-ws rate '.msgs_per_s' 2 up
+line "WebSocket: calls across, 32 callers x1, calls/s" fed-calls-32-ws rate '.msgs_per_s' 2 up
 
 {
     echo "## Across two gateways: rosgate federation vs a NATS cluster"
@@ -253,6 +275,7 @@ line "latency 1->1 @5k/s across, p99" fed-latency-1x1 us '.latency_us.p99' 1 dow
     echo "|---|---:|---:|---:|---|---|---:|"
     printf '%s\n' "${TABLE[@]}"
     echo
+    echo "WebSocket rows: every client over WebSocket (rosgate-load ws: rosbridge v2 JSON; nats-ws: NATS's own)."
     echo "Publishers and providers on one node, subscribers and callers on the other; every delivery"
     echo "and answer verified by rosgate-load. Every run: $RESULTS."
 } >"$OUT.tmp"

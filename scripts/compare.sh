@@ -60,7 +60,7 @@
 # about 11 minutes with the defaults (27 runs per repetition before issue
 # 30, plus 1 ceiling-relay and 4 WebSocket runs; REPS=1 DURATION=3 took
 # 127 s on 2 cores), plus about 13 x (DURATION + 2) seconds for the images
-# section and REPS x 6 x (DURATION + 8.5) for the federation section
+# section and REPS x 10 x (DURATION + 8.5) for the federation section
 # (about 4 minutes). Exit status 0 when every run was clean (targets
 # missed are reported, not failed), 1 otherwise.
 
