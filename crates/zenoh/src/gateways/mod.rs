@@ -3,16 +3,21 @@
 //! want and provide (`remote.rs`). See docs/federation.md.
 //!
 //! It owns this gateway's presence in the federation: its presence token,
-//! the watchers of the others' tokens and graphs, a subscriber and an
-//! interest token per topic local clients subscribe to, a queryable and a
-//! provider token per service or action local clients offer, and the
-//! queries that carry the bridge's calls and goals to other gateways.
+//! the watchers of the others' tokens and graphs, its mailbox (calls and
+//! answers from other gateways, `calls.rs`), a subscriber and an interest
+//! token per topic local clients subscribe to, a provider token per service
+//! (and a queryable per action) local clients offer, the mail and topic
+//! runs of a loop turn, put at its end ([`Peer::flush`]), and the queries
+//! that carry the bridge's goals to other gateways.
 //!
 //! Invariants:
 //! - a topic is subscribed across gateways (one subscriber, one interest
 //!   token) only while local clients subscribe to it;
-//! - every call forwarded ends in one `service_response` and every goal
-//!   forwarded in one `action_result` (`FirstReply`, `GoalGuard`);
+//! - every call forwarded ends in one `service_response` (`calls.rs`) and
+//!   every goal forwarded in one `action_result` (`GoalGuard`);
+//! - what a turn gathered leaves in that turn, topic data before mail (a
+//!   client's publishes before its call leave before the call), and a
+//!   topic's messages in the order they came;
 //! - this peer takes every call, goal, cancel and answer no other peer
 //!   took: it is the last of [`crate::Federation`]'s peers.
 
@@ -50,8 +55,8 @@ struct Wanted {
 }
 
 /// What this gateway declared (on the worker) for a service a local client
-/// provides (a queryable and a provider token), or an action a local
-/// client serves (then also the cancels' subscriber).
+/// provides (a provider token), or an action a local client serves (a goal
+/// queryable, the cancels' subscriber and a provider token).
 struct Provided {
     _decl: Declared,
 }

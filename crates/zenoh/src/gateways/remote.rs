@@ -1,8 +1,9 @@
 //! What Zenoh's threads learn, shared with the loop: which gateways are up,
 //! which topics they (and ROS 2's subscriptions, for the ROS 2 peer) want,
-//! which services and actions they provide, their graphs, and the calls and
-//! goals from them waiting here. The samples, calls and answers they send
-//! go to the loop through the hand-off (`inbox.rs`), which owns that budget.
+//! which services and actions they provide, their graphs, and the goals
+//! from them waiting here (their calls: `calls.rs`, kept here too). The
+//! samples, calls and answers they send go to the loop through the
+//! hand-off (`inbox.rs`), which owns that budget.
 //!
 //! Invariants:
 //! - callbacks never block: a lock held for a few map operations, a
@@ -47,8 +48,8 @@ pub const MAX_GATEWAYS: usize = 1024;
 /// (and counted). Provider entries count against the same limit.
 pub const MAX_REMOTE_INTEREST: usize = 65536;
 
-/// Calls from other gateways waiting for an answer here; more are
-/// answered at once with an error.
+/// Calls from other gateways waiting for an answer here (and, counted
+/// apart, goals); more are answered at once with an error.
 pub const MAX_REMOTE_CALLS: usize = 4096;
 
 /// What the loop learns from the other gateways (graphs come apart:
@@ -606,7 +607,7 @@ impl Shared {
             drop(qs);
             let _ = q
                 .reply_err(
-                    "the gateway has too many calls and goals from other gateways in progress",
+                    "the gateway has too many goals from other gateways in progress",
                 )
                 .wait();
             return None;
