@@ -606,9 +606,7 @@ impl Shared {
         if qs.len() >= MAX_REMOTE_CALLS {
             drop(qs);
             let _ = q
-                .reply_err(
-                    "the gateway has too many goals from other gateways in progress",
-                )
+                .reply_err("the gateway has too many goals from other gateways in progress")
                 .wait();
             return None;
         }

@@ -469,9 +469,8 @@ fn a_call_to_a_peers_provider_is_addressed_to_that_peer_once() {
     t.hub.remote_answer(0, &id, sum, false, t.now);
     let got = t.recv(caller);
     assert!(
-        got.iter().any(|v| v["id"] == "d"
-            && v["values"]["sum"] == 4
-            && v["result"] == false),
+        got.iter()
+            .any(|v| v["id"] == "d" && v["values"]["sum"] == 4 && v["result"] == false),
         "{got:?}"
     );
     t.hub.remote_answer(0, &id, sum, true, t.now);
