@@ -60,7 +60,7 @@ mod ros2;
 mod ros_settings;
 mod worker;
 
-pub use gateways::calls::{CALL_TIMEOUT_SECS, MAX_CALLS_TO_GATEWAYS};
+pub use gateways::calls::{CALL_TIMEOUT_SECS, MAX_CALLS_TO_GATEWAYS, MAX_REMOTE_CALLS};
 pub use gateways::keys;
 pub use gateways::mail;
 use gateways::{remote, Gateways};
@@ -76,7 +76,7 @@ use zenoh::{Session, Wait};
 
 use remote::Shared;
 pub use remote::{
-    GRAPH_ITEMS_PER_TURN, MAX_GATEWAYS, MAX_GRAPH_BYTES, MAX_PENDING_GRAPH_BYTES, MAX_REMOTE_CALLS,
+    GRAPH_ITEMS_PER_TURN, MAX_GATEWAYS, MAX_GRAPH_BYTES, MAX_PENDING_GRAPH_BYTES,
     MAX_REMOTE_INTEREST,
 };
 #[cfg(feature = "ros2")]

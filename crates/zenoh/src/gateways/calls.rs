@@ -31,9 +31,12 @@ use rosgate_peers::lines::failure_line;
 use rosgate_peers::Inbox;
 use rosgate_wire::Raw;
 
-use super::remote::MAX_REMOTE_CALLS;
 use crate::keys;
 use rosgate_wire::mail::{Mail, Record, Status, Writer};
+
+/// Calls from other gateways waiting for an answer here (and, counted
+/// apart, goals: `remote.rs`); more are answered at once with an error.
+pub const MAX_REMOTE_CALLS: usize = 4096;
 
 /// Calls this gateway forwarded to other gateways and waits on; more fail
 /// at once (the hub answers their callers).

@@ -36,7 +36,7 @@ use zenoh::query::{Query, Reply};
 use zenoh::sample::{Sample, SampleKind};
 use zenoh::Wait;
 
-use super::calls::Calls;
+use super::calls::{Calls, MAX_REMOTE_CALLS};
 use crate::keys;
 use rosgate_peers::lines::aborted_line;
 use rosgate_peers::Inbox;
@@ -47,10 +47,6 @@ pub const MAX_GATEWAYS: usize = 1024;
 /// (domain, topic, gateway) interest entries remembered; more are ignored
 /// (and counted). Provider entries count against the same limit.
 pub const MAX_REMOTE_INTEREST: usize = 65536;
-
-/// Calls from other gateways waiting for an answer here (and, counted
-/// apart, goals); more are answered at once with an error.
-pub const MAX_REMOTE_CALLS: usize = 4096;
 
 /// What the loop learns from the other gateways (graphs come apart:
 /// [`Shared::take_graphs`]).
