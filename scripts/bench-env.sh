@@ -1,4 +1,4 @@
-# Shared set-up of scripts/load.sh and scripts/compare.sh; source it.
+# Shared set-up of scripts/load.sh, compare.sh and compare-federation.sh; source it.
 #
 # bench_env NAME NEED_FDS: raises the open-file limit to the hard limit
 # (the tool and the servers hold NEED_FDS sockets) and sets PIN_SRV and
@@ -19,4 +19,16 @@ bench_env() {
     else
         echo "$name: taskset or a second core unavailable; running unpinned" >&2
     fi
+}
+
+# median_of RESULTS ROW SERVER JQ-EXPR: the median of JQ-EXPR over the
+# clean runs (`.ok == true`) of ROW against SERVER in RESULTS (one JSON
+# result per line, as scripts/compare.sh and compare-federation.sh write
+# them); nothing when there is none.
+median_of() {
+    jq -r --arg row "$2" --arg srv "$3" \
+        "select(.row == \$row and .server == \$srv and .ok == true) | ($4) // empty" "$1" |
+        sort -g | awk '{ v[NR] = $1 } END {
+            if (NR == 0) exit
+            if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
 }

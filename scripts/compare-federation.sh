@@ -200,13 +200,7 @@ done
 stop_all
 ELAPSED=$((SECONDS - T0))
 
-median() {
-    jq -r --arg row "$1" --arg srv "$2" \
-        "select(.row == \$row and .server == \$srv and .ok == true) | ($3) // empty" "$RESULTS" |
-        sort -g | awk '{ v[NR] = $1 } END {
-            if (NR == 0) exit
-            if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
-}
+median() { median_of "$RESULTS" "$@"; }
 # spread ROW SERVER EXPR: "min-max" over the clean runs.
 spread() {
     jq -r --arg row "$1" --arg srv "$2" \

@@ -407,13 +407,7 @@ LOAD_AFTER=$(cut -d' ' -f1-3 /proc/loadavg)
 # ----------------------------------------------------------------- table
 
 # median ROW SERVER JQ-EXPR: median over the clean runs, empty if none.
-median() {
-    jq -r --arg row "$1" --arg srv "$2" \
-        "select(.row == \$row and .server == \$srv and .ok == true) | ($3) // empty" "$RESULTS" |
-        sort -g | awk '{ v[NR] = $1 } END {
-            if (NR == 0) exit
-            if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
-}
+median() { median_of "$RESULTS" "$@"; }
 
 # count ROW SERVER [FILTER]: runs (matching FILTER).
 count() {
