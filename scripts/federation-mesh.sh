@@ -40,6 +40,7 @@ WHAT="${1:-all}"
 TIMEOUT="${MESH_TIMEOUT:-600}"
 P="rgm$$"
 WORK="${MESH_WORK:-$(mktemp -d /tmp/rgmesh.XXXXXX)}"
+mkdir -p "$WORK"
 # Gateways on core 0, measuring tools on core 1 (a 2-core machine).
 GW_CPU="${MESH_GW_CPU:-0}"
 TOOL_CPU="${MESH_TOOL_CPU:-1}"
@@ -73,6 +74,8 @@ WATCHDOG=$!
 EXTRA_PIDS+=("$WATCHDOG")
 
 ns() { echo "${P}g$1"; }
+# Not for background jobs: $! of a backgrounded function is a subshell,
+# not the process (background jobs call ip netns exec directly).
 inns() { local g=$1; shift; ip netns exec "$(ns "$g")" "$@"; }
 
 # make_nets: four fresh namespaces, loopback up, forwarding off.
@@ -110,7 +113,7 @@ remove_nets() {
 start_gw() {
   local g=$1; shift
   GW_ARGS[$g]="$*"
-  inns "$g" taskset -c "$GW_CPU" "$BIN" --listen 127.0.0.1:9095 --ws-listen 127.0.0.1:9090 \
+  ip netns exec "$(ns "$g")" taskset -c "$GW_CPU" "$BIN" --listen 127.0.0.1:9095 --ws-listen 127.0.0.1:9090 \
     --foxglove-listen off --allow-unauthenticated-network "$@" >>"$WORK/g$g.log" 2>&1 &
   GW_PID[$g]=$!
   local i
@@ -200,7 +203,7 @@ reach() {
   local from=$1; shift
   local t
   for t in "$@"; do
-    inns "$t" timeout 12 python3 "$ROOT/scripts/mesh-sub.py" --topic /probe --duration 10 \
+    ip netns exec "$(ns "$t")" timeout 12 python3 "$ROOT/scripts/mesh-sub.py" --topic /probe --duration 10 \
       --out "$WORK/probe-g$t.txt" &
     EXTRA_PIDS+=($!)
   done
@@ -283,13 +286,13 @@ snapshot() {
 counts() {
   local label=$1 pub=$2 subs=$3 n=$4 t
   for t in $subs; do
-    inns "$t" taskset -c "$TOOL_CPU" python3 "$ROOT/scripts/mesh-sub.py" --topic /count \
+    ip netns exec "$(ns "$t")" taskset -c "$TOOL_CPU" python3 "$ROOT/scripts/mesh-sub.py" --topic /count \
       --duration $((n / 500 + 8)) --out "$WORK/count-$label-g$t.txt" &
     EXTRA_PIDS+=($!)
   done
   sleep 3
   snapshot "$label-before"
-  inns "$pub" taskset -c "$TOOL_CPU" python3 "$ROOT/scripts/mesh-pub.py" --topic /count \
+  ip netns exec "$(ns "$pub")" taskset -c "$TOOL_CPU" python3 "$ROOT/scripts/mesh-pub.py" --topic /count \
     --rate 500 --duration $((n / 500)) --size 1000 --lead 1.5 >/dev/null
   sleep 1.5
   snapshot "$label-after"
@@ -333,13 +336,13 @@ hops() {
   local label=$1 pub=$2 subs=$3 rate=$4 gh g
   for gh in $subs; do
     g=${gh%%:*}
-    inns "$g" taskset -c "$TOOL_CPU" "$LOAD" --scenario strings --publisher none \
+    ip netns exec "$(ns "$g")" taskset -c "$TOOL_CPU" "$LOAD" --scenario strings --publisher none \
       --ws-addr 127.0.0.1:9090 --addr 127.0.0.1:9095 --topic /mesh --size 64 --subs 1 \
       --warmup 4 --duration 5 --drain 2 >"$WORK/hops-$label-$rate-g$g.txt" 2>&1 &
     EXTRA_PIDS+=($!)
   done
   sleep 0.5
-  inns "$pub" taskset -c "$TOOL_CPU" python3 "$ROOT/scripts/mesh-pub.py" --topic /mesh \
+  ip netns exec "$(ns "$pub")" taskset -c "$TOOL_CPU" python3 "$ROOT/scripts/mesh-pub.py" --topic /mesh \
     --rate "$rate" --duration 9 --size 64 --lead 1.5 >/dev/null &
   EXTRA_PIDS+=($!)
   wait_extra
@@ -370,12 +373,12 @@ PY
 heal() {
   local label=$1 pub=$2 victim=$3 subs=$4 t
   for t in $subs; do
-    inns "$t" taskset -c "$TOOL_CPU" python3 "$ROOT/scripts/mesh-sub.py" --topic /heal \
+    ip netns exec "$(ns "$t")" taskset -c "$TOOL_CPU" python3 "$ROOT/scripts/mesh-sub.py" --topic /heal \
       --duration 24 --out "$WORK/heal-$label-g$t.txt" &
     EXTRA_PIDS+=($!)
   done
   sleep 2
-  inns "$pub" taskset -c "$TOOL_CPU" python3 "$ROOT/scripts/mesh-pub.py" --topic /heal \
+  ip netns exec "$(ns "$pub")" taskset -c "$TOOL_CPU" python3 "$ROOT/scripts/mesh-pub.py" --topic /heal \
     --rate 200 --duration 20 --size 64 --lead 1 >/dev/null &
   EXTRA_PIDS+=($!)
   sleep 6
@@ -391,7 +394,7 @@ import sys
 work, label, victim, kill_ns, start_ns, ready_ns, *subs = sys.argv[1:]
 kill_ns, start_ns, ready_ns = int(kill_ns), int(start_ns), int(ready_ns)
 print(f"RESULT heal {label}: g{victim} killed, restarted {(start_ns-kill_ns)/1e9:.2f} s later; "
-      f"its /metrics answered {(ready_ns-start_ns)/1e3:.0f} ms after the start")
+      f"its /metrics answered {(ready_ns-start_ns)/1e6:.0f} ms after the start")
 for t in subs:
     rows = [tuple(map(int, l.split())) for l in open(f"{work}/heal-{label}-g{t}.txt")]
     before = [r for r in rows if r[0] < kill_ns]
@@ -407,6 +410,12 @@ for t in subs:
 PY
 }
 
+# MESH_PARTS: which measurements `line` and `star` make (default all three).
+PARTS="${MESH_PARTS:-counts hops heal}"
+part() { [[ " $PARTS " == *" $1 "* ]]; }
+# MESH_RATES: the open-loop rates of the hop measurements, messages/s.
+RATES="${MESH_RATES:-1000 10000 30000}"
+
 # The configurations the probe found to forward (docs/federation.md).
 LINE_MODES=("" peer router router peer)
 STAR_HUB=router
@@ -418,10 +427,9 @@ run_line() {
   # shellcheck disable=SC2046
   for g in 1 2 3 4; do start_gw "$g" $(line_args "$g" "${LINE_MODES[$g]}"); done
   sleep 2
-  counts line-all 1 "2 3 4" 2000
-  counts line-g4 1 "4" 2000
-  for r in 1000 10000 30000; do hops line 1 "2:1 3:2 4:3" "$r"; done
-  heal line 1 2 "3 4"
+  if part counts; then counts line-all 1 "2 3 4" 2000; counts line-g4 1 "4" 2000; fi
+  if part hops; then for r in $RATES; do hops line 1 "2:1 3:2 4:3" "$r"; done; fi
+  if part heal; then heal line 1 2 "3 4"; fi
   remove_nets
 }
 
@@ -433,9 +441,9 @@ run_star() {
   # shellcheck disable=SC2046
   for g in 2 3 4; do start_gw "$g" $(star_args "$g" "$STAR_LEAF"); done
   sleep 2
-  counts star-all 2 "1 3 4" 2000
-  for r in 1000 10000 30000; do hops star 2 "1:1 3:2 4:2" "$r"; done
-  heal star 2 1 "3 4"
+  if part counts; then counts star-all 2 "1 3 4" 2000; fi
+  if part hops; then for r in $RATES; do hops star 2 "1:1 3:2 4:2" "$r"; done; fi
+  if part heal; then heal star 2 1 "3 4"; fi
   remove_nets
 }
 
