@@ -10,7 +10,9 @@
 //!   time) or, with `--rate 0`, as fast as Zenoh takes them
 //!   (`CongestionControl::Block`, reliable: Zenoh's own back-pressure
 //!   closes the loop);
-//! - `sub`: `--subs` subscriber sessions on `--key`; counts deliveries in
+//! - `sub`: `--subs` subscribers on `--key`, each in its own session (the
+//!   router sends each a copy) or sharing `--sessions` (one copy crosses
+//!   per session and Zenoh fans out in the process, as a gateway does); counts deliveries in
 //!   the measured interval and the latency from the payload's stamp;
 //! - `queryable`: answers every query on `--key` with its own payload;
 //! - `query`: `--callers` threads, each with one `get` in flight at a time
@@ -41,7 +43,7 @@ zenoh-baseline - plain Zenoh with rosgate's federation payloads
 USAGE:
     zenoh-baseline router    --listen tcp/127.0.0.1:7449 [--duration S]
     zenoh-baseline pub       --connect E [--key K] [--size B] [--rate R] [--duration S]
-    zenoh-baseline sub       --connect E [--key K] [--subs N] [--warmup S] [--duration S]
+    zenoh-baseline sub       --connect E [--key K] [--subs N] [--sessions N] [--warmup S] [--duration S]
     zenoh-baseline queryable --connect E [--key K] [--duration S]
     zenoh-baseline query     --connect E [--key K] [--size B] [--callers C] [--warmup S] [--duration S]
 
@@ -55,6 +57,9 @@ OPTIONS:
     --rate R        pub: puts/s, open loop; 0: as fast as Zenoh takes them
                     [default: 0]
     --subs N        sub: subscriber sessions [default: 16]
+    --sessions N    sub: Zenoh sessions the subscribers share, 1: one copy
+                    crosses and Zenoh fans out in the process (as a gateway
+                    does) [default: one per subscriber]
     --callers C     query: concurrent callers [default: 32]
     --warmup S      sub, query: unmeasured lead-in [default: 2]
     --duration S    measured time (pub: publishing time; router, queryable:
@@ -72,6 +77,7 @@ struct Args {
     size: usize,
     rate: f64,
     subs: usize,
+    sessions: usize,
     callers: usize,
     warmup: f64,
     duration: f64,
@@ -104,9 +110,13 @@ fn parse() -> Result<Args, String> {
         size: p.opt_value_from_str("--size").map_err(e)?.unwrap_or(64),
         rate: p.opt_value_from_str("--rate").map_err(e)?.unwrap_or(0.0),
         subs: p.opt_value_from_str("--subs").map_err(e)?.unwrap_or(16),
+        sessions: p.opt_value_from_str("--sessions").map_err(e)?.unwrap_or(0),
         callers: p.opt_value_from_str("--callers").map_err(e)?.unwrap_or(32),
         warmup: p.opt_value_from_str("--warmup").map_err(e)?.unwrap_or(2.0),
-        duration: p.opt_value_from_str("--duration").map_err(e)?.unwrap_or(5.0),
+        duration: p
+            .opt_value_from_str("--duration")
+            .map_err(e)?
+            .unwrap_or(5.0),
         mode: p
             .free_from_str()
             .map_err(|_| "a mode: router|pub|sub|queryable|query".to_string())?,
@@ -170,7 +180,9 @@ fn open(mode: &str, listen: Option<&str>, connect: Option<&str>) -> Result<Sessi
     if let Some(e) = connect {
         set("connect/endpoints", format!("[{e:?}]"))?;
     }
-    zenoh::open(c).wait().map_err(|e| format!("zenoh open: {e}"))
+    zenoh::open(c)
+        .wait()
+        .map_err(|e| format!("zenoh open: {e}"))
 }
 
 fn client(a: &Args) -> Result<Session, String> {
@@ -189,7 +201,11 @@ fn run_for(secs: f64) {
 
 fn router(a: &Args) -> Result<(), String> {
     let s = open("router", Some(&a.listen), None)?;
-    eprintln!("zenoh-baseline: router {} listening on {}", s.zid(), a.listen);
+    eprintln!(
+        "zenoh-baseline: router {} listening on {}",
+        s.zid(),
+        a.listen
+    );
     run_for(a.duration);
     Ok(())
 }
@@ -262,8 +278,13 @@ fn subscribe(a: &Args) -> Result<(), String> {
     let measuring = Arc::new(AtomicBool::new(false));
     let mut keep = Vec::new();
     let mut tallies = Vec::new();
-    for _ in 0..a.subs {
-        let s = client(a)?;
+    let n_sessions = if a.sessions == 0 { a.subs } else { a.sessions };
+    let mut sessions = Vec::new();
+    for _ in 0..n_sessions.max(1) {
+        sessions.push(client(a)?);
+    }
+    for i in 0..a.subs {
+        let s = &sessions[i % sessions.len()];
         let t = Arc::new(Mutex::new(Tally::default()));
         let (t2, m2) = (t.clone(), measuring.clone());
         let sub = s
@@ -288,7 +309,7 @@ fn subscribe(a: &Args) -> Result<(), String> {
             })
             .wait()
             .map_err(|e| format!("declare_subscriber: {e}"))?;
-        keep.push((s, sub));
+        keep.push(sub);
         tallies.push(t);
     }
     eprintln!("zenoh-baseline: {} subscribers ready", a.subs);
@@ -316,6 +337,7 @@ fn subscribe(a: &Args) -> Result<(), String> {
         all.quantile(1.0),
     );
     drop(keep);
+    drop(sessions);
     Ok(())
 }
 
