@@ -410,11 +410,29 @@ for t in subs:
 PY
 }
 
-# MESH_PARTS: which measurements `line` and `star` make (default all three).
-PARTS="${MESH_PARTS:-counts hops heal}"
+# MESH_PARTS: which measurements `line` and `star` make (default all four).
+PARTS="${MESH_PARTS:-counts hops services heal}"
 part() { [[ " $PARTS " == *" $1 "* ]]; }
 # MESH_RATES: the open-loop rates of the hop measurements, messages/s.
 RATES="${MESH_RATES:-1000 10000 30000}"
+
+# services LABEL PROVIDER CALLERS: `rosgate demo` on PROVIDER; from each of
+# CALLERS, /add_two_ints is called (Zenoh's routers carry the query: no
+# gateway's bridge passes a call on) and `rosgate gateway list` counted.
+services() {
+  local label=$1 prov=$2 callers=$3 c
+  ip netns exec "$(ns "$prov")" timeout 30 "$BIN" demo >/dev/null 2>&1 &
+  EXTRA_PIDS+=($!)
+  sleep 3
+  for c in $callers; do
+    local t0 out gws; t0=$(date +%s%N)
+    out=$(inns "$c" "$BIN" service call /add_two_ints example_interfaces/srv/AddTwoInts \
+      '{a: 20, b: 22}' 2>&1 | tr '\n' ' ' || true)
+    gws=$(inns "$c" "$BIN" gateway list 2>/dev/null | grep -oE '[0-9a-f]{16,}' | sort -u | wc -l || true)
+    echo "RESULT services $label: g$c -> demo on g$prov: ${out} ($(( ($(date +%s%N) - t0) / 1000000 )) ms with the CLI's start); gateways its gateway list names: $gws"
+  done
+  wait_extra
+}
 
 # The configurations the probe found to forward (docs/federation.md).
 LINE_MODES=("" peer router router peer)
@@ -429,6 +447,7 @@ run_line() {
   sleep 2
   if part counts; then counts line-all 1 "2 3 4" 2000; counts line-g4 1 "4" 2000; fi
   if part hops; then for r in $RATES; do hops line 1 "2:1 3:2 4:3" "$r"; done; fi
+  if part services; then services line 1 "2 3 4"; fi
   if part heal; then heal line 1 2 "3 4"; fi
   remove_nets
 }
@@ -443,6 +462,7 @@ run_star() {
   sleep 2
   if part counts; then counts star-all 2 "1 3 4" 2000; fi
   if part hops; then for r in $RATES; do hops star 2 "1:1 3:2 4:2" "$r"; done; fi
+  if part services; then services star 2 "1 3 4"; fi
   if part heal; then heal star 2 1 "3 4"; fi
   remove_nets
 }
