@@ -2,13 +2,14 @@
 # Four federated gateways in four network namespaces (issue 30, item 5),
 # in a LINE (g1-g2-g3-g4) and in a STAR (hub g1; leaves g2, g3, g4).
 #
-# Runtime: about 4 minutes for `all` (bounded: the whole script is killed
-# after MESH_TIMEOUT seconds, default 600). Needs root (ip netns) and a
+# Runtime: about 4.5 minutes for `all` (probe, line and star 1.5 each);
+# bounded: the whole script is killed after MESH_TIMEOUT seconds (default
+# 600). Needs root (ip netns) and a
 # gateway built with `cargo build --release --features zenoh`, plus
 # target/release/rosgate-load.
 #
 #   scripts/federation-mesh.sh probe  # which Zenoh modes forward across a middle gateway
-#   scripts/federation-mesh.sh line   # counts per link, latency per hop, middle gateway killed
+#   scripts/federation-mesh.sh line   # counts per link, latency per hop, services, middle gateway killed
 #   scripts/federation-mesh.sh star   # the same with the hub
 #   scripts/federation-mesh.sh all    # probe, line, star
 #
@@ -422,7 +423,8 @@ RATES="${MESH_RATES:-1000 10000 30000}"
 services() {
   local label=$1 prov=$2 callers=$3 c
   ip netns exec "$(ns "$prov")" timeout 30 "$BIN" demo >/dev/null 2>&1 &
-  EXTRA_PIDS+=($!)
+  local demo=$!
+  EXTRA_PIDS+=("$demo")
   sleep 3
   for c in $callers; do
     local t0 out gws; t0=$(date +%s%N)
@@ -431,6 +433,7 @@ services() {
     gws=$(inns "$c" "$BIN" gateway list 2>/dev/null | grep -oE '[0-9a-f]{16,}' | sort -u | wc -l || true)
     echo "RESULT services $label: g$c -> demo on g$prov: ${out} ($(( ($(date +%s%N) - t0) / 1000000 )) ms with the CLI's start); gateways its gateway list names: $gws"
   done
+  kill "$demo" 2>/dev/null || true
   wait_extra
 }
 
