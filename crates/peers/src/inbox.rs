@@ -97,50 +97,30 @@ impl Inbox {
         msg: String,
         latched: Option<u32>,
     ) {
-        let n = msg.len();
-        if !self.take_room(n) {
-            return;
-        }
-        let me = self.clone();
-        let topic = topic.to_string();
-        let sent = self.send(move |hub, now| {
-            me.release_sample(n);
-            hub.remote_publish(domain, &topic, Raw::from_valid_json(&msg), latched, now);
-        });
-        if sent {
-            self.received.fetch_add(1, Ordering::Relaxed);
-        } else {
-            // The refused job was dropped unrun: its room comes back here.
-            self.release_sample(n);
-            self.drop_one();
-        }
+        self.deliver_many(domain, topic, vec![msg], latched);
     }
 
-    /// Hands several messages for `topic` (each one valid JSON value, in
-    /// order) to the loop in one job, as [`Inbox::deliver`] does each:
-    /// those past the budget are dropped (counted).
+    /// Hands messages for `topic` (each one valid JSON value, in order) to
+    /// the loop in one job, as remote publishes: each takes its room in
+    /// the budget, and those past it are dropped (counted), as is the lot
+    /// when the inbox refuses the job.
     pub fn deliver_many(
         self: &Arc<Self>,
         domain: Domain,
         topic: &str,
-        msgs: Vec<String>,
+        mut msgs: Vec<String>,
         latched: Option<u32>,
     ) {
-        let mut kept = Vec::with_capacity(msgs.len());
-        for m in msgs {
-            if self.take_room(m.len()) {
-                kept.push(m);
-            }
-        }
-        if kept.is_empty() {
+        msgs.retain(|m| self.take_room(m.len()));
+        if msgs.is_empty() {
             return;
         }
-        let n = kept.len();
-        let bytes: usize = kept.iter().map(String::len).sum();
+        let n = msgs.len();
+        let bytes: usize = msgs.iter().map(String::len).sum();
         let me = self.clone();
         let topic = topic.to_string();
         let sent = self.send(move |hub, now| {
-            for msg in kept {
+            for msg in msgs {
                 me.release_sample(msg.len());
                 hub.remote_publish(domain, &topic, Raw::from_valid_json(&msg), latched, now);
             }
@@ -149,10 +129,8 @@ impl Inbox {
             self.received.fetch_add(n as u64, Ordering::Relaxed);
         } else {
             // The refused job was dropped unrun: its room comes back here.
-            self.pending_bytes.fetch_sub(bytes, Ordering::AcqRel);
-            self.pending_samples.fetch_sub(n, Ordering::AcqRel);
-            self.dropped.fetch_add(n as u64, Ordering::Relaxed);
-            self.dropped_total.fetch_add(n as u64, Ordering::Relaxed);
+            self.release(n, bytes);
+            self.drop_n(n as u64);
         }
     }
 
@@ -186,8 +164,13 @@ impl Inbox {
 
     /// Gives back the room a sample of `n` bytes took.
     pub fn release_sample(&self, n: usize) {
-        self.pending_bytes.fetch_sub(n, Ordering::AcqRel);
-        self.pending_samples.fetch_sub(1, Ordering::AcqRel);
+        self.release(1, n);
+    }
+
+    /// Gives back the room `samples` samples of `bytes` bytes together took.
+    fn release(&self, samples: usize, bytes: usize) {
+        self.pending_bytes.fetch_sub(bytes, Ordering::AcqRel);
+        self.pending_samples.fetch_sub(samples, Ordering::AcqRel);
     }
 
     /// Whether samples already fill the loop's inbox: a further one would
@@ -207,8 +190,13 @@ impl Inbox {
 
     /// Counts one sample (or answer) dropped.
     pub fn drop_one(&self) {
-        self.dropped.fetch_add(1, Ordering::Relaxed);
-        self.dropped_total.fetch_add(1, Ordering::Relaxed);
+        self.drop_n(1);
+    }
+
+    /// Counts `n` samples (or answers) dropped.
+    pub fn drop_n(&self, n: u64) {
+        self.dropped.fetch_add(n, Ordering::Relaxed);
+        self.dropped_total.fetch_add(n, Ordering::Relaxed);
     }
 
     /// Samples dropped since the last call.

@@ -404,15 +404,11 @@ impl Gateways {
                 dropped += b.count;
             }
         }
-        for (gw, why) in self
-            .shared
-            .calls
-            .take_refusals()
-            .into_iter()
-            .map(|(gw, n, why)| (gw, (n, why)))
-        {
-            let w = self.mail.entry(gw).or_default();
-            w.answer(&self.zid, why.0, Status::Refused, why.1.as_bytes());
+        for (gw, n, why) in self.shared.calls.take_refusals() {
+            self.mail
+                .entry(gw)
+                .or_default()
+                .answer(&self.zid, n, Status::Refused, why.as_bytes());
         }
         for (gw, w) in self.mail.iter_mut() {
             if !w.is_empty() {
@@ -425,6 +421,14 @@ impl Gateways {
             self.mail.clear();
         }
         dropped
+    }
+}
+
+/// Puts the mail `w` gathered for gateway `gw` now if it holds a batch's
+/// worth ([`mail::MAIL_BATCH_BYTES`]); the rest waits for the turn's end.
+fn put_if_full(session: &Session, gw: &str, w: &mut Writer) {
+    if w.len() >= mail::MAIL_BATCH_BYTES {
+        put_mail(session, gw, w.take());
     }
 }
 
@@ -575,9 +579,7 @@ impl Peer for Gateways {
         if !self.shared.calls.forward(w, &gw, call, now) {
             return false;
         }
-        if w.len() >= mail::MAIL_BATCH_BYTES {
-            put_mail(&self.session, &gw, w.take());
-        }
+        put_if_full(&self.session, &gw, w);
         true
     }
 
@@ -589,9 +591,7 @@ impl Peer for Gateways {
         let status = if result { Status::Ok } else { Status::Failed };
         let w = self.mail.entry(gw.clone()).or_default();
         w.answer(&self.zid, n, status, values.as_bytes());
-        if w.len() >= mail::MAIL_BATCH_BYTES {
-            put_mail(&self.session, &gw, w.take());
-        }
+        put_if_full(&self.session, &gw, w);
     }
 
     fn goal(

@@ -642,15 +642,7 @@ impl Shared {
                 .ok()?;
             Some(depth.clamp(1, rosgate_wire::qos::MAX_QOS_DEPTH))
         });
-        match msgs.len() {
-            0 => {}
-            1 => {
-                if let Some(m) = msgs.pop() {
-                    self.inbox.deliver(domain, topic, m, latched);
-                }
-            }
-            _ => self.inbox.deliver_many(domain, topic, msgs, latched),
-        }
+        self.inbox.deliver_many(domain, topic, msgs, latched);
     }
 
     /// Transitions since the last call, in the order they came.
