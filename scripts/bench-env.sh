@@ -32,3 +32,30 @@ median_of() {
             if (NR == 0) exit
             if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
 }
+
+# fmt KIND VALUE: VALUE for a table cell (rate: M/s, k/s; us: us or ms;
+# kib; mbs: MB/s); nothing when VALUE is empty.
+fmt() {
+    [[ -z $2 ]] && return 0
+    awk -v k="$1" -v v="$2" 'BEGIN {
+        if (k == "rate") {
+            if (v >= 1e6) printf "%.2fM/s", v / 1e6
+            else if (v >= 1e3) printf "%.1fk/s", v / 1e3
+            else printf "%.0f/s", v
+        } else if (k == "us") {
+            if (v >= 1000) printf "%.2f ms", v / 1000; else printf "%.1f us", v
+        } else if (k == "kib") printf "%.2f KiB", v
+        else if (k == "mbs") printf "%.0f MB/s", v
+        else printf "%s", v }'
+}
+
+# other_of RESULTS ROW: the median CPU (% of one core) other processes used
+# during ROW's runs, as "12%"; nothing when no run recorded it.
+other_of() {
+    local v
+    v=$(jq -r --arg row "$2" 'select(.row == $row) | .other_cpu_pct // empty' "$1" |
+        sort -g | awk '{ v[NR] = $1 } END { if (NR) print v[int((NR + 1) / 2)] }')
+    if [[ -n $v ]]; then
+        printf '%.0f%%' "$v"
+    fi
+}

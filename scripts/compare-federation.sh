@@ -207,16 +207,7 @@ spread() {
         "select(.row == \$row and .server == \$srv and .ok == true) | ($3) // empty" "$RESULTS" |
         sort -g | awk 'NR == 1 { lo = $1 } { hi = $1 } END { if (NR) print lo, hi }'
 }
-fmt() {
-    [[ -z $2 ]] && { echo "FAIL"; return 0; }
-    awk -v k="$1" -v v="$2" 'BEGIN {
-        if (k == "rate") { if (v >= 1e6) printf "%.2fM/s", v / 1e6; else printf "%.1fk/s", v / 1e3 }
-        else if (v >= 1000) printf "%.2f ms", v / 1000; else printf "%.0f us", v }'
-}
-other() {
-    jq -r --arg row "$1" 'select(.row == $row) | .other_cpu_pct // empty' "$RESULTS" |
-        sort -g | awk '{ v[NR] = $1 } END { if (NR) printf "%.0f%%", v[int((NR + 1) / 2)] }'
-}
+other() { other_of "$RESULTS" "$@"; }
 
 # cellof KIND MEDIAN ROW SERVER EXPR: "median (min-max)".
 cellof() {

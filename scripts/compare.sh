@@ -415,21 +415,6 @@ count() {
         "select(.row == \$row and .server == \$srv and (${3:-true})) | 1" "$RESULTS" | wc -l
 }
 
-# fmt KIND VALUE
-fmt() {
-    [[ -z $2 ]] && return 0
-    awk -v k="$1" -v v="$2" 'BEGIN {
-        if (k == "rate") {
-            if (v >= 1e6) printf "%.2fM/s", v / 1e6
-            else if (v >= 1e3) printf "%.1fk/s", v / 1e3
-            else printf "%.0f/s", v
-        } else if (k == "us") {
-            if (v >= 1000) printf "%.2f ms", v / 1000; else printf "%.1f us", v
-        } else if (k == "kib") printf "%.2f KiB", v
-        else if (k == "mbs") printf "%.0f MB/s", v
-        else printf "%s", v }'
-}
-
 # ratio A B: A / B as "1.23x", n/a when either is missing.
 ratio() {
     if [[ -z $1 || -z $2 ]]; then
@@ -466,14 +451,7 @@ cell() {
 }
 
 # other ROW: median CPU% of other processes over the row's runs.
-other() {
-    local v
-    v=$(jq -r --arg row "$1" 'select(.row == $row) | .other_cpu_pct // empty' "$RESULTS" |
-        sort -g | awk '{ v[NR] = $1 } END { if (NR) print v[int((NR + 1) / 2)] }')
-    if [[ -n $v ]]; then
-        printf '%.0f%%' "$v"
-    fi
-}
+other() { other_of "$RESULTS" "$@"; }
 
 TABLE=()
 # line LABEL ROW KIND EXPR TARGET-TEXT VERDICT-FN
